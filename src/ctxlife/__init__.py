@@ -1,0 +1,97 @@
+"""ctxlife: manage an LLM agent's context over its whole lifecycle.
+
+Quick start::
+
+    import ctxlife
+    crew = ctxlife.wrap(crew, "ctxlife.toml")      # CrewAI: all six lifecycle nodes
+    report = ctxlife.manage(messages, context_window=8000)   # any framework: a plain list
+
+Write a strategy: subclass :class:`Strategy`, decorate hook methods with
+:data:`hookimpl`, and register it under the ``ctxlife.strategies`` entry point.
+
+Heavy modules (CrewAI, the config loader, tiktoken) are imported on first use,
+so ``import ctxlife`` stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ctxlife.contexts import Action, BootstrapContext, HookContext, LLMCallContext, TaskContext, ToolCallContext
+from ctxlife.errors import (
+    ConfigError,
+    CtxlifeError,
+    InvalidMessagesError,
+    PluginConflictError,
+    PluginError,
+    SessionIdError,
+    StoreError,
+    StrategyOptionsError,
+    UnknownStrategyError,
+)
+from ctxlife.hookspecs import hookimpl
+from ctxlife.strategy import Options, Strategy
+
+if TYPE_CHECKING:
+    from ctxlife.api import manage
+    from ctxlife.config import Settings, load_settings
+    from ctxlife.host import Host, Report
+    from ctxlife.integrations.crewai import unwrap, wrap
+    from ctxlife.tokens import TokenCounter
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Action",
+    "BootstrapContext",
+    "ConfigError",
+    "CtxlifeError",
+    "HookContext",
+    "Host",
+    "InvalidMessagesError",
+    "LLMCallContext",
+    "Options",
+    "PluginConflictError",
+    "PluginError",
+    "Report",
+    "SessionIdError",
+    "Settings",
+    "StoreError",
+    "Strategy",
+    "StrategyOptionsError",
+    "TaskContext",
+    "TokenCounter",
+    "ToolCallContext",
+    "UnknownStrategyError",
+    "hookimpl",
+    "load_settings",
+    "manage",
+    "unwrap",
+    "wrap",
+]
+
+_LAZY = {
+    "manage": "ctxlife.api",
+    "load_settings": "ctxlife.config",
+    "Settings": "ctxlife.config",
+    "Host": "ctxlife.host",
+    "Report": "ctxlife.host",
+    "TokenCounter": "ctxlife.tokens",
+    "wrap": "ctxlife.integrations.crewai",
+    "unwrap": "ctxlife.integrations.crewai",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'ctxlife' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

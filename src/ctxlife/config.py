@@ -1,0 +1,265 @@
+"""Configuration: a TOML file, ``[tool.ctxlife]`` in pyproject.toml, and ``CTXLIFE_*`` variables.
+
+Shape::
+
+    strategies = ["truncate_last_n"]   # active strategies, called in this order
+    threshold = 0.4                    # share of the context window that counts as "too full"
+    # context_window = 8000            # override the model's window
+    # model = "gpt-4o"                 # picks the tokenizer when the framework does not say
+
+    [truncate_last_n]                  # options of one strategy live under its own name
+    rounds = 2
+
+Precedence, highest first: environment (``CTXLIFE_THRESHOLD=0.5``,
+``CTXLIFE_TRUNCATE_LAST_N__ROUNDS=3``), the file, built-in defaults. Everything is
+validated at load: an unknown strategy, option or type is a :class:`ConfigError`
+naming the file, the strategy, the key and the expected type.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, PrivateAttr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from ctxlife.errors import ConfigError, StrategyOptionsError, UnknownStrategyError
+from ctxlife.plugins import registry
+from ctxlife.strategy import Options
+
+ENV_PREFIX = "CTXLIFE_"
+DEFAULT_FILE = "ctxlife.toml"
+_LINE_RE = re.compile(r"\(at line (\d+), column (\d+)\)")
+# Where the settings being built come from; validation runs inside the constructor.
+_current_source: contextvars.ContextVar[str] = contextvars.ContextVar("ctxlife_config_source", default="built-in defaults")
+
+
+class Settings(BaseSettings):
+    """Resolved ctxlife settings. Build with :func:`load_settings` (or directly, for tests)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="allow",
+        frozen=True,
+    )
+
+    strategies: list[str] = Field(
+        default_factory=lambda: ["truncate_last_n"],
+        description="Active strategies, called in this order at every node.",
+    )
+    threshold: float = Field(
+        0.4, gt=0, le=1, description='Share of the context window that counts as "too full".'
+    )
+    context_window: int | None = Field(
+        None, gt=0, description="Context window in tokens; overrides what the framework reports."
+    )
+    model: str | None = Field(None, description="Model name; picks the tokenizer when the framework does not say.")
+    session_id: str | None = Field(None, description="Default session id for wrap() and manage().")
+    log_content: bool = Field(
+        False, description="Put message contents into log events (off: events carry counts and names only)."
+    )
+
+    _source: str = PrivateAttr(default="built-in defaults")
+    _options: dict[str, Options] = PrivateAttr(default_factory=dict)
+
+    @field_validator("strategies")
+    @classmethod
+    def _no_duplicates(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for name in value:
+            if name in seen:
+                raise ValueError(f"strategy {name!r} is listed twice")
+            seen.add(name)
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Environment beats the file (passed as init data by load_settings).
+        return (_StrategyEnvSource(settings_cls), env_settings, init_settings)
+
+    def model_post_init(self, __context: Any) -> None:
+        self._source = _current_source.get()
+        self._validate_strategies()
+
+    @property
+    def source(self) -> str:
+        """Where these settings were read from (a file path or "built-in defaults")."""
+        return self._source
+
+    def options_for(self, name: str) -> Options:
+        """The validated options of one strategy (defaults when the config has no table)."""
+        options = self._options.get(name)
+        if options is None:
+            cls = registry().get(name)
+            options = self._options[name] = cls.Options()
+        return options
+
+    def strategy_tables(self) -> dict[str, dict[str, Any]]:
+        """The raw ``[name]`` tables of the config."""
+        return {k: v for k, v in (self.model_extra or {}).items() if isinstance(v, dict)}
+
+    def resolved(self) -> dict[str, Any]:
+        """Everything in effect, with every option of every active strategy filled in."""
+        data = self.model_dump(exclude=set(self.model_extra or {}))
+        for name in self.strategies:
+            data[name] = self.options_for(name).model_dump(mode="json")
+        return data
+
+    def _validate_strategies(self) -> None:
+        reg = registry()
+        where = f" (in {self._source})" if self._source != "built-in defaults" else ""
+        for name in self.strategies:
+            if name not in reg.entries:
+                raise UnknownStrategyError(f"unknown strategy {name!r} in 'strategies'{where}; {reg.available()}")
+        for key, value in (self.model_extra or {}).items():
+            if not isinstance(value, dict):
+                raise ConfigError(
+                    f"unknown setting {key!r}{where}; top-level settings are "
+                    f"{', '.join(type(self).model_fields)}, and strategy options go in a "
+                    f"[strategy_name] table"
+                )
+            if key not in reg.entries:
+                raise UnknownStrategyError(f"options table [{key}]{where} names no installed strategy; {reg.available()}")
+            cls = reg.get(key)
+            try:
+                self._options[key] = cls.Options.model_validate(value)
+            except ValidationError as exc:
+                raise StrategyOptionsError(_explain_option_errors(key, exc, where)) from None
+
+
+class _StrategyEnvSource(PydanticBaseSettingsSource):
+    """``CTXLIFE_<STRATEGY>__<OPTION>=value``: override one option of one strategy.
+
+    Values are parsed as JSON when they look like JSON (numbers, booleans, lists),
+    otherwise kept as strings; the strategy's Options model does the rest.
+    """
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover - unused
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        tables: dict[str, dict[str, Any]] = {}
+        fields = set(self.settings_cls.model_fields)
+        for key, raw in os.environ.items():
+            if not key.startswith(ENV_PREFIX) or "__" not in key:
+                continue
+            section, _, option = key[len(ENV_PREFIX) :].lower().partition("__")
+            if section in fields or not section or not option:
+                continue
+            tables.setdefault(section, {})[option] = _parse_env_value(raw)
+        return tables
+
+
+def _parse_env_value(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _explain_option_errors(strategy: str, exc: ValidationError, where: str) -> str:
+    lines = []
+    for error in exc.errors():
+        key = ".".join(str(p) for p in error["loc"]) or "(table)"
+        if error["type"] == "extra_forbidden":
+            lines.append(f"strategy {strategy!r} has no option {key!r}{where}")
+        else:
+            lines.append(
+                f"strategy {strategy!r} option {key!r}{where}: {error['msg']} (got {error.get('input')!r})"
+            )
+    return "; ".join(lines)
+
+
+def _explain_settings_errors(exc: ValidationError, where: str) -> str:
+    lines = []
+    for error in exc.errors():
+        key = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        lines.append(f"setting {key!r}{where}: {error['msg']} (got {error.get('input')!r})")
+    return "; ".join(lines)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parse a TOML file; errors name the file and the line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        match = _LINE_RE.search(str(exc))
+        at = f" line {match.group(1)}, column {match.group(2)}:" if match else ""
+        message = _LINE_RE.sub("", str(exc)).strip()
+        raise ConfigError(f"malformed TOML in {path}:{at} {message}") from None
+
+
+def _file_data(path: Path) -> dict[str, Any]:
+    data = read_toml(path)
+    if path.name == "pyproject.toml":
+        section = data.get("tool", {}).get("ctxlife")
+        if section is None:
+            raise ConfigError(f"{path} has no [tool.ctxlife] table; add one or point to a ctxlife TOML file")
+        if not isinstance(section, dict):
+            raise ConfigError(f"[tool.ctxlife] in {path} must be a table")
+        return section
+    return data
+
+
+def find_default_config(cwd: Path | None = None) -> Path | None:
+    """``./ctxlife.toml``, else ``./pyproject.toml`` if it has ``[tool.ctxlife]``, else None."""
+    cwd = cwd or Path.cwd()
+    candidate = cwd / DEFAULT_FILE
+    if candidate.is_file():
+        return candidate
+    pyproject = cwd / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError):
+            return None
+        if isinstance(data.get("tool", {}).get("ctxlife"), dict):
+            return pyproject
+    return None
+
+
+def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
+    """Load and validate settings.
+
+    ``path``: a ctxlife TOML file or a ``pyproject.toml`` (its ``[tool.ctxlife]``
+    table). None looks for ``./ctxlife.toml``, then ``[tool.ctxlife]`` in
+    ``./pyproject.toml``, and otherwise uses the built-in defaults.
+    """
+    file = Path(path) if path is not None else find_default_config()
+    if file is not None and not file.is_file():
+        raise ConfigError(f"config file {file} does not exist; check the path or omit it to use the defaults")
+    data = _file_data(file) if file is not None else {}
+    source = str(file) if file is not None else "built-in defaults"
+    return settings_from_dict(data, source=source)
+
+
+def settings_from_dict(data: dict[str, Any], *, source: str = "a dict") -> Settings:
+    """Build settings from already-parsed TOML data (environment overrides still apply)."""
+    where = f" (in {source})"
+    token = _current_source.set(source)
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        raise ConfigError(_explain_settings_errors(exc, where)) from None
+    finally:
+        _current_source.reset(token)
+
+

@@ -1,0 +1,454 @@
+"""The lifecycle host: one plugin manager per wrapped crew (or manage() host).
+
+The host owns dispatch. For each node it calls the active strategies in config
+order, then the extra plugins, one at a time, so that a strategy that raises or
+leaves an invalid message list is rolled back alone while the others still run.
+Every dispatch emits one ``ctxlife.node`` event (tokens before/after, who acted,
+time taken); every failure an ``ctxlife.strategy_failed`` or
+``ctxlife.invalid_sequence`` error event.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+
+from ctxlife import hookspecs
+from ctxlife.config import Settings
+from ctxlife.contexts import Action, BootstrapContext, Complete, HookContext, LLMCallContext, TaskContext, ToolCallContext
+from ctxlife.errors import CtxlifeError, PluginError
+from ctxlife.events import emit
+from ctxlife.messages import check_shape, is_system, last_user_index, validate
+from ctxlife.plugins import registry
+from ctxlife.strategy import Strategy
+from ctxlife.tokens import TokenCounter
+
+
+@dataclass
+class StrategyFailure:
+    """A strategy whose edit was rolled back."""
+
+    strategy: str
+    node: str
+    error: str
+
+
+@dataclass
+class Report:
+    """What one dispatch did. :func:`ctxlife.manage` returns the one for its call."""
+
+    node: str
+    tokens_before: int = 0
+    tokens_after: int = 0
+    context_window: int = 0
+    budget: int = 0
+    actions: list[Action] = field(default_factory=list)
+    failures: list[StrategyFailure] = field(default_factory=list)
+    duration_ms: float = 0.0
+
+    @property
+    def acted(self) -> list[str]:
+        """Names of the strategies that recorded an action, in order, without repeats."""
+        return list(dict.fromkeys(a.strategy for a in self.actions))
+
+    @property
+    def tokens_saved(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+
+class Host:
+    """Dispatches the six lifecycle nodes to the strategies a config selects.
+
+    Args:
+        settings: the resolved settings (see :func:`ctxlife.load_settings`).
+        context_window: the model's window in tokens; the config's
+            ``context_window`` wins over it, and adapters pass the framework's.
+        model: the model name, to pick the tokenizer; the config's ``model`` is
+            used when the framework does not say.
+        session_id: the session; defaults to the config's ``session_id``.
+        plugins: extra objects with ``@ctxlife.hookimpl`` methods, called after
+            the configured strategies.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        context_window: int | None = None,
+        model: str | None = None,
+        session_id: str | None = None,
+        plugins: Sequence[object] = (),
+    ) -> None:
+        self.settings = settings
+        self.context_window = settings.context_window or context_window
+        self.model = model or settings.model
+        self.session_id = session_id or settings.session_id
+        self._pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self._pm.add_hookspecs(hookspecs)
+        reg = registry()
+        self.strategies: list[Strategy] = [reg.get(name)(settings.options_for(name), settings) for name in settings.strategies]
+        self._plugin_names: list[str] = []
+        for strategy in self.strategies:
+            self._register(strategy, strategy.name)
+        for index, plugin in enumerate(plugins):
+            label = getattr(plugin, "name", None) or type(plugin).__name__
+            self._register(plugin, f"{label}#{index}" if label in self._plugin_names else str(label))
+        try:
+            self._pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            raise PluginError(f"{exc}; hook names are {', '.join(hookspecs.HOOK_NAMES)}") from None
+        # (name, hookimpl) per hook, in config order, computed once.
+        self._impls: dict[str, list[tuple[str, Any]]] = {}
+        for hook in hookspecs.HOOK_NAMES:
+            by_plugin = {self._pm.get_name(impl.plugin): impl for impl in getattr(self._pm.hook, hook).get_hookimpls()}
+            self._impls[hook] = [(n, by_plugin[n]) for n in self._plugin_names if n in by_plugin]
+        self._counters: dict[str | None, TokenCounter] = {}
+        self._state: dict[tuple[str, str | None], dict[str, Any]] = {}
+        self._bootstrap: dict[tuple[str | None, str | None], str] = {}
+        self._calls: dict[str | None, int] = {}
+        self._task_started: set[tuple[str | None, str | None]] = set()
+        self._lock = threading.RLock()
+        self.complete: Complete | None = None
+
+    def _register(self, plugin: object, name: str) -> None:
+        try:
+            self._pm.register(plugin, name=name)
+        except (ValueError, pluggy.PluginValidationError) as exc:
+            raise PluginError(f"cannot register plugin {name!r}: {exc}") from None
+        self._plugin_names.append(name)
+
+    # -- shared plumbing ----------------------------------------------------------------
+
+    def counter(self, model: str | None = None) -> TokenCounter:
+        """The token counter for a model (one per model, cached)."""
+        key = model or self.model
+        found = self._counters.get(key)
+        if found is None:
+            found = self._counters[key] = TokenCounter(key)
+        return found
+
+    def implements(self, hook: str) -> bool:
+        """Whether any active strategy or plugin implements ``hook``."""
+        return bool(self._impls[hook])
+
+    def _fill(self, ctx: HookContext, node: str, *, model: str | None, context_window: int | None, session_id: str | None) -> None:
+        ctx.node = node
+        ctx.session_id = session_id or self.session_id
+        ctx.tokens = self.counter(model)
+        ctx.context_window = self.context_window or context_window or 0
+        ctx.threshold = self.settings.threshold
+        if ctx.complete is None:
+            ctx.complete = self.complete
+
+    def _run(
+        self,
+        hook: str,
+        ctx: HookContext,
+        snapshot: Callable[[], Any],
+        restore: Callable[[Any], None],
+        check: Callable[[Any], str | None] | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> list[StrategyFailure]:
+        failures: list[StrategyFailure] = []
+        for name, impl in self._impls[hook]:
+            saved = snapshot()
+            ctx._strategy = name
+            ctx.state = self._state.setdefault((name, ctx.session_id), {})
+            n_actions = len(ctx.actions)
+            kwargs = {"ctx": ctx}
+            try:
+                impl.function(*[kwargs[arg] for arg in impl.argnames])
+                problem = check(saved) if check is not None else None
+            except Exception as exc:  # noqa: BLE001 - isolation is the point: any failure is rolled back
+                problem = None
+                restore(saved)
+                del ctx.actions[n_actions:]
+                failures.append(StrategyFailure(name, ctx.node, f"{type(exc).__name__}: {exc}"))
+                emit(
+                    "error",
+                    "ctxlife.strategy_failed",
+                    strategy=name,
+                    node=ctx.node,
+                    error=f"{type(exc).__name__}: {exc}",
+                    session_id=ctx.session_id,
+                    exc_info=not isinstance(exc, CtxlifeError),
+                )
+                continue
+            if problem is not None:
+                restore(saved)
+                del ctx.actions[n_actions:]
+                failures.append(StrategyFailure(name, ctx.node, problem))
+                emit("error", "ctxlife.invalid_sequence", strategy=name, node=ctx.node, problem=problem, session_id=ctx.session_id)
+                continue
+            if stop is not None and stop():
+                break
+        ctx._strategy = ""
+        return failures
+
+    def _emit_node(self, report: Report, ctx: HookContext) -> None:
+        emit(
+            "debug",
+            "ctxlife.node",
+            node=report.node,
+            session_id=ctx.session_id,
+            agent_role=ctx.agent_role,
+            tokens_before=report.tokens_before,
+            tokens_after=report.tokens_after,
+            acted=report.acted,
+            failed=[f.strategy for f in report.failures],
+            duration_ms=round(report.duration_ms, 3),
+        )
+
+    # -- node 1: bootstrap --------------------------------------------------------------
+
+    def bootstrap_text(
+        self,
+        *,
+        agent_role: str | None = None,
+        goal: str | None = None,
+        backstory: str | None = None,
+        session_id: str | None = None,
+    ) -> str:
+        """Dispatch ``ctxlife_bootstrap`` once per (agent role, session); return the text to inject."""
+        session = session_id or self.session_id
+        key = (agent_role, session)
+        with self._lock:
+            text = self._bootstrap.get(key)
+            if text is not None:
+                return text
+            start = time.perf_counter()
+            ctx = BootstrapContext(
+                agent_role=agent_role,
+                goal=goal,
+                backstory=backstory,
+                variables={
+                    "agent_role": agent_role or "",
+                    "session_id": session or "",
+                    "date": _dt.date.today().isoformat(),
+                },
+            )
+            self._fill(ctx, "bootstrap", model=None, context_window=None, session_id=session)
+            failures = self._run(
+                "ctxlife_bootstrap",
+                ctx,
+                snapshot=lambda: list(ctx.blocks),
+                restore=lambda saved: ctx.blocks.__setitem__(slice(None), saved),
+            )
+            text = "\n\n".join(b.strip() for b in ctx.blocks if isinstance(b, str) and b.strip())
+            self._bootstrap[key] = text
+            counter = ctx.tokens
+            assert counter is not None
+            report = Report("bootstrap", 0, counter.count_text(text), ctx.context_window, ctx.budget, ctx.actions, failures)
+            report.duration_ms = (time.perf_counter() - start) * 1000
+            self._emit_node(report, ctx)
+            return text
+
+    @staticmethod
+    def apply_bootstrap(messages: list[dict[str, Any]], text: str) -> bool:
+        """Put ``text`` into the first system message, once. Returns True if it changed anything."""
+        if not text:
+            return False
+        for index, message in enumerate(messages):
+            if is_system(message):
+                content = message.get("content")
+                content = content if isinstance(content, str) else ""
+                if text in content:
+                    return False
+                messages[index] = {**message, "content": f"{content}\n\n{text}" if content else text}
+                return True
+            break
+        messages.insert(0, {"role": "system", "content": text})
+        return True
+
+    # -- node 2: before each model call -------------------------------------------------
+
+    def before_llm_call(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        model: str | None = None,
+        context_window: int | None = None,
+        session_id: str | None = None,
+        agent_role: str | None = None,
+        goal: str | None = None,
+        backstory: str | None = None,
+        task_name: str | None = None,
+        task_index: int | None = None,
+        complete: Complete | None = None,
+        first_call_of_run: bool | None = None,
+    ) -> Report:
+        """Run the ``before_llm_call`` pipeline on a live message list, in place."""
+        start = time.perf_counter()
+        with self._lock:
+            session = session_id or self.session_id
+            ctx = LLMCallContext(messages=messages, agent_role=agent_role, task_name=task_name, task_index=task_index, complete=complete)
+            self._fill(ctx, "before_llm_call", model=model, context_window=context_window, session_id=session)
+            if not ctx.context_window:
+                raise CtxlifeError(
+                    "no context window is known for this call; pass context_window= "
+                    "(or set context_window in the config)"
+                )
+            index = self._calls.get(session, 0)
+            self._calls[session] = index + 1
+            ctx.call_index = index
+            ctx.first_call_of_run = index == 0 if first_call_of_run is None else first_call_of_run
+            task_key = (session, task_name)
+            ctx.first_call_of_task = task_name is not None and task_key in self._task_started
+            self._task_started.discard(task_key)
+            counter = ctx.tokens
+            assert counter is not None
+            tokens_before = counter.count_messages(messages)
+            text = self.bootstrap_text(agent_role=agent_role, goal=goal, backstory=backstory, session_id=session)
+            self.apply_bootstrap(messages, text)
+            problems_before = len(validate(messages))
+            live = messages
+
+            def check(saved: list[dict[str, Any]]) -> str | None:
+                nonlocal problems_before
+                if ctx.messages is not live:
+                    ctx.messages = live
+                    return "rebound ctx.messages instead of editing it in place; use slice assignment or clear()+extend()"
+                problems = validate(live)
+                if len(problems) > problems_before:
+                    return f"left an invalid message list: {problems[0]}"
+                last_user = last_user_index(saved)
+                if last_user is not None and not _contains(live, saved[last_user]):
+                    return "dropped the latest user message"
+                problems_before = len(problems)
+                return None
+
+            def restore(saved: list[dict[str, Any]]) -> None:
+                ctx.messages = live
+                live[:] = saved
+
+            failures = self._run("ctxlife_before_llm_call", ctx, snapshot=lambda: list(live), restore=restore, check=check)
+            self.apply_bootstrap(messages, text)
+            report = Report(
+                "before_llm_call",
+                tokens_before,
+                counter.count_messages(messages),
+                ctx.context_window,
+                ctx.budget,
+                ctx.actions,
+                failures,
+                (time.perf_counter() - start) * 1000,
+            )
+            self._emit_node(report, ctx)
+            return report
+
+    def manage(self, messages: list[dict[str, Any]], *, context_window: int | None = None, model: str | None = None) -> Report:
+        """:func:`ctxlife.manage` for this host: validate the list's shape, then run node 2."""
+        check_shape(messages)
+        return self.before_llm_call(messages, context_window=context_window, model=model)
+
+    # -- nodes 3 and 4: around a tool call ----------------------------------------------
+
+    def _tool(self, hook: str, ctx: ToolCallContext, session_id: str | None, model: str | None) -> Report:
+        start = time.perf_counter()
+        with self._lock:
+            node = hook.removeprefix("ctxlife_")
+            self._fill(ctx, node, model=model, context_window=None, session_id=session_id)
+            counter = ctx.tokens
+            assert counter is not None
+            before_tokens = counter.count_text(ctx.result)
+            is_before = hook == "ctxlife_before_tool_call"
+
+            def snapshot() -> tuple[dict[str, Any], str | None]:
+                return dict(ctx.tool_input), ctx.result
+
+            def restore(saved: tuple[dict[str, Any], str | None]) -> None:
+                ctx.tool_input.clear()
+                ctx.tool_input.update(saved[0])
+                ctx.result = saved[1]
+
+            def check(saved: tuple[dict[str, Any], str | None]) -> str | None:
+                if ctx.result is not None and not isinstance(ctx.result, str):
+                    return f"set ctx.result to a {type(ctx.result).__name__}; it must be a string"
+                if is_before and ctx.result is not None and ctx.skipped_by is None:
+                    ctx.skipped_by = ctx._strategy
+                return None
+
+            failures = self._run(
+                hook,
+                ctx,
+                snapshot,
+                restore,
+                check=check,
+                stop=(lambda: ctx.result is not None) if is_before else None,
+            )
+            report = Report(node, before_tokens, counter.count_text(ctx.result), ctx.context_window, ctx.budget, ctx.actions, failures)
+            report.duration_ms = (time.perf_counter() - start) * 1000
+            self._emit_node(report, ctx)
+            return report
+
+    def before_tool_call(self, ctx: ToolCallContext, *, session_id: str | None = None, model: str | None = None) -> Report:
+        """Node 3. After it, ``ctx.result`` is a string if a strategy answered the call itself."""
+        return self._tool("ctxlife_before_tool_call", ctx, session_id, model)
+
+    def after_tool_call(self, ctx: ToolCallContext, *, session_id: str | None = None, model: str | None = None) -> Report:
+        """Node 4. After it, ``ctx.result`` is what the model should see."""
+        return self._tool("ctxlife_after_tool_call", ctx, session_id, model)
+
+    # -- nodes 5 and 6: task boundaries -------------------------------------------------
+
+    def _task(self, hook: str, ctx: TaskContext, session_id: str | None, model: str | None) -> Report:
+        start = time.perf_counter()
+        with self._lock:
+            node = hook.removeprefix("ctxlife_")
+            self._fill(ctx, node, model=model, context_window=None, session_id=session_id)
+            attr = "context_text" if hook == "ctxlife_task_start" else "output"
+            counter = ctx.tokens
+            assert counter is not None
+            before_tokens = counter.count_text(getattr(ctx, attr))
+            if hook == "ctxlife_task_start":
+                self._task_started.add((ctx.session_id, ctx.task_name))
+
+            def check(saved: Any) -> str | None:
+                value = getattr(ctx, attr)
+                if value is not None and not isinstance(value, str):
+                    return f"set ctx.{attr} to a {type(value).__name__}; it must be a string"
+                return None
+
+            failures = self._run(
+                hook,
+                ctx,
+                snapshot=lambda: getattr(ctx, attr),
+                restore=lambda saved: setattr(ctx, attr, saved),
+                check=check,
+            )
+            report = Report(node, before_tokens, counter.count_text(getattr(ctx, attr)), ctx.context_window, ctx.budget, ctx.actions, failures)
+            report.duration_ms = (time.perf_counter() - start) * 1000
+            self._emit_node(report, ctx)
+            return report
+
+    def task_start(self, ctx: TaskContext, *, session_id: str | None = None, model: str | None = None) -> Report:
+        """Node 5. After it, ``ctx.context_text`` is what the task should receive."""
+        return self._task("ctxlife_task_start", ctx, session_id, model)
+
+    def task_end(self, ctx: TaskContext, *, session_id: str | None = None, model: str | None = None) -> Report:
+        """Node 6. After it, ``ctx.output`` is the task's output to pass on."""
+        return self._task("ctxlife_task_end", ctx, session_id, model)
+
+    # -- lifetime -----------------------------------------------------------------------
+
+    def start_run(self, session_id: str | None = None) -> None:
+        """Mark the start of a run (a kickoff): the next model call is its first."""
+        with self._lock:
+            self._calls[session_id or self.session_id] = 0
+
+    def close(self) -> None:
+        for strategy in self.strategies:
+            try:
+                strategy.close()
+            except Exception as exc:  # noqa: BLE001 - closing must not mask the caller's outcome
+                emit("error", "ctxlife.strategy_close_failed", strategy=strategy.name, error=f"{type(exc).__name__}: {exc}")
+
+
+def _contains(messages: list[dict[str, Any]], target: dict[str, Any]) -> bool:
+    return any(m is target for m in messages) or target in messages

@@ -1,0 +1,1 @@
+"""Adapters that map a framework's interception points onto ctxlife's hookspecs."""

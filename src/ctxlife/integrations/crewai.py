@@ -1,0 +1,338 @@
+"""The CrewAI adapter: the only module of ctxlife that knows CrewAI.
+
+``wrap(crew)`` binds a :class:`~ctxlife.host.Host` to one crew. Each kickoff of
+that crew (``kickoff``, ``kickoff_async``, ``akickoff``, ``kickoff_for_each`` and
+their async variants) runs inside ``crewai.hooks.dispatch.scoped_hooks()`` with
+ctxlife's handlers registered for that scope only, so other crews in the same
+process, in other threads or running concurrently, are never touched.
+
+CrewAI point          -> ctxlife node
+(wrap time)           -> ctxlife_bootstrap (once per agent; applied to the system message)
+EXECUTION_START       -> a new run begins (first model call of the run is flagged)
+PRE_STEP (task)       -> ctxlife_task_start
+PRE_MODEL_CALL        -> ctxlife_before_llm_call (the executor's live message list)
+PRE_TOOL_CALL         -> ctxlife_before_tool_call (a result set here blocks the tool)
+POST_TOOL_CALL        -> ctxlife_after_tool_call
+POST_STEP (task)      -> ctxlife_task_end
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ctxlife.api import resolve_settings
+from ctxlife.config import Settings
+from ctxlife.contexts import TaskContext, ToolCallContext
+from ctxlife.errors import CtxlifeError
+from ctxlife.events import emit
+from ctxlife.host import Host
+
+ADAPTER_ATTR = "_ctxlife_adapter"
+_KICKOFF_METHODS = ("kickoff", "kickoff_async", "akickoff", "kickoff_for_each", "kickoff_for_each_async", "akickoff_for_each")
+
+# The adapter whose scope is active in this context (None outside any wrapped kickoff).
+_active: contextvars.ContextVar[CrewAdapter | None] = contextvars.ContextVar("ctxlife_active_adapter", default=None)
+# Set while ctxlife itself calls a model (a summarizer), so that call is not managed again.
+_own_call: contextvars.ContextVar[bool] = contextvars.ContextVar("ctxlife_own_model_call", default=False)
+
+
+def wrap(
+    crew: Any,
+    config: str | os.PathLike[str] | Settings | None = None,
+    *,
+    session_id: str | None = None,
+    plugins: Sequence[object] = (),
+) -> Any:
+    """Manage a CrewAI crew's context at all six lifecycle nodes; returns the same crew.
+
+    ``config`` is a path to a TOML file (or a pyproject.toml), a
+    :class:`~ctxlife.config.Settings`, or None (``./ctxlife.toml``, then
+    ``[tool.ctxlife]`` in ``./pyproject.toml``, then built-in defaults).
+    ``plugins`` are extra objects with ``@ctxlife.hookimpl`` methods, called after
+    the configured strategies. Wrapping an already wrapped crew is a no-op;
+    :func:`unwrap` restores it.
+    """
+    if _adapter_of(crew) is not None:
+        return crew
+    if not callable(getattr(crew, "kickoff", None)) or not hasattr(crew, "__dict__"):
+        raise CtxlifeError(f"ctxlife.wrap() needs a crewai.Crew, got {type(crew).__name__}; wrap the Crew object")
+    settings = resolve_settings(config)
+    host = Host(settings, session_id=session_id, plugins=plugins)
+    adapter = CrewAdapter(crew, host)
+    adapter.install()
+    return crew
+
+
+def unwrap(crew: Any) -> Any:
+    """Undo :func:`wrap`: the crew's kickoff methods are its own again. Returns the crew."""
+    adapter = _adapter_of(crew)
+    if adapter is not None:
+        adapter.uninstall()
+    return crew
+
+
+def host_of(crew: Any) -> Host | None:
+    """The :class:`~ctxlife.host.Host` managing a wrapped crew, or None."""
+    adapter = _adapter_of(crew)
+    return adapter.host if adapter is not None else None
+
+
+def _adapter_of(crew: Any) -> CrewAdapter | None:
+    return getattr(crew, "__dict__", {}).get(ADAPTER_ATTR)
+
+
+class CrewAdapter:
+    """Binds one crew to one host; translates CrewAI contexts to ctxlife contexts."""
+
+    def __init__(self, crew: Any, host: Host) -> None:
+        import importlib
+
+        # Not "from crewai.hooks import dispatch": the package re-exports a function by that name.
+        dispatch = importlib.import_module("crewai.hooks.dispatch")
+        self._dispatch = dispatch
+        self.crew = crew
+        self.host = host
+        self._pending_results: dict[int, tuple[str, str | None]] = {}
+        self._lock = threading.Lock()
+        self._points = {
+            dispatch.InterceptionPoint.EXECUTION_START: self._on_execution_start,
+            dispatch.InterceptionPoint.PRE_STEP: self._on_pre_step,
+            dispatch.InterceptionPoint.PRE_MODEL_CALL: self._on_pre_model_call,
+            dispatch.InterceptionPoint.PRE_TOOL_CALL: self._on_pre_tool_call,
+            dispatch.InterceptionPoint.POST_TOOL_CALL: self._on_post_tool_call,
+            dispatch.InterceptionPoint.POST_STEP: self._on_post_step,
+        }
+
+    # -- installation -------------------------------------------------------------------
+
+    def install(self) -> None:
+        for agent in getattr(self.crew, "agents", None) or []:
+            self.host.bootstrap_text(
+                agent_role=getattr(agent, "role", None),
+                goal=getattr(agent, "goal", None),
+                backstory=getattr(agent, "backstory", None),
+            )
+        for name in _KICKOFF_METHODS:
+            original = getattr(type(self.crew), name, None)
+            if original is not None:
+                object.__setattr__(self.crew, name, self._scoped(name, original))
+        object.__setattr__(self.crew, ADAPTER_ATTR, self)
+
+    def uninstall(self) -> None:
+        for name in (*_KICKOFF_METHODS, ADAPTER_ATTR):
+            self.crew.__dict__.pop(name, None)
+        self.host.close()
+
+    def _scoped(self, name: str, original: Any) -> Any:
+        """``original`` bound to the crew, run inside this adapter's hook scope."""
+        import inspect
+
+        crew = self.crew
+        if inspect.iscoroutinefunction(original):
+
+            @functools.wraps(original)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                if _active.get() is self:
+                    return await original(crew, *args, **kwargs)
+                with self._scope():
+                    return await original(crew, *args, **kwargs)
+
+            return run_async
+
+        @functools.wraps(original)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if _active.get() is self:
+                return original(crew, *args, **kwargs)
+            with self._scope():
+                return original(crew, *args, **kwargs)
+
+        return run
+
+    def _scope(self) -> Any:
+        dispatch = self._dispatch
+        adapter = self
+
+        class _Scope:
+            def __enter__(self) -> None:
+                self._hooks = dispatch.scoped_hooks()
+                self._hooks.__enter__()
+                for point, handler in adapter._points.items():
+                    dispatch.register_scoped(point, handler)
+                self._token = _active.set(adapter)
+
+            def __exit__(self, *exc: Any) -> None:
+                _active.reset(self._token)
+                self._hooks.__exit__(*exc)
+
+        return _Scope()
+
+    # -- helpers ------------------------------------------------------------------------
+
+    @staticmethod
+    def _llm_facts(llm: Any) -> tuple[str | None, int | None]:
+        model = getattr(llm, "model", None) if llm is not None and not isinstance(llm, str) else llm
+        window = None
+        getter = getattr(llm, "get_context_window_size", None)
+        if callable(getter):
+            try:
+                window = int(getter())
+            except Exception:  # noqa: BLE001 - an LLM without a window falls back to the config
+                window = None
+        return (model if isinstance(model, str) else None), window
+
+    def _task_facts(self, task: Any) -> dict[str, Any]:
+        if task is None:
+            return {"task_name": None, "task_index": None}
+        name = getattr(task, "name", None) or getattr(task, "description", None)
+        index = None
+        tasks = list(getattr(self.crew, "tasks", None) or [])
+        for i, candidate in enumerate(tasks):
+            if candidate is task:
+                index = i
+                break
+        if index is None:  # a copy of the crew (kickoff_for_each): match by name/description
+            for i, candidate in enumerate(tasks):
+                if (getattr(candidate, "name", None) or getattr(candidate, "description", None)) == name:
+                    index = i
+                    break
+        return {"task_name": name, "task_index": index}
+
+    @staticmethod
+    def _complete_with(llm: Any) -> Any:
+        if llm is None or isinstance(llm, str) or not callable(getattr(llm, "call", None)):
+            return None
+
+        def complete(messages: list[dict[str, Any]], max_tokens: int) -> str:
+            token = _own_call.set(True)
+            try:
+                return str(llm.call(messages))
+            finally:
+                _own_call.reset(token)
+
+        return complete
+
+    @staticmethod
+    def _agent_role(agent: Any) -> str | None:
+        role = getattr(agent, "role", None)
+        return role if isinstance(role, str) else None
+
+    # -- CrewAI handlers (CrewAI swallows exceptions here, so each logs its own) --------
+
+    def _guard(self, point: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001 - CrewAI would swallow it silently
+            emit("error", "ctxlife.adapter_failed", point=point, error=f"{type(exc).__name__}: {exc}", exc_info=True)
+            return None
+
+    def _on_execution_start(self, hctx: Any) -> None:
+        self._guard("execution_start", lambda: self.host.start_run())
+
+    def _on_pre_model_call(self, hctx: Any) -> None:
+        if _own_call.get() or getattr(hctx, "executor", None) is None:
+            return None  # a direct LLM call (ctxlife's own summarizer, CrewAI internals): not an agent step
+        return self._guard("pre_model_call", self._pre_model_call, hctx)
+
+    def _pre_model_call(self, hctx: Any) -> None:
+        model, window = self._llm_facts(hctx.llm)
+        agent = hctx.agent
+        self.host.before_llm_call(
+            hctx.messages,
+            model=model,
+            context_window=window,
+            agent_role=self._agent_role(agent),
+            goal=getattr(agent, "goal", None),
+            backstory=getattr(agent, "backstory", None),
+            complete=self._complete_with(hctx.llm),
+            **self._task_facts(hctx.task),
+        )
+
+    def _tool_context(self, hctx: Any) -> ToolCallContext:
+        if not isinstance(hctx.tool_input, dict):
+            hctx.tool_input = {}
+        return ToolCallContext(
+            agent_role=self._agent_role(hctx.agent),
+            tool_name=hctx.tool_name,
+            tool_input=hctx.tool_input,  # the same dict: edits reach the tool
+            result=getattr(hctx, "tool_result", None),
+            raw_result=getattr(hctx, "raw_tool_result", None),
+            **self._task_facts(hctx.task),
+        )
+
+    def _model_of(self, agent: Any) -> str | None:
+        return self._llm_facts(getattr(agent, "llm", None))[0]
+
+    def _on_pre_tool_call(self, hctx: Any) -> bool | None:
+        return self._guard("pre_tool_call", self._pre_tool_call, hctx)
+
+    def _pre_tool_call(self, hctx: Any) -> bool | None:
+        ctx = self._tool_context(hctx)
+        ctx.result = None
+        self.host.before_tool_call(ctx, model=self._model_of(hctx.agent))
+        if ctx.result is None:
+            return None
+        # Answered without running the tool: block it and hand the answer to POST_TOOL_CALL,
+        # which CrewAI runs with the same input dict.
+        with self._lock:
+            self._pending_results[id(hctx.tool_input)] = (ctx.result, ctx.skipped_by)
+        return False
+
+    def _on_post_tool_call(self, hctx: Any) -> str | None:
+        return self._guard("post_tool_call", self._post_tool_call, hctx)
+
+    def _post_tool_call(self, hctx: Any) -> str | None:
+        with self._lock:
+            pending = self._pending_results.pop(id(hctx.tool_input), None)
+        ctx = self._tool_context(hctx)
+        original = ctx.result
+        if pending is not None:
+            ctx.result, ctx.skipped_by = pending
+        self.host.after_tool_call(ctx, model=self._model_of(hctx.agent))
+        return ctx.result if ctx.result != original else None
+
+    def _on_pre_step(self, hctx: Any) -> None:
+        if getattr(hctx, "kind", None) != "task":
+            return None
+        return self._guard("pre_step", self._pre_step, hctx)
+
+    def _pre_step(self, hctx: Any) -> None:
+        task = hctx.task
+        payload = hctx.payload
+        ctx = TaskContext(
+            agent_role=hctx.agent_role,
+            description=getattr(task, "description", "") or "",
+            expected_output=getattr(task, "expected_output", None),
+            context_text=payload if isinstance(payload, str) else ("" if payload is None else str(payload)),
+            **self._task_facts(task),
+        )
+        original = ctx.context_text
+        self.host.task_start(ctx, model=self._model_of(hctx.agent))
+        if ctx.context_text != original:
+            hctx.payload = ctx.context_text
+
+    def _on_post_step(self, hctx: Any) -> None:
+        if getattr(hctx, "kind", None) != "task":
+            return None
+        return self._guard("post_step", self._post_step, hctx)
+
+    def _post_step(self, hctx: Any) -> None:
+        task, output = hctx.task, hctx.payload
+        raw = getattr(output, "raw", None)
+        messages = getattr(output, "messages", None) or getattr(hctx.agent, "last_messages", None) or []
+        ctx = TaskContext(
+            agent_role=hctx.agent_role,
+            description=getattr(task, "description", "") or "",
+            expected_output=getattr(task, "expected_output", None),
+            output=raw if isinstance(raw, str) else (None if raw is None else str(raw)),
+            messages=[dict(m) for m in messages if isinstance(m, dict)],
+            **self._task_facts(task),
+        )
+        original = ctx.output
+        self.host.task_end(ctx, model=self._model_of(hctx.agent))
+        if ctx.output != original and output is not None:
+            output.raw = ctx.output

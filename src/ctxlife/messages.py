@@ -1,0 +1,169 @@
+"""Message units, rounds and validity checks for OpenAI-format message lists.
+
+A message is a dict: ``{"role": "system"|"user"|"assistant"|"tool", "content": ...}``.
+An assistant message may carry ``tool_calls``; the ``tool`` messages that answer it
+follow it directly. Such an assistant message together with its answers is ONE
+*unit*: strategies cut between units, never inside one.
+
+Real traces reuse ``tool_call_id`` values, so answers are paired with calls by
+position (the k-th ``tool`` message after a call message answers its k-th call), and
+the id is only checked against the call at that position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxlife.errors import InvalidMessagesError
+
+Message = dict[str, Any]
+
+SUMMARY_MARKER_KEY = "ctxlife_summary"
+"""Key set on a message that a ctxlife strategy wrote (a summary, a restored note).
+
+Providers ignore unknown keys in OpenAI-style clients that build requests from
+known fields; ctxlife's own strategies use it to recognise their messages later.
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A half-open slice ``[start, end)`` of a message list that must stay whole."""
+
+    start: int
+    end: int
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One reason a message list would be rejected by a provider."""
+
+    index: int
+    code: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"message {self.index}: {self.code}: {self.detail}"
+
+
+def role(message: Message) -> str | None:
+    return message.get("role") if isinstance(message, dict) else None
+
+
+def tool_calls(message: Message) -> list[dict[str, Any]]:
+    """The tool calls of an assistant message (empty for any other message)."""
+    if role(message) != "assistant":
+        return []
+    calls = message.get("tool_calls")
+    return calls if isinstance(calls, list) else []
+
+
+def split_units(messages: Sequence[Message]) -> list[Unit]:
+    """Split a message list into units.
+
+    Every message is its own unit, except an assistant message with tool calls,
+    which forms one unit with the run of ``tool`` messages directly after it.
+    """
+    units: list[Unit] = []
+    i, n = 0, len(messages)
+    while i < n:
+        end = i + 1
+        if tool_calls(messages[i]):
+            while end < n and role(messages[end]) == "tool":
+                end += 1
+        units.append(Unit(i, end))
+        i = end
+    return units
+
+
+def round_starts(messages: Sequence[Message]) -> list[int]:
+    """Indices of the user messages; each one starts a round.
+
+    A round is a user message and everything after it up to the next user
+    message. Cutting at a round start never splits a unit, because ``tool``
+    messages only follow assistant messages.
+    """
+    return [i for i, m in enumerate(messages) if role(m) == "user"]
+
+
+def last_user_index(messages: Sequence[Message]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if role(messages[i]) == "user":
+            return i
+    return None
+
+
+def is_system(message: Message) -> bool:
+    return role(message) == "system"
+
+
+def check_shape(messages: Any, where: str = "messages") -> None:
+    """Raise :class:`InvalidMessagesError` unless ``messages`` is a list of role dicts."""
+    if not isinstance(messages, list):
+        raise InvalidMessagesError(
+            f"{where} must be a list of message dicts, got {type(messages).__name__}; "
+            "pass OpenAI-format messages such as [{'role': 'user', 'content': 'hi'}]"
+        )
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise InvalidMessagesError(
+                f"{where}[{i}] is not a message dict with a 'role' "
+                f"(got {type(message).__name__}: {str(message)[:80]!r}); "
+                "every message needs at least a 'role' key"
+            )
+
+
+def validate(messages: Sequence[Message]) -> list[Problem]:
+    """Return the reasons a provider would reject this sequence (empty if valid).
+
+    Checks: system messages come before any other message (ctxlife's own summary
+    messages, marked with :data:`SUMMARY_MARKER_KEY`, may follow them); every
+    ``tool`` message directly follows the assistant message whose ``tool_calls``
+    name it, paired by position; every tool call has its result (a list about to
+    be sent to a model never ends with unanswered calls).
+    """
+    problems: list[Problem] = []
+    seen_non_system = False
+    i, n = 0, len(messages)
+    while i < n:
+        message = messages[i]
+        r = role(message)
+        if r == "system":
+            if seen_non_system and not message.get(SUMMARY_MARKER_KEY):
+                problems.append(Problem(i, "system_after_conversation", "system message after the conversation started"))
+            i += 1
+            continue
+        seen_non_system = True
+        if r == "tool":
+            problems.append(Problem(i, "orphan_tool_result", "tool result without a preceding assistant tool call"))
+            i += 1
+            continue
+        calls = tool_calls(message)
+        if not calls:
+            i += 1
+            continue
+        j = i + 1
+        while j < n and role(messages[j]) == "tool":
+            k = j - i - 1
+            if k >= len(calls):
+                problems.append(Problem(j, "orphan_tool_result", f"more tool results than the {len(calls)} call(s) at message {i}"))
+            else:
+                call_id = calls[k].get("id") if isinstance(calls[k], dict) else None
+                answer_id = messages[j].get("tool_call_id")
+                if call_id is not None and answer_id is not None and call_id != answer_id:
+                    problems.append(Problem(j, "tool_result_id_mismatch", f"answers {answer_id!r} but call {k} of message {i} is {call_id!r}"))
+            j += 1
+        answered = j - i - 1
+        if answered < len(calls):
+            problems.append(Problem(i, "tool_call_without_result", f"{len(calls) - answered} of {len(calls)} tool call(s) have no result"))
+        i = j
+    return problems
+
+
+def is_valid(messages: Sequence[Message]) -> bool:
+    return not validate(messages)

