@@ -30,7 +30,7 @@ from ctxlife.errors import (
     UnknownStrategyError,
 )
 from ctxlife.hookspecs import hookimpl
-from ctxlife.strategy import Options, Strategy
+from ctxlife.strategy import Options, Strategy, ToolSpec
 
 if TYPE_CHECKING:
     from ctxlife.api import manage
@@ -62,6 +62,7 @@ __all__ = [
     "TaskContext",
     "TokenCounter",
     "ToolCallContext",
+    "ToolSpec",
     "UnknownStrategyError",
     "hookimpl",
     "load_settings",

@@ -26,7 +26,7 @@ from ctxlife.errors import CtxlifeError, PluginError
 from ctxlife.events import emit
 from ctxlife.messages import check_shape, is_system, last_user_index, validate
 from ctxlife.plugins import registry
-from ctxlife.strategy import Strategy
+from ctxlife.strategy import Strategy, ToolSpec
 from ctxlife.tokens import TokenCounter
 
 
@@ -132,6 +132,10 @@ class Host:
         if found is None:
             found = self._counters[key] = TokenCounter(key)
         return found
+
+    def provided_tools(self) -> list[ToolSpec]:
+        """The tools the active strategies offer to agents, in config order."""
+        return [spec for strategy in self.strategies for spec in strategy.provided_tools()]
 
     def implements(self, hook: str) -> bool:
         """Whether any active strategy or plugin implements ``hook``."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -19,6 +21,22 @@ class Options(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool a strategy offers to the agent (for example, to recall an offloaded result).
+
+    Framework-neutral: the adapter turns it into a tool of the framework (under
+    CrewAI, a tool added to every agent of the wrapped crew). ``function`` is
+    called with keyword arguments named in ``parameters`` (all strings) and
+    returns the text the model sees.
+    """
+
+    name: str
+    description: str
+    function: Callable[..., str]
+    parameters: dict[str, str] = field(default_factory=dict)  # argument name -> description
 
 
 class Strategy:
@@ -49,6 +67,10 @@ class Strategy:
     def __init__(self, options: Options | None = None, settings: Settings | None = None) -> None:
         self.options = options if options is not None else self.Options()
         self.settings = settings
+
+    def provided_tools(self) -> list[ToolSpec]:
+        """Tools this strategy offers to agents (none by default)."""
+        return []
 
     def close(self) -> None:
         """Release resources (connections, files). Called when the host closes."""

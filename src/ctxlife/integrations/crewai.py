@@ -31,6 +31,7 @@ from ctxlife.contexts import TaskContext, ToolCallContext
 from ctxlife.errors import CtxlifeError
 from ctxlife.events import emit
 from ctxlife.host import Host
+from ctxlife.strategy import ToolSpec
 
 ADAPTER_ATTR = "_ctxlife_adapter"
 _KICKOFF_METHODS = ("kickoff", "kickoff_async", "akickoff", "kickoff_for_each", "kickoff_for_each_async", "akickoff_for_each")
@@ -117,6 +118,17 @@ class CrewAdapter:
                 goal=getattr(agent, "goal", None),
                 backstory=getattr(agent, "backstory", None),
             )
+        self._added_tools: list[tuple[Any, Any]] = []
+        specs = self.host.provided_tools()
+        if specs:
+            for agent in getattr(self.crew, "agents", None) or []:
+                existing = {getattr(t, "name", None) for t in (agent.tools or [])}
+                for spec in specs:
+                    if spec.name in existing:
+                        continue
+                    crew_tool = _crewai_tool(spec)
+                    agent.tools = [*(agent.tools or []), crew_tool]
+                    self._added_tools.append((agent, crew_tool))
         for name in _KICKOFF_METHODS:
             original = getattr(type(self.crew), name, None)
             if original is not None:
@@ -126,6 +138,8 @@ class CrewAdapter:
     def uninstall(self) -> None:
         for name in (*_KICKOFF_METHODS, ADAPTER_ATTR):
             self.crew.__dict__.pop(name, None)
+        for agent, crew_tool in self._added_tools:
+            agent.tools = [t for t in (agent.tools or []) if t is not crew_tool]
         self.host.close()
 
     def _scoped(self, name: str, original: Any) -> Any:
@@ -336,3 +350,21 @@ class CrewAdapter:
         self.host.task_end(ctx, model=self._model_of(hctx.agent))
         if ctx.output != original and output is not None:
             output.raw = ctx.output
+
+
+def _crewai_tool(spec: ToolSpec) -> Any:
+    """A CrewAI tool that calls a ctxlife :class:`~ctxlife.strategy.ToolSpec`."""
+    from crewai.tools import BaseTool
+    from pydantic import Field, create_model
+
+    schema = create_model(  # type: ignore[call-overload]
+        f"{spec.name}_args",
+        **{arg: (str, Field(..., description=text)) for arg, text in spec.parameters.items()},
+    )
+    function = spec.function
+
+    class _SpecTool(BaseTool):
+        def _run(self, **kwargs: Any) -> str:
+            return function(**kwargs)
+
+    return _SpecTool(name=spec.name, description=spec.description, args_schema=schema)
