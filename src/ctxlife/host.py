@@ -51,6 +51,9 @@ class Report:
     actions: list[Action] = field(default_factory=list)
     failures: list[StrategyFailure] = field(default_factory=list)
     duration_ms: float = 0.0
+    session_id: str | None = None
+    agent_role: str | None = None
+    task_name: str | None = None
 
     @property
     def acted(self) -> list[str]:
@@ -115,6 +118,8 @@ class Host:
         self._task_started: set[tuple[str | None, str | None]] = set()
         self._lock = threading.RLock()
         self.complete: Complete | None = None
+        self.listeners: list[Callable[[Report], None]] = []
+        """Called with every dispatch's :class:`Report` (metrics, dashboards, the demo)."""
 
     def _register(self, plugin: object, name: str) -> None:
         try:
@@ -196,6 +201,12 @@ class Host:
         return failures
 
     def _emit_node(self, report: Report, ctx: HookContext) -> None:
+        report.session_id, report.agent_role, report.task_name = ctx.session_id, ctx.agent_role, ctx.task_name
+        for listener in self.listeners:
+            try:
+                listener(report)
+            except Exception as exc:  # noqa: BLE001 - a broken listener must not break the agent
+                emit("error", "ctxlife.listener_failed", listener=repr(listener), error=f"{type(exc).__name__}: {exc}")
         emit(
             "debug",
             "ctxlife.node",
@@ -310,7 +321,7 @@ class Host:
             tokens_before = counter.count_messages(messages)
             text = self.bootstrap_text(agent_role=agent_role, goal=goal, backstory=backstory, session_id=session)
             self.apply_bootstrap(messages, text)
-            problems_before = len(validate(messages))
+            problems_before: int | None = None  # validated lazily: most calls change nothing
             live = messages
 
             def check(saved: list[dict[str, Any]]) -> str | None:
@@ -318,11 +329,15 @@ class Host:
                 if ctx.messages is not live:
                     ctx.messages = live
                     return "rebound ctx.messages instead of editing it in place; use slice assignment or clear()+extend()"
+                if len(live) == len(saved) and all(a is b for a, b in zip(live, saved)):
+                    return None
+                if problems_before is None:
+                    problems_before = len(validate(saved))
                 problems = validate(live)
                 if len(problems) > problems_before:
                     return f"left an invalid message list: {problems[0]}"
                 last_user = last_user_index(saved)
-                if last_user is not None and not _contains(live, saved[last_user]):
+                if last_user is not None and not _kept_latest_user(saved, last_user, live):
                     return "dropped the latest user message"
                 problems_before = len(problems)
                 return None
@@ -454,5 +469,10 @@ class Host:
                 emit("error", "ctxlife.strategy_close_failed", strategy=strategy.name, error=f"{type(exc).__name__}: {exc}")
 
 
-def _contains(messages: list[dict[str, Any]], target: dict[str, Any]) -> bool:
-    return any(m is target for m in messages) or target in messages
+def _kept_latest_user(before: list[dict[str, Any]], index: int, after: list[dict[str, Any]]) -> bool:
+    """The latest user message is still there: unchanged, or edited in place (same distance from the end)."""
+    target = before[index]
+    if any(m is target for m in after) or target in after:
+        return True
+    now = last_user_index(after)
+    return now is not None and len(after) - now == len(before) - index

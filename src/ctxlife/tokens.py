@@ -27,7 +27,7 @@ TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
 TOKENS_PER_TOOL_CALL = 3
 REPLY_PRIMING_TOKENS = 3
-_CACHE_LIMIT = 200_000
+_CACHE_LIMIT = 100_000
 
 _encodings: dict[str, Any] = {}
 _encodings_lock = threading.Lock()
@@ -96,6 +96,9 @@ class TokenCounter:
             )
         self._encoding = _load_encoding(self.encoding_name)
         self._cache: dict[str, int] = {}
+        # id(message) -> (message, its content object, count). Holding the message keeps its
+        # id unique; the content identity check catches a message whose content was replaced.
+        self._message_cache: dict[int, tuple[dict[str, Any], Any, int]] = {}
 
     def count_text(self, text: str | None) -> int:
         """Tokens of one string (0 for None or empty)."""
@@ -132,8 +135,25 @@ class TokenCounter:
         return n
 
     def count_messages(self, messages: Iterable[dict[str, Any]]) -> int:
-        """Tokens of a whole request: every message plus the reply priming."""
-        return REPLY_PRIMING_TOKENS + sum(self.count_message(m) for m in messages)
+        """Tokens of a whole request: every message plus the reply priming.
+
+        Messages seen before (the same dict with the same content object) cost a
+        dict lookup; only new or changed messages are counted.
+        """
+        cache = self._message_cache
+        total = REPLY_PRIMING_TOKENS
+        for message in messages:
+            entry = cache.get(id(message))
+            if entry is not None and entry[0] is message and entry[1] is message.get("content"):
+                total += entry[2]
+                continue
+            n = self.count_message(message)
+            if len(cache) >= _CACHE_LIMIT:
+                for key in list(cache)[: _CACHE_LIMIT // 2]:
+                    del cache[key]
+            cache[id(message)] = (message, message.get("content"), n)
+            total += n
+        return total
 
     def _count_content(self, content: Any) -> int:
         if content is None:

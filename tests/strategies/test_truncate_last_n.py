@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import ctxlife
+from ctxlife.config import settings_from_dict
+from ctxlife.messages import validate
+from ctxlife.testing import assistant, conversation, system, tool_call, tool_result, user
+
+
+def run(messages, window=100_000, **options):
+    settings = settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": options})
+    return ctxlife.manage(messages, config=settings, context_window=window)
+
+
+def test_keeps_system_messages_pinned_task_and_last_n_rounds():
+    messages = conversation(6, tools_per_round=2)
+    report = run(messages, rounds=2)
+    users = [m["content"] for m in messages if m["role"] == "user"]
+    assert users == ["Request 0: please look up item R0000.", "Request 4: please look up item R0004.", "Request 5: please look up item R0005."]
+    assert messages[0]["role"] == "system"
+    assert validate(messages) == []
+    assert report.actions[0].details == {"removed_messages": 23, "kept_rounds": 2}
+
+
+def test_cuts_never_split_native_tool_units_even_with_repeated_ids():
+    messages = [system("s")]
+    for r in range(5):
+        calls = [tool_call("a", {"r": r}, call_id="dup"), tool_call("b", {"r": r}, call_id="dup2")]
+        messages += [user(f"u{r}"), assistant(None, calls), tool_result("dup", "x"), tool_result("dup2", "y"), assistant(f"a{r}")]
+    run(messages, rounds=1, pin_first_user=False)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "tool", "assistant"]
+    assert messages[1]["content"] == "u4" and validate(messages) == []
+
+
+def test_only_above_threshold_waits_for_the_warning_line():
+    messages = conversation(6)
+    before = list(messages)
+    tokens = ctxlife.TokenCounter().count_messages(messages)
+    report = run(messages, window=int(tokens / 0.4) + 100, rounds=2, only_above_threshold=True)
+    assert messages == before and not report.actions
+    report = run(messages, window=int(tokens / 0.4) - 100, rounds=2, only_above_threshold=True)
+    assert report.acted == ["truncate_last_n"] and report.tokens_after < report.tokens_before
+
+
+def test_fewer_rounds_than_n_is_left_alone_and_all_system_messages_stay():
+    messages = [system("a"), system("b"), user("u0"), assistant("x"), user("u1")]
+    before = list(messages)
+    assert not run(messages, rounds=2).actions and messages == before
+    messages = [system("a"), user("u0"), assistant("x"), user("u1"), assistant("y"), user("u2")]
+    run(messages, rounds=1, pin_first_user=False)
+    assert messages == [system("a"), user("u2")]

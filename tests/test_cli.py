@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CTXLIFE = [sys.executable, "-m", "ctxlife.cli"]
+
+
+def run(*args, cwd=None):
+    return subprocess.run([*CTXLIFE, *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_import_is_fast_and_does_not_import_crewai():
+    code = "import time,sys; t=time.perf_counter(); import ctxlife; print(time.perf_counter()-t); print('crewai' in sys.modules)"
+    timings = []
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+        timings.append(float(out[0]))
+        assert out[1] == "False"
+    assert min(timings) < 0.3, timings
+
+
+def test_strategies_lists_installed_ones_as_json_and_table():
+    result = run("strategies", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {r["name"]: r for r in json.loads(result.stdout)}
+    assert rows["truncate_last_n"]["hooks"] == ["ctxlife_before_llm_call"] and rows["truncate_last_n"]["package"] == "ctxlife"
+    table = run("strategies")
+    assert "truncate_last_n" in table.stdout and "before_llm_call" in table.stdout
+
+
+def test_check_prints_resolved_settings_or_fails_with_the_error(tmp_path):
+    ok = run("check", str(REPO / "configs" / "example.toml"), "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["truncate_last_n"]["rounds"] == 2
+    bad = tmp_path / "bad.toml"
+    bad.write_text('strategies = ["nope"]\n')
+    failed = run("check", str(bad))
+    assert failed.returncode == 1
+    assert failed.stderr.startswith(f"ctxlife check: error: unknown strategy 'nope' in 'strategies' (in {bad})")
+
+
+@pytest.mark.e2e
+def test_demo_runs_offline(tmp_path):
+    start = time.perf_counter()
+    result = run("demo", "--workspace", str(tmp_path / "ws"), cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert "truncate_last_n" in result.stdout and "Final answer" in result.stdout
+    assert time.perf_counter() - start < 60

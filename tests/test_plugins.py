@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+import ctxlife
+from ctxlife.config import settings_from_dict
+from ctxlife.errors import PluginConflictError, PluginError
+from ctxlife.host import Host
+from ctxlife.plugins import Registry, registry
+
+
+def fake_distribution(root, name, version, entry_points, module=None, source=""):
+    info = root / f"{name}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    lines = "\n".join(f"{k} = {v}" for k, v in entry_points.items())
+    (info / "entry_points.txt").write_text(f"[ctxlife.strategies]\n{lines}\n")
+    if module:
+        (root / f"{module}.py").write_text(textwrap.dedent(source))
+
+
+def test_first_party_strategies_come_through_entry_points():
+    entry = registry().entries["truncate_last_n"]
+    assert entry.package == "ctxlife" and entry.value == "ctxlife_strategies.truncate_last_n:TruncateLastN"
+    row = next(r for r in registry().describe() if r["name"] == "truncate_last_n")
+    assert row["hooks"] == ["ctxlife_before_llm_call"]
+
+
+def test_two_packages_offering_one_name_is_an_error_naming_both(tmp_path, monkeypatch):
+    fake_distribution(tmp_path, "pkga", "1.0", {"truncate_last_n": "pkga_mod:Strat"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PluginConflictError) as info:
+        Registry.from_entry_points()
+    message = str(info.value)
+    assert "two installed packages offer a strategy named 'truncate_last_n'" in message
+    assert "ctxlife 0.1.0" in message and "pkga 1.0" in message and "uninstall one of them" in message
+
+
+def test_a_third_party_package_is_found_and_only_runs_when_configured(tmp_path, monkeypatch):
+    source = """
+        import ctxlife
+
+        class Shout(ctxlife.Strategy):
+            name = "shout"
+
+            class Options(ctxlife.Options):
+                suffix: str = "!"
+
+            @ctxlife.hookimpl
+            def ctxlife_before_llm_call(self, ctx):
+                ctx.messages[-1] = {**ctx.messages[-1], "content": ctx.messages[-1]["content"].upper() + self.options.suffix}
+                ctx.record("shouted")
+    """
+    fake_distribution(tmp_path, "ctxlife-shout", "2.0", {"shout": "shout_mod:Shout"}, "shout_mod", source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry(refresh=True)
+    try:
+        assert registry().entries["shout"].source == "ctxlife-shout 2.0"
+        installed_only = [{"role": "user", "content": "hi"}]
+        ctxlife.manage(installed_only, config=settings_from_dict({"strategies": []}), context_window=1000)
+        assert installed_only[0]["content"] == "hi"  # installed is not active
+        active = [{"role": "user", "content": "hi"}]
+        report = ctxlife.manage(active, config=settings_from_dict({"strategies": ["shout"], "shout": {"suffix": "?"}}), context_window=1000)
+        assert active[0]["content"] == "HI?" and report.acted == ["shout"]
+    finally:
+        registry(refresh=True)
+
+
+def test_entry_point_name_must_match_strategy_name(tmp_path, monkeypatch):
+    source = """
+        import ctxlife
+
+        class Mismatch(ctxlife.Strategy):
+            name = "something_else"
+    """
+    fake_distribution(tmp_path, "mismatch", "1.0", {"mismatch": "mismatch_mod:Mismatch", "notastrategy": "mismatch_mod:ctxlife"}, "mismatch_mod", source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = Registry.from_entry_points()
+    with pytest.raises(PluginError, match="loads Mismatch whose name is 'something_else'; use one name everywhere"):
+        reg.get("mismatch")
+    with pytest.raises(PluginError, match="which is not a ctxlife.Strategy subclass"):
+        reg.get("notastrategy")
+
+
+def test_a_misspelled_hook_is_an_error():
+    class Typo:
+        @ctxlife.hookimpl
+        def ctxlife_before_llm_cal(self, ctx):
+            pass
+
+    with pytest.raises(PluginError, match="ctxlife_before_llm_cal.*hook names are ctxlife_bootstrap"):
+        Host(settings_from_dict({"strategies": []}), plugins=[Typo()])
