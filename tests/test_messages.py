@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from ctxlife.errors import InvalidMessagesError
-from ctxlife.messages import Unit, check_shape, round_starts, split_units, validate
+from ctxlife.messages import Unit, check_shape, is_summary, round_starts, split_units, validate
 from ctxlife.testing import assistant, system, tool_call, tool_result, user
 
 
@@ -43,9 +43,9 @@ def test_orphaned_results_missing_results_and_mismatched_ids_are_reported():
     assert codes([user("u"), system("late")]) == ["system_after_conversation"]
 
 
-def test_ctxlife_summary_messages_may_follow_the_system_prompt():
-    summary = {"role": "system", "content": "History summary: ...", "ctxlife_summary": True}
-    assert validate([system("s"), user("u0"), summary, user("u")]) == []
+def test_summary_messages_are_recognised_by_their_prefix():
+    assert is_summary(system("History summary: booked HAT136."))
+    assert not is_summary(system("You are an agent.")) and not is_summary(assistant(None))
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ctxlife.api import manage
     from ctxlife.config import Settings, load_settings
     from ctxlife.host import Host, Report
-    from ctxlife.integrations.crewai import unwrap, wrap
+    from ctxlife.integrations.crewai import completion_for_model, unwrap, wrap
     from ctxlife.tokens import TokenCounter
 
 __version__ = "0.1.0"
@@ -64,6 +64,7 @@ __all__ = [
     "ToolCallContext",
     "ToolSpec",
     "UnknownStrategyError",
+    "completion_for_model",
     "hookimpl",
     "load_settings",
     "manage",
@@ -78,6 +79,7 @@ _LAZY = {
     "Host": "ctxlife.host",
     "Report": "ctxlife.host",
     "TokenCounter": "ctxlife.tokens",
+    "completion_for_model": "ctxlife.integrations.crewai",
     "wrap": "ctxlife.integrations.crewai",
     "unwrap": "ctxlife.integrations.crewai",
 }

@@ -47,6 +47,9 @@ class HookContext:
         complete: a callable that makes one call to the agent's own model
             (``complete(messages, max_tokens) -> str``), or None when the
             adapter has no model to offer (as under :func:`ctxlife.manage`).
+        store: the session store (:class:`ctxlife.sessions.SessionStore`) when an
+            active strategy provides one (``snapshot_restore``), else None. Other
+            strategies use it to keep data per session (blobs, the lock).
     """
 
     node: str = ""
@@ -59,6 +62,7 @@ class HookContext:
     threshold: float = 0.4
     state: dict[str, Any] = field(default_factory=dict)
     complete: Complete | None = None
+    store: Any = None
     actions: list[Action] = field(default_factory=list, repr=False)
     _strategy: str = field(default="", repr=False)
 
@@ -72,7 +76,8 @@ class HookContext:
 
         Recorded actions appear in the host's structured event for this node and
         in the report :func:`ctxlife.manage` returns. Details should be counts and
-        names, never message contents.
+        names, never message contents. ``ctx.record("skipped", reason=...)``
+        explains a decision not to act; it does not count as acting.
         """
         self.actions.append(Action(self._strategy, self.node, what, details))
 
@@ -155,7 +160,8 @@ class TaskContext(HookContext):
             agent receives.
         output: at task end, the task's final output text. Assign to change what
             later tasks receive.
-        messages: at task end, the task's final message list (read-only copy).
+        messages: at task end, the task's final message list, ending with the final
+            answer as an assistant message (a copy; edits have no effect).
     """
 
     description: str = ""

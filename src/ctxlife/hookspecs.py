@@ -7,6 +7,10 @@ How the host calls them (the same for every hook):
 
 * Only strategies named in the config run, in config order, then the extra
   ``plugins=`` objects given to :func:`ctxlife.wrap` / :func:`ctxlife.manage`.
+  Implementations marked ``@ctxlife.hookimpl(tryfirst=True)`` run before all
+  others and ``trylast=True`` after all others (config order within each
+  group); with ``specname=`` a strategy can implement one hook twice, e.g. a
+  tryfirst part that restores a session and a trylast part that saves it.
 * Each strategy edits the context object in place. Return values are ignored.
 * A strategy that raises has its edit discarded (the context is restored to what
   it was before that strategy ran); the others still run, and an

@@ -57,8 +57,8 @@ class Report:
 
     @property
     def acted(self) -> list[str]:
-        """Names of the strategies that recorded an action, in order, without repeats."""
-        return list(dict.fromkeys(a.strategy for a in self.actions))
+        """Names of the strategies that recorded an action (not a "skipped" note), in order, once each."""
+        return list(dict.fromkeys(a.strategy for a in self.actions if a.what != "skipped"))
 
     @property
     def tokens_saved(self) -> int:
@@ -91,7 +91,11 @@ class Host:
         self.settings = settings
         self.context_window = settings.context_window or context_window
         self.model = model or settings.model
-        self.session_id = session_id or settings.session_id
+        self.session_id = session_id if session_id is not None else settings.session_id
+        if self.session_id is not None:
+            from ctxlife.sessions.ids import validate_session_id
+
+            validate_session_id(self.session_id)
         self._pm = pluggy.PluginManager(hookspecs.PROJECT)
         self._pm.add_hookspecs(hookspecs)
         reg = registry()
@@ -106,11 +110,16 @@ class Host:
             self._pm.check_pending()
         except pluggy.PluginValidationError as exc:
             raise PluginError(f"{exc}; hook names are {', '.join(hookspecs.HOOK_NAMES)}") from None
-        # (name, hookimpl) per hook, in config order, computed once.
+        # (name, hookimpl) per hook, computed once: implementations marked tryfirst, then the
+        # rest, then those marked trylast; within each group, config order. A strategy may
+        # implement one hook twice (pluggy's specname), e.g. a tryfirst and a trylast part.
         self._impls: dict[str, list[tuple[str, Any]]] = {}
+        position = {name: i for i, name in enumerate(self._plugin_names)}
         for hook in hookspecs.HOOK_NAMES:
-            by_plugin = {self._pm.get_name(impl.plugin): impl for impl in getattr(self._pm.hook, hook).get_hookimpls()}
-            self._impls[hook] = [(n, by_plugin[n]) for n in self._plugin_names if n in by_plugin]
+            impls = [(self._pm.get_name(impl.plugin), impl) for impl in getattr(self._pm.hook, hook).get_hookimpls()]
+            group = lambda impl: 0 if impl.tryfirst else 2 if impl.trylast else 1  # noqa: E731
+            self._impls[hook] = sorted(impls, key=lambda pair: (group(pair[1]), position[pair[0]]))
+        self.store = next((s for s in (strategy.session_store() for strategy in self.strategies) if s is not None), None)
         self._counters: dict[str | None, TokenCounter] = {}
         self._state: dict[tuple[str, str | None], dict[str, Any]] = {}
         self._bootstrap: dict[tuple[str | None, str | None], str] = {}
@@ -152,6 +161,7 @@ class Host:
         ctx.tokens = self.counter(model)
         ctx.context_window = self.context_window or context_window or 0
         ctx.threshold = self.settings.threshold
+        ctx.store = self.store
         if ctx.complete is None:
             ctx.complete = self.complete
 

@@ -20,11 +20,10 @@ from ctxlife.errors import InvalidMessagesError
 
 Message = dict[str, Any]
 
-SUMMARY_MARKER_KEY = "ctxlife_summary"
-"""Key set on a message that a ctxlife strategy wrote (a summary, a restored note).
+SUMMARY_PREFIX = "History summary:"
+"""How a summary message written by ctxlife starts, so strategies recognise it later.
 
-Providers ignore unknown keys in OpenAI-style clients that build requests from
-known fields; ctxlife's own strategies use it to recognise their messages later.
+A content prefix rather than an extra key: providers reject unknown message keys.
 """
 
 
@@ -102,6 +101,12 @@ def is_system(message: Message) -> bool:
     return role(message) == "system"
 
 
+def is_summary(message: Message) -> bool:
+    """Whether a message is a ctxlife history summary (content starts with :data:`SUMMARY_PREFIX`)."""
+    content = message.get("content") if isinstance(message, dict) else None
+    return isinstance(content, str) and content.startswith(SUMMARY_PREFIX)
+
+
 def check_shape(messages: Any, where: str = "messages") -> None:
     """Raise :class:`InvalidMessagesError` unless ``messages`` is a list of role dicts."""
     if not isinstance(messages, list):
@@ -121,8 +126,7 @@ def check_shape(messages: Any, where: str = "messages") -> None:
 def validate(messages: Sequence[Message]) -> list[Problem]:
     """Return the reasons a provider would reject this sequence (empty if valid).
 
-    Checks: system messages come before any other message (ctxlife's own summary
-    messages, marked with :data:`SUMMARY_MARKER_KEY`, may follow them); every
+    Checks: system messages come before any other message; every
     ``tool`` message directly follows the assistant message whose ``tool_calls``
     name it, paired by position; every tool call has its result (a list about to
     be sent to a model never ends with unanswered calls).
@@ -134,7 +138,7 @@ def validate(messages: Sequence[Message]) -> list[Problem]:
         message = messages[i]
         r = role(message)
         if r == "system":
-            if seen_non_system and not message.get(SUMMARY_MARKER_KEY):
+            if seen_non_system:
                 problems.append(Problem(i, "system_after_conversation", "system message after the conversation started"))
             i += 1
             continue

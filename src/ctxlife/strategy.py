@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -72,6 +73,10 @@ class Strategy:
         """Tools this strategy offers to agents (none by default)."""
         return []
 
+    def session_store(self) -> Any:
+        """The session store this strategy manages, if any (offered to all strategies as ``ctx.store``)."""
+        return None
+
     def close(self) -> None:
         """Release resources (connections, files). Called when the host closes."""
 
@@ -84,7 +89,10 @@ def describe_options(strategy_cls: type[Strategy]) -> list[dict[str, Any]]:
     rows = []
     for key, info in strategy_cls.Options.model_fields.items():
         annotation = info.annotation
-        type_name = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+        if typing.get_origin(annotation) is None and isinstance(annotation, type):
+            type_name = annotation.__name__
+        else:
+            type_name = str(annotation).replace("typing.", "")
         rows.append(
             {
                 "name": key,

@@ -346,6 +346,10 @@ class CrewAdapter:
             messages=[dict(m) for m in messages if isinstance(m, dict)],
             **self._task_facts(task),
         )
+        if ctx.output and (not ctx.messages or ctx.messages[-1].get("role") != "assistant"):
+            # CrewAI's final message list stops before the final answer; the answer is part of the
+            # conversation (a restored session must show it).
+            ctx.messages.append({"role": "assistant", "content": ctx.output})
         original = ctx.output
         self.host.task_end(ctx, model=self._model_of(hctx.agent))
         if ctx.output != original and output is not None:
@@ -368,3 +372,28 @@ def _crewai_tool(spec: ToolSpec) -> Any:
             return function(**kwargs)
 
     return _SpecTool(name=spec.name, description=spec.description, args_schema=schema)
+
+
+def completion_for_model(model: str, *, timeout: float | None = None, **llm_options: Any) -> Any:
+    """A ``complete(messages, max_tokens) -> str`` callable backed by ``crewai.LLM(model=...)``.
+
+    ``model`` is any name CrewAI's ``LLM`` accepts (``"gpt-4o-mini"``,
+    ``"openai/gpt-4o"``, ``"anthropic/claude-..."``); ``llm_options`` go to
+    ``crewai.LLM`` as they are (``base_url``, ``api_key``, ...). Calls made through it
+    are never managed by ctxlife again.
+    """
+    from crewai import LLM
+
+    options = dict(llm_options)
+    if timeout is not None:
+        options.setdefault("timeout", timeout)
+    llm = LLM(model=model, **options)
+
+    def complete(messages: list[dict[str, Any]], max_tokens: int) -> str:
+        token = _own_call.set(True)
+        try:
+            return str(llm.call(messages))
+        finally:
+            _own_call.reset(token)
+
+    return complete

@@ -1,0 +1,248 @@
+"""``llm_summary``: compact the middle of the conversation into a running summary.
+
+When the context passes ``threshold`` × window before a model call, the span between the
+system messages and the last ``keep_rounds`` rounds is replaced by one summary message
+("History summary: ...") placed right after the system messages, bringing the context down
+to about ``target`` × window. The next compaction folds the previous summary and the newly
+evicted messages into a new one (a running summary, never nested). Ids, codes, amounts,
+dates, emails, URLs and paths found in the evicted span are checked against the summary and
+the missing ones appended as a "Key facts" list. If the summarizer fails (raises, times out,
+returns nothing, too much, or more than it replaces), the span is truncated instead: the
+agent's call proceeds and the messages stay in the raw history when sessions are on.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+import ctxlife
+from ctxlife.events import emit
+from ctxlife.facts import Fact, extract_facts, facts_missing_from, format_fact_list
+from ctxlife.messages import SUMMARY_PREFIX, is_summary, is_system
+from ctxlife.summarizers import LLMSummarizer, Summarizer, SummaryRequest, get_summarizer, strip_summary_marker
+
+
+class SummaryFailed(ctxlife.CtxlifeError):
+    """A summarizer failed; the strategy fell back to truncation."""
+
+
+class LLMSummary(ctxlife.Strategy):
+    name = "llm_summary"
+
+    class Options(ctxlife.Options):
+        threshold: float | None = Field(
+            None, gt=0, le=1, description="Compact above this share of the window (default: the global threshold)."
+        )
+        target: float = Field(0.25, gt=0, lt=1, description="Share of the window to compact down to.")
+        keep_rounds: int = Field(2, ge=1, description="The most recent rounds always kept verbatim.")
+        min_gain_tokens: int = Field(200, ge=0, description="Skip a compaction that would save fewer tokens than this.")
+        max_summary_tokens: int = Field(600, ge=32, description="Budget of the summary message, key facts included.")
+        summarizer: str | None = Field(
+            None,
+            description='"extractive" (offline), "llm" (the agent\'s own model) or a registered summarizer name. '
+            "Default: the agent's model under wrap(), extractive under manage().",
+        )
+        model: str | None = Field(
+            None, description="Summarize with this model instead (any name crewai.LLM accepts, e.g. \"gpt-4o-mini\")."
+        )
+        model_options: dict[str, Any] = Field(
+            default_factory=dict, description="Extra crewai.LLM arguments for `model` (base_url, api_key, temperature, ...)."
+        )
+        timeout_seconds: float = Field(60.0, gt=0, description="Give up on a summary after this long and truncate instead.")
+        summary_role: Literal["system", "user", "assistant"] = Field(
+            "system", description="Role of the summary message (some providers accept only one system message)."
+        )
+        pin_first_user: bool = Field(True, description="Never summarize the first user message (the task under CrewAI).")
+        key_facts: bool = Field(True, description="Append ledger facts the summary lost as a compact \"Key facts\" list.")
+        lock_timeout_seconds: float = Field(
+            2.0, ge=0, description="With sessions on: wait this long for the session lock, else skip this compaction."
+        )
+
+        @model_validator(mode="after")
+        def _target_below_threshold(self) -> LLMSummary.Options:
+            if self.threshold is not None and self.target >= self.threshold:
+                raise ValueError(f"target ({self.target}) must be below threshold ({self.threshold})")
+            return self
+
+    def __init__(self, options: Any = None, settings: Any = None) -> None:
+        super().__init__(options, settings)
+        global_threshold = settings.threshold if settings is not None else 0.4
+        if self.options.threshold is None and self.options.target >= global_threshold:
+            raise ctxlife.StrategyOptionsError(
+                f"strategy 'llm_summary' option 'target' ({self.options.target}) must be below the threshold "
+                f"({global_threshold}); lower target or raise threshold"
+            )
+        self._fixed: Summarizer | None = None
+        if self.options.summarizer not in (None, "llm") and self.options.model is None:
+            self._fixed = self._named(self.options.summarizer)  # unknown names fail at load time
+        self._model_summarizer: Summarizer | None = None
+
+    # -- choosing the summarizer ----------------------------------------------------------
+
+    def _summarizer(self, ctx: ctxlife.LLMCallContext) -> tuple[str, Summarizer]:
+        if self.options.model is not None:
+            if self._model_summarizer is None:
+                llm_options = {"max_tokens": self.options.max_summary_tokens, **self.options.model_options}
+                complete = ctxlife.completion_for_model(self.options.model, timeout=self.options.timeout_seconds, **llm_options)
+                self._model_summarizer = LLMSummarizer(complete)
+            return f"model:{self.options.model}", self._model_summarizer
+        if self._fixed is not None:
+            return str(self.options.summarizer), self._fixed
+        if ctx.complete is not None:
+            return "agent_llm", LLMSummarizer(ctx.complete)
+        if self.options.summarizer == "llm":
+            emit("warning", "ctxlife.summarizer_unavailable", strategy=self.name, wanted="llm", using="extractive")
+        self._fixed = self._named("extractive")
+        return "extractive", self._fixed
+
+    def _named(self, name: str) -> Summarizer:
+        return get_summarizer(name)
+
+    # -- the hook -------------------------------------------------------------------------
+
+    @ctxlife.hookimpl
+    def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
+        threshold = self.options.threshold or ctx.threshold
+        tokens_before = ctx.count()
+        if tokens_before <= threshold * ctx.context_window:
+            return
+        if ctx.store is not None and ctx.session_id is not None:
+            from ctxlife.sessions import LockTimeoutError
+
+            try:
+                with ctx.store.lock(ctx.session_id, ttl_seconds=self.options.timeout_seconds + 30, timeout=self.options.lock_timeout_seconds):
+                    self._compact(ctx, tokens_before)
+            except LockTimeoutError:
+                ctx.record("skipped", reason="session_locked")
+            return
+        self._compact(ctx, tokens_before)
+
+    def _compact(self, ctx: ctxlife.LLMCallContext, tokens_before: int) -> None:
+        messages = ctx.messages
+        tokens = ctx.tokens
+        assert tokens is not None
+        system = [m for m in messages if is_system(m) and not is_summary(m)]
+        previous = [m for m in messages if is_summary(m)]
+        rest = [m for m in messages if not is_system(m) and not is_summary(m)]
+        starts = [i for i, m in enumerate(rest) if m.get("role") == "user"]
+        pinned: list[dict[str, Any]] = []
+        if self.options.pin_first_user and starts:
+            pinned = [rest[starts[0]]]
+            first = starts[0] + 1
+            cuts = [s for s in starts[1:]]
+        else:
+            first = 0
+            cuts = list(starts)
+        if len(starts) <= self.options.keep_rounds:
+            ctx.record("skipped", reason="nothing_to_evict")
+            return
+        latest_cut = starts[-self.options.keep_rounds]
+        cuts = [c for c in cuts if first < c <= latest_cut]
+        if not cuts:
+            ctx.record("skipped", reason="nothing_to_evict")
+            return
+
+        target_tokens = int(self.options.target * ctx.context_window)
+        fixed = tokens.count_messages(system) + tokens.count_messages(pinned) - 3
+        cut = cuts[-1]
+        for candidate in cuts:  # keep as many recent rounds as the target allows
+            kept = fixed + tokens.count_messages(rest[candidate:]) - 3
+            if kept + self.options.max_summary_tokens <= target_tokens:
+                cut = candidate
+                break
+        evicted = rest[first:cut]
+        kept_tail = rest[cut:]
+        kept_tokens = fixed + tokens.count_messages(kept_tail)
+        # Aim for the target; when what must stay already fills it, still allow half the summary budget.
+        budget = min(self.options.max_summary_tokens, max(target_tokens - kept_tokens, self.options.max_summary_tokens // 2))
+        previous_text = "\n".join(strip_summary_marker(m.get("content")) for m in previous) or None
+        replaced_tokens = tokens.count_messages(evicted) + (tokens.count_messages(previous) if previous else 0) - 3
+        if replaced_tokens - budget < self.options.min_gain_tokens:
+            ctx.record("skipped", reason="small_gain", replaceable_tokens=replaced_tokens)
+            return
+
+        facts: list[Fact] = extract_facts(evicted)
+        if previous_text:
+            facts += [f for f in extract_facts(previous_text) if f.key not in {g.key for g in facts}]
+        name, summarizer = self._summarizer(ctx)
+        started = time.perf_counter()
+        # With the ledger on, a summarizer that does not keep facts itself gets 70% of the budget
+        # and the key facts the rest.
+        keeps_facts = getattr(summarizer, "fact_list", False)
+        prose_budget = int(budget * 0.7) if self.options.key_facts and facts and not keeps_facts else budget
+        try:
+            text = self._summarize(summarizer, SummaryRequest(evicted, previous_text, prose_budget, tokens.count_text, facts))
+            text = self._with_key_facts(text, facts, tokens.count_text, budget)
+            size = tokens.count_text(text)
+            if size > self.options.max_summary_tokens:
+                raise SummaryFailed(f"summary of {size} tokens is over max_summary_tokens ({self.options.max_summary_tokens})")
+            if size >= replaced_tokens:
+                raise SummaryFailed(f"summary of {size} tokens is not smaller than the {replaced_tokens} tokens it replaces")
+        except Exception as exc:  # noqa: BLE001 - any failure falls back to truncation, loudly
+            messages[:] = system + previous + pinned + kept_tail
+            emit(
+                "error",
+                "ctxlife.summary_failed",
+                strategy=self.name,
+                summarizer=name,
+                session_id=ctx.session_id,
+                error=f"{type(exc).__name__}: {exc}",
+                fallback="truncated",
+                evicted_messages=len(evicted),
+            )
+            ctx.record("truncated", reason="summary_failed", summarizer=name, evicted_messages=len(evicted), error=type(exc).__name__)
+            return
+        summary = {"role": self.options.summary_role, "content": f"{SUMMARY_PREFIX} {text}"}
+        messages[:] = system + [summary] + pinned + kept_tail
+        kept_facts = len(facts) - len(facts_missing_from(facts, text))
+        ctx.record(
+            "compacted",
+            summarizer=name,
+            tokens_before=tokens_before,
+            tokens_after=ctx.count(),
+            evicted_messages=len(evicted),
+            summary_tokens=tokens.count_text(summary["content"]),
+            facts_found=len(facts),
+            facts_kept=kept_facts,
+            seconds=round(time.perf_counter() - started, 3),
+        )
+
+    def _summarize(self, summarizer: Summarizer, request: SummaryRequest) -> str:
+        """Run the summarizer with a time limit; anything but a non-empty string is a failure."""
+        outcome: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                outcome["text"] = summarizer.summarize(request)
+            except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+                outcome["error"] = exc
+
+        context = contextvars.copy_context()
+        thread = threading.Thread(target=context.run, args=(work,), name="ctxlife-summary", daemon=True)
+        thread.start()
+        thread.join(self.options.timeout_seconds)
+        if thread.is_alive():
+            raise SummaryFailed(f"summarizer did not answer within {self.options.timeout_seconds} s")
+        if "error" in outcome:
+            raise outcome["error"]
+        text = outcome.get("text")
+        if not isinstance(text, str):
+            raise SummaryFailed(f"summarizer returned {type(text).__name__}, not text")
+        text = strip_summary_marker(text).strip()
+        if not text:
+            raise SummaryFailed("summarizer returned an empty summary")
+        return text
+
+    def _with_key_facts(self, text: str, facts: list[Fact], count: Any, budget: int) -> str:
+        if not self.options.key_facts or not facts:
+            return text
+        missing = facts_missing_from(facts, text)
+        if not missing:
+            return text
+        block = format_fact_list(missing, budget - count(text) - 1, count)
+        return f"{text}\n{block}" if block else text

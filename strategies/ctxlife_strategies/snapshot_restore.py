@@ -1,0 +1,140 @@
+"""``snapshot_restore``: sessions that survive restarts — a context snapshot plus the raw history.
+
+Per session two records live in a store (file by default, SQLite or Redis):
+
+* the **snapshot**: the working context the agent should see next (after compaction);
+* the **raw history**: every message the conversation produced, appended once, never rewritten.
+
+On the first model call of a run (a kickoff, or a new process under ``manage()``), the live
+messages are replaced by the current system message(s), the snapshot's conversation, whatever
+the raw history gained after the snapshot was taken, and the current user message: the agent
+sees one continuous conversation. New messages are appended to the raw history exactly once.
+The snapshot is saved after every call in which another strategy changed the context (a
+compaction), and at every task end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_validator
+
+import ctxlife
+from ctxlife.events import emit
+from ctxlife.messages import is_summary, is_system, last_user_index
+from ctxlife.sessions import DEFAULT_STORE_URL, SessionStore, Snapshot, open_store
+
+
+class SnapshotRestore(ctxlife.Strategy):
+    name = "snapshot_restore"
+
+    class Options(ctxlife.Options):
+        store: str = Field(
+            DEFAULT_STORE_URL,
+            description='Where sessions live: "file://DIR" (default), "sqlite:///PATH.db", '
+            '"redis://HOST:PORT/DB" or "rediss://..." (with ?ttl=SECONDS for expiry).',
+        )
+        restore: bool = Field(True, description="Restore the saved context on the first model call of a run.")
+
+        @field_validator("store")
+        @classmethod
+        def _has_scheme(cls, value: str) -> str:
+            if "://" not in value:
+                raise ValueError(f"expected a store URL such as {DEFAULT_STORE_URL!r}, got {value!r}")
+            return value
+
+    def __init__(self, options: Any = None, settings: Any = None) -> None:
+        super().__init__(options, settings)
+        self._store: SessionStore = open_store(self.options.store)
+
+    def session_store(self) -> SessionStore:
+        return self._store
+
+    def close(self) -> None:
+        self._store.close()
+
+    # -- node 2, first: restore and record ------------------------------------------------
+
+    @ctxlife.hookimpl(tryfirst=True)
+    def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
+        session = ctx.session_id
+        if session is None:
+            if not ctx.state.get("warned"):
+                ctx.state["warned"] = True
+                emit("warning", "ctxlife.no_session", strategy=self.name, hint="pass session_id= to wrap()/manage() or set session_id in the config")
+            return
+        if ctx.first_call_of_run or "raw_length" not in ctx.state:
+            # Count once per run; afterwards this worker keeps the count as it appends.
+            ctx.state["raw_length"] = self._store.raw_length(session)
+            if ctx.first_call_of_run and self.options.restore:
+                self._restore(ctx, session)
+        self._record_new(ctx.state, ctx.messages, session)
+
+    def _restore(self, ctx: ctxlife.LLMCallContext, session: str) -> None:
+        snapshot = self._store.load_snapshot(session)
+        saved = snapshot.messages if snapshot is not None else []
+        tail = self._store.read_raw(session, start=snapshot.raw_length if snapshot is not None else 0)
+        if not saved and not tail:
+            return  # a new session
+        messages = ctx.messages
+        current_system = [m for m in messages if is_system(m) and not is_summary(m)]
+        latest = last_user_index(messages)
+        current_user = [messages[latest]] if latest is not None else []
+        restored = [m for m in saved if not (is_system(m) and not is_summary(m))]
+        if not current_system:  # nothing newer to prefer: keep the saved prompt
+            current_system = [m for m in saved if is_system(m) and not is_summary(m)]
+        messages[:] = current_system + restored + tail + current_user
+        # What came from the store is already in the raw history.
+        ctx.state["seen"] = {id(m): m for m in (*restored, *tail)}
+        ctx.record("restored", messages=len(restored) + len(tail), from_raw_tail=len(tail))
+
+    def _record_new(self, state: dict[str, Any], messages: list[dict[str, Any]], session: str) -> None:
+        """Append every message not recorded yet (not system prompts, not summaries) to the raw history."""
+        seen: dict[int, dict[str, Any]] = state.get("seen", {})
+        new = [m for m in messages if id(m) not in seen and not is_system(m) and not is_summary(m)]
+        if new:
+            self._store.append_raw(session, new)
+            state["raw_length"] += len(new)
+        # Remember only what is in the live list now, so memory follows the context, not the session.
+        state["seen"] = {id(m): m for m in messages}
+        state["view"] = list(messages)
+
+    # -- node 2, last: save after a compaction --------------------------------------------
+
+    @ctxlife.hookimpl(specname="ctxlife_before_llm_call", trylast=True)
+    def save_after_compaction(self, ctx: ctxlife.LLMCallContext) -> None:
+        if ctx.session_id is None:
+            return
+        view = ctx.state.get("view")
+        if view is None or (len(view) == len(ctx.messages) and all(a is b for a, b in zip(view, ctx.messages))):
+            return
+        # Another strategy rewrote the context: messages it added (a summary) are not raw history,
+        # but the snapshot must hold them.
+        ctx.state["seen"] = {id(m): m for m in ctx.messages}
+        ctx.state["view"] = list(ctx.messages)
+        self._save(ctx, ctx.messages)
+
+    # -- node 6: save at task end ---------------------------------------------------------
+
+    @ctxlife.hookimpl
+    def ctxlife_task_end(self, ctx: ctxlife.TaskContext) -> None:
+        if ctx.session_id is None or not ctx.messages:
+            return
+        view = ctx.state.get("view") or []
+        # The task's final messages are copies of the live list; what is new (the final answer)
+        # is what follows our last view of it.
+        final = ctx.messages
+        new = [m for m in final[len(view):] if not is_system(m) and not is_summary(m)]
+        if new:
+            self._store.append_raw(ctx.session_id, new)
+            ctx.state["raw_length"] = ctx.state.get("raw_length", 0) + len(new)
+        self._save(ctx, final)
+        ctx.state.pop("seen", None)
+        ctx.state.pop("view", None)
+
+    def _save(self, ctx: ctxlife.HookContext, messages: list[dict[str, Any]]) -> None:
+        assert ctx.session_id is not None
+        # Everything in the raw history up to now is reflected in this snapshot.
+        snapshot = Snapshot(session_id=ctx.session_id, messages=list(messages), raw_length=ctx.state.get("raw_length", 0))
+        self._store.save_snapshot(snapshot)
+        ctx.record("snapshot_saved", messages=len(messages), raw_length=snapshot.raw_length)

@@ -1,0 +1,279 @@
+"""llm_summary: trigger, target, what is kept, running summary, fact ledger, failure modes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+import ctxlife
+from ctxlife.config import settings_from_dict
+from ctxlife.errors import StrategyOptionsError
+from ctxlife.host import Host
+from ctxlife.messages import SUMMARY_PREFIX, is_summary, validate
+from ctxlife.summarizers import register_summarizer, unregister_summarizer
+from ctxlife.testing import assistant, react_action, react_final, scripted_llm, system, tool_call, tool_result, user
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fake_openai import openai_server, text_reply  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "tau-bench-airline-gpt4o.json.gz"
+WINDOW = 4000
+
+
+def settings(**options):
+    return settings_from_dict({"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive", **options}})
+
+
+def chat(rounds: int, words: int = 60):
+    """A native tool-calling conversation with facts in user turns and tool results."""
+    messages = [system("You are an airline agent. Follow the policy.")]
+    for r in range(rounds):
+        code = f"RS{r:03d}X"
+        messages.append(user(f"Please check reservation {code} for user mia_li_{3600 + r}; I paid ${100 + r}.50 on 2024-05-{10 + r % 18:02d}."))
+        call = tool_call("get_reservation_details", {"reservation_id": code}, call_id=f"call_{r}")
+        messages.append(assistant(None, [call]))
+        result = {"reservation_id": code, "flights": [{"flight_number": f"HAT{100 + r}", "date": "2024-05-20"}], "notes": "ok " * words}
+        messages.append(tool_result(call["id"], json.dumps(result)))
+        messages.append(assistant(f"Reservation {code} is confirmed on flight HAT{100 + r}."))
+    return messages
+
+
+def compact(messages, host):
+    report = host.manage(messages)
+    return report, next((a for a in report.actions if a.what in {"compacted", "truncated"}), None)
+
+
+def test_no_action_below_the_threshold_and_compaction_above_it_reaches_the_target():
+    host = Host(settings(), context_window=WINDOW)
+    messages = chat(2)
+    assert host.manage(messages).acted == []
+    messages = chat(12)
+    before = host.counter().count_messages(messages)
+    assert before > 0.4 * WINDOW
+    report, action = compact(messages, host)
+    assert action is not None and action.what == "compacted"
+    assert report.tokens_after <= 0.25 * WINDOW + 50  # the target, within one round's granularity
+    assert action.details["tokens_before"] == before and action.details["summarizer"] == "extractive"
+    assert validate(messages) == []
+
+
+def test_system_messages_pinned_task_and_last_rounds_stay_verbatim():
+    host = Host(settings(keep_rounds=2), context_window=WINDOW)
+    original = chat(12)
+    messages = list(original)
+    compact(messages, host)
+    assert messages[0] is original[0]
+    assert is_summary(messages[1]) and messages[1]["role"] == "system"
+    assert messages[2] is original[1]  # the first user message is pinned
+    assert messages[-8:] == original[-8:]  # the last two rounds, whole units, untouched
+    assert all(m is o for m, o in zip(messages[-8:], original[-8:]))
+
+
+def test_running_summary_folds_the_previous_one_without_nesting_and_keeps_its_facts():
+    host = Host(settings(keep_rounds=1), context_window=WINDOW)
+    messages = chat(12)
+    compact(messages, host)
+    first_summary = messages[1]["content"]
+    assert "RS001X" in first_summary  # a fact from the first evicted span
+    more = chat(24)[49:]  # rounds 12.. of a longer conversation
+    messages += more
+    report, action = compact(messages, host)
+    assert action is not None and action.what == "compacted"
+    summaries = [m for m in messages if is_summary(m)]
+    assert len(summaries) == 1
+    text = summaries[0]["content"]
+    assert text.count(SUMMARY_PREFIX) == 1  # no summary inside a summary
+    assert "RS001X" in text and "RS012X" in text  # facts of the first summary and of the new span
+    assert validate(messages) == []
+
+
+def test_the_key_fact_ledger_restores_facts_the_summarizer_dropped():
+    class Forgetful:
+        def summarize(self, request):
+            return "The user asked about some reservations."
+
+    register_summarizer("forgetful", lambda **kw: Forgetful(), replace=True)
+    try:
+        host = Host(settings(summarizer="forgetful"), context_window=WINDOW)
+        messages = chat(12)
+        _, action = compact(messages, host)
+        text = messages[1]["content"]
+        assert "Key facts:" in text
+        assert "RS001X" in text and "mia_li_3601" in text  # round 0 is the pinned first user message
+        assert action.details["facts_found"] > 10
+        assert action.details["facts_kept"] >= action.details["facts_found"] * 0.5
+    finally:
+        unregister_summarizer("forgetful")
+
+
+@pytest.mark.parametrize(
+    "behaviour, reason",
+    [
+        ("raise", "RuntimeError"),
+        ("hang", "SummaryFailed"),
+        ("empty", "SummaryFailed"),
+        ("garbage", "SummaryFailed"),
+        ("huge", "SummaryFailed"),
+    ],
+)
+def test_a_failing_summarizer_falls_back_to_truncation_without_loss_of_the_call(behaviour, reason):
+    class Bad:
+        def summarize(self, request):
+            if behaviour == "raise":
+                raise RuntimeError("model down")
+            if behaviour == "hang":
+                time.sleep(3)
+                return "late"
+            if behaviour == "empty":
+                return "   "
+            if behaviour == "garbage":
+                return {"not": "text"}
+            return "word " * 5000
+
+    register_summarizer("bad", lambda **kw: Bad(), replace=True)
+    try:
+        host = Host(settings(summarizer="bad", timeout_seconds=0.5), context_window=WINDOW)
+        original = chat(12)
+        messages = list(original)
+        with capture_logs() as logs:
+            report, action = compact(messages, host)
+        assert action.what == "truncated" and action.details["error"] == reason
+        assert not any(is_summary(m) for m in messages)
+        assert messages[0] is original[0] and messages[1] is original[1]
+        assert messages[-8:] == original[-8:]
+        assert validate(messages) == []
+        assert report.tokens_after < report.tokens_before
+        event = next(e for e in logs if e["event"] == "ctxlife.summary_failed")
+        assert event["fallback"] == "truncated" and event["log_level"] == "error"
+    finally:
+        unregister_summarizer("bad")
+
+
+def test_a_summary_larger_than_what_it_replaces_is_refused():
+    from ctxlife.summarizers import render_messages
+
+    class Verbose:
+        def summarize(self, request):
+            text = render_messages(request.messages)
+            return text + " " + text[: len(text) // 3]  # about 1.3 x what it replaces
+
+    register_summarizer("verbose", lambda **kw: Verbose(), replace=True)
+    try:
+        # Budget 6000 // 2 = 3000 tokens; the evicted span is larger, so the gain check passes.
+        host = Host(settings(summarizer="verbose", max_summary_tokens=6000, min_gain_tokens=0, keep_rounds=1), context_window=WINDOW)
+        messages = chat(30)
+        with capture_logs() as logs:
+            _, action = compact(messages, host)
+        assert action.what == "truncated" and action.details["error"] == "SummaryFailed"
+        event = next(e for e in logs if e["event"] == "ctxlife.summary_failed")
+        assert "is not smaller than the" in event["error"]
+    finally:
+        unregister_summarizer("verbose")
+
+
+def test_small_gains_are_skipped_and_bad_options_are_clear():
+    host = Host(settings(min_gain_tokens=100_000), context_window=WINDOW)
+    messages = chat(12)
+    report = host.manage(messages)
+    assert report.acted == [] and report.actions[0].details["reason"] == "small_gain"
+    with pytest.raises(StrategyOptionsError, match="option 'target' \\(0.5\\) must be below the threshold \\(0.4\\)"):
+        Host(settings(target=0.5), context_window=WINDOW)
+    with pytest.raises(StrategyOptionsError, match="strategy 'llm_summary' option 'keep_rounds'"):
+        settings(keep_rounds=0)
+    with pytest.raises(ctxlife.ConfigError, match="unknown summarizer 'nope'; available: "):
+        Host(settings(summarizer="nope"), context_window=WINDOW)
+
+
+def test_tau_bench_trajectories_stay_valid_and_keep_their_facts():
+    trajectories = json.load(gzip.open(DATA))[:40]
+    compactions = found = kept = 0
+    for trajectory in trajectories:
+        host = Host(settings(), context_window=WINDOW)
+        live: list[dict] = []
+        full = trajectory["traj"]
+        for i, message in enumerate(full):
+            live.append(message)
+            if i + 1 < len(full) and full[i + 1]["role"] == "assistant" and message["role"] in {"user", "tool"}:
+                report = host.manage(live)
+                assert validate(live) == [], validate(live)
+                compactions += sum(a.what == "compacted" for a in report.actions)
+                for action in report.actions:
+                    assert action.what != "truncated", action.details  # the extractive summarizer never fails here
+                    if action.what == "compacted":
+                        assert action.details["summary_tokens"] <= 600
+                        found += action.details["facts_found"]
+                        kept += action.details["facts_kept"]
+    assert compactions >= 20
+    assert kept / found >= 0.7  # measured 0.78 over all 200 trajectories at this window
+
+
+@pytest.mark.e2e
+def test_real_llm_path_over_http_success_slow_and_failing_servers():
+    base = {"summarizer": None, "model": "openai/test-summarizer", "timeout_seconds": 2.0}
+    with openai_server(text_reply("The user checked reservations RS000X to RS009X; all confirmed.")) as server:
+        host = Host(settings(**base, model_options={"base_url": server["base_url"], "api_key": "test", "max_retries": 0}), context_window=WINDOW)
+        messages = chat(12)
+        _, action = compact(messages, host)
+        assert action.what == "compacted" and action.details["summarizer"] == "model:openai/test-summarizer"
+        assert messages[1]["content"].startswith("History summary: The user checked reservations RS000X")
+        prompt = server["requests"][0]["messages"]
+        assert "RS000X" in prompt[-1]["content"] and prompt[0]["role"] == "system"
+
+    with openai_server(text_reply("too late", delay=5)) as server:
+        host = Host(settings(**base, model_options={"base_url": server["base_url"], "api_key": "test", "max_retries": 0}), context_window=WINDOW)
+        messages = chat(12)
+        started = time.perf_counter()
+        _, action = compact(messages, host)
+        assert action.what == "truncated" and time.perf_counter() - started < 4.5
+
+    with openai_server(text_reply("internal error", status=500)) as server:
+        host = Host(settings(**base, model_options={"base_url": server["base_url"], "api_key": "test", "max_retries": 0}), context_window=WINDOW)
+        messages = chat(12)
+        _, action = compact(messages, host)
+        assert action.what == "truncated" and not any(is_summary(m) for m in messages)
+
+
+CREWAI_SUMMARY_PROMPT = "You are a precise assistant that creates structured summaries"
+
+
+def _file_crew(llm):
+    from crewai import Agent, Crew, Task
+    from crewai.tools import tool
+
+    @tool("read_file")
+    def read_file(name: str) -> str:
+        """Read a file from the sandbox."""
+        return f"file {name}: " + " ".join(f"row{i}=order ORD-{i:05d} amount ${i}.00" for i in range(120))
+
+    agent = Agent(role="Analyst", goal="read files", backstory="You read files.", llm=llm, tools=[read_file], verbose=False, respect_context_window=True)
+    task = Task(description="Read files f0.csv to f7.csv and summarize them.", expected_output="a summary", agent=agent)
+    return Crew(agents=[agent], tasks=[task], verbose=False)
+
+
+def _crewai_summarized(llm):
+    return any(m["role"] == "system" and (m.get("content") or "").startswith(CREWAI_SUMMARY_PROMPT) for call in llm.calls for m in call)
+
+
+@pytest.mark.e2e
+def test_under_crewai_ctxlife_compacts_before_crewai_would_summarize():
+    replies = [react_action("read_file", {"name": f"f{i}.csv"}) for i in range(8)] + [react_final("All files read.")]
+    # Control: the same crew unmanaged hits CrewAI's own flatten-everything summarization.
+    plain = scripted_llm(replies, context_window=6000)
+    _file_crew(plain).kickoff()
+    assert _crewai_summarized(plain)
+
+    llm = scripted_llm(replies, context_window=6000)
+    crew = _file_crew(llm)
+    ctxlife.wrap(crew, settings(keep_rounds=1, min_gain_tokens=50))
+    out = crew.kickoff()
+    assert out.raw == "All files read." and len(llm.calls) == 9
+    assert not _crewai_summarized(llm)
+    assert any(is_summary(m) for call in llm.calls for m in call), "the model never received a ctxlife summary"
+    counter = ctxlife.TokenCounter("scripted-offline")
+    assert max(counter.count_messages(call) for call in llm.calls) < 0.85 * 6000

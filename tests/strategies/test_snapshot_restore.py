@@ -1,0 +1,143 @@
+"""snapshot_restore: exact restore across restarts, raw history exactly once, on every store."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ctxlife
+from ctxlife.config import settings_from_dict
+from ctxlife.errors import SessionIdError
+from ctxlife.host import Host
+from ctxlife.sessions import open_store
+from ctxlife.testing import assistant, system, tool_call, tool_result, user
+
+WORKER = Path(__file__).with_name("session_worker.py")
+
+
+@pytest.fixture(params=["file", "sqlite", "redis"])
+def store_url(request, tmp_path):
+    if request.param == "file":
+        return f"file://{tmp_path / 'sessions'}"
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'sessions.db'}"
+    base = request.getfixturevalue("redis_url")
+    return f"{base}?prefix=t{abs(hash(str(tmp_path))) % 10**8}:"
+
+
+def canonical(messages):
+    return json.dumps(messages, sort_keys=True, ensure_ascii=False)
+
+
+def settings(store_url, *strategies, **tables):
+    names = ["snapshot_restore", *strategies]
+    return settings_from_dict({"strategies": names, "snapshot_restore": {"store": store_url}, **tables})
+
+
+def test_manage_session_restores_exactly_in_a_new_host(store_url):
+    cfg = settings(store_url)
+    host = Host(cfg, context_window=100_000, session_id="u42")
+    call = tool_call("lookup", {"item": "NO6JO3"}, call_id="call_1")
+    messages = [system("You are XiaoPaw. 你好"), user("Where is order NO6JO3? 🙂")]
+    host.manage(messages)
+    messages += [assistant(None, [call]), tool_result("call_1", '{"status": "shipped", "eta": "2024-05-15"}')]
+    host.manage(messages)
+    messages.append(assistant("Order NO6JO3 shipped; ETA 2024-05-15."))
+    messages.append(user("And the weight?"))
+    host.manage(messages)
+    host.close()
+
+    store = open_store(store_url)
+    raw = store.read_raw("u42")
+    assert raw == messages[1:]  # every non-system message exactly once, although the list was seen 3 times
+    assert store.load_snapshot("u42") is None  # no compaction, no task end yet: the raw tail carries it
+    store.close()
+
+    restarted = Host(cfg, context_window=100_000, session_id="u42")
+    fresh = [system("You are XiaoPaw. 你好"), user("Thanks! One more: cancel it.")]
+    report = restarted.manage(fresh)
+    assert canonical(fresh) == canonical([messages[0], *messages[1:], user("Thanks! One more: cancel it.")])
+    assert report.actions[0].what == "restored" and report.actions[0].details == {"messages": 5, "from_raw_tail": 5}
+    restarted.close()
+
+
+def test_compaction_saves_a_snapshot_and_the_raw_history_keeps_what_was_cut(store_url):
+    cfg = settings(store_url, "truncate_last_n", truncate_last_n={"rounds": 1, "pin_first_user": False})
+    host = Host(cfg, context_window=100_000, session_id="s1")
+    messages = [system("sys")]
+    for i in range(4):
+        messages += [user(f"q{i}")]
+        host.manage(messages)
+        messages += [assistant(f"a{i}")]
+    host.close()
+    store = open_store(store_url)
+    raw = store.read_raw("s1")
+    assert [m["content"] for m in raw] == ["q0", "a0", "q1", "a1", "q2", "a2", "q3"]
+    snapshot = store.load_snapshot("s1")
+    assert [m["content"] for m in snapshot.messages] == ["sys", "q3"]  # the truncated working context
+    assert snapshot.raw_length == 7
+    store.close()
+
+    # After a restart: the saved context plus what the raw history gained after it.
+    restarted = Host(cfg, context_window=100_000, session_id="s1")
+    fresh = [system("sys v2"), user("q4")]
+    restarted.manage(fresh)
+    assert [m["content"] for m in fresh] == ["sys v2", "q4"]  # truncate_last_n keeps the last round only
+    restarted.close()
+    store = open_store(store_url)
+    assert [m["content"] for m in store.read_raw("s1")][-1] == "q4"
+    store.close()
+
+
+def test_current_system_message_wins_over_the_saved_one(store_url):
+    cfg = settings(store_url)
+    store = open_store(store_url)
+    from ctxlife.sessions import Snapshot
+
+    store.save_snapshot(Snapshot(session_id="s2", messages=[system("old prompt"), user("hi"), assistant("hello")], raw_length=2))
+    store.append_raw("s2", [user("hi"), assistant("hello")])
+    store.close()
+    messages = [system("new prompt"), user("again")]
+    ctxlife.manage(messages, config=cfg, context_window=10_000, session_id="s2")
+    assert messages == [system("new prompt"), user("hi"), assistant("hello"), user("again")]
+
+
+def test_unsafe_session_ids_are_refused_before_anything_is_written(tmp_path):
+    cfg = settings(f"file://{tmp_path / 'sessions'}")
+    for bad in ["../escape", "a/b", "..", "", "x" * 200]:
+        with pytest.raises(SessionIdError):
+            ctxlife.manage([user("u")], config=cfg, context_window=1000, session_id=bad)
+    assert not (tmp_path / "escape_raw.jsonl").exists()
+    assert list((tmp_path / "sessions").glob("*")) == [] if (tmp_path / "sessions").exists() else True
+
+
+@pytest.mark.e2e
+def test_crew_session_restores_exactly_in_a_new_process(store_url, tmp_path):
+    def run(out, *turns):
+        done = subprocess.run([sys.executable, str(WORKER), store_url, "chat7", str(out), *turns], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(out.read_text())
+
+    run(tmp_path / "p1.json", "How many A0?", "And how many A1?")
+    store = open_store(store_url)
+    saved = store.load_snapshot("chat7")
+    raw = store.read_raw("chat7")
+    store.close()
+    assert saved is not None and saved.raw_length == len(raw)
+    # Two turns of [task, tool step, analyse prompt, final answer]: nothing lost, nothing twice.
+    assert [m["role"] for m in raw] == ["user", "assistant", "user", "assistant"] * 2
+    assert raw[3]["content"] == "Answer 0: A0 has 12 units."
+
+    calls = run(tmp_path / "p2.json", "What did I ask first?")
+    first = calls[0]
+    new_user = first[-1]
+    assert new_user["role"] == "user" and "What did I ask first?" in new_user["content"]
+    # Exactly the saved conversation plus the new user message, under the current system
+    # message (the same prompt text here; CrewAI marks its live copy with a cache breakpoint).
+    assert first[0]["role"] == "system" and first[0]["content"] == saved.messages[0]["content"]
+    assert canonical(first[1:]) == canonical([*saved.messages[1:], new_user])
+    assert any("How many A0?" in (m.get("content") or "") for m in first)
