@@ -63,6 +63,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(config=args.config, model=args.model, turns=args.turns, workspace=args.workspace, chart=args.chart)
 
 
+def cmd_session(args: argparse.Namespace) -> int:
+    from ctxlife.config import find_default_config, load_settings
+    from ctxlife.sessions.cli import run_session_command
+
+    default_store = None
+    if args.store is None and (args.config is not None or find_default_config() is not None):
+        settings = load_settings(args.config)
+        table = settings.strategy_tables().get("snapshot_restore", {})
+        default_store = table.get("store") if isinstance(table, dict) else None
+    counter = None
+    if getattr(args, "session_command", None) == "show":
+        from ctxlife.tokens import TokenCounter
+
+        counter = TokenCounter()
+    return run_session_command(args, default_store, count_tokens=counter.count_messages if counter else None)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ctxlife", description="Manage an LLM agent's context over its whole lifecycle.")
     parser.add_argument("--version", action="version", version=f"ctxlife {_version()}")
@@ -85,12 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chart", default=None, help="where to write the PNG chart (default: WORKSPACE/demo_context.png)")
     p.set_defaults(func=cmd_demo)
 
-    try:
-        from ctxlife.sessions.cli import add_session_parser
-    except ImportError:  # pragma: no cover - sessions ship with ctxlife; keep the CLI usable if broken
-        pass
-    else:
-        add_session_parser(sub)
+    from ctxlife.sessions.cli import add_session_parser
+
+    session = add_session_parser(sub)
+    session.add_argument("--config", default=None, help="config whose [snapshot_restore] store to use (default: ./ctxlife.toml)")
+    session.set_defaults(func=cmd_session)
     return parser
 
 

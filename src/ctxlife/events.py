@@ -42,3 +42,22 @@ def get_logger(name: str = "ctxlife") -> Any:
 def emit(level: str, event: str, *, logger: str = "ctxlife", **fields: Any) -> None:
     """Emit one structured event at ``level`` ("debug", "info", "warning", "error")."""
     getattr(get_logger(logger), level)(event, **fields)
+
+
+class Logger:
+    """A module-level logger that resolves :func:`get_logger` at each event (safe to create at import)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def debug(self, event: str, **fields: Any) -> None:
+        get_logger(self.name).debug(event, **fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        get_logger(self.name).info(event, **fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        get_logger(self.name).warning(event, **fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        get_logger(self.name).error(event, **fields)

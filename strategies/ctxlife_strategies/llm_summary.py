@@ -23,7 +23,7 @@ from pydantic import Field, model_validator
 import ctxlife
 from ctxlife.events import emit
 from ctxlife.facts import Fact, extract_facts, facts_missing_from, format_fact_list
-from ctxlife.messages import SUMMARY_PREFIX, is_summary, is_system
+from ctxlife.messages import SUMMARY_PREFIX, is_summary, is_system, split_units
 from ctxlife.summarizers import LLMSummarizer, Summarizer, SummaryRequest, get_summarizer, strip_summary_marker
 
 
@@ -39,7 +39,15 @@ class LLMSummary(ctxlife.Strategy):
             None, gt=0, le=1, description="Compact above this share of the window (default: the global threshold)."
         )
         target: float = Field(0.25, gt=0, lt=1, description="Share of the window to compact down to.")
-        keep_rounds: int = Field(2, ge=1, description="The most recent rounds always kept verbatim.")
+        keep_rounds: int = Field(
+            2,
+            ge=1,
+            description="The most recent rounds kept verbatim. When they alone are over the target (one long "
+            "agent loop on one request), their older tool steps are summarized too, down to keep_units.",
+        )
+        keep_units: int = Field(
+            4, ge=1, description="The most recent units (a message, or a tool call with its results) never summarized."
+        )
         min_gain_tokens: int = Field(200, ge=0, description="Skip a compaction that would save fewer tokens than this.")
         max_summary_tokens: int = Field(600, ge=32, description="Budget of the summary message, key facts included.")
         summarizer: str | None = Field(
@@ -130,33 +138,37 @@ class LLMSummary(ctxlife.Strategy):
         previous = [m for m in messages if is_summary(m)]
         rest = [m for m in messages if not is_system(m) and not is_summary(m)]
         starts = [i for i, m in enumerate(rest) if m.get("role") == "user"]
-        pinned: list[dict[str, Any]] = []
-        if self.options.pin_first_user and starts:
-            pinned = [rest[starts[0]]]
-            first = starts[0] + 1
-            cuts = [s for s in starts[1:]]
-        else:
-            first = 0
-            cuts = list(starts)
+        pinned = [rest[starts[0]]] if self.options.pin_first_user and starts else []
+        first = starts[0] + 1 if pinned else 0
+        latest_user = starts[-1] if starts else None
+        # Where the evicted span may end: at a round start, keeping the last keep_rounds rounds;
+        # failing that, at a unit boundary inside them, keeping the last keep_units units.
+        round_cuts = [c for c in starts if c > first and (len(starts) <= self.options.keep_rounds or c <= starts[-self.options.keep_rounds])]
         if len(starts) <= self.options.keep_rounds:
-            ctx.record("skipped", reason="nothing_to_evict")
-            return
-        latest_cut = starts[-self.options.keep_rounds]
-        cuts = [c for c in cuts if first < c <= latest_cut]
+            round_cuts = []
+        unit_starts = [u.start for u in split_units(rest)]
+        last_allowed = unit_starts[-self.options.keep_units] if len(unit_starts) > self.options.keep_units else 0
+        floor = round_cuts[-1] if round_cuts else first
+        unit_cuts = [c for c in unit_starts if floor < c <= last_allowed and c not in round_cuts]
+        cuts = round_cuts + unit_cuts
         if not cuts:
             ctx.record("skipped", reason="nothing_to_evict")
             return
 
+        def tail_for(cut: int) -> list[dict[str, Any]]:
+            # The latest user message always stays, even when its round's steps are summarized.
+            keep_user = [rest[latest_user]] if latest_user is not None and first <= latest_user < cut else []
+            return keep_user + rest[cut:]
+
         target_tokens = int(self.options.target * ctx.context_window)
         fixed = tokens.count_messages(system) + tokens.count_messages(pinned) - 3
         cut = cuts[-1]
-        for candidate in cuts:  # keep as many recent rounds as the target allows
-            kept = fixed + tokens.count_messages(rest[candidate:]) - 3
-            if kept + self.options.max_summary_tokens <= target_tokens:
+        for candidate in cuts:  # keep as much as the target allows
+            if fixed + tokens.count_messages(tail_for(candidate)) - 3 + self.options.max_summary_tokens <= target_tokens:
                 cut = candidate
                 break
-        evicted = rest[first:cut]
-        kept_tail = rest[cut:]
+        kept_tail = tail_for(cut)
+        evicted = [m for i, m in enumerate(rest[first:cut], first) if i != latest_user]
         kept_tokens = fixed + tokens.count_messages(kept_tail)
         # Aim for the target; when what must stay already fills it, still allow half the summary budget.
         budget = min(self.options.max_summary_tokens, max(target_tokens - kept_tokens, self.options.max_summary_tokens // 2))

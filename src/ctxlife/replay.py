@@ -1,0 +1,287 @@
+"""Dry runs: feed a recorded conversation through a config, call by call, without any model.
+
+A *call point* is every place where the recording has an assistant message: the model was
+called with everything before it. At each call point the managed context (what ctxlife
+would have sent) is compared with the unmanaged one (everything so far). The model's reply
+is then appended as recorded, tool results pass through the after-tool strategies first,
+and the next call point follows. Used by ``ctxlife replay`` and by the benchmarks.
+
+Input formats (:func:`load_conversations`): a JSON list of OpenAI-format messages; a
+JSON object with ``"messages"``; a ``_raw.jsonl`` session history (one message per line);
+tau-bench trajectory files (a list of objects with ``"traj"``, optionally gzipped).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctxlife.config import Settings
+from ctxlife.contexts import ToolCallContext
+from ctxlife.errors import CtxlifeError
+from ctxlife.facts import Fact, extract_facts, facts_missing_from
+from ctxlife.host import Host
+from ctxlife.messages import check_shape, role, tool_calls, validate
+
+
+class InputFileError(CtxlifeError):
+    """A recorded conversation file cannot be read or has the wrong shape."""
+
+
+@dataclass
+class Conversation:
+    name: str
+    messages: list[dict[str, Any]]
+
+
+@dataclass
+class CallRow:
+    """One model call of a replay."""
+
+    index: int
+    unmanaged_tokens: int
+    managed_tokens: int
+    messages: int
+    actions: list[str]
+    problems: list[str]
+
+
+@dataclass
+class ReplayResult:
+    name: str
+    context_window: int
+    threshold: float
+    rows: list[CallRow] = field(default_factory=list)
+    final_context: list[dict[str, Any]] = field(default_factory=list)
+    facts_total: int = 0
+    facts_kept: int = 0
+    tool_tokens_saved: int = 0
+
+    @property
+    def unmanaged_total(self) -> int:
+        return sum(r.unmanaged_tokens for r in self.rows)
+
+    @property
+    def managed_total(self) -> int:
+        return sum(r.managed_tokens for r in self.rows)
+
+    @property
+    def peak_unmanaged(self) -> int:
+        return max((r.unmanaged_tokens for r in self.rows), default=0)
+
+    @property
+    def peak_managed(self) -> int:
+        return max((r.managed_tokens for r in self.rows), default=0)
+
+    @property
+    def compactions(self) -> int:
+        return sum(1 for r in self.rows for a in r.actions if a.startswith("llm_summary:compacted") or a.startswith("llm_summary:truncated"))
+
+    @property
+    def violations(self) -> int:
+        return sum(1 for r in self.rows if r.problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "context_window": self.context_window,
+            "threshold": self.threshold,
+            "calls": [r.__dict__ for r in self.rows],
+            "totals": {
+                "calls": len(self.rows),
+                "unmanaged_tokens": self.unmanaged_total,
+                "managed_tokens": self.managed_total,
+                "saved_share": round(1 - self.managed_total / self.unmanaged_total, 4) if self.unmanaged_total else 0.0,
+                "peak_unmanaged": self.peak_unmanaged,
+                "peak_managed": self.peak_managed,
+                "compactions": self.compactions,
+                "invalid_calls": self.violations,
+                "facts_total": self.facts_total,
+                "facts_kept": self.facts_kept,
+                "tool_tokens_saved": self.tool_tokens_saved,
+            },
+        }
+
+
+# -- loading ------------------------------------------------------------------------------
+
+
+def load_conversations(path: str | Path) -> list[Conversation]:
+    """Read a recording in any supported format; errors name the file and what is wrong."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if path.suffix == ".gz" or raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except OSError as exc:
+            raise InputFileError(f"{path} looks gzipped but cannot be decompressed: {exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputFileError(f"{path} is not UTF-8 text (byte {exc.start})") from None
+    if not text.strip():
+        raise InputFileError(f"{path} is empty; expected a JSON list of messages, a _raw.jsonl history or tau-bench trajectories")
+    if path.name.endswith(".jsonl") or path.name.endswith(".jsonl.gz"):
+        return [Conversation(path.stem, _jsonl_messages(path, text))]
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if "\n{" in text.strip() and text.lstrip().startswith("{"):
+            return [Conversation(path.stem, _jsonl_messages(path, text))]  # JSON lines without the suffix
+        raise InputFileError(f"{path} is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    return _conversations_from(path, data)
+
+
+def _jsonl_messages(path: Path, text: str) -> list[dict[str, Any]]:
+    lines = text.splitlines()
+    messages = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            messages.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            if number == len(lines) and not text.endswith("\n"):
+                break  # a torn last line (a crash mid-write): skip it, as the session store does
+            raise InputFileError(f"{path} line {number} is not JSON: {exc.msg}") from None
+    _check(path, messages, "a JSON-lines history")
+    return messages
+
+
+def _conversations_from(path: Path, data: Any) -> list[Conversation]:
+    if isinstance(data, dict):
+        if "traj" in data:
+            data = [data]
+        elif "messages" in data:
+            _check(path, data["messages"], 'the "messages" list')
+            return [Conversation(path.stem, data["messages"])]
+        else:
+            raise InputFileError(f'{path}: a JSON object must have a "messages" list (or be a tau-bench trajectory with "traj")')
+    if not isinstance(data, list) or not data:
+        raise InputFileError(f"{path}: expected a non-empty JSON list of messages or of tau-bench trajectories, got {type(data).__name__ if data else 'an empty list'}")
+    if all(isinstance(item, dict) and "traj" in item for item in data):
+        conversations = []
+        for i, item in enumerate(data):
+            _check(path, item["traj"], f"trajectory {i}")
+            conversations.append(Conversation(f"{path.stem}#{item.get('task_id', i)}", item["traj"]))
+        return conversations
+    _check(path, data, "the message list")
+    return [Conversation(path.stem, data)]
+
+
+def _check(path: Path, messages: Any, what: str) -> None:
+    if isinstance(messages, list) and not messages:
+        raise InputFileError(f"{path}: {what} is empty")
+    try:
+        check_shape(messages, where=what)
+    except CtxlifeError as exc:
+        raise InputFileError(f"{path}: {exc}") from None
+
+
+# -- replaying ----------------------------------------------------------------------------
+
+
+def call_points(messages: list[dict[str, Any]]) -> Iterator[int]:
+    """Indices of the assistant messages: the model was called with everything before each."""
+    for i, message in enumerate(messages):
+        if role(message) == "assistant" and i > 0:
+            yield i
+
+
+def _tool_names(messages: list[dict[str, Any]]) -> dict[int, tuple[str, dict[str, Any]]]:
+    """For each tool message index: the (name, arguments) of the call it answers (paired by position)."""
+    names: dict[int, tuple[str, dict[str, Any]]] = {}
+    for i, message in enumerate(messages):
+        calls = tool_calls(message)
+        j = i + 1
+        while calls and j < len(messages) and role(messages[j]) == "tool" and j - i - 1 < len(calls):
+            function = calls[j - i - 1].get("function") or {}
+            try:
+                arguments = json.loads(function.get("arguments") or "{}")
+            except (TypeError, ValueError):
+                arguments = {}
+            names[j] = (str(function.get("name") or "tool"), arguments if isinstance(arguments, dict) else {})
+            j += 1
+    return names
+
+
+def replay(
+    conversation: Conversation,
+    settings: Settings,
+    *,
+    context_window: int,
+    model: str | None = None,
+    session_id: str | None = None,
+    plugins: Iterable[object] = (),
+) -> ReplayResult:
+    """Replay one conversation through ``settings``; nothing calls a model."""
+    host = Host(settings, context_window=context_window, model=model, session_id=session_id, plugins=tuple(plugins))
+    try:
+        return _replay(conversation, host, context_window)
+    finally:
+        host.close()
+
+
+def _replay(conversation: Conversation, host: Host, context_window: int) -> ReplayResult:
+    recorded = conversation.messages
+    counter = host.counter()
+    tools = _tool_names(recorded)
+    policy = host.implements("ctxlife_after_tool_call")
+    result = ReplayResult(conversation.name, context_window, host.settings.threshold)
+    live: list[dict[str, Any]] = []
+    calls = set(call_points(recorded))
+    for i, message in enumerate(recorded):
+        if i in calls:
+            unmanaged = counter.count_messages(recorded[:i])
+            report = host.before_llm_call(live)
+            problems = [str(p) for p in validate(live)]
+            result.rows.append(
+                CallRow(
+                    index=len(result.rows),
+                    unmanaged_tokens=unmanaged,
+                    managed_tokens=report.tokens_after,
+                    messages=len(live),
+                    actions=[f"{a.strategy}:{a.what}" for a in report.actions],
+                    problems=problems,
+                )
+            )
+        if policy and role(message) == "tool" and isinstance(message.get("content"), str):
+            name, arguments = tools.get(i, ("tool", {}))
+            ctx = ToolCallContext(tool_name=name, tool_input=dict(arguments), result=message["content"])
+            host.after_tool_call(ctx)
+            if ctx.result != message["content"]:
+                result.tool_tokens_saved += counter.count_text(message["content"]) - counter.count_text(ctx.result)
+                message = {**message, "content": ctx.result}
+        live.append(message)
+    result.final_context = live
+    facts = ledger_facts(recorded)
+    result.facts_total = len(facts)
+    result.facts_kept = len(facts) - len(facts_missing_from(facts, context_text(live)))
+    return result
+
+
+def ledger_facts(messages: list[dict[str, Any]]) -> list[Fact]:
+    """The facts of a conversation that an agent typically needs later (user turns and tool results)."""
+    return extract_facts([m for m in messages if role(m) in {"user", "tool"}])
+
+
+def context_text(messages: list[dict[str, Any]]) -> str:
+    """All the text a model would read in a context, tool-call arguments included."""
+    parts = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(p.get("text", "") for p in content if isinstance(p, dict))
+        for call in tool_calls(message):
+            function = call.get("function") or {}
+            parts.append(f"{function.get('name', '')} {function.get('arguments', '')}")
+    return "\n".join(parts)

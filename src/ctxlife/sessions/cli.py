@@ -1,0 +1,249 @@
+"""The ``ctxlife session`` command: list, show, export and remove stored sessions.
+
+The main CLI hooks it up with::
+
+    from ctxlife.sessions.cli import add_session_parser, run_session_command
+
+    add_session_parser(subparsers)          # adds "session {list,show,export,rm}"
+    ...
+    if args.command == "session":
+        return run_session_command(args, default_store_url=config_store_url, count_tokens=counter)
+
+Every subcommand takes ``--store URL``; without it the ``default_store_url`` given by the caller (the
+config) is used, and failing that :data:`ctxlife.sessions.DEFAULT_STORE_URL`.
+
+Exit codes: ``0`` done, ``1`` no such session, ``2`` bad input or store error (message on stderr).
+Only ``argparse`` and ``json`` are imported up front; stores and ``rich`` load when a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import IO, Any
+
+__all__ = ["add_session_parser", "run_session_command"]
+
+TokenCounter = Callable[[list[dict[str, Any]]], int]
+
+_EXIT_OK, _EXIT_NOT_FOUND, _EXIT_ERROR = 0, 1, 2
+
+
+def add_session_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``session`` command (with ``list``, ``show``, ``export``, ``rm``) to ``subparsers``.
+
+    ``subparsers`` is the object returned by ``ArgumentParser.add_subparsers()``. The parsed
+    namespace has ``session_command`` (the subcommand), ``store`` (URL or ``None``), and
+    ``session_id`` / ``raw`` where they apply. Returns the ``session`` parser.
+    """
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--store",
+        metavar="URL",
+        default=None,
+        help="session store URL, e.g. file://workspace/sessions, sqlite:///sessions.db, "
+        "redis://127.0.0.1:6379/0 (default: the config's store)",
+    )
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "session",
+        help="list, show, export or remove stored sessions",
+        description="Inspect and manage the sessions in a session store.",
+    )
+    sub = parser.add_subparsers(dest="session_command", metavar="COMMAND")
+    sub.required = True
+    sub.add_parser(
+        "list",
+        parents=[common],
+        help="list the sessions in the store",
+        description="List every session: id, raw message count, last snapshot update.",
+    )
+    show = sub.add_parser(
+        "show",
+        parents=[common],
+        help="show one session: messages, tokens, summary, last update",
+        description="Show a session's message counts, token count, summary and last update.",
+    )
+    show.add_argument("session_id", metavar="ID", help="the session id")
+    export = sub.add_parser(
+        "export",
+        parents=[common],
+        help="print a session's snapshot (or raw history) as JSON",
+        description="Print the session's snapshot as JSON to stdout; with --raw, its raw history "
+        "(a JSON array of messages).",
+    )
+    export.add_argument("session_id", metavar="ID", help="the session id")
+    export.add_argument("--raw", action="store_true", help="export the raw history instead")
+    rm = sub.add_parser(
+        "rm",
+        parents=[common],
+        help="delete a session (snapshot, raw history and blobs)",
+        description="Delete a session's snapshot, raw history and blobs.",
+    )
+    rm.add_argument("session_id", metavar="ID", help="the session id")
+    return parser
+
+
+def run_session_command(
+    args: argparse.Namespace,
+    default_store_url: str | None,
+    *,
+    count_tokens: TokenCounter | None = None,
+    token_encoding: str | None = None,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
+) -> int:
+    """Run the ``session`` subcommand parsed into ``args``; return the exit code.
+
+    Args:
+        args: the namespace from a parser built with :func:`add_session_parser`.
+        default_store_url: the store to use when ``--store`` is not given (from the config).
+        count_tokens: ``f(messages) -> int``; when given, ``show`` reports the snapshot's tokens.
+        token_encoding: a label for the counter (e.g. ``"cl100k_base"``) shown beside the count.
+        stdout, stderr: streams to write to (default ``sys.stdout`` / ``sys.stderr``).
+    """
+    from ctxlife.errors import CtxlifeError
+    from ctxlife.sessions import DEFAULT_STORE_URL, open_store
+
+    out = stdout if stdout is not None else sys.stdout
+    err = stderr if stderr is not None else sys.stderr
+    command = getattr(args, "session_command", None)
+    url = getattr(args, "store", None) or default_store_url or DEFAULT_STORE_URL
+    handlers = {"list": _list, "show": _show, "export": _export, "rm": _rm}
+    handler = handlers.get(command or "")
+    if handler is None:
+        err.write(f"error: unknown session command {command!r}; use one of: {', '.join(handlers)}\n")
+        return _EXIT_ERROR
+    try:
+        with open_store(url) as store:
+            return handler(store, args, out, err, count_tokens, token_encoding)
+    except CtxlifeError as exc:
+        err.write(f"error: {exc}\n")
+        return _EXIT_ERROR
+
+
+def _console(out: IO[str]) -> Any:
+    from rich.console import Console
+
+    return Console(file=out, highlight=False, soft_wrap=False)
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    from datetime import datetime
+
+    return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
+
+
+def _not_found(store: Any, sid: str, err: IO[str]) -> int:
+    err.write(f"error: no session {sid!r} in {store.url}; `ctxlife session list` shows the sessions\n")
+    return _EXIT_NOT_FOUND
+
+
+def _list(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: Any) -> int:
+    from rich.table import Table
+
+    sessions = store.list_sessions()
+    console = _console(out)
+    if not sessions:
+        console.print(f"No sessions in {store.url}", markup=False)
+        return _EXIT_OK
+    table = Table(title=f"Sessions in {store.url}", title_justify="left")
+    table.add_column("Session")
+    table.add_column("Raw messages", justify="right")
+    table.add_column("Last snapshot")
+    for info in sessions:
+        table.add_row(info.session_id, str(info.message_count), _when(info.updated_at))
+    console.print(table)
+    return _EXIT_OK
+
+
+def _show(
+    store: Any,
+    args: argparse.Namespace,
+    out: IO[str],
+    err: IO[str],
+    count_tokens: TokenCounter | None,
+    token_encoding: str | None,
+) -> int:
+    from rich.table import Table
+    from rich.text import Text
+
+    sid = args.session_id
+    snapshot = store.load_snapshot(sid)
+    raw_count = store.raw_length(sid)
+    if snapshot is None and raw_count == 0:
+        return _not_found(store, sid, err)
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("Session", Text(sid))
+    table.add_row("Store", Text(store.url))
+    table.add_row("Raw messages", str(raw_count))
+    if snapshot is None:
+        table.add_row("Snapshot", "none")
+    else:
+        table.add_row("Context messages", str(len(snapshot.messages)))
+        if count_tokens is not None:
+            try:
+                tokens = str(count_tokens(snapshot.messages))
+            except Exception as exc:  # noqa: BLE001 - a broken counter must not hide the rest
+                tokens = f"unavailable ({type(exc).__name__}: {exc})"
+            label = f"Context tokens ({token_encoding})" if token_encoding else "Context tokens"
+            table.add_row(label, Text(tokens))
+        table.add_row("Snapshot covers", f"{snapshot.raw_length} raw messages")
+        table.add_row("Last update", _when(snapshot.updated_at))
+        table.add_row("Format version", str(snapshot.format_version))
+        summary = snapshot.meta.get("summary")
+        if summary is not None:
+            table.add_row("Summary", Text(summary if isinstance(summary, str) else json.dumps(summary)))
+        others = sorted(k for k in snapshot.meta if k != "summary")
+        if others:
+            table.add_row("Meta keys", Text(", ".join(others)))
+    _console(out).print(table)
+    return _EXIT_OK
+
+
+def _write_json(out: IO[str], value: Any) -> None:
+    text = json.dumps(value, ensure_ascii=False, indent=2) + "\n"
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: fall back to \u escapes (same JSON value)
+        text = json.dumps(value, ensure_ascii=True, indent=2) + "\n"
+        data = text.encode("ascii")
+    buffer = getattr(out, "buffer", None)
+    if buffer is not None:  # JSON is UTF-8 whatever the terminal's locale
+        out.flush()
+        buffer.write(data)
+        buffer.flush()
+    else:
+        out.write(text)
+
+
+def _export(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: Any) -> int:
+    sid = args.session_id
+    if args.raw:
+        messages = store.read_raw(sid)
+        if not messages and store.load_snapshot(sid) is None:
+            return _not_found(store, sid, err)
+        _write_json(out, messages)
+        return _EXIT_OK
+    snapshot = store.load_snapshot(sid)
+    if snapshot is None:
+        if store.raw_length(sid):
+            err.write(f"error: session {sid!r} has no snapshot yet, only raw history; use --raw\n")
+        else:
+            return _not_found(store, sid, err)
+        return _EXIT_NOT_FOUND
+    _write_json(out, snapshot.to_dict())
+    return _EXIT_OK
+
+
+def _rm(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: Any) -> int:
+    sid = args.session_id
+    if not store.delete(sid):
+        return _not_found(store, sid, err)
+    out.write(f"deleted session {sid!r} from {store.url}\n")
+    return _EXIT_OK

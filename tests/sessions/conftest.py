@@ -1,0 +1,95 @@
+"""Fixtures for the session store tests: one store of each kind (redis_url is in tests/conftest.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+STORE_KINDS = ("file", "sqlite", "redis")
+
+
+@pytest.fixture
+def redis_client(redis_url: str):
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def make_url(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], str]:
+    """``make_url(kind)``: a fresh, isolated store URL of that kind for this test."""
+
+    def make(kind: str) -> str:
+        if kind == "file":
+            return f"file://{tmp_path / 'root' / 'sessions'}"
+        if kind == "sqlite":
+            return f"sqlite:///{tmp_path / 'db' / 'sessions.db'}"
+        if kind == "redis":
+            base = request.getfixturevalue("redis_url")
+            return f"{base}?prefix=test-{uuid.uuid4().hex[:12]}:"
+        raise ValueError(kind)
+
+    return make
+
+
+@pytest.fixture
+def store_url(store_kind: str, make_url: Callable[[str], str]) -> str:
+    return make_url(store_kind)
+
+
+@pytest.fixture
+def store(store_url: str):
+    from ctxlife.sessions import open_store
+
+    s = open_store(store_url)
+    yield s
+    s.close()
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+@pytest.fixture
+def spawn() -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """``spawn(code, *args)``: start ``python -c code args...`` that can import this checkout's
+    ctxlife (stdin/stdout/stderr piped, text mode). Children still running at teardown are killed."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(code: str, *args: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, *args],
+            env=_child_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
