@@ -17,6 +17,8 @@ for _key, _value in OFFLINE_ENV.items():
 
 import pytest  # noqa: E402
 
+pytest_plugins = ["ctxlife.pytest_plugin"]  # the strategy-author kit's fixtures, used by our own tests too
+
 
 @pytest.fixture(autouse=True)
 def _fresh_manage_hosts():

@@ -47,9 +47,17 @@ def test_check_prints_resolved_settings_or_fails_with_the_error(tmp_path):
 
 
 @pytest.mark.e2e
-def test_demo_runs_offline(tmp_path):
+def test_demo_runs_offline_across_a_restart_and_writes_the_chart(tmp_path):
+    workspace = tmp_path / "ws"
     start = time.perf_counter()
-    result = run("demo", "--workspace", str(tmp_path / "ws"), cwd=REPO)
-    assert result.returncode == 0, result.stderr
-    assert "truncate_last_n" in result.stdout and "Final answer" in result.stdout
-    assert time.perf_counter() - start < 60
+    result = run("demo", "--workspace", str(workspace), cwd=REPO)
+    elapsed = time.perf_counter() - start
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    for expected in ("bootstrap:", "crossed the 40% line", "llm_summary: compacted", "snapshot written", "simulated restart",
+                     "snapshot_restore: restored", "ctxlife_recall: the agent read back", "Session summary"):
+        assert expected in out, expected
+    assert out.count("turn ") >= 12
+    assert (workspace / "demo_context.png").stat().st_size > 10_000
+    assert list((workspace / "sessions").glob("*_raw.jsonl"))
+    assert elapsed < 60

@@ -123,6 +123,7 @@ class Host:
         self._counters: dict[str | None, TokenCounter] = {}
         self._state: dict[tuple[str, str | None], dict[str, Any]] = {}
         self._bootstrap: dict[tuple[str | None, str | None], str] = {}
+        self._bootstrap_actions: dict[tuple[str | None, str | None], list[Action]] = {}
         self._calls: dict[str | None, int] = {}
         self._task_started: set[tuple[str | None, str | None]] = set()
         self._lock = threading.RLock()
@@ -267,6 +268,7 @@ class Host:
             )
             text = "\n\n".join(b.strip() for b in ctx.blocks if isinstance(b, str) and b.strip())
             self._bootstrap[key] = text
+            self._bootstrap_actions[key] = list(ctx.actions)
             counter = ctx.tokens
             assert counter is not None
             report = Report("bootstrap", 0, counter.count_text(text), ctx.context_window, ctx.budget, ctx.actions, failures)
@@ -330,6 +332,8 @@ class Host:
             assert counter is not None
             tokens_before = counter.count_messages(messages)
             text = self.bootstrap_text(agent_role=agent_role, goal=goal, backstory=backstory, session_id=session)
+            # What the bootstrap did shows in the report of the agent's first call.
+            ctx.actions.extend(self._bootstrap_actions.pop((agent_role, session), ()))
             self.apply_bootstrap(messages, text)
             problems_before: int | None = None  # validated lazily: most calls change nothing
             live = messages
@@ -378,11 +382,11 @@ class Host:
 
     # -- nodes 3 and 4: around a tool call ----------------------------------------------
 
-    def _tool(self, hook: str, ctx: ToolCallContext, session_id: str | None, model: str | None) -> Report:
+    def _tool(self, hook: str, ctx: ToolCallContext, session_id: str | None, model: str | None, context_window: int | None) -> Report:
         start = time.perf_counter()
         with self._lock:
             node = hook.removeprefix("ctxlife_")
-            self._fill(ctx, node, model=model, context_window=None, session_id=session_id)
+            self._fill(ctx, node, model=model, context_window=context_window, session_id=session_id)
             counter = ctx.tokens
             assert counter is not None
             before_tokens = counter.count_text(ctx.result)
@@ -416,21 +420,25 @@ class Host:
             self._emit_node(report, ctx)
             return report
 
-    def before_tool_call(self, ctx: ToolCallContext, *, session_id: str | None = None, model: str | None = None) -> Report:
+    def before_tool_call(
+        self, ctx: ToolCallContext, *, session_id: str | None = None, model: str | None = None, context_window: int | None = None
+    ) -> Report:
         """Node 3. After it, ``ctx.result`` is a string if a strategy answered the call itself."""
-        return self._tool("ctxlife_before_tool_call", ctx, session_id, model)
+        return self._tool("ctxlife_before_tool_call", ctx, session_id, model, context_window)
 
-    def after_tool_call(self, ctx: ToolCallContext, *, session_id: str | None = None, model: str | None = None) -> Report:
+    def after_tool_call(
+        self, ctx: ToolCallContext, *, session_id: str | None = None, model: str | None = None, context_window: int | None = None
+    ) -> Report:
         """Node 4. After it, ``ctx.result`` is what the model should see."""
-        return self._tool("ctxlife_after_tool_call", ctx, session_id, model)
+        return self._tool("ctxlife_after_tool_call", ctx, session_id, model, context_window)
 
     # -- nodes 5 and 6: task boundaries -------------------------------------------------
 
-    def _task(self, hook: str, ctx: TaskContext, session_id: str | None, model: str | None) -> Report:
+    def _task(self, hook: str, ctx: TaskContext, session_id: str | None, model: str | None, context_window: int | None) -> Report:
         start = time.perf_counter()
         with self._lock:
             node = hook.removeprefix("ctxlife_")
-            self._fill(ctx, node, model=model, context_window=None, session_id=session_id)
+            self._fill(ctx, node, model=model, context_window=context_window, session_id=session_id)
             attr = "context_text" if hook == "ctxlife_task_start" else "output"
             counter = ctx.tokens
             assert counter is not None
@@ -456,13 +464,17 @@ class Host:
             self._emit_node(report, ctx)
             return report
 
-    def task_start(self, ctx: TaskContext, *, session_id: str | None = None, model: str | None = None) -> Report:
+    def task_start(
+        self, ctx: TaskContext, *, session_id: str | None = None, model: str | None = None, context_window: int | None = None
+    ) -> Report:
         """Node 5. After it, ``ctx.context_text`` is what the task should receive."""
-        return self._task("ctxlife_task_start", ctx, session_id, model)
+        return self._task("ctxlife_task_start", ctx, session_id, model, context_window)
 
-    def task_end(self, ctx: TaskContext, *, session_id: str | None = None, model: str | None = None) -> Report:
+    def task_end(
+        self, ctx: TaskContext, *, session_id: str | None = None, model: str | None = None, context_window: int | None = None
+    ) -> Report:
         """Node 6. After it, ``ctx.output`` is the task's output to pass on."""
-        return self._task("ctxlife_task_end", ctx, session_id, model)
+        return self._task("ctxlife_task_end", ctx, session_id, model, context_window)
 
     # -- lifetime -----------------------------------------------------------------------
 

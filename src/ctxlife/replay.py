@@ -170,7 +170,8 @@ def _conversations_from(path: Path, data: Any) -> list[Conversation]:
         conversations = []
         for i, item in enumerate(data):
             _check(path, item["traj"], f"trajectory {i}")
-            conversations.append(Conversation(f"{path.stem}#{item.get('task_id', i)}", item["traj"]))
+            label = f"task {item['task_id']} trial {item.get('trial', 0)}" if "task_id" in item else f"trajectory {i}"
+            conversations.append(Conversation(label, item["traj"]))
         return conversations
     _check(path, data, "the message list")
     return [Conversation(path.stem, data)]
@@ -255,7 +256,7 @@ def _replay(conversation: Conversation, host: Host, context_window: int) -> Repl
         if policy and role(message) == "tool" and isinstance(message.get("content"), str):
             name, arguments = tools.get(i, ("tool", {}))
             ctx = ToolCallContext(tool_name=name, tool_input=dict(arguments), result=message["content"])
-            host.after_tool_call(ctx)
+            host.after_tool_call(ctx, context_window=context_window)
             if ctx.result != message["content"]:
                 result.tool_tokens_saved += counter.count_text(message["content"]) - counter.count_text(ctx.result)
                 message = {**message, "content": ctx.result}

@@ -121,14 +121,16 @@ class CrewAdapter:
         self._added_tools: list[tuple[Any, Any]] = []
         specs = self.host.provided_tools()
         if specs:
-            for agent in getattr(self.crew, "agents", None) or []:
-                existing = {getattr(t, "name", None) for t in (agent.tools or [])}
-                for spec in specs:
-                    if spec.name in existing:
-                        continue
-                    crew_tool = _crewai_tool(spec)
-                    agent.tools = [*(agent.tools or []), crew_tool]
-                    self._added_tools.append((agent, crew_tool))
+            tools = {spec.name: _crewai_tool(spec) for spec in specs}
+            # CrewAI runs a task with ``task.tools or agent.tools``, and a task copies its agent's
+            # tools when it is built: add ours to both, or tasks built before wrap() never see them.
+            holders = [*(getattr(self.crew, "agents", None) or []), *(t for t in getattr(self.crew, "tasks", None) or [] if t.tools)]
+            for holder in holders:
+                existing = {getattr(t, "name", None) for t in (holder.tools or [])}
+                for name, crew_tool in tools.items():
+                    if name not in existing:
+                        holder.tools = [*(holder.tools or []), crew_tool]
+                        self._added_tools.append((holder, crew_tool))
         for name in _KICKOFF_METHODS:
             original = getattr(type(self.crew), name, None)
             if original is not None:
@@ -138,8 +140,8 @@ class CrewAdapter:
     def uninstall(self) -> None:
         for name in (*_KICKOFF_METHODS, ADAPTER_ATTR):
             self.crew.__dict__.pop(name, None)
-        for agent, crew_tool in self._added_tools:
-            agent.tools = [t for t in (agent.tools or []) if t is not crew_tool]
+        for holder, crew_tool in self._added_tools:
+            holder.tools = [t for t in (holder.tools or []) if t is not crew_tool]
         self.host.close()
 
     def _scoped(self, name: str, original: Any) -> Any:
@@ -278,8 +280,10 @@ class CrewAdapter:
             **self._task_facts(hctx.task),
         )
 
-    def _model_of(self, agent: Any) -> str | None:
-        return self._llm_facts(getattr(agent, "llm", None))[0]
+    def _model_of(self, agent: Any) -> dict[str, Any]:
+        """The model name and context window of an agent's LLM, as keyword arguments for the host."""
+        model, window = self._llm_facts(getattr(agent, "llm", None))
+        return {"model": model, "context_window": window}
 
     def _on_pre_tool_call(self, hctx: Any) -> bool | None:
         return self._guard("pre_tool_call", self._pre_tool_call, hctx)
@@ -287,7 +291,7 @@ class CrewAdapter:
     def _pre_tool_call(self, hctx: Any) -> bool | None:
         ctx = self._tool_context(hctx)
         ctx.result = None
-        self.host.before_tool_call(ctx, model=self._model_of(hctx.agent))
+        self.host.before_tool_call(ctx, **self._model_of(hctx.agent))
         if ctx.result is None:
             return None
         # Answered without running the tool: block it and hand the answer to POST_TOOL_CALL,
@@ -306,7 +310,7 @@ class CrewAdapter:
         original = ctx.result
         if pending is not None:
             ctx.result, ctx.skipped_by = pending
-        self.host.after_tool_call(ctx, model=self._model_of(hctx.agent))
+        self.host.after_tool_call(ctx, **self._model_of(hctx.agent))
         return ctx.result if ctx.result != original else None
 
     def _on_pre_step(self, hctx: Any) -> None:
@@ -325,7 +329,7 @@ class CrewAdapter:
             **self._task_facts(task),
         )
         original = ctx.context_text
-        self.host.task_start(ctx, model=self._model_of(hctx.agent))
+        self.host.task_start(ctx, **self._model_of(hctx.agent))
         if ctx.context_text != original:
             hctx.payload = ctx.context_text
 
@@ -351,7 +355,7 @@ class CrewAdapter:
             # conversation (a restored session must show it).
             ctx.messages.append({"role": "assistant", "content": ctx.output})
         original = ctx.output
-        self.host.task_end(ctx, model=self._model_of(hctx.agent))
+        self.host.task_end(ctx, **self._model_of(hctx.agent))
         if ctx.output != original and output is not None:
             output.raw = ctx.output
 

@@ -1,0 +1,119 @@
+"""``bootstrap``: preload what an agent must know into its system prompt.
+
+At agent start (node 1) the configured ``text`` and ``files`` (Markdown or plain
+text, read once when the strategy is built) are rendered and handed to the
+host, which puts them into the agent's system message exactly once: wrapping
+twice, kicking off again, or ``kickoff(inputs=...)`` never duplicates or loses
+them. Typical content: a user profile, working rules, house style.
+
+Templates may use ``{agent_role}``, ``{session_id}`` and ``{date}`` (today, ISO
+format). Any other ``{...}`` is left as written, so JSON examples and code in a
+profile file are safe.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+
+import ctxlife
+
+_VARIABLE_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def render(template: str, variables: dict[str, str]) -> str:
+    """Replace ``{name}`` for the known variables; leave every other brace untouched."""
+    return _VARIABLE_RE.sub(lambda m: str(variables[m.group(1)]) if m.group(1) in variables else m.group(0), template)
+
+
+class Bootstrap(ctxlife.Strategy):
+    """Inject a profile, rules or any text into the system prompt of some or all agents."""
+
+    name = "bootstrap"
+
+    class Options(ctxlife.Options):
+        text: str = Field(
+            "",
+            description="Inline text to inject. May use {agent_role}, {session_id} and {date}.",
+        )
+        files: list[str] = Field(
+            default_factory=list,
+            description=(
+                "Markdown or text files to inject after the text, in order. Relative paths are "
+                "relative to the config file's directory (the working directory without a file)."
+            ),
+        )
+        agents: list[str] = Field(
+            default_factory=list,
+            description="Roles of the agents to inject into (case-insensitive). Empty: every agent.",
+        )
+
+        @field_validator("files", "agents")
+        @classmethod
+        def _non_empty(cls, value: list[str]) -> list[str]:
+            for item in value:
+                if not item.strip():
+                    raise ValueError("entries must be non-empty strings")
+            return value
+
+    def __init__(self, options: ctxlife.Options | None = None, settings: Any = None) -> None:
+        super().__init__(options, settings)
+        opts = self.options
+        assert isinstance(opts, Bootstrap.Options)
+        self.base_dir, where = _base_dir(settings)
+        parts = [opts.text.strip()] if opts.text.strip() else []
+        self.paths: list[Path] = []
+        for name in opts.files:
+            path = Path(name).expanduser()
+            if not path.is_absolute():
+                path = self.base_dir / path
+            if not path.is_file():
+                raise ctxlife.ConfigError(
+                    f"strategy 'bootstrap': file {name!r} does not exist (looked for {path}, "
+                    f"relative to {where}); fix the path in files or create the file"
+                )
+            try:
+                content = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ctxlife.ConfigError(f"strategy 'bootstrap': cannot read file {path}: {exc}") from None
+            self.paths.append(path)
+            if content.strip():
+                parts.append(content.strip())
+        if not parts:
+            raise ctxlife.ConfigError(
+                "strategy 'bootstrap' has nothing to inject: set text and/or files in its [bootstrap] table"
+                + (" (the files are empty)" if opts.files else "")
+            )
+        self.template = "\n\n".join(parts)
+        self._roles = {role.strip().casefold() for role in opts.agents}
+
+    def applies_to(self, agent_role: str | None) -> bool:
+        """Whether this agent gets the text (every agent when ``agents`` is empty)."""
+        if not self._roles:
+            return True
+        return agent_role is not None and agent_role.strip().casefold() in self._roles
+
+    @ctxlife.hookimpl
+    def ctxlife_bootstrap(self, ctx: ctxlife.BootstrapContext) -> None:
+        if not self.template or not self.applies_to(ctx.agent_role):
+            return
+        variables = {"agent_role": ctx.agent_role or "", "session_id": ctx.session_id or "", "date": ""}
+        variables.update(ctx.variables)
+        text = render(self.template, variables)
+        ctx.blocks.append(text)
+        ctx.record("injected", tokens=ctx.tokens.count_text(text) if ctx.tokens else 0, files=len(self.paths))
+
+
+def _base_dir(settings: Any) -> tuple[Path, str]:
+    """Where relative file names are looked up: the config file's directory, else the working directory."""
+    source = getattr(settings, "source", None)
+    if isinstance(source, str) and source:
+        path = Path(source)
+        if path.is_file():
+            directory = path.resolve().parent
+            return directory, f"the config file's directory {directory}"
+    cwd = Path.cwd()
+    return cwd, f"the working directory {cwd} (the settings do not come from a file)"

@@ -1,0 +1,263 @@
+"""``task_scope``: decide what each task receives from the tasks before it.
+
+CrewAI passes every earlier task's output into a later task in full, and the
+agent's context fills with text it may not need ("context bleeding"). At task
+start (node 5) a policy, for all tasks or per task (by name or 0-based index),
+decides what the task gets:
+
+* ``carry`` (default): a compact version of the earlier outputs within
+  ``max_tokens``: left as it is when it already fits, otherwise each earlier
+  output is summarized (the ``extractive`` summarizer of
+  :mod:`ctxlife.summarizers`, the machinery ``llm_summary`` uses) into its share
+  of the budget, labelled with the task it came from;
+* ``isolate``: nothing from earlier tasks;
+* ``full``: everything, as CrewAI does.
+
+At task end (node 6) the task's output and a summary of it within
+``max_tokens`` are recorded in the strategy's session state
+(``ctx.state["outputs"]``) and, when a session store is active (``ctx.store``,
+e.g. with ``snapshot_restore``), in the session's blob ``task_scope.outputs``,
+so later tasks, and later kickoffs of the same session (also in a new
+process), can use them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+import ctxlife
+from ctxlife.summarizers import SummaryRequest, available_summarizers, get_summarizer
+
+Policy = Literal["carry", "isolate", "full"]
+_DIVIDER_RE = re.compile(r"\n\n-{3,}\n\n")  # how CrewAI separates the outputs it passes on
+_SPEAKER_RE = re.compile(r"(?m)^Assistant: ")
+_KEEP_OUTPUTS = 64
+OUTPUTS_BLOB = "task_scope.outputs"  # the session blob holding the recorded outputs
+_MIN_PART_TOKENS = 16
+
+
+class TaskScope(ctxlife.Strategy):
+    """Carry a compact version of earlier task outputs (or none, or all) into each task."""
+
+    name = "task_scope"
+
+    class Options(ctxlife.Options):
+        policy: Policy = Field(
+            "carry",
+            description=(
+                'What a task receives from earlier tasks: "carry" (a compact version within max_tokens), '
+                '"isolate" (nothing) or "full" (everything, CrewAI\'s behaviour).'
+            ),
+        )
+        tasks: dict[str, Policy] = Field(
+            default_factory=dict,
+            description=(
+                "Per-task policies: a table of task name (or 0-based task index) = policy; "
+                "tasks not listed use policy."
+            ),
+        )
+        max_tokens: int = Field(
+            500,
+            ge=50,
+            description="Token budget of the carried context, and of each task's recorded output summary.",
+        )
+        summarizer: str = Field(
+            "extractive",
+            min_length=1,
+            description=(
+                'Summarizer for "carry" (see ctxlife.summarizers): "extractive" (offline) or "llm" '
+                "(the agent's model when the framework offers one, else extractive)."
+            ),
+        )
+
+        @field_validator("tasks")
+        @classmethod
+        def _check_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+            for key in value:
+                if not key.strip():
+                    raise ValueError("task names in the tasks table must be non-empty")
+            return value
+
+    def __init__(self, options: ctxlife.Options | None = None, settings: Any = None) -> None:
+        super().__init__(options, settings)
+        opts = self.options
+        assert isinstance(opts, TaskScope.Options)
+        self._by_key = {key.strip().casefold(): policy for key, policy in opts.tasks.items()}
+        self._extractive = get_summarizer("extractive")
+        if opts.summarizer not in ("extractive", "llm"):
+            if opts.summarizer not in available_summarizers():
+                raise ctxlife.ConfigError(
+                    f"strategy 'task_scope' option 'summarizer': unknown summarizer {opts.summarizer!r}; "
+                    f"available: {', '.join(available_summarizers())}"
+                )
+            self._custom = get_summarizer(opts.summarizer)
+        else:
+            self._custom = None
+
+    # -- policy ---------------------------------------------------------------------------
+
+    def policy_for(self, task_name: str | None, task_index: int | None) -> Policy:
+        """The policy of a task: by name, then by index, else the default."""
+        if task_name is not None:
+            found = self._by_key.get(task_name.strip().casefold())
+            if found is not None:
+                return found
+        if task_index is not None:
+            found = self._by_key.get(str(task_index))
+            if found is not None:
+                return found
+        opts = self.options
+        assert isinstance(opts, TaskScope.Options)
+        return opts.policy
+
+    # -- hooks ----------------------------------------------------------------------------
+
+    @ctxlife.hookimpl
+    def ctxlife_task_start(self, ctx: ctxlife.TaskContext) -> None:
+        text = ctx.context_text or ""
+        if not text.strip():
+            return
+        policy = self.policy_for(ctx.task_name, ctx.task_index)
+        assert ctx.tokens is not None
+        count = ctx.tokens.count_text
+        if policy == "full":
+            return
+        if policy == "isolate":
+            ctx.context_text = ""
+            ctx.record("isolated", task_index=ctx.task_index, removed_tokens=count(text))
+            return
+        opts = self.options
+        assert isinstance(opts, TaskScope.Options)
+        before = count(text)
+        if before <= opts.max_tokens:
+            return
+        ctx.context_text = self.compact(text, opts.max_tokens, count, ctx)
+        ctx.record("carried", task_index=ctx.task_index, tokens_before=before, tokens_after=count(ctx.context_text))
+
+    @ctxlife.hookimpl
+    def ctxlife_task_end(self, ctx: ctxlife.TaskContext) -> None:
+        output = ctx.output or ""
+        assert ctx.tokens is not None
+        count = ctx.tokens.count_text
+        opts = self.options
+        assert isinstance(opts, TaskScope.Options)
+        tokens = count(output)
+        summary = output if tokens <= opts.max_tokens else self.summarize(output, opts.max_tokens, count, ctx)
+        outputs = self.outputs(ctx)
+        outputs.append(
+            {
+                "task_index": ctx.task_index,
+                "task_name": ctx.task_name,
+                "agent_role": ctx.agent_role,
+                "tokens": tokens,
+                "digest": _digest(output),
+                "summary": summary,
+            }
+        )
+        del outputs[:-_KEEP_OUTPUTS]
+        saved_in = "state"
+        if ctx.store is not None and ctx.session_id:
+            try:
+                ctx.store.put_blob(ctx.session_id, OUTPUTS_BLOB, json.dumps(outputs, ensure_ascii=False))
+                saved_in = "session"
+            except Exception as exc:  # noqa: BLE001 - the record stays in memory; say why it was not saved
+                ctx.record("save_failed", error=type(exc).__name__)
+        ctx.record(
+            "recorded", task_index=ctx.task_index, tokens=tokens, summary_tokens=count(summary), saved_in=saved_in
+        )
+
+    def outputs(self, ctx: Any) -> list[dict[str, Any]]:
+        """The session's recorded task outputs, oldest first (loaded from the session store once)."""
+        outputs = ctx.state.get("outputs")
+        if outputs is None:
+            outputs = []
+            if getattr(ctx, "store", None) is not None and ctx.session_id:
+                try:
+                    blob = ctx.store.get_blob(ctx.session_id, OUTPUTS_BLOB)
+                    loaded = json.loads(blob) if blob else []
+                    outputs = [o for o in loaded if isinstance(o, dict)] if isinstance(loaded, list) else []
+                except Exception as exc:  # noqa: BLE001 - start afresh rather than fail the task
+                    ctx.record("load_failed", error=type(exc).__name__)
+            ctx.state["outputs"] = outputs
+        return outputs
+
+    # -- compaction -----------------------------------------------------------------------
+
+    def compact(self, text: str, budget: int, count: Callable[[str], int], ctx: Any = None) -> str:
+        """Fit the earlier outputs in ``text`` into ``budget`` tokens, each output in its share."""
+        parts = [p for p in _DIVIDER_RE.split(text) if p.strip()]
+        recorded = {o.get("digest"): o for o in (self.outputs(ctx) if ctx is not None else [])}
+        header = f"[ctxlife: earlier task outputs, compacted from {count(text)} tokens]"
+        labels: list[str] = []
+        for part in parts:
+            found = recorded.get(_digest(part))
+            name = found.get("task_name") if found else None
+            labels.append(f"From task {_short(name)!r}:" if name else "")
+        fixed = count(header) + sum(count(label) + 2 for label in labels) + 2 * len(parts)
+        share = max(_MIN_PART_TOKENS, (budget - fixed) // max(len(parts), 1))
+        pieces = [header]
+        for part, label in zip(parts, labels):
+            found = recorded.get(_digest(part))
+            summary = found.get("summary") if found else None
+            if summary is None or count(summary) > share:
+                summary = part if count(part) <= share else self.summarize(part, share, count, ctx)
+            pieces.append(f"{label}\n{summary}" if label else summary)
+        out = "\n\n".join(pieces)
+        return out if count(out) <= budget else _truncate(out, budget, count)
+
+    def summarize(self, text: str, budget: int, count: Callable[[str], int], ctx: Any = None) -> str:
+        """Summarize ``text`` within ``budget`` tokens; cut it if the summarizer fails."""
+        opts = self.options
+        assert isinstance(opts, TaskScope.Options)
+        summarizer: Any = self._custom or self._extractive
+        if opts.summarizer == "llm":
+            complete = getattr(ctx, "complete", None)
+            if complete is not None:
+                summarizer = get_summarizer("llm", complete=complete)
+            elif ctx is not None:
+                ctx.record("summarizer_fallback", wanted="llm", used="extractive")
+        request = SummaryRequest(
+            messages=[{"role": "assistant", "content": text}],
+            previous_summary=None,
+            max_tokens=budget,
+            count_tokens=count,
+        )
+        try:
+            summary = summarizer.summarize(request)
+        except Exception as exc:  # noqa: BLE001 - a failed summary falls back to a cut, never to nothing
+            if ctx is not None:
+                ctx.record("summary_failed", error=type(exc).__name__)
+            summary = ""
+        summary = _SPEAKER_RE.sub("", summary or "").strip()  # the output is one speaker's text
+        if not summary or count(summary) > budget:
+            return _truncate(text, budget, count)
+        return summary
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()[:16]
+
+
+def _short(name: str | None, limit: int = 60) -> str:
+    name = " ".join((name or "").split())
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
+def _truncate(text: str, budget: int, count: Callable[[str], int]) -> str:
+    """The longest head of ``text`` that fits ``budget`` tokens with a "…" mark."""
+    if count(text) <= budget:
+        return text
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(text[:mid] + " …") <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo] + " …" if lo else ""

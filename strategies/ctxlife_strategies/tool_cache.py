@@ -1,0 +1,156 @@
+"""``tool_cache``: answer a repeated identical tool call from the session's cache.
+
+Before a tool runs (node 3), the call's key (the tool's name and its arguments
+as canonical JSON, keys sorted) is looked up in the session's cache. On a hit
+the tool does not run: the model sees the earlier result, headed by
+``[cached result from call N]`` (N counts the session's tool calls from 1).
+After a tool runs (node 4), its result is stored under the key.
+
+Only tools named in ``tools`` are cached: caching is safe for read-only,
+deterministic tools (a lookup, a search), never for tools with side effects
+(booking, sending, writing). With ``tools`` empty nothing is cached.
+
+Results that look like a failure (a framework error message, ``Error: ...``)
+are not stored, so a transient failure is retried next time. The cache is per
+session, in memory, bounded to ``max_entries`` (least recently used evicted),
+and entries expire after ``ttl_seconds`` if set.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import unicodedata
+from collections import OrderedDict
+from typing import Any
+
+from pydantic import Field, field_validator
+
+import ctxlife
+
+# Results starting like this are framework or tool failures; they are not cached.
+_FAILURE_PREFIXES = (
+    "error",
+    "i encountered an error",
+    "i tried reusing the same input",
+    "tool execution blocked",
+    "you tried to use the tool",
+)
+
+
+def normalize_tool_name(name: str) -> str:
+    """Tool names as frameworks report them: ASCII, camelCase split, lower case, ``_`` separators."""
+    name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+
+
+def cache_key(tool_name: str, tool_input: Any) -> str:
+    """The tool's normalized name and its arguments as canonical JSON (sorted keys, no spaces)."""
+    arguments = json.dumps(tool_input, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+    return f"{normalize_tool_name(tool_name)}:{arguments}"
+
+
+class ToolCache(ctxlife.Strategy):
+    """Return the earlier result of an identical call to an allow-listed tool instead of running it."""
+
+    name = "tool_cache"
+
+    class Options(ctxlife.Options):
+        tools: list[str] = Field(
+            default_factory=list,
+            description=(
+                "The tools whose results may be reused (read-only, deterministic ones). "
+                "Empty: nothing is cached."
+            ),
+        )
+        ttl_seconds: float | None = Field(
+            None,
+            gt=0,
+            description="Forget a cached result after this many seconds (default: keep it for the session).",
+        )
+        max_entries: int = Field(
+            256,
+            ge=1,
+            description="Most results cached per session; the least recently used is dropped first.",
+        )
+
+        @field_validator("tools")
+        @classmethod
+        def _check_tools(cls, value: list[str]) -> list[str]:
+            for item in value:
+                if not item.strip():
+                    raise ValueError("tool names must be non-empty strings")
+            return value
+
+    def __init__(self, options: ctxlife.Options | None = None, settings: Any = None) -> None:
+        super().__init__(options, settings)
+        opts = self.options
+        assert isinstance(opts, ToolCache.Options)
+        self._tools = frozenset(normalize_tool_name(t) for t in opts.tools)
+        self._ttl = opts.ttl_seconds
+        self._max = opts.max_entries
+        self.clock = time.monotonic  # replaceable in tests
+
+    def _entries(self, state: dict[str, Any]) -> OrderedDict[str, tuple[str, int, float]]:
+        entries = state.get("entries")
+        if entries is None:
+            entries = state["entries"] = OrderedDict()
+        return entries
+
+    @ctxlife.hookimpl
+    def ctxlife_before_tool_call(self, ctx: ctxlife.ToolCallContext) -> None:
+        state = ctx.state
+        call_no = state["calls"] = state.get("calls", 0) + 1
+        name = normalize_tool_name(ctx.tool_name)
+        if name not in self._tools:
+            return
+        key = cache_key(name, ctx.tool_input)
+        entries = self._entries(state)
+        found = entries.get(key)
+        if found is not None:
+            result, first_call, stored_at = found
+            if self._ttl is not None and self.clock() - stored_at > self._ttl:
+                del entries[key]
+                ctx.record("expired", tool=name, call=first_call)
+            else:
+                entries.move_to_end(key)
+                ctx.result = f"[cached result from call {first_call}]\n{result}"
+                ctx.record("hit", tool=name, call=first_call)
+                return
+        state.setdefault("pending", {})[key] = call_no
+
+    @ctxlife.hookimpl
+    def ctxlife_after_tool_call(self, ctx: ctxlife.ToolCallContext) -> None:
+        name = normalize_tool_name(ctx.tool_name)
+        if name not in self._tools:
+            return
+        key = cache_key(name, ctx.tool_input)
+        pending: dict[str, int] = ctx.state.setdefault("pending", {})
+        call_no = pending.pop(key, None)
+        if ctx.skipped_by is not None or call_no is None:
+            return  # answered without running (by this cache or another strategy): nothing new to store
+        result = _result_text(ctx.raw_result, ctx.result)
+        if result is None or _looks_failed(result):
+            return
+        entries = self._entries(ctx.state)
+        entries[key] = (result, call_no, self.clock())
+        entries.move_to_end(key)
+        evicted = 0
+        while len(entries) > self._max:
+            entries.popitem(last=False)
+            evicted += 1
+        ctx.record("stored", tool=name, call=call_no, entries=len(entries), evicted=evicted)
+
+
+def _result_text(raw: Any, shown: str | None) -> str | None:
+    """The tool's own result as text (before other strategies reshaped what the model sees)."""
+    if raw is None:
+        return shown
+    return raw if isinstance(raw, str) else str(raw)
+
+
+def _looks_failed(result: str) -> bool:
+    return result.lstrip().lower().startswith(_FAILURE_PREFIXES)

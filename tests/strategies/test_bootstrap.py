@@ -1,0 +1,218 @@
+"""``bootstrap``: inject text and files into agents' system prompts, exactly once."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+import ctxlife
+from ctxlife.config import settings_from_dict
+from ctxlife.host import Host
+from ctxlife_strategies.bootstrap import Bootstrap, render
+
+REPO = Path(__file__).resolve().parents[2]
+TODAY = dt.date.today().isoformat()
+
+
+def host_for(options: dict, **kwargs) -> Host:
+    return Host(settings_from_dict({"strategies": ["bootstrap"], "bootstrap": options}), context_window=8192, **kwargs)
+
+
+def test_render_fills_known_variables_and_leaves_other_braces_alone():
+    variables = {"agent_role": "Writer", "session_id": "s1", "date": "2024-05-15"}
+    text = 'Hi {agent_role} ({session_id}, {date}). Keep {unknown}, {{x}}, {"json": 1}, {0} and { agent_role }.'
+    assert render(text, variables) == (
+        'Hi Writer (s1, 2024-05-15). Keep {unknown}, {{x}}, {"json": 1}, {0} and { agent_role }.'
+    )
+
+
+def test_text_and_files_are_rendered_per_agent(tmp_path):
+    (tmp_path / "profile.md").write_text("# Profile\nThe user is a product manager. {\"lang\": \"en\"}\n", encoding="utf-8")
+    config = tmp_path / "ctxlife.toml"
+    config.write_text(
+        'strategies = ["bootstrap"]\n[bootstrap]\ntext = "You are {agent_role}; session {session_id}; {date}."\n'
+        'files = ["profile.md"]\n',
+        encoding="utf-8",
+    )
+    host = Host(ctxlife.load_settings(config), context_window=8192, session_id="u42")
+    text = host.bootstrap_text(agent_role="Writer")
+    assert text == (
+        f'You are Writer; session u42; {TODAY}.\n\n# Profile\nThe user is a product manager. {{"lang": "en"}}'
+    )
+
+
+def test_relative_files_are_found_next_to_the_config_not_the_working_directory(tmp_path, monkeypatch):
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "rules.md").write_text("Rule 1: save files to the sandbox first.", encoding="utf-8")
+    config = tmp_path / "conf" / "ctxlife.toml"
+    config.write_text('strategies = ["bootstrap"]\n[bootstrap]\nfiles = ["rules.md"]\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    (strategy,) = Host(ctxlife.load_settings(config)).strategies
+    assert strategy.paths == [tmp_path / "conf" / "rules.md"]
+    # Without a config file, relative paths are relative to the working directory.
+    with pytest.raises(ctxlife.ConfigError) as info:
+        host_for({"files": ["rules.md"]})
+    assert str(info.value) == (
+        f"strategy 'bootstrap': file 'rules.md' does not exist (looked for {tmp_path / 'rules.md'}, relative to "
+        f"the working directory {tmp_path} (the settings do not come from a file)); fix the path in files or "
+        "create the file"
+    )
+
+
+def test_a_missing_file_is_an_error_when_the_strategy_is_built(tmp_path):
+    config = tmp_path / "ctxlife.toml"
+    config.write_text('strategies = ["bootstrap"]\n[bootstrap]\nfiles = ["missing.md"]\n', encoding="utf-8")
+    settings = ctxlife.load_settings(config)
+    with pytest.raises(ctxlife.ConfigError) as info:
+        Host(settings)
+    assert str(info.value) == (
+        f"strategy 'bootstrap': file 'missing.md' does not exist (looked for {tmp_path / 'missing.md'}, relative "
+        f"to the config file's directory {tmp_path}); fix the path in files or create the file"
+    )
+
+
+def test_nothing_to_inject_is_an_error():
+    with pytest.raises(ctxlife.ConfigError) as info:
+        host_for({"text": "  "})
+    assert str(info.value) == (
+        "strategy 'bootstrap' has nothing to inject: set text and/or files in its [bootstrap] table"
+    )
+    with pytest.raises(ctxlife.ConfigError, match="nothing to inject"):
+        Host(settings_from_dict({"strategies": ["bootstrap"]}))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"text": "x", "files": "profile.md"},
+            "strategy 'bootstrap' option 'files' (in a dict): Input should be a valid list (got 'profile.md')",
+        ),
+        (
+            {"text": "x", "agents": ["writer", ""]},
+            "strategy 'bootstrap' option 'agents' (in a dict): Value error, entries must be non-empty strings "
+            "(got ['writer', ''])",
+        ),
+        ({"text": 42}, "strategy 'bootstrap' option 'text' (in a dict): Input should be a valid string (got 42)"),
+        ({"txt": "x"}, "strategy 'bootstrap' has no option 'txt' (in a dict)"),
+    ],
+)
+def test_bad_options_give_clear_errors(options, message):
+    with pytest.raises(ctxlife.StrategyOptionsError) as info:
+        settings_from_dict({"strategies": ["bootstrap"], "bootstrap": options})
+    assert str(info.value) == message
+
+
+def test_agents_selects_roles_case_insensitively():
+    strategy = Bootstrap(Bootstrap.Options(text="x", agents=["Writer"]))
+    assert strategy.applies_to("writer") and strategy.applies_to(" WRITER ")
+    assert not strategy.applies_to("Researcher") and not strategy.applies_to(None)
+    assert Bootstrap(Bootstrap.Options(text="x")).applies_to(None)
+
+
+def test_manage_injects_once_into_the_system_message():
+    settings = settings_from_dict({"strategies": ["bootstrap"], "bootstrap": {"text": "PROFILE: product manager."}})
+    messages = [{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "hi"}]
+    report = ctxlife.manage(messages, config=settings, context_window=8192)
+    assert messages[0]["content"] == "You are helpful.\n\nPROFILE: product manager."
+    assert report.tokens_after > report.tokens_before
+    messages.append({"role": "assistant", "content": "hello"})
+    messages.append({"role": "user", "content": "again"})
+    ctxlife.manage(messages, config=settings, context_window=8192)
+    assert messages[0]["content"].count("PROFILE") == 1
+
+
+def test_xiaopaw_config_loads_and_renders():
+    settings = ctxlife.load_settings(REPO / "configs" / "xiaopaw.toml")
+    assert settings.strategies == ["bootstrap", "truncate_last_n"]
+    text = Host(settings).bootstrap_text(agent_role="Assistant")
+    assert text.startswith("You are XiaoPaw, a work assistant in Feishu.")
+    assert "- Position: product manager" in text
+    assert "weekly reports give the summary first, then list the plans" in text
+    assert "1. When you receive a file, save it to the sandbox first." in text
+    assert "2. Before analysing data, confirm its format first." in text
+    assert text.endswith(f"Today is {TODAY}.")
+
+
+# -- end to end on a real crew -------------------------------------------------------------
+
+crewai = pytest.importorskip("crewai")
+from crewai import Agent, Crew, Task  # noqa: E402
+
+from ctxlife.testing import scripted_llm  # noqa: E402
+
+BLOCK = "PROFILE for {agent_role} (session {session_id}, {date}): weekly reports give the summary first."
+
+
+def _crew(llm):
+    writer = Agent(role="Writer", goal="write reports", backstory="You write about {topic}.", llm=llm)
+    researcher = Agent(role="Researcher", goal="find facts", backstory="You dig.", llm=llm)
+    research = Task(name="research", description="Research {topic}.", expected_output="facts", agent=researcher)
+    write = Task(name="write", description="Write about {topic}.", expected_output="a report", agent=writer)
+    return Crew(agents=[researcher, writer], tasks=[research, write])
+
+
+def _system(call) -> str:
+    assert call[0]["role"] == "system"
+    return call[0]["content"]
+
+
+@pytest.mark.e2e
+def test_injected_once_per_agent_across_wraps_and_kickoffs():
+    llm = scripted_llm()  # every call answers "Done." at once: one call per task
+    crew = _crew(llm)
+    config = settings_from_dict({"strategies": ["bootstrap"], "bootstrap": {"text": BLOCK}})
+    ctxlife.wrap(crew, config, session_id="s-1")
+    ctxlife.wrap(crew, config, session_id="s-1")  # a no-op
+    crew.kickoff(inputs={"topic": "tea"})
+    crew.kickoff(inputs={"topic": "tea"})
+    crew.kickoff(inputs={"topic": "coffee"})  # CrewAI restores and re-renders the backstory
+    assert len(llm.calls) == 6
+    for kickoff in range(3):
+        research, write = llm.calls[2 * kickoff], llm.calls[2 * kickoff + 1]
+        for call, role in ((research, "Researcher"), (write, "Writer")):
+            expected = f"PROFILE for {role} (session s-1, {TODAY}): weekly reports give the summary first."
+            assert _system(call).count(expected) == 1
+            assert _system(call).count("PROFILE for") == 1
+    assert "You write about tea." in _system(llm.calls[1])
+    assert "You write about coffee." in _system(llm.calls[5])
+    # Unwrap and wrap again: still exactly once.
+    ctxlife.unwrap(crew)
+    ctxlife.wrap(crew, config, session_id="s-1")
+    crew.kickoff(inputs={"topic": "tea"})
+    assert _system(llm.calls[-1]).count("PROFILE for") == 1
+
+
+@pytest.mark.e2e
+def test_only_the_listed_agents_get_the_text():
+    llm = scripted_llm()
+    crew = _crew(llm)
+    config = settings_from_dict(
+        {"strategies": ["bootstrap"], "bootstrap": {"text": "PROFILE for {agent_role}.", "agents": ["writer"]}}
+    )
+    ctxlife.wrap(crew, config)
+    crew.kickoff(inputs={"topic": "tea"})
+    research, write = llm.calls
+    assert "PROFILE" not in _system(research)
+    assert _system(write).count("PROFILE for Writer.") == 1
+
+
+@pytest.mark.e2e
+def test_xiaopaw_reaches_the_first_model_call():
+    llm = scripted_llm()
+    agent = Agent(role="Assistant", goal="help the user with their tasks", backstory="You help.", llm=llm)
+    task = Task(description="Summarize this week's work.", expected_output="a weekly report", agent=agent)
+    crew = ctxlife.wrap(Crew(agents=[agent], tasks=[task]), REPO / "configs" / "xiaopaw.toml")
+    crew.kickoff()
+    crew.kickoff()
+    for call in llm.calls:
+        assert _system(call).count("You are XiaoPaw, a work assistant in Feishu.") == 1
+        assert "save it to the sandbox first" in _system(call)
+
+
+def test_the_docs_examples_are_valid_configs(doc_examples):
+    for example in doc_examples("bootstrap"):
+        settings = settings_from_dict(example, source="docs/strategies/bootstrap.md")
+        assert "bootstrap" in settings.strategies

@@ -1,0 +1,274 @@
+"""``tool_cache``: identical calls to allow-listed tools are answered from the session's cache."""
+
+from __future__ import annotations
+
+import pytest
+
+import ctxlife
+from ctxlife.config import settings_from_dict
+from ctxlife.contexts import ToolCallContext
+from ctxlife.host import Host
+from ctxlife_strategies.tool_cache import ToolCache, cache_key
+
+
+def make_host(**options) -> Host:
+    return Host(settings_from_dict({"strategies": ["tool_cache"], "tool_cache": options}), context_window=8192)
+
+
+def call(host: Host, tool: str, args: dict, run, session_id: str | None = None) -> ToolCallContext:
+    """One tool call through nodes 3 and 4, running ``run`` unless a strategy answered it."""
+    ctx = ToolCallContext(tool_name=tool, tool_input=dict(args))
+    host.before_tool_call(ctx, session_id=session_id)
+    if ctx.result is None:
+        raw = run(**ctx.tool_input)
+        after = ToolCallContext(tool_name=tool, tool_input=ctx.tool_input, result=str(raw), raw_result=raw)
+    else:
+        after = ToolCallContext(tool_name=tool, tool_input=ctx.tool_input, result=ctx.result, skipped_by=ctx.skipped_by)
+    host.after_tool_call(after, session_id=session_id)
+    after.actions[:0] = ctx.actions
+    return after
+
+
+class Counter:
+    def __init__(self, reply: str = "result for {q}") -> None:
+        self.runs = 0
+        self.reply = reply
+
+    def __call__(self, **kwargs) -> str:
+        self.runs += 1
+        return self.reply.format(**kwargs) if "{" in self.reply else self.reply
+
+
+def test_key_is_tool_name_and_canonical_arguments():
+    assert cache_key("Search Web", {"b": 1, "a": [2, {"y": 1, "x": 2}]}) == 'search_web:{"a":[2,{"x":2,"y":1}],"b":1}'
+    assert cache_key("search", {"a": 1, "b": 2}) == cache_key("search", {"b": 2, "a": 1})
+    assert cache_key("search", {"a": 1}) != cache_key("search", {"a": "1"})
+
+
+def test_second_identical_call_is_answered_from_the_cache():
+    host = make_host(tools=["search"])
+    search = Counter()
+    first = call(host, "search", {"q": "x", "n": 3}, search)
+    assert first.result == "result for x" and search.runs == 1
+    assert [a.what for a in first.actions] == ["stored"]
+    second = call(host, "search", {"n": 3, "q": "x"}, search)
+    assert search.runs == 1
+    assert second.result == "[cached result from call 1]\nresult for x"
+    assert second.skipped_by == "tool_cache"
+    assert [(a.what, a.details) for a in second.actions] == [("hit", {"tool": "search", "call": 1})]
+    other = call(host, "search", {"q": "y", "n": 3}, search)
+    assert other.result == "result for y" and search.runs == 2
+
+
+def test_tools_not_on_the_allow_list_always_run():
+    host = make_host(tools=["search"])
+    book = Counter("booked")
+    call(host, "book_flight", {"id": 1}, book)
+    call(host, "book_flight", {"id": 1}, book)
+    assert book.runs == 2
+
+
+def test_empty_allow_list_caches_nothing():
+    host = make_host()
+    search = Counter()
+    call(host, "search", {"q": "x"}, search)
+    call(host, "search", {"q": "x"}, search)
+    assert search.runs == 2
+
+
+def test_call_numbers_count_every_tool_call_of_the_session():
+    host = make_host(tools=["search"])
+    search, other = Counter(), Counter("other")
+    call(host, "other", {}, other)
+    call(host, "search", {"q": "x"}, search)
+    assert call(host, "search", {"q": "x"}, search).result.startswith("[cached result from call 2]\n")
+
+
+def test_ttl_expires_entries():
+    host = make_host(tools=["search"], ttl_seconds=10)
+    (strategy,) = host.strategies
+    now = [1000.0]
+    strategy.clock = lambda: now[0]
+    search = Counter()
+    call(host, "search", {"q": "x"}, search)
+    now[0] += 9
+    assert call(host, "search", {"q": "x"}, search).result.startswith("[cached")
+    now[0] += 2
+    expired = call(host, "search", {"q": "x"}, search)
+    assert expired.result == "result for x" and search.runs == 2
+    assert [a.what for a in expired.actions] == ["expired", "stored"]
+
+
+def test_cache_is_bounded_least_recently_used_first():
+    host = make_host(tools=["search"], max_entries=2)
+    search = Counter()
+    for q in ("a", "b"):
+        call(host, "search", {"q": q}, search)
+    call(host, "search", {"q": "a"}, search)  # a is now the most recently used
+    stored = call(host, "search", {"q": "c"}, search)  # evicts b
+    assert stored.actions[-1].details == {"tool": "search", "call": 4, "entries": 2, "evicted": 1}
+    assert search.runs == 3
+    call(host, "search", {"q": "a"}, search)
+    assert search.runs == 3
+    call(host, "search", {"q": "b"}, search)
+    assert search.runs == 4
+
+
+def test_failures_are_not_cached():
+    host = make_host(tools=["search"])
+    failing = Counter("I encountered an error while trying to use the tool. This was the error: timeout.")
+    call(host, "search", {"q": "x"}, failing)
+    call(host, "search", {"q": "x"}, failing)
+    assert failing.runs == 2
+
+
+def test_sessions_do_not_share_a_cache():
+    host = make_host(tools=["search"])
+    search = Counter()
+    call(host, "search", {"q": "x"}, search, session_id="alice")
+    call(host, "search", {"q": "x"}, search, session_id="bob")
+    assert search.runs == 2
+    call(host, "search", {"q": "x"}, search, session_id="alice")
+    assert search.runs == 2
+
+
+def test_the_cached_result_is_the_tools_own_result():
+    """Another strategy may reshape what the model sees; the cache keeps the tool's raw result."""
+    host = make_host(tools=["search"])
+    ctx = ToolCallContext(tool_name="search", tool_input={"q": "x"})
+    host.before_tool_call(ctx)
+    host.after_tool_call(ToolCallContext(tool_name="search", tool_input={"q": "x"}, result="SHORTENED", raw_result="raw"))
+    again = ToolCallContext(tool_name="search", tool_input={"q": "x"})
+    host.before_tool_call(again)
+    assert again.result == "[cached result from call 1]\nraw"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"tools": "search"},
+            "strategy 'tool_cache' option 'tools' (in a dict): Input should be a valid list (got 'search')",
+        ),
+        (
+            {"tools": ["search", " "]},
+            "strategy 'tool_cache' option 'tools' (in a dict): Value error, tool names must be non-empty strings "
+            "(got ['search', ' '])",
+        ),
+        (
+            {"tools": ["search"], "ttl_seconds": 0},
+            "strategy 'tool_cache' option 'ttl_seconds' (in a dict): Input should be greater than 0 (got 0)",
+        ),
+        (
+            {"tools": ["search"], "max_entries": 0},
+            "strategy 'tool_cache' option 'max_entries' (in a dict): Input should be greater than or equal to 1 (got 0)",
+        ),
+        ({"allow": ["search"]}, "strategy 'tool_cache' has no option 'allow' (in a dict)"),
+    ],
+)
+def test_bad_options_give_clear_errors(options, message):
+    with pytest.raises(ctxlife.StrategyOptionsError) as info:
+        settings_from_dict({"strategies": ["tool_cache"], "tool_cache": options})
+    assert str(info.value) == message
+
+
+def test_strategy_defaults():
+    options = ToolCache.Options()
+    assert options.tools == [] and options.ttl_seconds is None and options.max_entries == 256
+
+
+# -- end to end on a real crew -------------------------------------------------------------
+
+crewai = pytest.importorskip("crewai")
+from crewai import Agent, Crew, Task  # noqa: E402
+from crewai.tools import tool  # noqa: E402
+
+from ctxlife.testing import react_action, react_final, scripted_llm, tool_call  # noqa: E402
+
+
+def _crew(llm, runs: dict[str, int]):
+    @tool("get_flight_status")
+    def get_flight_status(flight: str, date: str) -> str:
+        """Read a flight's status (read-only)."""
+        runs["status"] += 1
+        return f"{flight} on {date}: on time, gate B{runs['status']}"
+
+    @tool("send_notice")
+    def send_notice(flight: str, date: str) -> str:
+        """Send a notice to passengers (a side effect: never cached)."""
+        runs["notice"] += 1
+        return f"notice {runs['notice']} sent for {flight}"
+
+    agent = Agent(
+        role="Gate agent", goal="keep passengers informed", backstory="You work at the gate.", llm=llm,
+        tools=[get_flight_status, send_notice],
+    )
+    task = Task(name="inform", description="Inform passengers of HAT136.", expected_output="done", agent=agent)
+    # CrewAI's own cache is switched off so that the executions counted here are the real ones.
+    return Crew(agents=[agent], tasks=[task], cache=False)
+
+
+CONFIG = {"strategies": ["tool_cache"], "tool_cache": {"tools": ["get_flight_status"]}}
+
+
+def _observations(messages):
+    return [m["content"].split("\nObservation: ", 1)[1] for m in messages
+            if m["role"] == "assistant" and "\nObservation: " in (m.get("content") or "")]
+
+
+@pytest.mark.e2e
+def test_second_identical_call_does_not_run_the_tool_and_the_model_sees_the_cached_result():
+    args = {"flight": "HAT136", "date": "2024-05-20"}
+    reordered = {"date": "2024-05-20", "flight": "HAT136"}
+    llm = scripted_llm(
+        [
+            react_action("send_notice", args),
+            react_action("get_flight_status", args),
+            react_action("send_notice", args),  # not allow-listed: runs again
+            react_action("get_flight_status", reordered),  # same call, keys in another order: cached
+            react_action("get_flight_status", args),  # right after itself: CrewAI would refuse a repeat
+            react_final("Passengers informed."),
+        ]
+    )
+    runs = {"status": 0, "notice": 0}
+    crew = ctxlife.wrap(_crew(llm, runs), settings_from_dict(CONFIG))
+    assert crew.kickoff().raw == "Passengers informed."
+    assert runs == {"status": 1, "notice": 2}  # the cached tool ran once, the other one every time
+    seen = _observations(llm.calls[-1])
+    assert seen[0] == "notice 1 sent for HAT136"
+    assert seen[1] == "HAT136 on 2024-05-20: on time, gate B1"
+    assert seen[2].startswith("notice 2 sent for HAT136")  # CrewAI appends a format reminder every 3rd use
+    assert seen[3] == "[cached result from call 2]\nHAT136 on 2024-05-20: on time, gate B1"
+    assert seen[4].startswith("[cached result from call 2]\nHAT136 on 2024-05-20: on time, gate B1")
+
+
+@pytest.mark.e2e
+def test_without_the_strategy_the_tool_runs_again():
+    args = {"flight": "HAT136", "date": "2024-05-20"}
+    llm = scripted_llm(
+        [react_action("get_flight_status", args), react_action("send_notice", args),
+         react_action("get_flight_status", args), react_final("ok")]
+    )
+    runs = {"status": 0, "notice": 0}
+    ctxlife.wrap(_crew(llm, runs), settings_from_dict({"strategies": []})).kickoff()
+    assert runs == {"status": 2, "notice": 1}
+
+
+@pytest.mark.e2e
+def test_native_tool_calls_are_cached_too():
+    args = {"flight": "HAT136", "date": "2024-05-20"}
+    llm = scripted_llm(
+        [[tool_call("get_flight_status", args, "c1")], [tool_call("get_flight_status", args, "c2")], "done"],
+        native_tools=True,
+    )
+    runs = {"status": 0, "notice": 0}
+    ctxlife.wrap(_crew(llm, runs), settings_from_dict(CONFIG)).kickoff()
+    assert runs["status"] == 1
+    tool_messages = [m for m in llm.calls[-1] if m["role"] == "tool"]
+    assert tool_messages[1]["content"] == "[cached result from call 1]\nHAT136 on 2024-05-20: on time, gate B1"
+
+
+def test_the_docs_examples_are_valid_configs(doc_examples):
+    for example in doc_examples("tool_cache"):
+        settings = settings_from_dict(example, source="docs/strategies/tool_cache.md")
+        assert "tool_cache" in settings.strategies

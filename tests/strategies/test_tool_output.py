@@ -1,0 +1,496 @@
+"""``tool_output``: cap tool results, keep the full result, let the agent recall it."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import stat
+
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+import ctxlife
+from ctxlife.config import settings_from_dict
+from ctxlife.contexts import ToolCallContext
+from ctxlife.host import Host
+from ctxlife.tokens import TokenCounter
+from ctxlife_strategies.tool_output import RECALL_TOOL, ToolOutput, normalize_tool_name, shorten
+
+REF = "to_0123456789abcdef"
+MARK_RE = re.compile(r'"ref": "(to_[0-9a-f]{16})", "start": "(\d+)"')
+
+
+def big_text(lines: int = 3500, seed: int = 3) -> str:
+    rng = random.Random(seed)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon"]
+    return "\n".join(f"row {i:05d}: " + " ".join(rng.choice(words) for _ in range(10)) for i in range(lines))
+
+
+def make_host(tmp_path, **options) -> Host:
+    options.setdefault("store_dir", str(tmp_path / "store"))
+    return Host(settings_from_dict({"strategies": ["tool_output"], "tool_output": options}), context_window=8192)
+
+
+def after(host: Host, tool: str, result: str) -> ToolCallContext:
+    ctx = ToolCallContext(tool_name=tool, tool_input={}, result=result, raw_result=result)
+    host.after_tool_call(ctx)
+    return ctx
+
+
+@pytest.fixture(scope="module")
+def count():
+    return TokenCounter("gpt-4o").count_text
+
+
+# -- shortening ------------------------------------------------------------------------
+
+
+def test_text_keeps_head_and_tail_with_a_marker_that_fits(count):
+    text = big_text()
+    out, kind = shorten(text, 300, count, REF)
+    assert kind == "text"
+    assert count(out) <= 300
+    head, _, tail = out.partition("\n[... ctxlife: ")
+    assert text.startswith(head) and len(head) > 200
+    marker, _, rest = tail.partition(" ...]\n")
+    assert text.endswith(rest) and len(rest) > 100
+    elided, start = re.match(r"(\d+) tokens elided here \(characters (\d+)-", marker).groups()
+    assert int(start) == len(head)
+    assert int(elided) > count(text) - 300
+    assert f'ctxlife_recall {{"ref": "{REF}", "start": "{start}", "query": ""}}' in marker
+
+
+def test_json_keeps_keys_shortens_arrays_and_cuts_strings_in_the_middle(count):
+    data = {
+        "users": [{"id": i, "name": f"user{i}", "bio": "b" * 400 + "END", "tags": ["t"] * 30} for i in range(400)],
+        "meta": {"count": 400, "note": "n" * 3000, "nested": {"deep": {"x": 1}}},
+    }
+    out, kind = shorten(json.dumps(data), 400, count, REF)
+    assert kind == "json" and count(out) <= 400
+    body, _, note = out.partition("\n[ctxlife: JSON shortened")
+    shown = json.loads(body)  # still valid JSON
+    assert set(shown) == {"users", "meta"} and set(shown["meta"]) == {"count", "note", "nested"}
+    assert shown["meta"]["nested"] == {"deep": {"x": 1}}
+    assert shown["users"][-1] == f"... {400 - (len(shown['users']) - 1)} more items"
+    assert set(shown["users"][0]) == {"id", "name", "bio", "tags"}
+    assert re.fullmatch(r"b+…\[\d+ chars cut\]…b*END", shown["users"][0]["bio"])
+    assert shown["meta"]["note"].startswith("nnn") and "chars cut" in shown["meta"]["note"]
+    assert f'"ref": "{REF}"' in note
+
+
+def test_json_too_wide_for_its_keys_falls_back_to_text(count):
+    data = {f"key_{i:05d}": i for i in range(3000)}
+    out, kind = shorten(json.dumps(data), 200, count, REF)
+    assert kind == "text" and count(out) <= 200
+
+
+def test_deep_json_is_summarized_below_a_depth(count):
+    data = {"a": [{"b": [{"c": [{"d": "x" * 50, "e": list(range(40))}] * 3}] * 3}] * 3, "z": list(range(100))}
+    out, kind = shorten(json.dumps(data), 120, count, REF)
+    assert count(out) <= 120
+    if kind == "json":
+        assert "a" in json.loads(out.partition("\n[ctxlife")[0])
+
+
+@hsettings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=300),
+        lambda children: st.lists(children, max_size=60) | st.dictionaries(st.text(max_size=12), children, max_size=12),
+        max_leaves=400,
+    ),
+    st.integers(min_value=100, max_value=600),
+)
+def test_any_result_fits_its_cap(count, value, cap):
+    text = json.dumps(value, ensure_ascii=False) * 3 if not isinstance(value, (dict, list)) else json.dumps(value)
+    if count(text) <= cap:
+        return
+    out, _ = shorten(text, cap, count, REF)
+    assert count(out) <= cap
+
+
+@hsettings(max_examples=30, deadline=None)
+@given(st.text(min_size=1, max_size=4000), st.integers(min_value=100, max_value=300))
+def test_any_text_fits_its_cap(count, text, cap):
+    text = text * 5
+    if count(text) <= cap:
+        return
+    out, _ = shorten(text, cap, count, REF)
+    assert count(out) <= cap
+
+
+# -- through the host -------------------------------------------------------------------
+
+
+def test_small_results_are_left_alone(tmp_path):
+    host = make_host(tmp_path, max_tokens=200)
+    ctx = after(host, "search", "short result")
+    assert ctx.result == "short result" and not ctx.actions
+    assert not (tmp_path / "store").exists()
+
+
+def test_capped_result_is_saved_owner_only_and_recorded(tmp_path):
+    host = make_host(tmp_path, max_tokens=250)
+    text = big_text(800)
+    ctx = after(host, "Dump Table", text)
+    assert host.counter().count_text(ctx.result) <= 250
+    (action,) = ctx.actions
+    assert action.strategy == "tool_output" and action.what == "capped"
+    ref = action.details["ref"]
+    assert action.details["tool"] == "dump_table" and action.details["tokens_after"] <= 250
+    store = tmp_path / "store"
+    assert stat.S_IMODE(store.stat().st_mode) == 0o700
+    saved = store / f"{ref}.txt"
+    assert stat.S_IMODE(saved.stat().st_mode) == 0o600
+    assert saved.read_text(encoding="utf-8") == text
+    assert json.loads((store / f"{ref}.json").read_text())["cap"] == 250
+    # Content-addressed: the same result again is the same ref, one file.
+    again = after(host, "dump_table", text)
+    assert again.actions[0].details["ref"] == ref
+    assert len(list(store.glob("*.txt"))) == 1
+
+
+def test_tools_list_table_and_wildcard(tmp_path):
+    text = big_text(400)
+    listed = make_host(tmp_path, max_tokens=200, tools=["dumpTable"])
+    assert after(listed, "dump_table", text).result != text
+    assert after(listed, "search", text).result == text
+    table = make_host(tmp_path, tools={"dump_table": 150, "scrape": 300})
+    count = table.counter().count_text
+    assert 100 < count(after(table, "dump_table", text).result) <= 150
+    assert 150 < count(after(table, "scrape", text).result) <= 300
+    assert after(table, "search", text).result == text
+    wildcard = make_host(tmp_path, tools={"dump_table": 150, "*": 400})
+    assert 150 < count(after(wildcard, "search", text).result) <= 400
+
+
+def test_max_share_of_the_window(tmp_path):
+    strategy = ToolOutput(ToolOutput.Options(max_share=0.05, store_dir=str(tmp_path)))
+    assert strategy.cap_for("x", 8192) == 409
+    assert strategy.cap_for("x", 0) == 1000  # window unknown: max_tokens
+    both = ToolOutput(ToolOutput.Options(max_share=0.05, max_tokens=300, store_dir=str(tmp_path)))
+    assert both.cap_for("x", 8192) == 300 and both.cap_for("x", 2000) == 100
+    # The host tells the window to model calls; tool_output remembers it for tool calls.
+    host = make_host(tmp_path, max_share=0.05)
+    host.manage([{"role": "user", "content": "hi"}])
+    assert host.counter().count_text(after(host, "t", big_text(400)).result) <= 409
+
+
+def test_the_recall_tool_itself_is_never_capped(tmp_path):
+    host = make_host(tmp_path, max_tokens=100)
+    text = big_text(100)
+    assert after(host, RECALL_TOOL, text).result == text
+
+
+# -- recall -----------------------------------------------------------------------------
+
+
+def test_recall_pages_rebuild_the_full_result_each_within_the_cap(tmp_path):
+    host = make_host(tmp_path, max_tokens=300)
+    (strategy,) = host.strategies
+    text = big_text(600)
+    ref = after(host, "dump", text).actions[0].details["ref"]
+    (spec,) = strategy.provided_tools()
+    assert spec.name == RECALL_TOOL and set(spec.parameters) == {"ref", "start", "query"}
+    count = host.counter().count_text
+    pieces, start = [], "0"
+    for _ in range(500):
+        page = spec.function(ref=ref, start=start, query="")
+        assert count(page) <= 300
+        body, _, footer = page.rpartition("\n[ctxlife_recall: ")
+        pieces.append(body)
+        found = MARK_RE.search(footer)
+        if found is None:
+            assert "end of the result" in footer
+            break
+        start = found.group(2)
+    assert "".join(pieces) == text
+
+
+def test_recall_query_finds_passages_with_offsets(tmp_path):
+    host = make_host(tmp_path, max_tokens=300)
+    text = big_text(2000)
+    text = text[:50_000] + " NEEDLE-42 " + text[50_000:]
+    ref = after(host, "dump", text).actions[0].details["ref"]
+    (strategy,) = host.strategies
+    found = strategy.recall(ref, "0", "needle-42")
+    offset = int(re.search(r"@(\d+): ", found).group(1))
+    assert text[offset : offset + 9] == "NEEDLE-42"
+    assert "no more matches" in found
+    many = strategy.recall(ref, "0", "alpha beta")
+    assert host.counter().count_text(many) <= 300 and "more passages" in many
+    assert "no passage" in strategy.recall(ref, "0", "zebra")
+
+
+def test_recall_rejects_bad_refs_and_offsets(tmp_path):
+    strategy = ToolOutput(ToolOutput.Options(store_dir=str(tmp_path)))
+    assert "no stored result with ref '../../etc/passwd'" in strategy.recall("../../etc/passwd", "0", "")
+    assert "no stored result" in strategy.recall("to_ffffffffffffffff", "0", "")
+    ref, where = strategy.save("x" * 10, tool="t", cap=200)
+    assert where == "workspace"
+    assert 'start must be a character offset such as "0"' in strategy.recall(ref, "ten", "")
+    assert strategy.recall(ref, "", "").startswith("xxxxxxxxxx\n[ctxlife_recall: characters 0-10 of 10; end")
+
+
+def test_normalize_tool_name():
+    assert normalize_tool_name("Search Web") == "search_web"
+    assert normalize_tool_name("dumpTable") == "dump_table"
+    assert normalize_tool_name("HTTPRequest") == "http_request"
+
+
+# -- bad options --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"max_tokens": 10},
+            "strategy 'tool_output' option 'max_tokens' (in a dict): Input should be greater than or equal to 100 (got 10)",
+        ),
+        (
+            {"max_share": 2},
+            "strategy 'tool_output' option 'max_share' (in a dict): Input should be less than or equal to 0.5 (got 2)",
+        ),
+        (
+            {"tools": "dump_table"},
+            "strategy 'tool_output' option 'tools' (in a dict): Value error, tools must be a list of tool names "
+            "or a table of tool name = max_tokens (got a str) (got 'dump_table')",
+        ),
+        (
+            {"tools": {"dump_table": 5}},
+            "strategy 'tool_output' option 'tools' (in a dict): Value error, the cap of tool 'dump_table' must be "
+            "at least 100 tokens, got 5 (got {'dump_table': 5})",
+        ),
+        (
+            {"tools": {"dump_table": "lots"}},
+            "strategy 'tool_output' option 'tools' (in a dict): Value error, the cap of tool 'dump_table' must be "
+            "an integer number of tokens, got 'lots' (got {'dump_table': 'lots'})",
+        ),
+        ({"max_token": 500}, "strategy 'tool_output' has no option 'max_token' (in a dict)"),
+    ],
+)
+def test_bad_options_give_clear_errors(options, message):
+    with pytest.raises(ctxlife.StrategyOptionsError) as info:
+        settings_from_dict({"strategies": ["tool_output"], "tool_output": options})
+    assert str(info.value) == message
+
+
+def test_bad_options_in_a_file_name_the_file(tmp_path):
+    path = tmp_path / "ctxlife.toml"
+    path.write_text('strategies = ["tool_output"]\n[tool_output]\nmax_tokens = "many"\n')
+    with pytest.raises(ctxlife.StrategyOptionsError) as info:
+        ctxlife.load_settings(path)
+    assert str(info.value) == (
+        f"strategy 'tool_output' option 'max_tokens' (in {path}): Input should be a valid integer, "
+        "unable to parse string as an integer (got 'many')"
+    )
+
+
+# -- end to end on a real crew -------------------------------------------------------------
+
+crewai = pytest.importorskip("crewai")
+from crewai import Agent, Crew, Task  # noqa: E402
+from crewai.tools import tool  # noqa: E402
+
+from ctxlife.testing import react_action, react_final, scripted_llm, tool_call  # noqa: E402
+
+
+def _observation(message: dict) -> str:
+    content = message.get("content") or ""
+    return content.split("\nObservation: ", 1)[1] if "\nObservation: " in content else ""
+
+
+def _dump_crew(llm, text: str, runs: list[int]):
+    @tool("dump_table")
+    def dump_table(table: str) -> str:
+        """Dump a whole database table."""
+        runs.append(1)
+        return text
+
+    agent = Agent(role="Analyst", goal="find the odd row", backstory="You read tables.", llm=llm, tools=[dump_table])
+    task = Task(name="find", description="Find the row with the needle.", expected_output="the row", agent=agent)
+    return Crew(agents=[agent], tasks=[task])
+
+
+@pytest.mark.e2e
+def test_a_200kb_result_reaches_the_model_capped_and_the_agent_recalls_the_elided_part(
+    tmp_path, counter
+):
+    text = big_text(3700)
+    text = text[:120_000] + " NEEDLE-42 " + text[120_000:]
+    assert len(text.encode()) >= 200_000
+    cap = 300
+    seen: dict[str, str] = {}
+
+    def recall_elided(messages):
+        match = MARK_RE.search(_observation(messages[-2]))  # the capped dump_table observation
+        seen["ref"], seen["start"] = match.groups()
+        return react_action(RECALL_TOOL, {"ref": seen["ref"], "start": seen["start"], "query": ""})
+
+    def search_needle(messages):
+        return react_action(RECALL_TOOL, {"ref": seen["ref"], "start": "0", "query": "NEEDLE-42"})
+
+    llm = scripted_llm(
+        [react_action("dump_table", {"table": "rows"}), recall_elided, search_needle, react_final("row found")]
+    )
+    runs: list[int] = []
+    crew = _dump_crew(llm, text, runs)
+    config = settings_from_dict(
+        {"strategies": ["tool_output"], "tool_output": {"max_tokens": cap, "store_dir": str(tmp_path / "out")}}
+    )
+    ctxlife.wrap(crew, config)
+    assert crew.kickoff().raw == "row found"
+    assert runs == [1] and len(llm.calls) == 4
+
+    # 1. The model saw the 200 KB result as at most `cap` tokens, with the marker.
+    capped = _observation(llm.calls[1][-2])
+    assert counter.count_text(capped) <= cap
+    assert "tokens elided here" in capped and text.startswith(capped.partition("\n[... ctxlife")[0])
+
+    # 2. The agent called ctxlife_recall and received exactly the elided text from where the cut began.
+    page = _observation(llm.calls[2][-2])
+    body, _, footer = page.partition("\n[ctxlife_recall: characters ")
+    start = int(seen["start"])
+    assert len(body) > 100 and text[start : start + len(body)] == body
+    assert counter.count_text(body + "\n[ctxlife_recall: characters " + footer) <= cap
+    assert "Next page" in footer
+
+    # 3. It can search the whole result: the needle, from the elided middle, comes back with its offset.
+    found = _observation(llm.calls[3][-2])
+    offset = int(re.search(r"@(\d+): ", found).group(1))
+    assert text[offset : offset + 9] == "NEEDLE-42" and 120_000 <= offset <= 120_001
+
+    # The full result is on disk, owner-only.
+    saved = tmp_path / "out" / f"{seen['ref']}.txt"
+    assert saved.read_text(encoding="utf-8") == text and stat.S_IMODE(saved.stat().st_mode) == 0o600
+
+
+@pytest.mark.e2e
+def test_native_tool_calling_results_are_capped_too(tmp_path, counter):
+    llm = scripted_llm([[tool_call("dump_table", {"table": "rows"}, "c1")], "done"], native_tools=True)
+    runs: list[int] = []
+    crew = _dump_crew(llm, big_text(2000), runs)
+    config = settings_from_dict(
+        {"strategies": ["tool_output"], "tool_output": {"max_tokens": 200, "store_dir": str(tmp_path)}}
+    )
+    ctxlife.wrap(crew, config)
+    assert crew.kickoff().raw == "done"
+    tool_message = llm.calls[1][-1]
+    assert tool_message["role"] == "tool" and counter.count_text(tool_message["content"]) <= 200
+
+
+@pytest.mark.e2e
+def test_the_recall_tool_reaches_tasks_built_before_wrap(tmp_path):
+    llm = scripted_llm([react_final("done")])
+    crew = _dump_crew(llm, "x", [])
+    config = settings_from_dict({"strategies": ["tool_output"], "tool_output": {"store_dir": str(tmp_path)}})
+    ctxlife.wrap(crew, config)
+    crew.kickoff()
+    assert f"Tool Name: {RECALL_TOOL}" in llm.calls[0][0]["content"]
+
+
+def test_the_docs_examples_are_valid_configs(doc_examples):
+    for example in doc_examples("tool_output"):
+        settings = settings_from_dict(example, source="docs/strategies/tool_output.md")
+        assert "tool_output" in settings.strategies
+
+
+# -- with a session store ------------------------------------------------------------------
+
+
+def test_with_a_session_store_the_full_result_is_a_blob_of_the_session(tmp_path):
+    from ctxlife.sessions import open_store
+
+    host = make_host(tmp_path, max_tokens=200)
+    host.store = open_store(f"file://{tmp_path / 'sessions'}")  # as when snapshot_restore is active
+    try:
+        text = big_text(500)
+        ctx = ToolCallContext(tool_name="dump", tool_input={}, result=text, raw_result=text)
+        host.after_tool_call(ctx, session_id="u42")
+        details = ctx.actions[0].details
+        ref = details["ref"]
+        assert details["saved_in"] == "session"
+        assert host.store.get_blob("u42", ref) == text
+        assert json.loads(host.store.get_blob("u42", f"{ref}.meta"))["cap"] == 200
+        assert not (tmp_path / "store").exists()
+        # The agent's recall call is answered at node 3, where the session is known.
+        call = ToolCallContext(tool_name=RECALL_TOOL, tool_input={"ref": ref})  # start and query left out
+        host.before_tool_call(call, session_id="u42")
+        assert call.skipped_by == "tool_output"
+        assert call.result.startswith(text[:50]) and host.counter().count_text(call.result) <= 200
+        # Another session does not see it.
+        other = ToolCallContext(tool_name=RECALL_TOOL, tool_input={"ref": ref, "start": "0", "query": ""})
+        fresh = make_host(tmp_path, max_tokens=200)
+        fresh.store = host.store
+        fresh.before_tool_call(other, session_id="someone-else")
+        assert other.result.startswith("ctxlife_recall: no stored result")
+        # The tool's own function (no session at hand) finds it through this process's index.
+        (strategy,) = host.strategies
+        assert strategy.provided_tools()[0].function(ref=ref, start="0", query="").startswith(text[:50])
+    finally:
+        host.store.close()
+
+
+def test_recall_is_answered_before_the_tool_runs_without_a_store(tmp_path):
+    host = make_host(tmp_path, max_tokens=200)
+    text = big_text(500)
+    ref = after(host, "dump", text).actions[0].details["ref"]
+    call = ToolCallContext(tool_name=RECALL_TOOL, tool_input={"ref": ref, "start": "100", "query": ""})
+    host.before_tool_call(call)
+    assert call.result.startswith(text[100:150])
+    assert [a.what for a in call.actions] == ["recalled"]
+
+
+@pytest.mark.e2e
+def test_with_sessions_on_the_result_lives_in_the_session_and_the_agent_recalls_it(tmp_path):
+    from ctxlife.plugins import registry
+
+    if "snapshot_restore" not in registry().entries:
+        pytest.skip("snapshot_restore is not installed")
+    text = big_text(2000)
+    seen: dict[str, str] = {}
+
+    def recall_with_the_ref_only(messages):
+        seen["ref"] = MARK_RE.search(_observation(messages[-2])).group(1)
+        return react_action(RECALL_TOOL, {"ref": seen["ref"]})  # start and query left out
+
+    llm = scripted_llm([react_action("dump_table", {"table": "rows"}), recall_with_the_ref_only, react_final("ok")])
+    crew = _dump_crew(llm, text, [])
+    config = settings_from_dict(
+        {
+            "strategies": ["snapshot_restore", "tool_output"],
+            "snapshot_restore": {"store": f"file://{tmp_path / 'sessions'}"},
+            "tool_output": {"max_tokens": 300, "store_dir": str(tmp_path / "workspace")},
+        }
+    )
+    ctxlife.wrap(crew, config, session_id="s1")
+    assert crew.kickoff().raw == "ok"
+    page = _observation(llm.calls[2][-2])
+    assert page.startswith(text[:100]) and "Next page" in page
+    from ctxlife.sessions import open_store
+
+    with open_store(f"file://{tmp_path / 'sessions'}") as store:
+        assert store.get_blob("s1", seen["ref"]) == text
+    assert not (tmp_path / "workspace").exists()
+
+
+def test_a_failing_session_store_falls_back_to_the_workspace(tmp_path):
+    class BrokenStore:
+        def get_blob(self, session_id, key):
+            raise OSError("disk full")
+
+        put_blob = get_blob
+
+    host = make_host(tmp_path, max_tokens=200)
+    host.store = BrokenStore()
+    text = big_text(500)
+    ctx = ToolCallContext(tool_name="dump", tool_input={}, result=text, raw_result=text)
+    host.after_tool_call(ctx, session_id="u42")
+    details = ctx.actions[0].details
+    assert details["saved_in"] == "workspace" and host.counter().count_text(ctx.result) <= 200
+    (strategy,) = host.strategies
+    assert strategy.recall(details["ref"], "0", "").startswith(text[:50])
