@@ -4,12 +4,16 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench docs clean
 
-$(STAMP): pyproject.toml
+EXAMPLE := docs/examples/ctxlife-redact
+
+$(STAMP): pyproject.toml $(EXAMPLE)/pyproject.toml $(EXAMPLE)/src/ctxlife_redact/__init__.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,plot]'
+	# The third-party example plugin of docs/writing-a-strategy.md, installed as a user would.
+	$(BIN)/pip install --quiet ./$(EXAMPLE)
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -20,6 +24,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_dispatch.py
+
+docs: $(STAMP)
+	$(BIN)/python -m ctxlife.docgen docs
 
 clean:
 	rm -rf $(VENV) workspace .pytest_cache .hypothesis build *.egg-info src/*.egg-info strategies/*.egg-info

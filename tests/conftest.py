@@ -17,7 +17,8 @@ for _key, _value in OFFLINE_ENV.items():
 
 import pytest  # noqa: E402
 
-pytest_plugins = ["ctxlife.pytest_plugin"]  # the strategy-author kit's fixtures, used by our own tests too
+# The strategy-author kit's fixtures (ctxlife.pytest_plugin) load through ctxlife's pytest11
+# entry point; the first-party tests use them like any plugin author would.
 
 
 @pytest.fixture(autouse=True)

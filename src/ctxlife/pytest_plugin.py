@@ -1,6 +1,5 @@
-"""Pytest fixtures for strategy authors. Enable them in a ``conftest.py``::
-
-    pytest_plugins = ["ctxlife.pytest_plugin"]
+"""Pytest fixtures for strategy authors, loaded automatically where ctxlife is installed
+(through the ``pytest11`` entry point; disable with ``-p no:ctxlife``).
 
 Fixtures:
 

