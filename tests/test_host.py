@@ -209,3 +209,16 @@ def test_a_strategy_written_as_a_class_is_configured_by_name():
         messages = [system("s"), user("u")]
         ctxlife.manage(messages, config=settings, context_window=1000)
     assert messages[0]["content"] == "s\n\nRules: be brief."
+
+
+def test_events_carry_counts_and_names_and_contents_only_when_asked():
+    secret = "the launch code is 0000-SECRET"
+    with capture_logs() as logs:
+        ctxlife.manage([system("s"), user(secret)], config=settings_from_dict({"strategies": ["truncate_last_n"]}), context_window=1000)
+    node = next(e for e in logs if e["event"] == "ctxlife.node" and e["node"] == "before_llm_call")
+    assert node["tokens_before"] > 0 and "content" not in node
+    assert secret not in repr(logs)
+    with capture_logs() as logs:
+        ctxlife.manage([system("s"), user(secret)], config=settings_from_dict({"strategies": [], "log_content": True}), context_window=1000)
+    node = next(e for e in logs if e["event"] == "ctxlife.node" and e["node"] == "before_llm_call")
+    assert node["content"] == secret

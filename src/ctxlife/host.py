@@ -218,6 +218,9 @@ class Host:
                 listener(report)
             except Exception as exc:  # noqa: BLE001 - a broken listener must not break the agent
                 emit("error", "ctxlife.listener_failed", listener=repr(listener), error=f"{type(exc).__name__}: {exc}")
+        fields: dict[str, Any] = {}
+        if self.settings.log_content:
+            fields["content"] = _content_of(ctx)
         emit(
             "debug",
             "ctxlife.node",
@@ -227,8 +230,10 @@ class Host:
             tokens_before=report.tokens_before,
             tokens_after=report.tokens_after,
             acted=report.acted,
+            actions=[{"strategy": a.strategy, "what": a.what, **a.details} for a in report.actions],
             failed=[f.strategy for f in report.failures],
             duration_ms=round(report.duration_ms, 3),
+            **fields,
         )
 
     # -- node 1: bootstrap --------------------------------------------------------------
@@ -498,3 +503,23 @@ def _kept_latest_user(before: list[dict[str, Any]], index: int, after: list[dict
         return True
     now = last_user_index(after)
     return now is not None and len(after) - now == len(before) - index
+
+
+_CONTENT_LIMIT = 2000
+
+
+def _content_of(ctx: HookContext) -> str | None:
+    """What ``log_content = true`` adds to a node event: the text the node was about, cut short."""
+    if isinstance(ctx, LLMCallContext):
+        text = ctx.messages[-1].get("content") if ctx.messages else None
+    elif isinstance(ctx, ToolCallContext):
+        text = ctx.result
+    elif isinstance(ctx, TaskContext):
+        text = ctx.output if ctx.node == "task_end" else ctx.context_text
+    elif isinstance(ctx, BootstrapContext):
+        text = "\n\n".join(ctx.blocks)
+    else:
+        text = None
+    if not isinstance(text, str):
+        return None
+    return text if len(text) <= _CONTENT_LIMIT else text[:_CONTENT_LIMIT] + f"... [{len(text) - _CONTENT_LIMIT} more characters]"
