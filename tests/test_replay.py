@@ -1,0 +1,112 @@
+"""ctxlife replay: three input formats, per-call rows, totals, validity, bad files."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctxlife.config import settings_from_dict
+from ctxlife.replay import InputFileError, load_conversations, replay
+from ctxlife.sessions import open_store
+from ctxlife.testing import conversation, synthetic_session
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tau-bench-airline-gpt4o.json.gz"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "ctxlife.cli", "replay", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+@pytest.fixture
+def config(tmp_path):
+    path = tmp_path / "cfg.toml"
+    path.write_text('strategies = ["llm_summary"]\n[llm_summary]\nsummarizer = "extractive"\n')
+    return path
+
+
+def test_a_json_list_replays_call_by_call_with_totals(tmp_path, config):
+    messages = synthetic_session(40)
+    file = tmp_path / "chat.json"
+    file.write_text(json.dumps(messages))
+    [conv] = load_conversations(file)
+    result = replay(conv, settings_from_dict({"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive"}}), context_window=4000)
+    assert len(result.rows) == sum(1 for m in messages[1:] if m["role"] == "assistant")
+    assert result.rows[0].unmanaged_tokens == result.rows[0].managed_tokens  # nothing to do at first
+    assert result.managed_total < result.unmanaged_total and result.compactions > 0
+    assert result.violations == 0 and result.peak_managed < result.peak_unmanaged
+
+    done = cli(str(file), "--config", str(config), "--window", "4000", "--json", "--plot", str(tmp_path / "p.png"))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)["conversations"][0]
+    assert data["totals"]["calls"] == len(result.rows) and data["totals"]["managed_tokens"] == result.managed_total
+    assert any("llm_summary:compacted" in c["actions"] for c in data["calls"])
+    assert (tmp_path / "p.png").stat().st_size > 5000
+
+    table = cli(str(file), "--config", str(config), "--window", "4000")
+    assert table.returncode == 0 and "llm_summary:compacted" in table.stdout and "every call's message list is provider-valid" in table.stdout
+
+
+def test_a_raw_session_history_replays(tmp_path, config):
+    store = open_store(f"file://{tmp_path / 'sessions'}")
+    store.append_raw("u42", conversation(8, tools_per_round=2)[1:])
+    store.close()
+    raw = tmp_path / "sessions" / "u42_raw.jsonl"
+    with raw.open("a") as f:
+        f.write('{"role": "user", "content": "torn')  # a crash mid-write: skipped like the store does
+    [conv] = load_conversations(raw)
+    assert len(conv.messages) == 8 * 6
+    done = cli(str(raw), "--config", str(config), "--window", "1000", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["conversations"][0]["totals"]["calls"] == 8 * 3
+
+
+def test_tau_bench_files_hold_many_conversations(config):
+    conversations = load_conversations(DATA)
+    assert len(conversations) == 200 and conversations[0].name.startswith("task ")
+    done = cli(str(DATA), "--config", str(config), "--window", "4000", "--conversation", "5", "--json")
+    assert done.returncode == 0, done.stderr
+    [data] = json.loads(done.stdout)["conversations"]
+    assert data["name"] == conversations[5].name and data["totals"]["invalid_calls"] == 0
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("bad.json", "{not json", "bad.json is not JSON: Expecting property name enclosed in double quotes at line 1, column 2"),
+        ("empty.json", "", "empty.json is empty; expected a JSON list of messages"),
+        ("empty_list.json", "[]", "expected a non-empty JSON list of messages or of tau-bench trajectories, got an empty list"),
+        ("shape.json", '[{"content": "no role"}]', "the message list[0] is not a message dict with a 'role'"),
+        ("object.json", '{"foo": 1}', 'a JSON object must have a "messages" list'),
+        ("number.json", "42", "expected a non-empty JSON list of messages or of tau-bench trajectories, got int"),
+        ("lines.jsonl", '{"role": "user", "content": "a"}\nnot json\n{"role": "user", "content": "b"}\n', "lines.jsonl line 2 is not JSON"),
+        ("bin.json", b"\xff\xfe\x00garbage", "bin.json is not UTF-8 text"),
+    ],
+)
+def test_bad_files_get_clear_errors(tmp_path, config, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(InputFileError) as info:
+        load_conversations(path)
+    assert message in str(info.value)
+    done = cli(str(path), "--config", str(config), "--window", "4000")
+    assert done.returncode == 1 and done.stderr.startswith("ctxlife replay: error: ") and message in done.stderr
+
+
+def test_missing_window_and_missing_file(tmp_path, config):
+    done = cli(str(DATA), "--config", str(config))
+    assert done.returncode == 1 and "replay needs a context window: pass --window N" in done.stderr
+    done = cli(str(tmp_path / "nope.json"), "--config", str(config), "--window", "4000")
+    assert done.returncode == 1 and "cannot read" in done.stderr and "nope.json" in done.stderr
+
+
+def test_gzipped_json_list(tmp_path, config):
+    file = tmp_path / "chat.json.gz"
+    file.write_bytes(gzip.compress(json.dumps(conversation(3)).encode()))
+    [conv] = load_conversations(file)
+    assert len(conv.messages) == 7
