@@ -61,3 +61,21 @@ def test_demo_runs_offline_across_a_restart_and_writes_the_chart(tmp_path):
     assert (workspace / "demo_context.png").stat().st_size > 10_000
     assert list((workspace / "sessions").glob("*_raw.jsonl"))
     assert elapsed < 60
+
+
+def test_session_commands_use_the_configs_store(tmp_path):
+    from ctxlife.sessions import Snapshot, open_store
+
+    url = f"file://{tmp_path / 'sessions'}"
+    store = open_store(url)
+    store.append_raw("u42", [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
+    store.save_snapshot(Snapshot(session_id="u42", messages=[{"role": "user", "content": "hello"}], raw_length=2))
+    store.close()
+    (tmp_path / "ctxlife.toml").write_text(f'strategies = ["snapshot_restore"]\n[snapshot_restore]\nstore = "{url}"\n')
+    listed = run("session", "list", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert "u42" in listed.stdout
+    exported = run("session", "export", "u42", "--raw", cwd=tmp_path)
+    assert json.loads(exported.stdout) == [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]
+    assert run("session", "rm", "u42", cwd=tmp_path).returncode == 0
+    assert run("session", "show", "u42", cwd=tmp_path).returncode == 1

@@ -175,6 +175,17 @@ def test_kickoff_async_and_for_each_are_managed():
     assert recorder.hooks().count("ctxlife_task_end") == 6
 
 
+def test_native_async_akickoff_is_managed():
+    llm = scripted_llm(three_lookups_then_report())
+    crew = make_crew(llm)
+    recorder = HookRecorder()
+    ctxlife.wrap(crew, TRUNCATE, plugins=[recorder])
+    out = asyncio.run(crew.akickoff())
+    assert out.raw == "Report: all in stock."
+    assert recorder.hooks().count("ctxlife_before_llm_call") == 6
+    assert sum(1 for m in llm.calls[3] if m["role"] == "user") == 2  # truncated
+
+
 def test_a_failing_strategy_leaves_the_crew_working_and_is_reported():
     class Broken:
         name = "broken"
