@@ -705,7 +705,7 @@ class _Run:
         if self.count(head) <= limit:
             return head
         if not isinstance(args, Mapping):
-            return _truncate(f"called {name}({_render_args(args, 40)}", limit - 1, self.count) + ")"
+            return truncate_to_tokens(f"called {name}({_render_args(args, 40)}", limit - 1, self.count) + ")"
         terse = [(k, _terse(v)) for k, v in args.items()]
         head = f"called {name}(" + ", ".join(f"{k}={v}" for k, v in terse) + ")"
         if self.count(head) <= limit:
@@ -1081,11 +1081,11 @@ def _fit(text: str, budget: int, count: Callable[[str], int]) -> str:
     text = "\n".join(lines)
     if count(text) <= budget:
         return text
-    return _truncate(text, budget, count)
+    return truncate_to_tokens(text, budget, count)
 
 
-def _truncate(text: str, budget: int, count: Callable[[str], int]) -> str:
-    """The longest prefix (plus ``…``) that fits; ``""`` if not even that."""
+def truncate_to_tokens(text: str, budget: int, count: Callable[[str], int]) -> str:
+    """The longest prefix of ``text`` (plus ``…``) that fits ``budget`` tokens; ``""`` if not even that."""
     if count(text) <= budget:
         return text
     lo, hi = 0, len(text)

@@ -32,7 +32,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 import ctxlife
-from ctxlife.summarizers import SummaryRequest, available_summarizers, get_summarizer
+from ctxlife.summarizers import SummaryRequest, available_summarizers, get_summarizer, truncate_to_tokens
 
 Policy = Literal["carry", "isolate", "full"]
 _DIVIDER_RE = re.compile(r"\n\n-{3,}\n\n")  # how CrewAI separates the outputs it passes on
@@ -209,7 +209,7 @@ class TaskScope(ctxlife.Strategy):
                 summary = part if count(part) <= share else self.summarize(part, share, count, ctx)
             pieces.append(f"{label}\n{summary}" if label else summary)
         out = "\n\n".join(pieces)
-        return out if count(out) <= budget else _truncate(out, budget, count)
+        return out if count(out) <= budget else truncate_to_tokens(out, budget, count)
 
     def summarize(self, text: str, budget: int, count: Callable[[str], int], ctx: Any = None) -> str:
         """Summarize ``text`` within ``budget`` tokens; cut it if the summarizer fails."""
@@ -236,7 +236,7 @@ class TaskScope(ctxlife.Strategy):
             summary = ""
         summary = _SPEAKER_RE.sub("", summary or "").strip()  # the output is one speaker's text
         if not summary or count(summary) > budget:
-            return _truncate(text, budget, count)
+            return truncate_to_tokens(text, budget, count)
         return summary
 
 
@@ -249,15 +249,3 @@ def _short(name: str | None, limit: int = 60) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
-def _truncate(text: str, budget: int, count: Callable[[str], int]) -> str:
-    """The longest head of ``text`` that fits ``budget`` tokens with a "…" mark."""
-    if count(text) <= budget:
-        return text
-    lo, hi = 0, len(text)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if count(text[:mid] + " …") <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    return text[:lo] + " …" if lo else ""

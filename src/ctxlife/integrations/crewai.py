@@ -222,15 +222,7 @@ class CrewAdapter:
     def _complete_with(llm: Any) -> Any:
         if llm is None or isinstance(llm, str) or not callable(getattr(llm, "call", None)):
             return None
-
-        def complete(messages: list[dict[str, Any]], max_tokens: int) -> str:
-            token = _own_call.set(True)
-            try:
-                return str(llm.call(messages))
-            finally:
-                _own_call.reset(token)
-
-        return complete
+        return _completion(llm)
 
     @staticmethod
     def _agent_role(agent: Any) -> str | None:
@@ -391,7 +383,11 @@ def completion_for_model(model: str, *, timeout: float | None = None, **llm_opti
     options = dict(llm_options)
     if timeout is not None:
         options.setdefault("timeout", timeout)
-    llm = LLM(model=model, **options)
+    return _completion(LLM(model=model, **options))
+
+
+def _completion(llm: Any) -> Any:
+    """``complete(messages, max_tokens) -> str`` over a CrewAI LLM; ctxlife never manages these calls."""
 
     def complete(messages: list[dict[str, Any]], max_tokens: int) -> str:
         token = _own_call.set(True)
