@@ -1,6 +1,6 @@
 """Compaction on real traces: unmanaged vs truncate_last_n vs llm_summary (extractive).
 
-Replays the 200 tau-bench trajectories (../shared/data) and one long synthetic session call
+Replays the 200 tau-bench trajectories (tests/data) and one long synthetic session call
 by call through ``ctxlife.manage`` at a small window, and reports per method: total prompt
 tokens over all calls, peak context, compactions, the share of ledger facts (ids, codes,
 amounts, dates, ...) from user turns and tool results still in the context at the end, and
@@ -20,7 +20,7 @@ from ctxlife.config import settings_from_dict
 from ctxlife.replay import Conversation, load_conversations, replay
 from ctxlife.testing import synthetic_session
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tau-bench-airline-gpt4o.json.gz"
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "tau-bench-airline-gpt4o.json.gz"
 
 METHODS = {
     "unmanaged": {"strategies": []},

@@ -38,7 +38,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA_CANDIDATES = [
-    ROOT / "data" / "tau-bench-airline-gpt4o.json.gz",
+    ROOT / "tests" / "data" / "tau-bench-airline-gpt4o.json.gz",
     ROOT.parent / "shared" / "data" / "tau-bench-airline-gpt4o.json.gz",
 ]
 ALL_STORES = ["file", "file-nofsync", "sqlite", "sqlite-normal", "redis"]

@@ -30,7 +30,7 @@ from ctxlife.config import settings_from_dict
 from ctxlife.contexts import ToolCallContext
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "tau-bench-airline-gpt4o.json.gz"
+DEFAULT_DATA = REPO / "tests" / "data" / "tau-bench-airline-gpt4o.json.gz"
 MODEL = "gpt-4o"
 WINDOW = 128_000
 

@@ -15,7 +15,7 @@ from ctxlife.replay import InputFileError, load_conversations, replay
 from ctxlife.sessions import open_store
 from ctxlife.testing import conversation, synthetic_session
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tau-bench-airline-gpt4o.json.gz"
+DATA = Path(__file__).resolve().parent / "data" / "tau-bench-airline-gpt4o.json.gz"
 REPO = Path(__file__).resolve().parents[1]
 
 

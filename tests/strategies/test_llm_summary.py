@@ -22,7 +22,7 @@ from ctxlife.testing import assistant, react_action, react_final, scripted_llm, 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_openai import openai_server, text_reply  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "tau-bench-airline-gpt4o.json.gz"
+DATA = Path(__file__).resolve().parents[1] / "data" / "tau-bench-airline-gpt4o.json.gz"
 WINDOW = 4000
 
 
