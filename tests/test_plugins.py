@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import importlib
+import sys
 import textwrap
 
 import pytest
@@ -12,7 +14,7 @@ from ctxlife.plugins import Registry, registry
 
 
 def fake_distribution(root, name, version, entry_points, module=None, source=""):
-    info = root / f"{name}-{version}.dist-info"
+    info = root / f"{name.replace('-', '_')}-{version}.dist-info"  # as a wheel names it (the stem gives the name)
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     lines = "\n".join(f"{k} = {v}" for k, v in entry_points.items())
@@ -38,7 +40,7 @@ def test_two_packages_offering_one_name_is_an_error_naming_both(tmp_path, monkey
     assert "ctxlife 0.1.0" in message and "pkga 1.0" in message and "uninstall one of them" in message
 
 
-def test_a_third_party_package_is_found_and_only_runs_when_configured(tmp_path, monkeypatch):
+def test_a_third_party_package_is_found_and_only_runs_when_configured(tmp_path):
     source = """
         import ctxlife
 
@@ -54,7 +56,8 @@ def test_a_third_party_package_is_found_and_only_runs_when_configured(tmp_path, 
                 ctx.record("shouted")
     """
     fake_distribution(tmp_path, "ctxlife-shout", "2.0", {"shout": "shout_mod:Shout"}, "shout_mod", source)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.path.insert(0, str(tmp_path))
+    importlib.invalidate_caches()
     registry(refresh=True)
     try:
         assert registry().entries["shout"].source == "ctxlife-shout 2.0"
@@ -65,7 +68,10 @@ def test_a_third_party_package_is_found_and_only_runs_when_configured(tmp_path, 
         report = ctxlife.manage(active, config=settings_from_dict({"strategies": ["shout"], "shout": {"suffix": "?"}}), context_window=1000)
         assert active[0]["content"] == "HI?" and report.acted == ["shout"]
     finally:
+        sys.path.remove(str(tmp_path))
+        importlib.invalidate_caches()
         registry(refresh=True)
+    assert "shout" not in registry().entries and "llm_summary" in registry().entries
 
 
 def test_entry_point_name_must_match_strategy_name(tmp_path, monkeypatch):
