@@ -318,6 +318,7 @@ class CrewAdapter:
             description=getattr(task, "description", "") or "",
             expected_output=getattr(task, "expected_output", None),
             context_text=payload if isinstance(payload, str) else ("" if payload is None else str(payload)),
+            complete=self._complete_with(getattr(hctx.agent, "llm", None)),
             **self._task_facts(task),
         )
         original = ctx.context_text
@@ -340,6 +341,7 @@ class CrewAdapter:
             expected_output=getattr(task, "expected_output", None),
             output=raw if isinstance(raw, str) else (None if raw is None else str(raw)),
             messages=[dict(m) for m in messages if isinstance(m, dict)],
+            complete=self._complete_with(getattr(hctx.agent, "llm", None)),
             **self._task_facts(task),
         )
         if ctx.output and (not ctx.messages or ctx.messages[-1].get("role") != "assistant"):
