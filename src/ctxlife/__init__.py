@@ -9,8 +9,8 @@ Quick start::
 Write a strategy: subclass :class:`Strategy`, decorate hook methods with
 :data:`hookimpl`, and register it under the ``ctxlife.strategies`` entry point.
 
-Heavy modules (CrewAI, the config loader, tiktoken) are imported on first use,
-so ``import ctxlife`` stays fast.
+Heavy modules (pydantic, the config loader, tiktoken, CrewAI) are imported on first
+use of the name that needs them, so ``import ctxlife`` stays fast.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from ctxlife.errors import (
     UnknownStrategyError,
 )
 from ctxlife.hookspecs import hookimpl
-from ctxlife.strategy import Options, Strategy, ToolSpec
 
 if TYPE_CHECKING:
     from ctxlife.api import manage
     from ctxlife.config import Settings, load_settings
     from ctxlife.host import Host, Report
     from ctxlife.integrations.crewai import completion_for_model, unwrap, wrap
+    from ctxlife.strategy import Options, Strategy, ToolSpec
     from ctxlife.tokens import TokenCounter
 
 __version__ = "0.1.0"
@@ -73,6 +73,9 @@ __all__ = [
 ]
 
 _LAZY = {
+    "Strategy": "ctxlife.strategy",
+    "Options": "ctxlife.strategy",
+    "ToolSpec": "ctxlife.strategy",
     "manage": "ctxlife.api",
     "load_settings": "ctxlife.config",
     "Settings": "ctxlife.config",
