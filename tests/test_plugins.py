@@ -98,3 +98,13 @@ def test_a_misspelled_hook_is_an_error():
 
     with pytest.raises(PluginError, match="ctxlife_before_llm_cal.*hook names are ctxlife_bootstrap"):
         Host(settings_from_dict({"strategies": []}), plugins=[Typo()])
+
+
+def test_hook_wrappers_are_refused_with_the_alternative():
+    class Wrapper:
+        @ctxlife.hookimpl(wrapper=True)
+        def ctxlife_before_llm_call(self, ctx):
+            return (yield)
+
+    with pytest.raises(PluginError, match="as a hook wrapper; .*tryfirst=True or trylast=True"):
+        Host(settings_from_dict({"strategies": []}), plugins=[Wrapper()])

@@ -117,6 +117,13 @@ class Host:
         position = {name: i for i, name in enumerate(self._plugin_names)}
         for hook in hookspecs.HOOK_NAMES:
             impls = [(self._pm.get_name(impl.plugin), impl) for impl in getattr(self._pm.hook, hook).get_hookimpls()]
+            for name, impl in impls:
+                if impl.hookwrapper or getattr(impl, "wrapper", False):
+                    raise PluginError(
+                        f"plugin {name!r} implements {hook} as a hook wrapper; ctxlife calls each strategy "
+                        "on its own (to roll back its edit alone), so use a plain @ctxlife.hookimpl, with "
+                        "tryfirst=True or trylast=True to run before or after the others"
+                    )
             group = lambda impl: 0 if impl.tryfirst else 2 if impl.trylast else 1  # noqa: E731
             self._impls[hook] = sorted(impls, key=lambda pair: (group(pair[1]), position[pair[0]]))
         self.store = next((s for s in (strategy.session_store() for strategy in self.strategies) if s is not None), None)
@@ -186,7 +193,6 @@ class Host:
                 impl.function(*[kwargs[arg] for arg in impl.argnames])
                 problem = check(saved) if check is not None else None
             except Exception as exc:  # noqa: BLE001 - isolation is the point: any failure is rolled back
-                problem = None
                 restore(saved)
                 del ctx.actions[n_actions:]
                 failures.append(StrategyFailure(name, ctx.node, f"{type(exc).__name__}: {exc}"))
