@@ -143,9 +143,8 @@ class LLMSummary(ctxlife.Strategy):
         latest_user = starts[-1] if starts else None
         # Where the evicted span may end: at a round start, keeping the last keep_rounds rounds;
         # failing that, at a unit boundary inside them, keeping the last keep_units units.
-        round_cuts = [c for c in starts if c > first and (len(starts) <= self.options.keep_rounds or c <= starts[-self.options.keep_rounds])]
-        if len(starts) <= self.options.keep_rounds:
-            round_cuts = []
+        keep = self.options.keep_rounds
+        round_cuts = [c for c in starts if first < c <= starts[-keep]] if len(starts) > keep else []
         unit_starts = [u.start for u in split_units(rest)]
         last_allowed = unit_starts[-self.options.keep_units] if len(unit_starts) > self.options.keep_units else 0
         floor = round_cuts[-1] if round_cuts else first
