@@ -342,6 +342,7 @@ class Host:
             counter = ctx.tokens
             assert counter is not None
             tokens_before = counter.count_messages(messages)
+            before = list(messages)  # to tell whether anything changed (then tokens_after = tokens_before)
             text = self.bootstrap_text(agent_role=agent_role, goal=goal, backstory=backstory, session_id=session)
             # What the bootstrap did shows in the report of the agent's first call.
             ctx.actions.extend(self._bootstrap_actions.pop((agent_role, session), ()))
@@ -373,10 +374,11 @@ class Host:
 
             failures = self._run("ctxlife_before_llm_call", ctx, snapshot=lambda: list(live), restore=restore, check=check)
             self.apply_bootstrap(messages, text)
+            unchanged = len(before) == len(live) and all(a is b for a, b in zip(before, live))
             report = Report(
                 "before_llm_call",
                 tokens_before,
-                counter.count_messages(messages),
+                tokens_before if unchanged else counter.count_messages(messages),
                 ctx.context_window,
                 ctx.budget,
                 ctx.actions,

@@ -114,6 +114,8 @@ def check_shape(messages: Any, where: str = "messages") -> None:
             f"{where} must be a list of message dicts, got {type(messages).__name__}; "
             "pass OpenAI-format messages such as [{'role': 'user', 'content': 'hi'}]"
         )
+    if all(type(m) is dict and type(m.get("role")) is str for m in messages):
+        return  # the common case, checked cheaply on every call
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise InvalidMessagesError(
