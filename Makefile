@@ -22,8 +22,15 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest
 
-bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_dispatch.py
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install --quiet -e '.[bench]'
+	touch $(BENCH_STAMP)
+
+# Writes benchmarks/results/latest.json, docs/benchmarks.md and docs/benchmarks/*.png.
+bench: $(BENCH_STAMP)
+	$(BIN)/python benchmarks/bench.py
 
 docs: $(STAMP)
 	$(BIN)/python -m ctxlife.docgen docs
