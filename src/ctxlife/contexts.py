@@ -119,11 +119,19 @@ class LLMCallContext(HookContext):
     call_index: int = 0
     first_call_of_run: bool = False
     first_call_of_task: bool = False
+    _count_memo: tuple[list[dict[str, Any]], int] | None = field(default=None, repr=False)
 
     def count(self) -> int:
-        """Tokens of the current message list (cached per message text)."""
+        """Tokens of the current message list (free when the list has not changed since the last count)."""
+        from ctxlife.messages import same_messages
+
+        memo = self._count_memo
+        if memo is not None and same_messages(memo[0], self.messages):
+            return memo[1]
         assert self.tokens is not None
-        return self.tokens.count_messages(self.messages)
+        total = self.tokens.count_messages(self.messages)
+        self._count_memo = (list(self.messages), total)
+        return total
 
 
 @dataclass(eq=False)

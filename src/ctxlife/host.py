@@ -24,7 +24,7 @@ from ctxlife.config import Settings
 from ctxlife.contexts import Action, BootstrapContext, Complete, HookContext, LLMCallContext, TaskContext, ToolCallContext
 from ctxlife.errors import CtxlifeError, PluginError
 from ctxlife.events import emit
-from ctxlife.messages import check_shape, is_system, last_user_index, validate
+from ctxlife.messages import check_shape, is_system, last_user_index, same_messages, validate
 from ctxlife.plugins import registry
 from ctxlife.strategy import Strategy, ToolSpec
 from ctxlife.tokens import TokenCounter
@@ -343,6 +343,7 @@ class Host:
             assert counter is not None
             tokens_before = counter.count_messages(messages)
             before = list(messages)  # to tell whether anything changed (then tokens_after = tokens_before)
+            ctx._count_memo = (before, tokens_before)
             text = self.bootstrap_text(agent_role=agent_role, goal=goal, backstory=backstory, session_id=session)
             # What the bootstrap did shows in the report of the agent's first call.
             ctx.actions.extend(self._bootstrap_actions.pop((agent_role, session), ()))
@@ -355,13 +356,14 @@ class Host:
                 if ctx.messages is not live:
                     ctx.messages = live
                     return "rebound ctx.messages instead of editing it in place; use slice assignment or clear()+extend()"
-                if len(live) == len(saved) and all(a is b for a, b in zip(live, saved)):
+                if same_messages(live, saved):
                     return None
-                if problems_before is None:
-                    problems_before = len(validate(saved))
                 problems = validate(live)
-                if len(problems) > problems_before:
-                    return f"left an invalid message list: {problems[0]}"
+                if problems:
+                    if problems_before is None:  # validated only when needed: most lists are valid
+                        problems_before = len(validate(saved))
+                    if len(problems) > problems_before:
+                        return f"left an invalid message list: {problems[0]}"
                 last_user = last_user_index(saved)
                 if last_user is not None and not _kept_latest_user(saved, last_user, live):
                     return "dropped the latest user message"
@@ -374,7 +376,7 @@ class Host:
 
             failures = self._run("ctxlife_before_llm_call", ctx, snapshot=lambda: list(live), restore=restore, check=check)
             self.apply_bootstrap(messages, text)
-            unchanged = len(before) == len(live) and all(a is b for a, b in zip(before, live))
+            unchanged = same_messages(before, live)
             report = Report(
                 "before_llm_call",
                 tokens_before,

@@ -12,6 +12,7 @@ the id is only checked against the call at that position.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -169,6 +170,11 @@ def validate(messages: Sequence[Message]) -> list[Problem]:
             problems.append(Problem(i, "tool_call_without_result", f"{len(calls) - answered} of {len(calls)} tool call(s) have no result"))
         i = j
     return problems
+
+
+def same_messages(a: Sequence[Message], b: Sequence[Message]) -> bool:
+    """Whether two lists hold the very same message objects in the same order (a fast C-level check)."""
+    return len(a) == len(b) and all(map(operator.is_, a, b))
 
 
 def is_valid(messages: Sequence[Message]) -> bool:

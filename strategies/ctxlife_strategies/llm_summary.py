@@ -145,8 +145,11 @@ class LLMSummary(ctxlife.Strategy):
         # failing that, at a unit boundary inside them, keeping the last keep_units units.
         keep = self.options.keep_rounds
         round_cuts = [c for c in starts if first < c <= starts[-keep]] if len(starts) > keep else []
+        # Over the window itself, the call would fail: then only the latest unit is sure to stay.
+        overflow = tokens_before > ctx.context_window
+        keep_units = 1 if overflow else self.options.keep_units
         unit_starts = [u.start for u in split_units(rest)]
-        last_allowed = unit_starts[-self.options.keep_units] if len(unit_starts) > self.options.keep_units else 0
+        last_allowed = unit_starts[-keep_units] if len(unit_starts) > keep_units else 0
         floor = round_cuts[-1] if round_cuts else first
         unit_cuts = [c for c in unit_starts if floor < c <= last_allowed and c not in round_cuts]
         cuts = round_cuts + unit_cuts
@@ -173,7 +176,7 @@ class LLMSummary(ctxlife.Strategy):
         budget = min(self.options.max_summary_tokens, max(target_tokens - kept_tokens, self.options.max_summary_tokens // 2))
         previous_text = "\n".join(strip_summary_marker(m.get("content")) for m in previous) or None
         replaced_tokens = tokens.count_messages(evicted) + (tokens.count_messages(previous) if previous else 0) - 3
-        if replaced_tokens - budget < self.options.min_gain_tokens:
+        if replaced_tokens - budget < self.options.min_gain_tokens and not overflow:
             ctx.record("skipped", reason="small_gain", replaceable_tokens=replaced_tokens)
             return
 

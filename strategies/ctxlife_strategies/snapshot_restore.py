@@ -21,7 +21,7 @@ from pydantic import Field, field_validator
 
 import ctxlife
 from ctxlife.events import emit
-from ctxlife.messages import is_summary, is_system, last_user_index
+from ctxlife.messages import is_summary, is_system, last_user_index, same_messages
 from ctxlife.sessions import DEFAULT_STORE_URL, SessionStore, Snapshot, open_store
 
 
@@ -106,7 +106,7 @@ class SnapshotRestore(ctxlife.Strategy):
         if ctx.session_id is None:
             return
         view = ctx.state.get("view")
-        if view is None or (len(view) == len(ctx.messages) and all(a is b for a, b in zip(view, ctx.messages))):
+        if view is None or same_messages(view, ctx.messages):
             return
         # Another strategy rewrote the context: messages it added (a summary) are not raw history,
         # but the snapshot must hold them.

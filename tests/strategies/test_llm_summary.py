@@ -278,3 +278,18 @@ def test_under_crewai_ctxlife_compacts_before_crewai_would_summarize():
     assert any(is_summary(m) for call in llm.calls for m in call), "the model never received a ctxlife summary"
     counter = ctxlife.TokenCounter("scripted-offline")
     assert max(counter.count_messages(call) for call in llm.calls) < 0.85 * 6000
+
+
+def test_over_the_window_itself_it_compacts_whatever_the_gain_and_down_to_the_latest_unit():
+    # One request answered by a long tool loop: a single round, so only unit cuts are possible.
+    messages = [system("You are an agent."), user("Check reservations RS000X to RS019X.")]
+    for r in range(20):
+        call = tool_call("get_reservation_details", {"reservation_id": f"RS{r:03d}X"}, call_id=f"c{r}")
+        messages += [assistant(None, [call]), tool_result(call["id"], json.dumps({"id": f"RS{r:03d}X", "notes": "ok " * 200}))]
+    host = Host(settings(min_gain_tokens=100_000, keep_units=8), context_window=WINDOW)
+    tokens = host.counter().count_messages(messages)
+    assert tokens > WINDOW
+    report, action = compact(messages, host)
+    assert action is not None and action.what == "compacted"
+    assert report.tokens_after < WINDOW and validate(messages) == []
+    assert messages[2]["content"] == "Check reservations RS000X to RS019X."  # the request stays
