@@ -22,7 +22,7 @@ from pydantic import Field, model_validator
 
 import ctxlife
 from ctxlife.events import emit
-from ctxlife.facts import Fact, extract_facts, facts_missing_from, format_fact_list
+from ctxlife.facts import KIND_PRIORITY, Fact, extract_facts, facts_missing_from, format_fact_list
 from ctxlife.messages import SUMMARY_PREFIX, is_summary, is_system, split_units
 from ctxlife.summarizers import LLMSummarizer, Summarizer, SummaryRequest, get_summarizer, strip_summary_marker
 
@@ -190,7 +190,8 @@ class LLMSummary(ctxlife.Strategy):
         keeps_facts = getattr(summarizer, "fact_list", False)
         prose_budget = int(budget * 0.7) if self.options.key_facts and facts and not keeps_facts else budget
         try:
-            text = self._summarize(summarizer, SummaryRequest(evicted, previous_text, prose_budget, tokens.count_text, facts))
+            request = SummaryRequest(evicted, previous_text, prose_budget, tokens.count_text, _most_useful(facts, budget))
+            text = self._summarize(summarizer, request)
             text = self._with_key_facts(text, facts, tokens.count_text, budget)
             size = tokens.count_text(text)
             if size > self.options.max_summary_tokens:
@@ -260,3 +261,17 @@ class LLMSummary(ctxlife.Strategy):
             return text
         block = format_fact_list(missing, budget - count(text) - 1, count)
         return f"{text}\n{block}" if block else text
+
+
+def _most_useful(facts: list[Fact], budget: int) -> list[Fact]:
+    """The facts a summary of ``budget`` tokens can hope to hold, ids and codes first.
+
+    A summary of a few hundred tokens holds a few hundred facts at most; handing a summarizer
+    thousands (a huge span) only makes it slower (matching is facts x sentences). The ledger
+    check after summarizing still covers every fact.
+    """
+    limit = max(100, budget * 2 // 3)
+    if len(facts) <= limit:
+        return facts
+    rank = {kind: i for i, kind in enumerate(KIND_PRIORITY)}
+    return sorted(facts, key=lambda f: rank.get(f.kind, len(rank)))[:limit]
