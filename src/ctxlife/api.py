@@ -44,6 +44,10 @@ def manage(
     strategies keep their state and token counts stay cached between calls; use
     :class:`ctxlife.Host` directly to control that lifetime yourself.
     """
+    if session_id is not None:
+        from ctxlife.sessions.ids import validate_session_id
+
+        validate_session_id(session_id)  # before it becomes part of a cache key
     with _hosts_lock:
         settings_key = _settings_key(config)
         key = (settings_key, context_window, model, session_id, tuple(id(p) for p in plugins))

@@ -89,6 +89,7 @@ class LLMSummary(ctxlife.Strategy):
         if self.options.summarizer not in (None, "llm") and self.options.model is None:
             self._fixed = self._named(self.options.summarizer)  # unknown names fail at load time
         self._model_summarizer: Summarizer | None = None
+        self._running: threading.Thread | None = None  # the summary thread of the last compaction
 
     # -- choosing the summarizer ----------------------------------------------------------
 
@@ -123,10 +124,23 @@ class LLMSummary(ctxlife.Strategy):
             from ctxlife.sessions import LockTimeoutError
 
             try:
-                with ctx.store.lock(ctx.session_id, ttl_seconds=self.options.timeout_seconds + 30, timeout=self.options.lock_timeout_seconds):
-                    self._compact(ctx, tokens_before)
+                lock = ctx.store.lock(ctx.session_id, ttl_seconds=self.options.timeout_seconds + 30, timeout=self.options.lock_timeout_seconds)
+                lock.__enter__()
             except LockTimeoutError:
                 ctx.record("skipped", reason="session_locked")
+                return
+            except ctxlife.StoreError as exc:
+                # The store is down: the context must still be kept under the window.
+                emit("warning", "ctxlife.compacting_without_lock", strategy=self.name, session_id=ctx.session_id, error=type(exc).__name__)
+                self._compact(ctx, tokens_before)
+                return
+            try:
+                self._compact(ctx, tokens_before)
+            finally:
+                try:
+                    lock.__exit__(None, None, None)
+                except ctxlife.StoreError as exc:  # releasing against a store that just went down
+                    emit("warning", "ctxlife.lock_release_failed", strategy=self.name, session_id=ctx.session_id, error=type(exc).__name__)
             return
         self._compact(ctx, tokens_before)
 
@@ -171,6 +185,9 @@ class LLMSummary(ctxlife.Strategy):
                 break
         kept_tail = tail_for(cut)
         evicted = [m for i, m in enumerate(rest[first:cut], first) if i != latest_user]
+        if not evicted:
+            ctx.record("skipped", reason="nothing_to_evict")
+            return
         kept_tokens = fixed + tokens.count_messages(kept_tail)
         # Aim for the target; when what must stay already fills it, still allow half the summary budget.
         budget = min(self.options.max_summary_tokens, max(target_tokens - kept_tokens, self.options.max_summary_tokens // 2))
@@ -196,7 +213,8 @@ class LLMSummary(ctxlife.Strategy):
             size = tokens.count_text(text)
             if size > self.options.max_summary_tokens:
                 raise SummaryFailed(f"summary of {size} tokens is over max_summary_tokens ({self.options.max_summary_tokens})")
-            if size >= replaced_tokens:
+            summary = {"role": self.options.summary_role, "content": f"{SUMMARY_PREFIX} {text}"}
+            if tokens.count_message(summary) >= replaced_tokens:
                 raise SummaryFailed(f"summary of {size} tokens is not smaller than the {replaced_tokens} tokens it replaces")
         except Exception as exc:  # noqa: BLE001 - any failure falls back to truncation, loudly
             messages[:] = system + previous + pinned + kept_tail
@@ -212,7 +230,6 @@ class LLMSummary(ctxlife.Strategy):
             )
             ctx.record("truncated", reason="summary_failed", summarizer=name, evicted_messages=len(evicted), error=type(exc).__name__)
             return
-        summary = {"role": self.options.summary_role, "content": f"{SUMMARY_PREFIX} {text}"}
         messages[:] = system + [summary] + pinned + kept_tail
         kept_facts = len(facts) - len(facts_missing_from(facts, text))
         ctx.record(
@@ -237,8 +254,13 @@ class LLMSummary(ctxlife.Strategy):
             except BaseException as exc:  # noqa: BLE001 - handed back to the caller
                 outcome["error"] = exc
 
+        busy = self._running
+        if busy is not None and busy.is_alive():
+            # A summary that timed out earlier is still running: do not pile up blocked threads.
+            raise SummaryFailed("the previous summary has not finished yet (it timed out); truncating instead")
         context = contextvars.copy_context()
         thread = threading.Thread(target=context.run, args=(work,), name="ctxlife-summary", daemon=True)
+        self._running = thread
         thread.start()
         thread.join(self.options.timeout_seconds)
         if thread.is_alive():

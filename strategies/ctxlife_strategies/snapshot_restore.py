@@ -21,7 +21,7 @@ from pydantic import Field, field_validator
 
 import ctxlife
 from ctxlife.events import emit
-from ctxlife.messages import is_summary, is_system, last_user_index, same_messages
+from ctxlife.messages import is_summary, is_system, same_messages
 from ctxlife.sessions import DEFAULT_STORE_URL, SessionStore, Snapshot, open_store
 
 
@@ -78,12 +78,13 @@ class SnapshotRestore(ctxlife.Strategy):
             return  # a new session
         messages = ctx.messages
         current_system = [m for m in messages if is_system(m) and not is_summary(m)]
-        latest = last_user_index(messages)
-        current_user = [messages[latest]] if latest is not None else []
+        # Everything else the run starts with (the new user message, and whatever the caller put
+        # before it) follows the restored conversation.
+        current = [m for m in messages if not is_system(m) or is_summary(m)]
         restored = [m for m in saved if not (is_system(m) and not is_summary(m))]
         if not current_system:  # nothing newer to prefer: keep the saved prompt
             current_system = [m for m in saved if is_system(m) and not is_summary(m)]
-        messages[:] = current_system + restored + tail + current_user
+        messages[:] = current_system + restored + tail + current
         # What came from the store is already in the raw history.
         ctx.state["seen"] = {id(m): m for m in (*restored, *tail)}
         ctx.record("restored", messages=len(restored) + len(tail), from_raw_tail=len(tail))
@@ -92,12 +93,24 @@ class SnapshotRestore(ctxlife.Strategy):
         """Append every message not recorded yet (not system prompts, not summaries) to the raw history."""
         seen: dict[int, dict[str, Any]] = state.get("seen", {})
         new = [m for m in messages if id(m) not in seen and not is_system(m) and not is_summary(m)]
-        if new:
-            self._store.append_raw(session, new)
-            state["raw_length"] += len(new)
         # Remember only what is in the live list now, so memory follows the context, not the session.
         state["seen"] = {id(m): m for m in messages}
         state["view"] = list(messages)
+        self._append(state, session, new)
+
+    def _append(self, state: dict[str, Any], session: str, new: list[dict[str, Any]]) -> None:
+        """Append ``new`` after whatever an earlier failed write left pending; keep it pending on failure.
+
+        A store that is down (Redis restarting, a full disk) must not lose messages: they wait in
+        ``backlog`` (even if a compaction evicts them from the context) until a write succeeds.
+        """
+        batch = [*state.get("backlog", ()), *new]
+        if not batch:
+            return
+        state["backlog"] = batch
+        self._store.append_raw(session, batch)
+        state["backlog"] = []
+        state["raw_length"] = state.get("raw_length", 0) + len(batch)
 
     # -- node 2, last: save after a compaction --------------------------------------------
 
@@ -125,15 +138,18 @@ class SnapshotRestore(ctxlife.Strategy):
         # is what follows our last view of it.
         final = ctx.messages
         new = [m for m in final[len(view):] if not is_system(m) and not is_summary(m)]
-        if new:
-            self._store.append_raw(ctx.session_id, new)
-            ctx.state["raw_length"] = ctx.state.get("raw_length", 0) + len(new)
+        self._append(ctx.state, ctx.session_id, new)
         self._save(ctx, final)
         ctx.state.pop("seen", None)
         ctx.state.pop("view", None)
 
     def _save(self, ctx: ctxlife.HookContext, messages: list[dict[str, Any]]) -> None:
         assert ctx.session_id is not None
+        if ctx.state.get("backlog"):
+            # The raw history must hold everything a snapshot shows first, or a restore would
+            # read the pending messages twice (in the snapshot and in the raw tail after it).
+            ctx.record("skipped", reason="raw_history_pending", pending=len(ctx.state["backlog"]))
+            return
         # Everything in the raw history up to now is reflected in this snapshot.
         snapshot = Snapshot(session_id=ctx.session_id, messages=list(messages), raw_length=ctx.state.get("raw_length", 0))
         self._store.save_snapshot(snapshot)

@@ -58,6 +58,9 @@ log = Logger("ctxlife.sessions")
 
 DEFAULT_PREFIX = "ctxlife:"
 
+#: Seconds to wait on Redis (connect, and each command) unless the URL says otherwise.
+DEFAULT_SOCKET_TIMEOUT = 2.0
+
 _T = TypeVar("_T")
 
 # Delete the lock only if it still holds our token (another worker may own it after expiry).
@@ -138,8 +141,12 @@ class RedisStore(SessionStore):
         self.ttl = ttl
         self._closed = False
         if client is None:
+            # A frozen or partitioned Redis must not block the agent's call forever: default
+            # timeouts, unless the URL sets its own (?socket_timeout=..., ?socket_connect_timeout=...).
+            query = clean_url.partition("?")[2]
+            timeouts = {key: DEFAULT_SOCKET_TIMEOUT for key in ("socket_timeout", "socket_connect_timeout") if f"{key}=" not in query}
             try:
-                client = redis.Redis.from_url(clean_url)
+                client = redis.Redis.from_url(clean_url, **timeouts)
             except (ValueError, TypeError) as exc:
                 raise StoreError(f"invalid redis store URL {self.url!r}: {exc}") from None
             self._owns_client = True

@@ -1,0 +1,755 @@
+"""Fault injection: broken summarizers, failing stores, a Redis server killed and restarted.
+
+For each fault the same four questions (issue 8): does the agent's call proceed; is the error a
+structured event naming strategy, node and cause; is anything already stored lost; do writes resume
+when the store comes back. The faults are real where the machine allows it: a kernel ENOSPC on a
+tiny tmpfs, EROFS on a read-only remount, EFBIG from RLIMIT_FSIZE, ENOTDIR, EPERM under /sys, a
+SIGKILLed and SIGSTOPped redis-server. Tests run as root, so ``chmod`` cannot make a folder
+read-only; a failing writer (a FileStore subclass raising ENOSPC) covers machines without mount
+rights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from reliability_gen import REPO, canon
+
+import ctxlife
+from ctxlife import sessions
+from ctxlife.config import settings_from_dict
+from ctxlife.errors import StoreError
+from ctxlife.host import Host
+from ctxlife.messages import is_summary, is_system, validate
+from ctxlife.sessions.file import FileStore
+from ctxlife.summarizers import register_summarizer, unregister_summarizer
+from ctxlife.testing import synthetic_session
+
+WINDOW = 2000
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def session_messages(calls: int = 40, seed: int = 7) -> list[dict[str, Any]]:
+    return synthetic_session(calls, seed=seed, result_rows=4)
+
+
+def call_points(messages: list[dict[str, Any]]) -> list[int]:
+    """Prefix lengths at which a model was called (right before each assistant message)."""
+    return [i for i, m in enumerate(messages) if m["role"] == "assistant"] + [len(messages)]
+
+
+class Session:
+    """Feeds a recorded conversation into a host call by call, like an agent loop; keeps reports."""
+
+    def __init__(self, host: Host, messages: list[dict[str, Any]]) -> None:
+        self.host = host
+        self.source = messages
+        self.points = call_points(messages)
+        self.live: list[dict[str, Any]] = []
+        self.fed = 0
+        self.seen_by_a_call: list[dict[str, Any]] = []  # messages some model call received
+        self.reports: list[Any] = []
+
+    def step(self) -> Any:
+        point = self.points[len(self.reports)]
+        fresh = self.source[self.fed : point]
+        self.live.extend(fresh)
+        self.fed = point
+        report = self.host.manage(self.live)
+        self.seen_by_a_call.extend(m for m in fresh if not is_system(m) and not is_summary(m))
+        assert validate(self.live) == [], "invalid output after a fault"
+        self.reports.append(report)
+        return report
+
+    def run(self, n: int) -> list[Any]:
+        return [self.step() for _ in range(n)]
+
+    @property
+    def remaining(self) -> int:
+        return len(self.points) - len(self.reports)
+
+
+def summary_settings(store: str, **llm: Any) -> Any:
+    table = {"summarizer": "extractive", "max_summary_tokens": 200, "min_gain_tokens": 50, **llm}
+    return settings_from_dict(
+        {"strategies": ["llm_summary", "snapshot_restore"], "llm_summary": table, "snapshot_restore": {"store": store}}
+    )
+
+
+def raw_ids(store: Any, session: str) -> list[str]:
+    return [canon(m) for m in store.read_raw(session)]
+
+
+def assert_raw_complete(store: Any, session: str, seen: list[dict[str, Any]]) -> None:
+    raw = raw_ids(store, session)
+    expected = [canon(m) for m in seen]
+    missing = [e for e in expected if e not in raw]
+    assert not missing, f"{len(missing)} message(s) a model call saw are not in the raw history"
+    assert raw == expected, "raw history is not every message exactly once, in order"
+
+
+@contextlib.contextmanager
+def registered_summarizer(name: str, factory: Any) -> Iterator[None]:
+    register_summarizer(name, factory, replace=True)
+    try:
+        yield
+    finally:
+        unregister_summarizer(name)
+
+
+@contextlib.contextmanager
+def store_scheme(scheme: str, factory: Any) -> Iterator[None]:
+    sessions.register_store_scheme(scheme, factory, replace=True)
+    try:
+        yield
+    finally:
+        with sessions._factories_lock:
+            sessions._factories.pop(scheme, None)
+
+
+def failure_events(events: list[dict[str, Any]], strategy: str | None = None) -> list[dict[str, Any]]:
+    return [
+        e for e in events if e["event"] == "ctxlife.strategy_failed" and (strategy is None or e["strategy"] == strategy)
+    ]
+
+
+# -- 1. summarizers that raise, hang, or return garbage ---------------------------------------------
+
+
+class Raising:
+    def summarize(self, request: Any) -> str:
+        raise ConnectionError("summarizer backend unreachable")
+
+
+@pytest.mark.parametrize(
+    "kind", ["raises", "hangs", "none", "int", "bytes", "dict", "empty", "blank", "oversized", "larger_than_span"]
+)
+def test_broken_summarizer_falls_back_to_truncation_and_loses_nothing(kind, tmp_path, events):
+    release = threading.Event()
+
+    class Broken:
+        def summarize(self, request: Any) -> Any:
+            if kind == "raises":
+                raise ConnectionError("summarizer backend unreachable")
+            if kind == "hangs":
+                release.wait(30)
+                return "too late"
+            replied = {
+                "none": None,
+                "int": 42,
+                "bytes": b"History summary: bytes",
+                "dict": {"summary": "x"},
+                "empty": "",
+                "blank": " \n\t ",
+                "oversized": "word " * 5000,
+                "larger_than_span": "\n".join(str(m.get("content")) for m in request.messages) * 3,
+            }
+            return replied[kind]
+
+    session = f"f-{kind}"
+    with registered_summarizer("broken", lambda **kw: Broken()):
+        host = Host(
+            summary_settings(
+                f"file://{tmp_path}",
+                summarizer="broken",
+                timeout_seconds=0.5,
+                min_gain_tokens=0,
+                max_summary_tokens=2000,
+            ),
+            context_window=WINDOW,
+            session_id=session,
+        )
+        run = Session(host, session_messages())
+        started = time.perf_counter()
+        slowest = 0.0
+        while run.remaining:
+            t = time.perf_counter()
+            report = run.step()
+            slowest = max(slowest, time.perf_counter() - t)
+            assert report.failures == [], "the strategy must handle its summarizer's failure itself"
+        release.set()
+        fallbacks = [a for r in run.reports for a in r.actions if a.strategy == "llm_summary" and a.what == "truncated"]
+        assert fallbacks, "no compaction was attempted"
+        assert all(a.details["reason"] == "summary_failed" for a in fallbacks)
+        assert not any(is_summary(m) for m in run.live), "a broken summary reached the context"
+        failed = [e for e in events if e["event"] == "ctxlife.summary_failed"]
+        assert len(failed) == len(fallbacks)
+        for e in failed:
+            assert e["log_level"] == "error" and e["strategy"] == "llm_summary" and e["summarizer"] == "broken"
+            assert e["fallback"] == "truncated" and e["evicted_messages"] > 0 and e["session_id"] == session
+        if kind == "hangs":
+            assert "did not answer within 0.5 s" in failed[0]["error"]
+            assert slowest < 3.0, f"a hanging summarizer held the agent's call for {slowest:.1f} s (timeout 0.5 s)"
+        assert_raw_complete(host.store, session, run.seen_by_a_call)
+        assert time.perf_counter() - started < 60
+        host.close()
+
+
+def test_summarizer_that_nests_markers_is_flattened(tmp_path):
+    class Nesting:
+        def summarize(self, request: Any) -> str:
+            return "History summary: History summary: **History summary:** the user asked about ORD-48213."
+
+    with registered_summarizer("nesting", lambda **kw: Nesting()):
+        host = Host(
+            summary_settings(f"file://{tmp_path}", summarizer="nesting"), context_window=WINDOW, session_id="nest"
+        )
+        run = Session(host, session_messages(60))
+        run.run(run.remaining)
+        compactions = [a for r in run.reports for a in r.actions if a.what == "compacted"]
+        assert len(compactions) >= 2  # the running summary folded a previous one at least once
+        summaries = [m for m in run.live if is_summary(m)]
+        assert len(summaries) == 1 and summaries[0]["content"].count("History summary") == 1
+        host.close()
+
+
+def test_hanging_summarizer_releases_the_session_lock(tmp_path):
+    """After a timed-out summary the next compaction in the session is not blocked by a stale lock."""
+    release = threading.Event()
+
+    class Hang:
+        def summarize(self, request: Any) -> str:
+            release.wait(30)
+            return "late"
+
+    with registered_summarizer("hang", lambda **kw: Hang()):
+        host = Host(
+            summary_settings(f"file://{tmp_path}", summarizer="hang", timeout_seconds=0.3, lock_timeout_seconds=0.2),
+            context_window=WINDOW,
+            session_id="lock",
+        )
+        run = Session(host, session_messages(40))
+        run.run(run.remaining)
+        release.set()
+        actions = [a for r in run.reports for a in r.actions if a.strategy == "llm_summary"]
+        assert sum(a.what == "truncated" for a in actions) >= 2
+        assert not [a for a in actions if a.details.get("reason") == "session_locked"]
+        host.close()
+
+
+# -- 2. a store failing on write --------------------------------------------------------------------
+
+
+class FlakyFileStore(FileStore):
+    """A file store whose writes fail with ENOSPC while ``broken`` is set (a failing writer)."""
+
+    broken = False
+
+    def _fail(self) -> None:
+        if FlakyFileStore.broken:
+            raise StoreError(f"cannot write to {self.directory}: {os.strerror(errno.ENOSPC)}")
+
+    def append_raw(self, session_id: str, messages: list[dict[str, Any]]) -> None:
+        self._fail()
+        super().append_raw(session_id, messages)
+
+    def save_snapshot(self, snapshot: Any) -> None:
+        self._fail()
+        super().save_snapshot(snapshot)
+
+    def put_blob(self, session_id: str, key: str, text: str) -> None:
+        self._fail()
+        super().put_blob(session_id, key, text)
+
+
+@pytest.fixture
+def flaky_store(tmp_path: Path) -> Iterator[str]:
+    FlakyFileStore.broken = False
+    with store_scheme("reliability-flaky", lambda url: FlakyFileStore(url.split("://", 1)[1])):
+        yield f"reliability-flaky://{tmp_path / 'sessions'}"
+    FlakyFileStore.broken = False
+
+
+def outage(run: Session, breaks: Any, heals: Any, *, before: int = 12, during: int = 8) -> dict[str, Any]:
+    """Run ``before`` calls, break the store, run ``during`` calls, heal it, run the rest."""
+    run.run(before)
+    stored_before = raw_ids(run.host.store, run.host.session_id)
+    snapshot_before = run.host.store.load_snapshot(run.host.session_id)
+    breaks()
+    during_reports = run.run(during)
+    heals()
+    after_reports = run.run(run.remaining)
+    return {
+        "stored_before": stored_before,
+        "snapshot_before": snapshot_before,
+        "during": during_reports,
+        "after": after_reports,
+    }
+
+
+def check_outage(run: Session, result: dict[str, Any], events: list[dict[str, Any]], cause: str) -> None:
+    host, session = run.host, run.host.session_id
+    # The agent's calls proceeded and the failure was isolated and reported.
+    failed = [f for r in result["during"] for f in r.failures]
+    assert failed, "the store fault was not reported"
+    assert {f.strategy for f in failed} <= {"snapshot_restore", "llm_summary", "tool_output"}
+    evs = [e for e in failure_events(events) if cause in e["error"]]
+    assert evs, f"no ctxlife.strategy_failed event naming the cause {cause!r}"
+    for e in evs:
+        assert e["log_level"] == "error" and e["node"] == "before_llm_call" and e["session_id"] == session
+        assert e["error"].startswith("StoreError: ")
+    # Nothing already stored was lost.
+    raw = raw_ids(host.store, session)
+    assert raw[: len(result["stored_before"])] == result["stored_before"], "records stored before the fault changed"
+    snap = host.store.load_snapshot(session)
+    assert snap is not None and (
+        result["snapshot_before"] is None or snap.updated_at >= result["snapshot_before"].updated_at
+    )
+    # Writes resumed: the calls after the fault are in the raw history and produced no failures.
+    assert all(r.failures == [] for r in result["after"]), [r.failures for r in result["after"]]
+    last_call = [canon(m) for m in run.seen_by_a_call[-3:]]
+    assert raw[-3:] == last_call, "writes did not resume after the store came back"
+
+
+def test_failing_writer_call_proceeds_and_writes_resume(flaky_store, events):
+    host = Host(summary_settings(flaky_store), context_window=WINDOW, session_id="enospc")
+    run = Session(host, session_messages(60))
+    result = outage(
+        run, lambda: setattr(FlakyFileStore, "broken", True), lambda: setattr(FlakyFileStore, "broken", False)
+    )
+    check_outage(run, result, events, "No space left on device")
+    host.close()
+
+
+def test_failing_writer_loses_nothing(flaky_store):
+    host = Host(summary_settings(flaky_store), context_window=WINDOW, session_id="enospc-loss")
+    run = Session(host, session_messages(60))
+    outage(run, lambda: setattr(FlakyFileStore, "broken", True), lambda: setattr(FlakyFileStore, "broken", False))
+    assert_raw_complete(host.store, "enospc-loss", run.seen_by_a_call)
+    host.close()
+
+
+def test_session_folder_replaced_by_a_file(tmp_path, events):
+    """ENOTDIR from the kernel: the session folder's parent is a regular file during the outage."""
+    parent = tmp_path / "data"
+    store = f"file://{parent / 'sessions'}"
+    host = Host(summary_settings(store), context_window=WINDOW, session_id="enotdir")
+    run = Session(host, session_messages(60))
+    moved = tmp_path / "data-moved"
+
+    def breaks() -> None:
+        parent.rename(moved)
+        parent.write_text("not a folder")
+
+    def heals() -> None:
+        parent.unlink()
+        moved.rename(parent)
+
+    result = outage(run, breaks, heals)
+    check_outage(run, result, events, "Not a directory")
+    host.close()
+
+
+def test_unwritable_system_folder(events):
+    """/sys refuses mkdir even to root (EPERM, or EROFS where it is mounted read-only): every call
+    proceeds, every failure is an event."""
+    if not Path("/sys").is_dir():
+        pytest.skip("no /sys on this machine")
+    target = Path("/sys") / f"ctxlife-reliability-{uuid.uuid4().hex[:8]}" / "sessions"
+    host = Host(summary_settings(f"file://{target}"), context_window=WINDOW, session_id="eperm")
+    run = Session(host, session_messages(30))
+    reports = run.run(run.remaining)
+    assert all("snapshot_restore" in [f.strategy for f in r.failures] for r in reports)
+    evs = failure_events(events, "snapshot_restore")
+    refused = (
+        "Operation not permitted",
+        "Read-only file system",
+        "Permission denied",
+    )  # sysfs: EPERM; some containers: EROFS
+    assert evs and all(
+        "cannot create session folder" in e["error"] and any(r in e["error"] for r in refused) for e in evs
+    )
+    assert not target.parent.exists()
+    host.close()
+
+
+# -- real "disk full" and "read-only": a tiny tmpfs (needs mount rights) ---------------------------------
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=96k,mode=0700", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(
+            f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}); the failing-writer and RLIMIT_FSIZE tests cover disk full"
+        )
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=False)
+
+
+def _remount(mount: Path, options: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{options}", str(mount)], check=True, capture_output=True)
+
+
+def test_disk_full_on_a_tiny_tmpfs_then_grown(tiny_tmpfs, events):
+    host = Host(summary_settings(f"file://{tiny_tmpfs / 'sessions'}"), context_window=WINDOW, session_id="full")
+    run = Session(host, session_messages(200))
+    run.run(4)
+    filler = tiny_tmpfs / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)  # take what is left, as another process would
+    try:
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, b"x" * 4096)
+    finally:
+        os.close(fd)
+    result = outage(run, lambda: None, lambda: _remount(tiny_tmpfs, "size=64m"), before=0, during=8)
+    check_outage(run, result, events, "No space left on device")
+    # The raw file is still whole JSON Lines: the failed batches were cut back (all-or-nothing).
+    text = (tiny_tmpfs / "sessions" / "full_raw.jsonl").read_bytes()
+    assert text.endswith(b"\n") and all(json.loads(line) for line in text.splitlines())
+    host.close()
+
+
+def test_read_only_remount_then_writable(tiny_tmpfs, events):
+    host = Host(summary_settings(f"file://{tiny_tmpfs / 'sessions'}"), context_window=WINDOW, session_id="rofs")
+    run = Session(host, session_messages(60))
+    result = outage(run, lambda: _remount(tiny_tmpfs, "ro"), lambda: _remount(tiny_tmpfs, "rw"))
+    check_outage(run, result, events, "Read-only file system")
+    host.close()
+
+
+# -- EFBIG from RLIMIT_FSIZE, in a child process -------------------------------------------------------
+
+_FSIZE_CHILD = textwrap.dedent(
+    """
+    import json, resource, signal, sys
+    from structlog.testing import capture_logs
+    sys.path.insert(0, sys.argv[3])
+    from test_faults import Session, session_messages, summary_settings, raw_ids
+    from ctxlife.host import Host
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # get EFBIG instead of being killed
+    store, headroom = sys.argv[1], int(sys.argv[2])
+    host = Host(summary_settings(store), context_window=2000, session_id="efbig")
+    run = Session(host, session_messages(60))
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    with capture_logs() as events:
+        run.run(6)
+        before = raw_ids(host.store, "efbig")
+        raw_file = host.store.directory / "efbig_raw.jsonl"
+        resource.setrlimit(resource.RLIMIT_FSIZE, (raw_file.stat().st_size + headroom, hard))
+        during = run.run(8)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        after = run.run(run.remaining)
+    raw = raw_ids(host.store, "efbig")
+    print(json.dumps({
+        "failures": [[f.strategy, f.error] for r in during for f in r.failures],
+        "after_failures": [[f.strategy, f.error] for r in after for f in r.failures],
+        "prefix_kept": raw[: len(before)] == before,
+        "resumed": raw[-2:] == [json.dumps(m, sort_keys=True, ensure_ascii=True) for m in run.seen_by_a_call[-2:]],
+        "events": [e["event"] for e in events if e["log_level"] == "error"],
+    }))
+    """
+)
+
+
+def test_file_size_limit_efbig_in_a_child_process(tmp_path):
+    store = f"file://{tmp_path / 'sessions'}"
+    # Small enough that the raw file crosses it during the outage, large enough for the first calls.
+    child = subprocess.run(
+        [sys.executable, "-c", _FSIZE_CHILD, store, "1500", str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    out = json.loads(child.stdout.strip().splitlines()[-1])
+    assert out["failures"], "RLIMIT_FSIZE produced no failure"
+    assert all("File too large" in error for _, error in out["failures"]), out["failures"]
+    assert "ctxlife.strategy_failed" in out["events"]
+    assert out["prefix_kept"] and out["resumed"] and out["after_failures"] == []
+
+
+# -- 3. Redis killed in the middle of a session, and restarted ------------------------------------------
+
+
+def test_redis_killed_mid_session_and_restarted(redis_server, events):
+    server = redis_server()
+    url = server.url(query="prefix=rel:")
+    host = Host(summary_settings(url, lock_timeout_seconds=0.5), context_window=WINDOW, session_id="fleet-1")
+    run = Session(host, session_messages(80))
+    slowest: list[float] = []
+
+    def timed_kill() -> None:
+        server.kill()
+
+    result = outage(run, timed_kill, server.start, before=15, during=10)
+    for r in result["during"]:
+        slowest.append(r.duration_ms)
+    check_outage(run, result, events, "Connection refused")
+    assert max(slowest) < 2000, f"a call during the outage took {max(slowest):.0f} ms"
+    # The server restarted from its AOF: the snapshot and raw history from before the kill are there.
+    assert host.store.load_snapshot("fleet-1") is not None
+    host.close()
+
+
+def test_redis_killed_mid_session_loses_nothing(redis_server):
+    server = redis_server()
+    host = Host(
+        summary_settings(server.url(query="prefix=rel:"), lock_timeout_seconds=0.5),
+        context_window=WINDOW,
+        session_id="fleet-2",
+    )
+    run = Session(host, session_messages(80))
+    outage(run, server.kill, server.start, before=15, during=10)
+    assert_raw_complete(host.store, "fleet-2", run.seen_by_a_call)
+    host.close()
+
+
+def test_frozen_redis_with_a_socket_timeout_in_the_url_fails_fast(redis_server, events):
+    """A SIGSTOPped server (a network partition) with ?socket_timeout=1: calls proceed after ~1 s."""
+    server = redis_server()
+    host = Host(
+        summary_settings(server.url(query="prefix=rel:&socket_timeout=1"), lock_timeout_seconds=0.5),
+        context_window=WINDOW,
+        session_id="frozen",
+    )
+    run = Session(host, session_messages(40))
+    run.run(5)
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        started = time.perf_counter()
+        report = run.step()
+        took = time.perf_counter() - started
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+    assert report.failures and report.failures[0].strategy == "snapshot_restore"
+    assert "Timeout" in report.failures[0].error or "timed out" in report.failures[0].error
+    assert took < 10, f"the agent's call waited {took:.1f} s"
+    run.run(run.remaining)
+    host.close()
+
+
+def test_frozen_redis_without_a_timeout_does_not_hang_the_agent(redis_server):
+    server = redis_server()
+    host = Host(
+        summary_settings(server.url(query="prefix=rel:"), lock_timeout_seconds=0.5),
+        context_window=WINDOW,
+        session_id="frozen-2",
+    )
+    run = Session(host, session_messages(40))
+    run.run(5)
+    done = threading.Event()
+
+    def call() -> None:
+        with contextlib.suppress(Exception):
+            run.step()
+        done.set()
+
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        threading.Thread(target=call, daemon=True).start()
+        finished = done.wait(5)
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+    done.wait(10)
+    host.close()
+    assert finished, "the agent's call was still blocked on a frozen Redis after 5 s"
+
+
+def test_redis_down_when_the_host_starts(events):
+    """The store is opened when the strategy is built: an unreachable Redis is a clear StoreError at
+    wrap()/manage()/Host() time (documented as a gap: the agent does not start)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"redis://:hunter2@127.0.0.1:{port}/0"
+    with pytest.raises(StoreError) as info:
+        Host(summary_settings(url), context_window=WINDOW, session_id="down")
+    message = str(info.value)
+    assert message.startswith(f"redis store redis://:***@127.0.0.1:{port}/0: connect failed: ")
+    assert "Connection refused" in message and "hunter2" not in message
+    with pytest.raises(StoreError):
+        ctxlife.manage(
+            [{"role": "user", "content": "hi"}], config=summary_settings(url), context_window=WINDOW, session_id="down"
+        )
+
+
+# -- 4. strategies that raise or break the sequence, at every node ---------------------------------------
+
+
+class Saboteur:
+    """A third-party plugin that raises at every node, or leaves an invalid list."""
+
+    name = "saboteur"
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    def _boom(self, ctx: Any) -> None:
+        raise RuntimeError(f"saboteur at {ctx.node}")
+
+    @ctxlife.hookimpl
+    def ctxlife_bootstrap(self, ctx: Any) -> None:
+        ctx.blocks.append("SABOTAGE")
+        self._boom(ctx)
+
+    @ctxlife.hookimpl
+    def ctxlife_before_llm_call(self, ctx: Any) -> None:
+        if self.mode == "invalid":
+            ctx.messages.append({"role": "tool", "tool_call_id": "x", "content": "orphan"})
+            return
+        ctx.messages.clear()
+        self._boom(ctx)
+
+    @ctxlife.hookimpl
+    def ctxlife_before_tool_call(self, ctx: Any) -> None:
+        ctx.tool_input["injected"] = True
+        self._boom(ctx)
+
+    @ctxlife.hookimpl
+    def ctxlife_after_tool_call(self, ctx: Any) -> None:
+        ctx.result = "sabotaged"
+        self._boom(ctx)
+
+    @ctxlife.hookimpl
+    def ctxlife_task_start(self, ctx: Any) -> None:
+        ctx.context_text = "sabotaged"
+        self._boom(ctx)
+
+    @ctxlife.hookimpl
+    def ctxlife_task_end(self, ctx: Any) -> None:
+        ctx.output = "sabotaged"
+        self._boom(ctx)
+
+
+def test_a_raising_plugin_is_rolled_back_at_every_node_and_the_others_still_run(tmp_path, events):
+    from ctxlife.contexts import TaskContext, ToolCallContext
+
+    settings = settings_from_dict(
+        {
+            "strategies": ["truncate_last_n", "tool_output"],
+            "tool_output": {"max_tokens": 100, "store_dir": str(tmp_path)},
+        }
+    )
+    host = Host(settings, context_window=WINDOW, plugins=[Saboteur("raise")])
+    messages = session_messages(30)
+    original = list(messages)
+    report = host.manage(messages)
+    assert [f.node for f in report.failures] == ["before_llm_call"] and report.acted == ["truncate_last_n"]
+    assert messages and "SABOTAGE" not in json.dumps(messages)
+    tool = ToolCallContext(tool_name="search", tool_input={"q": 1})
+    assert host.before_tool_call(tool).failures and tool.tool_input == {"q": 1}
+    tool.result = tool.raw_result = "x " * 3000
+    after = host.after_tool_call(tool)
+    assert after.failures and after.acted == ["tool_output"] and tool.result != "sabotaged"
+    start = TaskContext(task_name="t", context_text="earlier output")
+    assert host.task_start(start).failures and start.context_text == "earlier output"
+    end = TaskContext(task_name="t", output="final")
+    assert host.task_end(end).failures and end.output == "final"
+    nodes = {e["node"] for e in failure_events(events, "saboteur")}
+    assert nodes == {"bootstrap", "before_llm_call", "before_tool_call", "after_tool_call", "task_start", "task_end"}
+    assert all(e["error"].startswith("RuntimeError: saboteur at ") for e in failure_events(events, "saboteur"))
+    assert original[-1] is messages[-1]
+    host.close()
+
+
+def test_a_plugin_leaving_an_invalid_sequence_is_rolled_back(events):
+    host = Host(settings_from_dict({"strategies": []}), context_window=WINDOW, plugins=[Saboteur("invalid")])
+    messages = session_messages(10)
+    original = list(messages)
+    report = host.manage(messages)
+    assert messages == original and report.failures[0].strategy == "saboteur"
+    event = next(e for e in events if e["event"] == "ctxlife.invalid_sequence")
+    assert (
+        event["problem"].startswith("left an invalid message list: message ")
+        and "orphan_tool_result" in event["problem"]
+    )
+    host.close()
+
+
+# -- 5. corrupt records in the store ----------------------------------------------------------------------
+
+
+def test_corrupt_snapshot_and_torn_raw_line(tmp_path, events):
+    store = f"file://{tmp_path}"
+    first = Host(summary_settings(store), context_window=WINDOW, session_id="corrupt")
+    run = Session(first, session_messages(40))
+    run.run(run.remaining)
+    stored = raw_ids(first.store, "corrupt")
+    assert first.store.load_snapshot("corrupt") is not None
+    first.close()
+    (tmp_path / "corrupt_ctx.json").write_text('{"format_version": 1, "messages": [')
+    with open(tmp_path / "corrupt_raw.jsonl", "ab") as f:
+        f.write(b'{"role": "assistant", "content": "torn')
+    second = Host(summary_settings(store), context_window=WINDOW, session_id="corrupt")
+    live = [{"role": "system", "content": "sys"}, {"role": "user", "content": "after the crash"}]
+    report = second.manage(live)
+    assert [f.strategy for f in report.failures] == ["snapshot_restore"]
+    assert "is not valid JSON" in report.failures[0].error and "the record is corrupt" in report.failures[0].error
+    assert live[-1]["content"] == "after the crash"  # the call proceeds
+    assert raw_ids(second.store, "corrupt") == stored  # the torn line is skipped, nothing else changes
+    assert any(e["event"] == "raw_torn_record_skipped" for e in events)
+    second.close()
+
+
+def test_compaction_continues_while_the_store_is_down(tmp_path):
+    parent = tmp_path / "data"
+    host = Host(summary_settings(f"file://{parent / 'sessions'}"), context_window=WINDOW, session_id="nolock")
+    run = Session(host, session_messages(80))
+    run.run(10)
+    parent.rename(tmp_path / "moved")
+    parent.write_text("not a folder")  # the store is down from here on
+    reports = run.run(25)
+    # The same session on a healthy store: compaction must not depend on the store being up.
+    healthy = Host(summary_settings(f"file://{tmp_path / 'healthy'}"), context_window=WINDOW, session_id="nolock")
+    control = Session(healthy, session_messages(80))
+    control.run(10)
+    expected = control.run(25)
+    assert [r.tokens_after for r in reports] == [r.tokens_after for r in expected]
+    assert sum(a.what == "compacted" for r in reports for a in r.actions) > 0
+
+
+def test_a_hung_summarizer_does_not_pile_up_threads(tmp_path):
+    release = threading.Event()
+
+    class Hung:
+        def summarize(self, request: Any) -> str:
+            release.wait(60)
+            return "late"
+
+    with registered_summarizer("hung", lambda **kw: Hung()):
+        host = Host(
+            summary_settings(f"file://{tmp_path}", summarizer="hung", timeout_seconds=0.1, min_gain_tokens=0),
+            context_window=WINDOW,
+            session_id="threads",
+        )
+        run = Session(host, session_messages(60))
+        try:
+            run.run(run.remaining)
+            attempts = sum(a.what == "truncated" for r in run.reports for a in r.actions)
+            alive = sum(t.name == "ctxlife-summary" and t.is_alive() for t in threading.enumerate())
+        finally:
+            release.set()
+            host.close()
+        assert attempts >= 3
+        assert alive <= 1, f"{alive} summary threads still blocked after {attempts} timed-out summaries"
