@@ -341,6 +341,7 @@ class Host:
             self._task_started.discard(task_key)
             counter = ctx.tokens
             assert counter is not None
+            counter.new_generation()
             tokens_before = counter.count_messages(messages)
             before = list(messages)  # to tell whether anything changed (then tokens_after = tokens_before)
             ctx._count_memo = (before, tokens_before)

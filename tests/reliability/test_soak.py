@@ -246,12 +246,6 @@ def test_soak_per_call_time_is_flat(soak):
     assert soak["total_s"] < 240
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: TokenCounter keeps every message dict and every content string it ever counted (up to "
-    "100,000 entries each, src/ctxlife/tokens.py _CACHE_LIMIT), so a long session's memory grows with its "
-    "length, not with its context (docs/reliability.md, bug 4)",
-)
 def test_soak_memory_is_flat(soak):
     """Flat: the second half of the session adds (almost) nothing, and 10k calls cost < 25% more than 1k."""
     one_k, half, end = soak["marks"]["1000"], soak["marks"][str(CALLS // 2)], soak["marks"][str(CALLS)]
