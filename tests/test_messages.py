@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from ctxlife.errors import InvalidMessagesError
-from ctxlife.messages import Unit, check_shape, is_summary, round_starts, split_units, validate
+from ctxlife.messages import Unit, check_shape, current_turn_index, is_summary, round_starts, split_units, validate
 from ctxlife.testing import assistant, system, tool_call, tool_result, user
 
 
@@ -59,3 +59,11 @@ def test_summary_messages_are_recognised_by_their_prefix():
 def test_check_shape_names_the_bad_element(bad, fragment):
     with pytest.raises(InvalidMessagesError, match=pytest.importorskip("re").escape(fragment)):
         check_shape(bad)
+
+
+def test_the_current_turn_is_the_last_user_message_that_is_not_a_repeated_prompt():
+    prompt = "Analyze the tool result. If requirements are met, provide the Final Answer."
+    messages = [system("s"), user("first task"), assistant("a"), user("what about NO6JO3?"), assistant("step"), user(prompt), assistant("step"), user(prompt)]
+    assert current_turn_index(messages) == 3
+    assert current_turn_index([user("yes"), assistant("a"), user("yes")]) == 2  # all repeat: the last
+    assert current_turn_index([system("s")]) is None

@@ -98,6 +98,27 @@ def last_user_index(messages: Sequence[Message]) -> int | None:
     return None
 
 
+def current_turn_index(messages: Sequence[Message]) -> int | None:
+    """Index of the user message being worked on: the last one that is not a repeated prompt.
+
+    Frameworks add boilerplate user messages inside a turn (CrewAI's ReAct mode appends
+    "Analyze the tool result..." after every tool step). A user message whose exact text
+    occurs more than once is such a prompt; the question is the last user message that does
+    not repeat (the last user message if every one repeats).
+    """
+    users = [(i, m.get("content")) for i, m in enumerate(messages) if role(m) == "user"]
+    if not users:
+        return None
+    counts: dict[Any, int] = {}
+    for _, content in users:
+        key = content if isinstance(content, str) else id(content)
+        counts[key] = counts.get(key, 0) + 1
+    for i, content in reversed(users):
+        if counts[content if isinstance(content, str) else id(content)] == 1:
+            return i
+    return users[-1][0]
+
+
 def is_system(message: Message) -> bool:
     return role(message) == "system"
 

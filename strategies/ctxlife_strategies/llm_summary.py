@@ -23,7 +23,7 @@ from pydantic import Field, model_validator
 import ctxlife
 from ctxlife.events import emit
 from ctxlife.facts import KIND_PRIORITY, Fact, extract_facts, facts_missing_from, format_fact_list
-from ctxlife.messages import SUMMARY_PREFIX, is_summary, is_system, split_units
+from ctxlife.messages import SUMMARY_PREFIX, current_turn_index, is_summary, is_system, split_units
 from ctxlife.summarizers import LLMSummarizer, Summarizer, SummaryRequest, get_summarizer, strip_summary_marker
 
 
@@ -155,6 +155,7 @@ class LLMSummary(ctxlife.Strategy):
         pinned = [rest[starts[0]]] if self.options.pin_first_user and starts else []
         first = starts[0] + 1 if pinned else 0
         latest_user = starts[-1] if starts else None
+        turn = current_turn_index(rest)  # the question being worked on (not a repeated framework prompt)
         # Where the evicted span may end: at a round start, keeping the last keep_rounds rounds;
         # failing that, at a unit boundary inside them, keeping the last keep_units units.
         keep = self.options.keep_rounds
@@ -171,10 +172,12 @@ class LLMSummary(ctxlife.Strategy):
             ctx.record("skipped", reason="nothing_to_evict")
             return
 
+        kept_users = sorted({i for i in (turn, latest_user) if i is not None})
+
         def tail_for(cut: int) -> list[dict[str, Any]]:
-            # The latest user message always stays, even when its round's steps are summarized.
-            keep_user = [rest[latest_user]] if latest_user is not None and first <= latest_user < cut else []
-            return keep_user + rest[cut:]
+            # The question and the latest user message always stay, even when their round's steps
+            # are summarized.
+            return [rest[i] for i in kept_users if first <= i < cut] + rest[cut:]
 
         target_tokens = int(self.options.target * ctx.context_window)
         fixed = tokens.count_messages(system) + tokens.count_messages(pinned) - 3
@@ -184,7 +187,7 @@ class LLMSummary(ctxlife.Strategy):
                 cut = candidate
                 break
         kept_tail = tail_for(cut)
-        evicted = [m for i, m in enumerate(rest[first:cut], first) if i != latest_user]
+        evicted = [m for i, m in enumerate(rest[first:cut], first) if i not in kept_users]
         if not evicted:
             ctx.record("skipped", reason="nothing_to_evict")
             return

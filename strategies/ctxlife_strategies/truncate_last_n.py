@@ -2,8 +2,9 @@
 
 A round is a user message and everything after it up to the next user message,
 so a cut never separates a tool call from its result. The first user message
-(under CrewAI: the task itself) is pinned by default, so the agent never loses
-what it was asked to do.
+(under CrewAI: the task itself) is pinned by default, and the question being worked
+on (the last user message that is not a repeated framework prompt such as CrewAI's
+"Analyze the tool result...") always stays, so the agent never loses what it was asked.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pydantic import Field
 
 import ctxlife
-from ctxlife.messages import is_system, round_starts
+from ctxlife.messages import current_turn_index, is_system, round_starts
 
 
 class TruncateLastN(ctxlife.Strategy):
@@ -37,8 +38,10 @@ class TruncateLastN(ctxlife.Strategy):
         if self.options.only_above_threshold and ctx.count() <= ctx.budget:
             return
         cut = starts[-self.options.rounds]
-        pinned = starts[0] if self.options.pin_first_user else -1
-        head = [m for i, m in enumerate(messages[:cut]) if is_system(m) or i == pinned]
+        # The task (first user message) and the question being worked on always stay.
+        pinned = {starts[0]} if self.options.pin_first_user else set()
+        pinned.add(current_turn_index(messages))
+        head = [m for i, m in enumerate(messages[:cut]) if is_system(m) or i in pinned]
         removed = cut - len(head)
         if removed == 0:
             return

@@ -540,13 +540,6 @@ def test_lone_surrogates_and_control_characters_round_trip(tmp_path, stats):
 # -- 6. known gaps, as failing properties ---------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: in ReAct mode CrewAI appends a user message ('Analyze the tool result...') after every tool "
-    "step, and messages.round_starts counts it as a round, so truncate_last_n keeps the last N *tool steps* "
-    "and drops the user's current question once it is not the first user message (a restored or multi-turn "
-    "session). See docs/reliability.md, bug 10.",
-)
 def test_react_current_question_survives_truncation(stats):
     @examples(30)
     @given(
