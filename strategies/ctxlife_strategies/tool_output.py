@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import re
+import tempfile
 import threading
 import unicodedata
 from collections.abc import Callable
@@ -604,8 +605,10 @@ def _meta(text: str | None) -> dict[str, Any]:
 
 def _write_private(path: Path, data: bytes) -> None:
     """Write a file readable by its owner only, atomically."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # mkstemp opens a fresh random name with O_EXCL (mode 0600): a symlink planted in the folder
+    # can never redirect the write.
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(name)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

@@ -279,13 +279,6 @@ def test_planted_symlinks_are_never_followed(tmp_path):
     store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug (hardening): tool_output's workspace writer opens a predictable temp name "
-    "'.{name}.{pid}.{thread}.tmp' with O_CREAT|O_TRUNC and follows a symlink planted there, "
-    "so whoever can write to store_dir can make it clobber any file the agent can write "
-    "(docs/reliability.md, bug 7)",
-)
 def test_tool_output_workspace_writer_does_not_follow_planted_symlinks(tmp_path):
     import threading
 
