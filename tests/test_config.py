@@ -116,3 +116,12 @@ def test_config_files_are_read_never_executed(tmp_path):
     path = write(tmp_path, f'model = "__import__(\'os\').system(\'touch {marker}\')"\n')
     settings = load_settings(path)
     assert settings.model.startswith("__import__") and not marker.exists()
+
+
+def test_a_bad_environment_value_names_its_variable(monkeypatch):
+    monkeypatch.setenv("CTXLIFE_TRUNCATE_LAST_N__ROUNDS", "many")
+    with pytest.raises(StrategyOptionsError, match="option 'rounds' \\(from the environment variable CTXLIFE_TRUNCATE_LAST_N__ROUNDS\\)"):
+        settings_from_dict({})
+    monkeypatch.setenv("CTXLIFE_THRESHOLD", "high")
+    with pytest.raises(ConfigError, match="setting 'threshold' \\(from the environment variable CTXLIFE_THRESHOLD\\)"):
+        settings_from_dict({})

@@ -175,11 +175,13 @@ def _explain_option_errors(strategy: str, exc: ValidationError, where: str) -> s
     lines = []
     for error in exc.errors():
         key = ".".join(str(p) for p in error["loc"]) or "(table)"
+        variable = f"{ENV_PREFIX}{strategy.upper()}__{str(error['loc'][0]).upper()}" if error["loc"] else ""
+        source = f" (from the environment variable {variable})" if variable in os.environ else where
         if error["type"] == "extra_forbidden":
-            lines.append(f"strategy {strategy!r} has no option {key!r}{where}")
+            lines.append(f"strategy {strategy!r} has no option {key!r}{source}")
         else:
             lines.append(
-                f"strategy {strategy!r} option {key!r}{where}: {error['msg']} (got {error.get('input')!r})"
+                f"strategy {strategy!r} option {key!r}{source}: {error['msg']} (got {error.get('input')!r})"
             )
     return "; ".join(lines)
 
@@ -188,7 +190,9 @@ def _explain_settings_errors(exc: ValidationError, where: str) -> str:
     lines = []
     for error in exc.errors():
         key = ".".join(str(p) for p in error["loc"]) or "(top level)"
-        lines.append(f"setting {key!r}{where}: {error['msg']} (got {error.get('input')!r})")
+        variable = ENV_PREFIX + str(error["loc"][0]).upper() if error["loc"] else ""
+        source = f" (from the environment variable {variable})" if variable in os.environ else where
+        lines.append(f"setting {key!r}{source}: {error['msg']} (got {error.get('input')!r})")
     return "; ".join(lines)
 
 

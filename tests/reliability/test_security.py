@@ -762,11 +762,6 @@ def test_config_values_that_look_like_code_are_only_data(tmp_path, monkeypatch):
     assert not marker.exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a bad CTXLIFE_* value is reported as coming from '(in built-in defaults)' (or from the config "
-    "file), not from the environment variable that set it (docs/reliability.md, bug 12)",
-)
 def test_a_bad_environment_value_names_the_variable(monkeypatch):
     monkeypatch.setenv("CTXLIFE_THRESHOLD", "__import__('os')")
     with pytest.raises(ConfigError, match="CTXLIFE_THRESHOLD"):
