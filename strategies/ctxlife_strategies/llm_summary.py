@@ -220,7 +220,12 @@ class LLMSummary(ctxlife.Strategy):
             if tokens.count_message(summary) >= replaced_tokens:
                 raise SummaryFailed(f"summary of {size} tokens is not smaller than the {replaced_tokens} tokens it replaces")
         except Exception as exc:  # noqa: BLE001 - any failure falls back to truncation, loudly
+            original = list(messages)
             messages[:] = system + previous + pinned + kept_tail
+            if ctx.count() >= tokens_before:
+                messages[:] = original  # truncating this span would not help either
+                ctx.record("skipped", reason="summary_failed_no_gain", error=type(exc).__name__)
+                return
             emit(
                 "error",
                 "ctxlife.summary_failed",
@@ -233,13 +238,21 @@ class LLMSummary(ctxlife.Strategy):
             )
             ctx.record("truncated", reason="summary_failed", summarizer=name, evicted_messages=len(evicted), error=type(exc).__name__)
             return
+        original = list(messages)
         messages[:] = system + [summary] + pinned + kept_tail
+        tokens_after = ctx.count()
+        if tokens_after >= tokens_before:
+            # Whole-list accounting can disagree with the span's (reordered turns, overheads):
+            # a compaction must make the context smaller, or it is not done.
+            messages[:] = original
+            ctx.record("skipped", reason="no_gain", tokens=tokens_before)
+            return
         kept_facts = len(facts) - len(facts_missing_from(facts, text))
         ctx.record(
             "compacted",
             summarizer=name,
             tokens_before=tokens_before,
-            tokens_after=ctx.count(),
+            tokens_after=tokens_after,
             evicted_messages=len(evicted),
             summary_tokens=tokens.count_text(summary["content"]),
             facts_found=len(facts),

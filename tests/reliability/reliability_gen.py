@@ -309,16 +309,17 @@ def check_call(
 
 
 def _protected_tokens(base: list[dict[str, Any]], counter: Any, keep_units: int) -> int:
-    """Tokens llm_summary can never evict: system prompts, the first and the latest user message,
-    the last ``keep_units`` units of the conversation (see strategies/ctxlife_strategies/llm_summary.py)."""
-    from ctxlife.messages import split_units
+    """Tokens llm_summary can never evict: system prompts, the first and the latest user message, the
+    question being worked on, the last ``keep_units`` units (see strategies/ctxlife_strategies/llm_summary.py)."""
+    from ctxlife.messages import current_turn_index, split_units
 
     system = [m for m in base if is_system(m) and not is_summary(m)]
     rest = [m for m in base if not is_system(m) and not is_summary(m)]
     users = [k for k, m in enumerate(rest) if m.get("role") == "user"]
     units = split_units(rest)
     tail_start = units[-keep_units].start if len(units) >= keep_units else 0
-    keep = set(range(tail_start, len(rest))) | ({users[0], users[-1]} if users else set())
+    turn = current_turn_index(rest)
+    keep = set(range(tail_start, len(rest))) | ({users[0], users[-1]} if users else set()) | ({turn} if turn is not None else set())
     return counter.count_messages(system + [rest[k] for k in sorted(keep)])
 
 

@@ -50,7 +50,7 @@ import ctxlife
 from ctxlife.config import read_toml, settings_from_dict
 from ctxlife.contexts import TaskContext, ToolCallContext
 from ctxlife.host import Host
-from ctxlife.messages import is_summary, is_system, round_starts, validate
+from ctxlife.messages import current_turn_index, is_summary, is_system, round_starts, validate
 from ctxlife.sessions import open_store
 
 WINDOWS = st.sampled_from([400, 1000, 2000, 4000, 12000])
@@ -484,7 +484,8 @@ def test_task_scope_stays_within_its_budget(stats):
 
 
 def test_truncate_last_n_keeps_exactly_system_first_user_and_last_rounds(stats):
-    """A model of truncate_last_n: system messages + the first user message + the last N rounds, in order."""
+    """A model of truncate_last_n: system messages + the first user message + the question being worked
+    on + the last N rounds, in order."""
 
     @examples(60)
     @given(system=system_prompts(), script=scripts(max_turns=8), rounds=st.integers(1, 4), pin=st.booleans())
@@ -504,7 +505,8 @@ def test_truncate_last_n_keeps_exactly_system_first_user_and_last_rounds(stats):
             expected = before
         else:
             cut = starts[-rounds]
-            expected = [m for i, m in enumerate(before) if is_system(m) or i >= cut or (pin and i == starts[0])]
+            turn = current_turn_index(before)  # the question being worked on always stays
+            expected = [m for i, m in enumerate(before) if is_system(m) or i >= cut or (pin and i == starts[0]) or i == turn]
         assert [id(m) for m in messages] == [id(m) for m in expected]
         checks.hit("truncate_model")
         host.close()
