@@ -23,11 +23,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -71,65 +67,16 @@ def load_messages(count: int, data: Path | None) -> tuple[list[dict[str, Any]], 
     return [pool[i % len(pool)] for i in range(count)], "synthetic"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def redis_server(workdir: Path) -> Iterator[str | None]:
-    binary = shutil.which("redis-server") or (
-        "/usr/bin/redis-server" if os.access("/usr/bin/redis-server", os.X_OK) else None
-    )
-    if binary is None:
+    """A throw-away redis-server (ctxlife.testing.redis_server), or None where it is not installed."""
+    from ctxlife.testing import redis_server as start, redis_server_binary
+
+    if redis_server_binary() is None:
         yield None
         return
-    import redis
-
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(workdir),
-            "--daemonize",
-            "no",
-            "--logfile",
-            str(workdir / "redis.log"),
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        client = redis.Redis(host="127.0.0.1", port=port)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.RedisError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("redis-server did not start") from None
-                time.sleep(0.02)
-        client.close()
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with start(workdir) as url:
+        yield url
 
 
 def store_url(kind: str, workdir: Path, redis_url: str | None) -> str | None:

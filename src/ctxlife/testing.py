@@ -322,3 +322,70 @@ def synthetic_session(calls: int = 300, *, seed: int = 7, result_rows: int = 12)
         n_calls += 1
         turn += 1
     return messages
+
+
+# -- a throw-away redis-server ----------------------------------------------------------
+
+
+def redis_server_binary() -> str | None:
+    """Path of ``redis-server`` (Debian's package installs it in /usr/bin), or None."""
+    import shutil
+
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    return "/usr/bin/redis-server" if os.access("/usr/bin/redis-server", os.X_OK) else None
+
+
+@contextmanager
+def redis_server(workdir: Any, *extra_args: str, tries: int = 3) -> Iterator[str]:
+    """Run a real ``redis-server`` on a free 127.0.0.1 port for a block; yields its URL.
+
+    No persistence unless ``extra_args`` ask for it. Raises RuntimeError (with the end of the
+    server's log) if it cannot be started, FileNotFoundError if the binary is absent.
+    """
+    import socket
+    import subprocess
+    import time
+    from pathlib import Path
+
+    import redis
+
+    binary = redis_server_binary()
+    if binary is None:
+        raise FileNotFoundError("redis-server is not installed: apt-get install redis-server")
+    workdir = Path(workdir)
+    last_log = ""
+    for _ in range(tries):  # the free port can be taken between probing and binding
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        log_file = workdir / f"redis-{port}.log"
+        args = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir),
+                "--logfile", str(log_file), "--daemonize", "no", *extra_args]
+        proc = subprocess.Popen([binary, *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1)
+        deadline = time.monotonic() + 10
+        ready = False
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                ready = bool(client.ping())
+                break
+            except redis.RedisError:
+                time.sleep(0.02)
+        client.close()
+        if ready:
+            try:
+                yield f"redis://127.0.0.1:{port}/0"
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            return
+        proc.kill()
+        proc.wait()
+        last_log = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
+    raise RuntimeError(f"redis-server did not answer PING on a free port after {tries} tries; log:\n{last_log}")
