@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
+from pathlib import Path
 from collections.abc import Iterator
 
 # Before anything imports crewai: no telemetry, tracing or version check (no network here).
@@ -54,3 +57,15 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             yield url
     except RuntimeError as exc:
         pytest.fail(str(exc))
+
+
+# -- the tau-bench trajectories kept in tests/data (MIT, license beside them) --------------------
+
+TAU_BENCH = Path(__file__).resolve().parent / "data" / "tau-bench-airline-gpt4o.json.gz"
+
+
+@pytest.fixture(scope="session")
+def tau_bench() -> list[dict]:
+    """The 200 tau-bench airline trajectories (objects with ``task_id``, ``trial``, ``traj``)."""
+    with gzip.open(TAU_BENCH, "rt", encoding="utf-8") as fh:
+        return json.load(fh)

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
-import os
 import re
-from pathlib import Path
 
 import pytest
 
@@ -26,30 +23,10 @@ from ctxlife.facts import (
 # helpers
 # --------------------------------------------------------------------------------------
 
-_TAU_NAME = "tau-bench-airline-gpt4o.json.gz"
-
-
-def _tau_path() -> Path | None:
-    here = Path(__file__).resolve().parent.parent
-    candidates = [
-        os.environ.get("CTXLIFE_TAU_DATA"),
-        here / "data" / _TAU_NAME,
-        here / "tests" / "data" / _TAU_NAME,
-        here.parent / "shared" / "data" / _TAU_NAME,
-    ]
-    for c in candidates:
-        if c and Path(c).is_file():
-            return Path(c)
-    return None
-
 
 @pytest.fixture(scope="module")
-def tau() -> list[dict]:
-    path = _tau_path()
-    if path is None:
-        pytest.skip(f"{_TAU_NAME} not found (set CTXLIFE_TAU_DATA)")
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return json.load(fh)
+def tau(tau_bench: list[dict]) -> list[dict]:
+    return tau_bench
 
 
 @pytest.fixture(scope="module")

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import gzip
 import importlib
 import json
-import os
 import statistics
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -43,29 +40,10 @@ from ctxlife.summarizers import (
 # fixtures and helpers
 # --------------------------------------------------------------------------------------
 
-_TAU_NAME = "tau-bench-airline-gpt4o.json.gz"
-
-
-def _tau_path() -> Path | None:
-    here = Path(__file__).resolve().parent.parent
-    for c in (
-        os.environ.get("CTXLIFE_TAU_DATA"),
-        here / "data" / _TAU_NAME,
-        here / "tests" / "data" / _TAU_NAME,
-        here.parent / "shared" / "data" / _TAU_NAME,
-    ):
-        if c and Path(c).is_file():
-            return Path(c)
-    return None
-
 
 @pytest.fixture(scope="module")
-def tau() -> list[dict]:
-    path = _tau_path()
-    if path is None:
-        pytest.skip(f"{_TAU_NAME} not found (set CTXLIFE_TAU_DATA)")
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return json.load(fh)
+def tau(tau_bench: list[dict]) -> list[dict]:
+    return tau_bench
 
 
 _ENC = None

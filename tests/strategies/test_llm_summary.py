@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import sys
 import time
@@ -22,7 +21,6 @@ from ctxlife.testing import assistant, react_action, react_final, scripted_llm, 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_openai import openai_server, text_reply  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "tau-bench-airline-gpt4o.json.gz"
 WINDOW = 4000
 
 
@@ -190,8 +188,8 @@ def test_small_gains_are_skipped_and_bad_options_are_clear():
         Host(settings(summarizer="nope"), context_window=WINDOW)
 
 
-def test_tau_bench_trajectories_stay_valid_and_keep_their_facts():
-    trajectories = json.load(gzip.open(DATA))[:40]
+def test_tau_bench_trajectories_stay_valid_and_keep_their_facts(tau_bench):
+    trajectories = tau_bench[:40]
     compactions = found = kept = 0
     for trajectory in trajectories:
         host = Host(settings(), context_window=WINDOW)
