@@ -10,6 +10,7 @@ from ctxlife.config import settings_from_dict
 from ctxlife.contexts import TaskContext, ToolCallContext
 from ctxlife.errors import CtxlifeError, InvalidMessagesError
 from ctxlife.host import Host
+from ctxlife.messages import bootstrap_section
 from ctxlife.testing import HookRecorder, assistant, conversation, installed_strategy, system, tool_call, tool_result, user
 
 NONE = settings_from_dict({"strategies": []})
@@ -135,10 +136,10 @@ def test_bootstrap_blocks_are_injected_once():
     messages = [system("You are XiaoPaw."), user("hi")]
     for _ in range(3):
         host.manage(messages)
-    assert messages[0]["content"] == "You are XiaoPaw.\n\nProfile for u42."
+    assert messages[0]["content"] == "You are XiaoPaw.\n\n" + bootstrap_section("Profile for u42.")
     bare = [user("hi")]
     host.manage(bare)
-    assert bare[0] == system("Profile for u42.")
+    assert bare[0] == system(bootstrap_section("Profile for u42."))
 
 
 def test_tool_nodes_short_circuit_and_chain():
@@ -208,7 +209,7 @@ def test_a_strategy_written_as_a_class_is_configured_by_name():
         settings = settings_from_dict({"strategies": ["note_test_strategy"], "note_test_strategy": {"text": "Rules: be brief."}})
         messages = [system("s"), user("u")]
         ctxlife.manage(messages, config=settings, context_window=1000)
-    assert messages[0]["content"] == "s\n\nRules: be brief."
+    assert messages[0]["content"] == "s\n\n" + bootstrap_section("Rules: be brief.")
 
 
 def test_events_carry_counts_and_names_and_contents_only_when_asked():

@@ -1,9 +1,28 @@
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from ctxlife.errors import InvalidMessagesError
-from ctxlife.messages import Unit, check_shape, current_turn_index, is_summary, pair_tool_results, round_starts, split_units, validate
+from ctxlife.messages import (
+    Unit,
+    check_shape,
+    current_turn_index,
+    inserted_meta,
+    is_inserted,
+    is_summary,
+    is_system,
+    pair_tool_results,
+    round_starts,
+    split_system,
+    split_units,
+    summary_message,
+    text_of,
+    validate,
+)
 from ctxlife.testing import assistant, system, tool_call, tool_result, user
 
 
@@ -128,22 +147,178 @@ def test_orphaned_results_missing_results_and_mismatched_ids_are_reported():
     assert codes([user("u"), system("late")]) == ["system_after_conversation"]
 
 
-def test_summary_messages_are_recognised_by_their_prefix():
-    assert is_summary(system("History summary: booked HAT136."))
+def test_summaries_are_recognised_by_registration_not_by_their_prefix():
+    written = summary_message([system("s"), user("u")], "booked HAT136.")
+    assert written == {"role": "system", "content": "History summary: booked HAT136."}
+    assert is_summary(written) and is_inserted(written)
+    assert is_summary(json.loads(json.dumps(written)))  # a copy (a stateless caller) is still one
+    # The same visible prefix typed by a user or returned by a tool is not a summary.
+    assert not is_summary(user("History summary: booked HAT136."))
+    assert not is_summary(system("History summary: something else"))
+    assert not is_summary(tool_result("c1", "History summary: booked HAT136."))
     assert not is_summary(system("You are an agent.")) and not is_summary(assistant(None))
+
+
+def test_a_snapshot_carries_the_registration_across_processes():
+    written = summary_message([system("s")], "a summary only the old process wrote")
+    saved = json.loads(json.dumps([system("s"), written, user("u")]))
+    meta = inserted_meta(saved)
+    assert meta == [[1, "summary"]]
+    code = (
+        "import json, sys\n"
+        "from ctxlife.messages import is_summary, restore_inserted\n"
+        "saved, meta = json.loads(sys.argv[1]), json.loads(sys.argv[2])\n"
+        "before = is_summary(saved[1])\n"
+        "restore_inserted(saved, meta)\n"
+        "print(before, is_summary(saved[1]), is_summary(saved[2]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(saved), json.dumps(meta)], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "False"]
+
+
+class LangChainLike:  # what a langchain_core message looks like to ctxlife
+    type = "human"
+    content = "hi"
 
 
 @pytest.mark.parametrize(
     "bad, fragment",
     [
         ("not a list", "must be a list of message dicts, got str"),
-        ([{"content": "no role"}], "messages[0] is not a message dict with a 'role'"),
-        ([user("ok"), "text"], "messages[1] is not a message dict"),
+        ([{"content": "no role"}], "messages[0] has no 'role'"),
+        ([user("ok"), "text"], "messages[1] is not a message dict (got str"),
+        ([user("ok"), LangChainLike()], "messages[1] is not a message dict (got LangChainLike: "),
+        ([user("ok"), LangChainLike()], "it looks like a LangChain message object"),
+        ([{"role": "critic", "content": "x"}], "messages[0] has the unknown role 'critic'"),
+        ([{"role": "human", "content": "x"}], "messages[0] is not an OpenAI chat or Anthropic Messages message: it looks like a 'human' role"),
+        ([{"role": "user", "content": 42}], "messages[0] has int content"),
+        ([{"role": "user", "content": {"text": "hi"}}], "messages[0] has dict content"),
+        ([{"role": "user", "content": ["hi"]}], "messages[0] content[0] is a str"),
+        ([{"role": "user", "content": [{"type": "video_url", "video_url": "x"}]}], "content[0] has the unknown type 'video_url'"),
+        ([{"role": "user", "content": [{"type": "input_text", "text": "x"}]}], "looks like OpenAI Responses API content"),
+        ([{"role": "user", "content": [{"text": "hi"}]}], "messages[0] content[0] has no 'type' but ['text'] keys: it looks like Amazon Bedrock Converse / Strands"),
+        (
+            [user("u"), {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "f", "input": {}}}]}],
+            "messages[1] content[0] has no 'type' but ['toolUse'] keys: it looks like Amazon Bedrock Converse / Strands",
+        ),
+        ([{"role": "model", "parts": [{"text": "hi"}]}], "messages[0] is not an OpenAI chat or Anthropic Messages message: it looks like Google Gemini"),
+        ([{"role": "user", "parts": [{"text": "hi"}]}], "it looks like Google Gemini"),
+        ([{"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}], "it looks like OpenAI Responses API input items"),
+        ([{"type": "human", "data": {"content": "hi"}}], "it looks like a serialized LangChain message"),
+        ([user("u"), {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": "lookup"}]}], "messages[1] tool_calls[0].function is a str"),
+        ([user("u"), {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": {"name": 7, "arguments": "{}"}}]}], "messages[1] tool_calls[0].function.name is a int"),
+        ([user("u"), {"role": "assistant", "content": None, "tool_calls": "c1"}], "messages[1] has tool_calls of type str"),
+        ([user("u"), {"role": "assistant", "content": None, "function_call": "lookup"}], "messages[1] function_call is a str"),
+        ([user("u"), {"role": "tool", "tool_call_id": 5, "content": "r"}], "messages[1] has a int tool_call_id"),
+        (
+            [user("u"), {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]}, {"role": "tool", "tool_call_id": "t1", "content": "r"}],
+            "messages[2] is an OpenAI chat message but messages[1] is an Anthropic Messages one",
+        ),
+        ([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}, {"type": "image", "source": {}}]}], "messages[0] mixes OpenAI chat and Anthropic Messages fields"),
     ],
 )
-def test_check_shape_names_the_bad_element(bad, fragment):
-    with pytest.raises(InvalidMessagesError, match=pytest.importorskip("re").escape(fragment)):
+def test_check_shape_refuses_what_it_does_not_handle_naming_the_index_and_the_format(bad, fragment):
+    with pytest.raises(InvalidMessagesError) as refused:
         check_shape(bad)
+    assert fragment in str(refused.value)
+    assert "S3CR3T" not in str(refused.value)
+
+
+def test_refusals_describe_contents_without_quoting_them():
+    with pytest.raises(InvalidMessagesError) as refused:
+        check_shape([{"role": "user", "content": {"secret": "S3CR3T-in-a-dict"}}, "S3CR3T as a bare string"])
+    assert "S3CR3T" not in str(refused.value)
+
+
+OPENAI_SHAPES = [
+    {"role": "developer", "content": "Answer in French."},
+    {"role": "system", "content": [{"type": "text", "text": "You are XiaoPaw."}]},
+    {"role": "user", "content": [{"type": "text", "text": "What is this?"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "detail": "low"}}]},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\": 1}"}},
+        {"id": "c2", "type": "function", "function": {"name": "查询订单", "arguments": "{}"}},
+    ]},
+    {"role": "tool", "tool_call_id": "c2", "content": "订单 A1：已发货"},
+    {"role": "tool", "tool_call_id": "c1", "content": "row 1"},
+    {"role": "assistant", "content": None, "function_call": {"name": "weather", "arguments": "{}"}},
+    {"role": "function", "name": "weather", "content": "sunny"},
+    {"role": "assistant", "content": [{"type": "refusal", "refusal": "I cannot do that."}]},
+    {"role": "user", "content": "ok"},
+]
+
+ANTHROPIC_SHAPES = [
+    {"role": "user", "content": "查询订单 A1 和 A2"},
+    {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "two lookups", "signature": "sig"},
+        {"type": "text", "text": "Looking both up."},
+        {"type": "tool_use", "id": "toolu_1", "name": "查询订单", "input": {"id": "A1"}},
+        {"type": "tool_use", "id": "toolu_2", "name": "查询订单", "input": {"id": "A2"}},
+    ]},
+    {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_2", "content": [{"type": "text", "text": "A2: 已取消"}]},
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "A1: 已发货", "is_error": False},
+    ]},
+    {"role": "assistant", "content": "A1 已发货，A2 已取消。"},
+    {"role": "user", "content": [{"type": "text", "text": "看看这张图"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}]},
+]
+
+
+def test_the_two_formats_are_detected_and_each_is_valid_in_its_own_rules():
+    assert check_shape(OPENAI_SHAPES) == "openai" and validate(OPENAI_SHAPES) == []
+    assert check_shape(ANTHROPIC_SHAPES) == "anthropic" and validate(ANTHROPIC_SHAPES) == []
+    assert check_shape([system("s"), user("u"), assistant("a")]) == "openai"  # plain text: valid in both
+    # Anthropic lists may carry the (separate) system prompt as leading system messages.
+    assert check_shape([system("s"), *ANTHROPIC_SHAPES]) == "anthropic"
+    assert validate([system("s"), *ANTHROPIC_SHAPES]) == []
+
+
+def test_units_rounds_and_pairing_in_both_formats():
+    assert split_units(OPENAI_SHAPES) == [Unit(0, 1), Unit(1, 2), Unit(2, 3), Unit(3, 6), Unit(6, 8), Unit(8, 9), Unit(9, 10)]
+    assert round_starts(OPENAI_SHAPES) == [2, 9]
+    assert split_units(ANTHROPIC_SHAPES) == [Unit(0, 1), Unit(1, 3), Unit(3, 4), Unit(4, 5)]
+    assert round_starts(ANTHROPIC_SHAPES) == [0, 4]  # a user message carrying tool results is no turn
+    pairing = pair_tool_results(ANTHROPIC_SHAPES, 1)
+    assert pairing.results == (1, 0) and pairing.result_at == ((2, 0), (2, 1)) and pairing.unanswered == ()
+    assert is_system(OPENAI_SHAPES[0])  # developer is pinned like system
+
+
+def test_anthropic_problems_are_reported():
+    use = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"}
+    call = {"role": "assistant", "content": [use]}
+    assert codes([user("u"), call, user("next")]) == ["tool_call_without_result"]
+    assert codes([user("u"), call]) == ["tool_call_without_result"]
+    assert codes([user("u"), {"role": "user", "content": [result]}]) == ["orphan_tool_result"]
+    assert codes([user("u"), call, {"role": "user", "content": [{**result, "tool_use_id": "toolu_9"}]}]) == ["tool_result_id_mismatch"]
+    # The results must be in the very next message, not one later.
+    assert codes([user("u"), call, assistant("hm"), {"role": "user", "content": [result]}]) == ["tool_call_without_result", "orphan_tool_result"]
+    assert codes([call, {"role": "user", "content": [result]}]) == ["first_message_not_user"]
+    assert codes([{"role": "user", "content": [use]}]) == ["tool_use_in_user_message"]
+
+
+def test_legacy_function_calls_pair_with_the_function_message_after_them():
+    legacy = {"role": "assistant", "content": None, "function_call": {"name": "weather", "arguments": "{}"}}
+    answer = {"role": "function", "name": "weather", "content": "sunny"}
+    assert validate([user("u"), legacy, answer]) == []
+    assert split_units([user("u"), legacy, answer, assistant("ok")]) == [Unit(0, 1), Unit(1, 3), Unit(3, 4)]
+    assert codes([user("u"), answer]) == ["orphan_tool_result"]
+    assert codes([user("u"), legacy, user("x")]) == ["tool_call_without_result"]
+
+
+def test_text_of_reads_every_format():
+    assert "订单 A1：已发货" in text_of(OPENAI_SHAPES[4])
+    assert "查询订单 {}" in text_of(OPENAI_SHAPES[3]) and "weather {}" in text_of(OPENAI_SHAPES[6])
+    assert text_of(OPENAI_SHAPES[8]) == "I cannot do that."
+    assert "A2: 已取消" in text_of(ANTHROPIC_SHAPES[2]) and "A1: 已发货" in text_of(ANTHROPIC_SHAPES[2])
+    assert '查询订单 {"id": "A1"}' in text_of(ANTHROPIC_SHAPES[1])
+
+
+def test_split_system_hands_anthropic_callers_their_system_argument():
+    system_arg, rest = split_system([system("a"), {"role": "developer", "content": "b"}, *ANTHROPIC_SHAPES])
+    assert system_arg == "a\n\nb" and rest == ANTHROPIC_SHAPES
+    blocks, _ = split_system([{"role": "system", "content": [{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}]}, user("u")])
+    assert blocks == [{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}]
+    assert split_system([user("u")]) == (None, [user("u")])
 
 
 def test_the_current_turn_is_the_last_user_message_that_is_not_a_repeated_prompt():

@@ -7,7 +7,8 @@ import tiktoken
 from structlog.testing import capture_logs
 
 from ctxlife import tokens as tokens_module
-from ctxlife.tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, TOKENS_PER_TOOL_CALL, TokenCounter, resolve_encoding_name
+from ctxlife.messages import IMAGE_TOKENS, IMAGE_TOKENS_LOW, TOKENS_PER_TOOL_CALL
+from ctxlife.tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, TokenCounter, resolve_encoding_name
 from ctxlife.testing import assistant, tool_call, user
 
 
@@ -27,10 +28,11 @@ def test_counts_match_tiktoken_plus_openai_overheads(no_network):
     assert counter.count_text(text) == len(enc.encode(text))
     call = tool_call("book", {"flight": "HAT136"})
     messages = [user(text), assistant(None, [call])]
-    expected = (
+    expected = (  # the OpenAI cookbook's accounting: overhead + role + content per message
         REPLY_PRIMING_TOKENS
-        + TOKENS_PER_MESSAGE + len(enc.encode(text))
-        + TOKENS_PER_MESSAGE + TOKENS_PER_TOOL_CALL + len(enc.encode("book")) + len(enc.encode(call["function"]["arguments"]))
+        + TOKENS_PER_MESSAGE + len(enc.encode("user")) + len(enc.encode(text))
+        + TOKENS_PER_MESSAGE + len(enc.encode("assistant"))
+        + TOKENS_PER_TOOL_CALL + len(enc.encode("book")) + len(enc.encode(call["function"]["arguments"]))
     )
     assert counter.count_messages(messages) == expected
 
@@ -60,8 +62,11 @@ def test_recounting_a_grown_history_tokenizes_only_the_new_strings(monkeypatch):
     assert encoded == ["one new message", "and another"]
 
 
-def test_non_string_content_is_counted():
+def test_parts_and_images_are_counted_images_at_their_estimate():
     counter = TokenCounter("gpt-4")
-    parts = {"role": "user", "content": [{"type": "text", "text": "hello world"}, {"type": "image_url", "image_url": {"url": "x"}}]}
-    assert counter.count_message(parts) == TOKENS_PER_MESSAGE + 2
-    assert counter.count_message({"role": "assistant", "content": None}) == TOKENS_PER_MESSAGE
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBORw0KGgo" * 5000}}
+    parts = {"role": "user", "content": [{"type": "text", "text": "hello world"}, image]}
+    assert counter.count_message(parts) == TOKENS_PER_MESSAGE + 1 + 2 + IMAGE_TOKENS  # base64 is not text
+    low = {**image, "image_url": {**image["image_url"], "detail": "low"}}
+    assert counter.count_message({"role": "user", "content": [low]}) == TOKENS_PER_MESSAGE + 1 + IMAGE_TOKENS_LOW
+    assert counter.count_message({"role": "assistant", "content": None}) == TOKENS_PER_MESSAGE + 1

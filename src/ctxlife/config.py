@@ -24,7 +24,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     )
     model: str | None = Field(None, description="Model name; picks the tokenizer when the framework does not say.")
     session_id: str | None = Field(None, description="Default session id for wrap() and manage().")
+    message_format: Literal["auto", "openai", "anthropic"] = Field(
+        "auto",
+        description='Format of the message lists: "openai" (OpenAI chat), "anthropic" (Anthropic Messages, system '
+        'prompt passed apart) or "auto" (detected; a list of plain text messages counts as OpenAI chat).',
+    )
     log_content: bool = Field(
         False, description="Put message contents into log events (off: events carry counts and names only)."
     )

@@ -113,9 +113,13 @@ class LLMCallContext(HookContext):
         first_call_of_run: True on the first model call of a run (a kickoff, or
             the first :func:`ctxlife.manage` call for a session).
         first_call_of_task: True on the first model call after a task started.
+        message_format: the list's format, ``"openai"`` (OpenAI chat) or ``"anthropic"``
+            (Anthropic Messages); see :mod:`ctxlife.messages`. Messages a strategy adds must be
+            in it (``ctxlife.messages.summary_message`` builds a summary that is).
     """
 
     messages: list[dict[str, Any]] = field(default_factory=list)
+    message_format: str = "openai"
     call_index: int = 0
     first_call_of_run: bool = False
     first_call_of_task: bool = False

@@ -11,6 +11,7 @@ Events carry counts and names, never message contents, unless the settings turn
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 import structlog
@@ -61,3 +62,51 @@ class Logger:
 
     def error(self, event: str, **fields: Any) -> None:
         get_logger(self.name).error(event, **fields)
+
+
+QUOTE_RUN = 24
+"""An exception text sharing a run of this many characters with message contents is taken to quote them."""
+
+
+def quotes(text: str, haystacks: Iterable[str], run: int = QUOTE_RUN) -> bool:
+    """Whether ``text`` shares a run of ``run`` or more characters with any of ``haystacks``.
+
+    A shared run of ``run`` characters always covers one of the aligned blocks
+    ``text[k*h:(k+1)*h]`` (``h = run // 2``), so only those blocks are searched for (with
+    ``str.find``, in C); a hit is confirmed on the ``run``-character windows around it.
+    """
+    half = max(1, run // 2)
+    if len(text) < run:
+        return False
+    hays = [h for h in haystacks if isinstance(h, str) and len(h) >= run]
+    if not hays:
+        return False
+    for start in range(0, len(text) - half + 1, half):
+        block = text[start : start + half]
+        for hay in hays:
+            if block not in hay:
+                continue
+            for offset in range(max(0, start - (run - half)), min(start, len(text) - run) + 1):
+                if text[offset : offset + run] in hay:
+                    return True
+    return False
+
+
+def describe_error(exc: BaseException, contents: Iterable[str], *, log_content: bool) -> tuple[str, bool]:
+    """``("Type: message", safe)`` for an error event.
+
+    With ``log_content`` off, an exception whose text quotes message contents (pydantic's
+    ``ValidationError`` echoing its input, a provider error echoing the prompt) is logged as its
+    type and the length of its text only; ``safe`` is False then, and the caller must not attach
+    the traceback (``exc_info``), which would carry the same text.
+    """
+    text = str(exc)
+    name = type(exc).__name__
+    if log_content or not text:
+        return (f"{name}: {text}" if text else name), True
+    if quotes(text, contents):
+        return (
+            f"{name}: (message of {len(text)} characters withheld: it quotes message content; "
+            "set log_content = true to see it)"
+        ), False
+    return f"{name}: {text}", True

@@ -23,8 +23,9 @@ from ctxlife import hookspecs
 from ctxlife.config import Settings
 from ctxlife.contexts import Action, BootstrapContext, Complete, HookContext, LLMCallContext, TaskContext, ToolCallContext
 from ctxlife.errors import CtxlifeError, PluginError
-from ctxlife.events import emit
-from ctxlife.messages import check_shape, is_system, last_user_index, same_messages, validate
+from ctxlife.events import describe_error, emit
+from ctxlife import messages as message_model
+from ctxlife.messages import ANTHROPIC, check_shape, last_user_index, list_format, same_messages, text_of, validate
 from ctxlife.plugins import registry
 from ctxlife.strategy import Strategy, ToolSpec
 from ctxlife.tokens import TokenCounter
@@ -133,6 +134,7 @@ class Host:
         self._bootstrap_actions: dict[tuple[str | None, str | None], list[Action]] = {}
         self._calls: dict[str | None, int] = {}
         self._task_started: set[tuple[str | None, str | None]] = set()
+        self._formats: dict[str | None, str] = {}
         self._lock = threading.RLock()
         self.complete: Complete | None = None
         self.listeners: list[Callable[[Report], None]] = []
@@ -196,14 +198,16 @@ class Host:
                 restore(saved)
                 del ctx.actions[n_actions:]
                 failures.append(StrategyFailure(name, ctx.node, f"{type(exc).__name__}: {exc}"))
+                error, safe = describe_error(exc, _contents_of(ctx, saved), log_content=self.settings.log_content)
                 emit(
                     "error",
                     "ctxlife.strategy_failed",
                     strategy=name,
                     node=ctx.node,
-                    error=f"{type(exc).__name__}: {exc}",
+                    error=error,
+                    error_type=type(exc).__name__,
                     session_id=ctx.session_id,
-                    exc_info=not isinstance(exc, CtxlifeError),
+                    exc_info=safe and not isinstance(exc, CtxlifeError),
                 )
                 continue
             if problem is not None:
@@ -288,21 +292,33 @@ class Host:
             return text
 
     @staticmethod
-    def apply_bootstrap(messages: list[dict[str, Any]], text: str) -> bool:
-        """Put ``text`` into the first system message, once. Returns True if it changed anything."""
-        if not text:
-            return False
-        for index, message in enumerate(messages):
-            if is_system(message):
-                content = message.get("content")
-                content = content if isinstance(content, str) else ""
-                if text in content:
-                    return False
-                messages[index] = {**message, "content": f"{content}\n\n{text}" if content else text}
-                return True
-            break
-        messages.insert(0, {"role": "system", "content": text})
-        return True
+    def apply_bootstrap(messages: list[dict[str, Any]], text: str, *, system_prompt: bool = True, fmt: str | None = None) -> bool:
+        """Put ``text`` into the list as one marked section (a new rendering replaces the old one).
+
+        Into the first system message; without one, into a new system message at the top, or,
+        when the agent sends no system prompt (``system_prompt=False``) or the list is Anthropic
+        Messages without a system prompt, at the start of the first user turn. Returns True if
+        it changed anything. See :func:`ctxlife.messages.apply_bootstrap`.
+        """
+        return message_model.apply_bootstrap(messages, text, system_prompt=system_prompt, fmt=fmt)
+
+    def message_format(self, messages: list[dict[str, Any]], session_id: str | None = None) -> str:
+        """The format of a session's messages: the configured ``message_format``, else detected.
+
+        A list of plain text messages is valid in both formats; once a session showed Anthropic
+        blocks, its plain lists are taken as Anthropic too.
+        """
+        configured = self.settings.message_format
+        if configured != "auto":
+            return configured
+        session = session_id or self.session_id
+        found = list_format(messages)
+        if found == ANTHROPIC:
+            self._formats[session] = ANTHROPIC
+            return found
+        if self._formats.get(session) == ANTHROPIC and not any(m.get("role") in ("tool", "function", "developer") or m.get("tool_calls") for m in messages):
+            return ANTHROPIC
+        return found
 
     # -- node 2: before each model call -------------------------------------------------
 
@@ -320,8 +336,13 @@ class Host:
         task_index: int | None = None,
         complete: Complete | None = None,
         first_call_of_run: bool | None = None,
+        system_prompt: bool = True,
     ) -> Report:
-        """Run the ``before_llm_call`` pipeline on a live message list, in place."""
+        """Run the ``before_llm_call`` pipeline on a live message list, in place.
+
+        ``system_prompt=False``: the agent sends no system message (CrewAI's
+        ``use_system_prompt=False``); bootstrap text then opens the first user turn.
+        """
         start = time.perf_counter()
         with self._lock:
             session = session_id or self.session_id
@@ -345,10 +366,11 @@ class Host:
             tokens_before = counter.count_messages(messages)
             before = list(messages)  # to tell whether anything changed (then tokens_after = tokens_before)
             ctx._count_memo = (before, tokens_before)
+            fmt = ctx.message_format = self.message_format(messages, session)
             text = self.bootstrap_text(agent_role=agent_role, goal=goal, backstory=backstory, session_id=session)
             # What the bootstrap did shows in the report of the agent's first call.
             ctx.actions.extend(self._bootstrap_actions.pop((agent_role, session), ()))
-            self.apply_bootstrap(messages, text)
+            self.apply_bootstrap(messages, text, system_prompt=system_prompt, fmt=fmt)
             problems_before: int | None = None  # validated lazily: most calls change nothing
             live = messages
 
@@ -359,10 +381,10 @@ class Host:
                     return "rebound ctx.messages instead of editing it in place; use slice assignment or clear()+extend()"
                 if same_messages(live, saved):
                     return None
-                problems = validate(live)
+                problems = validate(live, fmt)
                 if problems:
                     if problems_before is None:  # validated only when needed: most lists are valid
-                        problems_before = len(validate(saved))
+                        problems_before = len(validate(saved, fmt))
                     if len(problems) > problems_before:
                         return f"left an invalid message list: {problems[0]}"
                 last_user = last_user_index(saved)
@@ -376,7 +398,7 @@ class Host:
                 live[:] = saved
 
             failures = self._run("ctxlife_before_llm_call", ctx, snapshot=lambda: list(live), restore=restore, check=check)
-            self.apply_bootstrap(messages, text)
+            self.apply_bootstrap(messages, text, system_prompt=system_prompt, fmt=fmt)
             unchanged = same_messages(before, live)
             report = Report(
                 "before_llm_call",
@@ -393,7 +415,7 @@ class Host:
 
     def manage(self, messages: list[dict[str, Any]], *, context_window: int | None = None, model: str | None = None) -> Report:
         """:func:`ctxlife.manage` for this host: validate the list's shape, then run node 2."""
-        check_shape(messages)
+        check_shape(messages, expected=None if self.settings.message_format == "auto" else self.settings.message_format)
         return self.before_llm_call(messages, context_window=context_window, model=model)
 
     # -- nodes 3 and 4: around a tool call ----------------------------------------------
@@ -517,6 +539,29 @@ def _kept_latest_user(before: list[dict[str, Any]], index: int, after: list[dict
 
 
 _CONTENT_LIMIT = 2000
+
+
+def _contents_of(ctx: HookContext, saved: Any = None) -> list[str]:
+    """Every text of a node's context an exception could quote (to keep it out of the logs)."""
+    texts: list[str] = []
+    if isinstance(ctx, LLMCallContext):
+        seen: set[int] = set()
+        for message in [*ctx.messages, *(saved if isinstance(saved, list) else ())]:
+            if id(message) not in seen and isinstance(message, dict):
+                seen.add(id(message))
+                texts.append(text_of(message))
+    elif isinstance(ctx, ToolCallContext):
+        texts += [ctx.result or "", str(ctx.raw_result) if ctx.raw_result is not None else "", repr(ctx.tool_input)]
+        if isinstance(saved, tuple) and len(saved) == 2:
+            texts.append(saved[1] or "")
+        texts += [str(v) for v in ctx.tool_input.values()] if isinstance(ctx.tool_input, dict) else []
+    elif isinstance(ctx, TaskContext):
+        texts += [ctx.context_text or "", ctx.output or "", ctx.description or "", *(text_of(m) for m in ctx.messages if isinstance(m, dict))]
+        if isinstance(saved, str):
+            texts.append(saved)
+    elif isinstance(ctx, BootstrapContext):
+        texts += [*(b for b in ctx.blocks if isinstance(b, str)), ctx.goal or "", ctx.backstory or ""]
+    return texts
 
 
 def _content_of(ctx: HookContext) -> str | None:

@@ -1,22 +1,54 @@
-"""Message units, rounds and validity checks for OpenAI-format message lists.
+"""The one message model of ctxlife: formats, units, rounds, pairing, validity, inserted messages.
 
-A message is a dict: ``{"role": "system"|"user"|"assistant"|"tool", "content": ...}``.
-An assistant message may carry ``tool_calls``; the ``tool`` messages that answer it
-follow it directly. Such an assistant message together with its answers is ONE
-*unit*: strategies cut between units, never inside one.
+**Formats.** A message list is in one of two formats, and one list uses one:
 
-Results are paired with their calls by ``tool_call_id``, in any order inside the run
-of ``tool`` messages directly after the calling assistant message (parallel tool calls
-complete in any order, and providers accept that). Real traces reuse ids across turns
-and sometimes inside one message, or leave them out: a result whose id is missing, or
-names a call that is already answered, goes to the first unanswered call (by position),
-so ids are only trusted within one turn. See :func:`pair_tool_results`.
+* **OpenAI chat** (:data:`OPENAI`): roles ``system``, ``developer``, ``user``, ``assistant``,
+  ``tool`` and the legacy ``function``; ``content`` a string, ``None`` or a list of parts
+  (``text``, ``image_url``, ``input_audio``, ``file``, ``refusal``). An assistant message's
+  ``tool_calls`` are answered by the run of ``tool`` messages right after it, paired by
+  ``tool_call_id`` in any order (parallel calls finish in any order); a legacy
+  ``function_call`` is answered by the ``function`` message right after it.
+* **Anthropic Messages** (:data:`ANTHROPIC`): roles ``user`` and ``assistant``; ``content`` a
+  string or a list of blocks (``text``, ``image``, ``document``, ``tool_use``, ``tool_result``,
+  ``thinking``, ``redacted_thinking``, ``search_result`` and the server-tool blocks). Every
+  ``tool_use`` block of an assistant message is answered by a ``tool_result`` block of the very
+  next (user) message. The system prompt is a separate request parameter: leading ``system``
+  messages stand for it (ctxlife counts and pins them; :func:`split_system` hands them back as
+  the ``system`` argument), and ctxlife never adds one to a list that has none (bootstrap text
+  then goes into the first user message, summaries are user messages).
+
+A list of plain ``{"role": ..., "content": "text"}`` messages is valid in both and treated as
+OpenAI chat. Anything else -- Amazon Bedrock Converse / Strands blocks (``toolUse``,
+``toolResult``), Google Gemini ``parts``, OpenAI Responses API items, LangChain message
+objects, unknown roles, content of another type, a tool call whose ``function`` is not an
+object -- is refused by :func:`check_shape` with :class:`~ctxlife.errors.InvalidMessagesError`
+naming the message index and the format it looks like.
+
+**Units and rounds.** An assistant message with tool calls together with the messages that
+answer it is ONE *unit*: strategies cut between units, never inside one. A *round* starts at
+each user turn (a user message that is not a carrier of tool results). ``system`` and
+``developer`` messages are pinned wherever ctxlife pins system messages.
+
+**Pairing.** Real traces reuse ids across turns and sometimes inside one message, or leave them
+out: a result whose id is missing, or names no unanswered call, goes to the first unanswered
+call (by position), so ids are only trusted within one turn (:func:`pair_tool_results`).
+
+**Messages ctxlife inserts** (summaries, recall blocks, a system message made for bootstrap
+text) are recognised by :func:`inserted_kind` / :func:`is_inserted`: ctxlife registers each one
+it writes (:func:`mark_inserted`), so a user or tool message with the same visible prefix is
+never taken for one; a restored snapshot re-registers its inserted messages from its meta
+(:func:`inserted_meta` / :func:`restore_inserted`). The bootstrap text is one marked section
+(:data:`BOOTSTRAP_START` ... :data:`BOOTSTRAP_END`) that a new rendering replaces.
 """
 
 from __future__ import annotations
 
+import json
 import operator
-from collections.abc import Sequence
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,11 +56,52 @@ from ctxlife.errors import InvalidMessagesError
 
 Message = dict[str, Any]
 
-SUMMARY_PREFIX = "History summary:"
-"""How a summary message written by ctxlife starts, so strategies recognise it later.
+OPENAI = "openai"
+ANTHROPIC = "anthropic"
+FORMAT_NAMES = {OPENAI: "OpenAI chat", ANTHROPIC: "Anthropic Messages"}
 
-A content prefix rather than an extra key: providers reject unknown message keys.
-"""
+SYSTEM_ROLES = frozenset({"system", "developer"})
+"""Roles pinned like a system prompt (``developer`` is OpenAI's newer name for it)."""
+
+SUMMARY_PREFIX = "History summary:"
+"""How a summary message written by ctxlife starts (for the model; ctxlife recognises its summaries
+by registration, see :func:`is_summary`, so user or tool content starting like this is not one)."""
+
+BOOTSTRAP_START = "<!-- ctxlife:bootstrap -->"
+BOOTSTRAP_END = "<!-- /ctxlife:bootstrap -->"
+
+# Token estimates for what is not text (documented in docs/concepts.md, "Message formats").
+IMAGE_TOKENS = 765  # an OpenAI image at "high"/"auto" detail, 1024x1024 (4 tiles x 170 + 85)
+IMAGE_TOKENS_LOW = 85  # an OpenAI image at "low" detail
+ANTHROPIC_IMAGE_TOKENS = 1600  # the most an Anthropic image costs before it is resized (~1.15 MP / 750)
+FILE_TOKENS = 1000  # an audio clip, a file or a document given as data, not text
+TOKENS_PER_TOOL_CALL = 3
+
+_OPENAI_ONLY_ROLES = frozenset({"developer", "tool", "function"})
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+_OPENAI_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
+_ANTHROPIC_SERVER_BLOCKS = frozenset(
+    {
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "container_upload",
+    }
+)
+_ANTHROPIC_BLOCKS = frozenset(
+    {"image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking", "search_result"}
+) | _ANTHROPIC_SERVER_BLOCKS
+_BEDROCK_KEYS = frozenset(
+    {"toolUse", "toolResult", "reasoningContent", "cachePoint", "guardContent", "citationsContent", "video"}
+)
+_RESPONSES_ITEMS = frozenset(
+    {"function_call", "function_call_output", "reasoning", "message", "computer_call", "computer_call_output"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,27 +127,512 @@ class Problem:
         return f"message {self.index}: {self.code}: {self.detail}"
 
 
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call in any format: its id (None for a legacy ``function_call``), name and arguments text."""
+
+    id: Any
+    name: str
+    arguments: str
+
+
+# -- format detection ----------------------------------------------------------------------
+
+
+class _Refusal(Exception):
+    def __init__(self, index: int, detail: str) -> None:
+        super().__init__(detail)
+        self.index = index
+        self.detail = detail
+
+
+def _looks_like(message: Any) -> str | None:
+    """What a message that is not OpenAI chat or Anthropic Messages looks like, if recognisable."""
+    if not isinstance(message, dict):
+        kind = type(message)
+        module = getattr(kind, "__module__", "") or ""
+        if module.startswith("langchain") or (hasattr(message, "type") and hasattr(message, "content")):
+            return (
+                f"a LangChain message object ({kind.__name__}); convert the list with "
+                "langchain_core.messages.convert_to_openai_messages(...) or use the LangChain adapter"
+            )
+        if hasattr(message, "model_dump") and hasattr(message, "role"):
+            return f"an SDK object ({kind.__name__}); pass message.model_dump(exclude_none=True) instead"
+        return None
+    if "parts" in message or message.get("role") == "model":
+        return "Google Gemini contents (role/parts); convert to OpenAI chat messages first"
+    if message.get("type") in _RESPONSES_ITEMS and "role" not in message or (
+        message.get("type") == "message" and isinstance(message.get("content"), list)
+    ):
+        return "OpenAI Responses API input items; send OpenAI chat messages (role/content) to ctxlife"
+    if message.get("type") in ("human", "ai", "system", "tool", "chat") and "data" in message:
+        return "a serialized LangChain message; load it with langchain_core.messages.messages_from_dict and convert"
+    if message.get("role") in ("human", "ai", "bot"):
+        return f"a {message['role']!r} role (LangChain-style); ctxlife's roles are user and assistant"
+    if message.get("role") in ("USER", "CHATBOT", "SYSTEM", "TOOL"):
+        return "Cohere chat history; convert to OpenAI chat messages first"
+    return None
+
+
+def _bedrock(part: Any) -> bool:
+    return isinstance(part, dict) and "type" not in part and bool(_BEDROCK_KEYS.intersection(part) or "text" in part)
+
+
+def _classify(message: Any, i: int) -> str | None:
+    """The format a message forces (None when it is valid in both); raises :class:`_Refusal`."""
+    if type(message) is not dict:
+        looks = _looks_like(message)
+        raise _Refusal(
+            i,
+            f"is not a message dict (got {type(message).__name__}: {_preview(message)})"
+            + (f"; it looks like {looks}" if looks else "; every message needs at least a 'role' key"),
+        )
+    role_ = message.get("role")
+    looks = _looks_like(message)
+    if looks is not None:
+        raise _Refusal(i, f"is not an OpenAI chat or Anthropic Messages message: it looks like {looks}")
+    if not isinstance(role_, str):
+        what = "has no 'role'" if role_ is None else f"has a {type(role_).__name__} 'role' ({_preview(role_)})"
+        raise _Refusal(i, f"{what}; every message needs a string 'role' such as 'user' (got {_preview(message)})")
+    if role_ not in _ROLES:
+        raise _Refusal(
+            i,
+            f"has the unknown role {role_!r}; ctxlife understands system, developer, user, assistant, tool and "
+            "function (OpenAI chat) and user and assistant (Anthropic Messages)",
+        )
+    found = OPENAI if role_ in _OPENAI_ONLY_ROLES else None
+    content = message.get("content")
+    if content is None or type(content) is str:
+        pass
+    elif type(content) is list:
+        found = _classify_parts(content, i, role_, found)
+    else:
+        raise _Refusal(
+            i,
+            f"has {type(content).__name__} content ({_preview(content)}); content must be a string, null or a "
+            "list of parts/blocks",
+        )
+    if role_ == "assistant":
+        calls = message.get("tool_calls")
+        if calls is not None:
+            if type(calls) is not list:
+                raise _Refusal(i, f"has tool_calls of type {type(calls).__name__}; it must be a list of tool calls")
+            for k, call in enumerate(calls):
+                _check_call(call, i, f"tool_calls[{k}]")
+            if calls:
+                found = _agree(found, OPENAI, i)
+        legacy = message.get("function_call")
+        if legacy is not None:
+            _check_function(legacy, i, "function_call")
+            found = _agree(found, OPENAI, i)
+    elif role_ == "tool":
+        call_id = message.get("tool_call_id")
+        if call_id is not None and not isinstance(call_id, str):
+            raise _Refusal(i, f"has a {type(call_id).__name__} tool_call_id ({_preview(call_id)}); it must be a string")
+    elif role_ == "function":
+        name = message.get("name")
+        if not isinstance(name, str):
+            raise _Refusal(i, "is a legacy function result without a string 'name' (the function it answers)")
+    return found
+
+
+def _agree(found: str | None, fmt: str, i: int) -> str:
+    if found is not None and found != fmt:
+        raise _Refusal(i, f"mixes {FORMAT_NAMES[found]} and {FORMAT_NAMES[fmt]} fields in one message")
+    return fmt
+
+
+def _classify_parts(content: list[Any], i: int, role_: str, found: str | None) -> str | None:
+    for k, part in enumerate(content):
+        if type(part) is not dict:
+            raise _Refusal(i, f"content[{k}] is a {type(part).__name__} ({_preview(part)}); every part must be an object with a 'type'")
+        kind = part.get("type")
+        if kind is None:
+            if _bedrock(part):
+                raise _Refusal(
+                    i,
+                    f"content[{k}] has no 'type' but {sorted(part)[:3]} keys: it looks like Amazon Bedrock Converse / "
+                    "Strands Agents content blocks (toolUse/toolResult), which ctxlife does not handle; convert the "
+                    "list to Anthropic Messages (type: tool_use/tool_result) or OpenAI chat first",
+                )
+            raise _Refusal(i, f"content[{k}] has no 'type' (got keys {sorted(part)[:5]})")
+        if kind == "text":
+            if not isinstance(part.get("text"), str):
+                raise _Refusal(i, f"content[{k}] is a text part whose 'text' is not a string ({_preview(part.get('text'))})")
+            continue
+        if kind in _OPENAI_PARTS:
+            found = _agree(found, OPENAI, i)
+        elif kind in _ANTHROPIC_BLOCKS:
+            found = _agree(found, ANTHROPIC, i)
+            if kind == "tool_use":
+                _check_tool_use(part, i, k)
+            elif kind == "tool_result":
+                _check_tool_result(part, i, k)
+        elif kind in ("input_text", "output_text", "input_image", "input_file"):
+            raise _Refusal(
+                i,
+                f"content[{k}] has type {kind!r}: it looks like OpenAI Responses API content; use chat parts "
+                "(text, image_url, input_audio, file)",
+            )
+        else:
+            raise _Refusal(
+                i,
+                f"content[{k}] has the unknown type {kind!r}; OpenAI chat parts are text, image_url, input_audio, "
+                "file and refusal, Anthropic blocks text, image, document, tool_use, tool_result, thinking, "
+                "redacted_thinking and search_result",
+            )
+    return found
+
+
+def _check_call(call: Any, i: int, where: str) -> None:
+    if type(call) is not dict:
+        raise _Refusal(i, f"{where} is a {type(call).__name__} ({_preview(call)}); a tool call is an object with 'id' and 'function'")
+    call_id = call.get("id")
+    if call_id is not None and not isinstance(call_id, str):
+        raise _Refusal(i, f"{where}.id is a {type(call_id).__name__} ({_preview(call_id)}); it must be a string")
+    _check_function(call.get("function"), i, f"{where}.function")
+
+
+def _check_function(function: Any, i: int, where: str) -> None:
+    if type(function) is not dict:
+        raise _Refusal(
+            i,
+            f"{where} is a {type(function).__name__} ({_preview(function)}); it must be an object "
+            '{"name": "...", "arguments": "<JSON text>"}',
+        )
+    name = function.get("name")
+    if not isinstance(name, str):
+        raise _Refusal(i, f"{where}.name is a {type(name).__name__} ({_preview(name)}); it must be the tool's name as a string")
+    arguments = function.get("arguments")
+    if arguments is not None and not isinstance(arguments, (str, dict)):
+        raise _Refusal(i, f"{where}.arguments is a {type(arguments).__name__}; it must be the arguments as JSON text")
+
+
+def _check_tool_use(block: dict[str, Any], i: int, k: int) -> None:
+    if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
+        raise _Refusal(i, f"content[{k}] is a tool_use block without a string 'id' and 'name'")
+
+
+def _check_tool_result(block: dict[str, Any], i: int, k: int) -> None:
+    if not isinstance(block.get("tool_use_id"), str):
+        raise _Refusal(i, f"content[{k}] is a tool_result block without a string 'tool_use_id'")
+    inner = block.get("content")
+    if inner is None or isinstance(inner, str):
+        return
+    if not isinstance(inner, list) or not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in inner):
+        raise _Refusal(i, f"content[{k}] is a tool_result whose 'content' is neither a string nor a list of blocks")
+
+
+def _preview(value: Any, limit: int = 60) -> str:
+    """A short description of a value for an error message: its type and size, never its content."""
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters"
+    if isinstance(value, dict):
+        return f"an object with keys {sorted(map(str, value))[:6]}"
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of {len(value)} items"
+    if value is None or isinstance(value, (bool, int, float)):
+        text = repr(value)
+        return text if len(text) <= limit else text[:limit] + "..."
+    return f"a {type(value).__name__} object"  # its repr could quote message content
+
+
+def detect_format(messages: Sequence[Any], where: str = "messages") -> str:
+    """The format of a message list: :data:`OPENAI` or :data:`ANTHROPIC`.
+
+    Raises :class:`InvalidMessagesError` naming the index and what the message looks like when a
+    message is in neither format, or when the list mixes them. A list of plain text messages
+    (valid in both) is OpenAI chat.
+    """
+    return _detect(messages, where)[0] or OPENAI
+
+
+def _detect(messages: Sequence[Any], where: str) -> tuple[str | None, int]:
+    found: str | None = None
+    first = -1
+    for i, message in enumerate(messages):
+        if type(message) is dict and type(message.get("content")) is str and message.get("role") in ("user", "system") and "parts" not in message:
+            continue  # the common case: valid in both formats
+        try:
+            fmt = _classify(message, i)
+        except _Refusal as refusal:
+            raise InvalidMessagesError(f"{where}[{refusal.index}] {refusal.detail}") from None
+        if fmt is None:
+            continue
+        if found is None:
+            found, first = fmt, i
+        elif fmt != found:
+            raise InvalidMessagesError(
+                f"{where}[{i}] is an {FORMAT_NAMES[fmt]} message but {where}[{first}] is an {FORMAT_NAMES[found]} "
+                "one; one list must use one format (convert the list, or manage each separately)"
+            )
+    return found, first
+
+
+def check_shape(messages: Any, where: str = "messages", expected: str | None = None) -> str:
+    """Raise :class:`InvalidMessagesError` unless ``messages`` is a list in one known format; return the format.
+
+    ``expected``: the format the caller configured (``message_format``); a list that is clearly
+    in the other one is refused.
+    """
+    if not isinstance(messages, list):
+        raise InvalidMessagesError(
+            f"{where} must be a list of message dicts, got {type(messages).__name__}; "
+            "pass OpenAI chat or Anthropic Messages messages such as [{'role': 'user', 'content': 'hi'}]"
+        )
+    found, first = _detect(messages, where)
+    if expected is not None and found is not None and found != expected:
+        raise InvalidMessagesError(
+            f"{where}[{first}] is an {FORMAT_NAMES[found]} message but message_format is {expected!r}; "
+            f"set message_format = \"{found}\" (or \"auto\") or convert the list"
+        )
+    return found or expected or OPENAI
+
+
+def list_format(messages: Sequence[Message]) -> str:
+    """The format of a list already checked by :func:`check_shape` (OpenAI chat for anything unclear)."""
+    for message in messages:
+        if type(message) is not dict:
+            continue
+        r = message.get("role")
+        if r in _OPENAI_ONLY_ROLES or message.get("tool_calls") or message.get("function_call"):
+            return OPENAI
+        content = message.get("content")
+        if type(content) is list:
+            for part in content:
+                kind = part.get("type") if isinstance(part, dict) else None
+                if kind in _ANTHROPIC_BLOCKS:
+                    return ANTHROPIC
+                if kind in _OPENAI_PARTS:
+                    return OPENAI
+    return OPENAI
+
+
+# -- reading a message ---------------------------------------------------------------------
+
+
 def role(message: Message) -> str | None:
     return message.get("role") if isinstance(message, dict) else None
 
 
+def is_system(message: Message) -> bool:
+    """Whether a message is a system prompt (``system`` or ``developer``): pinned, never evicted."""
+    return role(message) in SYSTEM_ROLES
+
+
+def _blocks(message: Message) -> list[dict[str, Any]]:
+    content = message.get("content") if isinstance(message, dict) else None
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _has_block(message: Message, kind: str) -> bool:
+    content = message.get("content") if isinstance(message, dict) else None
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == kind for b in content)
+
+
+def is_tool_result(message: Message) -> bool:
+    """Whether a message answers tool calls: an OpenAI ``tool``/``function`` message, or an Anthropic user
+    message carrying ``tool_result`` blocks."""
+    r = role(message)
+    return r in ("tool", "function") or (r == "user" and _has_block(message, "tool_result"))
+
+
+def is_user_turn(message: Message) -> bool:
+    """Whether a message is a user turn: a user message that carries no tool results."""
+    return role(message) == "user" and not _has_block(message, "tool_result")
+
+
 def tool_calls(message: Message) -> list[dict[str, Any]]:
-    """The tool calls of an assistant message (empty for any other message)."""
+    """The OpenAI ``tool_calls`` of an assistant message (empty for any other message)."""
     if role(message) != "assistant":
         return []
     calls = message.get("tool_calls")
     return calls if isinstance(calls, list) else []
 
 
+def _arguments_text(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        return arguments
+    if arguments is None:
+        return ""
+    return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+
+
+def calls_of(message: Message) -> list[ToolCall]:
+    """The tool calls of an assistant message in any format (OpenAI ``tool_calls``, a legacy
+    ``function_call``, Anthropic ``tool_use`` blocks); empty for any other message."""
+    if role(message) != "assistant":
+        return []
+    out: list[ToolCall] = []
+    for call in tool_calls(message):
+        function = call.get("function") if isinstance(call, dict) else None
+        function = function if isinstance(function, dict) else {}
+        out.append(ToolCall(call.get("id") if isinstance(call, dict) else None, str(function.get("name") or ""), _arguments_text(function.get("arguments"))))
+    legacy = message.get("function_call")
+    if isinstance(legacy, dict):
+        out.append(ToolCall(None, str(legacy.get("name") or ""), _arguments_text(legacy.get("arguments"))))
+    for block in _blocks(message):
+        if block.get("type") == "tool_use":
+            out.append(ToolCall(block.get("id"), str(block.get("name") or ""), _arguments_text(block.get("input"))))
+    return out
+
+
+def has_calls(message: Message) -> bool:
+    """Whether a message makes tool calls that other messages must answer."""
+    if role(message) != "assistant":
+        return False
+    return bool(tool_calls(message)) or isinstance(message.get("function_call"), dict) or _has_block(message, "tool_use")
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(t for t in (_block_text(b) for b in content if isinstance(b, dict)) if t)
+    return ""
+
+
+def _block_text(block: dict[str, Any]) -> str:
+    kind = block.get("type")
+    if kind == "text":
+        text = block.get("text")
+        return text if isinstance(text, str) else ""
+    if kind == "refusal":
+        text = block.get("refusal")
+        return text if isinstance(text, str) else ""
+    if kind == "thinking":
+        text = block.get("thinking")
+        return text if isinstance(text, str) else ""
+    if kind == "tool_result":
+        return _result_text(block.get("content"))
+    if kind == "tool_use":
+        return f"{block.get('name') or ''} {_arguments_text(block.get('input'))}".strip()
+    if kind == "search_result":
+        return _result_text(block.get("content"))
+    if kind == "document":
+        source = block.get("source")
+        if isinstance(source, dict) and source.get("type") == "text" and isinstance(source.get("data"), str):
+            return source["data"]
+        if isinstance(source, dict) and source.get("type") == "content":
+            return _result_text(source.get("content"))
+    return ""
+
+
+def content_text(message: Message) -> str:
+    """The text of a message's content: the string, or its text parts/blocks (tool results' text included)."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(t for t in (_block_text(b) for b in content if isinstance(b, dict) and b.get("type") != "tool_use") if t)
+    return ""
+
+
+def text_of(message: Message) -> str:
+    """All the text a model reads in a message: its content text plus its tool calls (name and arguments)."""
+    parts = [content_text(message)]
+    for call in tool_calls(message):
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            parts.append(f"{function.get('name') or ''} {_arguments_text(function.get('arguments'))}")
+    legacy = message.get("function_call") if role(message) == "assistant" else None
+    if isinstance(legacy, dict):
+        parts.append(f"{legacy.get('name') or ''} {_arguments_text(legacy.get('arguments'))}")
+    for block in _blocks(message):
+        if block.get("type") == "tool_use":
+            parts.append(_block_text(block))
+    return "\n".join(p for p in parts if p)
+
+
+def countable(message: Message) -> tuple[list[str], int]:
+    """What a model is charged for in one message, the per-message overhead aside.
+
+    Returns the strings to tokenize (role, content text, names, tool call names and arguments,
+    tool call ids) and a fixed number of tokens for what is not text (images and files at the
+    documented estimates, the overhead of each tool call). Base64 data is never tokenized as text.
+    """
+    texts: list[str] = []
+    extra = 0
+    r = message.get("role")
+    if isinstance(r, str):
+        texts.append(r)
+    content = message.get("content")
+    if isinstance(content, str):
+        texts.append(content)
+    elif isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict):
+                extra += _count_block(block, texts)
+    elif content is not None:
+        texts.append(str(content))
+    for call in tool_calls(message):
+        function = call.get("function") if isinstance(call, dict) else None
+        function = function if isinstance(function, dict) else {}
+        extra += TOKENS_PER_TOOL_CALL
+        texts.append(str(function.get("name") or ""))
+        texts.append(_arguments_text(function.get("arguments")))
+    legacy = message.get("function_call")
+    if isinstance(legacy, dict):
+        extra += TOKENS_PER_TOOL_CALL
+        texts.append(str(legacy.get("name") or ""))
+        texts.append(_arguments_text(legacy.get("arguments")))
+    call_id = message.get("tool_call_id")
+    if call_id:
+        texts.append(str(call_id))
+    return texts, extra
+
+
+def _count_block(block: dict[str, Any], texts: list[str]) -> int:
+    kind = block.get("type")
+    if kind == "image_url":
+        image = block.get("image_url")
+        detail = image.get("detail") if isinstance(image, dict) else None
+        return IMAGE_TOKENS_LOW if detail == "low" else IMAGE_TOKENS
+    if kind == "image":
+        return ANTHROPIC_IMAGE_TOKENS
+    if kind in ("input_audio", "file"):
+        return FILE_TOKENS
+    if kind == "tool_use":
+        texts.append(str(block.get("name") or ""))
+        texts.append(_arguments_text(block.get("input")))
+        return TOKENS_PER_TOOL_CALL
+    if kind == "tool_result":
+        inner = block.get("content")
+        if isinstance(inner, list):
+            return sum(_count_block(b, texts) for b in inner if isinstance(b, dict)) + TOKENS_PER_TOOL_CALL
+        if isinstance(inner, str):
+            texts.append(inner)
+        return TOKENS_PER_TOOL_CALL
+    if kind == "document":
+        text = _block_text(block)
+        if text:
+            texts.append(text)
+            return 0
+        return FILE_TOKENS
+    if kind == "redacted_thinking":
+        return FILE_TOKENS // 4
+    if kind in _ANTHROPIC_SERVER_BLOCKS:
+        texts.append(json.dumps({k: v for k, v in block.items() if k != "type"}, ensure_ascii=False, sort_keys=True))
+        return 0
+    text = _block_text(block)
+    if text:
+        texts.append(text)
+    return 0
+
+
+# -- pairing, units, rounds ----------------------------------------------------------------
+
+
 @dataclass(frozen=True, slots=True)
 class ToolPairing:
-    """How the run of ``tool`` messages after one assistant message answers its calls.
+    """How the messages after one call-making assistant message answer its calls.
 
-    ``results[j]`` is the call position (index into the assistant message's calls) that
-    the ``j``-th message of the run answers, or None when it answers nothing (more results
-    than calls). ``mismatched`` holds the run positions whose ``tool_call_id`` names no
-    unanswered call while the call they were given by position has a different id (a
-    provider rejects those). ``unanswered`` holds the call positions without a result.
+    ``results[j]`` is the call position (index into :func:`calls_of`) that the ``j``-th result
+    answers, or None when it answers nothing (more results than calls); ``result_at[j]`` is where
+    that result is: ``(message index, block index)`` (block index None for a whole ``tool`` or
+    ``function`` message). ``mismatched`` holds the result positions whose id names no unanswered
+    call while the call they were given by position has a different id (a provider rejects those).
+    ``unanswered`` holds the call positions without a result. ``end`` is the end of the unit.
     """
 
     call_index: int
@@ -82,174 +640,199 @@ class ToolPairing:
     results: tuple[int | None, ...]
     mismatched: tuple[int, ...]
     unanswered: tuple[int, ...]
+    result_at: tuple[tuple[int, int | None], ...] = ()
 
 
-def _call_id(call: Any) -> Any:
-    return call.get("id") if isinstance(call, dict) else None
+def _answers(messages: Sequence[Message], index: int) -> tuple[list[tuple[Any, int, int | None]], int]:
+    """The results that may answer ``messages[index]``'s calls, as (id, message index, block index), and the unit's end."""
+    n = len(messages)
+    message = messages[index]
+    if _has_block(message, "tool_use"):  # Anthropic: tool_result blocks of the very next message
+        if index + 1 < n and role(messages[index + 1]) == "user" and _has_block(messages[index + 1], "tool_result"):
+            nxt = messages[index + 1]
+            found = [(b.get("tool_use_id"), index + 1, k) for k, b in enumerate(nxt["content"]) if isinstance(b, dict) and b.get("type") == "tool_result"]
+            return found, index + 2
+        return [], index + 1
+    found = []
+    j = index + 1
+    while j < n and role(messages[j]) in ("tool", "function"):
+        found.append((messages[j].get("tool_call_id") if role(messages[j]) == "tool" else None, j, None))
+        j += 1
+    return found, j
 
 
 def pair_tool_results(messages: Sequence[Message], index: int) -> ToolPairing:
-    """Pair the tool calls of ``messages[index]`` with the ``tool`` messages right after it.
+    """Pair the tool calls of ``messages[index]`` with the results that follow it.
 
-    A result goes to the first unanswered call with its ``tool_call_id``; a result without
-    an id, or whose id names no unanswered call, goes to the first unanswered call by
-    position (real traces reuse ids and omit them), and is marked mismatched when both ids
-    are known and differ.
+    A result goes to the first unanswered call with its id; a result without an id, or whose id
+    names no unanswered call, goes to the first unanswered call by position (real traces reuse ids
+    and omit them), and is marked mismatched when both ids are known and differ.
     """
-    calls = tool_calls(messages[index])
-    ids = [_call_id(c) for c in calls]
-    open_calls = list(range(len(calls)))
+    ids = [c.id for c in calls_of(messages[index])]
+    open_calls = list(range(len(ids)))
+    answers, end = _answers(messages, index)
     results: list[int | None] = []
     mismatched: list[int] = []
-    n = len(messages)
-    j = index + 1
-    while j < n and role(messages[j]) == "tool":
-        answer = messages[j].get("tool_call_id")
+    for position, (answer, _, _) in enumerate(answers):
         target = None
         if answer is not None:
             target = next((k for k in open_calls if ids[k] == answer), None)
         if target is None and open_calls:
             target = open_calls[0]
             if answer is not None and ids[target] is not None:
-                mismatched.append(j - index - 1)
+                mismatched.append(position)
         if target is not None:
             open_calls.remove(target)
         results.append(target)
-        j += 1
-    return ToolPairing(index, j, tuple(results), tuple(mismatched), tuple(open_calls))
+    return ToolPairing(index, end, tuple(results), tuple(mismatched), tuple(open_calls), tuple((j, k) for _, j, k in answers))
 
 
 def split_units(messages: Sequence[Message]) -> list[Unit]:
     """Split a message list into units.
 
-    Every message is its own unit, except an assistant message with tool calls,
-    which forms one unit with the run of ``tool`` messages directly after it.
+    Every message is its own unit, except a message making tool calls, which forms one unit with
+    the messages that answer it (OpenAI: the run of ``tool``/``function`` messages right after it;
+    Anthropic: the next user message when it carries ``tool_result`` blocks).
     """
     units: list[Unit] = []
     i, n = 0, len(messages)
     while i < n:
-        end = i + 1
-        if tool_calls(messages[i]):
-            while end < n and role(messages[end]) == "tool":
-                end += 1
+        end = _answers(messages, i)[1] if has_calls(messages[i]) else i + 1
         units.append(Unit(i, end))
         i = end
     return units
 
 
 def round_starts(messages: Sequence[Message]) -> list[int]:
-    """Indices of the user messages; each one starts a round.
+    """Indices of the user turns; each one starts a round.
 
-    A round is a user message and everything after it up to the next user
-    message. Cutting at a round start never splits a unit, because ``tool``
-    messages only follow assistant messages.
+    A round is a user turn and everything after it up to the next one. Cutting at a round start
+    never splits a unit: tool results are ``tool`` messages or user messages that carry
+    ``tool_result`` blocks, neither of which is a user turn.
     """
-    return [i for i, m in enumerate(messages) if role(m) == "user"]
+    return [i for i, m in enumerate(messages) if is_user_turn(m)]
 
 
 def last_user_index(messages: Sequence[Message]) -> int | None:
+    """Index of the latest user turn (None if there is none)."""
     for i in range(len(messages) - 1, -1, -1):
-        if role(messages[i]) == "user":
+        if is_user_turn(messages[i]):
             return i
     return None
 
 
+def _turn_key(message: Message) -> Any:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in content):
+        return content_text(message)
+    return ("media", id(content))
+
+
 def current_turn_index(messages: Sequence[Message]) -> int | None:
-    """Index of the user message being worked on: the last one that is not a repeated prompt.
+    """Index of the user turn being worked on: the last one that is not a repeated prompt.
 
     Frameworks add boilerplate user messages inside a turn (CrewAI's ReAct mode appends
     "Analyze the tool result..." after every tool step). A user message whose exact text
     occurs more than once is such a prompt; the question is the last user message that does
     not repeat (the last user message if every one repeats).
     """
-    users = [(i, m.get("content")) for i, m in enumerate(messages) if role(m) == "user"]
+    users = [(i, _turn_key(m)) for i, m in enumerate(messages) if is_user_turn(m)]
     if not users:
         return None
     counts: dict[Any, int] = {}
-    for _, content in users:
-        key = content if isinstance(content, str) else id(content)
+    for _, key in users:
         counts[key] = counts.get(key, 0) + 1
-    for i, content in reversed(users):
-        if counts[content if isinstance(content, str) else id(content)] == 1:
+    for i, key in reversed(users):
+        if counts[key] == 1:
             return i
     return users[-1][0]
 
 
-def is_system(message: Message) -> bool:
-    return role(message) == "system"
+# -- validity ------------------------------------------------------------------------------
 
 
-def is_summary(message: Message) -> bool:
-    """Whether a message is a ctxlife history summary (content starts with :data:`SUMMARY_PREFIX`)."""
-    content = message.get("content") if isinstance(message, dict) else None
-    return isinstance(content, str) and content.startswith(SUMMARY_PREFIX)
-
-
-def check_shape(messages: Any, where: str = "messages") -> None:
-    """Raise :class:`InvalidMessagesError` unless ``messages`` is a list of role dicts."""
-    if not isinstance(messages, list):
-        raise InvalidMessagesError(
-            f"{where} must be a list of message dicts, got {type(messages).__name__}; "
-            "pass OpenAI-format messages such as [{'role': 'user', 'content': 'hi'}]"
-        )
-    if all(type(m) is dict and type(m.get("role")) is str for m in messages):
-        return  # the common case, checked cheaply on every call
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise InvalidMessagesError(
-                f"{where}[{i}] is not a message dict with a 'role' "
-                f"(got {type(message).__name__}: {str(message)[:80]!r}); "
-                "every message needs at least a 'role' key"
-            )
-
-
-def validate(messages: Sequence[Message]) -> list[Problem]:
+def validate(messages: Sequence[Message], fmt: str | None = None) -> list[Problem]:
     """Return the reasons a provider would reject this sequence (empty if valid).
 
-    Checks: system messages come before any other message; every
-    ``tool`` message is in the run directly after the assistant message whose
-    ``tool_calls`` name it (in any order; see :func:`pair_tool_results`); every tool
-    call has its result (a list about to
-    be sent to a model never ends with unanswered calls).
+    Checks, in the list's format: system prompts come before any other message; every result
+    answers a call of the message it follows (OpenAI: in the run of ``tool`` messages right
+    after the call, in any order; Anthropic: in the next user message), and every call has its
+    result; Anthropic ``tool_use`` blocks only in assistant messages and ``tool_result`` blocks
+    only in user messages, and the conversation opens with a user message. A list in no known
+    format gets one ``unknown_format`` problem.
     """
+    if fmt is None:
+        try:
+            fmt = detect_format(messages)
+        except InvalidMessagesError as exc:
+            return [Problem(_refused_index(str(exc)), "unknown_format", str(exc))]
     problems: list[Problem] = []
     seen_non_system = False
     i, n = 0, len(messages)
+    answered_by_previous: set[int] = set()
     while i < n:
         message = messages[i]
         r = role(message)
-        if r == "system":
+        if r in SYSTEM_ROLES:
             if seen_non_system:
                 problems.append(Problem(i, "system_after_conversation", "system message after the conversation started"))
             i += 1
             continue
+        if not seen_non_system and fmt == ANTHROPIC and r != "user":
+            problems.append(Problem(i, "first_message_not_user", "an Anthropic conversation must open with a user message"))
         seen_non_system = True
-        if r == "tool":
+        if fmt == ANTHROPIC:
+            if r == "user" and _has_block(message, "tool_use"):
+                problems.append(Problem(i, "tool_use_in_user_message", "tool_use blocks belong in assistant messages"))
+            if r == "assistant" and _has_block(message, "tool_result"):
+                problems.append(Problem(i, "tool_result_in_assistant_message", "tool_result blocks belong in user messages"))
+        if is_tool_result(message) and i not in answered_by_previous:
             problems.append(Problem(i, "orphan_tool_result", "tool result without a preceding assistant tool call"))
             i += 1
             continue
-        calls = tool_calls(message)
-        if not calls:
+        if not has_calls(message):
             i += 1
             continue
         pairing = pair_tool_results(messages, i)
-        for offset, answered in enumerate(pairing.results):
-            j = i + 1 + offset
+        calls = calls_of(message)
+        for position, answered in enumerate(pairing.results):
+            j = pairing.result_at[position][0]
             if answered is None:
                 problems.append(Problem(j, "orphan_tool_result", f"more tool results than the {len(calls)} call(s) at message {i}"))
-            elif offset in pairing.mismatched:
-                answer_id = messages[j].get("tool_call_id")
-                open_ids = [_call_id(calls[k]) for k in sorted({answered, *pairing.unanswered})]
+            elif position in pairing.mismatched:
+                answer = _answer_id(messages, pairing.result_at[position])
+                open_ids = [calls[k].id for k in sorted({answered, *pairing.unanswered})]
                 problems.append(
-                    Problem(j, "tool_result_id_mismatch", f"answers {answer_id!r} but no unanswered call of message {i} has that id (unanswered: {open_ids!r})")
+                    Problem(j, "tool_result_id_mismatch", f"answers {answer!r} but no unanswered call of message {i} has that id (unanswered: {open_ids!r})")
                 )
         if pairing.unanswered:
-            missing = [_call_id(calls[k]) for k in pairing.unanswered]
+            missing = [calls[k].id for k in pairing.unanswered]
             problems.append(
                 Problem(i, "tool_call_without_result", f"{len(missing)} of {len(calls)} tool call(s) have no result (ids {missing!r})")
             )
-        i = pairing.end
+        if fmt == ANTHROPIC and pairing.end == i + 2:
+            answered_by_previous = {i + 1}  # the next message: its tool_result blocks were paired above
+            i += 1
+        else:
+            i = pairing.end
     return problems
+
+
+def _answer_id(messages: Sequence[Message], at: tuple[int, int | None]) -> Any:
+    j, k = at
+    if k is None:
+        return messages[j].get("tool_call_id")
+    return messages[j]["content"][k].get("tool_use_id")
+
+
+_INDEX_RE = re.compile(r"\[(\d+)\]")
+
+
+def _refused_index(text: str) -> int:
+    match = _INDEX_RE.search(text)
+    return int(match.group(1)) if match else 0
 
 
 def same_messages(a: Sequence[Message], b: Sequence[Message]) -> bool:
@@ -259,3 +842,238 @@ def same_messages(a: Sequence[Message], b: Sequence[Message]) -> bool:
 
 def is_valid(messages: Sequence[Message]) -> bool:
     return not validate(messages)
+
+
+def split_system(messages: Sequence[Message]) -> tuple[str | list[dict[str, Any]] | None, list[Message]]:
+    """Split a list into ``(system, conversation)`` for an API that takes the system prompt apart
+    (Anthropic's ``system=``): the leading system messages' contents joined (text blocks if any of
+    them is a list), or None when there are none; and the rest of the list.
+    """
+    k = 0
+    while k < len(messages) and is_system(messages[k]):
+        k += 1
+    head, rest = messages[:k], list(messages[k:])
+    if not head:
+        return None, rest
+    contents = [m.get("content") for m in head]
+    if all(isinstance(c, str) or c is None for c in contents):
+        return "\n\n".join(c for c in contents if c), rest
+    blocks: list[dict[str, Any]] = []
+    for c in contents:
+        if isinstance(c, str) and c:
+            blocks.append({"type": "text", "text": c})
+        elif isinstance(c, list):
+            blocks.extend(b for b in c if isinstance(b, dict))
+    return blocks, rest
+
+
+# -- messages ctxlife inserts --------------------------------------------------------------
+
+_INSERTED_LIMIT = 4096
+_inserted: OrderedDict[tuple[str, str], str] = OrderedDict()
+_inserted_lock = threading.Lock()
+INSERTED_KINDS = ("summary", "recall", "bootstrap")
+
+
+def _inserted_key(message: Message) -> tuple[str, str] | None:
+    if not isinstance(message, dict):
+        return None
+    r = message.get("role")
+    content = message.get("content")
+    if not isinstance(r, str):
+        return None
+    if isinstance(content, str):
+        return r, content
+    if isinstance(content, list) and content and all(isinstance(b, dict) and b.get("type") == "text" for b in content):
+        return r, content_text(message)
+    return None
+
+
+def mark_inserted(message: Message, kind: str) -> Message:
+    """Register ``message`` as one ctxlife inserted (``kind``: "summary", "recall" or "bootstrap"); return it.
+
+    Recognition is by role and exact content, so a copy of the message (a JSON round trip, a
+    stateless caller sending the list back) is still recognised, and a message that merely starts
+    like one is not. The registry is per process and keeps the 4096 most recent; a snapshot carries
+    the registration across processes (:func:`inserted_meta`, :func:`restore_inserted`).
+    """
+    if kind not in INSERTED_KINDS:
+        raise ValueError(f"kind must be one of {INSERTED_KINDS}, got {kind!r}")
+    key = _inserted_key(message)
+    if key is None:
+        raise ValueError("only a message with a string role and text content can be registered as inserted")
+    with _inserted_lock:
+        _inserted[key] = kind
+        _inserted.move_to_end(key)
+        while len(_inserted) > _INSERTED_LIMIT:
+            _inserted.popitem(last=False)
+    return message
+
+
+def inserted_kind(message: Message) -> str | None:
+    """What ctxlife inserted this message as ("summary", "recall", "bootstrap"), or None for any other message."""
+    if not _inserted:
+        return None
+    key = _inserted_key(message)
+    if key is None:
+        return None
+    return _inserted.get(key)
+
+
+def is_inserted(message: Message) -> bool:
+    """Whether ctxlife inserted this message (a summary, a recall block, a system message made for bootstrap).
+
+    The raw-history recorder never records these, and strategies never summarise or recall them again.
+    """
+    return inserted_kind(message) is not None
+
+
+def is_summary(message: Message) -> bool:
+    """Whether a message is a history summary ctxlife wrote (registered by :func:`mark_inserted`)."""
+    return inserted_kind(message) == "summary"
+
+
+def inserted_meta(messages: Sequence[Message]) -> list[list[Any]]:
+    """``[[index, kind], ...]`` of the inserted messages of a list, for a snapshot's meta."""
+    return [[i, kind] for i, kind in ((i, inserted_kind(m)) for i, m in enumerate(messages)) if kind is not None]
+
+
+def restore_inserted(messages: Sequence[Message], meta: Any) -> None:
+    """Re-register the inserted messages of a restored list from :func:`inserted_meta`'s record."""
+    if not isinstance(meta, list):
+        return
+    for entry in meta:
+        if (
+            isinstance(entry, list)
+            and len(entry) == 2
+            and isinstance(entry[0], int)
+            and 0 <= entry[0] < len(messages)
+            and entry[1] in INSERTED_KINDS
+            and _inserted_key(messages[entry[0]]) is not None
+        ):
+            mark_inserted(messages[entry[0]], entry[1])
+
+
+def summary_message(messages: Sequence[Message], text: str, role_: str = "system", fmt: str | None = None) -> Message:
+    """A registered summary message for ``messages``' format, with ``text`` after :data:`SUMMARY_PREFIX`.
+
+    ``role_`` is the wanted role; in Anthropic Messages the summary is always a user message (the
+    system prompt is passed apart, and the conversation must open with the user).
+    """
+    if (fmt or list_format(messages)) == ANTHROPIC:
+        role_ = "user"
+    return mark_inserted({"role": role_, "content": f"{SUMMARY_PREFIX} {text}"}, "summary")
+
+
+def system_role_allowed(messages: Sequence[Message]) -> bool:
+    """Whether ctxlife may add a system message to this list (never to an Anthropic list without one)."""
+    return list_format(messages) == OPENAI or (bool(messages) and is_system(messages[0]))
+
+
+# -- the bootstrap section -----------------------------------------------------------------
+
+_SECTION_RE = re.compile(re.escape(BOOTSTRAP_START) + r".*?" + re.escape(BOOTSTRAP_END), re.DOTALL)
+
+
+def bootstrap_section(text: str) -> str:
+    """The marked section holding bootstrap ``text``."""
+    return f"{BOOTSTRAP_START}\n{text}\n{BOOTSTRAP_END}"
+
+
+def _with_section(content: Any, section: str, *, prepend: bool) -> tuple[Any, bool]:
+    """``content`` with its bootstrap section replaced by ``section`` (added if it has none)."""
+    if isinstance(content, list):
+        for k, part in enumerate(content):
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str) and BOOTSTRAP_START in part["text"]:
+                new, changed = _with_section(part["text"], section, prepend=prepend)
+                if not changed:
+                    return content, False
+                out = list(content)
+                out[k] = {**part, "text": new}
+                return out, True
+        new_part = {"type": "text", "text": section}
+        return ([new_part, *content] if prepend else [*content, new_part]), True
+    text = content if isinstance(content, str) else ""
+    if BOOTSTRAP_START in text and BOOTSTRAP_END in text:
+        replaced = _SECTION_RE.sub(lambda _: section, text, count=1)
+        return replaced, replaced != text
+    if not text:
+        return section, True
+    return (f"{section}\n\n{text}" if prepend else f"{text}\n\n{section}"), True
+
+
+def apply_bootstrap(messages: list[Message], text: str, *, system_prompt: bool = True, fmt: str | None = None) -> bool:
+    """Put ``text`` into the list as one marked section; a new rendering replaces the old one.
+
+    The section goes at the end of the first system message. Without one, it goes into a new
+    system message at the top -- unless the list must not get one (``system_prompt=False``, e.g.
+    CrewAI's ``use_system_prompt=False``, or an Anthropic list whose system prompt is passed
+    apart), in which case it opens the first user turn. ``fmt`` is the list's format when the
+    caller knows it (a list of plain text messages is OpenAI chat otherwise). Returns True if the
+    list changed.
+    """
+    if not text:
+        return False
+    section = bootstrap_section(text)
+    if messages and is_system(messages[0]):
+        first = messages[0]
+        content = first.get("content")
+        if text in content_text(first) and BOOTSTRAP_START not in content_text(first):
+            return False  # the prompt already holds the text itself
+        new, changed = _with_section(content, section, prepend=False)
+        if changed:
+            messages[0] = {**first, "content": new}
+            if inserted_kind(first) == "bootstrap":
+                mark_inserted(messages[0], "bootstrap")
+        return changed
+    allowed = system_role_allowed(messages) if fmt is None else (fmt == OPENAI or bool(messages) and is_system(messages[0]))
+    if system_prompt and allowed:
+        messages.insert(0, mark_inserted({"role": "system", "content": section}, "bootstrap"))
+        return True
+    for index, message in enumerate(messages):
+        if is_user_turn(message):
+            if text in content_text(message) and BOOTSTRAP_START not in content_text(message):
+                return False
+            new, changed = _with_section(message.get("content"), section, prepend=True)
+            if changed:
+                messages[index] = {**message, "content": new}
+            return changed
+    return False
+
+
+def has_bootstrap_section(message: Message) -> bool:
+    return BOOTSTRAP_START in content_text(message)
+
+
+def strip_bootstrap(message: Message) -> Message:
+    """``message`` without ctxlife's bootstrap section (the same object when it has none)."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        if BOOTSTRAP_START not in content:
+            return message
+        stripped = _SECTION_RE.sub("", content, count=1).strip("\n")
+        return {**message, "content": stripped}
+    if isinstance(content, list):
+        parts = [p for p in content if not (isinstance(p, dict) and p.get("type") == "text" and BOOTSTRAP_START in str(p.get("text")))]
+        if len(parts) == len(content):
+            return message
+        return {**message, "content": parts}
+    return message
+
+
+# -- text hygiene ----------------------------------------------------------------------------
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate written as the escape ``\\udXXX`` (UTF-8 cannot carry them)."""
+    if not _SURROGATE_RE.search(text):
+        return text
+    return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def iter_texts(messages: Iterable[Message]) -> Iterator[str]:
+    """The text of each message (see :func:`text_of`)."""
+    for message in messages:
+        yield text_of(message)

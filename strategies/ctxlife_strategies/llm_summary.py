@@ -23,7 +23,7 @@ from pydantic import Field, model_validator
 import ctxlife
 from ctxlife.events import emit
 from ctxlife.facts import KIND_PRIORITY, Fact, extract_facts, facts_missing_from, format_fact_list
-from ctxlife.messages import SUMMARY_PREFIX, current_turn_index, is_summary, is_system, split_units
+from ctxlife.messages import ANTHROPIC, current_turn_index, is_summary, is_system, is_user_turn, round_starts, split_units, summary_message
 from ctxlife.summarizers import LLMSummarizer, Summarizer, SummaryRequest, get_summarizer, strip_summary_marker
 
 
@@ -63,7 +63,9 @@ class LLMSummary(ctxlife.Strategy):
         )
         timeout_seconds: float = Field(60.0, gt=0, description="Give up on a summary after this long and truncate instead.")
         summary_role: Literal["system", "user", "assistant"] = Field(
-            "system", description="Role of the summary message (some providers accept only one system message)."
+            "system",
+            description="Role of the summary message (some providers accept only one system message). In "
+            "Anthropic Messages lists the summary is always a user message (the system prompt is passed apart).",
         )
         pin_first_user: bool = Field(True, description="Never summarize the first user message (the task under CrewAI).")
         key_facts: bool = Field(True, description="Append ledger facts the summary lost as a compact \"Key facts\" list.")
@@ -151,7 +153,7 @@ class LLMSummary(ctxlife.Strategy):
         system = [m for m in messages if is_system(m) and not is_summary(m)]
         previous = [m for m in messages if is_summary(m)]
         rest = [m for m in messages if not is_system(m) and not is_summary(m)]
-        starts = [i for i, m in enumerate(rest) if m.get("role") == "user"]
+        starts = round_starts(rest)  # user turns (not carriers of tool results)
         pinned = [rest[starts[0]]] if self.options.pin_first_user and starts else []
         first = starts[0] + 1 if pinned else 0
         latest_user = starts[-1] if starts else None
@@ -216,12 +218,15 @@ class LLMSummary(ctxlife.Strategy):
             size = tokens.count_text(text)
             if size > self.options.max_summary_tokens:
                 raise SummaryFailed(f"summary of {size} tokens is over max_summary_tokens ({self.options.max_summary_tokens})")
-            summary = {"role": self.options.summary_role, "content": f"{SUMMARY_PREFIX} {text}"}
+            summary = summary_message(messages, text, self.options.summary_role, ctx.message_format)
             if tokens.count_message(summary) >= replaced_tokens:
                 raise SummaryFailed(f"summary of {size} tokens is not smaller than the {replaced_tokens} tokens it replaces")
         except Exception as exc:  # noqa: BLE001 - any failure falls back to truncation, loudly
             original = list(messages)
-            messages[:] = system + previous + pinned + kept_tail
+            kept = pinned + kept_tail
+            if ctx.message_format == ANTHROPIC and not previous:
+                kept = _opening_with_a_user_turn(kept)  # an Anthropic conversation opens with the user
+            messages[:] = system + previous + kept
             if ctx.count() >= tokens_before:
                 messages[:] = original  # truncating this span would not help either
                 ctx.record("skipped", reason="summary_failed_no_gain", error=type(exc).__name__)
@@ -299,6 +304,14 @@ class LLMSummary(ctxlife.Strategy):
             return text
         block = format_fact_list(missing, budget - count(text) - 1, count)
         return f"{text}\n{block}" if block else text
+
+
+def _opening_with_a_user_turn(kept: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``kept`` from its first user turn on (the units before it are truncated too)."""
+    for i, message in enumerate(kept):
+        if is_user_turn(message):
+            return kept[i:]
+    return kept
 
 
 def _most_useful(facts: list[Fact], budget: int) -> list[Fact]:

@@ -10,6 +10,7 @@ import pytest
 import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.host import Host
+from ctxlife.messages import bootstrap_section
 from ctxlife_strategies.bootstrap import Bootstrap, render
 
 REPO = Path(__file__).resolve().parents[2]
@@ -116,7 +117,7 @@ def test_manage_injects_once_into_the_system_message():
     settings = settings_from_dict({"strategies": ["bootstrap"], "bootstrap": {"text": "PROFILE: product manager."}})
     messages = [{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "hi"}]
     report = ctxlife.manage(messages, config=settings, context_window=8192)
-    assert messages[0]["content"] == "You are helpful.\n\nPROFILE: product manager."
+    assert messages[0]["content"] == "You are helpful.\n\n" + bootstrap_section("PROFILE: product manager.")
     assert report.tokens_after > report.tokens_before
     messages.append({"role": "assistant", "content": "hello"})
     messages.append({"role": "user", "content": "again"})
