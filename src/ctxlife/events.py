@@ -68,17 +68,25 @@ QUOTE_RUN = 24
 """An exception text sharing a run of this many characters with message contents is taken to quote them."""
 
 
+SHORT_QUOTE = 8
+
+
 def quotes(text: str, haystacks: Iterable[str], run: int = QUOTE_RUN) -> bool:
     """Whether ``text`` shares a run of ``run`` or more characters with any of ``haystacks``.
 
     A shared run of ``run`` characters always covers one of the aligned blocks
     ``text[k*h:(k+1)*h]`` (``h = run // 2``), so only those blocks are searched for (with
-    ``str.find``, in C); a hit is confirmed on the ``run``-character windows around it.
+    ``str.find``, in C); a hit is confirmed on the ``run``-character windows around it. A
+    shorter text of at least :data:`SHORT_QUOTE` characters counts when it is quoted whole.
     """
     half = max(1, run // 2)
+    haystacks = [h for h in haystacks if isinstance(h, str)]
+    # A short content (a card number, an id as a tool argument) quoted whole counts too.
+    if any(SHORT_QUOTE <= len(h) < run and h in text for h in haystacks):
+        return True
     if len(text) < run:
         return False
-    hays = [h for h in haystacks if isinstance(h, str) and len(h) >= run]
+    hays = [h for h in haystacks if len(h) >= run]
     if not hays:
         return False
     for start in range(0, len(text) - half + 1, half):

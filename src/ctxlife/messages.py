@@ -47,6 +47,7 @@ import json
 import operator
 import re
 import threading
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -1062,6 +1063,13 @@ def strip_bootstrap(message: Message) -> Message:
 
 
 # -- text hygiene ----------------------------------------------------------------------------
+
+
+def tool_name_key(name: str) -> str:
+    """How tool names are compared: Unicode NFC and case-folded, nothing else (never cut to ASCII,
+    so ``查询订单`` and ``取消订单`` stay two tools)."""
+    return unicodedata.normalize("NFC", str(name)).strip().casefold()
+
 
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 

@@ -21,9 +21,9 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 import ctxlife
-from ctxlife.events import emit
+from ctxlife.events import describe_error, emit
 from ctxlife.facts import KIND_PRIORITY, Fact, extract_facts, facts_missing_from, format_fact_list
-from ctxlife.messages import ANTHROPIC, current_turn_index, is_summary, is_system, is_user_turn, round_starts, split_units, summary_message
+from ctxlife.messages import ANTHROPIC, current_turn_index, is_summary, is_system, is_user_turn, round_starts, split_units, summary_message, text_of
 from ctxlife.summarizers import LLMSummarizer, Summarizer, SummaryRequest, get_summarizer, strip_summary_marker
 
 
@@ -231,13 +231,16 @@ class LLMSummary(ctxlife.Strategy):
                 messages[:] = original  # truncating this span would not help either
                 ctx.record("skipped", reason="summary_failed_no_gain", error=type(exc).__name__)
                 return
+            contents = [text_of(m) for m in (*evicted, *previous, *system, *kept_tail)]
+            error, _ = describe_error(exc, contents, log_content=bool(getattr(self.settings, "log_content", False)))
             emit(
                 "error",
                 "ctxlife.summary_failed",
                 strategy=self.name,
                 summarizer=name,
                 session_id=ctx.session_id,
-                error=f"{type(exc).__name__}: {exc}",
+                error=error,
+                error_type=type(exc).__name__,
                 fallback="truncated",
                 evicted_messages=len(evicted),
             )

@@ -21,7 +21,7 @@ from pydantic import Field, field_validator
 
 import ctxlife
 from ctxlife.events import emit
-from ctxlife.messages import is_summary, is_system, same_messages
+from ctxlife.messages import inserted_meta, is_inserted, is_summary, is_system, restore_inserted, same_messages
 from ctxlife.sessions import DEFAULT_STORE_URL, SessionStore, Snapshot, open_store
 
 
@@ -73,6 +73,8 @@ class SnapshotRestore(ctxlife.Strategy):
     def _restore(self, ctx: ctxlife.LLMCallContext, session: str) -> None:
         snapshot = self._store.load_snapshot(session)
         saved = snapshot.messages if snapshot is not None else []
+        if snapshot is not None:  # the summaries it holds are ctxlife's, in this process too
+            restore_inserted(saved, snapshot.meta.get("inserted"))
         tail = self._store.read_raw(session, start=snapshot.raw_length if snapshot is not None else 0)
         if not saved and not tail:
             return  # a new session
@@ -92,7 +94,7 @@ class SnapshotRestore(ctxlife.Strategy):
     def _record_new(self, state: dict[str, Any], messages: list[dict[str, Any]], session: str) -> None:
         """Append every message not recorded yet (not system prompts, not summaries) to the raw history."""
         seen: dict[int, dict[str, Any]] = state.get("seen", {})
-        new = [m for m in messages if id(m) not in seen and not is_system(m) and not is_summary(m)]
+        new = [m for m in messages if id(m) not in seen and not is_system(m) and not is_inserted(m)]
         # Remember only what is in the live list now, so memory follows the context, not the session.
         state["seen"] = {id(m): m for m in messages}
         state["view"] = list(messages)
@@ -137,7 +139,7 @@ class SnapshotRestore(ctxlife.Strategy):
         # The task's final messages are copies of the live list; what is new (the final answer)
         # is what follows our last view of it.
         final = ctx.messages
-        new = [m for m in final[len(view):] if not is_system(m) and not is_summary(m)]
+        new = [m for m in final[len(view):] if not is_system(m) and not is_inserted(m)]
         self._append(ctx.state, ctx.session_id, new)
         self._save(ctx, final)
         ctx.state.pop("seen", None)
@@ -151,6 +153,11 @@ class SnapshotRestore(ctxlife.Strategy):
             ctx.record("skipped", reason="raw_history_pending", pending=len(ctx.state["backlog"]))
             return
         # Everything in the raw history up to now is reflected in this snapshot.
-        snapshot = Snapshot(session_id=ctx.session_id, messages=list(messages), raw_length=ctx.state.get("raw_length", 0))
+        snapshot = Snapshot(
+            session_id=ctx.session_id,
+            messages=list(messages),
+            raw_length=ctx.state.get("raw_length", 0),
+            meta={"inserted": inserted_meta(messages)},
+        )
         self._store.save_snapshot(snapshot)
         ctx.record("snapshot_saved", messages=len(messages), raw_length=snapshot.raw_length)

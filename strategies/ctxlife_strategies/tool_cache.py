@@ -19,15 +19,14 @@ and entries expire after ``ttl_seconds`` if set.
 from __future__ import annotations
 
 import json
-import re
 import time
-import unicodedata
 from collections import OrderedDict
 from typing import Any
 
 from pydantic import Field, field_validator
 
 import ctxlife
+from ctxlife.messages import tool_name_key
 
 # Results starting like this are framework or tool failures; they are not cached.
 _FAILURE_PREFIXES = (
@@ -40,17 +39,14 @@ _FAILURE_PREFIXES = (
 
 
 def normalize_tool_name(name: str) -> str:
-    """Tool names as frameworks report them: ASCII, camelCase split, lower case, ``_`` separators."""
-    name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
-    name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
-    name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
-    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+    """How tool names are compared: NFC and case-folded (``ctxlife.messages.tool_name_key``), never cut to ASCII."""
+    return tool_name_key(name)
 
 
 def cache_key(tool_name: str, tool_input: Any) -> str:
-    """The tool's normalized name and its arguments as canonical JSON (sorted keys, no spaces)."""
+    """The tool's name (NFC, case-folded, JSON-quoted) and its arguments as canonical JSON (sorted keys, no spaces)."""
     arguments = json.dumps(tool_input, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
-    return f"{normalize_tool_name(tool_name)}:{arguments}"
+    return f"{json.dumps(normalize_tool_name(tool_name), ensure_ascii=False)}:{arguments}"
 
 
 class ToolCache(ctxlife.Strategy):
@@ -114,11 +110,11 @@ class ToolCache(ctxlife.Strategy):
             result, first_call, stored_at = found
             if self._ttl is not None and self.clock() - stored_at > self._ttl:
                 del entries[key]
-                ctx.record("expired", tool=name, call=first_call)
+                ctx.record("expired", tool=ctx.tool_name, call=first_call)
             else:
                 entries.move_to_end(key)
                 ctx.result = f"[cached result from call {first_call}]\n{result}"
-                ctx.record("hit", tool=name, call=first_call)
+                ctx.record("hit", tool=ctx.tool_name, call=first_call)
                 return
         state.setdefault("pending", {})[key] = call_no
 
@@ -142,7 +138,7 @@ class ToolCache(ctxlife.Strategy):
         while len(entries) > self._max:
             entries.popitem(last=False)
             evicted += 1
-        ctx.record("stored", tool=name, call=call_no, entries=len(entries), evicted=evicted)
+        ctx.record("stored", tool=ctx.tool_name, call=call_no, entries=len(entries), evicted=evicted)
 
 
 def _result_text(raw: Any, shown: str | None) -> str | None:

@@ -31,7 +31,6 @@ import os
 import re
 import tempfile
 import threading
-import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 import ctxlife
+from ctxlife.messages import tool_name_key
 from ctxlife.strategy import ToolSpec
 from ctxlife.tokens import TokenCounter
 
@@ -50,11 +50,8 @@ _SNIPPET_CHARS = 240  # characters of context shown around a query match in a lo
 
 
 def normalize_tool_name(name: str) -> str:
-    """Tool names as frameworks report them: ASCII, camelCase split, lower case, ``_`` separators."""
-    name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
-    name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
-    name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
-    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+    """How tool names are compared: NFC and case-folded (``ctxlife.messages.tool_name_key``), never cut to ASCII."""
+    return tool_name_key(name)
 
 
 class ToolOutput(ctxlife.Strategy):
@@ -161,11 +158,11 @@ class ToolOutput(ctxlife.Strategy):
         before = count(result)
         if before <= cap:
             return
-        ref, where = self.save(result, tool=name, cap=cap, store=ctx.store, session_id=ctx.session_id)
+        ref, where = self.save(result, tool=ctx.tool_name, cap=cap, store=ctx.store, session_id=ctx.session_id)
         shortened, kind = shorten(result, cap, count, ref)
         ctx.result = shortened
         ctx.record(
-            "capped", tool=name, kind=kind, tokens_before=before, tokens_after=count(shortened), cap=cap, ref=ref,
+            "capped", tool=ctx.tool_name, kind=kind, tokens_before=before, tokens_after=count(shortened), cap=cap, ref=ref,
             saved_in=where,
         )
 

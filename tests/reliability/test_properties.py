@@ -569,12 +569,6 @@ def test_react_current_question_survives_truncation(stats):
     prop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: host.apply_bootstrap puts the bootstrap text into the system message without the 'one marked "
-    "section' hookspecs.py promises, so when the rendered text changes (the {date} variable after midnight, an "
-    "edited profile) a list that already holds the old block gets a second block (docs/reliability.md, bug 11).",
-)
 def test_bootstrap_block_is_replaced_not_duplicated_when_its_text_changes(monkeypatch):
     settings = settings_from_dict(
         {"strategies": ["bootstrap"], "bootstrap": {"text": "Today is {date}. Rules: be precise."}}
@@ -626,12 +620,6 @@ def test_bootstrap_is_idempotent_across_hosts_calls_and_prefilled_prompts(stats)
     prop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: snapshot_restore (and llm_summary) recognise a summary by its content prefix 'History summary:', "
-    "so a user or tool message that happens to start with it is never written to the raw history and is "
-    "treated as a previous summary (docs/reliability.md, bug 9)",
-)
 def test_a_user_message_that_looks_like_a_summary_is_still_recorded(tmp_path):
     host = Host(make_settings("snapshot_restore", tmp_path), context_window=8000, session_id="lookalike")
     checks = Checks()

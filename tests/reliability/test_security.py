@@ -515,13 +515,6 @@ def test_stdlib_logging_at_debug_shows_no_contents(tmp_path):
     assert SECRET not in child.stderr and SECRET not in child.stdout.replace("done", "")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap: the 'error' field of ctxlife.summary_failed / ctxlife.strategy_failed is str(exception) "
-    "verbatim, so a summarizer or strategy whose exception quotes its input (pydantic ValidationError, "
-    "provider errors that echo the prompt) puts message contents into the log even with log_content = false "
-    "(docs/reliability.md, bug 8)",
-)
 def test_exception_texts_that_quote_contents_are_not_logged(tmp_path, events):
     from pydantic import BaseModel
 
@@ -550,6 +543,59 @@ def test_exception_texts_that_quote_contents_are_not_logged(tmp_path, events):
         unregister_summarizer("validating")
     assert any(e["event"] == "ctxlife.summary_failed" for e in events)
     assert not [e for e in events if SECRET in repr(e)]
+
+
+def test_strategy_exceptions_that_quote_contents_are_withheld_and_others_kept(events):
+    """Bug 8 at every node: a strategy whose exception echoes a message, a tool argument or a tool
+    result is logged as its type and length, without a traceback; other errors keep their text."""
+    from pydantic import BaseModel
+
+    class Reply(BaseModel):
+        n: int
+
+    class Echoing:
+        @ctxlife.hookimpl
+        def ctxlife_before_llm_call(self, ctx):
+            Reply.model_validate({"n": ctx.messages[-1]["content"]})
+
+        @ctxlife.hookimpl
+        def ctxlife_before_tool_call(self, ctx):
+            raise ValueError(f"bad input {ctx.tool_input}")
+
+        @ctxlife.hookimpl
+        def ctxlife_after_tool_call(self, ctx):
+            raise ValueError(f"cannot parse {ctx.result[:80]}")
+
+    class Plain:
+        @ctxlife.hookimpl
+        def ctxlife_task_end(self, ctx):
+            raise RuntimeError("the store at /var/lib/ctxlife is down (Connection refused)")
+
+    host = Host(settings_from_dict({"strategies": []}), context_window=8000, plugins=[Echoing(), Plain()])
+    report = host.manage([{"role": "user", "content": f"my card is {SECRET} please book"}])
+    assert report.failures and SECRET in report.failures[0].error  # the caller's own report keeps it
+    host.before_tool_call(ToolCallContext(tool_name="pay", tool_input={"card": SECRET}))
+    host.after_tool_call(ToolCallContext(tool_name="pay", tool_input={}, result=f"charged card {SECRET} for $12.00 ok"))
+    host.task_end(TaskContext(task_name="t", output="done"))
+    failed = [e for e in events if e["event"] == "ctxlife.strategy_failed"]
+    assert len(failed) == 4
+    assert not [e for e in events if SECRET in repr(e)]
+    withheld = [e for e in failed if "withheld" in e["error"]]
+    assert {e["error_type"] for e in withheld} == {"ValidationError", "ValueError"} and len(withheld) == 3
+    assert all(e["exc_info"] is False for e in withheld)  # a traceback would carry the same text
+    plain = next(e for e in failed if e["node"] == "task_end")
+    assert plain["error"] == "RuntimeError: the store at /var/lib/ctxlife is down (Connection refused)"
+
+
+def test_log_content_true_keeps_exception_texts(events):
+    class Echoing:
+        @ctxlife.hookimpl
+        def ctxlife_before_llm_call(self, ctx):
+            raise ValueError(f"cannot handle {ctx.messages[-1]['content']}")
+
+    settings = settings_from_dict({"strategies": [], "log_content": True})
+    Host(settings, context_window=8000, plugins=[Echoing()]).manage([{"role": "user", "content": f"my card is {SECRET} please"}])
+    assert any(SECRET in e.get("error", "") for e in events if e["event"] == "ctxlife.strategy_failed")
 
 
 # -- 4. Redis with a password and over TLS --------------------------------------------------------------

@@ -217,3 +217,44 @@ def test_the_docs_examples_are_valid_configs(doc_examples):
     for example in doc_examples("bootstrap"):
         settings = settings_from_dict(example, source="docs/strategies/bootstrap.md")
         assert "bootstrap" in settings.strategies
+
+
+@pytest.mark.e2e
+def test_use_system_prompt_false_gets_no_system_message_and_the_text_once_in_the_first_user_turn():
+    llm = scripted_llm()
+    agent = Agent(role="Writer", goal="write", backstory="You write.", llm=llm, use_system_prompt=False)
+    task = Task(description="Write about tea.", expected_output="a report", agent=agent)
+    crew = ctxlife.wrap(Crew(agents=[agent], tasks=[task]), settings_from_dict({"strategies": ["bootstrap"], "bootstrap": {"text": BLOCK}}))
+    crew.kickoff()
+    crew.kickoff()
+    assert len(llm.calls) == 2
+    for call in llm.calls:
+        assert [m["role"] for m in call if m["role"] == "system"] == []
+        first_user = next(m for m in call if m["role"] == "user")
+        assert first_user["content"].count("PROFILE for Writer") == 1
+        assert "Write about tea." in first_user["content"]  # the task is still there
+        assert sum(str(m["content"]).count("PROFILE for") for m in call) == 1
+
+
+def test_a_system_prompt_made_of_parts_keeps_its_instructions():
+    settings = settings_from_dict({"strategies": ["bootstrap"], "bootstrap": {"text": "PROFILE: tea."}})
+    parts = [{"type": "text", "text": "You are XiaoPaw."}, {"type": "text", "text": "Answer briefly.", "cache_control": {"type": "ephemeral"}}]
+    messages = [{"role": "system", "content": parts}, {"role": "user", "content": "hi"}]
+    Host(settings, context_window=8000).manage(messages)
+    Host(settings, context_window=8000).manage(messages)  # a second host: still once
+    content = messages[0]["content"]
+    assert content[:2] == parts  # the original instructions (and their cache marker) are kept
+    assert [p["text"] for p in content[2:]] == [bootstrap_section("PROFILE: tea.")]
+
+
+def test_an_anthropic_list_gets_the_text_in_its_first_user_turn_not_a_system_message():
+    settings = settings_from_dict({"strategies": ["bootstrap"], "bootstrap": {"text": "PROFILE: tea."}})
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "look this up"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "found"}]},
+    ]
+    Host(settings, context_window=8000).manage(messages)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[0]["content"][0] == {"type": "text", "text": bootstrap_section("PROFILE: tea.")}
+    assert messages[0]["content"][1] == {"type": "text", "text": "look this up"}

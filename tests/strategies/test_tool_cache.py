@@ -40,9 +40,25 @@ class Counter:
 
 
 def test_key_is_tool_name_and_canonical_arguments():
-    assert cache_key("Search Web", {"b": 1, "a": [2, {"y": 1, "x": 2}]}) == 'search_web:{"a":[2,{"x":2,"y":1}],"b":1}'
+    assert cache_key("Search Web", {"b": 1, "a": [2, {"y": 1, "x": 2}]}) == '"search web":{"a":[2,{"x":2,"y":1}],"b":1}'
     assert cache_key("search", {"a": 1, "b": 2}) == cache_key("search", {"b": 2, "a": 1})
     assert cache_key("search", {"a": 1}) != cache_key("search", {"a": "1"})
+
+
+def test_tool_names_are_compared_exactly_in_every_script():
+    # Before: every CJK name normalised to "", so cancelling was answered from the lookup's cache.
+    host = make_host(tools=["查询订单"])
+    lookup, cancel = Counter("order A1: shipped"), Counter("order A1: cancelled")
+    call(host, "查询订单", {"id": "A1"}, lookup)
+    cancelled = call(host, "取消订单", {"id": "A1"}, cancel)
+    assert cancel.runs == 1 and cancelled.result == "order A1: cancelled" and cancelled.skipped_by is None
+    again = call(host, "查询订单", {"id": "A1"}, lookup)
+    assert lookup.runs == 1 and again.result == "[cached result from call 1]\norder A1: shipped"
+    # Case and Unicode normalisation (NFC) are all that is ignored.
+    assert cache_key("Café", {}) == cache_key("cafe\u0301", {}) == cache_key("CAFÉ", {})
+    assert cache_key("search_web", {}) != cache_key("searchWeb", {}) != cache_key("Search Web", {})
+    assert cache_key("получить", {}) != cache_key("отменить", {})
+    assert cache_key("a", {"x": 1}) != cache_key('a:{"x":1}', {})
 
 
 def test_second_identical_call_is_answered_from_the_cache():

@@ -140,7 +140,7 @@ def test_capped_result_is_saved_owner_only_and_recorded(tmp_path):
     (action,) = ctx.actions
     assert action.strategy == "tool_output" and action.what == "capped"
     ref = action.details["ref"]
-    assert action.details["tool"] == "dump_table" and action.details["tokens_after"] <= 250
+    assert action.details["tool"] == "Dump Table" and action.details["tokens_after"] <= 250
     store = tmp_path / "store"
     assert stat.S_IMODE(store.stat().st_mode) == 0o700
     saved = store / f"{ref}.txt"
@@ -155,8 +155,9 @@ def test_capped_result_is_saved_owner_only_and_recorded(tmp_path):
 
 def test_tools_list_table_and_wildcard(tmp_path):
     text = big_text(400)
-    listed = make_host(tmp_path, max_tokens=200, tools=["dumpTable"])
+    listed = make_host(tmp_path, max_tokens=200, tools=["Dump_Table"])
     assert after(listed, "dump_table", text).result != text
+    assert after(listed, "dumpTable", text).result == text  # names are not rewritten
     assert after(listed, "search", text).result == text
     table = make_host(tmp_path, tools={"dump_table": 150, "scrape": 300})
     count = table.counter().count_text
@@ -235,10 +236,18 @@ def test_recall_rejects_bad_refs_and_offsets(tmp_path):
     assert strategy.recall(ref, "", "").startswith("xxxxxxxxxx\n[ctxlife_recall: characters 0-10 of 10; end")
 
 
-def test_normalize_tool_name():
-    assert normalize_tool_name("Search Web") == "search_web"
-    assert normalize_tool_name("dumpTable") == "dump_table"
-    assert normalize_tool_name("HTTPRequest") == "http_request"
+def test_tool_names_are_compared_exactly_nfc_and_case_folded():
+    assert normalize_tool_name("Search Web") == "search web"
+    assert normalize_tool_name("DUMP_table") == "dump_table" != normalize_tool_name("dumpTable")
+    assert normalize_tool_name("查询订单") == "查询订单" != normalize_tool_name("取消订单")
+    assert normalize_tool_name("cafe\u0301") == normalize_tool_name("Café")
+
+
+def test_cjk_tool_names_select_their_own_caps(tmp_path):
+    text = big_text(400)
+    host = make_host(tmp_path, tools={"导出表格": 150})
+    assert after(host, "导出表格", text).result != text
+    assert after(host, "查询订单", text).result == text  # before: every CJK name was "", so it was capped too
 
 
 # -- bad options --------------------------------------------------------------------------

@@ -257,6 +257,8 @@ class CrewAdapter:
             goal=getattr(agent, "goal", None),
             backstory=getattr(agent, "backstory", None),
             complete=self._complete_with(hctx.llm),
+            # use_system_prompt=False: CrewAI sends no system message, so bootstrap text opens the first user turn.
+            system_prompt=getattr(agent, "use_system_prompt", True) is not False,
             **self._task_facts(hctx.task),
         )
 
@@ -265,7 +267,8 @@ class CrewAdapter:
             hctx.tool_input = {}
         return ToolCallContext(
             agent_role=self._agent_role(hctx.agent),
-            tool_name=hctx.tool_name,
+            # The tool's own name (CrewAI reports an ASCII-sanitized one: every CJK name becomes "").
+            tool_name=getattr(getattr(hctx, "tool", None), "name", None) or hctx.tool_name,
             tool_input=hctx.tool_input,  # the same dict: edits reach the tool
             result=getattr(hctx, "tool_result", None),
             raw_result=getattr(hctx, "raw_tool_result", None),
