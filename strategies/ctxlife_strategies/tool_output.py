@@ -38,7 +38,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 import ctxlife
-from ctxlife.messages import tool_name_key
+from ctxlife.messages import escape_surrogates, safe_cut, tool_name_key
 from ctxlife.strategy import ToolSpec
 from ctxlife.tokens import TokenCounter
 
@@ -153,11 +153,14 @@ class ToolOutput(ctxlife.Strategy):
         assert ctx.tokens is not None
         self._counter = ctx.tokens
         count = ctx.tokens.count_text
-        if len(result.encode("utf-8")) <= cap:  # a token is at least one byte: surely fits
+        if len(result.encode("utf-8", "surrogatepass")) <= cap:  # a token is at least one byte: surely fits
             return
         before = count(result)
         if before <= cap:
             return
+        # Lone surrogates (a non-UTF-8 file name from os.listdir, say) cannot be sent or stored
+        # as UTF-8: the model sees them, and the offloaded copy holds them, escaped as \udXXX.
+        result = escape_surrogates(result)
         ref, where = self.save(result, tool=ctx.tool_name, cap=cap, store=ctx.store, session_id=ctx.session_id)
         shortened, kind = shorten(result, cap, count, ref)
         ctx.result = shortened
@@ -299,6 +302,7 @@ class ToolOutput(ctxlife.Strategy):
                 "[ctxlife: ...] note of the shortened result gives it (to_ followed by 16 hex digits)."
             )
         text, meta = found
+        text = escape_surrogates(text)  # results stored before they were escaped
         try:
             offset = int(str(start).strip() or 0)
         except ValueError:
@@ -386,9 +390,10 @@ def _limits(data: Any) -> tuple[dict[int, int], int, int]:
 def _cut_string(value: str, max_chars: int) -> str:
     if len(value) <= max_chars:
         return value
-    head = max_chars - max_chars // 3
-    tail = max_chars - head
-    return f"{value[:head]}…[{len(value) - head - tail} chars cut]…{value[len(value) - tail:]}"
+    head = safe_cut(value, max_chars - max_chars // 3, reach=12)
+    tail_start = safe_cut(value, len(value) - (max_chars - head), backward=False, reach=12)
+    tail_start = max(tail_start, head)
+    return f"{value[:head]}…[{tail_start - head} chars cut]…{value[tail_start:]}"
 
 
 def _shrink(value: Any, items: Callable[[int], int], chars: int, depth: int | None, level: int = 1) -> Any:
@@ -489,12 +494,14 @@ def _snap(text: str, head: int, tail: int) -> tuple[int, int]:
     if head + tail >= n:
         head, tail = n // 2, n - n // 2 - 1
     cut = text.rfind("\n", int(head * 0.8), head)
-    if cut > 0:
-        head = cut + 1
+    head = cut + 1 if cut > 0 else safe_cut(text, head)  # never inside a word or an emoji
     start = n - tail
     nl = text.find("\n", start, start + max(tail // 5, 1))
     if nl != -1 and nl + 1 < n:
         tail = n - (nl + 1)
+    else:
+        start = safe_cut(text, start, backward=False)
+        tail = n - max(start, head)
     return head, tail
 
 
@@ -519,6 +526,9 @@ def _fit_chars(text: str, start: int, budget: int, count: Callable[[str], int]) 
         nl = text.rfind("\n", start + (end - start) * 4 // 5, end)
         if nl > start:
             end = nl + 1
+        else:
+            cut = safe_cut(text, end)
+            end = cut if cut > start else end
     return end
 
 

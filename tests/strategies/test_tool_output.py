@@ -503,3 +503,40 @@ def test_a_failing_session_store_falls_back_to_the_workspace(tmp_path):
     assert details["saved_in"] == "workspace" and host.counter().count_text(ctx.result) <= 200
     (strategy,) = host.strategies
     assert strategy.recall(details["ref"], "0", "").startswith(text[:50])
+
+
+def test_a_result_with_lone_surrogates_is_capped_escaped_and_recallable(tmp_path):
+    # os.listdir on a non-UTF-8 file name gives lone surrogates; before, the strategy crashed
+    # on encoding and the whole result (33,011 tokens here) reached the model past a 200-token cap.
+    text = "\n".join(f"report_{i}_\udcff\udcfe.csv  {i * 7} bytes" for i in range(3000))
+    host = make_host(tmp_path, max_tokens=200)
+    ctx = ToolCallContext(tool_name="ls", tool_input={}, result=text, raw_result=text)
+    report = host.after_tool_call(ctx)
+    assert report.failures == []
+    assert host.counter().count_text(ctx.result) <= 200
+    ctx.result.encode("utf-8")  # what the model sees can be sent
+    assert "report_0_\\udcff\\udcfe.csv" in ctx.result
+    ref = report.actions[0].details["ref"]
+    strategy = host.strategies[0]
+    page = strategy.recall(ref, "0", "")
+    page.encode("utf-8")
+    assert page.startswith("report_0_\\udcff\\udcfe.csv")
+    assert "report_2999_" in strategy.recall(ref, "0", "report_2999")
+
+
+def test_cuts_split_no_word_emoji_or_id_inside_cjk_text(tmp_path):
+    # The atoms a cut may fall between: CJK characters, whole ids/emails/numbers, whole emoji sequences.
+    atoms = [*"订单号是", "ORD-88231", "，", *"退款申请", "RF-5521", "，", *"邮箱", "zhang.wei@example.com", " ",
+             "👨‍👩‍👧‍👦", " ", "🇨🇳", " ", "é", " ", *"金额为", "￥", "1,299.00", "。"]
+    unit = "".join(atoms)
+    boundaries = {0}
+    for atom in atoms:
+        boundaries.add(max(boundaries) + len(atom))
+    text = unit * 400
+    host = make_host(tmp_path, max_tokens=150)
+    shown = after(host, "查询订单", text).result
+    head, _, rest = shown.partition("\n[... ctxlife:")
+    tail = rest.split("...]\n", 1)[1]
+    assert text.startswith(head) and text.endswith(tail) and len(head) > 20 and len(tail) > 20
+    assert len(head) % len(unit) in boundaries, repr(head[-12:])
+    assert (len(text) - len(tail)) % len(unit) in boundaries, repr(tail[:12])
