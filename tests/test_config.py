@@ -80,8 +80,8 @@ def test_wrong_option_type_names_strategy_key_and_type(tmp_path):
     with pytest.raises(StrategyOptionsError) as info:
         load_settings(path)
     assert str(info.value) == (
-        f"strategy 'truncate_last_n' option 'rounds' (in {path}): Input should be a valid integer, "
-        "unable to parse string as an integer (got 'many')"
+        f"strategy 'truncate_last_n' option 'rounds' (in {path}): Value error, expected a number, "
+        "got the text 'many'"
     )
 
 
@@ -125,3 +125,144 @@ def test_a_bad_environment_value_names_its_variable(monkeypatch):
     monkeypatch.setenv("CTXLIFE_THRESHOLD", "high")
     with pytest.raises(ConfigError, match="setting 'threshold' \\(from the environment variable CTXLIFE_THRESHOLD\\)"):
         settings_from_dict({})
+
+
+# -- issue 13: every bad value a clear error at the edge -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "toml, fragment",
+    [
+        ("[truncate_last_n]\nrounds = true\n", "option 'rounds' (in {path}): Value error, expected a number, got the boolean true"),
+        ("[truncate_last_n]\nonly_above_threshold = 1\n", "option 'only_above_threshold' (in {path}): Value error, expected true or false, got the number 1"),
+        ('[truncate_last_n]\nrounds = "3"\n', "expected a number, got the text '3'; write it without quotes"),
+        ("threshold = true\n", "setting 'threshold' (in {path}): Value error, expected a number, got the boolean true"),
+        ('context_window = "128000"\n', "setting 'context_window' (in {path}): Value error, expected a number, got the text '128000'; write it without quotes"),
+        ("context_window = nan\n", "setting 'context_window' (in {path}): Input should be a finite number"),
+        ("context_window = -1\n", "setting 'context_window' (in {path}): Input should be greater than 0"),
+        ("context_window = 8000.0\n", "expected a whole number of tokens, got 8000.0; write 8000"),
+        ("log_content = 1\n", "setting 'log_content' (in {path}): Value error, expected true or false, got the number 1"),
+    ],
+)
+def test_strict_scalars_in_a_file(tmp_path, toml, fragment):
+    path = write(tmp_path, toml)
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    assert fragment.format(path=path) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "toml, fragment",
+    [
+        (
+            'threshold = 0.3\nstrategies = ["llm_summary"]\n[llm_summary]\ntarget = 0.5\n',
+            "option 'target' (0.5) must be below the threshold (0.3) (in {path}, table [llm_summary], key 'target'; "
+            "threshold in {path}, key 'threshold')",
+        ),
+        (
+            'strategies = ["llm_summary"]\n[llm_summary]\nthreshold = 0.1\ntarget = 0.2\n',
+            "strategy 'llm_summary' option 'target' (in {path}): Value error, must be below this table's threshold (0.1), got 0.2",
+        ),
+        (
+            'strategies = ["llm_summary"]\n[llm_summary]\nsummarizer = "nope"\n',
+            "option 'summarizer' (in {path}, table [llm_summary], key 'summarizer'): unknown summarizer 'nope'; available: extractive",
+        ),
+        (
+            'strategies = ["snapshot_restore"]\n[snapshot_restore]\nstore = "ftp://host/x"\n',
+            "option 'store' (in {path}, table [snapshot_restore], key 'store'): unknown session store scheme 'ftp'; known schemes: file",
+        ),
+    ],
+)
+def test_cross_field_errors_name_the_file_table_and_key(tmp_path, toml, fragment):
+    path = write(tmp_path, toml)
+    with pytest.raises(ConfigError) as info:
+        ctxlife.Host(load_settings(path), context_window=8000)
+    assert fragment.format(path=path) in str(info.value)
+
+
+def test_cross_field_errors_name_the_environment_variable(tmp_path, monkeypatch):
+    path = write(tmp_path, 'threshold = 0.3\nstrategies = ["llm_summary"]\n')
+    monkeypatch.setenv("CTXLIFE_LLM_SUMMARY__TARGET", "0.9")
+    with pytest.raises(StrategyOptionsError) as info:
+        ctxlife.Host(load_settings(path), context_window=8000)
+    assert "(from the environment variable CTXLIFE_LLM_SUMMARY__TARGET; threshold in" in str(info.value)
+
+
+def test_a_bad_strategy_variable_is_blamed_on_the_variable_not_the_file(tmp_path, monkeypatch):
+    path = write(tmp_path, 'strategies = ["truncate_last_n"]\n')
+    monkeypatch.setenv("CTXLIFE_TRUNCATE_LAST_N__ROUNDS", "true")
+    with pytest.raises(StrategyOptionsError) as info:
+        load_settings(path)
+    assert str(info.value) == (
+        "strategy 'truncate_last_n' option 'rounds' (from the environment variable CTXLIFE_TRUNCATE_LAST_N__ROUNDS): "
+        "Value error, expected a number, got the boolean true"
+    )
+    monkeypatch.delenv("CTXLIFE_TRUNCATE_LAST_N__ROUNDS")
+    monkeypatch.setenv("CTXLIFE_TRUNCATE_LAST__ROUNDS", "3")  # a typo in the strategy's name
+    with pytest.raises(UnknownStrategyError) as info:
+        load_settings(path)
+    assert "options table [truncate_last] (from the environment variable CTXLIFE_TRUNCATE_LAST__ROUNDS)" in str(info.value)
+    assert str(path) not in str(info.value)
+
+
+def test_strategies_from_the_environment_must_be_a_json_list(monkeypatch):
+    monkeypatch.setenv("CTXLIFE_STRATEGIES", "truncate_last_n")
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value) == (
+        "environment variable CTXLIFE_STRATEGIES='truncate_last_n': the value must be a JSON list, "
+        """e.g. CTXLIFE_STRATEGIES='["truncate_last_n"]'"""
+    )
+    monkeypatch.setenv("CTXLIFE_STRATEGIES", '["truncate_last_n", "nope"]')
+    with pytest.raises(UnknownStrategyError, match=r"unknown strategy 'nope' in 'strategies' \(from the environment variable CTXLIFE_STRATEGIES\)"):
+        load_settings()
+
+
+def test_the_cli_says_it_in_one_line_not_a_traceback(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    config = write(tmp_path, "threshold = 0.4\n")
+    env = {**os.environ, "CTXLIFE_STRATEGIES": "truncate_last_n"}
+    cli = [sys.executable, "-m", "ctxlife.cli"]
+    out = subprocess.run([*cli, "check", str(config)], capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [
+        "ctxlife check: error: environment variable CTXLIFE_STRATEGIES='truncate_last_n': the value must be a JSON list, "
+        """e.g. CTXLIFE_STRATEGIES='["truncate_last_n"]'"""
+    ]
+
+
+def test_environment_values_are_typed(monkeypatch):
+    for key, value in {"CTXLIFE_THRESHOLD": "0.5", "CTXLIFE_CONTEXT_WINDOW": "8000", "CTXLIFE_LOG_CONTENT": "true",
+                       "CTXLIFE_MODEL": "123", "CTXLIFE_SESSION_ID": "007"}.items():
+        monkeypatch.setenv(key, value)
+    settings = load_settings()
+    assert (settings.threshold, settings.context_window, settings.log_content) == (0.5, 8000, True)
+    assert settings.model == "123" and settings.session_id == "007"  # text settings stay text
+    monkeypatch.setenv("CTXLIFE_CONTEXT_WINDOW", "lots")
+    with pytest.raises(ConfigError, match=r"setting 'context_window' \(from the environment variable CTXLIFE_CONTEXT_WINDOW\): Value error, expected a number, got the text 'lots'$"):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    "window, message",
+    [
+        ("128000", "context_window must be a positive whole number of tokens, got the text '128000'; pass the number itself: context_window=128000"),
+        (float("nan"), "context_window must be a positive whole number of tokens, got nan (float)"),
+        (-5, "context_window must be a positive number of tokens, got -5"),
+        (True, "context_window must be a positive whole number of tokens, got True (bool)"),
+        (8000.0, "context_window must be a positive whole number of tokens, got 8000.0 (float); pass 8000"),
+        ([8000], "context_window must be a positive whole number of tokens, got [8000] (list)"),
+    ],
+)
+def test_context_window_arguments_are_checked_at_the_edge(window, message):
+    for call in (
+        lambda: ctxlife.manage([{"role": "user", "content": "hi"}], context_window=window),
+        lambda: ctxlife.Host(settings_from_dict({}), context_window=window),
+        lambda: ctxlife.Host(settings_from_dict({})).manage([{"role": "user", "content": "hi"}], context_window=window),
+    ):
+        with pytest.raises(ConfigError) as info:
+            call()
+        assert str(info.value) == message

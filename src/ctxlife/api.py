@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxlife.config import Settings, find_default_config, load_settings
+from ctxlife.config import Settings, find_default_config, load_settings, validate_context_window
 from ctxlife.host import Host, Report
 
 _MAX_HOSTS = 32
@@ -44,6 +44,7 @@ def manage(
     strategies keep their state and token counts stay cached between calls; use
     :class:`ctxlife.Host` directly to control that lifetime yourself.
     """
+    validate_context_window(context_window, "context_window")  # before it becomes part of a cache key
     if session_id is not None:
         from ctxlife.sessions.ids import validate_session_id
 

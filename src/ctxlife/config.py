@@ -26,12 +26,12 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ctxlife.errors import ConfigError, StrategyOptionsError, UnknownStrategyError
 from ctxlife.plugins import registry
-from ctxlife.strategy import Options
+from ctxlife.strategy import Options, strict_scalar
 
 ENV_PREFIX = "CTXLIFE_"
 DEFAULT_FILE = "ctxlife.toml"
@@ -74,6 +74,19 @@ class Settings(BaseSettings):
     _source: str = PrivateAttr(default="built-in defaults")
     _options: dict[str, Options] = PrivateAttr(default_factory=dict)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_lax_scalars(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        return strict_scalar(field.annotation, value) if field is not None else value
+
+    @field_validator("context_window", mode="before")
+    @classmethod
+    def _whole_number(cls, value: Any) -> Any:
+        if isinstance(value, float) and value == value and value.is_integer():
+            raise ValueError(f"expected a whole number of tokens, got {value!r}; write {int(value)}")
+        return value
+
     @field_validator("strategies")
     @classmethod
     def _no_duplicates(cls, value: list[str]) -> list[str]:
@@ -94,11 +107,25 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Environment beats the file (passed as init data by load_settings).
-        return (_StrategyEnvSource(settings_cls), env_settings, init_settings)
+        return (_StrategyEnvSource(settings_cls), _EnvSource(settings_cls), init_settings)
 
     def model_post_init(self, __context: Any) -> None:
         self._source = _current_source.get()
         self._validate_strategies()
+
+    def source_of(self, section: str | None, key: str) -> str:
+        """Where one value came from, for error messages: the environment variable, the file's table
+        and key, or the default (``section`` None for a top-level setting)."""
+        variable = f"{ENV_PREFIX}{section.upper()}__{key.upper()}" if section else f"{ENV_PREFIX}{key.upper()}"
+        if variable in os.environ:
+            return f"from the environment variable {variable}"
+        if section is not None:
+            if key in self.strategy_tables().get(section, {}):
+                return f"in {self._source}, table [{section}], key {key!r}"
+            return f"the default of [{section}] {key!r}"
+        if key in self.model_fields_set and self._source != "built-in defaults":
+            return f"in {self._source}, key {key!r}"
+        return f"the default of {key!r}"
 
     @property
     def source(self) -> str:
@@ -129,7 +156,8 @@ class Settings(BaseSettings):
         where = f" (in {self._source})" if self._source != "built-in defaults" else ""
         for name in self.strategies:
             if name not in reg.entries:
-                raise UnknownStrategyError(f"unknown strategy {name!r} in 'strategies'{where}; {reg.available()}")
+                listed = f" ({self.source_of(None, 'strategies')})" if f"{ENV_PREFIX}STRATEGIES" in os.environ else where
+                raise UnknownStrategyError(f"unknown strategy {name!r} in 'strategies'{listed}; {reg.available()}")
         for key, value in (self.model_extra or {}).items():
             if not isinstance(value, dict):
                 raise ConfigError(
@@ -138,12 +166,14 @@ class Settings(BaseSettings):
                     f"[strategy_name] table"
                 )
             if key not in reg.entries:
-                raise UnknownStrategyError(f"options table [{key}]{where} names no installed strategy; {reg.available()}")
+                variables = sorted(v for v in os.environ if v.startswith(f"{ENV_PREFIX}{key.upper()}__"))
+                origin = f" (from the environment variable{'s' if len(variables) > 1 else ''} {', '.join(variables)})" if variables else where
+                raise UnknownStrategyError(f"options table [{key}]{origin} names no installed strategy; {reg.available()}")
             cls = reg.get(key)
             try:
                 self._options[key] = cls.Options.model_validate(value)
             except ValidationError as exc:
-                raise StrategyOptionsError(_explain_option_errors(key, exc, where)) from None
+                raise StrategyOptionsError(_explain_option_errors(key, exc, self._source)) from None
 
 
 class _StrategyEnvSource(PydanticBaseSettingsSource):
@@ -176,19 +206,44 @@ def _parse_env_value(raw: str) -> Any:
         return raw
 
 
-def _explain_option_errors(strategy: str, exc: ValidationError, where: str) -> str:
+def _explain_option_errors(strategy: str, exc: ValidationError, source: str) -> str:
+    # "strategy 'x' option 'k' (in FILE)" names the file, the table ([x]) and the key (k).
+    where = f" (in {source})" if source != "built-in defaults" else ""
     lines = []
     for error in exc.errors():
         key = ".".join(str(p) for p in error["loc"]) or "(table)"
         variable = f"{ENV_PREFIX}{strategy.upper()}__{str(error['loc'][0]).upper()}" if error["loc"] else ""
-        source = f" (from the environment variable {variable})" if variable in os.environ else where
+        from_env = variable in os.environ
+        origin = f" (from the environment variable {variable})" if from_env else where
+        message = _message(error, in_file=not from_env and bool(where))
         if error["type"] == "extra_forbidden":
-            lines.append(f"strategy {strategy!r} has no option {key!r}{source}")
+            lines.append(f"strategy {strategy!r} has no option {key!r}{origin}")
         else:
-            lines.append(
-                f"strategy {strategy!r} option {key!r}{source}: {error['msg']} (got {error.get('input')!r})"
-            )
+            lines.append(f"strategy {strategy!r} option {key!r}{origin}: {message}")
     return "; ".join(lines)
+
+
+def _message(error: Any, *, in_file: bool) -> str:
+    """pydantic's message for one error, with what was given (once) and, in a file, how to write it."""
+    message = str(error["msg"])
+    if not message.startswith(("Value error, expected", "expected")):  # strict_scalar's say what they got
+        message += f" (got {_shown(error.get('input'))})"
+    given = error.get("input")
+    if in_file and isinstance(given, str) and "expected" in message and _looks_scalar(given):
+        message += "; write it without quotes"
+    return message
+
+
+def _looks_scalar(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), (bool, int, float))
+    except ValueError:
+        return False
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _explain_settings_errors(exc: ValidationError, where: str) -> str:
@@ -196,9 +251,66 @@ def _explain_settings_errors(exc: ValidationError, where: str) -> str:
     for error in exc.errors():
         key = ".".join(str(p) for p in error["loc"]) or "(top level)"
         variable = ENV_PREFIX + str(error["loc"][0]).upper() if error["loc"] else ""
-        source = f" (from the environment variable {variable})" if variable in os.environ else where
-        lines.append(f"setting {key!r}{source}: {error['msg']} (got {error.get('input')!r})")
+        from_env = variable in os.environ
+        source = f" (from the environment variable {variable})" if from_env else where
+        message = _message(error, in_file=not from_env and where != " (in built-in defaults)")
+        lines.append(f"setting {key!r}{source}: {message}")
     return "; ".join(lines)
+
+
+class _EnvSource(EnvSettingsSource):
+    """``CTXLIFE_<SETTING>=value``: JSON for lists, numbers and booleans; text for text settings.
+
+    ``CTXLIFE_STRATEGIES`` must be a JSON list; anything else is a :class:`ConfigError` saying so
+    (not pydantic-settings' traceback).
+    """
+
+    def prepare_field_value(self, field_name: str, field: Any, value: Any, value_is_complex: bool) -> Any:
+        if not isinstance(value, str):
+            return super().prepare_field_value(field_name, field, value, value_is_complex)
+        variable = f"{ENV_PREFIX}{field_name.upper()}"
+        is_complex, _ = self._field_is_complex(field)
+        if is_complex or value_is_complex:
+            try:
+                decoded = json.loads(value)
+            except ValueError:
+                decoded = None
+            if not isinstance(decoded, list):
+                example = json.dumps([w.strip() for w in value.split(",") if w.strip()] or ["truncate_last_n"])
+                raise ConfigError(
+                    f"environment variable {variable}={value!r}: the value must be a JSON list, "
+                    f"e.g. {variable}='{example}'"
+                )
+            return decoded
+        if str in _field_kinds(field):
+            return value
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value  # validation names the variable and what was expected
+
+
+def _field_kinds(field: Any) -> set[Any]:
+    from ctxlife.strategy import _scalar_kinds
+
+    return _scalar_kinds(field.annotation)
+
+
+def validate_context_window(value: Any, where: str = "context_window") -> int | None:
+    """``value`` if it is None or a positive whole number of tokens; else a :class:`ConfigError` saying so."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        hint = ""
+        if isinstance(value, str) and value.strip().isdigit():
+            hint = f"; pass the number itself: {where.split('=')[0]}={int(value.strip())}"
+        elif isinstance(value, float) and value == value and value.is_integer() and value > 0:
+            hint = f"; pass {int(value)}"
+        shown = f"the text {value[:40]!r}" if isinstance(value, str) else f"{_shown(value)} ({type(value).__name__})"
+        raise ConfigError(f"{where} must be a positive whole number of tokens, got {shown}{hint}")
+    if value <= 0:
+        raise ConfigError(f"{where} must be a positive number of tokens, got {value}")
+    return value
 
 
 def read_toml(path: Path) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 import pluggy
 
 from ctxlife import hookspecs
-from ctxlife.config import Settings
+from ctxlife.config import Settings, validate_context_window
 from ctxlife.contexts import Action, BootstrapContext, Complete, HookContext, LLMCallContext, TaskContext, ToolCallContext
 from ctxlife.errors import CtxlifeError, PluginError
 from ctxlife.events import describe_error, emit
@@ -90,6 +90,7 @@ class Host:
         plugins: Sequence[object] = (),
     ) -> None:
         self.settings = settings
+        validate_context_window(context_window, "context_window")
         self.context_window = settings.context_window or context_window
         self.model = model or settings.model
         self.session_id = session_id if session_id is not None else settings.session_id
@@ -169,6 +170,8 @@ class Host:
         ctx.node = node
         ctx.session_id = session_id or self.session_id
         ctx.tokens = self.counter(model)
+        if context_window is not None and (type(context_window) is not int or context_window < 0):
+            validate_context_window(context_window, "context_window")  # text, NaN, negative; 0 means unknown
         ctx.context_window = self.context_window or context_window or 0
         ctx.threshold = self.settings.threshold
         ctx.store = self.store

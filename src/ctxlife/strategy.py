@@ -7,10 +7,45 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 if TYPE_CHECKING:
     from ctxlife.config import Settings
+
+
+def _scalar_kinds(annotation: Any) -> set[Any]:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union or (origin is not None and getattr(origin, "__name__", "") == "UnionType"):
+        return set().union(*(_scalar_kinds(a) for a in typing.get_args(annotation)))
+    if origin is typing.Literal:
+        return {type(a) for a in typing.get_args(annotation)}
+    if origin is typing.Annotated:
+        return _scalar_kinds(typing.get_args(annotation)[0])
+    if isinstance(annotation, type) and origin is None:
+        return {annotation}
+    return {object}  # a container or anything else: pydantic's own checks apply
+
+
+def strict_scalar(annotation: Any, value: Any) -> Any:
+    """``value`` if it has the kind ``annotation`` asks for; raises ValueError for the usual TOML slips.
+
+    A boolean is not a number (``rounds = true`` is not 1), a number is not a boolean, and text is
+    not a number or a boolean (``context_window = "128000"``): write the value without quotes.
+    """
+    kinds = _scalar_kinds(annotation)
+    if object in kinds:
+        return value
+    numeric = bool(kinds & {int, float})
+    if isinstance(value, bool):
+        if bool not in kinds and numeric:
+            raise ValueError(f"expected a number, got the boolean {str(value).lower()}")
+    elif isinstance(value, (int, float)):
+        if bool in kinds and not numeric:
+            raise ValueError(f"expected true or false, got the number {value!r}")
+    elif isinstance(value, str) and str not in kinds and (numeric or bool in kinds):
+        kind = "a number" if numeric else "true or false"
+        raise ValueError(f"expected {kind}, got the text {value[:40]!r}")
+    return value
 
 
 class Options(BaseModel):
@@ -22,6 +57,12 @@ class Options(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_lax_scalars(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        return strict_scalar(field.annotation, value) if field is not None else value
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 import ctxlife
 from ctxlife.events import describe_error, emit
@@ -73,23 +73,33 @@ class LLMSummary(ctxlife.Strategy):
             2.0, ge=0, description="With sessions on: wait this long for the session lock, else skip this compaction."
         )
 
-        @model_validator(mode="after")
-        def _target_below_threshold(self) -> LLMSummary.Options:
-            if self.threshold is not None and self.target >= self.threshold:
-                raise ValueError(f"target ({self.target}) must be below threshold ({self.threshold})")
-            return self
+        @field_validator("target")
+        @classmethod
+        def _target_below_threshold(cls, target: float, info: ValidationInfo) -> float:
+            threshold = info.data.get("threshold")
+            if threshold is not None and target >= threshold:
+                raise ValueError(f"must be below this table's threshold ({threshold}), got {target}")
+            return target
 
     def __init__(self, options: Any = None, settings: Any = None) -> None:
         super().__init__(options, settings)
         global_threshold = settings.threshold if settings is not None else 0.4
+        source_of = getattr(settings, "source_of", None)
         if self.options.threshold is None and self.options.target >= global_threshold:
+            where = (
+                f" ({source_of(self.name, 'target')}; threshold {source_of(None, 'threshold')})" if callable(source_of) else ""
+            )
             raise ctxlife.StrategyOptionsError(
                 f"strategy 'llm_summary' option 'target' ({self.options.target}) must be below the threshold "
-                f"({global_threshold}); lower target or raise threshold"
+                f"({global_threshold}){where}; lower target or raise threshold"
             )
         self._fixed: Summarizer | None = None
         if self.options.summarizer not in (None, "llm") and self.options.model is None:
-            self._fixed = self._named(self.options.summarizer)  # unknown names fail at load time
+            try:
+                self._fixed = self._named(self.options.summarizer)  # unknown names fail at load time
+            except ctxlife.ConfigError as exc:
+                where = f" ({source_of(self.name, 'summarizer')})" if callable(source_of) else ""
+                raise ctxlife.StrategyOptionsError(f"strategy 'llm_summary' option 'summarizer'{where}: {exc}") from None
         self._model_summarizer: Summarizer | None = None
         self._running: threading.Thread | None = None  # the summary thread of the last compaction
 

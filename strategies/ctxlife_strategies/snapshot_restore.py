@@ -22,7 +22,7 @@ from pydantic import Field, field_validator
 import ctxlife
 from ctxlife.events import emit
 from ctxlife.messages import inserted_meta, is_inserted, is_summary, is_system, restore_inserted, same_messages
-from ctxlife.sessions import DEFAULT_STORE_URL, SessionStore, Snapshot, open_store
+from ctxlife.sessions import DEFAULT_STORE_URL, SessionStore, Snapshot, open_store, store_schemes
 
 
 class SnapshotRestore(ctxlife.Strategy):
@@ -45,6 +45,14 @@ class SnapshotRestore(ctxlife.Strategy):
 
     def __init__(self, options: Any = None, settings: Any = None) -> None:
         super().__init__(options, settings)
+        scheme = self.options.store.split("://", 1)[0].lower()
+        if scheme not in store_schemes():
+            source_of = getattr(settings, "source_of", None)
+            where = f" ({source_of(self.name, 'store')})" if callable(source_of) else ""
+            raise ctxlife.StrategyOptionsError(
+                f"strategy 'snapshot_restore' option 'store'{where}: unknown session store scheme {scheme!r}; "
+                f"known schemes: {', '.join(store_schemes())}"
+            )
         self._store: SessionStore = open_store(self.options.store)
 
     def session_store(self) -> SessionStore:

@@ -294,8 +294,8 @@ def test_bad_options_in_a_file_name_the_file(tmp_path):
     with pytest.raises(ctxlife.StrategyOptionsError) as info:
         ctxlife.load_settings(path)
     assert str(info.value) == (
-        f"strategy 'tool_output' option 'max_tokens' (in {path}): Input should be a valid integer, "
-        "unable to parse string as an integer (got 'many')"
+        f"strategy 'tool_output' option 'max_tokens' (in {path}): Value error, expected a number, "
+        "got the text 'many'"
     )
 
 
