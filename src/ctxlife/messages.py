@@ -49,7 +49,7 @@ import re
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -493,8 +493,13 @@ def _result_text(content: Any) -> str:
     return ""
 
 
-def _block_text(block: dict[str, Any]) -> str:
+def _block_text(block: Mapping[str, Any]) -> str:
     kind = block.get("type")
+    if kind is None:  # an untyped part, as some frameworks write them
+        for key in ("text", "content"):
+            if isinstance(block.get(key), str):
+                return block[key]
+        return ""
     if kind == "text":
         text = block.get("text")
         return text if isinstance(text, str) else ""
@@ -519,14 +524,25 @@ def _block_text(block: dict[str, Any]) -> str:
     return ""
 
 
-def content_text(message: Message) -> str:
-    """The text of a message's content: the string, or its text parts/blocks (tool results' text included)."""
-    content = message.get("content") if isinstance(message, dict) else None
+def content_text(message_or_content: Any) -> str:
+    """The text of a message's content (pass the message, or its ``content``): the string, or its
+    text parts/blocks, tool results' text included."""
+    content = message_or_content.get("content") if isinstance(message_or_content, Mapping) else message_or_content
+    if content is None:
+        return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(t for t in (_block_text(b) for b in content if isinstance(b, dict) and b.get("type") != "tool_use") if t)
-    return ""
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, Mapping) and part.get("type") != "tool_use":
+                text = _block_text(part)
+                if text:
+                    texts.append(text)
+        return "\n".join(texts)
+    return str(content)
 
 
 def text_of(message: Message) -> str:
@@ -1175,3 +1191,97 @@ def iter_texts(messages: Iterable[Message]) -> Iterator[str]:
     """The text of each message (see :func:`text_of`)."""
     for message in messages:
         yield text_of(message)
+
+
+# -- helpers shared by ctxlife.facts and ctxlife.summarizers ---------------------------------------
+# (moved here from their private functions by the architecture step; pairing now goes through the
+# one model above, so Anthropic tool_use/tool_result and legacy function calls pair too.)
+
+_SUMMARY_WORDS = re.escape(SUMMARY_PREFIX.removesuffix(":"))
+# The marker as a model may echo it back: any case, after a markdown heading or bold, space before ":".
+_SUMMARY_MARKER_AT_START_RE = re.compile(r"\s*(?:#+\s*)?\**\s*" + _SUMMARY_WORDS + r"\s*:\**\s*", re.IGNORECASE)
+_SUMMARY_MARKER_ANYWHERE_RE = re.compile(_SUMMARY_WORDS + r"\s*:", re.IGNORECASE)
+
+
+def json_payload(text: str) -> Any:
+    """The JSON object or array that ``text`` holds (tool-call arguments, a tool result), else ``None``."""
+    s = text.strip()
+    if not s or s[0] not in "[{" or s[-1] not in "]}":
+        return None
+    try:
+        return json.loads(s)
+    except (ValueError, RecursionError):
+        return None
+
+
+def tool_call_name(call: Mapping[str, Any]) -> str:
+    """The function name of an OpenAI-format tool call, or of an Anthropic ``tool_use`` block (``"tool"`` when it has none)."""
+    if isinstance(call, Mapping) and call.get("type") == "tool_use":
+        return str(call.get("name") or "tool")
+    fn = call.get("function") if isinstance(call, Mapping) else None
+    name = fn.get("name") if isinstance(fn, Mapping) else None
+    return str(name) if name else "tool"
+
+
+def tool_call_arguments(call: Mapping[str, Any]) -> Any:
+    """The arguments of a tool call as stored (OpenAI: a JSON string, usually; Anthropic: the ``input`` object), or ``None``."""
+    if isinstance(call, Mapping) and call.get("type") == "tool_use":
+        return call.get("input")
+    fn = call.get("function") if isinstance(call, Mapping) else None
+    return fn.get("arguments") if isinstance(fn, Mapping) else None
+
+
+def pair_tool_calls(messages: Sequence[Mapping[str, Any]]) -> tuple[dict[tuple[int, int], int], set[int]]:
+    """Pair each tool call with the message holding its result (by id within one turn, else by position).
+
+    Returns ``(pairs, orphans)``: ``pairs[(assistant_index, call_index)] = result message index``
+    for answered calls (``call_index`` into :func:`calls_of`; for Anthropic lists several calls
+    share the user message holding their ``tool_result`` blocks), and the indices of result
+    messages that answer nothing. See :func:`pair_tool_results`.
+    """
+    pairs: dict[tuple[int, int], int] = {}
+    orphans: set[int] = set()
+    answered: set[int] = set()
+    n = len(messages)
+    i = 0
+    while i < n:
+        message = messages[i]
+        if isinstance(message, dict) and has_calls(message):
+            pairing = pair_tool_results(messages, i)
+            for position, call in enumerate(pairing.results):
+                j = pairing.result_at[position][0]
+                if call is None:
+                    orphans.add(j)
+                else:
+                    pairs[(i, call)] = j
+                answered.add(j)
+            i = max(pairing.end, i + 1)
+            continue
+        if isinstance(message, dict) and is_tool_result(message) and i not in answered:
+            orphans.add(i)
+        i += 1
+    return pairs, orphans
+
+
+def starts_with_summary_marker(message: Mapping[str, Any]) -> bool:
+    """A system/user/assistant message whose text starts with the ``History summary:`` marker.
+
+    More tolerant than :func:`is_summary` (which recognises the messages ctxlife wrote): any case,
+    leading whitespace, markdown heading or bold, and content given as parts. Summarizers use it to
+    fold a summary found inside a span instead of summarizing it again.
+    """
+    if message.get("role") not in ("system", "user", "assistant"):
+        return False
+    return _SUMMARY_MARKER_AT_START_RE.match(content_text(message.get("content"))) is not None
+
+
+def strip_summary_marker(text: str | None) -> str:
+    """Remove every ``History summary:`` marker (leading or nested) from ``text``,
+    so that folding a previous summary never nests one summary inside another."""
+    if not text:
+        return ""
+    s = text
+    while (m := _SUMMARY_MARKER_AT_START_RE.match(s)) is not None:
+        s = s[m.end() :]
+    s = _SUMMARY_MARKER_ANYWHERE_RE.sub("", s)
+    return s.strip()
