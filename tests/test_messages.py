@@ -327,3 +327,15 @@ def test_the_current_turn_is_the_last_user_message_that_is_not_a_repeated_prompt
     assert current_turn_index(messages) == 3
     assert current_turn_index([user("yes"), assistant("a"), user("yes")]) == 2  # all repeat: the last
     assert current_turn_index([system("s")]) is None
+
+
+@pytest.mark.parametrize(
+    "call",
+    [{"id": "c1", "function": "lookup"}, {"id": "c1", "function": {"name": 7, "arguments": "{}"}}, "lookup"],
+)
+def test_manage_refuses_a_malformed_tool_call_instead_of_crashing(call):
+    import ctxlife
+
+    messages = [user("u"), {"role": "assistant", "content": None, "tool_calls": [call]}, tool_result("c1", "r")]
+    with pytest.raises(InvalidMessagesError, match=r"messages\[1\] tool_calls\[0\]"):
+        ctxlife.manage(messages, context_window=8000)

@@ -81,7 +81,22 @@ def test_tau_bench_files_hold_many_conversations(config):
         ("bad.json", "{not json", "bad.json is not JSON: Expecting property name enclosed in double quotes at line 1, column 2"),
         ("empty.json", "", "empty.json is empty; expected a JSON list of messages"),
         ("empty_list.json", "[]", "expected a non-empty JSON list of messages or of tau-bench trajectories, got an empty list"),
-        ("shape.json", '[{"content": "no role"}]', "the message list[0] is not a message dict with a 'role'"),
+        ("shape.json", '[{"content": "no role"}]', "the message list[0] has no 'role'"),
+        (  # before: AttributeError: 'str' object has no attribute 'get'
+            "function.json",
+            '[{"role": "user", "content": "u"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "function": "lookup"}]}]',
+            "the message list[1] tool_calls[0].function is a str",
+        ),
+        (  # before: TypeError
+            "name.json",
+            '[{"role": "user", "content": "u"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "function": {"name": 7, "arguments": "{}"}}]}]',
+            "the message list[1] tool_calls[0].function.name is a int",
+        ),
+        (
+            "bedrock.json",
+            '[{"role": "user", "content": [{"text": "hi"}]}]',
+            "it looks like Amazon Bedrock Converse / Strands Agents content blocks",
+        ),
         ("object.json", '{"foo": 1}', 'a JSON object must have a "messages" list'),
         ("number.json", "42", "expected a non-empty JSON list of messages or of tau-bench trajectories, got int"),
         ("lines.jsonl", '{"role": "user", "content": "a"}\nnot json\n{"role": "user", "content": "b"}\n', "lines.jsonl line 2 is not JSON"),
