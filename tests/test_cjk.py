@@ -129,3 +129,24 @@ def test_cjk_through_manage_end_to_end():
     summary = next(m for m in messages if is_summary(m))
     for fact in ("ORD-88231", "RF-5521", "zhang.wei@example.com"):
         assert fact in summary["content"]
+
+
+@pytest.mark.parametrize("max_summary_tokens", [32, 40, 60])
+def test_a_small_chinese_summary_is_not_empty_and_keeps_the_ids(max_summary_tokens):
+    # Before: "summarizer returned an empty summary" at 32 and 40 tokens (the span was truncated,
+    # every fact lost), and no fact was found at any size.
+    turn = ISSUE_TEXT + "请帮我查一下退款进度，并确认邮箱是否正确。另外把收货地址改成上海市浦东新区世纪大道100号，谢谢。"
+    reply = "好的，退款RF-5521正在处理中，预计三个工作日内到账。地址已更新为上海市浦东新区世纪大道100号。"
+    messages = [{"role": "system", "content": "你是客服助手。"}]
+    for _ in range(8):
+        messages += [{"role": "user", "content": turn}, {"role": "assistant", "content": reply}]
+    messages.append({"role": "user", "content": "进度如何？"})
+    settings = settings_from_dict(
+        {"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive", "max_summary_tokens": max_summary_tokens, "min_gain_tokens": 0}}
+    )
+    report = Host(settings, context_window=2000).manage(messages)
+    (action,) = [a for a in report.actions if a.what in ("compacted", "truncated")]
+    assert action.what == "compacted" and action.details["facts_found"] >= 3
+    summary = next(m for m in messages if is_summary(m))["content"]
+    for fact in ("ORD-88231", "RF-5521"):
+        assert fact in summary

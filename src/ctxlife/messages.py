@@ -1080,6 +1080,17 @@ def strip_bootstrap(message: Message) -> Message:
 
 # -- text hygiene ----------------------------------------------------------------------------
 
+#: Scripts written without spaces between words (Han, kana, hangul, bopomofo), as a regex class body:
+#: a Latin code or a number right next to one of their characters still stands on its own.
+CJK = (
+    r"\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3031-\u3035\u3038-\u303c\u3040-\u30ff\u3100-\u312f"
+    r"\u3131-\u318f\u31a0-\u31bf\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af"
+    r"\ud7b0-\ud7ff\uf900-\ufaff\U00020000-\U0003134f"
+)
+#: CJK punctuation and the full-width forms (a regex class body): they end a word like a space does.
+CJK_PUNCTUATION = r"\u3000-\u303f\uff00-\uffef"
+_CJK_RE = re.compile(f"[{CJK}]")
+
 
 def tool_name_key(name: str) -> str:
     """How tool names are compared: Unicode NFC and case-folded, nothing else (never cut to ASCII,
@@ -1160,15 +1171,7 @@ def _in_word(char: str) -> bool:
 
 
 def _is_cjk(char: str) -> bool:
-    code = ord(char)
-    return (
-        0x3040 <= code <= 0x30FF  # hiragana, katakana
-        or 0x3400 <= code <= 0x4DBF
-        or 0x4E00 <= code <= 0x9FFF
-        or 0xAC00 <= code <= 0xD7AF  # hangul syllables
-        or 0xF900 <= code <= 0xFAFF
-        or 0x20000 <= code <= 0x3134F
-    )
+    return _CJK_RE.match(char) is not None
 
 
 def _regional_pair(text: str, i: int) -> bool:

@@ -23,7 +23,7 @@ from pydantic import Field, ValidationInfo, field_validator
 import ctxlife
 from ctxlife.events import describe_error, emit
 from ctxlife.facts import KIND_PRIORITY, Fact, extract_facts, facts_missing_from, format_fact_list
-from ctxlife.messages import ANTHROPIC, current_turn_index, is_summary, is_system, is_user_turn, round_starts, split_units, summary_message, text_of
+from ctxlife.messages import ANTHROPIC, current_turn_index, is_summary, is_system, is_user_turn, escape_surrogates, round_starts, split_units, summary_message, text_of
 from ctxlife.summarizers import LLMSummarizer, Summarizer, SummaryRequest, get_summarizer, strip_summary_marker
 
 
@@ -225,6 +225,7 @@ class LLMSummary(ctxlife.Strategy):
             request = SummaryRequest(evicted, previous_text, prose_budget, tokens.count_text, _most_useful(facts, budget))
             text = self._summarize(summarizer, request)
             text = self._with_key_facts(text, facts, tokens.count_text, budget)
+            text = escape_surrogates(text)  # lone surrogates from the span cannot be sent as UTF-8
             size = tokens.count_text(text)
             if size > self.options.max_summary_tokens:
                 raise SummaryFailed(f"summary of {size} tokens is over max_summary_tokens ({self.options.max_summary_tokens})")

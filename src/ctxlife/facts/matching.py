@@ -11,13 +11,14 @@ from collections.abc import Iterable
 
 from ctxlife.facts.fact import Fact
 from ctxlife.facts.normalise import canonical_number
+from ctxlife.facts.patterns import compile_cjk_aware
 from ctxlife.facts.scanner import scan_text
 from ctxlife.facts.vocabulary import SCALE_WORDS
 
 _SURFACE_PATTERNS: dict[str, re.Pattern[str]] = {}
 _SURFACE_PATTERNS_MAX = 20000
-_BARE_NUMBER_RE = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w]|[.,]\d)")
-_SCALED_NUMBER_RE = re.compile(r"\d\s?(?:" + SCALE_WORDS + r")\b")
+_BARE_NUMBER_RE = compile_cjk_aware(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w]|[.,]\d)")
+_SCALED_NUMBER_RE = compile_cjk_aware(r"\d\s?(?:" + SCALE_WORDS + r")\b")
 
 
 def _surface_re(text: str) -> re.Pattern[str]:

@@ -27,6 +27,7 @@ from ctxlife.facts.normalise import (
     singular_unit,
     strip_trailing_punctuation,
 )
+from ctxlife.messages import CJK, CJK_PUNCTUATION
 from ctxlife.facts.vocabulary import (
     CODE_ANNOUNCING_FILLERS,
     CODE_ANNOUNCING_WORDS,
@@ -62,6 +63,86 @@ class FactPattern:
     applies: Callable[[str], bool] | None = None
 
 
+def _group_end(source: str, start: int) -> int:
+    """Index of the ``)`` closing the group that opens at ``source[start]``."""
+    depth = 0
+    i = start
+    while i < len(source):
+        c = source[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            i = _class_end(source, i) + 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    raise ValueError(f"unbalanced group in {source!r}")
+
+
+def _class_end(source: str, start: int) -> int:
+    """Index of the ``]`` closing the character class that opens at ``source[start]``."""
+    i = start + 1
+    if i < len(source) and source[i] == "^":
+        i += 1
+    if i < len(source) and source[i] == "]":
+        i += 1
+    while i < len(source):
+        if source[i] == "\\":
+            i += 2
+            continue
+        if source[i] == "]":
+            return i
+        i += 1
+    raise ValueError(f"unbalanced character class in {source!r}")
+
+
+def cjk_aware(source: str) -> str:
+    """``source`` with its word boundaries made to hold next to CJK text.
+
+    ``\\w`` (and so ``\\b``) matches Han, kana and hangul, so ``(?<![\\w-])HAT136`` never matches in
+    ``预订HAT136改期``. Every lookaround that refuses a word character is widened to accept a CJK
+    character there, and every ``\\b`` to hold next to one; Latin, Cyrillic, Greek ... words keep
+    their boundaries.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(source):
+        if source.startswith("(?<!", i) or source.startswith("(?!", i):
+            behind = source.startswith("(?<!", i)
+            end = _group_end(source, i)
+            group = source[i : end + 1]
+            if "\\w" in group:
+                accept = f"(?<=[{CJK}])" if behind else f"(?=[{CJK}])"
+                group = f"(?:{group}|{accept})"
+            out.append(group)
+            i = end + 1
+        elif source.startswith("\\b", i):
+            out.append(f"(?:\\b|(?<=[{CJK}])|(?=[{CJK}]))")
+            i += 2
+        elif source[i] == "\\":
+            out.append(source[i : i + 2])
+            i += 2
+        elif source[i] == "[":
+            end = _class_end(source, i)
+            out.append(source[i : end + 1])
+            i = end + 1
+        else:
+            out.append(source[i])
+            i += 1
+    return "".join(out)
+
+
+def compile_cjk_aware(source: str, flags: int = 0) -> re.Pattern[str]:
+    """``re.compile(cjk_aware(source), flags)``."""
+    return re.compile(cjk_aware(source), flags)
+
+
 _DIGIT_RE = re.compile(r"\d")
 _UPPER_RE = re.compile(r"[A-Z]")
 _LOWER_RE = re.compile(r"[a-z]")
@@ -84,13 +165,15 @@ def _stripped(m: re.Match[str]) -> str:
 
 # ---- urls, emails, paths ------------------------------------------------------------------------
 
-URL_RE = re.compile(r"(?:\b(?:https?|ftp|file|s3|gs)://|\bwww\.)[^\s<>\"'`]+", re.IGNORECASE)
-EMAIL_RE = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
-WINDOWS_PATH_RE = re.compile(
+URL_RE = compile_cjk_aware(
+    r"(?:\b(?:https?|ftp|file|s3|gs)://|\bwww\.)[^\s<>\"'`" + CJK + CJK_PUNCTUATION + r"]+", re.IGNORECASE
+)
+EMAIL_RE = compile_cjk_aware(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
+WINDOWS_PATH_RE = compile_cjk_aware(
     r"(?<![\w])(?:[A-Za-z]:[\\/]|\\\\[\w.$-]+\\)(?:[^\\/\s:*?\"<>|,;]+[\\/])*[^\\/\s:*?\"<>|,;]*"
 )
-UNIX_PATH_RE = re.compile(r"(?<![\w:/.~\\-])(?:~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]+/?")
-RELATIVE_PATH_RE = re.compile(r"(?<![\w/.:\\-])[A-Za-z_][\w.-]*(?:/[\w.-]+)+\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w/])")
+UNIX_PATH_RE = compile_cjk_aware(r"(?<![\w:/.~\\-])(?:~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]+/?")
+RELATIVE_PATH_RE = compile_cjk_aware(r"(?<![\w/.:\\-])[A-Za-z_][\w.-]*(?:/[\w.-]+)+\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w/])")
 
 
 def _url(m: re.Match[str]) -> list[Hit]:
@@ -111,8 +194,14 @@ def _windows_path(m: re.Match[str]) -> list[Hit]:
     return []
 
 
+_CJK_TAIL_RE = re.compile("[" + CJK + "]+$")
+
+
 def _unix_path(m: re.Match[str]) -> list[Hit]:
     s = _stripped(m)
+    tail = _CJK_TAIL_RE.search(s)
+    if tail and _EXTENSION_RE.search(s[: tail.start()]):
+        s = s[: tail.start()]  # "/data/a.pdf里": the path ends at its extension, the sentence goes on
     segments = [p for p in s.lstrip("~.").split("/") if p]
     if not segments:
         return []
@@ -132,27 +221,27 @@ def _relative_path(m: re.Match[str]) -> list[Hit]:
 
 # ---- dates and times ----------------------------------------------------------------------------
 
-ISO_DATETIME_RE = re.compile(
+ISO_DATETIME_RE = compile_cjk_aware(
     _NOT_AFTER_WORD + r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?" + _NOT_BEFORE_WORD
 )
-ISO_DATE_RE = re.compile(r"(?<![\w.-])(\d{4})([-/])(\d{1,2})\2(\d{1,2})(?![\w]|[-/.]\d)")
-NUMERIC_DATE_RE = re.compile(r"(?<![\w./-])(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})(?![\w]|[/.-]\d)")
-MONTH_DAY_YEAR_RE = re.compile(
+ISO_DATE_RE = compile_cjk_aware(r"(?<![\w.-])(\d{4})([-/])(\d{1,2})\2(\d{1,2})(?![\w]|[-/.]\d)")
+NUMERIC_DATE_RE = compile_cjk_aware(r"(?<![\w./-])(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})(?![\w]|[/.-]\d)")
+MONTH_DAY_YEAR_RE = compile_cjk_aware(
     _NOT_AFTER_WORD + r"(" + MONTH_NAME + r")\.?\s+(\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(\d{4}))?" + _NOT_BEFORE_WORD
 )
-DAY_MONTH_YEAR_RE = re.compile(
+DAY_MONTH_YEAR_RE = compile_cjk_aware(
     _NOT_AFTER_WORD
     + r"(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?("
     + MONTH_NAME
     + r")\.?(?:,?\s+(\d{4}))?"
     + _NOT_BEFORE_WORD
 )
-CJK_DATE_RE = re.compile(r"(\d{4})\s?年\s?(\d{1,2})\s?月(?:\s?(\d{1,2})\s?[日号])?")
-MONTH_YEAR_RE = re.compile(_NOT_AFTER_WORD + r"(" + MONTH_NAME + r")\.?,?\s+(\d{4})" + _NOT_BEFORE_WORD)
-CLOCK_TIME_RE = re.compile(
+CJK_DATE_RE = compile_cjk_aware(r"(\d{4})\s?年\s?(\d{1,2})\s?月(?:\s?(\d{1,2})\s?[日号])?")
+MONTH_YEAR_RE = compile_cjk_aware(_NOT_AFTER_WORD + r"(" + MONTH_NAME + r")\.?,?\s+(\d{4})" + _NOT_BEFORE_WORD)
+CLOCK_TIME_RE = compile_cjk_aware(
     r"(?<![\w:.])(\d{1,2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:\s?([AaPp])\.?[Mm]\.?(?![A-Za-z]))?(?![\d:]|\.\d)"
 )
-HOUR_AM_PM_RE = re.compile(r"(?<![\w:.])(\d{1,2})\s?([AaPp])\.?[Mm]\b\.?")
+HOUR_AM_PM_RE = compile_cjk_aware(r"(?<![\w:.])(\d{1,2})\s?([AaPp])\.?[Mm]\b\.?")
 
 
 def _iso_datetime(m: re.Match[str]) -> list[Hit]:
@@ -231,7 +320,7 @@ def _hour_am_pm(m: re.Match[str]) -> list[Hit]:
 
 # ---- money and numbers --------------------------------------------------------------------------
 
-AMOUNT_BEFORE_RE = re.compile(
+AMOUNT_BEFORE_RE = compile_cjk_aware(
     r"(?<![\w])(-)?(?:(["
     + CURRENCY_SYMBOLS
     + r"])\s?|("
@@ -244,15 +333,15 @@ AMOUNT_BEFORE_RE = re.compile(
     + r")\b)?"
     + r"(?![.,]?\d)"
 )
-AMOUNT_AFTER_RE = re.compile(
+AMOUNT_AFTER_RE = compile_cjk_aware(
     _NOT_AFTER_WORD + r"(" + NUMBER + r")" + r"\s?(?:" + CURRENCY_CODES + "|" + CURRENCY_WORDS + r")\b"
 )
-NUMBER_WITH_UNIT_RE = re.compile(
+NUMBER_WITH_UNIT_RE = compile_cjk_aware(
     r"(?<![\w.," + CURRENCY_SYMBOLS + r"])(" + NUMBER + r")(?:(\s?%)|\s?(percent)\b|(\s?(?:" + UNITS + r"))(?![\w/]))",
     re.IGNORECASE,
 )
-PHONE_RE = re.compile(r"(?<![\w+])(?:\+\d{1,3}[\s.-]?)?(?:\(\d{3}\)\s?|\d{3}[\s.-])\d{3}[\s.-]\d{4}(?![\w])")
-BIG_NUMBER_RE = re.compile(r"(?<![\w.," + CURRENCY_SYMBOLS + r"#-])(\d{1,3}(?:,\d{3})+|\d{4,})(?![\w]|[.,]\d)")
+PHONE_RE = compile_cjk_aware(r"(?<![\w+])(?:\+\d{1,3}[\s.-]?)?(?:\(\d{3}\)\s?|\d{3}[\s.-])\d{3}[\s.-]\d{4}(?![\w])")
+BIG_NUMBER_RE = compile_cjk_aware(r"(?<![\w.," + CURRENCY_SYMBOLS + r"#-])(\d{1,3}(?:,\d{3})+|\d{4,})(?![\w]|[.,]\d)")
 
 
 def _amount_before(m: re.Match[str]) -> list[Hit]:
@@ -305,15 +394,15 @@ def _big_number(m: re.Match[str]) -> list[Hit]:
 
 # ---- codes and identifiers ----------------------------------------------------------------------
 
-UUID_RE = re.compile(r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])")
+UUID_RE = compile_cjk_aware(r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])")
 #: ``#W2378156``, ``#12345``
-HASH_CODE_RE = re.compile(r"(?<![\w#&])#[A-Za-z0-9][A-Za-z0-9_-]{2,}(?![\w])")
+HASH_CODE_RE = compile_cjk_aware(r"(?<![\w#&])#[A-Za-z0-9][A-Za-z0-9_-]{2,}(?![\w])")
 #: ``ORD-12345``, ``INV-2024-001``, ``HAT-123``, ``AB_12``
-DASHED_CODE_RE = re.compile(r"(?<![\w-])[A-Z][A-Z0-9]*(?:[-_][A-Z0-9]+)+(?![\w-])")
+DASHED_CODE_RE = compile_cjk_aware(r"(?<![\w-])[A-Z][A-Z0-9]*(?:[-_][A-Z0-9]+)+(?![\w-])")
 #: ``NO6JO3``, ``HAT136``, ``60RX9E``
-UPPER_CODE_RE = re.compile(r"(?<![\w-])[A-Z0-9]{4,}(?![\w-])")
+UPPER_CODE_RE = compile_cjk_aware(r"(?<![\w-])[A-Z0-9]{4,}(?![\w-])")
 #: letters-only codes announced by a word: ``reservation ID: HATHAT``, ``code ABCXYZ``
-ANNOUNCED_CODES_RE = re.compile(
+ANNOUNCED_CODES_RE = compile_cjk_aware(
     r"\b(?:"
     + CODE_ANNOUNCING_WORDS
     + r")"
@@ -324,12 +413,12 @@ ANNOUNCED_CODES_RE = re.compile(
 )
 _ANNOUNCED_CODE_RE = re.compile(r"[A-Z0-9]{5,8}")
 #: ``mia_li_3668``, ``credit_card_4421486``, ``user-12345``
-SNAKE_ID_RE = re.compile(r"(?<![\w-])[a-z][a-z0-9]*(?:[_-][a-z0-9]+)+(?![\w-])")
+SNAKE_ID_RE = compile_cjk_aware(r"(?<![\w-])[a-z][a-z0-9]*(?:[_-][a-z0-9]+)+(?![\w-])")
 #: ``user12345``
-LETTERS_DIGITS_ID_RE = re.compile(r"(?<![\w-])[a-z]{2,}\d{3,}[a-z0-9]*(?![\w-])")
+LETTERS_DIGITS_ID_RE = compile_cjk_aware(r"(?<![\w-])[a-z]{2,}\d{3,}[a-z0-9]*(?![\w-])")
 #: long random tokens: ``call_oIHazX6yQrB8hUwl4cRilFKj``, ``sk-abc...``
-RANDOM_TOKEN_RE = re.compile(r"(?<![\w-])[A-Za-z0-9][A-Za-z0-9_-]{11,}(?![\w-])")
-HEX_ID_RE = re.compile(r"(?<![\w-])[0-9a-f]{7,64}(?![\w-])")
+RANDOM_TOKEN_RE = compile_cjk_aware(r"(?<![\w-])[A-Za-z0-9][A-Za-z0-9_-]{11,}(?![\w-])")
+HEX_ID_RE = compile_cjk_aware(r"(?<![\w-])[0-9a-f]{7,64}(?![\w-])")
 
 
 def _uuid(m: re.Match[str]) -> list[Hit]:

@@ -7,6 +7,7 @@ accepts hides its text from the patterns after it, so every character belongs to
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -48,10 +49,26 @@ _ROWS: tuple[tuple[FactPattern, int | None], ...] = tuple(
 )
 
 
+# Full-width letters, digits and the symbols facts are made of, read as their ASCII forms (one
+# character for one, so positions stay); sentence punctuation (，；：！？（）) stays: it ends facts.
+_FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F) if chr(c) not in "，；：！？（）［］｛｝"}
+_FULLWIDTH.update({0xFFE5: ord("¥"), 0xFFE1: ord("£"), 0xFFE0: ord("¢"), 0xFFE6: ord("₩"), 0x3000: ord(" ")})
+_WIDE_COLON_RE = re.compile(r"(?<=\d)：(?=\d)")  # 10：30
+
+
+def _narrow(text: str) -> str:
+    narrowed = text.translate(_FULLWIDTH)
+    if "：" in narrowed:
+        narrowed = _WIDE_COLON_RE.sub(":", narrowed)
+    return narrowed
+
+
 def scan_text(text: str) -> list[FoundFact]:
-    """Every fact in ``text``, ordered by position."""
+    """Every fact in ``text``, ordered by position; full-width forms (``ＯＲＤ－１``, ``￥``) are read as
+    their ASCII forms, and the fact keeps the text as written."""
     if not text or not text.strip():
         return []
+    original, text = text, _narrow(text)
     passed = [check(text) for check in _CHECKS]
     spans = _AcceptedSpans()
     found: list[FoundFact] = []
@@ -61,6 +78,8 @@ def scan_text(text: str) -> list[FoundFact]:
         kind = pattern.kind
         for match in pattern.regex.finditer(text):
             for start, end, surface, normalized in pattern.normalise(match):
+                if text is not original and text.startswith(surface, start):
+                    surface = original[start : start + len(surface)]  # as written (full-width)
                 if surface and end > start and spans.take(start, end):
                     found.append(FoundFact(start, end, Fact(kind, surface, normalized)))
     found.sort(key=lambda f: f.start)

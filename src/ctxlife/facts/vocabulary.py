@@ -44,7 +44,7 @@ CURRENCY_SYMBOLS = "$€£¥₹"
 #: ISO currency codes written before or after an amount.
 CURRENCY_CODES = "USD|EUR|GBP|JPY|CNY|RMB|INR|CAD|AUD|CHF"
 #: Currency words written after an amount ("30 dollars").
-CURRENCY_WORDS = "dollars?|euros?|pounds|cents|yuan|yen|rupees"
+CURRENCY_WORDS = "dollars?|euros?|pounds|cents|yuan|yen|rupees|美元|欧元|英镑|日元|港元|港币|人民币|元|円|원"
 
 #: Words that scale an amount ("$1.2M", "3 billion").
 SCALE_FACTORS: dict[str, int] = {
@@ -69,7 +69,9 @@ UNITS = (
     "bags?|baggages?|suitcases?|luggage|pieces?|items?|units?|passengers?|people|persons?|adults?|children|"
     "kids?|infants?|tickets?|seats?|rooms?|guests?|orders?|packages?|boxes|pallets?|users?|"
     "calls?|requests?|files?|rows?|records?|lines?|pages?|points?|stops?|stopovers?|legs?|flights?|"
-    "certificates?|vouchers?|cards?|reservations?|bookings?|copies|times"
+    "certificates?|vouchers?|cards?|reservations?|bookings?|copies|times|"
+    # CJK measures and counters (longest first: 个月 before 个)
+    "公斤|千克|公里|千米|厘米|毫米|小时|分钟|个月|星期|周|天|晚|张|件|位|间|次|箱|人|个"
 )
 #: Plural or variant unit spellings and the singular a normalized fact uses.
 SINGULAR_UNITS: dict[str, str] = {

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxlife.facts import Fact, FactMatcher, TextIndex, extract_facts
-from ctxlife.messages import content_text, json_payload, pair_tool_calls, tool_call_arguments, tool_call_name
+from ctxlife.messages import CJK, CJK_PUNCTUATION, content_text, safe_cut, json_payload, pair_tool_calls, tool_call_arguments, tool_call_name
 from ctxlife.summarizers.rendering import compact_json, render_arguments, truncate_to_tokens, values_only
 
 FactKey = tuple[str, str]
@@ -45,7 +45,8 @@ WRITE_TOOL_RE = re.compile(
     r"set|insert|upgrade|change|save|issue|approve",
     re.IGNORECASE,
 )
-_SENTENCE_BREAK_RE = re.compile(r"(?<=[.!?。！？])\s+(?=[\"'(\[A-Z0-9*#])")
+_SENTENCE_BREAK_RE = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9*#])|(?<=[。！？；])\s*(?=\S)")
+_CJK_CHAR_RE = re.compile("[" + CJK + CJK_PUNCTUATION + "]")
 _MARKDOWN_RE = re.compile(r"\*\*|__|`{1,3}|^#+\s*", re.MULTILINE)
 _REACT_RE = re.compile(
     r"(?:Thought:\s*(?P<thought>.*?)\s*)?Action:\s*(?P<action>[^\n]*?)\s*\n\s*Action Input:\s*(?P<input>.*?)"
@@ -100,16 +101,22 @@ def sentences(text: str, max_chars: int = 240) -> list[str]:
                 lines.append(ln)
         if not lines:
             continue
+        # Lines of a paragraph are joined into one text; in CJK text a line break ends a sentence.
+        joined_lines: list[str] = []
         joined = ""
         for ln in lines:
             if not joined:
+                joined = ln
+            elif _CJK_CHAR_RE.search(joined[-1]) or _CJK_CHAR_RE.match(ln):
+                joined_lines.append(joined)
                 joined = ln
             elif joined.endswith((":", ",", ".", "!", "?", ";")):
                 joined += " " + ln
             else:
                 joined += "; " + ln
+        joined_lines.append(joined)
         pieces: list[str] = []
-        for sent in _SENTENCE_BREAK_RE.split(joined):
+        for sent in (s for block in joined_lines for s in _SENTENCE_BREAK_RE.split(block)):
             sent = _WHITESPACE_RE.sub(" ", sent).strip()
             if pieces and _LIST_NUMBER_RE.fullmatch(pieces[-1]):
                 pieces[-1] = pieces[-1] + " " + sent  # "5." "Would you ..." -> one sentence
@@ -118,7 +125,9 @@ def sentences(text: str, max_chars: int = 240) -> list[str]:
         for sent in pieces:
             while len(sent) > max_chars:
                 cut = sent.rfind(" ", max_chars // 2, max_chars)
-                cut = cut if cut > 0 else max_chars
+                if cut <= 0:  # no space (CJK text, a long token): never inside a word, an id or an emoji
+                    cut = safe_cut(sent, max_chars, reach=max_chars // 2)
+                    cut = cut if cut > 0 else max_chars
                 out.append(sent[:cut].strip())
                 sent = sent[cut:].strip()
             if sent:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ctxlife.messages import (
+    safe_cut,
     content_text,
     json_payload,
     pair_tool_calls,
@@ -148,6 +149,7 @@ def truncate_to_tokens(text: str, budget: int, count: Callable[[str], int]) -> s
             hi = mid - 1
     while lo > 0 and count(text[:lo] + "…") > budget:
         lo -= 1
+    lo = safe_cut(text, lo, reach=24) if lo < len(text) else lo  # never inside a word, an id or an emoji
     return (text[:lo].rstrip() + "…") if lo > 0 else ""
 
 
