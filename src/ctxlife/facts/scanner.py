@@ -56,7 +56,12 @@ _FULLWIDTH.update({0xFFE5: ord("¥"), 0xFFE1: ord("£"), 0xFFE0: ord("¢"), 0xFF
 _WIDE_COLON_RE = re.compile(r"(?<=\d)：(?=\d)")  # 10：30
 
 
+_WIDE_RE = re.compile("[\uff01-\uff5e\uffe0-\uffe6\u3000]")
+
+
 def _narrow(text: str) -> str:
+    if text.isascii() or not _WIDE_RE.search(text):
+        return text
     narrowed = text.translate(_FULLWIDTH)
     if "：" in narrowed:
         narrowed = _WIDE_COLON_RE.sub(":", narrowed)
