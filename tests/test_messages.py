@@ -206,10 +206,10 @@ class LangChainLike:  # what a langchain_core message looks like to ctxlife
         ([{"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}], "it looks like OpenAI Responses API input items"),
         ([{"type": "human", "data": {"content": "hi"}}], "it looks like a serialized LangChain message"),
         ([user("u"), {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": "lookup"}]}], "messages[1] tool_calls[0].function is a str"),
-        ([user("u"), {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": {"name": 7, "arguments": "{}"}}]}], "messages[1] tool_calls[0].function.name is a int"),
+        ([user("u"), {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": {"name": 7, "arguments": "{}"}}]}], "messages[1] tool_calls[0].function.name is an int"),
         ([user("u"), {"role": "assistant", "content": None, "tool_calls": "c1"}], "messages[1] has tool_calls of type str"),
         ([user("u"), {"role": "assistant", "content": None, "function_call": "lookup"}], "messages[1] function_call is a str"),
-        ([user("u"), {"role": "tool", "tool_call_id": 5, "content": "r"}], "messages[1] has a int tool_call_id"),
+        ([user("u"), {"role": "tool", "tool_call_id": 5, "content": "r"}], "messages[1] has an int tool_call_id"),
         (
             [user("u"), {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]}, {"role": "tool", "tool_call_id": "t1", "content": "r"}],
             "messages[2] is an OpenAI chat message but messages[1] is an Anthropic Messages one",

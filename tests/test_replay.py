@@ -90,7 +90,7 @@ def test_tau_bench_files_hold_many_conversations(config):
         (  # before: TypeError
             "name.json",
             '[{"role": "user", "content": "u"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "function": {"name": 7, "arguments": "{}"}}]}]',
-            "the message list[1] tool_calls[0].function.name is a int",
+            "the message list[1] tool_calls[0].function.name is an int",
         ),
         (
             "bedrock.json",

@@ -193,7 +193,7 @@ def _classify(message: Any, i: int) -> str | None:
     if looks is not None:
         raise _Refusal(i, f"is not an OpenAI chat or Anthropic Messages message: it looks like {looks}")
     if not isinstance(role_, str):
-        what = "has no 'role'" if role_ is None else f"has a {type(role_).__name__} 'role' ({_preview(role_)})"
+        what = "has no 'role'" if role_ is None else f"has {_a(role_)} 'role' ({_preview(role_)})"
         raise _Refusal(i, f"{what}; every message needs a string 'role' such as 'user' (got {_preview(message)})")
     if role_ not in _ROLES:
         raise _Refusal(
@@ -229,7 +229,7 @@ def _classify(message: Any, i: int) -> str | None:
     elif role_ == "tool":
         call_id = message.get("tool_call_id")
         if call_id is not None and not isinstance(call_id, str):
-            raise _Refusal(i, f"has a {type(call_id).__name__} tool_call_id ({_preview(call_id)}); it must be a string")
+            raise _Refusal(i, f"has {_a(call_id)} tool_call_id ({_preview(call_id)}); it must be a string")
     elif role_ == "function":
         name = message.get("name")
         if not isinstance(name, str):
@@ -246,7 +246,7 @@ def _agree(found: str | None, fmt: str, i: int) -> str:
 def _classify_parts(content: list[Any], i: int, role_: str, found: str | None) -> str | None:
     for k, part in enumerate(content):
         if type(part) is not dict:
-            raise _Refusal(i, f"content[{k}] is a {type(part).__name__} ({_preview(part)}); every part must be an object with a 'type'")
+            raise _Refusal(i, f"content[{k}] is {_a(part)} ({_preview(part)}); every part must be an object with a 'type'")
         kind = part.get("type")
         if kind is None:
             if _bedrock(part):
@@ -287,10 +287,10 @@ def _classify_parts(content: list[Any], i: int, role_: str, found: str | None) -
 
 def _check_call(call: Any, i: int, where: str) -> None:
     if type(call) is not dict:
-        raise _Refusal(i, f"{where} is a {type(call).__name__} ({_preview(call)}); a tool call is an object with 'id' and 'function'")
+        raise _Refusal(i, f"{where} is {_a(call)} ({_preview(call)}); a tool call is an object with 'id' and 'function'")
     call_id = call.get("id")
     if call_id is not None and not isinstance(call_id, str):
-        raise _Refusal(i, f"{where}.id is a {type(call_id).__name__} ({_preview(call_id)}); it must be a string")
+        raise _Refusal(i, f"{where}.id is {_a(call_id)} ({_preview(call_id)}); it must be a string")
     _check_function(call.get("function"), i, f"{where}.function")
 
 
@@ -298,15 +298,15 @@ def _check_function(function: Any, i: int, where: str) -> None:
     if type(function) is not dict:
         raise _Refusal(
             i,
-            f"{where} is a {type(function).__name__} ({_preview(function)}); it must be an object "
+            f"{where} is {_a(function)} ({_preview(function)}); it must be an object "
             '{"name": "...", "arguments": "<JSON text>"}',
         )
     name = function.get("name")
     if not isinstance(name, str):
-        raise _Refusal(i, f"{where}.name is a {type(name).__name__} ({_preview(name)}); it must be the tool's name as a string")
+        raise _Refusal(i, f"{where}.name is {_a(name)} ({_preview(name)}); it must be the tool's name as a string")
     arguments = function.get("arguments")
     if arguments is not None and not isinstance(arguments, (str, dict)):
-        raise _Refusal(i, f"{where}.arguments is a {type(arguments).__name__}; it must be the arguments as JSON text")
+        raise _Refusal(i, f"{where}.arguments is {_a(arguments)}; it must be the arguments as JSON text")
 
 
 def _check_tool_use(block: dict[str, Any], i: int, k: int) -> None:
@@ -322,6 +322,12 @@ def _check_tool_result(block: dict[str, Any], i: int, k: int) -> None:
         return
     if not isinstance(inner, list) or not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in inner):
         raise _Refusal(i, f"content[{k}] is a tool_result whose 'content' is neither a string nor a list of blocks")
+
+
+def _a(value: Any) -> str:
+    """``"a str"``, ``"an int"``: the type of ``value`` with its article."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def _preview(value: Any, limit: int = 60) -> str:
