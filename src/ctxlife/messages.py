@@ -1272,6 +1272,50 @@ def pair_tool_calls(messages: Sequence[Mapping[str, Any]]) -> tuple[dict[tuple[i
     return pairs, orphans
 
 
+def raw_calls(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The tool calls of an assistant message as written, in :func:`calls_of`'s order: OpenAI
+    ``tool_calls`` entries, a legacy ``function_call`` (as ``{"function": ...}``), Anthropic
+    ``tool_use`` blocks. :func:`tool_call_name` and :func:`tool_call_arguments` read each."""
+    if not isinstance(message, Mapping) or message.get("role") != "assistant":
+        return []
+    calls = message.get("tool_calls")
+    out: list[Mapping[str, Any]] = [c if isinstance(c, Mapping) else {} for c in calls] if isinstance(calls, list) else []
+    legacy = message.get("function_call")
+    if isinstance(legacy, Mapping):
+        out.append({"id": None, "type": "function", "function": legacy})
+    content = message.get("content")
+    if isinstance(content, list):
+        out.extend(b for b in content if isinstance(b, Mapping) and b.get("type") == "tool_use")
+    return out
+
+
+def tool_results_by_call(messages: Sequence[Mapping[str, Any]]) -> dict[tuple[int, int], Any]:
+    """``(assistant index, call index) -> the result`` (a ``tool`` message's content, or an Anthropic
+    ``tool_result`` block's; text when it is a list of parts) for every answered call (see
+    :func:`pair_tool_results`)."""
+    out: dict[tuple[int, int], Any] = {}
+    for i, message in enumerate(messages):
+        if not (isinstance(message, dict) and has_calls(message)):
+            continue
+        pairing = pair_tool_results(messages, i)
+        for position, call in enumerate(pairing.results):
+            if call is None:
+                continue
+            j, k = pairing.result_at[position]
+            content = messages[j].get("content") if k is None else messages[j]["content"][k].get("content")
+            out[(i, call)] = content_text(content) if isinstance(content, list) else content
+    return out
+
+
+def own_text(message: Mapping[str, Any]) -> str:
+    """The text a message says itself: its content without tool calls or tool results
+    (an Anthropic user message that only carries ``tool_result`` blocks says nothing)."""
+    content = message.get("content") if isinstance(message, Mapping) else None
+    if isinstance(content, list):
+        return content_text([b for b in content if not (isinstance(b, Mapping) and b.get("type") in ("tool_use", "tool_result"))])
+    return content_text(content)
+
+
 def starts_with_summary_marker(message: Mapping[str, Any]) -> bool:
     """A system/user/assistant message whose text starts with the ``History summary:`` marker.
 

@@ -13,7 +13,7 @@ from ctxlife.facts.formatting import FACT_LIST_HEADER, KIND_LABELS
 from ctxlife.facts.normalise import canonical_number
 from ctxlife.facts.scanner import scan_text
 from ctxlife.facts.vocabulary import AMOUNT_KEY_RE, COUNT_KEY_RE, ID_KEY_RE
-from ctxlife.messages import content_text, json_payload, pair_tool_calls, tool_call_arguments
+from ctxlife.messages import content_text, json_payload, pair_tool_calls, raw_calls, tool_call_arguments
 
 _FACT_BLOCK_RE = re.compile(re.escape(FACT_LIST_HEADER) + r"([^\n]*)")
 _KIND_OF_LABEL = {label: kind for kind, label in KIND_LABELS.items()}
@@ -51,9 +51,7 @@ def extract_facts(messages_or_text: str | Sequence[Mapping[str, Any]] | None) ->
     pairs, _ = pair_tool_calls(msgs)
     for i, msg in enumerate(msgs):
         ledger.read_text(content_text(msg.get("content")))
-        for ci, call in enumerate(msg.get("tool_calls") or []):
-            if not isinstance(call, Mapping):
-                continue
+        for ci, call in enumerate(raw_calls(msg)):
             args = tool_call_arguments(call)
             if isinstance(args, (dict, list)):
                 ledger.read_json(args, None, None)

@@ -14,7 +14,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxlife.facts import Fact, FactMatcher, TextIndex, extract_facts
-from ctxlife.messages import CJK, CJK_PUNCTUATION, content_text, safe_cut, json_payload, pair_tool_calls, tool_call_arguments, tool_call_name
+from ctxlife.messages import (
+    CJK,
+    CJK_PUNCTUATION,
+    content_text,
+    json_payload,
+    own_text,
+    pair_tool_calls,
+    raw_calls,
+    safe_cut,
+    tool_call_arguments,
+    tool_call_name,
+    tool_results_by_call,
+)
 from ctxlife.summarizers.rendering import compact_json, render_arguments, truncate_to_tokens, values_only
 
 FactKey = tuple[str, str]
@@ -445,6 +457,7 @@ class Candidates:
     def add_span(self, msgs: list[Mapping[str, Any]]) -> None:
         """Lines and snippets of every message of the span, tool calls paired with their results."""
         pairs, _ = pair_tool_calls(msgs)
+        results = tool_results_by_call(msgs)
         answered = set(pairs.values())
         n = max(len(msgs), 1)
         skip: set[int] = set()
@@ -463,8 +476,8 @@ class Candidates:
                 continue
             pos = i / n
             role = msg.get("role")
-            text = content_text(msg.get("content")).strip()
-            if role == "tool":
+            text = own_text(msg).strip()
+            if role in ("tool", "function"):
                 if i in answered:
                     continue
                 self.add_call(str(msg.get("name") or "tool"), None, msg.get("content"), True, None, pos)
@@ -500,15 +513,12 @@ class Candidates:
                 else:
                     bonus = 2.5 if i == first_user else 1.5 if i == last_user else 0.0
                     self.add_prose("user" if role == "user" else "assistant", text, pos, bonus)
-            for ci, call in enumerate(msg.get("tool_calls") or []):
-                if not isinstance(call, Mapping):
-                    continue
-                j = pairs.get((i, ci))
+            for ci, call in enumerate(raw_calls(msg)):
                 self.add_call(
                     tool_call_name(call),
                     tool_call_arguments(call),
-                    msgs[j].get("content") if j is not None else None,
-                    j is not None,
+                    results.get((i, ci)),
+                    (i, ci) in results,
                     call.get("id"),
                     pos,
                 )

@@ -8,7 +8,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ctxlife.messages import (
+    own_text,
+    raw_calls,
     safe_cut,
+    tool_results_by_call,
     content_text,
     json_payload,
     pair_tool_calls,
@@ -99,20 +102,21 @@ def render_messages(messages: Sequence[Mapping[str, Any]]) -> str:
         Assistant called get_user_details(user_id=mia_li_3668) -> {name: {first_name: Mia, ...}, ...}
         Assistant: Here are the available flights ...
 
-    Tool calls are paired with their results by position (ids are only trusted
-    inside one assistant turn, since real traces reuse them); a call without a
+    Tool calls are paired with their results by id within one turn, by position where
+    real traces reuse or omit ids (OpenAI, legacy and Anthropic calls alike); a call without a
     result shows ``-> (no result yet, call id ...)``; a result that answers no
     call is shown as ``Tool NAME returned: ...``. A ``History summary:`` message
     in the span is shown as ``Earlier summary: ...`` with its marker removed.
     """
     msgs = [m for m in messages if isinstance(m, Mapping)]
     pairs, _orphans = pair_tool_calls(msgs)
+    results = tool_results_by_call(msgs)
     answered = set(pairs.values())
     lines: list[str] = []
     for i, msg in enumerate(msgs):
         role = str(msg.get("role") or "unknown")
-        text = content_text(msg.get("content")).strip()
-        if role == "tool":
+        text = own_text(msg).strip()
+        if role in ("tool", "function"):
             if i in answered:
                 continue
             name = msg.get("name") or "tool"
@@ -123,16 +127,13 @@ def render_messages(messages: Sequence[Mapping[str, Any]]) -> str:
                 lines.append("Earlier summary: " + _indent(strip_summary_marker(text)))
             else:
                 lines.append(f"{_ROLE_LABELS.get(role, role.capitalize())}: {_indent(text)}")
-        for ci, call in enumerate(msg.get("tool_calls") or []):
-            if not isinstance(call, Mapping):
-                continue
+        for ci, call in enumerate(raw_calls(msg)):
             head = f"Assistant called {tool_call_name(call)}({render_arguments(tool_call_arguments(call))})"
-            j = pairs.get((i, ci))
-            if j is None:
+            if (i, ci) not in results:
                 cid = call.get("id")
                 lines.append(head + (f" -> (no result yet, call id {cid})" if cid else " -> (no result yet)"))
             else:
-                lines.append(head + " -> " + render_result(msgs[j].get("content")))
+                lines.append(head + " -> " + render_result(results[(i, ci)]))
     return "\n".join(lines)
 
 
