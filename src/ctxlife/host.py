@@ -570,7 +570,7 @@ def _contents_of(ctx: HookContext, saved: Any = None) -> list[str]:
 def _content_of(ctx: HookContext) -> str | None:
     """What ``log_content = true`` adds to a node event: the text the node was about, cut short."""
     if isinstance(ctx, LLMCallContext):
-        text = ctx.messages[-1].get("content") if ctx.messages else None
+        text = text_of(ctx.messages[-1]) if ctx.messages else None
     elif isinstance(ctx, ToolCallContext):
         text = ctx.result
     elif isinstance(ctx, TaskContext):

@@ -358,8 +358,10 @@ def _detect(messages: Sequence[Any], where: str) -> tuple[str | None, int]:
     found: str | None = None
     first = -1
     for i, message in enumerate(messages):
-        if type(message) is dict and type(message.get("content")) is str and message.get("role") in ("user", "system") and "parts" not in message:
-            continue  # the common case: valid in both formats
+        if type(message) is dict and type(message.get("content")) is str and "parts" not in message:
+            r = message.get("role")
+            if r == "user" or r == "system" or (r == "assistant" and "tool_calls" not in message and "function_call" not in message):
+                continue  # the common case: plain text, valid in both formats
         try:
             fmt = _classify(message, i)
         except _Refusal as refusal:
