@@ -170,3 +170,17 @@ def test_manage_returns_lists_the_provider_accepts_in_both_formats():
     for messages, fmt in ((anthropic_session(3) + [{"role": "user", "content": "好"}], "anthropic"), ([system("s"), *chat(8), user("go")], "openai")):
         ctxlife.manage(messages, config=settings_from_dict({"strategies": ["llm_summary"], "llm_summary": SUMMARY}), context_window=1500)
         assert validate(messages, fmt) == []
+
+
+def test_replay_caps_anthropic_tool_results_and_stays_valid(tmp_path):
+    from ctxlife.replay import Conversation, replay
+
+    recorded = anthropic_session(4) + [{"role": "user", "content": "好"}, {"role": "assistant", "content": "完成"}]
+    settings = settings_from_dict(
+        {"strategies": ["tool_output"], "message_format": "anthropic", "tool_output": {"max_tokens": 100, "store_dir": str(tmp_path)}}
+    )
+    result = replay(Conversation("anthropic", recorded), settings, context_window=8000)
+    assert result.tool_tokens_saved > 0  # before: Anthropic results never went through tool_output
+    assert all(not row.problems for row in result.rows)
+    capped = [b for m in result.final_context if isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_result"]
+    assert capped and all(isinstance(b["content"], (str, list)) for b in capped)

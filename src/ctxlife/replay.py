@@ -25,7 +25,7 @@ from ctxlife.contexts import ToolCallContext
 from ctxlife.errors import CtxlifeError
 from ctxlife.facts import Fact, extract_facts, facts_missing_from
 from ctxlife.host import Host
-from ctxlife.messages import check_shape, pair_tool_results, role, tool_calls, validate
+from ctxlife.messages import calls_of, check_shape, content_text, pair_tool_results, role, text_of, validate
 
 
 class InputFileError(CtxlifeError):
@@ -210,23 +210,66 @@ def call_points(messages: list[dict[str, Any]]) -> Iterator[int]:
             yield i
 
 
-def _tool_names(messages: list[dict[str, Any]]) -> dict[int, tuple[str, dict[str, Any]]]:
-    """For each tool message index: the (name, arguments) of the call it answers (paired by id)."""
-    names: dict[int, tuple[str, dict[str, Any]]] = {}
+def _tool_names(messages: list[dict[str, Any]]) -> dict[tuple[int, int | None], tuple[str, dict[str, Any]]]:
+    """For each tool result: the (name, arguments) of the call it answers (paired by id, any format).
+
+    Keyed by ``(message index, block index)``; the block index is None for a whole ``tool`` or
+    ``function`` message, the index of the ``tool_result`` block in an Anthropic user message.
+    """
+    names: dict[tuple[int, int | None], tuple[str, dict[str, Any]]] = {}
     for i, message in enumerate(messages):
-        calls = tool_calls(message)
+        calls = calls_of(message)
         if not calls:
             continue
-        for offset, k in enumerate(pair_tool_results(messages, i).results):
+        pairing = pair_tool_results(messages, i)
+        for position, k in enumerate(pairing.results):
             if k is None:
                 continue
-            function = calls[k].get("function") or {}
             try:
-                arguments = json.loads(function.get("arguments") or "{}")
+                arguments = json.loads(calls[k].arguments or "{}")
             except (TypeError, ValueError):
                 arguments = {}
-            names[i + 1 + offset] = (str(function.get("name") or "tool"), arguments if isinstance(arguments, dict) else {})
+            names[pairing.result_at[position]] = (calls[k].name or "tool", arguments if isinstance(arguments, dict) else {})
     return names
+
+
+def _through_tool_policy(host: Host, message: dict[str, Any], i: int, tools: dict[Any, Any], context_window: int) -> tuple[dict[str, Any], int]:
+    """``message`` with each tool result it carries as the tool nodes leave it; the tokens saved."""
+    counter = host.counter()
+    saved = 0
+
+    def apply(text: str, at: tuple[int, int | None]) -> str:
+        nonlocal saved
+        name, arguments = tools.get(at, ("tool", {}))
+        ctx = ToolCallContext(tool_name=name, tool_input=dict(arguments), result=text)
+        host.after_tool_call(ctx, context_window=context_window)
+        if ctx.result != text and isinstance(ctx.result, str):
+            saved += counter.count_text(text) - counter.count_text(ctx.result)
+            return ctx.result
+        return text
+
+    content = message.get("content")
+    if role(message) in ("tool", "function") and isinstance(content, str):
+        shown = apply(content, (i, None))
+        return ({**message, "content": shown} if shown is not content else message), saved
+    if role(message) == "user" and isinstance(content, list):
+        blocks = list(content)
+        for k, block in enumerate(blocks):
+            if not (isinstance(block, dict) and block.get("type") == "tool_result"):
+                continue
+            inner = block.get("content")
+            if isinstance(inner, str):
+                shown = apply(inner, (i, k))
+                if shown is not inner:
+                    blocks[k] = {**block, "content": shown}
+            elif isinstance(inner, list) and inner and all(isinstance(b, dict) and b.get("type") == "text" for b in inner):
+                text = content_text(inner)
+                shown = apply(text, (i, k))
+                if shown is not text:
+                    blocks[k] = {**block, "content": [{"type": "text", "text": shown}]}
+        if any(a is not b for a, b in zip(blocks, content)):
+            return {**message, "content": blocks}, saved
+    return message, saved
 
 
 def replay(
@@ -269,13 +312,9 @@ def _replay(conversation: Conversation, host: Host, context_window: int) -> Repl
                     problems=problems,
                 )
             )
-        if policy and role(message) == "tool" and isinstance(message.get("content"), str):
-            name, arguments = tools.get(i, ("tool", {}))
-            ctx = ToolCallContext(tool_name=name, tool_input=dict(arguments), result=message["content"])
-            host.after_tool_call(ctx, context_window=context_window)
-            if ctx.result != message["content"]:
-                result.tool_tokens_saved += counter.count_text(message["content"]) - counter.count_text(ctx.result)
-                message = {**message, "content": ctx.result}
+        if policy:
+            message, saved = _through_tool_policy(host, message, i, tools, context_window)
+            result.tool_tokens_saved += saved
         live.append(message)
     result.final_context = live
     facts = ledger_facts(recorded)
@@ -286,19 +325,9 @@ def _replay(conversation: Conversation, host: Host, context_window: int) -> Repl
 
 def ledger_facts(messages: list[dict[str, Any]]) -> list[Fact]:
     """The facts of a conversation that an agent typically needs later (user turns and tool results)."""
-    return extract_facts([m for m in messages if role(m) in {"user", "tool"}])
+    return extract_facts([m for m in messages if role(m) in {"user", "tool", "function"}])
 
 
 def context_text(messages: list[dict[str, Any]]) -> str:
-    """All the text a model would read in a context, tool-call arguments included."""
-    parts = []
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):
-            parts.extend(p.get("text", "") for p in content if isinstance(p, dict))
-        for call in tool_calls(message):
-            function = call.get("function") or {}
-            parts.append(f"{function.get('name', '')} {function.get('arguments', '')}")
-    return "\n".join(parts)
+    """All the text a model would read in a context, tool-call arguments included (any format)."""
+    return "\n".join(text_of(m) for m in messages)
