@@ -31,7 +31,7 @@ def manage(
     session_id: str | None = None,
     plugins: Sequence[object] = (),
 ) -> Report:
-    """Run the ``before_llm_call`` pipeline on a list of OpenAI-format messages, in place.
+    """Run the ``before_llm_call`` pipeline on a list of messages (OpenAI chat or Anthropic Messages), in place.
 
     For any framework (LangGraph, the OpenAI Agents SDK, your own loop): call it
     right before each model call with the list you are about to send. Returns a

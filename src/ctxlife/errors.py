@@ -31,7 +31,7 @@ class PluginConflictError(PluginError):
 
 
 class InvalidMessagesError(CtxlifeError):
-    """A message list is not a list of OpenAI-format message dicts."""
+    """A message list is not a list of OpenAI chat or Anthropic Messages dicts (see :mod:`ctxlife.messages`)."""
 
 
 class SessionIdError(CtxlifeError):

@@ -78,7 +78,7 @@ def resolve_encoding_name(model: str | None) -> tuple[str, str | None]:
 
 
 class TokenCounter:
-    """Counts tokens of texts and OpenAI-format messages for one model.
+    """Counts tokens of texts and messages (OpenAI chat or Anthropic Messages) for one model.
 
     Build it once (loading an encoding takes ~0.2 s the first time in a process)
     and reuse it: counts are cached per string.

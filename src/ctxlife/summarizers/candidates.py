@@ -507,7 +507,7 @@ class Candidates:
                     self.add_prose("assistant", final.group("final"), min(1.0, pos + 0.5))
                 else:
                     self.add_prose("assistant", text, pos, 1.5 if i == last_assistant else 0.0)
-            elif role in ("user", "system") and text:
+            elif role in ("user", "system", "developer") and text:
                 if text.startswith("Observation:"):
                     self.add_prose("assistant", text, pos)
                 else:
