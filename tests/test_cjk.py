@@ -150,3 +150,17 @@ def test_a_small_chinese_summary_is_not_empty_and_keeps_the_ids(max_summary_toke
     summary = next(m for m in messages if is_summary(m))["content"]
     for fact in ("ORD-88231", "RF-5521"):
         assert fact in summary
+
+
+def test_task_scope_carries_outputs_with_lone_surrogates():
+    from ctxlife.contexts import TaskContext
+
+    settings = settings_from_dict({"strategies": ["task_scope"], "task_scope": {"max_tokens": 80}})
+    host = Host(settings, context_window=8000)
+    output = "清单：" + " ".join(f"report_{i}_\udcff.csv" for i in range(200))
+    end = TaskContext(task_name="list", task_index=0, output=output)
+    assert host.task_end(end).failures == []  # before: UnicodeEncodeError in the output's digest
+    start = TaskContext(task_name="next", task_index=1, context_text=output)
+    report = host.task_start(start)
+    assert report.failures == [] and COUNT(start.context_text) <= 80
+    start.context_text.encode("utf-8")

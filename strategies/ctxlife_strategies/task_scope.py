@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 import ctxlife
+from ctxlife.messages import escape_surrogates
 from ctxlife.summarizers import SummaryRequest, available_summarizers, get_summarizer, truncate_to_tokens
 
 Policy = Literal["carry", "isolate", "full"]
@@ -120,7 +121,8 @@ class TaskScope(ctxlife.Strategy):
 
     @ctxlife.hookimpl
     def ctxlife_task_start(self, ctx: ctxlife.TaskContext) -> None:
-        text = ctx.context_text or ""
+        # Lone surrogates (UTF-8 cannot carry them) are escaped in what ctxlife writes for the model.
+        text = escape_surrogates(ctx.context_text or "")
         if not text.strip():
             return
         policy = self.policy_for(ctx.task_name, ctx.task_index)
@@ -148,7 +150,7 @@ class TaskScope(ctxlife.Strategy):
         opts = self.options
         assert isinstance(opts, TaskScope.Options)
         tokens = count(output)
-        summary = output if tokens <= opts.max_tokens else self.summarize(output, opts.max_tokens, count, ctx)
+        summary = output if tokens <= opts.max_tokens else self.summarize(escape_surrogates(output), opts.max_tokens, count, ctx)
         outputs = self.outputs(ctx)
         outputs.append(
             {
@@ -241,7 +243,7 @@ class TaskScope(ctxlife.Strategy):
 
 
 def _digest(text: str) -> str:
-    return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(escape_surrogates(text.strip()).encode("utf-8")).hexdigest()[:16]
 
 
 def _short(name: str | None, limit: int = 60) -> str:
