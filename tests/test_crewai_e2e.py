@@ -45,7 +45,7 @@ def three_lookups_then_report():
     ]
 
 
-TRUNCATE = settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"rounds": 1}})
+TRUNCATE = settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"rounds": 1, "always": True}})
 
 
 def test_all_six_hooks_fire_at_their_nodes_with_neutral_objects():
