@@ -457,7 +457,7 @@ def _chart(records: list[CallRecord], path: Path, restart_at: int) -> bool:
         ax.axvline(restart - 0.5, color="#2ca02c", linestyle=":", label="restart (new process)")
     ax.set_xlabel("model call")
     ax.set_ylabel("context tokens")
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.xaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]  # MaxNLocator takes it
     ax.set_title("ctxlife demo: context tokens per model call")
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -8,8 +8,14 @@
 from __future__ import annotations
 
 import importlib.util
+from typing import TYPE_CHECKING, Any
 
 from ctxlife.errors import MissingDependencyError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from ctxlife.strategy import ToolSpec
 
 
 def require(module: str, extra: str, feature: str) -> None:
@@ -23,3 +29,11 @@ def require(module: str, extra: str, feature: str) -> None:
             f"{feature} needs {module}, which is not installed: pip install 'ctxlife[{extra}]' "
             f"(the core ctxlife package is framework-neutral; ctxlife.manage() works without it)"
         )
+
+
+def tool_arguments_model(spec: ToolSpec) -> type[BaseModel]:
+    """The pydantic model of a :class:`~ctxlife.strategy.ToolSpec`'s arguments (all strings), for a framework's tool."""
+    from pydantic import Field, create_model
+
+    fields: dict[str, Any] = {arg: (str, Field(..., description=text)) for arg, text in spec.parameters.items()}
+    return create_model(f"{spec.name}_args", **fields)

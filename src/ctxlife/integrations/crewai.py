@@ -22,7 +22,7 @@ import contextvars
 import functools
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ctxlife.api import resolve_settings
@@ -31,7 +31,7 @@ from ctxlife.contexts import TaskContext, ToolCallContext
 from ctxlife.errors import CtxlifeError
 from ctxlife.events import emit
 from ctxlife.host import Host
-from ctxlife.integrations import require
+from ctxlife.integrations import require, tool_arguments_model
 from ctxlife.strategy import ToolSpec
 
 ADAPTER_ATTR = "_ctxlife_adapter"
@@ -44,6 +44,7 @@ _own_call: contextvars.ContextVar[bool] = contextvars.ContextVar("ctxlife_own_mo
 
 
 CrewT = TypeVar("CrewT")
+_T = TypeVar("_T")
 
 
 def wrap(
@@ -204,10 +205,11 @@ class CrewAdapter:
     def _llm_facts(llm: Any) -> tuple[str | None, int | None]:
         model = getattr(llm, "model", None) if llm is not None and not isinstance(llm, str) else llm
         window = None
-        getter = getattr(llm, "get_context_window_size", None)
+        getter: Any = getattr(llm, "get_context_window_size", None)
         if callable(getter):
             try:
-                window = int(getter())
+                reported: Any = getter()
+                window = int(reported)
             except Exception:  # noqa: BLE001 - an LLM without a window falls back to the config
                 window = None
         return (model if isinstance(model, str) else None), window
@@ -242,7 +244,7 @@ class CrewAdapter:
 
     # -- CrewAI handlers (CrewAI swallows exceptions here, so each logs its own) --------
 
-    def _guard(self, point: str, fn: Any, *args: Any) -> Any:
+    def _guard(self, point: str, fn: Callable[..., _T], *args: Any) -> _T | None:
         try:
             return fn(*args)
         except Exception as exc:  # noqa: BLE001 - CrewAI would swallow it silently
@@ -368,12 +370,8 @@ class CrewAdapter:
 def _crewai_tool(spec: ToolSpec) -> Any:
     """A CrewAI tool that calls a ctxlife :class:`~ctxlife.strategy.ToolSpec`."""
     from crewai.tools import BaseTool
-    from pydantic import Field, create_model
 
-    schema = create_model(  # type: ignore[call-overload]
-        f"{spec.name}_args",
-        **{arg: (str, Field(..., description=text)) for arg, text in spec.parameters.items()},
-    )
+    schema = tool_arguments_model(spec)
     function = spec.function
 
     class _SpecTool(BaseTool):

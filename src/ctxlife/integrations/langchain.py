@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxlife.integrations import require
+from ctxlife.integrations import require, tool_arguments_model
 
 require("langchain", "langchain", "ctxlife.integrations.langchain")
 
@@ -88,7 +88,8 @@ def _to_dict(message: BaseMessage) -> dict[str, Any]:
 
 
 def _from_dict(message: dict[str, Any]) -> AnyMessage:
-    return convert_to_messages([message])[0]  # type: ignore[return-value]
+    converted: AnyMessage = convert_to_messages([message])[0]  # type: ignore[assignment]  # always a concrete message class
+    return converted
 
 
 def _text(content: Any) -> str:
@@ -143,11 +144,7 @@ def _completion(model: Any) -> Callable[[list[dict[str, Any]], int], str]:
 
 def _langchain_tool(spec: ToolSpec) -> BaseTool:
     """A LangChain tool that calls a ctxlife :class:`~ctxlife.strategy.ToolSpec` (all arguments strings)."""
-    from pydantic import Field, create_model
-
-    schema = create_model(  # type: ignore[call-overload]
-        f"{spec.name}_args", **{arg: (str, Field(..., description=text)) for arg, text in spec.parameters.items()}
-    )
+    schema = tool_arguments_model(spec)
     function = spec.function
 
     def run(**kwargs: Any) -> str:
@@ -175,7 +172,7 @@ class _Prepared:
         return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
 
-class CtxlifeMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class CtxlifeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Manage a LangChain v1 agent's context with a ctxlife config: ``create_agent(..., middleware=[...])``.
 
     Args:
