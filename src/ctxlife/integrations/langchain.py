@@ -201,6 +201,28 @@ class CtxlifeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             resolve_settings(config), context_window=context_window, model=model, session_id=session_id, plugins=plugins
         )
         self.tools = [_langchain_tool(spec) for spec in self.host.provided_tools()]
+        # The state's message objects live from call to call: convert each one once. Two generations,
+        # rotated every 64 calls, so memory follows the live conversation.
+        self._converted: dict[int, tuple[BaseMessage, dict[str, Any]]] = {}
+        self._converted_old: dict[int, tuple[BaseMessage, dict[str, Any]]] = {}
+        self._calls = 0
+
+    def _as_dicts(self, messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+        """The messages as OpenAI-format dicts; the same message object gives the same dict object."""
+        out = []
+        for message in messages:
+            key = id(message)
+            found = self._converted.get(key) or self._converted_old.get(key)
+            if found is None or found[0] is not message:
+                found = (message, _to_dict(message))
+            self._converted[key] = found
+            out.append(found[1])
+        return out
+
+    def _rotate(self) -> None:
+        self._calls += 1
+        if self._calls % 64 == 0:
+            self._converted_old, self._converted = self._converted, {}
 
     @property
     def name(self) -> str:
@@ -228,7 +250,8 @@ class CtxlifeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         messages = list(state.get("messages") or [])
         last = messages[-1] if messages else None
         output = _text(last.content) if isinstance(last, AIMessage) else None
-        ctx = TaskContext(output=output, messages=to_openai_messages(messages))
+        wanted = self.host.implements("ctxlife_task_end")  # converting a long history costs: only when used
+        ctx = TaskContext(output=output, messages=[dict(m) for m in self._as_dicts(messages)] if wanted else [])
         self.host.task_end(ctx, session_id=self.session())
         if isinstance(last, AIMessage) and ctx.output is not None and ctx.output != output and last.id is not None:
             return {"messages": [last.model_copy(update={"content": ctx.output})]}  # same id: replaced in place
@@ -243,7 +266,8 @@ class CtxlifeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """Run nodes 1 and 2 on a model request; the result says what to send and what to write back."""
         system = request.system_message
         originals: list[BaseMessage] = [*([system] if system is not None else []), *request.messages]
-        dicts = [_to_dict(m) for m in originals]
+        self._rotate()
+        dicts = self._as_dicts(originals)
         by_identity = {id(d): m for d, m in zip(dicts, originals, strict=True)}
         live = list(dicts)
         model_name, window = _model_facts(request.model)
