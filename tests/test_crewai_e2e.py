@@ -206,7 +206,7 @@ def test_a_failing_strategy_leaves_the_crew_working_and_is_reported():
     assert len(failures) == 6 and failures[0].strategy == "broken" and "RuntimeError: boom" in failures[0].error
 
 
-def test_akickoff_never_waits_for_an_llm_summary_on_the_event_loop():
+def test_akickoff_never_waits_for_an_llm_summary_on_the_event_loop(run_watching_the_loop):
     """An LLM summary by the agent's own model under akickoff: the event loop keeps ticking (CrewAI 1.15
     runs the agent's steps, and so ctxlife's hooks, in worker threads), and the compaction is applied."""
     import time
@@ -215,8 +215,11 @@ def test_akickoff_never_waits_for_an_llm_summary_on_the_event_loop():
     steps = deque([react_action("lookup", {"item": f"I{i}"}) for i in range(8)] + [react_final("All in stock.")])
     summaries: list[float] = []
 
+    def is_summary_request(messages):
+        return bool(messages) and "summar" in str(messages[0].get("content", "")).lower() and len(messages) == 2
+
     def reply(messages):
-        if messages and "summar" in str(messages[0].get("content", "")).lower() and len(messages) == 2:
+        if is_summary_request(messages):
             time.sleep(0.5)
             summaries.append(time.perf_counter())
             return "Items I0 to I5 were looked up; all are in stock in warehouse W7."
@@ -233,26 +236,14 @@ def test_akickoff_never_waits_for_an_llm_summary_on_the_event_loop():
     host_of(crew).listeners.append(lambda r: reports.append(r) if r.node == "before_llm_call" else None)
 
     async def main():
-        ticks: list[float] = []
-        stop = asyncio.Event()
-
-        async def heartbeat():
-            while not stop.is_set():
-                ticks.append(time.perf_counter())
-                await asyncio.sleep(0.02)
-
-        beat = asyncio.create_task(heartbeat())
         out = await crew.akickoff()
         await asyncio.sleep(0.6)  # let a last summary finish while the loop runs
-        stop.set()
-        await beat
-        return out, ticks
+        return out
 
-    out, ticks = asyncio.run(main())
+    out, stall = run_watching_the_loop(main)
     assert out.raw == "All in stock."
     assert summaries, "no summary was requested: the test no longer exercises the slow path"
-    assert max(b - a for a, b in zip(ticks, ticks[1:])) < 0.35  # a summary takes 0.5 s
-    compacted = [r for r in reports if "llm_summary" in r.acted]
-    assert compacted
-    agent_calls = [c for c in llm.calls if not (c and "summar" in str(c[0].get("content", "")).lower() and len(c) == 2)]
+    assert stall < 0.35  # a summary takes 0.5 s
+    assert [r for r in reports if "llm_summary" in r.acted]
+    agent_calls = [c for c in llm.calls if not is_summary_request(c)]
     assert any(any(str(m.get("content", "")).startswith("History summary") for m in call) for call in agent_calls)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -202,7 +201,7 @@ def test_explicit_session_beats_the_thread_id(tmp_path):
     assert (tmp_path / "explicit_raw.jsonl").is_file() and not (tmp_path / "from-thread_raw.jsonl").exists()
 
 
-def test_async_agents_in_concurrent_sessions_never_block_the_event_loop():
+def test_async_agents_in_concurrent_sessions_never_block_the_event_loop(run_watching_the_loop):
     """ainvoke: an LLM summary (slow on purpose) runs in a worker thread while the loop keeps ticking."""
     model = ScriptedChatModel(script=[], default="Done.", window=3000, delay=0.4)
     settings = settings_from_dict(
@@ -222,25 +221,12 @@ def test_async_agents_in_concurrent_sessions_never_block_the_event_loop():
             )
         return state
 
-    async def main() -> tuple[list[dict[str, Any]], list[float]]:
-        ticks: list[float] = []
-        stop = asyncio.Event()
+    async def main() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(session("alice"), session("bob")))
 
-        async def heartbeat() -> None:
-            while not stop.is_set():
-                ticks.append(time.perf_counter())
-                await asyncio.sleep(0.02)
-
-        beat = asyncio.create_task(heartbeat())
-        states = await asyncio.gather(session("alice"), session("bob"))
-        stop.set()
-        await beat
-        return list(states), ticks
-
-    states, ticks = asyncio.run(main())
+    states, stall = run_watching_the_loop(main)
     assert len(model.summary_calls) >= 2  # both sessions summarized with the (slow) model
-    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
-    assert max(gaps) < 0.3, f"the event loop stalled for {max(gaps):.2f} s (a summary takes 0.4 s)"
+    assert stall < 0.3, f"the event loop stalled for {stall:.2f} s (a summary takes 0.4 s)"
     assert {r.session_id for r in reports} == {"alice", "bob"}
     for state, name in zip(states, ("alice", "bob")):
         texts = [str(m.content) for m in state["messages"]]
