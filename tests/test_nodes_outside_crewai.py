@@ -12,6 +12,7 @@ import pytest
 import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.summarizers import register_summarizer, unregister_summarizer
+from ctxlife.messages import bootstrap_section
 from ctxlife.testing import conversation, system, user
 
 
@@ -68,7 +69,7 @@ def test_the_six_nodes_through_host_methods(tmp_path):
 
     messages = [system("You are a clerk."), user("Check R0001.")]
     report = host.before_llm_call(messages)
-    assert messages[0]["content"].endswith("RULES: be brief.") and report.node == "before_llm_call"
+    assert messages[0]["content"].endswith(bootstrap_section("RULES: be brief.")) and report.node == "before_llm_call"
 
     edited = ctxlife.ToolCallContext(tool_name="write", tool_input={"edit_me": 1})
     host.before_tool_call(edited)
