@@ -13,7 +13,7 @@ the canonical forms in :mod:`ctxlife.facts.normalise`.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -110,38 +110,45 @@ _LATIN_WORD = (
 )
 
 
+def _pieces(source: str, *, lookarounds: bool) -> Iterator[tuple[str, str]]:
+    """A regex source as ``(kind, text)`` pieces: ``"look"`` (a whole lookaround group, when
+    ``lookarounds``), ``"class"`` (``[...]``), ``"escape"`` (``\\x``) or ``"char"``."""
+    i = 0
+    while i < len(source):
+        if lookarounds and source.startswith(("(?<!", "(?!", "(?<=", "(?="), i):
+            end = _group_end(source, i)
+            yield "look", source[i : end + 1]
+        elif source[i] == "\\":
+            end = i + 1
+            yield "escape", source[i : end + 1]
+        elif source[i] == "[":
+            end = _class_end(source, i)
+            yield "class", source[i : end + 1]
+        else:
+            end = i
+            yield "char", source[i]
+        i = end + 1
+
+
 def _widen(group: str) -> str:
     """A lookaround ``group`` in which ``\\w`` stands for a word character that is not CJK."""
     head = "(?<!" if group.startswith("(?<!") else "(?!" if group.startswith("(?!") else ""
     body = group[len(head) : -1] if head else ""
     if head and body.startswith("[") and not body.startswith("[^") and _class_end(body, 0) == len(body) - 1:
-        # (?<![\w.-]) -> (?<![^\W<CJK>])(?<![.-]): two single-class checks, as fast as the original
+        # (?<![\w.-]) -> (?<![0-9A-Za-z...])(?<![.-]): two single-class checks, as fast as the original
         inner = body[1:-1]
         if "\\w" not in inner:
             return group
         rest = inner.replace("\\w", "")
         return f"{head}{_LATIN_WORD})" + (f"{head}[{rest}])" if rest else "")
     out: list[str] = []
-    i = 0
-    while i < len(group):
-        if group.startswith("\\w", i):
-            out.append(_LATIN_WORD)
-            i += 2
-        elif group[i] == "\\":
-            out.append(group[i : i + 2])
-            i += 2
-        elif group[i] == "[":
-            end = _class_end(group, i)
-            body = group[i + 1 : end]
-            if "\\w" in body and not body.startswith("^"):
-                rest = body.replace("\\w", "")
-                out.append(f"(?:{_LATIN_WORD}|[{rest}])" if rest else _LATIN_WORD)
-            else:
-                out.append(group[i : end + 1])
-            i = end + 1
-        else:
-            out.append(group[i])
-            i += 1
+    for kind, text in _pieces(group, lookarounds=False):
+        if kind == "escape" and text == "\\w":
+            text = _LATIN_WORD
+        elif kind == "class" and "\\w" in text and not text.startswith("[^"):
+            rest = text[1:-1].replace("\\w", "")
+            text = f"(?:{_LATIN_WORD}|[{rest}])" if rest else _LATIN_WORD
+        out.append(text)
     return "".join(out)
 
 
@@ -151,32 +158,19 @@ def cjk_aware(source: str) -> str:
     ``\\w`` (and so ``\\b``) matches Han, kana and hangul, so ``(?<![\\w-])HAT136`` never matches in
     ``预订HAT136改期``. In every lookaround, ``\\w`` is narrowed to the word characters of scripts
     that separate words with spaces, and ``\\b`` becomes "not after / not before" such a character
-    (every ``\\b`` of the table opens or closes a word); Latin,
-    Cyrillic, Greek ... words keep their boundaries, and the bodies of patterns are left alone (a
-    path may have Chinese folder names).
+    (every ``\\b`` of the table opens or closes a word). Latin, Cyrillic, Greek ... words keep their
+    boundaries, and the bodies of patterns are left alone (a path may have Chinese folder names).
     """
     out: list[str] = []
-    i = 0
-    while i < len(source):
-        if source.startswith(("(?<!", "(?!", "(?<=", "(?="), i):
-            end = _group_end(source, i)
-            out.append(_widen(source[i : end + 1]))
-            i = end + 1
-        elif source.startswith("\\b", i):
+    previous = ""
+    for kind, text in _pieces(source, lookarounds=True):
+        if kind == "look":
+            text = _widen(text)
+        elif kind == "escape" and text == "\\b":
             # at the start of a word: not after a Latin word character; at its end: not before one
-            starts = i == 0 or source[i - 1] in "(|:"
-            out.append(f"(?<!{_LATIN_WORD})" if starts else f"(?!{_LATIN_WORD})")
-            i += 2
-        elif source[i] == "\\":
-            out.append(source[i : i + 2])
-            i += 2
-        elif source[i] == "[":
-            end = _class_end(source, i)
-            out.append(source[i : end + 1])
-            i = end + 1
-        else:
-            out.append(source[i])
-            i += 1
+            text = f"(?<!{_LATIN_WORD})" if previous in ("", "(", "|", ":") else f"(?!{_LATIN_WORD})"
+        out.append(text)
+        previous = text[-1:] if kind == "char" else "x"
     return "".join(out)
 
 
