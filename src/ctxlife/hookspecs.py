@@ -48,12 +48,14 @@ def ctxlife_bootstrap(ctx: BootstrapContext) -> None:
     ``goal`` and ``backstory`` (read-only), ``session_id``, and ``variables``
     (``agent_role``, ``session_id``, ``date``) for rendering templates.
 
-    Mutate: append texts to ``ctx.blocks``. The host appends the blocks to the
-    agent's system message exactly once (it looks for the text itself before
-    adding it): wrapping twice, kicking off again, or a framework resetting the
-    prompt never duplicates or loses them. The text is rendered once per host;
-    a list that already holds a *different* earlier rendering gets the new one
-    added (see docs/reliability.md, bug 11).
+    Mutate: append texts to ``ctx.blocks``. The host puts the blocks into the
+    agent's system message as one marked section (``<!-- ctxlife:bootstrap -->``
+    ... ``<!-- /ctxlife:bootstrap -->``), exactly once: wrapping twice, kicking off
+    again, or a framework resetting the prompt never duplicates or loses them, and
+    a new rendering (``{date}`` after midnight, an edited profile) replaces the old
+    one. An agent that sends no system message (CrewAI's ``use_system_prompt=False``,
+    an Anthropic Messages list without a system prompt) gets the section at the
+    start of its first user turn instead.
 
     Return: ignored.
     """
