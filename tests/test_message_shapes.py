@@ -184,3 +184,17 @@ def test_replay_caps_anthropic_tool_results_and_stays_valid(tmp_path):
     assert all(not row.problems for row in result.rows)
     capped = [b for m in result.final_context if isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_result"]
     assert capped and all(isinstance(b["content"], (str, list)) for b in capped)
+
+
+def test_bootstrap_never_edits_a_summary_that_opens_an_anthropic_conversation():
+    settings = settings_from_dict(
+        {"strategies": ["bootstrap", "llm_summary"], "message_format": "anthropic", "bootstrap": {"text": "PROFILE: 张伟"}, "llm_summary": SUMMARY}
+    )
+    h = Host(settings, context_window=3000)
+    messages = anthropic_session(6) + [{"role": "user", "content": "总结一下"}]
+    h.manage(messages)
+    h.manage(messages)
+    summary = next(m for m in messages if is_summary(m))
+    assert "PROFILE" not in summary["content"]  # before: the section went into the summary, which then was no summary
+    assert sum(str(m["content"]).count("PROFILE: 张伟") for m in messages) == 1
+    assert validate(messages, "anthropic") == []

@@ -1056,7 +1056,7 @@ def apply_bootstrap(messages: list[Message], text: str, *, system_prompt: bool =
         messages.insert(0, mark_inserted({"role": "system", "content": section}, "bootstrap"))
         return True
     for index, message in enumerate(messages):
-        if is_user_turn(message):
+        if is_user_turn(message) and not is_inserted(message):  # not a summary made a user message
             if text in content_text(message) and BOOTSTRAP_START not in content_text(message):
                 return False
             new, changed = _with_section(message.get("content"), section, prepend=True)

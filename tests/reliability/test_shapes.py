@@ -10,6 +10,8 @@ first-party strategy alone and all of them together. On every model call:
 * ``shapes_valid_same_format``: the output is provider-valid in the input's format (and in no other);
 * ``shapes_latest_user_kept``: the input's latest user turn is the output's latest user turn, unchanged;
 * ``shapes_system_kept``: every system/developer prompt of the input is still there;
+* ``shapes_inserted_recognised``: every summary in the output is recognised as one (nothing edited it
+  after ctxlife wrote it), and the bootstrap text is in the output exactly once;
 * ``shapes_tokens_within_1pct``: ctxlife's count of the input and of the output is within 1% of an
   independent count (tiktoken directly, ``shapes_gen.independent_count``).
 """
@@ -27,7 +29,7 @@ from shapes_gen import ShapeDriver, independent_count, scripts, system_prompts
 
 from ctxlife.config import settings_from_dict
 from ctxlife.host import Host
-from ctxlife.messages import _detect, apply_bootstrap, content_text, is_inserted, is_system, is_user_turn, last_user_index, validate
+from ctxlife.messages import SUMMARY_PREFIX, _detect, apply_bootstrap, content_text, is_inserted, is_summary, is_system, is_user_turn, last_user_index, validate
 
 STRATEGY_OPTIONS: dict[str, dict[str, Any]] = {
     "truncate_last_n": {"rounds": 1},
@@ -77,6 +79,15 @@ def _checker(host: Host, fmt: str, checks: Checks) -> Any:
             assert j is not None and after[j] == base[i], "the latest user turn was dropped or changed"
             checks.hit("shapes_latest_user_kept")
             checks.hit(f"shapes_latest_user_kept[{fmt}]")
+
+        # What ctxlife inserted stays recognisable: the summary (even as a user message), the bootstrap text once.
+        for m in after:
+            if content_text(m).startswith(SUMMARY_PREFIX):
+                assert is_summary(m), "a summary ctxlife wrote is no longer recognised (edited after it was made)"
+        if text:
+            assert sum(content_text(m).count(text) for m in after) == 1, "the bootstrap text is not there exactly once"
+        checks.hit("shapes_inserted_recognised")
+        checks.hit(f"shapes_inserted_recognised[{fmt}]")
 
         kept = [content_text(m) for m in after if is_system(m)]
         for m in before:
