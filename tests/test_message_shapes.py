@@ -198,3 +198,26 @@ def test_bootstrap_never_edits_a_summary_that_opens_an_anthropic_conversation():
     assert "PROFILE" not in summary["content"]  # before: the section went into the summary, which then was no summary
     assert sum(str(m["content"]).count("PROFILE: 张伟") for m in messages) == 1
     assert validate(messages, "anthropic") == []
+
+
+def test_a_restored_conversation_keeps_one_bootstrap_section_in_its_first_user_turn(tmp_path):
+    settings = settings_from_dict(
+        {
+            "strategies": ["bootstrap", "snapshot_restore"],
+            "message_format": "anthropic",
+            "bootstrap": {"text": "PROFILE: 张伟"},
+            "snapshot_restore": {"store": f"file://{tmp_path}"},
+        }
+    )
+    first = Host(settings, context_window=8000, session_id="zw")
+    messages = anthropic_session(2) + [{"role": "user", "content": "好"}]
+    first.manage(messages)
+    first.close()
+    second = Host(settings, context_window=8000, session_id="zw")  # a restart
+    live = [{"role": "user", "content": "我回来了"}]
+    second.manage(live)
+    second.close()
+    sections = [i for i, m in enumerate(live) if "PROFILE: 张伟" in str(m["content"])]
+    assert sections == [0], sections  # before: the new turn kept its own section too
+    assert live[-1] == {"role": "user", "content": "我回来了"}
+    assert validate(live, "anthropic") == []

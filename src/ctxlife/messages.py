@@ -1058,12 +1058,24 @@ def apply_bootstrap(messages: list[Message], text: str, *, system_prompt: bool =
     for index, message in enumerate(messages):
         if is_user_turn(message) and not is_inserted(message):  # not a summary made a user message
             if text in content_text(message) and BOOTSTRAP_START not in content_text(message):
-                return False
+                return _strip_other_sections(messages, index)
             new, changed = _with_section(message.get("content"), section, prepend=True)
             if changed:
                 messages[index] = {**message, "content": new}
-            return changed
+            return _strip_other_sections(messages, index) or changed
     return False
+
+
+def _strip_other_sections(messages: list[Message], keep: int) -> bool:
+    """Remove the bootstrap section from every user message but ``messages[keep]``: a restored
+    conversation brings its own first user turn, and the section belongs in the first one only."""
+    changed = False
+    for index in range(keep + 1, len(messages)):
+        message = messages[index]
+        if role(message) == "user" and has_bootstrap_section(message):
+            messages[index] = strip_bootstrap(message)
+            changed = True
+    return changed
 
 
 def has_bootstrap_section(message: Message) -> bool:
@@ -1076,8 +1088,16 @@ def strip_bootstrap(message: Message) -> Message:
     if isinstance(content, str):
         if BOOTSTRAP_START not in content:
             return message
-        stripped = _SECTION_RE.sub("", content, count=1).strip("\n")
-        return {**message, "content": stripped}
+        match = _SECTION_RE.search(content)
+        if match is None:
+            return message
+        start, end = match.span()
+        # undo exactly what apply_bootstrap added: the section and the blank line joining it
+        if content.startswith("\n\n", end):
+            end += 2
+        elif content.endswith("\n\n", 0, start):
+            start -= 2
+        return {**message, "content": content[:start] + content[end:]}
     if isinstance(content, list):
         parts = [p for p in content if not (isinstance(p, dict) and p.get("type") == "text" and BOOTSTRAP_START in str(p.get("text")))]
         if len(parts) == len(content):

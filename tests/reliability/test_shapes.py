@@ -19,6 +19,7 @@ first-party strategy alone and all of them together. On every model call:
 from __future__ import annotations
 
 import copy
+import uuid
 from typing import Any
 
 import pytest
@@ -122,7 +123,8 @@ def test_every_shape_through_every_strategy(names, fmt, tmp_path, stats):
     )
     def prop(system, script, window, seed):
         checks = Checks()
-        host = Host(_settings(names, fmt, tmp_path), context_window=window, session_id=f"s{seed}")
+        # A new session per example: a store shared across examples would make replays inconsistent.
+        host = Host(_settings(names, fmt, tmp_path), context_window=window, session_id=f"s{uuid.uuid4().hex[:12]}")
         try:
             ShapeDriver(host, fmt, system, _checker(host, fmt, checks), seed).play(script)
         finally:
@@ -140,7 +142,7 @@ def test_auto_detection_keeps_an_anthropic_session_anthropic(tmp_path, stats):
     def prop(script, seed):
         checks = Checks()
         settings = _settings(["llm_summary", "truncate_last_n"], "auto", tmp_path)
-        host = Host(settings, context_window=600, session_id=f"a{seed}")
+        host = Host(settings, context_window=600, session_id=f"a{uuid.uuid4().hex[:12]}")
         check = _checker(host, "anthropic", checks)
         seen_blocks = False
 
