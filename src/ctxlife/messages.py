@@ -447,8 +447,9 @@ def is_tool_result(message: Message) -> bool:
 
 
 def is_user_turn(message: Message) -> bool:
-    """Whether a message is a user turn: a user message that carries no tool results."""
-    return role(message) == "user" and not _has_block(message, "tool_result")
+    """Whether a message is a user turn: a user message that carries no tool results and that
+    ctxlife did not insert (a summary is a user message in Anthropic lists, but no turn)."""
+    return role(message) == "user" and not _has_block(message, "tool_result") and not is_inserted(message)
 
 
 def tool_calls(message: Message) -> list[dict[str, Any]]:

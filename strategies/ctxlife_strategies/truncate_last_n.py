@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 import ctxlife
-from ctxlife.messages import current_turn_index, is_system, round_starts
+from ctxlife.messages import current_turn_index, is_inserted, is_system, round_starts
 
 
 class TruncateLastN(ctxlife.Strategy):
@@ -71,7 +71,8 @@ class TruncateLastN(ctxlife.Strategy):
         # The task (first user message) and the question being worked on always stay.
         pinned = {starts[0]} if self.options.pin_first_user else set()
         pinned.add(current_turn_index(messages))
-        head = [m for i, m in enumerate(messages[:cut]) if is_system(m) or i in pinned]
+        # System prompts and what ctxlife inserted (a summary, a user message in Anthropic lists) stay.
+        head = [m for i, m in enumerate(messages[:cut]) if is_system(m) or is_inserted(m) or i in pinned]
         removed = cut - len(head)
         if removed == 0:
             return
