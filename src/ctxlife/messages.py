@@ -27,6 +27,13 @@ SUMMARY_PREFIX = "History summary:"
 A content prefix rather than an extra key: providers reject unknown message keys.
 """
 
+RECALL_PREFIX = "Recalled from earlier in this conversation"
+"""How the ``recall`` strategy's block of passages from the raw history starts.
+
+Inserted by ctxlife before each model call and replaced on the next: never recorded into the raw
+history, never summarized, never recalled again.
+"""
+
 
 @dataclass(frozen=True, slots=True)
 class Unit:
@@ -127,6 +134,12 @@ def is_summary(message: Message) -> bool:
     """Whether a message is a ctxlife history summary (content starts with :data:`SUMMARY_PREFIX`)."""
     content = message.get("content") if isinstance(message, dict) else None
     return isinstance(content, str) and content.startswith(SUMMARY_PREFIX)
+
+
+def is_recall_block(message: Message) -> bool:
+    """Whether a message is a ``recall`` block (content starts with :data:`RECALL_PREFIX`)."""
+    content = message.get("content") if isinstance(message, dict) else None
+    return isinstance(content, str) and content.startswith(RECALL_PREFIX)
 
 
 def check_shape(messages: Any, where: str = "messages") -> None:

@@ -21,7 +21,7 @@ from pydantic import Field, field_validator
 
 import ctxlife
 from ctxlife.events import emit
-from ctxlife.messages import is_summary, is_system, same_messages
+from ctxlife.messages import is_recall_block, is_summary, is_system, same_messages
 from ctxlife.sessions import DEFAULT_STORE_URL, SessionStore, Snapshot, open_store
 
 
@@ -92,7 +92,7 @@ class SnapshotRestore(ctxlife.Strategy):
     def _record_new(self, state: dict[str, Any], messages: list[dict[str, Any]], session: str) -> None:
         """Append every message not recorded yet (not system prompts, not summaries) to the raw history."""
         seen: dict[int, dict[str, Any]] = state.get("seen", {})
-        new = [m for m in messages if id(m) not in seen and not is_system(m) and not is_summary(m)]
+        new = [m for m in messages if id(m) not in seen and not is_system(m) and not is_summary(m) and not is_recall_block(m)]
         # Remember only what is in the live list now, so memory follows the context, not the session.
         state["seen"] = {id(m): m for m in messages}
         state["view"] = list(messages)
@@ -137,7 +137,7 @@ class SnapshotRestore(ctxlife.Strategy):
         # The task's final messages are copies of the live list; what is new (the final answer)
         # is what follows our last view of it.
         final = ctx.messages
-        new = [m for m in final[len(view):] if not is_system(m) and not is_summary(m)]
+        new = [m for m in final[len(view):] if not is_system(m) and not is_summary(m) and not is_recall_block(m)]
         self._append(ctx.state, ctx.session_id, new)
         self._save(ctx, final)
         ctx.state.pop("seen", None)

