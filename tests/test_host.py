@@ -61,7 +61,7 @@ def test_a_raising_strategy_is_rolled_back_alone_and_reported():
     "edit, problem",
     [
         (lambda m: m.__delitem__(slice(1, 2)), "left an invalid message list: message 1: orphan_tool_result: tool result without a preceding assistant tool call"),
-        (lambda m: m.__delitem__(slice(2, 3)), "left an invalid message list: message 1: tool_call_without_result: 1 of 1 tool call(s) have no result"),
+        (lambda m: m.__delitem__(slice(2, 3)), "left an invalid message list: message 1: tool_call_without_result: 1 of 1 tool call(s) have no result (ids ['c1'])"),
         (lambda m: m.__delitem__(-1), "dropped the latest user message"),
         (lambda m: m.append(system("late")), "left an invalid message list: message 5: system_after_conversation: system message after the conversation started"),
     ],

@@ -5,9 +5,12 @@ An assistant message may carry ``tool_calls``; the ``tool`` messages that answer
 follow it directly. Such an assistant message together with its answers is ONE
 *unit*: strategies cut between units, never inside one.
 
-Real traces reuse ``tool_call_id`` values, so answers are paired with calls by
-position (the k-th ``tool`` message after a call message answers its k-th call), and
-the id is only checked against the call at that position.
+Results are paired with their calls by ``tool_call_id``, in any order inside the run
+of ``tool`` messages directly after the calling assistant message (parallel tool calls
+complete in any order, and providers accept that). Real traces reuse ids across turns
+and sometimes inside one message, or leave them out: a result whose id is missing, or
+names a call that is already answered, goes to the first unanswered call (by position),
+so ids are only trusted within one turn. See :func:`pair_tool_results`.
 """
 
 from __future__ import annotations
@@ -68,6 +71,59 @@ def tool_calls(message: Message) -> list[dict[str, Any]]:
         return []
     calls = message.get("tool_calls")
     return calls if isinstance(calls, list) else []
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPairing:
+    """How the run of ``tool`` messages after one assistant message answers its calls.
+
+    ``results[j]`` is the call position (index into the assistant message's calls) that
+    the ``j``-th message of the run answers, or None when it answers nothing (more results
+    than calls). ``mismatched`` holds the run positions whose ``tool_call_id`` names no
+    unanswered call while the call they were given by position has a different id (a
+    provider rejects those). ``unanswered`` holds the call positions without a result.
+    """
+
+    call_index: int
+    end: int
+    results: tuple[int | None, ...]
+    mismatched: tuple[int, ...]
+    unanswered: tuple[int, ...]
+
+
+def _call_id(call: Any) -> Any:
+    return call.get("id") if isinstance(call, dict) else None
+
+
+def pair_tool_results(messages: Sequence[Message], index: int) -> ToolPairing:
+    """Pair the tool calls of ``messages[index]`` with the ``tool`` messages right after it.
+
+    A result goes to the first unanswered call with its ``tool_call_id``; a result without
+    an id, or whose id names no unanswered call, goes to the first unanswered call by
+    position (real traces reuse ids and omit them), and is marked mismatched when both ids
+    are known and differ.
+    """
+    calls = tool_calls(messages[index])
+    ids = [_call_id(c) for c in calls]
+    open_calls = list(range(len(calls)))
+    results: list[int | None] = []
+    mismatched: list[int] = []
+    n = len(messages)
+    j = index + 1
+    while j < n and role(messages[j]) == "tool":
+        answer = messages[j].get("tool_call_id")
+        target = None
+        if answer is not None:
+            target = next((k for k in open_calls if ids[k] == answer), None)
+        if target is None and open_calls:
+            target = open_calls[0]
+            if answer is not None and ids[target] is not None:
+                mismatched.append(j - index - 1)
+        if target is not None:
+            open_calls.remove(target)
+        results.append(target)
+        j += 1
+    return ToolPairing(index, j, tuple(results), tuple(mismatched), tuple(open_calls))
 
 
 def split_units(messages: Sequence[Message]) -> list[Unit]:
@@ -164,8 +220,9 @@ def validate(messages: Sequence[Message]) -> list[Problem]:
     """Return the reasons a provider would reject this sequence (empty if valid).
 
     Checks: system messages come before any other message; every
-    ``tool`` message directly follows the assistant message whose ``tool_calls``
-    name it, paired by position; every tool call has its result (a list about to
+    ``tool`` message is in the run directly after the assistant message whose
+    ``tool_calls`` name it (in any order; see :func:`pair_tool_results`); every tool
+    call has its result (a list about to
     be sent to a model never ends with unanswered calls).
     """
     problems: list[Problem] = []
@@ -188,21 +245,23 @@ def validate(messages: Sequence[Message]) -> list[Problem]:
         if not calls:
             i += 1
             continue
-        j = i + 1
-        while j < n and role(messages[j]) == "tool":
-            k = j - i - 1
-            if k >= len(calls):
+        pairing = pair_tool_results(messages, i)
+        for offset, answered in enumerate(pairing.results):
+            j = i + 1 + offset
+            if answered is None:
                 problems.append(Problem(j, "orphan_tool_result", f"more tool results than the {len(calls)} call(s) at message {i}"))
-            else:
-                call_id = calls[k].get("id") if isinstance(calls[k], dict) else None
+            elif offset in pairing.mismatched:
                 answer_id = messages[j].get("tool_call_id")
-                if call_id is not None and answer_id is not None and call_id != answer_id:
-                    problems.append(Problem(j, "tool_result_id_mismatch", f"answers {answer_id!r} but call {k} of message {i} is {call_id!r}"))
-            j += 1
-        answered = j - i - 1
-        if answered < len(calls):
-            problems.append(Problem(i, "tool_call_without_result", f"{len(calls) - answered} of {len(calls)} tool call(s) have no result"))
-        i = j
+                open_ids = [_call_id(calls[k]) for k in sorted({answered, *pairing.unanswered})]
+                problems.append(
+                    Problem(j, "tool_result_id_mismatch", f"answers {answer_id!r} but no unanswered call of message {i} has that id (unanswered: {open_ids!r})")
+                )
+        if pairing.unanswered:
+            missing = [_call_id(calls[k]) for k in pairing.unanswered]
+            problems.append(
+                Problem(i, "tool_call_without_result", f"{len(missing)} of {len(calls)} tool call(s) have no result (ids {missing!r})")
+            )
+        i = pairing.end
     return problems
 
 

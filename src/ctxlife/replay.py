@@ -25,7 +25,7 @@ from ctxlife.contexts import ToolCallContext
 from ctxlife.errors import CtxlifeError
 from ctxlife.facts import Fact, extract_facts, facts_missing_from
 from ctxlife.host import Host
-from ctxlife.messages import check_shape, role, tool_calls, validate
+from ctxlife.messages import check_shape, pair_tool_results, role, tool_calls, validate
 
 
 class InputFileError(CtxlifeError):
@@ -197,19 +197,21 @@ def call_points(messages: list[dict[str, Any]]) -> Iterator[int]:
 
 
 def _tool_names(messages: list[dict[str, Any]]) -> dict[int, tuple[str, dict[str, Any]]]:
-    """For each tool message index: the (name, arguments) of the call it answers (paired by position)."""
+    """For each tool message index: the (name, arguments) of the call it answers (paired by id)."""
     names: dict[int, tuple[str, dict[str, Any]]] = {}
     for i, message in enumerate(messages):
         calls = tool_calls(message)
-        j = i + 1
-        while calls and j < len(messages) and role(messages[j]) == "tool" and j - i - 1 < len(calls):
-            function = calls[j - i - 1].get("function") or {}
+        if not calls:
+            continue
+        for offset, k in enumerate(pair_tool_results(messages, i).results):
+            if k is None:
+                continue
+            function = calls[k].get("function") or {}
             try:
                 arguments = json.loads(function.get("arguments") or "{}")
             except (TypeError, ValueError):
                 arguments = {}
-            names[j] = (str(function.get("name") or "tool"), arguments if isinstance(arguments, dict) else {})
-            j += 1
+            names[i + 1 + offset] = (str(function.get("name") or "tool"), arguments if isinstance(arguments, dict) else {})
     return names
 
 
