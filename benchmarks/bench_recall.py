@@ -8,7 +8,8 @@ Two kinds of conversation are replayed call by call through each method, at wind
   the ten days are replayed, each probing question is asked as a new user turn (one at a time, each
   against the state the replay left). Grading: the hand-written answer keys
   (``answer_keys_{en,cn}.json``): a question is answered *in context* when every answer group has
-  one of its strings in the messages sent at that call (case-insensitive, whitespace collapsed).
+  one of its strings in the messages sent at that call, by ``ctxlife.retention`` (case and
+  whitespace ignored, not part of a longer word or number; it never calls ctxlife's extractor).
   People at even positions are the **dev** half (everything was tuned on them), odd positions the
   **held-out** half (quote these).
 * **Synthetic agent** sessions (``synthetic_agent.py``): a clinic assistant fetches records with
@@ -81,30 +82,17 @@ SYSTEM_PROMPT = {
 AGENT_PROMPT = "You are the front-desk assistant of a veterinary clinic. Use the tools to look things up."
 
 
-# -- the metric (independent of ctxlife: the keys were written by hand) ---------------------------
+# -- the metric: ctxlife.retention, the team's one definition of "kept" (no ctxlife extractor) -------
 
 
-def _norm(text: str) -> str:
-    return re.sub(r"\s+", " ", text).casefold()
+def answered(groups: Sequence[Sequence[str]], messages: Sequence[dict[str, Any]]) -> bool:
+    """Every answer group has one of its strings in the messages sent (``ctxlife.retention``'s rule:
+    case and runs of whitespace ignored, not part of a longer word or number)."""
+    from ctxlife.retention import Need, score
 
-
-def context_text(messages: Sequence[dict[str, Any]]) -> str:
-    """Everything a model would read in these messages: contents and tool-call arguments."""
-    parts: list[str] = []
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):
-            parts += [p.get("text", "") for p in content if isinstance(p, dict)]
-        for call in message.get("tool_calls") or ():
-            parts.append(json.dumps(call, ensure_ascii=False))
-    return _norm("\n".join(parts))
-
-
-def answered(groups: Sequence[Sequence[str]], text: str) -> bool:
-    """Every answer group has one of its strings in ``text`` (already normalized)."""
-    return all(any(_norm(answer) in text for answer in group) for group in groups)
+    needs = [Need(tuple(group), call=0, kind="answer") for group in groups]
+    result = score(needs, {0: messages})
+    return result.kept == result.needs
 
 
 def load_answer_keys(language: str) -> dict[str, Any]:
@@ -253,7 +241,7 @@ def run_ctxlife(conv: Conversation, method: str, window: int, workdir: Path) -> 
 
     def ask(question: Question, listing: list[dict[str, Any]]) -> None:
         seconds = call(listing)
-        run.outcomes.append(Outcome(question.label, answered(question.answers, context_text(listing)), counter.count_messages(listing), seconds))
+        run.outcomes.append(Outcome(question.label, answered(question.answers, listing), counter.count_messages(listing), seconds))
         run.budgets[question.label] = counter.count_messages(listing)
 
     for i, (day, before, after) in enumerate(conv.calls):
@@ -277,7 +265,7 @@ def run_ctxlife(conv: Conversation, method: str, window: int, workdir: Path) -> 
                 manage(listing, config=settings, context_window=window, session_id=fork)
                 seconds = time.perf_counter() - seconds
                 tokens = counter.count_messages(listing)
-                run.outcomes.append(Outcome(question.label, answered(question.answers, context_text(listing)), tokens, seconds))
+                run.outcomes.append(Outcome(question.label, answered(question.answers, listing), tokens, seconds))
                 run.budgets[question.label] = tokens
             else:
                 ask(question, [*messages, {"role": "user", "content": question.text}])
@@ -340,7 +328,7 @@ def run_trim(conv: Conversation, budgets: dict[str, int]) -> Run:
         seconds = time.perf_counter() - started
         originals = {id(m): listing[i] for i, m in enumerate(lc)}
         sent = [originals[id(m)] for m in kept]
-        run.outcomes.append(Outcome(question.label, answered(question.answers, context_text(sent)), counter.count_messages(sent), seconds))
+        run.outcomes.append(Outcome(question.label, answered(question.answers, sent), counter.count_messages(sent), seconds))
 
     for i, (_, before, after) in enumerate(conv.calls):
         history.extend(before)

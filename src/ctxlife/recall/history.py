@@ -46,10 +46,10 @@ def default_index_dir(store_url: str) -> Path | None:
 
 
 def read_records(store: Any, session_id: str, after_seq: int) -> list[Record]:
-    """The raw-history records of a session after ``after_seq`` (all with ``-1``).
+    """The raw-history records of a session after ``after_seq`` (all of them with ``0``).
 
-    Uses the store's incremental reader (``read_records``) when it has one, else ``read_raw`` (the
-    record's position is its sequence number; no timestamp).
+    Uses the store's incremental reader (``read_records``) when it has one, else ``read_raw``
+    (records are numbered from 1 in order; no timestamp).
     """
     reader = getattr(store, "read_records", None)
     if callable(reader):
@@ -64,8 +64,7 @@ def read_records(store: Any, session_id: str, after_seq: int) -> list[Record]:
                 )
             )
         return out
-    start = after_seq + 1
-    return [Record(start + i, message) for i, message in enumerate(store.read_raw(session_id, start=start))]
+    return [Record(after_seq + 1 + i, message) for i, message in enumerate(store.read_raw(session_id, start=after_seq))]
 
 
 def _view_name(view: Any) -> str | None:
@@ -130,10 +129,11 @@ class HistorySearch:
 
     def _check_matches_history(self, session_id: str, index: HistoryIndex) -> None:
         """An index opened from disk must describe the raw history as it is now (else rebuild)."""
-        if index.last_seq < 0:
+        if index.last_seq <= 0:
             return
-        length = self.store.raw_length(session_id)
-        if length <= index.last_seq:
+        head = getattr(self.store, "head", None)
+        length = head(session_id) if callable(head) else self.store.raw_length(session_id)
+        if length < index.last_seq:
             emit("warning", "ctxlife.recall_index_rebuilt", session_id=session_id, reason="history_shorter_than_index")
             index.reset()
 
@@ -287,7 +287,7 @@ def _span(seq: int, records: dict[int, StoredRecord], context: int) -> tuple[lis
 
 def position(record: StoredRecord | Hit) -> str:
     """"2023-04-30 14:05, message 42" (or just the message number when the time is unknown)."""
-    where = f"message {record.seq + 1}"
+    where = f"message {record.seq}"
     if record.recorded_at is None:
         return where
     try:

@@ -132,7 +132,7 @@ class HistoryIndex:
 
     def _read_last_seq(self) -> int:
         row = self._db.execute("SELECT max(seq) FROM records").fetchone()
-        return row[0] if row and row[0] is not None else -1
+        return row[0] if row and row[0] is not None else 0
 
     def _drop_all(self) -> None:
         with self._lock:
@@ -142,11 +142,11 @@ class HistoryIndex:
             )
             self._db.executescript(_SCHEMA)
             self._set_meta("version", str(INDEX_VERSION))
-            self._last_seq = -1
+            self._last_seq = 0
 
     @property
     def last_seq(self) -> int:
-        """The highest sequence number indexed (-1 when empty), as far as this process knows."""
+        """The highest sequence number indexed (0 when empty; the store numbers records from 1)."""
         return self._last_seq
 
     def refresh(self) -> int:

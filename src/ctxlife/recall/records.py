@@ -25,7 +25,7 @@ class Record:
     """One raw-history message and where it sits.
 
     Attributes:
-        seq: its sequence number in the session's raw history (0-based, assigned by the store).
+        seq: its sequence number in the session's raw history (1, 2, 3, ... assigned by the store).
         message: the message dict as recorded.
         recorded_at: when it was recorded (seconds since the epoch), if the store says.
         view: the agent/task view it belongs to, if the store says.
