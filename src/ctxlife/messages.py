@@ -15,8 +15,10 @@ so ids are only trusted within one turn. See :func:`pair_tool_results`.
 
 from __future__ import annotations
 
+import json
 import operator
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -272,3 +274,124 @@ def same_messages(a: Sequence[Message], b: Sequence[Message]) -> bool:
 
 def is_valid(messages: Sequence[Message]) -> bool:
     return not validate(messages)
+
+
+# ==================================================================================================
+# Message-structure helpers shared by ctxlife.facts and ctxlife.summarizers (moved here from their
+# private functions, behaviour unchanged). Issue 13's one message model folds these in: pairing by
+# id within a turn, the tolerant summary detector and the marker handling live here, nowhere else.
+# ==================================================================================================
+
+_SUMMARY_WORDS = re.escape(SUMMARY_PREFIX.removesuffix(":"))
+# The marker as a model may echo it back: any case, after a markdown heading or bold, space before ":".
+_SUMMARY_MARKER_AT_START_RE = re.compile(r"\s*(?:#+\s*)?\**\s*" + _SUMMARY_WORDS + r"\s*:\**\s*", re.IGNORECASE)
+_SUMMARY_MARKER_ANYWHERE_RE = re.compile(_SUMMARY_WORDS + r"\s*:", re.IGNORECASE)
+
+
+def content_text(content: Any) -> str:
+    """Text of a message ``content``: a string, ``None`` or a list of parts (``{"text": ...}`` or strings)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, Mapping):
+                if isinstance(part.get("text"), str):
+                    parts.append(part["text"])
+                elif isinstance(part.get("content"), str):
+                    parts.append(part["content"])
+        return "\n".join(parts)
+    return str(content)
+
+
+def json_payload(text: str) -> Any:
+    """The JSON object or array that ``text`` holds (tool-call arguments, a tool result), else ``None``."""
+    s = text.strip()
+    if not s or s[0] not in "[{" or s[-1] not in "]}":
+        return None
+    try:
+        return json.loads(s)
+    except (ValueError, RecursionError):
+        return None
+
+
+def tool_call_name(call: Mapping[str, Any]) -> str:
+    """The function name of an OpenAI-format tool call (``"tool"`` when it has none)."""
+    fn = call.get("function") if isinstance(call, Mapping) else None
+    name = fn.get("name") if isinstance(fn, Mapping) else None
+    return str(name) if name else "tool"
+
+
+def tool_call_arguments(call: Mapping[str, Any]) -> Any:
+    """The ``arguments`` of an OpenAI-format tool call as stored (a JSON string, usually), or ``None``."""
+    fn = call.get("function") if isinstance(call, Mapping) else None
+    return fn.get("arguments") if isinstance(fn, Mapping) else None
+
+
+def pair_tool_calls(messages: Sequence[Mapping[str, Any]]) -> tuple[dict[tuple[int, int], int], set[int]]:
+    """Pair each tool call with its result: by id within one turn, else by position.
+
+    Returns ``(pairs, orphans)``: ``pairs[(assistant_index, call_index)] = tool_index``
+    for answered calls, and the indices of ``tool`` messages that answer nothing.
+    Results are looked for in the run of ``tool`` messages directly after the
+    assistant message; inside that run a result goes to the first unanswered
+    call with its ``tool_call_id``, else to the first unanswered call (real
+    traces reuse ids across turns, so ids are only trusted within one turn).
+    """
+    pairs: dict[tuple[int, int], int] = {}
+    orphans: set[int] = set()
+    n = len(messages)
+    i = 0
+    while i < n:
+        msg = messages[i]
+        msg_role = msg.get("role") if isinstance(msg, Mapping) else None
+        calls = msg.get("tool_calls") if isinstance(msg, Mapping) else None
+        if msg_role == "assistant" and calls:
+            ids = [(c.get("id") if isinstance(c, Mapping) else None) for c in calls]
+            open_calls = list(range(len(calls)))
+            j = i + 1
+            while j < n and isinstance(messages[j], Mapping) and messages[j].get("role") == "tool":
+                tid = messages[j].get("tool_call_id")
+                target = next((k for k in open_calls if tid is not None and ids[k] == tid), None)
+                if target is None and open_calls:
+                    target = open_calls[0]
+                if target is None:
+                    orphans.add(j)
+                else:
+                    open_calls.remove(target)
+                    pairs[(i, target)] = j
+                j += 1
+            i = j
+            continue
+        if msg_role == "tool":
+            orphans.add(i)
+        i += 1
+    return pairs, orphans
+
+
+def starts_with_summary_marker(message: Mapping[str, Any]) -> bool:
+    """A system/user/assistant message whose text starts with the ``History summary:`` marker.
+
+    More tolerant than :func:`is_summary` (which recognises the messages ctxlife writes): any
+    case, leading whitespace, markdown heading or bold, and content given as parts. Summarizers
+    use it to fold a summary found inside a span instead of summarizing it again.
+    """
+    if message.get("role") not in ("system", "user", "assistant"):
+        return False
+    return _SUMMARY_MARKER_AT_START_RE.match(content_text(message.get("content"))) is not None
+
+
+def strip_summary_marker(text: str | None) -> str:
+    """Remove every ``History summary:`` marker (leading or nested) from ``text``,
+    so that folding a previous summary never nests one summary inside another."""
+    if not text:
+        return ""
+    s = text
+    while (m := _SUMMARY_MARKER_AT_START_RE.match(s)) is not None:
+        s = s[m.end() :]
+    s = _SUMMARY_MARKER_ANYWHERE_RE.sub("", s)
+    return s.strip()

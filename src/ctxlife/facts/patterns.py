@@ -1,0 +1,462 @@
+"""What a fact looks like: a table of (kind, regex, normaliser), in priority order.
+
+:data:`PATTERNS` is read top to bottom by the scanner (:mod:`ctxlife.facts.scanner`): a span
+accepted by an earlier row hides that text from later rows, so a URL is never also read as a path,
+nor a date as a number. Each normaliser turns one regex match into zero or more :data:`Hit` tuples
+``(start, end, text, normalized)``: zero when the match is not a fact after all (``"/24"`` is not a
+path), more than one when a match lists several (``"reservations ABC123 and DEF456"``).
+
+The vocabulary the regexes use (month names, units, stopwords) is in :mod:`ctxlife.facts.vocabulary`,
+the canonical forms in :mod:`ctxlife.facts.normalise`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from ctxlife.facts.normalise import (
+    canonical_date,
+    canonical_number,
+    canonical_time,
+    four_digit_year,
+    is_valid_day,
+    looks_like_code,
+    singular_unit,
+    strip_trailing_punctuation,
+)
+from ctxlife.facts.vocabulary import (
+    CODE_ANNOUNCING_FILLERS,
+    CODE_ANNOUNCING_WORDS,
+    CODE_STOPWORDS,
+    CONTEXT_STOPWORDS,
+    CURRENCY_CODES,
+    CURRENCY_SYMBOLS,
+    CURRENCY_WORDS,
+    MONTH_NAME,
+    MONTH_NUMBERS,
+    SCALE_FACTORS,
+    SCALE_WORDS,
+    UNITS,
+)
+
+#: One fact found by a normaliser: ``(start, end, text, normalized)``. ``[start, end)`` is the
+#: span hidden from later patterns; ``text`` the fact's surface string (usually the whole span).
+Hit = tuple[int, int, str, str | None]
+Normaliser = Callable[[re.Match[str]], list[Hit]]
+
+
+@dataclass(frozen=True, slots=True)
+class FactPattern:
+    """One row of the table: matches of ``regex`` are facts of ``kind`` as ``normalise`` reads them.
+
+    ``applies`` is a cheap check on the whole text (a character every match needs) that skips the
+    regex when it cannot match; ``None`` means always run it.
+    """
+
+    kind: str
+    regex: re.Pattern[str]
+    normalise: Normaliser
+    applies: Callable[[str], bool] | None = None
+
+
+_DIGIT_RE = re.compile(r"\d")
+_UPPER_RE = re.compile(r"[A-Z]")
+_LOWER_RE = re.compile(r"[a-z]")
+_HEX_LETTER_RE = re.compile(r"[a-f]")
+_EXTENSION_RE = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
+_TRAILING_SCALE_RE = re.compile(r"(" + SCALE_WORDS + r")$")
+_NOT_AFTER_WORD = r"(?<![\w])"
+_NOT_BEFORE_WORD = r"(?![\w])"
+#: A number with optional thousands separators and decimals: ``1,234.50``, ``7447``.
+NUMBER = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+
+
+def _whole(m: re.Match[str], normalized: str | None) -> list[Hit]:
+    return [(m.start(), m.end(), m.group(0), normalized)]
+
+
+def _stripped(m: re.Match[str]) -> str:
+    return strip_trailing_punctuation(m.group(0))
+
+
+# ---- urls, emails, paths ------------------------------------------------------------------------
+
+URL_RE = re.compile(r"(?:\b(?:https?|ftp|file|s3|gs)://|\bwww\.)[^\s<>\"'`]+", re.IGNORECASE)
+EMAIL_RE = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
+WINDOWS_PATH_RE = re.compile(
+    r"(?<![\w])(?:[A-Za-z]:[\\/]|\\\\[\w.$-]+\\)(?:[^\\/\s:*?\"<>|,;]+[\\/])*[^\\/\s:*?\"<>|,;]*"
+)
+UNIX_PATH_RE = re.compile(r"(?<![\w:/.~\\-])(?:~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]+/?")
+RELATIVE_PATH_RE = re.compile(r"(?<![\w/.:\\-])[A-Za-z_][\w.-]*(?:/[\w.-]+)+\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w/])")
+
+
+def _url(m: re.Match[str]) -> list[Hit]:
+    s = _stripped(m)
+    if len(s) > 10 or ("." in s and len(s) > 6):
+        return [(m.start(), m.start() + len(s), s, s.rstrip("/"))]
+    return []
+
+
+def _email(m: re.Match[str]) -> list[Hit]:
+    return _whole(m, m.group(0).lower())
+
+
+def _windows_path(m: re.Match[str]) -> list[Hit]:
+    s = _stripped(m)
+    if len(s) >= 4:
+        return [(m.start(), m.start() + len(s), s, s)]
+    return []
+
+
+def _unix_path(m: re.Match[str]) -> list[Hit]:
+    s = _stripped(m)
+    segments = [p for p in s.lstrip("~.").split("/") if p]
+    if not segments:
+        return []
+    has_extension = bool(_EXTENSION_RE.search(segments[-1]))
+    explicit = s.startswith(("./", "../", "~/"))
+    if not (explicit or len(segments) >= 2 or has_extension):
+        return []  # "/24" or "/s" alone are not paths
+    if all(seg.isdigit() for seg in segments):
+        return []
+    return [(m.start(), m.start() + len(s), s, s)]
+
+
+def _relative_path(m: re.Match[str]) -> list[Hit]:
+    s = _stripped(m)
+    return [(m.start(), m.start() + len(s), s, s)]
+
+
+# ---- dates and times ----------------------------------------------------------------------------
+
+ISO_DATETIME_RE = re.compile(
+    _NOT_AFTER_WORD + r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?" + _NOT_BEFORE_WORD
+)
+ISO_DATE_RE = re.compile(r"(?<![\w.-])(\d{4})([-/])(\d{1,2})\2(\d{1,2})(?![\w]|[-/.]\d)")
+NUMERIC_DATE_RE = re.compile(r"(?<![\w./-])(\d{1,2})([/.-])(\d{1,2})\2(\d{4}|\d{2})(?![\w]|[/.-]\d)")
+MONTH_DAY_YEAR_RE = re.compile(
+    _NOT_AFTER_WORD + r"(" + MONTH_NAME + r")\.?\s+(\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(\d{4}))?" + _NOT_BEFORE_WORD
+)
+DAY_MONTH_YEAR_RE = re.compile(
+    _NOT_AFTER_WORD
+    + r"(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?("
+    + MONTH_NAME
+    + r")\.?(?:,?\s+(\d{4}))?"
+    + _NOT_BEFORE_WORD
+)
+CJK_DATE_RE = re.compile(r"(\d{4})\s?年\s?(\d{1,2})\s?月(?:\s?(\d{1,2})\s?[日号])?")
+MONTH_YEAR_RE = re.compile(_NOT_AFTER_WORD + r"(" + MONTH_NAME + r")\.?,?\s+(\d{4})" + _NOT_BEFORE_WORD)
+CLOCK_TIME_RE = re.compile(
+    r"(?<![\w:.])(\d{1,2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:\s?([AaPp])\.?[Mm]\.?(?![A-Za-z]))?(?![\d:]|\.\d)"
+)
+HOUR_AM_PM_RE = re.compile(r"(?<![\w:.])(\d{1,2})\s?([AaPp])\.?[Mm]\b\.?")
+
+
+def _iso_datetime(m: re.Match[str]) -> list[Hit]:
+    return _whole(m, m.group(0))
+
+
+def _iso_date(m: re.Match[str]) -> list[Hit]:
+    year, month, day = int(m.group(1)), int(m.group(3)), int(m.group(4))
+    if 1000 <= year <= 2999 and is_valid_day(month, day):
+        return _whole(m, canonical_date(year, month, day))
+    return []
+
+
+def _numeric_date(m: re.Match[str]) -> list[Hit]:
+    a, b, year = int(m.group(1)), int(m.group(3)), four_digit_year(m.group(4))
+    if m.group(2) == "-" and len(m.group(4)) == 2:
+        return []  # 12-34-56 is more likely a code or phone fragment
+    if a > 12 and is_valid_day(b, a):
+        normalized: str | None = canonical_date(year, b, a)  # day first
+    elif b > 12 and is_valid_day(a, b):
+        normalized = canonical_date(year, a, b)  # month first (US)
+    elif is_valid_day(a, b):
+        normalized = None  # ambiguous: keep only the surface form
+    else:
+        return []
+    return _whole(m, normalized)
+
+
+def _month_day_year(m: re.Match[str]) -> list[Hit]:
+    month = MONTH_NUMBERS[m.group(1).lower().rstrip(".")]
+    day = int(m.group(2))
+    year = int(m.group(3)) if m.group(3) else None
+    if is_valid_day(month, day):
+        return _whole(m, canonical_date(year, month, day))
+    return []
+
+
+def _day_month_year(m: re.Match[str]) -> list[Hit]:
+    month = MONTH_NUMBERS[m.group(2).lower().rstrip(".")]
+    day = int(m.group(1))
+    year = int(m.group(3)) if m.group(3) else None
+    if is_valid_day(month, day):
+        return _whole(m, canonical_date(year, month, day))
+    return []
+
+
+def _cjk_date(m: re.Match[str]) -> list[Hit]:
+    year, month = int(m.group(1)), int(m.group(2))
+    day = int(m.group(3)) if m.group(3) else None
+    if is_valid_day(month, day or 1):
+        return _whole(m, canonical_date(year, month, day))
+    return []
+
+
+def _month_year(m: re.Match[str]) -> list[Hit]:
+    month = MONTH_NUMBERS[m.group(1).lower().rstrip(".")]
+    year = int(m.group(2))
+    if 1000 <= year <= 2999:
+        return _whole(m, canonical_date(year, month, None))
+    return []
+
+
+def _clock_time(m: re.Match[str]) -> list[Hit]:
+    normalized = canonical_time(int(m.group(1)), int(m.group(2)), m.group(4))
+    if normalized is not None:
+        return _whole(m, normalized)
+    return []
+
+
+def _hour_am_pm(m: re.Match[str]) -> list[Hit]:
+    normalized = canonical_time(int(m.group(1)), 0, m.group(2))
+    if normalized is not None:
+        return [(m.start(), m.end(), m.group(0).rstrip("."), normalized)]  # "11am." hides its dot
+    return []
+
+
+# ---- money and numbers --------------------------------------------------------------------------
+
+AMOUNT_BEFORE_RE = re.compile(
+    r"(?<![\w])(-)?(?:(["
+    + CURRENCY_SYMBOLS
+    + r"])\s?|("
+    + CURRENCY_CODES
+    + r")\s?)(-)?("
+    + NUMBER
+    + r")(?!\d)"
+    + r"(?:\s?(?:"
+    + SCALE_WORDS
+    + r")\b)?"
+    + r"(?![.,]?\d)"
+)
+AMOUNT_AFTER_RE = re.compile(
+    _NOT_AFTER_WORD + r"(" + NUMBER + r")" + r"\s?(?:" + CURRENCY_CODES + "|" + CURRENCY_WORDS + r")\b"
+)
+NUMBER_WITH_UNIT_RE = re.compile(
+    r"(?<![\w.," + CURRENCY_SYMBOLS + r"])(" + NUMBER + r")(?:(\s?%)|\s?(percent)\b|(\s?(?:" + UNITS + r"))(?![\w/]))",
+    re.IGNORECASE,
+)
+PHONE_RE = re.compile(r"(?<![\w+])(?:\+\d{1,3}[\s.-]?)?(?:\(\d{3}\)\s?|\d{3}[\s.-])\d{3}[\s.-]\d{4}(?![\w])")
+BIG_NUMBER_RE = re.compile(r"(?<![\w.," + CURRENCY_SYMBOLS + r"#-])(\d{1,3}(?:,\d{3})+|\d{4,})(?![\w]|[.,]\d)")
+
+
+def _amount_before(m: re.Match[str]) -> list[Hit]:
+    raw = m.group(5)
+    value = canonical_number(raw)
+    if value is None:
+        return []
+    text = m.group(0)
+    scale = _TRAILING_SCALE_RE.search(text.strip())
+    if scale:
+        try:
+            value = canonical_number(format(Decimal(raw.replace(",", "")) * SCALE_FACTORS[scale.group(1)], "f"))
+        except (InvalidOperation, KeyError):  # pragma: no cover - defensive
+            pass
+    if m.group(1) or m.group(4):
+        value = "-" + value if value else value
+    return [(m.start(), m.end(), text, value)]
+
+
+def _amount_after(m: re.Match[str]) -> list[Hit]:
+    value = canonical_number(m.group(1))
+    if value is not None:
+        return _whole(m, value)
+    return []
+
+
+def _phone(m: re.Match[str]) -> list[Hit]:
+    digits = re.sub(r"\D", "", m.group(0))
+    if 10 <= len(digits) <= 15:
+        return _whole(m, digits)
+    return []
+
+
+def _number_with_unit(m: re.Match[str]) -> list[Hit]:
+    value = canonical_number(m.group(1))
+    if value is None:
+        return []
+    if m.group(2) is not None or m.group(3) is not None:
+        return _whole(m, f"{value}%")
+    return _whole(m, f"{value} {singular_unit(m.group(4).strip().lower())}")
+
+
+def _big_number(m: re.Match[str]) -> list[Hit]:
+    s = m.group(0)
+    digits = s.replace(",", "")
+    if len(digits) == 4 and "," not in s and 1900 <= int(digits) <= 2099:
+        return []  # a year on its own
+    return _whole(m, digits.lstrip("0") or "0")
+
+
+# ---- codes and identifiers ----------------------------------------------------------------------
+
+UUID_RE = re.compile(r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])")
+#: ``#W2378156``, ``#12345``
+HASH_CODE_RE = re.compile(r"(?<![\w#&])#[A-Za-z0-9][A-Za-z0-9_-]{2,}(?![\w])")
+#: ``ORD-12345``, ``INV-2024-001``, ``HAT-123``, ``AB_12``
+DASHED_CODE_RE = re.compile(r"(?<![\w-])[A-Z][A-Z0-9]*(?:[-_][A-Z0-9]+)+(?![\w-])")
+#: ``NO6JO3``, ``HAT136``, ``60RX9E``
+UPPER_CODE_RE = re.compile(r"(?<![\w-])[A-Z0-9]{4,}(?![\w-])")
+#: letters-only codes announced by a word: ``reservation ID: HATHAT``, ``code ABCXYZ``
+ANNOUNCED_CODES_RE = re.compile(
+    r"\b(?:"
+    + CODE_ANNOUNCING_WORDS
+    + r")"
+    + r"(?:\s+(?:"
+    + CODE_ANNOUNCING_FILLERS
+    + r")){0,3}[\s:*#]*"
+    + r"((?:[A-Z0-9]{5,8})(?:(?:,\s*|\s*,?\s*(?:and|or|&)\s+)[A-Z0-9]{5,8}(?![\w-]))*)(?![\w-])",
+)
+_ANNOUNCED_CODE_RE = re.compile(r"[A-Z0-9]{5,8}")
+#: ``mia_li_3668``, ``credit_card_4421486``, ``user-12345``
+SNAKE_ID_RE = re.compile(r"(?<![\w-])[a-z][a-z0-9]*(?:[_-][a-z0-9]+)+(?![\w-])")
+#: ``user12345``
+LETTERS_DIGITS_ID_RE = re.compile(r"(?<![\w-])[a-z]{2,}\d{3,}[a-z0-9]*(?![\w-])")
+#: long random tokens: ``call_oIHazX6yQrB8hUwl4cRilFKj``, ``sk-abc...``
+RANDOM_TOKEN_RE = re.compile(r"(?<![\w-])[A-Za-z0-9][A-Za-z0-9_-]{11,}(?![\w-])")
+HEX_ID_RE = re.compile(r"(?<![\w-])[0-9a-f]{7,64}(?![\w-])")
+
+
+def _uuid(m: re.Match[str]) -> list[Hit]:
+    return _whole(m, m.group(0).lower())
+
+
+def _hash_code(m: re.Match[str]) -> list[Hit]:
+    body = m.group(0)[1:]
+    if _DIGIT_RE.search(body):
+        return _whole(m, body.upper())
+    return []
+
+
+def _dashed_code(m: re.Match[str]) -> list[Hit]:
+    s = m.group(0)
+    if _DIGIT_RE.search(s) and _UPPER_RE.search(s) and len(s) >= 4:
+        return _whole(m, s)
+    return []
+
+
+def _upper_code(m: re.Match[str]) -> list[Hit]:
+    if looks_like_code(m.group(0)):
+        return _whole(m, m.group(0))
+    return []
+
+
+def _announced_codes(m: re.Match[str]) -> list[Hit]:
+    base = m.start(1)
+    hits: list[Hit] = []
+    for item in _ANNOUNCED_CODE_RE.finditer(m.group(1)):
+        s = item.group(0)
+        if s in CONTEXT_STOPWORDS or s.isdigit() or not _UPPER_RE.search(s):
+            continue
+        hits.append((base + item.start(), base + item.end(), s, s))
+    return hits
+
+
+def _snake_id(m: re.Match[str]) -> list[Hit]:
+    s = m.group(0)
+    if sum(c.isdigit() for c in s) >= 3 and _LOWER_RE.search(s):
+        return _whole(m, s)
+    return []
+
+
+def _letters_digits_id(m: re.Match[str]) -> list[Hit]:
+    if m.group(0).upper() not in CODE_STOPWORDS:
+        return _whole(m, m.group(0))
+    return []
+
+
+def _random_token(m: re.Match[str]) -> list[Hit]:
+    s = m.group(0)
+    if _DIGIT_RE.search(s) and _LOWER_RE.search(s) and _UPPER_RE.search(s) and sum(c.isdigit() for c in s) >= 2:
+        return _whole(m, s)
+    return []
+
+
+def _hex_id(m: re.Match[str]) -> list[Hit]:
+    s = m.group(0)
+    if _DIGIT_RE.search(s) and _HEX_LETTER_RE.search(s) and sum(c.isdigit() for c in s) >= 3:
+        return _whole(m, s)
+    return []
+
+
+# ---- the table ----------------------------------------------------------------------------------
+
+
+def _has_url_start(t: str) -> bool:
+    return "://" in t or "www." in t.lower()
+
+
+def _has_at(t: str) -> bool:
+    return "@" in t
+
+
+def _has_drive_or_backslash(t: str) -> bool:
+    return ":" in t or "\\" in t
+
+
+def _has_slash(t: str) -> bool:
+    return "/" in t
+
+
+def _has_dash(t: str) -> bool:
+    return "-" in t
+
+
+def _has_digit(t: str) -> bool:
+    return _DIGIT_RE.search(t) is not None
+
+
+def _has_colon(t: str) -> bool:
+    return ":" in t
+
+
+def _has_hash(t: str) -> bool:
+    return "#" in t
+
+
+#: Every kind of fact, highest priority first.
+PATTERNS: tuple[FactPattern, ...] = (
+    FactPattern("url", URL_RE, _url, _has_url_start),
+    FactPattern("email", EMAIL_RE, _email, _has_at),
+    FactPattern("path", WINDOWS_PATH_RE, _windows_path, _has_drive_or_backslash),
+    FactPattern("path", UNIX_PATH_RE, _unix_path, _has_slash),
+    FactPattern("path", RELATIVE_PATH_RE, _relative_path, _has_slash),
+    FactPattern("id", UUID_RE, _uuid, _has_dash),
+    FactPattern("date", ISO_DATETIME_RE, _iso_datetime, _has_digit),
+    FactPattern("date", ISO_DATE_RE, _iso_date, _has_digit),
+    FactPattern("date", NUMERIC_DATE_RE, _numeric_date, _has_digit),
+    FactPattern("date", MONTH_DAY_YEAR_RE, _month_day_year, _has_digit),
+    FactPattern("date", DAY_MONTH_YEAR_RE, _day_month_year, _has_digit),
+    FactPattern("date", CJK_DATE_RE, _cjk_date, _has_digit),
+    FactPattern("date", MONTH_YEAR_RE, _month_year, _has_digit),
+    FactPattern("time", CLOCK_TIME_RE, _clock_time, _has_colon),
+    FactPattern("time", HOUR_AM_PM_RE, _hour_am_pm),
+    FactPattern("amount", AMOUNT_BEFORE_RE, _amount_before),
+    FactPattern("amount", AMOUNT_AFTER_RE, _amount_after),
+    FactPattern("number", PHONE_RE, _phone),
+    FactPattern("number", NUMBER_WITH_UNIT_RE, _number_with_unit),
+    FactPattern("code", HASH_CODE_RE, _hash_code, _has_hash),
+    FactPattern("code", DASHED_CODE_RE, _dashed_code),
+    FactPattern("code", UPPER_CODE_RE, _upper_code),
+    FactPattern("code", ANNOUNCED_CODES_RE, _announced_codes),
+    FactPattern("id", SNAKE_ID_RE, _snake_id),
+    FactPattern("id", LETTERS_DIGITS_ID_RE, _letters_digits_id),
+    FactPattern("id", RANDOM_TOKEN_RE, _random_token),
+    FactPattern("id", HEX_ID_RE, _hex_id),
+    FactPattern("number", BIG_NUMBER_RE, _big_number),
+)
