@@ -172,12 +172,15 @@ def synthetic(seeds: dict[str, Sequence[int]]) -> list[Conversation]:
 
 
 @contextlib.contextmanager
-def clock_at(day: str | None) -> Iterator[None]:
-    """``time.time()`` reads as ``day`` (ISO date or date and time), advancing in real time."""
-    if day is None:
+def clock_at(when: str | float | None) -> Iterator[None]:
+    """``time.time()`` reads as ``when`` (ISO date, date and time, or a timestamp), advancing in real time."""
+    if when is None:
         yield
         return
-    start = datetime.fromisoformat(day if "T" in day else day + "T09:00").timestamp()
+    if isinstance(when, str):
+        start = datetime.fromisoformat(when if "T" in when else when + "T09:00").timestamp()
+    else:
+        start = float(when)
     real = time.time
     t0 = time.perf_counter()
     time.time = lambda: start + (time.perf_counter() - t0)  # type: ignore[assignment]
@@ -201,7 +204,7 @@ def ctxlife_settings(method: str, workdir: Path) -> Any:
         return settings_from_dict(
             {
                 "strategies": ["snapshot_restore", "llm_summary", "recall"],
-                "snapshot_restore": {"store": f"file://{workdir}/sessions"},
+                "snapshot_restore": {"store": f"file://{workdir}/sessions?fsync=false"},
                 "llm_summary": {"summarizer": "extractive"},
             }
         )
@@ -274,16 +277,22 @@ def run_ctxlife(conv: Conversation, method: str, window: int, workdir: Path) -> 
 
 
 def fork_session(settings: Any, session: str, fork: str) -> str:
-    """Copy a session's raw history and snapshot to a new session id (through the public store API)."""
+    """Copy a session's raw history (with its timestamps and views) and snapshot to a new session id.
+
+    Through the public store API: each record is appended with the clock set to when it was first
+    recorded, so the copy says when things were said, as the original does.
+    """
     import dataclasses
 
     from ctxlife.sessions import open_store
 
     with open_store(settings.options_for("snapshot_restore").store) as store:
-        store.append_raw(fork, store.read_raw(session))
+        for record in store.read_records(session):
+            with clock_at(record.recorded_at):
+                store.append(fork, [record.message], view=record.view)
         snapshot = store.load_snapshot(session)
         if snapshot is not None:
-            store.save_snapshot(dataclasses.replace(snapshot, session_id=fork))
+            store.save_snapshot(dataclasses.replace(snapshot, session_id=fork) if dataclasses.is_dataclass(snapshot) else snapshot.model_copy(update={"session_id": fork}))
     return fork
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -108,7 +109,8 @@ def test_an_evicted_fact_comes_back_right_before_the_question(host):
     block = found[0]
     assert "ceramic frog" in block["content"] and block["role"] == "user"
     assert block["content"].startswith(RECALL_PREFIX)
-    assert "[message 2]" in block["content"]  # where the passage sits in the history
+    # Where the passage sits in the history: when it was said, and its position.
+    assert re.search(r"\[\d{4}-\d\d-\d\d \d\d:\d\d, message 2\]", block["content"])
     assert live[-1]["content"] == "Where did I say the spare key is hidden?"
     assert live[-2] is block  # right before the latest user message
     assert validate(live) == []

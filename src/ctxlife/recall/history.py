@@ -192,14 +192,12 @@ def passages_from(
     tool_weight: float = 1.0,
 ) -> list[Passage]:
     """:meth:`HistorySearch.passages` on an index already up to date."""
-    hits = index.search(query, limit=limit * 4 + 8)
+    # tool_weight: BM25's length normalization ranks long structured tool results (many field
+    # names) below short chat messages that share a question's wording, yet fetched data is what
+    # users come back to; tool results can be weighted up.
+    hits = index.search(query, limit=limit * 4 + 8, tool_weight=tool_weight)
     if not hits:
         return []
-    if tool_weight != 1.0:
-        # BM25's length normalization penalizes long structured tool results (many field names)
-        # against short chat messages that share a question's wording; fetched data is what users
-        # come back to, so tool results can be weighted up.
-        hits = sorted(hits, key=lambda h: -(h.score * (tool_weight if h.role == "tool" else 1.0)))
     nearby = index.records(s for h in hits for s in range(h.seq - context - _UNIT_REACH, h.seq + context + _UNIT_REACH + 1))
     chosen: list[Hit] = []
     for hit in hits:

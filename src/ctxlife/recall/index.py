@@ -215,12 +215,13 @@ class HistoryIndex:
         limit: int = 5,
         exclude: Iterable[int] = (),
         use_dates: bool = True,
+        tool_weight: float = 1.0,
     ) -> list[Hit]:
         """The documents that best match ``query`` (BM25), best first, skipping records in ``exclude``.
 
         When the query names calendar dates ("on May 2nd", "5月2日"), documents recorded on those
         days come first (ranked among themselves by BM25, or in order when the query has no other
-        words); the rest follow.
+        words); the rest follow. ``tool_weight`` multiplies the score of tool results.
         """
         excluded = set(exclude)
         terms = query_terms(query)
@@ -228,24 +229,25 @@ class HistoryIndex:
         hits: list[Hit] = []
         with self._lock:
             if days:
-                hits = self._dated(terms, days, limit, excluded)
+                hits = self._dated(terms, days, limit, excluded, tool_weight)
             if len(hits) < limit and terms:
                 seen = {(h.seq, h.part) for h in hits}
-                more = self._ranked(terms, limit + len(excluded) + len(hits), None)
+                more = self._ranked(terms, limit + len(excluded) + len(hits), None, tool_weight)
                 hits += [h for h in more if (h.seq, h.part) not in seen and h.seq not in excluded]
         return hits[:limit]
 
-    def _ranked(self, terms: Sequence[str], limit: int, day_like: Sequence[str] | None) -> list[Hit]:
+    def _ranked(self, terms: Sequence[str], limit: int, day_like: Sequence[str] | None, tool_weight: float = 1.0) -> list[Hit]:
         match = " OR ".join(f'"{t}"' for t in terms)
         sql = (
-            "SELECT d.seq, d.part, -bm25(fts) AS score, d.text, r.role, r.recorded_at, r.day, r.view, d.head "
+            "SELECT d.seq, d.part, -bm25(fts) * (CASE WHEN r.role = 'tool' THEN ? ELSE 1.0 END) AS score, "
+            "d.text, r.role, r.recorded_at, r.day, r.view, d.head "
             "FROM fts JOIN docs d ON d.id = fts.rowid JOIN records r ON r.seq = d.seq WHERE fts MATCH ?"
         )
-        params: list[object] = [match]
+        params: list[object] = [tool_weight, match]
         if day_like:
             sql += " AND (" + " OR ".join("r.day LIKE ?" for _ in day_like) + ")"
             params += list(day_like)
-        sql += " ORDER BY bm25(fts) LIMIT ?"
+        sql += " ORDER BY score DESC LIMIT ?"
         params.append(limit)
         try:
             rows = self._db.execute(sql, params).fetchall()
@@ -253,11 +255,13 @@ class HistoryIndex:
             raise IndexError_(f"searching the history index failed: {exc}") from None
         return [Hit(*row) for row in rows]
 
-    def _dated(self, terms: Sequence[str], days: Sequence[tuple[int, int]], limit: int, excluded: set[int]) -> list[Hit]:
+    def _dated(
+        self, terms: Sequence[str], days: Sequence[tuple[int, int]], limit: int, excluded: set[int], tool_weight: float = 1.0
+    ) -> list[Hit]:
         day_like = [f"%-{month:02d}-{day:02d}" for month, day in days]
         hits: list[Hit] = []
         if terms:
-            hits = [h for h in self._ranked(terms, limit + len(excluded), day_like) if h.seq not in excluded]
+            hits = [h for h in self._ranked(terms, limit + len(excluded), day_like, tool_weight) if h.seq not in excluded]
         if len(hits) < limit:
             seen = {(h.seq, h.part) for h in hits}
             where = " OR ".join("r.day LIKE ?" for _ in day_like)
