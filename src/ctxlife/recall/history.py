@@ -108,6 +108,27 @@ class HistorySearch:
             self.index_dir = Path(index_dir).expanduser()
         self._indexes: dict[str, HistoryIndex] = {}
         self._lock = threading.Lock()
+        self._reader: Any = None
+
+    def _records_reader(self) -> Any:
+        """The store to read new records from.
+
+        A file store remembers where its last read of a session ended, so reading what is new
+        costs only the new records, but one position per store object: appends through the same
+        object (the recorder's) move it past what this index has. The index reads through a store
+        object of its own (same URL), so its position stays its own.
+        """
+        if self._reader is None:
+            url = getattr(self.store, "url", "") or ""
+            self._reader = self.store
+            if url.lower().startswith("file://"):
+                from ctxlife.sessions import open_store
+
+                try:
+                    self._reader = open_store(url)
+                except Exception:  # noqa: BLE001 - the shared store still works, only slower
+                    self._reader = self.store
+        return self._reader
 
     def index_path(self, session_id: str) -> Path | None:
         return None if self.index_dir is None else self.index_dir / f"{session_id}.sqlite"
@@ -140,7 +161,7 @@ class HistorySearch:
     def _sync(self, session_id: str, index: HistoryIndex) -> None:
         if index.path is not None:
             index.refresh()  # another process may have indexed records already
-        records = read_records(self.store, session_id, index.last_seq)
+        records = read_records(self._records_reader(), session_id, index.last_seq)
         if records:
             index.add(records)
 
@@ -154,8 +175,11 @@ class HistorySearch:
     def close(self) -> None:
         with self._lock:
             indexes, self._indexes = list(self._indexes.values()), {}
+            reader, self._reader = self._reader, None
         for index in indexes:
             index.close()
+        if reader is not None and reader is not self.store:
+            reader.close()
 
     # -- searching ---------------------------------------------------------------------------
 
@@ -198,15 +222,17 @@ def passages_from(
     hits = index.search(query, limit=limit * 4 + 8, tool_weight=tool_weight)
     if not hits:
         return []
-    nearby = index.records(s for h in hits for s in range(h.seq - context - _UNIT_REACH, h.seq + context + _UNIT_REACH + 1))
+    found = index.records(h.seq for h in hits)
     chosen: list[Hit] = []
     for hit in hits:
-        record = nearby.get(hit.seq)
+        record = found.get(hit.seq)
         if record is None or hit.score < min_score or in_view(record) or any(c.seq == hit.seq for c in chosen):
             continue  # one passage per record (its best chunk), none for what is in view
         chosen.append(hit)
         if len(chosen) >= limit:
             break
+    reach = context + _UNIT_REACH
+    nearby = index.records(s for h in chosen for s in range(h.seq - reach, h.seq + reach + 1)) if chosen else {}
     weights = index.term_weights(query_terms(query)) if chosen else {}
     out: list[Passage] = []
     taken: set[int] = set()

@@ -120,6 +120,7 @@ class HistoryIndex:
         except sqlite3.Error as exc:
             raise IndexError_(f"cannot open the history index {self.path or ':memory:'}: {exc}") from None
         self._last_seq = self._read_last_seq()
+        self._df: dict[str, int] = {}  # document frequencies, until the index changes
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -143,6 +144,7 @@ class HistoryIndex:
             self._db.executescript(_SCHEMA)
             self._set_meta("version", str(INDEX_VERSION))
             self._last_seq = 0
+            self._df = {}
 
     @property
     def last_seq(self) -> int:
@@ -152,8 +154,11 @@ class HistoryIndex:
     def refresh(self) -> int:
         """Re-read :attr:`last_seq` from the file (another process may have added records)."""
         with self._lock:
-            self._last_seq = self._read_last_seq()
-            return self._last_seq
+            last = self._read_last_seq()
+            if last != self._last_seq:
+                self._df.clear()
+            self._last_seq = last
+            return last
 
     def reset(self) -> None:
         """Forget everything (to rebuild from the raw history)."""
@@ -181,6 +186,8 @@ class HistoryIndex:
                     added += self._insert(record)
                     last = record.seq
                 self._db.execute("COMMIT")
+                if added:
+                    self._df.clear()
             except sqlite3.Error as exc:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
@@ -228,6 +235,7 @@ class HistoryIndex:
         days = dates_in(query) if use_dates else []
         hits: list[Hit] = []
         with self._lock:
+            terms = self._discriminating(terms)
             if days:
                 hits = self._dated(terms, days, limit, excluded, tool_weight)
             if len(hits) < limit and terms:
@@ -238,22 +246,35 @@ class HistoryIndex:
 
     def _ranked(self, terms: Sequence[str], limit: int, day_like: Sequence[str] | None, tool_weight: float = 1.0) -> list[Hit]:
         match = " OR ".join(f'"{t}"' for t in terms)
-        sql = (
-            "SELECT d.seq, d.part, -bm25(fts) * (CASE WHEN r.role = 'tool' THEN ? ELSE 1.0 END) AS score, "
-            "d.text, r.role, r.recorded_at, r.day, r.view, d.head "
-            "FROM fts JOIN docs d ON d.id = fts.rowid JOIN records r ON r.seq = d.seq WHERE fts MATCH ?"
-        )
-        params: list[object] = [tool_weight, match]
-        if day_like:
-            sql += " AND (" + " OR ".join("r.day LIKE ?" for _ in day_like) + ")"
-            params += list(day_like)
-        sql += " ORDER BY score DESC LIMIT ?"
-        params.append(limit)
         try:
-            rows = self._db.execute(sql, params).fetchall()
+            if day_like:
+                where = " OR ".join("r.day LIKE ?" for _ in day_like)
+                rows = self._db.execute(
+                    "SELECT fts.rowid, -bm25(fts) FROM fts JOIN docs d ON d.id = fts.rowid JOIN records r ON r.seq = d.seq "
+                    f"WHERE fts MATCH ? AND ({where}) ORDER BY bm25(fts) LIMIT ?",
+                    [match, *day_like, limit * 3],
+                ).fetchall()
+            else:
+                # The ranking alone first (FTS5 sorts its own matches fast), then the few rows it found.
+                rows = self._db.execute(
+                    "SELECT rowid, -bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?", (match, limit * 3)
+                ).fetchall()
         except sqlite3.Error as exc:
             raise IndexError_(f"searching the history index failed: {exc}") from None
-        return [Hit(*row) for row in rows]
+        if not rows:
+            return []
+        scores = dict(rows)
+        found = self._db.execute(
+            "SELECT d.id, d.seq, d.part, d.text, r.role, r.recorded_at, r.day, r.view, d.head FROM docs d "
+            f"JOIN records r ON r.seq = d.seq WHERE d.id IN ({','.join('?' * len(scores))})",
+            list(scores),
+        ).fetchall()
+        hits = [
+            Hit(seq, part, scores[doc] * (tool_weight if role == "tool" else 1.0), text, role, at, day, view, head)
+            for doc, seq, part, text, role, at, day, view, head in found
+        ]
+        hits.sort(key=lambda h: (-h.score, h.seq))
+        return hits[:limit]
 
     def _dated(
         self, terms: Sequence[str], days: Sequence[tuple[int, int]], limit: int, excluded: set[int], tool_weight: float = 1.0
@@ -273,16 +294,37 @@ class HistoryIndex:
             hits += [Hit(*row) for row in rows if (row[0], row[1]) not in seen and row[0] not in excluded]
         return hits[:limit]
 
+    #: Search terms in more than this share of the documents are left out of the search (when others
+    #: remain): they barely change the ranking and cost the most (every document that has them is scored).
+    COMMON_SHARE = 0.1
+
+    def _discriminating(self, terms: Sequence[str]) -> list[str]:
+        if len(terms) < 2:
+            return list(terms)
+        total = self._db.execute("SELECT count(*) FROM docs").fetchone()[0]
+        if total < 200:  # small histories are cheap to search whole
+            return list(terms)
+        limit = self.COMMON_SHARE * total
+        kept = [t for t in terms if self._doc_freq(t) <= limit]
+        return kept or list(terms)
+
+    def _doc_freq(self, term: str) -> int:
+        found = self._df.get(term)
+        if found is None:
+            try:
+                found = self._db.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (f'"{term}"',)).fetchone()[0]
+            except sqlite3.Error:
+                found = 0
+            self._df[term] = found
+        return found
+
     def term_weights(self, terms: Sequence[str]) -> dict[str, float]:
         """Inverse document frequency of each search term in this index (BM25's idf; rare terms weigh more)."""
         with self._lock:
             total = self._db.execute("SELECT count(*) FROM docs").fetchone()[0]
             out = {}
             for term in terms:
-                try:
-                    df = self._db.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (f'"{term}"',)).fetchone()[0]
-                except sqlite3.Error:
-                    df = 0
+                df = self._doc_freq(term)
                 out[term] = math.log(1 + (total - df + 0.5) / (df + 0.5))
         return out
 
