@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 #: Tool results and other long texts are split into chunks of about this many characters.
-CHUNK_CHARS = 800
+CHUNK_CHARS = 1_200
 
 #: Later chunks of a long text are indexed with its first characters, which usually say what it is
 #: about (a record's id and name, a report's subject), so a chunk is found by them too.
