@@ -257,6 +257,12 @@ def passages_from(
 _UNIT_REACH = 6  # how far a tool call and its results are looked for around a match
 
 
+def _asks(text: str) -> bool:
+    """Whether a message ends with a question (its next message is likely the answer)."""
+    tail = text.rstrip()[-1:]
+    return tail in ("?", "？", "؟")
+
+
 def _span(seq: int, records: dict[int, StoredRecord], context: int) -> tuple[list[int], list[int]]:
     """The records shown for a match at ``seq``: its turn (``core``) and a little context around it.
 
@@ -296,6 +302,10 @@ def _span(seq: int, records: dict[int, StoredRecord], context: int) -> tuple[lis
         if same_view(before) and before.role in ("user", "tool"):
             core.append(seq - 1)
     core.sort()
+    last = records[core[-1]]
+    after = records.get(core[-1] + 1)
+    if last.role == "assistant" and _asks(last.text) and same_view(after) and after.role == "user":
+        core.append(core[-1] + 1)  # a reply that asks something: the user's answer is part of the turn
     extra: list[int] = []
     for step, edge in ((-1, core[0]), (1, core[-1])):
         for k in range(1, context + 1):
@@ -372,26 +382,30 @@ def _render_passage(
     def assemble(items: Iterable[tuple[StoredRecord, str]]) -> str:
         return title + "\n" + "\n".join(f"{record.role or 'message'}: {text}" for record, text in items)
 
-    def lines(records: Iterable[StoredRecord], hit_share: int) -> list[tuple[StoredRecord, str]]:
+    def lines(records: Iterable[StoredRecord], hit_share: int, partner_share: int) -> list[tuple[StoredRecord, str]]:
         out = []
         for record in records:
             text = " ".join(record.text.split()) if record.role != "tool" else record.text.strip()
             if record.seq == passage.hit.seq or record.role == "tool":
                 share = hit_share
             else:
-                share = hit_share * 2 // 3 if record.seq in core else context_tokens
+                share = partner_share if record.seq in core else context_tokens
             out.append((record, excerpt(text, share, terms, count)))
         return out
 
+    turn = [r for r in passage.records if r.seq in core]
+    # The match and tool results count twice when what is left is shared out.
+    weight = sum(2 if r.seq == passage.hit.seq or r.role == "tool" else 1 for r in turn) or 1
+    unit = max((left - 8 * len(turn) - 8) // weight, 0)
     attempts = (
-        passage.records,  # the turn and its context
-        [r for r in passage.records if r.seq in core],  # the turn
-        [r for r in passage.records if r.seq == passage.hit.seq],  # the match alone
+        (passage.records, hit_tokens, hit_tokens * 2 // 3),  # the turn and its context
+        (turn, hit_tokens, hit_tokens * 2 // 3),  # the turn
+        (turn, 2 * unit, unit),  # the turn, each message cut to its share of what is left
     )
-    for records in attempts:
-        if not records:
+    for records, hit_share, partner_share in attempts:
+        if not records or hit_share < 24 or (partner_share < 24 and len(records) > 1):
             continue
-        text = assemble(lines(records, hit_tokens))
+        text = assemble(lines(records, hit_share, partner_share))
         if count(text) <= left:
             return text
     hit = [r for r in passage.records if r.seq == passage.hit.seq]

@@ -48,6 +48,11 @@ STOPWORDS = frozenset(
     """.split()
 )
 
+# Chinese function characters (particles, pronouns, "is/have/at", "once/ever" ...): a question bigram
+# holding one is mostly a word boundary ("你给", "了我") or a function word ("什么"), not what the
+# question is about. The index keeps them; only questions drop them.
+CJK_FUNCTION_CHARS = frozenset("的了吗呢吧啊么我你他她它们是在有和就都也还很把被给对这那些个一不没什曾经过")
+
 _MONTHS = {
     name: number
     for number, names in enumerate(
@@ -106,13 +111,17 @@ def index_text(text: str) -> str:
 def query_terms(text: str, *, limit: int = 32) -> list[str]:
     """The search terms of a question: words and bigrams, lower-cased, without function words, once each."""
     seen: dict[str, None] = {}
+    dropped: dict[str, None] = {}
     for term in _TERM.findall(index_text(text).casefold()):
         if term in STOPWORDS or (len(term) == 1 and term.isascii()):
+            continue
+        if _NO_SPACE_RUN.fullmatch(term) and any(c in CJK_FUNCTION_CHARS for c in term):
+            dropped.setdefault(term, None)
             continue
         seen.setdefault(term, None)
         if len(seen) >= limit:
             break
-    return list(seen)
+    return list(seen) or list(dropped)[:limit]
 
 
 def dates_in(text: str) -> list[tuple[int, int]]:
