@@ -474,6 +474,11 @@ def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -
     overhead = bench_overhead((1_000, 10_000), calls=20 if quick else 60)
     return {
         "what": "answers in context after compaction (recall), and what recall adds per call",
+        "commit": _commit(),
+        "date": datetime.now().isoformat(timespec="seconds"),
+        "python": sys.version.split()[0],
+        "sqlite": __import__("sqlite3").sqlite_version,
+        "cpus": os.cpu_count(),
         "windows": list(WINDOWS),
         "methods": list(METHODS),
         "splits": {"memorybank": "users at even positions dev, odd held out", "synthetic_agent": {k: list(v) for k, v in SYNTHETIC_SEEDS.items()}},
@@ -481,6 +486,16 @@ def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -
         "recall_overhead": overhead,
         "seconds": round(time.perf_counter() - started, 1),
     }
+
+
+def _commit() -> str | None:
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10)
+    except OSError:
+        return None
+    return done.stdout.strip() or None
 
 
 def print_table(result: dict[str, Any]) -> None:
