@@ -27,7 +27,7 @@ from ctxlife.events import emit
 from ctxlife.messages import RECALL_PREFIX
 from ctxlife.recall.index import Hit, HistoryIndex, StoredRecord
 from ctxlife.recall.records import CHUNK_CHARS, Record, message_text
-from ctxlife.recall.text import query_terms
+from ctxlife.recall.text import query_terms, term_pattern
 
 MEMORY = "memory"
 
@@ -416,19 +416,6 @@ def _render_passage(
     return text if count(text) <= left else None
 
 
-_SUFFIXES = ("ations", "ation", "ings", "ing", "edly", "ed", "es", "ly", "s")
-
-
-def _stem(word: str) -> str:
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            word = word[: -len(suffix)]
-            if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiouls":
-                word = word[:-1]  # flagged -> flagg -> flag
-            return word
-    return word
-
-
 def excerpt(text: str, tokens: int, terms: dict[str, float], count: Callable[[str], int]) -> str:
     """``text`` if it fits in ``tokens``, else the fragments of it that hold most of ``terms`` (else its head).
 
@@ -442,11 +429,7 @@ def excerpt(text: str, tokens: int, terms: dict[str, float], count: Callable[[st
     lower = text.casefold()
     matches: list[tuple[int, str]] = []
     for term in terms:
-        if _NO_SPACE_TERM.match(term):
-            pattern = re.escape(term)
-        else:
-            pattern = r"(?<![^\W_])" + re.escape(_stem(term))
-        matches += [(m.start(), term) for m in re.finditer(pattern, lower)]
+        matches += [(m.start(), term) for m in term_pattern(term).finditer(lower)]
     chars_per_token = max(len(text) / max(count(text), 1), 1.0)
     budget = max(int(tokens * chars_per_token) - 8, 16)
     windows: list[tuple[int, int]] = []
@@ -507,9 +490,6 @@ def _join_fragments(text: str, windows: list[tuple[int, int]]) -> str:
         last_end = b
     joined = " ".join(piece.strip() for piece in out)
     return joined + (" …" if last_end < len(text) else "")
-
-
-_NO_SPACE_TERM = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
 def live_keys(messages: Iterable[dict[str, Any]]) -> set[tuple[str, str]]:

@@ -24,10 +24,10 @@ from pathlib import Path
 
 from ctxlife.errors import CtxlifeError
 from ctxlife.recall.records import CHUNK_CHARS, Record, documents, message_text
-from ctxlife.recall.text import dates_in, index_text, query_terms
+from ctxlife.recall.text import dates_in, index_text, query_terms, term_pattern
 
 #: Bumped when the schema or the tokenization changes: an index of another version is rebuilt.
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS records (
     role TEXT NOT NULL,
     recorded_at REAL,
     day TEXT,
+    md TEXT,
     view TEXT,
     calls INTEGER NOT NULL DEFAULT 0,
     text TEXT NOT NULL
@@ -48,7 +49,7 @@ CREATE TABLE IF NOT EXISTS docs (
     text TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS docs_seq ON docs (seq);
-CREATE INDEX IF NOT EXISTS records_day ON records (day);
+CREATE INDEX IF NOT EXISTS records_md ON records (md);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (
     body, content='', tokenize='porter unicode61 remove_diacritics 2'
 );
@@ -200,8 +201,8 @@ class HistoryIndex:
         role = str(message.get("role") or "")
         day = _day(record.recorded_at)
         cur = self._db.execute(
-            "INSERT OR IGNORE INTO records (seq, role, recorded_at, day, view, calls, text) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (record.seq, role, record.recorded_at, day, record.view, int(_calls_tools(message)), message_text(message).strip()),
+            "INSERT OR IGNORE INTO records (seq, role, recorded_at, day, md, view, calls, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (record.seq, role, record.recorded_at, day, day[5:] if day else None, record.view, int(_calls_tools(message)), message_text(message).strip()),
         )
         if cur.rowcount == 0:
             return 0
@@ -240,25 +241,17 @@ class HistoryIndex:
                 hits = self._dated(terms, days, limit, excluded, tool_weight)
             if len(hits) < limit and terms:
                 seen = {(h.seq, h.part) for h in hits}
-                more = self._ranked(terms, limit + len(excluded) + len(hits), None, tool_weight)
+                more = self._ranked(terms, limit + len(excluded) + len(hits), tool_weight)
                 hits += [h for h in more if (h.seq, h.part) not in seen and h.seq not in excluded]
         return hits[:limit]
 
-    def _ranked(self, terms: Sequence[str], limit: int, day_like: Sequence[str] | None, tool_weight: float = 1.0) -> list[Hit]:
+    def _ranked(self, terms: Sequence[str], limit: int, tool_weight: float = 1.0) -> list[Hit]:
         match = " OR ".join(f'"{t}"' for t in terms)
         try:
-            if day_like:
-                where = " OR ".join("r.day LIKE ?" for _ in day_like)
-                rows = self._db.execute(
-                    "SELECT fts.rowid, -bm25(fts) FROM fts JOIN docs d ON d.id = fts.rowid JOIN records r ON r.seq = d.seq "
-                    f"WHERE fts MATCH ? AND ({where}) ORDER BY bm25(fts) LIMIT ?",
-                    [match, *day_like, limit * 3],
-                ).fetchall()
-            else:
-                # The ranking alone first (FTS5 sorts its own matches fast), then the few rows it found.
-                rows = self._db.execute(
-                    "SELECT rowid, -bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?", (match, limit * 3)
-                ).fetchall()
+            # The ranking alone first (FTS5 sorts its own matches fast), then the few rows it found.
+            rows = self._db.execute(
+                "SELECT rowid, -bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?", (match, limit * 3)
+            ).fetchall()
         except sqlite3.Error as exc:
             raise IndexError_(f"searching the history index failed: {exc}") from None
         if not rows:
@@ -276,22 +269,29 @@ class HistoryIndex:
         hits.sort(key=lambda h: (-h.score, h.seq))
         return hits[:limit]
 
+    #: A dated question looks at this many documents of the days it names, at most.
+    DAY_DOCS = 500
+
     def _dated(
         self, terms: Sequence[str], days: Sequence[tuple[int, int]], limit: int, excluded: set[int], tool_weight: float = 1.0
     ) -> list[Hit]:
-        day_like = [f"%-{month:02d}-{day:02d}" for month, day in days]
-        hits: list[Hit] = []
-        if terms:
-            hits = [h for h in self._ranked(terms, limit + len(excluded), day_like, tool_weight) if h.seq not in excluded]
-        if len(hits) < limit:
-            seen = {(h.seq, h.part) for h in hits}
-            where = " OR ".join("r.day LIKE ?" for _ in day_like)
-            rows = self._db.execute(
-                "SELECT d.seq, d.part, 0.0, d.text, r.role, r.recorded_at, r.day, r.view, d.head FROM docs d "
-                f"JOIN records r ON r.seq = d.seq WHERE ({where}) ORDER BY d.seq LIMIT ?",
-                [*day_like, limit + len(excluded) + len(hits)],
-            ).fetchall()
-            hits += [Hit(*row) for row in rows if (row[0], row[1]) not in seen and row[0] not in excluded]
+        """The documents of the named days: those with more (and rarer) query terms first, then in order."""
+        month_days = [f"{month:02d}-{day:02d}" for month, day in days]
+        rows = self._db.execute(
+            "SELECT d.seq, d.part, d.text, r.role, r.recorded_at, r.day, r.view, d.head FROM records r "
+            f"JOIN docs d ON d.seq = r.seq WHERE r.md IN ({','.join('?' * len(month_days))}) ORDER BY d.seq LIMIT ?",
+            [*month_days, self.DAY_DOCS],
+        ).fetchall()
+        weights = self.term_weights(terms) if terms else {}
+        patterns = [(term_pattern(t), w) for t, w in weights.items()]
+        hits = []
+        for seq, part, text, role, at, day, view, head in rows:
+            if seq in excluded:
+                continue
+            lower = f"{head}\n{text}".casefold() if head else text.casefold()
+            score = sum(w for pattern, w in patterns if pattern.search(lower))
+            hits.append(Hit(seq, part, score * (tool_weight if role == "tool" else 1.0), text, role, at, day, view, head))
+        hits.sort(key=lambda h: (-h.score, h.seq))
         return hits[:limit]
 
     #: Search terms in more than this share of the documents are left out of the search (when others

@@ -124,6 +124,27 @@ def query_terms(text: str, *, limit: int = 32) -> list[str]:
     return list(seen) or list(dropped)[:limit]
 
 
+_SUFFIXES = ("ations", "ation", "ings", "ing", "edly", "ed", "es", "ly", "s")
+
+
+def stem(word: str) -> str:
+    """A light English stem for finding a search term in a text ("flagged" -> "flag", "movies" -> "movi")."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiouls":
+                word = word[:-1]
+            return word
+    return word
+
+
+def term_pattern(term: str) -> re.Pattern[str]:
+    """Where a search term occurs in a case-folded text: a bigram anywhere, a word by its stem at a word start."""
+    if _NO_SPACE_RUN.match(term):
+        return re.compile(re.escape(term))
+    return re.compile(r"(?<![^\W_])" + re.escape(stem(term)))
+
+
 def dates_in(text: str) -> list[tuple[int, int]]:
     """Calendar dates a question names, as ``(month, day)`` pairs, in order of appearance, once each."""
     text = normalize(text)
