@@ -458,6 +458,214 @@ def bench_overhead(sizes: Sequence[int], calls: int = 40) -> list[dict[str, Any]
     return rows[1:]
 
 
+# -- index candidates (how the index was chosen) ----------------------------------------------------
+
+
+def _memorybank_records(language: str, user: str) -> list[Any]:
+    from ctxlife.recall import Record
+
+    bank = json.loads((DATA / f"memory_bank_{language}.json").read_text(encoding="utf-8"))
+    out = []
+    for day, exchanges in bank[user]["history"].items():
+        start = datetime.fromisoformat(day + "T12:00").timestamp()
+        for i, e in enumerate(exchanges):
+            out.append(Record(len(out) + 1, {"role": "user", "content": e["query"]}, start + 2 * i))
+            out.append(Record(len(out) + 1, {"role": "assistant", "content": e["response"]}, start + 2 * i + 1))
+    return out
+
+
+def bench_candidates() -> list[dict[str, Any]]:
+    """Each index candidate: recall@k on the dev half (a hit with one message either side holds the
+    answer), time to add messages, and query time at 1,000 and 10,000 messages (CPU time)."""
+    from collections import Counter, defaultdict
+    import math
+    import sqlite3
+
+    from ctxlife.recall import HistoryIndex, Record, index_text, query_terms
+    from ctxlife.recall.text import _NO_SPACE_RUN, _TERM, STOPWORDS
+
+    try:
+        import Stemmer  # PyStemmer, for the candidates that need a stemmer of their own
+
+        stem = Stemmer.Stemmer("english").stemWord
+    except ImportError:
+        stem = None
+
+    def tokens(text: str) -> list[str]:
+        out = _TERM.findall(index_text(text).casefold())
+        return [stem(t) if stem and t.isascii() else t for t in out]
+
+    def q_tokens(text: str) -> list[str]:
+        return [stem(t) if stem and t.isascii() else t for t in query_terms(text)]
+
+    class Fts5:
+        name = "sqlite fts5, porter + CJK bigrams (chosen)"
+
+        def __init__(self) -> None:
+            self.index = HistoryIndex()
+
+        def add(self, records: list[Any]) -> None:
+            self.index.add(records)
+
+        def search(self, query: str, k: int) -> list[int]:
+            return [h.seq for h in self.index.search(query, limit=k, use_dates=False)]
+
+    class Trigram:
+        name = "sqlite fts5, trigram tokenizer"
+
+        def __init__(self) -> None:
+            self.db = sqlite3.connect(":memory:")
+            self.db.execute("CREATE VIRTUAL TABLE f USING fts5(b, tokenize='trigram')")
+
+        def add(self, records: list[Any]) -> None:
+            with self.db:
+                self.db.executemany("INSERT INTO f(rowid, b) VALUES (?, ?)", [(r.seq, r.message["content"]) for r in records])
+
+        def search(self, query: str, k: int) -> list[int]:
+            terms: list[str] = []
+            for t in re.findall(r"[^\W_]+", query.casefold()):
+                if _NO_SPACE_RUN.fullmatch(t):
+                    terms += [t[i : i + 3] for i in range(len(t) - 2)]
+                elif len(t) >= 3 and t not in STOPWORDS:
+                    terms.append(t)
+            if not terms:
+                return []
+            match = " OR ".join(f'"{t}"' for t in dict.fromkeys(terms))
+            return [r[0] for r in self.db.execute("SELECT rowid FROM f WHERE f MATCH ? ORDER BY bm25(f) LIMIT ?", (match, k))]
+
+    class Bm25s:
+        name = "bm25s (re-indexed on every add)"
+
+        def __init__(self) -> None:
+            import bm25s
+
+            self.bm25s, self.docs, self.model = bm25s, [], None
+
+        def add(self, records: list[Any]) -> None:
+            self.docs += [tokens(r.message["content"]) for r in records]
+            self.model = self.bm25s.BM25()
+            self.model.index(self.docs, show_progress=False)
+
+        def search(self, query: str, k: int) -> list[int]:
+            terms = q_tokens(query)
+            if not terms:
+                return []
+            ids, scores = self.model.retrieve([terms], k=min(k, len(self.docs)), show_progress=False, n_threads=1)
+            return [int(i) + 1 for i, s in zip(ids[0], scores[0]) if s > 0]
+
+    class Tantivy:
+        name = "tantivy, en_stem + CJK bigrams"
+
+        def __init__(self) -> None:
+            import tantivy
+
+            builder = tantivy.SchemaBuilder()
+            builder.add_integer_field("seq", stored=True, indexed=True)
+            builder.add_text_field("body", stored=False, tokenizer_name="en_stem")
+            self.tantivy = tantivy
+            self.index = tantivy.Index(builder.build())
+            self.writer = self.index.writer(heap_size=15_000_000, num_threads=1)
+
+        def add(self, records: list[Any]) -> None:
+            for r in records:
+                self.writer.add_document(self.tantivy.Document(seq=r.seq, body=index_text(r.message["content"])))
+            self.writer.commit()
+            self.index.reload()
+
+        def search(self, query: str, k: int) -> list[int]:
+            terms = query_terms(query)
+            if not terms:
+                return []
+            searcher = self.index.searcher()
+            parsed = self.index.parse_query(" OR ".join(terms), ["body"])
+            return [searcher.doc(address)["seq"][0] for _, address in searcher.search(parsed, k).hits]
+
+    class PurePython:
+        name = "pure-Python BM25 (memory only)"
+
+        def __init__(self) -> None:
+            self.postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
+            self.lengths: dict[int, int] = {}
+            self.total = 0
+
+        def add(self, records: list[Any]) -> None:
+            for r in records:
+                words = tokens(r.message["content"])
+                for word, tf in Counter(words).items():
+                    self.postings[word].append((r.seq, tf))
+                self.lengths[r.seq] = len(words)
+                self.total += len(words)
+
+        def search(self, query: str, k: int, k1: float = 1.2, b: float = 0.75) -> list[int]:
+            n = len(self.lengths)
+            average = self.total / max(n, 1)
+            scores: dict[int, float] = defaultdict(float)
+            for word in dict.fromkeys(q_tokens(query)):
+                posting = self.postings.get(word, [])
+                idf = math.log(1 + (n - len(posting) + 0.5) / (len(posting) + 0.5))
+                for seq, tf in posting:
+                    scores[seq] += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * self.lengths[seq] / average))
+            return [seq for seq, _ in sorted(scores.items(), key=lambda x: -x[1])[:k]]
+
+    def quality(cls: Any, language: str) -> dict[int, float]:
+        keys = load_answer_keys(language)
+        found, total = {1: 0, 3: 0, 5: 0}, 0
+        for user in keys["split"]["dev"]:
+            records = _memorybank_records(language, user)
+            index = cls()
+            index.add(records)
+            by_seq = {r.seq: r.message["content"] for r in records}
+            for key in (q for q in keys["questions"] if q["user"] == user):
+                total += 1
+                seqs = index.search(key["question"], 5)
+                for k in found:
+                    shown = {s for hit in seqs[:k] for s in (hit - 1, hit, hit + 1)}
+                    text = [{"role": "user", "content": by_seq[s]} for s in sorted(shown) if s in by_seq]
+                    found[k] += answered(key["answers"], text)
+        return {k: round(v / total, 3) for k, v in found.items()}
+
+    pool: list[dict[str, Any]] = []
+    for language in LANGUAGES:
+        bank = json.loads((DATA / f"memory_bank_{language}.json").read_text(encoding="utf-8"))
+        for user in bank:
+            pool += [r.message for r in _memorybank_records(language, user)]
+    questions = [k["question"] for language in LANGUAGES for k in load_answer_keys(language)["questions"]]
+    rows = []
+    for cls in (Fts5, Trigram, Bm25s, Tantivy, PurePython):
+        try:
+            cls()
+        except ImportError as exc:
+            rows.append({"candidate": cls.name, "skipped": f"not installed: {exc.name}"})
+            continue
+        if cls in (Bm25s, PurePython) and stem is None:
+            rows.append({"candidate": cls.name, "skipped": "not installed: Stemmer (PyStemmer)"})
+            continue
+        row: dict[str, Any] = {"candidate": cls.name, "recall_at_k_dev": {lang: quality(cls, lang) for lang in LANGUAGES}}
+        for size in (1_000, 10_000):
+            records = [Record(i + 1, pool[i % len(pool)]) for i in range(size)]
+            index = cls()
+            started = time.process_time()
+            index.add(records[:-200])
+            bulk = (time.process_time() - started) / (size - 200)
+            started = time.process_time()
+            for i in range(size - 200, size, 2):  # then one exchange at a time, as a session grows
+                index.add(records[i : i + 2])
+            one_by_one = (time.process_time() - started) / 200
+            cpu = []
+            for question in questions:
+                started = time.process_time()
+                index.search(question, 5)
+                cpu.append(time.process_time() - started)
+            row[f"at_{size}"] = {
+                "bulk_ms_per_message": round(bulk * 1000, 4),
+                "incremental_ms_per_message": round(one_by_one * 1000, 4),
+                "query_ms_median": round(statistics.median(cpu) * 1000, 3),
+                "query_ms_p95": round(sorted(cpu)[int(0.95 * (len(cpu) - 1))] * 1000, 3),
+            }
+        rows.append(row)
+    return rows
+
+
 # -- main ------------------------------------------------------------------------------------------
 
 
@@ -525,7 +733,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a fifth of the conversations, fewer timing calls")
     parser.add_argument("--out", type=Path, help="write the results JSON here")
+    parser.add_argument(
+        "--candidates", action="store_true", help="only compare the index candidates (needs bm25s, tantivy, PyStemmer)"
+    )
     args = parser.parse_args(argv)
+    if args.candidates:
+        rows = bench_candidates()
+        print(json.dumps(rows, indent=1, ensure_ascii=False))
+        if args.out:
+            args.out.write_text(json.dumps(rows, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        return 0
     result = run(args.quick, progress=lambda text: print(f"  {text}", file=sys.stderr, flush=True))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
