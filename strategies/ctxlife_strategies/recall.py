@@ -61,6 +61,13 @@ class Recall(ctxlife.Strategy):
             description="Least BM25 score a passage needs (FTS5's bm25, higher is better): below it, the "
             "question is not taken to refer to that passage.",
         )
+        min_coverage: float = Field(
+            0.0,
+            ge=0,
+            le=1,
+            description="Least share of the question's weight (its words, rare ones weighing more) a passage must "
+            "hold: matches on a minor word alone (a file suffix, a common verb) are not recalled.",
+        )
         context: int = Field(1, ge=0, le=5, description="Neighbouring messages shown on each side of a match.")
         tool_weight: float = Field(
             3.0,
@@ -127,7 +134,7 @@ class Recall(ctxlife.Strategy):
         turn = current_turn_index(messages)
         if latest is None or turn is None:
             return
-        query = _text(messages[turn])
+        query = _own_words(messages, turn)
         if not query.strip():
             return
         assert ctx.tokens is not None
@@ -147,6 +154,7 @@ class Recall(ctxlife.Strategy):
             context=self.options.context,
             min_score=self.options.min_score,
             tool_weight=self.options.tool_weight,
+            min_coverage=self.options.min_coverage,
         )
         if not passages:
             return
@@ -233,6 +241,36 @@ class Recall(ctxlife.Strategy):
             hit_tokens=max(self.options.hit_tokens, self.options.tool_max_tokens // 2),
         )
         return text or f'{SEARCH_TOOL}: the matching passages are too long to show; try more specific words.'
+
+
+def _own_words(messages: list[dict[str, Any]], turn: int) -> str:
+    """The question's own words: without the template a framework wraps every request in.
+
+    CrewAI's task prompt ("Current Task: The user says: ...", "This is the expected criteria for
+    your final answer: ...", "Begin! ...") recurs in every task message and would match every
+    earlier one. Lines another user message repeats verbatim are left out, and so are words that
+    every other user message in the context holds (when there are at least two).
+    """
+    from ctxlife.recall import query_terms
+
+    text = _text(messages[turn])
+    others = [_text(m) for i, m in enumerate(messages) if i != turn and m.get("role") == "user"]
+    seen_lines = {line.strip() for other in others for line in other.splitlines() if line.strip()}
+    own = "\n".join(line for line in text.splitlines() if line.strip() and line.strip() not in seen_lines) or text
+    if len(others) >= 2:
+        common = set(query_terms(others[0], limit=200))
+        for other in others[1:]:
+            common &= set(query_terms(other, limit=200))
+            if not common:
+                break
+        if common:
+            words = [w for w in re.findall(r"\S+", own) if _bare(w) not in common]
+            own = " ".join(words) or own
+    return own
+
+
+def _bare(word: str) -> str:
+    return re.sub(r"[^\w]+", "", word.casefold())
 
 
 def _strip(messages: list[dict[str, Any]]) -> None:

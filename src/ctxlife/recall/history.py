@@ -193,6 +193,7 @@ class HistorySearch:
         context: int = 1,
         min_score: float = 0.0,
         tool_weight: float = 1.0,
+        min_coverage: float = 0.0,
     ) -> list[Passage]:
         """The best passages of the session's history for ``query``, skipping what ``in_view`` says is shown.
 
@@ -201,7 +202,8 @@ class HistorySearch:
         """
         index = self.index(session_id)
         return passages_from(
-            index, query, limit=limit, in_view=in_view, context=context, min_score=min_score, tool_weight=tool_weight
+            index, query, limit=limit, in_view=in_view, context=context, min_score=min_score, tool_weight=tool_weight,
+            min_coverage=min_coverage,
         )
 
 
@@ -214,8 +216,12 @@ def passages_from(
     context: int = 1,
     min_score: float = 0.0,
     tool_weight: float = 1.0,
+    min_coverage: float = 0.0,
 ) -> list[Passage]:
-    """:meth:`HistorySearch.passages` on an index already up to date."""
+    """:meth:`HistorySearch.passages` on an index already up to date.
+
+    ``min_coverage``: the least share of the question's term weight (idf) a match must hold.
+    """
     # tool_weight: BM25's length normalization ranks long structured tool results (many field
     # names) below short chat messages that share a question's wording, yet fetched data is what
     # users come back to; tool results can be weighted up.
@@ -223,17 +229,23 @@ def passages_from(
     if not hits:
         return []
     found = index.records(h.seq for h in hits)
+    weights = index.term_weights(query_terms(query))
+    total = sum(weights.values()) or 1.0
+    patterns = [(term_pattern(t), w) for t, w in weights.items()]
     chosen: list[Hit] = []
     for hit in hits:
         record = found.get(hit.seq)
         if record is None or hit.score < min_score or in_view(record) or any(c.seq == hit.seq for c in chosen):
             continue  # one passage per record (its best chunk), none for what is in view
+        if min_coverage > 0:
+            lower = f"{hit.head}\n{hit.text}".casefold()
+            if sum(w for pattern, w in patterns if pattern.search(lower)) < min_coverage * total:
+                continue  # it shares only a minor part of the question (a file suffix, a common word)
         chosen.append(hit)
         if len(chosen) >= limit:
             break
     reach = context + _UNIT_REACH
     nearby = index.records(s for h in chosen for s in range(h.seq - reach, h.seq + reach + 1)) if chosen else {}
-    weights = index.term_weights(query_terms(query)) if chosen else {}
     out: list[Passage] = []
     taken: set[int] = set()
     for hit in chosen:
