@@ -151,6 +151,8 @@ class SnapshotRestore(ctxlife.Strategy):
             ctx.record("skipped", reason="raw_history_pending", pending=len(ctx.state["backlog"]))
             return
         # Everything in the raw history up to now is reflected in this snapshot.
-        snapshot = Snapshot(session_id=ctx.session_id, messages=list(messages), raw_length=ctx.state.get("raw_length", 0))
+        # Messages a strategy inserts for one call only (the recall block) are not part of the session.
+        kept = [m for m in messages if not is_recall_block(m)]
+        snapshot = Snapshot(session_id=ctx.session_id, messages=kept, raw_length=ctx.state.get("raw_length", 0))
         self._store.save_snapshot(snapshot)
         ctx.record("snapshot_saved", messages=len(messages), raw_length=snapshot.raw_length)

@@ -126,7 +126,7 @@ def test_manage_injects_once_into_the_system_message():
 
 def test_xiaopaw_config_loads_and_renders():
     settings = ctxlife.load_settings(REPO / "configs" / "xiaopaw.toml")
-    assert settings.strategies == ["bootstrap", "truncate_last_n"]
+    assert settings.strategies == ["bootstrap", "truncate_last_n", "recall"]
     text = Host(settings).bootstrap_text(agent_role="Assistant")
     assert text.startswith("You are XiaoPaw, a work assistant in Feishu.")
     assert "- Position: product manager" in text
