@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ctxlife.config import Settings, load_settings
     from ctxlife.host import Host, Report
     from ctxlife.integrations.crewai import completion_for_model, unwrap, wrap
-    from ctxlife.strategy import Options, Strategy, ToolSpec
+    from ctxlife.strategy import Options, SharedSettings, Strategy, ToolSpec
     from ctxlife.tokens import TokenCounter
 
 __version__ = "0.1.0"
@@ -56,6 +56,7 @@ __all__ = [
     "Report",
     "SessionIdError",
     "Settings",
+    "SharedSettings",
     "StoreError",
     "Strategy",
     "StrategyOptionsError",
@@ -76,6 +77,7 @@ _LAZY = {
     "Strategy": "ctxlife.strategy",
     "Options": "ctxlife.strategy",
     "ToolSpec": "ctxlife.strategy",
+    "SharedSettings": "ctxlife.strategy",
     "manage": "ctxlife.api",
     "load_settings": "ctxlife.config",
     "Settings": "ctxlife.config",

@@ -31,7 +31,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from ctxlife.errors import ConfigError, StrategyOptionsError, UnknownStrategyError
 from ctxlife.plugins import registry
-from ctxlife.strategy import Options
+from ctxlife.strategy import Options, SharedSettings
 
 ENV_PREFIX = "CTXLIFE_"
 DEFAULT_FILE = "ctxlife.toml"
@@ -99,6 +99,17 @@ class Settings(BaseSettings):
     def source(self) -> str:
         """Where these settings were read from (a file path or "built-in defaults")."""
         return self._source
+
+    def shared(self) -> SharedSettings:
+        """The top-level settings every strategy receives (it gets its own table as its options)."""
+        path = Path(self._source)
+        return SharedSettings(
+            threshold=self.threshold,
+            model=self.model,
+            context_window=self.context_window,
+            source=self._source,
+            config_dir=path.resolve().parent if path.is_file() else None,
+        )
 
     def options_for(self, name: str) -> Options:
         """The validated options of one strategy (defaults when the config has no table)."""

@@ -77,9 +77,11 @@ class LLMSummary(ctxlife.Strategy):
                 raise ValueError(f"target ({self.target}) must be below threshold ({self.threshold})")
             return self
 
-    def __init__(self, options: Any = None, settings: Any = None) -> None:
+    options: Options
+
+    def __init__(self, options: LLMSummary.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
         super().__init__(options, settings)
-        global_threshold = settings.threshold if settings is not None else 0.4
+        global_threshold = self.settings.threshold
         if self.options.threshold is None and self.options.target >= global_threshold:
             raise ctxlife.StrategyOptionsError(
                 f"strategy 'llm_summary' option 'target' ({self.options.target}) must be below the threshold "
@@ -147,7 +149,6 @@ class LLMSummary(ctxlife.Strategy):
     def _compact(self, ctx: ctxlife.LLMCallContext, tokens_before: int) -> None:
         messages = ctx.messages
         tokens = ctx.tokens
-        assert tokens is not None
         system = [m for m in messages if is_system(m) and not is_summary(m)]
         previous = [m for m in messages if is_summary(m)]
         rest = [m for m in messages if not is_system(m) and not is_summary(m)]

@@ -84,10 +84,11 @@ class TaskScope(ctxlife.Strategy):
                     raise ValueError("task names in the tasks table must be non-empty")
             return value
 
-    def __init__(self, options: ctxlife.Options | None = None, settings: Any = None) -> None:
+    options: Options
+
+    def __init__(self, options: TaskScope.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
         super().__init__(options, settings)
         opts = self.options
-        assert isinstance(opts, TaskScope.Options)
         self._by_key = {key.strip().casefold(): policy for key, policy in opts.tasks.items()}
         self._extractive = get_summarizer("extractive")
         if opts.summarizer not in ("extractive", "llm"):
@@ -113,7 +114,6 @@ class TaskScope(ctxlife.Strategy):
             if found is not None:
                 return found
         opts = self.options
-        assert isinstance(opts, TaskScope.Options)
         return opts.policy
 
     # -- hooks ----------------------------------------------------------------------------
@@ -124,7 +124,6 @@ class TaskScope(ctxlife.Strategy):
         if not text.strip():
             return
         policy = self.policy_for(ctx.task_name, ctx.task_index)
-        assert ctx.tokens is not None
         count = ctx.tokens.count_text
         if policy == "full":
             return
@@ -133,7 +132,6 @@ class TaskScope(ctxlife.Strategy):
             ctx.record("isolated", task_index=ctx.task_index, removed_tokens=count(text))
             return
         opts = self.options
-        assert isinstance(opts, TaskScope.Options)
         before = count(text)
         if before <= opts.max_tokens:
             return
@@ -143,10 +141,8 @@ class TaskScope(ctxlife.Strategy):
     @ctxlife.hookimpl
     def ctxlife_task_end(self, ctx: ctxlife.TaskContext) -> None:
         output = ctx.output or ""
-        assert ctx.tokens is not None
         count = ctx.tokens.count_text
         opts = self.options
-        assert isinstance(opts, TaskScope.Options)
         tokens = count(output)
         summary = output if tokens <= opts.max_tokens else self.summarize(output, opts.max_tokens, count, ctx)
         outputs = self.outputs(ctx)
@@ -214,7 +210,6 @@ class TaskScope(ctxlife.Strategy):
     def summarize(self, text: str, budget: int, count: Callable[[str], int], ctx: Any = None) -> str:
         """Summarize ``text`` within ``budget`` tokens; cut it if the summarizer fails."""
         opts = self.options
-        assert isinstance(opts, TaskScope.Options)
         summarizer: Any = self._custom or self._extractive
         if opts.summarizer == "llm":
             complete = getattr(ctx, "complete", None)

@@ -85,10 +85,11 @@ class ToolCache(ctxlife.Strategy):
                     raise ValueError("tool names must be non-empty strings")
             return value
 
-    def __init__(self, options: ctxlife.Options | None = None, settings: Any = None) -> None:
+    options: Options
+
+    def __init__(self, options: ToolCache.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
         super().__init__(options, settings)
         opts = self.options
-        assert isinstance(opts, ToolCache.Options)
         self._tools = frozenset(normalize_tool_name(t) for t in opts.tools)
         self._ttl = opts.ttl_seconds
         self._max = opts.max_entries

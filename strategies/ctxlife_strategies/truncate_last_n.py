@@ -29,6 +29,8 @@ class TruncateLastN(ctxlife.Strategy):
             description="Always keep the first user message (the task statement under CrewAI).",
         )
 
+    options: Options
+
     @ctxlife.hookimpl
     def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
         messages = ctx.messages
