@@ -129,30 +129,44 @@ def load_conversations(path: str | Path) -> list[Conversation]:
     if not text.strip():
         raise InputFileError(f"{path} is empty; expected a JSON list of messages, a _raw.jsonl history or tau-bench trajectories")
     if path.name.endswith(".jsonl") or path.name.endswith(".jsonl.gz"):
-        return [Conversation(path.stem, _jsonl_messages(path, text))]
+        return _jsonl_conversations(path, text)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         if "\n{" in text.strip() and text.lstrip().startswith("{"):
-            return [Conversation(path.stem, _jsonl_messages(path, text))]  # JSON lines without the suffix
+            return _jsonl_conversations(path, text)  # JSON lines without the suffix
         raise InputFileError(f"{path} is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
     return _conversations_from(path, data)
 
 
-def _jsonl_messages(path: Path, text: str) -> list[dict[str, Any]]:
+def _jsonl_conversations(path: Path, text: str) -> list[Conversation]:
+    """A JSON-lines file of messages, or a session's ``_raw.jsonl``: one conversation per view."""
+    from ctxlife.sessions.base import decode_record
+
     lines = text.splitlines()
-    messages = []
+    views: dict[str, list[dict[str, Any]]] = {}
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            messages.append(json.loads(line))
+            value = json.loads(line)
         except json.JSONDecodeError as exc:
             if number == len(lines) and not text.endswith("\n"):
                 break  # a torn last line (a crash mid-write): skip it, as the session store does
             raise InputFileError(f"{path} line {number} is not JSON: {exc.msg}") from None
-    _check(path, messages, "a JSON-lines history")
-    return messages
+        try:
+            record = decode_record(value, number)  # a stored record (or a plain message) -> its message
+        except ValueError:
+            views.setdefault("", []).append(value)  # not an object: _check names the line
+            continue
+        views.setdefault(record.view, []).append(record.message)
+    conversations = []
+    for view, messages in views.items():
+        _check(path, messages, "a JSON-lines history" + (f" (view {view!r})" if view else ""))
+        conversations.append(Conversation(path.stem if not view else f"{path.stem} [{view}]", messages))
+    if not conversations:
+        _check(path, [], "a JSON-lines history")
+    return conversations
 
 
 def _conversations_from(path: Path, data: Any) -> list[Conversation]:

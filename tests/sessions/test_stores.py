@@ -85,7 +85,8 @@ def test_snapshot_round_trip_is_exact(store: SessionStore) -> None:
     assert canonical(loaded.to_dict()) == canonical(original.to_dict())
     assert loaded.updated_at == 1_700_000_000.123456
     assert isinstance(loaded.messages[5]["extra"]["a"][3], int)
-    assert loaded.format_version == 1
+    assert loaded.format_version == sessions_base.FORMAT_VERSION == 2
+    assert loaded.view == ""
 
 
 def test_snapshot_missing_is_none_and_save_replaces(store: SessionStore) -> None:
@@ -107,10 +108,16 @@ def test_snapshot_validates_its_fields() -> None:
         Snapshot(session_id="a", messages=["hi"], raw_length=0)  # type: ignore[list-item]
     with pytest.raises(StoreError, match="meta"):
         Snapshot(session_id="a", messages=[], raw_length=0, meta=[])  # type: ignore[arg-type]
+    with pytest.raises(StoreError, match="message 0 must be a message dict with a 'role'"):
+        Snapshot(session_id="a", messages=[{"content": "no role"}], raw_length=0)
+    with pytest.raises(StoreError, match="raw_length"):
+        Snapshot(session_id="a", messages=[], raw_length=True)  # strict: a bool is not a count
+    with pytest.raises(SessionIdError, match="view"):
+        Snapshot(session_id="a", view="../x", messages=[], raw_length=0)
     with pytest.raises(StoreError, match="not JSON-serializable"):
-        Snapshot(session_id="a", messages=[{"x": object()}], raw_length=0).to_json()
+        Snapshot(session_id="a", messages=[{"role": "user", "x": object()}], raw_length=0).to_json()
     with pytest.raises(StoreError, match="not JSON-serializable"):
-        Snapshot(session_id="a", messages=[{"x": float("nan")}], raw_length=0).to_json()
+        Snapshot(session_id="a", messages=[{"role": "user", "x": float("nan")}], raw_length=0).to_json()
 
 
 def test_snapshot_from_json_rejects_corrupt_records() -> None:
@@ -128,15 +135,25 @@ def test_snapshot_from_json_rejects_corrupt_records() -> None:
 
 
 def test_future_snapshot_version_is_a_clear_error(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Write a version-2 record as a newer ctxlife would, then read it with this one (version 1).
+    # Write a version-3 record as a newer ctxlife would, then read it with this one (version 2).
+    monkeypatch.setattr(sessions_base, "FORMAT_VERSION", 3)
+    store.save_snapshot(snap(format_version=3))
     monkeypatch.setattr(sessions_base, "FORMAT_VERSION", 2)
-    store.save_snapshot(snap(format_version=2))
-    monkeypatch.setattr(sessions_base, "FORMAT_VERSION", 1)
-    with pytest.raises(StoreError, match=r"format_version 2.*newer ctxlife.*Upgrade"):
+    with pytest.raises(StoreError, match=r"format_version 3.*newer ctxlife.*Upgrade"):
         store.load_snapshot("s1")
 
 
+def test_version_1_snapshots_read_as_the_default_view() -> None:
+    v1 = json.dumps(
+        {"format_version": 1, "session_id": "old", "raw_length": 2, "updated_at": 1.5, "meta": {}, "messages": TOOL_CALL_TRACE[:2]}
+    )
+    loaded = Snapshot.from_json(v1)
+    assert (loaded.view, loaded.raw_length, loaded.format_version) == ("", 2, 2)
+    assert loaded.messages == TOOL_CALL_TRACE[:2]
+
+
 def test_old_snapshot_versions_are_migrated(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sessions_base, "FORMAT_VERSION", 1)
     store.save_snapshot(snap(meta={"summary": "old"}))  # a version-1 record
     # Pretend this ctxlife writes version 3 and knows how to migrate 1 -> 2 -> 3.
     monkeypatch.setattr(sessions_base, "FORMAT_VERSION", 3)
@@ -167,9 +184,9 @@ def test_old_snapshot_versions_are_migrated(store: SessionStore, monkeypatch: py
 
 def test_a_failing_migration_is_a_store_error(monkeypatch: pytest.MonkeyPatch) -> None:
     record = snap().to_json()
-    monkeypatch.setattr(sessions_base, "FORMAT_VERSION", 2)
-    monkeypatch.setattr(sessions_base, "_MIGRATIONS", {1: lambda doc: 1 / 0})
-    with pytest.raises(StoreError, match="migrating .* from format_version 1 failed"):
+    monkeypatch.setattr(sessions_base, "FORMAT_VERSION", 3)
+    monkeypatch.setattr(sessions_base, "_MIGRATIONS", {2: lambda doc: 1 / 0})
+    with pytest.raises(StoreError, match="migrating .* from format_version 2 failed"):
         Snapshot.from_json(record)
 
 
@@ -384,17 +401,9 @@ def test_validate_session_id_rejects_non_strings() -> None:
 
 def _forged_snapshot(sid: str) -> Snapshot:
     """A Snapshot whose session id skipped validation (as a buggy caller could build)."""
-    s = object.__new__(Snapshot)
-    for name, value in {
-        "session_id": sid,
-        "messages": [{"role": "user", "content": "x"}],
-        "raw_length": 1,
-        "updated_at": 1.0,
-        "meta": {},
-        "format_version": 1,
-    }.items():
-        object.__setattr__(s, name, value)
-    return s
+    return Snapshot.model_construct(
+        session_id=sid, view="", messages=[{"role": "user", "content": "x"}], raw_length=1, updated_at=1.0, meta={}, format_version=2
+    )
 
 
 def _snapshot_of_storage(store_kind: str, tmp_path: Path, redis_client: Any) -> Any:
@@ -459,8 +468,9 @@ def test_file_store_layout_and_permissions(tmp_path: Path) -> None:
     assert _mode(folder / "u42_blobs") == 0o700
     for name in ["u42_ctx.json", "u42_raw.jsonl", "u42.lock", "u42_blobs/out"]:
         assert _mode(folder / name) == 0o600, name
-    assert (folder / "u42_raw.jsonl").read_bytes() == b'{"role":"user","content":"hi"}\n'
-    assert json.loads((folder / "u42_ctx.json").read_text("utf-8"))["format_version"] == 1
+    record = json.loads((folder / "u42_raw.jsonl").read_bytes())
+    assert record["seq"] == 1 and record["view"] == "" and record["msg"] == {"role": "user", "content": "hi"}
+    assert json.loads((folder / "u42_ctx.json").read_text("utf-8"))["format_version"] == 2
     assert store.delete("u42")
     assert list(folder.iterdir()) == []
 
@@ -487,6 +497,9 @@ def test_sqlite_store_file_permissions_and_urls(tmp_path: Path, monkeypatch: pyt
     rel.close()
     absolute = open_store(f"sqlite:///{tmp_path}/abs.db")  # sqlite:////tmp/... = absolute
     assert f"sqlite:///{tmp_path}/abs.db".startswith("sqlite:////")
+    assert absolute.list_sessions() == [] and absolute.read_raw("s") == [] and absolute.load_snapshot("s") is None
+    assert not (tmp_path / "abs.db").exists()  # opening and reading never create the database
+    absolute.put_blob("s", "k", "v")
     absolute.close()
     assert (tmp_path / "abs.db").is_file()
     for url, needle in [
@@ -506,7 +519,9 @@ def test_sqlite_store_file_permissions_and_urls(tmp_path: Path, monkeypatch: pyt
 def test_sqlite_store_refuses_a_newer_schema(tmp_path: Path) -> None:
     import sqlite3
 
-    open_store(f"sqlite:///{tmp_path}/s.db").close()
+    store = open_store(f"sqlite:///{tmp_path}/s.db")
+    store.append_raw("s", [{"n": 1}])
+    store.close()
     with sqlite3.connect(tmp_path / "s.db") as conn:
         conn.execute("UPDATE ctxlife_meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(StoreError, match="schema version 99"):
@@ -604,12 +619,16 @@ def test_redis_unreachable_server_is_a_store_error() -> None:
 # -- the file store's torn-record handling -----------------------------------------------------
 
 
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_bytes().splitlines()]
+
+
 def test_file_torn_last_line_is_skipped_then_repaired(tmp_path: Path) -> None:
     store = open_store(f"file://{tmp_path}")
     store.append_raw("t", [{"n": 0}, {"n": 1}])
     raw = tmp_path / "t_raw.jsonl"
     with open(raw, "ab") as f:
-        f.write(b'{"n": 2, "content": "half a rec')  # a crash in the middle of a write
+        f.write(b'{"seq":3,"view":"","at":1.0,"fp":"x","msg":{"n": 2, "content": "half a rec')  # a crash mid-write
     with structlog.testing.capture_logs() as logs:
         assert store.read_raw("t") == [{"n": 0}, {"n": 1}]
         assert store.raw_length("t") == 2
@@ -619,8 +638,8 @@ def test_file_torn_last_line_is_skipped_then_repaired(tmp_path: Path) -> None:
     with structlog.testing.capture_logs() as logs:
         store.append_raw("t", [{"n": 2}, {"n": 3}])
     assert [e["event"] for e in logs] == ["raw_torn_record_repaired"]
-    assert logs[0]["bytes_removed"] == len(b'{"n": 2, "content": "half a rec')
-    assert raw.read_bytes() == b'{"n":0}\n{"n":1}\n{"n":2}\n{"n":3}\n'
+    assert logs[0]["bytes_removed"] == len(b'{"seq":3,"view":"","at":1.0,"fp":"x","msg":{"n": 2, "content": "half a rec')
+    assert [(r["seq"], r["msg"]) for r in _lines(raw)] == [(i + 1, {"n": i}) for i in range(4)]
     with structlog.testing.capture_logs() as logs:
         assert store.read_raw("t") == [{"n": i} for i in range(4)]
     assert logs == []
@@ -632,13 +651,32 @@ def test_file_torn_first_line_and_invalid_last_line(tmp_path: Path) -> None:
     raw.write_bytes(b'{"n":')
     assert store.read_raw("t") == []
     store.append_raw("t", [{"n": 0}])
-    assert raw.read_bytes() == b'{"n":0}\n'
+    assert [r["msg"] for r in _lines(raw)] == [{"n": 0}]
     with open(raw, "ab") as f:
         f.write(b'{"n":1,\x00\x00\n')  # newline-terminated garbage as the last line
     with structlog.testing.capture_logs() as logs:
         assert store.read_raw("t") == [{"n": 0}]
         assert store.raw_length("t") == 1
     assert {e["reason"] for e in logs} == {"invalid JSON in the last line"}
+
+
+@pytest.mark.parametrize("garbage", [b"\n", b"   \n", b"[1,2]\n", b'"text"\n', b"{\n", b'{"seq":"x","view":"","at":1,"fp":"","msg":{}}\n'])
+def test_file_invalid_complete_last_lines_are_cut_before_the_next_append(tmp_path: Path, garbage: bytes) -> None:
+    """Bug: an invalid but newline-terminated last line was skipped by readers but kept by the repair,
+    so the next append glued valid records after garbage and the whole history became unreadable."""
+    store = open_store(f"file://{tmp_path}")
+    store.append_raw("t", [{"role": "user", "content": "q0"}])
+    raw = tmp_path / "t_raw.jsonl"
+    with open(raw, "ab") as f:
+        f.write(garbage + garbage)  # two invalid lines at the end
+    assert store.read_raw("t") == [{"role": "user", "content": "q0"}]
+    with structlog.testing.capture_logs() as logs:
+        store.append_raw("t", [{"role": "assistant", "content": "a0"}])
+    assert "raw_torn_record_repaired" in [e["event"] for e in logs]
+    assert [r.seq for r in store.read_records("t")] == [1, 2]  # strict read: no StoreError
+    assert store.read_raw("t") == [{"role": "user", "content": "q0"}, {"role": "assistant", "content": "a0"}]
+    fresh = open_store(f"file://{tmp_path}")  # another process, no cached state
+    assert [r.message["content"] for r in fresh.read_records("t")] == ["q0", "a0"]
 
 
 def test_file_corruption_before_the_last_line_raises(tmp_path: Path) -> None:
@@ -767,7 +805,11 @@ json_values = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=12,
 )
-messages_strategy = st.lists(st.dictionaries(st.text(max_size=10), json_values, max_size=5), max_size=6)
+messages_strategy = st.lists(
+    st.builds(lambda role, rest: {"role": role, **rest}, st.sampled_from(["user", "assistant", "tool", "system"]),
+              st.dictionaries(st.text(max_size=10).filter(lambda k: k != "role"), json_values, max_size=5)),
+    max_size=6,
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -13,6 +13,14 @@ party adds a scheme with :func:`register_store_scheme`, or without any code in t
 through the ``ctxlife.session_stores`` entry-point group (entry point name = scheme, value = a
 factory ``f(url) -> SessionStore``, usually the store class's ``from_url``).
 
+Reading the raw history incrementally (for an index, a dashboard, an export)::
+
+    with open_store(url) as store:
+        seen = 0
+        for record in store.read_records("u42", after_seq=seen):   # RawRecord(seq, message, ...)
+            index(record.seq, record.view, record.message)
+            seen = record.seq
+
 Implementing a store: subclass :class:`SessionStore`; its docstrings are the contract.
 """
 
@@ -25,29 +33,39 @@ from collections.abc import Callable
 from ctxlife.errors import StoreError
 from ctxlife.sessions.base import (
     FORMAT_VERSION,
+    AppendConflictError,
     LockTimeoutError,
+    RawRecord,
     SessionInfo,
     SessionStore,
     Snapshot,
+    canonical_json,
+    fingerprint,
     register_snapshot_migration,
 )
-from ctxlife.sessions.ids import MAX_SESSION_ID_LENGTH, validate_session_id
+from ctxlife.sessions.ids import MAX_SESSION_ID_LENGTH, validate_session_id, validate_view, view_id
 
 __all__ = [
     "DEFAULT_STORE_URL",
     "ENTRY_POINT_GROUP",
     "FORMAT_VERSION",
     "MAX_SESSION_ID_LENGTH",
+    "AppendConflictError",
     "LockTimeoutError",
+    "RawRecord",
     "SessionInfo",
     "SessionStore",
     "Snapshot",
     "StoreFactory",
+    "canonical_json",
+    "fingerprint",
     "open_store",
     "register_snapshot_migration",
     "register_store_scheme",
     "store_schemes",
     "validate_session_id",
+    "validate_view",
+    "view_id",
 ]
 
 #: The store used when neither the command line nor the config names one.

@@ -1,11 +1,17 @@
-"""The session store interface, the snapshot record, and helpers for store implementers.
+"""The session store interface, the records it keeps, and helpers for store implementers.
 
-A *session* is identified by a session id (see :mod:`ctxlife.sessions.ids`) and has two records:
+A *session* is identified by a session id (see :mod:`ctxlife.sessions.ids`). Inside a session,
+each agent (or task, or caller) has its own *view*: a lane of conversation named by a view id
+(``""`` is the default view). A session holds:
 
-* the **snapshot** (:class:`Snapshot`): the working context the agent should see next, replaced as a
-  whole on every save;
-* the **raw history**: every message ever produced, append-only, one record per message, never
-  rewritten.
+* the **raw history**: every message ever produced, append-only, one :class:`RawRecord` per
+  message. The store gives each record a **sequence number** (``seq`` = 1, 2, 3, ... per session,
+  assigned under the session's write lock, so two writers never get the same number and numbers
+  never have gaps), a **fingerprint** (:func:`fingerprint`: a hash of the message's canonical JSON,
+  its identity for alignment), the **view** it belongs to, and the time it was recorded;
+* one **snapshot** (:class:`Snapshot`) per view: the working context that view's agent should see
+  next (after compaction), and ``raw_length``, the sequence number of the last record it reflects.
+  Restoring a view = its snapshot + its records after ``raw_length``.
 
 Plus small per-session **blobs** (named texts, e.g. full tool outputs that were cut from the context)
 and a per-session **lock** (mutual exclusion between processes or machines, e.g. so two workers never
@@ -19,11 +25,14 @@ entry-point group). The docstrings below are the contract. Rules shared by all m
 
 * Every method that takes a session id calls :func:`validate_session_id` on it *before* touching
   storage, so an unsafe id raises :class:`~ctxlife.errors.SessionIdError` and never creates anything.
+  Views are validated the same way (:func:`~ctxlife.sessions.ids.validate_view`).
+* Opening a store creates nothing: folders, database files and tables appear on the first write.
+  Reading a session that does not exist returns empty results.
 * Storage failures raise :class:`~ctxlife.errors.StoreError` (or a subclass) naming the store and the
   session; never leak a driver exception or a password.
 * Messages are JSON values (``dict`` with ``str`` keys, lists, str, int, float, bool, None); they must
-  round-trip exactly: what ``read_raw`` returns compares equal to what ``append_raw`` received.
-  Encode with :func:`json_bytes` / :func:`json_text` so every store writes the same bytes.
+  round-trip exactly. Encode with :func:`prepare_messages` / :func:`record_json` and decode with
+  :func:`decode_record`, so every store writes the same bytes and reads the same records.
 * Stores are safe to share between threads of one process. Log with
   ``ctxlife.events.Logger("ctxlife.sessions")`` (structlog, routed as ctxlife routes its events): counts
   and names only, never message contents.
@@ -34,39 +43,63 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
+import hashlib
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Self
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
 from ctxlife.errors import CtxlifeError, StoreError
-from ctxlife.sessions.ids import validate_session_id
+from ctxlife.sessions.ids import validate_session_id, validate_view
 
 __all__ = [
     "FORMAT_VERSION",
+    "AppendConflictError",
     "LockTimeoutError",
+    "PreparedMessage",
+    "RawRecord",
     "SessionInfo",
     "SessionStore",
     "Snapshot",
+    "canonical_json",
+    "decode_record",
+    "fingerprint",
     "json_bytes",
+    "json_safe",
     "json_text",
+    "prepare_messages",
+    "record_json",
     "register_snapshot_migration",
     "validate_messages",
 ]
 
-#: The snapshot format this version of ctxlife writes.
-FORMAT_VERSION = 1
+#: The snapshot format this version of ctxlife writes (2: one snapshot per view, with ``view``).
+FORMAT_VERSION = 2
 
 #: ``{from_version: fn}``; ``fn(doc)`` takes a decoded snapshot document of ``from_version`` and returns
 #: one of ``from_version + 1``. Filled by :func:`register_snapshot_migration`.
 _MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
-_SNAPSHOT_KEYS = ("format_version", "session_id", "raw_length", "updated_at", "meta", "messages")
+_SNAPSHOT_KEYS = ("format_version", "session_id", "view", "raw_length", "updated_at", "meta", "messages")
 
 
 class LockTimeoutError(StoreError):
     """:meth:`SessionStore.lock` could not get the session lock within its ``timeout``."""
+
+
+class AppendConflictError(StoreError):
+    """:meth:`SessionStore.append` was given ``if_head`` but the session's last sequence number differs.
+
+    ``head`` is the session's actual last sequence number: read the records after the one you knew
+    (``read_records(session_id, after_seq=...)``), re-align, and retry.
+    """
+
+    def __init__(self, message: str, head: int) -> None:
+        super().__init__(message)
+        self.head = head
 
 
 def register_snapshot_migration(from_version: int, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
@@ -79,6 +112,18 @@ def register_snapshot_migration(from_version: int, fn: Callable[[dict[str, Any]]
     if not isinstance(from_version, int) or from_version < 0:
         raise ValueError(f"from_version must be a non-negative int, got {from_version!r}")
     _MIGRATIONS[from_version] = fn
+
+
+def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 had one snapshot per session: it is the snapshot of the default view."""
+    doc.setdefault("view", "")
+    return doc
+
+
+register_snapshot_migration(1, _v1_to_v2)
+
+
+# -- JSON ------------------------------------------------------------------------------------------
 
 
 def _dumps(obj: Any, ascii_only: bool) -> str:
@@ -113,8 +158,67 @@ def json_bytes(obj: Any, *, what: str = "value") -> bytes:
         raise StoreError(f"{what} is not JSON-serializable: {exc}") from None
 
 
+def json_safe(value: Any, problems: list[str] | None = None, path: str = "$") -> Any:
+    """A JSON-encodable copy of ``value``; what had to change is appended to ``problems``.
+
+    NaN and infinities become the strings ``"NaN"``/``"Infinity"``/``"-Infinity"``, bytes are decoded
+    as UTF-8 (invalid bytes replaced), non-string keys become strings, tuples become lists and any
+    other object becomes ``str(obj)``. Values that are already JSON come back unchanged (equal).
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        if problems is not None:
+            problems.append(f"{path}: non-finite number {value!r}")
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            key = k if isinstance(k, str) else str(k)
+            if key is not k and problems is not None:
+                problems.append(f"{path}: non-string key {type(k).__name__}")
+            out[key] = json_safe(v, problems, f"{path}.{key}")
+        return out
+    if isinstance(value, (list, tuple)):
+        if isinstance(value, tuple) and problems is not None:
+            problems.append(f"{path}: tuple")
+        return [json_safe(v, problems, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        if problems is not None:
+            problems.append(f"{path}: bytes")
+        return bytes(value).decode("utf-8", "replace")
+    if problems is not None:
+        problems.append(f"{path}: {type(value).__name__} object")
+    return str(value)
+
+
+def canonical_json(message: Any) -> str:
+    """The canonical JSON of a message: sorted keys, compact, non-ASCII kept; never raises.
+
+    A value that is not JSON (NaN, bytes, objects) is encoded as its :func:`json_safe` form, so a
+    message and the safe form a store recorded for it have the same canonical JSON.
+    """
+    try:
+        return json.dumps(message, sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return json.dumps(json_safe(message), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def fingerprint(message: Any) -> str:
+    """A message's identity: the BLAKE2b-128 hex digest of its :func:`canonical_json`.
+
+    Equal messages (same keys and values, in any key order) have equal fingerprints; two equal
+    messages at different places in a conversation are still two records (their sequence numbers
+    differ).
+    """
+    data = canonical_json(message).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
 def validate_messages(session_id: str, messages: object) -> list[dict[str, Any]]:
-    """Check that ``messages`` is a list of dicts (as :meth:`SessionStore.append_raw` requires)."""
+    """Check that ``messages`` is a list of dicts (as :meth:`SessionStore.append` requires)."""
     if not isinstance(messages, list):
         raise StoreError(f"messages for session {session_id!r} must be a list of dicts, got {type(messages).__name__}")
     for i, m in enumerate(messages):
@@ -126,62 +230,192 @@ def validate_messages(session_id: str, messages: object) -> list[dict[str, Any]]
     return messages
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Snapshot:
-    """The saved working context of one session.
+# -- raw records -------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RawRecord:
+    """One message of a session's raw history, as the store keeps it.
+
+    Attributes:
+        seq: the sequence number the store assigned (1, 2, 3, ... per session, no gaps).
+        message: the message dict (for a quarantined message, its JSON-safe form).
+        fingerprint: :func:`fingerprint` of the message.
+        view: the view (agent/task lane) it belongs to; ``""`` is the default view.
+        recorded_at: when it was recorded (``time.time()``), or None for records written by
+            ctxlife before sequence numbers existed.
+        quarantined: why the message could not be stored as it was (e.g. ``"$.content: bytes"``), or
+            None. A quarantined message is stored in its :func:`json_safe` form.
+    """
+
+    seq: int
+    message: dict[str, Any]
+    fingerprint: str
+    view: str = ""
+    recorded_at: float | None = None
+    quarantined: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PreparedMessage:
+    """A message encoded for storage by :func:`prepare_messages` (JSON text, fingerprint, problems)."""
+
+    text: str
+    fingerprint: str
+    quarantined: str | None
+
+
+def prepare_messages(
+    session_id: str,
+    messages: list[dict[str, Any]],
+    fingerprints: Iterable[str] | None = None,
+    *,
+    strict: bool = False,
+) -> list[PreparedMessage]:
+    """Encode a batch of messages for :meth:`SessionStore.append` (before taking any lock).
+
+    A message that is not JSON (NaN, bytes, objects) is stored in its :func:`json_safe` form with a
+    ``quarantined`` reason, unless ``strict`` (then :class:`StoreError` names it and nothing of the
+    batch is written). ``fingerprints`` are the messages' :func:`fingerprint` when the caller has
+    them already.
+    """
+    validate_messages(session_id, messages)
+    fps = list(fingerprints) if fingerprints is not None else None
+    if fps is not None and len(fps) != len(messages):
+        raise StoreError(f"append to session {session_id!r}: {len(fps)} fingerprints for {len(messages)} messages")
+    out = []
+    for i, m in enumerate(messages):
+        bad = None
+        try:
+            text = json_text(m, what=f"message {i} for session {session_id!r}")
+        except StoreError:
+            if strict:
+                raise
+            problems: list[str] = []
+            text = json_text(json_safe(m, problems), what=f"message {i} for session {session_id!r}")
+            bad = "; ".join(problems)[:500] or "not JSON-serializable"
+        out.append(PreparedMessage(text, fps[i] if fps is not None else fingerprint(m), bad))
+    return out
+
+
+def record_json(seq: int, view: str, recorded_at: float, prepared: PreparedMessage) -> str:
+    """One stored record: ``{"seq":..,"view":..,"at":..,"fp":..,["bad":..,]"msg":{...}}`` (one line)."""
+    bad = f',"bad":{json.dumps(prepared.quarantined)}' if prepared.quarantined else ""
+    return f'{{"seq":{seq},"view":{json.dumps(view)},"at":{recorded_at!r},"fp":"{prepared.fingerprint}"{bad},"msg":{prepared.text}}}'
+
+
+_ENVELOPE_REQUIRED = frozenset(("seq", "view", "at", "fp", "msg"))
+_ENVELOPE_ALL = _ENVELOPE_REQUIRED | {"bad"}
+
+
+def decode_record(value: Any, position: int) -> RawRecord:
+    """Turn a decoded stored record into a :class:`RawRecord`; raise ``ValueError`` naming the problem.
+
+    ``position`` is the record's 1-based place in the history: records written by ctxlife before
+    sequence numbers existed (a plain message per record) get it as their sequence number, view
+    ``""`` and a fingerprint computed now.
+    """
+    if not isinstance(value, dict):
+        raise ValueError(f"not a JSON object but {type(value).__name__}")
+    keys = value.keys()
+    if _ENVELOPE_REQUIRED <= keys and keys <= _ENVELOPE_ALL:
+        seq, view, at, fp, msg = value["seq"], value["view"], value["at"], value["fp"], value["msg"]
+        bad = value.get("bad")
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+            raise ValueError(f"sequence number {seq!r} is not an int >= 1")
+        if not isinstance(view, str) or not isinstance(fp, str) or not isinstance(msg, dict):
+            raise ValueError("record fields have the wrong types")
+        if isinstance(at, bool) or not isinstance(at, (int, float)):
+            raise ValueError(f"record time {at!r} is not a number")
+        if bad is not None and not isinstance(bad, str):
+            raise ValueError("quarantine reason is not a string")
+        return RawRecord(seq, msg, fp, view, float(at), bad)
+    return RawRecord(position, value, fingerprint(value), "", None, None)
+
+
+# -- snapshots ---------------------------------------------------------------------------------------
+
+
+class Snapshot(BaseModel):
+    """The saved working context of one view of a session (validated strictly).
 
     Attributes:
         session_id: the session it belongs to (validated).
-        messages: the OpenAI-format message dicts the agent should see next; JSON round-trips exactly.
-        raw_length: how many raw-history messages existed when the snapshot was taken. Raw messages
-            at index ``raw_length`` and later were produced after it.
+        view: the view (agent/task lane) it belongs to; ``""`` is the default view.
+        messages: the OpenAI-format message dicts the agent should see next (each a dict with a
+            ``"role"``); JSON round-trips exactly.
+        raw_length: the sequence number of the last raw record this snapshot reflects (0: none).
+            Records of the view with a higher sequence number were produced after it; a restore
+            is this snapshot's messages followed by them.
         updated_at: when it was taken, seconds since the epoch (``time.time()``).
-        meta: free-form JSON object for strategies (summary text, task summaries, ...).
+        meta: free-form JSON object for strategies.
         format_version: the format of the serialized record; :data:`FORMAT_VERSION` when created.
 
-    Frozen: make a new snapshot (``dataclasses.replace``) rather than editing one. The lists and
-    dicts inside are not copied; don't mutate them after saving if you compare later.
+    Frozen: make a new snapshot (``snapshot.model_copy(update={...})``) rather than editing one. The
+    message dicts inside are not copied; don't mutate them after saving if you compare later.
+    Invalid fields raise :class:`StoreError` (an unsafe session id: :class:`SessionIdError`).
     """
 
-    session_id: str
-    messages: list[dict[str, Any]]
-    raw_length: int
-    updated_at: float = dataclasses.field(default_factory=time.time)
-    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
-    format_version: int = FORMAT_VERSION
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
 
-    def __post_init__(self) -> None:
-        validate_session_id(self.session_id)
-        validate_messages(self.session_id, self.messages)
-        if isinstance(self.raw_length, bool) or not isinstance(self.raw_length, int) or (self.raw_length < 0):
-            raise StoreError(
-                f"snapshot of session {self.session_id!r}: raw_length must be an int >= 0, got {self.raw_length!r}"
+    session_id: str
+    view: str = ""
+    messages: list[Any]
+    raw_length: int = Field(ge=0)
+    updated_at: float = Field(default_factory=time.time)
+    meta: dict[str, Any] = Field(default_factory=dict)
+    format_version: int = Field(default_factory=lambda: FORMAT_VERSION)
+
+    def __init__(self, **data: Any) -> None:
+        sid = data.get("session_id")
+        validate_session_id(sid)  # SessionIdError, before anything else
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            problems = []
+            for error in exc.errors():
+                where = ".".join(str(p) for p in error["loc"]) or "(snapshot)"
+                msg = error["msg"].removeprefix("Value error, ")
+                problems.append(f"{where}: {msg}" + ("" if "got" in msg else f" (got {error.get('input')!r})"[:200]))
+            raise StoreError(f"snapshot of session {sid!r} is invalid: " + "; ".join(problems)) from None
+
+    @field_validator("view")
+    @classmethod
+    def _view_is_safe(cls, value: str) -> str:
+        return validate_view(value)
+
+    @field_validator("messages")
+    @classmethod
+    def _messages_are_messages(cls, value: list[Any]) -> list[Any]:
+        for i, m in enumerate(value):
+            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+                shown = type(m).__name__ if not isinstance(m, dict) else "a dict without a str 'role'"
+                raise ValueError(f"message {i} must be a message dict with a 'role', got {shown}")
+        return value
+
+    @field_validator("updated_at")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError(f"must be a finite number (time.time()), got {value!r}")
+        return value
+
+    @field_validator("format_version")
+    @classmethod
+    def _current_version(cls, value: int) -> int:
+        if value != FORMAT_VERSION:
+            raise ValueError(
+                f"format_version {value!r} cannot be created by this ctxlife (it writes version "
+                f"{FORMAT_VERSION}); use Snapshot.from_json to read and migrate older records"
             )
-        if (
-            isinstance(self.updated_at, bool)
-            or not isinstance(self.updated_at, (int, float))
-            or (not math.isfinite(self.updated_at))
-        ):
-            raise StoreError(
-                f"snapshot of session {self.session_id!r}: updated_at must be a finite number "
-                f"(time.time()), got {self.updated_at!r}"
-            )
-        if not isinstance(self.meta, dict):
-            raise StoreError(
-                f"snapshot of session {self.session_id!r}: meta must be a dict, got {type(self.meta).__name__}"
-            )
-        if self.format_version != FORMAT_VERSION:
-            raise StoreError(
-                f"snapshot of session {self.session_id!r}: format_version {self.format_version!r} "
-                f"cannot be created by this ctxlife (it writes version {FORMAT_VERSION}); "
-                f"use Snapshot.from_json to read and migrate older records"
-            )
+        return value
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object that :meth:`to_json` writes (shares the message dicts, no copy)."""
         return {
             "format_version": self.format_version,
             "session_id": self.session_id,
+            "view": self.view,
             "raw_length": self.raw_length,
             "updated_at": self.updated_at,
             "meta": self.meta,
@@ -243,7 +477,7 @@ class Snapshot:
             )
         try:
             return cls(**{k: doc[k] for k in _SNAPSHOT_KEYS})
-        except (CtxlifeError, TypeError, ValueError) as exc:  # e.g. a tampered session id
+        except CtxlifeError as exc:  # e.g. a tampered session id
             raise StoreError(f"{source} is invalid: {exc}") from None
 
 
@@ -253,13 +487,17 @@ class SessionInfo:
 
     Attributes:
         session_id: the session id.
-        message_count: number of readable raw-history messages.
-        updated_at: the snapshot's ``updated_at``, or ``None`` if the session has no snapshot.
+        message_count: number of raw-history records (the last sequence number).
+        updated_at: the newest snapshot's ``updated_at`` (over all views), or ``None`` if the session
+            has no snapshot.
+        last_active: when anything of the session was last written, if the store knows (not
+            compared by ``==``).
     """
 
     session_id: str
     message_count: int
     updated_at: float | None
+    last_active: float | None = dataclasses.field(default=None, compare=False)
 
 
 class SessionStore(abc.ABC):
@@ -276,8 +514,8 @@ class SessionStore(abc.ABC):
     # -- snapshot -------------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def load_snapshot(self, session_id: str) -> Snapshot | None:
-        """Return the session's snapshot, or ``None`` if it has none.
+    def load_snapshot(self, session_id: str, view: str = "") -> Snapshot | None:
+        """Return the snapshot of the session's ``view``, or ``None`` if it has none.
 
         A stored record that cannot be parsed raises :class:`StoreError` (never returns ``None`` for
         a corrupt record: that would silently start the session over). Records of older format
@@ -286,7 +524,7 @@ class SessionStore(abc.ABC):
 
     @abc.abstractmethod
     def save_snapshot(self, snapshot: Snapshot) -> None:
-        """Replace the session's snapshot atomically.
+        """Replace the snapshot of ``snapshot.view`` in ``snapshot.session_id`` atomically.
 
         After a crash at any moment, :meth:`load_snapshot` returns either the old snapshot or the new
         one, never a mix or a partial record.
@@ -295,26 +533,82 @@ class SessionStore(abc.ABC):
     # -- raw history -----------------------------------------------------------------------------
 
     @abc.abstractmethod
+    def append(
+        self,
+        session_id: str,
+        messages: list[dict[str, Any]],
+        *,
+        view: str = "",
+        if_head: int | None = None,
+        fingerprints: list[str] | None = None,
+    ) -> list[RawRecord]:
+        """Append ``messages`` (one record each, in order) to the session's raw history; return the records.
+
+        Under the session's write lock the store reads the last sequence number (the *head*), gives
+        the batch ``head + 1, head + 2, ...``, and writes it atomically: records of two concurrent
+        calls never interleave, none is lost, and a crash leaves the whole batch or a prefix of it
+        (never a record with a gap before it). With ``if_head`` the batch is written only if the
+        head is still ``if_head``; otherwise :class:`AppendConflictError` (with the actual head) is
+        raised and nothing is written: this is how a recorder that aligned its caller's list with
+        the records up to ``if_head`` appends exactly once.
+
+        A message that is not JSON is recorded in its JSON-safe form with a ``quarantined`` reason
+        (:func:`prepare_messages`); it never blocks the batch. ``fingerprints`` are the messages'
+        :func:`fingerprint`, when the caller computed them already. An empty list is a no-op
+        (returns ``[]``, still checks ``if_head``).
+        """
+
+    @abc.abstractmethod
+    def read_records(
+        self, session_id: str, after_seq: int = 0, *, view: str | None = None, strict: bool = True
+    ) -> list[RawRecord]:
+        """Return the session's records with sequence number > ``after_seq``, in order.
+
+        ``view`` keeps only that view's records (None: all views). Unknown sessions give ``[]``.
+        Reading from a recent ``after_seq`` costs what the new records cost, not the whole history
+        (this is the incremental reader for indexes and recorders).
+
+        A torn or invalid *last* record (the process died in the middle of writing it) is skipped
+        with a ``raw_torn_record_skipped`` warning. Any other unreadable record raises
+        :class:`StoreError` naming the session, the line or sequence number and the problem; with
+        ``strict=False`` it is skipped with a ``raw_record_skipped`` error event instead (for
+        recorders, which must never be blocked by one bad record).
+        """
+
+    @abc.abstractmethod
+    def head(self, session_id: str) -> int:
+        """The session's last sequence number (0 for an empty or unknown session)."""
+
+    @abc.abstractmethod
+    def pop_last(self, session_id: str, *, view: str = "") -> RawRecord | None:
+        """Remove and return the session's last record if it belongs to ``view`` (None if empty).
+
+        Only the very last record of the session can be removed, so sequence numbers stay without
+        gaps; when the last record belongs to another view, :class:`StoreError` says so.
+        """
+
     def append_raw(self, session_id: str, messages: list[dict[str, Any]]) -> None:
-        """Append ``messages`` (one record each) to the session's raw history.
+        """Append ``messages`` to the default view, refusing (``StoreError``) any that is not JSON.
 
-        The batch is atomic with respect to other writers: records of two concurrent calls never
-        interleave and none is lost. An empty list is a no-op. Appending never rewrites or reorders
-        earlier records.
+        The strict, pre-sequence-number form of :meth:`append`, kept for callers of ctxlife 0.1.
         """
+        validate_messages(session_id, messages)
+        for i, m in enumerate(messages):
+            json_text(m, what=f"message {i} for session {session_id!r}")
+        self.append(session_id, messages)
 
-    @abc.abstractmethod
     def read_raw(self, session_id: str, start: int = 0) -> list[dict[str, Any]]:
-        """Return the raw-history messages from index ``start`` on (``[]`` for an unknown session).
+        """The messages of the records with sequence number > ``start`` (all views), in order.
 
-        A torn last record (the process died in the middle of writing it) is skipped with a
-        ``raw_torn_record_skipped`` warning; it never raises. Corruption anywhere else raises
-        :class:`StoreError`.
+        Sequence numbers count records from 1 without gaps, so ``start`` is also the number of
+        records to skip.
         """
+        check_start(start)
+        return [r.message for r in self.read_records(session_id, start)]
 
-    @abc.abstractmethod
     def raw_length(self, session_id: str) -> int:
-        """Return the number of messages :meth:`read_raw` would return with ``start=0``."""
+        """The number of records in the raw history (= :meth:`head`)."""
+        return self.head(session_id)
 
     # -- sessions ----------------------------------------------------------------------------------
 
@@ -324,7 +618,7 @@ class SessionStore(abc.ABC):
 
     @abc.abstractmethod
     def delete(self, session_id: str) -> bool:
-        """Delete the session's snapshot, raw history and blobs; return whether anything existed.
+        """Delete the session's snapshots, raw history and blobs; return whether anything existed.
 
         Deleting an unknown session is not an error. A lock currently held on the session is not
         broken.
@@ -379,6 +673,29 @@ class SessionStore(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
+
+
+def check_after_seq(after_seq: object) -> int:
+    """Validate :meth:`SessionStore.read_records`'s ``after_seq`` argument."""
+    if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
+        raise StoreError(f"after_seq must be an int >= 0, got {after_seq!r}")
+    return after_seq
+
+
+def check_if_head(if_head: object) -> int | None:
+    """Validate :meth:`SessionStore.append`'s ``if_head`` argument."""
+    if if_head is not None and (isinstance(if_head, bool) or not isinstance(if_head, int) or if_head < 0):
+        raise StoreError(f"if_head must be an int >= 0 or None, got {if_head!r}")
+    return if_head
+
+
+def conflict(session_id: str, if_head: int, head: int) -> AppendConflictError:
+    """The :class:`AppendConflictError` for an ``if_head`` that no longer holds."""
+    return AppendConflictError(
+        f"session {session_id!r} moved on: its last sequence number is {head}, not {if_head}; "
+        f"read the records after {if_head} and retry",
+        head,
+    )
 
 
 def check_start(start: object) -> int:
@@ -481,3 +798,17 @@ def parse_query(url: str, query: str, allowed: tuple[str, ...]) -> dict[str, str
             raise StoreError(f"store URL {redact_url(url)!r}: unknown option {k!r} (known options: {known})")
         opts[k] = v
     return opts
+
+
+def parse_ttl(opts: dict[str, str], url: str) -> float | None:
+    """The ``ttl`` option of a store URL: seconds of idle life per session (None when absent)."""
+    raw = opts.get("ttl")
+    if raw is None or raw == "":
+        return None
+    try:
+        ttl = float(raw)
+    except ValueError:
+        ttl = -1.0
+    if not (ttl > 0 and math.isfinite(ttl)):
+        raise StoreError(f"store URL {redact_url(url)!r}: ttl={raw!r} must be a number of seconds > 0")
+    return ttl

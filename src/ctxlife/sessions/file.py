@@ -2,40 +2,54 @@
 
 URL: ``file://workspace/sessions`` (a path relative to the current directory when the store is
 opened) or ``file:///abs/path``. Everything after ``file://`` is the path (percent-decoded), so there
-is no host part. Query option: ``?fsync=false`` skips the ``fsync`` after each raw append (default
-``true``: an append is on disk when ``append_raw`` returns; snapshots are always fsynced).
+is no host part. Query options:
 
-Layout of the folder (created lazily, owner-only ``0700``; files ``0600``)::
+* ``fsync=false`` skips the ``fsync`` after each raw append (default ``true``: an append is on disk
+  when ``append`` returns; snapshots are always fsynced);
+* ``ttl=SECONDS``: a session nobody wrote to for that long is gone (like the Redis store's ``ttl``):
+  reads treat it as absent and the next write or listing deletes its files.
 
-    {SESSION_ID}_ctx.json      the snapshot: one JSON object, replaced atomically
-    {SESSION_ID}_raw.jsonl     the raw history: one JSON object per line, append-only
-    {SESSION_ID}_blobs/{KEY}   blobs, one file each, replaced atomically
-    {SESSION_ID}.lock          the lock file of :meth:`FileStore.lock`
-    .{SESSION_ID}_ctx.json.*.tmp   temporary files of a snapshot write in progress (or a crash)
+Layout of the folder (created on the first write, owner-only ``0700``; files ``0600``)::
+
+    {SESSION_ID}_raw.jsonl          the raw history: one record per line, append-only
+    {SESSION_ID}_ctx.json           the snapshot of the default view, replaced atomically
+    {SESSION_ID}_ctx@{VIEW}.json    the snapshot of another view
+    {SESSION_ID}_blobs/{KEY}        blobs, one file each, replaced atomically
+    {SESSION_ID}.lock               the lock file of :meth:`FileStore.lock`
+    .{SESSION_ID}_ctx*.json.*.tmp   temporary files of a snapshot write in progress (or a crash)
+
+A raw record is one line ``{"seq":N,"view":"...","at":T,"fp":"...","msg":{...}}``. Files written by
+ctxlife 0.1 hold a plain message per line; such a line is read as the record whose sequence number
+is its line number, in the default view (new records are appended after it in the new form).
 
 Crash safety:
 
 * A snapshot is written to a temporary file in the same folder, fsynced, renamed over the old one
   (``os.replace``, atomic on POSIX) and the folder is fsynced: readers see the old or the new
   snapshot, never a partial one.
-* A batch of raw messages is encoded first and written with one ``os.write`` on an ``O_APPEND``
+* A batch of raw records is encoded first and written with one ``os.write`` on an ``O_APPEND``
   descriptor while holding an exclusive ``fcntl.flock`` on the raw file itself (the raw file is its
-  own lock file: no extra file to leak). Concurrent writers, in threads or processes, therefore never
-  interleave. Readers take a shared ``flock``, so they never see an append in progress.
+  own write lock: sequence numbers are assigned under it, so two writers never share one).
+  Readers take a shared ``flock``, so they never see an append in progress.
 * A process killed in the middle of a write can leave whole lines of its batch and one *torn* last
-  line (no trailing newline). Readers skip a torn last line (or an invalid last line) with a
-  ``raw_torn_record_skipped`` warning. **Repair choice:** the next append, under the lock, truncates
-  the torn tail back to the last newline before writing (logging ``raw_torn_record_repaired``), so
-  the file stays valid JSON Lines and new records never glue onto the torn one. The torn bytes were
-  an incomplete record that no reader ever returned, so nothing readable is lost.
-* Invalid JSON anywhere but the last line is corruption and raises :class:`StoreError`.
+  line (no trailing newline). Readers skip a torn or invalid last line with a
+  ``raw_torn_record_skipped`` warning. **Repair:** the next append, under the lock, cuts every
+  invalid line at the end of the file (torn, blank, not a record) back to the last valid record
+  before writing (logging ``raw_torn_record_repaired``), so new records never follow garbage. Those
+  bytes were never returned by a reader, so nothing readable is lost.
+* An unreadable line anywhere but at the end is corruption: strict reads raise :class:`StoreError`
+  naming the line; lenient reads (``strict=False``, used by recorders) skip it with an error event.
 
-Locks: :meth:`FileStore.lock` is an exclusive ``flock`` on ``{SESSION_ID}.lock``. The kernel releases
-a ``flock`` when its holder dies (even by ``SIGKILL``), so a dead holder never blocks the session;
-``ttl_seconds`` is accepted for interface compatibility but a *live* holder keeps the lock until it
-exits the ``with`` block. ``flock`` works between processes on one machine; on network file systems
-(NFS, SMB) its behaviour depends on the server: use the SQLite store for one machine or Redis for
-several.
+Incremental reads: the store remembers, per session, where the last record it read ends (checked
+against that record's bytes before use, so a file truncated and rewritten by another process is
+detected), so reading the records after a recent sequence number reads only the new bytes.
+
+Locks: :meth:`FileStore.lock` is a ``filelock.FileLock`` (an exclusive ``flock``) on
+``{SESSION_ID}.lock``. The kernel releases a ``flock`` when its holder dies (even by ``SIGKILL``),
+so a dead holder never blocks the session; ``ttl_seconds`` is accepted for interface compatibility
+but a *live* holder keeps the lock until it exits the ``with`` block. ``flock`` works between
+processes on one machine; on network file systems (NFS, SMB) its behaviour depends on the server:
+use the SQLite store for one machine or Redis for several.
 
 Session files are opened with ``O_NOFOLLOW``: a symlink planted in the folder is an error, never a
 way to read or write a file elsewhere.
@@ -46,40 +60,49 @@ Limits: session ids differing only in case collide on case-insensitive file syst
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import shutil
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from ctxlife.events import Logger
-
 from ctxlife.errors import SessionIdError, StoreError
+from ctxlife.events import Logger
 from ctxlife.sessions.base import (
+    LockTimeoutError,
+    RawRecord,
     SessionInfo,
     SessionStore,
     Snapshot,
+    check_after_seq,
     check_blob_text,
+    check_if_head,
     check_lock_args,
-    check_start,
-    json_bytes,
+    conflict,
+    decode_record,
     parse_bool,
     parse_query,
-    poll_until,
-    validate_messages,
+    parse_ttl,
+    prepare_messages,
+    record_json,
 )
-from ctxlife.sessions.ids import validate_blob_key, validate_session_id
+from ctxlife.sessions.ids import validate_blob_key, validate_session_id, validate_view
 
 __all__ = ["FileStore"]
 
 log = Logger("ctxlife.sessions")
 
 _CTX_SUFFIX = "_ctx.json"
+_VIEW_MARK = "_ctx@"
 _RAW_SUFFIX = "_raw.jsonl"
 _BLOB_SUFFIX = "_blobs"
 _LOCK_SUFFIX = ".lock"
@@ -110,12 +133,11 @@ def _same_file(fd: int, path: Path) -> bool:
     return (st.st_dev, st.st_ino) == (fst.st_dev, fst.st_ino)
 
 
-def _read_all(fd: int) -> bytes:
-    size = os.fstat(fd).st_size
+def _read_range(fd: int, start: int, end: int) -> bytes:
     parts = []
-    offset = 0
-    while True:
-        chunk = os.pread(fd, max(size - offset, _CHUNK), offset)
+    offset = start
+    while offset < end:
+        chunk = os.pread(fd, max(end - offset, _CHUNK), offset)
         if not chunk:
             break
         parts.append(chunk)
@@ -127,7 +149,7 @@ def _read_file(path: Path) -> bytes:
     """Read a whole session file without following a symlink (ELOOP is an OSError)."""
     fd = os.open(path, os.O_RDONLY | _O_SAFE)
     try:
-        return _read_all(fd)
+        return _read_range(fd, 0, os.fstat(fd).st_size)
     finally:
         os.close(fd)
 
@@ -139,23 +161,51 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Tail:
+    """Where the last readable record of a raw file ends, to read only what follows next time."""
+
+    dev: int
+    ino: int
+    offset: int  # byte offset just after the last counted line
+    lines: int  # complete lines before offset (positions, for records without a sequence number)
+    seq: int  # the sequence number of the last record before offset (0: none)
+    last_start: int  # where that last line starts
+    last_digest: bytes  # a digest of that last line, to check the file was not rewritten
+
+
+@dataclasses.dataclass(slots=True)
+class _Parsed:
+    records: list[RawRecord]
+    tail: _Tail
+    invalid_end: int | None  # offset where trailing invalid lines start, if any
+
+
 class FileStore(SessionStore):
     """Sessions as files in one folder (see the module docstring for the layout and guarantees).
 
     Args:
         directory: the session folder; created (``0700``) on the first write.
         fsync: fsync the raw file after each append (snapshots and blobs are always fsynced).
+        ttl: seconds of idle life per session (None: keep forever).
     """
 
-    def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = True) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = True, ttl: float | None = None) -> None:
         self.directory = Path(os.path.abspath(os.path.expanduser(os.fspath(directory))))
         self.fsync = fsync
+        self.ttl = ttl
         self.url = f"file://{self.directory}"
         self._closed = False
+        self._tails: dict[str, _Tail] = {}
+        self._tails_lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str) -> FileStore:
-        """Open ``file://relative/path``, ``file:///abs/path`` (optional ``?fsync=false``)."""
+        """Open ``file://relative/path``, ``file:///abs/path`` (options ``?fsync=false``, ``?ttl=SECONDS``)."""
         if not url.lower().startswith("file://"):
             raise StoreError(f"not a file store URL: {url!r} (expected file://PATH)")
         rest = url[len("file://") :]
@@ -165,9 +215,9 @@ class FileStore(SessionStore):
             raise StoreError(
                 f"store URL {url!r} has no path; use file://workspace/sessions (relative) or file:///abs/path"
             )
-        opts = parse_query(url, query, ("fsync",))
+        opts = parse_query(url, query, ("fsync", "ttl"))
         fsync = parse_bool(opts["fsync"], "fsync", url) if "fsync" in opts else True
-        return cls(path, fsync=fsync)
+        return cls(path, fsync=fsync, ttl=parse_ttl(opts, url))
 
     # -- paths ---------------------------------------------------------------------------------
 
@@ -179,6 +229,10 @@ class FileStore(SessionStore):
         validate_session_id(session_id)
         self._check_open()
         return self.directory / f"{session_id}{suffix}"
+
+    def _ctx_path(self, session_id: str, view: str) -> Path:
+        validate_view(view)
+        return self._path(session_id, _CTX_SUFFIX if not view else f"{_VIEW_MARK}{view}.json")
 
     def _ensure_dir(self, path: Path | None = None) -> None:
         """Create ``path`` (default: the session folder) and missing parents with mode 0700."""
@@ -201,10 +255,77 @@ class FileStore(SessionStore):
         if not target.is_dir():
             raise StoreError(f"session folder {target} exists but is not a directory")
 
+    def _session_files(self, session_id: str) -> list[Path]:
+        """The session's raw file and snapshot files that exist (not blobs or the lock)."""
+        found = []
+        try:
+            entries = list(os.scandir(self.directory))
+        except FileNotFoundError:
+            return found
+        except OSError as exc:
+            raise StoreError(f"cannot list session folder {self.directory}: {exc.strerror}") from None
+        view_prefix = f"{session_id}{_VIEW_MARK}"
+        for entry in entries:
+            name = entry.name
+            if name in (f"{session_id}{_RAW_SUFFIX}", f"{session_id}{_CTX_SUFFIX}") or (
+                name.startswith(view_prefix) and name.endswith(".json")
+            ):
+                found.append(Path(entry.path))
+        return found
+
+    # -- expiry ---------------------------------------------------------------------------------
+
+    def _last_write(self, session_id: str) -> float | None:
+        """When the session was last written: the raw file's modification time.
+
+        Every write touches the raw file (appends by writing it; with a ttl, snapshot and blob writes
+        by :meth:`_touch`), so one ``stat`` answers. Sessions written by ctxlife 0.1 without a raw
+        file fall back to their snapshot files' times.
+        """
+        try:
+            return os.stat(self.directory / f"{session_id}{_RAW_SUFFIX}", follow_symlinks=False).st_mtime
+        except FileNotFoundError:
+            times = []
+            for path in self._session_files(session_id):
+                with contextlib.suppress(OSError):
+                    times.append(os.stat(path, follow_symlinks=False).st_mtime)
+            return max(times) if times else None
+        except OSError:
+            return None
+
+    def _touch(self, session_id: str) -> None:
+        """With a ttl: mark the session active now (the raw file's time is the session's clock)."""
+        if self.ttl is None:
+            return
+        path = self.directory / f"{session_id}{_RAW_SUFFIX}"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_SAFE, 0o600)
+            try:
+                os.utime(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise StoreError(f"cannot mark session {session_id!r} active ({path}): {exc.strerror}") from None
+
+    def _expired(self, session_id: str) -> bool:
+        """With a ttl: whether the session was idle longer than it (then it counts as gone)."""
+        if self.ttl is None:
+            return False
+        last = self._last_write(session_id)
+        return last is not None and time.time() - last > self.ttl
+
+    def _drop_if_expired(self, session_id: str) -> None:
+        """Before a write: delete an expired session, so the write starts it over (as Redis would)."""
+        if self._expired(session_id):
+            self.delete(session_id)
+            log.info("session_expired", store="file", session_id=session_id, ttl_seconds=self.ttl)
+
     # -- snapshot -------------------------------------------------------------------------------
 
-    def load_snapshot(self, session_id: str) -> Snapshot | None:
-        path = self._path(session_id, _CTX_SUFFIX)
+    def load_snapshot(self, session_id: str, view: str = "") -> Snapshot | None:
+        path = self._ctx_path(session_id, view)
+        if self._expired(session_id):
+            return None
         try:
             data = _read_file(path)
         except FileNotFoundError:
@@ -214,10 +335,12 @@ class FileStore(SessionStore):
         return Snapshot.from_json(data, source=f"snapshot file {path}")
 
     def save_snapshot(self, snapshot: Snapshot) -> None:
-        path = self._path(snapshot.session_id, _CTX_SUFFIX)
+        path = self._ctx_path(snapshot.session_id, snapshot.view)
         data = snapshot.to_json().encode("utf-8")
+        self._drop_if_expired(snapshot.session_id)
         self._ensure_dir()
         self._atomic_write(path, data)
+        self._touch(snapshot.session_id)
 
     def _atomic_write(self, path: Path, data: bytes) -> None:
         try:
@@ -237,23 +360,179 @@ class FileStore(SessionStore):
                 os.unlink(tmp)
             raise StoreError(f"cannot write {path}: {exc.strerror}") from None
 
-    # -- raw history -----------------------------------------------------------------------------
+    # -- raw history: parsing ----------------------------------------------------------------------
 
-    def append_raw(self, session_id: str, messages: list[dict[str, Any]]) -> None:
-        path = self._path(session_id, _RAW_SUFFIX)
-        validate_messages(session_id, messages)
-        if not messages:
-            return
-        data = b"".join(
-            [json_bytes(m, what=f"message {i} for session {session_id!r}") + b"\n" for i, m in enumerate(messages)]
+    def _cached_tail(self, session_id: str, fd: int, st: os.stat_result) -> _Tail | None:
+        """The remembered tail of this file, if it is still valid (same file, same last line)."""
+        with self._tails_lock:
+            tail = self._tails.get(session_id)
+        if tail is None or (tail.dev, tail.ino) != (st.st_dev, st.st_ino) or st.st_size < tail.offset:
+            return None
+        if tail.offset and _digest(os.pread(fd, tail.offset - tail.last_start, tail.last_start)) != tail.last_digest:
+            return None  # truncated and rewritten meanwhile by another process
+        return tail
+
+    def _remember(self, session_id: str, tail: _Tail) -> None:
+        with self._tails_lock:
+            self._tails[session_id] = tail
+
+    def _forget(self, session_id: str) -> None:
+        with self._tails_lock:
+            self._tails.pop(session_id, None)
+
+    def _parse(
+        self,
+        session_id: str,
+        path: Path,
+        fd: int,
+        st: os.stat_result,
+        start: _Tail | None,
+        *,
+        after_seq: int,
+        view: str | None,
+        strict: bool,
+        keep: bool,
+        quiet: bool = False,
+    ) -> _Parsed:
+        """Parse the records after ``start`` (None: the whole file); collect those after ``after_seq``."""
+        base = start or _Tail(st.st_dev, st.st_ino, 0, 0, 0, 0, b"")
+        data = _read_range(fd, base.offset, st.st_size)
+        records: list[RawRecord] = []
+        lines, seq, last_start, last_line = base.lines, base.seq, base.last_start, None
+        pos = 0
+        # Complete lines; a torn tail (no newline) is never a record.
+        complete_end = data.rfind(b"\n") + 1
+        if complete_end < len(data) and not quiet:
+            log.warning(
+                "raw_torn_record_skipped",
+                store="file",
+                session_id=session_id,
+                file=path.name,
+                reason="no trailing newline",
+                bytes=len(data) - complete_end,
+            )
+        bad: list[tuple[int, int, str]] = []  # (offset in data, line number, problem) not yet judged
+        good_end = 0  # offset in data just after the last valid line
+        while pos < complete_end:
+            nl = data.index(b"\n", pos)
+            line = data[pos:nl]
+            lines += 1
+            try:
+                value = json.loads(line)
+            except (ValueError, UnicodeDecodeError):
+                bad.append((pos, lines, "blank line" if not line.strip() else "invalid JSON"))
+                pos = nl + 1
+                continue
+            try:
+                record = decode_record(value, lines)
+            except ValueError as exc:
+                bad.append((pos, lines, str(exc)))
+                pos = nl + 1
+                continue
+            for _, lineno, problem in bad:  # invalid lines followed by a valid one: corruption
+                self._corrupt(session_id, path, lineno, problem, strict)
+            bad.clear()
+            seq = record.seq
+            last_start, last_line = base.offset + pos, line
+            good_end = nl + 1
+            if keep and record.seq > after_seq and (view is None or record.view == view):
+                records.append(record)
+            pos = nl + 1
+        invalid_end = None
+        if bad:
+            invalid_end = base.offset + bad[0][0]
+            for _, lineno, problem in [] if quiet else bad:
+                log.warning(
+                    "raw_torn_record_skipped",
+                    store="file",
+                    session_id=session_id,
+                    file=path.name,
+                    reason="invalid JSON in the last line" if problem == "invalid JSON" else f"invalid last line ({problem})",
+                    line=lineno,
+                )
+            lines -= len(bad)
+        if last_line is None:
+            tail = base  # no valid line after it
+        else:
+            tail = _Tail(st.st_dev, st.st_ino, base.offset + good_end, lines, seq, last_start, _digest(last_line + b"\n"))
+        return _Parsed(records, tail, invalid_end)
+
+    def _corrupt(self, session_id: str, path: Path, lineno: int, problem: str, strict: bool) -> None:
+        message = (
+            f"raw history of session {session_id!r} ({path}) is corrupt at line {lineno}: {problem}; only "
+            f"invalid lines at the end are skipped automatically. Inspect or restore the file"
         )
+        if strict:
+            raise StoreError(message)
+        log.error("raw_record_skipped", store="file", session_id=session_id, file=path.name, line=lineno, problem=problem)
+
+    def _read(self, session_id: str, after_seq: int, view: str | None, strict: bool, keep: bool) -> _Parsed | None:
+        path = self._path(session_id, _RAW_SUFFIX)
+        try:
+            fd = os.open(path, os.O_RDONLY | _O_SAFE)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StoreError(f"cannot read {path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)  # wait for an append in progress
+            st = os.fstat(fd)
+            tail = self._cached_tail(session_id, fd, st)
+            start = tail if tail is not None and tail.seq <= after_seq else None
+            parsed = self._parse(session_id, path, fd, st, start, after_seq=after_seq, view=view, strict=strict, keep=keep)
+            self._remember(session_id, parsed.tail)
+            return parsed
+        except OSError as exc:
+            raise StoreError(f"cannot read {path}: {exc.strerror}") from None
+        finally:
+            os.close(fd)
+
+    # -- raw history: the interface -------------------------------------------------------------------
+
+    def read_records(
+        self, session_id: str, after_seq: int = 0, *, view: str | None = None, strict: bool = True
+    ) -> list[RawRecord]:
+        check_after_seq(after_seq)
+        if view is not None:
+            validate_view(view)
+        if self._expired(session_id):
+            return []
+        parsed = self._read(session_id, after_seq, view, strict, keep=True)
+        return parsed.records if parsed is not None else []
+
+    def head(self, session_id: str) -> int:
+        if self._expired(session_id):
+            return 0
+        parsed = self._read(session_id, 1 << 62, None, strict=False, keep=False)
+        return parsed.tail.seq if parsed is not None else 0
+
+    def append(
+        self,
+        session_id: str,
+        messages: list[dict[str, Any]],
+        *,
+        view: str = "",
+        if_head: int | None = None,
+        fingerprints: list[str] | None = None,
+    ) -> list[RawRecord]:
+        path = self._path(session_id, _RAW_SUFFIX)
+        validate_view(view)
+        check_if_head(if_head)
+        prepared = prepare_messages(session_id, messages, fingerprints)
+        if not prepared:
+            if if_head is not None and self.head(session_id) != if_head:
+                raise conflict(session_id, if_head, self.head(session_id))
+            return []
+        self._drop_if_expired(session_id)
         self._ensure_dir()
         try:
-            self._locked_append(session_id, path, data)
+            return self._locked_append(session_id, path, view, if_head, prepared, messages)
         except OSError as exc:
             raise StoreError(f"cannot append {len(messages)} message(s) to {path}: {exc.strerror}") from None
 
-    def _locked_append(self, session_id: str, path: Path, data: bytes) -> None:
+    def _locked_append(
+        self, session_id: str, path: Path, view: str, if_head: int | None, prepared: list[Any], messages: list[Any]
+    ) -> list[RawRecord]:
         while True:
             created = not path.exists()
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _O_SAFE, 0o600)
@@ -261,8 +540,15 @@ class FileStore(SessionStore):
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 if not _same_file(fd, path):
                     continue  # deleted or replaced while we waited: retry on the new file
-                self._repair_tail(session_id, fd, path)
-                size_before = os.fstat(fd).st_size
+                tail = self._repair_and_tail(session_id, path, fd)
+                if if_head is not None and tail.seq != if_head:
+                    raise conflict(session_id, if_head, tail.seq)
+                if not prepared:
+                    return []
+                now = time.time()
+                texts = [record_json(tail.seq + 1 + i, view, now, p) + "\n" for i, p in enumerate(prepared)]
+                data = "".join(texts).encode("utf-8")
+                size_before = tail.offset
                 try:
                     _write_all(fd, data)  # one write() for the batch except on a short write
                     if self.fsync:
@@ -271,106 +557,76 @@ class FileStore(SessionStore):
                     # e.g. disk full: drop the partial batch so the batch stays all-or-nothing
                     with contextlib.suppress(OSError):
                         os.ftruncate(fd, size_before)
+                    self._forget(session_id)
                     raise
                 if created:
                     _fsync_dir(path.parent)
-                return
+                last = texts[-1].encode("utf-8")
+                st = os.fstat(fd)
+                self._remember(
+                    session_id,
+                    _Tail(st.st_dev, st.st_ino, size_before + len(data), tail.lines + len(texts), tail.seq + len(texts),
+                          size_before + len(data) - len(last), _digest(last)),
+                )
+                return [
+                    RawRecord(tail.seq + 1 + i, m if p.quarantined is None else json.loads(p.text), p.fingerprint, view, now, p.quarantined)
+                    for i, (m, p) in enumerate(zip(messages, prepared, strict=True))
+                ]
             finally:
                 os.close(fd)  # also releases the flock
 
-    def _repair_tail(self, session_id: str, fd: int, path: Path) -> None:
-        """Under the exclusive lock: cut a torn last line (no trailing newline) back to the last newline."""
-        size = os.fstat(fd).st_size
-        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
-            return
-        cut = 0
-        end = size
-        while end > 0:
-            begin = max(0, end - _CHUNK)
-            idx = os.pread(fd, end - begin, begin).rfind(b"\n")
-            if idx >= 0:
-                cut = begin + idx + 1
-                break
-            end = begin
-        os.ftruncate(fd, cut)
-        log.warning(
-            "raw_torn_record_repaired",
-            store="file",
-            session_id=session_id,
-            file=path.name,
-            bytes_removed=size - cut,
-        )
+    def _repair_and_tail(self, session_id: str, path: Path, fd: int) -> _Tail:
+        """Under the exclusive lock: cut torn or invalid lines at the end; return the valid tail."""
+        st = os.fstat(fd)
+        cached = self._cached_tail(session_id, fd, st)
+        if cached is not None and cached.offset == st.st_size:
+            return cached  # the common case: nothing was written since our last append or read
+        parsed = self._parse(session_id, path, fd, st, cached, after_seq=1 << 62, view=None, strict=False, keep=False, quiet=True)
+        cut = parsed.tail.offset
+        if cut < st.st_size:
+            os.ftruncate(fd, cut)
+            log.warning(
+                "raw_torn_record_repaired",
+                store="file",
+                session_id=session_id,
+                file=path.name,
+                bytes_removed=st.st_size - cut,
+            )
+        self._remember(session_id, parsed.tail)
+        return parsed.tail
 
-    def _read_raw_bytes(self, path: Path) -> bytes:
+    def pop_last(self, session_id: str, *, view: str = "") -> RawRecord | None:
+        path = self._path(session_id, _RAW_SUFFIX)
+        validate_view(view)
+        if self._expired(session_id):
+            return None
         try:
-            fd = os.open(path, os.O_RDONLY | _O_SAFE)
+            fd = os.open(path, os.O_RDWR | _O_SAFE)
         except FileNotFoundError:
-            return b""
+            return None
+        except OSError as exc:
+            raise StoreError(f"cannot open {path}: {exc.strerror}") from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH)  # wait for an append in progress
-            return _read_all(fd)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            tail = self._repair_and_tail(session_id, path, fd)
+            if tail.seq == 0:
+                return None
+            line = os.pread(fd, tail.offset - tail.last_start, tail.last_start)
+            record = decode_record(json.loads(line), tail.lines)
+            if record.view != view:
+                raise StoreError(
+                    f"cannot pop the last message of view {view!r} in session {session_id!r}: the session's "
+                    f"last record (seq {record.seq}) belongs to view {record.view!r}"
+                )
+            os.ftruncate(fd, tail.last_start)
+            if self.fsync:
+                os.fsync(fd)
+            self._forget(session_id)
+            return record
+        except OSError as exc:
+            raise StoreError(f"cannot pop from {path}: {exc.strerror}") from None
         finally:
             os.close(fd)
-
-    def _complete_lines(self, session_id: str, path: Path, data: bytes) -> list[bytes]:
-        """Split ``data`` into complete records; drop (and warn about) a torn or invalid last one."""
-        if not data:
-            return []
-        lines = data.split(b"\n")
-        tail = lines.pop()  # b"" when the file ends with a newline
-        if tail:
-            log.warning(
-                "raw_torn_record_skipped",
-                store="file",
-                session_id=session_id,
-                file=path.name,
-                reason="no trailing newline",
-                bytes=len(tail),
-            )
-        if lines and self._parse(lines[-1]) is None:
-            log.warning(
-                "raw_torn_record_skipped",
-                store="file",
-                session_id=session_id,
-                file=path.name,
-                reason="invalid JSON in the last line",
-                bytes=len(lines[-1]),
-            )
-            lines.pop()
-        return lines
-
-    @staticmethod
-    def _parse(line: bytes) -> dict[str, Any] | None:
-        try:
-            value = json.loads(line)
-        except (ValueError, UnicodeDecodeError):
-            return None
-        return value if isinstance(value, dict) else None
-
-    def read_raw(self, session_id: str, start: int = 0) -> list[dict[str, Any]]:
-        path = self._path(session_id, _RAW_SUFFIX)
-        check_start(start)
-        try:
-            lines = self._complete_lines(session_id, path, self._read_raw_bytes(path))
-        except OSError as exc:
-            raise StoreError(f"cannot read {path}: {exc.strerror}") from None
-        out = []
-        for lineno, line in enumerate(lines[start:], start + 1):
-            value = self._parse(line)
-            if value is None:
-                raise StoreError(
-                    f"raw history {path} is corrupt at line {lineno} (not a JSON object); only a "
-                    f"torn last line is skipped automatically. Inspect or restore the file"
-                )
-            out.append(value)
-        return out
-
-    def raw_length(self, session_id: str) -> int:
-        path = self._path(session_id, _RAW_SUFFIX)
-        try:
-            return len(self._complete_lines(session_id, path, self._read_raw_bytes(path)))
-        except OSError as exc:
-            raise StoreError(f"cannot read {path}: {exc.strerror}") from None
 
     # -- sessions --------------------------------------------------------------------------------
 
@@ -385,28 +641,49 @@ class FileStore(SessionStore):
             raise StoreError(f"cannot list session folder {self.directory}: {exc.strerror}") from None
         for entry in entries:
             name = entry.name
-            for suffix in (_CTX_SUFFIX, _RAW_SUFFIX):
-                if name.endswith(suffix) and entry.is_file(follow_symlinks=False):
-                    with contextlib.suppress(SessionIdError):  # a foreign file that looks like ours
-                        ids.add(validate_session_id(name[: -len(suffix)]))
+            sid = None
+            if name.endswith(_CTX_SUFFIX):
+                sid = name[: -len(_CTX_SUFFIX)]
+            elif name.endswith(_RAW_SUFFIX):
+                sid = name[: -len(_RAW_SUFFIX)]
+            elif _VIEW_MARK in name and name.endswith(".json"):
+                sid = name.partition(_VIEW_MARK)[0]
+            if sid is not None and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(SessionIdError):  # a foreign file that looks like ours
+                    ids.add(validate_session_id(sid))
         return ids
+
+    def _views_with_snapshots(self, session_id: str) -> list[str]:
+        views = []
+        for path in self._session_files(session_id):
+            if path.name == f"{session_id}{_CTX_SUFFIX}":
+                views.append("")
+            elif _VIEW_MARK in path.name:
+                with contextlib.suppress(SessionIdError):
+                    views.append(validate_view(path.name.partition(_VIEW_MARK)[2][: -len(".json")]))
+        return sorted(views)
 
     def list_sessions(self) -> list[SessionInfo]:
         infos = []
         for sid in sorted(self._session_ids()):
-            try:
-                snap = self.load_snapshot(sid)
-                updated_at = snap.updated_at if snap else None
-            except StoreError as exc:
-                # one corrupt snapshot must not hide the other sessions from a listing
-                log.warning("snapshot_unreadable", store="file", session_id=sid, error=str(exc))
-                updated_at = None
-            infos.append(SessionInfo(sid, self.raw_length(sid), updated_at))
+            if self._expired(sid):
+                self.delete(sid)
+                log.info("session_expired", store="file", session_id=sid, ttl_seconds=self.ttl)
+                continue
+            updated = []
+            for view in self._views_with_snapshots(sid):
+                try:
+                    snap = self.load_snapshot(sid, view)
+                    if snap is not None:
+                        updated.append(snap.updated_at)
+                except StoreError as exc:
+                    # one corrupt snapshot must not hide the other sessions from a listing
+                    log.warning("snapshot_unreadable", store="file", session_id=sid, view=view, error=str(exc))
+            infos.append(SessionInfo(sid, self.head(sid), max(updated) if updated else None, self._last_write(sid)))
         return infos
 
     def delete(self, session_id: str) -> bool:
         raw = self._path(session_id, _RAW_SUFFIX)
-        ctx = self._path(session_id, _CTX_SUFFIX)
         blobs = self._path(session_id, _BLOB_SUFFIX)
         existed = False
         try:
@@ -424,16 +701,21 @@ class FileStore(SessionStore):
                         existed = True
                 finally:
                     os.close(fd)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(ctx)
-                existed = True
+            self._forget(session_id)
+            for path in self._session_files(session_id):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                    existed = True
             if blobs.is_dir():
                 shutil.rmtree(blobs)
                 existed = True
             if self.directory.is_dir():
-                prefix = f".{session_id}{_CTX_SUFFIX}."
+                prefix = f".{session_id}_ctx"
                 for entry in os.scandir(self.directory):
-                    if entry.name.startswith(prefix) and entry.name.endswith(".tmp"):
+                    name = entry.name
+                    if name.startswith(prefix) and name.endswith(".tmp") and (
+                        name.startswith(f".{session_id}{_CTX_SUFFIX}.") or name.startswith(f".{session_id}{_VIEW_MARK}")
+                    ):
                         with contextlib.suppress(FileNotFoundError):
                             os.unlink(entry.path)
             self._remove_lock_file(session_id)
@@ -442,7 +724,7 @@ class FileStore(SessionStore):
         return existed
 
     def _remove_lock_file(self, session_id: str) -> None:
-        """Remove the lock file if nobody holds it (a holder keeps it; lock() re-checks the inode)."""
+        """Remove the lock file if nobody holds it (filelock re-checks the inode after locking)."""
         path = self.directory / f"{session_id}{_LOCK_SUFFIX}"
         try:
             fd = os.open(path, os.O_RDONLY | _O_SAFE)
@@ -463,36 +745,33 @@ class FileStore(SessionStore):
 
     @contextlib.contextmanager
     def lock(self, session_id: str, ttl_seconds: float = 30.0, timeout: float | None = 10.0) -> Iterator[None]:
-        """Exclusive ``flock`` on ``{SESSION_ID}.lock``; released by the kernel if the holder dies.
+        """Exclusive ``filelock.FileLock`` on ``{SESSION_ID}.lock``; released by the kernel if the holder dies.
 
         ``ttl_seconds`` is not needed here (see the module docstring) and only validated.
         """
+        import filelock
+
         path = self._path(session_id, _LOCK_SUFFIX)
         check_lock_args(ttl_seconds, timeout)
         self._ensure_dir()
-        held: list[int] = []
-
-        def try_once() -> bool:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | _O_SAFE, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                return False
-            if not _same_file(fd, path):  # removed by delete() between open and flock
-                os.close(fd)
-                return False
-            held.append(fd)
-            return True
-
+        if path.is_symlink():
+            raise StoreError(f"cannot lock {path}: it is a symbolic link (refusing to follow it)")
+        # A new FileLock per call: filelock counts re-entry per object, and the session lock must
+        # not be re-entrant (a second holder in the same thread waits like any other).
+        lock = filelock.FileLock(path, timeout=-1 if timeout is None else timeout, mode=0o600, thread_local=False)
         try:
-            poll_until(try_once, timeout, f"the lock of session {session_id!r} ({path})")
+            lock.acquire(poll_interval=0.002)
+        except filelock.Timeout:
+            raise LockTimeoutError(
+                f"could not take the lock of session {session_id!r} ({path}) within {timeout} s: another "
+                f"worker holds it. Retry later, raise the timeout, or check for a stuck worker"
+            ) from None
         except OSError as exc:
             raise StoreError(f"cannot lock {path}: {exc.strerror}") from None
         try:
             yield
         finally:
-            os.close(held[0])
+            lock.release()
 
     # -- blobs -----------------------------------------------------------------------------------
 
@@ -500,13 +779,17 @@ class FileStore(SessionStore):
         folder = self._path(session_id, _BLOB_SUFFIX)
         validate_blob_key(key)
         data = check_blob_text(session_id, key, text)
+        self._drop_if_expired(session_id)
         self._ensure_dir()
         self._ensure_dir(folder)
         self._atomic_write(folder / key, data)
+        self._touch(session_id)
 
     def get_blob(self, session_id: str, key: str) -> str | None:
         folder = self._path(session_id, _BLOB_SUFFIX)
         validate_blob_key(key)
+        if self._expired(session_id):
+            return None
         path = folder / key
         try:
             return _read_file(path).decode("utf-8")

@@ -18,7 +18,7 @@ import re
 
 from ctxlife.errors import SessionIdError
 
-__all__ = ["MAX_SESSION_ID_LENGTH", "validate_blob_key", "validate_session_id"]
+__all__ = ["MAX_SESSION_ID_LENGTH", "validate_blob_key", "validate_session_id", "validate_view", "view_id"]
 
 MAX_SESSION_ID_LENGTH = 128
 
@@ -66,3 +66,38 @@ def validate_session_id(sid: object) -> str:
 def validate_blob_key(key: object) -> str:
     """Validate a blob key (see :meth:`SessionStore.put_blob`); same rule as session ids."""
     return _check(key, "blob key")
+
+
+def validate_view(view: object) -> str:
+    """Validate a view name (an agent's or task's lane inside a session); ``""`` is the default view.
+
+    A non-empty view follows the session-id rule, so it can be part of a file name or key.
+    """
+    if view == "":
+        return ""
+    return _check(view, "view")
+
+
+_SLUG_BAD = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def view_id(*parts: object) -> str:
+    """A safe view name for free-form parts (an agent role, a task index): ``view_id("Senior Researcher", 2)``.
+
+    Characters outside the id alphabet become ``-``; when that loses information (spaces, CJK
+    roles), a short hash of the original parts keeps distinct roles distinct. ``None`` and empty
+    parts are left out; no part at all gives the default view ``""``.
+    """
+    import hashlib
+
+    texts = [str(p) for p in parts if p is not None and str(p) != ""]
+    if not texts:
+        return ""
+    joined = ".".join(texts)
+    slug = _SLUG_BAD.sub("-", joined).strip("-.")
+    while ".." in slug:
+        slug = slug.replace("..", ".")
+    if slug != joined or not slug:
+        digest = hashlib.blake2b(joined.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
+        slug = f"{slug[:80]}-{digest}" if slug else f"v-{digest}"
+    return slug[:MAX_SESSION_ID_LENGTH]

@@ -11,16 +11,22 @@ URL: ``redis://[[user]:password@]host:port/db`` or ``rediss://...`` (TLS). The U
 Keys, for a session id ``SID`` (session ids cannot contain ``:``, ``{`` or ``}``, so no key of one
 session can name another session's key or escape the prefix)::
 
-    ctxlife:{SID}:ctx     STRING  the snapshot JSON, replaced with SET (atomic)
-    ctxlife:{SID}:raw     LIST    one JSON message per element, appended with one RPUSH per batch
+    ctxlife:{SID}:ctx     STRING  the default view's snapshot JSON, replaced with SET (atomic)
+    ctxlife:{SID}:views   HASH    view -> that view's snapshot JSON
+    ctxlife:{SID}:raw     LIST    one record per element: element i has sequence number i + 1
     ctxlife:{SID}:blobs   HASH    blob key -> text
-    ctxlife:{SID}:lock    STRING  lock token, SET NX PX; released by a compare-and-delete Lua script
+    ctxlife:{SID}:lock    STRING  the session lock (redis-py's ``Lock``: token, expiry, owner-only release)
+
+An append is one Lua script: it checks the list's length (the session's last sequence number)
+against the one the records were numbered from and pushes the batch only if it still holds, so
+sequence numbers are unique and gap-free across any number of writers. Elements written by
+ctxlife 0.1 (a plain message) read as the record numbered by their position, in the default view.
 
 The braces are literal: they are a Redis Cluster *hash tag*, so all keys of one session live in one
 slot and the multi-key ``MULTI/EXEC`` below also works with a ``redis.cluster.RedisCluster`` client
 passed as ``client=``.
 
-Writes that touch several keys (a write plus the TTL refresh) run in one ``MULTI/EXEC``. ``redis``
+Writes that touch several keys (a write plus the TTL refresh) run in one ``MULTI/EXEC`` or script. ``redis``
 (redis-py) is imported only when this store is opened. Durability is Redis's own: configure AOF or
 RDB persistence on the server if sessions must survive a Redis restart.
 """
@@ -30,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -39,18 +44,22 @@ from ctxlife.events import Logger
 
 from ctxlife.errors import SessionIdError, StoreError
 from ctxlife.sessions.base import (
+    RawRecord,
     SessionInfo,
     SessionStore,
     Snapshot,
+    check_after_seq,
     check_blob_text,
+    check_if_head,
     check_lock_args,
-    check_start,
-    json_bytes,
+    conflict,
+    decode_record,
     poll_until,
+    prepare_messages,
+    record_json,
     redact_url,
-    validate_messages,
 )
-from ctxlife.sessions.ids import validate_blob_key, validate_session_id
+from ctxlife.sessions.ids import validate_blob_key, validate_session_id, validate_view
 
 __all__ = ["DEFAULT_PREFIX", "RedisStore"]
 
@@ -63,15 +72,26 @@ DEFAULT_SOCKET_TIMEOUT = 2.0
 
 _T = TypeVar("_T")
 
-# Delete the lock only if it still holds our token (another worker may own it after expiry).
-_RELEASE_LUA = """
-if redis.call('get', KEYS[1]) == ARGV[1] then
-    return redis.call('del', KEYS[1])
+# Push a batch numbered from ARGV[1] + 1 only if the list still has ARGV[1] elements; refresh the TTL
+# (ARGV[2] seconds, 0 = none) of every key of the session. Returns the new length, or -1 - length.
+_APPEND_LUA = """
+local n = redis.call('llen', KEYS[1])
+if n ~= tonumber(ARGV[1]) then
+    return -1 - n
 end
-return 0
+for i = 3, #ARGV do
+    redis.call('rpush', KEYS[1], ARGV[i])
+end
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then
+    for i = 1, #KEYS do
+        redis.call('expire', KEYS[i], ttl)
+    end
+end
+return n + #ARGV - 2
 """
 
-_SESSION_KINDS = ("ctx", "raw", "blobs")
+_SESSION_KINDS = ("ctx", "views", "raw", "blobs")
 
 
 def _text(value: Any) -> str:
@@ -153,7 +173,7 @@ class RedisStore(SessionStore):
         else:
             self._owns_client = False
         self._client = client
-        self._release = client.register_script(_RELEASE_LUA)
+        self._append_script = client.register_script(_APPEND_LUA)
         try:
             self._call("connect", client.ping)
         except StoreError:
@@ -185,21 +205,30 @@ class RedisStore(SessionStore):
 
     # -- snapshot -------------------------------------------------------------------------------
 
-    def load_snapshot(self, session_id: str) -> Snapshot | None:
-        key = self._key(session_id, "ctx")
-        data = self._call("load_snapshot", lambda: self._client.get(key))
+    def load_snapshot(self, session_id: str, view: str = "") -> Snapshot | None:
+        validate_view(view)
+        if view:
+            key = self._key(session_id, "views")
+            data = self._call("load_snapshot", lambda: self._client.hget(key, view))
+            source = f"snapshot of view {view!r} ({key!r} in {self.url})"
+        else:
+            key = self._key(session_id, "ctx")
+            data = self._call("load_snapshot", lambda: self._client.get(key))
+            source = f"snapshot key {key!r} in {self.url}"
         if data is None:
             return None
-        return Snapshot.from_json(data, source=f"snapshot key {key!r} in {self.url}")
+        return Snapshot.from_json(data, source=source)
 
     def save_snapshot(self, snapshot: Snapshot) -> None:
-        sid = snapshot.session_id
-        key = self._key(sid, "ctx")
+        sid, view = snapshot.session_id, snapshot.view
         data = snapshot.to_json().encode("utf-8")
 
         def run() -> None:
             pipe = self._client.pipeline(transaction=True)
-            pipe.set(key, data)
+            if view:
+                pipe.hset(self._key(sid, "views"), view, data)
+            else:
+                pipe.set(self._key(sid, "ctx"), data)
             self._refresh_ttl(pipe, sid)
             pipe.execute()
 
@@ -207,42 +236,102 @@ class RedisStore(SessionStore):
 
     # -- raw history -----------------------------------------------------------------------------
 
-    def append_raw(self, session_id: str, messages: list[dict[str, Any]]) -> None:
+    def append(
+        self,
+        session_id: str,
+        messages: list[dict[str, Any]],
+        *,
+        view: str = "",
+        if_head: int | None = None,
+        fingerprints: list[str] | None = None,
+    ) -> list[RawRecord]:
         key = self._key(session_id, "raw")
-        validate_messages(session_id, messages)
-        if not messages:
-            return
-        payloads = [json_bytes(m, what=f"message {i} for session {session_id!r}") for i, m in enumerate(messages)]
+        validate_view(view)
+        check_if_head(if_head)
+        prepared = prepare_messages(session_id, messages, fingerprints)
+        if not prepared:
+            if if_head is not None and self.head(session_id) != if_head:
+                raise conflict(session_id, if_head, self.head(session_id))
+            return []
+        keys = [key] + [self._key(session_id, kind) for kind in _SESSION_KINDS if kind != "raw"]
+        head = if_head if if_head is not None else self.head(session_id)
+        while True:
+            now = time.time()
+            payloads = [record_json(head + 1 + i, view, now, p).encode("utf-8") for i, p in enumerate(prepared)]
+            args = [head, self.ttl or 0, *payloads]
+            result = int(self._call("append", lambda: self._append_script(keys=keys, args=args)))
+            if result >= 0:
+                break
+            actual = -1 - result
+            if if_head is not None:
+                raise conflict(session_id, if_head, actual)
+            head = actual  # another writer appended meanwhile: renumber and retry
+        return [
+            RawRecord(head + 1 + i, m if p.quarantined is None else json.loads(p.text), p.fingerprint, view, now, p.quarantined)
+            for i, (m, p) in enumerate(zip(messages, prepared, strict=True))
+        ]
 
-        def run() -> None:
-            pipe = self._client.pipeline(transaction=True)
-            pipe.rpush(key, *payloads)
-            self._refresh_ttl(pipe, session_id)
-            pipe.execute()
-
-        self._call("append_raw", run)
-
-    def read_raw(self, session_id: str, start: int = 0) -> list[dict[str, Any]]:
-        key = self._key(session_id, "raw")
-        check_start(start)
-        items = self._call("read_raw", lambda: self._client.lrange(key, start, -1))
-        out = []
-        for i, item in enumerate(items, start):
-            try:
-                value = json.loads(item)
-            except (ValueError, UnicodeDecodeError):
-                value = None
-            if not isinstance(value, dict):
+    def _decode(self, session_id: str, key: str, item: Any, position: int, strict: bool) -> RawRecord | None:
+        try:
+            return decode_record(json.loads(item), position)
+        except (ValueError, UnicodeDecodeError) as exc:
+            problem = str(exc) if not isinstance(exc, json.JSONDecodeError) else "invalid JSON"
+            if strict:
                 raise StoreError(
-                    f"raw message {i} of session {session_id!r} (key {key!r} in {self.url}) is "
-                    f"corrupt (not a JSON object)"
-                )
-            out.append(value)
+                    f"raw record {position} of session {session_id!r} (key {key!r} in {self.url}) is corrupt: {problem}"
+                ) from None
+            log.error("raw_record_skipped", store="redis", session_id=session_id, seq=position, problem=problem[:120])
+            return None
+
+    def read_records(
+        self, session_id: str, after_seq: int = 0, *, view: str | None = None, strict: bool = True
+    ) -> list[RawRecord]:
+        key = self._key(session_id, "raw")
+        check_after_seq(after_seq)
+        if view is not None:
+            validate_view(view)
+        items = self._call("read_records", lambda: self._client.lrange(key, after_seq, -1))
+        out = []
+        for i, item in enumerate(items, after_seq + 1):
+            record = self._decode(session_id, key, item, i, strict)
+            if record is not None and (view is None or record.view == view):
+                out.append(record)
         return out
 
-    def raw_length(self, session_id: str) -> int:
+    def head(self, session_id: str) -> int:
         key = self._key(session_id, "raw")
-        return int(self._call("raw_length", lambda: self._client.llen(key)))
+        return int(self._call("head", lambda: self._client.llen(key)))
+
+    def pop_last(self, session_id: str, *, view: str = "") -> RawRecord | None:
+        key = self._key(session_id, "raw")
+        validate_view(view)
+
+        def run() -> RawRecord | None:
+            with self._client.pipeline(transaction=True) as pipe:
+                while True:
+                    try:
+                        pipe.watch(key)
+                        n = pipe.llen(key)
+                        if n == 0:
+                            pipe.unwatch()
+                            return None
+                        record = self._decode(session_id, key, pipe.lindex(key, -1), n, strict=True)
+                        assert record is not None
+                        if record.view != view:
+                            pipe.unwatch()
+                            raise StoreError(
+                                f"cannot pop the last message of view {view!r} in session {session_id!r}: the "
+                                f"session's last record (seq {record.seq}) belongs to view {record.view!r}"
+                            )
+                        pipe.multi()
+                        pipe.rpop(key)
+                        self._refresh_ttl(pipe, session_id)
+                        pipe.execute()
+                        return record
+                    except self._redis.WatchError:
+                        continue
+
+        return self._call("pop_last", run)
 
     # -- sessions --------------------------------------------------------------------------------
 
@@ -254,7 +343,7 @@ class RedisStore(SessionStore):
             ids: set[str] = set()
             for raw_key in self._client.scan_iter(match=pattern, count=1000):
                 tagged, sep, kind = _text(raw_key)[plen:].rpartition(":")
-                if sep and kind in ("ctx", "raw") and tagged[:1] == "{" and tagged[-1:] == "}":
+                if sep and kind in ("ctx", "raw", "views") and tagged[:1] == "{" and tagged[-1:] == "}":
                     with contextlib.suppress(SessionIdError):  # someone else's key under our prefix
                         ids.add(validate_session_id(tagged[1:-1]))
             return ids
@@ -266,20 +355,22 @@ class RedisStore(SessionStore):
             for sid in sids:
                 pipe.llen(self._key(sid, "raw"))
                 pipe.get(self._key(sid, "ctx"))
+                pipe.hvals(self._key(sid, "views"))
             return list(pipe.execute())
 
         results = self._call("list_sessions", fetch) if sids else []
         infos = []
         for i, sid in enumerate(sids):
-            count, ctx = results[2 * i], results[2 * i + 1]
-            updated_at = None
-            if ctx is not None:
+            count, ctx, views = results[3 * i], results[3 * i + 1], results[3 * i + 2]
+            snapshots = ([ctx] if ctx is not None else []) + list(views or [])
+            updated = []
+            for data in snapshots:
                 try:
-                    updated_at = Snapshot.from_json(ctx, source=f"snapshot of {sid!r}").updated_at
+                    updated.append(Snapshot.from_json(data, source=f"snapshot of {sid!r}").updated_at)
                 except StoreError as exc:
                     log.warning("snapshot_unreadable", store="redis", session_id=sid, error=str(exc))
-            if count or ctx is not None:  # a key may have expired between SCAN and now
-                infos.append(SessionInfo(sid, int(count), updated_at))
+            if count or snapshots:  # a key may have expired between SCAN and now
+                infos.append(SessionInfo(sid, int(count), max(updated) if updated else None))
         return infos
 
     def delete(self, session_id: str) -> bool:
@@ -291,22 +382,23 @@ class RedisStore(SessionStore):
 
     @contextlib.contextmanager
     def lock(self, session_id: str, ttl_seconds: float = 30.0, timeout: float | None = 10.0) -> Iterator[None]:
-        """``SET key token NX PX ttl``; released only by the token's owner (Lua compare-and-delete)."""
+        """redis-py's ``Lock`` on ``...:lock``: a token with an expiry, released only by its owner."""
         key = self._key(session_id, "lock")
         check_lock_args(ttl_seconds, timeout)
-        token = uuid.uuid4().hex
-        ttl_ms = max(1, int(ttl_seconds * 1000))
-
-        def try_once() -> bool:
-            return bool(self._call("lock", lambda: self._client.set(key, token, nx=True, px=ttl_ms)))
-
-        poll_until(try_once, timeout, f"the lock of session {session_id!r} ({key!r} in {self.url})")
+        lock = self._client.lock(key, timeout=ttl_seconds, thread_local=False)
+        # The same polling as the other stores (capped back-off, waits the whole timeout).
+        poll_until(
+            lambda: bool(self._call("lock", lambda: lock.acquire(blocking=False))),
+            timeout,
+            f"the lock of session {session_id!r} ({key!r} in {self.url})",
+        )
         acquired = time.monotonic()
         try:
             yield
         finally:
-            released = self._call("unlock", lambda: self._release(keys=[key], args=[token]))
-            if not released:
+            try:
+                lock.release()
+            except self._redis.exceptions.LockNotOwnedError:
                 log.warning(
                     "session_lock_expired",
                     store="redis",
@@ -315,6 +407,8 @@ class RedisStore(SessionStore):
                     held_seconds=round(time.monotonic() - acquired, 3),
                     hint="the lock expired while held; another worker may have taken it",
                 )
+            except self._redis.RedisError as exc:
+                raise StoreError(f"redis store {self.url}: unlock failed: {exc}") from None
 
     # -- blobs -----------------------------------------------------------------------------------
 

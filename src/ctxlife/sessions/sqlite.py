@@ -7,16 +7,25 @@ then the path, as in SQLAlchemy). Query options:
 * ``synchronous`` -- ``FULL`` (default: a committed append survives a power cut) or ``NORMAL``
   (faster; WAL still never corrupts, but the last commits may be lost on power loss, not on a
   process crash).
+* ``ttl`` -- seconds: a session nobody wrote to for that long is gone (like the Redis store's
+  ``ttl``): reads treat it as absent and the next write or listing deletes it.
 
 Design: WAL journal mode (readers never block the writer), every write is one transaction
-(``BEGIN IMMEDIATE`` for read-modify-write such as appends), one connection per thread, reopened
-after ``fork``. Tables (prefixed ``ctxlife_`` so the file can be shared with other data)::
+(``BEGIN IMMEDIATE`` for read-modify-write such as appends, which is the session write lock under
+which sequence numbers are assigned), one connection per thread, reopened after ``fork``. The
+database file is created on the first write, never by opening the store or reading. Tables
+(prefixed ``ctxlife_`` so the file can be shared with other data)::
 
-    ctxlife_snapshots(session_id PK, updated_at, json)
-    ctxlife_raw(session_id, seq, json, UNIQUE(session_id, seq))   seq = 0, 1, 2, ... per session
+    ctxlife_snapshots(session_id, view, updated_at, json, PK(session_id, view))
+    ctxlife_raw(session_id, seq, view, fp, recorded_at, bad, json, UNIQUE(session_id, seq))
+                                              seq = 1, 2, 3, ... per session; json = the message
+    ctxlife_sessions(session_id PK, touched_at)   last write, for ttl and listings
     ctxlife_blobs(session_id, key, text, PK(session_id, key))
     ctxlife_locks(session_id PK, token, expires_at)               lock rows with expiry
     ctxlife_meta(key PK, value)                                   schema_version
+
+Databases written by ctxlife 0.1 (schema 1: 0-based ``seq``, one snapshot per session) are upgraded
+in one transaction when first opened.
 
 A new database file (and folders it needs) is created owner-only (``0600`` / ``0700``); SQLite gives
 its ``-wal`` and ``-shm`` files the same mode. Locks expire by the wall clock (``time.time()``) of the
@@ -38,42 +47,53 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from ctxlife.events import Logger
-
 from ctxlife.errors import StoreError
+from ctxlife.events import Logger
 from ctxlife.sessions.base import (
+    RawRecord,
     SessionInfo,
     SessionStore,
     Snapshot,
+    check_after_seq,
     check_blob_text,
+    check_if_head,
     check_lock_args,
-    check_start,
-    json_text,
+    conflict,
+    fingerprint,
     parse_query,
+    parse_ttl,
     poll_until,
-    validate_messages,
+    prepare_messages,
 )
-from ctxlife.sessions.ids import validate_blob_key, validate_session_id
+from ctxlife.sessions.ids import validate_blob_key, validate_session_id, validate_view
 
 __all__ = ["SQLiteStore"]
 
 log = Logger("ctxlife.sessions")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS ctxlife_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS ctxlife_snapshots (
-    session_id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    view TEXT NOT NULL DEFAULT '',
     updated_at REAL NOT NULL,
-    json TEXT NOT NULL
+    json TEXT NOT NULL,
+    PRIMARY KEY (session_id, view)
 );
 CREATE TABLE IF NOT EXISTS ctxlife_raw (
     session_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
     json TEXT NOT NULL,
+    view TEXT NOT NULL DEFAULT '',
+    fp TEXT,
+    recorded_at REAL,
+    bad TEXT,
     UNIQUE (session_id, seq)
 );
+CREATE INDEX IF NOT EXISTS ctxlife_raw_by_view ON ctxlife_raw (session_id, view, seq);
+CREATE TABLE IF NOT EXISTS ctxlife_sessions (session_id TEXT PRIMARY KEY, touched_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS ctxlife_blobs (
     session_id TEXT NOT NULL,
     key TEXT NOT NULL,
@@ -87,14 +107,33 @@ CREATE TABLE IF NOT EXISTS ctxlife_locks (
 );
 """
 
+# Schema 1 -> 2: sequence numbers from 1, record metadata, one snapshot per view, activity times.
+_MIGRATE_1_TO_2 = [
+    "ALTER TABLE ctxlife_raw ADD COLUMN view TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE ctxlife_raw ADD COLUMN fp TEXT",
+    "ALTER TABLE ctxlife_raw ADD COLUMN recorded_at REAL",
+    "ALTER TABLE ctxlife_raw ADD COLUMN bad TEXT",
+    "UPDATE ctxlife_raw SET seq = -(seq + 1)",  # two steps: UNIQUE(session_id, seq) holds throughout
+    "UPDATE ctxlife_raw SET seq = -seq",
+    "ALTER TABLE ctxlife_snapshots RENAME TO ctxlife_snapshots_v1",
+    "CREATE TABLE ctxlife_snapshots (session_id TEXT NOT NULL, view TEXT NOT NULL DEFAULT '', "
+    "updated_at REAL NOT NULL, json TEXT NOT NULL, PRIMARY KEY (session_id, view))",
+    "INSERT INTO ctxlife_snapshots (session_id, view, updated_at, json) "
+    "SELECT session_id, '', updated_at, json FROM ctxlife_snapshots_v1",
+    "DROP TABLE ctxlife_snapshots_v1",
+]
+
+_RAW_COLUMNS = "seq, view, fp, recorded_at, bad, json"
+
 
 class SQLiteStore(SessionStore):
     """Sessions in one SQLite database file (see the module docstring).
 
     Args:
-        path: the database file; created with its folders if missing.
+        path: the database file; created with its folders on the first write.
         busy_timeout: seconds to wait for another connection's write lock.
         synchronous: ``"FULL"`` or ``"NORMAL"`` (see the module docstring).
+        ttl: seconds of idle life per session (None: keep forever).
     """
 
     def __init__(
@@ -103,6 +142,7 @@ class SQLiteStore(SessionStore):
         *,
         busy_timeout: float = 30.0,
         synchronous: str = "FULL",
+        ttl: float | None = None,
     ) -> None:
         raw_path = os.fspath(path)
         if raw_path in ("", ":memory:") or raw_path.startswith("file:"):
@@ -117,6 +157,7 @@ class SQLiteStore(SessionStore):
             raise StoreError(f"sqlite store: busy_timeout must be >= 0 seconds, got {busy_timeout!r}")
         self.busy_timeout = float(busy_timeout)
         self.synchronous = synchronous.upper()
+        self.ttl = ttl
         self.url = f"sqlite:///{self.path}"
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
@@ -124,9 +165,9 @@ class SQLiteStore(SessionStore):
         self._pid = os.getpid()
         self._closed = False
         self._schema_ready = False
-        self._prepare_file()
-        # Open the first connection now so a bad path or a newer schema fails at open time.
-        self._conn()
+        if self.path.exists():
+            # An existing database: a bad file or a newer schema fails now, not at the first call.
+            self._conn(create=False)
 
     @classmethod
     def from_url(cls, url: str) -> SQLiteStore:
@@ -140,8 +181,8 @@ class SQLiteStore(SessionStore):
         path = unquote(path_part)
         if not path:
             raise StoreError(f"store URL {url!r} has no database path; e.g. sqlite:///sessions.db")
-        opts = parse_query(url, query, ("busy_timeout", "synchronous"))
-        kwargs: dict[str, Any] = {}
+        opts = parse_query(url, query, ("busy_timeout", "synchronous", "ttl"))
+        kwargs: dict[str, Any] = {"ttl": parse_ttl(opts, url)}
         if "busy_timeout" in opts:
             try:
                 kwargs["busy_timeout"] = float(opts["busy_timeout"])
@@ -174,7 +215,8 @@ class SQLiteStore(SessionStore):
         except OSError as exc:
             raise StoreError(f"cannot create sqlite database {self.path}: {exc.strerror}") from None
 
-    def _conn(self) -> sqlite3.Connection:
+    def _conn(self, create: bool = True) -> sqlite3.Connection | None:
+        """This thread's connection; None when the database does not exist and ``create`` is false."""
         if self._closed:
             raise StoreError(f"session store {self.url} is closed")
         if os.getpid() != self._pid:
@@ -185,6 +227,10 @@ class SQLiteStore(SessionStore):
             self._pid = os.getpid()
         conn = getattr(self._local, "conn", None)
         if conn is None:
+            if not self.path.exists():
+                if not create:
+                    return None
+                self._prepare_file()
             conn = self._connect()
             self._local.conn = conn
             with self._conns_lock:
@@ -238,21 +284,35 @@ class SQLiteStore(SessionStore):
     def _create_schema(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
+            has_meta = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ctxlife_meta'"
+            ).fetchone()
+            row = conn.execute("SELECT value FROM ctxlife_meta WHERE key = 'schema_version'").fetchone() if has_meta else None
+            version = int(row[0]) if row is not None else None
+            if version is not None and version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"sqlite database {self.path} has ctxlife schema version {version}, newer than "
+                    f"this ctxlife understands ({SCHEMA_VERSION}); upgrade ctxlife"
+                )
+            if version == 1:
+                for stmt in _MIGRATE_1_TO_2:
+                    conn.execute(stmt)
+                log.info("sqlite_schema_upgraded", store="sqlite", path=str(self.path), from_version=1, to_version=2)
             # statement by statement: executescript() would COMMIT the transaction on its own
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     conn.execute(stmt)
-            row = conn.execute("SELECT value FROM ctxlife_meta WHERE key = 'schema_version'").fetchone()
-            if row is None:
+            if version == 1:
                 conn.execute(
-                    "INSERT INTO ctxlife_meta (key, value) VALUES ('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
+                    "INSERT OR IGNORE INTO ctxlife_sessions (session_id, touched_at) "
+                    "SELECT session_id, ? FROM (SELECT session_id FROM ctxlife_raw UNION SELECT session_id FROM ctxlife_snapshots)",
+                    (time.time(),),
                 )
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise StoreError(
-                    f"sqlite database {self.path} has ctxlife schema version {row[0]}, newer than "
-                    f"this ctxlife understands ({SCHEMA_VERSION}); upgrade ctxlife"
-                )
+            conn.execute(
+                "INSERT INTO ctxlife_meta (key, value) VALUES ('schema_version', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -262,6 +322,7 @@ class SQLiteStore(SessionStore):
     def _tx(self, what: str) -> Iterator[sqlite3.Connection]:
         """A write transaction (``BEGIN IMMEDIATE``) that maps driver errors to StoreError."""
         conn = self._conn()
+        assert conn is not None
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -275,105 +336,213 @@ class SQLiteStore(SessionStore):
             raise StoreError(f"sqlite store {self.path}: {what} failed: {exc}") from None
 
     def _query(self, what: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """A read; ``[]`` when the database does not exist yet (reading never creates it)."""
         try:
-            return self._conn().execute(sql, params).fetchall()
+            conn = self._conn(create=False)
+            return [] if conn is None else conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite store {self.path}: {what} failed: {exc}") from None
 
+    # -- expiry ------------------------------------------------------------------------------------
+
+    def _expired(self, session_id: str) -> bool:
+        if self.ttl is None:
+            return False
+        rows = self._query(
+            "ttl check", "SELECT touched_at FROM ctxlife_sessions WHERE session_id = ?", (session_id,)
+        )
+        return bool(rows) and time.time() - rows[0][0] > self.ttl
+
+    def _touch(self, conn: sqlite3.Connection, session_id: str) -> None:
+        """In a write transaction: start an expired session over, then mark it active now."""
+        now = time.time()
+        if self.ttl is not None:
+            row = conn.execute("SELECT touched_at FROM ctxlife_sessions WHERE session_id = ?", (session_id,)).fetchone()
+            if row is not None and now - row[0] > self.ttl:
+                self._delete_rows(conn, session_id)
+                log.info("session_expired", store="sqlite", session_id=session_id, ttl_seconds=self.ttl)
+        conn.execute(
+            "INSERT INTO ctxlife_sessions (session_id, touched_at) VALUES (?, ?) "
+            "ON CONFLICT (session_id) DO UPDATE SET touched_at = excluded.touched_at",
+            (session_id, now),
+        )
+
     # -- snapshot -------------------------------------------------------------------------------
 
-    def load_snapshot(self, session_id: str) -> Snapshot | None:
+    def load_snapshot(self, session_id: str, view: str = "") -> Snapshot | None:
         validate_session_id(session_id)
+        validate_view(view)
+        if self._expired(session_id):
+            return None
         rows = self._query(
             "load_snapshot",
-            "SELECT json FROM ctxlife_snapshots WHERE session_id = ?",
-            (session_id,),
+            "SELECT json FROM ctxlife_snapshots WHERE session_id = ? AND view = ?",
+            (session_id, view),
         )
         if not rows:
             return None
-        return Snapshot.from_json(rows[0][0], source=f"snapshot of session {session_id!r} in {self.path}")
+        where = f"view {view!r} of " if view else ""
+        return Snapshot.from_json(rows[0][0], source=f"snapshot of {where}session {session_id!r} in {self.path}")
 
     def save_snapshot(self, snapshot: Snapshot) -> None:
         validate_session_id(snapshot.session_id)
         text = snapshot.to_json()
         with self._tx("save_snapshot") as conn:
+            self._touch(conn, snapshot.session_id)
             conn.execute(
-                "INSERT INTO ctxlife_snapshots (session_id, updated_at, json) VALUES (?, ?, ?) "
-                "ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at, "
+                "INSERT INTO ctxlife_snapshots (session_id, view, updated_at, json) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (session_id, view) DO UPDATE SET updated_at = excluded.updated_at, "
                 "json = excluded.json",
-                (snapshot.session_id, float(snapshot.updated_at), text),
+                (snapshot.session_id, snapshot.view, float(snapshot.updated_at), text),
             )
 
     # -- raw history -----------------------------------------------------------------------------
 
-    def append_raw(self, session_id: str, messages: list[dict[str, Any]]) -> None:
+    def append(
+        self,
+        session_id: str,
+        messages: list[dict[str, Any]],
+        *,
+        view: str = "",
+        if_head: int | None = None,
+        fingerprints: list[str] | None = None,
+    ) -> list[RawRecord]:
         validate_session_id(session_id)
-        validate_messages(session_id, messages)
-        if not messages:
-            return
-        texts = [json_text(m, what=f"message {i} for session {session_id!r}") for i, m in enumerate(messages)]
-        with self._tx("append_raw") as conn:
-            (nxt,) = conn.execute(
-                "SELECT COALESCE(MAX(seq) + 1, 0) FROM ctxlife_raw WHERE session_id = ?",
-                (session_id,),
+        validate_view(view)
+        check_if_head(if_head)
+        prepared = prepare_messages(session_id, messages, fingerprints)
+        if not prepared:
+            if if_head is not None and self.head(session_id) != if_head:
+                raise conflict(session_id, if_head, self.head(session_id))
+            return []
+        now = time.time()
+        with self._tx("append") as conn:
+            self._touch(conn, session_id)
+            (head,) = conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM ctxlife_raw WHERE session_id = ?", (session_id,)
             ).fetchone()
+            if if_head is not None and head != if_head:
+                raise conflict(session_id, if_head, head)
             conn.executemany(
-                "INSERT INTO ctxlife_raw (session_id, seq, json) VALUES (?, ?, ?)",
-                [(session_id, nxt + i, t) for i, t in enumerate(texts)],
+                "INSERT INTO ctxlife_raw (session_id, seq, view, fp, recorded_at, bad, json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(session_id, head + 1 + i, view, p.fingerprint, now, p.quarantined, p.text) for i, p in enumerate(prepared)],
             )
+        return [
+            RawRecord(head + 1 + i, m if p.quarantined is None else json.loads(p.text), p.fingerprint, view, now, p.quarantined)
+            for i, (m, p) in enumerate(zip(messages, prepared, strict=True))
+        ]
 
-    def read_raw(self, session_id: str, start: int = 0) -> list[dict[str, Any]]:
+    def _decode(self, session_id: str, row: tuple[Any, ...], strict: bool) -> RawRecord | None:
+        seq, view, fp, recorded_at, bad, text = row
+        try:
+            value = json.loads(text)
+        except (ValueError, TypeError):
+            value = None
+        if not isinstance(value, dict):
+            message = (
+                f"raw record seq={seq} of session {session_id!r} in {self.path} is corrupt: "
+                f"{'not a JSON object' if value is not None else 'invalid JSON'}"
+            )
+            if strict:
+                raise StoreError(message)
+            log.error("raw_record_skipped", store="sqlite", session_id=session_id, seq=seq, problem="not a JSON object")
+            return None
+        return RawRecord(int(seq), value, fp if fp else fingerprint(value), view or "", recorded_at, bad)
+
+    def read_records(
+        self, session_id: str, after_seq: int = 0, *, view: str | None = None, strict: bool = True
+    ) -> list[RawRecord]:
         validate_session_id(session_id)
-        check_start(start)
-        # One statement = one consistent read snapshot in WAL mode; OFFSET keeps the index
-        # meaning "position in the history" even if rows were removed by hand.
-        rows = self._query(
-            "read_raw",
-            "SELECT seq, json FROM ctxlife_raw WHERE session_id = ? ORDER BY seq LIMIT -1 OFFSET ?",
-            (session_id, start),
-        )
-        out = []
-        for seq, text in rows:
-            try:
-                value = json.loads(text)
-            except ValueError:
-                value = None
-            if not isinstance(value, dict):
+        check_after_seq(after_seq)
+        if view is not None:
+            validate_view(view)
+        if self._expired(session_id):
+            return []
+        # One statement = one consistent read snapshot in WAL mode.
+        if view is None:
+            rows = self._query(
+                "read_records",
+                f"SELECT {_RAW_COLUMNS} FROM ctxlife_raw WHERE session_id = ? AND seq > ? ORDER BY seq",
+                (session_id, after_seq),
+            )
+        else:
+            rows = self._query(
+                "read_records",
+                f"SELECT {_RAW_COLUMNS} FROM ctxlife_raw WHERE session_id = ? AND view = ? AND seq > ? ORDER BY seq",
+                (session_id, view, after_seq),
+            )
+        records = (self._decode(session_id, row, strict) for row in rows)
+        return [r for r in records if r is not None]
+
+    def head(self, session_id: str) -> int:
+        validate_session_id(session_id)
+        if self._expired(session_id):
+            return 0
+        rows = self._query("head", "SELECT COALESCE(MAX(seq), 0) FROM ctxlife_raw WHERE session_id = ?", (session_id,))
+        return int(rows[0][0]) if rows else 0
+
+    def pop_last(self, session_id: str, *, view: str = "") -> RawRecord | None:
+        validate_session_id(session_id)
+        validate_view(view)
+        if self._conn(create=False) is None or self._expired(session_id):
+            return None
+        with self._tx("pop_last") as conn:
+            row = conn.execute(
+                f"SELECT {_RAW_COLUMNS} FROM ctxlife_raw WHERE session_id = ? ORDER BY seq DESC LIMIT 1", (session_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            record = self._decode(session_id, row, strict=True)
+            assert record is not None
+            if record.view != view:
                 raise StoreError(
-                    f"raw message seq={seq} of session {session_id!r} in {self.path} is corrupt (not a JSON object)"
+                    f"cannot pop the last message of view {view!r} in session {session_id!r}: the session's "
+                    f"last record (seq {record.seq}) belongs to view {record.view!r}"
                 )
-            out.append(value)
-        return out
-
-    def raw_length(self, session_id: str) -> int:
-        validate_session_id(session_id)
-        rows = self._query(
-            "raw_length",
-            "SELECT COUNT(*) FROM ctxlife_raw WHERE session_id = ?",
-            (session_id,),
-        )
-        return int(rows[0][0])
+            conn.execute("DELETE FROM ctxlife_raw WHERE session_id = ? AND seq = ?", (session_id, record.seq))
+            self._touch(conn, session_id)
+        return record
 
     # -- sessions --------------------------------------------------------------------------------
 
     def list_sessions(self) -> list[SessionInfo]:
         rows = self._query(
             "list_sessions",
-            "SELECT ids.session_id, COALESCE(r.n, 0), s.updated_at FROM "
+            "SELECT ids.session_id, COALESCE(r.n, 0), s.updated_at, t.touched_at FROM "
             "(SELECT session_id FROM ctxlife_snapshots UNION SELECT session_id FROM ctxlife_raw) ids "
-            "LEFT JOIN (SELECT session_id, COUNT(*) AS n FROM ctxlife_raw GROUP BY session_id) r "
+            "LEFT JOIN (SELECT session_id, MAX(seq) AS n FROM ctxlife_raw GROUP BY session_id) r "
             "ON r.session_id = ids.session_id "
-            "LEFT JOIN ctxlife_snapshots s ON s.session_id = ids.session_id "
+            "LEFT JOIN (SELECT session_id, MAX(updated_at) AS updated_at FROM ctxlife_snapshots GROUP BY session_id) s "
+            "ON s.session_id = ids.session_id "
+            "LEFT JOIN ctxlife_sessions t ON t.session_id = ids.session_id "
             "ORDER BY ids.session_id",
         )
-        return [SessionInfo(sid, int(n), upd) for sid, n, upd in rows]
+        infos = []
+        now = time.time()
+        for sid, n, upd, touched in rows:
+            if self.ttl is not None and touched is not None and now - touched > self.ttl:
+                self.delete(sid)
+                log.info("session_expired", store="sqlite", session_id=sid, ttl_seconds=self.ttl)
+                continue
+            infos.append(SessionInfo(sid, int(n), upd, touched))
+        return infos
+
+    @staticmethod
+    def _delete_rows(conn: sqlite3.Connection, session_id: str) -> int:
+        changed = 0
+        for table in ("ctxlife_snapshots", "ctxlife_raw", "ctxlife_blobs", "ctxlife_sessions"):
+            changed += conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,)).rowcount
+        return changed
 
     def delete(self, session_id: str) -> bool:
         validate_session_id(session_id)
-        changed = 0
+        if self._conn(create=False) is None:
+            return False
         with self._tx("delete") as conn:
+            changed = 0
             for table in ("ctxlife_snapshots", "ctxlife_raw", "ctxlife_blobs"):
                 changed += conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,)).rowcount
+            conn.execute("DELETE FROM ctxlife_sessions WHERE session_id = ?", (session_id,))
         return changed > 0
 
     # -- lock ------------------------------------------------------------------------------------
@@ -423,6 +592,7 @@ class SQLiteStore(SessionStore):
         validate_blob_key(key)
         check_blob_text(session_id, key, text)
         with self._tx("put_blob") as conn:
+            self._touch(conn, session_id)
             conn.execute(
                 "INSERT INTO ctxlife_blobs (session_id, key, text) VALUES (?, ?, ?) "
                 "ON CONFLICT (session_id, key) DO UPDATE SET text = excluded.text",
@@ -432,6 +602,8 @@ class SQLiteStore(SessionStore):
     def get_blob(self, session_id: str, key: str) -> str | None:
         validate_session_id(session_id)
         validate_blob_key(key)
+        if self._expired(session_id):
+            return None
         rows = self._query(
             "get_blob",
             "SELECT text FROM ctxlife_blobs WHERE session_id = ? AND key = ?",

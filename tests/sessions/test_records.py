@@ -1,0 +1,263 @@
+"""The raw-history data model on every store: sequence numbers, fingerprints, views, conditional
+appends, quarantine of unserialisable messages, legacy data, pop, per-view snapshots and ttl."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from ctxlife.errors import SessionIdError, StoreError
+from ctxlife.sessions import (
+    AppendConflictError,
+    RawRecord,
+    SessionStore,
+    Snapshot,
+    fingerprint,
+    open_store,
+    view_id,
+)
+
+
+def msg(role: str, content: Any, **extra: Any) -> dict[str, Any]:
+    return {"role": role, "content": content, **extra}
+
+
+def test_records_get_gap_free_sequence_numbers_fingerprints_views_and_times(store: SessionStore) -> None:
+    t0 = time.time()
+    first = store.append("s", [msg("user", "q0"), msg("assistant", "ok")], view="alice")
+    second = store.append("s", [msg("user", "q0")])  # the same content again: a new record
+    assert [r.seq for r in first + second] == [1, 2, 3]
+    assert [r.view for r in first + second] == ["alice", "alice", ""]
+    assert all(r.recorded_at is not None and t0 - 1 <= r.recorded_at <= time.time() + 1 for r in first + second)
+    records = store.read_records("s")
+    assert records == first + second
+    assert records[0].fingerprint == records[2].fingerprint == fingerprint(msg("user", "q0"))
+    assert records[1].fingerprint != records[0].fingerprint
+    assert store.head("s") == store.raw_length("s") == 3
+    assert store.read_records("s", after_seq=1) == records[1:]
+    assert store.read_records("s", view="alice") == records[:2]
+    assert store.read_records("s", after_seq=1, view="") == records[2:]
+    assert store.read_records("nobody") == [] and store.head("nobody") == 0
+    with pytest.raises(StoreError, match="after_seq"):
+        store.read_records("s", after_seq=-1)
+    with pytest.raises(SessionIdError, match="view"):
+        store.append("s", [msg("user", "x")], view="no spaces allowed")
+
+
+def test_fingerprints_ignore_key_order_but_nothing_else() -> None:
+    assert fingerprint({"role": "user", "content": "hi"}) == fingerprint({"content": "hi", "role": "user"})
+    assert fingerprint({"role": "user", "content": "hi"}) != fingerprint({"role": "user", "content": "hi "})
+    assert fingerprint({"role": "user", "content": 1}) != fingerprint({"role": "user", "content": 1.5})
+    assert len(fingerprint({"role": "user", "content": "\ud800 lone surrogate"})) == 32
+
+
+def test_if_head_appends_only_when_nothing_was_appended_meanwhile(store: SessionStore) -> None:
+    store.append("s", [msg("user", "q0")], if_head=0)
+    with pytest.raises(AppendConflictError) as info:
+        store.append("s", [msg("user", "late")], if_head=0)
+    assert info.value.head == 1 and "after 0" in str(info.value)
+    with pytest.raises(AppendConflictError):
+        store.append("s", [], if_head=5)
+    assert store.append("s", [], if_head=1) == []
+    assert [r.message["content"] for r in store.read_records("s")] == ["q0"]
+
+
+def test_concurrent_conditional_writers_never_share_a_sequence_number(store: SessionStore, store_url: str) -> None:
+    """Eight threads, each with its own store handle, append with if_head and retry on conflict."""
+    errors: list[BaseException] = []
+
+    def worker(w: int) -> None:
+        own = open_store(store_url)
+        try:
+            for i in range(15):
+                while True:
+                    head = own.head("c")
+                    try:
+                        own.append("c", [msg("user", f"{w}-{i}")], view=f"w{w}", if_head=head)
+                        break
+                    except AppendConflictError:
+                        continue
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            own.close()
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    records = store.read_records("c")
+    assert [r.seq for r in records] == list(range(1, 121))
+    assert sorted(r.message["content"] for r in records) == sorted(f"{w}-{i}" for w in range(8) for i in range(15))
+    for w in range(8):  # each writer's own order is kept
+        assert [r.message["content"] for r in records if r.view == f"w{w}"] == [f"{w}-{i}" for i in range(15)]
+
+
+def test_a_message_that_is_not_json_is_quarantined_and_never_blocks_the_batch(store: SessionStore) -> None:
+    bad = [
+        msg("assistant", None, tool_calls=[{"id": "c1", "function": {"name": "f", "arguments": {"x": float("nan")}}}]),
+        msg("tool", b"\xffbinary result", tool_call_id="c1"),
+        msg("user", {"a set"}),
+    ]
+    with structlog.testing.capture_logs():
+        records = store.append("q", [msg("user", "before"), *bad, msg("user", "after")])
+    assert [r.seq for r in records] == [1, 2, 3, 4, 5]
+    stored = store.read_records("q")
+    assert [r.quarantined is None for r in stored] == [True, False, False, False, True]
+    assert "non-finite" in stored[1].quarantined and "bytes" in stored[2].quarantined
+    assert stored[1].message["tool_calls"][0]["function"]["arguments"] == {"x": "NaN"}
+    assert stored[2].message["content"] == "\ufffdbinary result"
+    assert stored[3].message["content"] == ["a set"] or stored[3].message["content"] == "{'a set'}"
+    # The identity of the original message is the identity of its safe form: alignment still finds it.
+    assert [r.fingerprint for r in stored[1:4]] == [fingerprint(m) for m in bad]
+    with pytest.raises(StoreError, match="message 0 .*not JSON-serializable"):
+        store.append_raw("q", [msg("user", math.inf)])  # the strict 0.1 API still refuses
+
+
+def test_pop_last_removes_only_the_sessions_last_record_of_its_view(store: SessionStore) -> None:
+    assert store.pop_last("p") is None
+    store.append("p", [msg("user", "q0"), msg("assistant", "a0")], view="v")
+    store.append("p", [msg("user", "other")], view="w")
+    with pytest.raises(StoreError, match="belongs to view 'w'"):
+        store.pop_last("p", view="v")
+    popped = store.pop_last("p", view="w")
+    assert popped is not None and (popped.seq, popped.message["content"]) == (3, "other")
+    assert store.pop_last("p", view="v").message["content"] == "a0"
+    assert store.head("p") == 1
+    assert store.append("p", [msg("assistant", "a0 again")], view="v")[0].seq == 2  # numbering continues
+
+
+def test_each_view_has_its_own_snapshot(store: SessionStore) -> None:
+    store.save_snapshot(Snapshot(session_id="v", messages=[msg("user", "default")], raw_length=1))
+    store.save_snapshot(Snapshot(session_id="v", view="writer.t1", messages=[msg("user", "writer")], raw_length=2, updated_at=5.0))
+    assert store.load_snapshot("v").messages == [msg("user", "default")]
+    assert store.load_snapshot("v", "writer.t1").messages == [msg("user", "writer")]
+    assert store.load_snapshot("v", "nobody") is None
+    [info] = store.list_sessions()
+    assert info.session_id == "v" and info.updated_at is not None and info.updated_at > 5.0
+    assert store.delete("v")
+    assert store.load_snapshot("v", "writer.t1") is None and store.list_sessions() == []
+
+
+def test_view_ids_are_safe_and_keep_distinct_roles_distinct() -> None:
+    assert view_id() == "" and view_id(None, None) == ""
+    assert view_id("Researcher", 0) == "Researcher.0"
+    a, b = view_id("Senior Researcher"), view_id("Senior-Researcher")
+    assert a != b and a.startswith("Senior-Researcher-")
+    assert view_id("研究员") != view_id("作家")
+    for v in (a, b, view_id("研究员"), view_id("../x"), view_id("." * 5)):
+        Snapshot(session_id="s", view=v, messages=[], raw_length=0)  # valid view names
+
+
+# -- old data written by ctxlife 0.1 ----------------------------------------------------------------
+
+
+OLD_MESSAGES = [msg("user", "q0"), msg("assistant", "a0"), msg("user", "q1")]
+
+
+def _write_legacy(kind: str, url: str, tmp_path: Path, redis_client: Any) -> None:
+    """The bytes ctxlife 0.1 wrote for a session 'old' with three messages and a snapshot."""
+    snapshot = {"format_version": 1, "session_id": "old", "raw_length": 2, "updated_at": 10.0, "meta": {}, "messages": OLD_MESSAGES[:2]}
+    if kind == "file":
+        folder = Path(url.removeprefix("file://"))
+        folder.mkdir(parents=True, mode=0o700)
+        (folder / "old_raw.jsonl").write_text("".join(json.dumps(m) + "\n" for m in OLD_MESSAGES))
+        (folder / "old_ctx.json").write_text(json.dumps(snapshot))
+    elif kind == "sqlite":
+        path = Path(url.removeprefix("sqlite:///"))
+        path.parent.mkdir(parents=True, mode=0o700)
+        with sqlite3.connect(path) as conn:
+            conn.executescript(
+                """
+                CREATE TABLE ctxlife_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                CREATE TABLE ctxlife_snapshots (session_id TEXT PRIMARY KEY, updated_at REAL NOT NULL, json TEXT NOT NULL);
+                CREATE TABLE ctxlife_raw (session_id TEXT NOT NULL, seq INTEGER NOT NULL, json TEXT NOT NULL, UNIQUE (session_id, seq));
+                CREATE TABLE ctxlife_blobs (session_id TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL, PRIMARY KEY (session_id, key));
+                CREATE TABLE ctxlife_locks (session_id TEXT PRIMARY KEY, token TEXT NOT NULL, expires_at REAL NOT NULL);
+                INSERT INTO ctxlife_meta VALUES ('schema_version', '1');
+                """
+            )
+            conn.executemany("INSERT INTO ctxlife_raw VALUES ('old', ?, ?)", [(i, json.dumps(m)) for i, m in enumerate(OLD_MESSAGES)])
+            conn.execute("INSERT INTO ctxlife_snapshots VALUES ('old', 10.0, ?)", (json.dumps(snapshot),))
+        conn.close()
+    else:
+        prefix = url.split("prefix=", 1)[1]
+        redis_client.rpush(f"{prefix}{{old}}:raw", *[json.dumps(m) for m in OLD_MESSAGES])
+        redis_client.set(f"{prefix}{{old}}:ctx", json.dumps(snapshot))
+
+
+def test_history_written_by_ctxlife_0_1_reads_with_positions_as_sequence_numbers(
+    store_kind: str, store_url: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    redis_client = request.getfixturevalue("redis_client") if store_kind == "redis" else None
+    _write_legacy(store_kind, store_url, tmp_path, redis_client)
+    with open_store(store_url) as store:
+        records = store.read_records("old")
+        assert [(r.seq, r.view, r.message) for r in records] == [(1, "", OLD_MESSAGES[0]), (2, "", OLD_MESSAGES[1]), (3, "", OLD_MESSAGES[2])]
+        assert [r.fingerprint for r in records] == [fingerprint(m) for m in OLD_MESSAGES]
+        snapshot = store.load_snapshot("old")
+        assert snapshot is not None and (snapshot.view, snapshot.raw_length) == ("", 2)
+        assert store.read_records("old", after_seq=snapshot.raw_length)[0].message == OLD_MESSAGES[2]
+        new = store.append("old", [msg("assistant", "a1")], if_head=3)
+        assert new[0].seq == 4
+        assert [r.seq for r in store.read_records("old")] == [1, 2, 3, 4]
+        assert [i.message_count for i in store.list_sessions()] == [4]
+
+
+# -- reading creates nothing; ttl --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("store_kind", ["file", "sqlite"])
+def test_opening_and_reading_create_nothing(store_url: str, tmp_path: Path) -> None:
+    before = sorted(tmp_path.rglob("*"))
+    with open_store(store_url) as store:
+        assert store.list_sessions() == []
+        assert store.read_records("s") == [] and store.head("s") == 0
+        assert store.load_snapshot("s", "v") is None and store.get_blob("s", "k") is None
+        assert store.pop_last("s") is None and store.delete("s") is False
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("store_kind", ["file", "sqlite"])
+def test_ttl_expires_idle_sessions_as_a_whole(store_url: str) -> None:
+    url = f"{store_url}?ttl=0.4"
+    with open_store(url) as store:
+        store.append("idle", [msg("user", "q0")])
+        store.save_snapshot(Snapshot(session_id="idle", messages=[msg("user", "q0")], raw_length=1))
+        store.put_blob("idle", "k", "v")
+        store.append("busy", [msg("user", "b0")])
+        time.sleep(0.25)
+        store.append("busy", [msg("user", "b1")])  # a write keeps a session alive
+        time.sleep(0.25)
+        assert store.read_records("idle") == [] and store.load_snapshot("idle") is None and store.get_blob("idle", "k") is None
+        assert [r.message["content"] for r in store.read_records("busy")] == ["b0", "b1"]
+        assert [i.session_id for i in store.list_sessions()] == ["busy"]
+        assert store.append("idle", [msg("user", "again")])[0].seq == 1  # starts over, as in Redis
+    with pytest.raises(StoreError, match="ttl"):
+        open_store(f"{store_url}?ttl=soon")
+
+
+def test_file_store_reads_only_new_bytes_and_notices_a_rewrite_by_another_process(tmp_path: Path) -> None:
+    url = f"file://{tmp_path}"
+    reader, writer = open_store(url), open_store(url)
+    writer.append("s", [msg("user", "x" * 1000) for _ in range(50)])
+    assert len(reader.read_records("s")) == 50
+    writer.append("s", [msg("user", "new")])
+    assert [r.message["content"] for r in reader.read_records("s", after_seq=50)] == ["new"]
+    # Another handle pops the last record and appends a longer one: same file, different bytes
+    # after the offset the reader remembered. The reader must notice.
+    writer.pop_last("s")
+    writer.append("s", [msg("user", "replacement " * 50)])
+    got = reader.read_records("s", after_seq=50)
+    assert [(r.seq, r.message["content"][:11]) for r in got] == [(51, "replacement")]
+    assert isinstance(got[0], RawRecord)
