@@ -134,7 +134,7 @@ class Settings(BaseSettings):
         reg = registry()
         where = f" (in {self._source})" if self._source != "built-in defaults" else ""
         for name in self.strategies:
-            if name not in reg.entries:
+            if name not in reg:
                 raise UnknownStrategyError(f"unknown strategy {name!r} in 'strategies'{where}; {reg.available()}")
         for key, value in (self.model_extra or {}).items():
             if not isinstance(value, dict):
@@ -143,7 +143,7 @@ class Settings(BaseSettings):
                     f"{', '.join(type(self).model_fields)}, and strategy options go in a "
                     f"[strategy_name] table"
                 )
-            if key not in reg.entries:
+            if key not in reg:
                 raise UnknownStrategyError(f"options table [{key}]{where} names no installed strategy; {reg.available()}")
             cls = reg.get(key)
             try:

@@ -255,30 +255,17 @@ class HookRecorder:
 
 
 @contextmanager
-def installed_strategy(strategy_cls: type[ctxlife.Strategy]) -> Iterator[type[ctxlife.Strategy]]:
+def installed_strategy(strategy_cls: type[ctxlife.Strategy[Any]]) -> Iterator[type[ctxlife.Strategy[Any]]]:
     """Make ``strategy_cls`` findable by name in configs for the duration of a block.
 
-    It is added to the process-wide registry as if its package were installed, and
-    removed afterwards, so a test can write ``strategies = ["mine"]`` in a config.
+    It is registered in the process-wide strategy registry ahead of installed packages,
+    and what was there before is restored afterwards, so a test can write
+    ``strategies = ["mine"]`` in a config.
     """
-    from ctxlife.plugins import StrategyEntry, registry
+    from ctxlife.plugins import registry
 
-    reg = registry()
-    name = strategy_cls.name
-    previous_entry = reg.entries.get(name)
-    previous_class = reg._classes.get(name)
-    reg.entries[name] = StrategyEntry(name, f"{strategy_cls.__module__}:{strategy_cls.__qualname__}", "(test)", "0")
-    reg._classes[name] = strategy_cls
-    try:
+    with registry().registered(strategy_cls.name, strategy_cls):
         yield strategy_cls
-    finally:
-        if previous_entry is None:
-            reg.entries.pop(name, None)
-            reg._classes.pop(name, None)
-        else:
-            reg.entries[name] = previous_entry
-            if previous_class is not None:
-                reg._classes[name] = previous_class
 
 
 def synthetic_session(calls: int = 300, *, seed: int = 7, result_rows: int = 12) -> list[dict[str, Any]]:
