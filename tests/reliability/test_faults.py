@@ -115,12 +115,8 @@ def registered_summarizer(name: str, factory: Any) -> Iterator[None]:
 
 @contextlib.contextmanager
 def store_scheme(scheme: str, factory: Any) -> Iterator[None]:
-    sessions.register_store_scheme(scheme, factory, replace=True)
-    try:
+    with sessions.REGISTRY.registered(scheme, factory):
         yield
-    finally:
-        with sessions._factories_lock:
-            sessions._factories.pop(scheme, None)
 
 
 def failure_events(events: list[dict[str, Any]], strategy: str | None = None) -> list[dict[str, Any]]:
