@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ctxlife.config import Settings, load_settings
     from ctxlife.host import Host, Report
     from ctxlife.integrations.crewai import completion_for_model, unwrap, wrap
-    from ctxlife.strategy import Options, SharedSettings, Strategy, ToolSpec
+    from ctxlife.strategy import NonBlankStr, Options, SharedSettings, Strategy, ToolSpec
     from ctxlife.tokens import TokenCounter
 
 __version__ = "0.1.0"
@@ -50,6 +50,7 @@ __all__ = [
     "Host",
     "InvalidMessagesError",
     "LLMCallContext",
+    "NonBlankStr",
     "Options",
     "PluginConflictError",
     "PluginError",
@@ -78,6 +79,7 @@ _LAZY = {
     "Options": "ctxlife.strategy",
     "ToolSpec": "ctxlife.strategy",
     "SharedSettings": "ctxlife.strategy",
+    "NonBlankStr": "ctxlife.strategy",
     "manage": "ctxlife.api",
     "load_settings": "ctxlife.config",
     "Settings": "ctxlife.config",

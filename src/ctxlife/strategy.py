@@ -8,9 +8,9 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic
+from typing import Annotated, Any, ClassVar, Generic
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 from typing_extensions import TypeVar
 
 from ctxlife.errors import PluginError
@@ -29,6 +29,17 @@ class Options(BaseModel):
 
 #: The options type of a strategy. Unparameterized (``class X(ctxlife.Strategy)``) it is ``Any``,
 #: so strategies written before ``Strategy`` was generic type-check as they did.
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must be a non-empty string")
+    return value
+
+
+#: A string option (or list item, or table key) that must not be empty or only whitespace:
+#: ``files: list[ctxlife.NonBlankStr]``.
+NonBlankStr = Annotated[str, AfterValidator(_not_blank)]
+
+
 OptionsT = TypeVar("OptionsT", bound=Options, default=Any)
 _BaseOptions = Options  # the name "Options" is shadowed inside Strategy's body
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 import ctxlife
 
@@ -38,25 +38,17 @@ class Bootstrap(ctxlife.Strategy):
             "",
             description="Inline text to inject. May use {agent_role}, {session_id} and {date}.",
         )
-        files: list[str] = Field(
+        files: list[ctxlife.NonBlankStr] = Field(
             default_factory=list,
             description=(
                 "Markdown or text files to inject after the text, in order. Relative paths are "
                 "relative to the config file's directory (the working directory without a file)."
             ),
         )
-        agents: list[str] = Field(
+        agents: list[ctxlife.NonBlankStr] = Field(
             default_factory=list,
             description="Roles of the agents to inject into (case-insensitive). Empty: every agent.",
         )
-
-        @field_validator("files", "agents")
-        @classmethod
-        def _non_empty(cls, value: list[str]) -> list[str]:
-            for item in value:
-                if not item.strip():
-                    raise ValueError("entries must be non-empty strings")
-            return value
 
     options: Options
 

@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 import ctxlife
 from ctxlife.summarizers import SummaryRequest, available_summarizers, get_summarizer, truncate_to_tokens
@@ -55,7 +55,7 @@ class TaskScope(ctxlife.Strategy):
                 '"isolate" (nothing) or "full" (everything, CrewAI\'s behaviour).'
             ),
         )
-        tasks: dict[str, Policy] = Field(
+        tasks: dict[ctxlife.NonBlankStr, Policy] = Field(
             default_factory=dict,
             description=(
                 "Per-task policies: a table of task name (or 0-based task index) = policy; "
@@ -75,14 +75,6 @@ class TaskScope(ctxlife.Strategy):
                 "(the agent's model when the framework offers one, else extractive)."
             ),
         )
-
-        @field_validator("tasks")
-        @classmethod
-        def _check_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
-            for key in value:
-                if not key.strip():
-                    raise ValueError("task names in the tasks table must be non-empty")
-            return value
 
     options: Options
 

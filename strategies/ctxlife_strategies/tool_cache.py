@@ -25,7 +25,7 @@ import unicodedata
 from collections import OrderedDict
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 import ctxlife
 
@@ -59,7 +59,7 @@ class ToolCache(ctxlife.Strategy):
     name = "tool_cache"
 
     class Options(ctxlife.Options):
-        tools: list[str] = Field(
+        tools: list[ctxlife.NonBlankStr] = Field(
             default_factory=list,
             description=(
                 "The tools whose results may be reused (read-only, deterministic ones). "
@@ -76,14 +76,6 @@ class ToolCache(ctxlife.Strategy):
             ge=1,
             description="Most results cached per session; the least recently used is dropped first.",
         )
-
-        @field_validator("tools")
-        @classmethod
-        def _check_tools(cls, value: list[str]) -> list[str]:
-            for item in value:
-                if not item.strip():
-                    raise ValueError("tool names must be non-empty strings")
-            return value
 
     options: Options
 
