@@ -208,7 +208,13 @@ def _explain_settings_errors(exc: ValidationError, where: str) -> str:
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    """Parse a TOML file; errors name the file and the line."""
+    """Parse a TOML file; errors name the file and the line.
+
+    Not pydantic-settings' TomlConfigSettingsSource / PyprojectTomlConfigSettingsSource: on a
+    malformed file they raise tomllib's bare "Invalid value (at line 2, column 13)" without the
+    file's name, and they silently skip a missing file or a pyproject.toml without [tool.ctxlife],
+    where a user who named a config wants to hear about it.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
