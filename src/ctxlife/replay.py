@@ -56,7 +56,6 @@ class ReplayResult:
     context_window: int
     threshold: float
     rows: list[CallRow] = field(default_factory=list)
-    final_context: list[dict[str, Any]] = field(default_factory=list)
     facts_total: int = 0
     facts_kept: int = 0
     tool_tokens_saved: int = 0
@@ -277,7 +276,6 @@ def _replay(conversation: Conversation, host: Host, context_window: int) -> Repl
                 result.tool_tokens_saved += counter.count_text(message["content"]) - counter.count_text(ctx.result)
                 message = {**message, "content": ctx.result}
         live.append(message)
-    result.final_context = live
     facts = ledger_facts(recorded)
     result.facts_total = len(facts)
     result.facts_kept = len(facts) - len(facts_missing_from(facts, context_text(live)))
