@@ -384,6 +384,7 @@ def _chart(records: list[CallRecord], path: Path, restart_at: int) -> bool:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError:
         print("matplotlib is not installed: no chart (pip install 'ctxlife[plot]')")
         return False
@@ -400,7 +401,9 @@ def _chart(records: list[CallRecord], path: Path, restart_at: int) -> bool:
         ax.axvline(restart - 0.5, color="#2ca02c", linestyle=":", label="restart (new process)")
     ax.set_xlabel("model call")
     ax.set_ylabel("context tokens")
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    locator = ax.xaxis.get_major_locator()  # the default AutoLocator is a MaxNLocator
+    if isinstance(locator, MaxNLocator):
+        locator.set_params(integer=True)
     ax.set_title("ctxlife demo: context tokens per model call")
     ax.legend(fontsize=8)
     fig.tight_layout()

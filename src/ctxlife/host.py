@@ -119,7 +119,7 @@ class Host:
         self._impls: dict[str, list[tuple[str, Any]]] = {}
         position = {name: i for i, name in enumerate(self._plugin_names)}
         for hook in hookspecs.HOOK_NAMES:
-            impls = [(self._pm.get_name(impl.plugin), impl) for impl in getattr(self._pm.hook, hook).get_hookimpls()]
+            impls = [(self._pm.get_name(impl.plugin) or "", impl) for impl in getattr(self._pm.hook, hook).get_hookimpls()]
             for name, impl in impls:
                 if impl.hookwrapper or getattr(impl, "wrapper", False):
                     raise PluginError(
@@ -127,8 +127,7 @@ class Host:
                         "on its own (to roll back its edit alone), so use a plain @ctxlife.hookimpl, with "
                         "tryfirst=True or trylast=True to run before or after the others"
                     )
-            group = lambda impl: 0 if impl.tryfirst else 2 if impl.trylast else 1  # noqa: E731
-            self._impls[hook] = sorted(impls, key=lambda pair: (group(pair[1]), position[pair[0]]))
+            self._impls[hook] = sorted(impls, key=lambda pair: (_order_group(pair[1]), position[pair[0]]))
         self.store = next((s for s in (strategy.session_store() for strategy in self.strategies) if s is not None), None)
         self._counters: dict[str | None, TokenCounter] = {}
         self._state: dict[tuple[str, str | None], dict[str, Any]] = {}
@@ -504,6 +503,11 @@ class Host:
                 strategy.close()
             except Exception as exc:  # noqa: BLE001 - closing must not mask the caller's outcome
                 emit("error", "ctxlife.strategy_close_failed", strategy=strategy.name, error=f"{type(exc).__name__}: {exc}")
+
+
+def _order_group(impl: Any) -> int:
+    """Implementations marked tryfirst run first, trylast last, the rest in between."""
+    return 0 if impl.tryfirst else 2 if impl.trylast else 1
 
 
 def _kept_latest_user(before: list[dict[str, Any]], index: int, after: list[dict[str, Any]]) -> bool:

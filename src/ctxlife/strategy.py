@@ -173,8 +173,7 @@ def create_strategy(cls: type[Strategy[Any]], options: _BaseOptions, settings: S
         inspect.signature(cls).bind(options, settings)
     except TypeError:
         raise PluginError(
-            f"{where}: __init__ must accept (options=None, settings=None) and call "
-            "super().__init__(options, settings)"
+            f"{where}: __init__ must accept (options=None, settings=None) and call super().__init__(options, settings)"
         ) from None
     strategy = cls(options, settings)
     if not isinstance(getattr(strategy, "options", None), cls.Options):

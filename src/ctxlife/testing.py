@@ -86,7 +86,9 @@ def tool_result(call_id: str, content: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
-def conversation(rounds: int, *, tools_per_round: int = 0, system_prompt: str = "You are a helpful agent.", result_size: int = 40) -> list[dict[str, Any]]:
+def conversation(
+    rounds: int, *, tools_per_round: int = 0, system_prompt: str = "You are a helpful agent.", result_size: int = 40
+) -> list[dict[str, Any]]:
     """A synthetic valid conversation: ``rounds`` user turns, each with tool units and an answer."""
     messages = [system(system_prompt)]
     for r in range(rounds):
@@ -121,7 +123,11 @@ class HookRecorder:
         self._lock = threading.Lock()
 
     def _record(self, hook: str, ctx: HookContext) -> None:
-        snapshot = {k: copy.deepcopy(v) for k, v in vars(ctx).items() if not k.startswith("_") and k not in {"tokens", "complete", "actions", "state"}}
+        snapshot = {
+            k: copy.deepcopy(v)
+            for k, v in vars(ctx).items()
+            if not k.startswith("_") and k not in {"tokens", "complete", "actions", "state"}
+        }
         with self._lock:
             self.calls.append(HookCall(hook, ctx, snapshot))
 

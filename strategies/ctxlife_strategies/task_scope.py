@@ -32,7 +32,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 import ctxlife
-from ctxlife.summarizers import SummaryRequest, available_summarizers, get_summarizer, truncate_to_tokens
+from ctxlife.summarizers import Summarizer, SummaryRequest, available_summarizers, get_summarizer, truncate_to_tokens
 
 Policy = Literal["carry", "isolate", "full"]
 _DIVIDER_RE = re.compile(r"\n\n-{3,}\n\n")  # how CrewAI separates the outputs it passes on
@@ -89,7 +89,7 @@ class TaskScope(ctxlife.Strategy):
                     f"strategy 'task_scope' option 'summarizer': unknown summarizer {opts.summarizer!r}; "
                     f"available: {', '.join(available_summarizers())}"
                 )
-            self._custom = get_summarizer(opts.summarizer)
+            self._custom: Summarizer | None = get_summarizer(opts.summarizer)
         else:
             self._custom = None
 
@@ -162,7 +162,7 @@ class TaskScope(ctxlife.Strategy):
 
     def outputs(self, ctx: Any) -> list[dict[str, Any]]:
         """The session's recorded task outputs, oldest first (loaded from the session store once)."""
-        outputs = ctx.state.get("outputs")
+        outputs: list[dict[str, Any]] | None = ctx.state.get("outputs")
         if outputs is None:
             outputs = []
             if getattr(ctx, "store", None) is not None and ctx.session_id:

@@ -22,8 +22,8 @@ import contextvars
 import functools
 import os
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from ctxlife.api import resolve_settings
 from ctxlife.config import Settings
@@ -33,6 +33,7 @@ from ctxlife.events import emit
 from ctxlife.host import Host
 from ctxlife.strategy import ToolSpec
 
+_Result = TypeVar("_Result")
 ADAPTER_ATTR = "_ctxlife_adapter"
 _KICKOFF_METHODS = ("kickoff", "kickoff_async", "akickoff", "kickoff_for_each", "kickoff_for_each_async", "akickoff_for_each")
 
@@ -231,7 +232,7 @@ class CrewAdapter:
 
     # -- CrewAI handlers (CrewAI swallows exceptions here, so each logs its own) --------
 
-    def _guard(self, point: str, fn: Any, *args: Any) -> Any:
+    def _guard(self, point: str, fn: Callable[..., _Result], *args: Any) -> _Result | None:
         try:
             return fn(*args)
         except Exception as exc:  # noqa: BLE001 - CrewAI would swallow it silently
