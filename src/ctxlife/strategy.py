@@ -188,7 +188,7 @@ def describe_options(strategy_cls: type[Strategy[Any]]) -> list[dict[str, Any]]:
     """One dict per option of a strategy: name, type, default, description."""
     rows = []
     for key, info in strategy_cls.Options.model_fields.items():
-        annotation = info.annotation
+        annotation = _without_metadata(info.annotation)
         if typing.get_origin(annotation) is None and isinstance(annotation, type):
             type_name = annotation.__name__
         else:
@@ -203,3 +203,13 @@ def describe_options(strategy_cls: type[Strategy[Any]]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _without_metadata(annotation: Any) -> Any:
+    """``list[Annotated[str, ...]]`` -> ``list[str]``: validators are not part of an option's type name."""
+    if typing.get_origin(annotation) is Annotated:
+        return _without_metadata(typing.get_args(annotation)[0])
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (list, dict, set, frozenset, tuple) and args:
+        return origin[tuple(_without_metadata(a) for a in args)]
+    return annotation
