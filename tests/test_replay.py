@@ -32,6 +32,7 @@ def config(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_a_json_list_replays_call_by_call_with_totals(tmp_path, config):
     messages = synthetic_session(40)
     file = tmp_path / "chat.json"

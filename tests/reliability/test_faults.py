@@ -521,6 +521,7 @@ def test_redis_killed_mid_session_loses_nothing(redis_server):
     host.close()
 
 
+@pytest.mark.slow
 def test_frozen_redis_with_a_socket_timeout_in_the_url_fails_fast(redis_server, events):
     """A SIGSTOPped server (a network partition) with ?socket_timeout=1: calls proceed after ~1 s."""
     server = redis_server()
@@ -545,6 +546,7 @@ def test_frozen_redis_with_a_socket_timeout_in_the_url_fails_fast(redis_server, 
     host.close()
 
 
+@pytest.mark.slow
 def test_frozen_redis_without_a_timeout_does_not_hang_the_agent(redis_server):
     server = redis_server()
     host = Host(

@@ -212,6 +212,7 @@ def test_tau_bench_trajectories_stay_valid_and_keep_their_facts(tau_bench):
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
 def test_real_llm_path_over_http_success_slow_and_failing_servers():
     base = {"summarizer": None, "model": "openai/test-summarizer", "timeout_seconds": 20.0}
     with openai_server(text_reply("The user checked reservations RS000X to RS009X; all confirmed.")) as server:
