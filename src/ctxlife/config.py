@@ -37,9 +37,7 @@ ENV_PREFIX = "CTXLIFE_"
 DEFAULT_FILE = "ctxlife.toml"
 _LINE_RE = re.compile(r"\(at line (\d+), column (\d+)\)")
 # Where the settings being built come from; validation runs inside the constructor.
-_current_source: contextvars.ContextVar[str] = contextvars.ContextVar(
-    "ctxlife_config_source", default="built-in defaults"
-)
+_current_source: contextvars.ContextVar[str] = contextvars.ContextVar("ctxlife_config_source", default="built-in defaults")
 
 
 class Settings(BaseSettings):
@@ -56,7 +54,9 @@ class Settings(BaseSettings):
         default_factory=lambda: ["truncate_last_n"],
         description="Active strategies, called in this order at every node.",
     )
-    threshold: float = Field(0.4, gt=0, le=1, description='Share of the context window that counts as "too full".')
+    threshold: float = Field(
+        0.4, gt=0, le=1, description='Share of the context window that counts as "too full".'
+    )
     context_window: int | None = Field(
         None, gt=0, description="Context window in tokens; overrides what the framework reports."
     )
@@ -144,9 +144,7 @@ class Settings(BaseSettings):
                     f"[strategy_name] table"
                 )
             if key not in reg:
-                raise UnknownStrategyError(
-                    f"options table [{key}]{where} names no installed strategy; {reg.available()}"
-                )
+                raise UnknownStrategyError(f"options table [{key}]{where} names no installed strategy; {reg.available()}")
             cls = reg.get(key)
             try:
                 self._options[key] = cls.Options.model_validate(value)
@@ -193,7 +191,9 @@ def _explain_option_errors(strategy: str, exc: ValidationError, where: str) -> s
         if error["type"] == "extra_forbidden":
             lines.append(f"strategy {strategy!r} has no option {key!r}{source}")
         else:
-            lines.append(f"strategy {strategy!r} option {key!r}{source}: {error['msg']} (got {error.get('input')!r})")
+            lines.append(
+                f"strategy {strategy!r} option {key!r}{source}: {error['msg']} (got {error.get('input')!r})"
+            )
     return "; ".join(lines)
 
 
@@ -282,3 +282,5 @@ def settings_from_dict(data: dict[str, Any], *, source: str = "a dict") -> Setti
         raise ConfigError(_explain_settings_errors(exc, where)) from None
     finally:
         _current_source.reset(token)
+
+

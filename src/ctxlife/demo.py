@@ -43,30 +43,19 @@ def sandbox_files() -> dict[str, str]:
     csv_rows = ["date,region,sku,units,revenue_usd,channel"]
     for i in range(140):
         units = 20 + (i * 37) % 180
-        csv_rows.append(
-            f"2024-11-{18 + i % 7:02d},{regions[i % 6]},SKU-{300 + i % 45},{units},{units * (19 + i % 7)}.00,{'online' if i % 3 else 'retail'}"
-        )
+        csv_rows.append(f"2024-11-{18 + i % 7:02d},{regions[i % 6]},SKU-{300 + i % 45},{units},{units * (19 + i % 7)}.00,{'online' if i % 3 else 'retail'}")
     standup = ["# Stand-up notes, week 47", ""]
     for day, name in enumerate(["Mon", "Tue", "Wed", "Thu", "Fri"]):
-        standup += [
-            f"## {name} 2024-11-{18 + day}",
-            f"- Shipped F-{210 + day * 3} (checkout redesign, part {day + 1}).",
-            f"- Blocked: payment sandbox outage, ticket INC-{4400 + day}; owner: lin.wei@example.com.",
-            f"- QA found {3 + day} regressions in the mobile build {day + 2}.{day}.0; fix ETA 2024-11-{22 + day}.",
-            "",
-        ]
+        standup += [f"## {name} 2024-11-{18 + day}", f"- Shipped F-{210 + day * 3} (checkout redesign, part {day + 1}).",
+                    f"- Blocked: payment sandbox outage, ticket INC-{4400 + day}; owner: lin.wei@example.com.",
+                    f"- QA found {3 + day} regressions in the mobile build {day + 2}.{day}.0; fix ETA 2024-11-{22 + day}.", ""]
     log = []
     for i in range(160):
         prio = "P1" if i % 23 == 0 else ("P2" if i % 5 == 0 else "P3")
-        log.append(
-            f"2024-11-{18 + i % 5:02d}T{8 + i % 10:02d}:{(i * 7) % 60:02d}Z ticket=TCK-{7000 + i} prio={prio} order=ORD-{52000 + i * 3} "
-            f'customer=cust_{1000 + i} status={"open" if i % 4 else "closed"} msg="{"refund delayed" if i % 2 else "login failure"} after update"'
-        )
-    roadmap = ["# Roadmap Q4", ""] + [
-        f"- M{i}: {['checkout v2', 'loyalty points', 'EU tax engine', 'offline mode', 'partner API'][i % 5]} "
-        f"in region {regions[i % 6]}, due 2024-12-{2 + i:02d}, budget ${40 + i * 5}k"
-        for i in range(24)
-    ]
+        log.append(f"2024-11-{18 + i % 5:02d}T{8 + i % 10:02d}:{(i * 7) % 60:02d}Z ticket=TCK-{7000 + i} prio={prio} order=ORD-{52000 + i * 3} "
+                   f"customer=cust_{1000 + i} status={'open' if i % 4 else 'closed'} msg=\"{'refund delayed' if i % 2 else 'login failure'} after update\"")
+    roadmap = ["# Roadmap Q4", ""] + [f"- M{i}: {['checkout v2', 'loyalty points', 'EU tax engine', 'offline mode', 'partner API'][i % 5]} "
+                                      f"in region {regions[i % 6]}, due 2024-12-{2 + i:02d}, budget ${40 + i * 5}k" for i in range(24)]
     return {
         "sales_w47.csv": "\n".join(csv_rows),
         "standup_w47.md": "\n".join(standup),
@@ -108,11 +97,7 @@ def _recall_from_context(query: str) -> Callable[[list[dict[str, Any]]], str]:
         refs = re.findall(r"to_[0-9a-f]{16}", "\n".join(str(m.get("content") or "") for m in messages))
         if not refs:
             return _final("I could not find the full log any more.")
-        return _react(
-            "ctxlife_recall",
-            {"ref": refs[-1], "start": "0", "query": query},
-            "The log was shortened; I'll search the full text.",
-        )
+        return _react("ctxlife_recall", {"ref": refs[-1], "start": "0", "query": query}, "The log was shortened; I'll search the full text.")
 
     return reply
 
@@ -120,84 +105,26 @@ def _recall_from_context(query: str) -> Callable[[list[dict[str, Any]]], str]:
 def scripted_replies() -> list[list[Any]]:
     """Per turn, the scripted model's replies (ReAct text, or a function of the messages)."""
     return [
-        [
-            _react(
-                "read_sandbox_file",
-                {"name": "sales_w47.csv"},
-                "Rule: confirm the data format first. I'll read the file.",
-            ),
-            _final(
-                "sales_w47.csv is a CSV with 140 rows and columns date, region, sku, units, revenue_usd, channel (2024-11-18 to 2024-11-24). Is this the format you expected before I analyse it?"
-            ),
-        ],
-        [
-            _final(
-                "Central led revenue this week, ahead of Coast and North; online sales were about two thirds of units."
-            )
-        ],
-        [
-            _react("read_sandbox_file", {"name": "standup_w47.md"}, "I'll read the stand-up notes."),
-            _final(
-                "The notes cover Mon-Fri: F-210 to F-222 shipped; the payment sandbox outage blocked work all week."
-            ),
-        ],
-        [
-            _final(
-                "Blockers: payment sandbox outage (INC-4400 to INC-4404), owner lin.wei@example.com; mobile regressions with fixes due 2024-11-22 to 2024-11-26."
-            )
-        ],
-        [
-            _react("read_sandbox_file", {"name": "tickets_w47.log"}, "I'll read the support log."),
-            _final(
-                "The log has 160 tickets from 2024-11-18 to 2024-11-22, mostly P3; it was shortened, I can search it."
-            ),
-        ],
-        [
-            _recall_from_context("prio=P1"),
-            _final(
-                "There were 7 P1 tickets: TCK-7000, TCK-7023, TCK-7046, TCK-7069, TCK-7092, TCK-7115, TCK-7138, on orders ORD-52000, ORD-52069, ORD-52138, ORD-52207, ORD-52276, ORD-52345, ORD-52414."
-            ),
-        ],
-        [
-            _react("read_sandbox_file", {"name": "roadmap_q4.md"}, "I'll read the roadmap."),
-            _final(
-                "The Q4 roadmap has 24 milestones M0-M23 due 2024-12-02 to 2024-12-25; next up: checkout v2 (M0) and loyalty points (M1)."
-            ),
-        ],
-        [
-            _react(
-                "write_sandbox_file",
-                {
-                    "name": "weekly_report_w47.md",
-                    "content": "# Weekly report W47\n## Summary\n- Revenue led by Central.\n- F-210..F-222 shipped; payment sandbox outage (INC-4400).\n- 7 P1 tickets.\n## Next week\n- M0 checkout v2, M1 loyalty points.\n",
-                },
-                "Summary first, then plans, as the user prefers.",
-            ),
-            _final(
-                "Saved weekly_report_w47.md: summary first (revenue, shipped features, outage, 7 P1 tickets), then next week's plans (M0, M1)."
-            ),
-        ],
-        [
-            _final(
-                "Central led revenue. The P1 orders were ORD-52000, ORD-52069, ORD-52138, ORD-52207, ORD-52276, ORD-52345 and ORD-52414."
-            )
-        ],
-        [
-            _react("read_sandbox_file", {"name": "weekly_report_w47.md"}, "I'll open the report first."),
-            _react(
-                "write_sandbox_file",
-                {
-                    "name": "weekly_report_w47.md",
-                    "content": "# Weekly report W47\n## Summary\n- Revenue led by Central.\n- F-210..F-222 shipped; payment sandbox outage (INC-4400).\n- 7 P1 tickets: TCK-7000, TCK-7023, TCK-7046, TCK-7069, TCK-7092, TCK-7115, TCK-7138.\n## Next week\n- M0 checkout v2, M1 loyalty points.\n",
-                },
-                "Now add the ticket numbers.",
-            ),
-            _final("Added the seven P1 ticket numbers (TCK-7000 ... TCK-7138) to weekly_report_w47.md."),
-        ],
-        [
-            _react("read_sandbox_file", {"name": "sales_w47.csv"}, "I need the revenue column again."),
-            _final("Total revenue for 2024-11-18 to 2024-11-24 was about $439k across 140 rows."),
-        ],
+        [_react("read_sandbox_file", {"name": "sales_w47.csv"}, "Rule: confirm the data format first. I'll read the file."),
+         _final("sales_w47.csv is a CSV with 140 rows and columns date, region, sku, units, revenue_usd, channel (2024-11-18 to 2024-11-24). Is this the format you expected before I analyse it?")],
+        [_final("Central led revenue this week, ahead of Coast and North; online sales were about two thirds of units.")],
+        [_react("read_sandbox_file", {"name": "standup_w47.md"}, "I'll read the stand-up notes."),
+         _final("The notes cover Mon-Fri: F-210 to F-222 shipped; the payment sandbox outage blocked work all week.")],
+        [_final("Blockers: payment sandbox outage (INC-4400 to INC-4404), owner lin.wei@example.com; mobile regressions with fixes due 2024-11-22 to 2024-11-26.")],
+        [_react("read_sandbox_file", {"name": "tickets_w47.log"}, "I'll read the support log."),
+         _final("The log has 160 tickets from 2024-11-18 to 2024-11-22, mostly P3; it was shortened, I can search it.")],
+        [_recall_from_context("prio=P1"),
+         _final("There were 7 P1 tickets: TCK-7000, TCK-7023, TCK-7046, TCK-7069, TCK-7092, TCK-7115, TCK-7138, on orders ORD-52000, ORD-52069, ORD-52138, ORD-52207, ORD-52276, ORD-52345, ORD-52414.")],
+        [_react("read_sandbox_file", {"name": "roadmap_q4.md"}, "I'll read the roadmap."),
+         _final("The Q4 roadmap has 24 milestones M0-M23 due 2024-12-02 to 2024-12-25; next up: checkout v2 (M0) and loyalty points (M1).")],
+        [_react("write_sandbox_file", {"name": "weekly_report_w47.md", "content": "# Weekly report W47\n## Summary\n- Revenue led by Central.\n- F-210..F-222 shipped; payment sandbox outage (INC-4400).\n- 7 P1 tickets.\n## Next week\n- M0 checkout v2, M1 loyalty points.\n"}, "Summary first, then plans, as the user prefers."),
+         _final("Saved weekly_report_w47.md: summary first (revenue, shipped features, outage, 7 P1 tickets), then next week's plans (M0, M1).")],
+        [_final("Central led revenue. The P1 orders were ORD-52000, ORD-52069, ORD-52138, ORD-52207, ORD-52276, ORD-52345 and ORD-52414.")],
+        [_react("read_sandbox_file", {"name": "weekly_report_w47.md"}, "I'll open the report first."),
+         _react("write_sandbox_file", {"name": "weekly_report_w47.md", "content": "# Weekly report W47\n## Summary\n- Revenue led by Central.\n- F-210..F-222 shipped; payment sandbox outage (INC-4400).\n- 7 P1 tickets: TCK-7000, TCK-7023, TCK-7046, TCK-7069, TCK-7092, TCK-7115, TCK-7138.\n## Next week\n- M0 checkout v2, M1 loyalty points.\n"}, "Now add the ticket numbers."),
+         _final("Added the seven P1 ticket numbers (TCK-7000 ... TCK-7138) to weekly_report_w47.md.")],
+        [_react("read_sandbox_file", {"name": "sales_w47.csv"}, "I need the revenue column again."),
+         _final("Total revenue for 2024-11-18 to 2024-11-24 was about $439k across 140 rows.")],
         [_final("You're welcome! The report is in weekly_report_w47.md. Have a good weekend.")],
     ]
 
@@ -240,9 +167,7 @@ def build_crew(llm: Any, sandbox: Path) -> Any:
         tools=[read_sandbox_file, write_sandbox_file],
         verbose=False,
     )
-    task = Task(
-        description="The user says: {message}", expected_output="A helpful, precise reply to the user.", agent=agent
-    )
+    task = Task(description="The user says: {message}", expected_output="A helpful, precise reply to the user.", agent=agent)
     return Crew(agents=[agent], tasks=[task], verbose=False)
 
 
@@ -286,9 +211,7 @@ class Tracker:
     @hookimpl
     def ctxlife_after_tool_call(self, ctx: Any) -> None:
         if ctx.tool_name == "ctxlife_recall" and ctx.result is not None:
-            self.console.print(
-                f"   [cyan]ctxlife_recall[/cyan]: the agent read back {ctx.tokens.count_text(ctx.result):,} tokens of a shortened result"
-            )
+            self.console.print(f"   [cyan]ctxlife_recall[/cyan]: the agent read back {ctx.tokens.count_text(ctx.result):,} tokens of a shortened result")
             return
         raw = ctx.raw_result if isinstance(ctx.raw_result, str) else None
         if raw is None or ctx.result is None or ctx.skipped_by is not None:
@@ -296,42 +219,24 @@ class Tracker:
         full, shown = ctx.tokens.count_text(raw), ctx.tokens.count_text(ctx.result)
         if shown < full:
             self.tool_extra += full - shown
-            self.console.print(
-                f"   [cyan]tool_output[/cyan]: {ctx.tool_name} result capped {full:,} -> {shown:,} tokens (the full text stays readable with ctxlife_recall)"
-            )
+            self.console.print(f"   [cyan]tool_output[/cyan]: {ctx.tool_name} result capped {full:,} -> {shown:,} tokens (the full text stays readable with ctxlife_recall)")
 
     def on_report(self, report: Any) -> None:
         if report.node != "before_llm_call":
             return
         store = self.host.store
         raw = store.read_raw(SESSION_ID) if store is not None else []
-        unmanaged = max(
-            report.tokens_before, self.system_tokens + self.host.counter().count_messages(raw) + self.tool_extra
-        )
-        record = CallRecord(
-            self.turn,
-            report.tokens_after,
-            unmanaged,
-            [f"{a.strategy}:{a.what}" for a in report.actions if a.what != "skipped"],
-        )
+        unmanaged = max(report.tokens_before, self.system_tokens + self.host.counter().count_messages(raw) + self.tool_extra)
+        record = CallRecord(self.turn, report.tokens_after, unmanaged, [f"{a.strategy}:{a.what}" for a in report.actions if a.what != "skipped"])
         number = self.calls_before + len(self.records) + 1
-        lines = [
-            f"   call {number:>2}: {report.tokens_before:>6,} -> {report.tokens_after:>6,} tokens sent ({report.tokens_after / report.context_window:.0%} of the window)"
-        ]
+        lines = [f"   call {number:>2}: {report.tokens_before:>6,} -> {report.tokens_after:>6,} tokens sent ({report.tokens_after / report.context_window:.0%} of the window)"]
         if report.tokens_before > report.budget and not self.crossed:
             self.crossed = True
-            lines.append(
-                f"   [yellow]the context crossed the {self.host.settings.threshold:.0%} line ({report.budget:,} tokens)[/yellow]"
-            )
+            lines.append(f"   [yellow]the context crossed the {self.host.settings.threshold:.0%} line ({report.budget:,} tokens)[/yellow]")
         for action in report.actions:
             d = action.details
             if action.what == "compacted":
-                record.details = {
-                    "before": d["tokens_before"],
-                    "after": d["tokens_after"],
-                    "facts_found": d["facts_found"],
-                    "facts_kept": d["facts_kept"],
-                }
+                record.details = {"before": d["tokens_before"], "after": d["tokens_after"], "facts_found": d["facts_found"], "facts_kept": d["facts_kept"]}
                 lines.append(
                     f"   [magenta]llm_summary[/magenta]: compacted {d['tokens_before']:,} -> {d['tokens_after']:,} tokens; "
                     f"{d['evicted_messages']} messages summarized, key facts kept {d['facts_kept']}/{d['facts_found']}"
@@ -384,9 +289,7 @@ def run_turns(
     host.listeners.append(tracker.on_report)
     if first == 0:
         text = host.bootstrap_text(agent_role=ROLE)
-        console.print(
-            f"[bold]bootstrap[/bold]: {host.counter().count_text(text)} tokens of profile and rules go into XiaoPaw's system prompt:"
-        )
+        console.print(f"[bold]bootstrap[/bold]: {host.counter().count_text(text)} tokens of profile and rules go into XiaoPaw's system prompt:")
         console.print("   [dim]" + text.replace("\n", "\n   ") + "[/dim]")
     for turn in range(first, last):
         tracker.turn = turn
@@ -407,13 +310,7 @@ def default_config_path() -> Path | None:
     return next((p for p in candidates if p.is_file()), None)
 
 
-def run_demo(
-    config: str | None = None,
-    model: str | None = None,
-    turns: int | None = None,
-    workspace: str = "workspace",
-    chart: str | None = None,
-) -> int:
+def run_demo(config: str | None = None, model: str | None = None, turns: int | None = None, workspace: str = "workspace", chart: str | None = None) -> int:
     from rich.console import Console
 
     console = Console()
@@ -424,10 +321,8 @@ def run_demo(
     ws = Path(workspace)
     _fresh_workspace(ws)
     started = time.perf_counter()
-    console.print(
-        f"[bold]ctxlife demo[/bold]: XiaoPaw, {total} user turns, config {config_path}; "
-        + (f"model {model}" if model else f"scripted offline model, window {WINDOW:,} tokens")
-    )
+    console.print(f"[bold]ctxlife demo[/bold]: XiaoPaw, {total} user turns, config {config_path}; "
+                  + (f"model {model}" if model else f"scripted offline model, window {WINDOW:,} tokens"))
     with console.status("importing CrewAI ..."):
         import crewai  # noqa: F401 - the import is the slow part; show it as such
 
@@ -435,25 +330,10 @@ def run_demo(
     tracker = Tracker(console)
     records = run_turns(config_path, ws, model, 0, phase_one, console, tracker)
     if total > phase_one:
-        console.rule(
-            "[bold]simulated restart[/bold]: a new process, a new crew, the same session id", style="bold yellow"
-        )
+        console.rule("[bold]simulated restart[/bold]: a new process, a new crew, the same session id", style="bold yellow")
         out = ws / "phase2.json"
-        cmd = [
-            sys.executable,
-            "-m",
-            "ctxlife.demo",
-            "--phase2",
-            str(config_path),
-            str(ws),
-            str(phase_one),
-            str(total),
-            model or "",
-            str(out),
-            str(len(records)),
-            "1" if tracker.crossed else "0",
-            str(tracker.tool_extra),
-        ]
+        cmd = [sys.executable, "-m", "ctxlife.demo", "--phase2", str(config_path), str(ws), str(phase_one), str(total), model or "", str(out),
+               str(len(records)), "1" if tracker.crossed else "0", str(tracker.tool_extra)]
         done = subprocess.run(cmd, env={**os.environ, "COLUMNS": str(console.width)})
         if done.returncode != 0:
             raise CtxlifeError(f"the restarted demo process failed with exit code {done.returncode}")
@@ -490,16 +370,10 @@ def _summary(console: Any, records: list[CallRecord], restart_at: int) -> None:
     table.add_row("tokens sent without ctxlife (naive full history)", f"{naive:,}")
     table.add_row("tokens sent with ctxlife", f"{sent:,}")
     table.add_row("saved", f"{naive - sent:,} ({1 - sent / naive:.0%})" if naive else "-")
-    table.add_row(
-        "peak context without / with",
-        f"{max(r.unmanaged_tokens for r in records):,} / {max(r.sent_tokens for r in records):,}",
-    )
+    table.add_row("peak context without / with", f"{max(r.unmanaged_tokens for r in records):,} / {max(r.sent_tokens for r in records):,}")
     table.add_row("compactions", str(len(compactions)))
     if compactions:
-        table.add_row(
-            "key facts kept in summaries",
-            f"{sum(r.details['facts_kept'] for r in compactions)}/{sum(r.details['facts_found'] for r in compactions)}",
-        )
+        table.add_row("key facts kept in summaries", f"{sum(r.details['facts_kept'] for r in compactions)}/{sum(r.details['facts_found'] for r in compactions)}")
     table.add_row("restart", f"after turn {restart_at}, restored in a new process")
     console.print(table)
 
@@ -521,15 +395,7 @@ def _chart(records: list[CallRecord], path: Path, restart_at: int) -> bool:
     ax.axhline(0.4 * WINDOW, color="#d62728", linestyle="--", label=f"40% line ({int(0.4 * WINDOW):,} tokens)")
     for i, r in enumerate(records, 1):
         if r.details:
-            ax.annotate(
-                "compacted",
-                (i, r.sent_tokens),
-                textcoords="offset points",
-                xytext=(0, 8),
-                fontsize=7,
-                ha="center",
-                color="#9467bd",
-            )
+            ax.annotate("compacted", (i, r.sent_tokens), textcoords="offset points", xytext=(0, 8), fontsize=7, ha="center", color="#9467bd")
     restart = next((i for i, r in enumerate(records, 1) if r.turn >= restart_at), None)
     if restart is not None:
         ax.axvline(restart - 0.5, color="#2ca02c", linestyle=":", label="restart (new process)")

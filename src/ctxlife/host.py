@@ -21,15 +21,7 @@ import pluggy
 
 from ctxlife import hookspecs
 from ctxlife.config import Settings
-from ctxlife.contexts import (
-    Action,
-    BootstrapContext,
-    Complete,
-    HookContext,
-    LLMCallContext,
-    TaskContext,
-    ToolCallContext,
-)
+from ctxlife.contexts import Action, BootstrapContext, Complete, HookContext, LLMCallContext, TaskContext, ToolCallContext
 from ctxlife.errors import CtxlifeError, PluginError
 from ctxlife.events import emit
 from ctxlife.messages import check_shape, is_system, last_user_index, same_messages, validate
@@ -127,9 +119,7 @@ class Host:
         self._impls: dict[str, list[tuple[str, Any]]] = {}
         position = {name: i for i, name in enumerate(self._plugin_names)}
         for hook in hookspecs.HOOK_NAMES:
-            impls = [
-                (self._pm.get_name(impl.plugin) or "", impl) for impl in getattr(self._pm.hook, hook).get_hookimpls()
-            ]
+            impls = [(self._pm.get_name(impl.plugin) or "", impl) for impl in getattr(self._pm.hook, hook).get_hookimpls()]
             for name, impl in impls:
                 if impl.hookwrapper or getattr(impl, "wrapper", False):
                     raise PluginError(
@@ -138,9 +128,7 @@ class Host:
                         "tryfirst=True or trylast=True to run before or after the others"
                     )
             self._impls[hook] = sorted(impls, key=lambda pair: (_order_group(pair[1]), position[pair[0]]))
-        self.store = next(
-            (s for s in (strategy.session_store() for strategy in self.strategies) if s is not None), None
-        )
+        self.store = next((s for s in (strategy.session_store() for strategy in self.strategies) if s is not None), None)
         self._counters: dict[str | None, TokenCounter] = {}
         self._state: dict[tuple[str, str | None], dict[str, Any]] = {}
         self._bootstrap: dict[tuple[str | None, str | None], str] = {}
@@ -177,9 +165,7 @@ class Host:
         """Whether any active strategy or plugin implements ``hook``."""
         return bool(self._impls[hook])
 
-    def _fill(
-        self, ctx: HookContext, node: str, *, model: str | None, context_window: int | None, session_id: str | None
-    ) -> None:
+    def _fill(self, ctx: HookContext, node: str, *, model: str | None, context_window: int | None, session_id: str | None) -> None:
         ctx.node = node
         ctx.session_id = session_id or self.session_id
         ctx.tokens = self.counter(model)
@@ -226,14 +212,7 @@ class Host:
                 restore(saved)
                 del ctx.actions[n_actions:]
                 failures.append(StrategyFailure(name, ctx.node, problem))
-                emit(
-                    "error",
-                    "ctxlife.invalid_sequence",
-                    strategy=name,
-                    node=ctx.node,
-                    problem=problem,
-                    session_id=ctx.session_id,
-                )
+                emit("error", "ctxlife.invalid_sequence", strategy=name, node=ctx.node, problem=problem, session_id=ctx.session_id)
                 continue
             if stop is not None and stop():
                 break
@@ -304,9 +283,7 @@ class Host:
             self._bootstrap[key] = text
             self._bootstrap_actions[key] = list(ctx.actions)
             counter = ctx.tokens
-            report = Report(
-                "bootstrap", 0, counter.count_text(text), ctx.context_window, ctx.budget, ctx.actions, failures
-            )
+            report = Report("bootstrap", 0, counter.count_text(text), ctx.context_window, ctx.budget, ctx.actions, failures)
             report.duration_ms = (time.perf_counter() - start) * 1000
             self._emit_node(report, ctx)
             return text
@@ -349,9 +326,7 @@ class Host:
         start = time.perf_counter()
         with self._lock:
             session = session_id or self.session_id
-            ctx = LLMCallContext(
-                messages=messages, agent_role=agent_role, task_name=task_name, task_index=task_index, complete=complete
-            )
+            ctx = LLMCallContext(messages=messages, agent_role=agent_role, task_name=task_name, task_index=task_index, complete=complete)
             self._fill(ctx, "before_llm_call", model=model, context_window=context_window, session_id=session)
             if not ctx.context_window:
                 raise CtxlifeError(
@@ -381,9 +356,7 @@ class Host:
                 nonlocal problems_before
                 if ctx.messages is not live:
                     ctx.messages = live
-                    return (
-                        "rebound ctx.messages instead of editing it in place; use slice assignment or clear()+extend()"
-                    )
+                    return "rebound ctx.messages instead of editing it in place; use slice assignment or clear()+extend()"
                 if same_messages(live, saved):
                     return None
                 problems = validate(live)
@@ -402,9 +375,7 @@ class Host:
                 ctx.messages = live
                 live[:] = saved
 
-            failures = self._run(
-                "ctxlife_before_llm_call", ctx, snapshot=lambda: list(live), restore=restore, check=check
-            )
+            failures = self._run("ctxlife_before_llm_call", ctx, snapshot=lambda: list(live), restore=restore, check=check)
             self.apply_bootstrap(messages, text)
             unchanged = same_messages(before, live)
             report = Report(
@@ -420,18 +391,14 @@ class Host:
             self._emit_node(report, ctx)
             return report
 
-    def manage(
-        self, messages: list[dict[str, Any]], *, context_window: int | None = None, model: str | None = None
-    ) -> Report:
+    def manage(self, messages: list[dict[str, Any]], *, context_window: int | None = None, model: str | None = None) -> Report:
         """:func:`ctxlife.manage` for this host: validate the list's shape, then run node 2."""
         check_shape(messages)
         return self.before_llm_call(messages, context_window=context_window, model=model)
 
     # -- nodes 3 and 4: around a tool call ----------------------------------------------
 
-    def _tool(
-        self, hook: str, ctx: ToolCallContext, session_id: str | None, model: str | None, context_window: int | None
-    ) -> Report:
+    def _tool(self, hook: str, ctx: ToolCallContext, session_id: str | None, model: str | None, context_window: int | None) -> Report:
         start = time.perf_counter()
         with self._lock:
             node = hook.removeprefix("ctxlife_")
@@ -463,46 +430,26 @@ class Host:
                 check=check,
                 stop=(lambda: ctx.result is not None) if is_before else None,
             )
-            report = Report(
-                node,
-                before_tokens,
-                counter.count_text(ctx.result),
-                ctx.context_window,
-                ctx.budget,
-                ctx.actions,
-                failures,
-            )
+            report = Report(node, before_tokens, counter.count_text(ctx.result), ctx.context_window, ctx.budget, ctx.actions, failures)
             report.duration_ms = (time.perf_counter() - start) * 1000
             self._emit_node(report, ctx)
             return report
 
     def before_tool_call(
-        self,
-        ctx: ToolCallContext,
-        *,
-        session_id: str | None = None,
-        model: str | None = None,
-        context_window: int | None = None,
+        self, ctx: ToolCallContext, *, session_id: str | None = None, model: str | None = None, context_window: int | None = None
     ) -> Report:
         """Node 3. After it, ``ctx.result`` is a string if a strategy answered the call itself."""
         return self._tool("ctxlife_before_tool_call", ctx, session_id, model, context_window)
 
     def after_tool_call(
-        self,
-        ctx: ToolCallContext,
-        *,
-        session_id: str | None = None,
-        model: str | None = None,
-        context_window: int | None = None,
+        self, ctx: ToolCallContext, *, session_id: str | None = None, model: str | None = None, context_window: int | None = None
     ) -> Report:
         """Node 4. After it, ``ctx.result`` is what the model should see."""
         return self._tool("ctxlife_after_tool_call", ctx, session_id, model, context_window)
 
     # -- nodes 5 and 6: task boundaries -------------------------------------------------
 
-    def _task(
-        self, hook: str, ctx: TaskContext, session_id: str | None, model: str | None, context_window: int | None
-    ) -> Report:
+    def _task(self, hook: str, ctx: TaskContext, session_id: str | None, model: str | None, context_window: int | None) -> Report:
         start = time.perf_counter()
         with self._lock:
             node = hook.removeprefix("ctxlife_")
@@ -526,37 +473,19 @@ class Host:
                 restore=lambda saved: setattr(ctx, attr, saved),
                 check=check,
             )
-            report = Report(
-                node,
-                before_tokens,
-                counter.count_text(getattr(ctx, attr)),
-                ctx.context_window,
-                ctx.budget,
-                ctx.actions,
-                failures,
-            )
+            report = Report(node, before_tokens, counter.count_text(getattr(ctx, attr)), ctx.context_window, ctx.budget, ctx.actions, failures)
             report.duration_ms = (time.perf_counter() - start) * 1000
             self._emit_node(report, ctx)
             return report
 
     def task_start(
-        self,
-        ctx: TaskContext,
-        *,
-        session_id: str | None = None,
-        model: str | None = None,
-        context_window: int | None = None,
+        self, ctx: TaskContext, *, session_id: str | None = None, model: str | None = None, context_window: int | None = None
     ) -> Report:
         """Node 5. After it, ``ctx.context_text`` is what the task should receive."""
         return self._task("ctxlife_task_start", ctx, session_id, model, context_window)
 
     def task_end(
-        self,
-        ctx: TaskContext,
-        *,
-        session_id: str | None = None,
-        model: str | None = None,
-        context_window: int | None = None,
+        self, ctx: TaskContext, *, session_id: str | None = None, model: str | None = None, context_window: int | None = None
     ) -> Report:
         """Node 6. After it, ``ctx.output`` is the task's output to pass on."""
         return self._task("ctxlife_task_end", ctx, session_id, model, context_window)
@@ -573,12 +502,7 @@ class Host:
             try:
                 strategy.close()
             except Exception as exc:  # noqa: BLE001 - closing must not mask the caller's outcome
-                emit(
-                    "error",
-                    "ctxlife.strategy_close_failed",
-                    strategy=strategy.name,
-                    error=f"{type(exc).__name__}: {exc}",
-                )
+                emit("error", "ctxlife.strategy_close_failed", strategy=strategy.name, error=f"{type(exc).__name__}: {exc}")
 
 
 def _order_group(impl: Any) -> int:
@@ -612,8 +536,4 @@ def _content_of(ctx: HookContext) -> str | None:
         text = None
     if not isinstance(text, str):
         return None
-    return (
-        text
-        if len(text) <= _CONTENT_LIMIT
-        else text[:_CONTENT_LIMIT] + f"... [{len(text) - _CONTENT_LIMIT} more characters]"
-    )
+    return text if len(text) <= _CONTENT_LIMIT else text[:_CONTENT_LIMIT] + f"... [{len(text) - _CONTENT_LIMIT} more characters]"

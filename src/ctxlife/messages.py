@@ -222,9 +222,7 @@ def validate(messages: Sequence[Message]) -> list[Problem]:
         r = role(message)
         if r == "system":
             if seen_non_system:
-                problems.append(
-                    Problem(i, "system_after_conversation", "system message after the conversation started")
-                )
+                problems.append(Problem(i, "system_after_conversation", "system message after the conversation started"))
             i += 1
             continue
         seen_non_system = True
@@ -240,28 +238,17 @@ def validate(messages: Sequence[Message]) -> list[Problem]:
         for offset, answered in enumerate(pairing.results):
             j = i + 1 + offset
             if answered is None:
-                problems.append(
-                    Problem(j, "orphan_tool_result", f"more tool results than the {len(calls)} call(s) at message {i}")
-                )
+                problems.append(Problem(j, "orphan_tool_result", f"more tool results than the {len(calls)} call(s) at message {i}"))
             elif offset in pairing.mismatched:
                 answer_id = messages[j].get("tool_call_id")
                 open_ids = [_call_id(calls[k]) for k in sorted({answered, *pairing.unanswered})]
                 problems.append(
-                    Problem(
-                        j,
-                        "tool_result_id_mismatch",
-                        f"answers {answer_id!r} but no unanswered call of message {i} has that id "
-                        f"(unanswered: {open_ids!r})",
-                    )
+                    Problem(j, "tool_result_id_mismatch", f"answers {answer_id!r} but no unanswered call of message {i} has that id (unanswered: {open_ids!r})")
                 )
         if pairing.unanswered:
             missing = [_call_id(calls[k]) for k in pairing.unanswered]
             problems.append(
-                Problem(
-                    i,
-                    "tool_call_without_result",
-                    f"{len(missing)} of {len(calls)} tool call(s) have no result (ids {missing!r})",
-                )
+                Problem(i, "tool_call_without_result", f"{len(missing)} of {len(calls)} tool call(s) have no result (ids {missing!r})")
             )
         i = pairing.end
     return problems

@@ -78,12 +78,7 @@ class ReplayResult:
 
     @property
     def compactions(self) -> int:
-        return sum(
-            1
-            for r in self.rows
-            for a in r.actions
-            if a.startswith("llm_summary:compacted") or a.startswith("llm_summary:truncated")
-        )
+        return sum(1 for r in self.rows for a in r.actions if a.startswith("llm_summary:compacted") or a.startswith("llm_summary:truncated"))
 
     @property
     def violations(self) -> int:
@@ -131,9 +126,7 @@ def load_conversations(path: str | Path) -> list[Conversation]:
     except UnicodeDecodeError as exc:
         raise InputFileError(f"{path} is not UTF-8 text (byte {exc.start})") from None
     if not text.strip():
-        raise InputFileError(
-            f"{path} is empty; expected a JSON list of messages, a _raw.jsonl history or tau-bench trajectories"
-        )
+        raise InputFileError(f"{path} is empty; expected a JSON list of messages, a _raw.jsonl history or tau-bench trajectories")
     if path.name.endswith(".jsonl") or path.name.endswith(".jsonl.gz"):
         return _jsonl_conversations(path, text)
     try:
@@ -183,14 +176,9 @@ def _conversations_from(path: Path, data: Any) -> list[Conversation]:
             _check(path, data["messages"], 'the "messages" list')
             return [Conversation(path.stem, data["messages"])]
         else:
-            raise InputFileError(
-                f'{path}: a JSON object must have a "messages" list (or be a tau-bench trajectory with "traj")'
-            )
+            raise InputFileError(f'{path}: a JSON object must have a "messages" list (or be a tau-bench trajectory with "traj")')
     if not isinstance(data, list) or not data:
-        raise InputFileError(
-            f"{path}: expected a non-empty JSON list of messages or of tau-bench trajectories, "
-            f"got {type(data).__name__ if data else 'an empty list'}"
-        )
+        raise InputFileError(f"{path}: expected a non-empty JSON list of messages or of tau-bench trajectories, got {type(data).__name__ if data else 'an empty list'}")
     if all(isinstance(item, dict) and "traj" in item for item in data):
         conversations = []
         for i, item in enumerate(data):
@@ -236,10 +224,7 @@ def _tool_names(messages: list[dict[str, Any]]) -> dict[int, tuple[str, dict[str
                 arguments = json.loads(function.get("arguments") or "{}")
             except (TypeError, ValueError):
                 arguments = {}
-            names[i + 1 + offset] = (
-                str(function.get("name") or "tool"),
-                arguments if isinstance(arguments, dict) else {},
-            )
+            names[i + 1 + offset] = (str(function.get("name") or "tool"), arguments if isinstance(arguments, dict) else {})
     return names
 
 

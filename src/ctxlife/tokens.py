@@ -95,9 +95,7 @@ class TokenCounter:
                 model=model,
                 wanted_encoding=wanted,
                 encoding=self.encoding_name,
-                reason="no offline copy of the model's encoding"
-                if wanted
-                else "no model given or model unknown to tiktoken",
+                reason="no offline copy of the model's encoding" if wanted else "no model given or model unknown to tiktoken",
             )
         self._encoding = _load_encoding(self.encoding_name)
         # Two generations of caches: what was counted since the last new_generation() and what

@@ -59,22 +59,17 @@ class LLMSummary(ctxlife.Strategy):
             "Default: the agent's model under wrap(), extractive under manage().",
         )
         model: str | None = Field(
-            None, description='Summarize with this model instead (any name crewai.LLM accepts, e.g. "gpt-4o-mini").'
+            None, description="Summarize with this model instead (any name crewai.LLM accepts, e.g. \"gpt-4o-mini\")."
         )
         model_options: dict[str, Any] = Field(
-            default_factory=dict,
-            description="Extra crewai.LLM arguments for `model` (base_url, api_key, temperature, ...).",
+            default_factory=dict, description="Extra crewai.LLM arguments for `model` (base_url, api_key, temperature, ...)."
         )
-        timeout_seconds: float = Field(
-            60.0, gt=0, description="Give up on a summary after this long and truncate instead."
-        )
+        timeout_seconds: float = Field(60.0, gt=0, description="Give up on a summary after this long and truncate instead.")
         summary_role: Literal["system", "user", "assistant"] = Field(
             "system", description="Role of the summary message (some providers accept only one system message)."
         )
-        pin_first_user: bool = Field(
-            True, description="Never summarize the first user message (the task under CrewAI)."
-        )
-        key_facts: bool = Field(True, description='Append ledger facts the summary lost as a compact "Key facts" list.')
+        pin_first_user: bool = Field(True, description="Never summarize the first user message (the task under CrewAI).")
+        key_facts: bool = Field(True, description="Append ledger facts the summary lost as a compact \"Key facts\" list.")
         lock_timeout_seconds: float = Field(
             2.0, ge=0, description="With sessions on: wait this long for the session lock, else skip this compaction."
         )
@@ -87,9 +82,7 @@ class LLMSummary(ctxlife.Strategy):
 
     options: Options
 
-    def __init__(
-        self, options: LLMSummary.Options | None = None, settings: ctxlife.SharedSettings | None = None
-    ) -> None:
+    def __init__(self, options: LLMSummary.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
         super().__init__(options, settings)
         global_threshold = self.settings.threshold
         if self.options.threshold is None and self.options.target >= global_threshold:
@@ -109,9 +102,7 @@ class LLMSummary(ctxlife.Strategy):
         if self.options.model is not None:
             if self._model_summarizer is None:
                 llm_options = {"max_tokens": self.options.max_summary_tokens, **self.options.model_options}
-                complete = ctxlife.completion_for_model(
-                    self.options.model, timeout=self.options.timeout_seconds, **llm_options
-                )
+                complete = ctxlife.completion_for_model(self.options.model, timeout=self.options.timeout_seconds, **llm_options)
                 self._model_summarizer = LLMSummarizer(complete)
             return f"model:{self.options.model}", self._model_summarizer
         if self._fixed is not None:
@@ -194,10 +185,7 @@ class LLMSummary(ctxlife.Strategy):
         fixed = tokens.count_messages(system) + tokens.count_messages(pinned) - 3
         cut = cuts[-1]
         for candidate in cuts:  # keep as much as the target allows
-            if (
-                fixed + tokens.count_messages(tail_for(candidate)) - 3 + self.options.max_summary_tokens
-                <= target_tokens
-            ):
+            if fixed + tokens.count_messages(tail_for(candidate)) - 3 + self.options.max_summary_tokens <= target_tokens:
                 cut = candidate
                 break
         kept_tail = tail_for(cut)
@@ -207,9 +195,7 @@ class LLMSummary(ctxlife.Strategy):
             return
         kept_tokens = fixed + tokens.count_messages(kept_tail)
         # Aim for the target; when what must stay already fills it, still allow half the summary budget.
-        budget = min(
-            self.options.max_summary_tokens, max(target_tokens - kept_tokens, self.options.max_summary_tokens // 2)
-        )
+        budget = min(self.options.max_summary_tokens, max(target_tokens - kept_tokens, self.options.max_summary_tokens // 2))
         previous_text = "\n".join(strip_summary_marker(m.get("content")) for m in previous) or None
         replaced_tokens = tokens.count_messages(evicted) + (tokens.count_messages(previous) if previous else 0) - 3
         if replaced_tokens - budget < self.options.min_gain_tokens and not overflow:
@@ -226,21 +212,15 @@ class LLMSummary(ctxlife.Strategy):
         keeps_facts = getattr(summarizer, "fact_list", False)
         prose_budget = int(budget * 0.7) if self.options.key_facts and facts and not keeps_facts else budget
         try:
-            request = SummaryRequest(
-                evicted, previous_text, prose_budget, tokens.count_text, _most_useful(facts, budget)
-            )
+            request = SummaryRequest(evicted, previous_text, prose_budget, tokens.count_text, _most_useful(facts, budget))
             text = self._summarize(summarizer, request)
             text = self._with_key_facts(text, facts, tokens.count_text, budget)
             size = tokens.count_text(text)
             if size > self.options.max_summary_tokens:
-                raise SummaryFailed(
-                    f"summary of {size} tokens is over max_summary_tokens ({self.options.max_summary_tokens})"
-                )
+                raise SummaryFailed(f"summary of {size} tokens is over max_summary_tokens ({self.options.max_summary_tokens})")
             summary = {"role": self.options.summary_role, "content": f"{SUMMARY_PREFIX} {text}"}
             if tokens.count_message(summary) >= replaced_tokens:
-                raise SummaryFailed(
-                    f"summary of {size} tokens is not smaller than the {replaced_tokens} tokens it replaces"
-                )
+                raise SummaryFailed(f"summary of {size} tokens is not smaller than the {replaced_tokens} tokens it replaces")
         except Exception as exc:  # noqa: BLE001 - any failure falls back to truncation, loudly
             original = list(messages)
             messages[:] = system + previous + pinned + kept_tail
@@ -258,13 +238,7 @@ class LLMSummary(ctxlife.Strategy):
                 fallback="truncated",
                 evicted_messages=len(evicted),
             )
-            ctx.record(
-                "truncated",
-                reason="summary_failed",
-                summarizer=name,
-                evicted_messages=len(evicted),
-                error=type(exc).__name__,
-            )
+            ctx.record("truncated", reason="summary_failed", summarizer=name, evicted_messages=len(evicted), error=type(exc).__name__)
             return
         original = list(messages)
         messages[:] = system + [summary] + pinned + kept_tail
@@ -359,6 +333,4 @@ def _released_with_a_warning(
     except ctxlife.StoreError as exc:
         if not done:
             raise
-        emit(
-            "warning", "ctxlife.lock_release_failed", strategy=strategy, session_id=session_id, error=type(exc).__name__
-        )
+        emit("warning", "ctxlife.lock_release_failed", strategy=strategy, session_id=session_id, error=type(exc).__name__)

@@ -45,9 +45,7 @@ class SnapshotRestore(ctxlife.Strategy):
 
     options: Options
 
-    def __init__(
-        self, options: SnapshotRestore.Options | None = None, settings: ctxlife.SharedSettings | None = None
-    ) -> None:
+    def __init__(self, options: SnapshotRestore.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
         super().__init__(options, settings)
         self._store: SessionStore = open_store(self.options.store)
 
@@ -65,12 +63,7 @@ class SnapshotRestore(ctxlife.Strategy):
         if session is None:
             if not ctx.state.get("warned"):
                 ctx.state["warned"] = True
-                emit(
-                    "warning",
-                    "ctxlife.no_session",
-                    strategy=self.name,
-                    hint="pass session_id= to wrap()/manage() or set session_id in the config",
-                )
+                emit("warning", "ctxlife.no_session", strategy=self.name, hint="pass session_id= to wrap()/manage() or set session_id in the config")
             return
         if ctx.first_call_of_run or "raw_length" not in ctx.state:
             # Count once per run; afterwards this worker keeps the count as it appends.
@@ -146,7 +139,7 @@ class SnapshotRestore(ctxlife.Strategy):
         # The task's final messages are copies of the live list; what is new (the final answer)
         # is what follows our last view of it.
         final = ctx.messages
-        new = [m for m in final[len(view) :] if not is_system(m) and not is_summary(m)]
+        new = [m for m in final[len(view):] if not is_system(m) and not is_summary(m)]
         self._append(ctx.state, ctx.session_id, new)
         self._save(ctx, final)
         ctx.state.pop("seen", None)
@@ -160,8 +153,6 @@ class SnapshotRestore(ctxlife.Strategy):
             ctx.record("skipped", reason="raw_history_pending", pending=len(ctx.state["backlog"]))
             return
         # Everything in the raw history up to now is reflected in this snapshot.
-        snapshot = Snapshot(
-            session_id=ctx.session_id, messages=list(messages), raw_length=ctx.state.get("raw_length", 0)
-        )
+        snapshot = Snapshot(session_id=ctx.session_id, messages=list(messages), raw_length=ctx.state.get("raw_length", 0))
         self._store.save_snapshot(snapshot)
         ctx.record("snapshot_saved", messages=len(messages), raw_length=snapshot.raw_length)

@@ -301,8 +301,7 @@ def prepare_messages(
 def record_json(seq: int, view: str, recorded_at: float, prepared: PreparedMessage) -> str:
     """One stored record: ``{"seq":..,"view":..,"at":..,"fp":..,["bad":..,]"msg":{...}}`` (one line)."""
     bad = f',"bad":{json.dumps(prepared.quarantined)}' if prepared.quarantined else ""
-    head = f'"seq":{seq},"view":{json.dumps(view)},"at":{recorded_at!r},"fp":"{prepared.fingerprint}"{bad}'
-    return f'{{{head},"msg":{prepared.text}}}'
+    return f'{{"seq":{seq},"view":{json.dumps(view)},"at":{recorded_at!r},"fp":"{prepared.fingerprint}"{bad},"msg":{prepared.text}}}'
 
 
 _ENVELOPE_REQUIRED = frozenset(("seq", "view", "at", "fp", "msg"))

@@ -287,11 +287,7 @@ class SQLiteStore(SessionStore):
             has_meta = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ctxlife_meta'"
             ).fetchone()
-            row = (
-                conn.execute("SELECT value FROM ctxlife_meta WHERE key = 'schema_version'").fetchone()
-                if has_meta
-                else None
-            )
+            row = conn.execute("SELECT value FROM ctxlife_meta WHERE key = 'schema_version'").fetchone() if has_meta else None
             version = int(row[0]) if row is not None else None
             if version is not None and version > SCHEMA_VERSION:
                 raise StoreError(
@@ -309,8 +305,7 @@ class SQLiteStore(SessionStore):
             if version == 1:
                 conn.execute(
                     "INSERT OR IGNORE INTO ctxlife_sessions (session_id, touched_at) "
-                    "SELECT session_id, ? FROM "
-                    "(SELECT session_id FROM ctxlife_raw UNION SELECT session_id FROM ctxlife_snapshots)",
+                    "SELECT session_id, ? FROM (SELECT session_id FROM ctxlife_raw UNION SELECT session_id FROM ctxlife_snapshots)",
                     (time.time(),),
                 )
             conn.execute(
@@ -353,7 +348,9 @@ class SQLiteStore(SessionStore):
     def _expired(self, session_id: str) -> bool:
         if self.ttl is None:
             return False
-        rows = self._query("ttl check", "SELECT touched_at FROM ctxlife_sessions WHERE session_id = ?", (session_id,))
+        rows = self._query(
+            "ttl check", "SELECT touched_at FROM ctxlife_sessions WHERE session_id = ?", (session_id,)
+        )
         return bool(rows) and time.time() - rows[0][0] > self.ttl
 
     def _touch(self, conn: sqlite3.Connection, session_id: str) -> None:
@@ -427,22 +424,11 @@ class SQLiteStore(SessionStore):
             if if_head is not None and head != if_head:
                 raise conflict(session_id, if_head, head)
             conn.executemany(
-                "INSERT INTO ctxlife_raw (session_id, seq, view, fp, recorded_at, bad, json) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (session_id, head + 1 + i, view, p.fingerprint, now, p.quarantined, p.text)
-                    for i, p in enumerate(prepared)
-                ],
+                "INSERT INTO ctxlife_raw (session_id, seq, view, fp, recorded_at, bad, json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(session_id, head + 1 + i, view, p.fingerprint, now, p.quarantined, p.text) for i, p in enumerate(prepared)],
             )
         return [
-            RawRecord(
-                head + 1 + i,
-                m if p.quarantined is None else json.loads(p.text),
-                p.fingerprint,
-                view,
-                now,
-                p.quarantined,
-            )
+            RawRecord(head + 1 + i, m if p.quarantined is None else json.loads(p.text), p.fingerprint, view, now, p.quarantined)
             for i, (m, p) in enumerate(zip(messages, prepared, strict=True))
         ]
 
