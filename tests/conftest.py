@@ -197,3 +197,36 @@ def tau_bench() -> list[dict]:
     """The 200 tau-bench airline trajectories (objects with ``task_id``, ``trial``, ``traj``)."""
     with gzip.open(TAU_BENCH, "rt", encoding="utf-8") as fh:
         return json.load(fh)
+
+
+# -- is the event loop ever blocked? -------------------------------------------------------------
+
+
+@pytest.fixture
+def run_watching_the_loop():
+    """``run(main) -> (result, longest stall)``: asyncio.run(main()) beside a 20 ms heartbeat task;
+    the stall is the longest gap between heartbeats, in seconds (how long the loop was blocked)."""
+    import asyncio
+    import time
+
+    def run(main):
+        async def watched():
+            ticks: list[float] = []
+            stop = asyncio.Event()
+
+            async def heartbeat() -> None:
+                while not stop.is_set():
+                    ticks.append(time.perf_counter())
+                    await asyncio.sleep(0.02)
+
+            beat = asyncio.create_task(heartbeat())
+            try:
+                result = await main()
+            finally:
+                stop.set()
+                await beat
+            return result, max((b - a for a, b in zip(ticks, ticks[1:])), default=0.0)
+
+        return asyncio.run(watched())
+
+    return run

@@ -25,7 +25,7 @@ def test_the_issue_shape_loads(tmp_path):
     assert settings.context_window == 8000 and settings.model == "gpt-4o"
     assert settings.options_for("truncate_last_n").rounds == 3
     assert settings.source == str(path)
-    assert settings.resolved()["truncate_last_n"] == {"rounds": 3, "only_above_threshold": False, "pin_first_user": True}
+    assert settings.resolved()["truncate_last_n"] == {"rounds": 3, "always": False, "pin_first_user": True}
 
 
 @pytest.mark.parametrize("name", ["default.toml", "example.toml", "demo.toml"])

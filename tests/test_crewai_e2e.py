@@ -45,7 +45,7 @@ def three_lookups_then_report():
     ]
 
 
-TRUNCATE = settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"rounds": 1}})
+TRUNCATE = settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"rounds": 1, "always": True}})
 
 
 def test_all_six_hooks_fire_at_their_nodes_with_neutral_objects():
@@ -204,3 +204,46 @@ def test_a_failing_strategy_leaves_the_crew_working_and_is_reported():
     assert out.raw == "Report: all in stock."
     assert all(len(call) >= 2 for call in llm.calls)  # the clear() was rolled back every time
     assert len(failures) == 6 and failures[0].strategy == "broken" and "RuntimeError: boom" in failures[0].error
+
+
+def test_akickoff_never_waits_for_an_llm_summary_on_the_event_loop(run_watching_the_loop):
+    """An LLM summary by the agent's own model under akickoff: the event loop keeps ticking (CrewAI 1.15
+    runs the agent's steps, and so ctxlife's hooks, in worker threads), and the compaction is applied."""
+    import time
+    from collections import deque
+
+    steps = deque([react_action("lookup", {"item": f"I{i}"}) for i in range(8)] + [react_final("All in stock.")])
+    summaries: list[float] = []
+
+    def is_summary_request(messages):
+        return bool(messages) and "summar" in str(messages[0].get("content", "")).lower() and len(messages) == 2
+
+    def reply(messages):
+        if is_summary_request(messages):
+            time.sleep(0.5)
+            summaries.append(time.perf_counter())
+            return "Items I0 to I5 were looked up; all are in stock in warehouse W7."
+        return steps.popleft() if steps else react_final("All in stock.")
+
+    llm = scripted_llm([reply] * 40, context_window=2500)
+    crew = make_crew(llm)
+    crew.tasks = crew.tasks[:1]
+    settings = settings_from_dict(
+        {"strategies": ["llm_summary"], "llm_summary": {"summarizer": "llm", "keep_rounds": 1, "keep_units": 2, "min_gain_tokens": 20}}
+    )
+    ctxlife.wrap(crew, settings)
+    reports = []
+    host_of(crew).listeners.append(lambda r: reports.append(r) if r.node == "before_llm_call" else None)
+
+    async def main():
+        out = await crew.akickoff()
+        await asyncio.sleep(0.6)  # let a last summary finish while the loop runs
+        return out
+
+    out, stall = run_watching_the_loop(main)
+    assert out.raw == "All in stock."
+    assert summaries, "no summary was requested: the test no longer exercises the slow path"
+    assert stall < 0.35  # a summary takes 0.5 s
+    assert [r for r in reports if "llm_summary" in r.acted]
+    agent_calls = [c for c in llm.calls if not is_summary_request(c)]
+    assert any(any(str(m.get("content", "")).startswith("History summary") for m in call) for call in agent_calls)

@@ -31,7 +31,7 @@ class Tagger:
 def test_plugins_run_in_the_given_order_after_configured_strategies():
     messages = conversation(4)
     messages.append(user("latest"))
-    report = ctxlife.manage(messages, config=settings_from_dict({"strategies": ["truncate_last_n"]}), context_window=8000, plugins=[Tagger("a"), Tagger("b")])
+    report = ctxlife.manage(messages, config=settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"always": True}}), context_window=8000, plugins=[Tagger("a"), Tagger("b")])
     assert messages[-1]["content"] == "latest|a|b"
     assert report.acted == ["truncate_last_n", "a", "b"]
     assert report.tokens_after < report.tokens_before and report.tokens_saved > 0

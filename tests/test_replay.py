@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,8 @@ from synthetic import synthetic_session  # noqa: E402 - the long session the ben
 
 
 def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "ctxlife.cli", "replay", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    env = {**os.environ, "COLUMNS": "220"}  # a wide terminal: table cells are not wrapped
+    return subprocess.run([sys.executable, "-m", "ctxlife.cli", "replay", *args], capture_output=True, text=True, cwd=cwd, timeout=120, env=env)
 
 
 @pytest.fixture
@@ -113,3 +115,42 @@ def test_gzipped_json_list(tmp_path, config):
     file.write_bytes(gzip.compress(json.dumps(conversation(3)).encode()))
     [conv] = load_conversations(file)
     assert len(conv.messages) == 7
+
+
+def test_the_window_shown_is_the_window_the_strategies_used(tmp_path, monkeypatch):
+    """--window beats the environment, which beats the config; header, JSON and chart show the one used."""
+    messages = synthetic_session(40)
+    file = tmp_path / "chat.json"
+    file.write_text(json.dumps(messages))
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text('strategies = ["llm_summary"]\ncontext_window = 16000\n[llm_summary]\nsummarizer = "extractive"\n')
+
+    def run_json(*extra):
+        done = cli(str(file), "--config", str(cfg), "--json", *extra)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    from_config = run_json()
+    assert from_config["context_window"] == 16000 and from_config["window_source"].startswith("the config")
+    explicit = run_json("--window", "3000")
+    assert explicit["context_window"] == 3000 and explicit["window_source"] == "--window"
+    # The strategies worked with 3000, not with the config's 16000: they compacted more, to a lower peak.
+    totals = explicit["conversations"][0]["totals"]
+    assert totals["compactions"] > from_config["conversations"][0]["totals"]["compactions"]
+    assert totals["peak_managed"] < from_config["conversations"][0]["totals"]["peak_managed"]
+    monkeypatch.setenv("CTXLIFE_CONTEXT_WINDOW", "5000")
+    assert run_json()["context_window"] == 5000
+    assert run_json("--window", "3000")["context_window"] == 3000
+    table = cli(str(file), "--config", str(cfg), "--window", "3000")
+    assert "window 3,000 tokens (from --window)" in table.stdout and "threshold 40% = 1,200 tokens" in table.stdout
+    assert "facts kept = tool-call argument values" in table.stdout
+
+
+def test_facts_kept_is_graded_without_ctxlifes_extractor_at_the_call_that_reuses_the_value(tmp_path):
+    """tau-bench: an agent re-uses ids it read earlier; truncation to one round loses some, unmanaged keeps all."""
+    [conv] = load_conversations(DATA)[3:4]
+    keep_all = replay(conv, settings_from_dict({"strategies": []}), context_window=100_000)
+    cut = replay(conv, settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"rounds": 1, "always": True, "pin_first_user": False}}), context_window=100_000)
+    assert keep_all.facts_total > 0 and keep_all.facts_kept == keep_all.facts_total
+    assert cut.facts_total == keep_all.facts_total and cut.facts_kept < cut.facts_total
+    assert sum(r.facts_needed for r in cut.rows) == cut.facts_total

@@ -3,8 +3,13 @@
 Quick start::
 
     import ctxlife
-    crew = ctxlife.wrap(crew, "ctxlife.toml")      # CrewAI: all six lifecycle nodes
+    crew = ctxlife.wrap(crew, "ctxlife.toml")      # CrewAI (pip install 'ctxlife[crewai]'): all six nodes
     report = ctxlife.manage(messages, context_window=8000)   # any framework: a plain list
+    report = await ctxlife.amanage(messages, context_window=8000)   # the same, in an asyncio app
+    host = ctxlife.Host(ctxlife.load_settings("ctxlife.toml"))   # every node, from your own loop
+
+LangChain v1 / LangGraph: ``ctxlife.integrations.langchain.CtxlifeMiddleware``
+(``pip install 'ctxlife[langchain]'``).
 
 Write a strategy: subclass :class:`Strategy`, decorate hook methods with
 :data:`hookimpl`, and register it under the ``ctxlife.strategies`` entry point.
@@ -22,6 +27,7 @@ from ctxlife.errors import (
     ConfigError,
     CtxlifeError,
     InvalidMessagesError,
+    MissingDependencyError,
     PluginConflictError,
     PluginError,
     SessionIdError,
@@ -32,10 +38,10 @@ from ctxlife.errors import (
 from ctxlife.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from ctxlife.api import manage
+    from ctxlife.api import CtxlifeWarning, amanage, manage
     from ctxlife.config import Settings, load_settings
     from ctxlife.host import Host, Report
-    from ctxlife.integrations.crewai import completion_for_model, unwrap, wrap
+    from ctxlife.integrations.crewai import completion_for_model, host_of, unwrap, wrap
     from ctxlife.strategy import NonBlankStr, Options, SharedSettings, Strategy, ToolSpec
     from ctxlife.tokens import TokenCounter
 
@@ -46,10 +52,12 @@ __all__ = [
     "BootstrapContext",
     "ConfigError",
     "CtxlifeError",
+    "CtxlifeWarning",
     "HookContext",
     "Host",
     "InvalidMessagesError",
     "LLMCallContext",
+    "MissingDependencyError",
     "NonBlankStr",
     "Options",
     "PluginConflictError",
@@ -66,8 +74,10 @@ __all__ = [
     "ToolCallContext",
     "ToolSpec",
     "UnknownStrategyError",
+    "amanage",
     "completion_for_model",
     "hookimpl",
+    "host_of",
     "load_settings",
     "manage",
     "unwrap",
@@ -81,6 +91,8 @@ _LAZY = {
     "SharedSettings": "ctxlife.strategy",
     "NonBlankStr": "ctxlife.strategy",
     "manage": "ctxlife.api",
+    "amanage": "ctxlife.api",
+    "CtxlifeWarning": "ctxlife.api",
     "load_settings": "ctxlife.config",
     "Settings": "ctxlife.config",
     "Host": "ctxlife.host",
@@ -89,6 +101,7 @@ _LAZY = {
     "completion_for_model": "ctxlife.integrations.crewai",
     "wrap": "ctxlife.integrations.crewai",
     "unwrap": "ctxlife.integrations.crewai",
+    "host_of": "ctxlife.integrations.crewai",
 }
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,6 +59,7 @@ def manage(
     if found is None:
         settings = resolve_settings(config)
         host = Host(settings, context_window=context_window, model=model, session_id=session_id, plugins=plugins)
+        warn_unreachable_nodes(host)
         with _hosts_lock:
             # Keep the config/plugins alive with the host so their ids are not reused.
             _hosts[key] = (host, (config, tuple(plugins)))
@@ -87,3 +90,55 @@ def clear_hosts() -> None:
         for host, _ in _hosts.values():
             host.close()
         _hosts.clear()
+
+
+async def amanage(
+    messages: list[dict[str, Any]],
+    *,
+    config: str | os.PathLike[str] | Settings | None = None,
+    context_window: int | None = None,
+    model: str | None = None,
+    session_id: str | None = None,
+    plugins: Sequence[object] = (),
+) -> Report:
+    """:func:`manage` for asyncio apps: the same pipeline in a worker thread, so the event loop keeps
+    running while a strategy works (an LLM summary can take seconds). Concurrent calls for different
+    sessions run in parallel; do not touch ``messages`` until it returns."""
+    return await asyncio.to_thread(
+        manage, messages, config=config, context_window=context_window, model=model, session_id=session_id, plugins=plugins
+    )
+
+
+class CtxlifeWarning(UserWarning):
+    """A configuration that does not do what it seems to (e.g. strategies ``manage()`` never calls)."""
+
+
+_NODE_API = {
+    "ctxlife_before_tool_call": "host.before_tool_call(ctx)",
+    "ctxlife_after_tool_call": "host.after_tool_call(ctx)",
+    "ctxlife_task_start": "host.task_start(ctx)",
+    "ctxlife_task_end": "host.task_end(ctx)",
+}
+_warned: set[tuple[str, ...]] = set()
+
+
+def warn_unreachable_nodes(host: Host) -> None:
+    """Warn once per process and strategy set when active strategies act at nodes ``manage()`` never calls."""
+    missed: dict[str, list[str]] = {}
+    for hook, api in _NODE_API.items():
+        for name in host.implementers(hook):
+            missed.setdefault(name, []).append(api)
+    tools = [s.name for s in host.strategies if s.provided_tools()]
+    key = tuple(sorted(missed)) + tuple(sorted(tools))
+    if not key or key in _warned:
+        return
+    _warned.add(key)
+    parts = [f"{name} ({', '.join(apis)})" for name, apis in missed.items()]
+    text = (
+        "ctxlife.manage() runs only the before-model-call node (and bootstrap); "
+        + (f"these strategies also act at other nodes and do nothing there unless you call them: {'; '.join(parts)}. " if parts else "")
+        + (f"{', '.join(tools)} offer tools to the agent: register host.provided_tools() with your framework. " if tools else "")
+        + "Use a ctxlife.Host and call its node methods from your loop (docs/integrations.md), "
+        "or an adapter: ctxlife.wrap(crew) for CrewAI, ctxlife.integrations.langchain.CtxlifeMiddleware for LangChain."
+    )
+    warnings.warn(text, CtxlifeWarning, stacklevel=3)

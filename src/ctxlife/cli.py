@@ -71,44 +71,51 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from ctxlife.config import load_settings
     from ctxlife.errors import ConfigError
-    from ctxlife.replay import load_conversations, replay
+    from ctxlife.replay import FACTS_KEPT_DEFINITION, load_conversations, replay
 
     settings = load_settings(args.config)
-    window = args.window or settings.context_window
-    if not window:
+    if not (args.window or settings.context_window):
         raise ConfigError("replay needs a context window: pass --window N or set context_window in the config")
     conversations = load_conversations(args.file)
     if args.conversation is not None:
         if not 0 <= args.conversation < len(conversations):
             raise ConfigError(f"no conversation {args.conversation} in {args.file}; it holds {len(conversations)} (0..{len(conversations) - 1})")
         conversations = [conversations[args.conversation]]
-    results = [replay(c, settings, context_window=window, model=args.model or settings.model) for c in conversations]
+    # Explicit --window/--model beat the environment and the config (one precedence everywhere).
+    results = [replay(c, settings, context_window=args.window, model=args.model) for c in conversations]
+    window, encoding, source = results[0].context_window, results[0].encoding, results[0].window_source
     if args.plot:
         _plot_replay(results[0], args.plot)
     if args.json:
-        print(json.dumps({"config": settings.source, "context_window": window, "conversations": [r.to_dict() for r in results]}, indent=2))
+        print(json.dumps({"config": settings.source, "context_window": window, "window_source": source, "threshold": settings.threshold,
+                          "encoding": encoding, "facts_kept_definition": FACTS_KEPT_DEFINITION,
+                          "conversations": [r.to_dict() for r in results]}, indent=2))
         return 1 if any(r.violations for r in results) else 0
     from rich.table import Table
 
     console = _console()
+    console.print(f"window {window:,} tokens (from {source}); threshold {settings.threshold:.0%} = {int(settings.threshold * window):,} tokens; "
+                  f"tokens counted with {encoding}; config {settings.source}")
     if len(results) == 1:
         result = results[0]
-        table = Table(title=f"{result.name}: what the model would have received, call by call (window {window}, threshold line {int(settings.threshold * window)})")
-        for column in ("call", "msgs", "unmanaged", "managed", "saved", "what the strategies did", "valid"):
+        table = Table(title=f"{result.name}: what the model would have received, call by call (window {window:,}, threshold line {int(settings.threshold * window):,})")
+        for column in ("call", "msgs", "unmanaged", "managed", "saved", "facts kept", "what the strategies did", "valid"):
             table.add_column(column, justify="left" if column == "what the strategies did" else "right")
         for row in result.rows:
             actions = ", ".join(a for a in row.actions if not a.endswith(":skipped")) or "-"
             table.add_row(
                 str(row.index + 1), str(row.messages), f"{row.unmanaged_tokens:,}", f"{row.managed_tokens:,}",
-                f"{row.unmanaged_tokens - row.managed_tokens:,}", actions, "yes" if not row.problems else "NO: " + row.problems[0],
+                f"{row.unmanaged_tokens - row.managed_tokens:,}", f"{row.facts_kept}/{row.facts_needed}" if row.facts_needed else "-",
+                actions, "yes" if not row.problems else "NO: " + row.problems[0],
             )
         console.print(table)
     else:
-        table = Table(title=f"{len(results)} conversations (window {window}); --conversation N shows one call by call")
-        for column in ("#", "name", "calls", "unmanaged", "managed", "saved", "peak", "compactions", "invalid"):
+        table = Table(title=f"{len(results)} conversations (window {window:,}); --conversation N shows one call by call")
+        for column in ("#", "name", "calls", "unmanaged", "managed", "saved", "peak", "compactions", "facts kept", "invalid"):
             table.add_column(column, justify="left" if column == "name" else "right")
         for i, r in enumerate(results):
-            table.add_row(str(i), r.name, str(len(r.rows)), f"{r.unmanaged_total:,}", f"{r.managed_total:,}", f"{r.unmanaged_total - r.managed_total:,}", f"{r.peak_managed:,}", str(r.compactions), str(r.violations))
+            table.add_row(str(i), r.name, str(len(r.rows)), f"{r.unmanaged_total:,}", f"{r.managed_total:,}", f"{r.unmanaged_total - r.managed_total:,}",
+                          f"{r.peak_managed:,}", str(r.compactions), f"{r.facts_kept}/{r.facts_total}" if r.facts_total else "-", str(r.violations))
         console.print(table)
     unmanaged = sum(r.unmanaged_total for r in results)
     managed = sum(r.managed_total for r in results)
@@ -120,8 +127,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     console.print(
         f"[bold]Totals[/bold]: {calls} calls; prompt tokens {unmanaged:,} unmanaged -> {managed:,} managed ({share:.1%} saved); "
         f"peak {max(r.peak_unmanaged for r in results):,} -> {max(r.peak_managed for r in results):,}; "
-        f"compactions {sum(r.compactions for r in results)}; facts still in context at the end {facts_kept}/{facts_total}"
+        f"compactions {sum(r.compactions for r in results)}; facts kept {facts_kept}/{facts_total}"
+        + (f" ({facts_kept / facts_total:.0%})" if facts_total else "")
     )
+    console.print(f"[dim]{FACTS_KEPT_DEFINITION} (ctxlife.retention; independent of ctxlife's own fact extractor)[/dim]")
     if invalid:
         console.print(f"[red]Validity: {invalid} call(s) would have sent a provider-invalid message list[/red]")
         return 1
@@ -143,6 +152,7 @@ def _plot_replay(result: Any, path: str) -> None:
     fig, ax = plt.subplots(figsize=(9, 4.5))
     ax.plot(calls, [r.unmanaged_tokens for r in result.rows], label="unmanaged", color="#999999")
     ax.plot(calls, [r.managed_tokens for r in result.rows], label="managed by ctxlife", color="#1f77b4")
+    ax.axhline(result.context_window, linestyle="-", color="#444444", linewidth=1, label=f"context window ({result.context_window:,}, {result.window_source or 'as used'})")
     ax.axhline(result.threshold * result.context_window, linestyle="--", color="#d62728", label=f"threshold ({result.threshold:.0%} of {result.context_window:,})")
     ax.set_xlabel("model call")
     ax.set_ylabel("context tokens")
@@ -193,8 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="dry-run a recorded conversation through a config, call by call, without any model")
     p.add_argument("file", help="a JSON list of OpenAI-format messages, a _raw.jsonl session history, or tau-bench trajectories (.json/.json.gz)")
     p.add_argument("--config", default=None, help="config to replay with (default: ./ctxlife.toml, [tool.ctxlife], built-in defaults)")
-    p.add_argument("--window", type=int, default=None, help="context window in tokens (default: the config's context_window)")
-    p.add_argument("--model", default=None, help="model name for the tokenizer")
+    p.add_argument("--window", type=int, default=None, help="context window in tokens; beats CTXLIFE_CONTEXT_WINDOW and the config's context_window")
+    p.add_argument("--model", default=None, help="model name for the tokenizer; beats CTXLIFE_MODEL and the config's model")
     p.add_argument("--conversation", type=int, default=None, metavar="N", help="for files with several conversations: the 0-based index of the one to show call by call")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
     p.add_argument("--plot", default=None, metavar="PNG", help="draw tokens per call, managed vs unmanaged, with the threshold line")

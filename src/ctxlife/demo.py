@@ -28,6 +28,7 @@ from typing import Any
 from ctxlife.errors import CtxlifeError
 from ctxlife.hookspecs import hookimpl
 from ctxlife.messages import is_summary, is_system
+from ctxlife.retention import Need, NeedIndex, Retention
 
 SESSION_ID = "xiaopaw-demo"
 WINDOW = 8192
@@ -129,6 +130,28 @@ def scripted_replies() -> list[list[Any]]:
     ]
 
 
+# -- what "facts kept" means here -----------------------------------------------------------
+
+#: Answer keys, written with the sandbox data and the script (never by ctxlife's extractor): for a
+#: (turn, model call within the turn), the values the agent states there that it can only know
+#: from earlier in the session. Each is kept when it is in the context sent at that call.
+ANSWER_KEYS: dict[tuple[int, int], list[str]] = {
+    (3, 0): ["INC-4400", "lin.wei@example.com"],  # turn 4: the blockers, read in turn 3
+    (8, 0): ["Central", "ORD-52000", "ORD-52069", "ORD-52138", "ORD-52207", "ORD-52276", "ORD-52345", "ORD-52414"],  # turn 9, after the restart
+    (9, 1): ["TCK-7000", "TCK-7023", "TCK-7046", "TCK-7069", "TCK-7092", "TCK-7115", "TCK-7138"],  # turn 10: written into the report
+}
+FACTS_KEPT_DEFINITION = (
+    "facts kept = values the agent's answers state that it could only know from earlier in the session "
+    "(answer keys written with the demo's data), found in the context sent at the call that states them"
+)
+LEGEND = (
+    "Each model call: tokens in the list CrewAI built -> tokens ctxlife sent (share of the window). "
+    "They go down at a compaction; they go UP at a restore: every kickoff (each user turn, and the "
+    "restarted process) starts CrewAI from a fresh [system, user] list, and snapshot_restore puts the "
+    "saved session back into it."
+)
+
+
 # -- the crew -----------------------------------------------------------------------------
 
 
@@ -181,6 +204,11 @@ class CallRecord:
     unmanaged_tokens: int
     actions: list[str]
     details: dict[str, Any] = field(default_factory=dict)
+    context_window: int = WINDOW
+    budget: int = int(0.4 * WINDOW)
+    facts_needed: int = 0
+    facts_kept: int = 0
+    missing: list[str] = field(default_factory=list)
 
 
 class Tracker:
@@ -202,11 +230,20 @@ class Tracker:
         self.tool_extra = tool_extra  # tokens tool_output kept out of the context so far
         self.system_tokens = 0
         self.crossed = crossed
+        self.turn_calls: dict[int, int] = {}
+        self.kept = Retention()
+        self.missing: list[str] = []
 
     @hookimpl
     def ctxlife_before_llm_call(self, ctx: Any) -> None:
         # After the strategies: the system prompt as sent (bootstrap included, summaries excluded).
         self.system_tokens = ctx.tokens.count_messages([m for m in ctx.messages if is_system(m) and not is_summary(m)])
+        # Facts kept: the answer keys of this call, searched in exactly what is sent.
+        at = self.turn_calls.get(self.turn, 0)
+        self.turn_calls[self.turn] = at + 1
+        values = ANSWER_KEYS.get((self.turn, at), [])
+        self.missing = [v for v in values if not NeedIndex([Need((v,), 0, kind="answer")]).score_call(0, ctx.messages).kept]
+        self.kept = Retention(needs=len(values), kept=len(values) - len(self.missing))
 
     @hookimpl
     def ctxlife_after_tool_call(self, ctx: Any) -> None:
@@ -227,9 +264,17 @@ class Tracker:
         store = self.host.store
         raw = store.read_raw(SESSION_ID) if store is not None else []
         unmanaged = max(report.tokens_before, self.system_tokens + self.host.counter().count_messages(raw) + self.tool_extra)
-        record = CallRecord(self.turn, report.tokens_after, unmanaged, [f"{a.strategy}:{a.what}" for a in report.actions if a.what != "skipped"])
+        record = CallRecord(
+            self.turn, report.tokens_after, unmanaged, [f"{a.strategy}:{a.what}" for a in report.actions if a.what != "skipped"],
+            context_window=report.context_window, budget=report.budget,
+            facts_needed=self.kept.needs, facts_kept=self.kept.kept, missing=list(self.missing),
+        )
         number = self.calls_before + len(self.records) + 1
+        if number == 1:
+            self.console.print(f"   [dim]{LEGEND}[/dim]")
         lines = [f"   call {number:>2}: {report.tokens_before:>6,} -> {report.tokens_after:>6,} tokens sent ({report.tokens_after / report.context_window:.0%} of the window)"]
+        if record.facts_needed:
+            lines[0] += f"; facts kept {record.facts_kept}/{record.facts_needed}" + (f" (missing {', '.join(record.missing)})" if record.missing else "")
         if report.tokens_before > report.budget and not self.crossed:
             self.crossed = True
             lines.append(f"   [yellow]the context crossed the {self.host.settings.threshold:.0%} line ({report.budget:,} tokens)[/yellow]")
@@ -239,10 +284,11 @@ class Tracker:
                 record.details = {"before": d["tokens_before"], "after": d["tokens_after"], "facts_found": d["facts_found"], "facts_kept": d["facts_kept"]}
                 lines.append(
                     f"   [magenta]llm_summary[/magenta]: compacted {d['tokens_before']:,} -> {d['tokens_after']:,} tokens; "
-                    f"{d['evicted_messages']} messages summarized, key facts kept {d['facts_kept']}/{d['facts_found']}"
+                    f"{d['evicted_messages']} messages summarized"
                 )
             elif action.what == "restored":
-                lines.append(f"   [green]snapshot_restore[/green]: restored {d['messages']} messages of the session")
+                lines.append(f"   [green]snapshot_restore[/green]: restored {d['messages']} messages of the session "
+                             "into the kickoff's fresh list")
             elif action.what == "snapshot_saved":
                 lines.append(f"   [green]snapshot_restore[/green]: snapshot written ({d['messages']} messages)")
         self.console.print("\n".join(lines))
@@ -304,19 +350,25 @@ def run_turns(
 # -- the command ----------------------------------------------------------------------------
 
 
-def default_config_path() -> Path | None:
-    """``configs/demo.toml`` of a source checkout, if there is one."""
-    candidates = [Path.cwd() / "configs" / "demo.toml", Path(__file__).resolve().parents[2] / "configs" / "demo.toml"]
-    return next((p for p in candidates if p.is_file()), None)
+def default_config_path() -> Path:
+    """The demo's config, shipped inside the package (``ctxlife/configs/demo.toml``; the checkout's
+    ``configs/demo.toml`` is a symlink to it), so ``ctxlife demo`` works from any folder."""
+    import importlib.resources
+
+    resource = importlib.resources.files("ctxlife") / "configs" / "demo.toml"
+    return Path(str(resource))
 
 
 def run_demo(config: str | None = None, model: str | None = None, turns: int | None = None, workspace: str = "workspace", chart: str | None = None) -> int:
     from rich.console import Console
 
+    from ctxlife.integrations import require
+
+    require("crewai", "crewai,plot", "ctxlife demo")
     console = Console()
     config_path = Path(config) if config else default_config_path()
-    if config_path is None or not config_path.is_file():
-        raise CtxlifeError("no config given and configs/demo.toml not found; pass --config FILE")
+    if not config_path.is_file():
+        raise CtxlifeError(f"config file {config_path} does not exist; pass --config FILE")
     total = min(turns or len(TURNS), len(TURNS))
     ws = Path(workspace)
     _fresh_workspace(ws)
@@ -372,10 +424,13 @@ def _summary(console: Any, records: list[CallRecord], restart_at: int) -> None:
     table.add_row("saved", f"{naive - sent:,} ({1 - sent / naive:.0%})" if naive else "-")
     table.add_row("peak context without / with", f"{max(r.unmanaged_tokens for r in records):,} / {max(r.sent_tokens for r in records):,}")
     table.add_row("compactions", str(len(compactions)))
-    if compactions:
-        table.add_row("key facts kept in summaries", f"{sum(r.details['facts_kept'] for r in compactions)}/{sum(r.details['facts_found'] for r in compactions)}")
+    needed = sum(r.facts_needed for r in records)
+    kept = sum(r.facts_kept for r in records)
+    if needed:
+        table.add_row("facts kept (see below)", f"{kept}/{needed} ({kept / needed:.0%})")
     table.add_row("restart", f"after turn {restart_at}, restored in a new process")
     console.print(table)
+    console.print(f"[dim]{FACTS_KEPT_DEFINITION}. Without ctxlife the full history holds all of them, at the token cost above.[/dim]")
 
 
 def _chart(records: list[CallRecord], path: Path, restart_at: int) -> bool:
@@ -384,7 +439,6 @@ def _chart(records: list[CallRecord], path: Path, restart_at: int) -> bool:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        from matplotlib.ticker import MaxNLocator
     except ImportError:
         print("matplotlib is not installed: no chart (pip install 'ctxlife[plot]')")
         return False
@@ -392,7 +446,9 @@ def _chart(records: list[CallRecord], path: Path, restart_at: int) -> bool:
     fig, ax = plt.subplots(figsize=(10, 4.8))
     ax.plot(calls, [r.unmanaged_tokens for r in records], color="#999999", label="without ctxlife (naive full history)")
     ax.plot(calls, [r.sent_tokens for r in records], color="#1f77b4", marker=".", label="sent with ctxlife")
-    ax.axhline(0.4 * WINDOW, color="#d62728", linestyle="--", label=f"40% line ({int(0.4 * WINDOW):,} tokens)")
+    window, budget = records[0].context_window, records[0].budget
+    ax.axhline(window, color="#333333", linestyle="-", linewidth=1, label=f"context window ({window:,} tokens)")
+    ax.axhline(budget, color="#d62728", linestyle="--", label=f"{budget / window:.0%} line ({budget:,} tokens)")
     for i, r in enumerate(records, 1):
         if r.details:
             ax.annotate("compacted", (i, r.sent_tokens), textcoords="offset points", xytext=(0, 8), fontsize=7, ha="center", color="#9467bd")
@@ -401,9 +457,7 @@ def _chart(records: list[CallRecord], path: Path, restart_at: int) -> bool:
         ax.axvline(restart - 0.5, color="#2ca02c", linestyle=":", label="restart (new process)")
     ax.set_xlabel("model call")
     ax.set_ylabel("context tokens")
-    locator = ax.xaxis.get_major_locator()  # the default AutoLocator is a MaxNLocator
-    if isinstance(locator, MaxNLocator):
-        locator.set_params(integer=True)
+    ax.xaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]  # MaxNLocator takes it
     ax.set_title("ctxlife demo: context tokens per model call")
     ax.legend(fontsize=8)
     fig.tight_layout()

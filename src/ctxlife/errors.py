@@ -40,3 +40,7 @@ class SessionIdError(CtxlifeError):
 
 class StoreError(CtxlifeError):
     """A session store could not be opened, read or written."""
+
+
+class MissingDependencyError(CtxlifeError, ImportError):
+    """An optional framework or library is not installed; the message names the pip extra that adds it."""

@@ -10,7 +10,9 @@ time taken); every failure an ``ctxlife.strategy_failed`` or
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -68,13 +70,40 @@ class Report:
 class Host:
     """Dispatches the six lifecycle nodes to the strategies a config selects.
 
+    Use it directly to drive every node from any framework or your own loop (adapters
+    do exactly this): one method per node, each taking the node's context object and
+    editing it in place, each with an ``a``-prefixed async twin that runs the dispatch
+    in a worker thread so an LLM summary never blocks the event loop.
+
+    ========================  =============================  ================================
+    node                      method                         what it edits
+    ========================  =============================  ================================
+    1 bootstrap               :meth:`bootstrap_text`,         the system prompt (once per agent
+                              :meth:`apply_bootstrap`          and session)
+    2 before each model call  :meth:`before_llm_call`         the message list
+    3 before a tool call      :meth:`before_tool_call`        ``ctx.tool_input``; a ``ctx.result``
+                                                             set here answers without the tool
+    4 after a tool returns    :meth:`after_tool_call`         ``ctx.result`` (what the model sees)
+    5 task start              :meth:`task_start`              ``ctx.context_text``
+    6 task end                :meth:`task_end`                ``ctx.output`` (and snapshots)
+    ========================  =============================  ================================
+
+    :meth:`provided_tools` lists the tools strategies offer (register them with your
+    framework), :meth:`start_run` marks a new run (a kickoff, an agent invocation).
+
+    Which value wins, highest first (the same everywhere in ctxlife): an explicit
+    argument to this constructor, then the environment (``CTXLIFE_*``), then the config
+    file, then what the framework reports for a call (the per-call ``context_window=``
+    and ``model=`` keywords of the node methods, which adapters fill from the
+    framework's model object).
+
     Args:
-        settings: the resolved settings (see :func:`ctxlife.load_settings`).
-        context_window: the model's window in tokens; the config's
-            ``context_window`` wins over it, and adapters pass the framework's.
-        model: the model name, to pick the tokenizer; the config's ``model`` is
-            used when the framework does not say.
-        session_id: the session; defaults to the config's ``session_id``.
+        settings: the resolved settings (see :func:`ctxlife.load_settings`); they hold
+            the config file's values with the environment's applied on top.
+        context_window: the model's window in tokens, explicitly: beats the settings.
+        model: the model name (picks the tokenizer), explicitly: beats the settings.
+        session_id: the default session, explicitly: beats the settings. A node
+            method's ``session_id=`` names the session of that one call.
         plugins: extra objects with ``@ctxlife.hookimpl`` methods, called after
             the configured strategies.
     """
@@ -89,8 +118,10 @@ class Host:
         plugins: Sequence[object] = (),
     ) -> None:
         self.settings = settings
-        self.context_window = settings.context_window or context_window
-        self.model = model or settings.model
+        # Explicit argument > environment > config file (settings hold both, env applied last);
+        # what a framework reports comes per call and is used only when these are None.
+        self.context_window: int | None = context_window or settings.context_window
+        self.model: str | None = model or settings.model
         self.session_id = session_id if session_id is not None else settings.session_id
         if self.session_id is not None:
             from ctxlife.sessions.ids import validate_session_id
@@ -119,7 +150,7 @@ class Host:
         self._impls: dict[str, list[tuple[str, Any]]] = {}
         position = {name: i for i, name in enumerate(self._plugin_names)}
         for hook in hookspecs.HOOK_NAMES:
-            impls = [(self._pm.get_name(impl.plugin) or "", impl) for impl in getattr(self._pm.hook, hook).get_hookimpls()]
+            impls = [(str(self._pm.get_name(impl.plugin)), impl) for impl in getattr(self._pm.hook, hook).get_hookimpls()]
             for name, impl in impls:
                 if impl.hookwrapper or getattr(impl, "wrapper", False):
                     raise PluginError(
@@ -127,7 +158,11 @@ class Host:
                         "on its own (to roll back its edit alone), so use a plain @ctxlife.hookimpl, with "
                         "tryfirst=True or trylast=True to run before or after the others"
                     )
-            self._impls[hook] = sorted(impls, key=lambda pair: (_order_group(pair[1]), position[pair[0]]))
+            def order(pair: tuple[str, Any]) -> tuple[int, int]:
+                impl = pair[1]
+                return (0 if impl.tryfirst else 2 if impl.trylast else 1), position[pair[0]]
+
+            self._impls[hook] = sorted(impls, key=order)
         self.store = next((s for s in (strategy.session_store() for strategy in self.strategies) if s is not None), None)
         self._counters: dict[str | None, TokenCounter] = {}
         self._state: dict[tuple[str, str | None], dict[str, Any]] = {}
@@ -150,8 +185,8 @@ class Host:
     # -- shared plumbing ----------------------------------------------------------------
 
     def counter(self, model: str | None = None) -> TokenCounter:
-        """The token counter for a model (one per model, cached)."""
-        key = model or self.model
+        """The token counter for this host's model, else ``model`` (what the framework reports); cached."""
+        key = self.model or model
         found = self._counters.get(key)
         if found is None:
             found = self._counters[key] = TokenCounter(key)
@@ -165,11 +200,15 @@ class Host:
         """Whether any active strategy or plugin implements ``hook``."""
         return bool(self._impls[hook])
 
+    def implementers(self, hook: str) -> list[str]:
+        """Names of the active strategies and plugins implementing ``hook``, in dispatch order."""
+        return list(dict.fromkeys(name for name, _ in self._impls[hook]))
+
     def _fill(self, ctx: HookContext, node: str, *, model: str | None, context_window: int | None, session_id: str | None) -> None:
         ctx.node = node
         ctx.session_id = session_id or self.session_id
         ctx.tokens = self.counter(model)
-        ctx.context_window = self.context_window or context_window or 0
+        ctx.context_window = self.context_window or context_window or 0  # explicit/env/config > framework
         ctx.threshold = self.settings.threshold
         ctx.store = self.store
         if ctx.complete is None:
@@ -322,7 +361,15 @@ class Host:
         complete: Complete | None = None,
         first_call_of_run: bool | None = None,
     ) -> Report:
-        """Run the ``before_llm_call`` pipeline on a live message list, in place."""
+        """Node 2: run the ``before_llm_call`` pipeline on a live message list, in place.
+
+        ``messages`` are OpenAI-format dicts (system first); after the call they are what
+        to send. Write them back as the source of truth of your loop, so a compaction is
+        not redone on the next call. The bootstrap text (node 1) is applied here too, on
+        an agent's first call. ``model``/``context_window`` are what the framework
+        reports (used when neither this host nor the config sets one); ``complete`` lets
+        strategies call the agent's model (``llm_summary`` with ``summarizer = "llm"``).
+        """
         start = time.perf_counter()
         with self._lock:
             session = session_id or self.session_id
@@ -438,13 +485,22 @@ class Host:
     def before_tool_call(
         self, ctx: ToolCallContext, *, session_id: str | None = None, model: str | None = None, context_window: int | None = None
     ) -> Report:
-        """Node 3. After it, ``ctx.result`` is a string if a strategy answered the call itself."""
+        """Node 3, before a tool runs: ``ctx.tool_name`` and ``ctx.tool_input`` set, ``ctx.result`` None.
+
+        After it, ``ctx.tool_input`` is what the tool should receive; if ``ctx.result`` is
+        a string, a strategy answered the call itself (``ctx.skipped_by`` names it): do not
+        run the tool, and pass that string through :meth:`after_tool_call` as its result.
+        """
         return self._tool("ctxlife_before_tool_call", ctx, session_id, model, context_window)
 
     def after_tool_call(
         self, ctx: ToolCallContext, *, session_id: str | None = None, model: str | None = None, context_window: int | None = None
     ) -> Report:
-        """Node 4. After it, ``ctx.result`` is what the model should see."""
+        """Node 4, after a tool returned: ``ctx.result`` is the tool's output as text.
+
+        After it, ``ctx.result`` is what the model should see (``tool_output`` caps it and
+        keeps the full text recallable through :meth:`provided_tools`).
+        """
         return self._tool("ctxlife_after_tool_call", ctx, session_id, model, context_window)
 
     # -- nodes 5 and 6: task boundaries -------------------------------------------------
@@ -481,13 +537,20 @@ class Host:
     def task_start(
         self, ctx: TaskContext, *, session_id: str | None = None, model: str | None = None, context_window: int | None = None
     ) -> Report:
-        """Node 5. After it, ``ctx.context_text`` is what the task should receive."""
+        """Node 5, a task (or an agent run) starts: ``ctx.context_text`` is what it receives from earlier work.
+
+        After it, ``ctx.context_text`` is what the task should receive (``task_scope``).
+        """
         return self._task("ctxlife_task_start", ctx, session_id, model, context_window)
 
     def task_end(
         self, ctx: TaskContext, *, session_id: str | None = None, model: str | None = None, context_window: int | None = None
     ) -> Report:
-        """Node 6. After it, ``ctx.output`` is the task's output to pass on."""
+        """Node 6, a task (or an agent run) ended: ``ctx.output`` is its final text, ``ctx.messages`` its messages.
+
+        After it, ``ctx.output`` is the output to pass on; strategies save snapshots and
+        task summaries here.
+        """
         return self._task("ctxlife_task_end", ctx, session_id, model, context_window)
 
     # -- lifetime -----------------------------------------------------------------------
@@ -498,16 +561,45 @@ class Host:
             self._calls[session_id or self.session_id] = 0
 
     def close(self) -> None:
+        """Close every strategy (stores, files). The host is not used after this."""
         for strategy in self.strategies:
             try:
                 strategy.close()
             except Exception as exc:  # noqa: BLE001 - closing must not mask the caller's outcome
                 emit("error", "ctxlife.strategy_close_failed", strategy=strategy.name, error=f"{type(exc).__name__}: {exc}")
 
+    # -- async twins: the same dispatch in a worker thread, so the event loop never waits on it --
 
-def _order_group(impl: Any) -> int:
-    """Implementations marked tryfirst run first, trylast last, the rest in between."""
-    return 0 if impl.tryfirst else 2 if impl.trylast else 1
+    async def abootstrap_text(self, **kwargs: Any) -> str:
+        """:meth:`bootstrap_text` without blocking the event loop."""
+        return await asyncio.to_thread(functools.partial(self.bootstrap_text, **kwargs))
+
+    async def abefore_llm_call(self, messages: list[dict[str, Any]], **kwargs: Any) -> Report:
+        """:meth:`before_llm_call` in a worker thread: an LLM summary never blocks the event loop.
+
+        The list is edited in place as with the sync method; do not touch it until this returns.
+        """
+        return await asyncio.to_thread(functools.partial(self.before_llm_call, messages, **kwargs))
+
+    async def amanage(self, messages: list[dict[str, Any]], *, context_window: int | None = None, model: str | None = None) -> Report:
+        """:meth:`manage` without blocking the event loop."""
+        return await asyncio.to_thread(functools.partial(self.manage, messages, context_window=context_window, model=model))
+
+    async def abefore_tool_call(self, ctx: ToolCallContext, **kwargs: Any) -> Report:
+        """:meth:`before_tool_call` without blocking the event loop."""
+        return await asyncio.to_thread(functools.partial(self.before_tool_call, ctx, **kwargs))
+
+    async def aafter_tool_call(self, ctx: ToolCallContext, **kwargs: Any) -> Report:
+        """:meth:`after_tool_call` without blocking the event loop."""
+        return await asyncio.to_thread(functools.partial(self.after_tool_call, ctx, **kwargs))
+
+    async def atask_start(self, ctx: TaskContext, **kwargs: Any) -> Report:
+        """:meth:`task_start` without blocking the event loop."""
+        return await asyncio.to_thread(functools.partial(self.task_start, ctx, **kwargs))
+
+    async def atask_end(self, ctx: TaskContext, **kwargs: Any) -> Report:
+        """:meth:`task_end` without blocking the event loop."""
+        return await asyncio.to_thread(functools.partial(self.task_end, ctx, **kwargs))
 
 
 def _kept_latest_user(before: list[dict[str, Any]], index: int, after: list[dict[str, Any]]) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,10 +23,16 @@ from typing import Any
 
 from ctxlife.config import Settings
 from ctxlife.contexts import ToolCallContext
-from ctxlife.errors import CtxlifeError
-from ctxlife.facts import Fact, extract_facts, facts_missing_from
+from ctxlife.errors import ConfigError, CtxlifeError
 from ctxlife.host import Host
 from ctxlife.messages import check_shape, pair_tool_results, role, tool_calls, validate
+from ctxlife.retention import NeedIndex, reused_arguments
+
+#: How "facts kept" is defined wherever replay shows it (ctxlife.retention; never ctxlife's own extractor).
+FACTS_KEPT_DEFINITION = (
+    "facts kept = tool-call argument values the recorded agent re-used verbatim after reading them in a user "
+    "turn or tool result, counted as kept when the value is in the context sent at the call that re-uses it"
+)
 
 
 class InputFileError(CtxlifeError):
@@ -48,6 +55,8 @@ class CallRow:
     messages: int
     actions: list[str]
     problems: list[str]
+    facts_needed: int = 0
+    facts_kept: int = 0
 
 
 @dataclass
@@ -56,6 +65,8 @@ class ReplayResult:
     context_window: int
     threshold: float
     rows: list[CallRow] = field(default_factory=list)
+    encoding: str = ""
+    window_source: str = ""
     facts_total: int = 0
     facts_kept: int = 0
     tool_tokens_saved: int = 0
@@ -88,7 +99,10 @@ class ReplayResult:
         return {
             "name": self.name,
             "context_window": self.context_window,
+            "window_source": self.window_source,
             "threshold": self.threshold,
+            "encoding": self.encoding,
+            "facts_kept_definition": FACTS_KEPT_DEFINITION,
             "calls": [r.__dict__ for r in self.rows],
             "totals": {
                 "calls": len(self.rows),
@@ -232,15 +246,29 @@ def replay(
     conversation: Conversation,
     settings: Settings,
     *,
-    context_window: int,
+    context_window: int | None = None,
     model: str | None = None,
     session_id: str | None = None,
     plugins: Iterable[object] = (),
 ) -> ReplayResult:
-    """Replay one conversation through ``settings``; nothing calls a model."""
+    """Replay one conversation through ``settings``; nothing calls a model.
+
+    ``context_window``/``model`` are explicit values: they beat the environment and the config
+    (one precedence everywhere); without them the settings' values are used. The result records
+    the window, threshold and encoding the strategies actually worked with.
+    """
     host = Host(settings, context_window=context_window, model=model, session_id=session_id, plugins=tuple(plugins))
     try:
-        return _replay(conversation, host, context_window)
+        if not host.context_window:
+            raise ConfigError("replay needs a context window: pass --window N or set context_window in the config")
+        result = _replay(conversation, host, host.context_window)
+        if context_window:
+            result.window_source = "--window"
+        elif os.environ.get("CTXLIFE_CONTEXT_WINDOW"):
+            result.window_source = "CTXLIFE_CONTEXT_WINDOW"
+        else:
+            result.window_source = f"the config ({settings.source})"
+        return result
     finally:
         host.close()
 
@@ -250,7 +278,8 @@ def _replay(conversation: Conversation, host: Host, context_window: int) -> Repl
     counter = host.counter()
     tools = _tool_names(recorded)
     policy = host.implements("ctxlife_after_tool_call")
-    result = ReplayResult(conversation.name, context_window, host.settings.threshold)
+    result = ReplayResult(conversation.name, context_window, host.settings.threshold, encoding=counter.encoding_name)
+    needs = NeedIndex(reused_arguments(recorded))
     live: list[dict[str, Any]] = []
     calls = set(call_points(recorded))
     for i, message in enumerate(recorded):
@@ -258,6 +287,9 @@ def _replay(conversation: Conversation, host: Host, context_window: int) -> Repl
             unmanaged = counter.count_messages(recorded[:i])
             report = host.before_llm_call(live)
             problems = [str(p) for p in validate(live)]
+            kept = needs.score_call(i, live)  # what was sent at the call that re-uses the values
+            result.facts_total += kept.needs
+            result.facts_kept += kept.kept
             result.rows.append(
                 CallRow(
                     index=len(result.rows),
@@ -266,6 +298,8 @@ def _replay(conversation: Conversation, host: Host, context_window: int) -> Repl
                     messages=len(live),
                     actions=[f"{a.strategy}:{a.what}" for a in report.actions],
                     problems=problems,
+                    facts_needed=kept.needs,
+                    facts_kept=kept.kept,
                 )
             )
         if policy and role(message) == "tool" and isinstance(message.get("content"), str):
@@ -276,15 +310,7 @@ def _replay(conversation: Conversation, host: Host, context_window: int) -> Repl
                 result.tool_tokens_saved += counter.count_text(message["content"]) - counter.count_text(ctx.result)
                 message = {**message, "content": ctx.result}
         live.append(message)
-    facts = ledger_facts(recorded)
-    result.facts_total = len(facts)
-    result.facts_kept = len(facts) - len(facts_missing_from(facts, context_text(live)))
     return result
-
-
-def ledger_facts(messages: list[dict[str, Any]]) -> list[Fact]:
-    """The facts of a conversation that an agent typically needs later (user turns and tool results)."""
-    return extract_facts([m for m in messages if role(m) in {"user", "tool"}])
 
 
 def context_text(messages: list[dict[str, Any]]) -> str:

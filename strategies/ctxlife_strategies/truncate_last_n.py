@@ -1,6 +1,7 @@
 """``truncate_last_n``: keep the system messages and the last N rounds.
 
-A round is a user message and everything after it up to the next user message,
+It acts when the context is above ``threshold`` x window (the warning line), or on every
+call with ``always = true``. A round is a user message and everything after it up to the next user message,
 so a cut never separates a tool call from its result. The first user message
 (under CrewAI: the task itself) is pinned by default, and the question being worked
 on (the last user message that is not a repeated framework prompt such as CrewAI's
@@ -9,7 +10,10 @@ on (the last user message that is not a repeated framework prompt such as CrewAI
 
 from __future__ import annotations
 
-from pydantic import Field
+import warnings
+from typing import Any
+
+from pydantic import Field, model_validator
 
 import ctxlife
 from ctxlife.messages import current_turn_index, is_system, round_starts
@@ -20,14 +24,40 @@ class TruncateLastN(ctxlife.Strategy):
 
     class Options(ctxlife.Options):
         rounds: int = Field(2, ge=1, description="How many of the most recent rounds to keep verbatim.")
-        only_above_threshold: bool = Field(
+        always: bool = Field(
             False,
-            description="Act only when the context exceeds threshold x context window (else on every call).",
+            description="Cut on every call, even below the threshold (default: only when the context exceeds "
+            "threshold x context window).",
+        )
+        only_above_threshold: bool | None = Field(
+            None,
+            exclude=True,
+            description="Deprecated, use `always`: only_above_threshold = false is always = true.",
         )
         pin_first_user: bool = Field(
             True,
             description="Always keep the first user message (the task statement under CrewAI).",
         )
+
+        @model_validator(mode="before")
+        @classmethod
+        def _migrate_only_above_threshold(cls, data: Any) -> Any:
+            """Configs written for 0.1 (``only_above_threshold``) keep their meaning under ``always``."""
+            if not isinstance(data, dict) or data.get("only_above_threshold") is None:
+                return data
+            old = bool(data["only_above_threshold"])
+            if "always" in data and bool(data["always"]) == old:
+                raise ValueError(
+                    f"only_above_threshold = {str(old).lower()} contradicts always = {str(data['always']).lower()}; "
+                    "keep only `always` (only_above_threshold is deprecated)"
+                )
+            warnings.warn(
+                "truncate_last_n: only_above_threshold is deprecated; write "
+                f"`always = {str(not old).lower()}` instead",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return {**data, "always": not old}
 
     options: Options
 
@@ -37,7 +67,7 @@ class TruncateLastN(ctxlife.Strategy):
         starts = round_starts(messages)
         if len(starts) <= self.options.rounds:
             return
-        if self.options.only_above_threshold and ctx.count() <= ctx.budget:
+        if not self.options.always and ctx.count() <= ctx.budget:
             return
         cut = starts[-self.options.rounds]
         # The task (first user message) and the question being worked on always stay.

@@ -61,10 +61,10 @@ def tables(tmp: Path) -> dict[str, dict[str, Any]]:
     """Config tables by id: every strategy alone, the recommended combinations, the shipped configs."""
     store = {"store": f"file://{tmp / 'sessions'}"}
     out: dict[str, dict[str, Any]] = {
-        "truncate_last_n": {"strategies": ["truncate_last_n"]},
+        "truncate_last_n(always)": {"strategies": ["truncate_last_n"], "truncate_last_n": {"always": True}},
         "truncate_last_n(above_threshold,rounds=1)": {
             "strategies": ["truncate_last_n"],
-            "truncate_last_n": {"rounds": 1, "only_above_threshold": True},
+            "truncate_last_n": {"rounds": 1},
         },
         "llm_summary": {
             "strategies": ["llm_summary"],
@@ -84,7 +84,7 @@ def tables(tmp: Path) -> dict[str, dict[str, Any]]:
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
             "snapshot_restore": store,
         },
-        "truncate+snapshot": {"strategies": ["truncate_last_n", "snapshot_restore"], "snapshot_restore": store},
+        "truncate+snapshot": {"strategies": ["truncate_last_n", "snapshot_restore"], "truncate_last_n": {"always": True}, "snapshot_restore": store},
         "all": {
             "strategies": ["bootstrap", "tool_cache", "tool_output", "task_scope", "llm_summary", "snapshot_restore"],
             "bootstrap": {"text": BOOTSTRAP_TEXT},
@@ -500,7 +500,7 @@ def test_truncate_last_n_keeps_exactly_system_first_user_and_last_rounds(stats):
         checks = Checks()
         host = Host(
             settings_from_dict(
-                {"strategies": ["truncate_last_n"], "truncate_last_n": {"rounds": rounds, "pin_first_user": pin}}
+                {"strategies": ["truncate_last_n"], "truncate_last_n": {"rounds": rounds, "pin_first_user": pin, "always": True}}
             ),
             context_window=8000,
         )
@@ -558,7 +558,7 @@ def test_react_current_question_survives_truncation(stats):
     )
     def prop(history, question, steps):
         assume(question != REACT_PROMPT)
-        host = Host(settings_from_dict({"strategies": ["truncate_last_n"]}), context_window=8000)
+        host = Host(settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"always": True}}), context_window=8000)
         messages: list[dict[str, Any]] = [{"role": "system", "content": "sys"}]
         for h in history:
             messages += [{"role": "user", "content": h}, {"role": "assistant", "content": "ok"}]

@@ -66,7 +66,7 @@ def test_manage_session_restores_exactly_in_a_new_host(store_url):
 
 
 def test_compaction_saves_a_snapshot_and_the_raw_history_keeps_what_was_cut(store_url):
-    cfg = settings(store_url, "truncate_last_n", truncate_last_n={"rounds": 1, "pin_first_user": False})
+    cfg = settings(store_url, "truncate_last_n", truncate_last_n={"rounds": 1, "pin_first_user": False, "always": True})
     host = Host(cfg, context_window=100_000, session_id="s1")
     messages = [system("sys")]
     for i in range(4):

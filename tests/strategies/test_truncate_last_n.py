@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.messages import validate
@@ -13,7 +15,7 @@ def run(messages, window=100_000, **options):
 
 def test_keeps_system_messages_pinned_task_and_last_n_rounds():
     messages = conversation(6, tools_per_round=2)
-    report = run(messages, rounds=2)
+    report = run(messages, rounds=2, always=True)
     users = [m["content"] for m in messages if m["role"] == "user"]
     assert users == ["Request 0: please look up item R0000.", "Request 4: please look up item R0004.", "Request 5: please look up item R0005."]
     assert messages[0]["role"] == "system"
@@ -26,25 +28,58 @@ def test_cuts_never_split_native_tool_units_even_with_repeated_ids():
     for r in range(5):
         calls = [tool_call("a", {"r": r}, call_id="dup"), tool_call("b", {"r": r}, call_id="dup2")]
         messages += [user(f"u{r}"), assistant(None, calls), tool_result("dup", "x"), tool_result("dup2", "y"), assistant(f"a{r}")]
-    run(messages, rounds=1, pin_first_user=False)
+    run(messages, rounds=1, pin_first_user=False, always=True)
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "tool", "assistant"]
     assert messages[1]["content"] == "u4" and validate(messages) == []
 
 
-def test_only_above_threshold_waits_for_the_warning_line():
+def test_waits_for_the_warning_line_by_default():
     messages = conversation(6)
     before = list(messages)
     tokens = ctxlife.TokenCounter().count_messages(messages)
-    report = run(messages, window=int(tokens / 0.4) + 100, rounds=2, only_above_threshold=True)
+    report = run(messages, window=int(tokens / 0.4) + 100, rounds=2)
     assert messages == before and not report.actions
-    report = run(messages, window=int(tokens / 0.4) - 100, rounds=2, only_above_threshold=True)
+    report = run(messages, window=int(tokens / 0.4) - 100, rounds=2)
     assert report.acted == ["truncate_last_n"] and report.tokens_after < report.tokens_before
 
 
 def test_fewer_rounds_than_n_is_left_alone_and_all_system_messages_stay():
     messages = [system("a"), system("b"), user("u0"), assistant("x"), user("u1")]
     before = list(messages)
-    assert not run(messages, rounds=2).actions and messages == before
+    assert not run(messages, rounds=2, always=True).actions and messages == before
     messages = [system("a"), user("u0"), assistant("x"), user("u1"), assistant("y"), user("u2")]
-    run(messages, rounds=1, pin_first_user=False)
+    run(messages, rounds=1, pin_first_user=False, always=True)
     assert messages == [system("a"), user("u2")]
+
+
+def test_default_acts_only_above_the_threshold_and_always_cuts_every_call():
+    # The README's and configs/default.toml's promise: a small conversation in a big window is left alone.
+    messages = conversation(6)
+    before = list(messages)
+    report = run(messages, window=128_000, rounds=2)
+    assert messages == before and report.acted == []
+    report = run(messages, window=128_000, rounds=2, always=True)
+    assert report.acted == ["truncate_last_n"] and len(messages) < len(before)
+
+
+def test_the_shipped_default_config_leaves_a_small_conversation_alone():
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    messages = [system("s"), user("hi"), assistant("hello"), user("how are you?"), assistant("fine"), user("and now?")]
+    before = list(messages)
+    report = ctxlife.manage(messages, config=repo / "configs" / "default.toml", context_window=128_000)
+    assert messages == before and report.acted == [] and report.tokens_before < 100
+
+
+@pytest.mark.parametrize("old, always", [(True, False), (False, True)])
+def test_only_above_threshold_migrates_to_always(old, always):
+    with pytest.warns(DeprecationWarning, match="only_above_threshold is deprecated"):
+        settings = settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"only_above_threshold": old}})
+    assert settings.options_for("truncate_last_n").always is always
+    assert "only_above_threshold" not in settings.resolved()["truncate_last_n"]
+
+
+def test_contradicting_old_and_new_option_is_an_error():
+    with pytest.raises(ctxlife.StrategyOptionsError, match="contradicts always"):
+        settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"only_above_threshold": True, "always": True}})

@@ -31,9 +31,9 @@ from ctxlife.contexts import TaskContext, ToolCallContext
 from ctxlife.errors import CtxlifeError
 from ctxlife.events import emit
 from ctxlife.host import Host
+from ctxlife.integrations import require, tool_arguments_model
 from ctxlife.strategy import ToolSpec
 
-_Result = TypeVar("_Result")
 ADAPTER_ATTR = "_ctxlife_adapter"
 _KICKOFF_METHODS = ("kickoff", "kickoff_async", "akickoff", "kickoff_for_each", "kickoff_for_each_async", "akickoff_for_each")
 
@@ -43,22 +43,29 @@ _active: contextvars.ContextVar[CrewAdapter | None] = contextvars.ContextVar("ct
 _own_call: contextvars.ContextVar[bool] = contextvars.ContextVar("ctxlife_own_model_call", default=False)
 
 
+CrewT = TypeVar("CrewT")
+_T = TypeVar("_T")
+
+
 def wrap(
-    crew: Any,
+    crew: CrewT,
     config: str | os.PathLike[str] | Settings | None = None,
     *,
     session_id: str | None = None,
     plugins: Sequence[object] = (),
-) -> Any:
-    """Manage a CrewAI crew's context at all six lifecycle nodes; returns the same crew.
+) -> CrewT:
+    """Manage a CrewAI crew's context at all six lifecycle nodes; returns the same crew (same type).
 
     ``config`` is a path to a TOML file (or a pyproject.toml), a
     :class:`~ctxlife.config.Settings`, or None (``./ctxlife.toml``, then
     ``[tool.ctxlife]`` in ``./pyproject.toml``, then built-in defaults).
-    ``plugins`` are extra objects with ``@ctxlife.hookimpl`` methods, called after
-    the configured strategies. Wrapping an already wrapped crew is a no-op;
-    :func:`unwrap` restores it.
+    ``session_id`` beats the config's; the window and model come from the config when it
+    sets them, else from each agent's LLM. ``plugins`` are extra objects with
+    ``@ctxlife.hookimpl`` methods, called after the configured strategies. Wrapping an
+    already wrapped crew is a no-op; :func:`unwrap` restores it. Needs
+    ``pip install 'ctxlife[crewai]'``.
     """
+    require("crewai", "crewai", "ctxlife.wrap()")
     if _adapter_of(crew) is not None:
         return crew
     if not callable(getattr(crew, "kickoff", None)) or not hasattr(crew, "__dict__"):
@@ -70,7 +77,7 @@ def wrap(
     return crew
 
 
-def unwrap(crew: Any) -> Any:
+def unwrap(crew: CrewT) -> CrewT:
     """Undo :func:`wrap`: the crew's kickoff methods are its own again. Returns the crew."""
     adapter = _adapter_of(crew)
     if adapter is not None:
@@ -78,8 +85,12 @@ def unwrap(crew: Any) -> Any:
     return crew
 
 
-def host_of(crew: Any) -> Host | None:
-    """The :class:`~ctxlife.host.Host` managing a wrapped crew, or None."""
+def host_of(crew: object) -> Host | None:
+    """The :class:`~ctxlife.host.Host` managing a wrapped crew, or None (``ctxlife.host_of``).
+
+    Use it to reach the nodes and services of a wrapped crew: ``host.listeners`` for
+    reports, ``host.store`` for the session store, ``host.provided_tools()``.
+    """
     adapter = _adapter_of(crew)
     return adapter.host if adapter is not None else None
 
@@ -194,10 +205,11 @@ class CrewAdapter:
     def _llm_facts(llm: Any) -> tuple[str | None, int | None]:
         model = getattr(llm, "model", None) if llm is not None and not isinstance(llm, str) else llm
         window = None
-        getter = getattr(llm, "get_context_window_size", None)
+        getter: Any = getattr(llm, "get_context_window_size", None)
         if callable(getter):
             try:
-                window = int(getter())
+                reported: Any = getter()
+                window = int(reported)
             except Exception:  # noqa: BLE001 - an LLM without a window falls back to the config
                 window = None
         return (model if isinstance(model, str) else None), window
@@ -232,7 +244,7 @@ class CrewAdapter:
 
     # -- CrewAI handlers (CrewAI swallows exceptions here, so each logs its own) --------
 
-    def _guard(self, point: str, fn: Callable[..., _Result], *args: Any) -> _Result | None:
+    def _guard(self, point: str, fn: Callable[..., _T], *args: Any) -> _T | None:
         try:
             return fn(*args)
         except Exception as exc:  # noqa: BLE001 - CrewAI would swallow it silently
@@ -358,12 +370,8 @@ class CrewAdapter:
 def _crewai_tool(spec: ToolSpec) -> Any:
     """A CrewAI tool that calls a ctxlife :class:`~ctxlife.strategy.ToolSpec`."""
     from crewai.tools import BaseTool
-    from pydantic import Field, create_model
 
-    schema = create_model(  # type: ignore[call-overload]
-        f"{spec.name}_args",
-        **{arg: (str, Field(..., description=text)) for arg, text in spec.parameters.items()},
-    )
+    schema = tool_arguments_model(spec)
     function = spec.function
 
     class _SpecTool(BaseTool):
@@ -381,6 +389,7 @@ def completion_for_model(model: str, *, timeout: float | None = None, **llm_opti
     ``crewai.LLM`` as they are (``base_url``, ``api_key``, ...). Calls made through it
     are never managed by ctxlife again.
     """
+    require("crewai", "crewai", "completion_for_model()")
     from crewai import LLM
 
     options = dict(llm_options)

@@ -1,0 +1,126 @@
+"""The package as users get it: a wheel installed into fresh virtual environments, outside the checkout.
+
+1. The core (``pip install ctxlife``): no CrewAI, no LangChain; ``manage()`` and ``ctxlife check``
+   work, ``wrap()`` names the extra to install. Its size and package count are printed (``-s``)
+   and bounded.
+2. ``ctxlife[crewai,plot]`` from the same wheel: ``ctxlife demo`` runs from an empty folder (its
+   config ships inside the package).
+
+These install from the package index pip is configured with (warm from ``make``'s own install),
+so they take minutes: they are marked slow; CI runs them as part of ``make test``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+SKIP_COPY = {".venv", ".git", "workspace", ".pytest_cache", ".mypy_cache", ".hypothesis", "build", "dist", "__pycache__"}
+
+
+def _run(cmd: list[str], cwd: Path, timeout: int = 900, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("CTXLIFE_") and k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    full_env.update(env)
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env)
+    assert done.returncode == 0, f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel of the working tree, built from a copy (nothing generated lands in the checkout)."""
+    source = tmp_path_factory.mktemp("source") / "ctxlife"
+    shutil.copytree(REPO, source, symlinks=True, ignore=lambda _dir, names: [n for n in names if n in SKIP_COPY or n.endswith(".egg-info")])
+    out = tmp_path_factory.mktemp("wheel")
+    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(source)], cwd=source)
+    [built] = out.glob("ctxlife-*.whl")
+    return built
+
+
+def _fresh_venv(path: Path) -> Path:
+    venv.EnvBuilder(with_pip=True, clear=True).create(path)
+    return path / "bin"
+
+
+def _site_packages(bin_dir: Path) -> Path:
+    out = subprocess.run([str(bin_dir / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip())
+
+
+def _size_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink()) / 1e6
+
+
+def test_the_wheel_ships_the_demo_config_and_the_strategies(wheel: Path) -> None:
+    import zipfile
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"ctxlife/configs/demo.toml", "ctxlife/py.typed", "ctxlife_strategies/llm_summary.py", "ctxlife/integrations/langchain.py"} <= names
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
+    requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    core = [r for r in requires if "extra ==" not in r]
+    assert not any("crewai" in r or "langchain" in r for r in core), core
+    assert any("crewai" in r and 'extra == "crewai"' in r for r in requires)
+    assert any("langchain" in r and 'extra == "langchain"' in r for r in requires)
+
+
+def test_the_core_installs_without_any_framework_and_manages_lists(wheel: Path, tmp_path: Path) -> None:
+    bin_dir = _fresh_venv(tmp_path / "core-venv")
+    site = _site_packages(bin_dir)
+    before_mb = _size_mb(site)
+    _run([str(bin_dir / "pip"), "install", "--quiet", str(wheel)], cwd=tmp_path)
+    listed = json.loads(_run([str(bin_dir / "pip"), "list", "--format", "json"], cwd=tmp_path).stdout)
+    names = {p["name"].lower() for p in listed}
+    assert "crewai" not in names and "langchain" not in names and "langchain-core" not in names
+    size_mb = _size_mb(site) - before_mb
+    packages = len(names - {"pip", "setuptools"})
+    print(f"\ncore install: {packages} packages (ctxlife included), {size_mb:.0f} MB in site-packages")
+    assert packages <= 30 and size_mb < 150, (packages, size_mb)
+
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    code = (
+        "import ctxlife, json\n"
+        "msgs = [{'role': 'system', 'content': 'sys'}] + [m for i in range(30) for m in "
+        "({'role': 'user', 'content': f'question {i} ' * 40}, {'role': 'assistant', 'content': f'answer {i} ' * 40})]\n"
+        "report = ctxlife.manage(msgs, context_window=2000)\n"
+        "print(json.dumps({'acted': report.acted, 'before': report.tokens_before, 'after': report.tokens_after}))\n"
+        "try:\n    ctxlife.wrap(object())\nexcept ctxlife.MissingDependencyError as e:\n    print('WRAP:', e)\n"
+    )
+    out = _run([str(bin_dir / "python"), "-c", code], cwd=work).stdout.splitlines()
+    report = json.loads(out[0])
+    assert report["acted"] == ["truncate_last_n"] and report["after"] < report["before"]
+    assert out[1].startswith("WRAP: ctxlife.wrap() needs crewai") and "pip install 'ctxlife[crewai]'" in out[1]
+
+    config = work / "ctxlife.toml"
+    config.write_text('strategies = ["llm_summary", "tool_output"]\n[llm_summary]\nsummarizer = "extractive"\n')
+    checked = _run([str(bin_dir / "ctxlife"), "check", str(config), "--json"], cwd=work)
+    assert json.loads(checked.stdout)["strategies"] == ["llm_summary", "tool_output"]
+    listed_strategies = _run([str(bin_dir / "ctxlife"), "strategies", "--json"], cwd=work)
+    assert {"truncate_last_n", "llm_summary", "snapshot_restore"} <= {r["name"] for r in json.loads(listed_strategies.stdout)}
+
+
+def test_the_demo_runs_from_any_folder_after_installing_the_crewai_and_plot_extras(wheel: Path, tmp_path: Path) -> None:
+    bin_dir = _fresh_venv(tmp_path / "demo-venv")
+    site = _site_packages(bin_dir)
+    before_mb = _size_mb(site)
+    _run([str(bin_dir / "pip"), "install", "--quiet", f"ctxlife[crewai,plot] @ {wheel.as_uri()}"], cwd=tmp_path, timeout=1500)
+    listed = json.loads(_run([str(bin_dir / "pip"), "list", "--format", "json"], cwd=tmp_path).stdout)
+    print(f"\nctxlife[crewai,plot] install: {len(listed) - 2} packages, {_size_mb(site) - before_mb:.0f} MB in site-packages")
+    work = tmp_path / "anywhere"
+    work.mkdir()
+    done = _run([str(bin_dir / "ctxlife"), "demo", "--workspace", str(work / "ws")], cwd=work, timeout=600, COLUMNS="160")
+    out = " ".join(done.stdout.split())
+    assert "ctxlife/configs/demo.toml" in out and str(REPO) not in out  # the packaged config, not the checkout's
+    assert "simulated restart" in out and "snapshot_restore: restored" in out and "Session summary" in out
+    assert (work / "ws" / "demo_context.png").stat().st_size > 10_000
