@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -211,5 +212,5 @@ def _without_metadata(annotation: Any) -> Any:
         return _without_metadata(typing.get_args(annotation)[0])
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin in (list, dict, set, frozenset, tuple) and args:
-        return origin[tuple(_without_metadata(a) for a in args)]
+        return types.GenericAlias(origin, tuple(_without_metadata(a) for a in args))
     return annotation
