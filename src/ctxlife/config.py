@@ -31,7 +31,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from ctxlife.errors import ConfigError, StrategyOptionsError, UnknownStrategyError
 from ctxlife.plugins import registry
-from ctxlife.strategy import Options
+from ctxlife.strategy import Options, SharedSettings
 
 ENV_PREFIX = "CTXLIFE_"
 DEFAULT_FILE = "ctxlife.toml"
@@ -100,6 +100,17 @@ class Settings(BaseSettings):
         """Where these settings were read from (a file path or "built-in defaults")."""
         return self._source
 
+    def shared(self) -> SharedSettings:
+        """The top-level settings every strategy receives (it gets its own table as its options)."""
+        path = Path(self._source)
+        return SharedSettings(
+            threshold=self.threshold,
+            model=self.model,
+            context_window=self.context_window,
+            source=self._source,
+            config_dir=path.resolve().parent if path.is_file() else None,
+        )
+
     def options_for(self, name: str) -> Options:
         """The validated options of one strategy (defaults when the config has no table)."""
         options = self._options.get(name)
@@ -123,7 +134,7 @@ class Settings(BaseSettings):
         reg = registry()
         where = f" (in {self._source})" if self._source != "built-in defaults" else ""
         for name in self.strategies:
-            if name not in reg.entries:
+            if name not in reg:
                 raise UnknownStrategyError(f"unknown strategy {name!r} in 'strategies'{where}; {reg.available()}")
         for key, value in (self.model_extra or {}).items():
             if not isinstance(value, dict):
@@ -132,7 +143,7 @@ class Settings(BaseSettings):
                     f"{', '.join(type(self).model_fields)}, and strategy options go in a "
                     f"[strategy_name] table"
                 )
-            if key not in reg.entries:
+            if key not in reg:
                 raise UnknownStrategyError(f"options table [{key}]{where} names no installed strategy; {reg.available()}")
             cls = reg.get(key)
             try:
@@ -197,7 +208,13 @@ def _explain_settings_errors(exc: ValidationError, where: str) -> str:
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    """Parse a TOML file; errors name the file and the line."""
+    """Parse a TOML file; errors name the file and the line.
+
+    Not pydantic-settings' TomlConfigSettingsSource / PyprojectTomlConfigSettingsSource: on a
+    malformed file they raise tomllib's bare "Invalid value (at line 2, column 13)" without the
+    file's name, and they silently skip a missing file or a pyproject.toml without [tool.ctxlife],
+    where a user who named a config wants to hear about it.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

@@ -344,7 +344,7 @@ def run_turns(
     config_path: Path, workspace: Path, model: str | None, first: int, last: int, console: Any, tracker: Tracker
 ) -> list[CallRecord]:
     """Run user turns ``first..last-1`` in this process, with a new crew; return the call records."""
-    from ctxlife.testing import offline_environment, scripted_llm
+    from ctxlife.integrations.scripted import offline_environment, scripted_llm
 
     offline_environment()
     import ctxlife

@@ -28,7 +28,7 @@ from ctxlife.errors import CtxlifeError, PluginError
 from ctxlife.events import emit
 from ctxlife.messages import check_shape, is_system, last_user_index, same_messages, validate
 from ctxlife.plugins import registry
-from ctxlife.strategy import Strategy, ToolSpec
+from ctxlife.strategy import Strategy, ToolSpec, create_strategy
 from ctxlife.tokens import TokenCounter
 
 
@@ -130,7 +130,10 @@ class Host:
         self._pm = pluggy.PluginManager(hookspecs.PROJECT)
         self._pm.add_hookspecs(hookspecs)
         reg = registry()
-        self.strategies: list[Strategy] = [reg.get(name)(settings.options_for(name), settings) for name in settings.strategies]
+        shared = settings.shared()
+        self.strategies: list[Strategy[Any]] = [
+            create_strategy(reg.get(name), settings.options_for(name), shared) for name in settings.strategies
+        ]
         self._plugin_names: list[str] = []
         for strategy in self.strategies:
             self._register(strategy, strategy.name)
@@ -319,7 +322,6 @@ class Host:
             self._bootstrap[key] = text
             self._bootstrap_actions[key] = list(ctx.actions)
             counter = ctx.tokens
-            assert counter is not None
             report = Report("bootstrap", 0, counter.count_text(text), ctx.context_window, ctx.budget, ctx.actions, failures)
             report.duration_ms = (time.perf_counter() - start) * 1000
             self._emit_node(report, ctx)
@@ -386,7 +388,6 @@ class Host:
             ctx.first_call_of_task = task_name is not None and task_key in self._task_started
             self._task_started.discard(task_key)
             counter = ctx.tokens
-            assert counter is not None
             counter.new_generation()
             tokens_before = counter.count_messages(messages)
             before = list(messages)  # to tell whether anything changed (then tokens_after = tokens_before)
@@ -450,7 +451,6 @@ class Host:
             node = hook.removeprefix("ctxlife_")
             self._fill(ctx, node, model=model, context_window=context_window, session_id=session_id)
             counter = ctx.tokens
-            assert counter is not None
             before_tokens = counter.count_text(ctx.result)
             is_before = hook == "ctxlife_before_tool_call"
 
@@ -512,7 +512,6 @@ class Host:
             self._fill(ctx, node, model=model, context_window=context_window, session_id=session_id)
             attr = "context_text" if hook == "ctxlife_task_start" else "output"
             counter = ctx.tokens
-            assert counter is not None
             before_tokens = counter.count_text(getattr(ctx, attr))
             if hook == "ctxlife_task_start":
                 self._task_started.add((ctx.session_id, ctx.task_name))

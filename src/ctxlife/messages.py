@@ -272,10 +272,6 @@ def same_messages(a: Sequence[Message], b: Sequence[Message]) -> bool:
     return len(a) == len(b) and all(map(operator.is_, a, b))
 
 
-def is_valid(messages: Sequence[Message]) -> bool:
-    return not validate(messages)
-
-
 # ==================================================================================================
 # Message-structure helpers shared by ctxlife.facts and ctxlife.summarizers (moved here from their
 # private functions, behaviour unchanged). Issue 13's one message model folds these in: pairing by

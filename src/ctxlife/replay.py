@@ -67,7 +67,6 @@ class ReplayResult:
     rows: list[CallRow] = field(default_factory=list)
     encoding: str = ""
     window_source: str = ""
-    final_context: list[dict[str, Any]] = field(default_factory=list)
     facts_total: int = 0
     facts_kept: int = 0
     tool_tokens_saved: int = 0
@@ -311,7 +310,6 @@ def _replay(conversation: Conversation, host: Host, context_window: int) -> Repl
                 result.tool_tokens_saved += counter.count_text(message["content"]) - counter.count_text(ctx.result)
                 message = {**message, "content": ctx.result}
         live.append(message)
-    result.final_context = live
     return result
 
 

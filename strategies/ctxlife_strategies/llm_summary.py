@@ -16,6 +16,9 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -77,9 +80,11 @@ class LLMSummary(ctxlife.Strategy):
                 raise ValueError(f"target ({self.target}) must be below threshold ({self.threshold})")
             return self
 
-    def __init__(self, options: Any = None, settings: Any = None) -> None:
+    options: Options
+
+    def __init__(self, options: LLMSummary.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
         super().__init__(options, settings)
-        global_threshold = settings.threshold if settings is not None else 0.4
+        global_threshold = self.settings.threshold
         if self.options.threshold is None and self.options.target >= global_threshold:
             raise ctxlife.StrategyOptionsError(
                 f"strategy 'llm_summary' option 'target' ({self.options.target}) must be below the threshold "
@@ -89,7 +94,7 @@ class LLMSummary(ctxlife.Strategy):
         if self.options.summarizer not in (None, "llm") and self.options.model is None:
             self._fixed = self._named(self.options.summarizer)  # unknown names fail at load time
         self._model_summarizer: Summarizer | None = None
-        self._running: threading.Thread | None = None  # the summary thread of the last compaction
+        self._running: Future[str] | None = None  # the summary of the last compaction
 
     # -- choosing the summarizer ----------------------------------------------------------
 
@@ -120,34 +125,31 @@ class LLMSummary(ctxlife.Strategy):
         tokens_before = ctx.count()
         if tokens_before <= threshold * ctx.context_window:
             return
-        if ctx.store is not None and ctx.session_id is not None:
-            from ctxlife.sessions import LockTimeoutError
+        with ExitStack() as held:
+            if ctx.store is not None and ctx.session_id is not None:
+                from ctxlife.sessions import LockTimeoutError
 
-            try:
-                lock = ctx.store.lock(ctx.session_id, ttl_seconds=self.options.timeout_seconds + 30, timeout=self.options.lock_timeout_seconds)
-                lock.__enter__()
-            except LockTimeoutError:
-                ctx.record("skipped", reason="session_locked")
-                return
-            except ctxlife.StoreError as exc:
-                # The store is down: the context must still be kept under the window.
-                emit("warning", "ctxlife.compacting_without_lock", strategy=self.name, session_id=ctx.session_id, error=type(exc).__name__)
-                self._compact(ctx, tokens_before)
-                return
-            try:
-                self._compact(ctx, tokens_before)
-            finally:
+                ttl = self.options.timeout_seconds + 30
                 try:
-                    lock.__exit__(None, None, None)
-                except ctxlife.StoreError as exc:  # releasing against a store that just went down
-                    emit("warning", "ctxlife.lock_release_failed", strategy=self.name, session_id=ctx.session_id, error=type(exc).__name__)
-            return
-        self._compact(ctx, tokens_before)
+                    lock = ctx.store.lock(ctx.session_id, ttl_seconds=ttl, timeout=self.options.lock_timeout_seconds)
+                    held.enter_context(_released_with_a_warning(lock, self.name, ctx.session_id))
+                except LockTimeoutError:
+                    ctx.record("skipped", reason="session_locked")
+                    return
+                except ctxlife.StoreError as exc:
+                    # The store is down: the context must still be kept under the window.
+                    emit(
+                        "warning",
+                        "ctxlife.compacting_without_lock",
+                        strategy=self.name,
+                        session_id=ctx.session_id,
+                        error=type(exc).__name__,
+                    )
+            self._compact(ctx, tokens_before)
 
     def _compact(self, ctx: ctxlife.LLMCallContext, tokens_before: int) -> None:
         messages = ctx.messages
         tokens = ctx.tokens
-        assert tokens is not None
         system = [m for m in messages if is_system(m) and not is_summary(m)]
         previous = [m for m in messages if is_summary(m)]
         rest = [m for m in messages if not is_system(m) and not is_summary(m)]
@@ -261,29 +263,31 @@ class LLMSummary(ctxlife.Strategy):
         )
 
     def _summarize(self, summarizer: Summarizer, request: SummaryRequest) -> str:
-        """Run the summarizer with a time limit; anything but a non-empty string is a failure."""
-        outcome: dict[str, Any] = {}
+        """Run the summarizer with a time limit; anything but a non-empty string is a failure.
+
+        One summary thread at a time: while a summary that timed out is still running, the next
+        compaction truncates instead of piling up blocked threads. The thread is a daemon (not a
+        ThreadPoolExecutor worker, which the interpreter joins at exit), so a model call that
+        hangs never keeps the program from exiting.
+        """
+        if self._running is not None and not self._running.done():
+            raise SummaryFailed("the previous summary has not finished yet (it timed out); truncating instead")
+        future: Future[str] = Future()
+        self._running = future
 
         def work() -> None:
-            try:
-                outcome["text"] = summarizer.summarize(request)
-            except BaseException as exc:  # noqa: BLE001 - handed back to the caller
-                outcome["error"] = exc
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(summarizer.summarize(request))
+                except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+                    future.set_exception(exc)
 
-        busy = self._running
-        if busy is not None and busy.is_alive():
-            # A summary that timed out earlier is still running: do not pile up blocked threads.
-            raise SummaryFailed("the previous summary has not finished yet (it timed out); truncating instead")
         context = contextvars.copy_context()
-        thread = threading.Thread(target=context.run, args=(work,), name="ctxlife-summary", daemon=True)
-        self._running = thread
-        thread.start()
-        thread.join(self.options.timeout_seconds)
-        if thread.is_alive():
-            raise SummaryFailed(f"summarizer did not answer within {self.options.timeout_seconds} s")
-        if "error" in outcome:
-            raise outcome["error"]
-        text = outcome.get("text")
+        threading.Thread(target=context.run, args=(work,), name="ctxlife-summary", daemon=True).start()
+        try:
+            text = future.result(timeout=self.options.timeout_seconds)
+        except TimeoutError:
+            raise SummaryFailed(f"summarizer did not answer within {self.options.timeout_seconds} s") from None
         if not isinstance(text, str):
             raise SummaryFailed(f"summarizer returned {type(text).__name__}, not text")
         text = strip_summary_marker(text).strip()
@@ -313,3 +317,20 @@ def _most_useful(facts: list[Fact], budget: int) -> list[Fact]:
         return facts
     rank = {kind: i for i, kind in enumerate(KIND_PRIORITY)}
     return sorted(facts, key=lambda f: rank.get(f.kind, len(rank)))[:limit]
+
+
+@contextmanager
+def _released_with_a_warning(
+    lock: AbstractContextManager[None], strategy: str, session_id: str | None
+) -> Iterator[None]:
+    """Hold ``lock``; a store that fails while releasing it (it just went down) is a warning, not an
+    error: the compaction done under the lock stands."""
+    done = False
+    try:
+        with lock:
+            yield
+            done = True
+    except ctxlife.StoreError as exc:
+        if not done:
+            raise
+        emit("warning", "ctxlife.lock_release_failed", strategy=strategy, session_id=session_id, error=type(exc).__name__)

@@ -43,7 +43,9 @@ class SnapshotRestore(ctxlife.Strategy):
                 raise ValueError(f"expected a store URL such as {DEFAULT_STORE_URL!r}, got {value!r}")
             return value
 
-    def __init__(self, options: Any = None, settings: Any = None) -> None:
+    options: Options
+
+    def __init__(self, options: SnapshotRestore.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
         super().__init__(options, settings)
         self._store: SessionStore = open_store(self.options.store)
 

@@ -108,6 +108,13 @@ def tables(tmp: Path) -> dict[str, dict[str, Any]]:
 
 CONFIG_IDS = list(tables(Path("/nonexistent")))
 RESTORE_IDS = [k for k, v in tables(Path("/nonexistent")).items() if "snapshot_restore" in v.get("strategies", [])]
+# The heaviest configs take about 3 s or more per property run on an idle machine: marked slow
+# there (make test-fast skips them, make test runs them).
+SLOW_CONFIG_IDS = {"all", "summary+snapshot"}
+
+
+def heavy_marked_slow(ids: list[str]) -> list[Any]:
+    return [pytest.param(i, marks=pytest.mark.slow) if i in SLOW_CONFIG_IDS else i for i in ids]
 
 
 def make_settings(config_id: str, tmp: Path) -> Any:
@@ -155,7 +162,7 @@ def test_session_invariants(config_id, tmp_path, stats):
     prop()
 
 
-@pytest.mark.parametrize("config_id", ["llm_summary", "summary+snapshot"])
+@pytest.mark.parametrize("config_id", heavy_marked_slow(["llm_summary", "summary+snapshot"]))
 def test_llm_summary_reaches_its_target_when_it_can(config_id, tmp_path, stats):
     """Long sessions of short messages: every compaction reaches the target whenever the messages it may
     never evict (system, first and latest user message, last keep_units units) leave room for the summary."""
@@ -195,7 +202,7 @@ class Probe:
         self.seen.append(list(ctx.messages))
 
 
-@pytest.mark.parametrize("config_id", RESTORE_IDS)
+@pytest.mark.parametrize("config_id", heavy_marked_slow(RESTORE_IDS))
 def test_restore_is_exact(config_id, tmp_path, stats):
     """After a restart, the first call sees exactly the saved context (current system prompt wins) + the new user turn."""
 
@@ -247,7 +254,7 @@ def test_restore_is_exact(config_id, tmp_path, stats):
 CREW_IDS = ["all", "summary+snapshot", "truncate+snapshot"]
 
 
-@pytest.mark.parametrize("config_id", CREW_IDS)
+@pytest.mark.parametrize("config_id", heavy_marked_slow(CREW_IDS))
 def test_crewai_shaped_sessions(config_id, tmp_path, stats):
     """Several kickoffs of several tasks: raw history exactly once (final answers included), each
     kickoff's first call restores exactly what the store holds, the snapshot is the last task's list."""
