@@ -314,7 +314,8 @@ class Tracker:
                 )
             elif action.what == "recalled":
                 record.recalled = d["passages"]
-                lines.append(f"   [blue]recall[/blue]: brought back {d['passages']} passage(s) ({d['tokens']:,} tokens) "
+                lines.append(f"   [blue]recall[/blue]: brought back {d['passages']} passage(s) "
+                             f"({d['tokens']:,} tokens) "
                              "from earlier in the session, right before the question")
             elif action.what == "restored":
                 lines.append(f"   [green]snapshot_restore[/green]: restored {d['messages']} messages of the session "
@@ -456,7 +457,8 @@ def _summary(console: Any, records: list[CallRecord], restart_at: int) -> None:
     table.add_row("compactions", str(len(compactions)))
     recalled = [r for r in records if r.recalled]
     if recalled:
-        table.add_row("recalled from the history", f"{sum(r.recalled for r in recalled)} passages at {len(recalled)} calls")
+        passages = sum(r.recalled for r in recalled)
+        table.add_row("recalled from the history", f"{passages} passages at {len(recalled)} calls")
     showcase = next((r.showcase for r in records if r.showcase), None)
     if showcase:
         table.add_row("turn 9 asks about turn 2 (before the first compaction)", f"its answer: {showcase}")

@@ -74,12 +74,18 @@ class Recall(ctxlife.Strategy):
             gt=0,
             le=20,
             description="Multiply the score of tool results by this: BM25 ranks long structured results "
-            "below short chat messages that share a question's wording, yet fetched data is what users ask about again.",
+            "below short chat messages that share a question's wording, yet fetched data is what users "
+            "ask about again.",
         )
         hit_tokens: int = Field(
-            250, ge=24, description="A matching message longer than this is cut to the excerpt holding most of the question's words."
+            250,
+            ge=24,
+            description="A matching message longer than this is cut to the excerpt holding most of the "
+            "question's words.",
         )
-        context_tokens: int = Field(100, ge=0, description="A neighbouring message longer than this is cut the same way.")
+        context_tokens: int = Field(
+            100, ge=0, description="A neighbouring message longer than this is cut the same way."
+        )
         index_dir: str | None = Field(
             None,
             description='Where the search index lives: a folder, "memory", or (default) beside a file or '
@@ -88,7 +94,9 @@ class Recall(ctxlife.Strategy):
         chunk_chars: int = Field(
             1200, ge=200, description="Long messages (tool results) are indexed and recalled in chunks of this size."
         )
-        search_tool: bool = Field(True, description="Offer the ctxlife_search_history tool to the agents of a wrapped crew.")
+        search_tool: bool = Field(
+            True, description="Offer the ctxlife_search_history tool to the agents of a wrapped crew."
+        )
         tool_max_tokens: int = Field(1000, ge=100, description="Most tokens of one ctxlife_search_history answer.")
         role: Literal["user", "assistant"] = Field(
             "user", description="Role of the recalled block (it sits right before the latest user message)."
@@ -103,7 +111,10 @@ class Recall(ctxlife.Strategy):
         with self._lock:
             found = self._searches.get(id(store))
             if found is None or found[0] is not store:
-                found = (store, HistorySearch(store, index_dir=self.options.index_dir, chunk_chars=self.options.chunk_chars))
+                found = (
+                    store,
+                    HistorySearch(store, index_dir=self.options.index_dir, chunk_chars=self.options.chunk_chars),
+                )
                 self._searches[id(store)] = found
             return found[1]
 
@@ -128,7 +139,12 @@ class Recall(ctxlife.Strategy):
         if ctx.session_id is None or ctx.store is None:
             if not ctx.state.get("warned"):
                 ctx.state["warned"] = True
-                emit("warning", "ctxlife.recall_without_history", strategy=self.name, hint="recall searches the raw history: configure a session store and a session_id")
+                emit(
+                    "warning",
+                    "ctxlife.recall_without_history",
+                    strategy=self.name,
+                    hint="recall searches the raw history: configure a session store and a session_id",
+                )
             return
         latest = _last_user(messages)
         turn = current_turn_index(messages)
@@ -137,7 +153,6 @@ class Recall(ctxlife.Strategy):
         query = _own_words(messages, turn)
         if not query.strip():
             return
-        assert ctx.tokens is not None
         budget = self.options.max_tokens or int(self.options.max_share * ctx.context_window)
         room = ctx.context_window - ctx.count() - 64  # never push the call over the window
         budget = min(budget, room)
@@ -219,7 +234,7 @@ class Recall(ctxlife.Strategy):
         if ctx.store is None or ctx.session_id is None:
             ctx.result = self._search_without_session(query, limit)
             return
-        ctx.result = self.search_history(ctx.store, ctx.session_id, query, limit, count=ctx.tokens.count_text if ctx.tokens else None)
+        ctx.result = self.search_history(ctx.store, ctx.session_id, query, limit, count=ctx.tokens.count_text)
         ctx.record("searched", limit=limit)
 
     def search_history(self, store: Any, session_id: str, query: str, limit: int = 5, *, count: Any = None) -> str:
@@ -240,7 +255,7 @@ class Recall(ctxlife.Strategy):
             context_tokens=self.options.context_tokens,
             hit_tokens=max(self.options.hit_tokens, self.options.tool_max_tokens // 2),
         )
-        return text or f'{SEARCH_TOOL}: the matching passages are too long to show; try more specific words.'
+        return text or f"{SEARCH_TOOL}: the matching passages are too long to show; try more specific words."
 
 
 def _own_words(messages: list[dict[str, Any]], turn: int) -> str:

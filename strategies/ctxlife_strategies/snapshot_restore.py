@@ -94,7 +94,11 @@ class SnapshotRestore(ctxlife.Strategy):
     def _record_new(self, state: dict[str, Any], messages: list[dict[str, Any]], session: str) -> None:
         """Append every message not recorded yet (not system prompts, not summaries) to the raw history."""
         seen: dict[int, dict[str, Any]] = state.get("seen", {})
-        new = [m for m in messages if id(m) not in seen and not is_system(m) and not is_summary(m) and not is_recall_block(m)]
+        new = [
+            m
+            for m in messages
+            if id(m) not in seen and not is_system(m) and not is_summary(m) and not is_recall_block(m)
+        ]
         # Remember only what is in the live list now, so memory follows the context, not the session.
         state["seen"] = {id(m): m for m in messages}
         state["view"] = list(messages)

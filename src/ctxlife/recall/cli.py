@@ -38,7 +38,9 @@ def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[s
 
     sid = args.session_id
     if store.head(sid) == 0 if hasattr(store, "head") else store.raw_length(sid) == 0:
-        err.write(f"error: no raw history for session {sid!r} in {store.url}; `ctxlife session list` shows the sessions\n")
+        err.write(
+            f"error: no raw history for session {sid!r} in {store.url}; `ctxlife session list` shows the sessions\n"
+        )
         return _EXIT_NOT_FOUND
     if args.limit < 1:
         err.write(f"error: --limit must be at least 1, got {args.limit}\n")
@@ -66,7 +68,9 @@ def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[s
         out.write(f'Nothing in session {sid!r} matches "{args.query}".\n')
         return _EXIT_OK
     for passage in passages:
-        out.write(f"[{position(passage.records[0] if passage.records else passage.hit)}]  score {passage.hit.score:.2f}\n")
+        out.write(
+            f"[{position(passage.records[0] if passage.records else passage.hit)}]  score {passage.hit.score:.2f}\n"
+        )
         for record in passage.records:
             marker = ">" if record.seq == passage.hit.seq else " "
             out.write(f"{marker} #{record.seq} {record.role or 'message'}: {' '.join(record.text.split())}\n")

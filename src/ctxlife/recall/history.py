@@ -14,18 +14,17 @@ sequence number), or wherever ``index_dir`` says (``"memory"`` for memory).
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import unquote, urlsplit
 
 from ctxlife.events import emit
 from ctxlife.messages import RECALL_PREFIX
-from ctxlife.recall.index import Hit, HistoryIndex, StoredRecord
+from ctxlife.recall.index import HistoryIndex, Hit, StoredRecord
 from ctxlife.recall.records import CHUNK_CHARS, Record, message_text
 from ctxlife.recall.text import query_terms, term_pattern
 
@@ -142,7 +141,9 @@ class HistorySearch:
                 index.close()  # the file was deleted under us: start over from the raw history
                 fresh = True
             if fresh:
-                index = self._indexes[session_id] = HistoryIndex(self.index_path(session_id), chunk_chars=self.chunk_chars)
+                index = self._indexes[session_id] = HistoryIndex(
+                    self.index_path(session_id), chunk_chars=self.chunk_chars
+                )
                 self._check_matches_history(session_id, index)
             assert index is not None
         self._sync(session_id, index)
@@ -202,7 +203,13 @@ class HistorySearch:
         """
         index = self.index(session_id)
         return passages_from(
-            index, query, limit=limit, in_view=in_view, context=context, min_score=min_score, tool_weight=tool_weight,
+            index,
+            query,
+            limit=limit,
+            in_view=in_view,
+            context=context,
+            min_score=min_score,
+            tool_weight=tool_weight,
             min_coverage=min_coverage,
         )
 
@@ -259,7 +266,9 @@ def passages_from(
             if seq == hit.seq:
                 # Show the matching chunk of a long record (after its head), not the whole of it.
                 text = f"{hit.head} … {hit.text}" if hit.head else hit.text
-                record = StoredRecord(record.seq, record.role, text, record.recorded_at, record.day, record.view, record.calls)
+                record = StoredRecord(
+                    record.seq, record.role, text, record.recorded_at, record.day, record.view, record.calls
+                )
             records.append(record)
         taken.update(seqs)
         out.append(Passage(hit, records, weights, set(core)))
@@ -284,7 +293,7 @@ def _span(seq: int, records: dict[int, StoredRecord], context: int) -> tuple[lis
     """
     hit = records[seq]
 
-    def same_view(other: StoredRecord | None) -> bool:
+    def same_view(other: StoredRecord | None) -> TypeGuard[StoredRecord]:
         return other is not None and (hit.view is None or other.view == hit.view)
 
     def results_after(call: int) -> list[int]:
@@ -332,7 +341,7 @@ def _span(seq: int, records: dict[int, StoredRecord], context: int) -> tuple[lis
 
 
 def position(record: StoredRecord | Hit) -> str:
-    """"2023-04-30 14:05, message 42" (or just the message number when the time is unknown)."""
+    """ "2023-04-30 14:05, message 42" (or just the message number when the time is unknown)."""
     where = f"message {record.seq}"
     if record.recorded_at is None:
         return where
@@ -386,7 +395,12 @@ _MIN_PASSAGE_TOKENS = 80
 
 
 def _render_passage(
-    passage: Passage, count: Callable[[str], int], terms: dict[str, float], context_tokens: int, hit_tokens: int, left: int
+    passage: Passage,
+    count: Callable[[str], int],
+    terms: dict[str, float],
+    context_tokens: int,
+    hit_tokens: int,
+    left: int,
 ) -> str | None:
     title = f"[{position(passage.records[0] if passage.records else passage.hit)}]"
     core = passage.core or {passage.hit.seq}

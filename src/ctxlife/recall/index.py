@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from ctxlife.errors import CtxlifeError
 from ctxlife.recall.records import CHUNK_CHARS, Record, documents, message_text
@@ -139,8 +140,7 @@ class HistoryIndex:
     def _drop_all(self) -> None:
         with self._lock:
             self._db.executescript(
-                "DROP TABLE IF EXISTS records; DROP TABLE IF EXISTS docs; DROP TABLE IF EXISTS fts; "
-                "DELETE FROM meta;"
+                "DROP TABLE IF EXISTS records; DROP TABLE IF EXISTS docs; DROP TABLE IF EXISTS fts; DELETE FROM meta;"
             )
             self._db.executescript(_SCHEMA)
             self._set_meta("version", str(INDEX_VERSION))
@@ -166,7 +166,7 @@ class HistoryIndex:
         self._drop_all()
 
     def __len__(self) -> int:
-        return self._db.execute("SELECT count(*) FROM records").fetchone()[0]
+        return int(self._db.execute("SELECT count(*) FROM records").fetchone()[0])
 
     # -- adding ------------------------------------------------------------------------------
 
@@ -201,8 +201,18 @@ class HistoryIndex:
         role = str(message.get("role") or "")
         day = _day(record.recorded_at)
         cur = self._db.execute(
-            "INSERT OR IGNORE INTO records (seq, role, recorded_at, day, md, view, calls, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (record.seq, role, record.recorded_at, day, day[5:] if day else None, record.view, int(_calls_tools(message)), message_text(message).strip()),
+            "INSERT OR IGNORE INTO records (seq, role, recorded_at, day, md, view, calls, text) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                record.seq,
+                role,
+                record.recorded_at,
+                day,
+                day[5:] if day else None,
+                record.view,
+                int(_calls_tools(message)),
+                message_text(message).strip(),
+            ),
         )
         if cur.rowcount == 0:
             return 0
@@ -273,7 +283,12 @@ class HistoryIndex:
     DAY_DOCS = 500
 
     def _dated(
-        self, terms: Sequence[str], days: Sequence[tuple[int, int]], limit: int, excluded: set[int], tool_weight: float = 1.0
+        self,
+        terms: Sequence[str],
+        days: Sequence[tuple[int, int]],
+        limit: int,
+        excluded: set[int],
+        tool_weight: float = 1.0,
     ) -> list[Hit]:
         """The documents of the named days: those with more (and rarer) query terms first, then in order."""
         month_days = [f"{month:02d}-{day:02d}" for month, day in days]
@@ -290,7 +305,9 @@ class HistoryIndex:
                 continue
             lower = f"{head}\n{text}".casefold() if head else text.casefold()
             score = sum(w for pattern, w in patterns if pattern.search(lower))
-            hits.append(Hit(seq, part, score * (tool_weight if role == "tool" else 1.0), text, role, at, day, view, head))
+            hits.append(
+                Hit(seq, part, score * (tool_weight if role == "tool" else 1.0), text, role, at, day, view, head)
+            )
         hits.sort(key=lambda h: (-h.score, h.seq))
         return hits[:limit]
 
@@ -334,11 +351,14 @@ class HistoryIndex:
         if not wanted:
             return {}
         with self._lock:
+            marks = ",".join("?" * len(wanted))
             rows = self._db.execute(
-                f"SELECT seq, role, text, recorded_at, day, view, calls FROM records WHERE seq IN ({','.join('?' * len(wanted))})",
-                wanted,
+                f"SELECT seq, role, text, recorded_at, day, view, calls FROM records WHERE seq IN ({marks})", wanted
             ).fetchall()
-        return {row[0]: StoredRecord(*row[:6], bool(row[6])) for row in rows}
+        return {
+            seq: StoredRecord(seq=seq, role=role, text=text, recorded_at=at, day=day, view=view, calls=bool(calls))
+            for seq, role, text, at, day, view, calls in rows
+        }
 
     def close(self) -> None:
         with self._lock:
@@ -348,7 +368,7 @@ class HistoryIndex:
                 pass
 
 
-def _calls_tools(message: dict) -> bool:
+def _calls_tools(message: dict[str, Any]) -> bool:
     if message.get("role") != "assistant":
         return False
     if message.get("tool_calls") or isinstance(message.get("function_call"), dict):

@@ -62,7 +62,8 @@ def message_text(message: dict[str, Any]) -> str:
     _content_text(message.get("content"), pieces)
     for call in message.get("tool_calls") or ():
         if isinstance(call, dict):
-            function = call.get("function") if isinstance(call.get("function"), dict) else call
+            inner = call.get("function")
+            function = inner if isinstance(inner, dict) else call
             pieces.append(_call_text(function.get("name"), function.get("arguments")))
     legacy = message.get("function_call")
     if isinstance(legacy, dict):
