@@ -19,7 +19,7 @@ Two kinds of conversation are replayed call by call through each method, at wind
 Methods, each as its docs tell users to run it:
 
 * ``unmanaged``: everything, every call;
-* ``truncate_last_n``: ctxlife's default config (the last 2 rounds);
+* ``truncate_last_n``: default options (above the 40% line, keep the last 2 rounds);
 * ``llm_summary``: default options, extractive summarizer (offline);
 * ``llm_summary+recall``: the same, plus ``recall`` (default options) over the raw history that
   ``snapshot_restore`` records in a file store;
