@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench docs clean
+.PHONY: demo test test-fast lint format bench docs clean
 
 EXAMPLE := docs/examples/ctxlife-redact
 
@@ -22,6 +22,23 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest
 
+# While developing: everything except the tests marked slow (crash loops, soak, real crews).
+test-fast: $(STAMP)
+	$(BIN)/pytest -m "not slow"
+
+LINTED := src/ctxlife strategies/ctxlife_strategies docs/examples/ctxlife-redact/src
+
+# ruff (lint + import order), ruff's format check and mypy --strict; versions pinned in pyproject.
+lint: $(STAMP)
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/mypy
+
+# Apply what `make lint` can fix by itself.
+format: $(STAMP)
+	$(BIN)/ruff format $(LINTED)
+	$(BIN)/ruff check --fix $(LINTED)
+
 BENCH_STAMP := $(VENV)/.bench-installed
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml
@@ -36,4 +53,4 @@ docs: $(STAMP)
 	$(BIN)/python -m ctxlife.docgen docs
 
 clean:
-	rm -rf $(VENV) workspace .pytest_cache .hypothesis build *.egg-info src/*.egg-info strategies/*.egg-info
+	rm -rf $(VENV) workspace .pytest_cache .hypothesis .mypy_cache .ruff_cache build *.egg-info src/*.egg-info strategies/*.egg-info

@@ -126,7 +126,7 @@ def machine() -> dict[str, Any]:
 
 def _synthetic():
     from ctxlife.replay import Conversation
-    from ctxlife.testing import synthetic_session
+    from synthetic import synthetic_session
 
     return Conversation(f"synthetic ({SYNTHETIC_CALLS} calls)", synthetic_session(SYNTHETIC_CALLS))
 
@@ -159,7 +159,7 @@ def job_scaling_tokens(window: int) -> dict[str, Any]:
     import bench_methods as bm
 
     from ctxlife.replay import Conversation
-    from ctxlife.testing import synthetic_session
+    from synthetic import synthetic_session
 
     conversation = Conversation(f"synthetic ({SCALING_CALLS} calls)", synthetic_session(SCALING_CALLS))
     include = [
@@ -537,7 +537,7 @@ def inputs(data: Path | None, tau_count: int, windows: list[int]) -> dict[str, A
     import bench_timing as bt
 
     from ctxlife.replay import call_points
-    from ctxlife.testing import synthetic_session
+    from synthetic import synthetic_session
     from ctxlife.tokens import TokenCounter
 
     meter = TokenCounter(None)
@@ -572,9 +572,9 @@ def inputs(data: Path | None, tau_count: int, windows: list[int]) -> dict[str, A
         "calls": len(list(call_points(session))),
         "messages": len(session),
         "final_tokens": meter.count_messages(session),
-        "generator": "ctxlife.testing.synthetic_session(320)",
+        "generator": "benchmarks/synthetic.py synthetic_session(320)",
     }
-    out["overhead_histories"] = {"generator": "ctxlife.testing.synthetic_session(6000), prefixes", "window": bt.WINDOW}
+    out["overhead_histories"] = {"generator": "benchmarks/synthetic.py synthetic_session(6000), prefixes", "window": bt.WINDOW}
     return out
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ctxlife.config import settings_from_dict
 from ctxlife.replay import Conversation, load_conversations, replay
-from ctxlife.testing import synthetic_session
+from synthetic import synthetic_session
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "tau-bench-airline-gpt4o.json.gz"
 

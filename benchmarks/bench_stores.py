@@ -69,14 +69,38 @@ def load_messages(count: int, data: Path | None) -> tuple[list[dict[str, Any]], 
 
 @contextmanager
 def redis_server(workdir: Path) -> Iterator[str | None]:
-    """A throw-away redis-server (ctxlife.testing.redis_server), or None where it is not installed."""
-    from ctxlife.testing import redis_server as start, redis_server_binary
+    """A throw-away redis-server on a free 127.0.0.1 port (no persistence), or None where it is not installed."""
+    import shutil
+    import socket
+    import subprocess
 
-    if redis_server_binary() is None:
+    binary = shutil.which("redis-server") or ("/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None)
+    if binary is None:
         yield None
         return
-    with start(workdir) as url:
-        yield url
+    import redis
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)]
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.RedisError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"redis-server did not start on port {port}") from None
+                time.sleep(0.02)
+        client.close()
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def store_url(kind: str, workdir: Path, redis_url: str | None) -> str | None:

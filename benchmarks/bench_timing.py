@@ -1,6 +1,6 @@
 """Per-call overhead and scaling: ctxlife vs LangChain on the same histories, same tokenizer.
 
-Histories are prefixes of one long synthetic agent session (:func:`ctxlife.testing.synthetic_session`:
+Histories are prefixes of one long synthetic agent session (:func:`synthetic.synthetic_session`:
 native tool calls, JSON tool results of realistic size), cut right before a model call. Times
 are medians of repeated ``time.perf_counter`` measurements in this process; the encoding is
 loaded before any timing.
@@ -30,7 +30,7 @@ import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.host import Host
 from ctxlife.messages import role
-from ctxlife.testing import synthetic_session
+from synthetic import synthetic_session
 
 WINDOW = 128_000  # a gpt-4o-sized window; the threshold (0.4) is 51,200 tokens
 HUGE = 10**9  # a window no history reaches: ctxlife has nothing to do

@@ -5,8 +5,14 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from pathlib import Path
+import shutil
+import signal
+import socket
+import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 # Before anything imports crewai: no telemetry, tracing or version check (no network here).
 from ctxlife.testing import OFFLINE_ENV
@@ -38,25 +44,147 @@ def _no_ctxlife_env(monkeypatch):
             monkeypatch.delenv(key)
 
 
-# -- a real redis-server for the Redis store tests ---------------------------------------------
+# -- real redis-servers: one for the whole run (store tests), and ones a test owns (kills, TLS) ---
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def redis_binary() -> str | None:
+    return shutil.which("redis-server") or (
+        "/usr/bin/redis-server" if os.access("/usr/bin/redis-server", os.X_OK) else None
+    )
+
+
+class RedisServer:
+    """One redis-server process this test controls: ``start()``, ``kill()`` (SIGKILL), ``restart()``.
+
+    With ``persistent`` (the default), persistence is AOF with ``appendfsync always`` in the server's
+    own folder, so a killed server restarted on the same folder has every acknowledged write (what
+    "nothing stored is lost" means for Redis: its durability is Redis's own). Without, nothing is
+    written to disk.
+    """
+
+    def __init__(self, workdir: Path, extra: list[str], *, persistent: bool = True) -> None:
+        self.workdir = workdir
+        self.extra = extra
+        self.persistent = persistent
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = workdir / "redis.log"
+
+    @property
+    def tls(self) -> bool:
+        return "--tls-port" in self.extra
+
+    def args(self) -> list[str]:
+        base = [
+            redis_binary() or "redis-server",
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.workdir),
+            "--logfile",
+            str(self.log),
+        ]
+        base += ["--save", "", "--daemonize", "no"]
+        base += ["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else ["--appendonly", "no"]
+        if self.tls:
+            base += ["--port", "0", "--tls-port", str(self.port)]
+            extra = [
+                a
+                for i, a in enumerate(self.extra)
+                if a != "--tls-port" and (i == 0 or self.extra[i - 1] != "--tls-port")
+            ]
+        else:
+            base += ["--port", str(self.port)]
+            extra = self.extra
+        return base + extra
+
+    def start(self, timeout: float = 10.0) -> None:
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        self.proc = subprocess.Popen(
+            self.args(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                raise RuntimeError(
+                    f"redis-server exited with {self.proc.returncode}: {err[-800:]} {self._log_tail(offset)}"
+                )
+            if "Ready to accept connections" in self._log_tail(offset):
+                return
+            time.sleep(0.02)
+        raise RuntimeError(f"redis-server not ready within {timeout} s: {self._log_tail(offset)}")
+
+    def _log_tail(self, offset: int) -> str:
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(offset)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no final save (AOF with fsync always keeps acknowledged writes)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def restart(self) -> None:
+        self.kill()
+        self.start()
+
+    def stop(self) -> None:
+        self.kill()
+        if self.proc is not None and self.proc.stderr is not None:
+            self.proc.stderr.close()
+
+    def url(self, password: str | None = None, db: int = 0, query: str = "") -> str:
+        auth = f":{password}@" if password else ""
+        scheme = "rediss" if self.tls else "redis"
+        return f"{scheme}://{auth}127.0.0.1:{self.port}/{db}" + (f"?{query}" if query else "")
+
+
+@pytest.fixture
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """``redis_server(*extra_args)`` starts a redis-server owned by this test and returns it."""
+    if redis_binary() is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run installs it)")
+    pytest.importorskip("redis", reason="the 'redis' Python package is not installed")
+    servers: list[RedisServer] = []
+
+    def start(*extra: str) -> RedisServer:
+        server = RedisServer(tmp_path_factory.mktemp("own-redis"), list(extra))
+        servers.append(server)
+        server.start()
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
 
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """URL of a throw-away redis-server on a free 127.0.0.1 port, killed at the end of the run."""
-    from ctxlife.testing import redis_server, redis_server_binary
-
-    if redis_server_binary() is None:
+    """URL of a throw-away redis-server (no persistence) shared by the run, killed at the end."""
+    if redis_binary() is None:
         pytest.skip(
             "redis-server is not installed, so the Redis store tests cannot run here; "
             "install it with `apt-get install redis-server` (CI's .ci/run does)"
         )
     pytest.importorskip("redis", reason="the 'redis' Python package is not installed: pip install redis")
+    server = RedisServer(tmp_path_factory.mktemp("redis-server"), [], persistent=False)
     try:
-        with redis_server(tmp_path_factory.mktemp("redis-server")) as url:
-            yield url
+        server.start()
     except RuntimeError as exc:
         pytest.fail(str(exc))
+    yield server.url()
+    server.stop()
 
 
 # -- the tau-bench trajectories kept in tests/data (MIT, license beside them) --------------------

@@ -52,6 +52,7 @@ def test_check_prints_resolved_settings_or_fails_with_the_error(tmp_path):
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
 def test_demo_runs_offline_across_a_restart_and_writes_the_chart(tmp_path):
     workspace = tmp_path / "ws"
     start = time.perf_counter()

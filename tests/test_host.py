@@ -112,6 +112,26 @@ def test_state_is_per_strategy_and_session_and_survives_calls():
     assert [a.details["n"] for a in host.manage([user("u")]).actions] == [1, 1]
 
 
+def test_first_call_of_task_is_true_only_on_the_first_model_call_after_a_task_started():
+    recorder = HookRecorder()
+    host = Host(NONE, context_window=1000, plugins=[recorder])
+    host.before_llm_call([user("before any task")], task_name="report")
+    host.task_start(ctxlife.TaskContext(task_name="report", description="write the report"))
+    for _ in range(2):
+        host.before_llm_call([user("u")], task_name="report")
+    host.task_start(ctxlife.TaskContext(task_name="review", description="review it"))
+    host.before_llm_call([user("u")], task_name="report")  # another task's call: not its first
+    host.before_llm_call([user("u")], task_name="review")
+    calls = recorder.of("ctxlife_before_llm_call")
+    assert [(c.snapshot["task_name"], c.snapshot["first_call_of_task"]) for c in calls] == [
+        ("report", False),
+        ("report", True),
+        ("report", False),
+        ("report", False),
+        ("review", True),
+    ]
+
+
 def test_manage_reuses_one_host_per_config_and_validates_input():
     recorder = HookRecorder()
     for _ in range(2):

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import importlib
+import json
+import os
+import subprocess
 import sys
 import textwrap
 
@@ -10,7 +13,7 @@ import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.errors import PluginConflictError, PluginError
 from ctxlife.host import Host
-from ctxlife.plugins import Registry, registry
+from ctxlife.plugins import StrategyRegistry, registry
 
 
 def fake_distribution(root, name, version, entry_points, module=None, source=""):
@@ -30,14 +33,49 @@ def test_first_party_strategies_come_through_entry_points():
     assert row["hooks"] == ["ctxlife_before_llm_call"]
 
 
-def test_two_packages_offering_one_name_is_an_error_naming_both(tmp_path, monkeypatch):
-    fake_distribution(tmp_path, "pkga", "1.0", {"truncate_last_n": "pkga_mod:Strat"})
+def test_a_clash_fails_only_configs_that_use_the_contested_name(tmp_path, monkeypatch):
+    source = """
+        import ctxlife
+
+        class Strat(ctxlife.Strategy):
+            name = "truncate_last_n"
+    """
+    fake_distribution(tmp_path, "pkga", "1.0", {"truncate_last_n": "pkga_mod:Strat"}, "pkga_mod", source)
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(PluginConflictError) as info:
-        Registry.from_entry_points()
-    message = str(info.value)
-    assert "two installed packages offer a strategy named 'truncate_last_n'" in message
-    assert "ctxlife 0.1.0" in message and "pkga 1.0" in message and "uninstall one of them" in message
+    importlib.invalidate_caches()
+    registry(refresh=True)
+    try:
+        # Every other config still works.
+        Host(settings_from_dict({"strategies": ["llm_summary"]}), context_window=1000).close()
+        # A config that uses the name fails, naming both packages.
+        with pytest.raises(PluginConflictError) as info:
+            Host(settings_from_dict({"strategies": ["truncate_last_n"]}), context_window=1000)
+        message = str(info.value)
+        assert "two installed packages offer a strategy named 'truncate_last_n'" in message
+        assert "ctxlife 0.1.0" in message and "pkga 1.0" in message and "uninstall one of them" in message
+        with pytest.raises(PluginConflictError):
+            settings_from_dict({"strategies": [], "truncate_last_n": {"rounds": 3}})
+    finally:
+        importlib.invalidate_caches()
+        monkeypatch.undo()
+        registry(refresh=True)
+
+
+def test_the_strategies_command_lists_both_offers_of_a_contested_name(tmp_path):
+    fake_distribution(tmp_path, "pkga", "1.0", {"truncate_last_n": "pkga_mod:Strat"}, "pkga_mod", "import ctxlife\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "COLUMNS": "200"}
+    listed = subprocess.run(
+        [sys.executable, "-m", "ctxlife.cli", "strategies", "--json"], env=env, capture_output=True, text=True, check=True
+    )
+    rows = [r for r in json.loads(listed.stdout) if r["name"] == "truncate_last_n"]
+    assert {r["package"] for r in rows} == {"ctxlife", "pkga"}
+    assert all(r["clashes_with"] for r in rows) and any("llm_summary" == r["name"] for r in json.loads(listed.stdout))
+    broken = next(r for r in rows if r["package"] == "pkga")
+    assert "Strat" in broken["broken"]  # listed even though it cannot be loaded
+    table = subprocess.run(
+        [sys.executable, "-m", "ctxlife.cli", "strategies"], env=env, capture_output=True, text=True, check=True
+    )
+    assert "clash: also in pkga 1.0" in table.stdout
 
 
 def test_a_third_party_package_is_found_and_only_runs_when_configured(tmp_path):
@@ -83,10 +121,10 @@ def test_entry_point_name_must_match_strategy_name(tmp_path, monkeypatch):
     """
     fake_distribution(tmp_path, "mismatch", "1.0", {"mismatch": "mismatch_mod:Mismatch", "notastrategy": "mismatch_mod:ctxlife"}, "mismatch_mod", source)
     monkeypatch.syspath_prepend(str(tmp_path))
-    reg = Registry.from_entry_points()
+    reg = StrategyRegistry()
     with pytest.raises(PluginError, match="loads Mismatch whose name is 'something_else'; use one name everywhere"):
         reg.get("mismatch")
-    with pytest.raises(PluginError, match="which is not a ctxlife.Strategy subclass"):
+    with pytest.raises(PluginError, match="is not a ctxlife.Strategy subclass"):
         reg.get("notastrategy")
 
 

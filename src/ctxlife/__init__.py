@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ctxlife.config import Settings, load_settings
     from ctxlife.host import Host, Report
     from ctxlife.integrations.crewai import completion_for_model, host_of, unwrap, wrap
-    from ctxlife.strategy import Options, Strategy, ToolSpec
+    from ctxlife.strategy import NonBlankStr, Options, SharedSettings, Strategy, ToolSpec
     from ctxlife.tokens import TokenCounter
 
 __version__ = "0.1.0"
@@ -58,12 +58,14 @@ __all__ = [
     "InvalidMessagesError",
     "LLMCallContext",
     "MissingDependencyError",
+    "NonBlankStr",
     "Options",
     "PluginConflictError",
     "PluginError",
     "Report",
     "SessionIdError",
     "Settings",
+    "SharedSettings",
     "StoreError",
     "Strategy",
     "StrategyOptionsError",
@@ -86,6 +88,8 @@ _LAZY = {
     "Strategy": "ctxlife.strategy",
     "Options": "ctxlife.strategy",
     "ToolSpec": "ctxlife.strategy",
+    "SharedSettings": "ctxlife.strategy",
+    "NonBlankStr": "ctxlife.strategy",
     "manage": "ctxlife.api",
     "amanage": "ctxlife.api",
     "CtxlifeWarning": "ctxlife.api",

@@ -40,7 +40,12 @@ def cmd_strategies(args: argparse.Namespace) -> int:
         table.add_column(column)
     for row in rows:
         hooks = ", ".join(h.removeprefix("ctxlife_") for h in row["hooks"])
-        table.add_row(row["name"], hooks, row["package"], row["version"])
+        name = row["name"]
+        if row["clashes_with"]:  # configs that use this name fail until one package is uninstalled
+            name += f" [red](clash: also in {', '.join(row['clashes_with'])})[/red]"
+        if row["broken"]:
+            hooks = f"[red]broken: {row['broken']}[/red]"
+        table.add_row(name, hooks, row["package"], row["version"])
     _console().print(table)
     return 0
 

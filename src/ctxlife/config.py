@@ -31,7 +31,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 
 from ctxlife.errors import ConfigError, StrategyOptionsError, UnknownStrategyError
 from ctxlife.plugins import registry
-from ctxlife.strategy import Options, strict_scalar
+from ctxlife.strategy import Options, SharedSettings, strict_scalar
 
 ENV_PREFIX = "CTXLIFE_"
 DEFAULT_FILE = "ctxlife.toml"
@@ -132,6 +132,27 @@ class Settings(BaseSettings):
         """Where these settings were read from (a file path or "built-in defaults")."""
         return self._source
 
+    def shared(self) -> SharedSettings:
+        """The top-level settings every strategy receives (it gets its own table as its options)."""
+        path = Path(self._source)
+        return SharedSettings(
+            threshold=self.threshold,
+            model=self.model,
+            context_window=self.context_window,
+            source=self._source,
+            config_dir=path.resolve().parent if path.is_file() else None,
+            log_content=self.log_content,
+            origins=self._origins(),
+        )
+
+    def _origins(self) -> dict[str, str]:
+        """Where each value set by the file or the environment came from (see :meth:`source_of`)."""
+        out = {key: self.source_of(None, key) for key in self.model_fields_set if key in type(self).model_fields}
+        for section, table in self.strategy_tables().items():
+            for key in table:
+                out[f"{section}.{key}"] = self.source_of(section, key)
+        return out
+
     def options_for(self, name: str) -> Options:
         """The validated options of one strategy (defaults when the config has no table)."""
         options = self._options.get(name)
@@ -155,7 +176,7 @@ class Settings(BaseSettings):
         reg = registry()
         where = f" (in {self._source})" if self._source != "built-in defaults" else ""
         for name in self.strategies:
-            if name not in reg.entries:
+            if name not in reg:
                 listed = f" ({self.source_of(None, 'strategies')})" if f"{ENV_PREFIX}STRATEGIES" in os.environ else where
                 raise UnknownStrategyError(f"unknown strategy {name!r} in 'strategies'{listed}; {reg.available()}")
         for key, value in (self.model_extra or {}).items():
@@ -165,7 +186,7 @@ class Settings(BaseSettings):
                     f"{', '.join(type(self).model_fields)}, and strategy options go in a "
                     f"[strategy_name] table"
                 )
-            if key not in reg.entries:
+            if key not in reg:
                 variables = sorted(v for v in os.environ if v.startswith(f"{ENV_PREFIX}{key.upper()}__"))
                 origin = f" (from the environment variable{'s' if len(variables) > 1 else ''} {', '.join(variables)})" if variables else where
                 raise UnknownStrategyError(f"options table [{key}]{origin} names no installed strategy; {reg.available()}")
@@ -314,7 +335,13 @@ def validate_context_window(value: Any, where: str = "context_window") -> int | 
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    """Parse a TOML file; errors name the file and the line."""
+    """Parse a TOML file; errors name the file and the line.
+
+    Not pydantic-settings' TomlConfigSettingsSource / PyprojectTomlConfigSettingsSource: on a
+    malformed file they raise tomllib's bare "Invalid value (at line 2, column 13)" without the
+    file's name, and they silently skip a missing file or a pyproject.toml without [tool.ctxlife],
+    where a user who named a config wants to hear about it.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

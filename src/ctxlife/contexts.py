@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ctxlife.errors import CtxlifeError
+
 if TYPE_CHECKING:
     from ctxlife.tokens import TokenCounter
 
@@ -57,7 +59,6 @@ class HookContext:
     agent_role: str | None = None
     task_name: str | None = None
     task_index: int | None = None
-    tokens: TokenCounter | None = None
     context_window: int = 0
     threshold: float = 0.4
     state: dict[str, Any] = field(default_factory=dict)
@@ -65,6 +66,21 @@ class HookContext:
     store: Any = None
     actions: list[Action] = field(default_factory=list, repr=False)
     _strategy: str = field(default="", repr=False)
+    _tokens: TokenCounter | None = field(default=None, repr=False)
+
+    @property
+    def tokens(self) -> TokenCounter:
+        """The token counter for the agent's model (set by the host before any hook runs)."""
+        if self._tokens is None:
+            raise CtxlifeError(
+                f"{type(self).__name__}.tokens is set by the host when it dispatches a node; "
+                "this context has not been dispatched (build it through a Host, or set ctx.tokens)"
+            )
+        return self._tokens
+
+    @tokens.setter
+    def tokens(self, counter: TokenCounter) -> None:
+        self._tokens = counter
 
     @property
     def budget(self) -> int:
@@ -132,7 +148,6 @@ class LLMCallContext(HookContext):
         memo = self._count_memo
         if memo is not None and same_messages(memo[0], self.messages):
             return memo[1]
-        assert self.tokens is not None
         total = self.tokens.count_messages(self.messages)
         self._count_memo = (list(self.messages), total)
         return total

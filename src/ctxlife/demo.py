@@ -5,7 +5,8 @@ twelve user messages, one ``kickoff()`` each, reading files from a sandbox folde
 tools. The model is scripted and offline unless ``--model`` names a real one. The session is
 wrapped with ``configs/demo.toml``: bootstrap (profile and working rules), tool_output (caps
 big files; the agent reads the rest back with ``ctxlife_recall``), llm_summary (compacts at the
-40% line) and snapshot_restore (the session survives a restart).
+40% line), snapshot_restore (the session survives a restart) and recall (when the user asks about
+something compaction evicted, the passages come back from the raw history).
 
 After turn 8 the demo simulates a restart: turns 9-12 run in a new process, with a new crew,
 which restores the session and carries on. At the end: a summary table (calls, tokens sent
@@ -27,7 +28,7 @@ from typing import Any
 
 from ctxlife.errors import CtxlifeError
 from ctxlife.hookspecs import hookimpl
-from ctxlife.messages import is_summary, is_system
+from ctxlife.messages import is_recall_block, is_summary, is_system
 from ctxlife.retention import Need, NeedIndex, Retention
 
 SESSION_ID = "xiaopaw-demo"
@@ -103,6 +104,16 @@ def _recall_from_context(query: str) -> Callable[[list[dict[str, Any]]], str]:
     return reply
 
 
+def _answer_from_context(messages: list[dict[str, Any]]) -> str:
+    """Turn 9 (after the restart): the scripted model answers only from what it was sent."""
+    context = "\n".join(str(m.get("content") or "") for m in messages[:-1])
+    region = re.search(r"(\w+) led revenue", context)
+    orders = re.search(r"on orders ((?:ORD-\d+, )*ORD-\d+)", context)
+    said = [f"{region.group(1)} led revenue." if region else "I no longer have which region led revenue."]
+    said.append(f"The P1 orders were {orders.group(1)}." if orders else "I no longer have the P1 orders.")
+    return _final(" ".join(said))
+
+
 def scripted_replies() -> list[list[Any]]:
     """Per turn, the scripted model's replies (ReAct text, or a function of the messages)."""
     return [
@@ -120,7 +131,7 @@ def scripted_replies() -> list[list[Any]]:
          _final("The Q4 roadmap has 24 milestones M0-M23 due 2024-12-02 to 2024-12-25; next up: checkout v2 (M0) and loyalty points (M1).")],
         [_react("write_sandbox_file", {"name": "weekly_report_w47.md", "content": "# Weekly report W47\n## Summary\n- Revenue led by Central.\n- F-210..F-222 shipped; payment sandbox outage (INC-4400).\n- 7 P1 tickets.\n## Next week\n- M0 checkout v2, M1 loyalty points.\n"}, "Summary first, then plans, as the user prefers."),
          _final("Saved weekly_report_w47.md: summary first (revenue, shipped features, outage, 7 P1 tickets), then next week's plans (M0, M1).")],
-        [_final("Central led revenue. The P1 orders were ORD-52000, ORD-52069, ORD-52138, ORD-52207, ORD-52276, ORD-52345 and ORD-52414.")],
+        [_answer_from_context],
         [_react("read_sandbox_file", {"name": "weekly_report_w47.md"}, "I'll open the report first."),
          _react("write_sandbox_file", {"name": "weekly_report_w47.md", "content": "# Weekly report W47\n## Summary\n- Revenue led by Central.\n- F-210..F-222 shipped; payment sandbox outage (INC-4400).\n- 7 P1 tickets: TCK-7000, TCK-7023, TCK-7046, TCK-7069, TCK-7092, TCK-7115, TCK-7138.\n## Next week\n- M0 checkout v2, M1 loyalty points.\n"}, "Now add the ticket numbers."),
          _final("Added the seven P1 ticket numbers (TCK-7000 ... TCK-7138) to weekly_report_w47.md.")],
@@ -140,6 +151,10 @@ ANSWER_KEYS: dict[tuple[int, int], list[str]] = {
     (8, 0): ["Central", "ORD-52000", "ORD-52069", "ORD-52138", "ORD-52207", "ORD-52276", "ORD-52345", "ORD-52414"],  # turn 9, after the restart
     (9, 1): ["TCK-7000", "TCK-7023", "TCK-7046", "TCK-7069", "TCK-7092", "TCK-7115", "TCK-7138"],  # turn 10: written into the report
 }
+#: The question of turn 9 (after the restart) about turn 2 (before the first compaction), and the
+#: sentence of turn 2 that answers it: where was it in the context sent?
+RECALL_SHOWCASE = ((8, 0), "Central led revenue")
+
 FACTS_KEPT_DEFINITION = (
     "facts kept = values the agent's answers state that it could only know from earlier in the session "
     "(answer keys written with the demo's data), found in the context sent at the call that states them"
@@ -209,6 +224,8 @@ class CallRecord:
     facts_needed: int = 0
     facts_kept: int = 0
     missing: list[str] = field(default_factory=list)
+    recalled: int = 0  # passages recall brought back at this call
+    showcase: str = ""  # for the RECALL_SHOWCASE call: where its answer was in the context
 
 
 class Tracker:
@@ -233,10 +250,12 @@ class Tracker:
         self.turn_calls: dict[int, int] = {}
         self.kept = Retention()
         self.missing: list[str] = []
+        self.showcase = ""
 
-    @hookimpl
+    @hookimpl(trylast=True)
     def ctxlife_before_llm_call(self, ctx: Any) -> None:
-        # After the strategies: the system prompt as sent (bootstrap included, summaries excluded).
+        # After the strategies (recall's block included): the system prompt as sent (bootstrap
+        # included, summaries excluded).
         self.system_tokens = ctx.tokens.count_messages([m for m in ctx.messages if is_system(m) and not is_summary(m)])
         # Facts kept: the answer keys of this call, searched in exactly what is sent.
         at = self.turn_calls.get(self.turn, 0)
@@ -244,6 +263,13 @@ class Tracker:
         values = ANSWER_KEYS.get((self.turn, at), [])
         self.missing = [v for v in values if not NeedIndex([Need((v,), 0, kind="answer")]).score_call(0, ctx.messages).kept]
         self.kept = Retention(needs=len(values), kept=len(values) - len(self.missing))
+        self.showcase = ""
+        if (self.turn, at) == RECALL_SHOWCASE[0]:
+            holding = [m for m in ctx.messages[:-1] if RECALL_SHOWCASE[1] in str(m.get("content") or "")]
+            self.showcase = (
+                "not in the context" if not holding
+                else "recalled from the history" if all(is_recall_block(m) for m in holding) else "in the context"
+            )
 
     @hookimpl
     def ctxlife_after_tool_call(self, ctx: Any) -> None:
@@ -267,7 +293,7 @@ class Tracker:
         record = CallRecord(
             self.turn, report.tokens_after, unmanaged, [f"{a.strategy}:{a.what}" for a in report.actions if a.what != "skipped"],
             context_window=report.context_window, budget=report.budget,
-            facts_needed=self.kept.needs, facts_kept=self.kept.kept, missing=list(self.missing),
+            facts_needed=self.kept.needs, facts_kept=self.kept.kept, missing=list(self.missing), showcase=self.showcase,
         )
         number = self.calls_before + len(self.records) + 1
         if number == 1:
@@ -286,6 +312,11 @@ class Tracker:
                     f"   [magenta]llm_summary[/magenta]: compacted {d['tokens_before']:,} -> {d['tokens_after']:,} tokens; "
                     f"{d['evicted_messages']} messages summarized"
                 )
+            elif action.what == "recalled":
+                record.recalled = d["passages"]
+                lines.append(f"   [blue]recall[/blue]: brought back {d['passages']} passage(s) "
+                             f"({d['tokens']:,} tokens) "
+                             "from earlier in the session, right before the question")
             elif action.what == "restored":
                 lines.append(f"   [green]snapshot_restore[/green]: restored {d['messages']} messages of the session "
                              "into the kickoff's fresh list")
@@ -314,7 +345,7 @@ def run_turns(
     config_path: Path, workspace: Path, model: str | None, first: int, last: int, console: Any, tracker: Tracker
 ) -> list[CallRecord]:
     """Run user turns ``first..last-1`` in this process, with a new crew; return the call records."""
-    from ctxlife.testing import offline_environment, scripted_llm
+    from ctxlife.integrations.scripted import offline_environment, scripted_llm
 
     offline_environment()
     import ctxlife
@@ -424,6 +455,13 @@ def _summary(console: Any, records: list[CallRecord], restart_at: int) -> None:
     table.add_row("saved", f"{naive - sent:,} ({1 - sent / naive:.0%})" if naive else "-")
     table.add_row("peak context without / with", f"{max(r.unmanaged_tokens for r in records):,} / {max(r.sent_tokens for r in records):,}")
     table.add_row("compactions", str(len(compactions)))
+    recalled = [r for r in records if r.recalled]
+    if recalled:
+        passages = sum(r.recalled for r in recalled)
+        table.add_row("recalled from the history", f"{passages} passages at {len(recalled)} calls")
+    showcase = next((r.showcase for r in records if r.showcase), None)
+    if showcase:
+        table.add_row("turn 9 asks about turn 2 (before the first compaction)", f"its answer: {showcase}")
     needed = sum(r.facts_needed for r in records)
     kept = sum(r.facts_kept for r in records)
     if needed:

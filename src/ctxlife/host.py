@@ -29,7 +29,7 @@ from ctxlife.events import describe_error, emit
 from ctxlife import messages as message_model
 from ctxlife.messages import ANTHROPIC, check_shape, last_user_index, list_format, same_messages, text_of, validate
 from ctxlife.plugins import registry
-from ctxlife.strategy import Strategy, ToolSpec
+from ctxlife.strategy import Strategy, ToolSpec, create_strategy
 from ctxlife.tokens import TokenCounter
 
 
@@ -132,7 +132,10 @@ class Host:
         self._pm = pluggy.PluginManager(hookspecs.PROJECT)
         self._pm.add_hookspecs(hookspecs)
         reg = registry()
-        self.strategies: list[Strategy] = [reg.get(name)(settings.options_for(name), settings) for name in settings.strategies]
+        shared = settings.shared()
+        self.strategies: list[Strategy[Any]] = [
+            create_strategy(reg.get(name), settings.options_for(name), shared) for name in settings.strategies
+        ]
         self._plugin_names: list[str] = []
         for strategy in self.strategies:
             self._register(strategy, strategy.name)
@@ -326,7 +329,6 @@ class Host:
             self._bootstrap[key] = text
             self._bootstrap_actions[key] = list(ctx.actions)
             counter = ctx.tokens
-            assert counter is not None
             report = Report("bootstrap", 0, counter.count_text(text), ctx.context_window, ctx.budget, ctx.actions, failures)
             report.duration_ms = (time.perf_counter() - start) * 1000
             self._emit_node(report, ctx)
@@ -408,7 +410,6 @@ class Host:
             ctx.first_call_of_task = task_name is not None and task_key in self._task_started
             self._task_started.discard(task_key)
             counter = ctx.tokens
-            assert counter is not None
             counter.new_generation()
             tokens_before = counter.count_messages(messages)
             before = list(messages)  # to tell whether anything changed (then tokens_after = tokens_before)
@@ -473,7 +474,6 @@ class Host:
             node = hook.removeprefix("ctxlife_")
             self._fill(ctx, node, model=model, context_window=context_window, session_id=session_id)
             counter = ctx.tokens
-            assert counter is not None
             before_tokens = counter.count_text(ctx.result)
             is_before = hook == "ctxlife_before_tool_call"
 
@@ -535,7 +535,6 @@ class Host:
             self._fill(ctx, node, model=model, context_window=context_window, session_id=session_id)
             attr = "context_text" if hook == "ctxlife_task_start" else "output"
             counter = ctx.tokens
-            assert counter is not None
             before_tokens = counter.count_text(getattr(ctx, attr))
             if hook == "ctxlife_task_start":
                 self._task_started.add((ctx.session_id, ctx.task_name))

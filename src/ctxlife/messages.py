@@ -68,6 +68,14 @@ SUMMARY_PREFIX = "History summary:"
 """How a summary message written by ctxlife starts (for the model; ctxlife recognises its summaries
 by registration, see :func:`is_summary`, so user or tool content starting like this is not one)."""
 
+RECALL_PREFIX = "Recalled from earlier in this conversation"
+"""How the ``recall`` strategy's block of passages from the raw history starts (for the model; the
+block is recognised by registration, see :func:`is_recall_block`).
+
+Inserted by ctxlife before each model call and replaced on the next: never recorded into the raw
+history, never summarized, never recalled again.
+"""
+
 BOOTSTRAP_START = "<!-- ctxlife:bootstrap -->"
 BOOTSTRAP_END = "<!-- /ctxlife:bootstrap -->"
 
@@ -957,6 +965,12 @@ def is_inserted(message: Message) -> bool:
 def is_summary(message: Message) -> bool:
     """Whether a message is a history summary ctxlife wrote (registered by :func:`mark_inserted`)."""
     return inserted_kind(message) == "summary"
+
+
+def is_recall_block(message: Message) -> bool:
+    """Whether a message is a ``recall`` block ctxlife inserted (registered by :func:`mark_inserted`
+    with kind ``"recall"``; a user message that starts like one is not)."""
+    return inserted_kind(message) == "recall"
 
 
 def inserted_meta(messages: Sequence[Message]) -> list[list[Any]]:

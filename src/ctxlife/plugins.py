@@ -7,128 +7,94 @@ whose value is its :class:`~ctxlife.Strategy` subclass::
     [project.entry-points."ctxlife.strategies"]
     redact = "ctxlife_redact:Redact"
 
-Installed is not active: a strategy runs only when a config names it.
+Installed is not active: a strategy runs only when a config names it. Two
+packages offering one name fail only the configs that use it (see
+:mod:`ctxlife.registry`).
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import threading
-from dataclasses import dataclass
 from typing import Any
 
-from ctxlife.errors import PluginConflictError, PluginError, UnknownStrategyError
+from ctxlife.errors import UnknownStrategyError
 from ctxlife.hookspecs import HOOK_NAMES
+from ctxlife.registry import PluginOffer, Registry
 from ctxlife.strategy import Strategy
 
 ENTRY_POINT_GROUP = "ctxlife.strategies"
 
+StrategyClass = type[Strategy[Any]]
 
-@dataclass(frozen=True)
-class StrategyEntry:
-    """An installed strategy: where it comes from, not yet imported."""
 
-    name: str
-    value: str  # "module:Class"
-    package: str  # distribution name
-    version: str
+def _check_strategy(name: str, obj: Any) -> str | None:
+    if not (isinstance(obj, type) and issubclass(obj, Strategy)):
+        return "is not a ctxlife.Strategy subclass; point the entry point at the strategy class"
+    if obj.name != name:
+        return (
+            f"loads {obj.__qualname__} whose name is {obj.name!r}; use one name everywhere "
+            "(entry point, TOML table, Strategy.name)"
+        )
+    return None
+
+
+class StrategyRegistry(Registry[StrategyClass]):
+    """The installed strategies (entry points of ``ctxlife.strategies``)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "strategy",
+            ENTRY_POINT_GROUP,
+            check=_check_strategy,
+            unknown_error=UnknownStrategyError,
+            name_pattern=r"[A-Za-z_][A-Za-z0-9_]*",
+            name_rule="letters, digits and '_' (a TOML table name)",
+        )
 
     @property
-    def source(self) -> str:
-        return f"{self.package} {self.version}"
-
-    def load(self) -> type[Strategy]:
-        module_name, _, attr = self.value.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-            obj: Any = module
-            for part in attr.split(".") if attr else []:
-                obj = getattr(obj, part)
-        except Exception as exc:  # noqa: BLE001 - any import failure is a broken plugin
-            raise PluginError(
-                f"strategy {self.name!r} from {self.source} could not be loaded "
-                f"from {self.value!r}: {type(exc).__name__}: {exc}; "
-                f"reinstall {self.package} or remove it"
-            ) from exc
-        if not (isinstance(obj, type) and issubclass(obj, Strategy)):
-            raise PluginError(
-                f"entry point {self.name!r} of {self.source} points to {self.value!r}, "
-                "which is not a ctxlife.Strategy subclass; point it at the strategy class"
-            )
-        if obj.name != self.name:
-            raise PluginError(
-                f"entry point {self.name!r} of {self.source} loads {obj.__qualname__} whose "
-                f"name is {obj.name!r}; use one name everywhere (entry point, TOML table, "
-                "Strategy.name)"
-            )
-        return obj
-
-
-class Registry:
-    """The installed strategies, read from entry points once."""
-
-    def __init__(self, entries: dict[str, StrategyEntry]) -> None:
-        self.entries = entries
-        self._classes: dict[str, type[Strategy]] = {}
-
-    @classmethod
-    def from_entry_points(cls) -> Registry:
-        by_name: dict[str, StrategyEntry] = {}
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            dist = getattr(ep, "dist", None)
-            entry = StrategyEntry(
-                name=ep.name,
-                value=ep.value,
-                package=dist.metadata["Name"] if dist is not None else "?",
-                version=dist.version if dist is not None else "?",
-            )
-            other = by_name.get(ep.name)
-            if other is not None and (other.package, other.value) != (entry.package, entry.value):
-                raise PluginConflictError(
-                    f"two installed packages offer a strategy named {ep.name!r}: "
-                    f"{other.source} ({other.value}) and {entry.source} ({entry.value}); "
-                    "uninstall one of them"
-                )
-            by_name[ep.name] = entry
-        return cls(by_name)
-
-    def names(self) -> list[str]:
-        return sorted(self.entries)
-
-    def get(self, name: str) -> type[Strategy]:
-        cls = self._classes.get(name)
-        if cls is None:
-            entry = self.entries.get(name)
-            if entry is None:
-                raise UnknownStrategyError(f"unknown strategy {name!r}; {self.available()}")
-            cls = self._classes[name] = entry.load()
-        return cls
-
-    def available(self) -> str:
-        if not self.entries:
-            return "no strategies are installed (is ctxlife installed with pip?)"
-        listing = ", ".join(f"{e.name} ({e.source})" for e in sorted(self.entries.values(), key=lambda e: e.name))
-        return f"available: {listing}"
+    def entries(self) -> dict[str, PluginOffer]:
+        """The first offer of every name (a contested name has more: see :meth:`offers`)."""
+        return {name: self.offers(name)[0] for name in self.names()}
 
     def describe(self) -> list[dict[str, Any]]:
-        """One row per installed strategy: name, hooks implemented, package, version."""
+        """One row per offer: name, hooks implemented, package, version, and the packages it clashes with."""
         rows = []
-        for name in self.names():
-            entry = self.entries[name]
-            cls = self.get(name)
-            hooks = [h for h in HOOK_NAMES if hasattr(getattr(cls, h, None), "ctxlife_impl")]
-            rows.append({"name": name, "hooks": hooks, "package": entry.package, "version": entry.version, "class": entry.value})
+        for row in self.listing():
+            offer = row.offer
+            try:
+                cls = self.load(offer)
+                marked = [getattr(cls, attr) for attr in dir(cls)]
+                implemented = {
+                    m.ctxlife_impl.get("specname") or m.__name__ for m in marked if hasattr(m, "ctxlife_impl")
+                }
+                hooks = [h for h in HOOK_NAMES if h in implemented]
+                broken = None
+            except Exception as exc:  # noqa: BLE001 - a broken plugin is listed, not fatal
+                hooks, broken = [], str(exc)
+            rows.append(
+                {
+                    "name": offer.name,
+                    "hooks": hooks,
+                    "package": offer.package,
+                    "version": offer.version,
+                    "class": offer.value,
+                    "clashes_with": [o.source for o in row.clashes_with],
+                    "broken": broken,
+                }
+            )
         return rows
 
 
-_registry: Registry | None = None
+_registry: StrategyRegistry | None = None
 _registry_lock = threading.Lock()
 
 
-def registry(*, refresh: bool = False) -> Registry:
+def registry(*, refresh: bool = False) -> StrategyRegistry:
     """The process-wide view of installed strategies (entry points are read once)."""
     global _registry
     with _registry_lock:
-        if _registry is None or refresh:
-            _registry = Registry.from_entry_points()
+        if _registry is None:
+            _registry = StrategyRegistry()
+        if refresh:
+            _registry.refresh()
         return _registry

@@ -42,7 +42,13 @@ def make_host() -> Iterator[Callable[..., Any]]:
         **settings: Any,
     ) -> Host:
         data = {"strategies": list(strategies), **(options or {}), **settings}
-        host = Host(settings_from_dict(data, source="make_host"), context_window=context_window, plugins=plugins, session_id=session_id, model=model)
+        host = Host(
+            settings_from_dict(data, source="make_host"),
+            context_window=context_window,
+            plugins=plugins,
+            session_id=session_id,
+            model=model,
+        )
         hosts.append(host)
         return host
 

@@ -67,7 +67,6 @@ class ReplayResult:
     rows: list[CallRow] = field(default_factory=list)
     encoding: str = ""
     window_source: str = ""
-    final_context: list[dict[str, Any]] = field(default_factory=list)
     facts_total: int = 0
     facts_kept: int = 0
     tool_tokens_saved: int = 0
@@ -350,7 +349,6 @@ def _replay(conversation: Conversation, host: Host, context_window: int) -> Repl
             message, saved = _through_tool_policy(host, message, i, tools, context_window)
             result.tool_tokens_saved += saved
         live.append(message)
-    result.final_context = live
     return result
 
 

@@ -136,7 +136,8 @@ def message_text(message: Mapping[str, Any]) -> str:
     """All the text a model reads in one message: content, tool names and argument values."""
     parts = list(_parts_text(message.get("content")))
     for call in tool_calls(dict(message)) if isinstance(message, dict) else []:
-        function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+        function = call.get("function")
+        function = function if isinstance(function, Mapping) else {}
         parts.append(str(function.get("name") or call.get("name") or ""))
         arguments = _arguments(call)
         if isinstance(arguments, (Mapping, list)):

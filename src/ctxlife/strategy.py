@@ -1,16 +1,20 @@
-"""The base class every strategy plugin subclasses."""
+"""The base class every strategy plugin subclasses, its options, and the settings the host hands it."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Generic
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo, field_validator
+from typing_extensions import TypeVar
 
-if TYPE_CHECKING:
-    from ctxlife.config import Settings
+from ctxlife.errors import PluginError
 
 
 def _scalar_kinds(annotation: Any) -> set[Any]:
@@ -65,6 +69,64 @@ class Options(BaseModel):
         return strict_scalar(field.annotation, value) if field is not None else value
 
 
+#: The options type of a strategy. Unparameterized (``class X(ctxlife.Strategy)``) it is ``Any``,
+#: so strategies written before ``Strategy`` was generic type-check as they did.
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must be a non-empty string")
+    return value
+
+
+#: A string option (or list item, or table key) that must not be empty or only whitespace:
+#: ``files: list[ctxlife.NonBlankStr]``.
+NonBlankStr = Annotated[str, AfterValidator(_not_blank)]
+
+
+OptionsT = TypeVar("OptionsT", bound=Options, default=Any)
+_BaseOptions = Options  # the name "Options" is shadowed inside Strategy's body
+
+
+@dataclass(frozen=True)
+class SharedSettings:
+    """The top-level settings a strategy may need besides its own options (resolved by the host).
+
+    A strategy gets these, not the whole configuration: its own table is ``self.options``.
+    """
+
+    threshold: float = 0.4
+    """Share of the context window that counts as "too full" (the config's ``threshold``)."""
+    model: str | None = None
+    """The config's ``model``, if it names one."""
+    context_window: int | None = None
+    """The config's ``context_window``, if it overrides the framework's."""
+    source: str = "built-in defaults"
+    """Where the settings were read from: a file path, or a description."""
+    config_dir: Path | None = None
+    """The folder of the config file: relative paths written in it resolve against this folder."""
+    log_content: bool = False
+    """Whether log events may carry message contents (the config's ``log_content``)."""
+    origins: Mapping[str, str] = field(default_factory=dict)
+    """Where each value the configuration sets came from (``"key"`` or ``"table.key"`` -> ``"in FILE,
+    table [t], key 'k'"`` or ``"from the environment variable X"``): see :meth:`origin`."""
+
+    def origin(self, section: str | None, key: str) -> str:
+        """Where the value of ``key`` (in the ``section`` table, or top-level) came from, for error messages."""
+        found = self.origins.get(f"{section}.{key}" if section else key)
+        if found:
+            return found
+        return f"the default of [{section}] {key!r}" if section else f"the default of {key!r}"
+
+    def __getattr__(self, name: str) -> Any:
+        # Strategies written when they were handed the whole Settings get a clear message.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"strategies receive ctxlife.SharedSettings ({', '.join(f.name for f in dataclasses.fields(self))}), "
+            f"not the whole configuration, so there is no settings.{name}; a strategy's own values "
+            "belong in its Options"
+        )
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """A tool a strategy offers to the agent (for example, to recall an offloaded result).
@@ -81,12 +143,13 @@ class ToolSpec:
     parameters: dict[str, str] = field(default_factory=dict)  # argument name -> description
 
 
-class Strategy:
+class Strategy(Generic[OptionsT]):
     """A context-management strategy: a plugin with a name, options and hooks.
 
     Subclass it, set ``name`` (the one name used everywhere: entry point, TOML
-    table, module, this attribute), declare ``Options``, and implement any of the
-    six hooks as methods decorated with :data:`ctxlife.hookimpl`::
+    table, module, this attribute), declare its ``Options`` (the config table is
+    validated against them) and implement any of the six hooks as methods
+    decorated with :data:`ctxlife.hookimpl`::
 
         class Shout(ctxlife.Strategy):
             name = "shout"
@@ -94,21 +157,46 @@ class Strategy:
             class Options(ctxlife.Options):
                 suffix: str = "!"
 
+            options: Options  # types self.options for mypy and pyright
+
             @ctxlife.hookimpl
-            def ctxlife_after_tool_call(self, ctx):
-                ctx.result = ctx.result.upper() + self.options.suffix
+            def ctxlife_after_tool_call(self, ctx: ctxlife.ToolCallContext) -> None:
+                ctx.result = (ctx.result or "").upper() + self.options.suffix
+
+    Equivalently, with the options class defined first, pass it as the type
+    argument: ``class Shout(ctxlife.Strategy[ShoutOptions])`` (it then becomes
+    ``Shout.Options``). Without either, ``self.options`` is typed ``Any``.
 
     One instance is created per wrapped crew (or :func:`ctxlife.manage` host):
-    do expensive set-up in ``__init__``, keep hooks cheap. Per-session data
+    do expensive set-up in ``__init__(self, options=None, settings=None)`` after
+    ``super().__init__(options, settings)``, keep hooks cheap. Per-session data
     belongs in ``ctx.state``.
     """
 
     name: ClassVar[str] = ""
-    Options: ClassVar[type[Options]] = Options
+    Options: ClassVar[type[_BaseOptions]]
+    options: OptionsT
+    settings: SharedSettings
 
-    def __init__(self, options: Options | None = None, settings: Settings | None = None) -> None:
-        self.options = options if options is not None else self.Options()
-        self.settings = settings
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = cls.__dict__.get("Options")
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            if typing.get_origin(base) is not Strategy:
+                continue
+            (argument,) = typing.get_args(base)
+            if not (isinstance(argument, type) and issubclass(argument, _BaseOptions)):
+                continue  # a forward reference ("Shout.Options"): the nested class is the options
+            if declared is not None and declared is not argument:
+                raise PluginError(
+                    f"{cls.__qualname__} is a Strategy[{argument.__qualname__}] but also defines "
+                    f"Options = {declared.__qualname__}; keep one of them"
+                )
+            cls.Options = argument
+
+    def __init__(self, options: OptionsT | None = None, settings: SharedSettings | None = None) -> None:
+        self.options = options if options is not None else typing.cast(OptionsT, self.Options())
+        self.settings = settings if settings is not None else SharedSettings()
 
     def provided_tools(self) -> list[ToolSpec]:
         """Tools this strategy offers to agents (none by default)."""
@@ -125,11 +213,36 @@ class Strategy:
         return f"<{type(self).__name__} {self.name!r}>"
 
 
-def describe_options(strategy_cls: type[Strategy]) -> list[dict[str, Any]]:
+Strategy.Options = Options
+
+
+def create_strategy(cls: type[Strategy[Any]], options: _BaseOptions, settings: SharedSettings) -> Strategy[Any]:
+    """Instantiate a strategy class as the host does: ``cls(options, settings)``.
+
+    A class whose ``__init__`` cannot take ``(options, settings)``, or that does not
+    call ``super().__init__``, gets a :class:`PluginError` saying how to fix it.
+    """
+    where = f"strategy {cls.name!r} ({cls.__module__}.{cls.__qualname__})"
+    try:
+        inspect.signature(cls).bind(options, settings)
+    except TypeError:
+        raise PluginError(
+            f"{where}: __init__ must accept (options=None, settings=None) and call super().__init__(options, settings)"
+        ) from None
+    strategy = cls(options, settings)
+    if not isinstance(getattr(strategy, "options", None), cls.Options):
+        raise PluginError(
+            f"{where}: after __init__, self.options is not a {cls.Options.__qualname__}; "
+            "call super().__init__(options, settings) first in __init__"
+        )
+    return strategy
+
+
+def describe_options(strategy_cls: type[Strategy[Any]]) -> list[dict[str, Any]]:
     """One dict per option of a strategy: name, type, default, description."""
     rows = []
     for key, info in strategy_cls.Options.model_fields.items():
-        annotation = info.annotation
+        annotation = _without_metadata(info.annotation)
         if typing.get_origin(annotation) is None and isinstance(annotation, type):
             type_name = annotation.__name__
         else:
@@ -144,3 +257,13 @@ def describe_options(strategy_cls: type[Strategy]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _without_metadata(annotation: Any) -> Any:
+    """``list[Annotated[str, ...]]`` -> ``list[str]``: validators are not part of an option's type name."""
+    if typing.get_origin(annotation) is Annotated:
+        return _without_metadata(typing.get_args(annotation)[0])
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (list, dict, set, frozenset, tuple) and args:
+        return types.GenericAlias(origin, tuple(_without_metadata(a) for a in args))
+    return annotation

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 import ctxlife
 
@@ -39,31 +38,24 @@ class Bootstrap(ctxlife.Strategy):
             "",
             description="Inline text to inject. May use {agent_role}, {session_id} and {date}.",
         )
-        files: list[str] = Field(
+        files: list[ctxlife.NonBlankStr] = Field(
             default_factory=list,
             description=(
                 "Markdown or text files to inject after the text, in order. Relative paths are "
                 "relative to the config file's directory (the working directory without a file)."
             ),
         )
-        agents: list[str] = Field(
+        agents: list[ctxlife.NonBlankStr] = Field(
             default_factory=list,
             description="Roles of the agents to inject into (case-insensitive). Empty: every agent.",
         )
 
-        @field_validator("files", "agents")
-        @classmethod
-        def _non_empty(cls, value: list[str]) -> list[str]:
-            for item in value:
-                if not item.strip():
-                    raise ValueError("entries must be non-empty strings")
-            return value
+    options: Options
 
-    def __init__(self, options: ctxlife.Options | None = None, settings: Any = None) -> None:
+    def __init__(self, options: Bootstrap.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
         super().__init__(options, settings)
         opts = self.options
-        assert isinstance(opts, Bootstrap.Options)
-        self.base_dir, where = _base_dir(settings)
+        self.base_dir, where = _base_dir(self.settings)
         parts = [opts.text.strip()] if opts.text.strip() else []
         self.paths: list[Path] = []
         for name in opts.files:
@@ -104,16 +96,12 @@ class Bootstrap(ctxlife.Strategy):
         variables.update(ctx.variables)
         text = render(self.template, variables)
         ctx.blocks.append(text)
-        ctx.record("injected", tokens=ctx.tokens.count_text(text) if ctx.tokens else 0, files=len(self.paths))
+        ctx.record("injected", tokens=ctx.tokens.count_text(text), files=len(self.paths))
 
 
-def _base_dir(settings: Any) -> tuple[Path, str]:
+def _base_dir(settings: ctxlife.SharedSettings) -> tuple[Path, str]:
     """Where relative file names are looked up: the config file's directory, else the working directory."""
-    source = getattr(settings, "source", None)
-    if isinstance(source, str) and source:
-        path = Path(source)
-        if path.is_file():
-            directory = path.resolve().parent
-            return directory, f"the config file's directory {directory}"
+    if settings.config_dir is not None:
+        return settings.config_dir, f"the config file's directory {settings.config_dir}"
     cwd = Path.cwd()
     return cwd, f"the working directory {cwd} (the settings do not come from a file)"

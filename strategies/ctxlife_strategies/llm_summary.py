@@ -16,6 +16,9 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
@@ -23,7 +26,19 @@ from pydantic import Field, ValidationInfo, field_validator
 import ctxlife
 from ctxlife.events import describe_error, emit
 from ctxlife.facts import KIND_PRIORITY, Fact, extract_facts, facts_missing_from, format_fact_list
-from ctxlife.messages import ANTHROPIC, current_turn_index, is_summary, is_system, is_user_turn, escape_surrogates, round_starts, split_units, summary_message, text_of
+from ctxlife.messages import (
+    ANTHROPIC,
+    current_turn_index,
+    escape_surrogates,
+    is_inserted,
+    is_summary,
+    is_system,
+    is_user_turn,
+    round_starts,
+    split_units,
+    summary_message,
+    text_of,
+)
 from ctxlife.summarizers import LLMSummarizer, Summarizer, SummaryRequest, get_summarizer, strip_summary_marker
 
 
@@ -81,14 +96,14 @@ class LLMSummary(ctxlife.Strategy):
                 raise ValueError(f"must be below this table's threshold ({threshold}), got {target}")
             return target
 
-    def __init__(self, options: Any = None, settings: Any = None) -> None:
+    options: Options
+
+    def __init__(self, options: LLMSummary.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
         super().__init__(options, settings)
-        global_threshold = settings.threshold if settings is not None else 0.4
-        source_of = getattr(settings, "source_of", None)
+        global_threshold = self.settings.threshold
+        origin = self.settings.origin
         if self.options.threshold is None and self.options.target >= global_threshold:
-            where = (
-                f" ({source_of(self.name, 'target')}; threshold {source_of(None, 'threshold')})" if callable(source_of) else ""
-            )
+            where = f" ({origin(self.name, 'target')}; threshold {origin(None, 'threshold')})"
             raise ctxlife.StrategyOptionsError(
                 f"strategy 'llm_summary' option 'target' ({self.options.target}) must be below the threshold "
                 f"({global_threshold}){where}; lower target or raise threshold"
@@ -98,10 +113,10 @@ class LLMSummary(ctxlife.Strategy):
             try:
                 self._fixed = self._named(self.options.summarizer)  # unknown names fail at load time
             except ctxlife.ConfigError as exc:
-                where = f" ({source_of(self.name, 'summarizer')})" if callable(source_of) else ""
+                where = f" ({origin(self.name, 'summarizer')})"
                 raise ctxlife.StrategyOptionsError(f"strategy 'llm_summary' option 'summarizer'{where}: {exc}") from None
         self._model_summarizer: Summarizer | None = None
-        self._running: threading.Thread | None = None  # the summary thread of the last compaction
+        self._running: Future[str] | None = None  # the summary of the last compaction
 
     # -- choosing the summarizer ----------------------------------------------------------
 
@@ -132,37 +147,35 @@ class LLMSummary(ctxlife.Strategy):
         tokens_before = ctx.count()
         if tokens_before <= threshold * ctx.context_window:
             return
-        if ctx.store is not None and ctx.session_id is not None:
-            from ctxlife.sessions import LockTimeoutError
+        with ExitStack() as held:
+            if ctx.store is not None and ctx.session_id is not None:
+                from ctxlife.sessions import LockTimeoutError
 
-            try:
-                lock = ctx.store.lock(ctx.session_id, ttl_seconds=self.options.timeout_seconds + 30, timeout=self.options.lock_timeout_seconds)
-                lock.__enter__()
-            except LockTimeoutError:
-                ctx.record("skipped", reason="session_locked")
-                return
-            except ctxlife.StoreError as exc:
-                # The store is down: the context must still be kept under the window.
-                emit("warning", "ctxlife.compacting_without_lock", strategy=self.name, session_id=ctx.session_id, error=type(exc).__name__)
-                self._compact(ctx, tokens_before)
-                return
-            try:
-                self._compact(ctx, tokens_before)
-            finally:
+                ttl = self.options.timeout_seconds + 30
                 try:
-                    lock.__exit__(None, None, None)
-                except ctxlife.StoreError as exc:  # releasing against a store that just went down
-                    emit("warning", "ctxlife.lock_release_failed", strategy=self.name, session_id=ctx.session_id, error=type(exc).__name__)
-            return
-        self._compact(ctx, tokens_before)
+                    lock = ctx.store.lock(ctx.session_id, ttl_seconds=ttl, timeout=self.options.lock_timeout_seconds)
+                    held.enter_context(_released_with_a_warning(lock, self.name, ctx.session_id))
+                except LockTimeoutError:
+                    ctx.record("skipped", reason="session_locked")
+                    return
+                except ctxlife.StoreError as exc:
+                    # The store is down: the context must still be kept under the window.
+                    emit(
+                        "warning",
+                        "ctxlife.compacting_without_lock",
+                        strategy=self.name,
+                        session_id=ctx.session_id,
+                        error=type(exc).__name__,
+                    )
+            self._compact(ctx, tokens_before)
 
     def _compact(self, ctx: ctxlife.LLMCallContext, tokens_before: int) -> None:
         messages = ctx.messages
         tokens = ctx.tokens
-        assert tokens is not None
         system = [m for m in messages if is_system(m) and not is_summary(m)]
         previous = [m for m in messages if is_summary(m)]
-        rest = [m for m in messages if not is_system(m) and not is_summary(m)]
+        # What ctxlife inserted for one call only (a recall block) is neither summarized nor kept.
+        rest = [m for m in messages if not is_system(m) and not is_inserted(m)]
         starts = round_starts(rest)  # user turns (not carriers of tool results)
         pinned = [rest[starts[0]]] if self.options.pin_first_user and starts else []
         first = starts[0] + 1 if pinned else 0
@@ -243,7 +256,7 @@ class LLMSummary(ctxlife.Strategy):
                 ctx.record("skipped", reason="summary_failed_no_gain", error=type(exc).__name__)
                 return
             contents = [text_of(m) for m in (*evicted, *previous, *system, *kept_tail)]
-            error, _ = describe_error(exc, contents, log_content=bool(getattr(self.settings, "log_content", False)))
+            error, _ = describe_error(exc, contents, log_content=self.settings.log_content)
             emit(
                 "error",
                 "ctxlife.summary_failed",
@@ -280,29 +293,31 @@ class LLMSummary(ctxlife.Strategy):
         )
 
     def _summarize(self, summarizer: Summarizer, request: SummaryRequest) -> str:
-        """Run the summarizer with a time limit; anything but a non-empty string is a failure."""
-        outcome: dict[str, Any] = {}
+        """Run the summarizer with a time limit; anything but a non-empty string is a failure.
+
+        One summary thread at a time: while a summary that timed out is still running, the next
+        compaction truncates instead of piling up blocked threads. The thread is a daemon (not a
+        ThreadPoolExecutor worker, which the interpreter joins at exit), so a model call that
+        hangs never keeps the program from exiting.
+        """
+        if self._running is not None and not self._running.done():
+            raise SummaryFailed("the previous summary has not finished yet (it timed out); truncating instead")
+        future: Future[str] = Future()
+        self._running = future
 
         def work() -> None:
-            try:
-                outcome["text"] = summarizer.summarize(request)
-            except BaseException as exc:  # noqa: BLE001 - handed back to the caller
-                outcome["error"] = exc
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(summarizer.summarize(request))
+                except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+                    future.set_exception(exc)
 
-        busy = self._running
-        if busy is not None and busy.is_alive():
-            # A summary that timed out earlier is still running: do not pile up blocked threads.
-            raise SummaryFailed("the previous summary has not finished yet (it timed out); truncating instead")
         context = contextvars.copy_context()
-        thread = threading.Thread(target=context.run, args=(work,), name="ctxlife-summary", daemon=True)
-        self._running = thread
-        thread.start()
-        thread.join(self.options.timeout_seconds)
-        if thread.is_alive():
-            raise SummaryFailed(f"summarizer did not answer within {self.options.timeout_seconds} s")
-        if "error" in outcome:
-            raise outcome["error"]
-        text = outcome.get("text")
+        threading.Thread(target=context.run, args=(work,), name="ctxlife-summary", daemon=True).start()
+        try:
+            text = future.result(timeout=self.options.timeout_seconds)
+        except TimeoutError:
+            raise SummaryFailed(f"summarizer did not answer within {self.options.timeout_seconds} s") from None
         if not isinstance(text, str):
             raise SummaryFailed(f"summarizer returned {type(text).__name__}, not text")
         text = strip_summary_marker(text).strip()
@@ -340,3 +355,20 @@ def _most_useful(facts: list[Fact], budget: int) -> list[Fact]:
         return facts
     rank = {kind: i for i, kind in enumerate(KIND_PRIORITY)}
     return sorted(facts, key=lambda f: rank.get(f.kind, len(rank)))[:limit]
+
+
+@contextmanager
+def _released_with_a_warning(
+    lock: AbstractContextManager[None], strategy: str, session_id: str | None
+) -> Iterator[None]:
+    """Hold ``lock``; a store that fails while releasing it (it just went down) is a warning, not an
+    error: the compaction done under the lock stands."""
+    done = False
+    try:
+        with lock:
+            yield
+            done = True
+    except ctxlife.StoreError as exc:
+        if not done:
+            raise
+        emit("warning", "ctxlife.lock_release_failed", strategy=strategy, session_id=session_id, error=type(exc).__name__)

@@ -21,7 +21,7 @@ from pydantic import Field, field_validator
 
 import ctxlife
 from ctxlife.events import emit
-from ctxlife.messages import inserted_meta, is_inserted, is_summary, is_system, restore_inserted, same_messages
+from ctxlife.messages import inserted_meta, is_inserted, is_recall_block, is_summary, is_system, restore_inserted, same_messages
 from ctxlife.sessions import DEFAULT_STORE_URL, SessionStore, Snapshot, open_store, store_schemes
 
 
@@ -43,12 +43,13 @@ class SnapshotRestore(ctxlife.Strategy):
                 raise ValueError(f"expected a store URL such as {DEFAULT_STORE_URL!r}, got {value!r}")
             return value
 
-    def __init__(self, options: Any = None, settings: Any = None) -> None:
+    options: Options
+
+    def __init__(self, options: SnapshotRestore.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
         super().__init__(options, settings)
         scheme = self.options.store.split("://", 1)[0].lower()
         if scheme not in store_schemes():
-            source_of = getattr(settings, "source_of", None)
-            where = f" ({source_of(self.name, 'store')})" if callable(source_of) else ""
+            where = f" ({self.settings.origin(self.name, 'store')})"
             raise ctxlife.StrategyOptionsError(
                 f"strategy 'snapshot_restore' option 'store'{where}: unknown session store scheme {scheme!r}; "
                 f"known schemes: {', '.join(store_schemes())}"
@@ -161,11 +162,13 @@ class SnapshotRestore(ctxlife.Strategy):
             ctx.record("skipped", reason="raw_history_pending", pending=len(ctx.state["backlog"]))
             return
         # Everything in the raw history up to now is reflected in this snapshot.
+        # Messages a strategy inserts for one call only (the recall block) are not part of the session.
+        kept = [m for m in messages if not is_recall_block(m)]
         snapshot = Snapshot(
             session_id=ctx.session_id,
-            messages=list(messages),
+            messages=kept,
             raw_length=ctx.state.get("raw_length", 0),
-            meta={"inserted": inserted_meta(messages)},
+            meta={"inserted": inserted_meta(kept)},  # summaries stay recognised after a restore elsewhere
         )
         self._store.save_snapshot(snapshot)
         ctx.record("snapshot_saved", messages=len(messages), raw_length=snapshot.raw_length)

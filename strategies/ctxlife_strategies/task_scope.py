@@ -29,11 +29,11 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 import ctxlife
 from ctxlife.messages import escape_surrogates
-from ctxlife.summarizers import SummaryRequest, available_summarizers, get_summarizer, truncate_to_tokens
+from ctxlife.summarizers import Summarizer, SummaryRequest, available_summarizers, get_summarizer, truncate_to_tokens
 
 Policy = Literal["carry", "isolate", "full"]
 _DIVIDER_RE = re.compile(r"\n\n-{3,}\n\n")  # how CrewAI separates the outputs it passes on
@@ -56,7 +56,7 @@ class TaskScope(ctxlife.Strategy):
                 '"isolate" (nothing) or "full" (everything, CrewAI\'s behaviour).'
             ),
         )
-        tasks: dict[str, Policy] = Field(
+        tasks: dict[ctxlife.NonBlankStr, Policy] = Field(
             default_factory=dict,
             description=(
                 "Per-task policies: a table of task name (or 0-based task index) = policy; "
@@ -77,18 +77,11 @@ class TaskScope(ctxlife.Strategy):
             ),
         )
 
-        @field_validator("tasks")
-        @classmethod
-        def _check_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
-            for key in value:
-                if not key.strip():
-                    raise ValueError("task names in the tasks table must be non-empty")
-            return value
+    options: Options
 
-    def __init__(self, options: ctxlife.Options | None = None, settings: Any = None) -> None:
+    def __init__(self, options: TaskScope.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
         super().__init__(options, settings)
         opts = self.options
-        assert isinstance(opts, TaskScope.Options)
         self._by_key = {key.strip().casefold(): policy for key, policy in opts.tasks.items()}
         self._extractive = get_summarizer("extractive")
         if opts.summarizer not in ("extractive", "llm"):
@@ -97,7 +90,7 @@ class TaskScope(ctxlife.Strategy):
                     f"strategy 'task_scope' option 'summarizer': unknown summarizer {opts.summarizer!r}; "
                     f"available: {', '.join(available_summarizers())}"
                 )
-            self._custom = get_summarizer(opts.summarizer)
+            self._custom: Summarizer | None = get_summarizer(opts.summarizer)
         else:
             self._custom = None
 
@@ -114,7 +107,6 @@ class TaskScope(ctxlife.Strategy):
             if found is not None:
                 return found
         opts = self.options
-        assert isinstance(opts, TaskScope.Options)
         return opts.policy
 
     # -- hooks ----------------------------------------------------------------------------
@@ -126,7 +118,6 @@ class TaskScope(ctxlife.Strategy):
         if not text.strip():
             return
         policy = self.policy_for(ctx.task_name, ctx.task_index)
-        assert ctx.tokens is not None
         count = ctx.tokens.count_text
         if policy == "full":
             return
@@ -135,7 +126,6 @@ class TaskScope(ctxlife.Strategy):
             ctx.record("isolated", task_index=ctx.task_index, removed_tokens=count(text))
             return
         opts = self.options
-        assert isinstance(opts, TaskScope.Options)
         before = count(text)
         if before <= opts.max_tokens:
             return
@@ -145,10 +135,8 @@ class TaskScope(ctxlife.Strategy):
     @ctxlife.hookimpl
     def ctxlife_task_end(self, ctx: ctxlife.TaskContext) -> None:
         output = ctx.output or ""
-        assert ctx.tokens is not None
         count = ctx.tokens.count_text
         opts = self.options
-        assert isinstance(opts, TaskScope.Options)
         tokens = count(output)
         summary = output if tokens <= opts.max_tokens else self.summarize(escape_surrogates(output), opts.max_tokens, count, ctx)
         outputs = self.outputs(ctx)
@@ -176,7 +164,7 @@ class TaskScope(ctxlife.Strategy):
 
     def outputs(self, ctx: Any) -> list[dict[str, Any]]:
         """The session's recorded task outputs, oldest first (loaded from the session store once)."""
-        outputs = ctx.state.get("outputs")
+        outputs: list[dict[str, Any]] | None = ctx.state.get("outputs")
         if outputs is None:
             outputs = []
             if getattr(ctx, "store", None) is not None and ctx.session_id:
@@ -216,7 +204,6 @@ class TaskScope(ctxlife.Strategy):
     def summarize(self, text: str, budget: int, count: Callable[[str], int], ctx: Any = None) -> str:
         """Summarize ``text`` within ``budget`` tokens; cut it if the summarizer fails."""
         opts = self.options
-        assert isinstance(opts, TaskScope.Options)
         summarizer: Any = self._custom or self._extractive
         if opts.summarizer == "llm":
             complete = getattr(ctx, "complete", None)

@@ -23,7 +23,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 import ctxlife
 from ctxlife.messages import tool_name_key
@@ -55,7 +55,7 @@ class ToolCache(ctxlife.Strategy):
     name = "tool_cache"
 
     class Options(ctxlife.Options):
-        tools: list[str] = Field(
+        tools: list[ctxlife.NonBlankStr] = Field(
             default_factory=list,
             description=(
                 "The tools whose results may be reused (read-only, deterministic ones). "
@@ -73,18 +73,11 @@ class ToolCache(ctxlife.Strategy):
             description="Most results cached per session; the least recently used is dropped first.",
         )
 
-        @field_validator("tools")
-        @classmethod
-        def _check_tools(cls, value: list[str]) -> list[str]:
-            for item in value:
-                if not item.strip():
-                    raise ValueError("tool names must be non-empty strings")
-            return value
+    options: Options
 
-    def __init__(self, options: ctxlife.Options | None = None, settings: Any = None) -> None:
+    def __init__(self, options: ToolCache.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
         super().__init__(options, settings)
         opts = self.options
-        assert isinstance(opts, ToolCache.Options)
         self._tools = frozenset(normalize_tool_name(t) for t in opts.tools)
         self._ttl = opts.ttl_seconds
         self._max = opts.max_entries

@@ -116,10 +116,11 @@ class ToolOutput(ctxlife.Strategy):
                 f"(got a {type(value).__name__})"
             )
 
-    def __init__(self, options: ctxlife.Options | None = None, settings: Any = None) -> None:
+    options: Options
+
+    def __init__(self, options: ToolOutput.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
         super().__init__(options, settings)
         opts = self.options
-        assert isinstance(opts, ToolOutput.Options)
         self.store_dir = Path(opts.store_dir).expanduser().resolve()
         self._explicit_max = "max_tokens" in opts.model_fields_set
         tools = opts.tools
@@ -135,7 +136,7 @@ class ToolOutput(ctxlife.Strategy):
         self._counter: TokenCounter | None = None
         self._write_lock = threading.Lock()
         self._sessions: dict[str, tuple[Any, str]] = {}  # ref -> (store, session) it was saved in
-        self._model = getattr(settings, "model", None)
+        self._model = self.settings.model
 
     # -- hooks ----------------------------------------------------------------------------
 
@@ -150,7 +151,6 @@ class ToolOutput(ctxlife.Strategy):
         cap = self.cap_for(name, ctx.context_window)
         if cap is None:
             return
-        assert ctx.tokens is not None
         self._counter = ctx.tokens
         count = ctx.tokens.count_text
         if len(result.encode("utf-8", "surrogatepass")) <= cap:  # a token is at least one byte: surely fits
@@ -189,7 +189,6 @@ class ToolOutput(ctxlife.Strategy):
     def cap_for(self, tool: str, context_window: int = 0) -> int | None:
         """The cap for a (normalized) tool name, or None if this tool is not capped."""
         opts = self.options
-        assert isinstance(opts, ToolOutput.Options)
         if self._table is not None:
             return self._table.get(tool, self._other_cap)
         if self._only is not None and tool not in self._only:
@@ -310,7 +309,6 @@ class ToolOutput(ctxlife.Strategy):
         offset = min(max(offset, 0), len(text))
         cap = meta.get("cap") if isinstance(meta.get("cap"), int) else None
         opts = self.options
-        assert isinstance(opts, ToolOutput.Options)
         page_cap = max(MIN_CAP, cap or opts.max_tokens)
         count = self._count_fn()
         query = " ".join(str(query or "").split())

@@ -59,6 +59,8 @@ class TruncateLastN(ctxlife.Strategy):
             )
             return {**data, "always": not old}
 
+    options: Options
+
     @ctxlife.hookimpl
     def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
         messages = ctx.messages
@@ -70,7 +72,9 @@ class TruncateLastN(ctxlife.Strategy):
         cut = starts[-self.options.rounds]
         # The task (first user message) and the question being worked on always stay.
         pinned = {starts[0]} if self.options.pin_first_user else set()
-        pinned.add(current_turn_index(messages))
+        turn = current_turn_index(messages)
+        if turn is not None:
+            pinned.add(turn)
         # System prompts and what ctxlife inserted (a summary, a user message in Anthropic lists) stay.
         head = [m for i, m in enumerate(messages[:cut]) if is_system(m) or is_inserted(m) or i in pinned]
         removed = cut - len(head)

@@ -88,6 +88,26 @@ def test_the_split_is_by_person_and_the_same_in_both_languages(language: str) ->
         assert key["split"] == ("dev" if users.index(key["user"]) % 2 == 0 else "heldout")
 
 
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_shared_metric_finds_every_key_in_the_answering_exchange(language: str) -> None:
+    """``ctxlife.retention`` (what the benchmarks grade with) counts each key as kept in its day's messages."""
+    from ctxlife.retention import Need, score
+
+    keys, bank, _ = _load(language)
+    missed = []
+    for key in keys["questions"]:
+        messages = [
+            {"role": role, "content": exchange[field]}
+            for day in key["dates"]
+            for exchange in bank[key["user"]]["history"][day]
+            for role, field in (("user", "query"), ("assistant", "response"))
+        ]
+        needs = [Need(tuple(group), call=0, kind="answer") for group in key["answers"]]
+        if score(needs, {0: messages}).kept != len(needs):
+            missed.append(f"{key['user']} #{key['index']}")
+    assert not missed
+
+
 def test_excluded_questions_name_what_the_data_lacks() -> None:
     keys, bank, _ = _load("en")
     for key in keys["excluded"]:

@@ -37,7 +37,9 @@ from ctxlife.host import Host
 from ctxlife.messages import is_summary, is_system, validate
 from ctxlife.sessions.file import FileStore
 from ctxlife.summarizers import register_summarizer, unregister_summarizer
-from ctxlife.testing import synthetic_session
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from synthetic import synthetic_session  # noqa: E402 - the long session the benchmarks measure on
 
 WINDOW = 2000
 
@@ -115,12 +117,8 @@ def registered_summarizer(name: str, factory: Any) -> Iterator[None]:
 
 @contextlib.contextmanager
 def store_scheme(scheme: str, factory: Any) -> Iterator[None]:
-    sessions.register_store_scheme(scheme, factory, replace=True)
-    try:
+    with sessions.REGISTRY.registered(scheme, factory):
         yield
-    finally:
-        with sessions._factories_lock:
-            sessions._factories.pop(scheme, None)
 
 
 def failure_events(events: list[dict[str, Any]], strategy: str | None = None) -> list[dict[str, Any]]:
@@ -523,6 +521,7 @@ def test_redis_killed_mid_session_loses_nothing(redis_server):
     host.close()
 
 
+@pytest.mark.slow
 def test_frozen_redis_with_a_socket_timeout_in_the_url_fails_fast(redis_server, events):
     """A SIGSTOPped server (a network partition) with ?socket_timeout=1: calls proceed after ~1 s."""
     server = redis_server()
@@ -547,6 +546,7 @@ def test_frozen_redis_with_a_socket_timeout_in_the_url_fails_fast(redis_server, 
     host.close()
 
 
+@pytest.mark.slow
 def test_frozen_redis_without_a_timeout_does_not_hang_the_agent(redis_server):
     server = redis_server()
     host = Host(

@@ -106,6 +106,7 @@ def _read_until(proc: Any, word: str, seen: list[str]) -> list[str]:
         seen.append(line)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store_kind", ["file", "sqlite", "redis"])
 def test_sigkill_at_random_moments_never_loses_or_corrupts(store_kind: str, store_url: str, spawn: Any) -> None:
     rng = random.Random(20240531)

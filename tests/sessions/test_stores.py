@@ -736,33 +736,38 @@ def test_open_store_errors_name_the_fix() -> None:
         open_store("nope://x")
 
 
-def test_register_store_scheme(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_register_store_scheme(tmp_path: Path) -> None:
     from ctxlife import sessions
+    from ctxlife.errors import PluginConflictError
     from ctxlife.sessions.file import FileStore
 
-    monkeypatch.setattr(sessions, "_factories", dict(sessions._factories))
     opened: list[str] = []
 
     def factory(url: str) -> SessionStore:
         opened.append(url)
         return FileStore(tmp_path / url.split("://", 1)[1])
 
-    register_store_scheme("mem-test", factory)
-    store = open_store("mem-test://x")
-    store.append_raw("s", [{"n": 1}])
-    assert opened == ["mem-test://x"]
-    assert (tmp_path / "x" / "s_raw.jsonl").exists()
-    assert "mem-test" in sessions.store_schemes()
-    with pytest.raises(StoreError, match="already registered"):
-        register_store_scheme("file", factory)
-    register_store_scheme("file", factory, replace=True)
-    assert open_store("file://y").read_raw("s") == []
-    for bad in ["", "UPPER", "1abc", "a b"]:
-        with pytest.raises(StoreError, match="invalid store scheme"):
-            register_store_scheme(bad, factory)
-    register_store_scheme("not-a-store", lambda url: object())  # type: ignore[arg-type,return-value]
-    with pytest.raises(StoreError, match="not a SessionStore"):
-        open_store("not-a-store://x")
+    try:
+        register_store_scheme("mem-test", factory)
+        store = open_store("mem-test://x")
+        store.append_raw("s", [{"n": 1}])
+        assert opened == ["mem-test://x"]
+        assert (tmp_path / "x" / "s_raw.jsonl").exists()
+        assert "mem-test" in sessions.store_schemes()
+        with pytest.raises(PluginConflictError, match="already offered by ctxlife"):
+            register_store_scheme("file", factory)
+        register_store_scheme("file", factory, replace=True)
+        assert open_store("file://y").read_raw("s") == []
+        for bad in ["", "UPPER", "1abc", "a b"]:
+            with pytest.raises(StoreError, match="invalid session store scheme name"):
+                register_store_scheme(bad, factory)
+        register_store_scheme("not-a-store", lambda url: object())  # type: ignore[arg-type,return-value]
+        with pytest.raises(StoreError, match="not a SessionStore"):
+            open_store("not-a-store://x")
+    finally:
+        for scheme in ("mem-test", "file", "not-a-store"):
+            sessions.REGISTRY.unregister(scheme)
+    assert isinstance(open_store(f"file://{tmp_path / 'z'}"), FileStore)
 
 
 def test_closed_store_refuses_work(store: SessionStore) -> None:

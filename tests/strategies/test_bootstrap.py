@@ -93,8 +93,7 @@ def test_nothing_to_inject_is_an_error():
         ),
         (
             {"text": "x", "agents": ["writer", ""]},
-            "strategy 'bootstrap' option 'agents' (in a dict): Value error, entries must be non-empty strings "
-            "(got ['writer', ''])",
+            "strategy 'bootstrap' option 'agents.1' (in a dict): Value error, must be a non-empty string (got '')",
         ),
         ({"text": 42}, "strategy 'bootstrap' option 'text' (in a dict): Input should be a valid string (got 42)"),
         ({"txt": "x"}, "strategy 'bootstrap' has no option 'txt' (in a dict)"),
@@ -127,7 +126,7 @@ def test_manage_injects_once_into_the_system_message():
 
 def test_xiaopaw_config_loads_and_renders():
     settings = ctxlife.load_settings(REPO / "configs" / "xiaopaw.toml")
-    assert settings.strategies == ["bootstrap", "truncate_last_n"]
+    assert settings.strategies == ["bootstrap", "truncate_last_n", "recall"]
     text = Host(settings).bootstrap_text(agent_role="Assistant")
     assert text.startswith("You are XiaoPaw, a work assistant in Feishu.")
     assert "- Position: product manager" in text

@@ -212,6 +212,7 @@ def test_tau_bench_trajectories_stay_valid_and_keep_their_facts(tau_bench):
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
 def test_real_llm_path_over_http_success_slow_and_failing_servers():
     base = {"summarizer": None, "model": "openai/test-summarizer", "timeout_seconds": 20.0}
     with openai_server(text_reply("The user checked reservations RS000X to RS009X; all confirmed.")) as server:
@@ -291,3 +292,44 @@ def test_over_the_window_itself_it_compacts_whatever_the_gain_and_down_to_the_la
     assert action is not None and action.what == "compacted"
     assert report.tokens_after < WINDOW and validate(messages) == []
     assert messages[2]["content"] == "Check reservations RS000X to RS019X."  # the request stays
+
+
+class _LockedStore:
+    """Just enough of a session store for llm_summary's lock: the lock is taken, releasing it fails
+    as a store that just went down would (or taking it times out)."""
+
+    def __init__(self, fail_on: str) -> None:
+        self.fail_on = fail_on
+        self.held = False
+
+    def lock(self, session_id, ttl_seconds=30.0, timeout=10.0):
+        from contextlib import contextmanager
+
+        from ctxlife.sessions import LockTimeoutError
+
+        @contextmanager
+        def held():
+            if self.fail_on == "acquire":
+                raise LockTimeoutError(f"session {session_id!r} is locked")
+            self.held = True
+            yield
+            self.held = False
+            if self.fail_on == "release":
+                raise ctxlife.StoreError("connection lost while releasing the lock")
+
+        return held()
+
+
+@pytest.mark.parametrize("fail_on", ["release", "acquire"])
+def test_a_failed_lock_release_keeps_the_compaction_and_a_held_lock_skips_it(fail_on):
+    host = Host(settings(), context_window=WINDOW, session_id="s1")
+    store = host.store = _LockedStore(fail_on)
+    messages = chat(12)
+    with capture_logs() as logs:
+        report, action = compact(messages, host)
+    if fail_on == "release":
+        assert action is not None and action.what == "compacted" and report.failures == []
+        assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["ctxlife.lock_release_failed"]
+        assert store.held is False
+    else:
+        assert action is None and [a.details for a in report.actions] == [{"reason": "session_locked"}]

@@ -116,6 +116,7 @@ def test_unsafe_session_ids_are_refused_before_anything_is_written(tmp_path):
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
 def test_crew_session_restores_exactly_in_a_new_process(store_url, tmp_path):
     def run(out, *turns):
         done = subprocess.run([sys.executable, str(WORKER), store_url, "chat7", str(out), *turns], capture_output=True, text=True, timeout=120)

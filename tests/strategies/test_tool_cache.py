@@ -168,8 +168,7 @@ def test_the_cached_result_is_the_tools_own_result():
         ),
         (
             {"tools": ["search", " "]},
-            "strategy 'tool_cache' option 'tools' (in a dict): Value error, tool names must be non-empty strings "
-            "(got ['search', ' '])",
+            "strategy 'tool_cache' option 'tools.1' (in a dict): Value error, must be a non-empty string (got ' ')",
         ),
         (
             {"tools": ["search"], "ttl_seconds": 0},

@@ -26,11 +26,10 @@ Implementing a store: subclass :class:`SessionStore`; its docstrings are the con
 
 from __future__ import annotations
 
-import re
-import threading
 from collections.abc import Callable
 
 from ctxlife.errors import StoreError
+from ctxlife.registry import Registry
 from ctxlife.sessions.base import (
     FORMAT_VERSION,
     AppendConflictError,
@@ -76,78 +75,36 @@ ENTRY_POINT_GROUP = "ctxlife.session_stores"
 
 StoreFactory = Callable[[str], SessionStore]
 
-_SCHEME_RE = re.compile(r"[a-z][a-z0-9+.-]*")
+
+def _check_factory(scheme: str, factory: object) -> str | None:
+    return None if callable(factory) else f"the factory must be callable, got {factory!r}"
 
 
-def _file_factory(url: str) -> SessionStore:
-    from ctxlife.sessions.file import FileStore
-
-    return FileStore.from_url(url)
-
-
-def _sqlite_factory(url: str) -> SessionStore:
-    from ctxlife.sessions.sqlite import SQLiteStore
-
-    return SQLiteStore.from_url(url)
-
-
-def _redis_factory(url: str) -> SessionStore:
-    from ctxlife.sessions.redis import RedisStore
-
-    return RedisStore.from_url(url)
-
-
-_factories: dict[str, StoreFactory] = {
-    "file": _file_factory,
-    "sqlite": _sqlite_factory,
-    "redis": _redis_factory,
-    "rediss": _redis_factory,
-}
-_factories_lock = threading.Lock()
+#: The store schemes: ctxlife's own (``file``, ``sqlite``, ``redis``, ``rediss``) and installed
+#: packages' are entry points of ``ctxlife.session_stores``; see :mod:`ctxlife.registry`.
+REGISTRY: Registry[StoreFactory] = Registry(
+    "session store scheme",
+    ENTRY_POINT_GROUP,
+    check=_check_factory,
+    unknown_error=StoreError,
+    name_pattern=r"[a-z][a-z0-9+.-]*",
+    name_rule="lowercase letters, digits, '+', '-' or '.', starting with a letter (e.g. 's3' or 'my-store')",
+)
 
 
 def register_store_scheme(scheme: str, factory: StoreFactory, *, replace: bool = False) -> None:
     """Make :func:`open_store` open URLs of ``scheme`` with ``factory(url)``.
 
     ``factory`` receives the whole URL and returns a :class:`SessionStore`. Registering a scheme that
-    is already registered (built-in ones included) raises :class:`StoreError` unless ``replace`` is
-    true, so two packages cannot silently take over each other's scheme.
+    is already taken (built-in ones included) raises :class:`~ctxlife.errors.PluginConflictError` unless
+    ``replace`` is true, so two packages cannot silently take over each other's scheme.
     """
-    if not isinstance(scheme, str) or _SCHEME_RE.fullmatch(scheme) is None:
-        raise StoreError(
-            f"invalid store scheme {scheme!r}: use lowercase letters, digits, '+', '-' or '.', "
-            f"starting with a letter (e.g. 's3' or 'my-store')"
-        )
-    if not callable(factory):
-        raise StoreError(f"the factory for store scheme {scheme!r} must be callable, got {factory!r}")
-    with _factories_lock:
-        if scheme in _factories and not replace:
-            raise StoreError(f"store scheme {scheme!r} is already registered; pass replace=True to override it")
-        _factories[scheme] = factory
-
-
-def _entry_point_factory(scheme: str) -> StoreFactory | None:
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name == scheme:
-            try:
-                factory: StoreFactory = ep.load()
-            except Exception as exc:
-                raise StoreError(f"store scheme {scheme!r}: loading entry point {ep.value!r} failed: {exc!r}") from exc
-            with _factories_lock:
-                _factories.setdefault(scheme, factory)
-            return factory
-    return None
+    REGISTRY.register(scheme, factory, replace=replace)
 
 
 def store_schemes() -> list[str]:
     """The registered store schemes (built-in, registered, and installed entry points)."""
-    from importlib.metadata import entry_points
-
-    names = set(_factories)
-    names.update(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
-    return sorted(names)
+    return REGISTRY.names()
 
 
 def open_store(url: str) -> SessionStore:
@@ -162,17 +119,15 @@ def open_store(url: str) -> SessionStore:
             f"'sqlite:///sessions.db' or 'redis://127.0.0.1:6379/0'"
         )
     scheme = url.split("://", 1)[0].lower()
-    with _factories_lock:
-        factory = _factories.get(scheme)
-    if factory is None:
-        factory = _entry_point_factory(scheme)
-    if factory is None:
+    if scheme not in REGISTRY:
+        REGISTRY.refresh()  # a package installed since the entry points were read?
+    if scheme not in REGISTRY:
         raise StoreError(
             f"unknown session store scheme {scheme!r} in {url.split('://', 1)[0]}://...; known "
             f"schemes: {', '.join(store_schemes())}. Install a package that provides it (entry-point "
             f"group {ENTRY_POINT_GROUP!r}) or call register_store_scheme()"
         )
-    store = factory(url)
+    store = REGISTRY.get(scheme)(url)
     if not isinstance(store, SessionStore):
         raise StoreError(f"the factory for store scheme {scheme!r} returned {type(store).__name__}, not a SessionStore")
     return store

@@ -82,6 +82,9 @@ def add_session_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Delete a session's snapshot, raw history and blobs.",
     )
     rm.add_argument("session_id", metavar="ID", help="the session id")
+    from ctxlife.recall.cli import add_search_parser  # the history search (recall)
+
+    add_search_parser(sub, common)
     return parser
 
 
@@ -110,7 +113,9 @@ def run_session_command(
     err = stderr if stderr is not None else sys.stderr
     command = getattr(args, "session_command", None)
     url = getattr(args, "store", None) or default_store_url or DEFAULT_STORE_URL
-    handlers = {"list": _list, "show": _show, "export": _export, "rm": _rm}
+    from ctxlife.recall.cli import search_command
+
+    handlers = {"list": _list, "show": _show, "export": _export, "rm": _rm, "search": search_command}
     handler = handlers.get(command or "")
     if handler is None:
         err.write(f"error: unknown session command {command!r}; use one of: {', '.join(handlers)}\n")

@@ -257,7 +257,7 @@ class FileStore(SessionStore):
 
     def _session_files(self, session_id: str) -> list[Path]:
         """The session's raw file and snapshot files that exist (not blobs or the lock)."""
-        found = []
+        found: list[Path] = []
         try:
             entries = list(os.scandir(self.directory))
         except FileNotFoundError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from math import fsum
 
 from ctxlife.errors import ConfigError
 from ctxlife.facts import FACT_LIST_HEADER, Fact, extract_facts, facts_missing_from, format_fact_list
@@ -99,7 +100,11 @@ class ExtractiveSummarizer:
 
 class _Draft:
     """One :meth:`ExtractiveSummarizer.summarize` call: the candidates of the span and the
-    ones chosen so far, assembled into a summary that fits the budget."""
+    ones chosen so far, assembled into a summary that fits the budget.
+
+    Fact weights are added with ``math.fsum``: the facts of a unit are a set, whose order
+    changes with the interpreter's hash seed, and a plain float sum in that order made the
+    same input give different summaries in different processes."""
 
     def __init__(self, cfg: ExtractiveSummarizer, request: SummaryRequest, count: Callable[[str], int]) -> None:
         self.cfg = cfg
@@ -181,9 +186,9 @@ class _Draft:
                 cost = s.tokens + (0 if line.opened else line.head_tokens)
                 if used + cost > budget:
                     continue
-                gain = s.base + sum(weights.get(k, 0.0) for k in s.facts if k not in covered)
+                gain = s.base + fsum(weights.get(k, 0.0) for k in s.facts if k not in covered)
                 if not line.opened:
-                    gain += line.head_value * 0.5 + sum(
+                    gain += line.head_value * 0.5 + fsum(
                         weights.get(k, 0.0) for k in line.head_facts if k not in covered and k not in s.facts
                     )
                 ratio = gain / max(cost, _MIN_COST)
@@ -194,7 +199,7 @@ class _Draft:
             for line in calls:
                 if line.opened or used + line.head_tokens > budget:
                     continue
-                gain = line.head_value + sum(weights.get(k, 0.0) for k in line.head_facts if k not in covered)
+                gain = line.head_value + fsum(weights.get(k, 0.0) for k in line.head_facts if k not in covered)
                 ratio = gain / max(line.head_tokens, _MIN_COST)
                 if ratio > best_ratio:
                     best, best_ratio = line, ratio
@@ -240,12 +245,12 @@ class _Draft:
         worst: Snippet | SummaryLine | None = None
         worst_ratio = float("inf")
         for s in selected:
-            ratio = (s.base + sum(weights.get(k, 0.0) for k in s.facts)) / max(s.tokens, 1)
+            ratio = (s.base + fsum(weights.get(k, 0.0) for k in s.facts)) / max(s.tokens, 1)
             if ratio < worst_ratio:
                 worst, worst_ratio = s, ratio
         for line in self.candidates.lines:
             if line.opened and not any(s.selected and s.line is line for s in selected):
-                value = line.head_value + sum(weights.get(k, 0.0) for k in line.head_facts)
+                value = line.head_value + fsum(weights.get(k, 0.0) for k in line.head_facts)
                 ratio = value / max(line.head_tokens, 1)
                 if ratio < worst_ratio:
                     worst, worst_ratio = line, ratio

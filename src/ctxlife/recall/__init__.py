@@ -1,0 +1,56 @@
+"""History search: find what a session said earlier, even after compaction evicted it.
+
+The raw history of a session (every message, in the session store) is indexed as it grows, with
+SQLite FTS5 from the standard library: BM25 ranking, Porter stemming for words, character bigrams
+for Chinese and other scripts written without spaces. The ``recall`` strategy and the
+``ctxlife_search_history`` tool use it; so does ``ctxlife session search``.
+
+    from ctxlife.recall import HistorySearch
+
+    search = HistorySearch(store)                     # one per store; indexes live beside it
+    for passage in search.passages("u42", "which movie did you recommend?"):
+        print(passage.hit.seq, [r.text for r in passage.records])
+"""
+
+from ctxlife.recall.history import (
+    MEMORY,
+    HistorySearch,
+    Passage,
+    default_index_dir,
+    excerpt,
+    live_keys,
+    passages_from,
+    position,
+    read_records,
+    render,
+)
+from ctxlife.recall.index import INDEX_VERSION, HistoryIndex, Hit, StoredRecord
+from ctxlife.recall.records import CHUNK_CHARS, Document, Record, chunks, documents, message_text
+from ctxlife.recall.text import bigrams, dates_in, index_text, query_terms
+
+__all__ = [
+    "CHUNK_CHARS",
+    "INDEX_VERSION",
+    "MEMORY",
+    "Document",
+    "HistoryIndex",
+    "HistorySearch",
+    "Hit",
+    "Passage",
+    "Record",
+    "StoredRecord",
+    "bigrams",
+    "chunks",
+    "dates_in",
+    "default_index_dir",
+    "documents",
+    "excerpt",
+    "index_text",
+    "live_keys",
+    "message_text",
+    "passages_from",
+    "position",
+    "query_terms",
+    "read_records",
+    "render",
+]

@@ -1,0 +1,78 @@
+"""``ctxlife session search ID QUERY``: search a session's whole raw history from the command line.
+
+The same search the ``recall`` strategy and the ``ctxlife_search_history`` tool use: BM25 over the
+session's raw history (words stemmed, Chinese and other scripts without spaces as bigrams), best
+passages first, each with when it was said, its position and who said it. The index is the one kept
+beside a file or SQLite store (built or brought up to date first); for other stores it is built in
+memory for the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import IO, Any
+
+_EXIT_OK, _EXIT_NOT_FOUND = 0, 1
+
+
+def add_search_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add ``search`` to the ``session`` subcommands."""
+    search: argparse.ArgumentParser = sub.add_parser(
+        "search",
+        parents=[common],
+        help="search a session's whole history (what compaction evicted included)",
+        description="Print the passages of a session's raw history that best match QUERY, best first, "
+        "each with its date, position and role.",
+    )
+    search.add_argument("session_id", metavar="ID", help="the session id")
+    search.add_argument("query", metavar="QUERY", help="words to look for, e.g. 'refund order 4711'")
+    search.add_argument("--limit", type=int, default=5, metavar="N", help="most passages to show (default 5)")
+    search.add_argument("--json", action="store_true", help="print the passages as JSON")
+    return search
+
+
+def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: Any) -> int:
+    """Run ``session search`` on an open store; return the exit code."""
+    from ctxlife.recall.history import HistorySearch, position
+
+    sid = args.session_id
+    if store.head(sid) == 0 if hasattr(store, "head") else store.raw_length(sid) == 0:
+        err.write(
+            f"error: no raw history for session {sid!r} in {store.url}; `ctxlife session list` shows the sessions\n"
+        )
+        return _EXIT_NOT_FOUND
+    if args.limit < 1:
+        err.write(f"error: --limit must be at least 1, got {args.limit}\n")
+        return 2
+    search = HistorySearch(store)
+    try:
+        passages = search.passages(sid, args.query, limit=args.limit)
+    finally:
+        search.close()
+    if args.json:
+        rows = [
+            {
+                "seq": p.hit.seq,
+                "score": round(p.hit.score, 3),
+                "messages": [
+                    {"seq": r.seq, "role": r.role, "recorded_at": r.recorded_at, "view": r.view, "text": r.text}
+                    for r in p.records
+                ],
+            }
+            for p in passages
+        ]
+        out.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
+        return _EXIT_OK
+    if not passages:
+        out.write(f'Nothing in session {sid!r} matches "{args.query}".\n')
+        return _EXIT_OK
+    for passage in passages:
+        out.write(
+            f"[{position(passage.records[0] if passage.records else passage.hit)}]  score {passage.hit.score:.2f}\n"
+        )
+        for record in passage.records:
+            marker = ">" if record.seq == passage.hit.seq else " "
+            out.write(f"{marker} #{record.seq} {record.role or 'message'}: {' '.join(record.text.split())}\n")
+        out.write("\n")
+    return _EXIT_OK

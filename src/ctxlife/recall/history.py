@@ -1,0 +1,527 @@
+"""Search a session's raw history: an index per session, kept fresh from the store, and passages.
+
+:class:`HistorySearch` keeps one :class:`~ctxlife.recall.index.HistoryIndex` per session of a store,
+adds the records recorded since the last call (by sequence number, so a call costs what is new),
+rebuilds an index that is missing or no longer matches the raw history, and turns search hits into
+*passages*: the matching message (or chunk of a long tool result) with its neighbours, minus what is
+already in view, rendered with its date, position and role.
+
+Where the index lives (``index_dir``): next to a local store by default (``file://DIR`` ->
+``DIR/recall_index/``, ``sqlite:///PATH`` -> ``PATH.recall_index/``), in memory for other stores
+(Redis: each worker keeps its own, rebuilt from the raw history on first use and kept fresh by
+sequence number), or wherever ``index_dir`` says (``"memory"`` for memory).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeGuard
+from urllib.parse import unquote, urlsplit
+
+from ctxlife.events import emit
+from ctxlife.messages import RECALL_PREFIX
+from ctxlife.recall.index import HistoryIndex, Hit, StoredRecord
+from ctxlife.recall.records import CHUNK_CHARS, Record, message_text
+from ctxlife.recall.text import query_terms, term_pattern
+
+MEMORY = "memory"
+
+
+def default_index_dir(store_url: str) -> Path | None:
+    """Where the index of a store's sessions goes by default: beside a local store, else memory (None)."""
+    scheme, _, rest = store_url.partition("://")
+    scheme = scheme.lower()
+    if scheme == "file" and rest:
+        return Path(unquote(rest)).expanduser() / "recall_index"
+    if scheme == "sqlite":
+        path = unquote(urlsplit(store_url).path)
+        if path and path != "/:memory:" and ":memory:" not in path:
+            return Path(path).expanduser().with_name(Path(path).name + ".recall_index")
+    return None
+
+
+def read_records(store: Any, session_id: str, after_seq: int) -> list[Record]:
+    """The raw-history records of a session after ``after_seq`` (all of them with ``0``).
+
+    Uses the store's incremental reader (``read_records``) when it has one, else ``read_raw``
+    (records are numbered from 1 in order; no timestamp).
+    """
+    reader = getattr(store, "read_records", None)
+    if callable(reader):
+        out = []
+        for raw in reader(session_id, after_seq=after_seq):
+            out.append(
+                Record(
+                    seq=int(raw.seq),
+                    message=raw.message,
+                    recorded_at=getattr(raw, "recorded_at", None),
+                    view=_view_name(getattr(raw, "view", None)),
+                )
+            )
+        return out
+    return [Record(after_seq + 1 + i, message) for i, message in enumerate(store.read_raw(session_id, start=after_seq))]
+
+
+def _view_name(view: Any) -> str | None:
+    if view is None or isinstance(view, str):
+        return view
+    return str(view)
+
+
+@dataclass
+class Passage:
+    """Consecutive records shown together: the hit and a little context around it."""
+
+    hit: Hit
+    records: list[StoredRecord] = field(default_factory=list)
+    weights: dict[str, float] = field(default_factory=dict)  # the query's terms and how rare they are
+    core: set[int] = field(default_factory=set)  # the hit's turn; the other records are context
+
+    @property
+    def first_seq(self) -> int:
+        return self.records[0].seq if self.records else self.hit.seq
+
+
+class HistorySearch:
+    """History search over the sessions of one store.
+
+    Args:
+        store: the session store (its raw history is the source of truth).
+        index_dir: where index files go; None for the default beside a local store, ``"memory"``
+            for memory only.
+        chunk_chars: long texts are indexed (and recalled) in chunks of about this many characters.
+    """
+
+    def __init__(self, store: Any, *, index_dir: str | Path | None = None, chunk_chars: int = CHUNK_CHARS) -> None:
+        self.store = store
+        self.chunk_chars = chunk_chars
+        if index_dir is None:
+            self.index_dir = default_index_dir(getattr(store, "url", "") or "")
+        elif str(index_dir) == MEMORY:
+            self.index_dir = None
+        else:
+            self.index_dir = Path(index_dir).expanduser()
+        self._indexes: dict[str, HistoryIndex] = {}
+        self._lock = threading.Lock()
+        self._reader: Any = None
+
+    def _records_reader(self) -> Any:
+        """The store to read new records from.
+
+        A file store remembers where its last read of a session ended, so reading what is new
+        costs only the new records, but one position per store object: appends through the same
+        object (the recorder's) move it past what this index has. The index reads through a store
+        object of its own (same URL), so its position stays its own.
+        """
+        if self._reader is None:
+            url = getattr(self.store, "url", "") or ""
+            self._reader = self.store
+            if url.lower().startswith("file://"):
+                from ctxlife.sessions import open_store
+
+                try:
+                    self._reader = open_store(url)
+                except Exception:  # noqa: BLE001 - the shared store still works, only slower
+                    self._reader = self.store
+        return self._reader
+
+    def index_path(self, session_id: str) -> Path | None:
+        return None if self.index_dir is None else self.index_dir / f"{session_id}.sqlite"
+
+    def index(self, session_id: str) -> HistoryIndex:
+        """The session's index, brought up to date with its raw history."""
+        with self._lock:
+            index = self._indexes.get(session_id)
+            fresh = index is None
+            if index is not None and index.path is not None and not index.path.exists():
+                index.close()  # the file was deleted under us: start over from the raw history
+                fresh = True
+            if fresh:
+                index = self._indexes[session_id] = HistoryIndex(
+                    self.index_path(session_id), chunk_chars=self.chunk_chars
+                )
+                self._check_matches_history(session_id, index)
+            assert index is not None
+        self._sync(session_id, index)
+        return index
+
+    def _check_matches_history(self, session_id: str, index: HistoryIndex) -> None:
+        """An index opened from disk must describe the raw history as it is now (else rebuild)."""
+        if index.last_seq <= 0:
+            return
+        head = getattr(self.store, "head", None)
+        length = head(session_id) if callable(head) else self.store.raw_length(session_id)
+        if length < index.last_seq:
+            emit("warning", "ctxlife.recall_index_rebuilt", session_id=session_id, reason="history_shorter_than_index")
+            index.reset()
+
+    def _sync(self, session_id: str, index: HistoryIndex) -> None:
+        if index.path is not None:
+            index.refresh()  # another process may have indexed records already
+        records = read_records(self._records_reader(), session_id, index.last_seq)
+        if records:
+            index.add(records)
+
+    def forget(self, session_id: str) -> None:
+        """Close and drop the session's index (its file stays: it is rebuilt or reused on next use)."""
+        with self._lock:
+            index = self._indexes.pop(session_id, None)
+        if index is not None:
+            index.close()
+
+    def close(self) -> None:
+        with self._lock:
+            indexes, self._indexes = list(self._indexes.values()), {}
+            reader, self._reader = self._reader, None
+        for index in indexes:
+            index.close()
+        if reader is not None and reader is not self.store:
+            reader.close()
+
+    # -- searching ---------------------------------------------------------------------------
+
+    def passages(
+        self,
+        session_id: str,
+        query: str,
+        *,
+        limit: int = 5,
+        in_view: Callable[[StoredRecord], bool] = lambda record: False,
+        context: int = 1,
+        min_score: float = 0.0,
+        tool_weight: float = 1.0,
+        min_coverage: float = 0.0,
+    ) -> list[Passage]:
+        """The best passages of the session's history for ``query``, skipping what ``in_view`` says is shown.
+
+        Each passage is a matching record (or chunk) with up to ``context`` records before and after it
+        that are not in view either; overlapping passages are merged.
+        """
+        index = self.index(session_id)
+        return passages_from(
+            index,
+            query,
+            limit=limit,
+            in_view=in_view,
+            context=context,
+            min_score=min_score,
+            tool_weight=tool_weight,
+            min_coverage=min_coverage,
+        )
+
+
+def passages_from(
+    index: HistoryIndex,
+    query: str,
+    *,
+    limit: int = 5,
+    in_view: Callable[[StoredRecord], bool] = lambda record: False,
+    context: int = 1,
+    min_score: float = 0.0,
+    tool_weight: float = 1.0,
+    min_coverage: float = 0.0,
+) -> list[Passage]:
+    """:meth:`HistorySearch.passages` on an index already up to date.
+
+    ``min_coverage``: the least share of the question's term weight (idf) a match must hold.
+    """
+    # tool_weight: BM25's length normalization ranks long structured tool results (many field
+    # names) below short chat messages that share a question's wording, yet fetched data is what
+    # users come back to; tool results can be weighted up.
+    hits = index.search(query, limit=limit * 4 + 8, tool_weight=tool_weight)
+    if not hits:
+        return []
+    found = index.records(h.seq for h in hits)
+    weights = index.term_weights(query_terms(query))
+    total = sum(weights.values()) or 1.0
+    patterns = [(term_pattern(t), w) for t, w in weights.items()]
+    chosen: list[Hit] = []
+    for hit in hits:
+        record = found.get(hit.seq)
+        if record is None or hit.score < min_score or in_view(record) or any(c.seq == hit.seq for c in chosen):
+            continue  # one passage per record (its best chunk), none for what is in view
+        if min_coverage > 0:
+            lower = f"{hit.head}\n{hit.text}".casefold()
+            if sum(w for pattern, w in patterns if pattern.search(lower)) < min_coverage * total:
+                continue  # it shares only a minor part of the question (a file suffix, a common word)
+        chosen.append(hit)
+        if len(chosen) >= limit:
+            break
+    reach = context + _UNIT_REACH
+    nearby = index.records(s for h in chosen for s in range(h.seq - reach, h.seq + reach + 1)) if chosen else {}
+    out: list[Passage] = []
+    taken: set[int] = set()
+    for hit in chosen:
+        if hit.seq in taken:
+            continue  # already shown with a better passage
+        core, extra = _span(hit.seq, nearby, context)
+        seqs = [s for s in core + extra if s == hit.seq or (s not in taken and not in_view(nearby[s]))]
+        records = []
+        for seq in sorted(seqs):
+            record = nearby[seq]
+            if seq == hit.seq:
+                # Show the matching chunk of a long record (after its head), not the whole of it.
+                text = f"{hit.head} … {hit.text}" if hit.head else hit.text
+                record = StoredRecord(
+                    record.seq, record.role, text, record.recorded_at, record.day, record.view, record.calls
+                )
+            records.append(record)
+        taken.update(seqs)
+        out.append(Passage(hit, records, weights, set(core)))
+    return out
+
+
+_UNIT_REACH = 6  # how far a tool call and its results are looked for around a match
+
+
+def _asks(text: str) -> bool:
+    """Whether a message ends with a question (its next message is likely the answer)."""
+    tail = text.rstrip()[-1:]
+    return tail in ("?", "？", "؟")
+
+
+def _span(seq: int, records: dict[int, StoredRecord], context: int) -> tuple[list[int], list[int]]:
+    """The records shown for a match at ``seq``: its turn (``core``) and a little context around it.
+
+    A turn is a tool call with its results, or a chat message with the message it answers or that
+    answers it (a user message and the reply; a reply and the user message or tool result before
+    it). ``context`` more messages on each side are shown as context (cut shorter).
+    """
+    hit = records[seq]
+
+    def same_view(other: StoredRecord | None) -> TypeGuard[StoredRecord]:
+        return other is not None and (hit.view is None or other.view == hit.view)
+
+    def results_after(call: int) -> list[int]:
+        out, k = [], call + 1
+        while same_view(records.get(k)) and records[k].role == "tool" and k - call <= _UNIT_REACH:
+            out.append(k)
+            k += 1
+        return out
+
+    core = [seq]
+    if hit.role == "tool":  # a result: with the call that asked for it
+        k = seq - 1
+        while same_view(records.get(k)) and records[k].role == "tool" and seq - k <= _UNIT_REACH:
+            k -= 1
+        if same_view(records.get(k)) and records[k].calls:
+            core.append(k)
+    elif hit.calls:  # a call: with its results
+        core += results_after(seq)
+    elif hit.role == "user":  # a user message: with the reply (and what a tool call in it fetched)
+        reply = records.get(seq + 1)
+        if same_view(reply) and reply.role == "assistant":
+            core.append(seq + 1)
+            if reply.calls:
+                core += results_after(seq + 1)
+    else:  # a reply: with what it answers
+        before = records.get(seq - 1)
+        if same_view(before) and before.role in ("user", "tool"):
+            core.append(seq - 1)
+    core.sort()
+    last = records[core[-1]]
+    after = records.get(core[-1] + 1)
+    if last.role == "assistant" and _asks(last.text) and same_view(after) and after.role == "user":
+        core.append(core[-1] + 1)  # a reply that asks something: the user's answer is part of the turn
+    extra: list[int] = []
+    for step, edge in ((-1, core[0]), (1, core[-1])):
+        for k in range(1, context + 1):
+            other = records.get(edge + step * k)
+            if not same_view(other) or other.role == "tool":
+                break
+            extra.append(edge + step * k)
+    return core, sorted(extra)
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def position(record: StoredRecord | Hit) -> str:
+    """ "2023-04-30 14:05, message 42" (or just the message number when the time is unknown)."""
+    where = f"message {record.seq}"
+    if record.recorded_at is None:
+        return where
+    try:
+        when = datetime.fromtimestamp(record.recorded_at).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError):
+        return where
+    return f"{when}, {where}"
+
+
+def render(
+    passages: Sequence[Passage],
+    budget: int,
+    count: Callable[[str], int],
+    *,
+    query: str = "",
+    header: str = f"{RECALL_PREFIX} (these messages are no longer above; most relevant first):",
+    context_tokens: int = 100,
+    hit_tokens: int = 250,
+) -> tuple[str | None, list[Passage]]:
+    """The recall block for ``passages`` within ``budget`` tokens, and the passages it shows.
+
+    Passages are added best first. A message longer than its share (``hit_tokens`` for the match,
+    ``context_tokens`` for the messages around it) is cut to the excerpt that holds most of the
+    ``query``'s words; a passage that does not fit in what is left, even cut down to its match, is
+    left out.
+    """
+    used = count(header)
+    if used >= budget:
+        return None, []
+    parts: list[str] = []
+    shown: list[Passage] = []
+    for i, passage in enumerate(passages):
+        left = budget - used - 1
+        # Breadth before depth: each passage still to come gets its share of what is left, so a
+        # long first passage cannot crowd out the others (the ranking is not always right).
+        share = left if i == len(passages) - 1 else max(left * 2 // 3, min(left, _MIN_PASSAGE_TOKENS))
+        terms = passage.weights or dict.fromkeys(query_terms(query), 1.0)
+        text = _render_passage(passage, count, terms, min(context_tokens, share // 3), min(hit_tokens, share), share)
+        if text is None:
+            continue
+        parts.append(text)
+        shown.append(passage)
+        used += count(text) + 1
+    if not parts:
+        return None, []
+    return header + "\n" + "\n".join(parts), shown
+
+
+_MIN_PASSAGE_TOKENS = 80
+
+
+def _render_passage(
+    passage: Passage,
+    count: Callable[[str], int],
+    terms: dict[str, float],
+    context_tokens: int,
+    hit_tokens: int,
+    left: int,
+) -> str | None:
+    title = f"[{position(passage.records[0] if passage.records else passage.hit)}]"
+    core = passage.core or {passage.hit.seq}
+
+    def assemble(items: Iterable[tuple[StoredRecord, str]]) -> str:
+        return title + "\n" + "\n".join(f"{record.role or 'message'}: {text}" for record, text in items)
+
+    def lines(records: Iterable[StoredRecord], hit_share: int, partner_share: int) -> list[tuple[StoredRecord, str]]:
+        out = []
+        for record in records:
+            text = " ".join(record.text.split()) if record.role != "tool" else record.text.strip()
+            if record.seq == passage.hit.seq or record.role == "tool":
+                share = hit_share
+            else:
+                share = partner_share if record.seq in core else context_tokens
+            out.append((record, excerpt(text, share, terms, count)))
+        return out
+
+    turn = [r for r in passage.records if r.seq in core]
+    # The match and tool results count twice when what is left is shared out.
+    weight = sum(2 if r.seq == passage.hit.seq or r.role == "tool" else 1 for r in turn) or 1
+    unit = max((left - 8 * len(turn) - 8) // weight, 0)
+    attempts = (
+        (passage.records, hit_tokens, hit_tokens * 2 // 3),  # the turn and its context
+        (turn, hit_tokens, hit_tokens * 2 // 3),  # the turn
+        (turn, 2 * unit, unit),  # the turn, each message cut to its share of what is left
+    )
+    for records, hit_share, partner_share in attempts:
+        if not records or hit_share < 24 or (partner_share < 24 and len(records) > 1):
+            continue
+        text = assemble(lines(records, hit_share, partner_share))
+        if count(text) <= left:
+            return text
+    hit = [r for r in passage.records if r.seq == passage.hit.seq]
+    room = min(hit_tokens, left - count(assemble([(hit[0], "")])) - 2) if hit else 0
+    if room < 24:
+        return None
+    text = assemble([(hit[0], excerpt(" ".join(hit[0].text.split()), room, terms, count))])
+    return text if count(text) <= left else None
+
+
+def excerpt(text: str, tokens: int, terms: dict[str, float], count: Callable[[str], int]) -> str:
+    """``text`` if it fits in ``tokens``, else the fragments of it that hold most of ``terms`` (else its head).
+
+    ``terms`` maps each search term to its weight (its rarity in the history). Within the text, a
+    term it repeats weighs less (a name over the word "time" in a schedule). Up to three fragments
+    are taken, each adding terms the others lack; each starts a little before its first match, so
+    what precedes a name on its line is kept.
+    """
+    if count(text) <= tokens:
+        return text
+    lower = text.casefold()
+    matches: list[tuple[int, str]] = []
+    for term in terms:
+        matches += [(m.start(), term) for m in term_pattern(term).finditer(lower)]
+    chars_per_token = max(len(text) / max(count(text), 1), 1.0)
+    budget = max(int(tokens * chars_per_token) - 8, 16)
+    windows: list[tuple[int, int]] = []
+    if matches:
+        matches.sort()
+        seen: dict[str, int] = {}
+        for _, term in matches:
+            seen[term] = seen.get(term, 0) + 1
+        weight = {term: terms.get(term, 1.0) / n for term, n in seen.items()}
+        covered: set[str] = set()
+        for width in (budget // 2, budget // 4, budget // 4):  # the best fragment, then two short ones
+            best, best_score = None, 0.0
+            for at, _ in matches:
+                low = _line_start(text, at, max(width // 2, min(width - 16, 120)))
+                if any(a <= low < b or a < low + width <= b or low <= a < low + width for a, b in windows):
+                    continue
+                score = sum(weight[t] for t in {t for p, t in matches if low <= p < low + width} - covered)
+                if score > best_score:
+                    best, best_score = low, score
+            if best is None:
+                break
+            windows.append((best, best + width))
+            covered |= {t for p, t in matches if best <= p < best + width}
+        if windows:  # the width no fragment needed goes to the ones taken
+            spare = (budget - sum(b - a for a, b in windows)) // len(windows)
+            windows = [(a, b + spare) for a, b in windows]
+    if not windows:
+        windows = [(0, budget)]
+    for _ in range(12):
+        piece = _join_fragments(text, windows)
+        if count(piece) <= tokens:
+            return piece
+        windows = [(a, a + (b - a) * 9 // 10) for a, b in windows]
+    return text[: max(tokens, 1)] + " …"
+
+
+def _line_start(text: str, at: int, reach: int) -> int:
+    """Where the line, record or sentence holding position ``at`` starts (at most ``reach`` back)."""
+    low = max(0, at - reach)
+    best = -1
+    for mark in ("\n", "{", ". ", "。", "; "):
+        found = text.rfind(mark, low, at)
+        if found > best:
+            best = found + (0 if mark == "{" else len(mark))
+    return best if best >= 0 else max(0, at - reach // 2)
+
+
+def _join_fragments(text: str, windows: list[tuple[int, int]]) -> str:
+    out: list[str] = []
+    last_end = 0
+    for a, b in sorted(windows):
+        a = text.rfind(" ", 0, a) + 1 if a > 0 else 0
+        b = min(len(text), b)
+        if out and a <= last_end:  # overlapping fragments: one
+            out[-1] = out[-1] + text[last_end:b]
+        else:
+            out.append(("… " if a > 0 else "") + text[a:b])
+        last_end = b
+    joined = " ".join(piece.strip() for piece in out)
+    return joined + (" …" if last_end < len(text) else "")
+
+
+def live_keys(messages: Iterable[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(role, text) of every message in a context: a record with the same key is already in view."""
+    out = set()
+    for message in messages:
+        if isinstance(message, dict):
+            out.add((str(message.get("role") or ""), message_text(message).strip()))
+    return out

@@ -1,0 +1,170 @@
+"""Text analysis for history search: words, CJK bigrams, stopwords, dates in a question.
+
+Scripts written without spaces between words (Chinese, Japanese, Thai, Lao, Khmer, Myanmar; Korean
+for good measure) are indexed as overlapping character bigrams, the way Lucene's CJK analyzer does:
+"我喜欢摇滚音乐" becomes "我喜 喜欢 欢摇 摇滚 滚音 音乐", so a two-character word in a question
+("摇滚") matches wherever it was written, with no segmenter and no dictionary. A run of one such
+character stays a unigram ("《飘》"). Everything else is left to the index's word tokenizer
+(SQLite FTS5 ``unicode61`` with Porter stemming), so "movies" matches "movie".
+
+A question is turned into search terms by the same rule, minus English function words. Calendar
+dates in a question ("on May 2nd", "4月27号", "2023-04-27", "5/2") are returned separately, as
+(month, day) pairs, so the search can prefer what was said on that day.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from datetime import date
+
+# Characters of scripts that do not separate words with spaces.
+_NO_SPACE_CLASS = (
+    "\u0e00-\u0e7f"  # Thai
+    "\u0e80-\u0eff"  # Lao
+    "\u1000-\u109f"  # Myanmar
+    "\u1780-\u17ff"  # Khmer
+    "\u3040-\u309f"  # Hiragana
+    "\u30a0-\u30ff\u31f0-\u31ff"  # Katakana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Han
+    "\uac00-\ud7af"  # Hangul syllables
+    "\U00020000-\U0003134f"  # Han extensions
+)
+_NO_SPACE_RUN = re.compile(f"[{_NO_SPACE_CLASS}]+")
+_TERM = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer keeps: letters and digits
+
+# English function words: frequent in every question, useless to rank by (and slow to search).
+STOPWORDS = frozenset(
+    """
+    a about above after again against all also am an and any are aren as at be because been before
+    being below between both but by can could couldn did didn do does doesn doing don down during each
+    else ever few for from further get got had has have having he her here hers herself him himself his
+    how i if in into is isn it its itself just ll me might more most must my myself no nor not now of off
+    on once only or other our ours ourselves out over own re s same she should so some such t than that
+    the their theirs them themselves then there these they this those through to too under until up us
+    ve very was wasn we were weren what when where which while who whom why will with won would you your
+    yours yourself yourselves remember recall earlier before ago once told tell said say asked ask
+    mentioned mention shared share
+    """.split()
+)
+
+# Chinese function characters (particles, pronouns, "is/have/at", "once/ever" ...): a question bigram
+# holding one is mostly a word boundary ("你给", "了我") or a function word ("什么"), not what the
+# question is about. The index keeps them; only questions drop them.
+CJK_FUNCTION_CHARS = frozenset("的了吗呢吧啊么我你他她它们是在有和就都也还很把被给对这那些个一不没什曾经过")
+
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+_MONTH_NAME = "|".join(sorted(_MONTHS, key=len, reverse=True))
+# Each pattern names the groups that hold the month and the day.
+_DATE_PATTERNS = (
+    # 2023-04-27, 2023/4/27, 2023年4月27日
+    re.compile(r"(?<!\d)\d{4}\s*[-/.年]\s*(?P<month>\d{1,2})\s*[-/.月]\s*(?P<day>\d{1,2})(?!\d)"),
+    # April 27th, Apr. 27
+    re.compile(rf"\b(?P<month>{_MONTH_NAME})\.?\s+(?P<day>\d{{1,2}})(?:st|nd|rd|th)?\b", re.IGNORECASE),
+    # 27th of April, 27 April
+    re.compile(rf"\b(?P<day>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<month>{_MONTH_NAME})\b", re.IGNORECASE),
+    # 4月27日, 4月27号
+    re.compile(r"(?<!\d)(?P<month>\d{1,2})\s*月\s*(?P<day>\d{1,2})\s*[日号號]?"),
+)
+
+
+def normalize(text: str) -> str:
+    """NFKC-normalized text (full-width letters and digits become ASCII)."""
+    return unicodedata.normalize("NFKC", text)
+
+
+def bigrams(run: str) -> list[str]:
+    """Overlapping character bigrams of a run of no-space script (the run itself if one character)."""
+    if len(run) < 2:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def index_text(text: str) -> str:
+    """``text`` as the index should see it: no-space scripts rewritten as space-separated bigrams."""
+    text = normalize(text)
+    if not _NO_SPACE_RUN.search(text):
+        return text
+    return _NO_SPACE_RUN.sub(lambda m: " " + " ".join(bigrams(m.group())) + " ", text)
+
+
+def query_terms(text: str, *, limit: int = 32) -> list[str]:
+    """The search terms of a question: words and bigrams, lower-cased, without function words, once each."""
+    seen: dict[str, None] = {}
+    dropped: dict[str, None] = {}
+    for term in _TERM.findall(index_text(text).casefold()):
+        if term in STOPWORDS or (len(term) == 1 and term.isascii()):
+            continue
+        if _NO_SPACE_RUN.fullmatch(term) and any(c in CJK_FUNCTION_CHARS for c in term):
+            dropped.setdefault(term, None)
+            continue
+        seen.setdefault(term, None)
+        if len(seen) >= limit:
+            break
+    return list(seen) or list(dropped)[:limit]
+
+
+_SUFFIXES = ("ations", "ation", "ings", "ing", "edly", "ed", "es", "ly", "s")
+
+
+def stem(word: str) -> str:
+    """A light English stem for finding a search term in a text ("flagged" -> "flag", "movies" -> "movi")."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiouls":
+                word = word[:-1]
+            return word
+    return word
+
+
+def term_pattern(term: str) -> re.Pattern[str]:
+    """Where a search term occurs in a case-folded text: a bigram anywhere, a word by its stem at a word start."""
+    if _NO_SPACE_RUN.match(term):
+        return re.compile(re.escape(term))
+    return re.compile(r"(?<![^\W_])" + re.escape(stem(term)))
+
+
+def dates_in(text: str) -> list[tuple[int, int]]:
+    """Calendar dates a question names, as ``(month, day)`` pairs, in order of appearance, once each."""
+    text = normalize(text)
+    found: list[tuple[int, int, int]] = []  # (position, month, day)
+    for pattern in _DATE_PATTERNS:
+        for match in pattern.finditer(text):
+            month_text = match.group("month")
+            month = int(month_text) if month_text.isdigit() else _MONTHS[month_text.lower()]
+            day = int(match.group("day"))
+            if _valid(month, day):
+                found.append((match.start(), month, day))
+    out: dict[tuple[int, int], None] = {}
+    for _, month, day in sorted(found):
+        out.setdefault((month, day), None)
+    return list(out)
+
+
+def _valid(month: int, day: int) -> bool:
+    try:
+        date(2000, month, day)  # a leap year: 29 February is a date
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,168 @@
+"""The history index: words and CJK searchable, incremental by sequence number, rebuilt when lost."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from ctxlife.recall import (
+    HistoryIndex,
+    Record,
+    bigrams,
+    chunks,
+    dates_in,
+    documents,
+    excerpt,
+    index_text,
+    message_text,
+    query_terms,
+)
+from ctxlife.recall.index import INDEX_VERSION
+
+
+def records(*messages: dict, start: int = 1) -> list[Record]:
+    return [Record(start + i, m) for i, m in enumerate(messages)]
+
+
+def chat(*pairs: tuple[str, str]) -> list[dict]:
+    return [{"role": role, "content": text} for role, text in pairs]
+
+
+# -- text ----------------------------------------------------------------------------------------
+
+
+def test_scripts_without_spaces_become_bigrams_and_single_characters_stay():
+    assert bigrams("摇滚音乐") == ["摇滚", "滚音", "音乐"]
+    assert bigrams("飘") == ["飘"]
+    text = index_text("我喜欢《飘》和AC/DC")
+    assert "我喜 喜欢" in text and " 飘 " in text and "AC/DC" in text
+    # Bigrams holding a function character (你, 吗, ...) are left out of a question.
+    assert query_terms("你喜欢摇滚吗？") == ["喜欢", "欢摇", "摇滚"]
+
+
+def test_question_terms_drop_function_words_and_repeat_nothing():
+    assert query_terms("What movie did you recommend to me? The movie!") == ["movie", "recommend"]
+    assert query_terms("") == []
+
+
+@pytest.mark.parametrize(
+    ("question", "dates"),
+    [
+        ("On April 27th, how long did I run?", [(4, 27)]),
+        ("What did I say on May 2nd and on 3 June?", [(5, 2), (6, 3)]),
+        ("我在4月27号这天做了什么？5月6日呢？", [(4, 27), (5, 6)]),
+        ("the 2024-03-09 schedule", [(3, 9)]),
+        ("May I ask something?", []),
+        ("February 30th", []),
+    ],
+)
+def test_dates_named_in_a_question(question, dates):
+    assert dates_in(question) == dates
+
+
+def test_long_results_are_chunked_with_overlap_and_a_head():
+    rows = [{"item": f"row {i}", "code": f"C-{i:04d}", "note": "plain filler text " * 3} for i in range(60)]
+    text = json.dumps({"report": "inventory of warehouse W7", "rows": rows})
+    pieces = chunks(text, 800)
+    assert len(pieces) > 5 and all(len(p) <= 800 for p in pieces)
+    for i in range(0, len(text) - 80, 37):  # every 70-character window is whole in some chunk
+        assert any(text[i : i + 70] in p for p in pieces)
+    docs = documents(Record(5, {"role": "tool", "tool_call_id": "c1", "content": text}), 800)
+    assert docs[0].head == "" and all(d.head.startswith('{"report": "inventory of warehouse W7"') for d in docs[1:])
+
+
+def test_message_text_reads_parts_tool_calls_and_anthropic_blocks():
+    assert message_text({"role": "user", "content": [{"type": "text", "text": "hi"}, "there"]}) == "hi\nthere"
+    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "1", "type": "function", "function": {"name": "lookup", "arguments": '{"sku": "A-1"}'}}]}
+    assert message_text(call) == 'lookup({"sku": "A-1"})'
+    blocks = {"role": "assistant", "content": [{"type": "text", "text": "checking"}, {"type": "tool_use", "name": "find", "input": {"q": "x"}}]}
+    assert message_text(blocks) == 'checking\nfind({"q": "x"})'
+
+
+# -- the index -------------------------------------------------------------------------------------
+
+
+def test_words_are_stemmed_and_ranked():
+    index = HistoryIndex()
+    index.add(records(*chat(
+        ("user", "I went hiking on Sunday."),
+        ("user", "My favourite movies are old westerns."),
+        ("assistant", "Noted: you like westerns."),
+        ("user", "The weather was rainy."),
+    )))
+    hits = index.search("which movie genre?")
+    assert hits[0].seq == 2  # "movie" finds "movies"
+
+
+def test_two_character_chinese_words_are_found():
+    index = HistoryIndex()
+    index.add(records(*chat(
+        ("user", "今天天气很好，我去公园散步了。"),
+        ("user", "我最喜欢的乐队是枪与玫瑰，我喜欢摇滚音乐。"),
+        ("user", "晚饭我做了番茄炒蛋。"),
+    )))
+    assert index.search("我喜欢什么音乐？")[0].seq == 2
+    assert index.search("我做了什么菜？番茄")[0].seq == 3
+
+
+def test_adding_is_incremental_and_idempotent():
+    index = HistoryIndex()
+    assert index.add(records(*chat(("user", "alpha"), ("assistant", "beta")))) == 2
+    assert index.last_seq == 2
+    # The same records again (a second worker, a retry) are skipped; only new ones count.
+    assert index.add(records(*chat(("user", "alpha"), ("assistant", "beta"), ("user", "gamma")))) == 1
+    assert index.last_seq == 3 and len(index) == 3
+    assert [h.seq for h in index.search("gamma")] == [3]
+
+
+def test_two_processes_sharing_one_index_file_index_each_record_once(tmp_path):
+    path = tmp_path / "idx" / "s.sqlite"
+    first, second = HistoryIndex(path), HistoryIndex(path)
+    first.add(records(*chat(("user", "the parcel tracking number is ZX-4411"))))
+    second.add(records(*chat(("user", "the parcel tracking number is ZX-4411"), ("user", "and the gate code is 0427"))))
+    assert second.refresh() == 2 and first.refresh() == 2
+    assert len(first) == 2
+    assert [h.seq for h in first.search("gate code")] == [2]
+
+
+def test_an_index_of_another_version_is_emptied_to_be_rebuilt(tmp_path):
+    path = tmp_path / "s.sqlite"
+    index = HistoryIndex(path)
+    index.add(records(*chat(("user", "hello"))))
+    index.close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(INDEX_VERSION - 1),))
+    db.commit()
+    db.close()
+    reopened = HistoryIndex(path)
+    assert reopened.last_seq == 0 and len(reopened) == 0
+
+
+def test_dated_questions_prefer_what_was_said_that_day():
+    from datetime import datetime
+
+    def at(day: str) -> float:
+        return datetime.fromisoformat(day + "T10:00").timestamp()
+
+    index = HistoryIndex()
+    index.add([
+        Record(1, {"role": "user", "content": "I read a novel today."}, at("2023-04-28")),
+        Record(2, {"role": "user", "content": "I read another novel today, a long one."}, at("2023-05-02")),
+        Record(3, {"role": "user", "content": "Went to the museum."}, at("2023-05-02")),
+    ])
+    assert index.search("Which novel did I read on April 28th?")[0].seq == 1
+    assert index.search("What did I do on May 2nd?")[0].seq in (2, 3)
+
+
+def test_excerpts_keep_the_part_of_a_long_text_that_matches():
+    from ctxlife.tokens import TokenCounter
+
+    count = TokenCounter(None).count_text
+    rows = [f'{{"time": "{8 + i // 2:02d}:{"00" if i % 2 == 0 else "30"}", "patient": "{name}", "room": "Exam {i % 5}"}}'
+            for i, name in enumerate(["Ada", "Bo", "Cy", "Dee", "Eve", "Fay", "Gus", "Hal", "Ivy", "Jo", "Kit", "Lu", "Mo", "Ned"])]
+    text = '{"date": "2024-03-09", "appointments": [' + ", ".join(rows) + "]}"
+    short = excerpt(text, 60, {"time": 1.0, "kit": 3.0, "appointment": 1.0}, count)
+    assert count(short) <= 60
+    assert '"time": "13:00", "patient": "Kit"' in short

@@ -1,0 +1,46 @@
+"""End to end with a real CrewAI crew: after several compactions and a restart, the agent answers
+a question about an early turn from recalled history (and could not without recall)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctxlife.messages import is_recall_block, is_summary
+from ctxlife.sessions import open_store
+
+WORKER = Path(__file__).with_name("crew_worker.py")
+
+TOPICS = ["the garden", "my commute", "a podcast about bridges", "weekend plans", "a new recipe", "the weather",
+          "a board game night", "my cousin's wedding", "learning the ukulele", "a documentary about bees",
+          "repainting the kitchen", "a long walk by the river"]
+
+
+def run(store: str, out: Path, *turns: str) -> dict:
+    done = subprocess.run([sys.executable, str(WORKER), store, "crew-chat", str(out), *turns], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+@pytest.mark.e2e
+def test_the_agent_answers_about_an_early_turn_after_compactions_and_a_restart(tmp_path):
+    store = f"file://{tmp_path / 'sessions'}"
+    turns = ["Hello!", "Quick note: the spare key is hidden under the ceramic frog by the back door."]
+    turns += [f"Let's chat about {topic}. Nothing special, just the usual routine and small talk." for topic in TOPICS]
+    first = run(store, tmp_path / "p1.json", *turns)
+    compactions = sum(1 for call in first["calls"] if any(is_summary(m) for m in call))
+    assert compactions >= 2, "the setup should compact several times"
+
+    second = run(store, tmp_path / "p2.json", "Where did I say the spare key is hidden?")
+    sent = second["calls"][-1]
+    assert second["outputs"][-1] == "You said the spare key is hidden under the ceramic frog by the back door."
+    # It came back through the recall block, not because the turn was still in the context.
+    holding = [m for m in sent if "ceramic frog" in str(m.get("content"))]
+    assert holding and all(is_recall_block(m) for m in holding)
+    with open_store(store) as s:
+        raw = s.read_raw("crew-chat")
+    assert not any(is_recall_block(m) for m in raw)

@@ -1,0 +1,261 @@
+"""The ``recall`` strategy under ``manage()``: what compaction evicted comes back, once, in budget."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from ctxlife.config import settings_from_dict
+from ctxlife.contexts import ToolCallContext
+from ctxlife.host import Host
+from ctxlife.messages import RECALL_PREFIX, is_recall_block, is_summary, last_user_index, validate
+
+TOPICS = [
+    "the garden", "my commute", "a podcast about bridges", "weekend plans", "a new recipe", "the weather",
+    "a board game night", "my cousin's wedding", "learning the ukulele", "a documentary about bees",
+    "repainting the kitchen", "a long walk by the river", "the office move", "a bicycle repair",
+]
+
+
+def settings(tmp: Path, **recall: Any) -> Any:
+    return settings_from_dict(
+        {
+            "strategies": ["snapshot_restore", "llm_summary", "recall"],
+            "snapshot_restore": {"store": f"file://{tmp / 'sessions'}"},
+            "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 200, "min_gain_tokens": 20},
+            "recall": recall,
+        }
+    )
+
+
+def filler(i: int, language: str = "en") -> list[dict[str, Any]]:
+    topic = TOPICS[i % len(TOPICS)]
+    if language == "cn":
+        return [
+            {"role": "user", "content": f"第{i}天：今天我们聊聊日常生活，比如散步、做饭和天气，心情还不错。"},
+            {"role": "assistant", "content": f"好的，第{i}天听起来很平静。规律的生活和适当的休息对身心都有好处。"},
+        ]
+    return [
+        {"role": "user", "content": f"Day {i}: let's chat about {topic}. Nothing special, just the usual routine and small talk."},
+        {"role": "assistant", "content": f"Sure, {topic} sounds pleasant. Small routines like that make a week feel calmer and easier."},
+    ]
+
+
+def play(host: Host, exchanges: list[list[dict[str, Any]]], system: str = "You are a friendly companion.") -> list[dict[str, Any]]:
+    """Chat like an app that keeps sending the managed list: one model call per user message."""
+    live: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    for user, reply in exchanges:
+        live.append(user)
+        report = host.manage(live)
+        assert report.failures == []
+        live.append(reply)
+    return live
+
+
+def ask(host: Host, live: list[dict[str, Any]], question: str) -> tuple[Any, list[dict[str, Any]]]:
+    live.append({"role": "user", "content": question})
+    report = host.manage(live)
+    assert report.failures == []
+    return report, live
+
+
+def blocks(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m for m in messages if is_recall_block(m)]
+
+
+def early_fact_conversation(language: str = "en") -> list[list[dict[str, Any]]]:
+    if language == "cn":
+        hello = [{"role": "user", "content": "你好！"}, {"role": "assistant", "content": "你好，很高兴见到你。"}]
+        fact = [
+            {"role": "user", "content": "告诉你一件事：备用钥匙藏在后门旁边的陶瓷青蛙下面。"},
+            {"role": "assistant", "content": "好的，我记住了。"},
+        ]
+    else:
+        hello = [{"role": "user", "content": "Hello!"}, {"role": "assistant", "content": "Hi, nice to meet you."}]
+        fact = [
+            {"role": "user", "content": "Quick note: the spare key is hidden under the ceramic frog by the back door."},
+            {"role": "assistant", "content": "Got it."},
+        ]
+    return [hello, fact] + [filler(i, language) for i in range(1, 30)]
+
+
+@pytest.fixture
+def host(tmp_path):
+    made: list[Host] = []
+
+    def make(window: int = 2000, **recall: Any) -> Host:
+        h = Host(settings(tmp_path, **recall), context_window=window, session_id="s1")
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        h.close()
+
+
+def test_an_evicted_fact_comes_back_right_before_the_question(host):
+    h = host()
+    live = play(h, early_fact_conversation())
+    assert not any("ceramic frog" in str(m.get("content")) for m in live), "the fact should have been compacted away"
+    report, live = ask(h, live, "Where did I say the spare key is hidden?")
+    found = blocks(live)
+    assert len(found) == 1
+    block = found[0]
+    assert "ceramic frog" in block["content"] and block["role"] == "user"
+    assert block["content"].startswith(RECALL_PREFIX)
+    # Where the passage sits in the history: when it was said, and its position.
+    assert re.search(r"\[\d{4}-\d\d-\d\d \d\d:\d\d, message 2\]", block["content"])
+    assert live[-1]["content"] == "Where did I say the spare key is hidden?"
+    assert live[-2] is block  # right before the latest user message
+    assert validate(live) == []
+    acted = [a for a in report.actions if a.strategy == "recall" and a.what == "recalled"]
+    assert acted and acted[0].details["tokens"] <= int(0.1 * 2000)
+
+
+def test_the_block_is_replaced_on_every_call_and_never_recorded_or_summarized(host, tmp_path):
+    h = host()
+    live = play(h, early_fact_conversation())
+    _, live = ask(h, live, "Where did I say the spare key is hidden?")
+    live.append({"role": "assistant", "content": "It was 7714."})
+    # The app keeps sending the same list (block included), as CrewAI does with its live list.
+    for i in range(30, 40):
+        user, reply = filler(i)
+        live.append(user)
+        h.manage(live)
+        live.append(reply)
+        assert len(blocks(live)) <= 1
+        summaries = [m for m in live if is_summary(m)]
+        assert all(RECALL_PREFIX not in m["content"] for m in summaries)
+    from ctxlife.sessions import open_store
+
+    with open_store(f"file://{tmp_path / 'sessions'}") as store:
+        raw = store.read_raw("s1")
+    assert raw and not any(is_recall_block(m) for m in raw)
+    assert sum(1 for m in raw if m.get("content") == "Where did I say the spare key is hidden?") == 1
+
+
+def test_what_is_in_view_is_not_recalled_again(host):
+    h = host()
+    live = play(h, early_fact_conversation()[:1] + [filler(1)])
+    # Nothing was compacted: the fact is in view, so there is nothing to bring back.
+    report, live = ask(h, live, "Where did I say the spare key is hidden?")
+    assert blocks(live) == []
+
+
+def test_a_chinese_conversation_is_searchable(host):
+    h = host()
+    live = play(h, early_fact_conversation("cn"), system="你是一个友好的伙伴。")
+    assert not any("陶瓷青蛙" in str(m.get("content")) for m in live)
+    _, live = ask(h, live, "备用钥匙藏在哪里？")
+    assert len(blocks(live)) == 1 and "陶瓷青蛙" in blocks(live)[0]["content"]
+
+
+def test_the_budget_holds_and_the_call_stays_under_the_window(host):
+    h = host(window=2000, max_tokens=60)
+    live = play(h, early_fact_conversation())
+    report, live = ask(h, live, "Where did I say the spare key is hidden?")
+    counter = h.counter()
+    for block in blocks(live):
+        assert counter.count_text(block["content"]) <= 60
+    assert counter.count_messages(live) <= 2000
+
+
+def test_a_lost_index_is_rebuilt_from_the_raw_history(host, tmp_path):
+    h = host()
+    live = play(h, early_fact_conversation())
+    index_dir = tmp_path / "sessions" / "recall_index"
+    assert (index_dir / "s1.sqlite").exists()
+    shutil.rmtree(index_dir)
+    _, live = ask(h, live, "Where did I say the spare key is hidden?")
+    assert "ceramic frog" in blocks(live)[0]["content"]
+    assert (index_dir / "s1.sqlite").exists()
+    # A new process (a fresh host) with the index gone entirely rebuilds it too.
+    shutil.rmtree(index_dir)
+    fresh = host()
+    restored = [{"role": "system", "content": "You are a friendly companion."}]
+    fresh.manage(restored)  # restores the session
+    _, restored = ask(fresh, restored, "Remind me: where is the spare key?")
+    assert "ceramic frog" in blocks(restored)[0]["content"]
+
+
+def test_a_long_tool_result_is_recalled_by_the_chunk_that_matches(host):
+    h = host(window=3000)
+    rows = [{"sku": f"SKU-{i:05d}", "bin": f"B{i % 40:02d}", "qty": (i * 7) % 50} for i in range(300)]
+    rows[211]["note"] = "recalled by supplier, quarantine lot QX-55-ALPHA"
+    result = json.dumps({"warehouse": "W7", "items": rows})
+    call_id = "call_inv"
+    exchanges = [
+        [{"role": "user", "content": "Pull the W7 inventory."},
+         {"role": "assistant", "content": None, "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "get_inventory", "arguments": '{"warehouse": "W7"}'}}]}],
+    ]
+    live = [{"role": "system", "content": "You manage stock."}]
+    live.append(exchanges[0][0])
+    h.manage(live)
+    live.append(exchanges[0][1])
+    live.append({"role": "tool", "tool_call_id": call_id, "content": result})
+    h.manage(live)
+    live.append({"role": "assistant", "content": "Inventory loaded: 300 items."})
+    for i in range(1, 25):
+        user, reply = filler(i)
+        live.append(user)
+        h.manage(live)
+        live.append(reply)
+    assert not any("QX-55-ALPHA" in str(m.get("content")) for m in live)
+    _, live = ask(h, live, "Which quarantine lot did the supplier recall?")
+    block = blocks(live)[0]["content"]
+    assert "QX-55-ALPHA" in block
+    assert h.counter().count_text(block) < h.counter().count_text(result) // 10
+    assert validate(live) == []
+
+
+def test_without_a_session_store_recall_warns_once_and_does_nothing(tmp_path):
+    h = Host(settings_from_dict({"strategies": ["recall"]}), context_window=2000, session_id="s1")
+    live = [{"role": "system", "content": "x"}, {"role": "user", "content": "Where is the spare key?"}]
+    with capture_logs() as events:
+        h.manage(live)
+        h.manage(live)
+    assert blocks(live) == []
+    assert [e["event"] for e in events].count("ctxlife.recall_without_history") == 1
+    h.close()
+
+
+# -- the search tool -----------------------------------------------------------------------------
+
+
+def test_the_search_tool_is_offered_and_answered_where_the_session_is_known(host):
+    h = host()
+    specs = {spec.name: spec for spec in h.provided_tools()}
+    assert "ctxlife_search_history" in specs
+    assert set(specs["ctxlife_search_history"].parameters) == {"query", "limit"}
+    play(h, early_fact_conversation())
+    ctx = ToolCallContext(tool_name="ctxlife_search_history", tool_input={"query": "spare key hidden", "limit": "3"})
+    report = h.before_tool_call(ctx, session_id="s1")
+    assert report.failures == []
+    assert "ceramic frog" in ctx.result and ctx.skipped_by == "recall"
+    # The tool's own function (no session known) says so instead of guessing.
+    assert "not available" in specs["ctxlife_search_history"].function(query="spare key")
+    nothing = ToolCallContext(tool_name="ctxlife_search_history", tool_input={"query": "zebra xylophone"})
+    h.before_tool_call(nothing, session_id="s1")
+    assert "nothing" in nothing.result
+    bad = ToolCallContext(tool_name="ctxlife_search_history", tool_input={"query": "spare key", "limit": "lots"})
+    h.before_tool_call(bad, session_id="s1")
+    assert "ceramic frog" in bad.result
+
+
+def test_the_search_tool_can_be_turned_off(host):
+    assert host(search_tool=False).provided_tools() == []
+
+
+def test_the_latest_user_message_is_never_displaced(host):
+    h = host()
+    live = play(h, early_fact_conversation())
+    live.append({"role": "user", "content": "spare key?"})
+    before = live[-1]
+    h.manage(live)
+    assert live[last_user_index(live)] is before
