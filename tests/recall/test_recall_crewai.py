@@ -10,8 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from ctxlife.messages import is_recall_block, is_summary
+from ctxlife.messages import RECALL_PREFIX, SUMMARY_PREFIX
 from ctxlife.sessions import open_store
+
+
+# The calls were made in a worker process: ctxlife registers what it inserts per process (so a user
+# message cannot pose as one), and here only the visible prefixes tell them apart.
+def is_summary(message: dict) -> bool:
+    return str(message.get("content") or "").startswith(SUMMARY_PREFIX)
+
+
+def is_recall_block(message: dict) -> bool:
+    return str(message.get("content") or "").startswith(RECALL_PREFIX)
 
 WORKER = Path(__file__).with_name("crew_worker.py")
 
