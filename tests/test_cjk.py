@@ -38,10 +38,13 @@ def test_the_issue_sentence_gives_every_fact():
     [
         ("请把预订HAT136改到2024年5月20日下午3点。", {"HAT136": "HAT136", "2024年5月20日": "2024-05-20"}),
         ("用户mia_li_3668的行李重量23kg，费用＄45。", {"mia_li_3668": "mia_li_3668", "23kg": "23 kg", "＄45": "45"}),
-        ("发票在/data/invoices/ORD-48213.pdf里，链接https://example.com/r/991，请查看。", {
-            "/data/invoices/ORD-48213.pdf": "/data/invoices/ORD-48213.pdf",
-            "https://example.com/r/991": "https://example.com/r/991",
-        }),
+        (
+            "发票在/data/invoices/ORD-48213.pdf里，链接https://example.com/r/991，请查看。",
+            {
+                "/data/invoices/ORD-48213.pdf": "/data/invoices/ORD-48213.pdf",
+                "https://example.com/r/991": "https://example.com/r/991",
+            },
+        ),
         ("金额１２９９元，电话13800138000。", {"１２９９元": "1299", "13800138000": "13800138000"}),
         ("会议定在10：30，地点A座。", {"10：30": "10:30"}),
         ("予約番号はNO6JO3です。合計は¥12,000円。", {"NO6JO3": "NO6JO3", "¥12,000": "12000"}),
@@ -64,9 +67,15 @@ def test_latin_words_still_need_their_boundaries():
 def test_a_summary_keeps_chinese_facts_even_when_small():
     span = [
         {"role": "user", "content": ISSUE_TEXT + "请帮我查一下退款进度，并确认邮箱是否正确。"},
-        {"role": "assistant", "content": "好的，我来查询。退款RF-5521正在处理中，预计三个工作日内到账！金额为￥1,299.00；邮箱已确认。"},
+        {
+            "role": "assistant",
+            "content": "好的，我来查询。退款RF-5521正在处理中，预计三个工作日内到账！金额为￥1,299.00；邮箱已确认。",
+        },
         {"role": "user", "content": "另外，我想把订单ORD-88231的收货地址改成上海市浦东新区世纪大道100号。可以吗？"},
-        {"role": "assistant", "content": "可以，地址已更新为上海市浦东新区世纪大道100号。订单ORD-88231将于2024年5月20日发货。"},
+        {
+            "role": "assistant",
+            "content": "可以，地址已更新为上海市浦东新区世纪大道100号。订单ORD-88231将于2024年5月20日发货。",
+        },
     ]
     summarizer = get_summarizer("extractive")
     for budget in (40, 80, 200):
@@ -94,7 +103,7 @@ def test_token_cuts_never_split_a_word_an_emoji_or_a_surrogate_pair():
         body = cut.removesuffix("…").rstrip()
         assert COUNT(cut) <= budget
         assert text.startswith(body)
-        tail = text[len(body):]
+        tail = text[len(body) :]
         assert not body or not tail or not (body[-1].isalnum() and tail[0].isalnum()), repr(body[-10:])
         assert not body.endswith("\u200d") and not tail.startswith("\u200d")
     chinese = "订单号是ORD-88231，退款申请RF-5521。" * 5
@@ -105,7 +114,10 @@ def test_token_cuts_never_split_a_word_an_emoji_or_a_surrogate_pair():
 
 def test_lone_surrogates_in_a_compacted_span_never_crash_or_leak_into_the_summary():
     settings = settings_from_dict(
-        {"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive", "min_gain_tokens": 0, "max_summary_tokens": 80}}
+        {
+            "strategies": ["llm_summary"],
+            "llm_summary": {"summarizer": "extractive", "min_gain_tokens": 0, "max_summary_tokens": 80},
+        }
     )
     messages = [{"role": "system", "content": "s"}]
     for i in range(12):
@@ -135,14 +147,19 @@ def test_cjk_through_manage_end_to_end():
 def test_a_small_chinese_summary_is_not_empty_and_keeps_the_ids(max_summary_tokens):
     # Before: "summarizer returned an empty summary" at 32 and 40 tokens (the span was truncated,
     # every fact lost), and no fact was found at any size.
-    turn = ISSUE_TEXT + "请帮我查一下退款进度，并确认邮箱是否正确。另外把收货地址改成上海市浦东新区世纪大道100号，谢谢。"
+    turn = (
+        ISSUE_TEXT + "请帮我查一下退款进度，并确认邮箱是否正确。另外把收货地址改成上海市浦东新区世纪大道100号，谢谢。"
+    )
     reply = "好的，退款RF-5521正在处理中，预计三个工作日内到账。地址已更新为上海市浦东新区世纪大道100号。"
     messages = [{"role": "system", "content": "你是客服助手。"}]
     for _ in range(8):
         messages += [{"role": "user", "content": turn}, {"role": "assistant", "content": reply}]
     messages.append({"role": "user", "content": "进度如何？"})
     settings = settings_from_dict(
-        {"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive", "max_summary_tokens": max_summary_tokens, "min_gain_tokens": 0}}
+        {
+            "strategies": ["llm_summary"],
+            "llm_summary": {"summarizer": "extractive", "max_summary_tokens": max_summary_tokens, "min_gain_tokens": 0},
+        }
     )
     report = Host(settings, context_window=2000).manage(messages)
     (action,) = [a for a in report.actions if a.what in ("compacted", "truncated")]

@@ -58,15 +58,29 @@ RESULT = "订单 A1：已发货，预计 5 月 20 日送达。" + "物流记录 
 def anthropic_session(steps: int) -> list[dict]:
     out: list[dict] = [{"role": "user", "content": "帮我查一下订单 A1 到 A9 的状态"}]
     for k in range(steps):
-        out.append({"role": "assistant", "content": [
-            {"type": "text", "text": f"查询第 {k} 个"},
-            {"type": "tool_use", "id": f"toolu_{k:02d}a", "name": "查询订单", "input": {"id": f"A{k}"}},
-            {"type": "tool_use", "id": f"toolu_{k:02d}b", "name": "查询物流", "input": {"id": f"A{k}"}},
-        ]})
-        out.append({"role": "user", "content": [  # results in the other order
-            {"type": "tool_result", "tool_use_id": f"toolu_{k:02d}b", "content": [{"type": "text", "text": RESULT}]},
-            {"type": "tool_result", "tool_use_id": f"toolu_{k:02d}a", "content": f"A{k}: 已发货"},
-        ]})
+        out.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"查询第 {k} 个"},
+                    {"type": "tool_use", "id": f"toolu_{k:02d}a", "name": "查询订单", "input": {"id": f"A{k}"}},
+                    {"type": "tool_use", "id": f"toolu_{k:02d}b", "name": "查询物流", "input": {"id": f"A{k}"}},
+                ],
+            }
+        )
+        out.append(
+            {
+                "role": "user",
+                "content": [  # results in the other order
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": f"toolu_{k:02d}b",
+                        "content": [{"type": "text", "text": RESULT}],
+                    },
+                    {"type": "tool_result", "tool_use_id": f"toolu_{k:02d}a", "content": f"A{k}: 已发货"},
+                ],
+            }
+        )
     return out
 
 
@@ -78,7 +92,9 @@ def test_anthropic_tool_results_are_counted():
 def test_truncate_last_n_never_keeps_a_tool_result_without_its_tool_use():
     messages = anthropic_session(4) + [{"role": "user", "content": "再查一次 A3"}]
     before = list(messages)
-    report = host("truncate_last_n", fmt="anthropic", truncate_last_n={"rounds": 1, "pin_first_user": False}).manage(messages)
+    report = host("truncate_last_n", fmt="anthropic", truncate_last_n={"rounds": 1, "pin_first_user": False}).manage(
+        messages
+    )
     assert validate(before, "anthropic") == [] and validate(messages, "anthropic") == []
     assert report.failures == []
     # Before: the tool_result carriers counted as rounds, so a cut could keep one without its call.
@@ -102,7 +118,11 @@ def test_auto_detection_sees_anthropic_once_the_session_shows_blocks():
     h.manage(messages)
     assert validate(messages, "anthropic") == []
     # A later call whose list holds only plain text is still Anthropic: no system message is added.
-    plain = [{"role": "user", "content": "你好 " * 900}, {"role": "assistant", "content": "好"} , {"role": "user", "content": "继续"}] * 3
+    plain = [
+        {"role": "user", "content": "你好 " * 900},
+        {"role": "assistant", "content": "好"},
+        {"role": "user", "content": "继续"},
+    ] * 3
     h.manage(plain)
     assert all(m["role"] != "system" for m in plain)
 
@@ -119,7 +139,13 @@ def test_split_system_hands_back_the_system_argument():
 def test_llm_summary_never_splits_a_legacy_function_call_from_its_result():
     messages = [system("s"), user("weather?")]
     for k in range(8):
-        messages.append({"role": "assistant", "content": None, "function_call": {"name": "weather", "arguments": json.dumps({"day": k})}})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "function_call": {"name": "weather", "arguments": json.dumps({"day": k})},
+            }
+        )
         messages.append({"role": "function", "name": "weather", "content": f"day {k}: " + "sunny and warm " * 40})
     messages.append(user("and tomorrow?"))
     report = host("llm_summary", window=2000, llm_summary={**SUMMARY, "keep_units": 2}).manage(messages)
@@ -135,9 +161,17 @@ def test_llm_summary_never_splits_a_legacy_function_call_from_its_result():
 def test_parallel_results_in_any_order_survive_truncation_and_summary():
     messages = [system("s")]
     for r in range(5):
-        calls = [tool_call("a", {"r": r}, f"c{r}a"), tool_call("b", {"r": r}, f"c{r}b"), tool_call("c", {"r": r}, f"c{r}c")]
+        calls = [
+            tool_call("a", {"r": r}, f"c{r}a"),
+            tool_call("b", {"r": r}, f"c{r}b"),
+            tool_call("c", {"r": r}, f"c{r}c"),
+        ]
         messages += [user(f"turn {r} " + "x " * 50), assistant(None, calls)]
-        messages += [tool_result(f"c{r}c", "C " * 80), tool_result(f"c{r}a", "A " * 80), tool_result(f"c{r}b", "B " * 80)]
+        messages += [
+            tool_result(f"c{r}c", "C " * 80),
+            tool_result(f"c{r}a", "A " * 80),
+            tool_result(f"c{r}b", "B " * 80),
+        ]
         messages.append(assistant(f"done {r}"))
     messages.append(user("last"))
     for strategy, options in (("truncate_last_n", {"rounds": 2}), ("llm_summary", SUMMARY)):
@@ -167,8 +201,15 @@ def test_a_restored_summary_is_still_a_summary_in_a_new_process(tmp_path):
 
 
 def test_manage_returns_lists_the_provider_accepts_in_both_formats():
-    for messages, fmt in ((anthropic_session(3) + [{"role": "user", "content": "好"}], "anthropic"), ([system("s"), *chat(8), user("go")], "openai")):
-        ctxlife.manage(messages, config=settings_from_dict({"strategies": ["llm_summary"], "llm_summary": SUMMARY}), context_window=1500)
+    for messages, fmt in (
+        (anthropic_session(3) + [{"role": "user", "content": "好"}], "anthropic"),
+        ([system("s"), *chat(8), user("go")], "openai"),
+    ):
+        ctxlife.manage(
+            messages,
+            config=settings_from_dict({"strategies": ["llm_summary"], "llm_summary": SUMMARY}),
+            context_window=1500,
+        )
         assert validate(messages, fmt) == []
 
 
@@ -177,7 +218,11 @@ def test_replay_caps_anthropic_tool_results_and_stays_valid(tmp_path):
 
     recorded = anthropic_session(4) + [{"role": "user", "content": "好"}, {"role": "assistant", "content": "完成"}]
     settings = settings_from_dict(
-        {"strategies": ["tool_output"], "message_format": "anthropic", "tool_output": {"max_tokens": 100, "store_dir": str(tmp_path)}}
+        {
+            "strategies": ["tool_output"],
+            "message_format": "anthropic",
+            "tool_output": {"max_tokens": 100, "store_dir": str(tmp_path)},
+        }
     )
     result = replay(Conversation("anthropic", recorded), settings, context_window=8000)
     assert result.tool_tokens_saved > 0  # before: Anthropic results never went through tool_output
@@ -186,7 +231,12 @@ def test_replay_caps_anthropic_tool_results_and_stays_valid(tmp_path):
 
 def test_bootstrap_never_edits_a_summary_that_opens_an_anthropic_conversation():
     settings = settings_from_dict(
-        {"strategies": ["bootstrap", "llm_summary"], "message_format": "anthropic", "bootstrap": {"text": "PROFILE: 张伟"}, "llm_summary": SUMMARY}
+        {
+            "strategies": ["bootstrap", "llm_summary"],
+            "message_format": "anthropic",
+            "bootstrap": {"text": "PROFILE: 张伟"},
+            "llm_summary": SUMMARY,
+        }
     )
     h = Host(settings, context_window=3000)
     messages = anthropic_session(6) + [{"role": "user", "content": "总结一下"}]

@@ -32,7 +32,14 @@ def codes(messages):
 
 def test_units_keep_a_tool_call_with_all_its_results():
     calls = [tool_call("a", call_id="c1"), tool_call("b", call_id="c2")]
-    messages = [system("s"), user("u"), assistant(None, calls), tool_result("c1", "1"), tool_result("c2", "2"), assistant("done")]
+    messages = [
+        system("s"),
+        user("u"),
+        assistant(None, calls),
+        tool_result("c1", "1"),
+        tool_result("c2", "2"),
+        assistant("done"),
+    ]
     assert split_units(messages) == [Unit(0, 1), Unit(1, 2), Unit(2, 5), Unit(5, 6)]
     assert round_starts(messages) == [1]
 
@@ -40,7 +47,12 @@ def test_units_keep_a_tool_call_with_all_its_results():
 def test_valid_native_and_react_sequences():
     calls = [tool_call("a", call_id="c1")]
     assert validate([system("s"), user("u"), assistant(None, calls), tool_result("c1", "r"), assistant("ok")]) == []
-    react = [system("s"), user("u"), assistant("Thought: x\nAction: a\nAction Input: {}\nObservation: r"), user("go on")]
+    react = [
+        system("s"),
+        user("u"),
+        assistant("Thought: x\nAction: a\nAction Input: {}\nObservation: r"),
+        user("go on"),
+    ]
     assert validate(react) == []
 
 
@@ -48,18 +60,33 @@ def test_repeated_tool_call_ids_are_paired_by_position():
     # Real traces reuse ids; each result answers the call at its position.
     first = [tool_call("a", call_id="dup")]
     second = [tool_call("b", call_id="dup")]
-    messages = [user("u"), assistant(None, first), tool_result("dup", "1"), assistant(None, second), tool_result("dup", "2")]
+    messages = [
+        user("u"),
+        assistant(None, first),
+        tool_result("dup", "1"),
+        assistant(None, second),
+        tool_result("dup", "2"),
+    ]
     assert validate(messages) == []
 
 
 def test_parallel_results_are_paired_by_id_in_any_order():
     calls = [tool_call("a", call_id="c1"), tool_call("b", call_id="c2"), tool_call("c", call_id="c3")]
-    messages = [user("u"), assistant(None, calls), tool_result("c3", "3"), tool_result("c1", "1"), tool_result("c2", "2"), assistant("ok")]
+    messages = [
+        user("u"),
+        assistant(None, calls),
+        tool_result("c3", "3"),
+        tool_result("c1", "1"),
+        tool_result("c2", "2"),
+        assistant("ok"),
+    ]
     assert validate(messages) == []
     assert pair_tool_results(messages, 1).results == (2, 0, 1)
     assert split_units(messages) == [Unit(0, 1), Unit(1, 5), Unit(5, 6)]
     # The one that is missing is named by its id, wherever the others are.
-    problems = validate([user("u"), assistant(None, calls), tool_result("c3", "3"), tool_result("c1", "1"), user("next")])
+    problems = validate(
+        [user("u"), assistant(None, calls), tool_result("c3", "3"), tool_result("c1", "1"), user("next")]
+    )
     assert [(p.index, p.code) for p in problems] == [(1, "tool_call_without_result")]
     assert "'c2'" in problems[0].detail
 
@@ -117,7 +144,13 @@ def test_the_200_tau_bench_trajectories_pair_by_id_and_survive_reused_or_missing
         for message in copy.deepcopy(traj):
             head = next((m for m in reversed(merged) if m["role"] != "tool"), None)
             ids = {c["id"] for c in (head or {}).get("tool_calls") or []}
-            if message.get("tool_calls") and merged and merged[-1]["role"] == "tool" and ids and not ids & {c["id"] for c in message["tool_calls"]}:
+            if (
+                message.get("tool_calls")
+                and merged
+                and merged[-1]["role"] == "tool"
+                and ids
+                and not ids & {c["id"] for c in message["tool_calls"]}
+            ):
                 head["tool_calls"] += message["tool_calls"]
                 continue
             merged.append(message)
@@ -140,10 +173,14 @@ def test_the_200_tau_bench_trajectories_pair_by_id_and_survive_reused_or_missing
 def test_orphaned_results_missing_results_and_mismatched_ids_are_reported():
     calls = [tool_call("a", call_id="c1"), tool_call("b", call_id="c2")]
     assert codes([user("u"), tool_result("c1", "r")]) == ["orphan_tool_result"]
-    assert codes([user("u"), assistant(None, calls), tool_result("c1", "r"), user("next")]) == ["tool_call_without_result"]
+    assert codes([user("u"), assistant(None, calls), tool_result("c1", "r"), user("next")]) == [
+        "tool_call_without_result"
+    ]
     assert codes([user("u"), assistant(None, calls)]) == ["tool_call_without_result"]
     assert codes([user("u"), assistant(None, calls[:1]), tool_result("zz", "r")]) == ["tool_result_id_mismatch"]
-    assert codes([user("u"), assistant(None, calls[:1]), tool_result("c1", "r"), tool_result("c1", "again")]) == ["orphan_tool_result"]
+    assert codes([user("u"), assistant(None, calls[:1]), tool_result("c1", "r"), tool_result("c1", "again")]) == [
+        "orphan_tool_result"
+    ]
     assert codes([user("u"), system("late")]) == ["system_after_conversation"]
 
 
@@ -172,7 +209,9 @@ def test_a_snapshot_carries_the_registration_across_processes():
         "restore_inserted(saved, meta)\n"
         "print(before, is_summary(saved[1]), is_summary(saved[2]))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, json.dumps(saved), json.dumps(meta)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(saved), json.dumps(meta)], capture_output=True, text=True, check=True
+    )
     assert out.stdout.split() == ["False", "True", "False"]
 
 
@@ -190,31 +229,81 @@ class LangChainLike:  # what a langchain_core message looks like to ctxlife
         ([user("ok"), LangChainLike()], "messages[1] is not a message dict (got LangChainLike: "),
         ([user("ok"), LangChainLike()], "it looks like a LangChain message object"),
         ([{"role": "critic", "content": "x"}], "messages[0] has the unknown role 'critic'"),
-        ([{"role": "human", "content": "x"}], "messages[0] is not an OpenAI chat or Anthropic Messages message: it looks like a 'human' role"),
+        (
+            [{"role": "human", "content": "x"}],
+            "messages[0] is not an OpenAI chat or Anthropic Messages message: it looks like a 'human' role",
+        ),
         ([{"role": "user", "content": 42}], "messages[0] has int content"),
         ([{"role": "user", "content": {"text": "hi"}}], "messages[0] has dict content"),
         ([{"role": "user", "content": ["hi"]}], "messages[0] content[0] is a str"),
-        ([{"role": "user", "content": [{"type": "video_url", "video_url": "x"}]}], "content[0] has the unknown type 'video_url'"),
-        ([{"role": "user", "content": [{"type": "input_text", "text": "x"}]}], "looks like OpenAI Responses API content"),
-        ([{"role": "user", "content": [{"text": "hi"}]}], "messages[0] content[0] has no 'type' but ['text'] keys: it looks like Amazon Bedrock Converse / Strands"),
+        (
+            [{"role": "user", "content": [{"type": "video_url", "video_url": "x"}]}],
+            "content[0] has the unknown type 'video_url'",
+        ),
+        (
+            [{"role": "user", "content": [{"type": "input_text", "text": "x"}]}],
+            "looks like OpenAI Responses API content",
+        ),
+        (
+            [{"role": "user", "content": [{"text": "hi"}]}],
+            "messages[0] content[0] has no 'type' but ['text'] keys: it looks like Amazon Bedrock Converse / Strands",
+        ),
         (
             [user("u"), {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "f", "input": {}}}]}],
-            "messages[1] content[0] has no 'type' but ['toolUse'] keys: it looks like Amazon Bedrock Converse / Strands",
+            "messages[1] content[0] has no 'type' but ['toolUse'] keys: "
+            "it looks like Amazon Bedrock Converse / Strands",
         ),
-        ([{"role": "model", "parts": [{"text": "hi"}]}], "messages[0] is not an OpenAI chat or Anthropic Messages message: it looks like Google Gemini"),
+        (
+            [{"role": "model", "parts": [{"text": "hi"}]}],
+            "messages[0] is not an OpenAI chat or Anthropic Messages message: it looks like Google Gemini",
+        ),
         ([{"role": "user", "parts": [{"text": "hi"}]}], "it looks like Google Gemini"),
-        ([{"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}], "it looks like OpenAI Responses API input items"),
+        (
+            [{"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}],
+            "it looks like OpenAI Responses API input items",
+        ),
         ([{"type": "human", "data": {"content": "hi"}}], "it looks like a serialized LangChain message"),
-        ([user("u"), {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": "lookup"}]}], "messages[1] tool_calls[0].function is a str"),
-        ([user("u"), {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": {"name": 7, "arguments": "{}"}}]}], "messages[1] tool_calls[0].function.name is an int"),
-        ([user("u"), {"role": "assistant", "content": None, "tool_calls": "c1"}], "messages[1] has tool_calls of type str"),
-        ([user("u"), {"role": "assistant", "content": None, "function_call": "lookup"}], "messages[1] function_call is a str"),
+        (
+            [user("u"), {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": "lookup"}]}],
+            "messages[1] tool_calls[0].function is a str",
+        ),
+        (
+            [
+                user("u"),
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": "c1", "function": {"name": 7, "arguments": "{}"}}],
+                },
+            ],
+            "messages[1] tool_calls[0].function.name is an int",
+        ),
+        (
+            [user("u"), {"role": "assistant", "content": None, "tool_calls": "c1"}],
+            "messages[1] has tool_calls of type str",
+        ),
+        (
+            [user("u"), {"role": "assistant", "content": None, "function_call": "lookup"}],
+            "messages[1] function_call is a str",
+        ),
         ([user("u"), {"role": "tool", "tool_call_id": 5, "content": "r"}], "messages[1] has an int tool_call_id"),
         (
-            [user("u"), {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]}, {"role": "tool", "tool_call_id": "t1", "content": "r"}],
+            [
+                user("u"),
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+                {"role": "tool", "tool_call_id": "t1", "content": "r"},
+            ],
             "messages[2] is an OpenAI chat message but messages[1] is an Anthropic Messages one",
         ),
-        ([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}, {"type": "image", "source": {}}]}], "messages[0] mixes OpenAI chat and Anthropic Messages fields"),
+        (
+            [
+                {
+                    "role": "user",
+                    "content": [{"type": "image_url", "image_url": {"url": "x"}}, {"type": "image", "source": {}}],
+                }
+            ],
+            "messages[0] mixes OpenAI chat and Anthropic Messages fields",
+        ),
     ],
 )
 def test_check_shape_refuses_what_it_does_not_handle_naming_the_index_and_the_format(bad, fragment):
@@ -233,11 +322,21 @@ def test_refusals_describe_contents_without_quoting_them():
 OPENAI_SHAPES = [
     {"role": "developer", "content": "Answer in French."},
     {"role": "system", "content": [{"type": "text", "text": "You are XiaoPaw."}]},
-    {"role": "user", "content": [{"type": "text", "text": "What is this?"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "detail": "low"}}]},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\": 1}"}},
-        {"id": "c2", "type": "function", "function": {"name": "查询订单", "arguments": "{}"}},
-    ]},
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "detail": "low"}},
+        ],
+    },
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": 1}'}},
+            {"id": "c2", "type": "function", "function": {"name": "查询订单", "arguments": "{}"}},
+        ],
+    },
     {"role": "tool", "tool_call_id": "c2", "content": "订单 A1：已发货"},
     {"role": "tool", "tool_call_id": "c1", "content": "row 1"},
     {"role": "assistant", "content": None, "function_call": {"name": "weather", "arguments": "{}"}},
@@ -248,18 +347,30 @@ OPENAI_SHAPES = [
 
 ANTHROPIC_SHAPES = [
     {"role": "user", "content": "查询订单 A1 和 A2"},
-    {"role": "assistant", "content": [
-        {"type": "thinking", "thinking": "two lookups", "signature": "sig"},
-        {"type": "text", "text": "Looking both up."},
-        {"type": "tool_use", "id": "toolu_1", "name": "查询订单", "input": {"id": "A1"}},
-        {"type": "tool_use", "id": "toolu_2", "name": "查询订单", "input": {"id": "A2"}},
-    ]},
-    {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "toolu_2", "content": [{"type": "text", "text": "A2: 已取消"}]},
-        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "A1: 已发货", "is_error": False},
-    ]},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "two lookups", "signature": "sig"},
+            {"type": "text", "text": "Looking both up."},
+            {"type": "tool_use", "id": "toolu_1", "name": "查询订单", "input": {"id": "A1"}},
+            {"type": "tool_use", "id": "toolu_2", "name": "查询订单", "input": {"id": "A2"}},
+        ],
+    },
+    {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_2", "content": [{"type": "text", "text": "A2: 已取消"}]},
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "A1: 已发货", "is_error": False},
+        ],
+    },
     {"role": "assistant", "content": "A1 已发货，A2 已取消。"},
-    {"role": "user", "content": [{"type": "text", "text": "看看这张图"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}]},
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "看看这张图"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+        ],
+    },
 ]
 
 
@@ -273,7 +384,15 @@ def test_the_two_formats_are_detected_and_each_is_valid_in_its_own_rules():
 
 
 def test_units_rounds_and_pairing_in_both_formats():
-    assert split_units(OPENAI_SHAPES) == [Unit(0, 1), Unit(1, 2), Unit(2, 3), Unit(3, 6), Unit(6, 8), Unit(8, 9), Unit(9, 10)]
+    assert split_units(OPENAI_SHAPES) == [
+        Unit(0, 1),
+        Unit(1, 2),
+        Unit(2, 3),
+        Unit(3, 6),
+        Unit(6, 8),
+        Unit(8, 9),
+        Unit(9, 10),
+    ]
     assert round_starts(OPENAI_SHAPES) == [2, 9]
     assert split_units(ANTHROPIC_SHAPES) == [Unit(0, 1), Unit(1, 3), Unit(3, 4), Unit(4, 5)]
     assert round_starts(ANTHROPIC_SHAPES) == [0, 4]  # a user message carrying tool results is no turn
@@ -289,9 +408,14 @@ def test_anthropic_problems_are_reported():
     assert codes([user("u"), call, user("next")]) == ["tool_call_without_result"]
     assert codes([user("u"), call]) == ["tool_call_without_result"]
     assert codes([user("u"), {"role": "user", "content": [result]}]) == ["orphan_tool_result"]
-    assert codes([user("u"), call, {"role": "user", "content": [{**result, "tool_use_id": "toolu_9"}]}]) == ["tool_result_id_mismatch"]
+    assert codes([user("u"), call, {"role": "user", "content": [{**result, "tool_use_id": "toolu_9"}]}]) == [
+        "tool_result_id_mismatch"
+    ]
     # The results must be in the very next message, not one later.
-    assert codes([user("u"), call, assistant("hm"), {"role": "user", "content": [result]}]) == ["tool_call_without_result", "orphan_tool_result"]
+    assert codes([user("u"), call, assistant("hm"), {"role": "user", "content": [result]}]) == [
+        "tool_call_without_result",
+        "orphan_tool_result",
+    ]
     assert codes([call, {"role": "user", "content": [result]}]) == ["first_message_not_user"]
     assert codes([{"role": "user", "content": [use]}]) == ["tool_use_in_user_message"]
 
@@ -316,14 +440,28 @@ def test_text_of_reads_every_format():
 def test_split_system_hands_anthropic_callers_their_system_argument():
     system_arg, rest = split_system([system("a"), {"role": "developer", "content": "b"}, *ANTHROPIC_SHAPES])
     assert system_arg == "a\n\nb" and rest == ANTHROPIC_SHAPES
-    blocks, _ = split_system([{"role": "system", "content": [{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}]}, user("u")])
+    blocks, _ = split_system(
+        [
+            {"role": "system", "content": [{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}]},
+            user("u"),
+        ]
+    )
     assert blocks == [{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}]
     assert split_system([user("u")]) == (None, [user("u")])
 
 
 def test_the_current_turn_is_the_last_user_message_that_is_not_a_repeated_prompt():
     prompt = "Analyze the tool result. If requirements are met, provide the Final Answer."
-    messages = [system("s"), user("first task"), assistant("a"), user("what about NO6JO3?"), assistant("step"), user(prompt), assistant("step"), user(prompt)]
+    messages = [
+        system("s"),
+        user("first task"),
+        assistant("a"),
+        user("what about NO6JO3?"),
+        assistant("step"),
+        user(prompt),
+        assistant("step"),
+        user(prompt),
+    ]
     assert current_turn_index(messages) == 3
     assert current_turn_index([user("yes"), assistant("a"), user("yes")]) == 2  # all repeat: the last
     assert current_turn_index([system("s")]) is None

@@ -201,7 +201,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("replay", help="dry-run a recorded conversation through a config, call by call, without any model")
-    p.add_argument("file", help="a JSON list of messages (OpenAI chat or Anthropic Messages), a _raw.jsonl session history, or tau-bench trajectories (.json/.json.gz)")
+    p.add_argument(
+        "file",
+        help="a JSON list of messages (OpenAI chat or Anthropic Messages), a _raw.jsonl session history, "
+        "or tau-bench trajectories (.json/.json.gz)",
+    )
     p.add_argument("--config", default=None, help="config to replay with (default: ./ctxlife.toml, [tool.ctxlife], built-in defaults)")
     p.add_argument("--window", type=int, default=None, help="context window in tokens; beats CTXLIFE_CONTEXT_WINDOW and the config's context_window")
     p.add_argument("--model", default=None, help="model name for the tokenizer; beats CTXLIFE_MODEL and the config's model")

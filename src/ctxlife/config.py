@@ -177,7 +177,8 @@ class Settings(BaseSettings):
         where = f" (in {self._source})" if self._source != "built-in defaults" else ""
         for name in self.strategies:
             if name not in reg:
-                listed = f" ({self.source_of(None, 'strategies')})" if f"{ENV_PREFIX}STRATEGIES" in os.environ else where
+                from_env = f"{ENV_PREFIX}STRATEGIES" in os.environ
+                listed = f" ({self.source_of(None, 'strategies')})" if from_env else where
                 raise UnknownStrategyError(f"unknown strategy {name!r} in 'strategies'{listed}; {reg.available()}")
         for key, value in (self.model_extra or {}).items():
             if not isinstance(value, dict):
@@ -188,8 +189,11 @@ class Settings(BaseSettings):
                 )
             if key not in reg:
                 variables = sorted(v for v in os.environ if v.startswith(f"{ENV_PREFIX}{key.upper()}__"))
-                origin = f" (from the environment variable{'s' if len(variables) > 1 else ''} {', '.join(variables)})" if variables else where
-                raise UnknownStrategyError(f"options table [{key}]{origin} names no installed strategy; {reg.available()}")
+                plural = "s" if len(variables) > 1 else ""
+                origin = f" (from the environment variable{plural} {', '.join(variables)})" if variables else where
+                raise UnknownStrategyError(
+                    f"options table [{key}]{origin} names no installed strategy; {reg.available()}"
+                )
             cls = reg.get(key)
             try:
                 self._options[key] = cls.Options.model_validate(value)

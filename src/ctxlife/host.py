@@ -22,11 +22,19 @@ from typing import Any
 import pluggy
 
 from ctxlife import hookspecs
+from ctxlife import messages as message_model
 from ctxlife.config import Settings, validate_context_window
-from ctxlife.contexts import Action, BootstrapContext, Complete, HookContext, LLMCallContext, TaskContext, ToolCallContext
+from ctxlife.contexts import (
+    Action,
+    BootstrapContext,
+    Complete,
+    HookContext,
+    LLMCallContext,
+    TaskContext,
+    ToolCallContext,
+)
 from ctxlife.errors import CtxlifeError, PluginError
 from ctxlife.events import describe_error, emit
-from ctxlife import messages as message_model
 from ctxlife.messages import ANTHROPIC, check_shape, last_user_index, list_format, same_messages, text_of, validate
 from ctxlife.plugins import registry
 from ctxlife.strategy import Strategy, ToolSpec, create_strategy
@@ -335,7 +343,9 @@ class Host:
             return text
 
     @staticmethod
-    def apply_bootstrap(messages: list[dict[str, Any]], text: str, *, system_prompt: bool = True, fmt: str | None = None) -> bool:
+    def apply_bootstrap(
+        messages: list[dict[str, Any]], text: str, *, system_prompt: bool = True, fmt: str | None = None
+    ) -> bool:
         """Put ``text`` into the list as one marked section (a new rendering replaces the old one).
 
         Into the first system message; without one, into a new system message at the top, or,
@@ -359,7 +369,8 @@ class Host:
         if found == ANTHROPIC:
             self._formats[session] = ANTHROPIC
             return found
-        if self._formats.get(session) == ANTHROPIC and not any(m.get("role") in ("tool", "function", "developer") or m.get("tool_calls") for m in messages):
+        openai_only = any(m.get("role") in ("tool", "function", "developer") or m.get("tool_calls") for m in messages)
+        if self._formats.get(session) == ANTHROPIC and not openai_only:
             return ANTHROPIC
         return found
 
@@ -652,7 +663,8 @@ def _contents_of(ctx: HookContext, saved: Any = None) -> list[str]:
             texts.append(saved[1] or "")
         texts += [str(v) for v in ctx.tool_input.values()] if isinstance(ctx.tool_input, dict) else []
     elif isinstance(ctx, TaskContext):
-        texts += [ctx.context_text or "", ctx.output or "", ctx.description or "", *(text_of(m) for m in ctx.messages if isinstance(m, dict))]
+        texts += [ctx.context_text or "", ctx.output or "", ctx.description or ""]
+        texts += [text_of(m) for m in ctx.messages if isinstance(m, dict)]
         if isinstance(saved, str):
             texts.append(saved)
     elif isinstance(ctx, BootstrapContext):

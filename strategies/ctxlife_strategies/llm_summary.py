@@ -114,7 +114,8 @@ class LLMSummary(ctxlife.Strategy):
                 self._fixed = self._named(self.options.summarizer)  # unknown names fail at load time
             except ctxlife.ConfigError as exc:
                 where = f" ({origin(self.name, 'summarizer')})"
-                raise ctxlife.StrategyOptionsError(f"strategy 'llm_summary' option 'summarizer'{where}: {exc}") from None
+                message = f"strategy 'llm_summary' option 'summarizer'{where}: {exc}"
+                raise ctxlife.StrategyOptionsError(message) from None
         self._model_summarizer: Summarizer | None = None
         self._running: Future[str] | None = None  # the summary of the last compaction
 

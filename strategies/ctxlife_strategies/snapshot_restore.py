@@ -21,7 +21,15 @@ from pydantic import Field, field_validator
 
 import ctxlife
 from ctxlife.events import emit
-from ctxlife.messages import inserted_meta, is_inserted, is_recall_block, is_summary, is_system, restore_inserted, same_messages
+from ctxlife.messages import (
+    inserted_meta,
+    is_inserted,
+    is_recall_block,
+    is_summary,
+    is_system,
+    restore_inserted,
+    same_messages,
+)
 from ctxlife.sessions import DEFAULT_STORE_URL, SessionStore, Snapshot, open_store, store_schemes
 
 

@@ -138,7 +138,10 @@ class TaskScope(ctxlife.Strategy):
         count = ctx.tokens.count_text
         opts = self.options
         tokens = count(output)
-        summary = output if tokens <= opts.max_tokens else self.summarize(escape_surrogates(output), opts.max_tokens, count, ctx)
+        if tokens <= opts.max_tokens:
+            summary = output
+        else:
+            summary = self.summarize(escape_surrogates(output), opts.max_tokens, count, ctx)
         outputs = self.outputs(ctx)
         outputs.append(
             {

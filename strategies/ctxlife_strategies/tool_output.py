@@ -165,7 +165,13 @@ class ToolOutput(ctxlife.Strategy):
         shortened, kind = shorten(result, cap, count, ref)
         ctx.result = shortened
         ctx.record(
-            "capped", tool=ctx.tool_name, kind=kind, tokens_before=before, tokens_after=count(shortened), cap=cap, ref=ref,
+            "capped",
+            tool=ctx.tool_name,
+            kind=kind,
+            tokens_before=before,
+            tokens_after=count(shortened),
+            cap=cap,
+            ref=ref,
             saved_in=where,
         )
 

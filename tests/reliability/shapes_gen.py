@@ -84,7 +84,11 @@ def independent_count(messages: list[dict[str, Any]]) -> int:
         for call in message.get("tool_calls") or []:
             n += PER_CALL + _tokens(call["function"]["name"]) + _tokens(_args(call["function"]["arguments"]))
         if message.get("function_call"):
-            n += PER_CALL + _tokens(message["function_call"]["name"]) + _tokens(_args(message["function_call"]["arguments"]))
+            n += (
+                PER_CALL
+                + _tokens(message["function_call"]["name"])
+                + _tokens(_args(message["function_call"]["arguments"]))
+            )
         if message.get("tool_call_id"):
             n += _tokens(message["tool_call_id"])
         total += n
@@ -128,7 +132,9 @@ def scripts(draw: Any, *, surrogates: bool = True, max_turns: int = 4, max_steps
     text = contents(surrogates=surrogates)
     call = _call(surrogates)
     step = st.one_of(
-        st.builds(Native, st.lists(call, min_size=1, max_size=3), st.one_of(st.none(), st.just(""), texts(max_words=8))),
+        st.builds(
+            Native, st.lists(call, min_size=1, max_size=3), st.one_of(st.none(), st.just(""), texts(max_words=8))
+        ),
         st.builds(Native, st.lists(call, min_size=2, max_size=3), st.none()),  # parallel calls
         st.builds(React, call, texts(max_words=8)),
         st.builds(Legacy, call),
@@ -221,14 +227,21 @@ class ShapeDriver:
                 if self.fmt == "openai":
                     c = intent.call
                     arguments = json.dumps(c.args, ensure_ascii=False)
-                    self.live.append({"role": "assistant", "content": None, "function_call": {"name": c.tool, "arguments": arguments}})
+                    self.live.append(
+                        {
+                            "role": "assistant",
+                            "content": None,
+                            "function_call": {"name": c.tool, "arguments": arguments},
+                        }
+                    )
                     self.live.append({"role": "function", "name": c.tool, "content": self.run_tool(c)})
                 else:
                     self.native([intent.call], None)
             elif isinstance(intent, React):
                 c = intent.call
                 seen = self.run_tool(c)
-                text = f"Thought: {intent.thought}\nAction: {c.tool}\nAction Input: {json.dumps(c.args, ensure_ascii=False)}\nObservation: {seen}"
+                arguments = json.dumps(c.args, ensure_ascii=False)
+                text = f"Thought: {intent.thought}\nAction: {c.tool}\nAction Input: {arguments}\nObservation: {seen}"
                 self.live.append({"role": "assistant", "content": text})
                 self.live.append({"role": "user", "content": REACT_PROMPT})
         self.model_call()
@@ -241,7 +254,10 @@ class ShapeDriver:
         data = _png(self.ids)
         self.ids += 1
         if self.fmt == "openai":
-            image = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}", "detail": intent.detail}}
+            image = {
+                "type": "image_url",
+                "image_url": {"url": f"data:image/png;base64,{data}", "detail": intent.detail},
+            }
         else:
             image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
         return {"role": "user", "content": [{"type": "text", "text": intent.content or "this one"}, image]}
@@ -255,18 +271,23 @@ class ShapeDriver:
         ids = [self._id() for _ in calls]
         if self.fmt == "openai":
             tool_calls = [
-                {"id": cid, "type": "function", "function": {"name": c.tool, "arguments": json.dumps(c.args, ensure_ascii=False)}}
-                for cid, c in zip(ids, calls)
+                {
+                    "id": cid,
+                    "type": "function",
+                    "function": {"name": c.tool, "arguments": json.dumps(c.args, ensure_ascii=False)},
+                }
+                for cid, c in zip(ids, calls, strict=True)
             ]
             self.live.append({"role": "assistant", "content": content, "tool_calls": tool_calls})
-            for cid, _, result in self._results(list(zip(ids, calls))):
+            for cid, _, result in self._results(list(zip(ids, calls, strict=True))):
                 self.live.append({"role": "tool", "tool_call_id": cid, "content": result})
             return
         blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
-        blocks += [{"type": "tool_use", "id": cid, "name": c.tool, "input": c.args} for cid, c in zip(ids, calls)]
+        pairs = zip(ids, calls, strict=True)
+        blocks += [{"type": "tool_use", "id": cid, "name": c.tool, "input": c.args} for cid, c in pairs]
         self.live.append({"role": "assistant", "content": blocks})
         results = []
-        for cid, _, result in self._results(list(zip(ids, calls))):
+        for cid, _, result in self._results(list(zip(ids, calls, strict=True))):
             body: Any = result if self.rng.random() < 0.5 else [{"type": "text", "text": result or "(no output)"}]
             results.append({"type": "tool_result", "tool_use_id": cid, "content": body})
         self.live.append({"role": "user", "content": results})

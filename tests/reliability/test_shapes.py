@@ -30,7 +30,19 @@ from shapes_gen import ShapeDriver, independent_count, scripts, system_prompts
 
 from ctxlife.config import settings_from_dict
 from ctxlife.host import Host
-from ctxlife.messages import SUMMARY_PREFIX, _detect, apply_bootstrap, content_text, is_inserted, is_summary, is_system, strip_bootstrap, is_user_turn, last_user_index, validate
+from ctxlife.messages import (
+    SUMMARY_PREFIX,
+    _detect,
+    apply_bootstrap,
+    content_text,
+    is_inserted,
+    is_summary,
+    is_system,
+    is_user_turn,
+    last_user_index,
+    strip_bootstrap,
+    validate,
+)
 
 STRATEGY_OPTIONS: dict[str, dict[str, Any]] = {
     "truncate_last_n": {"rounds": 1},
@@ -78,7 +90,9 @@ def _checker(host: Host, fmt: str, checks: Checks) -> Any:
         if i is not None:
             j = last_user_index(after)
             # Its own content: the bootstrap section is ctxlife's, and opens whichever user turn is first now.
-            assert j is not None and strip_bootstrap(after[j]) == strip_bootstrap(base[i]), "the latest user turn was dropped or changed"
+            assert j is not None and strip_bootstrap(after[j]) == strip_bootstrap(base[i]), (
+                "the latest user turn was dropped or changed"
+            )
             checks.hit("shapes_latest_user_kept")
             checks.hit(f"shapes_latest_user_kept[{fmt}]")
 
@@ -97,14 +111,19 @@ def _checker(host: Host, fmt: str, checks: Checks) -> Any:
                 assert any(content_text(m) in k for k in kept), "a system prompt was lost"
                 checks.hit("shapes_system_kept")
 
-        for label, messages, counted in (("input", before, report.tokens_before), ("output", after, report.tokens_after)):
+        for label, messages, counted in (
+            ("input", before, report.tokens_before),
+            ("output", after, report.tokens_after),
+        ):
             independent = independent_count(messages)
             assert abs(counted - independent) <= 0.01 * independent, (
                 f"{label}: ctxlife counts {counted} tokens, the independent count {independent}"
             )
         checks.hit("shapes_tokens_within_1pct")
         checks.hit(f"shapes_tokens_within_1pct[{fmt}]")
-        assert all(is_user_turn(after[k]) for k in ([last_user_index(after)] if last_user_index(after) is not None else []))
+        assert all(
+            is_user_turn(after[k]) for k in ([last_user_index(after)] if last_user_index(after) is not None else [])
+        )
         # How often the strategies really changed the list (so the invariants were tested on their work).
         if any(a.what in ("truncated", "compacted", "restored", "injected") for a in report.actions):
             checks.hit(f"shapes_list_changed[{fmt}]")

@@ -27,7 +27,6 @@ from ctxlife.facts.normalise import (
     singular_unit,
     strip_trailing_punctuation,
 )
-from ctxlife.messages import CJK, CJK_PUNCTUATION
 from ctxlife.facts.vocabulary import (
     CODE_ANNOUNCING_FILLERS,
     CODE_ANNOUNCING_WORDS,
@@ -42,6 +41,7 @@ from ctxlife.facts.vocabulary import (
     SCALE_WORDS,
     UNITS,
 )
+from ctxlife.messages import CJK, CJK_PUNCTUATION
 
 #: One fact found by a normaliser: ``(start, end, text, normalized)``. ``[start, end)`` is the
 #: span hidden from later patterns; ``text`` the fact's surface string (usually the whole span).
@@ -430,7 +430,9 @@ def _big_number(m: re.Match[str]) -> list[Hit]:
 
 # ---- codes and identifiers ----------------------------------------------------------------------
 
-UUID_RE = compile_cjk_aware(r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])")
+UUID_RE = compile_cjk_aware(
+    r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])"
+)
 #: ``#W2378156``, ``#12345``
 HASH_CODE_RE = compile_cjk_aware(r"(?<![\w#&])#[A-Za-z0-9][A-Za-z0-9_-]{2,}(?![\w])")
 #: ``ORD-12345``, ``INV-2024-001``, ``HAT-123``, ``AB_12``

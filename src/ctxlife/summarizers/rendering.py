@@ -8,17 +8,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ctxlife.messages import (
-    own_text,
-    raw_calls,
-    safe_cut,
-    tool_results_by_call,
     content_text,
     json_payload,
+    own_text,
     pair_tool_calls,
+    raw_calls,
+    safe_cut,
     starts_with_summary_marker,
     strip_summary_marker,
     tool_call_arguments,
     tool_call_name,
+    tool_results_by_call,
 )
 
 _SIMPLE_VALUE_RE = re.compile(r"^[\w@.:/+#$%-]+$")
