@@ -31,7 +31,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 
 from ctxlife.errors import ConfigError, StrategyOptionsError, UnknownStrategyError
 from ctxlife.plugins import registry
-from ctxlife.strategy import Options, SharedSettings, strict_scalar
+from ctxlife.strategy import Options, SharedSettings, scalar_kinds, strict_scalar
 
 ENV_PREFIX = "CTXLIFE_"
 DEFAULT_FILE = "ctxlife.toml"
@@ -316,9 +316,7 @@ class _EnvSource(EnvSettingsSource):
 
 
 def _field_kinds(field: Any) -> set[Any]:
-    from ctxlife.strategy import _scalar_kinds
-
-    return _scalar_kinds(field.annotation)
+    return scalar_kinds(field.annotation)
 
 
 def validate_context_window(value: Any, where: str = "context_window") -> int | None:

@@ -17,14 +17,15 @@ from typing_extensions import TypeVar
 from ctxlife.errors import PluginError
 
 
-def _scalar_kinds(annotation: Any) -> set[Any]:
+def scalar_kinds(annotation: Any) -> set[Any]:
+    """The scalar types an annotation accepts (``{int}``, ``{str, NoneType}``; ``{object}`` for anything else)."""
     origin = typing.get_origin(annotation)
     if origin is typing.Union or (origin is not None and getattr(origin, "__name__", "") == "UnionType"):
-        return set().union(*(_scalar_kinds(a) for a in typing.get_args(annotation)))
+        return set().union(*(scalar_kinds(a) for a in typing.get_args(annotation)))
     if origin is typing.Literal:
         return {type(a) for a in typing.get_args(annotation)}
     if origin is typing.Annotated:
-        return _scalar_kinds(typing.get_args(annotation)[0])
+        return scalar_kinds(typing.get_args(annotation)[0])
     if isinstance(annotation, type) and origin is None:
         return {annotation}
     return {object}  # a container or anything else: pydantic's own checks apply
@@ -36,7 +37,7 @@ def strict_scalar(annotation: Any, value: Any) -> Any:
     A boolean is not a number (``rounds = true`` is not 1), a number is not a boolean, and text is
     not a number or a boolean (``context_window = "128000"``): write the value without quotes.
     """
-    kinds = _scalar_kinds(annotation)
+    kinds = scalar_kinds(annotation)
     if object in kinds:
         return value
     numeric = bool(kinds & {int, float})
