@@ -15,13 +15,16 @@ folder; SQLite and a real redis-server in the fast variants). Hypothesis picks t
   with its own memory), as behind a load balancer;
 * **compaction** — the next call runs with a small window, so ``llm_summary`` compacts;
 * **bad record** — a message that is not JSON (NaN in tool arguments, bytes in a field);
-* **crash mid-write** (file store) — a torn or invalid last line written straight into ``_raw.jsonl``.
+* **crash mid-write** (file store) — a torn or invalid last line written straight into ``_raw.jsonl``;
+* **another agent** — where ctxlife has views, every rule may act on a second agent's conversation
+  (view ``"B"``) in the same session, interleaved with the first.
 
 The oracle is this file's own: plain lists of canonical JSON (``json.dumps(sort_keys=True)``), never
 ctxlife's fingerprints or alignment. Invariants, checked after every call:
 
 * ``raw_exactly_once`` — the raw history (``store.read_records``) holds every message the caller ever
-  passed, exactly once and in order (a bad message may be recorded in a safe form or left out);
+  passed, exactly once and in order, per view (a bad message may be recorded in a safe form or left
+  out), with sequence numbers 1..n;
 * ``model_sees_expected`` — what the model is sent equals the caller's list (steady state, new host,
   rebuilt list, other worker) or, on the first call after a restart, the conversation the agent last
   saw plus the new user message; when a compaction acted, the model sees a subsequence of it plus at
@@ -38,6 +41,7 @@ with ``pytest -s`` at the end of each test.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
@@ -172,14 +176,17 @@ def make_settings(url: str) -> Settings:
     return settings_from_dict(tables)
 
 
-def record_reply(host: Host, messages: list[dict[str, Any]], reply: dict[str, Any]) -> bool:
-    """Tell the host about the model's reply, if this version of ctxlife has a call for it."""
-    for name in ("after_llm_call", "record_reply"):
-        fn = getattr(host, name, None)
-        if fn is not None:
-            fn(messages, reply) if name == "record_reply" else fn(messages)
-            return True
-    return False
+def record_reply(host: Host, messages: list[dict[str, Any]], view: str) -> bool:
+    """Record the model's reply (the last message of ``messages``), if this ctxlife has a call for it."""
+    fn = getattr(host, "record_reply", None)
+    if fn is None:
+        return False
+    fn(messages, **({"view": view} if view else {}))
+    return True
+
+
+def has_views() -> bool:
+    return "view" in inspect.signature(Host.before_llm_call).parameters
 
 
 @dataclass
@@ -189,8 +196,22 @@ class Totals:
     examples: int = 0
 
 
+@dataclass
+class Lane:
+    """One agent's conversation in the session (its view), as its caller holds it."""
+
+    view: str
+    msgs: list[dict[str, Any]] = field(default_factory=lambda: [dict(SYSTEM)])  # the caller's list
+    oracle: list[dict[str, Any]] = field(default_factory=list)  # every message the caller passed, in order
+    pending: list[dict[str, Any]] = field(default_factory=list)  # in the list, not given to ctxlife yet
+    restarted: bool = False  # the next call is the first after a restart: the caller kept [system, user]
+    open_calls: list[str] = field(default_factory=list)  # tool calls awaiting results
+
+
 def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type[RuleBasedStateMachine]:
     """The state machine class over a store of ``kind``; ``url_for(folder)`` gives a fresh store URL."""
+    views = ["", "B"] if has_views() else [""]
+    lanes = st.sampled_from(range(len(views)))
 
     class SessionMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -200,14 +221,10 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             self.sid = "m" + uuid.uuid4().hex[:10]
             self.settings = make_settings(self.url)
             self.store = open_store(self.url)
-            self.msgs: list[dict[str, Any]] = [dict(SYSTEM)]  # the caller's list
-            self.oracle: list[dict[str, Any]] = []  # every message the caller passed, in order
-            self.pending: list[dict[str, Any]] = []  # in the caller's list, not passed to ctxlife yet
+            self.lanes = [Lane(v) for v in views]
             self.workers: list[Host | None] = [None, None]
             self.active = 0
-            self.restarted = False  # the next call is the first after a restart
             self.compact_next = False
-            self.open_calls: list[str] = []  # tool calls awaiting results
             self.n = 0  # a counter for unique texts and ids
             self.checks: Counter[str] = Counter()
             self.steps: Counter[str] = Counter()
@@ -228,52 +245,56 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             self.n += 1
             return f"{' '.join(words)} #{self.n}"
 
-        def records(self) -> list[dict[str, Any]]:
-            return [r.message for r in self.store.read_records(self.sid)]
+        def kw(self, lane: Lane) -> dict[str, Any]:
+            return {"view": lane.view} if lane.view else {}
 
-        def snapshot_doc(self) -> str | None:
-            snap = self.store.load_snapshot(self.sid)
+        def snapshot_doc(self, lane: Lane) -> str | None:
+            snap = self.store.load_snapshot(self.sid, **self.kw(lane))
             return None if snap is None else canon([snap.messages, snap.raw_length])
 
-        def call(self, new: list[dict[str, Any]]) -> None:
+        def call(self, lane: Lane, new: list[dict[str, Any]]) -> None:
             """The caller appends ``new`` and calls the host before the model call; check everything."""
-            self.oracle += self.pending + new
-            self.pending = []
-            if self.restarted:  # the caller kept only [system, new user]
-                before_conv = [m for m in self.msgs if not is_prompt(m)]
-                self.msgs = [dict(SYSTEM), *new]
+            lane.oracle += lane.pending + new
+            lane.pending = []
+            if lane.restarted:  # the caller kept only [system, new user]
+                before_conv = [m for m in lane.msgs if not is_prompt(m)]
+                lane.msgs = [dict(SYSTEM), *new]
                 expected = [dict(SYSTEM), *before_conv, *new]
             else:
-                self.msgs += new
-                expected = list(self.msgs)
-            snap_before = self.snapshot_doc()
+                lane.msgs += new
+                expected = list(lane.msgs)
+            snap_before = self.snapshot_doc(lane)
             window = SMALL_WINDOW if self.compact_next else BIG_WINDOW
-            report = self.host().manage(self.msgs, context_window=window)
-            self.restarted = self.compact_next = False
-            seen = self.msgs  # edited in place: what the model is sent (the caller keeps it)
+            host = self.host()
+            if lane.view:
+                report = host.before_llm_call(lane.msgs, context_window=window, view=lane.view)
+            else:
+                report = host.manage(lane.msgs, context_window=window)
+            lane.restarted = self.compact_next = False
+            seen = lane.msgs  # edited in place: what the model is sent (the caller keeps it)
             self.check("no_failures", not report.failures, f"strategies failed: {report.failures}")
             if any(f.strategy == "snapshot_restore" for f in report.failures):
                 self.check(
                     "failed_restore_writes_nothing",
-                    self.snapshot_doc() == snap_before,
+                    self.snapshot_doc(lane) == snap_before,
                     "a failed call rewrote the snapshot",
                 )
             if "llm_summary" in report.acted:
                 problem = summarised(expected, seen, len(new))
-                self.check("model_sees_expected", problem is None, f"compacted list: {problem}")
+                self.check("model_sees_expected", problem is None, f"view {lane.view!r}, compacted list: {problem}")
             else:
                 problem = match(expected, seen)
-                self.check("model_sees_expected", problem is None, f"the model was sent a different list: {problem}")
+                self.check("model_sees_expected", problem is None, f"view {lane.view!r}: the model was sent {problem}")
             self.check_store()
 
-        def reply(self, message: dict[str, Any]) -> None:
+        def reply(self, lane: Lane, message: dict[str, Any]) -> None:
             """The model's reply: the caller appends it; ctxlife records it now if it has a call for it."""
-            self.msgs.append(message)
-            if record_reply(self.host(), self.msgs, message):
-                self.oracle.append(message)
+            lane.msgs.append(message)
+            if record_reply(self.host(), lane.msgs, lane.view):
+                lane.oracle.append(message)
                 self.check_store()
             else:
-                self.pending.append(message)
+                lane.pending.append(message)
 
         def check(self, name: str, ok: bool, message: str) -> None:
             self.checks[name] += 1
@@ -281,17 +302,24 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             assert ok, f"{name}: {message}"
 
         def check_store(self) -> None:
-            raw = self.records()
-            problem = match(self.oracle, raw)
-            self.check("raw_exactly_once", problem is None, f"raw history vs every message passed: {problem}")
-            snap = self.store.load_snapshot(self.sid)
-            saved = [m for m in snap.messages if not is_prompt(m)] if snap is not None else []
-            tail = [r.message for r in self.store.read_records(self.sid, snap.raw_length if snap is not None else 0)]
-            conv = [m for m in self.msgs[: len(self.msgs) - len(self.pending)] if not is_prompt(m)]
-            problem = match(conv, saved + tail)
-            self.check("nothing_lost", problem is None, f"snapshot + raw tail vs the caller's conversation: {problem}")
+            everything = self.store.read_records(self.sid)
+            seqs = [r.seq for r in everything]
+            self.check("raw_exactly_once", seqs == list(range(1, len(seqs) + 1)), f"sequence numbers {seqs}")
+            for lane in self.lanes:
+                raw = [r.message for r in everything if r.view == lane.view]
+                problem = match(lane.oracle, raw)
+                self.check("raw_exactly_once", problem is None, f"view {lane.view!r}: raw history vs passed: {problem}")
+                snap = self.store.load_snapshot(self.sid, **self.kw(lane))
+                saved = [m for m in snap.messages if not is_prompt(m)] if snap is not None else []
+                after = snap.raw_length if snap is not None else 0
+                tail = [r.message for r in everything if r.view == lane.view and r.seq > after]
+                conv = [m for m in lane.msgs[: len(lane.msgs) - len(lane.pending)] if not is_prompt(m)]
+                problem = match(conv, saved + tail)
+                self.check(
+                    "nothing_lost", problem is None, f"view {lane.view!r}: snapshot + raw tail vs caller: {problem}"
+                )
 
-        def model_answers(self, data: st.DataObject) -> None:
+        def model_answers(self, lane: Lane, data: st.DataObject) -> None:
             kind = data.draw(st.sampled_from(["text", "text", "tools"]), label="reply")
             if kind == "tools":
                 calls = []
@@ -299,51 +327,55 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
                     self.n += 1
                     args: Any = json.dumps({"item": f"A{self.n}"})
                     if data.draw(st.integers(0, 9), label="nan arguments") == 0:
-                        self.step("bad_record_nan")  # NaN in the arguments (a dict, as some SDKs keep them)
+                        self.step("+bad_record_nan")  # NaN in the arguments (a dict, as some SDKs keep them)
                         args = {"item": f"A{self.n}", "weight": math.nan}
-                    calls.append(
-                        {"id": f"call_{self.n}", "type": "function", "function": {"name": "lookup", "arguments": args}}
-                    )
-                self.open_calls = [c["id"] for c in calls]
-                self.reply({"role": "assistant", "content": None, "tool_calls": calls})
+                    function = {"name": "lookup", "arguments": args}
+                    calls.append({"id": f"call_{self.n}", "type": "function", "function": function})
+                lane.open_calls = [c["id"] for c in calls]
+                self.reply(lane, {"role": "assistant", "content": None, "tool_calls": calls})
             else:
-                self.reply(
-                    {
-                        "role": "assistant",
-                        "content": self.text(data.draw(st.lists(st.sampled_from(WORDS), max_size=30), label="answer")),
-                    }
-                )
+                words = data.draw(st.lists(st.sampled_from(WORDS), max_size=30), label="answer")
+                self.reply(lane, {"role": "assistant", "content": self.text(words)})
 
         # -- rules --------------------------------------------------------------------------------
 
-        @precondition(lambda self: not self.open_calls)
-        @rule(data=st.data(), words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=40))
-        def user_turn(self, data: st.DataObject, words: list[str]) -> None:
-            self.step("user_turn")
-            self.call([{"role": "user", "content": self.text(words)}])
-            self.model_answers(data)
+        @rule(data=st.data(), lane=lanes, words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=40))
+        def user_turn(self, data: st.DataObject, lane: int, words: list[str]) -> None:
+            this = self.lanes[lane]
+            if this.open_calls:  # this agent is in the middle of a tool step: finish it
+                return self.tool_results(data, lane, None)
+            self.step("user_turn" if not this.view else "user_turn_other_view")
+            self.call(this, [{"role": "user", "content": self.text(words)}])
+            self.model_answers(this, data)
+            return None
 
-        @precondition(lambda self: bool(self.open_calls))
-        @rule(data=st.data(), bad=st.sampled_from([None, None, None, "bytes"]))
-        def tool_results(self, data: st.DataObject, bad: str | None) -> None:
-            order = data.draw(st.permutations(self.open_calls), label="completion order")
+        @precondition(lambda self: any(lane.open_calls for lane in self.lanes))
+        @rule(data=st.data(), lane=lanes, bad=st.sampled_from([None, None, None, "bytes"]))
+        def tool_results(self, data: st.DataObject, lane: int, bad: str | None) -> None:
+            this = self.lanes[lane]
+            if not this.open_calls:
+                this = next(x for x in self.lanes if x.open_calls)
+            order = data.draw(st.permutations(this.open_calls), label="completion order")
             self.step("tool_results_parallel" if len(order) > 1 else "tool_results")
             results: list[dict[str, Any]] = [
                 {"role": "tool", "tool_call_id": c, "content": f'{{"status": "ok", "id": "{c}"}}'} for c in order
             ]
             if bad == "bytes":
-                self.step("bad_record_bytes")
+                self.step("+bad_record_bytes")
                 results[0]["raw"] = b"\x00\xff payload"
-            self.open_calls = []
-            self.call(results)
-            self.model_answers(data)
+            this.open_calls = []
+            self.call(this, results)
+            self.model_answers(this, data)
 
-        @precondition(lambda self: not any(isinstance(v, bytes) for m in self.msgs for v in m.values()))
-        @rule()
-        def rebuild_from_json(self) -> None:
+        @precondition(
+            lambda self: not any(isinstance(v, bytes) for lane in self.lanes for m in lane.msgs for v in m.values())
+        )
+        @rule(lane=lanes)
+        def rebuild_from_json(self, lane: int) -> None:
             self.step("rebuild_from_json")
-            self.msgs = json.loads(json.dumps(self.msgs))
-            self.pending = self.msgs[len(self.msgs) - len(self.pending) :] if self.pending else []
+            this = self.lanes[lane]
+            this.msgs = json.loads(json.dumps(this.msgs))
+            this.pending = this.msgs[len(this.msgs) - len(this.pending) :] if this.pending else []
 
         @rule()
         def new_host(self) -> None:
@@ -353,7 +385,7 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
                 old.close()
             self.workers[self.active] = None
 
-        @precondition(lambda self: not self.open_calls and len(self.msgs) > 1)
+        @precondition(lambda self: not any(lane.open_calls for lane in self.lanes))
         @rule()
         def restart(self) -> None:
             self.step("restart")
@@ -362,7 +394,8 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
                     h.close()
             self.workers = [None, None]
             self.active = 0
-            self.restarted = True  # the next user turn starts from [system, new user]
+            for lane in self.lanes:
+                lane.restarted = True
 
         @rule()
         def second_worker(self) -> None:
@@ -380,7 +413,7 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
         )
         def crash_mid_write(self, garbage: str) -> None:
             self.step("crash_mid_write")
-            path = Path(self.url.removeprefix("file://")) / f"{self.sid}_raw.jsonl"
+            path = Path(self.url.removeprefix("file://").split("?")[0]) / f"{self.sid}_raw.jsonl"
             if path.exists():
                 with open(path, "a", encoding="utf-8") as f:
                     f.write(garbage)
@@ -391,7 +424,7 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
 
         def teardown(self) -> None:
             totals.examples += 1
-            stats.example({"steps": sum(self.steps.values()), **self.checks})
+            stats.example({"steps": sum(n for name, n in self.steps.items() if name[0] != "+"), **self.checks})
             for h in self.workers:
                 if h is not None:
                     h.close()
@@ -410,7 +443,7 @@ def run_machine(kind: str, url_for: Any, stats: Any, examples: int, steps: int) 
             machine, settings=settings(MACHINE, max_examples=max(1, int(examples * SCALE)), stateful_step_count=steps)
         )
     finally:
-        rules = sum(n for name, n in totals.steps.items() if not name.startswith("("))
+        rules = sum(n for name, n in totals.steps.items() if name[0] not in "(+")
         print(f"\n[{kind}] {totals.examples} examples, {rules} rule steps: {dict(sorted(totals.steps.items()))}")
         print(f"[{kind}] invariant checks: {dict(sorted(totals.checks.items()))}")
     return totals

@@ -1,6 +1,6 @@
 """Real worker processes on one session, on every store: exactly-once history and exact restore.
 
-Each worker is a process running ``manage_worker.py`` (``ctxlife.manage()`` with its own host cache),
+Each worker is a process running ``manage_worker.py`` (one ``ctxlife.Host``, as ``manage()`` keeps),
 driven over stdin/stdout by this test, which plays the caller and keeps the oracle: plain lists of
 canonical JSON of what it sent (never ctxlife's fingerprints).
 
@@ -79,7 +79,7 @@ def worker(spawn: Callable[..., subprocess.Popen[str]], store_url: str) -> Itera
 
 def view_kw(view: str) -> dict[str, Any]:
     """``view=`` for manage() when this ctxlife has views (one per agent), else nothing."""
-    return {"view": view} if "view" in inspect.signature(ctxlife.manage).parameters else {}
+    return {"view": view} if "view" in inspect.signature(ctxlife.Host.before_llm_call).parameters else {}
 
 
 def records(store_url: str, session: str) -> list[Any]:
@@ -159,7 +159,7 @@ def test_two_workers_at_once_record_each_message_once(worker: Callable[[str], Wo
 
 def test_two_workers_at_once_each_agent_restores_its_own(worker: Callable[[str], Worker], store_url: str) -> None:
     if not view_kw("A"):
-        pytest.fail("manage() has no view= (one lane per agent in a session): issue 11")
+        pytest.fail("Host.before_llm_call has no view= (one lane per agent in a session): issue 11")
     a, b = worker("agents"), worker("agents")
     for w, tag in ((a, "A"), (b, "B")):
         w.send(op="run", tag=tag, turns=10, compact_every=4, view=tag)
