@@ -69,7 +69,7 @@ from ctxlife.host import Host
 from ctxlife.sessions import open_store
 
 BIG_WINDOW = 1_000_000
-SMALL_WINDOW = 700  # tokens: a compaction on any conversation longer than a few turns
+SMALL_WINDOW = 300  # tokens: a compaction on any conversation longer than a turn or two
 SYSTEM = {"role": "system", "content": "You are a careful support agent. Answer briefly."}
 WORDS = [
     "order",
@@ -280,6 +280,7 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
                 )
             self.check("no_failures", not report.failures, f"strategies failed: {report.failures}")
             if "llm_summary" in report.acted:
+                self.step("+compacted")
                 problem = summarised(expected, seen, len(new))
                 self.check("model_sees_expected", problem is None, f"view {lane.view!r}, compacted list: {problem}")
             else:
