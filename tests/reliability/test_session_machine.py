@@ -468,16 +468,16 @@ def run_machine(kind: str, url_for: Any, stats: Any, examples: int, steps: int) 
 
 @pytest.mark.slow
 def test_session_machine_file_store(stats: Any) -> None:
-    run_machine("file", lambda folder: f"file://{folder / 'sessions'}?fsync=false", stats, examples=60, steps=30)
+    run_machine("file", lambda folder: f"file://{folder / 'sessions'}?fsync=false", stats, examples=150, steps=40)
 
 
 @pytest.mark.slow
 def test_session_machine_sqlite_store(stats: Any) -> None:
     run_machine(
-        "sqlite", lambda folder: f"sqlite:///{folder / 'sessions.db'}?synchronous=NORMAL", stats, examples=20, steps=20
+        "sqlite", lambda folder: f"sqlite:///{folder / 'sessions.db'}?synchronous=NORMAL", stats, examples=50, steps=30
     )
 
 
 @pytest.mark.slow
 def test_session_machine_redis_store(stats: Any, redis_url: str) -> None:
-    run_machine("redis", lambda folder: f"{redis_url}?prefix={folder.name}:", stats, examples=20, steps=20)
+    run_machine("redis", lambda folder: f"{redis_url}?prefix={folder.name}:", stats, examples=50, steps=30)
