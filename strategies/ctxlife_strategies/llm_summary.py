@@ -97,7 +97,8 @@ class LLMSummary(ctxlife.Strategy):
             "summarized nor listed). A trade-off: it bounds the time of a first compaction of a long history "
             "(a restored session, a framework handing over thousands of messages) to about that of counting "
             "its tokens, at the cost of what the unread part held. A usual compaction evicts about threshold minus "
-            "target of the window (15%, so 8,000 tokens at a 53k window): below that it reads everything. None (or a huge number) reads every message: the "
+            "target of the window (15%, so 8,000 tokens at a 53k window): below that it reads everything. "
+            "None (or a huge number) reads every message: the "
             "time then grows with the span (seconds at 10,000 messages).",
         )
         lock_timeout_seconds: float = Field(
