@@ -22,7 +22,7 @@ _SCALED_NUMBER_RE = compile_cjk_aware(r"\d\s?(?:" + SCALE_WORDS + r")\b")
 
 
 def _surface_re(text: str) -> re.Pattern[str]:
-    """``text`` on token boundaries: ``HAT13`` is not inside ``HAT136``, nor ``25`` inside ``2.50``."""
+    """``text`` on token boundaries: ``BX447`` is not inside ``BX4471``, nor ``25`` inside ``2.50``."""
     pat = _SURFACE_PATTERNS.get(text)
     if pat is None:
         left = r"(?<![A-Za-z0-9])" if text[:1].isalnum() else ""
@@ -215,15 +215,15 @@ class FactMatcher:
 
 def fact_in_text(fact: Fact, text: str) -> bool:
     """Whether ``text`` still carries ``fact`` (its surface string, or its normalized
-    form: ``$1,234.50`` is found as ``1234.5``, ``May 20th`` in ``2024-05-20``)."""
+    form: ``$1,234.50`` is found as ``1234.5``, ``March 14th`` in ``2031-03-14``)."""
     return TextIndex(text or "").contains(fact)
 
 
 def facts_missing_from(facts: Iterable[Fact], text: str) -> list[Fact]:
     """The facts whose surface string (or normalized form) does not appear in ``text``.
 
-    Surface strings match on token boundaries: ``HAT13`` is not found inside
-    ``HAT136``, nor ``25`` inside ``250``. Order of ``facts`` is kept.
+    Surface strings match on token boundaries: ``BX447`` is not found inside
+    ``BX4471``, nor ``25`` inside ``250``. Order of ``facts`` is kept.
     """
     facts = list(facts)
     present = {id(f) for f in FactMatcher(facts).present(text or "")}
