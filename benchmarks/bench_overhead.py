@@ -151,6 +151,17 @@ def first_manage(messages: list[dict[str, Any]], settings: Any, window: int = WI
     return ctxlife.manage(messages, config=settings, context_window=window)
 
 
+def cold_caches() -> None:
+    """Forget what earlier repetitions taught ctxlife's module-level caches (facts scanned by text, compiled
+    search patterns), so every repetition of a first call starts as a new process would (the encoding
+    stays loaded, as it does for LangChain's counter). Private names: read defensively."""
+    from ctxlife.facts import matching, scanner
+
+    for cache in (getattr(scanner, "_SCANNED", None), getattr(matching, "_SURFACE_PATTERNS", None)):
+        if isinstance(cache, dict):
+            cache.clear()
+
+
 def _fresh(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """New dicts (no token counts cached anywhere), same strings."""
     return [dict(m) for m in messages]
@@ -181,6 +192,7 @@ def first_compaction(n: int, reps: int, full_read_reps: int) -> dict[str, Any]:
     details: dict[str, Any] = {}
     for rep in range(reps):
         clear_hosts()
+        cold_caches()
         live = _fresh(history)
         t0 = time.perf_counter()
         report = first_manage(live, bounded)
@@ -196,6 +208,7 @@ def first_compaction(n: int, reps: int, full_read_reps: int) -> dict[str, Any]:
         times["trim_approximate"].append(time.perf_counter() - t0)
         if reads_all is not None and rep < full_read_reps:
             clear_hosts()
+            cold_caches()
             live = _fresh(history)
             t0 = time.perf_counter()
             report = first_manage(live, reads_all)
@@ -333,6 +346,7 @@ def read_bound_cost(windows: tuple[int, ...]) -> dict[str, Any]:
         for window in windows:
             for label, options in configs.items():
                 clear_hosts()
+                cold_caches()
                 live = _fresh(history)
                 report = first_manage(live, ctxlife_settings(**options), window)
                 kept = answered(live, questions)
