@@ -27,7 +27,9 @@ fact extractor's facts, the issue-15 circular metric) is shown on tau-bench only
 **Equal budget.** The ctxlife rows run as users run them (``ctxlife.manage()``, default options,
 extractive summarizer, at a context window of 4k or 8k tokens). At each call, the budget is the
 largest context any ctxlife row sent at that call; every peer and baseline gets exactly that
-budget (``peers.py``), so no ctxlife row ever has more tokens than a peer. Each call of a budgeted
+budget (``peers.py``), so no ctxlife row ever has more tokens than a peer. "recent that fit" is also
+run at exactly ``llm_summary``'s and ``truncate_last_n``'s own tokens at each call (rows named
+"(= X's tokens)"), the exact match for those rows. Each call of a budgeted
 method is checked against the budget with the meter: calls over it are counted and flagged in the
 table (``strict=True`` raises :class:`OverBudget`). ``unmanaged`` (everything) is the reference.
 
@@ -57,7 +59,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +85,11 @@ WINDOWS = (4_000, 8_000)
 CTXLIFE_METHODS = ("ctxlife llm_summary", "ctxlife llm_summary+recall", "ctxlife truncate_last_n")
 METHODS = ("unmanaged", *CTXLIFE_METHODS)  # + peers.PEER_NAMES
 METRICS = ("answers", "reused args", "planted")
+#: ctxlife rows whose own per-call token counts are also given to "recent that fit" (a second, exact match)
+MATCHED = {
+    "ctxlife llm_summary": "recent that fit (= llm_summary's tokens)",
+    "ctxlife truncate_last_n": "recent that fit (= truncate_last_n's tokens)",
+}
 DIAGNOSTIC = "ledger facts (ctxlife's extractor; diagnostic)"
 MIN_VALUE_CHARS = 4
 CACHE_MIN_TOKENS = 1_024
@@ -351,9 +358,9 @@ class Unmanaged:
 class Budgeted:
     """A peer from ``peers.py`` behind the common signature."""
 
-    def __init__(self, peer: Any) -> None:
+    def __init__(self, peer: Any, name: str | None = None) -> None:
         self.peer = peer
-        self.name: str = peer.name
+        self.name: str = name or peer.name
 
     def call(self, history: Sequence[Message], budget: int | None, when: str | None) -> list[Message]:
         assert budget is not None
@@ -562,7 +569,7 @@ def run_episode(
     episode: Episode, window: int, meter: Any, *, strict: bool = False, diagnostic: bool = False
 ) -> dict[str, Tally]:
     """Every method on one episode at one window: ctxlife rows first, then peers at their per-call maximum."""
-    from peers import make_peers
+    from peers import RecentFit, make_peers
 
     from ctxlife.api import clear_hosts
 
@@ -582,6 +589,9 @@ def run_episode(
     for peer in make_peers(meter):
         method = Budgeted(peer)
         out[method.name], _ = replay(episode, method, meter, texts, budgets, strict=strict, ledger=ledger)
+    for name, label in MATCHED.items():  # the naive baseline at exactly one ctxlife row's tokens, call by call
+        method = Budgeted(RecentFit(meter), label)
+        out[label], _ = replay(episode, method, meter, texts, sent_by[name], strict=strict, ledger=ledger)
     return out
 
 
@@ -598,32 +608,38 @@ def episodes(quick: bool) -> list[Episode]:
     )
 
 
-def provenance() -> dict[str, Any]:
-    """The commit and a hash of the measured code (``benchmarks/provenance.py`` once it is on main)."""
-    try:
-        import provenance as prov  # type: ignore[import-not-found]
+def provenance(results: dict[str, Any]) -> dict[str, Any]:
+    """``results`` stamped with the commit and a hash of the measured code (``benchmarks/provenance.py``).
 
-        found = prov.provenance() if hasattr(prov, "provenance") else None
-        if isinstance(found, dict) and "commit" in found and "code_hash" in found:
-            return {"commit": found["commit"], "code_hash": found["code_hash"]}
+    Until that module is on this branch, a local stand-in with the same definition: the hash of the
+    tracked files under ``src/`` and ``strategies/`` (path and bytes), ``-dirty`` when they have
+    uncommitted changes.
+    """
+    try:
+        from provenance import stamp  # type: ignore[import-not-found]
     except ImportError:
         pass
+    else:
+        stamped: dict[str, Any] = stamp(results)
+        return stamped
     import hashlib
     import subprocess
 
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10)
-        except OSError:
-            return None
-        return done.stdout.strip() or None
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout
 
     digest = hashlib.sha256()
-    for root in ("src", "strategies"):
-        for path in sorted((REPO / root).rglob("*.py")):
-            digest.update(str(path.relative_to(REPO)).encode())
-            digest.update(path.read_bytes())
-    return {"commit": git("rev-parse", "HEAD"), "code_hash": digest.hexdigest()[:16], "provenance": "local fallback"}
+    for rel in sorted(p for p in git("ls-files", "-z", "--", "src", "strategies").split("\0") if p):
+        path = REPO / rel
+        digest.update(rel.encode() + b"\0")
+        digest.update(path.read_bytes() if path.is_file() else b"<deleted>")
+        digest.update(b"\0")
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src", "strategies").strip()
+    results["commit"] = git("rev-parse", "HEAD").strip() + ("-dirty" if dirty else "")
+    results["code_hash"] = digest.hexdigest()[:16]
+    results["generated"] = datetime.now(UTC).isoformat(timespec="seconds")
+    results["provenance"] = "bench_retention's local stand-in (benchmarks/provenance.py not on this branch)"
+    return results
 
 
 def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
@@ -643,7 +659,7 @@ def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -
     domains = sorted(
         {e.domain for e in all_episodes}, key=["tau-bench", "memorybank-en", "memorybank-cn", "helpdesk"].index
     )
-    methods = [*METHODS, *PEER_NAMES]
+    methods = [*METHODS, *PEER_NAMES, *MATCHED.values()]
     rows = []
     for domain in domains:
         for window in WINDOWS:
@@ -651,29 +667,33 @@ def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -
                 tally = tallies[(domain, window, name)]
                 rows.append({"domain": domain, "window": window, "method": name, **tally.as_dict()})
     counts = {d: sum(1 for e in all_episodes if e.domain == d) for d in domains}
-    return {
-        "what": "retention at equal budget, on metrics ctxlife does not compute; tokens, validity, prompt-cache cost",
-        **provenance(),
-        "date": datetime.now().isoformat(timespec="seconds"),
-        "quick": quick,
-        "python": sys.version.split()[0],
-        "cpus": os.cpu_count(),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "windows": list(WINDOWS),
-        "methods": methods,
-        "metrics": list(METRICS),
-        "diagnostic_metric": DIAGNOSTIC,
-        "sessions": counts,
-        "data": {
-            "tau-bench": f"tests/data/{TAU.name}: every {TAU_STEP[quick]}th trajectory",
-            "memorybank": "held-out people (odd positions), questions of answer_keys_{en,cn}.json",
-            "helpdesk": f"gen_helpdesk.generate(seed) for seeds {list(HELPDESK_SEEDS[quick])}",
-        },
-        "budget_rule": "each call's budget = the largest context any ctxlife row sent at that call",
-        "cache_rule": f"message-level exact prefix of the previous call, counted when >= {CACHE_MIN_TOKENS} tokens",
-        "rows": rows,
-        "seconds": round(time.perf_counter() - started, 1),
-    }
+    return provenance(
+        {
+            "what": "retention at equal budget, on metrics ctxlife does not compute; tokens, validity, prompt-cache cost",
+            "date": datetime.now().isoformat(timespec="seconds"),
+            "quick": quick,
+            "python": sys.version.split()[0],
+            "cpus": os.cpu_count(),
+            "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            "windows": list(WINDOWS),
+            "methods": methods,
+            "metrics": list(METRICS),
+            "diagnostic_metric": DIAGNOSTIC,
+            "sessions": counts,
+            "data": {
+                "tau-bench": f"tests/data/{TAU.name}: every {TAU_STEP[quick]}th trajectory",
+                "memorybank": "held-out people (odd positions), questions of answer_keys_{en,cn}.json",
+                "helpdesk": f"gen_helpdesk.generate(seed) for seeds {list(HELPDESK_SEEDS[quick])}",
+            },
+            "budget_rule": (
+                "each call's budget = the largest context any ctxlife row sent at that call; the rows named "
+                "'(= <row>'s tokens)' get exactly that ctxlife row's tokens at each call"
+            ),
+            "cache_rule": f"message-level exact prefix of the previous call, counted when >= {CACHE_MIN_TOKENS} tokens",
+            "rows": rows,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+    )
 
 
 # -- the report section ---------------------------------------------------------------------------
@@ -692,6 +712,40 @@ def _pct(cell: dict[str, Any] | None) -> str:
     return f"{cell['share']:.1%} ({cell['kept']}/{cell['needs']})"
 
 
+GLANCE = (
+    ("tau-bench", "reused args", "tau-bench reused args"),
+    ("memorybank-en", "answers", "MemoryBank EN answers"),
+    ("memorybank-cn", "answers", "MemoryBank CN answers"),
+    ("helpdesk", "planted", "helpdesk planted"),
+    ("helpdesk", "reused args", "helpdesk reused args"),
+)
+
+
+def glance(results: dict[str, Any]) -> list[str]:
+    """One row per method: each independent metric and domain at each window (share kept), then tokens."""
+    rows = results["rows"]
+    index = {(r["domain"], r["window"], r["method"]): r for r in rows}
+    windows = results.get("windows", WINDOWS)
+    columns = [(d, m, f"{title} @{w // 1000}k", w) for d, m, title in GLANCE for w in windows]
+    columns = [c for c in columns if any((c[0], c[3], name) in index for name in results["methods"])]
+    header = ["method", *(c[2] for c in columns), "tokens/call vs unmanaged"]
+    lines = ["### At a glance (share of needs kept, equal per-call budget)", ""]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name in results["methods"]:
+        cells = [name]
+        for domain, metric, _, window in columns:
+            row = index.get((domain, window, name))
+            cell = row["retention"].get(metric) if row else None
+            flag = " ⚠" if row and row["over_budget_calls"] else ""
+            cells.append(f"{cell['share']:.0%}{flag}" if cell and cell["needs"] else "–")
+        mine = sum(r["tokens"] for r in rows if r["method"] == name)
+        base = sum(r["tokens"] for r in rows if r["method"] == "unmanaged")
+        cells.append(f"{mine / base:.0%}" if base else "–")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "⚠: over the per-call budget at some calls (see *over budget* below); not an equal-budget figure."]
+    return lines
+
+
 def section(results: dict[str, Any]) -> str:
     """The retention and cache tables, as markdown."""
     rows = results["rows"]
@@ -704,7 +758,8 @@ def section(results: dict[str, Any]) -> str:
         + f"; {results.get('seconds')} s on {results.get('cpus')} CPUs.",
         "",
         "Each recording is replayed call by call. At every call, each budgeted method may send at most the largest "
-        "context any ctxlife row sent at that call (so no ctxlife row ever has more tokens than a peer); one meter "
+        "context any ctxlife row sent at that call (so no ctxlife row ever has more tokens than a peer); the rows "
+        "*recent that fit (= X's tokens)* get exactly ctxlife row X's tokens at each call instead; one meter "
         "(tiktoken cl100k, OpenAI chat accounting) counts every row. Retention metrics are computed by the benchmark, "
         "never by ctxlife: **answers** (MemoryBank hand-written answer keys, held-out people), **reused args** "
         "(tool-call argument values the recorded agent re-used after they appeared earlier), **planted** (values the "
@@ -713,6 +768,7 @@ def section(results: dict[str, Any]) -> str:
         f"*{DIAGNOSTIC}* is ctxlife's own circular metric, shown only as a diagnostic.",
         "",
     ]
+    out += glance(results) + [""]
     for domain in domains:
         here = [r for r in rows if r["domain"] == domain]
         metrics = [m for m in (*METRICS, DIAGNOSTIC) if any(m in r["retention"] for r in here)]
