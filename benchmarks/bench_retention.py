@@ -7,7 +7,8 @@ it, and three metrics that **no ctxlife code computes** grade it:
 
 * ``answers``: MemoryBank (``tests/data/memorybank``) long chats, English and Chinese, **held-out
   people only** (odd positions; even positions were used to tune ``recall``). After the ten days,
-  each probing question is asked as a new user turn; it is kept when every answer group of the
+  the probing questions are asked one after the other as new user turns (each followed by a short
+  neutral reply that holds no answer); a question is kept when every answer group of the
   hand-written key (``answer_keys_{en,cn}.json``) has one of its strings in the context sent.
 * ``reused args``: for each call that writes tool calls, every argument value (a string or number
   of 4+ characters) that already appeared in an earlier non-system message of the recording and
@@ -669,7 +670,7 @@ def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -
     counts = {d: sum(1 for e in all_episodes if e.domain == d) for d in domains}
     return provenance(
         {
-            "what": "retention at equal budget, on metrics ctxlife does not compute; tokens, validity, prompt-cache cost",
+            "what": "retention at equal budget on metrics ctxlife does not compute; tokens, validity, cache cost",
             "date": datetime.now().isoformat(timespec="seconds"),
             "quick": quick,
             "python": sys.version.split()[0],
@@ -709,7 +710,8 @@ DOMAIN_TITLES = {
 def _pct(cell: dict[str, Any] | None) -> str:
     if not cell or not cell["needs"]:
         return "–"
-    return f"{cell['share']:.1%} ({cell['kept']}/{cell['needs']})"
+    low, high = cell["ci95"]
+    return f"{cell['share']:.1%} ({cell['kept']}/{cell['needs']}; {low:.0%}–{high:.0%})"
 
 
 GLANCE = (
@@ -764,7 +766,8 @@ def section(results: dict[str, Any]) -> str:
         "never by ctxlife: **answers** (MemoryBank hand-written answer keys, held-out people), **reused args** "
         "(tool-call argument values the recorded agent re-used after they appeared earlier), **planted** (values the "
         "fresh domain's generator asks about or passes to a tool later). A value is kept when it is in the text of the "
-        "context sent at the call that needs it. Shares with their counts; tokens are the mean context per call. "
+        "context sent at the call that needs it. Shares with their counts and 95% Wilson intervals; tokens are the "
+        "mean context per call. "
         f"*{DIAGNOSTIC}* is ctxlife's own circular metric, shown only as a diagnostic.",
         "",
     ]
