@@ -453,6 +453,7 @@ class Tally:
             "tokens": self.tokens,
             "tokens_per_call": round(self.tokens / self.calls, 1) if self.calls else None,
             "tokens_per_session": round(self.tokens / self.sessions) if self.sessions else None,
+            "budget_per_call": round(self.budget_tokens / self.calls, 1) if self.calls and self.budget_tokens else None,
             "over_budget_calls": self.over_budget_calls,
             "over_budget_max_tokens": self.over_budget_max,
             "invalid_calls": self.invalid_calls,
@@ -780,7 +781,7 @@ def section(results: dict[str, Any]) -> str:
         metrics = [m for m in (*METRICS, DIAGNOSTIC) if any(m in r["retention"] for r in here)]
         sessions = results.get("sessions", {}).get(domain)
         out += [f"### {DOMAIN_TITLES.get(domain, domain)}" + (f" ({sessions} sessions)" if sessions else ""), ""]
-        header = ["window", "method", *metrics, "tokens/call", "over budget", "invalid calls"]
+        header = ["window", "method", *metrics, "tokens/call", "budget/call", "over budget", "invalid calls"]
         out += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for r in here:
             over = (
@@ -793,7 +794,8 @@ def section(results: dict[str, Any]) -> str:
                 )
             )
             cells = [f"{r['window'] // 1000}k", r["method"], *(_pct(r["retention"].get(m)) for m in metrics)]
-            cells += [f"{r['tokens_per_call']:,.0f}", over, str(r["invalid_calls"])]
+            budget = f"{r['budget_per_call']:,.0f}" if r.get("budget_per_call") else "–"
+            cells += [f"{r['tokens_per_call']:,.0f}", budget, over, str(r["invalid_calls"])]
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
     out += [
