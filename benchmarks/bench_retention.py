@@ -734,7 +734,7 @@ def glance(results: dict[str, Any]) -> list[str]:
     windows = results.get("windows", WINDOWS)
     columns = [(d, m, f"{title} @{w // 1000}k", w) for d, m, title in GLANCE for w in windows]
     columns = [c for c in columns if any((c[0], c[3], name) in index for name in results["methods"])]
-    header = ["method", *(c[2] for c in columns), "tokens/call vs unmanaged"]
+    header = ["method", *(c[2] for c in columns), "tokens vs unmanaged (all rows)"]
     lines = ["### At a glance (share of needs kept, equal per-call budget)", ""]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name in results["methods"]:
@@ -761,7 +761,9 @@ def section(results: dict[str, Any]) -> str:
         "",
         f"Commit `{results.get('commit')}`, code hash `{results.get('code_hash')}`"
         + (" (quick run)" if results.get("quick") else "")
-        + f"; {results.get('seconds')} s on {results.get('cpus')} CPUs.",
+        + f"; {results.get('seconds')} s on {results.get('cpus')} CPUs"
+        + (f" (load average {results['load_average'][0]:.1f})" if results.get("load_average") else "")
+        + ".",
         "",
         "Each recording is replayed call by call. At every call, each budgeted method may send at most the largest "
         "context any ctxlife row sent at that call (so no ctxlife row ever has more tokens than a peer); the rows "
