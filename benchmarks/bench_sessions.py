@@ -7,8 +7,10 @@ Two questions, on every store (file, SQLite, a real redis-server this script sta
   the list with ``json.loads`` before every call, appends the model's last reply and a new user
   message, and calls ``Host.manage`` (``snapshot_restore`` only, a window far above the
   conversation, so nothing is compacted). Timed: the ``manage()`` call alone (not the JSON rebuild).
-  The same calls on a host with no strategies (shape check + token count only) give the baseline;
-  ``recording = manage - baseline`` (medians). It must not grow with the history.
+  Each call is repeated, back to back, on a host with no strategies (shape check + token count only):
+  the baseline; ``recording = manage - baseline`` per call (paired), median and p95. It must not grow
+  with the history. ``records_after`` = the store's head after the run (= messages passed when every
+  message is recorded once).
 * **Append and restore** on a fresh session of 10,000 messages (also on ``file?fsync=false`` and
   ``sqlite?synchronous=NORMAL``): ``append_raw`` one message per
   call (msg/s), then in batches of 50 (msg/s), ``save_snapshot`` of all of them, the store-level
@@ -172,34 +174,55 @@ def ms(seconds: list[float]) -> dict[str, float]:
 # -- (a) recording cost per call, stateless caller ------------------------------------------------
 
 
-def recording_cost(url: str | None, history: list[dict[str, Any]], calls: int, budget: float) -> dict[str, Any]:
-    """``calls`` steady-state ``manage()`` calls of a caller that rebuilds its list from JSON each time."""
+def recording_cost(url: str, history: list[dict[str, Any]], calls: int, budget: float) -> dict[str, Any]:
+    """``calls`` steady-state calls of a caller that rebuilds its list from JSON each time.
+
+    Each call is timed twice, back to back, on the same list: on the session host (``snapshot_restore``
+    on ``url``) and on a host with no strategies (the baseline: shape check + token count). The
+    recording cost is the median of the paired differences, so machine load drifts out of it.
+    """
     from ctxlife.host import Host
 
-    host = Host(settings_for(url), session_id="rec" if url else None, context_window=HUGE_WINDOW)
+    host = Host(settings_for(url), session_id="rec", context_window=HUGE_WINDOW)
+    bare = Host(settings_for(None), context_window=HUGE_WINDOW)
     text = json.dumps([SYSTEM, *history, {"role": "user", "content": "Hello again, one more question."}])
     t0 = time.perf_counter()
     messages = json.loads(text)
     host.manage(messages)  # the first call: restores nothing (new session) and records the history
     first = time.perf_counter() - t0
+    bare.manage(json.loads(text))  # warm the baseline too
     text = json.dumps(messages)
     times: list[float] = []
+    base: list[float] = []
+    diffs: list[float] = []
     started = time.perf_counter()
     for i in range(calls):
         messages = json.loads(text)  # the stateless caller: its list comes from JSON every call
         messages.append({"role": "assistant", "content": f"Reply {i}: your reservation is confirmed."})
         messages.append({"role": "user", "content": f"Question {i + 1}: and the baggage allowance?"})
+        twin = json.loads(json.dumps(messages))
         t = time.perf_counter()
         host.manage(messages)
-        times.append(time.perf_counter() - t)
+        t1 = time.perf_counter()
+        bare.manage(twin)
+        t2 = time.perf_counter()
+        times.append(t1 - t)
+        base.append(t2 - t1)
+        diffs.append((t1 - t) - (t2 - t1))
         text = json.dumps(messages)
         if time.perf_counter() - started > budget and len(times) >= 3:
             break
-    records = None
-    if host.store is not None:
-        records = host.store.raw_length("rec")
+    records = host.store.raw_length("rec") if host.store is not None else None
     host.close()
-    return {"first_call_ms": round(first * 1000, 1), "per_call_ms": ms(times), "records_after": records}
+    bare.close()
+    return {
+        "first_call_ms": round(first * 1000, 1),
+        "per_call_ms": ms(times),
+        "baseline_ms": ms(base),
+        "recording_only_ms": ms(diffs),
+        "records_after": records,
+        "messages_passed": len(messages) - 1,
+    }
 
 
 # -- (b) append and restore per store -------------------------------------------------------------
@@ -290,10 +313,6 @@ def measure(
         "recording": {},
         "append_restore": {},
     }
-    out["recording"]["baseline (no strategies)"] = {
-        str(n): recording_cost(None, convs[n], calls, budget) for n in sizes
-    }
-    log("baseline done")
     with tempfile.TemporaryDirectory(prefix="ctxlife-bench-sessions-") as tmp, redis_server(Path(tmp)) as redis_url:
         workdir = Path(tmp)
         for kind in stores:
@@ -304,12 +323,6 @@ def measure(
                 str(n): recording_cost(store_url(kind, workdir, redis_url, f"rec{n}"), convs[n], calls, budget)
                 for n in sizes
             }
-            base = out["recording"]["baseline (no strategies)"]
-            for n in sizes:
-                row = out["recording"][kind][str(n)]
-                row["recording_only_median_ms"] = round(
-                    row["per_call_ms"]["median"] - base[str(n)]["per_call_ms"]["median"], 2
-                )
             log(f"{kind} recording done")
             url = store_url(kind, workdir, redis_url, "ar")
             assert url is not None
@@ -371,42 +384,45 @@ def section(results: dict[str, Any]) -> str:
     """Markdown: recording cost per call (1k vs 10k) and append/restore per store, before and after."""
     before = results.get("before") or {}
     sizes = [str(n) for n in results["sizes"]]
+    arrow = " → " if before else ""
+
+    def pair(b: Any, a: Any) -> str:
+        return f"{_fmt(b)}{arrow}{_fmt(a)}" if before else _fmt(a)
+
     lines = [
-        f"Recording cost per `manage()` call, stateless caller (list rebuilt from JSON every call), "
-        f"median / p95 ms over up to {results['calls_per_size']} calls; tau-bench messages.",
+        "Recording per model call, stateless caller (list rebuilt from JSON before every call; "
+        f"up to {results['calls_per_size']} calls per size), tau-bench messages. *recording* = the session "
+        "host's `manage()` minus the same call on a host with no strategies, paired per call; median / p95 ms"
+        + ("; before → after." if before else "."),
         "",
-        "| store | " + " | ".join(f"{n} msgs: before" + " | " + f"{n} msgs: after" for n in sizes) + " |",
-        "|---|" + "---:|" * (2 * len(sizes)),
+        "| store | "
+        + " | ".join(f"recording @ {int(n):,} msgs" for n in sizes)
+        + " | "
+        + " | ".join(f"whole `manage()` @ {int(n):,}" for n in sizes)
+        + " | "
+        + " | ".join(f"records / passed @ {int(n):,}" for n in sizes)
+        + " |",
+        "|---|" + "---:|" * (3 * len(sizes)),
     ]
     for kind, row in results["recording"].items():
         if "skipped" in row:
             lines.append(f"| {kind} | {row['skipped']} |")
             continue
-        cells = []
-        for n in sizes:
-            b = (before.get("recording", {}).get(kind) or {}).get(n, {}).get("per_call_ms")
-            cells += [_fmt(b), _fmt(row[n]["per_call_ms"])]
+        old = (before.get("recording") or {}).get(kind) or {}
+        cells = [pair(old.get(n, {}).get("recording_only_ms"), row[n]["recording_only_ms"]) for n in sizes]
+        cells += [pair(old.get(n, {}).get("per_call_ms"), row[n]["per_call_ms"]) for n in sizes]
+        cells += [
+            pair(old.get(n, {}).get("records_after"), row[n]["records_after"])
+            + f" / {_fmt(row[n].get('messages_passed'))}"
+            for n in sizes
+        ]
         lines.append(f"| {kind} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Recording alone (median of the store's calls minus the median of the no-strategy baseline), ms:",
-        "",
-        "| store | " + " | ".join(f"{n} msgs" for n in sizes) + " |",
-        "|---|" + "---:|" * len(sizes),
-    ]
-    for kind, row in results["recording"].items():
-        if "skipped" in row or kind.startswith("baseline"):
-            continue
-        cells = []
-        for n in sizes:
-            b = (before.get("recording", {}).get(kind) or {}).get(n, {}).get("recording_only_median_ms")
-            after = row[n].get("recording_only_median_ms")
-            cells.append(f"{_fmt(b)} → {_fmt(after)}" if before else _fmt(after))
-        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        f"Append and restore, {results['append_restore_messages']:,} messages per session "
-        "(before → after; restore = a fresh host's first call, median / p95 ms).",
+        f"Append and restore, {results['append_restore_messages']:,} messages per session"
+        + (" (before → after)" if before else "")
+        + "; store restore = `load_snapshot` + `read_raw` of everything; host restore = a fresh host's first "
+        "call with `[system, new user]` (median / p95 ms).",
         "",
         "| store | append 1/call msg/s | append x50 msg/s | save snapshot ms | store restore ms | host restore ms |",
         "|---|---:|---:|---:|---:|---:|",
@@ -415,24 +431,24 @@ def section(results: dict[str, Any]) -> str:
         if "skipped" in row:
             lines.append(f"| {kind} | {row['skipped']} |")
             continue
-        b = (before.get("append_restore") or {}).get(kind) or {}
+        old = (before.get("append_restore") or {}).get(kind) or {}
 
-        def pair(key: str, sub: str | None = None, b: dict[str, Any] = b, row: dict[str, Any] = row) -> str:
-            old = b.get(key)
-            new = row.get(key)
+        def cell(key: str, sub: str | None = None, old: dict[str, Any] = old, row: dict[str, Any] = row) -> str:
+            b, a = old.get(key), row.get(key)
             if sub is not None:
-                old = old.get(sub) if isinstance(old, dict) else None
-                new = new.get(sub) if isinstance(new, dict) else None
-            return f"{_fmt(old)} → {_fmt(new)}" if b else _fmt(new)
+                b = b.get(sub) if isinstance(b, dict) else None
+                a = a.get(sub) if isinstance(a, dict) else None
+            return pair(b, a) if old else _fmt(a)
 
         lines.append(
-            f"| {kind} | {pair('append_1_per_call_msgs_per_s')} | {pair('append_batch50_msgs_per_s')} | "
-            f"{pair('save_snapshot_ms')} | {pair('store_restore_ms', 'total')} | {pair('host_restore_ms')} |"
+            f"| {kind} | {cell('append_1_per_call_msgs_per_s')} | {cell('append_batch50_msgs_per_s')} | "
+            f"{cell('save_snapshot_ms')} | {cell('store_restore_ms', 'total')} | {cell('host_restore_ms')} |"
         )
     if before:
         lines += [
             "",
-            f"Before: commit {before.get('commit', '?')[:7]}; after: commit {results.get('commit', '?')[:7]}.",
+            f"Before: commit {str(before.get('commit', '?'))[:7]}; "
+            f"after: commit {str(results.get('commit', '?'))[:7]}.",
         ]
     return "\n".join(lines)
 
