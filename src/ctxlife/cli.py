@@ -246,9 +246,7 @@ def cmd_session(args: argparse.Namespace) -> int:
 
     default_store = None
     if args.store is None and (args.config is not None or find_default_config() is not None):
-        settings = load_settings(args.config)
-        table = settings.strategy_tables().get("snapshot_restore", {})
-        default_store = table.get("store") if isinstance(table, dict) else None
+        default_store = load_settings(args.config).store_url()  # the top-level `store` (or its default)
     counter = None
     if getattr(args, "session_command", None) == "show":
         from ctxlife.tokens import TokenCounter
@@ -327,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     session = add_session_parser(sub)
     session.add_argument(
-        "--config", default=None, help="config whose [snapshot_restore] store to use (default: ./ctxlife.toml)"
+        "--config", default=None, help="config whose `store` to use (default: ./ctxlife.toml)"
     )
     session.set_defaults(func=cmd_session)
     return parser
