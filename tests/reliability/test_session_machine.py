@@ -16,6 +16,9 @@ folder; SQLite and a real redis-server in the fast variants). Hypothesis picks t
 * **compaction** — the next call runs with a small window, so ``llm_summary`` compacts;
 * **bad record** — a message that is not JSON (NaN in tool arguments, bytes in a field);
 * **crash mid-write** (file store) — a torn or invalid last line written straight into ``_raw.jsonl``;
+* **foreign record** — another program appends a record that is not a message (no ``role``) to one
+  view, then the process restarts: that view's restore must fail, leave the list alone and write no
+  snapshot (at most once per run, after a few turns);
 * **another agent** — where ctxlife has views, every rule may act on a second agent's conversation
   (view ``"B"``) in the same session, interleaved with the first.
 
@@ -33,7 +36,7 @@ ctxlife's fingerprints or alignment. Invariants, checked after every call:
   conversation the caller now holds (what the model saw), so a restore right now would be exact;
 * ``no_failures`` — no strategy failed (a failure is a rolled-back step: lost recording or restore);
 * ``failed_restore_writes_nothing`` — a call in which the restoring strategy failed left the
-  snapshot as it was.
+  snapshot as it was and (unless a compaction acted) the caller's list too.
 
 The number of steps and examples run is printed in the reliability summary (``stats`` fixture) and
 with ``pytest -s`` at the end of each test.
@@ -217,6 +220,7 @@ class Lane:
     pending: list[dict[str, Any]] = field(default_factory=list)  # in the list, not given to ctxlife yet
     restarted: bool = False  # the next call is the first after a restart: the caller kept [system, user]
     open_calls: list[str] = field(default_factory=list)  # tool calls awaiting results
+    foreign: bool = False  # its raw history holds a record that is not a message (restores must fail)
 
 
 def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type[RuleBasedStateMachine]:
@@ -275,6 +279,7 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
                 lane.msgs += new
                 expected = list(lane.msgs)
             snap_before = self.snapshot_doc(lane)
+            sent = [canon(m) for m in lane.msgs]
             window = SMALL_WINDOW if self.compact_next else BIG_WINDOW
             host = self.host()
             if lane.view:
@@ -289,6 +294,18 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
                     self.snapshot_doc(lane) == snap_before,
                     f"a failed call rewrote the snapshot of view {lane.view!r}: {report.failures}",
                 )
+                if "llm_summary" not in report.acted:
+                    self.check(
+                        "failed_restore_writes_nothing",
+                        [canon(m) for m in seen] == sent,
+                        f"a failed restore changed the caller's list of view {lane.view!r}",
+                    )
+            if lane.foreign:  # a restore of this view must fail (a record is not a message); nothing else may
+                self.step("+foreign_restore_failed" if report.failures else "+foreign_not_restored")
+                bad = [f for f in report.failures if f.strategy != "snapshot_restore" or "not a message" not in f.error]
+                self.check("no_failures", not bad, f"strategies failed: {bad}")
+                self.check_store()
+                return
             self.check("no_failures", not report.failures, f"strategies failed: {report.failures}")
             if "llm_summary" in report.acted:
                 self.step("+compacted")
@@ -318,9 +335,11 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             seqs = [r.seq for r in everything]
             self.check("raw_exactly_once", seqs == list(range(1, len(seqs) + 1)), f"sequence numbers {seqs}")
             for lane in self.lanes:
-                raw = [r.message for r in everything if r.view == lane.view]
+                raw = [r.message for r in everything if r.view == lane.view and "role" in r.message]
                 problem = match(lane.oracle, raw)
                 self.check("raw_exactly_once", problem is None, f"view {lane.view!r}: raw history vs passed: {problem}")
+                if lane.foreign:
+                    continue
                 snap = self.store.load_snapshot(self.sid, **self.kw(lane))
                 saved = [m for m in snap.messages if not is_prompt(m)] if snap is not None else []
                 after = snap.raw_length if snap is not None else 0
@@ -405,6 +424,11 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
         @precondition(lambda self: on("restart") and not any(lane.open_calls for lane in self.lanes))
         @rule(data=st.data(), lane=lanes)
         def restart(self, data: st.DataObject, lane: int) -> None:
+            self.drop_hosts()
+            self.turn(data, lane, "restart")
+
+        def drop_hosts(self) -> None:
+            """The process dies: every host and what it knew are gone; callers keep [system, new user]."""
             for h in self.workers:
                 if h is not None:
                     h.close()
@@ -412,7 +436,6 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             self.active = 0
             for x in self.lanes:
                 x.restarted = True
-            self.turn(data, lane, "restart")
 
         @precondition(lambda self: on("second_worker"))
         @rule(data=st.data(), lane=lanes)
@@ -438,6 +461,20 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
                 with open(path, "a", encoding="utf-8") as f:
                     f.write(garbage)
             self.turn(data, lane, "crash_mid_write")
+
+        @precondition(
+            lambda self: (
+                on("foreign_record") and not any(lane.open_calls or lane.foreign for lane in self.lanes) and self.n > 6
+            )  # after a few turns: the first ones test the healthy session
+        )
+        @rule(data=st.data(), lane=lanes)
+        def foreign_record(self, data: st.DataObject, lane: int) -> None:
+            """Another program writes a record that is not a message into this view; then a restart."""
+            this = self.lanes[lane]
+            self.store.append(self.sid, [{"note": "written by another tool", "n": self.n}], view=this.view)
+            this.foreign = True
+            self.drop_hosts()
+            self.turn(data, lane, "foreign_record")
 
         @invariant()
         def count(self) -> None:
