@@ -224,8 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from ctxlife.sessions.cli import add_session_parser
 
-    session = add_session_parser(sub)
-    session.add_argument("--config", default=None, help="config whose [snapshot_restore] store to use (default: ./ctxlife.toml)")
+    session = add_session_parser(sub)  # with --config, before or after the subcommand
     session.set_defaults(func=cmd_session)
     return parser
 
