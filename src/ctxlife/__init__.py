@@ -7,6 +7,7 @@ Quick start::
     report = ctxlife.manage(messages, context_window=8000)   # any framework: a plain list
     report = await ctxlife.amanage(messages, context_window=8000)   # the same, in an asyncio app
     host = ctxlife.Host(ctxlife.load_settings("ctxlife.toml"))   # every node, from your own loop
+    session = ctxlife.Session("u42", "ctxlife.toml")   # a conversation that outlives the process
 
 LangChain v1 / LangGraph: ``ctxlife.integrations.langchain.CtxlifeMiddleware``
 (``pip install 'ctxlife[langchain]'``).
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from ctxlife.config import Settings, load_settings
     from ctxlife.host import Host, Report
     from ctxlife.integrations.crewai import completion_for_model, host_of, unwrap, wrap
+    from ctxlife.sessions.session import AsyncSession, Session
     from ctxlife.strategy import NonBlankStr, Options, SharedSettings, Strategy, ToolSpec
     from ctxlife.tokens import TokenCounter
 
@@ -49,6 +51,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Action",
+    "AsyncSession",
     "BootstrapContext",
     "ConfigError",
     "CtxlifeError",
@@ -63,6 +66,7 @@ __all__ = [
     "PluginConflictError",
     "PluginError",
     "Report",
+    "Session",
     "SessionIdError",
     "Settings",
     "SharedSettings",
@@ -102,6 +106,8 @@ _LAZY = {
     "wrap": "ctxlife.integrations.crewai",
     "unwrap": "ctxlife.integrations.crewai",
     "host_of": "ctxlife.integrations.crewai",
+    "Session": "ctxlife.sessions.session",
+    "AsyncSession": "ctxlife.sessions.session",
 }
 
 
