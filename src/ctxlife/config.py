@@ -34,6 +34,8 @@ from ctxlife.plugins import registry
 from ctxlife.strategy import Options, SharedSettings, scalar_kinds, strict_scalar
 
 ENV_PREFIX = "CTXLIFE_"
+#: The session store used when the config sets none (relative: against the config file's folder).
+DEFAULT_STORE_URL = "file://workspace/sessions"
 DEFAULT_FILE = "ctxlife.toml"
 _LINE_RE = re.compile(r"\(at line (\d+), column (\d+)\)")
 # Where the settings being built come from; validation runs inside the constructor.
@@ -70,6 +72,13 @@ class Settings(BaseSettings):
     log_content: bool = Field(
         False, description="Put message contents into log events (off: events carry counts and names only)."
     )
+    store: str | None = Field(
+        None,
+        description='Where sessions live (snapshots, raw history, blobs, locks): one store, opened by the host and '
+        'used by every strategy (ctx.store). "file://DIR", "sqlite:///PATH.db", "redis://HOST:PORT/DB" or '
+        '"rediss://..." (?ttl=SECONDS for expiry); relative paths resolve against the config file\'s folder. Unset: '
+        f'"{DEFAULT_STORE_URL}", opened only when an active strategy keeps sessions (snapshot_restore).',
+    )
 
     _source: str = PrivateAttr(default="built-in defaults")
     _options: dict[str, Options] = PrivateAttr(default_factory=dict)
@@ -85,6 +94,16 @@ class Settings(BaseSettings):
     def _whole_number(cls, value: Any) -> Any:
         if isinstance(value, float) and value == value and value.is_integer():
             raise ValueError(f"expected a whole number of tokens, got {value!r}; write {int(value)}")
+        return value
+
+    @field_validator("store")
+    @classmethod
+    def _store_url(cls, value: str | None) -> str | None:
+        if value is not None and "://" not in value:
+            raise ValueError(
+                f"expected a store URL such as {DEFAULT_STORE_URL!r}, 'sqlite:///sessions.db' or "
+                f"'redis://127.0.0.1:6379/0', got {value!r}"
+            )
         return value
 
     @field_validator("strategies")
@@ -144,6 +163,36 @@ class Settings(BaseSettings):
             log_content=self.log_content,
             origins=self._origins(),
         )
+
+    def store_url(self) -> str:
+        """The session store URL in effect, relative paths resolved against the config file's folder.
+
+        The top-level ``store`` setting (or ``CTXLIFE_STORE``); when it is not set, the deprecated
+        ``[snapshot_restore] store`` option if present; else :data:`DEFAULT_STORE_URL`.
+        """
+        legacy = self._legacy_store()
+        url = legacy if legacy is not None else self.store or DEFAULT_STORE_URL
+        path = Path(self._source)
+        base = path.resolve().parent if self._source != "built-in defaults" and path.is_file() else None
+        return resolve_store_url(url, base)
+
+    @property
+    def store_configured(self) -> bool:
+        """Whether the config or the environment names a store (``store``, or the deprecated
+        ``[snapshot_restore] store``): then the host opens it whatever the strategies."""
+        return self.store is not None or self._legacy_store() is not None
+
+    def _legacy_store(self) -> str | None:
+        if self.store is not None:
+            return None
+        legacy = self.strategy_tables().get("snapshot_restore", {}).get("store")
+        return legacy if isinstance(legacy, str) and "://" in legacy else None
+
+    def store_origin(self) -> str:
+        """Which setting names the store and where it was set, for error messages."""
+        if self._legacy_store() is not None:
+            return f"strategy 'snapshot_restore' option 'store' ({self.source_of('snapshot_restore', 'store')})"
+        return f"setting 'store' ({self.source_of(None, 'store')})"
 
     def _origins(self) -> dict[str, str]:
         """Where each value set by the file or the environment came from (see :meth:`source_of`)."""
@@ -317,6 +366,27 @@ class _EnvSource(EnvSettingsSource):
 
 def _field_kinds(field: Any) -> set[Any]:
     return scalar_kinds(field.annotation)
+
+
+def resolve_store_url(url: str, base: Path | None) -> str:
+    """``url`` with a relative ``file://`` or ``sqlite:///`` path made absolute against ``base``.
+
+    Other schemes (and ``base`` None: the current directory decides) come back unchanged.
+    """
+    if base is None:
+        return url
+    scheme, sep, rest = url.partition("://")
+    lowered = scheme.lower()
+    if lowered == "file":
+        prefix, body = "file://", rest
+    elif lowered == "sqlite" and rest.startswith("/"):
+        prefix, body = "sqlite:///", rest[1:]
+    else:
+        return url
+    path, q, query = body.partition("?")
+    if not path or path.startswith("/") or path.startswith(":memory:") or path.startswith("~"):
+        return url
+    return f"{prefix}{(base / path).as_posix()}{q}{query}"
 
 
 def validate_context_window(value: Any, where: str = "context_window") -> int | None:

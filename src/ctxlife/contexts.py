@@ -49,9 +49,11 @@ class HookContext:
         complete: a callable that makes one call to the agent's own model
             (``complete(messages, max_tokens) -> str``), or None when the
             adapter has no model to offer (as under :func:`ctxlife.manage`).
-        store: the session store (:class:`ctxlife.sessions.SessionStore`) when an
-            active strategy provides one (``snapshot_restore``), else None. Other
-            strategies use it to keep data per session (blobs, the lock).
+        store: the host's session store (:class:`ctxlife.sessions.SessionStore`, the
+            top-level ``store`` setting), or None when the host has none. Strategies
+            use it to keep data per session (raw history, snapshots, blobs, the lock).
+        view: the view (an agent's or task's lane) inside the session this call
+            belongs to; ``""`` is the default view.
     """
 
     node: str = ""
@@ -64,6 +66,7 @@ class HookContext:
     state: dict[str, Any] = field(default_factory=dict)
     complete: Complete | None = None
     store: Any = None
+    view: str = ""
     actions: list[Action] = field(default_factory=list, repr=False)
     _strategy: str = field(default="", repr=False)
     _tokens: TokenCounter | None = field(default=None, repr=False)

@@ -37,6 +37,8 @@ from ctxlife.errors import CtxlifeError, PluginError
 from ctxlife.events import describe_error, emit
 from ctxlife.messages import ANTHROPIC, check_shape, last_user_index, list_format, same_messages, text_of, validate
 from ctxlife.plugins import registry
+from ctxlife.sessions.base import RawRecord, SessionStore
+from ctxlife.sessions.ids import validate_view
 from ctxlife.strategy import Strategy, ToolSpec, create_strategy
 from ctxlife.tokens import TokenCounter
 
@@ -173,7 +175,14 @@ class Host:
                 return (0 if impl.tryfirst else 2 if impl.trylast else 1), position[pair[0]]
 
             self._impls[hook] = sorted(impls, key=order)
-        self.store = next((s for s in (strategy.session_store() for strategy in self.strategies) if s is not None), None)
+        # One store per host (the top-level ``store`` setting), shared by every strategy as ctx.store:
+        # opened when the config names one or an active strategy keeps sessions (needs_store). A
+        # strategy that still provides its own (Strategy.session_store) wins, for compatibility.
+        provided = next((s for s in (strategy.session_store() for strategy in self.strategies) if s is not None), None)
+        self._owns_store = provided is None
+        self.store: SessionStore | None = provided
+        if provided is None and (settings.store_configured or any(s.needs_store for s in self.strategies)):
+            self.store = _open_store(settings)
         self._counters: dict[str | None, TokenCounter] = {}
         self._state: dict[tuple[str, str | None], dict[str, Any]] = {}
         self._bootstrap: dict[tuple[str | None, str | None], str] = {}
@@ -215,9 +224,20 @@ class Host:
         """Names of the active strategies and plugins implementing ``hook``, in dispatch order."""
         return list(dict.fromkeys(name for name, _ in self._impls[hook]))
 
-    def _fill(self, ctx: HookContext, node: str, *, model: str | None, context_window: int | None, session_id: str | None) -> None:
+    def _fill(
+        self,
+        ctx: HookContext,
+        node: str,
+        *,
+        model: str | None,
+        context_window: int | None,
+        session_id: str | None,
+        view: str | None = None,
+    ) -> None:
         ctx.node = node
         ctx.session_id = session_id or self.session_id
+        if view is not None:
+            ctx.view = validate_view(view)
         ctx.tokens = self.counter(model)
         if context_window is not None and (type(context_window) is not int or context_window < 0):
             validate_context_window(context_window, "context_window")  # text, NaN, negative; 0 means unknown
@@ -391,6 +411,7 @@ class Host:
         complete: Complete | None = None,
         first_call_of_run: bool | None = None,
         system_prompt: bool = True,
+        view: str | None = None,
     ) -> Report:
         """Node 2: run the ``before_llm_call`` pipeline on a live message list, in place.
 
@@ -401,13 +422,14 @@ class Host:
         no system message (CrewAI's ``use_system_prompt=False``): the bootstrap text then opens
         the first user turn. ``model``/``context_window`` are what the framework reports (used
         when neither this host nor the config sets one); ``complete`` lets strategies call the
-        agent's model (``llm_summary`` with ``summarizer = "llm"``).
+        agent's model (``llm_summary`` with ``summarizer = "llm"``). ``view`` names the lane of the
+        session this call belongs to (an agent's or task's; default ``""``).
         """
         start = time.perf_counter()
         with self._lock:
             session = session_id or self.session_id
             ctx = LLMCallContext(messages=messages, agent_role=agent_role, task_name=task_name, task_index=task_index, complete=complete)
-            self._fill(ctx, "before_llm_call", model=model, context_window=context_window, session_id=session)
+            self._fill(ctx, "before_llm_call", model=model, context_window=context_window, session_id=session, view=view)
             if not ctx.context_window:
                 raise CtxlifeError(
                     "no context window is known for this call; pass context_window= "
@@ -543,7 +565,7 @@ class Host:
         start = time.perf_counter()
         with self._lock:
             node = hook.removeprefix("ctxlife_")
-            self._fill(ctx, node, model=model, context_window=context_window, session_id=session_id)
+            self._fill(ctx, node, model=model, context_window=context_window, session_id=session_id, view=ctx.view)
             attr = "context_text" if hook == "ctxlife_task_start" else "output"
             counter = ctx.tokens
             before_tokens = counter.count_text(getattr(ctx, attr))
@@ -594,13 +616,67 @@ class Host:
         with self._lock:
             self._calls[session_id or self.session_id] = 0
 
+    def record_reply(
+        self,
+        reply: dict[str, Any] | list[dict[str, Any]],
+        *,
+        session_id: str | None = None,
+        view: str | None = None,
+    ) -> list[RawRecord]:
+        """Record the model's reply in the session's raw history (the last reply of a process too).
+
+        Call it after the model answered, with the reply message, or better with the whole list
+        the reply was appended to: a list is recorded by alignment (what is already recorded is
+        skipped, so calling it and then passing the same list to the next :meth:`manage` records
+        nothing twice); a single message is appended after the view's recorded conversation.
+        Returns the new records (``[]`` without a session). A message that is not
+        JSON is recorded in a JSON-safe form, never refused.
+        """
+        session = session_id or self.session_id
+        if session is None:
+            return []
+        from ctxlife.sessions.ids import validate_session_id
+        from ctxlife.sessions.recording import recorder_for
+
+        validate_session_id(session)
+        lane = validate_view(view or "")
+        with self._lock:
+            recorder = recorder_for(self.open_store())
+            if isinstance(reply, dict):
+                return recorder.add(session, [reply], lane)
+            if not isinstance(reply, list):
+                raise CtxlifeError(f"record_reply takes a message dict or a list of them, got {type(reply).__name__}")
+            return recorder.record(session, reply, lane)
+
+    def open_store(self) -> SessionStore:
+        """The host's session store, opened now from the settings if the host has none yet.
+
+        A host opens its store at construction when the config names one or an active strategy
+        keeps sessions; explicit session APIs (:meth:`record_reply`, ``ctxlife.Session``) open it
+        here otherwise. Opening creates nothing until the first write.
+        """
+        with self._lock:
+            if self.store is None:
+                self.store = _open_store(self.settings)
+                self._owns_store = True
+            return self.store
+
+    async def arecord_reply(self, reply: dict[str, Any] | list[dict[str, Any]], **kwargs: Any) -> list[RawRecord]:
+        """:meth:`record_reply` without blocking the event loop."""
+        return await asyncio.to_thread(functools.partial(self.record_reply, reply, **kwargs))
+
     def close(self) -> None:
-        """Close every strategy (stores, files). The host is not used after this."""
+        """Close every strategy (stores, files) and the host's store. The host is not used after this."""
         for strategy in self.strategies:
             try:
                 strategy.close()
             except Exception as exc:  # noqa: BLE001 - closing must not mask the caller's outcome
                 emit("error", "ctxlife.strategy_close_failed", strategy=strategy.name, error=f"{type(exc).__name__}: {exc}")
+        if self._owns_store and self.store is not None:
+            try:
+                self.store.close()
+            except Exception as exc:  # noqa: BLE001 - closing must not mask the caller's outcome
+                emit("error", "ctxlife.store_close_failed", store=getattr(self.store, "url", ""), error=f"{type(exc).__name__}: {exc}")
 
     # -- async twins: the same dispatch in a worker thread, so the event loop never waits on it --
 
@@ -634,6 +710,24 @@ class Host:
     async def atask_end(self, ctx: TaskContext, **kwargs: Any) -> Report:
         """:meth:`task_end` without blocking the event loop."""
         return await asyncio.to_thread(functools.partial(self.task_end, ctx, **kwargs))
+
+
+def _open_store(settings: Settings) -> SessionStore:
+    """Open the settings' session store (creates nothing until the first write)."""
+    from ctxlife.errors import ConfigError, StoreError
+    from ctxlife.sessions import open_store, store_schemes
+
+    url = settings.store_url()
+    scheme = url.split("://", 1)[0].lower()
+    if scheme not in store_schemes():
+        raise ConfigError(
+            f"{settings.store_origin()}: unknown session store scheme {scheme!r}; known schemes: "
+            f"{', '.join(store_schemes())}"
+        )
+    try:
+        return open_store(url)
+    except StoreError as exc:
+        raise ConfigError(f"{settings.store_origin()}: {exc}") from None
 
 
 def _kept_latest_user(before: list[dict[str, Any]], index: int, after: list[dict[str, Any]]) -> bool:

@@ -175,6 +175,9 @@ class Strategy(Generic[OptionsT]):
     """
 
     name: ClassVar[str] = ""
+    #: True for a strategy that keeps sessions: the host then opens its session store (the top-level
+    #: ``store`` setting) even when the config does not name one, and offers it as ``ctx.store``.
+    needs_store: ClassVar[bool] = False
     Options: ClassVar[type[_BaseOptions]]
     options: OptionsT
     settings: SharedSettings
@@ -204,7 +207,10 @@ class Strategy(Generic[OptionsT]):
         return []
 
     def session_store(self) -> Any:
-        """The session store this strategy manages, if any (offered to all strategies as ``ctx.store``)."""
+        """Deprecated: a store this strategy opened itself (the host's ``store`` setting replaces it).
+
+        When one is returned, the host offers it to all strategies as ``ctx.store`` instead of
+        opening its own."""
         return None
 
     def close(self) -> None:

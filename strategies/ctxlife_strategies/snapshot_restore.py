@@ -1,20 +1,30 @@
 """``snapshot_restore``: sessions that survive restarts — a context snapshot plus the raw history.
 
-Per session two records live in a store (file by default, SQLite or Redis):
+A pure policy over the host's session store (the top-level ``store`` setting, ``ctx.store``).
+Per session and view two things live there:
 
-* the **snapshot**: the working context the agent should see next (after compaction);
-* the **raw history**: every message the conversation produced, appended once, never rewritten.
+* the **raw history**: every message the conversation produced, recorded exactly once. What is
+  new in the list before a model call is found by aligning it with the stored tail by content
+  (:mod:`ctxlife.sessions.recording`), so a caller that rebuilds its list every call, a new
+  host or a second worker records nothing twice;
+* the **snapshot**: the working context the agent should see next (after compaction), with
+  ``raw_length``, the sequence number of the last record it reflects.
 
-On the first model call of a run (a kickoff, or a new process under ``manage()``), the live
-messages are replaced by the current system message(s), the snapshot's conversation, whatever
-the raw history gained after the snapshot was taken, and the current user message: the agent
-sees one continuous conversation. New messages are appended to the raw history exactly once.
-The snapshot is saved after every call in which another strategy changed the context (a
-compaction), and at every task end.
+On the first model call of a run (a kickoff, or a new process under ``manage()``), the list is
+restored by alignment: a list that already holds the conversation (or its tail) is left alone;
+otherwise it becomes the current system message(s), the snapshot's conversation, the records
+after it and the current user message, so the agent sees one continuous conversation. A restore
+that fails (an unreadable record, a record that is not a message, a result that would not be a
+valid message list) leaves the list alone, says so in an error event, and this host then never
+writes a snapshot for that view (the good one stays). The snapshot is saved after every call in
+which another strategy changed the context (a compaction), and at every task end.
+
+The last reply of a process is recorded with :meth:`ctxlife.Host.record_reply` (or the next call).
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from pydantic import Field, field_validator
@@ -23,52 +33,50 @@ import ctxlife
 from ctxlife.events import emit
 from ctxlife.messages import (
     inserted_meta,
-    is_inserted,
     is_recall_block,
     is_summary,
     is_system,
     restore_inserted,
     same_messages,
+    validate,
 )
-from ctxlife.sessions import DEFAULT_STORE_URL, SessionStore, Snapshot, open_store, store_schemes
+from ctxlife.sessions import SessionStore, Snapshot
+from ctxlife.sessions.base import json_safe
+from ctxlife.sessions.recording import Recorder, recorder_for
 
 
 class SnapshotRestore(ctxlife.Strategy):
     name = "snapshot_restore"
+    needs_store = True  # the host opens its session store (the `store` setting) for this strategy
 
     class Options(ctxlife.Options):
-        store: str = Field(
-            DEFAULT_STORE_URL,
-            description='Where sessions live: "file://DIR" (default), "sqlite:///PATH.db", '
-            '"redis://HOST:PORT/DB" or "rediss://..." (with ?ttl=SECONDS for expiry).',
+        store: str | None = Field(
+            None,
+            description="Deprecated: set the top-level `store` setting instead (this value is used when "
+            "`store` is not set).",
         )
         restore: bool = Field(True, description="Restore the saved context on the first model call of a run.")
 
         @field_validator("store")
         @classmethod
-        def _has_scheme(cls, value: str) -> str:
-            if "://" not in value:
-                raise ValueError(f"expected a store URL such as {DEFAULT_STORE_URL!r}, got {value!r}")
+        def _has_scheme(cls, value: str | None) -> str | None:
+            if value is not None and "://" not in value:
+                raise ValueError(f"expected a store URL such as 'file://workspace/sessions', got {value!r}")
             return value
 
     options: Options
 
-    def __init__(self, options: SnapshotRestore.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
+    def __init__(
+        self, options: SnapshotRestore.Options | None = None, settings: ctxlife.SharedSettings | None = None
+    ) -> None:
         super().__init__(options, settings)
-        scheme = self.options.store.split("://", 1)[0].lower()
-        if scheme not in store_schemes():
-            where = f" ({self.settings.origin(self.name, 'store')})"
-            raise ctxlife.StrategyOptionsError(
-                f"strategy 'snapshot_restore' option 'store'{where}: unknown session store scheme {scheme!r}; "
-                f"known schemes: {', '.join(store_schemes())}"
+        if self.options.store is not None:
+            warnings.warn(
+                "[snapshot_restore] store is deprecated: set the top-level setting store = "
+                f"{self.options.store!r} (or CTXLIFE_STORE) instead; the host opens one store for every strategy",
+                DeprecationWarning,
+                stacklevel=2,
             )
-        self._store: SessionStore = open_store(self.options.store)
-
-    def session_store(self) -> SessionStore:
-        return self._store
-
-    def close(self) -> None:
-        self._store.close()
 
     # -- node 2, first: restore and record ------------------------------------------------
 
@@ -78,24 +86,83 @@ class SnapshotRestore(ctxlife.Strategy):
         if session is None:
             if not ctx.state.get("warned"):
                 ctx.state["warned"] = True
-                emit("warning", "ctxlife.no_session", strategy=self.name, hint="pass session_id= to wrap()/manage() or set session_id in the config")
+                emit(
+                    "warning",
+                    "ctxlife.no_session",
+                    strategy=self.name,
+                    hint="pass session_id= to wrap()/manage() or set session_id in the config",
+                )
             return
-        if ctx.first_call_of_run or "raw_length" not in ctx.state:
-            # Count once per run; afterwards this worker keeps the count as it appends.
-            ctx.state["raw_length"] = self._store.raw_length(session)
-            if ctx.first_call_of_run and self.options.restore:
-                self._restore(ctx, session)
-        self._record_new(ctx.state, ctx.messages, session)
+        store = _store(ctx)
+        if store is None:
+            ctx.record("skipped", reason="no_store")
+            return
+        view = _view(ctx)
+        state = _state(ctx, view)
+        recorder = recorder_for(store)
+        if (ctx.first_call_of_run or not state.get("started")) and self.options.restore:
+            self._restore(ctx, store, recorder, session, view, state)
+        state["started"] = True
+        self._record(ctx, recorder, session, view, ctx.messages)
+        state["seen"] = list(ctx.messages)
 
-    def _restore(self, ctx: ctxlife.LLMCallContext, session: str) -> None:
-        snapshot = self._store.load_snapshot(session)
-        saved = snapshot.messages if snapshot is not None else []
+    def _restore(
+        self,
+        ctx: ctxlife.LLMCallContext,
+        store: SessionStore,
+        recorder: Recorder,
+        session: str,
+        view: str,
+        state: dict[str, Any],
+    ) -> None:
+        try:
+            restored = self._restored_list(ctx, store, recorder, session, view)
+        except Exception as exc:  # noqa: BLE001 - a failed restore must leave the list alone and never block recording
+            state["restore_failed"] = str(exc)
+            emit(
+                "error",
+                "ctxlife.restore_failed",
+                strategy=self.name,
+                session_id=session,
+                view=view,
+                error=f"{type(exc).__name__}: {exc}",
+                hint="the list was left as the caller sent it; no snapshot is written for this view until a "
+                "restore succeeds (fix or remove the record named, e.g. with `ctxlife session export`)",
+            )
+            ctx.record("restore_failed", error=type(exc).__name__)
+            return
+        state.pop("restore_failed", None)
+        if restored is None:
+            return
+        messages, from_snapshot, from_tail = restored
+        ctx.messages[:] = messages
+        ctx.record("restored", messages=from_snapshot + from_tail, from_raw_tail=from_tail)
+
+    def _restored_list(
+        self, ctx: ctxlife.LLMCallContext, store: SessionStore, recorder: Recorder, session: str, view: str
+    ) -> tuple[list[dict[str, Any]], int, int] | None:
+        """The restored list, or None when there is nothing to restore or the list holds the conversation."""
+        snapshot = store.load_snapshot(session, view)
+        saved = list(snapshot.messages) if snapshot is not None else []
         if snapshot is not None:  # the summaries it holds are ctxlife's, in this process too
             restore_inserted(saved, snapshot.meta.get("inserted"))
-        tail = self._store.read_raw(session, start=snapshot.raw_length if snapshot is not None else 0)
+        records = store.read_records(session, snapshot.raw_length if snapshot is not None else 0, view=view)
+        for record in records:
+            if not isinstance(record.message.get("role"), str):
+                raise ctxlife.StoreError(
+                    f"session {session!r} view {view!r}: raw record {record.seq} is not a message (it has no "
+                    f"string 'role'); it is never put into the model's list. Remove or fix it in the raw history"
+                )
+        tail = [r.message for r in records]
         if not saved and not tail:
-            return  # a new session
+            return None  # a new session
         messages = ctx.messages
+        found = recorder.align(session, messages, view)
+        if found.aligned and found.overlap >= 2:
+            # The list ends with (at least two messages of) the recorded conversation: a stateless
+            # caller, or a new host for a caller that kept its list. Nothing to put back.
+            ctx.record("skipped", reason="list_holds_conversation")
+            return None
         current_system = [m for m in messages if is_system(m) and not is_summary(m)]
         # Everything else the run starts with (the new user message, and whatever the caller put
         # before it) follows the restored conversation.
@@ -103,33 +170,33 @@ class SnapshotRestore(ctxlife.Strategy):
         restored = [m for m in saved if not (is_system(m) and not is_summary(m))]
         if not current_system:  # nothing newer to prefer: keep the saved prompt
             current_system = [m for m in saved if is_system(m) and not is_summary(m)]
-        messages[:] = current_system + restored + tail + current
-        # What came from the store is already in the raw history.
-        ctx.state["seen"] = {id(m): m for m in (*restored, *tail)}
-        ctx.record("restored", messages=len(restored) + len(tail), from_raw_tail=len(tail))
+        result = current_system + restored + tail + current
+        fmt = ctx.message_format
+        problems = validate(result, fmt)
+        if problems and len(problems) > len(validate(messages, fmt)):
+            raise ctxlife.StoreError(
+                f"session {session!r} view {view!r}: the restored conversation is not a valid message list "
+                f"({problems[0]})"
+            )
+        return result, len(restored), len(tail)
 
-    def _record_new(self, state: dict[str, Any], messages: list[dict[str, Any]], session: str) -> None:
-        """Append every message not recorded yet (not system prompts, not summaries) to the raw history."""
-        seen: dict[int, dict[str, Any]] = state.get("seen", {})
-        new = [m for m in messages if id(m) not in seen and not is_system(m) and not is_inserted(m)]
-        # Remember only what is in the live list now, so memory follows the context, not the session.
-        state["seen"] = {id(m): m for m in messages}
-        state["view"] = list(messages)
-        self._append(state, session, new)
-
-    def _append(self, state: dict[str, Any], session: str, new: list[dict[str, Any]]) -> None:
-        """Append ``new`` after whatever an earlier failed write left pending; keep it pending on failure.
-
-        A store that is down (Redis restarting, a full disk) must not lose messages: they wait in
-        ``backlog`` (even if a compaction evicts them from the context) until a write succeeds.
-        """
-        batch = [*state.get("backlog", ()), *new]
-        if not batch:
-            return
-        state["backlog"] = batch
-        self._store.append_raw(session, batch)
-        state["backlog"] = []
-        state["raw_length"] = state.get("raw_length", 0) + len(batch)
+    def _record(
+        self, ctx: ctxlife.HookContext, recorder: Recorder, session: str, view: str, messages: list[dict[str, Any]]
+    ) -> None:
+        """Record what is new in ``messages``; a store failure keeps it pending and never blocks the call."""
+        try:
+            recorder.record(session, messages, view)
+        except ctxlife.StoreError as exc:
+            emit(
+                "error",
+                "ctxlife.raw_history_write_failed",
+                strategy=self.name,
+                session_id=session,
+                view=view,
+                error=str(exc),
+                pending=recorder.pending(session, view),
+            )
+            ctx.record("skipped", reason="raw_history_unavailable", pending=recorder.pending(session, view))
 
     # -- node 2, last: save after a compaction --------------------------------------------
 
@@ -137,14 +204,18 @@ class SnapshotRestore(ctxlife.Strategy):
     def save_after_compaction(self, ctx: ctxlife.LLMCallContext) -> None:
         if ctx.session_id is None:
             return
-        view = ctx.state.get("view")
-        if view is None or same_messages(view, ctx.messages):
+        store = _store(ctx)
+        if store is None:
+            return
+        view = _view(ctx)
+        state = _state(ctx, view)
+        seen = state.get("seen")
+        if seen is None or same_messages(seen, ctx.messages):
             return
         # Another strategy rewrote the context: messages it added (a summary) are not raw history,
         # but the snapshot must hold them.
-        ctx.state["seen"] = {id(m): m for m in ctx.messages}
-        ctx.state["view"] = list(ctx.messages)
-        self._save(ctx, ctx.messages)
+        state["seen"] = list(ctx.messages)
+        self._save(ctx, store, ctx.session_id, view, state, ctx.messages)
 
     # -- node 6: save at task end ---------------------------------------------------------
 
@@ -152,31 +223,75 @@ class SnapshotRestore(ctxlife.Strategy):
     def ctxlife_task_end(self, ctx: ctxlife.TaskContext) -> None:
         if ctx.session_id is None or not ctx.messages:
             return
-        view = ctx.state.get("view") or []
+        store = _store(ctx)
+        if store is None:
+            return
+        view = _view(ctx)
+        state = _state(ctx, view)
         # The task's final messages are copies of the live list; what is new (the final answer)
-        # is what follows our last view of it.
-        final = ctx.messages
-        new = [m for m in final[len(view):] if not is_system(m) and not is_inserted(m)]
-        self._append(ctx.state, ctx.session_id, new)
-        self._save(ctx, final)
-        ctx.state.pop("seen", None)
-        ctx.state.pop("view", None)
+        # is found by alignment like any other list.
+        self._record(ctx, recorder_for(store), ctx.session_id, view, ctx.messages)
+        self._save(ctx, store, ctx.session_id, view, state, ctx.messages)
+        state.pop("seen", None)
 
-    def _save(self, ctx: ctxlife.HookContext, messages: list[dict[str, Any]]) -> None:
-        assert ctx.session_id is not None
-        if ctx.state.get("backlog"):
+    def _save(
+        self,
+        ctx: ctxlife.HookContext,
+        store: SessionStore,
+        session: str,
+        view: str,
+        state: dict[str, Any],
+        messages: list[dict[str, Any]],
+    ) -> None:
+        recorder = recorder_for(store)
+        if state.get("restore_failed"):
+            # The list lacks the saved conversation: writing it would destroy the good snapshot.
+            ctx.record("skipped", reason="restore_failed")
+            return
+        if recorder.pending(session, view):
             # The raw history must hold everything a snapshot shows first, or a restore would
             # read the pending messages twice (in the snapshot and in the raw tail after it).
-            ctx.record("skipped", reason="raw_history_pending", pending=len(ctx.state["backlog"]))
+            ctx.record("skipped", reason="raw_history_pending", pending=recorder.pending(session, view))
             return
-        # Everything in the raw history up to now is reflected in this snapshot.
         # Messages a strategy inserts for one call only (the recall block) are not part of the session.
         kept = [m for m in messages if not is_recall_block(m)]
+        safe: list[Any] = []
+        for index, message in enumerate(kept):
+            problems: list[str] = []
+            clean = json_safe(message, problems)
+            if problems:
+                emit(
+                    "error",
+                    "ctxlife.snapshot_message_quarantined",
+                    strategy=self.name,
+                    session_id=session,
+                    view=view,
+                    index=index,
+                    problem="; ".join(problems)[:500],
+                )
+            safe.append(clean if problems else message)
         snapshot = Snapshot(
-            session_id=ctx.session_id,
-            messages=kept,
-            raw_length=ctx.state.get("raw_length", 0),
+            session_id=session,
+            view=view,
+            messages=safe,
+            # The sequence number of the latest record this list holds (the store's, not a count).
+            raw_length=recorder.covered(session, view),
             meta={"inserted": inserted_meta(kept)},  # summaries stay recognised after a restore elsewhere
         )
-        self._store.save_snapshot(snapshot)
+        store.save_snapshot(snapshot)
         ctx.record("snapshot_saved", messages=len(messages), raw_length=snapshot.raw_length)
+
+
+def _store(ctx: ctxlife.HookContext) -> SessionStore | None:
+    store = ctx.store
+    return store if isinstance(store, SessionStore) else None
+
+
+def _view(ctx: ctxlife.HookContext) -> str:
+    view = getattr(ctx, "view", "")
+    return view if isinstance(view, str) else ""
+
+
+def _state(ctx: ctxlife.HookContext, view: str) -> dict[str, Any]:
+    views: dict[str, dict[str, Any]] = ctx.state.setdefault("views", {})
+    return views.setdefault(view, {})

@@ -57,6 +57,7 @@ from ctxlife.sessions.ids import validate_session_id, validate_view
 
 __all__ = [
     "FORMAT_VERSION",
+    "TRANSPORT_KEYS",
     "AppendConflictError",
     "LockTimeoutError",
     "PreparedMessage",
@@ -206,14 +207,39 @@ def canonical_json(message: Any) -> str:
         return json.dumps(json_safe(message), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+#: Keys that annotate a message for one request (prompt-cache markers), not part of what was said:
+#: a fingerprint ignores them at the message's top level and in its content blocks.
+TRANSPORT_KEYS = frozenset(("cache_control", "cache_breakpoint"))
+
+
+def _without_transport_keys(message: Any) -> Any:
+    if not isinstance(message, dict):
+        return message
+    content = message.get("content")
+    has_blocks = isinstance(content, list) and any(
+        isinstance(b, dict) and not TRANSPORT_KEYS.isdisjoint(b) for b in content
+    )
+    if TRANSPORT_KEYS.isdisjoint(message) and not has_blocks:
+        return message
+    out = {k: v for k, v in message.items() if k not in TRANSPORT_KEYS}
+    if has_blocks:
+        assert isinstance(content, list)
+        out["content"] = [
+            {k: v for k, v in b.items() if k not in TRANSPORT_KEYS} if isinstance(b, dict) else b for b in content
+        ]
+    return out
+
+
 def fingerprint(message: Any) -> str:
     """A message's identity: the BLAKE2b-128 hex digest of its :func:`canonical_json`.
 
     Equal messages (same keys and values, in any key order) have equal fingerprints; two equal
     messages at different places in a conversation are still two records (their sequence numbers
-    differ).
+    differ). Prompt-cache markers (:data:`TRANSPORT_KEYS`, e.g. CrewAI's ``cache_breakpoint``,
+    Anthropic's ``cache_control``) are not part of a message's identity: frameworks move them from
+    message to message between calls.
     """
-    data = canonical_json(message).encode("utf-8", "surrogatepass")
+    data = canonical_json(_without_transport_keys(message)).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
@@ -666,6 +692,13 @@ class SessionStore(abc.ABC):
         """Release connections and file handles. Idempotent."""
 
     def __enter__(self) -> Self:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        """A store is a handle on shared storage: copies of a structure holding it share it."""
+        return self
+
+    def __copy__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
