@@ -326,13 +326,17 @@ def test_rm_takes_exactly_one_selection(filled: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["file", "sqlite"])
+@pytest.mark.parametrize("where", ["top-level", "legacy snapshot_restore option"])
 def test_reading_commands_and_check_never_create_a_folder_or_database(
-    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    kind: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    target = tmp_path / "not-yet" / ("sessions" if kind == "file" else "sessions.db")
+    target = "not-yet/" + ("sessions" if kind == "file" else "sessions.db")  # relative: against the config's folder
     url = f"file://{target}" if kind == "file" else f"sqlite:///{target}"
     config = tmp_path / "ctxlife.toml"
-    config.write_text(f'strategies = ["snapshot_restore"]\n[snapshot_restore]\nstore = "{url}"\n', encoding="utf-8")
+    if where == "top-level":
+        config.write_text(f'store = "{url}"\nstrategies = ["snapshot_restore"]\n', encoding="utf-8")
+    else:
+        config.write_text(f'strategies = ["snapshot_restore"]\n[snapshot_restore]\nstore = "{url}"\n', encoding="utf-8")
     for argv in (
         ("session", "list", "--config", str(config)),
         ("session", "show", "u1", "--config", str(config)),
@@ -344,6 +348,11 @@ def test_reading_commands_and_check_never_create_a_folder_or_database(
         code, _, err = main_cli(capsys, *argv)
         assert code in (0, 1), (argv, err)
         assert not (tmp_path / "not-yet").exists(), argv
+    from ctxlife.config import load_settings
+
+    with open_store(load_settings(config).store_url()) as store:  # the first write creates it, there
+        store.append("u1", [{"role": "user", "content": "hi"}])
+    assert (tmp_path / "not-yet").exists()
 
 
 @pytest.mark.parametrize("kind", ["file", "sqlite"])

@@ -42,7 +42,14 @@ from ctxlife.integrations import require, tool_arguments_model
 from ctxlife.strategy import ToolSpec
 
 ADAPTER_ATTR = "_ctxlife_adapter"
-_KICKOFF_METHODS = ("kickoff", "kickoff_async", "akickoff", "kickoff_for_each", "kickoff_for_each_async", "akickoff_for_each")
+_KICKOFF_METHODS = (
+    "kickoff",
+    "kickoff_async",
+    "akickoff",
+    "kickoff_for_each",
+    "kickoff_for_each_async",
+    "akickoff_for_each",
+)
 
 # The adapter whose scope is active in this context (None outside any wrapped kickoff).
 _active: contextvars.ContextVar[CrewAdapter | None] = contextvars.ContextVar("ctxlife_active_adapter", default=None)
@@ -145,7 +152,10 @@ class CrewAdapter:
             tools = {spec.name: _crewai_tool(spec) for spec in specs}
             # CrewAI runs a task with ``task.tools or agent.tools``, and a task copies its agent's
             # tools when it is built: add ours to both, or tasks built before wrap() never see them.
-            holders = [*(getattr(self.crew, "agents", None) or []), *(t for t in getattr(self.crew, "tasks", None) or [] if t.tools)]
+            holders = [
+                *(getattr(self.crew, "agents", None) or []),
+                *(t for t in getattr(self.crew, "tasks", None) or [] if t.tools),
+            ]
             for holder in holders:
                 existing = {getattr(t, "name", None) for t in (holder.tools or [])}
                 for name, crew_tool in tools.items():

@@ -166,7 +166,7 @@ class Session:
         return self._recorder().add(self.session_id, batch, view=self.view)
 
     def messages(self, *new: Message) -> list[Message]:
-        """Record the ``new`` messages, then return what the model should be sent next.
+        """Return what the model should be sent next, with the ``new`` messages; record them.
 
         That is the system prompt (``system=``), the restored conversation (the view's snapshot
         and the records after it) and the new turn, run through the config's strategies (the
@@ -174,10 +174,11 @@ class Session:
         result is saved as the view's snapshot, so the next call starts from it. The list is
         yours: send it as it is.
         """
-        self.add(*new)
-        items, covered = self._restore()
+        turn = [_checked(m, i) for i, m in enumerate(new)]
+        items, _ = self._restore()
         listing: list[Message] = [{"role": "system", "content": self.system}] if self.system else []
         listing += items
+        listing += turn
         from ctxlife.messages import check_shape, same_messages
 
         configured = self.host.settings.message_format
@@ -187,9 +188,13 @@ class Session:
         before = list(listing)
         report = self.host.before_llm_call(listing, **self._call_keywords())
         self.last_report = report
+        # Record the new turn by alignment with what was restored (a strategy that records, such as
+        # snapshot_restore, did it already: then nothing is recorded twice).
+        recorder = self._recorder()
+        recorder.record(self.session_id, before, self.view)
         saved = any(action.what == "snapshot_saved" for action in report.actions)
         if not saved and not same_messages(before, listing):
-            self._save(listing, covered)
+            self._save(listing, recorder.covered(self.session_id, self.view))
         return listing
 
     def prepare(self, *new: Message) -> list[Message]:
