@@ -220,3 +220,49 @@ def test_a_restart_in_a_new_process_gives_each_agent_its_own_context(kind: str, 
         sent = without_system(opening[:-1])
         assert shown(sent[: len(own)]) == shown(own), agent  # its own conversation, exactly
         assert len(sent) == len(own) + 1 and "(round 2)" in str(sent[-1]["content"]), agent  # + the new task
+
+
+@pytest.mark.slow
+def test_crews_in_several_threads_on_one_session_record_each_agent_once(store_url: str) -> None:
+    """Three threads, each running its own wrapped crew (its own host and store object) on one session,
+    two kickoffs each: every agent's view holds its conversation (both rounds) exactly once."""
+    import threading
+
+    from crewai import Agent, Crew, Task
+
+    import ctxlife
+    from ctxlife.config import settings_from_dict
+
+    logs: list[list[dict[str, Any]]] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(3)
+
+    def worker(i: int) -> None:
+        try:
+
+            def reply(messages: list[dict[str, Any]]) -> str:
+                text = str(brain(messages))
+                logs.append([*(dict(m) for m in messages), {"role": "assistant", "content": text}])
+                return text
+
+            llm = scripted_llm([reply] * 10, default=react_final("Done."))
+            agent = Agent(role=f"Clerk {i}", goal="write", backstory=f"Clerk number {i}.", llm=llm, verbose=False)
+            task = Task(description=f"Write the report {i} (round {{round}}).", expected_output="text", agent=agent)
+            crew = Crew(agents=[agent], tasks=[task], verbose=False)
+            ctxlife.wrap(
+                crew, settings_from_dict({"store": store_url, "strategies": ["snapshot_restore"]}), session_id="shared"
+            )
+            start.wait()
+            for round_ in (1, 2):
+                crew.kickoff(inputs={"round": str(round_)})
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    records, messages = check_once_per_view(store_url, "shared", logs)
+    assert records == messages == 3 * 4  # per clerk: task 1, answer 1, task 2, answer 2
