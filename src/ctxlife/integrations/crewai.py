@@ -453,7 +453,7 @@ def _is_react_action(text: str) -> bool:
 
     try:
         return isinstance(parse(text), AgentAction)
-    except OutputParserError:
+    except (OutputParserError, ValueError):  # not ReAct (native tool calling, plain text): a reply to record
         return False
 
 
