@@ -247,3 +247,61 @@ def test_the_last_reply_of_a_process_is_restored_in_the_next(store_url: str) -> 
         sent.append(json.loads(proc.stdout.splitlines()[-1]))
     assert contents(sent[2]) == ["sys", "one", "reply to one", "two", "reply to two", "three"]
     assert contents(raw(store_url, "proc")) == ["one", "reply to one", "two", "reply to two", "three", "reply to three"]
+
+
+def test_without_a_store_setting_the_default_store_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CTXLIFE_STORE", raising=False)
+    with ctxlife.Session("plain", settings_from_dict({"strategies": []}), context_window=8000) as session:
+        session.prepare(user("hi"))
+        session.record_reply("hello")
+    assert contents(raw("file://workspace/sessions", "plain")) == ["hi", "hello"]
+
+
+MANAGE_WORKER = r"""
+import json, sys
+import ctxlife
+from ctxlife.config import settings_from_dict
+
+url, text = sys.argv[1:3]
+cfg = settings_from_dict({"store": url, "strategies": ["snapshot_restore"]})
+messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": text}]
+ctxlife.manage(messages, config=cfg, context_window=8000, session_id="m1")
+sent = list(messages)
+ctxlife.record_reply("reply to " + text, config=cfg, session_id="m1")  # the process's last reply
+print(json.dumps(sent))
+"""
+
+
+@pytest.mark.slow
+def test_manage_callers_record_the_last_reply_with_record_reply(store_url: str) -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH", "")) if p))
+    sent = []
+    for text in ("one", "two"):
+        proc = subprocess.run(
+            [sys.executable, "-c", MANAGE_WORKER, store_url, text], capture_output=True, text=True, env=env, check=False
+        )
+        assert proc.returncode == 0, proc.stderr
+        sent.append(json.loads(proc.stdout.splitlines()[-1]))
+    assert contents(sent[1]) == ["sys", "one", "reply to one", "two"]
+    assert contents(raw(store_url, "m1")) == ["one", "reply to one", "two", "reply to two"]
+
+
+@pytest.mark.filterwarnings("ignore::ctxlife.CtxlifeWarning")
+def test_record_reply_uses_the_host_manage_made_and_records_nothing_twice(tmp_path: Path) -> None:
+    cfg = config(f"file://{tmp_path}", "snapshot_restore")
+    messages = [{"role": "system", "content": "sys"}, user("q1")]
+    ctxlife.manage(messages, config=cfg, context_window=8000, session_id="m2")
+    messages.append(assistant("a1"))
+    assert [r.seq for r in ctxlife.record_reply(messages, config=cfg, session_id="m2")] == [2]  # the list: aligned
+    assert ctxlife.record_reply(messages, config=cfg, session_id="m2") == []
+    messages.append(user("q2"))
+    ctxlife.manage(messages, config=cfg, context_window=8000, session_id="m2")
+    assert (
+        asyncio.run(ctxlife.arecord_reply({"role": "assistant", "content": "a2"}, config=cfg, session_id="m2"))[0].seq
+        == 4
+    )
+    assert contents(raw(f"file://{tmp_path}", "m2")) == ["q1", "a1", "q2", "a2"]
+    from ctxlife.api import clear_hosts
+
+    clear_hosts()

@@ -9,6 +9,7 @@ from crewai import Crew
 
 import ctxlife
 from ctxlife.integrations.langchain import CtxlifeMiddleware
+from ctxlife.sessions import RawRecord
 
 
 def crew_side(crew: Crew) -> None:
@@ -25,6 +26,8 @@ def plain_side() -> None:
     assert_type(report, ctxlife.Report)
     assert_type(report.acted, list[str])
     assert_type(asyncio.run(ctxlife.amanage(messages, context_window=8000)), ctxlife.Report)
+    assert_type(ctxlife.record_reply("hello", session_id="u1")[0].seq, int)
+    assert_type(asyncio.run(ctxlife.arecord_reply(messages, session_id="u1")), list[RawRecord])
 
     host = ctxlife.Host(ctxlife.load_settings(None), context_window=8000)
     assert_type(host.before_llm_call(messages), ctxlife.Report)

@@ -30,7 +30,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
-from ctxlife.errors import InvalidMessagesError, StoreError
+from ctxlife.errors import InvalidMessagesError
 from ctxlife.sessions.ids import validate_session_id, validate_view
 
 if TYPE_CHECKING:
@@ -115,14 +115,12 @@ class Session:
                 plugins=plugins,
             )
         self.host: Host = host
-        store = host.store
-        if store is None:
+        try:
+            store = host.open_store()  # the config's store (the default one when it names none)
+        except Exception:
             if self._owns_host:
                 host.close()
-            raise StoreError(
-                f"session {session_id!r}: the config names no session store; set store = "
-                f'"file://workspace/sessions" (or sqlite:///..., redis://...) in it, or CTXLIFE_STORE'
-            )
+            raise
         self.store: SessionStore = store
         self.last_report: Report | None = None
         """The :class:`~ctxlife.host.Report` of the latest :meth:`messages`/:meth:`prepare` call."""
