@@ -42,7 +42,7 @@ from ctxlife.messages import (
 )
 from ctxlife.sessions import SessionStore, Snapshot
 from ctxlife.sessions.base import json_safe
-from ctxlife.sessions.recording import Recorder, recorder_for
+from ctxlife.sessions.recording import Recorder, recordable, recorder_for
 
 
 class SnapshotRestore(ctxlife.Strategy):
@@ -158,9 +158,11 @@ class SnapshotRestore(ctxlife.Strategy):
             return None  # a new session
         messages = ctx.messages
         found = recorder.align(session, messages, view)
-        if found.aligned and found.overlap >= 2:
-            # The list ends with (at least two messages of) the recorded conversation: a stateless
-            # caller, or a new host for a caller that kept its list. Nothing to put back.
+        conversation = sum(1 for m in (*saved, *tail) if recordable(m))
+        if found.aligned and (found.overlap >= 2 or (found.overlap >= conversation and found.new)):
+            # The list holds the recorded conversation's end (two messages of it, or all of a shorter
+            # one followed by new messages): a stateless caller, or a new host for a caller that kept
+            # its list. Nothing to put back.
             ctx.record("skipped", reason="list_holds_conversation")
             return None
         current_system = [m for m in messages if is_system(m) and not is_summary(m)]

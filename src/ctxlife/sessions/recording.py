@@ -12,8 +12,10 @@ How a list aligns
 Read from its end, the caller's recordable messages ``R`` must contain a record of the view's tail
 ``T`` (an *anchor*) before which they agree with the tail: the (at most :data:`WINDOW`) messages
 before it appear in ``T`` before the anchor, in the same order (a compaction may have evicted
-records in between, never reordered them). Of the anchors that agree, the newest record wins (the
-one nearest the list's end among equals); what follows it in ``R`` is new. A list that aligns
+records in between, never reordered them). Of the anchors that agree, the newest record wins, then
+the one that explains the list at the lowest cost (new messages, counted twice when equal to a
+recent record, plus records skipped), then the one nearest the list's end; what follows it in
+``R`` is new. A list that aligns
 nowhere is new as a whole (a new session, or a caller that kept none of the recorded conversation).
 
 Anchors are looked for only among the view's *live* records: the last one, the ones this recorder
@@ -40,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,6 +61,8 @@ _ANCHORS = 8
 #: Most messages kept waiting when the store refuses writes (then the oldest are dropped, logged).
 _MAX_PENDING = 10_000
 _MAX_RETRIES = 64
+#: Message objects remembered per view (see ``_View.objects``).
+_OBJECTS = 512
 
 
 def recordable(message: Any) -> bool:
@@ -100,6 +105,10 @@ class _View:
     anchors: list[int] = dataclasses.field(default_factory=list)  # seqs of recent anchors, newest last
     covered: int = 0  # seq of the latest record the last recorded list holds (a snapshot's raw_length)
     pending: list[tuple[dict[str, Any], str]] = dataclasses.field(default_factory=list)
+    # Message objects matched to a record (id -> (object, seq, fingerprint)), most recent last: a
+    # caller that keeps its list (CrewAI, most loops) is aligned by them exactly, however many equal
+    # messages it holds. The references keep the ids from being reused; bounded.
+    objects: OrderedDict[int, tuple[Any, int, str]] = dataclasses.field(default_factory=OrderedDict)
 
 
 class _Reversed:
@@ -232,6 +241,9 @@ class Recorder:
         tail = state.tail
         if not tail:
             return self._unaligned(rev)
+        known = self._by_identity(state, rev)
+        if known is not None:
+            return known
         # Live records: the last one, recent anchors, and whatever came after the oldest of them.
         floor_seq = min(state.anchors) if state.anchors else tail[-1].seq
         lowest = len(tail) - 1
@@ -241,54 +253,107 @@ class Recorder:
         for p in range(len(tail) - 1, lowest - 1, -1):  # newest first
             positions.setdefault(tail[p].fp, []).append(p)
         # The anchor: of the places where the list agrees with the tail, the one at the newest
-        # record (a list follows the history's end); among equals, the one nearest the list's end.
-        # Scanning stops at the newest record, or once no newer anchor is possible.
-        best: tuple[int, int, int] | None = None  # (k, p, overlap)
+        # record (a list follows the history's end); among those, the one that explains the list
+        # at the lowest cost (new messages, twice for one equal to a live record, plus records
+        # skipped); then the one nearest the list's end.
+        # Scanning stops at a perfect fit (the newest record, nothing skipped: the steady state), or
+        # once no better anchor is possible.
+        best: tuple[int, int, int, int] | None = None  # (k, p, overlap, cost)
         live = len(tail) - lowest
+        newest = tail[-1].seq
         k = 0
+        repeats = 0  # how many of the messages after rev[k] equal a live record (new ones rarely do)
         while True:
             fp = rev.fp(k)
-            if fp is None or (best is not None and (tail[best[1]].seq == tail[-1].seq or k > best[0] + live)):
+            if fp is None:
                 break
+            if best is not None and ((tail[best[1]].seq == newest and k > best[3]) or k > best[0] + live):
+                break
+            if k and rev.fp(k - 1) in positions:
+                repeats += 1
             for p in positions.get(fp, ()):
-                if best is not None and tail[p].seq <= tail[best[1]].seq:
+                if best is not None and tail[p].seq < tail[best[1]].seq:
                     break  # positions are newest first: nothing newer here
-                overlap = self._agrees(rev, k, tail, p, state.complete)
+                overlap, skipped = self._agrees(rev, k, tail, p, state.complete)
                 if overlap == 1 and k == 0 and p != len(tail) - 1 and rev.fp(1) is None:
                     # A list of one old message and nothing after it: a fresh list whose message
                     # repeats an earlier one (a new task's prompt), not a caller's kept place.
                     continue
-                if overlap:
-                    best = (k, p, overlap)
+                cost = k + repeats + skipped
+                if overlap and (best is None or tail[p].seq > tail[best[1]].seq or cost < best[3]):
+                    best = (k, p, overlap, cost)
                     break
             k += 1
         if best is None:
             return self._unaligned(rev)
-        k, p, overlap = best
+        k, p, overlap, _ = best
         new = list(range(k - 1, -1, -1))
         return Alignment(overlap, [rev.index(i) for i in new], tail[p].seq, True, [rev.fp(i) for i in new])  # type: ignore[misc]
 
     @staticmethod
-    def _agrees(rev: _Reversed, k: int, tail: list[_Entry], p: int, complete: bool) -> int:
-        """How many of the list's messages up to ``rev[k]`` agree with the tail up to ``tail[p]`` (0: none).
+    def _by_identity(state: _View, rev: _Reversed) -> Alignment | None:
+        """The alignment given by the newest message object already matched to a record, if any.
+
+        Only a hint, checked: the object must be the view's newest record (else another writer's
+        records follow it, which only alignment by content can place), must still have that
+        record's fingerprint (not edited in place) and must not occur twice in the list's end (the
+        same dict appended again).
+        """
+        objects = state.objects
+        if not objects:
+            return None
+        for k in range(2 * WINDOW):
+            index = rev.index(k)
+            if index is None:
+                return None
+            message = rev._messages[index]
+            found = objects.get(id(message))
+            if found is None or found[0] is not message:
+                continue
+            for later in range(k):
+                other = rev.index(later)
+                if other is not None and rev._messages[other] is message:
+                    return None
+            if rev.fp(k) != found[2] or found[1] != state.tail[-1].seq:
+                return None  # edited in place, or records came after it that the caller may hold
+            new = list(range(k - 1, -1, -1))
+            return Alignment(WINDOW, [rev.index(i) for i in new], found[1], True, [rev.fp(i) for i in new])  # type: ignore[misc]
+        return None
+
+    @staticmethod
+    def _remember(state: _View, pairs: list[tuple[Any, int, str]]) -> None:
+        objects = state.objects
+        for message, seq, fp in pairs:
+            key = id(message)
+            objects.pop(key, None)
+            objects[key] = (message, seq, fp)
+        while len(objects) > _OBJECTS:
+            objects.popitem(last=False)
+
+    @staticmethod
+    def _agrees(rev: _Reversed, k: int, tail: list[_Entry], p: int, complete: bool) -> tuple[int, int]:
+        """How many of the list's messages up to ``rev[k]`` agree with the tail up to ``tail[p]`` (0:
+        they disagree), and how many records the agreement skips.
 
         Agreeing means: read backwards, the list's messages (at most :data:`WINDOW`) appear in the
         tail in the same order, possibly with records in between (a compaction evicts messages from
-        the middle of a list, never reorders them).
+        the middle of a list, never reorders them). Fewer skipped records is a better fit.
         """
         q = p - 1
+        skipped = 0
         for d in range(1, WINDOW):
             fp = rev.fp(k + d)
             if fp is None:  # the list starts here: all of it agrees
-                return d
+                return d, skipped
             while q >= 0 and tail[q].fp != fp:
                 q -= 1
+                skipped += 1
             if q < 0:
                 # The list holds a message the tail does not: before the view's first record, not
                 # this place; past the edge of a trimmed tail, what was checked agrees.
-                return 0 if complete else d
+                return (0, 0) if complete else (d, skipped)
             q -= 1
-        return WINDOW
+        return WINDOW, skipped
 
     @staticmethod
     def _unaligned(rev: _Reversed) -> Alignment:
@@ -316,8 +381,11 @@ class Recorder:
                 found = self._align(state, rev)
                 if found.aligned:
                     self._anchor(state, found.anchor_seq)
-                batch = list(zip([messages[i] for i in found.new], found.fingerprints, strict=True))
-                batch = _after_pending(state.pending, batch)
+                    anchor = rev.index(len(found.new))
+                    if anchor is not None:
+                        self._remember(state, [(messages[anchor], found.anchor_seq, rev.fp(len(found.new)) or "")])
+                new = [messages[i] for i in found.new]
+                batch = _after_pending(state.pending, list(zip(new, found.fingerprints, strict=True)))
                 if not batch:
                     if found.aligned:
                         state.covered = found.anchor_seq
@@ -328,6 +396,11 @@ class Recorder:
                     self._catch_up(session_id, view, state)
                     continue
                 state.covered = records[-1].seq
+                # The caller's objects for the records just written (pending ones went first).
+                mine = records[len(records) - len(new) :] if len(new) <= len(records) else records
+                self._remember(
+                    state, [(m, r.seq, r.fingerprint) for m, r in zip(new[-len(mine) :], mine, strict=False)]
+                )
                 return records
             raise StoreError(
                 f"session {session_id!r}: could not append after {_MAX_RETRIES} attempts, other writers kept "
