@@ -135,14 +135,23 @@ def agent_of(call: list[dict[str, Any]]) -> str:
     return next((str(m.get("content")) for m in call if m.get("role") == "system"), "")
 
 
+def final_answer(reply: dict[str, Any]) -> dict[str, Any]:
+    """A final ReAct reply as the conversation keeps it: the answer CrewAI's own parser reads from it."""
+    from crewai.agents.parser import AgentFinish, parse
+
+    parsed = parse(str(reply["content"]))
+    return {"role": "assistant", "content": parsed.output} if isinstance(parsed, AgentFinish) else reply
+
+
 def conversations(log: list[list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-    """Each agent's conversation in one run (one task per agent here): the longest list it was sent + the reply."""
+    """Each agent's conversation in one run (one task per agent here): the longest list it was sent,
+    then its final answer."""
     found: dict[str, list[dict[str, Any]]] = {}
     for call in log:
         key = agent_of(call)
         if len(call) >= len(found.get(key, [])):
             found[key] = call
-    return found
+    return {key: [*call[:-1], final_answer(call[-1])] for key, call in found.items()}
 
 
 def shown(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:

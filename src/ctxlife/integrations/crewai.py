@@ -321,11 +321,12 @@ class CrewAdapter:
         a task end (work a manager delegates, a process that stops) is in the session too.
         """
         response = getattr(hctx, "response", None)
-        if not isinstance(response, str) or not response or self.host.store is None or _is_react_action(response):
-            return None  # a ReAct action is recorded at the next call, as CrewAI keeps it (with its observation)
+        said = _said(response) if isinstance(response, str) and response else None
+        if said is None or self.host.store is None:
+            return None
         role = self._agent_role(hctx.agent)
         view = self._view(role, self._task_facts(hctx.task))
-        reply = {"role": "assistant", "content": response}
+        reply = {"role": "assistant", "content": said}
         self.host.record_reply([*hctx.messages, reply], view=view)
         with self._lock:
             self._last_reply[view] = reply
@@ -445,16 +446,23 @@ class CrewAdapter:
             output.raw = ctx.output
 
 
-def _is_react_action(text: str) -> bool:
-    """Whether a reply asks CrewAI to run a tool (CrewAI then keeps it with the tool's observation)."""
-    if "Action" not in text:
-        return False
-    from crewai.agents.parser import AgentAction, OutputParserError, parse
+def _said(text: str) -> str | None:
+    """What a reply says, as the conversation keeps it: a ReAct final answer's text (what the task
+    end records as the final answer), or the whole reply (native tool calling, plain text); None for
+    a ReAct action (CrewAI keeps it with the tool's observation: recorded at the next model call)."""
+    if "Action" not in text and "Final Answer" not in text:
+        return text
+    from crewai.agents.parser import AgentAction, AgentFinish, OutputParserError, parse
 
     try:
-        return isinstance(parse(text), AgentAction)
-    except (OutputParserError, ValueError):  # not ReAct (native tool calling, plain text): a reply to record
-        return False
+        parsed = parse(text)
+    except (OutputParserError, ValueError):
+        return text
+    if isinstance(parsed, AgentAction):
+        return None
+    if isinstance(parsed, AgentFinish) and isinstance(parsed.output, str):
+        return parsed.output
+    return text
 
 
 def _crewai_tool(spec: ToolSpec) -> Any:
