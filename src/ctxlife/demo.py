@@ -475,8 +475,7 @@ def _settings(config_path: Path, workspace: Path) -> Any:
     from ctxlife.config import read_toml, settings_from_dict
 
     data = read_toml(config_path)
-    if "snapshot_restore" in data.get("strategies", []):
-        data.setdefault("snapshot_restore", {})["store"] = f"file://{(workspace / 'sessions').resolve()}"
+    data["store"] = f"file://{(workspace / 'sessions').resolve()}"
     if "tool_output" in data.get("strategies", []):
         data.setdefault("tool_output", {})["store_dir"] = str((workspace / "tool_outputs").resolve())
     return settings_from_dict(data, source=str(config_path))

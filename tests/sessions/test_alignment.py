@@ -19,7 +19,6 @@ import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.host import Host
 from ctxlife.sessions import RawRecord, SessionStore, Snapshot, open_store
-from ctxlife.sessions.recording import recorder_for
 from ctxlife.testing import assistant, system, tool_call, tool_result, user
 
 WINDOW = 100_000
@@ -105,6 +104,8 @@ def test_a_caller_that_rebuilds_its_list_every_call_records_each_message_once(st
 
 def test_steady_state_recording_reads_nothing_from_the_store(store_url: str) -> None:
     """The tail is kept in memory: a stateless caller's calls cost no store read once the view is known."""
+    from ctxlife.sessions.recording import recorder_for
+
     with open_store(store_url) as store:
         reads = CountingStore(store)
         recorder = recorder_for(reads)

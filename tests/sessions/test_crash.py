@@ -8,6 +8,7 @@ writer then continues the same session (which exercises the file store's torn-ta
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -161,3 +162,60 @@ def test_sigkill_at_random_moments_never_loses_or_corrupts(store_kind: str, stor
     print(
         f"{store_kind}: {kills} kills, {previous} records, {torn_seen} torn tails, {repaired} repaired, {check_time:.1f}s checking"
     )
+
+
+# A worker serving a stateless caller: each request is the whole conversation as JSON. The parent
+# SIGKILLs it at random moments and starts a new one (a crash, a deploy); the caller resends.
+STATELESS_WORKER = r"""
+import json, sys
+import ctxlife
+from ctxlife.config import settings_from_dict
+cfg = settings_from_dict({"strategies": ["snapshot_restore", "truncate_last_n"], "store": sys.argv[1],
+                          "truncate_last_n": {"rounds": 2, "always": True}})
+host = ctxlife.Host(cfg, context_window=100000, session_id="restarts")
+print("ready", flush=True)
+for line in sys.stdin:
+    host.manage(json.loads(line))
+    print("done", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_killed_and_restarted_workers_record_a_stateless_conversation_exactly_once(
+    store_kind: str, store_url: str, spawn: Any
+) -> None:
+    rng = random.Random(11)
+    conversation: list[dict[str, Any]] = [{"role": "system", "content": "sys"}]
+    worker = None
+    kills = 0
+    for i in range(24):
+        if worker is None:
+            worker = spawn(STATELESS_WORKER, store_url)
+            assert worker.stdout.readline().strip() == "ready", worker.stderr.read()
+        conversation.append({"role": "user", "content": f"q{i}" if i % 5 else "ok"})
+        worker.stdin.write(json.dumps(conversation) + "\n")
+        worker.stdin.flush()
+        if rng.random() < 0.3:  # killed while (or right after) it records the request
+            time.sleep(rng.random() * 0.05)
+            os.kill(worker.pid, signal.SIGKILL)
+            worker.wait(timeout=30)
+            worker = None
+            kills += 1
+        else:
+            assert worker.stdout.readline().strip() == "done", worker.stderr.read()
+        conversation.append({"role": "assistant", "content": "ok" if i % 3 == 0 else f"a{i}"})
+    if worker is not None:
+        worker.stdin.close()
+        worker.wait(timeout=30)
+    # The caller's last request, resent to a fresh worker, records whatever a kill lost.
+    last = spawn(STATELESS_WORKER, store_url)
+    assert last.stdout.readline().strip() == "ready"
+    last.stdin.write(json.dumps(conversation[:-1]) + "\n")
+    last.stdin.flush()
+    assert last.stdout.readline().strip() == "done"
+    last.stdin.close()
+    last.wait(timeout=30)
+    assert kills >= 3
+    with open_store(store_url) as store:
+        got = [r.message for r in store.read_records("restarts")]
+    assert got == conversation[1:-1], "every message exactly once, in order, across kills and restarts"

@@ -59,6 +59,28 @@ def test_fingerprints_ignore_key_order_but_nothing_else() -> None:
     assert len(fingerprint({"role": "user", "content": "\ud800 lone surrogate"})) == 32
 
 
+def test_fingerprints_ignore_prompt_cache_markers_that_frameworks_move_between_calls() -> None:
+    plain = msg("user", "hi")
+    assert fingerprint({**plain, "cache_breakpoint": True}) == fingerprint(plain)  # CrewAI
+    blocks = msg("user", [{"type": "text", "text": "hi"}])
+    marked = msg("user", [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}])
+    assert fingerprint(marked) == fingerprint(blocks)  # Anthropic prompt caching
+    assert fingerprint(marked) != fingerprint(plain)
+
+
+def test_a_session_history_written_with_cache_markers_aligns_with_the_same_messages_without(
+    store: SessionStore,
+) -> None:
+    from ctxlife.sessions.recording import recorder_for
+
+    recorder = recorder_for(store)
+    first = [msg("user", "q0", cache_breakpoint=True)]
+    recorder.record("cache", first)
+    later = [msg("user", "q0"), msg("assistant", "a0", cache_breakpoint=True)]
+    assert [r.message["content"] for r in recorder.record("cache", later)] == ["a0"]
+    assert store.head("cache") == 2
+
+
 def test_if_head_appends_only_when_nothing_was_appended_meanwhile(store: SessionStore) -> None:
     store.append("s", [msg("user", "q0")], if_head=0)
     with pytest.raises(AppendConflictError) as info:
@@ -139,7 +161,9 @@ def test_pop_last_removes_only_the_sessions_last_record_of_its_view(store: Sessi
 
 def test_each_view_has_its_own_snapshot(store: SessionStore) -> None:
     store.save_snapshot(Snapshot(session_id="v", messages=[msg("user", "default")], raw_length=1))
-    store.save_snapshot(Snapshot(session_id="v", view="writer.t1", messages=[msg("user", "writer")], raw_length=2, updated_at=5.0))
+    store.save_snapshot(
+        Snapshot(session_id="v", view="writer.t1", messages=[msg("user", "writer")], raw_length=2, updated_at=5.0)
+    )
     assert store.load_snapshot("v").messages == [msg("user", "default")]
     assert store.load_snapshot("v", "writer.t1").messages == [msg("user", "writer")]
     assert store.load_snapshot("v", "nobody") is None
@@ -167,7 +191,14 @@ OLD_MESSAGES = [msg("user", "q0"), msg("assistant", "a0"), msg("user", "q1")]
 
 def _write_legacy(kind: str, url: str, tmp_path: Path, redis_client: Any) -> None:
     """The bytes ctxlife 0.1 wrote for a session 'old' with three messages and a snapshot."""
-    snapshot = {"format_version": 1, "session_id": "old", "raw_length": 2, "updated_at": 10.0, "meta": {}, "messages": OLD_MESSAGES[:2]}
+    snapshot = {
+        "format_version": 1,
+        "session_id": "old",
+        "raw_length": 2,
+        "updated_at": 10.0,
+        "meta": {},
+        "messages": OLD_MESSAGES[:2],
+    }
     if kind == "file":
         folder = Path(url.removeprefix("file://"))
         folder.mkdir(parents=True, mode=0o700)
@@ -187,7 +218,9 @@ def _write_legacy(kind: str, url: str, tmp_path: Path, redis_client: Any) -> Non
                 INSERT INTO ctxlife_meta VALUES ('schema_version', '1');
                 """
             )
-            conn.executemany("INSERT INTO ctxlife_raw VALUES ('old', ?, ?)", [(i, json.dumps(m)) for i, m in enumerate(OLD_MESSAGES)])
+            conn.executemany(
+                "INSERT INTO ctxlife_raw VALUES ('old', ?, ?)", [(i, json.dumps(m)) for i, m in enumerate(OLD_MESSAGES)]
+            )
             conn.execute("INSERT INTO ctxlife_snapshots VALUES ('old', 10.0, ?)", (json.dumps(snapshot),))
         conn.close()
     else:
@@ -203,7 +236,11 @@ def test_history_written_by_ctxlife_0_1_reads_with_positions_as_sequence_numbers
     _write_legacy(store_kind, store_url, tmp_path, redis_client)
     with open_store(store_url) as store:
         records = store.read_records("old")
-        assert [(r.seq, r.view, r.message) for r in records] == [(1, "", OLD_MESSAGES[0]), (2, "", OLD_MESSAGES[1]), (3, "", OLD_MESSAGES[2])]
+        assert [(r.seq, r.view, r.message) for r in records] == [
+            (1, "", OLD_MESSAGES[0]),
+            (2, "", OLD_MESSAGES[1]),
+            (3, "", OLD_MESSAGES[2]),
+        ]
         assert [r.fingerprint for r in records] == [fingerprint(m) for m in OLD_MESSAGES]
         snapshot = store.load_snapshot("old")
         assert snapshot is not None and (snapshot.view, snapshot.raw_length) == ("", 2)
@@ -239,7 +276,11 @@ def test_ttl_expires_idle_sessions_as_a_whole(store_url: str) -> None:
         time.sleep(0.25)
         store.append("busy", [msg("user", "b1")])  # a write keeps a session alive
         time.sleep(0.25)
-        assert store.read_records("idle") == [] and store.load_snapshot("idle") is None and store.get_blob("idle", "k") is None
+        assert (
+            store.read_records("idle") == []
+            and store.load_snapshot("idle") is None
+            and store.get_blob("idle", "k") is None
+        )
         assert [r.message["content"] for r in store.read_records("busy")] == ["b0", "b1"]
         assert [i.session_id for i in store.list_sessions()] == ["busy"]
         assert store.append("idle", [msg("user", "again")])[0].seq == 1  # starts over, as in Redis

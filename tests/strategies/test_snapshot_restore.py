@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import ctxlife
-from ctxlife.config import settings_from_dict
+from ctxlife.config import load_settings, settings_from_dict
 from ctxlife.errors import SessionIdError
 from ctxlife.host import Host
 from ctxlife.sessions import open_store
@@ -35,7 +35,7 @@ def canonical(messages):
 
 def settings(store_url, *strategies, **tables):
     names = ["snapshot_restore", *strategies]
-    return settings_from_dict({"strategies": names, "snapshot_restore": {"store": store_url}, **tables})
+    return settings_from_dict({"strategies": names, "store": store_url, **tables})
 
 
 def test_manage_session_restores_exactly_in_a_new_host(store_url):
@@ -98,7 +98,9 @@ def test_current_system_message_wins_over_the_saved_one(store_url):
     store = open_store(store_url)
     from ctxlife.sessions import Snapshot
 
-    store.save_snapshot(Snapshot(session_id="s2", messages=[system("old prompt"), user("hi"), assistant("hello")], raw_length=2))
+    store.save_snapshot(
+        Snapshot(session_id="s2", messages=[system("old prompt"), user("hi"), assistant("hello")], raw_length=2)
+    )
     store.append_raw("s2", [user("hi"), assistant("hello")])
     store.close()
     messages = [system("new prompt"), user("again")]
@@ -119,7 +121,12 @@ def test_unsafe_session_ids_are_refused_before_anything_is_written(tmp_path):
 @pytest.mark.slow
 def test_crew_session_restores_exactly_in_a_new_process(store_url, tmp_path):
     def run(out, *turns):
-        done = subprocess.run([sys.executable, str(WORKER), store_url, "chat7", str(out), *turns], capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, str(WORKER), store_url, "chat7", str(out), *turns],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(out.read_text())
 
@@ -144,3 +151,90 @@ def test_crew_session_restores_exactly_in_a_new_process(store_url, tmp_path):
     assert first[0]["role"] == "system" and first[0]["content"] == saved.messages[0]["content"]
     assert canonical(first[1:]) == canonical([*saved.messages[1:], new_user])
     assert any("How many A0?" in (m.get("content") or "") for m in first)
+
+
+# -- one store, owned by the host ------------------------------------------------------------------
+
+
+def test_the_host_opens_the_top_level_store_and_every_strategy_uses_it(store_url, tmp_path):
+    cfg = settings_from_dict(
+        {
+            "strategies": ["tool_output"],
+            "store": store_url,
+            "tool_output": {"max_tokens": 100, "store_dir": str(tmp_path / "out")},
+        }
+    )
+    host = Host(cfg, context_window=100_000, session_id="owned")
+    assert host.store is not None and host.store.url.split("?")[0] == store_url.split("?")[0]
+    ctx = ctxlife.ToolCallContext(tool_name="dump", tool_input={}, result="word " * 2000, raw_result=None)
+    host.after_tool_call(ctx)
+    assert ctx.actions[0].details["saved_in"] == "session"  # a blob of the session, in the one store
+    assert not (tmp_path / "out").exists()
+    host.close()
+
+
+def test_without_a_store_setting_only_strategies_that_keep_sessions_open_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert Host(settings_from_dict({"strategies": ["truncate_last_n"]}), context_window=1000).store is None
+    host = Host(settings_from_dict({"strategies": ["snapshot_restore"]}), context_window=1000)
+    assert host.store is not None and host.store.url == f"file://{tmp_path / 'workspace' / 'sessions'}"
+    host.close()
+    assert not (tmp_path / "workspace").exists()  # opening creates nothing
+
+
+def test_ctxlife_store_environment_variable_names_the_store(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'env.db'}"
+    monkeypatch.setenv("CTXLIFE_STORE", url)
+    cfg = settings_from_dict({"strategies": ["snapshot_restore"]})
+    assert cfg.store_url() == url
+    messages = [system("sys"), user("hi")]
+    ctxlife.manage(messages, config=cfg, context_window=1000, session_id="env")
+    with open_store(url) as store:
+        assert store.read_raw("env") == [user("hi")]
+
+
+def test_relative_store_paths_resolve_against_the_config_files_folder(tmp_path, monkeypatch):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    for line, expected in [
+        ('store = "file://state/sessions"', f"file://{folder / 'state' / 'sessions'}"),
+        ('store = "sqlite:///state/s.db?busy_timeout=2"', f"sqlite:///{folder / 'state' / 's.db'}?busy_timeout=2"),
+        ('store = "file:///abs/sessions"', "file:///abs/sessions"),
+    ]:
+        path = folder / "ctxlife.toml"
+        path.write_text(f'strategies = ["snapshot_restore"]\n{line}\n')
+        assert load_settings(path).store_url() == expected
+    path.write_text('strategies = ["snapshot_restore"]\nstore = "file://state/sessions"\n')
+    ctxlife.manage([system("s"), user("u")], config=path, context_window=1000, session_id="rel")
+    assert (folder / "state" / "sessions" / "rel_raw.jsonl").exists()
+    assert not (elsewhere / "state").exists()
+
+
+def test_the_deprecated_snapshot_restore_store_option_still_works_with_a_warning(tmp_path):
+    url = f"file://{tmp_path / 'legacy'}"
+    cfg = settings_from_dict({"strategies": ["snapshot_restore"], "snapshot_restore": {"store": url}})
+    with pytest.warns(DeprecationWarning, match="top-level setting store"):
+        host = Host(cfg, context_window=1000, session_id="old")
+    host.manage([system("s"), user("u")])
+    host.close()
+    with open_store(url) as store:
+        assert store.read_raw("old") == [user("u")]
+
+
+@pytest.mark.parametrize("kind", ["file", "sqlite"])
+def test_ctxlife_check_and_session_list_create_nothing(tmp_path, monkeypatch, kind, capsys):
+    from ctxlife.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    url = "file://data/sessions" if kind == "file" else "sqlite:///data/sessions.db"
+    (tmp_path / "ctxlife.toml").write_text(
+        f'strategies = ["snapshot_restore", "llm_summary", "tool_output", "recall"]\nstore = "{url}"\n'
+    )
+    assert main(["check", "ctxlife.toml"]) == 0
+    assert main(["session", "list"]) == 0
+    capsys.readouterr()
+    assert not (tmp_path / "data").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ctxlife.toml"]
