@@ -392,3 +392,32 @@ def test_durations() -> None:
         with pytest.raises(ValueError, match="duration"):
             parse_duration(bad)
     assert format_duration(2592000) == "30d" and format_duration(5400) == "90m" and format_duration(1.5) == "1.5s"
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_show_prints_the_summary_llm_summary_wrote_through_a_session(store_url: str) -> None:
+    import ctxlife
+    from ctxlife.config import settings_from_dict
+
+    cfg = settings_from_dict(
+        {
+            "store": store_url,
+            "strategies": ["llm_summary"],
+            "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
+        }
+    )
+    with ctxlife.Session("clerk", cfg, system="You are a clerk.", context_window=1000) as session:
+        for i in range(8):
+            session.prepare({"role": "user", "content": f"Order {i}: ship {i * 3} boxes of item R{i:04d}. " * 3})
+            session.record_reply(f"Noted order {i}.")
+        assert session.last_report is not None
+    with open_store(store_url) as store:
+        snapshot = store.load_snapshot("clerk")
+    assert snapshot is not None
+    written = [str(m["content"]) for m in snapshot.messages if str(m.get("content")).startswith("History summary:")]
+    assert written, "llm_summary did not compact"
+    summary = written[-1].removeprefix("History summary:").strip()
+    assert "R000" in summary
+    proc = cli("session", "show", "clerk", "--store", store_url)  # a fresh process recognises it too
+    assert proc.returncode == 0, proc.stderr
+    assert " ".join(summary.split())[:60] in " ".join(proc.stdout.split())
