@@ -714,7 +714,7 @@ class Host:
 
 def _open_store(settings: Settings) -> SessionStore:
     """Open the settings' session store (creates nothing until the first write)."""
-    from ctxlife.errors import ConfigError, StoreError
+    from ctxlife.errors import ConfigError
     from ctxlife.sessions import open_store, store_schemes
 
     url = settings.store_url()
@@ -724,10 +724,7 @@ def _open_store(settings: Settings) -> SessionStore:
             f"{settings.store_origin()}: unknown session store scheme {scheme!r}; known schemes: "
             f"{', '.join(store_schemes())}"
         )
-    try:
-        return open_store(url)
-    except StoreError as exc:
-        raise ConfigError(f"{settings.store_origin()}: {exc}") from None
+    return open_store(url)  # a StoreError (e.g. Redis unreachable) names the store itself
 
 
 def _kept_latest_user(before: list[dict[str, Any]], index: int, after: list[dict[str, Any]]) -> bool:

@@ -44,6 +44,13 @@ from ctxlife.sessions import SessionStore, Snapshot
 from ctxlife.sessions.base import json_safe
 from ctxlife.sessions.recording import Recorder, recordable, recorder_for
 
+#: How many calls in a row a restore that failed for a passing reason (the store down) is tried.
+_RESTORE_ATTEMPTS = 3
+
+
+class BadSessionError(ctxlife.StoreError):
+    """The stored session cannot be restored as it is (a record that is not a message, an invalid result)."""
+
 
 class SnapshotRestore(ctxlife.Strategy):
     name = "snapshot_restore"
@@ -100,11 +107,24 @@ class SnapshotRestore(ctxlife.Strategy):
         view = _view(ctx)
         state = _state(ctx, view)
         recorder = recorder_for(store)
-        if (ctx.first_call_of_run or not state.get("started")) and self.options.restore:
-            self._restore(ctx, store, recorder, session, view, state)
+        failed: Exception | None = None
+        restored = False
+        if (ctx.first_call_of_run or not state.get("started") or state.get("retry_restore")) and self.options.restore:
+            failed = self._restore(ctx, store, recorder, session, view, state)
+            restored = failed is None and bool(ctx.actions) and ctx.actions[-1].what == "restored"
         state["started"] = True
-        self._record(ctx, recorder, session, view, ctx.messages)
+        try:
+            recorder.record(session, ctx.messages, view)
+        except Exception:
+            # The store failed (down, disk full): the new messages wait in the recorder for the
+            # next call, and the host rolls this call's edit back; a restore made in this call is
+            # then made again on the next one.
+            if restored:
+                state["started"] = False
+            raise
         state["seen"] = list(ctx.messages)
+        if failed is not None:
+            raise failed  # reported by the host (ctxlife.strategy_failed); the list was left alone
 
     def _restore(
         self,
@@ -114,10 +134,16 @@ class SnapshotRestore(ctxlife.Strategy):
         session: str,
         view: str,
         state: dict[str, Any],
-    ) -> None:
+    ) -> Exception | None:
+        """Restore the list by alignment; return the error when the restore failed (list left alone)."""
         try:
             restored = self._restored_list(ctx, store, recorder, session, view)
         except Exception as exc:  # noqa: BLE001 - a failed restore must leave the list alone and never block recording
+            # A record that is not a message stays bad: give up for this host. Anything else (the
+            # store unreachable, a read failing) is retried on the next calls, a few times.
+            attempts = int(state.get("retry_restore", 0)) + 1
+            permanent = isinstance(exc, BadSessionError) or attempts >= _RESTORE_ATTEMPTS
+            state["retry_restore"] = 0 if permanent else attempts
             state["restore_failed"] = str(exc)
             emit(
                 "error",
@@ -126,17 +152,19 @@ class SnapshotRestore(ctxlife.Strategy):
                 session_id=session,
                 view=view,
                 error=f"{type(exc).__name__}: {exc}",
+                retried=not permanent,
                 hint="the list was left as the caller sent it; no snapshot is written for this view until a "
                 "restore succeeds (fix or remove the record named, e.g. with `ctxlife session export`)",
             )
-            ctx.record("restore_failed", error=type(exc).__name__)
-            return
+            return exc
+        state["retry_restore"] = 0
         state.pop("restore_failed", None)
         if restored is None:
-            return
+            return None
         messages, from_snapshot, from_tail = restored
         ctx.messages[:] = messages
         ctx.record("restored", messages=from_snapshot + from_tail, from_raw_tail=from_tail)
+        return None
 
     def _restored_list(
         self, ctx: ctxlife.LLMCallContext, store: SessionStore, recorder: Recorder, session: str, view: str
@@ -149,7 +177,7 @@ class SnapshotRestore(ctxlife.Strategy):
         records = store.read_records(session, snapshot.raw_length if snapshot is not None else 0, view=view)
         for record in records:
             if not isinstance(record.message.get("role"), str):
-                raise ctxlife.StoreError(
+                raise BadSessionError(
                     f"session {session!r} view {view!r}: raw record {record.seq} is not a message (it has no "
                     f"string 'role'); it is never put into the model's list. Remove or fix it in the raw history"
                 )
@@ -176,29 +204,11 @@ class SnapshotRestore(ctxlife.Strategy):
         fmt = ctx.message_format
         problems = validate(result, fmt)
         if problems and len(problems) > len(validate(messages, fmt)):
-            raise ctxlife.StoreError(
+            raise BadSessionError(
                 f"session {session!r} view {view!r}: the restored conversation is not a valid message list "
                 f"({problems[0]})"
             )
         return result, len(restored), len(tail)
-
-    def _record(
-        self, ctx: ctxlife.HookContext, recorder: Recorder, session: str, view: str, messages: list[dict[str, Any]]
-    ) -> None:
-        """Record what is new in ``messages``; a store failure keeps it pending and never blocks the call."""
-        try:
-            recorder.record(session, messages, view)
-        except ctxlife.StoreError as exc:
-            emit(
-                "error",
-                "ctxlife.raw_history_write_failed",
-                strategy=self.name,
-                session_id=session,
-                view=view,
-                error=str(exc),
-                pending=recorder.pending(session, view),
-            )
-            ctx.record("skipped", reason="raw_history_unavailable", pending=recorder.pending(session, view))
 
     # -- node 2, last: save after a compaction --------------------------------------------
 
@@ -232,7 +242,7 @@ class SnapshotRestore(ctxlife.Strategy):
         state = _state(ctx, view)
         # The task's final messages are copies of the live list; what is new (the final answer)
         # is found by alignment like any other list.
-        self._record(ctx, recorder_for(store), ctx.session_id, view, ctx.messages)
+        recorder_for(store).record(ctx.session_id, ctx.messages, view)
         self._save(ctx, store, ctx.session_id, view, state, ctx.messages)
         state.pop("seen", None)
 

@@ -707,7 +707,9 @@ def test_corrupt_snapshot_and_torn_raw_line(tmp_path, events):
     assert [f.strategy for f in report.failures] == ["snapshot_restore"]
     assert "is not valid JSON" in report.failures[0].error and "the record is corrupt" in report.failures[0].error
     assert live[-1]["content"] == "after the crash"  # the call proceeds
-    assert raw_ids(second.store, "corrupt") == stored  # the torn line is skipped, nothing else changes
+    # The torn line is skipped; recording goes on although the restore failed (issue 11): the new
+    # user message is recorded, nothing else changes.
+    assert raw_ids(second.store, "corrupt") == [*stored, canon(live[-1])]
     assert any(e["event"] == "raw_torn_record_skipped" for e in events)
     second.close()
 

@@ -199,7 +199,8 @@ def test_a_failed_restore_never_writes_a_snapshot(store_url: str) -> None:
     host = Host(cfg, context_window=WINDOW, session_id="keep")
     fresh = [system("sys"), user("q1")]
     report = host.manage(fresh)
-    assert [a.what for a in report.actions if a.strategy == "snapshot_restore"][0] == "restore_failed"
+    assert [f.strategy for f in report.failures] == ["snapshot_restore"]
+    assert "raw record 3 is not a message" in report.failures[0].error
     assert fresh == [system("sys"), user("q1")]  # left alone, nothing injected
     fresh += [assistant("a1"), user("q2")]
     host.manage(fresh)  # truncate_last_n compacts: a snapshot would be saved after a good restore

@@ -226,6 +226,13 @@ class Recorder:
         head = self.store.head(session_id)
         records = self.store.read_records(session_id, state.synced, view=view, strict=False)
         state.tail.extend(_Entry(r.seq, r.fingerprint) for r in records)
+        if state.pending and records:
+            # A write reported as failed may have landed (a connection lost after the store wrote):
+            # then the waiting batch is in the records now, and must not be written again.
+            waiting = [f for _, f in state.pending]
+            got = [r.fingerprint for r in records]
+            if any(got[i : i + len(waiting)] == waiting for i in range(len(got) - len(waiting) + 1)):
+                state.pending = []
         top = max(self._heads.get(session_id, 0), head, records[-1].seq if records else 0)
         self._heads[session_id] = top
         state.synced = top
@@ -236,6 +243,28 @@ class Recorder:
         """Align ``messages`` with the view's tail (reads the store only the first time)."""
         with self._lock:
             return self._align(self._view(session_id, view), _Reversed(messages))
+
+    def _align_with_pending(self, state: _View, rev: _Reversed) -> Alignment:
+        """:meth:`_align`, the messages waiting for the store counting as the tail's newest records.
+
+        A list that holds them (wholly or after a compaction evicted some) then anchors on the
+        newest it holds, and what follows is new; the batch written is the waiting ones plus that.
+        """
+        if not state.pending:
+            return self._align(state, rev)
+        top = max(state.synced, state.tail[-1].seq if state.tail else 0)
+        virtual = [_Entry(top + 1 + i, fp) for i, (_, fp) in enumerate(state.pending)]
+        saved_tail, saved_anchors = state.tail, state.anchors
+        state.tail = [*saved_tail, *virtual]
+        state.anchors = [*saved_anchors, virtual[0].seq]
+        try:
+            found = self._align(state, rev)
+        finally:
+            state.tail, state.anchors = saved_tail, saved_anchors
+        if found.aligned and found.anchor_seq > top:
+            # Anchored on a waiting message: only what follows it is new (it goes after them all).
+            found.anchor_seq = top
+        return found
 
     def _align(self, state: _View, rev: _Reversed) -> Alignment:
         tail = state.tail
@@ -378,11 +407,11 @@ class Recorder:
                 self._catch_up(session_id, view, state)
             rev = _Reversed(messages)
             for _ in range(_MAX_RETRIES):
-                found = self._align(state, rev)
-                if found.aligned:
+                found = self._align_with_pending(state, rev)
+                if found.aligned and found.anchor_seq <= state.synced:
                     self._anchor(state, found.anchor_seq)
                     anchor = rev.index(len(found.new))
-                    if anchor is not None:
+                    if anchor is not None and found.anchor_seq <= state.synced:
                         self._remember(state, [(messages[anchor], found.anchor_seq, rev.fp(len(found.new)) or "")])
                 new = [messages[i] for i in found.new]
                 batch = _after_pending(state.pending, list(zip(new, found.fingerprints, strict=True)))
