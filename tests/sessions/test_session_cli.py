@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from ctxlife.errors import StoreError
 from ctxlife.sessions import Snapshot, open_store
 from ctxlife.sessions.cli import add_session_parser, run_session_command
 
@@ -421,3 +422,14 @@ def test_show_prints_the_summary_llm_summary_wrote_through_a_session(store_url: 
     proc = cli("session", "show", "clerk", "--store", store_url)  # a fresh process recognises it too
     assert proc.returncode == 0, proc.stderr
     assert " ".join(summary.split())[:60] in " ".join(proc.stdout.split())
+
+
+def test_redis_ttl_takes_a_duration_too(make_url: Any, redis_client: Any) -> None:
+    url = make_url("redis")
+    with open_store(f"{url}&ttl=1.5h") as store:  # make_url's redis URL carries ?prefix= already
+        assert store.ttl == 5400
+        store.append("t", [{"role": "user", "content": "x"}])
+        prefix = url.partition("prefix=")[2]
+        assert 5390 < redis_client.ttl(f"{prefix}{{t}}:raw") <= 5400
+    with pytest.raises(StoreError, match="'soon' is not a duration"):
+        open_store(f"{url}&ttl=soon")
