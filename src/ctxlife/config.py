@@ -77,7 +77,7 @@ class Settings(BaseSettings):
         description='Where sessions live (snapshots, raw history, blobs, locks): one store, opened by the host and '
         'used by every strategy (ctx.store). "file://DIR", "sqlite:///PATH.db", "redis://HOST:PORT/DB" or '
         '"rediss://..." (?ttl=SECONDS for expiry); relative paths resolve against the config file\'s folder. Unset: '
-        f'"{DEFAULT_STORE_URL}", opened only when an active strategy keeps sessions (snapshot_restore, recall).',
+        f'"{DEFAULT_STORE_URL}", opened only when an active strategy keeps sessions (snapshot_restore).',
     )
 
     _source: str = PrivateAttr(default="built-in defaults")

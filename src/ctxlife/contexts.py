@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ctxlife.errors import CtxlifeError
 
 if TYPE_CHECKING:
+    from ctxlife.sessions.base import SessionStore
     from ctxlife.tokens import TokenCounter
 
 Complete = Callable[[list[dict[str, Any]], int], str]
@@ -65,7 +66,7 @@ class HookContext:
     threshold: float = 0.4
     state: dict[str, Any] = field(default_factory=dict)
     complete: Complete | None = None
-    store: Any = None
+    store: SessionStore | None = None
     view: str = ""
     actions: list[Action] = field(default_factory=list, repr=False)
     _strategy: str = field(default="", repr=False)

@@ -47,7 +47,6 @@ class Recall(ctxlife.Strategy):
     """Bring back evicted passages of the raw history that the current question refers to."""
 
     name = "recall"
-    needs_store = True  # it searches the raw history: the host opens the default store if none is set
 
     class Options(ctxlife.Options):
         max_tokens: int | None = Field(

@@ -15,8 +15,8 @@ decides what the task gets:
 
 At task end (node 6) the task's output and a summary of it within
 ``max_tokens`` are recorded in the strategy's session state
-(``ctx.state["outputs"]``) and, when a session store is active (``ctx.store``,
-e.g. with ``snapshot_restore``), in the session's blob ``task_scope.outputs``,
+(``ctx.state["outputs"]``) and, when the host has a session store (``ctx.store``:
+the ``store`` setting), in the session's blob ``task_scope.outputs``,
 so later tasks, and later kickoffs of the same session (also in a new
 process), can use them.
 """

@@ -13,8 +13,8 @@ that fits ``max_tokens`` (or ``max_share`` of the context window):
   tokens (and which characters) were elided.
 
 The full result is kept, named by a hash of its content (``to_`` + 16 hex
-digits): as a blob of the session when a session store is active (``ctx.store``,
-e.g. with ``snapshot_restore``), else as an owner-only file under ``store_dir``.
+digits): as a blob of the session in the host's session store (``ctx.store``: the
+``store`` setting) when there is one, else as an owner-only file under ``store_dir``.
 The marker tells the agent how to get it back with the ``ctxlife_recall`` tool,
 which this strategy offers to every agent of a wrapped crew:
 ``ctxlife_recall(ref, start, query)`` returns the stored text from character
