@@ -646,7 +646,9 @@ class Host:
                 return recorder.add(session, [reply], lane)
             if not isinstance(reply, list):
                 raise CtxlifeError(f"record_reply takes a message dict or a list of them, got {type(reply).__name__}")
-            return recorder.record(session, reply, lane)
+            records = recorder.record(session, reply, lane)
+            recorder.leave(session, reply, lane)  # the caller's next list continues this one
+            return records
 
     def open_store(self) -> SessionStore:
         """The host's session store, opened now from the settings if the host has none yet.

@@ -184,6 +184,10 @@ class SnapshotRestore(ctxlife.Strategy):
         tail = [r.message for r in records]
         if not saved and not tail:
             return None  # a new session
+        if snapshot is not None and not records:
+            # The snapshot is the list as ctxlife last left it: a caller that kept it (or sends it
+            # back rebuilt) continues it, however many equal messages it holds.
+            recorder.leave(session, snapshot.messages, view, seq=snapshot.raw_length)
         messages = ctx.messages
         found = recorder.align(session, messages, view)
         conversation = sum(1 for m in (*saved, *tail) if recordable(m))
@@ -222,7 +226,12 @@ class SnapshotRestore(ctxlife.Strategy):
         view = _view(ctx)
         state = _state(ctx, view)
         seen = state.get("seen")
-        if seen is None or same_messages(seen, ctx.messages):
+        if seen is None:
+            return
+        # Everything in the list is recorded now (or ctxlife's own): note it as the caller's next
+        # list starts, so a stateless caller sending it back is continued exactly.
+        recorder_for(store).leave(ctx.session_id, ctx.messages, view)
+        if same_messages(seen, ctx.messages):
             return
         # Another strategy rewrote the context: messages it added (a summary) are not raw history,
         # but the snapshot must hold them.

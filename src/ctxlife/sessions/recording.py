@@ -18,6 +18,13 @@ recent record, plus records skipped), then the one nearest the list's end; what 
 ``R`` is new. A list that aligns
 nowhere is new as a whole (a new session, or a caller that kept none of the recorded conversation).
 
+Two exact shortcuts come first. A list that starts with the list ctxlife last left (after the
+call's compaction; :meth:`Recorder.leave`, also seeded from the snapshot by a new host) is that
+list plus new messages, whatever it repeats; a caller that keeps its message objects is aligned on
+the newest object already matched to the view's newest record. Only other lists are aligned by
+content, where a conversation repeating the same messages for more than :data:`WINDOW` messages is
+ambiguous.
+
 Anchors are looked for only among the view's *live* records: the last one, the ones this recorder
 aligned recently (one per caller, so several threads sharing a view each keep their place), and
 those appended after them by others. An old record equal to a new message (a user saying
@@ -109,6 +116,10 @@ class _View:
     # caller that keeps its list (CrewAI, most loops) is aligned by them exactly, however many equal
     # messages it holds. The references keep the ids from being reused; bounded.
     objects: OrderedDict[int, tuple[Any, int, str]] = dataclasses.field(default_factory=OrderedDict)
+    # The list as ctxlife last left it (after compaction): its length, the (index, fingerprint) of
+    # its last WINDOW recordable messages, and the record its newest recordable message is. A
+    # caller that sends it back with messages appended (stateless or not) continues it exactly.
+    left: tuple[int, list[tuple[int, str]], int] | None = None
 
 
 class _Reversed:
@@ -270,7 +281,7 @@ class Recorder:
         tail = state.tail
         if not tail:
             return self._unaligned(rev)
-        known = self._by_identity(state, rev)
+        known = self._by_identity(state, rev) or self._continuing(state, rev)
         if known is not None:
             return known
         # Live records: the last one, recent anchors, and whatever came after the oldest of them.
@@ -348,6 +359,45 @@ class Recorder:
             new = list(range(k - 1, -1, -1))
             return Alignment(WINDOW, [rev.index(i) for i in new], found[1], True, [rev.fp(i) for i in new])  # type: ignore[misc]
         return None
+
+    @staticmethod
+    def _continuing(state: _View, rev: _Reversed) -> Alignment | None:
+        """The alignment of a list that starts with the list ctxlife last left (see ``_View.left``).
+
+        Checked on that list's last :data:`WINDOW` recordable messages (same place, same
+        fingerprint), and only while its newest record is the view's newest one.
+        """
+        left = state.left
+        messages = rev._messages
+        if left is None or len(messages) < left[0] or left[2] != state.tail[-1].seq:
+            return None
+        length, marks, seq = left
+        for index, fp in marks:
+            if not recordable(messages[index]) or fingerprint(messages[index]) != fp:
+                return None
+        new = [i for i in range(length, len(messages)) if recordable(messages[i])]
+        return Alignment(WINDOW, new, seq, True, [fingerprint(messages[i]) for i in new])
+
+    def leave(self, session_id: str, messages: Sequence[Any], view: str = "", *, seq: int | None = None) -> None:
+        """Note the list as ctxlife leaves it after a call (compacted, with everything new recorded).
+
+        A caller that sends it back with messages appended, rebuilt from JSON or not, is then
+        aligned exactly however many equal messages the conversation holds. Costs :data:`WINDOW`
+        fingerprints. Call it only when every recordable message of ``messages`` is recorded;
+        ``seq`` is the record its newest recordable message is (default: the last recorded list's).
+        """
+        with self._lock:
+            state = self._view(session_id, view)
+            if state.pending or not state.tail:
+                return
+            marks: list[tuple[int, str]] = []
+            i = len(messages)
+            while i > 0 and len(marks) < WINDOW:
+                i -= 1
+                if recordable(messages[i]):
+                    marks.append((i, fingerprint(messages[i])))
+            marks.reverse()
+            state.left = (len(messages), marks, state.covered if seq is None else seq) if marks else None
 
     @staticmethod
     def _remember(state: _View, pairs: list[tuple[Any, int, str]]) -> None:
