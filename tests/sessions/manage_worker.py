@@ -1,9 +1,11 @@
 """A worker process for tests/sessions/test_workers.py: one host serving one session.
 
-    python manage_worker.py STORE_URL SESSION_ID
+    python manage_worker.py STORE_URL SESSION_ID [host|manage]
 
-The process holds one ``ctxlife.Host`` for the session, as ``ctxlife.manage()`` keeps one per
-config and session (so a worker remembers what it saw, as a real one does).
+``host`` (default): the process holds one ``ctxlife.Host`` for the session (as ``manage()`` keeps one
+per config and session, so a worker remembers what it saw) and records replies with
+``Host.record_reply``; views go through ``Host.before_llm_call(view=)``. ``manage``: calls
+``ctxlife.manage()`` and ``ctxlife.record_reply()`` (default view only), as a user's loop would.
 
 It reads one JSON command per line on stdin and answers one JSON line on stdout:
 
@@ -50,16 +52,26 @@ def make_settings(url: str) -> Settings:
 
 def main() -> None:
     url, session = sys.argv[1:3]
-    host = ctxlife.Host(make_settings(url), session_id=session)
+    mode = sys.argv[3] if len(sys.argv) > 3 else "host"
+    settings = make_settings(url)
+    host = ctxlife.Host(settings, session_id=session)
 
     def manage(messages: list[dict[str, Any]], window: int, view: str | None = None) -> ctxlife.Report:
         if view:
             return host.before_llm_call(messages, context_window=window, view=view)
+        if mode == "manage":
+            return ctxlife.manage(messages, config=settings, context_window=window, session_id=session)
         return host.manage(messages, context_window=window)
 
     def record_reply(messages: list[dict[str, Any]], reply: dict[str, Any], view: str | None = None) -> bool:
         """Append the model's reply and record it with this ctxlife's call for it; False when it has none."""
         messages.append(reply)
+        if mode == "manage" and not view:
+            fn = getattr(ctxlife, "record_reply", None)
+            if fn is None:
+                return False
+            fn(messages, config=settings, session_id=session)
+            return True
         fn = getattr(host, "record_reply", None)
         if fn is None:
             return False

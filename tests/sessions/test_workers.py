@@ -68,11 +68,11 @@ class Worker:
 
 
 @pytest.fixture
-def worker(spawn: Callable[..., subprocess.Popen[str]], store_url: str) -> Iterator[Callable[[str], Worker]]:
+def worker(spawn: Callable[..., subprocess.Popen[str]], store_url: str) -> Iterator[Callable[..., Worker]]:
     code = f"import runpy; runpy.run_path({str(WORKER)!r}, run_name='__main__')"
 
-    def start(session: str) -> Worker:
-        return Worker(spawn(code, store_url, session))
+    def start(session: str, mode: str = "host") -> Worker:
+        return Worker(spawn(code, store_url, session, mode))
 
     yield start
 
@@ -87,8 +87,9 @@ def records(store_url: str, session: str) -> list[Any]:
         return store.read_records(session)
 
 
-def test_two_workers_serve_one_conversation_exactly_once(worker: Callable[[str], Worker], store_url: str) -> None:
-    a, b = worker("lb"), worker("lb")
+def test_two_workers_serve_one_conversation_exactly_once(worker: Callable[..., Worker], store_url: str) -> None:
+    """Through ctxlife.manage() + ctxlife.record_reply(), as a web app would call them."""
+    a, b = worker("lb", "manage"), worker("lb", "manage")
     messages = [dict(SYSTEM)]
     passed: list[str] = []  # every message the caller passed, in order
     route = [a, a, b, a, b, b, a, b, a, b]
@@ -121,7 +122,7 @@ def test_two_workers_serve_one_conversation_exactly_once(worker: Callable[[str],
         w.exit()
 
     # A third process restores for the next request [system, new user].
-    c = worker("lb")
+    c = worker("lb", "manage")
     new = {"role": "user", "content": "and the invoice?"}
     out = c.ask(op="call", messages=[dict(SYSTEM), new], window=None)
     assert conv(out["messages"]) == [*conv(messages), canon(new)], "the restore is not the conversation + the new turn"
@@ -129,7 +130,7 @@ def test_two_workers_serve_one_conversation_exactly_once(worker: Callable[[str],
     assert [canon(r.message) for r in records(store_url, "lb")] == [*passed, canon(new)]
 
 
-def test_two_workers_at_once_record_each_message_once(worker: Callable[[str], Worker], store_url: str) -> None:
+def test_two_workers_at_once_record_each_message_once(worker: Callable[..., Worker], store_url: str) -> None:
     a, b = worker("busy"), worker("busy")
     turns = 12
     for w, tag in ((a, "A"), (b, "B")):
@@ -157,7 +158,7 @@ def test_two_workers_at_once_record_each_message_once(worker: Callable[[str], Wo
                 assert snap.raw_length <= head
 
 
-def test_two_workers_at_once_each_agent_restores_its_own(worker: Callable[[str], Worker], store_url: str) -> None:
+def test_two_workers_at_once_each_agent_restores_its_own(worker: Callable[..., Worker], store_url: str) -> None:
     if not view_kw("A"):
         pytest.fail("Host.before_llm_call has no view= (one lane per agent in a session): issue 11")
     a, b = worker("agents"), worker("agents")
@@ -174,15 +175,16 @@ def test_two_workers_at_once_each_agent_restores_its_own(worker: Callable[[str],
         assert conv(msgs) == [*conv(out["conversation"]), canon(new)], f"agent {tag}'s restore"
 
 
-def test_restart_restores_the_final_reply(worker: Callable[[str], Worker], store_url: str) -> None:
-    first = worker("restart")
+@pytest.mark.parametrize("mode", ["host", "manage"])
+def test_restart_restores_the_final_reply(worker: Callable[..., Worker], store_url: str, mode: str) -> None:
+    first = worker("restart", mode)
     out = first.ask(op="run", tag="R", turns=4, compact_every=3)
     assert out["failures"] == []
     first.exit()  # the process stops right after its last reply
     conversation = out["conversation"]
     assert conversation[-1]["role"] == "assistant"
 
-    second = worker("restart")
+    second = worker("restart", mode)
     new = {"role": "user", "content": "R: and now?"}
     seen = second.ask(op="call", messages=[dict(SYSTEM), new], window=None)["messages"]
     second.exit()
