@@ -79,7 +79,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     conversations = load_conversations(args.file)
     if args.conversation is not None:
         if not 0 <= args.conversation < len(conversations):
-            raise ConfigError(f"no conversation {args.conversation} in {args.file}; it holds {len(conversations)} (0..{len(conversations) - 1})")
+            raise ConfigError(
+                f"no conversation {args.conversation} in {args.file}; it holds {len(conversations)} "
+                f"(0..{len(conversations) - 1})"
+            )
         conversations = [conversations[args.conversation]]
     # Explicit --window/--model beat the environment and the config (one precedence everywhere).
     results = [replay(c, settings, context_window=args.window, model=args.model) for c in conversations]
@@ -87,35 +90,89 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.plot:
         _plot_replay(results[0], args.plot)
     if args.json:
-        print(json.dumps({"config": settings.source, "context_window": window, "window_source": source, "threshold": settings.threshold,
-                          "encoding": encoding, "facts_kept_definition": FACTS_KEPT_DEFINITION,
-                          "conversations": [r.to_dict() for r in results]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "config": settings.source,
+                    "context_window": window,
+                    "window_source": source,
+                    "threshold": settings.threshold,
+                    "encoding": encoding,
+                    "facts_kept_definition": FACTS_KEPT_DEFINITION,
+                    "conversations": [r.to_dict() for r in results],
+                },
+                indent=2,
+            )
+        )
         return 1 if any(r.violations for r in results) else 0
     from rich.table import Table
 
     console = _console()
-    console.print(f"window {window:,} tokens (from {source}); threshold {settings.threshold:.0%} = {int(settings.threshold * window):,} tokens; "
-                  f"tokens counted with {encoding}; config {settings.source}")
+    console.print(
+        f"window {window:,} tokens (from {source}); "
+        f"threshold {settings.threshold:.0%} = {int(settings.threshold * window):,} tokens; "
+        f"tokens counted with {encoding}; config {settings.source}"
+    )
     if len(results) == 1:
         result = results[0]
-        table = Table(title=f"{result.name}: what the model would have received, call by call (window {window:,}, threshold line {int(settings.threshold * window):,})")
-        for column in ("call", "msgs", "unmanaged", "managed", "saved", "facts kept", "what the strategies did", "valid"):
+        table = Table(
+            title=f"{result.name}: what the model would have received, call by call (window "
+            f"{window:,}, threshold line {int(settings.threshold * window):,})"
+        )
+        for column in (
+            "call",
+            "msgs",
+            "unmanaged",
+            "managed",
+            "saved",
+            "facts kept",
+            "what the strategies did",
+            "valid",
+        ):
             table.add_column(column, justify="left" if column == "what the strategies did" else "right")
         for row in result.rows:
             actions = ", ".join(a for a in row.actions if not a.endswith(":skipped")) or "-"
             table.add_row(
-                str(row.index + 1), str(row.messages), f"{row.unmanaged_tokens:,}", f"{row.managed_tokens:,}",
-                f"{row.unmanaged_tokens - row.managed_tokens:,}", f"{row.facts_kept}/{row.facts_needed}" if row.facts_needed else "-",
-                actions, "yes" if not row.problems else "NO: " + row.problems[0],
+                str(row.index + 1),
+                str(row.messages),
+                f"{row.unmanaged_tokens:,}",
+                f"{row.managed_tokens:,}",
+                f"{row.unmanaged_tokens - row.managed_tokens:,}",
+                f"{row.facts_kept}/{row.facts_needed}" if row.facts_needed else "-",
+                actions,
+                "yes" if not row.problems else "NO: " + row.problems[0],
             )
         console.print(table)
     else:
-        table = Table(title=f"{len(results)} conversations (window {window:,}); --conversation N shows one call by call")
-        for column in ("#", "name", "calls", "unmanaged", "managed", "saved", "peak", "compactions", "facts kept", "invalid"):
+        table = Table(
+            title=f"{len(results)} conversations (window {window:,}); --conversation N shows one call by call"
+        )
+        for column in (
+            "#",
+            "name",
+            "calls",
+            "unmanaged",
+            "managed",
+            "saved",
+            "peak",
+            "compactions",
+            "facts kept",
+            "invalid",
+        ):
             table.add_column(column, justify="left" if column == "name" else "right")
         for i, r in enumerate(results):
-            table.add_row(str(i), r.name, str(len(r.rows)), f"{r.unmanaged_total:,}", f"{r.managed_total:,}", f"{r.unmanaged_total - r.managed_total:,}",
-                          f"{r.peak_managed:,}", str(r.compactions), f"{r.facts_kept}/{r.facts_total}" if r.facts_total else "-", str(r.violations))
+            table.add_row(
+                str(i),
+                r.name,
+                str(len(r.rows)),
+                f"{r.unmanaged_total:,}",
+                f"{r.managed_total:,}",
+                f"{r.unmanaged_total - r.managed_total:,}",
+                f"{r.peak_managed:,}",
+                str(r.compactions),
+                f"{r.facts_kept}/{r.facts_total}" if r.facts_total else "-",
+                str(r.violations),
+            )
         console.print(table)
     unmanaged = sum(r.unmanaged_total for r in results)
     managed = sum(r.managed_total for r in results)
@@ -125,12 +182,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
     facts_kept = sum(r.facts_kept for r in results)
     share = 1 - managed / unmanaged if unmanaged else 0.0
     console.print(
-        f"[bold]Totals[/bold]: {calls} calls; prompt tokens {unmanaged:,} unmanaged -> {managed:,} managed ({share:.1%} saved); "
+        f"[bold]Totals[/bold]: {calls} calls; prompt tokens {unmanaged:,} unmanaged -> {managed:,} "
+        f"managed ({share:.1%} saved); "
         f"peak {max(r.peak_unmanaged for r in results):,} -> {max(r.peak_managed for r in results):,}; "
         f"compactions {sum(r.compactions for r in results)}; facts kept {facts_kept}/{facts_total}"
         + (f" ({facts_kept / facts_total:.0%})" if facts_total else "")
     )
-    console.print(f"[dim]{FACTS_KEPT_DEFINITION} (ctxlife.retention; independent of ctxlife's own fact extractor)[/dim]")
+    console.print(
+        f"[dim]{FACTS_KEPT_DEFINITION} (ctxlife.retention; independent of ctxlife's own fact extractor)[/dim]"
+    )
     if invalid:
         console.print(f"[red]Validity: {invalid} call(s) would have sent a provider-invalid message list[/red]")
         return 1
@@ -152,8 +212,19 @@ def _plot_replay(result: Any, path: str) -> None:
     fig, ax = plt.subplots(figsize=(9, 4.5))
     ax.plot(calls, [r.unmanaged_tokens for r in result.rows], label="unmanaged", color="#999999")
     ax.plot(calls, [r.managed_tokens for r in result.rows], label="managed by ctxlife", color="#1f77b4")
-    ax.axhline(result.context_window, linestyle="-", color="#444444", linewidth=1, label=f"context window ({result.context_window:,}, {result.window_source or 'as used'})")
-    ax.axhline(result.threshold * result.context_window, linestyle="--", color="#d62728", label=f"threshold ({result.threshold:.0%} of {result.context_window:,})")
+    ax.axhline(
+        result.context_window,
+        linestyle="-",
+        color="#444444",
+        linewidth=1,
+        label=f"context window ({result.context_window:,}, {result.window_source or 'as used'})",
+    )
+    ax.axhline(
+        result.threshold * result.context_window,
+        linestyle="--",
+        color="#d62728",
+        label=f"threshold ({result.threshold:.0%} of {result.context_window:,})",
+    )
     ax.set_xlabel("model call")
     ax.set_ylabel("context tokens")
     ax.set_title(f"{result.name}: context tokens per call")
@@ -187,7 +258,9 @@ def cmd_session(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ctxlife", description="Manage an LLM agent's context over its whole lifecycle.")
+    parser = argparse.ArgumentParser(
+        prog="ctxlife", description="Manage an LLM agent's context over its whole lifecycle."
+    )
     parser.add_argument("--version", action="version", version=f"ctxlife {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -200,32 +273,62 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print only the resolved settings as JSON")
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("replay", help="dry-run a recorded conversation through a config, call by call, without any model")
+    p = sub.add_parser(
+        "replay", help="dry-run a recorded conversation through a config, call by call, without any model"
+    )
     p.add_argument(
         "file",
         help="a JSON list of messages (OpenAI chat or Anthropic Messages), a _raw.jsonl session history, "
         "or tau-bench trajectories (.json/.json.gz)",
     )
-    p.add_argument("--config", default=None, help="config to replay with (default: ./ctxlife.toml, [tool.ctxlife], built-in defaults)")
-    p.add_argument("--window", type=int, default=None, help="context window in tokens; beats CTXLIFE_CONTEXT_WINDOW and the config's context_window")
-    p.add_argument("--model", default=None, help="model name for the tokenizer; beats CTXLIFE_MODEL and the config's model")
-    p.add_argument("--conversation", type=int, default=None, metavar="N", help="for files with several conversations: the 0-based index of the one to show call by call")
+    p.add_argument(
+        "--config",
+        default=None,
+        help="config to replay with (default: ./ctxlife.toml, [tool.ctxlife], built-in defaults)",
+    )
+    p.add_argument(
+        "--window",
+        type=int,
+        default=None,
+        help="context window in tokens; beats CTXLIFE_CONTEXT_WINDOW and the config's context_window",
+    )
+    p.add_argument(
+        "--model", default=None, help="model name for the tokenizer; beats CTXLIFE_MODEL and the config's model"
+    )
+    p.add_argument(
+        "--conversation",
+        type=int,
+        default=None,
+        metavar="N",
+        help="for files with several conversations: the 0-based index of the one to show call by call",
+    )
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
-    p.add_argument("--plot", default=None, metavar="PNG", help="draw tokens per call, managed vs unmanaged, with the threshold line")
+    p.add_argument(
+        "--plot",
+        default=None,
+        metavar="PNG",
+        help="draw tokens per call, managed vs unmanaged, with the threshold line",
+    )
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("demo", help="run a real CrewAI crew on a scripted offline LLM, managed by ctxlife")
     p.add_argument("--config", default=None, help="config file (default: configs/demo.toml shipped with ctxlife)")
-    p.add_argument("--model", default=None, help="run on a real model instead (any name crewai.LLM accepts; needs its API key)")
+    p.add_argument(
+        "--model", default=None, help="run on a real model instead (any name crewai.LLM accepts; needs its API key)"
+    )
     p.add_argument("--turns", type=int, default=None, help="how many user turns to run")
-    p.add_argument("--workspace", default="workspace", help="folder for sessions, sandbox and chart (default: ./workspace)")
+    p.add_argument(
+        "--workspace", default="workspace", help="folder for sessions, sandbox and chart (default: ./workspace)"
+    )
     p.add_argument("--chart", default=None, help="where to write the PNG chart (default: WORKSPACE/demo_context.png)")
     p.set_defaults(func=cmd_demo)
 
     from ctxlife.sessions.cli import add_session_parser
 
     session = add_session_parser(sub)
-    session.add_argument("--config", default=None, help="config whose [snapshot_restore] store to use (default: ./ctxlife.toml)")
+    session.add_argument(
+        "--config", default=None, help="config whose [snapshot_restore] store to use (default: ./ctxlife.toml)"
+    )
     session.set_defaults(func=cmd_session)
     return parser
 

@@ -45,19 +45,33 @@ def sandbox_files() -> dict[str, str]:
     csv_rows = ["date,region,sku,units,revenue_usd,channel"]
     for i in range(140):
         units = 20 + (i * 37) % 180
-        csv_rows.append(f"2024-11-{18 + i % 7:02d},{regions[i % 6]},SKU-{300 + i % 45},{units},{units * (19 + i % 7)}.00,{'online' if i % 3 else 'retail'}")
+        csv_rows.append(
+            f"2024-11-{18 + i % 7:02d},{regions[i % 6]},SKU-{300 + i % 45},{units},"
+            f"{units * (19 + i % 7)}.00,{'online' if i % 3 else 'retail'}"
+        )
     standup = ["# Stand-up notes, week 47", ""]
     for day, name in enumerate(["Mon", "Tue", "Wed", "Thu", "Fri"]):
-        standup += [f"## {name} 2024-11-{18 + day}", f"- Shipped F-{210 + day * 3} (checkout redesign, part {day + 1}).",
-                    f"- Blocked: payment sandbox outage, ticket INC-{4400 + day}; owner: lin.wei@example.com.",
-                    f"- QA found {3 + day} regressions in the mobile build {day + 2}.{day}.0; fix ETA 2024-11-{22 + day}.", ""]
+        standup += [
+            f"## {name} 2024-11-{18 + day}",
+            f"- Shipped F-{210 + day * 3} (checkout redesign, part {day + 1}).",
+            f"- Blocked: payment sandbox outage, ticket INC-{4400 + day}; owner: lin.wei@example.com.",
+            f"- QA found {3 + day} regressions in the mobile build {day + 2}.{day}.0; fix ETA 2024-11-{22 + day}.",
+            "",
+        ]
     log = []
     for i in range(160):
         prio = "P1" if i % 23 == 0 else ("P2" if i % 5 == 0 else "P3")
-        log.append(f"2024-11-{18 + i % 5:02d}T{8 + i % 10:02d}:{(i * 7) % 60:02d}Z ticket=TCK-{7000 + i} prio={prio} order=ORD-{52000 + i * 3} "
-                   f"customer=cust_{1000 + i} status={'open' if i % 4 else 'closed'} msg=\"{'refund delayed' if i % 2 else 'login failure'} after update\"")
-    roadmap = ["# Roadmap Q4", ""] + [f"- M{i}: {['checkout v2', 'loyalty points', 'EU tax engine', 'offline mode', 'partner API'][i % 5]} "
-                                      f"in region {regions[i % 6]}, due 2024-12-{2 + i:02d}, budget ${40 + i * 5}k" for i in range(24)]
+        log.append(
+            f"2024-11-{18 + i % 5:02d}T{8 + i % 10:02d}:{(i * 7) % 60:02d}Z ticket=TCK-{7000 + i} "
+            f"prio={prio} order=ORD-{52000 + i * 3} "
+            f"customer=cust_{1000 + i} status={'open' if i % 4 else 'closed'} "
+            f'msg="{"refund delayed" if i % 2 else "login failure"} after update"'
+        )
+    roadmap = ["# Roadmap Q4", ""] + [
+        f"- M{i}: {['checkout v2', 'loyalty points', 'EU tax engine', 'offline mode', 'partner API'][i % 5]} "
+        f"in region {regions[i % 6]}, due 2024-12-{2 + i:02d}, budget ${40 + i * 5}k"
+        for i in range(24)
+    ]
     return {
         "sales_w47.csv": "\n".join(csv_rows),
         "standup_w47.md": "\n".join(standup),
@@ -99,7 +113,11 @@ def _recall_from_context(query: str) -> Callable[[list[dict[str, Any]]], str]:
         refs = re.findall(r"to_[0-9a-f]{16}", "\n".join(str(m.get("content") or "") for m in messages))
         if not refs:
             return _final("I could not find the full log any more.")
-        return _react("ctxlife_recall", {"ref": refs[-1], "start": "0", "query": query}, "The log was shortened; I'll search the full text.")
+        return _react(
+            "ctxlife_recall",
+            {"ref": refs[-1], "start": "0", "query": query},
+            "The log was shortened; I'll search the full text.",
+        )
 
     return reply
 
@@ -117,26 +135,92 @@ def _answer_from_context(messages: list[dict[str, Any]]) -> str:
 def scripted_replies() -> list[list[Any]]:
     """Per turn, the scripted model's replies (ReAct text, or a function of the messages)."""
     return [
-        [_react("read_sandbox_file", {"name": "sales_w47.csv"}, "Rule: confirm the data format first. I'll read the file."),
-         _final("sales_w47.csv is a CSV with 140 rows and columns date, region, sku, units, revenue_usd, channel (2024-11-18 to 2024-11-24). Is this the format you expected before I analyse it?")],
-        [_final("Central led revenue this week, ahead of Coast and North; online sales were about two thirds of units.")],
-        [_react("read_sandbox_file", {"name": "standup_w47.md"}, "I'll read the stand-up notes."),
-         _final("The notes cover Mon-Fri: F-210 to F-222 shipped; the payment sandbox outage blocked work all week.")],
-        [_final("Blockers: payment sandbox outage (INC-4400 to INC-4404), owner lin.wei@example.com; mobile regressions with fixes due 2024-11-22 to 2024-11-26.")],
-        [_react("read_sandbox_file", {"name": "tickets_w47.log"}, "I'll read the support log."),
-         _final("The log has 160 tickets from 2024-11-18 to 2024-11-22, mostly P3; it was shortened, I can search it.")],
-        [_recall_from_context("prio=P1"),
-         _final("There were 7 P1 tickets: TCK-7000, TCK-7023, TCK-7046, TCK-7069, TCK-7092, TCK-7115, TCK-7138, on orders ORD-52000, ORD-52069, ORD-52138, ORD-52207, ORD-52276, ORD-52345, ORD-52414.")],
-        [_react("read_sandbox_file", {"name": "roadmap_q4.md"}, "I'll read the roadmap."),
-         _final("The Q4 roadmap has 24 milestones M0-M23 due 2024-12-02 to 2024-12-25; next up: checkout v2 (M0) and loyalty points (M1).")],
-        [_react("write_sandbox_file", {"name": "weekly_report_w47.md", "content": "# Weekly report W47\n## Summary\n- Revenue led by Central.\n- F-210..F-222 shipped; payment sandbox outage (INC-4400).\n- 7 P1 tickets.\n## Next week\n- M0 checkout v2, M1 loyalty points.\n"}, "Summary first, then plans, as the user prefers."),
-         _final("Saved weekly_report_w47.md: summary first (revenue, shipped features, outage, 7 P1 tickets), then next week's plans (M0, M1).")],
+        [
+            _react(
+                "read_sandbox_file",
+                {"name": "sales_w47.csv"},
+                "Rule: confirm the data format first. I'll read the file.",
+            ),
+            _final(
+                "sales_w47.csv is a CSV with 140 rows and columns date, region, sku, units, "
+                "revenue_usd, channel (2024-11-18 to 2024-11-24). Is this the format you expected before I "
+                "analyse it?"
+            ),
+        ],
+        [
+            _final(
+                "Central led revenue this week, ahead of Coast and North; online sales were about two thirds of units."
+            )
+        ],
+        [
+            _react("read_sandbox_file", {"name": "standup_w47.md"}, "I'll read the stand-up notes."),
+            _final(
+                "The notes cover Mon-Fri: F-210 to F-222 shipped; the payment sandbox outage blocked work all week."
+            ),
+        ],
+        [
+            _final(
+                "Blockers: payment sandbox outage (INC-4400 to INC-4404), owner lin.wei@example.com; "
+                "mobile regressions with fixes due 2024-11-22 to 2024-11-26."
+            )
+        ],
+        [
+            _react("read_sandbox_file", {"name": "tickets_w47.log"}, "I'll read the support log."),
+            _final(
+                "The log has 160 tickets from 2024-11-18 to 2024-11-22, mostly P3; it was shortened, I can search it."
+            ),
+        ],
+        [
+            _recall_from_context("prio=P1"),
+            _final(
+                "There were 7 P1 tickets: TCK-7000, TCK-7023, TCK-7046, TCK-7069, TCK-7092, "
+                "TCK-7115, TCK-7138, on orders ORD-52000, ORD-52069, ORD-52138, ORD-52207, ORD-52276, ORD-52345, "
+                "ORD-52414."
+            ),
+        ],
+        [
+            _react("read_sandbox_file", {"name": "roadmap_q4.md"}, "I'll read the roadmap."),
+            _final(
+                "The Q4 roadmap has 24 milestones M0-M23 due 2024-12-02 to 2024-12-25; next "
+                "up: checkout v2 (M0) and loyalty points (M1)."
+            ),
+        ],
+        [
+            _react(
+                "write_sandbox_file",
+                {
+                    "name": "weekly_report_w47.md",
+                    "content": "# Weekly report W47\n## Summary\n- Revenue led by Central.\n- "
+                    "F-210..F-222 shipped; payment sandbox outage (INC-4400).\n- 7 P1 tickets.\n## Next week\n- "
+                    "M0 checkout v2, M1 loyalty points.\n",
+                },
+                "Summary first, then plans, as the user prefers.",
+            ),
+            _final(
+                "Saved weekly_report_w47.md: summary first (revenue, shipped features, outage, "
+                "7 P1 tickets), then next week's plans (M0, M1)."
+            ),
+        ],
         [_answer_from_context],
-        [_react("read_sandbox_file", {"name": "weekly_report_w47.md"}, "I'll open the report first."),
-         _react("write_sandbox_file", {"name": "weekly_report_w47.md", "content": "# Weekly report W47\n## Summary\n- Revenue led by Central.\n- F-210..F-222 shipped; payment sandbox outage (INC-4400).\n- 7 P1 tickets: TCK-7000, TCK-7023, TCK-7046, TCK-7069, TCK-7092, TCK-7115, TCK-7138.\n## Next week\n- M0 checkout v2, M1 loyalty points.\n"}, "Now add the ticket numbers."),
-         _final("Added the seven P1 ticket numbers (TCK-7000 ... TCK-7138) to weekly_report_w47.md.")],
-        [_react("read_sandbox_file", {"name": "sales_w47.csv"}, "I need the revenue column again."),
-         _final("Total revenue for 2024-11-18 to 2024-11-24 was about $439k across 140 rows.")],
+        [
+            _react("read_sandbox_file", {"name": "weekly_report_w47.md"}, "I'll open the report first."),
+            _react(
+                "write_sandbox_file",
+                {
+                    "name": "weekly_report_w47.md",
+                    "content": "# Weekly report W47\n## Summary\n- Revenue led by Central.\n- "
+                    "F-210..F-222 shipped; payment sandbox outage (INC-4400).\n- 7 P1 tickets: TCK-7000, TCK-7023, "
+                    "TCK-7046, TCK-7069, TCK-7092, TCK-7115, TCK-7138.\n## Next week\n- M0 checkout v2, M1 loyalty "
+                    "points.\n",
+                },
+                "Now add the ticket numbers.",
+            ),
+            _final("Added the seven P1 ticket numbers (TCK-7000 ... TCK-7138) to weekly_report_w47.md."),
+        ],
+        [
+            _react("read_sandbox_file", {"name": "sales_w47.csv"}, "I need the revenue column again."),
+            _final("Total revenue for 2024-11-18 to 2024-11-24 was about $439k across 140 rows."),
+        ],
         [_final("You're welcome! The report is in weekly_report_w47.md. Have a good weekend.")],
     ]
 
@@ -148,8 +232,25 @@ def scripted_replies() -> list[list[Any]]:
 #: from earlier in the session. Each is kept when it is in the context sent at that call.
 ANSWER_KEYS: dict[tuple[int, int], list[str]] = {
     (3, 0): ["INC-4400", "lin.wei@example.com"],  # turn 4: the blockers, read in turn 3
-    (8, 0): ["Central", "ORD-52000", "ORD-52069", "ORD-52138", "ORD-52207", "ORD-52276", "ORD-52345", "ORD-52414"],  # turn 9, after the restart
-    (9, 1): ["TCK-7000", "TCK-7023", "TCK-7046", "TCK-7069", "TCK-7092", "TCK-7115", "TCK-7138"],  # turn 10: written into the report
+    (8, 0): [
+        "Central",
+        "ORD-52000",
+        "ORD-52069",
+        "ORD-52138",
+        "ORD-52207",
+        "ORD-52276",
+        "ORD-52345",
+        "ORD-52414",
+    ],  # turn 9, after the restart
+    (9, 1): [
+        "TCK-7000",
+        "TCK-7023",
+        "TCK-7046",
+        "TCK-7069",
+        "TCK-7092",
+        "TCK-7115",
+        "TCK-7138",
+    ],  # turn 10: written into the report
 }
 #: The question of turn 9 (after the restart) about turn 2 (before the first compaction), and the
 #: sentence of turn 2 that answers it: where was it in the context sent?
@@ -205,7 +306,9 @@ def build_crew(llm: Any, sandbox: Path) -> Any:
         tools=[read_sandbox_file, write_sandbox_file],
         verbose=False,
     )
-    task = Task(description="The user says: {message}", expected_output="A helpful, precise reply to the user.", agent=agent)
+    task = Task(
+        description="The user says: {message}", expected_output="A helpful, precise reply to the user.", agent=agent
+    )
     return Crew(agents=[agent], tasks=[task], verbose=False)
 
 
@@ -261,20 +364,28 @@ class Tracker:
         at = self.turn_calls.get(self.turn, 0)
         self.turn_calls[self.turn] = at + 1
         values = ANSWER_KEYS.get((self.turn, at), [])
-        self.missing = [v for v in values if not NeedIndex([Need((v,), 0, kind="answer")]).score_call(0, ctx.messages).kept]
+        self.missing = [
+            v for v in values if not NeedIndex([Need((v,), 0, kind="answer")]).score_call(0, ctx.messages).kept
+        ]
         self.kept = Retention(needs=len(values), kept=len(values) - len(self.missing))
         self.showcase = ""
         if (self.turn, at) == RECALL_SHOWCASE[0]:
             holding = [m for m in ctx.messages[:-1] if RECALL_SHOWCASE[1] in str(m.get("content") or "")]
             self.showcase = (
-                "not in the context" if not holding
-                else "recalled from the history" if all(is_recall_block(m) for m in holding) else "in the context"
+                "not in the context"
+                if not holding
+                else "recalled from the history"
+                if all(is_recall_block(m) for m in holding)
+                else "in the context"
             )
 
     @hookimpl
     def ctxlife_after_tool_call(self, ctx: Any) -> None:
         if ctx.tool_name == "ctxlife_recall" and ctx.result is not None:
-            self.console.print(f"   [cyan]ctxlife_recall[/cyan]: the agent read back {ctx.tokens.count_text(ctx.result):,} tokens of a shortened result")
+            self.console.print(
+                f"   [cyan]ctxlife_recall[/cyan]: the agent read back {ctx.tokens.count_text(ctx.result):,} "
+                "tokens of a shortened result"
+            )
             return
         raw = ctx.raw_result if isinstance(ctx.raw_result, str) else None
         if raw is None or ctx.result is None or ctx.skipped_by is not None:
@@ -282,44 +393,74 @@ class Tracker:
         full, shown = ctx.tokens.count_text(raw), ctx.tokens.count_text(ctx.result)
         if shown < full:
             self.tool_extra += full - shown
-            self.console.print(f"   [cyan]tool_output[/cyan]: {ctx.tool_name} result capped {full:,} -> {shown:,} tokens (the full text stays readable with ctxlife_recall)")
+            self.console.print(
+                f"   [cyan]tool_output[/cyan]: {ctx.tool_name} result capped {full:,} -> {shown:,} "
+                "tokens (the full text stays readable with ctxlife_recall)"
+            )
 
     def on_report(self, report: Any) -> None:
         if report.node != "before_llm_call":
             return
         store = self.host.store
         raw = store.read_raw(SESSION_ID) if store is not None else []
-        unmanaged = max(report.tokens_before, self.system_tokens + self.host.counter().count_messages(raw) + self.tool_extra)
+        unmanaged = max(
+            report.tokens_before, self.system_tokens + self.host.counter().count_messages(raw) + self.tool_extra
+        )
         record = CallRecord(
-            self.turn, report.tokens_after, unmanaged, [f"{a.strategy}:{a.what}" for a in report.actions if a.what != "skipped"],
-            context_window=report.context_window, budget=report.budget,
-            facts_needed=self.kept.needs, facts_kept=self.kept.kept, missing=list(self.missing), showcase=self.showcase,
+            self.turn,
+            report.tokens_after,
+            unmanaged,
+            [f"{a.strategy}:{a.what}" for a in report.actions if a.what != "skipped"],
+            context_window=report.context_window,
+            budget=report.budget,
+            facts_needed=self.kept.needs,
+            facts_kept=self.kept.kept,
+            missing=list(self.missing),
+            showcase=self.showcase,
         )
         number = self.calls_before + len(self.records) + 1
         if number == 1:
             self.console.print(f"   [dim]{LEGEND}[/dim]")
-        lines = [f"   call {number:>2}: {report.tokens_before:>6,} -> {report.tokens_after:>6,} tokens sent ({report.tokens_after / report.context_window:.0%} of the window)"]
+        lines = [
+            f"   call {number:>2}: {report.tokens_before:>6,} -> {report.tokens_after:>6,} tokens "
+            f"sent ({report.tokens_after / report.context_window:.0%} of the window)"
+        ]
         if record.facts_needed:
-            lines[0] += f"; facts kept {record.facts_kept}/{record.facts_needed}" + (f" (missing {', '.join(record.missing)})" if record.missing else "")
+            lines[0] += f"; facts kept {record.facts_kept}/{record.facts_needed}" + (
+                f" (missing {', '.join(record.missing)})" if record.missing else ""
+            )
         if report.tokens_before > report.budget and not self.crossed:
             self.crossed = True
-            lines.append(f"   [yellow]the context crossed the {self.host.settings.threshold:.0%} line ({report.budget:,} tokens)[/yellow]")
+            lines.append(
+                f"   [yellow]the context crossed the {self.host.settings.threshold:.0%} line "
+                f"({report.budget:,} tokens)[/yellow]"
+            )
         for action in report.actions:
             d = action.details
             if action.what == "compacted":
-                record.details = {"before": d["tokens_before"], "after": d["tokens_after"], "facts_found": d["facts_found"], "facts_kept": d["facts_kept"]}
+                record.details = {
+                    "before": d["tokens_before"],
+                    "after": d["tokens_after"],
+                    "facts_found": d["facts_found"],
+                    "facts_kept": d["facts_kept"],
+                }
                 lines.append(
-                    f"   [magenta]llm_summary[/magenta]: compacted {d['tokens_before']:,} -> {d['tokens_after']:,} tokens; "
+                    f"   [magenta]llm_summary[/magenta]: compacted {d['tokens_before']:,} -> "
+                    f"{d['tokens_after']:,} tokens; "
                     f"{d['evicted_messages']} messages summarized"
                 )
             elif action.what == "recalled":
                 record.recalled = d["passages"]
-                lines.append(f"   [blue]recall[/blue]: brought back {d['passages']} passage(s) "
-                             f"({d['tokens']:,} tokens) "
-                             "from earlier in the session, right before the question")
+                lines.append(
+                    f"   [blue]recall[/blue]: brought back {d['passages']} passage(s) "
+                    f"({d['tokens']:,} tokens) "
+                    "from earlier in the session, right before the question"
+                )
             elif action.what == "restored":
-                lines.append(f"   [green]snapshot_restore[/green]: restored {d['messages']} messages of the session "
-                             "into the kickoff's fresh list")
+                lines.append(
+                    f"   [green]snapshot_restore[/green]: restored {d['messages']} messages of the session "
+                    "into the kickoff's fresh list"
+                )
             elif action.what == "snapshot_saved":
                 lines.append(f"   [green]snapshot_restore[/green]: snapshot written ({d['messages']} messages)")
         self.console.print("\n".join(lines))
@@ -366,7 +507,10 @@ def run_turns(
     host.listeners.append(tracker.on_report)
     if first == 0:
         text = host.bootstrap_text(agent_role=ROLE)
-        console.print(f"[bold]bootstrap[/bold]: {host.counter().count_text(text)} tokens of profile and rules go into XiaoPaw's system prompt:")
+        console.print(
+            f"[bold]bootstrap[/bold]: {host.counter().count_text(text)} tokens of profile and "
+            "rules go into XiaoPaw's system prompt:"
+        )
         console.print("   [dim]" + text.replace("\n", "\n   ") + "[/dim]")
     for turn in range(first, last):
         tracker.turn = turn
@@ -390,7 +534,13 @@ def default_config_path() -> Path:
     return Path(str(resource))
 
 
-def run_demo(config: str | None = None, model: str | None = None, turns: int | None = None, workspace: str = "workspace", chart: str | None = None) -> int:
+def run_demo(
+    config: str | None = None,
+    model: str | None = None,
+    turns: int | None = None,
+    workspace: str = "workspace",
+    chart: str | None = None,
+) -> int:
     from rich.console import Console
 
     from ctxlife.integrations import require
@@ -404,8 +554,10 @@ def run_demo(config: str | None = None, model: str | None = None, turns: int | N
     ws = Path(workspace)
     _fresh_workspace(ws)
     started = time.perf_counter()
-    console.print(f"[bold]ctxlife demo[/bold]: XiaoPaw, {total} user turns, config {config_path}; "
-                  + (f"model {model}" if model else f"scripted offline model, window {WINDOW:,} tokens"))
+    console.print(
+        f"[bold]ctxlife demo[/bold]: XiaoPaw, {total} user turns, config {config_path}; "
+        + (f"model {model}" if model else f"scripted offline model, window {WINDOW:,} tokens")
+    )
     with console.status("importing CrewAI ..."):
         import crewai  # noqa: F401 - the import is the slow part; show it as such
 
@@ -413,10 +565,25 @@ def run_demo(config: str | None = None, model: str | None = None, turns: int | N
     tracker = Tracker(console)
     records = run_turns(config_path, ws, model, 0, phase_one, console, tracker)
     if total > phase_one:
-        console.rule("[bold]simulated restart[/bold]: a new process, a new crew, the same session id", style="bold yellow")
+        console.rule(
+            "[bold]simulated restart[/bold]: a new process, a new crew, the same session id", style="bold yellow"
+        )
         out = ws / "phase2.json"
-        cmd = [sys.executable, "-m", "ctxlife.demo", "--phase2", str(config_path), str(ws), str(phase_one), str(total), model or "", str(out),
-               str(len(records)), "1" if tracker.crossed else "0", str(tracker.tool_extra)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "ctxlife.demo",
+            "--phase2",
+            str(config_path),
+            str(ws),
+            str(phase_one),
+            str(total),
+            model or "",
+            str(out),
+            str(len(records)),
+            "1" if tracker.crossed else "0",
+            str(tracker.tool_extra),
+        ]
         done = subprocess.run(cmd, env={**os.environ, "COLUMNS": str(console.width)})
         if done.returncode != 0:
             raise CtxlifeError(f"the restarted demo process failed with exit code {done.returncode}")
@@ -453,7 +620,10 @@ def _summary(console: Any, records: list[CallRecord], restart_at: int) -> None:
     table.add_row("tokens sent without ctxlife (naive full history)", f"{naive:,}")
     table.add_row("tokens sent with ctxlife", f"{sent:,}")
     table.add_row("saved", f"{naive - sent:,} ({1 - sent / naive:.0%})" if naive else "-")
-    table.add_row("peak context without / with", f"{max(r.unmanaged_tokens for r in records):,} / {max(r.sent_tokens for r in records):,}")
+    table.add_row(
+        "peak context without / with",
+        f"{max(r.unmanaged_tokens for r in records):,} / {max(r.sent_tokens for r in records):,}",
+    )
     table.add_row("compactions", str(len(compactions)))
     recalled = [r for r in records if r.recalled]
     if recalled:
@@ -468,7 +638,10 @@ def _summary(console: Any, records: list[CallRecord], restart_at: int) -> None:
         table.add_row("facts kept (see below)", f"{kept}/{needed} ({kept / needed:.0%})")
     table.add_row("restart", f"after turn {restart_at}, restored in a new process")
     console.print(table)
-    console.print(f"[dim]{FACTS_KEPT_DEFINITION}. Without ctxlife the full history holds all of them, at the token cost above.[/dim]")
+    console.print(
+        f"[dim]{FACTS_KEPT_DEFINITION}. Without ctxlife the full history holds all of them, "
+        "at the token cost above.[/dim]"
+    )
 
 
 def _chart(records: list[CallRecord], path: Path, restart_at: int) -> bool:
@@ -489,7 +662,15 @@ def _chart(records: list[CallRecord], path: Path, restart_at: int) -> bool:
     ax.axhline(budget, color="#d62728", linestyle="--", label=f"{budget / window:.0%} line ({budget:,} tokens)")
     for i, r in enumerate(records, 1):
         if r.details:
-            ax.annotate("compacted", (i, r.sent_tokens), textcoords="offset points", xytext=(0, 8), fontsize=7, ha="center", color="#9467bd")
+            ax.annotate(
+                "compacted",
+                (i, r.sent_tokens),
+                textcoords="offset points",
+                xytext=(0, 8),
+                fontsize=7,
+                ha="center",
+                color="#9467bd",
+            )
     restart = next((i for i, r in enumerate(records, 1) if r.turn >= restart_at), None)
     if restart is not None:
         ax.axvline(restart - 0.5, color="#2ca02c", linestyle=":", label="restart (new process)")

@@ -82,8 +82,9 @@ def ctxlife_before_llm_call(ctx: LLMCallContext) -> None:
     rather than editing them. The result must stay provider-valid: system
     messages first, each ``tool`` result right after the assistant message
     that called it, no call without its result, and the latest user message
-    kept (it may be replaced in place, e.g. redacted, but not dropped). The host checks this after each strategy and rolls back an edit that
-    breaks it, with an ``invalid_sequence`` error event.
+    kept (it may be replaced in place, e.g. redacted, but not dropped). The
+    host checks this after each strategy and rolls back an edit that breaks
+    it, with an ``invalid_sequence`` error event.
 
     Return: ignored.
     """

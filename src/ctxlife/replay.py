@@ -89,7 +89,12 @@ class ReplayResult:
 
     @property
     def compactions(self) -> int:
-        return sum(1 for r in self.rows for a in r.actions if a.startswith("llm_summary:compacted") or a.startswith("llm_summary:truncated"))
+        return sum(
+            1
+            for r in self.rows
+            for a in r.actions
+            if a.startswith("llm_summary:compacted") or a.startswith("llm_summary:truncated")
+        )
 
     @property
     def violations(self) -> int:
@@ -140,7 +145,9 @@ def load_conversations(path: str | Path) -> list[Conversation]:
     except UnicodeDecodeError as exc:
         raise InputFileError(f"{path} is not UTF-8 text (byte {exc.start})") from None
     if not text.strip():
-        raise InputFileError(f"{path} is empty; expected a JSON list of messages, a _raw.jsonl history or tau-bench trajectories")
+        raise InputFileError(
+            f"{path} is empty; expected a JSON list of messages, a _raw.jsonl history or tau-bench trajectories"
+        )
     if path.name.endswith(".jsonl") or path.name.endswith(".jsonl.gz"):
         return _jsonl_conversations(path, text)
     try:
@@ -190,9 +197,14 @@ def _conversations_from(path: Path, data: Any) -> list[Conversation]:
             _check(path, data["messages"], 'the "messages" list')
             return [Conversation(path.stem, data["messages"])]
         else:
-            raise InputFileError(f'{path}: a JSON object must have a "messages" list (or be a tau-bench trajectory with "traj")')
+            raise InputFileError(
+                f'{path}: a JSON object must have a "messages" list (or be a tau-bench trajectory with "traj")'
+            )
     if not isinstance(data, list) or not data:
-        raise InputFileError(f"{path}: expected a non-empty JSON list of messages or of tau-bench trajectories, got {type(data).__name__ if data else 'an empty list'}")
+        raise InputFileError(
+            f"{path}: expected a non-empty JSON list of messages or of tau-bench trajectories, "
+            f"got {type(data).__name__ if data else 'an empty list'}"
+        )
     if all(isinstance(item, dict) and "traj" in item for item in data):
         conversations = []
         for i, item in enumerate(data):
@@ -278,7 +290,11 @@ def _through_tool_policy(
                 shown = apply(inner, (i, k))
                 if shown is not inner:
                     blocks[k] = {**block, "content": shown}
-            elif inner and isinstance(inner, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in inner):
+            elif (
+                inner
+                and isinstance(inner, list)
+                and all(isinstance(b, dict) and b.get("type") == "text" for b in inner)
+            ):
                 text = content_text(inner)
                 shown = apply(text, (i, k))
                 if shown is not text:

@@ -1,4 +1,4 @@
-""""Facts kept": how much of what an agent needs later is still in the context it is sent.
+""" "Facts kept": how much of what an agent needs later is still in the context it is sent.
 
 This is the one definition the benchmarks, ``ctxlife replay`` and the demo use. It is written
 independently of ctxlife's fact extractor on purpose: a metric computed by the code it grades

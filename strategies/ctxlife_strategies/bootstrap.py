@@ -52,7 +52,9 @@ class Bootstrap(ctxlife.Strategy):
 
     options: Options
 
-    def __init__(self, options: Bootstrap.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
+    def __init__(
+        self, options: Bootstrap.Options | None = None, settings: ctxlife.SharedSettings | None = None
+    ) -> None:
         super().__init__(options, settings)
         opts = self.options
         self.base_dir, where = _base_dir(self.settings)

@@ -59,8 +59,7 @@ class TaskScope(ctxlife.Strategy):
         tasks: dict[ctxlife.NonBlankStr, Policy] = Field(
             default_factory=dict,
             description=(
-                "Per-task policies: a table of task name (or 0-based task index) = policy; "
-                "tasks not listed use policy."
+                "Per-task policies: a table of task name (or 0-based task index) = policy; tasks not listed use policy."
             ),
         )
         max_tokens: int = Field(
@@ -79,7 +78,9 @@ class TaskScope(ctxlife.Strategy):
 
     options: Options
 
-    def __init__(self, options: TaskScope.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
+    def __init__(
+        self, options: TaskScope.Options | None = None, settings: ctxlife.SharedSettings | None = None
+    ) -> None:
         super().__init__(options, settings)
         opts = self.options
         self._by_key = {key.strip().casefold(): policy for key, policy in opts.tasks.items()}
@@ -195,7 +196,7 @@ class TaskScope(ctxlife.Strategy):
         fixed = count(header) + sum(count(label) + 2 for label in labels) + 2 * len(parts)
         share = max(_MIN_PART_TOKENS, (budget - fixed) // max(len(parts), 1))
         pieces = [header]
-        for part, label in zip(parts, labels):
+        for part, label in zip(parts, labels, strict=True):
             found = recorded.get(_digest(part))
             summary = found.get("summary") if found else None
             if summary is None or count(summary) > share:
@@ -239,5 +240,3 @@ def _digest(text: str) -> str:
 def _short(name: str | None, limit: int = 60) -> str:
     name = " ".join((name or "").split())
     return name if len(name) <= limit else name[: limit - 1] + "…"
-
-

@@ -58,8 +58,7 @@ class ToolCache(ctxlife.Strategy):
         tools: list[ctxlife.NonBlankStr] = Field(
             default_factory=list,
             description=(
-                "The tools whose results may be reused (read-only, deterministic ones). "
-                "Empty: nothing is cached."
+                "The tools whose results may be reused (read-only, deterministic ones). Empty: nothing is cached."
             ),
         )
         ttl_seconds: float | None = Field(
@@ -75,7 +74,9 @@ class ToolCache(ctxlife.Strategy):
 
     options: Options
 
-    def __init__(self, options: ToolCache.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
+    def __init__(
+        self, options: ToolCache.Options | None = None, settings: ctxlife.SharedSettings | None = None
+    ) -> None:
         super().__init__(options, settings)
         opts = self.options
         self._tools = frozenset(normalize_tool_name(t) for t in opts.tools)

@@ -52,8 +52,7 @@ class TruncateLastN(ctxlife.Strategy):
                     "keep only `always` (only_above_threshold is deprecated)"
                 )
             warnings.warn(
-                "truncate_last_n: only_above_threshold is deprecated; write "
-                f"`always = {str(not old).lower()}` instead",
+                f"truncate_last_n: only_above_threshold is deprecated; write `always = {str(not old).lower()}` instead",
                 DeprecationWarning,
                 stacklevel=2,
             )

@@ -96,7 +96,9 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(p if isinstance(p, str) else str(p.get("text", "")) for p in content if isinstance(p, (str, dict)))
+        return "\n".join(
+            p if isinstance(p, str) else str(p.get("text", "")) for p in content if isinstance(p, (str, dict))
+        )
     return "" if content is None else str(content)
 
 
@@ -283,8 +285,10 @@ class CtxlifeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         # The first system message is the system prompt when the agent has one, or when ctxlife
         # created it for the bootstrap text; a system message from the state, or a summary a
         # strategy inserted, belongs to the conversation (the state).
-        head_is_prompt = bool(live) and is_system(live[0]) and (
-            system is not None or (id(live[0]) not in by_identity and not is_summary(live[0]))
+        head_is_prompt = (
+            bool(live)
+            and is_system(live[0])
+            and (system is not None or (id(live[0]) not in by_identity and not is_summary(live[0])))
         )
         new_system = live[0] if head_is_prompt else None
         rest = live[1:] if head_is_prompt else live
@@ -295,11 +299,15 @@ class CtxlifeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             system_message = system
         else:
             system_message = SystemMessage(content=_text(new_system.get("content")))
-        unchanged = len(messages) == len(request.messages) and all(a is b for a, b in zip(messages, request.messages, strict=True))
+        unchanged = len(messages) == len(request.messages) and all(
+            a is b for a, b in zip(messages, request.messages, strict=True)
+        )
         new_request = request.override(system_message=system_message, messages=messages)
         return _Prepared(new_request, None if unchanged else messages, report)
 
-    def wrap_model_call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> Any:
         prepared = self.prepare(request)
         return prepared.finish(handler(prepared.request))
 
@@ -315,14 +323,24 @@ class CtxlifeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         call = request.tool_call
         args = call.get("args") or {}
         session = self.session()
-        ctx = ToolCallContext(tool_name=str(call.get("name") or ""), tool_input=dict(args) if isinstance(args, dict) else {})
+        ctx = ToolCallContext(
+            tool_name=str(call.get("name") or ""), tool_input=dict(args) if isinstance(args, dict) else {}
+        )
         self.host.before_tool_call(ctx, session_id=session)
         if ctx.result is not None:  # answered without running the tool; it still passes node 4
             answer = ToolCallContext(
-                tool_name=ctx.tool_name, tool_input=ctx.tool_input, result=ctx.result, raw_result=ctx.result, skipped_by=ctx.skipped_by
+                tool_name=ctx.tool_name,
+                tool_input=ctx.tool_input,
+                result=ctx.result,
+                raw_result=ctx.result,
+                skipped_by=ctx.skipped_by,
             )
             self.host.after_tool_call(answer, session_id=session)
-            return request, ToolMessage(content=answer.result or "", tool_call_id=call.get("id") or "", name=ctx.tool_name), session
+            return (
+                request,
+                ToolMessage(content=answer.result or "", tool_call_id=call.get("id") or "", name=ctx.tool_name),
+                session,
+            )
         if ctx.tool_input != args:
             request = request.override(tool_call={**call, "args": ctx.tool_input})
         return request, None, session
@@ -344,7 +362,9 @@ class CtxlifeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return result.model_copy(update={"content": ctx.result})
         return result
 
-    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]) -> Any:
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+    ) -> Any:
         request, answered, session = self._before_tool(request)
         if answered is not None:
             return answered
