@@ -23,10 +23,13 @@ __all__ = ["page", "write"]
 
 
 def write(latest: dict[str, Any], docs: Path, readme_path: Path | None) -> list[Path]:
-    """Write ``docs/benchmarks.md`` and its charts, and splice the README's paragraph."""
+    """Write ``docs/benchmarks.md`` and its charts (removing charts nobody draws any more), and splice the
+    README's paragraph."""
     doc = docs / "benchmarks.md"
     docs.mkdir(parents=True, exist_ok=True)
     written = charts.write(latest, docs / "benchmarks")
+    for stale in set((docs / "benchmarks").glob("*.png")) - set(written):
+        stale.unlink()  # a chart no question draws any more must not stay in the docs
     doc.write_text(page(latest), encoding="utf-8")
     written.insert(0, doc)
     if readme_path is not None:
