@@ -1,0 +1,784 @@
+"""bench_retention: what each method keeps of what the agent needs later, at equal budget, with tokens and cache cost.
+
+Recordings are replayed call by call (a *call* is every assistant message of a recording: the model
+was called with everything before it). At each call every method returns the context it would
+send; one meter (tiktoken ``cl100k_base`` offline, OpenAI chat accounting: ``peers.Meter``) counts
+it, and three metrics that **no ctxlife code computes** grade it:
+
+* ``answers``: MemoryBank (``tests/data/memorybank``) long chats, English and Chinese, **held-out
+  people only** (odd positions; even positions were used to tune ``recall``). After the ten days,
+  each probing question is asked as a new user turn; it is kept when every answer group of the
+  hand-written key (``answer_keys_{en,cn}.json``) has one of its strings in the context sent.
+* ``reused args``: for each call that writes tool calls, every argument value (a string or number
+  of 4+ characters) that already appeared in an earlier non-system message of the recording and
+  is not in the system prompt; kept when the value is in the context sent at that call. On
+  tau-bench (a fixed subset of the recorded airline trajectories) and on the fresh domain.
+* ``planted``: the fresh synthetic domain (``gen_helpdesk.py``, an IT service desk; ctxlife was never
+  tuned on it): the generator knows each value asked about or passed to a tool later and the call
+  that needs it.
+
+"In the context" (``present``): the text a model reads (message content, tool-call names and
+arguments) with case and runs of whitespace ignored; a value that starts or ends with an ASCII
+letter or digit must not continue a longer ASCII word or number there. Written here, on purpose
+without :mod:`ctxlife.retention` or :mod:`ctxlife.facts`. ctxlife's own "ledger facts kept" (its
+fact extractor's facts, the issue-15 circular metric) is shown on tau-bench only as a labelled
+**diagnostic**.
+
+**Equal budget.** The ctxlife rows run as users run them (``ctxlife.manage()``, default options,
+extractive summarizer, at a context window of 4k or 8k tokens). At each call, the budget is the
+largest context any ctxlife row sent at that call; every peer and baseline gets exactly that
+budget (``peers.py``), so no ctxlife row ever has more tokens than a peer. Each call of a budgeted
+method is checked against the budget with the meter: calls over it are counted and flagged in the
+table (``strict=True`` raises :class:`OverBudget`). ``unmanaged`` (everything) is the reference.
+
+**Validity**: a context with a tool result whose call is not right before it, or a tool call
+without its results, is an invalid call (this file's own check).
+
+**Prompt-cache view**: at each call, the cached prefix is the run of leading messages identical to
+the previous call's leading messages (message level; a provider caches at token level, so this
+slightly under-counts), counted when it is at least 1,024 tokens (the minimum OpenAI and Anthropic
+cache). Cost per session, in uncached-input-token equivalents: uncached tokens + (1 - discount) x
+cached tokens, for discounts of 50% and 90%, next to raw tokens.
+
+Run: ``.venv/bin/python benchmarks/bench_retention.py [--quick]`` (writes
+``benchmarks/results/retention.json``). From code: ``run(quick) -> dict`` and ``section(dict) -> str``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+REPO = HERE.parent
+RESULTS = HERE / "results" / "retention.json"
+TAU = REPO / "tests" / "data" / "tau-bench-airline-gpt4o.json.gz"
+
+for _key, _value in {
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "OTEL_SDK_DISABLED": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+    "CREWAI_DISABLE_TRACKING": "true",
+    "CREWAI_DISABLE_VERSION_CHECK": "true",
+}.items():
+    os.environ.setdefault(_key, _value)
+
+Message = dict[str, Any]
+
+WINDOWS = (4_000, 8_000)
+CTXLIFE_METHODS = ("ctxlife llm_summary", "ctxlife llm_summary+recall", "ctxlife truncate_last_n")
+METHODS = ("unmanaged", *CTXLIFE_METHODS)  # + peers.PEER_NAMES
+METRICS = ("answers", "reused args", "planted")
+DIAGNOSTIC = "ledger facts (ctxlife's extractor; diagnostic)"
+MIN_VALUE_CHARS = 4
+CACHE_MIN_TOKENS = 1_024
+DISCOUNTS = (0.5, 0.9)
+TAU_STEP = {False: 5, True: 20}  # every 5th trajectory (40 of 200); quick: every 20th (10)
+HELPDESK_SEEDS = {False: range(1, 21), True: range(1, 5)}
+MEMORYBANK_QUICK_PEOPLE = 2  # held-out people per language in --quick
+
+
+class OverBudget(Exception):
+    """A budgeted method sent more tokens than its budget at a call (raised with ``strict=True``)."""
+
+
+# -- the metric: "in the context" -----------------------------------------------------------------
+
+
+def normalize(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def _ascii_alnum(char: str) -> bool:
+    return char.isascii() and char.isalnum()
+
+
+def present(value: str, text: str) -> bool:
+    """``value`` occurs in normalized ``text``, not as part of a longer ASCII word or number."""
+    needle = normalize(value)
+    if not needle:
+        return False
+    start = 0
+    while True:
+        at = text.find(needle, start)
+        if at < 0:
+            return False
+        end = at + len(needle)
+        before_ok = not (_ascii_alnum(needle[0]) and at > 0 and _ascii_alnum(text[at - 1]))
+        after_ok = not (_ascii_alnum(needle[-1]) and end < len(text) and _ascii_alnum(text[end]))
+        if before_ok and after_ok:
+            return True
+        start = at + 1
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
+
+
+def _arguments(call: dict[str, Any]) -> Any:
+    raw = (call.get("function") or {}).get("arguments")
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def message_text(message: Message) -> str:
+    """What a model reads in a message (content, tool-call names and arguments), normalized."""
+    parts: list[str] = []
+    content = message.get("content")
+    if isinstance(content, str):
+        parts.append(content)
+    elif isinstance(content, list):
+        parts += [b if isinstance(b, str) else str(b.get("text", "")) for b in content if isinstance(b, str | dict)]
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        parts.append(str(function.get("name") or ""))
+        raw = function.get("arguments")
+        if isinstance(raw, str):
+            parts.append(raw)
+        args = _arguments(call)
+        if not isinstance(args, str):
+            parts += [str(v) for v in _leaves(args) if v is not None and not isinstance(v, bool)]
+    return normalize("\n".join(parts))
+
+
+class TextCache:
+    """Normalized text per message object (messages are shared by all methods of a replay)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[int, tuple[Message, Any, str]] = {}
+
+    def __call__(self, message: Message) -> str:
+        entry = self._cache.get(id(message))
+        content = message.get("content")
+        if entry is not None and entry[0] is message and entry[1] is content:
+            return entry[2]
+        text = message_text(message)
+        self._cache[id(message)] = (message, content, text)
+        return text
+
+    def context(self, messages: Sequence[Message]) -> str:
+        return "\n".join(self(m) for m in messages)
+
+
+# -- needs --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Need:
+    """At call ``call`` (index of the assistant message written there), every group needs one of its values."""
+
+    call: int
+    groups: tuple[tuple[str, ...], ...]
+    metric: str
+    label: str = ""
+
+
+def kept(need: Need, context_text: str) -> bool:
+    return all(any(present(v, context_text) for v in group) for group in need.groups)
+
+
+def reused_argument_needs(messages: Sequence[Message]) -> list[Need]:
+    """Argument values of each tool call that already appeared in an earlier non-system message.
+
+    Values in the system prompt are excluded (every method keeps it); values shorter than
+    ``MIN_VALUE_CHARS`` and booleans are not counted; each value once per call.
+    """
+    texts = [message_text(m) for m in messages]
+    system = "\n".join(t for m, t in zip(messages, texts, strict=True) if m.get("role") == "system")
+    needs = []
+    for k, message in enumerate(messages):
+        if message.get("role") != "assistant" or not message.get("tool_calls"):
+            continue
+        earlier = "\n".join(t for m, t in zip(messages[:k], texts[:k], strict=True) if m.get("role") != "system")
+        seen: set[str] = set()
+        for call in message["tool_calls"]:
+            args = _arguments(call)
+            if isinstance(args, str):
+                continue
+            for value in _leaves(args):
+                if value is None or isinstance(value, bool) or not isinstance(value, str | int | float):
+                    continue
+                text = str(value)
+                key = normalize(text)
+                if len(key) < MIN_VALUE_CHARS or key in seen:
+                    continue
+                if present(text, earlier) and not present(text, system):
+                    seen.add(key)
+                    needs.append(Need(k, ((text,),), "reused args", f"{k}:{text}"))
+    return needs
+
+
+# -- episodes (a recording and what it needs) ---------------------------------------------------
+
+
+@dataclass
+class Episode:
+    domain: str
+    name: str
+    messages: list[Message]
+    needs: list[Need] = field(default_factory=list)
+    when: list[str | None] | None = None  # per message: when it was said (MemoryBank's days)
+
+    def calls(self) -> list[int]:
+        return [i for i, m in enumerate(self.messages) if m.get("role") == "assistant" and i > 0]
+
+
+QUESTION_REPLY = {"en": "Let me think back to what you told me.", "cn": "让我回想一下你告诉过我的事。"}
+
+
+def memorybank_episodes(language: str, people: int | None = None) -> list[Episode]:
+    """Held-out MemoryBank people: ten days of chat, then each probing question as a new user turn."""
+    import bench_recall as br
+
+    out = []
+    for conv in [c for c in br.memorybank(language) if c.split == "heldout"][:people]:
+        messages: list[Message] = [{"role": "system", "content": conv.system}]
+        when: list[str | None] = [None]
+        for day, before, after in conv.calls:
+            for m in [*before, *after]:
+                messages.append(dict(m))
+                when.append(day)
+        needs = []
+        for question in conv.questions:
+            messages.append({"role": "user", "content": question.text})
+            messages.append({"role": "assistant", "content": QUESTION_REPLY[language]})
+            when += [conv.question_day, conv.question_day]
+            groups = tuple(tuple(group) for group in question.answers)
+            needs.append(Need(len(messages) - 1, groups, "answers", question.label))
+        out.append(Episode(f"memorybank-{language}", conv.name, messages, needs, when))
+    return out
+
+
+def tau_episodes(step: int) -> list[Episode]:
+    """A fixed subset of the recorded tau-bench airline trajectories: every ``step``-th one."""
+    from ctxlife.replay import load_conversations  # a file loader only; it grades nothing
+
+    out = []
+    for conv in load_conversations(TAU)[::step]:
+        messages = [dict(m) for m in conv.messages]
+        out.append(Episode("tau-bench", conv.name, messages, reused_argument_needs(messages)))
+    return out
+
+
+def helpdesk_episodes(seeds: Sequence[int]) -> list[Episode]:
+    from gen_helpdesk import generate
+
+    out = []
+    for seed in seeds:
+        session = generate(seed)
+        planted = [Need(n.call, tuple(tuple(g) for g in n.answers), "planted", n.kind) for n in session.needs]
+        out.append(
+            Episode(
+                "helpdesk", f"helpdesk-seed{seed}", session.messages, planted + reused_argument_needs(session.messages)
+            )
+        )
+    return out
+
+
+# -- methods ------------------------------------------------------------------------------------
+
+
+class CtxlifeMethod:
+    """``ctxlife.manage()`` on the live list, default options (``llm_summary``: extractive summarizer)."""
+
+    def __init__(self, name: str, window: int, workdir: Path, session: str) -> None:
+        from ctxlife.config import settings_from_dict
+
+        self.name = name
+        self.window = window
+        self.session = session
+        if name == "ctxlife truncate_last_n":
+            config: dict[str, Any] = {"strategies": ["truncate_last_n"]}
+        elif name == "ctxlife llm_summary":
+            config = {"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive"}}
+        elif name == "ctxlife llm_summary+recall":
+            config = {
+                "strategies": ["snapshot_restore", "llm_summary", "recall"],
+                "snapshot_restore": {"store": f"file://{workdir}/sessions?fsync=false"},
+                "llm_summary": {"summarizer": "extractive"},
+            }
+        else:
+            raise ValueError(f"unknown ctxlife method {name!r}")
+        self.settings = settings_from_dict(config, source=f"bench_retention ({name})")
+        self.live: list[Message] = []
+        self.fed = 0
+
+    def call(self, history: Sequence[Message], budget: int | None, when: str | None) -> list[Message]:
+        from bench_recall import clock_at
+
+        from ctxlife.api import manage
+
+        # Copies: ctxlife edits its live list (and may edit messages) in place; the recording is shared.
+        self.live.extend(copy.deepcopy(list(history[self.fed :])))
+        self.fed = len(history)
+        with clock_at(when):
+            manage(self.live, config=self.settings, context_window=self.window, session_id=self.session)
+        return self.live
+
+
+class Unmanaged:
+    name = "unmanaged"
+
+    def call(self, history: Sequence[Message], budget: int | None, when: str | None) -> list[Message]:
+        return list(history)
+
+
+class Budgeted:
+    """A peer from ``peers.py`` behind the common signature."""
+
+    def __init__(self, peer: Any) -> None:
+        self.peer = peer
+        self.name: str = peer.name
+
+    def call(self, history: Sequence[Message], budget: int | None, when: str | None) -> list[Message]:
+        assert budget is not None
+        return list(self.peer.call(history, budget))
+
+
+# -- measuring ----------------------------------------------------------------------------------
+
+
+def invalid_codes(context: Sequence[Message]) -> list[str]:
+    """Tool results without their call right before them; tool calls without all their results."""
+    problems: list[str] = []
+    open_ids: set[str] = set()
+    for message in context:
+        if message.get("role") == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id in open_ids:
+                open_ids.discard(call_id)
+            else:
+                problems.append("tool result without its call")
+            continue
+        if open_ids:
+            problems.append("tool call without its result")
+        open_ids = (
+            {c.get("id") for c in message.get("tool_calls") or ()} if message.get("role") == "assistant" else set()
+        )
+    if open_ids:
+        problems.append("tool call without its result")
+    return problems
+
+
+def cached_prefix(context: Sequence[Message], previous: Sequence[Message]) -> int:
+    """How many leading messages of ``context`` equal (as sent) the previous call's leading messages.
+
+    ``previous`` holds shallow copies taken when the previous call was measured, so a message edited
+    in place since then does not count as unchanged.
+    """
+    n = 0
+    for message, snapshot in zip(context, previous, strict=False):
+        if message != snapshot:
+            break
+        n += 1
+    return n
+
+
+def _snapshot(context: Sequence[Message]) -> list[Message]:
+    return [dict(m) for m in context]
+
+
+@dataclass
+class Tally:
+    """One method's figures, added up over calls and sessions."""
+
+    sessions: int = 0
+    calls: int = 0
+    tokens: int = 0
+    budget_tokens: int = 0
+    over_budget_calls: int = 0
+    over_budget_max: int = 0
+    invalid_calls: int = 0
+    cached_tokens: int = 0
+    needs: dict[str, list[int]] = field(default_factory=dict)  # metric -> [needs, kept, tokens at those calls]
+    misses: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, other: Tally) -> None:
+        for name in (
+            "sessions",
+            "calls",
+            "tokens",
+            "budget_tokens",
+            "over_budget_calls",
+            "invalid_calls",
+            "cached_tokens",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.over_budget_max = max(self.over_budget_max, other.over_budget_max)
+        for metric, (n, k, t) in other.needs.items():
+            mine = self.needs.setdefault(metric, [0, 0, 0])
+            mine[0] += n
+            mine[1] += k
+            mine[2] += t
+        for metric, labels in other.misses.items():
+            self.misses.setdefault(metric, []).extend(labels)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "sessions": self.sessions,
+            "calls": self.calls,
+            "tokens": self.tokens,
+            "tokens_per_call": round(self.tokens / self.calls, 1) if self.calls else None,
+            "tokens_per_session": round(self.tokens / self.sessions) if self.sessions else None,
+            "over_budget_calls": self.over_budget_calls,
+            "over_budget_max_tokens": self.over_budget_max,
+            "invalid_calls": self.invalid_calls,
+            "cached_share": round(self.cached_tokens / self.tokens, 4) if self.tokens else None,
+            "retention": {},
+        }
+        for discount in DISCOUNTS:
+            cost = self.tokens - discount * self.cached_tokens
+            out[f"cost_per_session_{int(discount * 100)}"] = round(cost / self.sessions) if self.sessions else None
+        for metric, (n, k, t) in sorted(self.needs.items()):
+            low, high = wilson(k, n)
+            out["retention"][metric] = {
+                "needs": n,
+                "kept": k,
+                "share": round(k / n, 4) if n else None,
+                "ci95": [round(low, 4), round(high, 4)],
+                "tokens_at_need_calls": round(t / n, 1) if n else None,
+            }
+        return out
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a share k/n."""
+    if n == 0:
+        return (0.0, 0.0)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def replay(
+    episode: Episode,
+    method: Any,
+    meter: Any,
+    texts: TextCache,
+    budgets: dict[int, int] | None,
+    *,
+    strict: bool = False,
+    ledger: Callable[[int, Sequence[Message]], tuple[int, int]] | None = None,
+) -> tuple[Tally, dict[int, int]]:
+    """Replay one episode through one method; return its tally and the tokens it sent at each call."""
+    tally = Tally(sessions=1)
+    sent: dict[int, int] = {}
+    needs_at: dict[int, list[Need]] = {}
+    for need in episode.needs:
+        needs_at.setdefault(need.call, []).append(need)
+    previous: list[Message] = []
+    for k in episode.calls():
+        budget = budgets.get(k) if budgets is not None else None
+        when = episode.when[k] if episode.when else None
+        context = method.call(episode.messages[:k], budget, when)
+        tokens = meter.messages(context)
+        sent[k] = tokens
+        tally.calls += 1
+        tally.tokens += tokens
+        if budget is not None:
+            tally.budget_tokens += budget
+            if tokens > budget:
+                if strict:
+                    raise OverBudget(
+                        f"{method.name} sent {tokens} tokens at call {k} of {episode.name}; budget {budget}"
+                    )
+                tally.over_budget_calls += 1
+                tally.over_budget_max = max(tally.over_budget_max, tokens - budget)
+        if invalid_codes(context):
+            tally.invalid_calls += 1
+        cached = sum(meter.message(m) for m in context[: cached_prefix(context, previous)])
+        if cached >= CACHE_MIN_TOKENS:
+            tally.cached_tokens += cached
+        previous = _snapshot(context)
+        here = needs_at.get(k)
+        if here:
+            text = texts.context(context)
+            for need in here:
+                entry = tally.needs.setdefault(need.metric, [0, 0, 0])
+                entry[0] += 1
+                entry[2] += tokens
+                if kept(need, text):
+                    entry[1] += 1
+                else:
+                    tally.misses.setdefault(need.metric, []).append(f"{episode.name}:{need.label}")
+        if ledger is not None:
+            n, k_ = ledger(k, context)
+            if n:
+                entry = tally.needs.setdefault(DIAGNOSTIC, [0, 0, 0])
+                entry[0] += n
+                entry[1] += k_
+                entry[2] += tokens * n
+    return tally, sent
+
+
+def ledger_diagnostic(episode: Episode) -> Callable[[int, Sequence[Message]], tuple[int, int]]:
+    """ctxlife's own circular metric (its fact extractor's facts re-used later): a diagnostic only."""
+    from bench_methods import fact_uses
+
+    from ctxlife.facts import facts_missing_from
+    from ctxlife.replay import context_text
+
+    uses: dict[int, list[Any]] = {}
+    for use in fact_uses(episode.messages):
+        uses.setdefault(use.call, []).append(use)
+
+    def grade(k: int, context: Sequence[Message]) -> tuple[int, int]:
+        here = uses.get(k)
+        if not here:
+            return 0, 0
+        missing = {f.key for f in facts_missing_from([u.fact for u in here], context_text(list(context)))}
+        return len(here), sum(1 for u in here if u.fact.key not in missing)
+
+    return grade
+
+
+def run_episode(
+    episode: Episode, window: int, meter: Any, *, strict: bool = False, diagnostic: bool = False
+) -> dict[str, Tally]:
+    """Every method on one episode at one window: ctxlife rows first, then peers at their per-call maximum."""
+    from peers import make_peers
+
+    from ctxlife.api import clear_hosts
+
+    texts = TextCache()
+    ledger = ledger_diagnostic(episode) if diagnostic else None
+    out: dict[str, Tally] = {}
+    sent_by: dict[str, dict[int, int]] = {}
+    session = re.sub(r"[^A-Za-z0-9_-]", "_", episode.name)[:50] + f"-{window}"
+    with tempfile.TemporaryDirectory(prefix="ctxlife-bench-retention-") as tmp:
+        methods: list[Any] = [Unmanaged()] + [CtxlifeMethod(n, window, Path(tmp), session) for n in CTXLIFE_METHODS]
+        for method in methods:
+            out[method.name], sent_by[method.name] = replay(episode, method, meter, texts, None, ledger=ledger)
+        clear_hosts()
+    budgets = {k: max(sent_by[n][k] for n in CTXLIFE_METHODS) for k in episode.calls()}
+    for name in CTXLIFE_METHODS:  # the ctxlife rows are budgeted too: by construction they are never over
+        out[name].budget_tokens = sum(budgets.values())
+    for peer in make_peers(meter):
+        method = Budgeted(peer)
+        out[method.name], _ = replay(episode, method, meter, texts, budgets, strict=strict, ledger=ledger)
+    return out
+
+
+# -- the whole benchmark ------------------------------------------------------------------------
+
+
+def episodes(quick: bool) -> list[Episode]:
+    people = MEMORYBANK_QUICK_PEOPLE if quick else None
+    return (
+        tau_episodes(TAU_STEP[quick])
+        + memorybank_episodes("en", people)
+        + memorybank_episodes("cn", people)
+        + helpdesk_episodes(HELPDESK_SEEDS[quick])
+    )
+
+
+def provenance() -> dict[str, Any]:
+    """The commit and a hash of the measured code (``benchmarks/provenance.py`` once it is on main)."""
+    try:
+        import provenance as prov  # type: ignore[import-not-found]
+
+        found = prov.provenance() if hasattr(prov, "provenance") else None
+        if isinstance(found, dict) and "commit" in found and "code_hash" in found:
+            return {"commit": found["commit"], "code_hash": found["code_hash"]}
+    except ImportError:
+        pass
+    import hashlib
+    import subprocess
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10)
+        except OSError:
+            return None
+        return done.stdout.strip() or None
+
+    digest = hashlib.sha256()
+    for root in ("src", "strategies"):
+        for path in sorted((REPO / root).rglob("*.py")):
+            digest.update(str(path.relative_to(REPO)).encode())
+            digest.update(path.read_bytes())
+    return {"commit": git("rev-parse", "HEAD"), "code_hash": digest.hexdigest()[:16], "provenance": "local fallback"}
+
+
+def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Everything this benchmark measures, as one JSON-able dict (see the module docstring)."""
+    from peers import PEER_NAMES, Meter
+
+    started = time.perf_counter()
+    meter = Meter()
+    all_episodes = episodes(quick)
+    tallies: dict[tuple[str, int, str], Tally] = {}
+    for window in WINDOWS:
+        for episode in all_episodes:
+            diagnostic = episode.domain == "tau-bench"
+            for name, tally in run_episode(episode, window, meter, diagnostic=diagnostic).items():
+                tallies.setdefault((episode.domain, window, name), Tally()).add(tally)
+            progress(f"{episode.name} @ {window}")
+    domains = sorted(
+        {e.domain for e in all_episodes}, key=["tau-bench", "memorybank-en", "memorybank-cn", "helpdesk"].index
+    )
+    methods = [*METHODS, *PEER_NAMES]
+    rows = []
+    for domain in domains:
+        for window in WINDOWS:
+            for name in methods:
+                tally = tallies[(domain, window, name)]
+                rows.append({"domain": domain, "window": window, "method": name, **tally.as_dict()})
+    counts = {d: sum(1 for e in all_episodes if e.domain == d) for d in domains}
+    return {
+        "what": "retention at equal budget, on metrics ctxlife does not compute; tokens, validity, prompt-cache cost",
+        **provenance(),
+        "date": datetime.now().isoformat(timespec="seconds"),
+        "quick": quick,
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "windows": list(WINDOWS),
+        "methods": methods,
+        "metrics": list(METRICS),
+        "diagnostic_metric": DIAGNOSTIC,
+        "sessions": counts,
+        "data": {
+            "tau-bench": f"tests/data/{TAU.name}: every {TAU_STEP[quick]}th trajectory",
+            "memorybank": "held-out people (odd positions), questions of answer_keys_{en,cn}.json",
+            "helpdesk": f"gen_helpdesk.generate(seed) for seeds {list(HELPDESK_SEEDS[quick])}",
+        },
+        "budget_rule": "each call's budget = the largest context any ctxlife row sent at that call",
+        "cache_rule": f"message-level exact prefix of the previous call, counted when >= {CACHE_MIN_TOKENS} tokens",
+        "rows": rows,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+# -- the report section ---------------------------------------------------------------------------
+
+DOMAIN_TITLES = {
+    "tau-bench": "tau-bench airline (recorded GPT-4o trajectories)",
+    "memorybank-en": "MemoryBank English, held-out people",
+    "memorybank-cn": "MemoryBank Chinese, held-out people",
+    "helpdesk": "IT service desk (fresh synthetic domain, gen_helpdesk.py)",
+}
+
+
+def _pct(cell: dict[str, Any] | None) -> str:
+    if not cell or not cell["needs"]:
+        return "–"
+    return f"{cell['share']:.1%} ({cell['kept']}/{cell['needs']})"
+
+
+def section(results: dict[str, Any]) -> str:
+    """The retention and cache tables, as markdown."""
+    rows = results["rows"]
+    domains = list(dict.fromkeys(r["domain"] for r in rows))
+    out = [
+        "## Retention at equal budget (independent metrics)",
+        "",
+        f"Commit `{results.get('commit')}`, code hash `{results.get('code_hash')}`"
+        + (" (quick run)" if results.get("quick") else "")
+        + f"; {results.get('seconds')} s on {results.get('cpus')} CPUs.",
+        "",
+        "Each recording is replayed call by call. At every call, each budgeted method may send at most the largest "
+        "context any ctxlife row sent at that call (so no ctxlife row ever has more tokens than a peer); one meter "
+        "(tiktoken cl100k, OpenAI chat accounting) counts every row. Retention metrics are computed by the benchmark, "
+        "never by ctxlife: **answers** (MemoryBank hand-written answer keys, held-out people), **reused args** "
+        "(tool-call argument values the recorded agent re-used after they appeared earlier), **planted** (values the "
+        "fresh domain's generator asks about or passes to a tool later). A value is kept when it is in the text of the "
+        "context sent at the call that needs it. Shares with their counts; tokens are the mean context per call. "
+        f"*{DIAGNOSTIC}* is ctxlife's own circular metric, shown only as a diagnostic.",
+        "",
+    ]
+    for domain in domains:
+        here = [r for r in rows if r["domain"] == domain]
+        metrics = [m for m in (*METRICS, DIAGNOSTIC) if any(m in r["retention"] for r in here)]
+        sessions = results.get("sessions", {}).get(domain)
+        out += [f"### {DOMAIN_TITLES.get(domain, domain)}" + (f" ({sessions} sessions)" if sessions else ""), ""]
+        header = ["window", "method", *metrics, "tokens/call", "over budget", "invalid calls"]
+        out += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for r in here:
+            over = (
+                "–"
+                if r["method"] == "unmanaged"
+                else (
+                    f"⚠ {r['over_budget_calls']} (max +{r['over_budget_max_tokens']})"
+                    if r["over_budget_calls"]
+                    else "0"
+                )
+            )
+            cells = [f"{r['window'] // 1000}k", r["method"], *(_pct(r["retention"].get(m)) for m in metrics)]
+            cells += [f"{r['tokens_per_call']:,.0f}", over, str(r["invalid_calls"])]
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    out += [
+        "## Prompt-cache view",
+        "",
+        "Cached prefix at a call: the leading messages identical to the previous call's (message level), counted when "
+        f"at least {CACHE_MIN_TOKENS:,} tokens. Cost per session in uncached-input-token equivalents: uncached + "
+        "(1 − discount) × cached.",
+        "",
+    ]
+    header = ["domain", "window", "method", "tokens/session", "cached share", "cost @50% off", "cost @90% off"]
+    out += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        cells = [
+            r["domain"],
+            f"{r['window'] // 1000}k",
+            r["method"],
+            f"{r['tokens_per_session']:,}",
+            f"{r['cached_share']:.0%}",
+            f"{r['cost_per_session_50']:,}",
+            f"{r['cost_per_session_90']:,}",
+        ]
+        out.append("| " + " | ".join(cells) + " |")
+    out += [
+        "",
+        "LangChain `SummarizationMiddleware` is not in these tables: its summary is written by a chat model, and "
+        "offline the only stand-ins are a scripted fake model (a fixed placeholder summary, which would measure the "
+        "fake, not the middleware) or ctxlife's own summarizer (no longer the middleware as it is, and ctxlife grading "
+        "ctxlife). It also triggers on its own token thresholds, so it cannot be held to the per-call budget. "
+        "`trim_messages (approximate)` uses LangChain's `count_tokens_approximately` (characters / 4): its calls over "
+        "the budget are counted in *over budget*, as the meter sees them.",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a small fixed subset of every domain (< 40 s)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help=f"write the results JSON here (default {RESULTS})")
+    args = parser.parse_args(argv)
+    result = run(args.quick, progress=lambda text: print(f"  {text}", file=sys.stderr, flush=True))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(section(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
