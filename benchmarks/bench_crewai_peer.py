@@ -24,13 +24,13 @@ what each call received. Modes (CrewAI 1.15, each as it ships):
 * ``CrewAI + ctxlife llm_summary``: CrewAI defaults wrapped with ``ctxlife.wrap`` (``llm_summary``,
   extractive summarizer, threshold 0.4 of the same window).
 
-Measured per call, by code in this file (nothing of ctxlife grades itself): tokens sent (tiktoken
-``cl100k_base``, OpenAI chat accounting), calls over the window, provider-invalid tool sequences,
-whether the task message is still there, and **re-used arguments kept**: every value the recorded
-agent passed verbatim to a tool, having first read it in an earlier user turn or tool result (and
-not in the system prompt); kept when the context sent at that call holds it (case and whitespace
-ignored, not inside a longer word or number). CrewAI writes its own prompt, so compare its rows
-with ``CrewAI unmanaged``, not with other sections.
+Measured per call, with the retention question's definitions (``bench_retention.py``; nothing of
+ctxlife grades itself): tokens sent (tiktoken ``cl100k_base``, OpenAI chat accounting), calls over
+the window, provider-invalid tool sequences, whether the task message is still there, and
+**re-used arguments kept**: every value the recorded agent passed verbatim to a tool, having first
+read it in an earlier message (and not in the system prompt); kept when the context sent at that
+call holds it (case and whitespace ignored, not inside a longer word or number). CrewAI writes its
+own prompt, so compare its rows with ``CrewAI unmanaged``, not with other sections.
 
 Run: ``.venv/bin/python benchmarks/bench_crewai_peer.py [--quick]`` (prints the section; ``make
 bench`` runs it as the ``crewai`` question, results in ``benchmarks/results/crewai.json``).
@@ -44,7 +44,6 @@ import gzip
 import json
 import re
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -55,7 +54,6 @@ DATA = REPO / "tests" / "data" / "tau-bench-airline-gpt4o.json.gz"
 WINDOWS = (4_000, 8_000)  # at 32k no tau-bench trajectory reaches any trigger
 THRESHOLD = 0.4  # ctxlife's trigger when wrapped
 SUMMARY_TOKENS = 600  # CrewAI's summaries (scripted) and llm_summary's, the same budget
-MIN_CHARS = 4  # shorter argument values ("yes", "NY", "1") are too common to count
 CREWAI_SUMMARY_SYSTEM = "You are a precise assistant that creates structured summaries"
 #: mode -> (respect_context_window, use_better_compaction, wrapped with ctxlife)
 MODES: dict[str, tuple[bool, bool, bool]] = {
@@ -113,77 +111,6 @@ def script_for(messages: list[Message]) -> tuple[list[Any], dict[str, list[str]]
             break
         k += 1
     return script, queues
-
-
-# -- the metric: re-used tool arguments ----------------------------------------------------------
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-def _scalars(value: Any) -> Iterator[str]:
-    if isinstance(value, dict):
-        for item in value.values():
-            yield from _scalars(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _scalars(item)
-    elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
-        text = str(value).strip()
-        if len(text) >= MIN_CHARS:
-            yield text
-
-
-def _text(messages: list[Message]) -> str:
-    """What a model reads: contents and tool-call arguments, normalized."""
-    parts = []
-    for m in messages:
-        parts.append(str(m.get("content") or ""))
-        for call in m.get("tool_calls") or []:
-            parts.append(str((call.get("function") or {}).get("arguments") or ""))
-    return _norm("\n".join(parts))
-
-
-def _holds(text: str, value: str) -> bool:
-    return re.search(r"(?<![\w.])" + re.escape(_norm(value)) + r"(?![\w])", text) is not None
-
-
-def reused_arguments(messages: list[Message]) -> dict[int, list[str]]:
-    """Call point -> argument values the agent passed there verbatim after reading them earlier."""
-    system = _text([m for m in messages if m.get("role") == "system"])
-    needs: dict[int, list[str]] = {}
-    seen = ""
-    for i, message in enumerate(messages):
-        if message.get("role") == "assistant" and i > 0:
-            values = []
-            for call in message.get("tool_calls") or []:
-                try:
-                    arguments = json.loads((call.get("function") or {}).get("arguments") or "{}")
-                except ValueError:
-                    continue
-                values += [v for v in _scalars(arguments) if _holds(seen, v) and not _holds(system, v)]
-            if values:
-                needs[i] = list(dict.fromkeys(values))
-        if message.get("role") in {"user", "tool"}:
-            seen += "\n" + _text([message])
-    return needs
-
-
-def invalid(context: list[Message]) -> bool:
-    """A tool result without its call just before, or a tool call never answered: providers reject both."""
-    open_ids: set[str] = set()
-    for message in context:
-        role = message.get("role")
-        if role == "tool":
-            if message.get("tool_call_id") not in open_ids:
-                return True
-            open_ids.discard(message.get("tool_call_id"))
-            continue
-        if open_ids:
-            return True
-        open_ids = {c.get("id") for c in message.get("tool_calls") or []} if role == "assistant" else set()
-    return False
 
 
 # -- running a crew ------------------------------------------------------------------------------
@@ -323,12 +250,30 @@ def run_crew(messages: list[Message], window: int, mode: str) -> tuple[list[list
     return [c for c in llm.calls if not _is_summary_request(c)], summaries, seconds
 
 
+_NEEDS: dict[int, tuple[list[Message], dict[int, list[Any]]]] = {}
+
+
+def _needs(messages: list[Message]) -> dict[int, list[Any]]:
+    """Call point -> the re-used argument needs there (computed once per recording)."""
+    from bench_retention import reused_argument_needs
+
+    cached = _NEEDS.get(id(messages))
+    if cached is None or cached[0] is not messages:
+        by_call: dict[int, list[Any]] = {}
+        for need in reused_argument_needs(messages):
+            by_call.setdefault(need.call, []).append(need)
+        cached = _NEEDS[id(messages)] = (messages, by_call)
+    return cached[1]
+
+
 def measure(
     messages: list[Message], calls: list[list[Message]], summaries: list[int], seconds: float, window: int
 ) -> Totals:
     """The crew's k-th agent call is the recording's k-th call point (a call after the script ends is left out)."""
+    from bench_retention import invalid_codes, kept, message_text
+
     points = call_points(messages)
-    needs = reused_arguments(messages)
+    needs = _needs(messages)
     calls = calls[: len(points)]
     task = next((m for m in calls[0] if m.get("role") == "user"), None) if calls else None
     totals = Totals(summary_calls=len(summaries), summary_prompt_tokens=sum(summaries), seconds=seconds)
@@ -339,12 +284,12 @@ def measure(
         totals.peak = max(totals.peak, tokens)
         totals.per_call_tokens.append(tokens)
         totals.over_window += tokens > window
-        totals.invalid_calls += invalid(context)
+        totals.invalid_calls += bool(invalid_codes(context))
         totals.task_missing += task is not None and task not in context
         if point in needs:
-            text = _text(context)
+            text = "\n".join(message_text(m) for m in context)
             totals.reused_arguments += len(needs[point])
-            totals.reused_arguments_kept += sum(_holds(text, v) for v in needs[point])
+            totals.reused_arguments_kept += sum(kept(need, text) for need in needs[point])
     totals.compactions = sum(1 for a, b in pairwise(len(c) for c in calls) if b < a)
     return totals
 
@@ -406,9 +351,9 @@ def section(results: dict[str, Any]) -> str:
         f"`ctxlife.wrap`, threshold {results['threshold']} of the same window). CrewAI writes its own prompt, so "
         "compare these rows with CrewAI unmanaged.\n",
         "*Re-used arguments kept*: values the recorded agent passed verbatim to a tool after reading them in an "
-        "earlier user turn or tool result (not in the system prompt), counted as kept when the context sent at "
-        "that call holds them (`benchmarks/bench_crewai_peer.py`, no ctxlife code). *Invalid*: a tool result "
-        "without its call, or a call never answered.\n",
+        "earlier message (not in the system prompt), counted as kept when the context sent at that call holds "
+        "them (the retention question's definition, `bench_retention.py`; no ctxlife code). *Invalid*: a tool "
+        "result without its call, or a call never answered.\n",
     ]
     rows = []
     for w in results["windows"]:

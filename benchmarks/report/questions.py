@@ -11,8 +11,8 @@ Every question module (``benchmarks/<module>.py``) can be read and run on its ow
 * optionally ``charts(results: dict, out: Path) -> list[Path]``: PNG charts its section links
   as ``benchmarks/<file>.png``.
 
-Modules that predate this contract get their ``section``/``summary`` from this package
-(:data:`FALLBACK`).
+Modules without ``summary`` (or, for ``bench_recall.py``, ``section``) get theirs from this package
+(:mod:`report.fallback`, :mod:`report.recall`).
 """
 
 from __future__ import annotations
@@ -59,10 +59,12 @@ def module(question: Question) -> ModuleType | None:
 
 
 def _fallback(question: Question, what: str) -> Callable[..., Any] | None:
-    if question.name == "recall":
-        from report import recall
+    from report import fallback, recall
 
+    if question.name == "recall":
         return getattr(recall, what, None)
+    if what == "summary":
+        return fallback.SUMMARIES.get(question.name)
     return None
 
 
