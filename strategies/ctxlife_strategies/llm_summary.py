@@ -71,19 +71,36 @@ class LLMSummary(ctxlife.Strategy):
             "Default: the agent's model under wrap(), extractive under manage().",
         )
         model: str | None = Field(
-            None, description="Summarize with this model instead (any name crewai.LLM accepts, e.g. \"gpt-4o-mini\")."
+            None, description='Summarize with this model instead (any name crewai.LLM accepts, e.g. "gpt-4o-mini").'
         )
         model_options: dict[str, Any] = Field(
-            default_factory=dict, description="Extra crewai.LLM arguments for `model` (base_url, api_key, temperature, ...)."
+            default_factory=dict,
+            description="Extra crewai.LLM arguments for `model` (base_url, api_key, temperature, ...).",
         )
-        timeout_seconds: float = Field(60.0, gt=0, description="Give up on a summary after this long and truncate instead.")
+        timeout_seconds: float = Field(
+            60.0, gt=0, description="Give up on a summary after this long and truncate instead."
+        )
         summary_role: Literal["system", "user", "assistant"] = Field(
             "system",
             description="Role of the summary message (some providers accept only one system message). In "
             "Anthropic Messages lists the summary is always a user message (the system prompt is passed apart).",
         )
-        pin_first_user: bool = Field(True, description="Never summarize the first user message (the task under CrewAI).")
-        key_facts: bool = Field(True, description="Append ledger facts the summary lost as a compact \"Key facts\" list.")
+        pin_first_user: bool = Field(
+            True, description="Never summarize the first user message (the task under CrewAI)."
+        )
+        key_facts: bool = Field(True, description='Append ledger facts the summary lost as a compact "Key facts" list.')
+        max_read_tokens: int | None = Field(
+            8_000,
+            ge=100,
+            description="Read at most this many tokens of the evicted span, its most recent messages: older "
+            "messages of a larger span are dropped unread, as truncation drops them (their facts are neither "
+            "summarized nor listed). A trade-off: it bounds the time of a first compaction of a long history "
+            "(a restored session, a framework handing over thousands of messages) to about that of counting "
+            "its tokens, at the cost of what the unread part held. A usual compaction evicts about threshold minus "
+            "target of the window (15%, so 8,000 tokens at a 53k window): below that it reads everything. "
+            "None (or a huge number) reads every message: the "
+            "time then grows with the span (seconds at 10,000 messages).",
+        )
         lock_timeout_seconds: float = Field(
             2.0, ge=0, description="With sessions on: wait this long for the session lock, else skip this compaction."
         )
@@ -98,7 +115,9 @@ class LLMSummary(ctxlife.Strategy):
 
     options: Options
 
-    def __init__(self, options: LLMSummary.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
+    def __init__(
+        self, options: LLMSummary.Options | None = None, settings: ctxlife.SharedSettings | None = None
+    ) -> None:
         super().__init__(options, settings)
         global_threshold = self.settings.threshold
         origin = self.settings.origin
@@ -125,7 +144,9 @@ class LLMSummary(ctxlife.Strategy):
         if self.options.model is not None:
             if self._model_summarizer is None:
                 llm_options = {"max_tokens": self.options.max_summary_tokens, **self.options.model_options}
-                complete = ctxlife.completion_for_model(self.options.model, timeout=self.options.timeout_seconds, **llm_options)
+                complete = ctxlife.completion_for_model(
+                    self.options.model, timeout=self.options.timeout_seconds, **llm_options
+                )
                 self._model_summarizer = LLMSummarizer(complete)
             return f"model:{self.options.model}", self._model_summarizer
         if self._fixed is not None:
@@ -207,9 +228,15 @@ class LLMSummary(ctxlife.Strategy):
 
         target_tokens = int(self.options.target * ctx.context_window)
         fixed = tokens.count_messages(system) + tokens.count_messages(pinned) - 3
+        # Each message is counted once (cached by the counter); the tail after each cut is a suffix sum.
+        sizes = [tokens.count_messages((m,)) - 3 for m in rest]
+        after = [0] * (len(rest) + 1)
+        for i in range(len(rest) - 1, -1, -1):
+            after[i] = after[i + 1] + sizes[i]
         cut = cuts[-1]
         for candidate in cuts:  # keep as much as the target allows
-            if fixed + tokens.count_messages(tail_for(candidate)) - 3 + self.options.max_summary_tokens <= target_tokens:
+            tail_tokens = after[candidate] + sum(sizes[i] for i in kept_users if first <= i < candidate)
+            if fixed + tail_tokens + self.options.max_summary_tokens <= target_tokens:
                 cut = candidate
                 break
         kept_tail = tail_for(cut)
@@ -219,14 +246,17 @@ class LLMSummary(ctxlife.Strategy):
             return
         kept_tokens = fixed + tokens.count_messages(kept_tail)
         # Aim for the target; when what must stay already fills it, still allow half the summary budget.
-        budget = min(self.options.max_summary_tokens, max(target_tokens - kept_tokens, self.options.max_summary_tokens // 2))
+        budget = min(
+            self.options.max_summary_tokens, max(target_tokens - kept_tokens, self.options.max_summary_tokens // 2)
+        )
         previous_text = "\n".join(strip_summary_marker(m.get("content")) for m in previous) or None
         replaced_tokens = tokens.count_messages(evicted) + (tokens.count_messages(previous) if previous else 0) - 3
         if replaced_tokens - budget < self.options.min_gain_tokens and not overflow:
             ctx.record("skipped", reason="small_gain", replaceable_tokens=replaced_tokens)
             return
 
-        facts: list[Fact] = extract_facts(evicted)
+        read = _most_recent(evicted, sizes_of=tokens, limit=self.options.max_read_tokens)
+        facts: list[Fact] = extract_facts(read)
         if previous_text:
             facts += [f for f in extract_facts(previous_text) if f.key not in {g.key for g in facts}]
         name, summarizer = self._summarizer(ctx)
@@ -236,16 +266,20 @@ class LLMSummary(ctxlife.Strategy):
         keeps_facts = getattr(summarizer, "fact_list", False)
         prose_budget = int(budget * 0.7) if self.options.key_facts and facts and not keeps_facts else budget
         try:
-            request = SummaryRequest(evicted, previous_text, prose_budget, tokens.count_text, _most_useful(facts, budget))
+            request = SummaryRequest(read, previous_text, prose_budget, tokens.count_text, _most_useful(facts, budget))
             text = self._summarize(summarizer, request)
             text = self._with_key_facts(text, facts, tokens.count_text, budget)
             text = escape_surrogates(text)  # lone surrogates from the span cannot be sent as UTF-8
             size = tokens.count_text(text)
             if size > self.options.max_summary_tokens:
-                raise SummaryFailed(f"summary of {size} tokens is over max_summary_tokens ({self.options.max_summary_tokens})")
+                raise SummaryFailed(
+                    f"summary of {size} tokens is over max_summary_tokens ({self.options.max_summary_tokens})"
+                )
             summary = summary_message(messages, text, self.options.summary_role, ctx.message_format)
             if tokens.count_message(summary) >= replaced_tokens:
-                raise SummaryFailed(f"summary of {size} tokens is not smaller than the {replaced_tokens} tokens it replaces")
+                raise SummaryFailed(
+                    f"summary of {size} tokens is not smaller than the {replaced_tokens} tokens it replaces"
+                )
         except Exception as exc:  # noqa: BLE001 - any failure falls back to truncation, loudly
             original = list(messages)
             kept = pinned + kept_tail
@@ -269,7 +303,13 @@ class LLMSummary(ctxlife.Strategy):
                 fallback="truncated",
                 evicted_messages=len(evicted),
             )
-            ctx.record("truncated", reason="summary_failed", summarizer=name, evicted_messages=len(evicted), error=type(exc).__name__)
+            ctx.record(
+                "truncated",
+                reason="summary_failed",
+                summarizer=name,
+                evicted_messages=len(evicted),
+                error=type(exc).__name__,
+            )
             return
         original = list(messages)
         messages[:] = system + [summary] + pinned + kept_tail
@@ -288,6 +328,7 @@ class LLMSummary(ctxlife.Strategy):
             tokens_after=tokens_after,
             evicted_messages=len(evicted),
             summary_tokens=tokens.count_text(summary["content"]),
+            unread_messages=len(evicted) - len(read),
             facts_found=len(facts),
             facts_kept=kept_facts,
             seconds=round(time.perf_counter() - started, 3),
@@ -344,6 +385,21 @@ def _opening_with_a_user_turn(kept: list[dict[str, Any]]) -> list[dict[str, Any]
     return kept
 
 
+def _most_recent(
+    evicted: list[dict[str, Any]], *, sizes_of: ctxlife.TokenCounter, limit: int | None
+) -> list[dict[str, Any]]:
+    """The most recent messages of ``evicted`` whose tokens add up to at most ``limit`` (all of them
+    when ``limit`` is None or they fit). The newest message is always read, even when it alone is larger."""
+    if limit is None:
+        return evicted
+    total = 0
+    for i in range(len(evicted) - 1, -1, -1):
+        total += sizes_of.count_messages((evicted[i],)) - 3
+        if total > limit:
+            return evicted[i + 1 :] or evicted[-1:]
+    return evicted
+
+
 def _most_useful(facts: list[Fact], budget: int) -> list[Fact]:
     """The facts a summary of ``budget`` tokens can hope to hold, ids and codes first.
 
@@ -372,4 +428,6 @@ def _released_with_a_warning(
     except ctxlife.StoreError as exc:
         if not done:
             raise
-        emit("warning", "ctxlife.lock_release_failed", strategy=strategy, session_id=session_id, error=type(exc).__name__)
+        emit(
+            "warning", "ctxlife.lock_release_failed", strategy=strategy, session_id=session_id, error=type(exc).__name__
+        )

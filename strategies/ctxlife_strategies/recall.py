@@ -7,8 +7,8 @@ latest user message::
 
     Recalled from earlier in this conversation (these messages are no longer above; ...):
     [2023-04-30 20:14, message 17]
-    assistant: That sounds like a movie worth watching. Do you have any other movie recommendations?
-    user: I also like sci-fi movies. If you like, you can go see "The Wandering Earth". ...
+    assistant: That sounds like a trip worth taking. Do you have any other places in mind?
+    user: I also like the coast. If you like, you can stay at "The Harbour Lodge". ...
 
 The block is replaced on every call (never accumulated), kept within ``max_tokens`` (default 10% of
 the window), never recorded into the raw history and never summarized. Passages are messages (a

@@ -12,19 +12,19 @@ has no import-time side effects.
 Kinds of facts (``Fact.kind``):
 
 ========  ==================================================================
-``id``    snake/kebab identifiers with digits (``mia_li_3668``,
-          ``credit_card_4421486``), UUIDs, long random tokens, values of
+``id``    snake/kebab identifiers with digits (``ana_ruiz_2041``,
+          ``store_credit_5519023``), UUIDs, long random tokens, values of
           id-like JSON keys (``"user_id"``), call ids of pending tool calls
-``code``  upper-case codes with a digit (``NO6JO3``, ``HAT136``, ``ORD-12345``,
-          ``#W2378156``); letters-only codes only when announced by a word such
+``code``  upper-case codes with a digit (``QX4TR8``, ``BX4471``, ``ORD-12345``,
+          ``#K5520913``); letters-only codes only when announced by a word such
           as "reservation"/"confirmation"/"code" or an id-like JSON key
-          (``HATHAT``)
+          (``KXPLMR``)
 ``amount``  money (``$1,234.50``, ``EUR 20``, ``30 dollars``) and numbers under
           money-like JSON keys (``"price": 121``)
 ``number``  numbers with a unit (``120 kg``, ``15%``, ``3 bags``), numbers of 4+
-          digits that are not years (``7447``, ``78750``), phone numbers
+          digits that are not years (``8123``, ``93117``), phone numbers
 ``date``  ``2024-05-15``, ``2024-05-15T10:00:00Z``, ``May 15, 2024``,
-          ``May 20th``, ``15 May 2024``, ``15/05/2024``, ``2024/05/15``
+          ``March 14th``, ``15 May 2024``, ``15/05/2024``, ``2024/05/15``
 ``time``  ``14:30``, ``06:00:00``, ``11am``, ``2:30 PM``
 ``email`` ``name@example.com``
 ``url``   ``https://...``, ``www....``
@@ -33,7 +33,7 @@ Kinds of facts (``Fact.kind``):
 ========  ==================================================================
 
 Plain small numbers, years on their own, list numbering and upper-case words
-(``THE``, ``JSON``, ``JFK``) are deliberately not facts.
+(``THE``, ``JSON``, ``NATO``) are deliberately not facts.
 
 Modules, in the order a fact goes through them:
 

@@ -31,7 +31,7 @@ def extract_facts(messages_or_text: str | Sequence[Mapping[str, Any]] | None) ->
 
     From messages it reads every ``content`` (strings or lists of text parts),
     the arguments of each tool call (JSON is parsed and walked, so values under
-    id-like keys such as ``"reservation_id"`` and money-like keys such as
+    id-like keys such as ``"order_id"`` and money-like keys such as
     ``"price"`` are recognised), and tool results (JSON results are walked the
     same way). Tool calls whose result is not among ``messages`` (pending work)
     contribute their call id as an ``id`` fact.
@@ -142,7 +142,7 @@ class _Ledger:
         if isinstance(value, Mapping):
             for k, v in value.items():
                 ks = str(k)
-                # keys can be ids themselves ({"credit_card_4421486": {...}})
+                # keys can be ids themselves ({"store_credit_5519023": {...}})
                 for found in scan_text(ks):
                     self.add(found.fact)
                 self.read_json(v, ks, key, depth + 1)

@@ -31,7 +31,7 @@ class Fact:
     ``text`` is the exact surface string as it first appeared; ``normalized`` a
     canonical form used to recognise the same fact written differently
     (``$1,234.50`` -> ``1234.5``, ``May 15, 2024`` -> ``2024-05-15``,
-    ``2:30 PM`` -> ``14:30``, ``#W2378156`` -> ``W2378156``). Facts compare equal
+    ``2:30 PM`` -> ``14:30``, ``#K5520913`` -> ``K5520913``). Facts compare equal
     by all three fields.
     """
 

@@ -56,7 +56,7 @@ def format_fact_list(
 ) -> str:
     """Render facts as one compact block that fits ``max_tokens``.
 
-    Example: ``Key facts: ids: mia_li_3668; codes: NO6JO3, HAT136; amounts: $1,234``.
+    Example: ``Key facts: ids: ana_ruiz_2041; codes: QX4TR8, BX4471; amounts: $1,234``.
 
     Facts are grouped by kind in :data:`KIND_PRIORITY` order (ids, codes, paths,
     urls, emails, amounts, dates, times, numbers), each group in order of first

@@ -6,7 +6,6 @@ against one ledger (a cheap anchor pre-filter first, then a :class:`TextIndex` o
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from ctxlife.facts.fact import Fact
@@ -15,27 +14,41 @@ from ctxlife.facts.patterns import compile_cjk_aware
 from ctxlife.facts.scanner import scan_text
 from ctxlife.facts.vocabulary import SCALE_WORDS
 
-_SURFACE_PATTERNS: dict[str, re.Pattern[str]] = {}
-_SURFACE_PATTERNS_MAX = 20000
+_ASCII_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _BARE_NUMBER_RE = compile_cjk_aware(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w]|[.,]\d)")
 _SCALED_NUMBER_RE = compile_cjk_aware(r"\d\s?(?:" + SCALE_WORDS + r")\b")
 
 
-def _surface_re(text: str) -> re.Pattern[str]:
-    """``text`` on token boundaries: ``HAT13`` is not inside ``HAT136``, nor ``25`` inside ``2.50``."""
-    pat = _SURFACE_PATTERNS.get(text)
-    if pat is None:
-        left = r"(?<![A-Za-z0-9])" if text[:1].isalnum() else ""
-        right = r"(?![A-Za-z0-9])" if text[-1:].isalnum() else ""
-        if text[-1:].isdigit():
-            right = r"(?![A-Za-z0-9]|[.,]\d)"
-        if text[:1].isdigit():
-            left = r"(?<![A-Za-z0-9])(?<!\d[.,])"
-        pat = re.compile(left + re.escape(text) + right)
-        if len(_SURFACE_PATTERNS) > _SURFACE_PATTERNS_MAX:
-            _SURFACE_PATTERNS.clear()
-        _SURFACE_PATTERNS[text] = pat
-    return pat
+def _surface_in(text: str, hay: str) -> bool:
+    """``text`` in ``hay`` on token boundaries: ``BX447`` is not inside ``BX4471``, nor ``25`` inside ``2.50``.
+
+    No ASCII letter or digit touches it; a text starting with a digit is not the decimals of a number
+    (``5.25``: ``25``), nor one ending with a digit the integer part of one (``2.50``: ``2``). Every
+    occurrence is tried (plain ``str.find``, no regex to compile per fact)."""
+    if not text:
+        return True  # as an empty pattern would
+    check_left = text[0].isalnum()
+    check_right = text[-1].isalnum()
+    digit_left = text[0].isdigit()
+    digit_right = text[-1].isdigit()
+    n = len(text)
+    last = len(hay)
+    start = hay.find(text)
+    while start >= 0:
+        end = start + n
+        ok = True
+        if check_left and start > 0 and hay[start - 1] in _ASCII_ALNUM:
+            ok = False
+        elif digit_left and start > 1 and hay[start - 1] in ".," and hay[start - 2].isdecimal():
+            ok = False
+        elif check_right and end < last and hay[end] in _ASCII_ALNUM:
+            ok = False
+        elif digit_right and end + 1 < last and hay[end] in ".," and hay[end + 1].isdecimal():
+            ok = False
+        if ok:
+            return True
+        start = hay.find(text, start + 1)
+    return False
 
 
 class TextIndex:
@@ -52,6 +65,7 @@ class TextIndex:
         self._without_commas: str | None = None
         self._forms: set[tuple[str, str]] | None = None
         self._numbers: set[str] | None = None
+        self._scaled: bool | None = None
 
     @property
     def lower(self) -> str:
@@ -82,6 +96,13 @@ class TextIndex:
         return self._forms
 
     @property
+    def has_scaled_number(self) -> bool:
+        """Whether the text writes a number with a scale word (``1.2M``, ``3 billion``)."""
+        if self._scaled is None:
+            self._scaled = _SCALED_NUMBER_RE.search(self.text) is not None
+        return self._scaled
+
+    @property
     def numbers(self) -> set[str]:
         """Every plain number of the text, in canonical form."""
         if self._numbers is None:
@@ -97,7 +118,7 @@ class TextIndex:
 
     def contains(self, fact: Fact) -> bool:
         t = fact.text
-        if t in self.text and _surface_re(t).search(self.text):
+        if _surface_in(t, self.text):
             return True
         n = fact.normalized
         if not n:
@@ -105,14 +126,14 @@ class TextIndex:
         kind = fact.kind
         if kind in ("id", "email", "url", "path"):
             nl = n.lower()
-            return nl in self.lower and _surface_re(nl).search(self.lower) is not None
+            return _surface_in(nl, self.lower)
         if kind == "code":
             if n.lower() not in self.lower:
                 return False
-            return _surface_re(n).search(self.text) is not None or fact.key in self.forms
+            return _surface_in(n, self.text) or fact.key in self.forms
         if kind == "amount":
             whole = n.lstrip("-").split(".")[0]
-            if whole not in self.without_commas and not _SCALED_NUMBER_RE.search(self.text):
+            if whole not in self.without_commas and not self.has_scaled_number:
                 return False
             return n in self.numbers or fact.key in self.forms
         if kind == "number":
@@ -215,15 +236,15 @@ class FactMatcher:
 
 def fact_in_text(fact: Fact, text: str) -> bool:
     """Whether ``text`` still carries ``fact`` (its surface string, or its normalized
-    form: ``$1,234.50`` is found as ``1234.5``, ``May 20th`` in ``2024-05-20``)."""
+    form: ``$1,234.50`` is found as ``1234.5``, ``March 14th`` in ``2031-03-14``)."""
     return TextIndex(text or "").contains(fact)
 
 
 def facts_missing_from(facts: Iterable[Fact], text: str) -> list[Fact]:
     """The facts whose surface string (or normalized form) does not appear in ``text``.
 
-    Surface strings match on token boundaries: ``HAT13`` is not found inside
-    ``HAT136``, nor ``25`` inside ``250``. Order of ``facts`` is kept.
+    Surface strings match on token boundaries: ``BX447`` is not found inside
+    ``BX4471``, nor ``25`` inside ``250``. Order of ``facts`` is kept.
     """
     facts = list(facts)
     present = {id(f) for f in FactMatcher(facts).present(text or "")}

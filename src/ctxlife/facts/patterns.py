@@ -155,8 +155,8 @@ def _widen(group: str) -> str:
 def cjk_aware(source: str) -> str:
     """``source`` with its word boundaries made to hold next to CJK text.
 
-    ``\\w`` (and so ``\\b``) matches Han, kana and hangul, so ``(?<![\\w-])HAT136`` never matches in
-    ``预订HAT136改期``. In every lookaround, ``\\w`` is narrowed to the word characters of scripts
+    ``\\w`` (and so ``\\b``) matches Han, kana and hangul, so ``(?<![\\w-])BX4471`` never matches in
+    ``预订BX4471改期``. In every lookaround, ``\\w`` is narrowed to the word characters of scripts
     that separate words with spaces, and ``\\b`` becomes "not after / not before" such a character
     (every ``\\b`` of the table opens or closes a word). Latin, Cyrillic, Greek ... words keep their
     boundaries, and the bodies of patterns are left alone (a path may have Chinese folder names).
@@ -187,7 +187,7 @@ _EXTENSION_RE = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
 _TRAILING_SCALE_RE = re.compile(r"(" + SCALE_WORDS + r")$")
 _NOT_AFTER_WORD = r"(?<![\w])"
 _NOT_BEFORE_WORD = r"(?![\w])"
-#: A number with optional thousands separators and decimals: ``1,234.50``, ``7447``.
+#: A number with optional thousands separators and decimals: ``1,234.50``, ``8123``.
 NUMBER = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 
 
@@ -433,13 +433,13 @@ def _big_number(m: re.Match[str]) -> list[Hit]:
 UUID_RE = compile_cjk_aware(
     r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])"
 )
-#: ``#W2378156``, ``#12345``
+#: ``#K5520913``, ``#12345``
 HASH_CODE_RE = compile_cjk_aware(r"(?<![\w#&])#[A-Za-z0-9][A-Za-z0-9_-]{2,}(?![\w])")
 #: ``ORD-12345``, ``INV-2024-001``, ``HAT-123``, ``AB_12``
 DASHED_CODE_RE = compile_cjk_aware(r"(?<![\w-])[A-Z][A-Z0-9]*(?:[-_][A-Z0-9]+)+(?![\w-])")
-#: ``NO6JO3``, ``HAT136``, ``60RX9E``
+#: ``QX4TR8``, ``BX4471``, ``58TQ4Z``
 UPPER_CODE_RE = compile_cjk_aware(r"(?<![\w-])[A-Z0-9]{4,}(?![\w-])")
-#: letters-only codes announced by a word: ``reservation ID: HATHAT``, ``code ABCXYZ``
+#: letters-only codes announced by a word: ``booking code: KXPLMR``, ``code ABCXYZ``
 ANNOUNCED_CODES_RE = compile_cjk_aware(
     r"\b(?:"
     + CODE_ANNOUNCING_WORDS
@@ -450,7 +450,7 @@ ANNOUNCED_CODES_RE = compile_cjk_aware(
     + r"((?:[A-Z0-9]{5,8})(?:(?:,\s*|\s*,?\s*(?:and|or|&)\s+)[A-Z0-9]{5,8}(?![\w-]))*)(?![\w-])",
 )
 _ANNOUNCED_CODE_RE = re.compile(r"[A-Z0-9]{5,8}")
-#: ``mia_li_3668``, ``credit_card_4421486``, ``user-12345``
+#: ``ana_ruiz_2041``, ``store_credit_5519023``, ``user-12345``
 SNAKE_ID_RE = compile_cjk_aware(r"(?<![\w-])[a-z][a-z0-9]*(?:[_-][a-z0-9]+)+(?![\w-])")
 #: ``user12345``
 LETTERS_DIGITS_ID_RE = compile_cjk_aware(r"(?<![\w-])[a-z]{2,}\d{3,}[a-z0-9]*(?![\w-])")

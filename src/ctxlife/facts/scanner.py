@@ -68,11 +68,31 @@ def _narrow(text: str) -> str:
     return narrowed
 
 
+#: Results of recent scans by text: a span's short values ("economy", "2031-03-14", an id) recur in
+#: many messages, and a text read as a JSON value is read again as text. Facts are immutable; each
+#: caller gets its own list. Cleared whole when full, so memory stays bounded.
+_SCANNED: dict[str, tuple[FoundFact, ...]] = {}
+_SCANNED_MAX = 8_192
+_SCANNED_MAX_CHARS = 512  # long texts (whole tool results) rarely recur: not kept
+
+
 def scan_text(text: str) -> list[FoundFact]:
     """Every fact in ``text``, ordered by position; full-width forms (``ＯＲＤ－１``, ``￥``) are read as
     their ASCII forms, and the fact keeps the text as written."""
     if not text or not text.strip():
         return []
+    cached = _SCANNED.get(text)
+    if cached is not None:
+        return list(cached)
+    found = _scan(text)
+    if len(text) <= _SCANNED_MAX_CHARS:
+        if len(_SCANNED) >= _SCANNED_MAX:
+            _SCANNED.clear()
+        _SCANNED[text] = tuple(found)
+    return found
+
+
+def _scan(text: str) -> list[FoundFact]:
     original, text = text, _narrow(text)
     passed = [check(text) for check in _CHECKS]
     spans = _AcceptedSpans()

@@ -66,7 +66,7 @@ UNITS = (
     "kilograms?|grams?|pounds?|kilometers?|kilometres?|meters?|metres?|miles?|feet|inches|liters?|litres?|"
     "bytes|tokens?|"
     # countable things that agents book/order/process
-    "bags?|baggages?|suitcases?|luggage|pieces?|items?|units?|passengers?|people|persons?|adults?|children|"
+    "bags?|baggage|suitcases?|luggage|pieces?|items?|units?|passengers?|people|persons?|adults?|children|"
     "kids?|infants?|tickets?|seats?|rooms?|guests?|orders?|packages?|boxes|pallets?|users?|"
     "calls?|requests?|files?|rows?|records?|lines?|pages?|points?|stops?|stopovers?|legs?|flights?|"
     "certificates?|vouchers?|cards?|reservations?|bookings?|copies|times|"
@@ -88,15 +88,14 @@ SINGULAR_UNITS: dict[str, str] = {
     "copies": "copy",
     "luggage": "bag",
     "baggage": "bag",
-    "baggages": "bag",
     "suitcases": "bag",
     "suitcase": "bag",
     "bags": "bag",
 }
 
-#: Words that announce a letters-only code ("reservation ID: HATHAT", "code ABCXYZ").
+#: Words that announce a letters-only code ("booking code: KXPLMR", "code ABCXYZ").
 CODE_ANNOUNCING_WORDS = (
-    r"reservations?|confirmations?|bookings?|orders?|tickets?|codes?|PNR|IDs?|refs?|references?|locators?"
+    r"reservations?|confirmations?|bookings?|orders?|tickets?|codes?|IDs?|refs?|references?|locators?"
 )
 #: Words allowed between the announcing word and the code ("order number is ...").
 CODE_ANNOUNCING_FILLERS = r"id|ids|ID|IDs|code|codes|number|numbers|no\.?|is|was|are|were|of|#|\*\*|:"
@@ -121,15 +120,15 @@ CONTEXT_STOPWORDS = frozenset(
 
 #: JSON keys whose (short, single-token) string values are identifiers/codes.
 ID_KEY_RE = re.compile(
-    r"(?:^|_)(?:id|ids|uuid|guid|code|codes|number|no|num|ref|reference|locator|pnr|sku|"
+    r"(?:^|_)(?:id|ids|uuid|guid|code|codes|number|no|num|ref|reference|locator|sku|"
     r"reservation|reservations|confirmation|order|orders|booking|bookings|ticket|tickets|"
-    r"invoice|account|last_four|last4)$",
+    r"invoice|account)$",
     re.IGNORECASE,
 )
 #: JSON keys whose numeric values are money.
 AMOUNT_KEY_RE = re.compile(
     r"(?:^|_)(?:amount|amounts|price|prices|cost|costs|fee|fees|total|balance|refund|refunds|paid|"
-    r"charge|charges|subtotal|tax|fare|fares|payment|payments)(?:$|_)",
+    r"charge|charges|subtotal|tax|payment|payments)(?:$|_)",
     re.IGNORECASE,
 )
 #: JSON keys whose numbers are counts, never money, even under a money-like parent key.

@@ -2,8 +2,8 @@
 
 Scripts written without spaces between words (Chinese, Japanese, Thai, Lao, Khmer, Myanmar; Korean
 for good measure) are indexed as overlapping character bigrams, the way Lucene's CJK analyzer does:
-"我喜欢摇滚音乐" becomes "我喜 喜欢 欢摇 摇滚 滚音 音乐", so a two-character word in a question
-("摇滚") matches wherever it was written, with no segmenter and no dictionary. A run of one such
+"我们明天去爬山" becomes "我们 们明 明天 天去 去爬 爬山", so a two-character word in a question
+("爬山") matches wherever it was written, with no segmenter and no dictionary. A run of one such
 character stays a unigram ("《飘》"). Everything else is left to the index's word tokenizer
 (SQLite FTS5 ``unicode61`` with Porter stemming), so "movies" matches "movie".
 

@@ -42,7 +42,7 @@ DECISION_RE = re.compile(
 )
 REQUEST_RE = re.compile(
     r"\b(?:I want|I'd like|I would like|I need|I'm looking|I am looking|please|can you|could you|"
-    r"would you|help me|I wish|my (?:user|reservation|order|booking)|I prefer|I'd prefer|instead|"
+    r"would you|help me|I wish|my [\w-]+ (?:id|number|code|account)|I prefer|I'd prefer|instead|"
     r"yes|no,|go ahead|don't|do not)\b",
     re.IGNORECASE,
 )
@@ -79,7 +79,7 @@ _WHITESPACE_RE = re.compile(r"\s+")
 #: Value of keeping a fact, by kind. Facts that were said by the user or the
 #: assistant, passed as tool arguments or kept by the previous summary count in
 #: full; facts only seen in tool output count ``UNSPOKEN_FACT_SHARE`` of it (a search
-#: result lists many flights; the one the user picked is what matters).
+#: result lists many options; the one the user picked is what matters).
 KIND_WEIGHT = {
     "id": 2.0,
     "code": 2.0,
@@ -97,7 +97,7 @@ UNSPOKEN_FACT_SHARE = 0.35
 def sentences(text: str, max_chars: int = 240) -> list[str]:
     """Split prose into sentence-sized units. List numbering is dropped and the
     lines of one paragraph are joined with ``; ``, so a markdown list item stays
-    next to its heading (``Flight HAT069; Departure: 06:00 AM EST; ...``)."""
+    next to its heading (``Option BX4470; Departure: 06:00 AM; ...``)."""
     text = _MARKDOWN_RE.sub("", text)
     out: list[str] = []
     for para in _PARAGRAPH_BREAK_RE.split(text):
@@ -369,7 +369,7 @@ class Candidates:
     def _call_head(self, name: str, args: Any) -> str:
         """``called NAME(args)`` within ``max_call_tokens`` (x1.5 for tools that change
         state): long values are cut, then nested data is written values-only
-        (``flights=[HAT136 2024-05-20, HAT039 2024-05-20]``), then arguments that
+        (``items=[BX4471 2031-03-14, BX4102 2031-03-14]``), then arguments that
         carry no fact and are not short are left out, then the tail is cut."""
         limit = int(self.max_call_tokens * (1.5 if WRITE_TOOL_RE.search(name) else 1.0))
         head = f"called {name}({render_arguments(args)})"

@@ -47,8 +47,8 @@ def compact_json(value: Any, depth: int = 0) -> str:
 
 
 def values_only(value: Any, depth: int = 0) -> str:
-    """Values only, for nested data in a tight spot: ``{flight_number: HAT136,
-    date: 2024-05-20}`` -> ``HAT136 2024-05-20``."""
+    """Values only, for nested data in a tight spot: ``{item_code: BX4471,
+    date: 2031-03-14}`` -> ``BX4471 2031-03-14``."""
     if depth > 20:
         return "…"
     if isinstance(value, Mapping):
@@ -59,7 +59,7 @@ def values_only(value: Any, depth: int = 0) -> str:
 
 
 def render_arguments(arguments: Any, max_value_chars: int | None = None) -> str:
-    """``{"user_id": "mia_li_3668"}`` -> ``user_id=mia_li_3668``."""
+    """``{"user_id": "ana_ruiz_2041"}`` -> ``user_id=ana_ruiz_2041``."""
     data = arguments
     if isinstance(arguments, str):
         parsed = json_payload(arguments)
@@ -98,9 +98,9 @@ def _indent(text: str) -> str:
 def render_messages(messages: Sequence[Mapping[str, Any]]) -> str:
     """Render a span as readable transcript lines, one entry per message/tool call::
 
-        User: Sure, my user ID is mia_li_3668.
-        Assistant called get_user_details(user_id=mia_li_3668) -> {name: {first_name: Mia, ...}, ...}
-        Assistant: Here are the available flights ...
+        User: Sure, my user ID is ana_ruiz_2041.
+        Assistant called get_customer(user_id=ana_ruiz_2041) -> {name: {first_name: Ana, ...}, ...}
+        Assistant: Here are the options ...
 
     Tool calls are paired with their results by id within one turn, by position where
     real traces reuse or omit ids (OpenAI, legacy and Anthropic calls alike); a call without a
