@@ -82,8 +82,11 @@ def _start(name: str, quick: bool, scratch: Path) -> tuple[subprocess.Popen[byte
     return subprocess.Popen(command, cwd=REPO, env=os.environ | OFFLINE), into, time.perf_counter()
 
 
-def run_questions(names: list[str], quick: bool, jobs: int, scratch: Path) -> tuple[dict[str, Any], dict[str, float]]:
-    """Run the named questions: the timing-sensitive ones one at a time, then the rest ``jobs`` at a time."""
+def run_questions(
+    names: list[str], quick: bool, jobs: int, scratch: Path, last_seconds: dict[str, float]
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """Run the named questions: the timing-sensitive ones one at a time, then the rest ``jobs`` at a time,
+    longest first (by the previous run's wall times)."""
     results: dict[str, Any] = {}
     seconds: dict[str, float] = {}
     present = []
@@ -95,7 +98,7 @@ def run_questions(names: list[str], quick: bool, jobs: int, scratch: Path) -> tu
             results[name] = {"not_run": f"`benchmarks/{question.module}.py` does not exist yet"}
             log(f"{name}: skipped (no {question.module}.py)")
     alone = [n for n in present if questions.BY_NAME[n].alone]
-    shared = [n for n in present if not questions.BY_NAME[n].alone]
+    shared = sorted((n for n in present if not questions.BY_NAME[n].alone), key=lambda n: -(last_seconds.get(n) or 0))
     for batch, width in ((alone, 1), (shared, jobs)):
         pending = list(batch)
         running: list[tuple[str, subprocess.Popen[bytes], Path, float]] = []
@@ -137,7 +140,7 @@ def run(names: list[str], quick: bool, jobs: int, results_dir: Path) -> dict[str
     }
     log(f"questions: {', '.join(names)} ({'quick' if quick else 'full'}, {jobs} jobs)")
     with tempfile.TemporaryDirectory(prefix="ctxlife-bench-") as scratch:
-        found, seconds = run_questions(names, quick, jobs, Path(scratch))
+        found, seconds = run_questions(names, quick, jobs, Path(scratch), previous.get("seconds", {}))
     if provenance.code_hash() != code_before:
         raise SystemExit("src/ or strategies/ changed during the run: the results measure no single version; run again")
     for name, results in found.items():

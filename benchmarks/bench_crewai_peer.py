@@ -15,12 +15,11 @@ So the crew's k-th model call is the recording's k-th call, and the scripted LLM
 what each call received. Modes (CrewAI 1.15, each as it ships):
 
 * ``CrewAI unmanaged``: ``respect_context_window=False``, ``use_better_compaction=False``;
-* ``CrewAI respect_context_window``: its summarization when its estimate (4 characters a token,
-  message text only) passes the usable window (0.85 x window). CrewAI asks the agent's LLM for the
-  summary; offline, the scripted LLM answers with ctxlife's extractive summary of the text CrewAI
-  sends, within 600 tokens, and those calls are counted separately;
-* ``CrewAI defaults``: the above plus ``use_better_compaction=True`` (large tool results deferred to
-  a file with a preview);
+* ``CrewAI defaults`` (``respect_context_window=True``, ``use_better_compaction=True``): CrewAI 1.15
+  as it ships. It summarizes when its estimate (4 characters a token, message text only) passes the
+  usable window (0.85 x window), asking the agent's LLM for the summary; offline, the scripted LLM
+  answers with ctxlife's extractive summary of the text CrewAI sends, within 600 tokens, and those
+  calls are counted separately. Large tool results are deferred to a file with a preview;
 * ``CrewAI + ctxlife llm_summary``: CrewAI defaults wrapped with ``ctxlife.wrap`` (``llm_summary``,
   extractive summarizer, threshold 0.4 of the same window).
 
@@ -58,7 +57,6 @@ CREWAI_SUMMARY_SYSTEM = "You are a precise assistant that creates structured sum
 #: mode -> (respect_context_window, use_better_compaction, wrapped with ctxlife)
 MODES: dict[str, tuple[bool, bool, bool]] = {
     "CrewAI unmanaged": (False, False, False),
-    "CrewAI respect_context_window": (True, False, False),
     "CrewAI defaults": (True, True, False),
     "CrewAI + ctxlife llm_summary": (True, True, True),
 }
@@ -343,11 +341,11 @@ def section(results: dict[str, Any]) -> str:
     out = [
         f"Real crews (crewai, native tool calling) on ctxlife's scripted offline LLM replay {data['trajectories']} "
         f"recorded trajectories ({data['name']}, `{data['path']}`): the k-th model call of the crew is the "
-        "recording's k-th call. Modes: **CrewAI unmanaged** (`respect_context_window=False`); **CrewAI "
-        "respect_context_window** (CrewAI summarizes with the agent's LLM when its 4-characters-a-token estimate "
-        "passes 0.85 × window; offline those summaries are ctxlife's extractive summary of what CrewAI sends, "
-        f"within {results['summary_tokens']} tokens, counted as extra calls); **CrewAI defaults** (plus "
-        "`use_better_compaction=True`); **CrewAI + ctxlife llm_summary** (CrewAI defaults wrapped with "
+        "recording's k-th call. Modes: **CrewAI unmanaged** (`respect_context_window=False`); **CrewAI defaults** "
+        "(`respect_context_window=True`, `use_better_compaction=True`: CrewAI summarizes with the agent's LLM when "
+        "its 4-characters-a-token estimate passes 0.85 × window; offline those summaries are ctxlife's extractive "
+        f"summary of what CrewAI sends, within {results['summary_tokens']} tokens, counted as extra calls); "
+        "**CrewAI + ctxlife llm_summary** (CrewAI defaults wrapped with "
         f"`ctxlife.wrap`, threshold {results['threshold']} of the same window). CrewAI writes its own prompt, so "
         "compare these rows with CrewAI unmanaged.\n",
         "*Re-used arguments kept*: values the recorded agent passed verbatim to a tool after reading them in an "
