@@ -99,3 +99,23 @@ def test_readme_quotes_only_figures_from_the_docs() -> None:
     docs_figures = set(readme.numbers(DOC.read_text(encoding="utf-8")))
     foreign = [figure for figure in readme.numbers(committed) if figure not in docs_figures]
     assert not foreign, f"README.md's benchmark paragraph quotes {foreign}, which docs/benchmarks.md does not: {FIX}"
+
+
+def test_every_question_file_says_what_it_answers_and_how_to_run_it() -> None:
+    import ast
+
+    from report import questions
+
+    for question in questions.QUESTIONS:
+        assert question.path.exists(), f"benchmarks/{question.module}.py (the {question.name!r} question) is missing"
+        tree = ast.parse(question.path.read_text(encoding="utf-8"))
+        doc = ast.get_docstring(tree) or ""
+        assert f"benchmarks/{question.module}.py" in doc, (
+            f"benchmarks/{question.module}.py: its docstring must say what it measures and how to run it "
+            f"(`.venv/bin/python benchmarks/{question.module}.py ...`)"
+        )
+        defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+        for needed in ("run", "section"):
+            assert needed in defined or questions.function(question, needed) is not None, (
+                f"benchmarks/{question.module}.py has no {needed}() (the contract in benchmarks/report/questions.py)"
+            )
