@@ -11,9 +11,12 @@ model. The contexts are then measured with one meter for all methods:
   in the context";
 * rewrites: calls whose context is not the previous context plus new messages (the prompt
   prefix changed, so a provider prompt cache starts over);
-* fact retention: facts (ids, codes, amounts, dates, ...) that first appear in a user turn or
-  a tool result and that the agent uses again later (in a later assistant message or tool-call
-  arguments): is the fact still in the context at the call that uses it?
+* fact retention (**a diagnostic only**: the facts are found by ctxlife's own extractor, the same
+  code ``llm_summary`` uses for its "Key facts" list, so this metric is circular and must never be
+  quoted as retention; the independent metrics at equal budget are in ``bench_retention.py``):
+  facts (ids, codes, amounts, dates, ...) that first appear in a user turn or a tool result and
+  that the agent uses again later (in a later assistant message or tool-call arguments): is the
+  fact still in the context at the call that uses it?
 
 Methods (all at the same window and the same threshold, 0.4 x window):
 
@@ -57,6 +60,8 @@ DATA_CANDIDATES = [REPO / "tests" / "data" / DATA_NAME, REPO.parent / "shared" /
 THRESHOLD = 0.4  # the global trigger, for every method
 TARGET = 0.25  # llm_summary's default target; SummarizationMiddleware keeps the same share
 SUMMARY_TOKENS = 600  # llm_summary's default max_summary_tokens; the middleware's summarizer gets the same
+#: how reports must label MethodTotals' fact_retention (ctxlife's extractor grading ctxlife)
+FACT_RETENTION_LABEL = "ledger facts kept (ctxlife's own extractor; diagnostic, circular)"
 
 
 def find_data(explicit: str | Path | None = None) -> Path | None:

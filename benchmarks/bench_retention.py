@@ -7,7 +7,8 @@ it, and three metrics that **no ctxlife code computes** grade it:
 
 * ``answers``: MemoryBank (``tests/data/memorybank``) long chats, English and Chinese, **held-out
   people only** (odd positions; even positions were used to tune ``recall``). After the ten days,
-  each probing question is asked as a new user turn; it is kept when every answer group of the
+  the probing questions are asked one after the other as new user turns (each followed by a short
+  neutral reply that holds no answer); a question is kept when every answer group of the
   hand-written key (``answer_keys_{en,cn}.json``) has one of its strings in the context sent.
 * ``reused args``: for each call that writes tool calls, every argument value (a string or number
   of 4+ characters) that already appeared in an earlier non-system message of the recording and
@@ -27,7 +28,9 @@ fact extractor's facts, the issue-15 circular metric) is shown on tau-bench only
 **Equal budget.** The ctxlife rows run as users run them (``ctxlife.manage()``, default options,
 extractive summarizer, at a context window of 4k or 8k tokens). At each call, the budget is the
 largest context any ctxlife row sent at that call; every peer and baseline gets exactly that
-budget (``peers.py``), so no ctxlife row ever has more tokens than a peer. Each call of a budgeted
+budget (``peers.py``), so no ctxlife row ever has more tokens than a peer. "recent that fit" is also
+run at exactly ``llm_summary``'s and ``truncate_last_n``'s own tokens at each call (rows named
+"(= X's tokens)"), the exact match for those rows. Each call of a budgeted
 method is checked against the budget with the meter: calls over it are counted and flagged in the
 table (``strict=True`` raises :class:`OverBudget`). ``unmanaged`` (everything) is the reference.
 
@@ -57,7 +60,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -83,12 +86,17 @@ WINDOWS = (4_000, 8_000)
 CTXLIFE_METHODS = ("ctxlife llm_summary", "ctxlife llm_summary+recall", "ctxlife truncate_last_n")
 METHODS = ("unmanaged", *CTXLIFE_METHODS)  # + peers.PEER_NAMES
 METRICS = ("answers", "reused args", "planted")
+#: ctxlife rows whose own per-call token counts are also given to "recent that fit" (a second, exact match)
+MATCHED = {
+    "ctxlife llm_summary": "recent that fit (= llm_summary's tokens)",
+    "ctxlife truncate_last_n": "recent that fit (= truncate_last_n's tokens)",
+}
 DIAGNOSTIC = "ledger facts (ctxlife's extractor; diagnostic)"
 MIN_VALUE_CHARS = 4
 CACHE_MIN_TOKENS = 1_024
 DISCOUNTS = (0.5, 0.9)
-TAU_STEP = {False: 5, True: 20}  # every 5th trajectory (40 of 200); quick: every 20th (10)
-HELPDESK_SEEDS = {False: range(1, 21), True: range(1, 5)}
+TAU_STEP = {False: 5, True: 40}  # every 5th trajectory (40 of 200); quick: every 40th (5)
+HELPDESK_SEEDS = {False: range(1, 21), True: range(1, 4)}
 MEMORYBANK_QUICK_PEOPLE = 2  # held-out people per language in --quick
 
 
@@ -351,9 +359,9 @@ class Unmanaged:
 class Budgeted:
     """A peer from ``peers.py`` behind the common signature."""
 
-    def __init__(self, peer: Any) -> None:
+    def __init__(self, peer: Any, name: str | None = None) -> None:
         self.peer = peer
-        self.name: str = peer.name
+        self.name: str = name or peer.name
 
     def call(self, history: Sequence[Message], budget: int | None, when: str | None) -> list[Message]:
         assert budget is not None
@@ -445,6 +453,7 @@ class Tally:
             "tokens": self.tokens,
             "tokens_per_call": round(self.tokens / self.calls, 1) if self.calls else None,
             "tokens_per_session": round(self.tokens / self.sessions) if self.sessions else None,
+            "budget_per_call": round(self.budget_tokens / self.calls, 1) if self.calls and self.budget_tokens else None,
             "over_budget_calls": self.over_budget_calls,
             "over_budget_max_tokens": self.over_budget_max,
             "invalid_calls": self.invalid_calls,
@@ -562,7 +571,7 @@ def run_episode(
     episode: Episode, window: int, meter: Any, *, strict: bool = False, diagnostic: bool = False
 ) -> dict[str, Tally]:
     """Every method on one episode at one window: ctxlife rows first, then peers at their per-call maximum."""
-    from peers import make_peers
+    from peers import RecentFit, make_peers
 
     from ctxlife.api import clear_hosts
 
@@ -571,7 +580,10 @@ def run_episode(
     out: dict[str, Tally] = {}
     sent_by: dict[str, dict[int, int]] = {}
     session = re.sub(r"[^A-Za-z0-9_-]", "_", episode.name)[:50] + f"-{window}"
-    with tempfile.TemporaryDirectory(prefix="ctxlife-bench-retention-") as tmp:
+    # The recall row's session store: on tmpfs when there is one (snapshots are always fsynced; what is
+    # measured here is what is kept, not disk latency).
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    with tempfile.TemporaryDirectory(prefix="ctxlife-bench-retention-", dir=shm) as tmp:
         methods: list[Any] = [Unmanaged()] + [CtxlifeMethod(n, window, Path(tmp), session) for n in CTXLIFE_METHODS]
         for method in methods:
             out[method.name], sent_by[method.name] = replay(episode, method, meter, texts, None, ledger=ledger)
@@ -582,6 +594,9 @@ def run_episode(
     for peer in make_peers(meter):
         method = Budgeted(peer)
         out[method.name], _ = replay(episode, method, meter, texts, budgets, strict=strict, ledger=ledger)
+    for name, label in MATCHED.items():  # the naive baseline at exactly one ctxlife row's tokens, call by call
+        method = Budgeted(RecentFit(meter), label)
+        out[label], _ = replay(episode, method, meter, texts, sent_by[name], strict=strict, ledger=ledger)
     return out
 
 
@@ -598,32 +613,38 @@ def episodes(quick: bool) -> list[Episode]:
     )
 
 
-def provenance() -> dict[str, Any]:
-    """The commit and a hash of the measured code (``benchmarks/provenance.py`` once it is on main)."""
-    try:
-        import provenance as prov  # type: ignore[import-not-found]
+def provenance(results: dict[str, Any]) -> dict[str, Any]:
+    """``results`` stamped with the commit and a hash of the measured code (``benchmarks/provenance.py``).
 
-        found = prov.provenance() if hasattr(prov, "provenance") else None
-        if isinstance(found, dict) and "commit" in found and "code_hash" in found:
-            return {"commit": found["commit"], "code_hash": found["code_hash"]}
+    Until that module is on this branch, a local stand-in with the same definition: the hash of the
+    tracked files under ``src/`` and ``strategies/`` (path and bytes), ``-dirty`` when they have
+    uncommitted changes.
+    """
+    try:
+        from provenance import stamp  # type: ignore[import-not-found]
     except ImportError:
         pass
+    else:
+        stamped: dict[str, Any] = stamp(results)
+        return stamped
     import hashlib
     import subprocess
 
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10)
-        except OSError:
-            return None
-        return done.stdout.strip() or None
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout
 
     digest = hashlib.sha256()
-    for root in ("src", "strategies"):
-        for path in sorted((REPO / root).rglob("*.py")):
-            digest.update(str(path.relative_to(REPO)).encode())
-            digest.update(path.read_bytes())
-    return {"commit": git("rev-parse", "HEAD"), "code_hash": digest.hexdigest()[:16], "provenance": "local fallback"}
+    for rel in sorted(p for p in git("ls-files", "-z", "--", "src", "strategies").split("\0") if p):
+        path = REPO / rel
+        digest.update(rel.encode() + b"\0")
+        digest.update(path.read_bytes() if path.is_file() else b"<deleted>")
+        digest.update(b"\0")
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src", "strategies").strip()
+    results["commit"] = git("rev-parse", "HEAD").strip() + ("-dirty" if dirty else "")
+    results["code_hash"] = digest.hexdigest()[:16]
+    results["generated"] = datetime.now(UTC).isoformat(timespec="seconds")
+    results["provenance"] = "bench_retention's local stand-in (benchmarks/provenance.py not on this branch)"
+    return results
 
 
 def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
@@ -636,14 +657,14 @@ def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -
     tallies: dict[tuple[str, int, str], Tally] = {}
     for window in WINDOWS:
         for episode in all_episodes:
-            diagnostic = episode.domain == "tau-bench"
+            diagnostic = episode.domain == "tau-bench" and not quick  # ctxlife's extractor is slow-ish
             for name, tally in run_episode(episode, window, meter, diagnostic=diagnostic).items():
                 tallies.setdefault((episode.domain, window, name), Tally()).add(tally)
             progress(f"{episode.name} @ {window}")
     domains = sorted(
         {e.domain for e in all_episodes}, key=["tau-bench", "memorybank-en", "memorybank-cn", "helpdesk"].index
     )
-    methods = [*METHODS, *PEER_NAMES]
+    methods = [*METHODS, *PEER_NAMES, *MATCHED.values()]
     rows = []
     for domain in domains:
         for window in WINDOWS:
@@ -651,29 +672,33 @@ def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -
                 tally = tallies[(domain, window, name)]
                 rows.append({"domain": domain, "window": window, "method": name, **tally.as_dict()})
     counts = {d: sum(1 for e in all_episodes if e.domain == d) for d in domains}
-    return {
-        "what": "retention at equal budget, on metrics ctxlife does not compute; tokens, validity, prompt-cache cost",
-        **provenance(),
-        "date": datetime.now().isoformat(timespec="seconds"),
-        "quick": quick,
-        "python": sys.version.split()[0],
-        "cpus": os.cpu_count(),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "windows": list(WINDOWS),
-        "methods": methods,
-        "metrics": list(METRICS),
-        "diagnostic_metric": DIAGNOSTIC,
-        "sessions": counts,
-        "data": {
-            "tau-bench": f"tests/data/{TAU.name}: every {TAU_STEP[quick]}th trajectory",
-            "memorybank": "held-out people (odd positions), questions of answer_keys_{en,cn}.json",
-            "helpdesk": f"gen_helpdesk.generate(seed) for seeds {list(HELPDESK_SEEDS[quick])}",
-        },
-        "budget_rule": "each call's budget = the largest context any ctxlife row sent at that call",
-        "cache_rule": f"message-level exact prefix of the previous call, counted when >= {CACHE_MIN_TOKENS} tokens",
-        "rows": rows,
-        "seconds": round(time.perf_counter() - started, 1),
-    }
+    return provenance(
+        {
+            "what": "retention at equal budget on metrics ctxlife does not compute; tokens, validity, cache cost",
+            "date": datetime.now().isoformat(timespec="seconds"),
+            "quick": quick,
+            "python": sys.version.split()[0],
+            "cpus": os.cpu_count(),
+            "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            "windows": list(WINDOWS),
+            "methods": methods,
+            "metrics": list(METRICS),
+            "diagnostic_metric": DIAGNOSTIC,
+            "sessions": counts,
+            "data": {
+                "tau-bench": f"tests/data/{TAU.name}: every {TAU_STEP[quick]}th trajectory",
+                "memorybank": "held-out people (odd positions), questions of answer_keys_{en,cn}.json",
+                "helpdesk": f"gen_helpdesk.generate(seed) for seeds {list(HELPDESK_SEEDS[quick])}",
+            },
+            "budget_rule": (
+                "each call's budget = the largest context any ctxlife row sent at that call; the rows named "
+                "'(= <row>'s tokens)' get exactly that ctxlife row's tokens at each call"
+            ),
+            "cache_rule": f"message-level exact prefix of the previous call, counted when >= {CACHE_MIN_TOKENS} tokens",
+            "rows": rows,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+    )
 
 
 # -- the report section ---------------------------------------------------------------------------
@@ -689,7 +714,42 @@ DOMAIN_TITLES = {
 def _pct(cell: dict[str, Any] | None) -> str:
     if not cell or not cell["needs"]:
         return "–"
-    return f"{cell['share']:.1%} ({cell['kept']}/{cell['needs']})"
+    low, high = cell["ci95"]
+    return f"{cell['share']:.1%} ({cell['kept']}/{cell['needs']}; {low:.0%}–{high:.0%})"
+
+
+GLANCE = (
+    ("tau-bench", "reused args", "tau-bench reused args"),
+    ("memorybank-en", "answers", "MemoryBank EN answers"),
+    ("memorybank-cn", "answers", "MemoryBank CN answers"),
+    ("helpdesk", "planted", "helpdesk planted"),
+    ("helpdesk", "reused args", "helpdesk reused args"),
+)
+
+
+def glance(results: dict[str, Any]) -> list[str]:
+    """One row per method: each independent metric and domain at each window (share kept), then tokens."""
+    rows = results["rows"]
+    index = {(r["domain"], r["window"], r["method"]): r for r in rows}
+    windows = results.get("windows", WINDOWS)
+    columns = [(d, m, f"{title} @{w // 1000}k", w) for d, m, title in GLANCE for w in windows]
+    columns = [c for c in columns if any((c[0], c[3], name) in index for name in results["methods"])]
+    header = ["method", *(c[2] for c in columns), "tokens vs unmanaged (all rows)"]
+    lines = ["### At a glance (share of needs kept, equal per-call budget)", ""]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name in results["methods"]:
+        cells = [name]
+        for domain, metric, _, window in columns:
+            row = index.get((domain, window, name))
+            cell = row["retention"].get(metric) if row else None
+            flag = " ⚠" if row and row["over_budget_calls"] else ""
+            cells.append(f"{cell['share']:.0%}{flag}" if cell and cell["needs"] else "–")
+        mine = sum(r["tokens"] for r in rows if r["method"] == name)
+        base = sum(r["tokens"] for r in rows if r["method"] == "unmanaged")
+        cells.append(f"{mine / base:.0%}" if base else "–")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "⚠: over the per-call budget at some calls (see *over budget* below); not an equal-budget figure."]
+    return lines
 
 
 def section(results: dict[str, Any]) -> str:
@@ -701,24 +761,29 @@ def section(results: dict[str, Any]) -> str:
         "",
         f"Commit `{results.get('commit')}`, code hash `{results.get('code_hash')}`"
         + (" (quick run)" if results.get("quick") else "")
-        + f"; {results.get('seconds')} s on {results.get('cpus')} CPUs.",
+        + f"; {results.get('seconds')} s on {results.get('cpus')} CPUs"
+        + (f" (load average {results['load_average'][0]:.1f})" if results.get("load_average") else "")
+        + ".",
         "",
         "Each recording is replayed call by call. At every call, each budgeted method may send at most the largest "
-        "context any ctxlife row sent at that call (so no ctxlife row ever has more tokens than a peer); one meter "
+        "context any ctxlife row sent at that call (so no ctxlife row ever has more tokens than a peer); the rows "
+        "*recent that fit (= X's tokens)* get exactly ctxlife row X's tokens at each call instead; one meter "
         "(tiktoken cl100k, OpenAI chat accounting) counts every row. Retention metrics are computed by the benchmark, "
         "never by ctxlife: **answers** (MemoryBank hand-written answer keys, held-out people), **reused args** "
         "(tool-call argument values the recorded agent re-used after they appeared earlier), **planted** (values the "
         "fresh domain's generator asks about or passes to a tool later). A value is kept when it is in the text of the "
-        "context sent at the call that needs it. Shares with their counts; tokens are the mean context per call. "
+        "context sent at the call that needs it. Shares with their counts and 95% Wilson intervals; tokens are the "
+        "mean context per call. "
         f"*{DIAGNOSTIC}* is ctxlife's own circular metric, shown only as a diagnostic.",
         "",
     ]
+    out += glance(results) + [""]
     for domain in domains:
         here = [r for r in rows if r["domain"] == domain]
         metrics = [m for m in (*METRICS, DIAGNOSTIC) if any(m in r["retention"] for r in here)]
         sessions = results.get("sessions", {}).get(domain)
         out += [f"### {DOMAIN_TITLES.get(domain, domain)}" + (f" ({sessions} sessions)" if sessions else ""), ""]
-        header = ["window", "method", *metrics, "tokens/call", "over budget", "invalid calls"]
+        header = ["window", "method", *metrics, "tokens/call", "budget/call", "over budget", "invalid calls"]
         out += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for r in here:
             over = (
@@ -731,7 +796,8 @@ def section(results: dict[str, Any]) -> str:
                 )
             )
             cells = [f"{r['window'] // 1000}k", r["method"], *(_pct(r["retention"].get(m)) for m in metrics)]
-            cells += [f"{r['tokens_per_call']:,.0f}", over, str(r["invalid_calls"])]
+            budget = f"{r['budget_per_call']:,.0f}" if r.get("budget_per_call") else "–"
+            cells += [f"{r['tokens_per_call']:,.0f}", budget, over, str(r["invalid_calls"])]
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
     out += [

@@ -398,7 +398,7 @@ def generate(seed: int = 1, turns: int = 60, min_gap: int = 8) -> Session:
                 f"account {person['account_status']}."
             )
             first = person["name"].split()[0]
-            options = [
+            person_options = [
                 (
                     "reuse",
                     lambda p=person, o=origin, f=first: reuse(
@@ -444,7 +444,7 @@ def generate(seed: int = 1, turns: int = 60, min_gap: int = 8) -> Session:
                     ),
                 ),
             ]
-            pending.append((turn, "person", rng.choice(options)[1]()))
+            pending.append((turn, "person", rng.choice(person_options)[1]()))  # type: ignore[no-untyped-call]
         elif kind == "device" and person["device"]["asset_tag"] not in looked_up:
             device = person["device"]
             looked_up.add(device["asset_tag"])
@@ -628,7 +628,7 @@ def _check(session: Session) -> None:
     messages = session.messages
     texts = [_message_text(m) for m in messages]
     starts = [i for i, m in enumerate(messages) if m["role"] == "user"]
-    kept = []
+    kept: list[Need] = []
     for need in session.needs:
         turn_start = max(i for i in starts if i <= need.origin)
         turn_end = min([i for i in starts if i > need.origin] + [len(messages)])

@@ -234,6 +234,11 @@ def test_cache_cost_counts_cached_tokens_at_a_discount():
     assert rewriting.as_dict()["cost_per_session_90"] == rewriting.tokens
 
 
+def test_a_prefix_under_the_provider_minimum_is_not_cached():
+    short, _ = run(chat_episode(), Fixed())  # every call extends the previous one, but it is ~60 tokens long
+    assert short.cached_tokens == 0
+
+
 def test_meter_and_langchain_counter_agree():
     pytest.importorskip("langchain_core")
     from langchain_core.messages import convert_to_messages
@@ -242,3 +247,19 @@ def test_meter_and_langchain_counter_agree():
     count = peers.langchain_counter(meter)
     for episode in br.tau_episodes(40):
         assert meter.messages(episode.messages) == count(convert_to_messages(episode.messages))
+
+
+def test_the_fresh_domain_plants_each_value_once_before_it_is_needed():
+    from gen_helpdesk import generate
+
+    session = generate(3)
+    assert len(session.needs) >= 10
+    assert {n.kind.split(":")[0] for n in session.needs} == {"probe", "reuse"}
+    texts = [br.message_text(m) for m in session.messages]
+    for need in session.needs:
+        value = need.answers[0][0]
+        where = [i for i in range(need.call) if br.present(value, texts[i])]
+        assert where and where[0] == need.origin, need
+        asked = max(i for i in range(need.call) if session.messages[i]["role"] == "user")
+        assert asked not in where and need.origin < asked  # not given again when it is needed
+    assert generate(3).messages == session.messages  # deterministic for a seed
