@@ -304,6 +304,12 @@ def measure(
                 str(n): recording_cost(store_url(kind, workdir, redis_url, f"rec{n}"), convs[n], calls, budget)
                 for n in sizes
             }
+            base = out["recording"]["baseline (no strategies)"]
+            for n in sizes:
+                row = out["recording"][kind][str(n)]
+                row["recording_only_median_ms"] = round(
+                    row["per_call_ms"]["median"] - base[str(n)]["per_call_ms"]["median"], 2
+                )
             log(f"{kind} recording done")
             url = store_url(kind, workdir, redis_url, "ar")
             assert url is not None
@@ -380,6 +386,22 @@ def section(results: dict[str, Any]) -> str:
         for n in sizes:
             b = (before.get("recording", {}).get(kind) or {}).get(n, {}).get("per_call_ms")
             cells += [_fmt(b), _fmt(row[n]["per_call_ms"])]
+        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Recording alone (median of the store's calls minus the median of the no-strategy baseline), ms:",
+        "",
+        "| store | " + " | ".join(f"{n} msgs" for n in sizes) + " |",
+        "|---|" + "---:|" * len(sizes),
+    ]
+    for kind, row in results["recording"].items():
+        if "skipped" in row or kind.startswith("baseline"):
+            continue
+        cells = []
+        for n in sizes:
+            b = (before.get("recording", {}).get(kind) or {}).get(n, {}).get("recording_only_median_ms")
+            after = row[n].get("recording_only_median_ms")
+            cells.append(f"{_fmt(b)} → {_fmt(after)}" if before else _fmt(after))
         lines.append(f"| {kind} | " + " | ".join(cells) + " |")
     lines += [
         "",

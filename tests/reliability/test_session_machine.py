@@ -69,7 +69,7 @@ from ctxlife.host import Host
 from ctxlife.sessions import open_store
 
 BIG_WINDOW = 1_000_000
-SMALL_WINDOW = 700  # tokens: a compaction on any conversation longer than a few turns
+SMALL_WINDOW = 300  # tokens: a compaction on any conversation longer than a turn or two
 SYSTEM = {"role": "system", "content": "You are a careful support agent. Answer briefly."}
 WORDS = [
     "order",
@@ -140,14 +140,14 @@ def match(expected: list[dict[str, Any]], actual: list[dict[str, Any]]) -> str |
 
 
 def summarised(expected: list[dict[str, Any]], actual: list[dict[str, Any]], turn: int) -> str | None:
-    """A compacted ``actual``: at most one message not in ``expected`` (the summary), the rest a
-    subsequence of ``expected`` that keeps its last ``turn`` messages."""
-    new = [m for m in actual if canon(m) not in {canon(e) for e in expected}]
-    if len(new) > 1:
+    """A compacted ``actual``: at most one message not in ``expected`` (the summary; plus the safe forms
+    of bad messages), the rest a subsequence of ``expected`` that keeps its last ``turn`` messages."""
+    known = {canon(e) for e in expected}
+    new = [m for m in actual if canon(m) not in known]
+    if len(new) > 1 + sum(map(is_bad, expected)):
         return f"{len(new)} messages appeared from nowhere: {[canon(m)[:80] for m in new]}"
-    kept = [m for m in actual if canon(m) in {canon(e) for e in expected}]
     it = iter(canon(e) for e in expected)
-    if not all(c in it for c in map(canon, kept)):
+    if not all(c in it for c in (canon(m) for m in actual if canon(m) in known)):
         return "the kept messages are not in their original order"
     if turn and [canon(m) for m in actual[-turn:]] != [canon(m) for m in expected[-turn:]]:
         return "the current turn was not kept"
@@ -272,14 +272,15 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
                 report = host.manage(lane.msgs, context_window=window)
             lane.restarted = self.compact_next = False
             seen = lane.msgs  # edited in place: what the model is sent (the caller keeps it)
-            self.check("no_failures", not report.failures, f"strategies failed: {report.failures}")
             if any(f.strategy == "snapshot_restore" for f in report.failures):
                 self.check(
                     "failed_restore_writes_nothing",
                     self.snapshot_doc(lane) == snap_before,
                     "a failed call rewrote the snapshot",
                 )
+            self.check("no_failures", not report.failures, f"strategies failed: {report.failures}")
             if "llm_summary" in report.acted:
+                self.step("+compacted")
                 problem = summarised(expected, seen, len(new))
                 self.check("model_sees_expected", problem is None, f"view {lane.view!r}, compacted list: {problem}")
             else:
@@ -337,86 +338,89 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
                 words = data.draw(st.lists(st.sampled_from(WORDS), max_size=30), label="answer")
                 self.reply(lane, {"role": "assistant", "content": self.text(words)})
 
-        # -- rules --------------------------------------------------------------------------------
-
-        @rule(data=st.data(), lane=lanes, words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=40))
-        def user_turn(self, data: st.DataObject, lane: int, words: list[str]) -> None:
+        def turn(self, data: st.DataObject, lane: int, step: str | None = None, bad: str | None = None) -> None:
+            """The caller's next call on ``lane``: tool results if the model asked for tools, else a user turn."""
             this = self.lanes[lane]
-            if this.open_calls:  # this agent is in the middle of a tool step: finish it
-                return self.tool_results(data, lane, None)
-            self.step("user_turn" if not this.view else "user_turn_other_view")
-            self.call(this, [{"role": "user", "content": self.text(words)}])
+            if this.open_calls:
+                order = data.draw(st.permutations(this.open_calls), label="completion order")
+                self.step(step or ("tool_results_parallel" if len(order) > 1 else "tool_results"))
+                results: list[dict[str, Any]] = [
+                    {"role": "tool", "tool_call_id": c, "content": f'{{"status": "ok", "id": "{c}"}}'} for c in order
+                ]
+                if bad == "bytes":
+                    self.step("+bad_record_bytes")
+                    results[0]["raw"] = b"\x00\xff payload"
+                this.open_calls = []
+                self.call(this, results)
+            else:
+                self.step(step or ("user_turn" if not this.view else "user_turn_other_view"))
+                words = data.draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=40), label="user says")
+                self.call(this, [{"role": "user", "content": self.text(words)}])
             self.model_answers(this, data)
-            return None
+
+        # -- rules: each changes something, then the caller makes its next call -------------------
+
+        @rule(data=st.data(), lane=lanes)
+        def user_turn(self, data: st.DataObject, lane: int) -> None:
+            self.turn(data, lane)
 
         @precondition(lambda self: any(lane.open_calls for lane in self.lanes))
-        @rule(data=st.data(), lane=lanes, bad=st.sampled_from([None, None, None, "bytes"]))
-        def tool_results(self, data: st.DataObject, lane: int, bad: str | None) -> None:
-            this = self.lanes[lane]
-            if not this.open_calls:
-                this = next(x for x in self.lanes if x.open_calls)
-            order = data.draw(st.permutations(this.open_calls), label="completion order")
-            self.step("tool_results_parallel" if len(order) > 1 else "tool_results")
-            results: list[dict[str, Any]] = [
-                {"role": "tool", "tool_call_id": c, "content": f'{{"status": "ok", "id": "{c}"}}'} for c in order
-            ]
-            if bad == "bytes":
-                self.step("+bad_record_bytes")
-                results[0]["raw"] = b"\x00\xff payload"
-            this.open_calls = []
-            self.call(this, results)
-            self.model_answers(this, data)
+        @rule(data=st.data(), bad=st.sampled_from([None, None, "bytes"]))
+        def tool_results(self, data: st.DataObject, bad: str | None) -> None:
+            self.turn(data, next(i for i, x in enumerate(self.lanes) if x.open_calls), bad=bad)
 
         @precondition(
             lambda self: not any(isinstance(v, bytes) for lane in self.lanes for m in lane.msgs for v in m.values())
         )
-        @rule(lane=lanes)
-        def rebuild_from_json(self, lane: int) -> None:
-            self.step("rebuild_from_json")
+        @rule(data=st.data(), lane=lanes)
+        def rebuild_from_json(self, data: st.DataObject, lane: int) -> None:
             this = self.lanes[lane]
             this.msgs = json.loads(json.dumps(this.msgs))
             this.pending = this.msgs[len(this.msgs) - len(this.pending) :] if this.pending else []
+            self.turn(data, lane, "rebuild_from_json")
 
-        @rule()
-        def new_host(self) -> None:
-            self.step("new_host")
+        @rule(data=st.data(), lane=lanes)
+        def new_host(self, data: st.DataObject, lane: int) -> None:
             old = self.workers[self.active]
             if old is not None:
                 old.close()
             self.workers[self.active] = None
+            self.turn(data, lane, "new_host")
 
         @precondition(lambda self: not any(lane.open_calls for lane in self.lanes))
-        @rule()
-        def restart(self) -> None:
-            self.step("restart")
+        @rule(data=st.data(), lane=lanes)
+        def restart(self, data: st.DataObject, lane: int) -> None:
             for h in self.workers:
                 if h is not None:
                     h.close()
             self.workers = [None, None]
             self.active = 0
-            for lane in self.lanes:
-                lane.restarted = True
+            for x in self.lanes:
+                x.restarted = True
+            self.turn(data, lane, "restart")
 
-        @rule()
-        def second_worker(self) -> None:
-            self.step("second_worker")
+        @rule(data=st.data(), lane=lanes)
+        def second_worker(self, data: st.DataObject, lane: int) -> None:
             self.active = 1 - self.active
+            self.turn(data, lane, "second_worker")
 
-        @rule()
-        def compaction(self) -> None:
-            self.step("compaction")
+        @rule(data=st.data(), lane=lanes)
+        def compaction(self, data: st.DataObject, lane: int) -> None:
             self.compact_next = True
+            self.turn(data, lane, "compaction")
 
         @precondition(lambda self: kind == "file")
         @rule(
-            garbage=st.sampled_from(['{"seq": 99, "view": "", "at": 1.5, "fp": "ab', "\n", "[1,2]\n", '{"role": "us'])
+            data=st.data(),
+            lane=lanes,
+            garbage=st.sampled_from(['{"seq": 99, "view": "", "at": 1.5, "fp": "ab', "\n", "[1,2]\n", '{"role": "us']),
         )
-        def crash_mid_write(self, garbage: str) -> None:
-            self.step("crash_mid_write")
+        def crash_mid_write(self, data: st.DataObject, lane: int, garbage: str) -> None:
             path = Path(self.url.removeprefix("file://").split("?")[0]) / f"{self.sid}_raw.jsonl"
             if path.exists():
                 with open(path, "a", encoding="utf-8") as f:
                     f.write(garbage)
+            self.turn(data, lane, "crash_mid_write")
 
         @invariant()
         def count(self) -> None:
