@@ -10,8 +10,9 @@ time (so a new field or id in them is covered too), plus a short fixed list of w
   digit that looks like an id or a code (user ids, reservation codes, flight numbers, payment ids);
 * MemoryBank (``tests/data/memorybank``): the people's names, and the answer strings of the answer keys
   (multi-word, capitalised or CJK ones: single common words such as "tea" are ordinary English);
-* generated sessions (``benchmarks/synthetic*.py``, ``benchmarks/gen_*.py``): the string constants of
-  the generators' vocabularies (pet names, drugs, ...).
+* generated sessions (``benchmarks/synthetic*.py``, ``benchmarks/gen_*.py``): the distinctive string
+  constants of the generators' vocabularies (names, phrases, identifiers, long words such as drug
+  names; not single common words such as "sales").
 
 The file *format* readers (``ctxlife.replay`` reads a tau-bench file's ``traj`` list) are not
 vocabulary: only what is inside the conversations is checked. Dates are not checked: every data set
@@ -111,9 +112,19 @@ def generator_words() -> set[str]:
             ):
                 for constant in ast.walk(node.value):
                     if isinstance(constant, ast.Constant) and isinstance(constant.value, str):
-                        if re.search(r"[A-Za-z]{4}", constant.value) or _CJK_RE.search(constant.value):
+                        if _distinctive(constant.value.strip()):
                             words.add(constant.value.strip())
     return words
+
+
+def _distinctive(word: str) -> bool:
+    """A name, a phrase, an identifier or a CJK word; not a single common lower-case word ("sales",
+    "support", "rabbit"), which any code may use. Long lower-case words (drug names) count."""
+    if _CJK_RE.search(word):
+        return len(word) >= 2
+    if not re.search(r"[A-Za-z]{4}", word):
+        return False
+    return " " in word or word[:1].isupper() or bool(re.search(r"[\d_]", word)) or len(word) >= 9
 
 
 @cache

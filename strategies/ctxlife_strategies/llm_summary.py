@@ -33,6 +33,7 @@ from ctxlife.messages import (
     is_inserted,
     is_summary,
     is_system,
+    is_tool_result,
     is_user_turn,
     round_starts,
     split_units,
@@ -389,14 +390,18 @@ def _most_recent(
     evicted: list[dict[str, Any]], *, sizes_of: ctxlife.TokenCounter, limit: int | None
 ) -> list[dict[str, Any]]:
     """The most recent messages of ``evicted`` whose tokens add up to at most ``limit`` (all of them
-    when ``limit`` is None or they fit). The newest message is always read, even when it alone is larger."""
+    when ``limit`` is None or they fit), starting at a message that is not a tool result (a result
+    whose call is not read is dropped with it). The newest message is always read."""
     if limit is None:
         return evicted
     total = 0
     for i in range(len(evicted) - 1, -1, -1):
         total += sizes_of.count_messages((evicted[i],)) - 3
         if total > limit:
-            return evicted[i + 1 :] or evicted[-1:]
+            start = i + 1
+            while start < len(evicted) - 1 and is_tool_result(evicted[start]):
+                start += 1
+            return evicted[start:] or evicted[-1:]
     return evicted
 
 
