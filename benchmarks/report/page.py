@@ -60,6 +60,8 @@ def body(latest: dict[str, Any]) -> str:
         render = questions.function(question, "section")
         text = render(results).strip() if render else f"_`{question.module}.py` has no `section()`._"
         out.append(_demote(text) + "\n")
+        for file, alt in questions.fallback_links(question):
+            out.append(f"![{alt}](benchmarks/{file})\n")
     return "\n".join(out)
 
 

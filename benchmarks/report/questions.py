@@ -59,13 +59,25 @@ def module(question: Question) -> ModuleType | None:
 
 
 def _fallback(question: Question, what: str) -> Callable[..., Any] | None:
-    from report import fallback, recall
+    from report import fallback, figures, recall
 
     if question.name == "recall":
         return getattr(recall, what, None)
     if what == "summary":
         return fallback.SUMMARIES.get(question.name)
+    if what == "charts" and question.name in figures.FIGURES:
+        return figures.FIGURES[question.name][0]
     return None
+
+
+def fallback_links(question: Question) -> list[tuple[str, str]]:
+    """The charts this package draws for a question whose module draws none: (file, alt text)."""
+    from report import figures
+
+    mod = module(question)
+    if mod is not None and hasattr(mod, "charts"):
+        return []
+    return figures.FIGURES.get(question.name, (None, []))[1]
 
 
 def function(question: Question, what: str) -> Callable[..., Any] | None:
