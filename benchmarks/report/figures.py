@@ -104,8 +104,36 @@ def retention(results: dict[str, Any], out: Path) -> list[Path]:
     return [save(fig, out / "retention.png")]
 
 
+def sessions(results: dict[str, Any], out: Path) -> list[Path]:
+    """Recording cost per call at each history size, and restore time, per store."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    recording = {k: v for k, v in results["recording"].items() if "skipped" not in v}
+    sizes = [str(n) for n in results["sizes"]]
+    width = 0.8 / max(1, len(recording))
+    for i, (store, by_size) in enumerate(recording.items()):
+        xs = [j + (i - len(recording) / 2 + 0.5) * width for j in range(len(sizes))]
+        ys = [by_size[n]["per_call_ms"]["median"] if n in by_size else 0 for n in sizes]
+        axes[0].bar(xs, ys, width, label=store)
+    axes[0].set_xticks(range(len(sizes)))
+    axes[0].set_xticklabels([f"{int(n):,} messages" for n in sizes])
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("ms per manage() call (median, log)")
+    axes[0].set_title("Recording the session, stateless caller", fontsize=10)
+    axes[0].legend(fontsize=7)
+    restore = {k: v for k, v in results["append_restore"].items() if "host_restore_ms" in v}
+    axes[1].barh(list(restore), [v["host_restore_ms"]["median"] for v in restore.values()], color="#2ca02c")
+    axes[1].set_xlabel(f"ms (median): a fresh host restores {results['append_restore_messages']:,} messages")
+    axes[1].set_title("Restore", fontsize=10)
+    for ax in axes:
+        ax.grid(True, axis="both", alpha=0.25)
+    fig.tight_layout()
+    return [save(fig, out / "sessions.png")]
+
+
 #: question -> (draw, [(file, alt text)]) for the page to link
 FIGURES: dict[str, tuple[Callable[[dict[str, Any], Path], list[Path]], list[tuple[str, str]]]] = {
     "overhead": (overhead, [("overhead.png", "First compaction and steady-state time per call")]),
     "retention": (retention, [("retention.png", "Retention against tokens sent, per domain and metric")]),
+    "sessions": (sessions, [("sessions.png", "Recording cost per call and restore time per store")]),
 }
