@@ -43,6 +43,7 @@ import gzip
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -420,7 +421,7 @@ def charts(results: dict[str, Any], out: Path) -> list[Path]:
     windows = [str(w) for w in results["windows"]]
     modes = list(MODES)
     width = 0.8 / len(modes)
-    panels = [
+    panels: list[tuple[str, Callable[[dict[str, Any], int], float]]] = [
         ("prompt tokens vs CrewAI unmanaged", lambda t, base: _share(t["prompt_tokens"], base) or 0),
         ("calls over the window", lambda t, base: t["over_window"]),
         ("re-used arguments kept", lambda t, base: _share(t["reused_arguments_kept"], t["reused_arguments"]) or 0),

@@ -58,7 +58,9 @@ def _call_args(messages: list[dict[str, Any]], index: int) -> tuple[str, dict[st
     return name, arguments if isinstance(arguments, dict) else {}
 
 
-def replay(trajectories, cap: int, base_config: dict[str, Any], store_dir: str) -> dict[str, Any]:
+def replay(
+    trajectories: list[list[dict[str, Any]]], cap: int, base_config: dict[str, Any], store_dir: str
+) -> dict[str, Any]:
     plain = settings_from_dict(base_config, source="bench_tool_output (the manage() config)")
     with_policy = settings_from_dict(
         {"strategies": ["tool_output"], "tool_output": {"max_tokens": cap, "store_dir": store_dir}},
