@@ -217,6 +217,25 @@ def test_extractive_appends_missing_facts_as_key_facts_block():
     assert "Key facts:" not in summarize(ORDER_SPAN, 40, fact_list=False)
 
 
+def test_extractive_keeps_facts_said_or_passed_over_facts_only_seen_in_tool_output():
+    """A search returns 30 rows; the user names one. At a budget far below the span, the codes the
+    user said and the agent passed to a tool stay; most rows the search merely listed go."""
+    rows = [{"code": f"ZZ{1000 + i}", "price": 100 + i, "status": "available"} for i in range(30)]
+    span = [
+        {"role": "user", "content": "My order number is QX4TR8. Which replacement parts are in stock?"},
+        {"role": "assistant", "content": None, "tool_calls": [call("c1", "search_parts", {"order_id": "QX4TR8"})]},
+        {"role": "tool", "tool_call_id": "c1", "content": json.dumps(rows)},
+        {"role": "user", "content": "I want the one with code ZZ1017, please."},
+        {"role": "assistant", "content": None, "tool_calls": [call("c2", "reserve_part", {"code": "ZZ1017"})]},
+        {"role": "tool", "tool_call_id": "c2", "content": "reserved"},
+    ]
+    out = summarize(span, 80)
+    assert count_tokens(out) <= 80
+    assert "QX4TR8" in out and "ZZ1017" in out
+    listed = [r["code"] for r in rows if r["code"] in out]
+    assert len(listed) < len(rows) // 2, listed
+
+
 def test_extractive_uses_given_ledger():
     extra = Fact("code", "ZZ9PLURAL", "ZZ9PLURAL")  # not in the span: only the list can carry it
     out = summarize(ORDER_SPAN, 200, facts=extract_facts(ORDER_SPAN) + [extra])
