@@ -15,6 +15,7 @@ Run:
     .venv/bin/python benchmarks/bench.py --quick    # smaller, into workspace/bench-quick/
     .venv/bin/python benchmarks/bench.py --only recall,crewai   # re-run some, keep the rest
     .venv/bin/python benchmarks/bench.py --report-only          # docs from the committed JSON
+                                    # (after a question ran on its own: collects its results/<name>.json)
 """
 
 from __future__ import annotations
@@ -160,12 +161,38 @@ def run(names: list[str], quick: bool, jobs: int, results_dir: Path) -> dict[str
     return latest
 
 
+def collect(results_dir: Path) -> dict[str, Any]:
+    """latest.json rebuilt from the per-question files (a question run on its own, e.g.
+    ``bench_overhead.py``, writes only its own file); re-stamped when any question changed."""
+    latest_path = results_dir / "latest.json"
+    latest: dict[str, Any] = (
+        json.loads(latest_path.read_text(encoding="utf-8"))
+        if latest_path.exists()
+        else {"machine": provenance.machine(), "quick": False, "questions": {}, "seconds": {}, "duration_seconds": 0}
+    )
+    found = dict(latest.get("questions", {}))
+    for question in questions.QUESTIONS:
+        path = results_dir / f"{question.name}.json"
+        if path.exists():
+            found[question.name] = json.loads(path.read_text(encoding="utf-8"))
+            if found[question.name] != latest.get("questions", {}).get(question.name):  # ran on its own
+                latest.setdefault("seconds", {})[question.name] = found[question.name].get("seconds")
+    if found != latest.get("questions"):
+        latest["questions"] = found
+        provenance.stamp(latest)
+        write_json(latest_path, latest)
+        log(f"collected the per-question results into {latest_path}")
+    return latest
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smaller run, into workspace/bench-quick/")
     parser.add_argument("--only", default="", help="questions to re-run, comma-separated (the rest keep theirs)")
     parser.add_argument("--jobs", type=int, default=max(1, min(2, os.cpu_count() or 1)), help="questions at a time")
-    parser.add_argument("--report-only", action="store_true", help="regenerate the docs from the results JSON")
+    parser.add_argument(
+        "--report-only", action="store_true", help="collect results/<question>.json into latest.json, write the docs"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--into", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -180,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown question(s) {', '.join(unknown)}; known: {', '.join(questions.BY_NAME)}")
     if args.report_only:
-        latest = json.loads((results_dir / "latest.json").read_text(encoding="utf-8"))
+        latest = collect(results_dir)
     else:
         latest = run(names, args.quick, args.jobs, results_dir)
 

@@ -70,15 +70,17 @@ def index(latest: dict[str, Any]) -> str:
     for number, question in enumerate(questions.QUESTIONS, 1):
         results = latest["questions"].get(question.name) or {}
         seconds = latest.get("seconds", {}).get(question.name)
+        ran = bool(results) and "not_run" not in results
         rows.append(
             [
                 f"{number}. {question.title}",
                 f"`benchmarks/{question.module}.py`",
-                f"`benchmarks/results/{question.name}.json`" if "not_run" not in results and results else "not run",
-                "–" if seconds is None else f"{seconds:,.0f} s",
+                f"`benchmarks/results/{question.name}.json`" if ran else "not run",
+                f"`{str(results.get('commit', ''))[:7]}`" if ran else "–",
+                "–" if seconds is None or not ran else f"{seconds:,.0f} s",
             ]
         )
-    return "## Questions\n\n" + table(["question", "measured by", "results", "wall time"], rows, "lllr")
+    return "## Questions\n\n" + table(["question", "measured by", "results", "commit", "wall time"], rows, "llllr")
 
 
 def machine(latest: dict[str, Any]) -> str:
