@@ -18,7 +18,7 @@ def block(latest: dict[str, Any]) -> str:
     """The paragraph, markers included."""
     lines = [
         START,
-        "Benchmarks against LangChain and CrewAI, measured side by side in one run "
+        "Benchmarks against LangChain and CrewAI, each comparison measured side by side in one run "
         f"([docs/benchmarks.md](docs/benchmarks.md), `make bench`, commit `{latest['commit'][:12]}`):",
     ]
     for question in questions.QUESTIONS:
