@@ -519,8 +519,9 @@ def section(results: dict[str, Any]) -> str:
             )
         out.append("")
         out.append(
-            "The bounded row reads at most `max_read_tokens` (8,000) of the evicted span, its most recent messages; "
-            "older ones are dropped unread, as truncation drops them. Its cost is below."
+            "A span over 1.5 x a usual compaction's span ((threshold - target) x window: 28,800 tokens here) is "
+            "read only up to `max_read_tokens` (default 8,000), its most recent messages; older ones are dropped "
+            "unread, as truncation drops them. A usual compaction reads its whole span. The cost is below."
         )
         out.append("")
     if "steady_state" in results:

@@ -93,14 +93,12 @@ class LLMSummary(ctxlife.Strategy):
         max_read_tokens: int | None = Field(
             8_000,
             ge=100,
-            description="Read at most this many tokens of the evicted span, its most recent messages: older "
-            "messages of a larger span are dropped unread, as truncation drops them (their facts are neither "
-            "summarized nor listed). A trade-off: it bounds the time of a first compaction of a long history "
-            "(a restored session, a framework handing over thousands of messages) to about that of counting "
-            "its tokens, at the cost of what the unread part held. A usual compaction evicts about threshold minus "
-            "target of the window (15%, so 8,000 tokens at a 53k window): below that it reads everything. "
-            "None (or a huge number) reads every message: the "
-            "time then grows with the span (seconds at 10,000 messages).",
+            description="A span far larger than usual (over 1.5 x (threshold - target) x window: a restored "
+            "session, a framework handing over thousands of messages at once) is read only up to its most recent "
+            "max_read_tokens tokens; older messages are dropped unread, as truncation drops them (their facts are "
+            "neither summarized nor listed). A trade-off: it bounds the time of such a first compaction at the cost "
+            "of what the unread part held. A usual compaction reads its whole span, at any window. None reads every "
+            "message: the time of a first compaction then grows with the span (seconds at 10,000 messages).",
         )
         lock_timeout_seconds: float = Field(
             2.0, ge=0, description="With sessions on: wait this long for the session lock, else skip this compaction."
@@ -138,6 +136,15 @@ class LLMSummary(ctxlife.Strategy):
                 raise ctxlife.StrategyOptionsError(message) from None
         self._model_summarizer: Summarizer | None = None
         self._running: Future[str] | None = None  # the summary of the last compaction
+
+    def _read_limit(self, ctx: ctxlife.LLMCallContext, span_tokens: int) -> int | None:
+        """How many tokens of an evicted span of ``span_tokens`` the summarizer reads (None: all of it)."""
+        limit = self.options.max_read_tokens
+        threshold = self.options.threshold or ctx.threshold
+        usual_span = (threshold - self.options.target) * ctx.context_window
+        if limit is None or span_tokens <= max(limit, 1.5 * usual_span):
+            return None  # a usual compaction reads everything: only a handover is cut
+        return limit
 
     # -- choosing the summarizer ----------------------------------------------------------
 
@@ -256,7 +263,7 @@ class LLMSummary(ctxlife.Strategy):
             ctx.record("skipped", reason="small_gain", replaceable_tokens=replaced_tokens)
             return
 
-        read = _most_recent(evicted, sizes_of=tokens, limit=self.options.max_read_tokens)
+        read = _most_recent(evicted, sizes_of=tokens, limit=self._read_limit(ctx, replaced_tokens))
         facts: list[Fact] = extract_facts(read)
         if previous_text:
             facts += [f for f in extract_facts(previous_text) if f.key not in {g.key for g in facts}]

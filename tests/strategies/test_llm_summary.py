@@ -137,6 +137,36 @@ def test_a_long_history_handed_over_at_once_is_read_only_up_to_max_read_tokens()
         unregister_summarizer("recording")
 
 
+def test_a_usual_compaction_is_read_whole_at_any_window_and_only_a_handover_is_cut():
+    """A usual compaction reads its whole span at any window: at 128k it evicts ~19k tokens, more than
+    max_read_tokens (8,000), and is read whole. A list of ~1.4x the window handed over at once (a span
+    over 1.5 x (threshold - target) x window) is read only up to max_read_tokens."""
+    seen: list[list[dict]] = []
+
+    class Recording:
+        def summarize(self, request):
+            seen.append(list(request.messages))
+            return "The user checked reservations."
+
+    register_summarizer("recording", lambda **kw: Recording(), replace=True)
+    try:
+        window = 128_000
+        host = Host(settings(summarizer="recording"), context_window=window)
+        usual = chat(300)  # just over the 40% threshold
+        assert host.counter().count_messages(usual) > 0.4 * window
+        _, action = compact(list(usual), host)
+        assert action is not None and action.what == "compacted"
+        assert action.details["unread_messages"] == 0
+        assert host.counter().count_messages(seen[-1]) > 8_000  # more than the old fixed bound
+
+        host = Host(settings(summarizer="recording"), context_window=window)
+        _, action = compact(list(chat(1_000)), host)
+        assert action is not None and action.details["unread_messages"] > 0
+        assert host.counter().count_messages(seen[-1]) - 3 <= 8_000
+    finally:
+        unregister_summarizer("recording")
+
+
 def test_the_key_fact_ledger_restores_facts_the_summarizer_dropped():
     class Forgetful:
         def summarize(self, request):
