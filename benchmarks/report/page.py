@@ -15,10 +15,7 @@ def summary_lines(latest: dict[str, Any]) -> list[str]:
     """Each question's findings (its ``summary()``), in question order."""
     lines: list[str] = []
     for question in questions.QUESTIONS:
-        results = latest["questions"].get(question.name)
-        summarize = questions.function(question, "summary")
-        if results and "not_run" not in results and summarize is not None:
-            lines += summarize(results)
+        lines += questions.findings(question, latest["questions"].get(question.name))
     return lines
 
 

@@ -70,6 +70,18 @@ def _fallback(question: Question, what: str) -> Callable[..., Any] | None:
     return None
 
 
+def findings(question: Question, results: dict[str, Any] | None) -> list[str]:
+    """The question's ``summary()`` lines; none when it has no results or its summary cannot read them
+    (a results layout newer than the summary: the section still shows every figure)."""
+    summarize = function(question, "summary")
+    if not results or "not_run" in results or summarize is None:
+        return []
+    try:
+        return list(summarize(results))
+    except (KeyError, IndexError, TypeError, ValueError):
+        return []
+
+
 def fallback_links(question: Question) -> list[tuple[str, str]]:
     """The charts this package draws for a question whose module draws none: (file, alt text)."""
     from report import figures

@@ -22,12 +22,9 @@ def block(latest: dict[str, Any]) -> str:
         f"([docs/benchmarks.md](docs/benchmarks.md), `make bench`, commit `{latest['commit'][:12]}`):",
     ]
     for question in questions.QUESTIONS:
-        results = latest["questions"].get(question.name)
-        summarize = questions.function(question, "summary")
-        if results and "not_run" not in results and summarize is not None:
-            found = summarize(results)
-            if found:
-                lines.append(f"- {found[0]}")
+        found = questions.findings(question, latest["questions"].get(question.name))
+        if found:
+            lines.append(f"- {found[0]}")
     lines.append(END)
     return "\n".join(lines)
 
