@@ -5,8 +5,10 @@ Quick start::
     import ctxlife
     crew = ctxlife.wrap(crew, "ctxlife.toml")      # CrewAI (pip install 'ctxlife[crewai]'): all six nodes
     report = ctxlife.manage(messages, context_window=8000)   # any framework: a plain list
+    ctxlife.record_reply(reply, session_id="u42")   # ... and its reply, with sessions
     report = await ctxlife.amanage(messages, context_window=8000)   # the same, in an asyncio app
     host = ctxlife.Host(ctxlife.load_settings("ctxlife.toml"))   # every node, from your own loop
+    session = ctxlife.Session("u42", "ctxlife.toml")   # a conversation that outlives the process
 
 LangChain v1 / LangGraph: ``ctxlife.integrations.langchain.CtxlifeMiddleware``
 (``pip install 'ctxlife[langchain]'``).
@@ -38,10 +40,11 @@ from ctxlife.errors import (
 from ctxlife.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from ctxlife.api import CtxlifeWarning, amanage, manage
+    from ctxlife.api import CtxlifeWarning, amanage, arecord_reply, manage, record_reply
     from ctxlife.config import Settings, load_settings
     from ctxlife.host import Host, Report
     from ctxlife.integrations.crewai import completion_for_model, host_of, unwrap, wrap
+    from ctxlife.sessions.session import AsyncSession, Session
     from ctxlife.strategy import NonBlankStr, Options, SharedSettings, Strategy, ToolSpec
     from ctxlife.tokens import TokenCounter
 
@@ -49,6 +52,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Action",
+    "AsyncSession",
     "BootstrapContext",
     "ConfigError",
     "CtxlifeError",
@@ -63,6 +67,7 @@ __all__ = [
     "PluginConflictError",
     "PluginError",
     "Report",
+    "Session",
     "SessionIdError",
     "Settings",
     "SharedSettings",
@@ -75,11 +80,13 @@ __all__ = [
     "ToolSpec",
     "UnknownStrategyError",
     "amanage",
+    "arecord_reply",
     "completion_for_model",
     "hookimpl",
     "host_of",
     "load_settings",
     "manage",
+    "record_reply",
     "unwrap",
     "wrap",
 ]
@@ -92,6 +99,8 @@ _LAZY = {
     "NonBlankStr": "ctxlife.strategy",
     "manage": "ctxlife.api",
     "amanage": "ctxlife.api",
+    "record_reply": "ctxlife.api",
+    "arecord_reply": "ctxlife.api",
     "CtxlifeWarning": "ctxlife.api",
     "load_settings": "ctxlife.config",
     "Settings": "ctxlife.config",
@@ -102,6 +111,8 @@ _LAZY = {
     "wrap": "ctxlife.integrations.crewai",
     "unwrap": "ctxlife.integrations.crewai",
     "host_of": "ctxlife.integrations.crewai",
+    "Session": "ctxlife.sessions.session",
+    "AsyncSession": "ctxlife.sessions.session",
 }
 
 

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxlife.config import Settings, find_default_config, load_settings, validate_context_window
 from ctxlife.host import Host, Report
+
+if TYPE_CHECKING:
+    from ctxlife.sessions.base import RawRecord
 
 _MAX_HOSTS = 32
 _hosts: OrderedDict[tuple[Any, ...], tuple[Host, Any]] = OrderedDict()
@@ -72,6 +76,63 @@ def manage(
     return host.manage(messages, context_window=context_window, model=model)
 
 
+def record_reply(
+    reply: object,
+    *,
+    config: str | os.PathLike[str] | Settings | None = None,
+    session_id: str | None = None,
+    view: str = "",
+    plugins: Sequence[object] = (),
+) -> list[RawRecord]:
+    """After a model call on a list you passed to :func:`manage`: record the model's reply in the session.
+
+    ``reply`` is the reply (text, a message dict, an SDK message object with ``model_dump()``) or,
+    better, the whole list with the reply appended (recorded by alignment: nothing twice). Call it
+    after every model call, or at least after the last one of a process: :func:`manage` records a
+    reply only when it sees it in the next call's list, and a process's last reply has no next
+    call. Use the ``config``, ``session_id`` and ``plugins`` you gave :func:`manage` (they pick
+    its host). Returns the new records (``[]`` without a session).
+    """
+    from ctxlife.sessions.ids import validate_session_id
+    from ctxlife.sessions.session import as_message
+
+    payload = reply if isinstance(reply, list) else as_message(reply)
+    if session_id is not None:
+        validate_session_id(session_id)
+    with _hosts_lock:
+        settings_key = _settings_key(config)
+        plugin_ids = tuple(id(p) for p in plugins)
+        found = next(
+            (
+                h
+                for k, (h, _) in reversed(_hosts.items())
+                if (k[0], k[3], k[4]) == (settings_key, session_id, plugin_ids)
+            ),
+            None,
+        )
+    if found is not None:
+        return found.record_reply(payload, session_id=session_id, view=view)
+    host = Host(resolve_settings(config), session_id=session_id, plugins=plugins)
+    try:
+        return host.record_reply(payload, session_id=session_id, view=view)
+    finally:
+        host.close()
+
+
+async def arecord_reply(
+    reply: object,
+    *,
+    config: str | os.PathLike[str] | Settings | None = None,
+    session_id: str | None = None,
+    view: str = "",
+    plugins: Sequence[object] = (),
+) -> list[RawRecord]:
+    """:func:`record_reply` for asyncio apps (in a worker thread, like :func:`amanage`)."""
+    return await asyncio.to_thread(
+        functools.partial(record_reply, reply, config=config, session_id=session_id, view=view, plugins=plugins)
+    )
+
+
 def _settings_key(config: str | os.PathLike[str] | Settings | None) -> tuple[Any, ...]:
     env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("CTXLIFE_")))
     if isinstance(config, Settings):
@@ -106,7 +167,13 @@ async def amanage(
     running while a strategy works (an LLM summary can take seconds). Concurrent calls for different
     sessions run in parallel; do not touch ``messages`` until it returns."""
     return await asyncio.to_thread(
-        manage, messages, config=config, context_window=context_window, model=model, session_id=session_id, plugins=plugins
+        manage,
+        messages,
+        config=config,
+        context_window=context_window,
+        model=model,
+        session_id=session_id,
+        plugins=plugins,
     )
 
 
@@ -137,8 +204,16 @@ def warn_unreachable_nodes(host: Host) -> None:
     parts = [f"{name} ({', '.join(apis)})" for name, apis in missed.items()]
     text = (
         "ctxlife.manage() runs only the before-model-call node (and bootstrap); "
-        + (f"these strategies also act at other nodes and do nothing there unless you call them: {'; '.join(parts)}. " if parts else "")
-        + (f"{', '.join(tools)} offer tools to the agent: register host.provided_tools() with your framework. " if tools else "")
+        + (
+            f"these strategies also act at other nodes and do nothing there unless you call them: {'; '.join(parts)}. "
+            if parts
+            else ""
+        )
+        + (
+            f"{', '.join(tools)} offer tools to the agent: register host.provided_tools() with your framework. "
+            if tools
+            else ""
+        )
         + "Use a ctxlife.Host and call its node methods from your loop (docs/integrations.md), "
         "or an adapter: ctxlife.wrap(crew) for CrewAI, ctxlife.integrations.langchain.CtxlifeMiddleware for LangChain."
     )

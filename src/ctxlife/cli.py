@@ -241,12 +241,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_session(args: argparse.Namespace) -> int:
-    from ctxlife.config import find_default_config, load_settings
+    from ctxlife.config import load_settings
     from ctxlife.sessions.cli import run_session_command
 
-    default_store = None
-    if args.store is None and (args.config is not None or find_default_config() is not None):
-        default_store = load_settings(args.config).store_url()  # the top-level `store` (or its default)
+    # The config's top-level store (CTXLIFE_STORE, relative paths against the config's folder).
+    default_store = load_settings(args.config).store_url() if args.store is None else None
     counter = None
     if getattr(args, "session_command", None) == "show":
         from ctxlife.tokens import TokenCounter
@@ -323,10 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from ctxlife.sessions.cli import add_session_parser
 
-    session = add_session_parser(sub)
-    session.add_argument(
-        "--config", default=None, help="config whose `store` to use (default: ./ctxlife.toml)"
-    )
+    session = add_session_parser(sub)  # with --config, before or after the subcommand
     session.set_defaults(func=cmd_session)
     return parser
 

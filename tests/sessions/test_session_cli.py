@@ -8,11 +8,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ctxlife.errors import StoreError
 from ctxlife.sessions import Snapshot, open_store
 from ctxlife.sessions.cli import add_session_parser, run_session_command
 
@@ -55,7 +57,7 @@ def filled(store_url: str) -> str:
 def test_list(filled: str) -> None:
     code, out, err = run("session", "list", "--store", filled)
     assert (code, err) == (0, "")
-    lines = [l for l in out.splitlines() if "u42" in l or "raw-only" in l]
+    lines = [line for line in out.splitlines() if "u42" in line or "raw-only" in line]
     assert len(lines) == 2
     assert "3" in lines[1] and "2023-11-1" in lines[1]  # count and the snapshot's date
     assert "1" in lines[0] and "-" in lines[0]
@@ -178,3 +180,256 @@ def test_export_writes_utf8_json_to_a_real_stdout(filled: str) -> None:
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.decode("utf-8"))[1]["content"] == MESSAGES[1]["content"]
     assert "👋".encode() in proc.stdout
+
+
+# -- the current summary, --config everywhere, rm --older-than/--all, nothing created, ttl ---------
+
+CLI = [sys.executable, "-m", "ctxlife.cli"]
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def cli(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The real ``ctxlife`` command in a fresh process (nothing registered in this one helps it)."""
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    return subprocess.run([*CLI, *argv], capture_output=True, text=True, cwd=cwd, env=env, timeout=120, check=False)
+
+
+def main_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """The CLI's ``main`` in this process, with its output captured."""
+    from ctxlife.cli import main
+
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def age(url: str, sid: str, seconds: float) -> None:
+    """Make session ``sid`` look last written ``seconds`` ago, the way each store keeps that time."""
+    then = time.time() - seconds
+    if url.startswith("file://"):
+        folder = Path(url[len("file://") :].partition("?")[0])
+        for path in folder.glob(f"{sid}_*"):
+            os.utime(path, (then, then))
+    elif url.startswith("sqlite:///"):
+        import sqlite3
+
+        conn = sqlite3.connect(url[len("sqlite:///") :].partition("?")[0])
+        with conn:
+            conn.execute("UPDATE ctxlife_sessions SET touched_at = ? WHERE session_id = ?", (then, sid))
+        conn.close()
+    else:  # redis knows no write time: a snapshot-only session is as old as its snapshot
+        with open_store(url) as store:
+            assert store.head(sid) == 0, "age() on redis needs a snapshot-only session"
+            snap = store.load_snapshot(sid)
+            assert snap is not None
+            store.save_snapshot(snap.model_copy(update={"updated_at": then}))
+
+
+def test_show_prints_the_current_summary_recognised_in_a_fresh_process(store_kind: str, store_url: str) -> None:
+    from ctxlife.messages import inserted_meta, summary_message
+
+    convo = [{"role": "system", "content": "rules"}]
+    old = summary_message(convo, "the user wants a refund for order 17")
+    new = summary_message(convo, "refund for order 17 approved; user asked about shipping")
+    messages = [*convo, old, {"role": "user", "content": "ok"}, new, {"role": "user", "content": "and shipping?"}]
+    with open_store(store_url) as store:
+        store.append("chat", [messages[2], messages[4]])
+        store.save_snapshot(
+            Snapshot(session_id="chat", messages=messages, raw_length=2, meta={"inserted": inserted_meta(messages)})
+        )
+    proc = cli("session", "show", "chat", "--store", store_url)
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "Summary refund for order 17 approved; user asked about shipping" in text  # the newest one, prefix cut
+    assert "wants a refund" not in text
+
+
+def test_show_without_a_summary_says_so_and_shows_every_view(store_url: str) -> None:
+    with open_store(store_url) as store:
+        store.append("crew", [{"role": "user", "content": "q1"}], view="Researcher.task0")
+        store.append(
+            "crew", [{"role": "user", "content": "q2"}, {"role": "assistant", "content": "a2"}], view="Writer.task1"
+        )
+        store.save_snapshot(
+            Snapshot(session_id="crew", view="Writer.task1", messages=[{"role": "user", "content": "q2"}], raw_length=3)
+        )
+    code, out, err = run("session", "show", "crew", "--store", store_url)
+    assert (code, err) == (0, "")
+    text = " ".join(out.split())
+    assert "Views Researcher.task0 (1), Writer.task1 (2)" in text
+    assert "View Writer.task1" in text and "none (not compacted yet)" in text
+    code, out, _ = run("session", "show", "crew", "--view", "Researcher.task0", "--store", store_url)
+    assert code == 0 and "Writer" not in out and "Snapshot none" in " ".join(out.split())
+    code, out, _ = run("session", "export", "crew", "--view", "Writer.task1", "--store", store_url)
+    assert code == 0 and json.loads(out)["view"] == "Writer.task1"
+
+
+@pytest.mark.parametrize("store_kind", ["file"])
+@pytest.mark.parametrize(
+    "argv",
+    [("list",), ("show", "u42"), ("export", "u42", "--raw"), ("search", "u42", "Salut"), ("rm", "u42", "--dry-run")],
+)
+def test_config_is_accepted_before_and_after_every_subcommand(
+    filled: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
+) -> None:
+    config = tmp_path / "elsewhere.toml"
+    config.write_text(f'strategies = ["snapshot_restore"]\n[snapshot_restore]\nstore = "{filled}"\n', encoding="utf-8")
+
+    def without_log_lines(result: tuple[int, str, str]) -> tuple[int, str, str]:
+        code, out, err = result  # structlog's first-use notes (tokenizer_fallback) may land on stdout
+        return code, "".join(line for line in out.splitlines(True) if "[info " not in line), err
+
+    before = without_log_lines(main_cli(capsys, "session", "--config", str(config), *argv))
+    after = without_log_lines(main_cli(capsys, "session", *argv, "--config", str(config)))
+    assert before == after
+    assert before[0] == 0, before[2]
+    assert "u42" in before[1] or "Salut" in before[1]
+
+
+def test_rm_older_than_deletes_only_idle_sessions(store_kind: str, store_url: str) -> None:
+    with open_store(store_url) as store:
+        for sid in ("fresh", "stale"):
+            if store_kind == "redis":  # see age(): redis sessions are as old as their snapshot
+                store.save_snapshot(Snapshot(session_id=sid, messages=[{"role": "user", "content": sid}], raw_length=0))
+            else:
+                store.append(sid, [{"role": "user", "content": sid}])
+    age(store_url, "stale", 31 * 86400)
+    code, out, err = run("session", "rm", "--older-than", "30d", "--dry-run", "--store", store_url)
+    assert (code, err) == (0, "") and "would delete session 'stale'" in out and "fresh" not in out
+    with open_store(store_url) as store:
+        assert [i.session_id for i in store.list_sessions()] == ["fresh", "stale"]
+    code, out, err = run("session", "rm", "--older-than", "30d", "--store", store_url)
+    assert (code, err) == (0, "") and "deleted session 'stale'" in out and "deleted 1 session(s)" in out
+    with open_store(store_url) as store:
+        assert [i.session_id for i in store.list_sessions()] == ["fresh"]
+    code, _, err = run("session", "rm", "--older-than", "soon", "--store", store_url)
+    assert code == 2 and "'soon' is not a duration" in err
+
+
+def test_rm_all_needs_yes(filled: str) -> None:
+    code, out, err = run("session", "rm", "--all", "--store", filled)
+    assert code == 2 and out == "" and "--all would delete 2 session(s)" in err and "--yes" in err
+    code, out, _ = run("session", "rm", "--all", "--dry-run", "--store", filled)
+    assert code == 0 and "would delete 2 session(s)" in out
+    with open_store(filled) as store:
+        assert len(store.list_sessions()) == 2
+    code, out, _ = run("session", "rm", "--all", "--yes", "--store", filled)
+    assert code == 0 and "deleted 2 session(s)" in out
+    with open_store(filled) as store:
+        assert store.list_sessions() == []
+
+
+@pytest.mark.parametrize("store_kind", ["file"])
+def test_rm_takes_exactly_one_selection(filled: str) -> None:
+    for argv in (("rm",), ("rm", "u42", "--all", "--yes"), ("rm", "--older-than", "1d", "--all")):
+        code, out, err = run("session", *argv, "--store", filled)
+        assert code == 2 and out == "" and "one of: a session ID, --older-than DURATION, or --all" in err
+
+
+@pytest.mark.parametrize("kind", ["file", "sqlite"])
+@pytest.mark.parametrize("where", ["top-level", "legacy snapshot_restore option"])
+def test_reading_commands_and_check_never_create_a_folder_or_database(
+    kind: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = "not-yet/" + ("sessions" if kind == "file" else "sessions.db")  # relative: against the config's folder
+    url = f"file://{target}" if kind == "file" else f"sqlite:///{target}"
+    config = tmp_path / "ctxlife.toml"
+    if where == "top-level":
+        config.write_text(f'store = "{url}"\nstrategies = ["snapshot_restore"]\n', encoding="utf-8")
+    else:
+        config.write_text(f'strategies = ["snapshot_restore"]\n[snapshot_restore]\nstore = "{url}"\n', encoding="utf-8")
+    for argv in (
+        ("session", "list", "--config", str(config)),
+        ("session", "show", "u1", "--config", str(config)),
+        ("session", "export", "u1", "--raw", "--config", str(config)),
+        ("session", "search", "u1", "anything", "--config", str(config)),
+        ("session", "rm", "--older-than", "1d", "--config", str(config)),
+        ("check", str(config)),
+    ):
+        code, _, err = main_cli(capsys, *argv)
+        assert code in (0, 1), (argv, err)
+        assert not (tmp_path / "not-yet").exists(), argv
+    from ctxlife.config import load_settings
+
+    with open_store(load_settings(config).store_url()) as store:  # the first write creates it, there
+        store.append("u1", [{"role": "user", "content": "hi"}])
+    assert (tmp_path / "not-yet").exists()
+
+
+@pytest.mark.parametrize("kind", ["file", "sqlite"])
+def test_ttl_with_a_unit_hides_and_removes_idle_sessions(kind: str, make_url: Any) -> None:
+    url = make_url(kind)
+    with open_store(f"{url}?ttl=1d") as store:
+        assert store.ttl == 86400
+        store.append("idle", [{"role": "user", "content": "old"}])
+        store.save_snapshot(Snapshot(session_id="idle", messages=[{"role": "user", "content": "old"}], raw_length=1))
+        store.append("busy", [{"role": "user", "content": "new"}])
+    age(url, "idle", 2 * 86400)
+    with open_store(f"{url}?ttl=1d") as store:
+        assert store.load_snapshot("idle") is None and store.read_records("idle") == []  # not restored
+        assert [i.session_id for i in store.list_sessions()] == ["busy"]  # not listed, and removed
+    with open_store(url) as store:  # the same store without a ttl: the idle session is gone for good
+        assert [i.session_id for i in store.list_sessions()] == ["busy"]
+    with open_store(f"{url}?ttl=1d") as store:  # a write after expiry starts the session over
+        store.append("busy", [{"role": "user", "content": "more"}])
+        age(url, "busy", 2 * 86400)
+        assert store.append("busy", [{"role": "user", "content": "again"}])[0].seq == 1
+
+
+def test_durations() -> None:
+    from ctxlife.sessions.durations import format_duration, parse_duration
+
+    assert [parse_duration(t) for t in ("30d", "12h", "90m", "45s", "2w", "3600", "1.5h", " 7D ")] == [
+        2592000,
+        43200,
+        5400,
+        45,
+        1209600,
+        3600,
+        5400,
+        604800,
+    ]
+    for bad in ("", "d", "-1d", "0", "1y", "1 d 2h", "nan", "inf"):
+        with pytest.raises(ValueError, match="duration"):
+            parse_duration(bad)
+    assert format_duration(2592000) == "30d" and format_duration(5400) == "90m" and format_duration(1.5) == "1.5s"
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_show_prints_the_summary_llm_summary_wrote_through_a_session(store_url: str) -> None:
+    import ctxlife
+    from ctxlife.config import settings_from_dict
+
+    cfg = settings_from_dict(
+        {
+            "store": store_url,
+            "strategies": ["llm_summary"],
+            "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
+        }
+    )
+    with ctxlife.Session("clerk", cfg, system="You are a clerk.", context_window=1000) as session:
+        for i in range(8):
+            session.prepare({"role": "user", "content": f"Order {i}: ship {i * 3} boxes of item R{i:04d}. " * 3})
+            session.record_reply(f"Noted order {i}.")
+        assert session.last_report is not None
+    with open_store(store_url) as store:
+        snapshot = store.load_snapshot("clerk")
+    assert snapshot is not None
+    written = [str(m["content"]) for m in snapshot.messages if str(m.get("content")).startswith("History summary:")]
+    assert written, "llm_summary did not compact"
+    summary = written[-1].removeprefix("History summary:").strip()
+    assert "R000" in summary
+    proc = cli("session", "show", "clerk", "--store", store_url)  # a fresh process recognises it too
+    assert proc.returncode == 0, proc.stderr
+    assert " ".join(summary.split())[:60] in " ".join(proc.stdout.split())
+
+
+def test_redis_ttl_takes_a_duration_too(make_url: Any, redis_client: Any) -> None:
+    url = make_url("redis")
+    with open_store(f"{url}&ttl=1.5h") as store:  # make_url's redis URL carries ?prefix= already
+        assert store.ttl == 5400
+        store.append("t", [{"role": "user", "content": "x"}])
+        prefix = url.partition("prefix=")[2]
+        assert 5390 < redis_client.ttl(f"{prefix}{{t}}:raw") <= 5400
+    with pytest.raises(StoreError, match="'soon' is not a duration"):
+        open_store(f"{url}&ttl=soon")

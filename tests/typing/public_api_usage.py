@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, assert_type
+from typing import Any, Protocol, assert_type
 
 from crewai import Crew
 
 import ctxlife
 from ctxlife.integrations.langchain import CtxlifeMiddleware
+from ctxlife.sessions import RawRecord
 
 
 def crew_side(crew: Crew) -> None:
@@ -25,6 +26,8 @@ def plain_side() -> None:
     assert_type(report, ctxlife.Report)
     assert_type(report.acted, list[str])
     assert_type(asyncio.run(ctxlife.amanage(messages, context_window=8000)), ctxlife.Report)
+    assert_type(ctxlife.record_reply("hello", session_id="u1")[0].seq, int)
+    assert_type(asyncio.run(ctxlife.arecord_reply(messages, session_id="u1")), list[RawRecord])
 
     host = ctxlife.Host(ctxlife.load_settings(None), context_window=8000)
     assert_type(host.before_llm_call(messages), ctxlife.Report)
@@ -42,6 +45,37 @@ async def async_side(host: ctxlife.Host) -> None:
     call = ctxlife.ToolCallContext(tool_name="lookup")
     assert_type(await host.aafter_tool_call(call), ctxlife.Report)
     assert_type(await host.abefore_llm_call([{"role": "user", "content": "x"}]), ctxlife.Report)
+
+
+def session_side() -> None:
+    with ctxlife.Session("u1", "ctxlife.toml", system="You are a clerk.", context_window=8000) as session:
+        sent = session.prepare({"role": "user", "content": "hi"})
+        assert_type(sent, list[dict[str, Any]])
+        assert_type(session.record_reply("hello").seq, int)
+        assert_type(session.get_items(limit=2), list[dict[str, Any]])
+        session.add_items([{"role": "user", "content": "more"}])
+        assert_type(session.pop_item(), dict[str, Any] | None)
+        session.clear_session()
+        assert_type(session.host, ctxlife.Host)
+
+
+class AgentsSdkSession(Protocol):
+    """The OpenAI Agents SDK's ``Session`` protocol (agents.memory.session), item type aside."""
+
+    session_id: str
+
+    async def get_items(self, limit: int | None = None) -> list[dict[str, Any]]: ...
+    async def add_items(self, items: list[dict[str, Any]]) -> None: ...
+    async def pop_item(self) -> dict[str, Any] | None: ...
+    async def clear_session(self) -> None: ...
+
+
+async def async_session_side() -> None:
+    session: AgentsSdkSession = ctxlife.AsyncSession("u1", "ctxlife.toml", context_window=8000)
+    assert_type(await session.get_items(), list[dict[str, Any]])
+    async with ctxlife.AsyncSession("u2", context_window=8000) as chat:
+        assert_type(await chat.prepare({"role": "user", "content": "hi"}), list[dict[str, Any]])
+        assert_type((await chat.record_reply({"role": "assistant", "content": "yo"})).seq, int)
 
 
 def langchain_side() -> None:

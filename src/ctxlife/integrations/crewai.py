@@ -11,9 +11,16 @@ CrewAI point          -> ctxlife node
 EXECUTION_START       -> a new run begins (first model call of the run is flagged)
 PRE_STEP (task)       -> ctxlife_task_start
 PRE_MODEL_CALL        -> ctxlife_before_llm_call (the executor's live message list)
+POST_MODEL_CALL       -> the model's reply is recorded in the session (Host.record_reply)
 PRE_TOOL_CALL         -> ctxlife_before_tool_call (a result set here blocks the tool)
 POST_TOOL_CALL        -> ctxlife_after_tool_call
 POST_STEP (task)      -> ctxlife_task_end
+
+Many agents, one session: every context carries a *view* (``ctx.view``), the agent's role and the
+task's position in the crew (``view_id(role, "task0")``; work a manager delegates outside the crew's
+tasks: the role alone). Interleaved calls of a hierarchical crew, ``async_execution`` tasks and
+several threads are then recorded per view, each message once, and each agent gets its own context
+back on restore.
 """
 
 from __future__ import annotations
@@ -35,7 +42,14 @@ from ctxlife.integrations import require, tool_arguments_model
 from ctxlife.strategy import ToolSpec
 
 ADAPTER_ATTR = "_ctxlife_adapter"
-_KICKOFF_METHODS = ("kickoff", "kickoff_async", "akickoff", "kickoff_for_each", "kickoff_for_each_async", "akickoff_for_each")
+_KICKOFF_METHODS = (
+    "kickoff",
+    "kickoff_async",
+    "akickoff",
+    "kickoff_for_each",
+    "kickoff_for_each_async",
+    "akickoff_for_each",
+)
 
 # The adapter whose scope is active in this context (None outside any wrapped kickoff).
 _active: contextvars.ContextVar[CrewAdapter | None] = contextvars.ContextVar("ctxlife_active_adapter", default=None)
@@ -111,11 +125,13 @@ class CrewAdapter:
         self.crew = crew
         self.host = host
         self._pending_results: dict[int, tuple[str, str | None]] = {}
+        self._last_reply: dict[str, dict[str, Any]] = {}  # per view: the latest reply recorded
         self._lock = threading.Lock()
         self._points = {
             dispatch.InterceptionPoint.EXECUTION_START: self._on_execution_start,
             dispatch.InterceptionPoint.PRE_STEP: self._on_pre_step,
             dispatch.InterceptionPoint.PRE_MODEL_CALL: self._on_pre_model_call,
+            dispatch.InterceptionPoint.POST_MODEL_CALL: self._on_post_model_call,
             dispatch.InterceptionPoint.PRE_TOOL_CALL: self._on_pre_tool_call,
             dispatch.InterceptionPoint.POST_TOOL_CALL: self._on_post_tool_call,
             dispatch.InterceptionPoint.POST_STEP: self._on_post_step,
@@ -136,7 +152,10 @@ class CrewAdapter:
             tools = {spec.name: _crewai_tool(spec) for spec in specs}
             # CrewAI runs a task with ``task.tools or agent.tools``, and a task copies its agent's
             # tools when it is built: add ours to both, or tasks built before wrap() never see them.
-            holders = [*(getattr(self.crew, "agents", None) or []), *(t for t in getattr(self.crew, "tasks", None) or [] if t.tools)]
+            holders = [
+                *(getattr(self.crew, "agents", None) or []),
+                *(t for t in getattr(self.crew, "tasks", None) or [] if t.tools),
+            ]
             for holder in holders:
                 existing = {getattr(t, "name", None) for t in (holder.tools or [])}
                 for name, crew_tool in tools.items():
@@ -242,6 +261,18 @@ class CrewAdapter:
         role = getattr(agent, "role", None)
         return role if isinstance(role, str) else None
 
+    @staticmethod
+    def _view(agent_role: str | None, facts: dict[str, Any]) -> str:
+        """The session view of an agent working on a task: role + the task's position in the crew.
+
+        A task that is not one of the crew's (work a manager delegates) has no position: the
+        agent's role alone names the view, so an agent's delegated work forms one lane.
+        """
+        from ctxlife.sessions.ids import view_id
+
+        index = facts.get("task_index")
+        return view_id(agent_role, f"task{index}" if index is not None else None)
+
     # -- CrewAI handlers (CrewAI swallows exceptions here, so each logs its own) --------
 
     def _guard(self, point: str, fn: Callable[..., _T], *args: Any) -> _T | None:
@@ -262,30 +293,59 @@ class CrewAdapter:
     def _pre_model_call(self, hctx: Any) -> None:
         model, window = self._llm_facts(hctx.llm)
         agent = hctx.agent
+        role = self._agent_role(agent)
+        facts = self._task_facts(hctx.task)
         self.host.before_llm_call(
             hctx.messages,
             model=model,
             context_window=window,
-            agent_role=self._agent_role(agent),
+            agent_role=role,
             goal=getattr(agent, "goal", None),
             backstory=getattr(agent, "backstory", None),
             complete=self._complete_with(hctx.llm),
             # use_system_prompt=False: CrewAI sends no system message, so bootstrap text opens the first user turn.
             system_prompt=getattr(agent, "use_system_prompt", True) is not False,
-            **self._task_facts(hctx.task),
+            view=self._view(role, facts),
+            **facts,
         )
+
+    def _on_post_model_call(self, hctx: Any) -> None:
+        if _own_call.get() or getattr(hctx, "executor", None) is None:
+            return None
+        return self._guard("post_model_call", self._post_model_call, hctx)
+
+    def _post_model_call(self, hctx: Any) -> None:
+        """Record the model's reply with the list it answered, in the agent's view.
+
+        Every reply is recorded when it is made, so the last reply of an agent that never reaches
+        a task end (work a manager delegates, a process that stops) is in the session too.
+        """
+        response = getattr(hctx, "response", None)
+        said = _said(response) if isinstance(response, str) and response else None
+        if said is None or self.host.store is None:
+            return None
+        role = self._agent_role(hctx.agent)
+        view = self._view(role, self._task_facts(hctx.task))
+        reply = {"role": "assistant", "content": said}
+        self.host.record_reply([*hctx.messages, reply], view=view)
+        with self._lock:
+            self._last_reply[view] = reply
+        return None
 
     def _tool_context(self, hctx: Any) -> ToolCallContext:
         if not isinstance(hctx.tool_input, dict):
             hctx.tool_input = {}
+        role = self._agent_role(hctx.agent)
+        facts = self._task_facts(hctx.task)
         return ToolCallContext(
-            agent_role=self._agent_role(hctx.agent),
+            agent_role=role,
+            view=self._view(role, facts),
             # The tool's own name (CrewAI reports an ASCII-sanitized one: every CJK name becomes "").
             tool_name=getattr(getattr(hctx, "tool", None), "name", None) or hctx.tool_name,
             tool_input=hctx.tool_input,  # the same dict: edits reach the tool
             result=getattr(hctx, "tool_result", None),
             raw_result=getattr(hctx, "raw_tool_result", None),
-            **self._task_facts(hctx.task),
+            **facts,
         )
 
     def _model_of(self, agent: Any) -> dict[str, Any]:
@@ -329,18 +389,27 @@ class CrewAdapter:
     def _pre_step(self, hctx: Any) -> None:
         task = hctx.task
         payload = hctx.payload
+        facts = self._task_facts(task)
         ctx = TaskContext(
             agent_role=hctx.agent_role,
+            view=self._view(self._role_of_step(hctx), facts),
             description=getattr(task, "description", "") or "",
             expected_output=getattr(task, "expected_output", None),
             context_text=payload if isinstance(payload, str) else ("" if payload is None else str(payload)),
             complete=self._complete_with(getattr(hctx.agent, "llm", None)),
-            **self._task_facts(task),
+            **facts,
         )
         original = ctx.context_text
         self.host.task_start(ctx, **self._model_of(hctx.agent))
         if ctx.context_text != original:
             hctx.payload = ctx.context_text
+
+    def _role_of_step(self, hctx: Any) -> str | None:
+        """The role of the agent running a step, as the model-call hooks see it (the same view)."""
+        role = self._agent_role(getattr(hctx, "agent", None))
+        if role is None and isinstance(getattr(hctx, "agent_role", None), str):
+            role = hctx.agent_role
+        return role
 
     def _on_post_step(self, hctx: Any) -> None:
         if getattr(hctx, "kind", None) != "task":
@@ -351,23 +420,49 @@ class CrewAdapter:
         task, output = hctx.task, hctx.payload
         raw = getattr(output, "raw", None)
         messages = getattr(output, "messages", None) or getattr(hctx.agent, "last_messages", None) or []
+        facts = self._task_facts(task)
         ctx = TaskContext(
             agent_role=hctx.agent_role,
+            view=self._view(self._role_of_step(hctx), facts),
             description=getattr(task, "description", "") or "",
             expected_output=getattr(task, "expected_output", None),
             output=raw if isinstance(raw, str) else (None if raw is None else str(raw)),
             messages=[dict(m) for m in messages if isinstance(m, dict)],
             complete=self._complete_with(getattr(hctx.agent, "llm", None)),
-            **self._task_facts(task),
+            **facts,
         )
+        with self._lock:
+            reply = self._last_reply.pop(ctx.view, None)
         if ctx.output and (not ctx.messages or ctx.messages[-1].get("role") != "assistant"):
             # CrewAI's final message list stops before the final answer; the answer is part of the
-            # conversation (a restored session must show it).
-            ctx.messages.append({"role": "assistant", "content": ctx.output})
+            # conversation (a restored session must show it): the model's own reply that gave it
+            # (recorded already), else the output text.
+            said = reply is not None and ctx.output in str(reply.get("content"))
+            final = dict(reply) if reply is not None and said else {"role": "assistant", "content": ctx.output}
+            ctx.messages.append(final)
         original = ctx.output
         self.host.task_end(ctx, **self._model_of(hctx.agent))
         if ctx.output != original and output is not None:
             output.raw = ctx.output
+
+
+def _said(text: str) -> str | None:
+    """What a reply says, as the conversation keeps it: a ReAct final answer's text (what the task
+    end records as the final answer), or the whole reply (native tool calling, plain text); None for
+    a ReAct action (CrewAI keeps it with the tool's observation: recorded at the next model call)."""
+    if "Action" not in text and "Final Answer" not in text:
+        return text
+    from crewai.agents.parser import AgentAction, AgentFinish, OutputParserError, parse
+
+    try:
+        parsed = parse(text)
+    except (OutputParserError, ValueError):
+        return text
+    if isinstance(parsed, AgentAction):
+        return None
+    if isinstance(parsed, AgentFinish) and isinstance(parsed.output, str):
+        return parsed.output
+    return text
 
 
 def _crewai_tool(spec: ToolSpec) -> Any:

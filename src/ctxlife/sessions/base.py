@@ -834,14 +834,17 @@ def parse_query(url: str, query: str, allowed: tuple[str, ...]) -> dict[str, str
 
 
 def parse_ttl(opts: dict[str, str], url: str) -> float | None:
-    """The ``ttl`` option of a store URL: seconds of idle life per session (None when absent)."""
+    """The ``ttl`` option of a store URL: seconds of idle life per session (None when absent).
+
+    Written as seconds (``ttl=3600``) or with a unit (``ttl=30d``, ``12h``, ``90m``, ``2w``; see
+    :func:`ctxlife.sessions.durations.parse_duration`).
+    """
+    from ctxlife.sessions.durations import parse_duration
+
     raw = opts.get("ttl")
     if raw is None or raw == "":
         return None
     try:
-        ttl = float(raw)
-    except ValueError:
-        ttl = -1.0
-    if not (ttl > 0 and math.isfinite(ttl)):
-        raise StoreError(f"store URL {redact_url(url)!r}: ttl={raw!r} must be a number of seconds > 0")
-    return ttl
+        return parse_duration(raw)
+    except ValueError as exc:
+        raise StoreError(f"store URL {redact_url(url)!r}: ttl={raw!r}: {exc}") from None

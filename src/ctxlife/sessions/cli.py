@@ -9,8 +9,16 @@ The main CLI hooks it up with::
     if args.command == "session":
         return run_session_command(args, default_store_url=config_store_url, count_tokens=counter)
 
-Every subcommand takes ``--store URL``; without it the ``default_store_url`` given by the caller (the
-config) is used, and failing that :data:`ctxlife.sessions.DEFAULT_STORE_URL`.
+Every subcommand takes ``--store URL`` and ``--config FILE`` (before or after the subcommand:
+``ctxlife session --config c.toml list`` and ``ctxlife session list --config c.toml`` are the same);
+without ``--store`` the ``default_store_url`` given by the caller (the config's ``store``) is used, and
+failing that :data:`ctxlife.sessions.DEFAULT_STORE_URL`. No subcommand but ``rm`` writes: ``list``,
+``show``, ``export`` and ``search`` never create a folder or a database (``list`` does delete sessions
+that outlived the store's ``?ttl=``, as any listing does).
+
+``rm`` deletes one session (``rm ID``), the sessions idle for longer than a duration
+(``rm --older-than 30d``), or every session (``rm --all --yes``; without ``--yes`` it only says what it
+would delete). ``--dry-run`` lists what would be deleted and deletes nothing.
 
 Exit codes: ``0`` done, ``1`` no such session, ``2`` bad input or store error (message on stderr).
 Only ``argparse`` and ``json`` are imported up front; stores and ``rich`` load when a command runs.
@@ -38,6 +46,7 @@ def add_session_parser(subparsers: Any) -> argparse.ArgumentParser:
     namespace has ``session_command`` (the subcommand), ``store`` (URL or ``None``), and
     ``session_id`` / ``raw`` where they apply. Returns the ``session`` parser.
     """
+    config_help = "config whose store to use (default: ./ctxlife.toml, then [tool.ctxlife] in ./pyproject.toml)"
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--store",
@@ -46,11 +55,14 @@ def add_session_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="session store URL, e.g. file://workspace/sessions, sqlite:///sessions.db, "
         "redis://127.0.0.1:6379/0 (default: the config's store)",
     )
+    # SUPPRESS: a subcommand's default must not overwrite a --config given before the subcommand.
+    common.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help=config_help)
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "session",
         help="list, show, export or remove stored sessions",
         description="Inspect and manage the sessions in a session store.",
     )
+    parser.add_argument("--config", metavar="FILE", default=None, help=config_help)
     sub = parser.add_subparsers(dest="session_command", metavar="COMMAND")
     sub.required = True
     sub.add_parser(
@@ -66,6 +78,7 @@ def add_session_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Show a session's message counts, token count, summary and last update.",
     )
     show.add_argument("session_id", metavar="ID", help="the session id")
+    show.add_argument("--view", metavar="VIEW", default=None, help="show only this view (an agent's or task's lane)")
     export = sub.add_parser(
         "export",
         parents=[common],
@@ -75,13 +88,26 @@ def add_session_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     export.add_argument("session_id", metavar="ID", help="the session id")
     export.add_argument("--raw", action="store_true", help="export the raw history instead")
+    export.add_argument(
+        "--view", metavar="VIEW", default="", help="the view whose snapshot to export (default: the default view)"
+    )
     rm = sub.add_parser(
         "rm",
         parents=[common],
-        help="delete a session (snapshot, raw history and blobs)",
-        description="Delete a session's snapshot, raw history and blobs.",
+        help="delete a session, the sessions idle longer than a duration, or all of them",
+        description="Delete sessions (snapshots, raw history and blobs): one by id, those idle for longer than "
+        "--older-than, or --all (with --yes). --dry-run only lists them.",
     )
-    rm.add_argument("session_id", metavar="ID", help="the session id")
+    rm.add_argument("session_id", metavar="ID", nargs="?", default=None, help="the session id")
+    rm.add_argument(
+        "--older-than",
+        metavar="DURATION",
+        default=None,
+        help="delete every session not written for longer than DURATION (30d, 12h, 90m, 2w or seconds)",
+    )
+    rm.add_argument("--all", action="store_true", help="delete every session in the store (needs --yes)")
+    rm.add_argument("--yes", action="store_true", help="confirm --all")
+    rm.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
     from ctxlife.recall.cli import add_search_parser  # the history search (recall)
 
     add_search_parser(sub, common)
@@ -165,6 +191,33 @@ def _list(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: 
     return _EXIT_OK
 
 
+def _views(store: Any, sid: str) -> dict[str, int]:
+    """``{view: record count}`` of a session's raw history, the default view first."""
+    counts: dict[str, int] = {"": 0}
+    for record in store.read_records(sid, strict=False):
+        counts[record.view] = counts.get(record.view, 0) + 1
+    return counts
+
+
+def current_summary(snapshot: Any) -> str | None:
+    """The text of the newest history summary in a snapshot, or None.
+
+    The summary is the message ``llm_summary`` inserted (recognised with
+    :func:`ctxlife.messages.is_summary` after :func:`~ctxlife.messages.restore_inserted` re-registers the
+    snapshot's inserted messages); a ``"summary"`` entry of the snapshot's meta is the fallback.
+    """
+    from ctxlife.messages import SUMMARY_PREFIX, content_text, is_summary, restore_inserted
+
+    restore_inserted(snapshot.messages, snapshot.meta.get("inserted"))
+    found = [m for m in snapshot.messages if is_summary(m)]
+    if found:
+        return content_text(found[-1]).removeprefix(SUMMARY_PREFIX).strip()
+    summary = snapshot.meta.get("summary")
+    if summary is None:
+        return None
+    return summary if isinstance(summary, str) else json.dumps(summary, ensure_ascii=False)
+
+
 def _show(
     store: Any,
     args: argparse.Namespace,
@@ -176,10 +229,18 @@ def _show(
     from rich.table import Table
     from rich.text import Text
 
+    from ctxlife.sessions.ids import validate_view
+
     sid = args.session_id
-    snapshot = store.load_snapshot(sid)
-    raw_count = store.raw_length(sid)
-    if snapshot is None and raw_count == 0:
+    only = getattr(args, "view", None)
+    if only is not None:
+        validate_view(only)
+    raw_count = store.head(sid)
+    counts = _views(store, sid) if raw_count else {"": 0}
+    if only is not None:
+        counts = {only: counts.get(only, 0)}
+    snapshots = {view: store.load_snapshot(sid, view) for view in counts}
+    if raw_count == 0 and all(snap is None for snap in snapshots.values()):
         return _not_found(store, sid, err)
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
@@ -187,9 +248,21 @@ def _show(
     table.add_row("Session", Text(sid))
     table.add_row("Store", Text(store.url))
     table.add_row("Raw messages", str(raw_count))
-    if snapshot is None:
-        table.add_row("Snapshot", "none")
-    else:
+    named = [view for view in counts if view]
+    if named and only is None:
+        table.add_row(
+            "Views", Text(", ".join(f"{v or '(default)'} ({n})" for v, n in counts.items() if n or snapshots[v]))
+        )
+    for view, snapshot in snapshots.items():
+        if view == "" and snapshot is None and counts[view] == 0 and named:
+            continue  # a multi-agent session whose default view is unused
+        if view or only is not None:
+            table.add_row("", "")
+            table.add_row("View", Text(view or "(default)"))
+            table.add_row("View raw messages", str(counts[view]))
+        if snapshot is None:
+            table.add_row("Snapshot", "none")
+            continue
         table.add_row("Context messages", str(len(snapshot.messages)))
         if count_tokens is not None:
             try:
@@ -198,13 +271,12 @@ def _show(
                 tokens = f"unavailable ({type(exc).__name__}: {exc})"
             label = f"Context tokens ({token_encoding})" if token_encoding else "Context tokens"
             table.add_row(label, Text(tokens))
-        table.add_row("Snapshot covers", f"{snapshot.raw_length} raw messages")
+        table.add_row("Snapshot covers", f"up to raw message {snapshot.raw_length}")
         table.add_row("Last update", _when(snapshot.updated_at))
         table.add_row("Format version", str(snapshot.format_version))
-        summary = snapshot.meta.get("summary")
-        if summary is not None:
-            table.add_row("Summary", Text(summary if isinstance(summary, str) else json.dumps(summary)))
-        others = sorted(k for k in snapshot.meta if k != "summary")
+        summary = current_summary(snapshot)
+        table.add_row("Summary", Text(summary) if summary is not None else "none (not compacted yet)")
+        others = sorted(k for k in snapshot.meta if k not in ("summary", "inserted"))
         if others:
             table.add_row("Meta keys", Text(", ".join(others)))
     _console(out).print(table)
@@ -235,7 +307,7 @@ def _export(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_
             return _not_found(store, sid, err)
         _write_json(out, messages)
         return _EXIT_OK
-    snapshot = store.load_snapshot(sid)
+    snapshot = store.load_snapshot(sid, getattr(args, "view", "") or "")
     if snapshot is None:
         if store.raw_length(sid):
             err.write(f"error: session {sid!r} has no snapshot yet, only raw history; use --raw\n")
@@ -246,9 +318,72 @@ def _export(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_
     return _EXIT_OK
 
 
+def _last_activity(store: Any, info: Any) -> float | None:
+    """When a session was last written: what the store knows, else its newest snapshot or record."""
+    if info.last_active is not None:
+        return float(info.last_active)
+    times = [info.updated_at] if info.updated_at is not None else []
+    if info.message_count:
+        last = store.read_records(info.session_id, after_seq=info.message_count - 1, strict=False)
+        times += [r.recorded_at for r in last if r.recorded_at is not None]
+    return max(times) if times else None
+
+
 def _rm(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: Any) -> int:
     sid = args.session_id
-    if not store.delete(sid):
-        return _not_found(store, sid, err)
-    out.write(f"deleted session {sid!r} from {store.url}\n")
+    older = getattr(args, "older_than", None)
+    everything = getattr(args, "all", False)
+    dry = getattr(args, "dry_run", False)
+    if sum((sid is not None, older is not None, everything)) != 1:
+        err.write("error: session rm takes one of: a session ID, --older-than DURATION, or --all (with --yes)\n")
+        return _EXIT_ERROR
+    if sid is not None:
+        if dry:
+            found = store.head(sid) > 0 or store.load_snapshot(sid) is not None
+            if not found:
+                return _not_found(store, sid, err)
+            out.write(f"would delete session {sid!r} from {store.url}\n")
+            return _EXIT_OK
+        if not store.delete(sid):
+            return _not_found(store, sid, err)
+        out.write(f"deleted session {sid!r} from {store.url}\n")
+        return _EXIT_OK
+    import time
+
+    infos = store.list_sessions()
+    if older is not None:
+        from ctxlife.sessions.durations import parse_duration
+
+        try:
+            limit = parse_duration(older)
+        except ValueError as exc:
+            err.write(f"error: --older-than: {exc}\n")
+            return _EXIT_ERROR
+        cutoff = time.time() - limit
+        chosen, unknown = [], []
+        for info in infos:
+            last = _last_activity(store, info)
+            if last is None:
+                unknown.append(info.session_id)
+            elif last < cutoff:
+                chosen.append(info.session_id)
+        if unknown:
+            err.write(
+                f"note: kept {len(unknown)} session(s) whose last activity the store does not know: "
+                f"{', '.join(unknown)}\n"
+            )
+    else:
+        chosen = [info.session_id for info in infos]
+        if not dry and not args.yes:
+            err.write(
+                f"error: --all would delete {len(chosen)} session(s) from {store.url}; add --yes to delete them "
+                f"(or --dry-run to list them)\n"
+            )
+            return _EXIT_ERROR
+    verb = "would delete" if dry else "deleted"
+    for name in chosen:
+        if not dry:
+            store.delete(name)
+        out.write(f"{verb} session {name!r}\n")
+    out.write(f"{verb} {len(chosen)} session(s) from {store.url}\n")
     return _EXIT_OK

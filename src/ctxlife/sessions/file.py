@@ -6,7 +6,7 @@ is no host part. Query options:
 
 * ``fsync=false`` skips the ``fsync`` after each raw append (default ``true``: an append is on disk
   when ``append`` returns; snapshots are always fsynced);
-* ``ttl=SECONDS``: a session nobody wrote to for that long is gone (like the Redis store's ``ttl``):
+* ``ttl=SECONDS`` or a duration (``ttl=30d``, ``12h``, ``90m``, ``2w``): a session nobody wrote to for that long is gone (like the Redis store's ``ttl``):
   reads treat it as absent and the next write or listing deletes its files.
 
 Layout of the folder (created on the first write, owner-only ``0700``; files ``0600``)::

@@ -233,6 +233,8 @@ class Recorder:
 
     def _catch_up(self, session_id: str, view: str, state: _View) -> None:
         """Read the view's records another writer appended after what the tail holds."""
+        # The head first: records of other views move it too (then this view may have none to read).
+        head = self.store.head(session_id)
         records = self.store.read_records(session_id, state.synced, view=view, strict=False)
         state.tail.extend(_Entry(r.seq, r.fingerprint) for r in records)
         if state.pending and records:
@@ -242,7 +244,7 @@ class Recorder:
             got = [r.fingerprint for r in records]
             if any(got[i : i + len(waiting)] == waiting for i in range(len(got) - len(waiting) + 1)):
                 state.pending = []
-        top = max(self._heads.get(session_id, 0), records[-1].seq if records else 0)
+        top = max(self._heads.get(session_id, 0), head, records[-1].seq if records else 0)
         self._heads[session_id] = top
         state.synced = top
 

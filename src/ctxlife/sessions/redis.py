@@ -5,8 +5,9 @@ URL: ``redis://[[user]:password@]host:port/db`` or ``rediss://...`` (TLS). The U
 ``socket_timeout`` pass through), except two ctxlife options which are removed from it first:
 
 * ``prefix`` -- key prefix (default ``ctxlife:``).
-* ``ttl`` -- seconds; when set, every write to a session sets all its keys to expire ``ttl`` seconds
-  later (so an idle session disappears as a whole, never half of it).
+* ``ttl`` -- seconds or a duration (``30d``, ``12h``; rounded up to whole seconds); when set, every
+  write to a session sets all its keys to expire ``ttl`` seconds later (so an idle session
+  disappears as a whole, never half of it).
 
 Keys, for a session id ``SID`` (session ids cannot contain ``:``, ``{`` or ``}``, so no key of one
 session can name another session's key or escape the prefix)::
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -150,12 +152,12 @@ class RedisStore(SessionStore):
             raise StoreError(f"redis store {self.url}: the key prefix must be a non-empty string")
         self.prefix = prefix
         if ttl is None and opts.get("ttl"):
+            from ctxlife.sessions.durations import parse_duration
+
             try:
-                ttl = int(opts["ttl"])
-            except ValueError:
-                raise StoreError(
-                    f"redis store {self.url}: ttl={opts['ttl']!r} must be a whole number of seconds"
-                ) from None
+                ttl = math.ceil(parse_duration(opts["ttl"]))  # Redis expires keys in whole seconds
+            except ValueError as exc:
+                raise StoreError(f"redis store {self.url}: ttl={opts['ttl']!r}: {exc}") from None
         if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0):
             raise StoreError(f"redis store {self.url}: ttl must be a whole number of seconds > 0")
         self.ttl = ttl

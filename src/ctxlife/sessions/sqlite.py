@@ -7,7 +7,7 @@ then the path, as in SQLAlchemy). Query options:
 * ``synchronous`` -- ``FULL`` (default: a committed append survives a power cut) or ``NORMAL``
   (faster; WAL still never corrupts, but the last commits may be lost on power loss, not on a
   process crash).
-* ``ttl`` -- seconds: a session nobody wrote to for that long is gone (like the Redis store's
+* ``ttl`` -- seconds or a duration (``30d``, ``12h``): a session nobody wrote to for that long is gone (like the Redis store's
   ``ttl``): reads treat it as absent and the next write or listing deletes it.
 
 Design: WAL journal mode (readers never block the writer), every write is one transaction

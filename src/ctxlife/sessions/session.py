@@ -1,0 +1,420 @@
+"""``ctxlife.Session`` and ``ctxlife.AsyncSession``: a conversation that outlives the process, for any loop.
+
+A session keeps one conversation in the host's store (the top-level ``store`` setting): its raw
+history (every message, exactly once) and a snapshot of the working context (after compaction).
+The API follows the ecosystem's convention (the OpenAI Agents SDK's ``Session`` protocol:
+``get_items``, ``add_items``, ``pop_item``, ``clear_session``) and adds the two calls a loop of
+your own needs around each model call::
+
+    import ctxlife
+
+    with ctxlife.Session("u42", config="ctxlife.toml", system="You are a clerk.") as session:
+        messages = session.prepare({"role": "user", "content": "Where is order 17?"})
+        reply = call_your_model(messages)           # restored context + the new turn, managed
+        session.record_reply(reply)                 # the reply is history too (also the last one)
+
+After a restart, ``Session("u42", ...)`` gives back the same conversation: ``prepare`` sends the
+snapshot, the records after it and the new turn. :class:`AsyncSession` has the same methods as
+coroutines (its ``get_items``/``add_items``/``pop_item``/``clear_session`` have the Agents SDK's
+signatures, so it can be handed to code that expects that protocol).
+
+One session holds several *views* (lanes): each agent or task of a crew records and restores its
+own. ``Session(id, view="researcher")`` reads and writes one view; ``clear()`` removes the whole
+session (every view).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Self
+
+from ctxlife.errors import InvalidMessagesError
+from ctxlife.sessions.ids import validate_session_id, validate_view
+
+if TYPE_CHECKING:
+    from ctxlife.config import Settings
+    from ctxlife.host import Host, Report
+    from ctxlife.sessions.base import RawRecord, SessionStore
+    from ctxlife.sessions.recording import Recorder
+
+__all__ = ["AsyncSession", "Session", "as_message"]
+
+Message = dict[str, Any]
+
+
+def as_message(reply: object, *, role: str = "assistant") -> Message:
+    """A model's reply as a message dict: a ``str`` (an assistant text), a mapping, or an SDK object.
+
+    SDK objects with ``model_dump`` (the OpenAI client's ``ChatCompletionMessage``, the Anthropic
+    client's ``Message``) are dumped without ``None`` fields, so what is stored is what the API
+    accepts back. Anything else raises :class:`~ctxlife.errors.InvalidMessagesError`.
+    """
+    if isinstance(reply, str):
+        return {"role": role, "content": reply}
+    if isinstance(reply, Mapping):
+        return dict(reply)
+    dump = getattr(reply, "model_dump", None)
+    if callable(dump):
+        dumped = dump(exclude_none=True)
+        if isinstance(dumped, dict):
+            if "role" not in dumped and role:
+                dumped["role"] = role
+            return dumped
+    raise InvalidMessagesError(
+        f"cannot record a reply of type {type(reply).__name__}: pass the reply text (str), a message dict "
+        f"or the SDK's message object (with model_dump())"
+    )
+
+
+class Session:
+    """One conversation (one view of one session) kept in the host's store.
+
+    Args:
+        session_id: the session (letters, digits, ``.``, ``_``, ``-``; see
+            :func:`~ctxlife.sessions.validate_session_id`).
+        config: a config path, :class:`~ctxlife.config.Settings` or None (``./ctxlife.toml``, then
+            ``[tool.ctxlife]``, then the defaults), as for :func:`ctxlife.manage`. Its ``store``
+            is where the session lives; its strategies manage what :meth:`messages` returns.
+        view: the lane inside the session (an agent's or task's; ``""``: the default view).
+        system: a system prompt put first in every list :meth:`messages` returns (never recorded).
+        context_window, model, plugins: as for :class:`ctxlife.Host`.
+        host: an existing host to use (shared by many sessions); it is not closed by :meth:`close`.
+
+    Thread-safe as far as the store and host are; one object per conversation is the usual shape.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        config: str | os.PathLike[str] | Settings | None = None,
+        *,
+        view: str = "",
+        system: str | None = None,
+        context_window: int | None = None,
+        model: str | None = None,
+        plugins: Sequence[object] = (),
+        host: Host | None = None,
+    ) -> None:
+        validate_session_id(session_id)
+        validate_view(view)
+        self.session_id = session_id
+        self.view = view
+        self.system = system
+        self._owns_host = host is None
+        if host is None:
+            from ctxlife.api import resolve_settings
+            from ctxlife.host import Host
+
+            host = Host(
+                resolve_settings(config),
+                context_window=context_window,
+                model=model,
+                session_id=session_id,
+                plugins=plugins,
+            )
+        self.host: Host = host
+        try:
+            store = host.open_store()  # the config's store (the default one when it names none)
+        except Exception:
+            if self._owns_host:
+                host.close()
+            raise
+        self.store: SessionStore = store
+        self.last_report: Report | None = None
+        """The :class:`~ctxlife.host.Report` of the latest :meth:`messages`/:meth:`prepare` call."""
+
+    # -- the Agents SDK protocol (sync) -----------------------------------------------------------
+
+    def get_items(self, limit: int | None = None) -> list[Message]:
+        """The conversation so far: the view's snapshot (compacted context) and every record after it.
+
+        System prompts are not items (pass them as ``system=``); a summary ctxlife wrote is one.
+        With ``limit``, only the latest ``limit`` items, oldest first.
+        """
+        items, _ = self._restore()
+        if limit is None:
+            return items
+        return items[-limit:] if limit > 0 else []
+
+    def add_items(self, items: Iterable[Message]) -> None:
+        """Append ``items`` to the view's raw history as they are (each call adds them again)."""
+        self.add(*items)
+
+    def pop_item(self) -> Message | None:
+        """Remove and return the session's latest item (None if empty); see :meth:`pop`."""
+        return self.pop()
+
+    def clear_session(self) -> None:
+        """Delete the whole session: every view's snapshot and records, and its blobs."""
+        self.clear()
+
+    # -- ctxlife's own names ----------------------------------------------------------------------
+
+    def add(self, *messages: Message) -> list[RawRecord]:
+        """Record ``messages`` in the view, in order; return their records (sequence numbers).
+
+        A message that is not JSON (NaN, bytes) is recorded in a JSON-safe form (the record's
+        ``quarantined`` says why) and never blocks the others.
+        """
+        batch = [_checked(m, i) for i, m in enumerate(messages)]
+        if not batch:
+            return []
+        return self._recorder().add(self.session_id, batch, view=self.view)
+
+    def messages(self, *new: Message) -> list[Message]:
+        """Return what the model should be sent next, with the ``new`` messages; record them.
+
+        That is the system prompt (``system=``), the restored conversation (the view's snapshot
+        and the records after it) and the new turn, run through the config's strategies (the
+        ``before_llm_call`` node: compaction, recall, ...). When a strategy compacted it, the
+        result is saved as the view's snapshot, so the next call starts from it. The list is
+        yours: send it as it is.
+        """
+        turn = [_checked(m, i) for i, m in enumerate(new)]
+        items, _ = self._restore()
+        listing: list[Message] = [{"role": "system", "content": self.system}] if self.system else []
+        listing += items
+        listing += turn
+        from ctxlife.messages import check_shape, same_messages
+
+        configured = self.host.settings.message_format
+        check_shape(
+            listing, where=f"session {self.session_id!r}", expected=None if configured == "auto" else configured
+        )
+        before = list(listing)
+        report = self.host.before_llm_call(listing, **self._call_keywords())
+        self.last_report = report
+        # Record the new turn by alignment with what was restored (a strategy that records, such as
+        # snapshot_restore, did it already: then nothing is recorded twice).
+        recorder = self._recorder()
+        recorder.record(self.session_id, before, self.view)
+        saved = any(action.what == "snapshot_saved" for action in report.actions)
+        if not saved and not same_messages(before, listing):
+            self._save(listing, recorder.covered(self.session_id, self.view))
+        return listing
+
+    def prepare(self, *new: Message) -> list[Message]:
+        """:meth:`messages`: record the new turn and return the managed list to send to the model.
+
+        Call :meth:`record_reply` with the model's answer afterwards.
+        """
+        return self.messages(*new)
+
+    def record_reply(self, reply: object) -> RawRecord:
+        """Record the model's reply (text, message dict or SDK message object) in the view.
+
+        Record every reply, the last one of a process included: after a restart the conversation
+        then continues after it (not after two user turns in a row).
+        """
+        records = self.host.record_reply(as_message(reply), session_id=self.session_id, view=self.view)
+        return records[0]
+
+    def pop(self) -> Message | None:
+        """Remove and return the session's latest message (None when the session is empty).
+
+        Only the session's very last record can be removed (sequence numbers have no gaps): when it
+        belongs to another view, :class:`~ctxlife.errors.StoreError` says so. When the view's
+        snapshot covers it, the snapshot drops it too (if a compaction already folded it into a
+        summary, the summary stays as it is).
+        """
+        record = self.store.pop_last(self.session_id, view=self.view)
+        self._recorder().forget(self.session_id)
+        if record is None:
+            return None
+        snapshot = self.store.load_snapshot(self.session_id, self.view)
+        if snapshot is not None and snapshot.raw_length >= record.seq:
+            from ctxlife.messages import inserted_meta, restore_inserted
+            from ctxlife.sessions.base import fingerprint
+            from ctxlife.sessions.recording import recordable
+
+            kept = list(snapshot.messages)
+            restore_inserted(kept, snapshot.meta.get("inserted"))
+            for i in range(len(kept) - 1, -1, -1):
+                if recordable(kept[i]):
+                    if fingerprint(kept[i]) == record.fingerprint:
+                        del kept[i]
+                    break
+            meta = {**snapshot.meta, "inserted": inserted_meta(kept)}
+            self.store.save_snapshot(
+                snapshot.model_copy(update={"messages": kept, "raw_length": record.seq - 1, "meta": meta})
+            )
+        return record.message
+
+    def clear(self) -> None:
+        """Delete the whole session (every view's snapshot and records, and its blobs)."""
+        self.store.delete(self.session_id)
+        self._recorder().forget(self.session_id)
+
+    # -- lifetime ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the host (and its store) if this session created it. Idempotent."""
+        if self._owns_host:
+            self._owns_host = False
+            self.host.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        view = f", view={self.view!r}" if self.view else ""
+        return f"{type(self).__name__}({self.session_id!r}{view}, store={self.store.url!r})"
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _recorder(self) -> Recorder:
+        from ctxlife.sessions.recording import recorder_for
+
+        return recorder_for(self.store)
+
+    def _call_keywords(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "view": self.view}
+
+    def _restore(self) -> tuple[list[Message], int]:
+        """The view's conversation (snapshot + later records) and the last sequence number it covers."""
+        from ctxlife.messages import is_inserted, is_recall_block, is_system, restore_inserted
+
+        snapshot = self.store.load_snapshot(self.session_id, self.view)
+        items: list[Message] = []
+        covered = 0
+        if snapshot is not None:
+            restore_inserted(snapshot.messages, snapshot.meta.get("inserted"))
+            items = [
+                m for m in snapshot.messages if not is_recall_block(m) and not (is_system(m) and not is_inserted(m))
+            ]
+            covered = snapshot.raw_length
+        records = self.store.read_records(self.session_id, covered, view=self.view)
+        items += [r.message for r in records]
+        if records:
+            covered = records[-1].seq
+        return items, covered
+
+    def _save(self, listing: list[Message], covered: int) -> None:
+        from ctxlife.messages import inserted_meta, is_recall_block
+        from ctxlife.sessions.base import Snapshot
+
+        kept = [m for m in listing if not is_recall_block(m)]
+        self.store.save_snapshot(
+            Snapshot(
+                session_id=self.session_id,
+                view=self.view,
+                messages=kept,
+                raw_length=covered,
+                meta={"inserted": inserted_meta(kept)},
+            )
+        )
+
+
+def _checked(message: object, index: int) -> Message:
+    if not isinstance(message, dict):
+        raise InvalidMessagesError(
+            f"message {index} must be a message dict (e.g. {{'role': 'user', 'content': '...'}}), "
+            f"got {type(message).__name__}; for a model's reply object use record_reply()"
+        )
+    return message
+
+
+class AsyncSession:
+    """:class:`Session` for asyncio apps: the same methods as coroutines, run in a worker thread.
+
+    The store and the strategies (an LLM summary can take seconds) never block the event loop.
+    ``get_items``/``add_items``/``pop_item``/``clear_session`` have the OpenAI Agents SDK
+    ``Session`` protocol's signatures. The session (host, store) is built on first use, in a
+    worker thread too. Use ``async with`` or :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        config: str | os.PathLike[str] | Settings | None = None,
+        *,
+        view: str = "",
+        system: str | None = None,
+        context_window: int | None = None,
+        model: str | None = None,
+        plugins: Sequence[object] = (),
+        host: Host | None = None,
+    ) -> None:
+        validate_session_id(session_id)
+        validate_view(view)
+        self.session_id = session_id
+        self.view = view
+        self._args = (config,)
+        self._kwargs: dict[str, Any] = {
+            "view": view,
+            "system": system,
+            "context_window": context_window,
+            "model": model,
+            "plugins": plugins,
+            "host": host,
+        }
+        self._session: Session | None = None
+        self._opening = asyncio.Lock()
+
+    async def session(self) -> Session:
+        """The underlying :class:`Session` (built in a worker thread on first use)."""
+        if self._session is None:
+            async with self._opening:
+                if self._session is None:
+                    self._session = await asyncio.to_thread(Session, self.session_id, *self._args, **self._kwargs)
+        return self._session
+
+    async def get_items(self, limit: int | None = None) -> list[Message]:
+        """:meth:`Session.get_items`."""
+        return await asyncio.to_thread((await self.session()).get_items, limit)
+
+    async def add_items(self, items: list[Message]) -> None:
+        """:meth:`Session.add_items`."""
+        await asyncio.to_thread((await self.session()).add_items, list(items))
+
+    async def pop_item(self) -> Message | None:
+        """:meth:`Session.pop_item`."""
+        return await asyncio.to_thread((await self.session()).pop_item)
+
+    async def clear_session(self) -> None:
+        """:meth:`Session.clear_session`."""
+        await asyncio.to_thread((await self.session()).clear_session)
+
+    async def add(self, *messages: Message) -> list[RawRecord]:
+        """:meth:`Session.add`."""
+        return await asyncio.to_thread((await self.session()).add, *messages)
+
+    async def messages(self, *new: Message) -> list[Message]:
+        """:meth:`Session.messages` without blocking the event loop."""
+        return await asyncio.to_thread((await self.session()).messages, *new)
+
+    async def prepare(self, *new: Message) -> list[Message]:
+        """:meth:`Session.prepare` without blocking the event loop."""
+        return await asyncio.to_thread((await self.session()).prepare, *new)
+
+    async def record_reply(self, reply: object) -> RawRecord:
+        """:meth:`Session.record_reply`."""
+        return await asyncio.to_thread((await self.session()).record_reply, reply)
+
+    async def pop(self) -> Message | None:
+        """:meth:`Session.pop`."""
+        return await asyncio.to_thread((await self.session()).pop)
+
+    async def clear(self) -> None:
+        """:meth:`Session.clear`."""
+        await asyncio.to_thread((await self.session()).clear)
+
+    async def close(self) -> None:
+        """:meth:`Session.close` (nothing to do if the session was never used)."""
+        if self._session is not None:
+            await asyncio.to_thread(self._session.close)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        view = f", view={self.view!r}" if self.view else ""
+        return f"{type(self).__name__}({self.session_id!r}{view})"

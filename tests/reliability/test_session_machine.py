@@ -1,0 +1,524 @@
+"""A hypothesis state machine over one session: exactly-once history and exact restore, proved by search.
+
+One caller talks to one session through ctxlife hosts on a real store (a file store in a temporary
+folder; SQLite and a real redis-server in the fast variants). Hypothesis picks the steps:
+
+* **user turn** — the caller appends a user message and calls the host; the model answers with text
+  or with 1-3 parallel tool calls (then **tool results** arrive in completion order, any
+  permutation of the calls, and the host is called again);
+* **rebuild from JSON** — the caller rebuilds its list from JSON (a stateless HTTP handler);
+* **new host** — a fresh ``Host`` on the same store (what ``manage()`` does when its host cache is
+  evicted or the config changes); the caller keeps its list;
+* **restart** — the process dies: every host and its memory are gone; the caller keeps only
+  ``[system, new user]``;
+* **second worker** — the next call is served by another worker (another host on the same store,
+  with its own memory), as behind a load balancer;
+* **compaction** — the next call runs with a small window, so ``llm_summary`` compacts;
+* **bad record** — a message that is not JSON (NaN in tool arguments, bytes in a field);
+* **crash mid-write** (file store) — a torn or invalid last line written straight into ``_raw.jsonl``;
+* **foreign record** — another program appends a record that is not a message (no ``role``) to one
+  view, then the process restarts: that view's restore must fail, leave the list alone and write no
+  snapshot (at most once per run, after a few turns);
+* **another agent** — where ctxlife has views, every rule may act on a second agent's conversation
+  (view ``"B"``) in the same session, interleaved with the first.
+
+The oracle is this file's own: plain lists of canonical JSON (``json.dumps(sort_keys=True)``), never
+ctxlife's fingerprints or alignment. Invariants, checked after every call:
+
+* ``raw_exactly_once`` — the raw history (``store.read_records``) holds every message the caller ever
+  passed, exactly once and in order, per view (a bad message may be recorded in a safe form or left
+  out), with sequence numbers 1..n;
+* ``model_sees_expected`` — what the model is sent equals the caller's list (steady state, new host,
+  rebuilt list, other worker) or, on the first call after a restart, the conversation the agent last
+  saw plus the new user message; when a compaction acted, the model sees a subsequence of it plus at
+  most one summary, ending with the new turn;
+* ``nothing_lost`` — the session's snapshot plus its raw records after ``raw_length`` give back the
+  conversation the caller now holds (what the model saw), so a restore right now would be exact;
+* ``no_failures`` — no strategy failed (a failure is a rolled-back step: lost recording or restore);
+* ``failed_restore_writes_nothing`` — a call in which the restoring strategy failed left the
+  snapshot as it was and (unless a compaction acted) the caller's list too.
+
+The number of steps and examples run is printed in the reliability summary (``stats`` fixture) and
+with ``pytest -s`` at the end of each test.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+import shutil
+import tempfile
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from ctxlife.config import Settings, settings_from_dict
+from ctxlife.host import Host
+from ctxlife.sessions import open_store
+
+BIG_WINDOW = 1_000_000
+SMALL_WINDOW = 300  # tokens: a compaction on any conversation longer than a turn or two
+SYSTEM = {"role": "system", "content": "You are a careful support agent. Answer briefly."}
+WORDS = [
+    "order",
+    "NO6JO3",
+    "refund",
+    "shipped",
+    "Berlin",
+    "ticket",
+    "42",
+    "warehouse",
+    "2024-05-15",
+    "cancel",
+    "ok",
+    "ü",
+    "🙂",
+]
+
+# Shrinking a failing run of this machine can take hypothesis's full 5 minutes (every step is real
+# store I/O), so it is off by default: a failure prints its whole run and a reproduce blob; set
+# SESSION_MACHINE_SHRINK=1 to get the minimal sequence.
+SHRINK = os.environ.get("SESSION_MACHINE_SHRINK", "") not in ("", "0")
+MACHINE = settings(
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    print_blob=True,
+    phases=list(Phase) if SHRINK else [p for p in Phase if p not in (Phase.shrink, Phase.explain)],
+)
+SCALE = float(os.environ.get("RELIABILITY_EXAMPLES", "1"))
+#: For hunting one problem at a time: SESSION_MACHINE_ONLY="restart,nan" keeps only those events
+#: (rule names, plus "nan" and "bytes" for the bad records) besides user turns and tool results.
+ONLY = {x.strip() for x in os.environ.get("SESSION_MACHINE_ONLY", "").split(",") if x.strip()}
+
+
+def on(event: str) -> bool:
+    return not ONLY or event in ONLY
+
+
+# -- the oracle: my own canonical JSON ----------------------------------------------------------------
+
+
+def canon(message: Any) -> str:
+    """Canonical JSON of a caller's message (NaN kept as NaN, bytes as a tagged repr): for equality only."""
+    return json.dumps(
+        message, sort_keys=True, ensure_ascii=False, allow_nan=True, default=lambda o: f"<{type(o).__name__} {o!r}>"
+    )
+
+
+def is_bad(message: Any) -> bool:
+    """Not plain JSON (NaN, bytes, objects): a store may keep it in a safe form or leave it out."""
+    try:
+        json.dumps(message, allow_nan=False)
+    except (TypeError, ValueError):
+        return True
+    return False
+
+
+def is_prompt(message: dict[str, Any]) -> bool:
+    return canon(message) == canon(SYSTEM)
+
+
+def match(expected: list[dict[str, Any]], actual: list[dict[str, Any]]) -> str | None:
+    """None if ``actual`` is ``expected``, where a bad expected message may stand in any form of the
+    same role or be absent; else what differs first."""
+    i = 0
+    for k, e in enumerate(expected):
+        a = actual[i] if i < len(actual) else None
+        if a is not None and canon(a) == canon(e):
+            i += 1
+            continue
+        if is_bad(e):
+            nxt = expected[k + 1] if k + 1 < len(expected) else None
+            if a is not None and a.get("role") == e.get("role") and (nxt is None or canon(a) != canon(nxt)):
+                i += 1  # recorded in a safe form
+            continue  # or left out
+        return f"at {k}: expected {canon(e)[:160]}, got {canon(a)[:160] if a is not None else 'nothing'}"
+    if i != len(actual):
+        return f"{len(actual) - i} unexpected message(s) after the expected {len(expected)}: {canon(actual[i])[:160]}"
+    return None
+
+
+def summarised(expected: list[dict[str, Any]], actual: list[dict[str, Any]], turn: int) -> str | None:
+    """A compacted ``actual``: at most one message not in ``expected`` (the summary; plus the safe forms
+    of bad messages), the rest a subsequence of ``expected`` that keeps its last ``turn`` messages."""
+    known = {canon(e) for e in expected}
+    new = [m for m in actual if canon(m) not in known]
+    if len(new) > 1 + sum(map(is_bad, expected)):
+        return f"{len(new)} messages appeared from nowhere: {[canon(m)[:80] for m in new]}"
+    it = iter(canon(e) for e in expected)
+    if not all(c in it for c in (canon(m) for m in actual if canon(m) in known)):
+        return "the kept messages are not in their original order"
+    if turn and [canon(m) for m in actual[-turn:]] != [canon(m) for m in expected[-turn:]]:
+        return "the current turn was not kept"
+    return None
+
+
+# -- the stores ----------------------------------------------------------------------------------------
+
+
+def make_settings(url: str) -> Settings:
+    """snapshot_restore + llm_summary (extractive, compacting hard when the window is small) on ``url``."""
+    tables: dict[str, Any] = {
+        "strategies": ["snapshot_restore", "llm_summary"],
+        "llm_summary": {
+            "summarizer": "extractive",
+            "min_gain_tokens": 0,
+            "keep_rounds": 1,
+            "target": 0.3,
+            "threshold": 0.6,
+        },
+    }
+    if "store" in Settings.model_fields:  # the host owns the store (issue 11)
+        tables["store"] = url
+    else:
+        tables["snapshot_restore"] = {"store": url}
+    return settings_from_dict(tables)
+
+
+def record_reply(host: Host, messages: list[dict[str, Any]], view: str) -> bool:
+    """Record the model's reply (the last message of ``messages``), if this ctxlife has a call for it."""
+    fn = getattr(host, "record_reply", None)
+    if fn is None:
+        return False
+    fn(messages, **({"view": view} if view else {}))
+    return True
+
+
+def has_views() -> bool:
+    return "view" in inspect.signature(Host.before_llm_call).parameters
+
+
+@dataclass
+class Totals:
+    steps: Counter[str] = field(default_factory=Counter)
+    checks: Counter[str] = field(default_factory=Counter)
+    examples: int = 0
+
+
+@dataclass
+class Lane:
+    """One agent's conversation in the session (its view), as its caller holds it."""
+
+    view: str
+    msgs: list[dict[str, Any]] = field(default_factory=lambda: [dict(SYSTEM)])  # the caller's list
+    oracle: list[dict[str, Any]] = field(default_factory=list)  # every message the caller passed, in order
+    pending: list[dict[str, Any]] = field(default_factory=list)  # in the list, not given to ctxlife yet
+    restarted: bool = False  # the next call is the first after a restart: the caller kept [system, user]
+    open_calls: list[str] = field(default_factory=list)  # tool calls awaiting results
+    foreign: bool = False  # its raw history holds a record that is not a message (restores must fail)
+
+
+def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type[RuleBasedStateMachine]:
+    """The state machine class over a store of ``kind``; ``url_for(folder)`` gives a fresh store URL."""
+    views = ["", "B"] if has_views() else [""]
+    lanes = st.sampled_from(range(len(views)))
+
+    class SessionMachine(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.folder = Path(tempfile.mkdtemp(prefix="ctxlife-machine-"))
+            self.url = url_for(self.folder)
+            self.sid = "m" + uuid.uuid4().hex[:10]
+            self.settings = make_settings(self.url)
+            self.store = open_store(self.url)
+            self.lanes = [Lane(v) for v in views]
+            self.workers: list[Host | None] = [None, None]
+            self.active = 0
+            self.compact_next = False
+            self.n = 0  # a counter for unique texts and ids
+            self.checks: Counter[str] = Counter()
+            self.steps: Counter[str] = Counter()
+
+        # -- plumbing ---------------------------------------------------------------------------
+
+        def host(self) -> Host:
+            h = self.workers[self.active]
+            if h is None:
+                h = self.workers[self.active] = Host(self.settings, session_id=self.sid)
+            return h
+
+        def step(self, name: str) -> None:
+            totals.steps[name] += 1
+            self.steps[name] += 1
+
+        def text(self, words: list[str]) -> str:
+            self.n += 1
+            return f"{' '.join(words)} #{self.n}"
+
+        def kw(self, lane: Lane) -> dict[str, Any]:
+            return {"view": lane.view} if lane.view else {}
+
+        def snapshot_doc(self, lane: Lane) -> str | None:
+            snap = self.store.load_snapshot(self.sid, **self.kw(lane))
+            return None if snap is None else canon([snap.messages, snap.raw_length])
+
+        def call(self, lane: Lane, new: list[dict[str, Any]]) -> None:
+            """The caller appends ``new`` and calls the host before the model call; check everything."""
+            lane.oracle += lane.pending + new
+            lane.pending = []
+            if lane.restarted:  # the caller kept only [system, new user]
+                before_conv = [m for m in lane.msgs if not is_prompt(m)]
+                lane.msgs = [dict(SYSTEM), *new]
+                expected = [dict(SYSTEM), *before_conv, *new]
+            else:
+                lane.msgs += new
+                expected = list(lane.msgs)
+            snap_before = self.snapshot_doc(lane)
+            sent = [canon(m) for m in lane.msgs]
+            window = SMALL_WINDOW if self.compact_next else BIG_WINDOW
+            host = self.host()
+            if lane.view:
+                report = host.before_llm_call(lane.msgs, context_window=window, view=lane.view)
+            else:
+                report = host.manage(lane.msgs, context_window=window)
+            lane.restarted = self.compact_next = False
+            seen = lane.msgs  # edited in place: what the model is sent (the caller keeps it)
+            if any(f.strategy == "snapshot_restore" for f in report.failures):
+                self.check(
+                    "failed_restore_writes_nothing",
+                    self.snapshot_doc(lane) == snap_before,
+                    f"a failed call rewrote the snapshot of view {lane.view!r}: {report.failures}",
+                )
+                if "llm_summary" not in report.acted:
+                    self.check(
+                        "failed_restore_writes_nothing",
+                        [canon(m) for m in seen] == sent,
+                        f"a failed restore changed the caller's list of view {lane.view!r}",
+                    )
+            if lane.foreign:  # a restore of this view must fail (a record is not a message); nothing else may
+                self.step("+foreign_restore_failed" if report.failures else "+foreign_not_restored")
+                bad = [f for f in report.failures if f.strategy != "snapshot_restore" or "not a message" not in f.error]
+                self.check("no_failures", not bad, f"strategies failed: {bad}")
+                self.check_store()
+                return
+            self.check("no_failures", not report.failures, f"strategies failed: {report.failures}")
+            if "llm_summary" in report.acted:
+                self.step("+compacted")
+                problem = summarised(expected, seen, len(new))
+                self.check("model_sees_expected", problem is None, f"view {lane.view!r}, compacted list: {problem}")
+            else:
+                problem = match(expected, seen)
+                self.check("model_sees_expected", problem is None, f"view {lane.view!r}: the model was sent {problem}")
+            self.check_store()
+
+        def reply(self, lane: Lane, message: dict[str, Any]) -> None:
+            """The model's reply: the caller appends it; ctxlife records it now if it has a call for it."""
+            lane.msgs.append(message)
+            if record_reply(self.host(), lane.msgs, lane.view):
+                lane.oracle.append(message)
+                self.check_store()
+            else:
+                lane.pending.append(message)
+
+        def check(self, name: str, ok: bool, message: str) -> None:
+            self.checks[name] += 1
+            totals.checks[name] += 1
+            assert ok, f"{name}: {message}"
+
+        def check_store(self) -> None:
+            everything = self.store.read_records(self.sid)
+            seqs = [r.seq for r in everything]
+            self.check("raw_exactly_once", seqs == list(range(1, len(seqs) + 1)), f"sequence numbers {seqs}")
+            for lane in self.lanes:
+                raw = [r.message for r in everything if r.view == lane.view and "role" in r.message]
+                problem = match(lane.oracle, raw)
+                self.check("raw_exactly_once", problem is None, f"view {lane.view!r}: raw history vs passed: {problem}")
+                if lane.foreign:
+                    continue
+                snap = self.store.load_snapshot(self.sid, **self.kw(lane))
+                saved = [m for m in snap.messages if not is_prompt(m)] if snap is not None else []
+                after = snap.raw_length if snap is not None else 0
+                tail = [r.message for r in everything if r.view == lane.view and r.seq > after]
+                conv = [m for m in lane.msgs[: len(lane.msgs) - len(lane.pending)] if not is_prompt(m)]
+                problem = match(conv, saved + tail)
+                self.check(
+                    "nothing_lost", problem is None, f"view {lane.view!r}: snapshot + raw tail vs caller: {problem}"
+                )
+
+        def model_answers(self, lane: Lane, data: st.DataObject) -> None:
+            kind = data.draw(st.sampled_from(["text", "text", "tools"]), label="reply")
+            if kind == "tools":
+                calls = []
+                for _ in range(data.draw(st.integers(1, 3), label="parallel calls")):
+                    self.n += 1
+                    args: Any = json.dumps({"item": f"A{self.n}"})
+                    if on("nan") and data.draw(st.integers(0, 9), label="nan arguments") == 0:
+                        self.step("+bad_record_nan")  # NaN in the arguments (a dict, as some SDKs keep them)
+                        args = {"item": f"A{self.n}", "weight": math.nan}
+                    function = {"name": "lookup", "arguments": args}
+                    calls.append({"id": f"call_{self.n}", "type": "function", "function": function})
+                lane.open_calls = [c["id"] for c in calls]
+                self.reply(lane, {"role": "assistant", "content": None, "tool_calls": calls})
+            else:
+                words = data.draw(st.lists(st.sampled_from(WORDS), max_size=30), label="answer")
+                self.reply(lane, {"role": "assistant", "content": self.text(words)})
+
+        def turn(self, data: st.DataObject, lane: int, step: str | None = None, bad: str | None = None) -> None:
+            """The caller's next call on ``lane``: tool results if the model asked for tools, else a user turn."""
+            this = self.lanes[lane]
+            if this.open_calls:
+                order = data.draw(st.permutations(this.open_calls), label="completion order")
+                self.step(step or ("tool_results_parallel" if len(order) > 1 else "tool_results"))
+                results: list[dict[str, Any]] = [
+                    {"role": "tool", "tool_call_id": c, "content": f'{{"status": "ok", "id": "{c}"}}'} for c in order
+                ]
+                if bad == "bytes" and on("bytes"):
+                    self.step("+bad_record_bytes")
+                    results[0]["raw"] = b"\x00\xff payload"
+                this.open_calls = []
+                self.call(this, results)
+            else:
+                self.step(step or ("user_turn" if not this.view else "user_turn_other_view"))
+                words = data.draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=40), label="user says")
+                self.call(this, [{"role": "user", "content": self.text(words)}])
+            self.model_answers(this, data)
+
+        # -- rules: each changes something, then the caller makes its next call -------------------
+
+        @rule(data=st.data(), lane=lanes)
+        def user_turn(self, data: st.DataObject, lane: int) -> None:
+            self.turn(data, lane)
+
+        @precondition(lambda self: any(lane.open_calls for lane in self.lanes))
+        @rule(data=st.data(), bad=st.sampled_from([None, None, "bytes"]))
+        def tool_results(self, data: st.DataObject, bad: str | None) -> None:
+            self.turn(data, next(i for i, x in enumerate(self.lanes) if x.open_calls), bad=bad)
+
+        @precondition(
+            lambda self: (
+                on("rebuild_from_json")
+                and not any(isinstance(v, bytes) for lane in self.lanes for m in lane.msgs for v in m.values())
+            )
+        )
+        @rule(data=st.data(), lane=lanes)
+        def rebuild_from_json(self, data: st.DataObject, lane: int) -> None:
+            this = self.lanes[lane]
+            this.msgs = json.loads(json.dumps(this.msgs))
+            this.pending = this.msgs[len(this.msgs) - len(this.pending) :] if this.pending else []
+            self.turn(data, lane, "rebuild_from_json")
+
+        @precondition(lambda self: on("new_host"))
+        @rule(data=st.data(), lane=lanes)
+        def new_host(self, data: st.DataObject, lane: int) -> None:
+            old = self.workers[self.active]
+            if old is not None:
+                old.close()
+            self.workers[self.active] = None
+            self.turn(data, lane, "new_host")
+
+        @precondition(lambda self: on("restart") and not any(lane.open_calls for lane in self.lanes))
+        @rule(data=st.data(), lane=lanes)
+        def restart(self, data: st.DataObject, lane: int) -> None:
+            self.drop_hosts()
+            self.turn(data, lane, "restart")
+
+        def drop_hosts(self) -> None:
+            """The process dies: every host and what it knew are gone; callers keep [system, new user]."""
+            for h in self.workers:
+                if h is not None:
+                    h.close()
+            self.workers = [None, None]
+            self.active = 0
+            for x in self.lanes:
+                x.restarted = True
+
+        @precondition(lambda self: on("second_worker"))
+        @rule(data=st.data(), lane=lanes)
+        def second_worker(self, data: st.DataObject, lane: int) -> None:
+            self.active = 1 - self.active
+            self.turn(data, lane, "second_worker")
+
+        @precondition(lambda self: on("compaction"))
+        @rule(data=st.data(), lane=lanes)
+        def compaction(self, data: st.DataObject, lane: int) -> None:
+            self.compact_next = True
+            self.turn(data, lane, "compaction")
+
+        @precondition(lambda self: kind == "file" and on("crash_mid_write"))
+        @rule(
+            data=st.data(),
+            lane=lanes,
+            garbage=st.sampled_from(['{"seq": 99, "view": "", "at": 1.5, "fp": "ab', "\n", "[1,2]\n", '{"role": "us']),
+        )
+        def crash_mid_write(self, data: st.DataObject, lane: int, garbage: str) -> None:
+            path = Path(self.url.removeprefix("file://").split("?")[0]) / f"{self.sid}_raw.jsonl"
+            if path.exists():
+                with open(path, "a", encoding="utf-8") as f:
+                    f.write(garbage)
+            self.turn(data, lane, "crash_mid_write")
+
+        @precondition(
+            lambda self: (
+                on("foreign_record") and not any(lane.open_calls or lane.foreign for lane in self.lanes) and self.n > 6
+            )  # after a few turns: the first ones test the healthy session
+        )
+        @rule(data=st.data(), lane=lanes)
+        def foreign_record(self, data: st.DataObject, lane: int) -> None:
+            """Another program writes a record that is not a message into this view; then a restart."""
+            this = self.lanes[lane]
+            self.store.append(self.sid, [{"note": "written by another tool", "n": self.n}], view=this.view)
+            this.foreign = True
+            self.drop_hosts()
+            self.turn(data, lane, "foreign_record")
+
+        @invariant()
+        def count(self) -> None:
+            totals.steps["(invariant rounds)"] += 1
+
+        def teardown(self) -> None:
+            totals.examples += 1
+            stats.example({"steps": sum(n for name, n in self.steps.items() if name[0] != "+"), **self.checks})
+            for h in self.workers:
+                if h is not None:
+                    h.close()
+            self.store.close()
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    SessionMachine.__name__ = f"SessionMachine_{kind}"
+    return SessionMachine
+
+
+def run_machine(kind: str, url_for: Any, stats: Any, examples: int, steps: int) -> Totals:
+    totals = Totals()
+    machine = session_machine(kind, url_for, totals, stats)
+    try:
+        run_state_machine_as_test(
+            machine, settings=settings(MACHINE, max_examples=max(1, int(examples * SCALE)), stateful_step_count=steps)
+        )
+    finally:
+        rules = sum(n for name, n in totals.steps.items() if name[0] not in "(+")
+        print(f"\n[{kind}] {totals.examples} examples, {rules} rule steps: {dict(sorted(totals.steps.items()))}")
+        print(f"[{kind}] invariant checks: {dict(sorted(totals.checks.items()))}")
+    return totals
+
+
+@pytest.mark.slow
+def test_session_machine_file_store(stats: Any) -> None:
+    run_machine("file", lambda folder: f"file://{folder / 'sessions'}?fsync=false", stats, examples=150, steps=40)
+
+
+@pytest.mark.slow
+def test_session_machine_sqlite_store(stats: Any) -> None:
+    run_machine(
+        "sqlite", lambda folder: f"sqlite:///{folder / 'sessions.db'}?synchronous=NORMAL", stats, examples=50, steps=30
+    )
+
+
+@pytest.mark.slow
+def test_session_machine_redis_store(stats: Any, redis_url: str) -> None:
+    run_machine("redis", lambda folder: f"{redis_url}?prefix={folder.name}:", stats, examples=50, steps=30)

@@ -1,0 +1,307 @@
+"""``ctxlife.Session`` / ``ctxlife.AsyncSession``: one conversation across calls, hosts, processes, stores."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+import ctxlife
+from ctxlife.config import Settings, settings_from_dict
+from ctxlife.errors import InvalidMessagesError, SessionIdError, StoreError
+from ctxlife.sessions import open_store
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+SYSTEM = "You are a support clerk."
+
+
+def config(store_url: str, *strategies: str, **tables: Any) -> Settings:
+    return settings_from_dict({"store": store_url, "strategies": list(strategies), **tables})
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def contents(messages: list[dict[str, Any]]) -> list[str]:
+    return [str(m.get("content")) for m in messages]
+
+
+def raw(store_url: str, sid: str) -> list[dict[str, Any]]:
+    with open_store(store_url) as store:
+        return store.read_raw(sid)
+
+
+def test_a_conversation_continues_in_a_new_session_object(store_url: str) -> None:
+    cfg = config(store_url)
+    with ctxlife.Session("u42", cfg, system=SYSTEM, context_window=8000) as session:
+        sent = session.prepare(user("Where is order 17?"))
+        assert sent == [{"role": "system", "content": SYSTEM}, user("Where is order 17?")]
+        record = session.record_reply("It shipped on Monday.")
+        assert record.seq == 2 and record.message == assistant("It shipped on Monday.")
+    with ctxlife.Session("u42", cfg, system=SYSTEM, context_window=8000) as again:  # a new host and store
+        sent = again.prepare(user("And order 18?"))
+        assert contents(sent) == [SYSTEM, "Where is order 17?", "It shipped on Monday.", "And order 18?"]
+        again.record_reply("Tomorrow.")
+        assert contents(again.get_items()) == [
+            "Where is order 17?",
+            "It shipped on Monday.",
+            "And order 18?",
+            "Tomorrow.",
+        ]
+        assert contents(again.get_items(limit=2)) == ["And order 18?", "Tomorrow."]
+        assert again.get_items(limit=0) == []
+    assert contents(raw(store_url, "u42")) == [
+        "Where is order 17?",
+        "It shipped on Monday.",
+        "And order 18?",
+        "Tomorrow.",
+    ]
+
+
+def test_asking_again_records_nothing_twice(store_url: str) -> None:
+    with ctxlife.Session("s", config(store_url, "snapshot_restore"), context_window=8000) as session:
+        session.prepare(user("q1"))
+        first = session.messages()
+        second = session.messages()  # no new turn: the same list, nothing recorded again
+        assert first == second == [user("q1")]
+        session.record_reply(assistant("a1"))
+        session.messages(user("q2"))
+    assert contents(raw(store_url, "s")) == ["q1", "a1", "q2"]
+
+
+def test_the_agents_sdk_protocol_methods(store_url: str) -> None:
+    with ctxlife.Session("sdk", config(store_url), context_window=8000) as session:
+        assert session.session_id == "sdk"
+        assert session.get_items() == [] and session.pop_item() is None
+        session.add_items([user("a"), assistant("b"), user("c")])
+        assert contents(session.get_items()) == ["a", "b", "c"]
+        assert session.pop_item() == user("c")
+        assert contents(session.get_items()) == ["a", "b"]
+        session.add_items([user("d")])  # sequence numbers stay without gaps after a pop
+        with open_store(store_url) as store:
+            assert [r.seq for r in store.read_records("sdk")] == [1, 2, 3]
+        session.clear_session()
+        assert session.get_items() == []
+        session.add(user("again"))  # a cleared session starts over
+        assert contents(session.get_items()) == ["again"]
+
+
+def test_compaction_is_saved_and_the_next_call_starts_from_it(store_url: str) -> None:
+    cfg = config(store_url, "truncate_last_n", truncate_last_n={"rounds": 1, "pin_first_user": False, "always": True})
+    with ctxlife.Session("long", cfg, system=SYSTEM, context_window=8000) as session:
+        for i in range(4):
+            sent = session.prepare(user(f"q{i}"))
+            session.record_reply(f"a{i}")
+        assert contents(sent) == [SYSTEM, "q3"]  # truncated to the last round
+        report = session.last_report
+        assert report is not None and "truncate_last_n" in report.acted
+    with ctxlife.Session("long", cfg, system=SYSTEM, context_window=8000) as later:
+        assert contents(later.get_items()) == ["q3", "a3"]  # the snapshot + the reply after it
+        assert contents(later.prepare(user("q4"))) == [SYSTEM, "q4"]
+    assert contents(raw(store_url, "long")) == ["q0", "a0", "q1", "a1", "q2", "a2", "q3", "a3", "q4"]
+
+
+def test_pop_removes_the_message_from_the_snapshot_too(store_url: str) -> None:
+    cfg = config(store_url, "truncate_last_n", truncate_last_n={"rounds": 2, "pin_first_user": False, "always": True})
+    with ctxlife.Session("p", cfg, context_window=8000) as session:
+        for i in range(3):
+            session.prepare(user(f"q{i}"))
+            session.record_reply(f"a{i}")
+        session.prepare(user("q3"))  # compacted and saved: the snapshot covers q3
+        with open_store(store_url) as store:
+            snap = store.load_snapshot("p")
+            assert snap is not None and snap.raw_length == 7 and contents(snap.messages)[-1] == "q3"
+        assert session.pop() == user("q3")
+        assert contents(session.get_items()) == ["q2", "a2"]  # the compacted context, without q3
+        with open_store(store_url) as store:
+            snap = store.load_snapshot("p")
+            assert snap is not None and snap.raw_length == 6
+
+
+def test_views_keep_separate_conversations_in_one_log(store_url: str) -> None:
+    cfg = config(store_url)
+    with (
+        ctxlife.Session("crew", cfg, view="researcher", context_window=8000) as researcher,
+        ctxlife.Session("crew", cfg, view="writer", context_window=8000) as writer,
+    ):
+        researcher.prepare(user("find facts"))
+        writer.prepare(user("write it up"))
+        researcher.record_reply("facts")
+        writer.record_reply("draft")
+        assert contents(researcher.get_items()) == ["find facts", "facts"]
+        assert contents(writer.get_items()) == ["write it up", "draft"]
+        with pytest.raises(StoreError, match="belongs to view 'writer'"):
+            researcher.pop()  # only the session's very last record can go
+    with open_store(store_url) as store:
+        assert [(r.seq, r.view) for r in store.read_records("crew")] == [
+            (1, "researcher"),
+            (2, "writer"),
+            (3, "researcher"),
+            (4, "writer"),
+        ]
+
+
+class _SdkMessage(BaseModel):
+    """Shaped like the OpenAI client's ChatCompletionMessage."""
+
+    role: str = "assistant"
+    content: str | None = None
+    refusal: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+def test_record_reply_takes_text_dicts_and_sdk_objects(tmp_path: Path) -> None:
+    with ctxlife.Session("r", config(f"file://{tmp_path}"), context_window=8000) as session:
+        session.record_reply("plain")
+        session.record_reply({"role": "assistant", "content": "dict"})
+        call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        session.record_reply(_SdkMessage(tool_calls=[call]))
+        assert session.get_items() == [
+            assistant("plain"),
+            assistant("dict"),
+            {"role": "assistant", "tool_calls": [call]},
+        ]
+        with pytest.raises(InvalidMessagesError, match="cannot record a reply of type int"):
+            session.record_reply(42)
+        with pytest.raises(InvalidMessagesError, match="message 0 must be a message dict"):
+            session.add("hello")  # type: ignore[arg-type]
+
+
+def test_bad_ids_fail_before_anything_is_written(tmp_path: Path) -> None:
+    with pytest.raises(SessionIdError):
+        ctxlife.Session("../etc", config(f"file://{tmp_path / 's'}"))
+    with pytest.raises(SessionIdError):
+        ctxlife.Session("ok", config(f"file://{tmp_path / 's'}"), view="a/b")
+    assert not (tmp_path / "s").exists()
+
+
+def test_sessions_share_one_host(tmp_path: Path) -> None:
+    host = ctxlife.Host(config(f"file://{tmp_path}"), context_window=8000)
+    for sid in ("a", "b"):
+        with ctxlife.Session(sid, host=host) as session:
+            session.prepare(user(f"hello from {sid}"))
+            session.record_reply("hi")
+    assert host.store is not None  # not closed by the sessions
+    assert contents(host.store.read_raw("b")) == ["hello from b", "hi"]
+    host.close()
+
+
+def test_async_session(store_url: str) -> None:
+    async def chat() -> list[str]:
+        async with ctxlife.AsyncSession("as", config(store_url), system=SYSTEM, context_window=8000) as session:
+            await session.prepare(user("q1"))
+            await session.record_reply("a1")
+            await session.add_items([user("q2")])
+            popped = await session.pop_item()
+            assert popped == user("q2")
+            sent = await session.messages(user("q3"))
+            await session.record_reply("a3")
+            items = await session.get_items()
+            assert contents(sent) == [SYSTEM, "q1", "a1", "q3"]
+            await session.clear_session()
+            assert await session.get_items() == []
+            return contents(items)
+
+    assert asyncio.run(chat()) == ["q1", "a1", "q3", "a3"]
+
+
+WORKER = r"""
+import json, sys
+import ctxlife
+from ctxlife.config import settings_from_dict
+
+url, sid, text = sys.argv[1:4]
+cfg = settings_from_dict({"store": url, "strategies": ["snapshot_restore"]})
+with ctxlife.Session(sid, cfg, system="sys", context_window=8000) as session:
+    sent = session.prepare({"role": "user", "content": text})
+    session.record_reply("reply to " + text)  # the last thing this process does
+print(json.dumps(sent))
+"""
+
+
+@pytest.mark.slow
+def test_the_last_reply_of_a_process_is_restored_in_the_next(store_url: str) -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH", "")) if p))
+    sent = []
+    for text in ("one", "two", "three"):
+        proc = subprocess.run(
+            [sys.executable, "-c", WORKER, store_url, "proc", text],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        sent.append(json.loads(proc.stdout.splitlines()[-1]))
+    assert contents(sent[2]) == ["sys", "one", "reply to one", "two", "reply to two", "three"]
+    assert contents(raw(store_url, "proc")) == ["one", "reply to one", "two", "reply to two", "three", "reply to three"]
+
+
+def test_without_a_store_setting_the_default_store_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CTXLIFE_STORE", raising=False)
+    with ctxlife.Session("plain", settings_from_dict({"strategies": []}), context_window=8000) as session:
+        session.prepare(user("hi"))
+        session.record_reply("hello")
+    assert contents(raw("file://workspace/sessions", "plain")) == ["hi", "hello"]
+
+
+MANAGE_WORKER = r"""
+import json, sys
+import ctxlife
+from ctxlife.config import settings_from_dict
+
+url, text = sys.argv[1:3]
+cfg = settings_from_dict({"store": url, "strategies": ["snapshot_restore"]})
+messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": text}]
+ctxlife.manage(messages, config=cfg, context_window=8000, session_id="m1")
+sent = list(messages)
+ctxlife.record_reply("reply to " + text, config=cfg, session_id="m1")  # the process's last reply
+print(json.dumps(sent))
+"""
+
+
+@pytest.mark.slow
+def test_manage_callers_record_the_last_reply_with_record_reply(store_url: str) -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH", "")) if p))
+    sent = []
+    for text in ("one", "two"):
+        proc = subprocess.run(
+            [sys.executable, "-c", MANAGE_WORKER, store_url, text], capture_output=True, text=True, env=env, check=False
+        )
+        assert proc.returncode == 0, proc.stderr
+        sent.append(json.loads(proc.stdout.splitlines()[-1]))
+    assert contents(sent[1]) == ["sys", "one", "reply to one", "two"]
+    assert contents(raw(store_url, "m1")) == ["one", "reply to one", "two", "reply to two"]
+
+
+@pytest.mark.filterwarnings("ignore::ctxlife.CtxlifeWarning")
+def test_record_reply_uses_the_host_manage_made_and_records_nothing_twice(tmp_path: Path) -> None:
+    cfg = config(f"file://{tmp_path}", "snapshot_restore")
+    messages = [{"role": "system", "content": "sys"}, user("q1")]
+    ctxlife.manage(messages, config=cfg, context_window=8000, session_id="m2")
+    messages.append(assistant("a1"))
+    assert [r.seq for r in ctxlife.record_reply(messages, config=cfg, session_id="m2")] == [2]  # the list: aligned
+    assert ctxlife.record_reply(messages, config=cfg, session_id="m2") == []
+    messages.append(user("q2"))
+    ctxlife.manage(messages, config=cfg, context_window=8000, session_id="m2")
+    assert (
+        asyncio.run(ctxlife.arecord_reply({"role": "assistant", "content": "a2"}, config=cfg, session_id="m2"))[0].seq
+        == 4
+    )
+    assert contents(raw(f"file://{tmp_path}", "m2")) == ["q1", "a1", "q2", "a2"]
+    from ctxlife.api import clear_hosts
+
+    clear_hosts()
