@@ -509,7 +509,7 @@ def run_machine(kind: str, url_for: Any, stats: Any, examples: int, steps: int) 
 
 @pytest.mark.slow
 def test_session_machine_file_store(stats: Any) -> None:
-    run_machine("file", lambda folder: f"file://{folder / 'sessions'}?fsync=false", stats, examples=150, steps=40)
+    run_machine("file", lambda folder: f"file://{folder / 'sessions'}?fsync=false", stats, examples=100, steps=40)
 
 
 @pytest.mark.slow
