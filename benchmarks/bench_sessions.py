@@ -381,6 +381,7 @@ def _stamp(results: dict[str, Any]) -> dict[str, Any]:
         h.update(rel.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"<deleted>") + b"\0")
     results["commit"] = git("rev-parse", "HEAD").strip()
     results["code_hash"] = h.hexdigest()[:16]
+    results["generated"] = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
     return results
 
 
