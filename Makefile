@@ -45,7 +45,9 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/pip install --quiet -e '.[bench]'
 	touch $(BENCH_STAMP)
 
-# Writes benchmarks/results/latest.json, docs/benchmarks.md and docs/benchmarks/*.png.
+# Every question of benchmarks/README.md (<= 10 minutes on 2 cores): writes benchmarks/results/*.json
+# (stamped with the commit and product-code hash), docs/benchmarks.md, docs/benchmarks/*.png and the
+# README's benchmark paragraph. `benchmarks/bench.py --quick` for development, `--report-only` for docs.
 bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/bench.py
 

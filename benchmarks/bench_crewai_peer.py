@@ -1,80 +1,90 @@
-"""CrewAI's own context handling (``respect_context_window``), through real crews on a scripted LLM.
+"""Question: what does CrewAI's own context handling do to a long agent run, and what does wrapping
+the crew with ctxlife change?
 
-Each recording is turned into one CrewAI task run by one agent in native tool-calling mode:
+Real crews (crewai, native tool calling) on ctxlife's scripted offline LLM replay recorded agent
+conversations (tau-bench airline, 200 GPT-4o trajectories):
 
 * the recording's system prompt becomes the agent's backstory, its first user turn the task;
-* every assistant message with tool calls becomes a scripted reply with those tool calls; the
-  recorded results come back from replay tools of the same names;
-* an assistant message answered by a user turn becomes a call of an ``ask_user`` tool whose
-  result is the user's reply (CrewAI has no mid-task user turns; this is how a conversational
-  agent is written for it);
+* every assistant message with tool calls becomes a scripted reply with those tool calls, answered
+  by replay tools returning the recorded results;
+* an assistant message answered by a user turn becomes an ``ask_user`` tool call whose result is
+  that turn (CrewAI has no mid-task user turns);
 * the last assistant message is the final answer.
 
-So the k-th model call of the crew is the k-th call point of the recording. The scripted LLM
-(:func:`ctxlife.testing.scripted_llm`) records every message list it receives; those are
-measured with the same meter as the other methods. Three runs per recording and window:
+So the crew's k-th model call is the recording's k-th call, and the scripted LLM records exactly
+what each call received. Modes (CrewAI 1.15, each as it ships):
 
-* ``CrewAI unmanaged``: ``respect_context_window=False``, the cost ceiling in CrewAI's encoding;
-* ``CrewAI respect_context_window``: CrewAI 1.15's own handling. It summarizes with the agent's
-  LLM when its estimate (4 characters a token, message text only) passes the usable window
-  (crewai.LLM applies 0.85 to the model's window; the scripted LLM is given 0.85 x window).
-  The scripted LLM answers those summary requests with ctxlife's extractive summary of the
-  text CrewAI asks it to summarize, within 600 tokens (the same budget as ``llm_summary``);
-* ``CrewAI + ctxlife llm_summary``: the same crew wrapped with ``ctxlife.wrap`` (extractive
-  summarizer, threshold 0.4 of the same window), CrewAI's own handling still on.
+* ``CrewAI unmanaged``: ``respect_context_window=False``, ``use_better_compaction=False``;
+* ``CrewAI defaults`` (``respect_context_window=True``, ``use_better_compaction=True``): CrewAI 1.15
+  as it ships. It summarizes when its estimate (4 characters a token, message text only) passes the
+  usable window (0.85 x window), asking the agent's LLM for the summary; offline, the scripted LLM
+  answers with ctxlife's extractive summary of the text CrewAI sends, within 600 tokens, and those
+  calls are counted separately. Large tool results are deferred to a file with a preview;
+* ``CrewAI + ctxlife llm_summary``: CrewAI defaults wrapped with ``ctxlife.wrap`` (``llm_summary``,
+  extractive summarizer, threshold 0.4 of the same window).
+
+Measured per call, with the retention question's definitions (``bench_retention.py``; nothing of
+ctxlife grades itself): tokens sent (tiktoken ``cl100k_base``, OpenAI chat accounting), calls over
+the window, provider-invalid tool sequences, whether the task message is still there, and
+**re-used arguments kept**: every value the recorded agent passed verbatim to a tool, having first
+read it in an earlier message (and not in the system prompt); kept when the context sent at that
+call holds it (case and whitespace ignored, not inside a longer word or number). CrewAI writes its
+own prompt, so compare its rows with ``CrewAI unmanaged``, not with other sections.
+
+Run: ``.venv/bin/python benchmarks/bench_crewai_peer.py [--quick]`` (prints the section; ``make
+bench`` runs it as the ``crewai`` question, results in ``benchmarks/results/crewai.json``).
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
+import gzip
+import json
 import re
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
-from bench_methods import SUMMARY_TOKENS, THRESHOLD, FactUse, MethodTotals, _meter, fact_uses, measure_call
-
-from ctxlife.replay import Conversation, call_points
-from ctxlife.testing import offline_environment, tool_call
-
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data" / "tau-bench-airline-gpt4o.json.gz"
+WINDOWS = (4_000, 8_000)  # at 32k no tau-bench trajectory reaches any trigger
+THRESHOLD = 0.4  # ctxlife's trigger when wrapped
+SUMMARY_TOKENS = 600  # CrewAI's summaries (scripted) and llm_summary's, the same budget
 CREWAI_SUMMARY_SYSTEM = "You are a precise assistant that creates structured summaries"
 #: mode -> (respect_context_window, use_better_compaction, wrapped with ctxlife)
 MODES: dict[str, tuple[bool, bool, bool]] = {
     "CrewAI unmanaged": (False, False, False),
-    "CrewAI respect_context_window": (True, False, False),
     "CrewAI defaults": (True, True, False),
     "CrewAI + ctxlife llm_summary": (True, True, True),
 }
 
-_tool_class: type | None = None
+Message = dict[str, Any]
 
 
-def _replay_tool_class() -> type:
-    global _tool_class
-    if _tool_class is None:
-        offline_environment()
-        from crewai.tools import BaseTool
-        from pydantic import BaseModel, ConfigDict
-
-        class AnyArgs(BaseModel):
-            model_config = ConfigDict(extra="allow")
-
-        class ReplayTool(BaseTool):
-            """Returns the recorded results of one tool, in order."""
-
-            args_schema: type[BaseModel] = AnyArgs
-            queue: list[str] = []  # noqa: RUF012 - a pydantic field: each tool gets its own list
-
-            def _run(self, **kwargs: Any) -> str:
-                return self.queue.pop(0) if self.queue else "(no recorded result)"
-
-        _tool_class = ReplayTool
-    return _tool_class
+# -- the recordings ----------------------------------------------------------------------------
 
 
-def script_for(messages: list[dict[str, Any]]) -> tuple[list[Any], dict[str, list[str]]]:
-    """Scripted replies (one per call point) and the recorded results of each tool."""
+def load(path: Path = DATA, limit: int | None = None) -> list[list[Message]]:
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        trajectories = [item["traj"] for item in json.load(handle)]
+    return trajectories[:limit]
+
+
+def call_points(messages: list[Message]) -> list[int]:
+    """Indices of the recorded assistant messages: the model was called with everything before each."""
+    return [i for i, m in enumerate(messages) if m.get("role") == "assistant" and i > 0]
+
+
+def _tool_call(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def script_for(messages: list[Message]) -> tuple[list[Any], dict[str, list[str]]]:
+    """Scripted replies (one per call point) and the recorded results of each tool, in order."""
     script: list[Any] = []
     queues: dict[str, list[str]] = {}
     k = 2  # after the system prompt and the task
@@ -92,7 +102,7 @@ def script_for(messages: list[dict[str, Any]]) -> tuple[list[Any], dict[str, lis
             continue
         if message.get("role") == "assistant":
             if k + 2 < len(messages) and messages[k + 1].get("role") == "user":
-                script.append([tool_call("ask_user", {"message": message.get("content") or ""}, f"ask_{k}")])
+                script.append([_tool_call("ask_user", {"message": message.get("content") or ""}, f"ask_{k}")])
                 queues.setdefault("ask_user", []).append(messages[k + 1].get("content") or "")
                 k += 2
                 continue
@@ -102,60 +112,112 @@ def script_for(messages: list[dict[str, Any]]) -> tuple[list[Any], dict[str, lis
     return script, queues
 
 
-def _is_summary_request(messages: list[dict[str, Any]]) -> bool:
-    return bool(messages) and str(messages[0].get("content") or "").startswith(CREWAI_SUMMARY_SYSTEM)
-
-
-_CONVERSATION_RE = re.compile(r"<conversation>\n(.*)\n</conversation>", re.DOTALL)
-
-
-def _scripted_summary(messages: list[dict[str, Any]]) -> str:
-    from ctxlife.summarizers import SummaryRequest, get_summarizer
-
-    text = str(messages[-1].get("content") or "")
-    found = _CONVERSATION_RE.search(text)
-    body = found.group(1) if found else text
-    summary = get_summarizer("extractive").summarize(
-        SummaryRequest([{"role": "user", "content": body}], None, SUMMARY_TOKENS, _meter().count_text)
-    )
-    return f"<summary>\n{summary}\n</summary>"
+# -- running a crew ------------------------------------------------------------------------------
 
 
 @dataclass
-class CrewRun:
-    """The model calls of one crew run: the agent's (in order) and the summary requests' sizes."""
+class Totals:
+    calls: int = 0
+    prompt_tokens: int = 0
+    peak: int = 0
+    over_window: int = 0
+    compactions: int = 0
+    invalid_calls: int = 0
+    task_missing: int = 0
+    reused_arguments: int = 0
+    reused_arguments_kept: int = 0
+    summary_calls: int = 0
+    summary_prompt_tokens: int = 0
+    seconds: float = 0.0
+    per_call_tokens: list[int] = field(default_factory=list)
 
-    calls: list[list[dict[str, Any]]]
-    summary_tokens: list[int]
-    steps: int
-    seconds: float
+    def add(self, other: Totals) -> None:
+        for name in self.__dataclass_fields__:
+            if name == "peak":
+                self.peak = max(self.peak, other.peak)
+            elif name != "per_call_tokens":
+                setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
-def run_crew(conversation: Conversation, window: int, mode: str) -> CrewRun:
-    """Run one recording as a crew on the scripted LLM; return what the LLM received."""
+_METER: Any = None
+
+
+def _meter() -> Any:
+    global _METER
+    if _METER is None:
+        from ctxlife.tokens import TokenCounter
+
+        _METER = TokenCounter(None)
+    return _METER
+
+
+_TOOL: type | None = None
+
+
+def _replay_tool() -> type:
+    global _TOOL
+    if _TOOL is None:
+        from crewai.tools import BaseTool
+        from pydantic import BaseModel, ConfigDict
+
+        class AnyArgs(BaseModel):
+            model_config = ConfigDict(extra="allow")
+
+        class ReplayTool(BaseTool):
+            """Returns the recorded results of one tool, in order."""
+
+            args_schema: type[BaseModel] = AnyArgs
+            queue: list[str] = []  # noqa: RUF012 - a pydantic field: each tool gets its own list
+
+            def _run(self, **kwargs: Any) -> str:
+                return self.queue.pop(0) if self.queue else "(no recorded result)"
+
+        _TOOL = ReplayTool
+    return _TOOL
+
+
+def _is_summary_request(messages: list[Message]) -> bool:
+    return bool(messages) and str(messages[0].get("content") or "").startswith(CREWAI_SUMMARY_SYSTEM)
+
+
+_CONVERSATION = re.compile(r"<conversation>\n(.*)\n</conversation>", re.DOTALL)
+
+
+def _scripted_summary(messages: list[Message]) -> str:
+    from ctxlife.summarizers import SummaryRequest, get_summarizer
+
+    text = str(messages[-1].get("content") or "")
+    found = _CONVERSATION.search(text)
+    body = found.group(1) if found else text
+    request = SummaryRequest([{"role": "user", "content": body}], None, SUMMARY_TOKENS, _meter().count_text)
+    return f"<summary>\n{get_summarizer('extractive').summarize(request)}\n</summary>"
+
+
+def run_crew(messages: list[Message], window: int, mode: str) -> tuple[list[list[Message]], list[int], float]:
+    """One recording as a crew: the agent's model calls, the summary requests' sizes, seconds."""
+    from ctxlife.integrations.scripted import offline_environment, scripted_llm
+
     offline_environment()
     from crewai import Agent, Crew, Task
 
     import ctxlife
     from ctxlife.config import settings_from_dict
-    from ctxlife.testing import scripted_llm
 
     respect, better_compaction, wrapped = MODES[mode]
-    messages = conversation.messages
     steps, queues = script_for(messages)
     remaining = list(steps)
-    summary_tokens: list[int] = []
+    summaries: list[int] = []
 
-    def reply(received: list[dict[str, Any]]) -> Any:
+    def reply(received: list[Message]) -> Any:
         if _is_summary_request(received):
-            summary_tokens.append(_meter().count_messages(received))
+            summaries.append(_meter().count_messages(received))
             return _scripted_summary(received)
         return remaining.pop(0) if remaining else "Done."
 
-    tool_cls = _replay_tool_class()
-    tools = [tool_cls(name=name, description=f"Recorded tool {name}.", queue=list(q)) for name, q in queues.items()]
+    tool = _replay_tool()
+    tools = [tool(name=name, description=f"Recorded tool {name}.", queue=list(q)) for name, q in queues.items()]
     llm = scripted_llm([reply] * (len(steps) * 4 + 100), context_window=int(0.85 * window), native_tools=True)
-    system = messages[0].get("content") if messages and messages[0].get("role") == "system" else "You help users."
+    system = messages[0].get("content") if messages[0].get("role") == "system" else "You help users."
     task_text = next((m.get("content") for m in messages if m.get("role") == "user"), "Help the user.")
     agent = Agent(
         role="Agent",
@@ -178,69 +240,222 @@ def run_crew(conversation: Conversation, window: int, mode: str) -> CrewRun:
                 "context_window": window,
                 "llm_summary": {"summarizer": "extractive", "max_summary_tokens": SUMMARY_TOKENS},
             },
-            source="bench (CrewAI + ctxlife)",
+            source="bench_crewai_peer (CrewAI + ctxlife)",
         )
         ctxlife.wrap(crew, settings)
     started = time.perf_counter()
     crew.kickoff()
     seconds = time.perf_counter() - started
-    calls = [c for c in llm.calls if not _is_summary_request(c)]
-    return CrewRun(calls, summary_tokens, len(steps), seconds)
+    return [c for c in llm.calls if not _is_summary_request(c)], summaries, seconds
 
 
-def measure_run(run: CrewRun, conversation: Conversation, window: int) -> MethodTotals:
-    """Measure a crew run's agent calls like every other method's contexts.
+_NEEDS: dict[int, tuple[list[Message], dict[int, list[Any]]]] = {}
 
-    The k-th agent call is the k-th call point of the recording; a crew that makes one more call
-    after the script ends (recordings that end on a tool result) has that call left out.
-    """
-    messages = conversation.messages
-    points = list(call_points(messages))
-    calls = run.calls[: len(points)]
-    uses_at: dict[int, list[FactUse]] = {}
-    for use in fact_uses(messages):
-        uses_at.setdefault(use.call, []).append(use)
-    totals = MethodTotals()
-    task_message = next((m for m in calls[0] if m.get("role") == "user"), None) if calls else None
-    previous: list[dict[str, Any]] | None = None
-    for index, context in enumerate(calls):
-        measure_call(totals, context, previous, window, task_message, uses_at.get(points[index], []), False)
-        previous = context
-    sizes = [len(c) for c in calls]
-    totals.compactions = sum(1 for a, b in pairwise(sizes) if b < a)
-    totals.summary_calls = len(run.summary_tokens)
-    totals.summary_prompt_tokens = sum(run.summary_tokens)
-    totals.seconds = run.seconds
+
+def _needs(messages: list[Message]) -> dict[int, list[Any]]:
+    """Call point -> the re-used argument needs there (computed once per recording)."""
+    from bench_retention import reused_argument_needs
+
+    cached = _NEEDS.get(id(messages))
+    if cached is None or cached[0] is not messages:
+        by_call: dict[int, list[Any]] = {}
+        for need in reused_argument_needs(messages):
+            by_call.setdefault(need.call, []).append(need)
+        cached = _NEEDS[id(messages)] = (messages, by_call)
+    return cached[1]
+
+
+def measure(
+    messages: list[Message], calls: list[list[Message]], summaries: list[int], seconds: float, window: int
+) -> Totals:
+    """The crew's k-th agent call is the recording's k-th call point (a call after the script ends is left out)."""
+    from bench_retention import invalid_codes, kept, message_text
+
+    points = call_points(messages)
+    needs = _needs(messages)
+    calls = calls[: len(points)]
+    task = next((m for m in calls[0] if m.get("role") == "user"), None) if calls else None
+    totals = Totals(summary_calls=len(summaries), summary_prompt_tokens=sum(summaries), seconds=seconds)
+    for point, context in zip(points, calls, strict=False):
+        tokens = _meter().count_messages(context)
+        totals.calls += 1
+        totals.prompt_tokens += tokens
+        totals.peak = max(totals.peak, tokens)
+        totals.per_call_tokens.append(tokens)
+        totals.over_window += tokens > window
+        totals.invalid_calls += bool(invalid_codes(context))
+        totals.task_missing += task is not None and task not in context
+        if point in needs:
+            text = "\n".join(message_text(m) for m in context)
+            totals.reused_arguments += len(needs[point])
+            totals.reused_arguments_kept += sum(kept(need, text) for need in needs[point])
+    totals.compactions = sum(1 for a, b in pairwise(len(c) for c in calls) if b < a)
     return totals
 
 
-def run_suite(
-    conversations: list[Conversation], windows: list[int], modes: list[str] | None = None
-) -> dict[int, dict[str, dict[str, Any]]]:
-    """Totals per window and mode. ``CrewAI unmanaged`` does not depend on the window: run once."""
-    out: dict[int, dict[str, MethodTotals]] = {w: {} for w in windows}
-    short: dict[tuple[int, str], int] = {}
-    for mode in modes or list(MODES):
-        for window in windows if mode != "CrewAI unmanaged" else windows[:1]:
-            for conversation in conversations:
-                run = run_crew(conversation, window, mode)
-                targets = windows if mode == "CrewAI unmanaged" else [window]
-                for w in targets:
-                    totals = measure_run(run, conversation, w)
-                    if totals.calls < len(list(call_points(conversation.messages))):
-                        short[(w, mode)] = short.get((w, mode), 0) + 1
-                    if mode not in out[w]:
-                        out[w][mode] = totals
-                    else:
-                        out[w][mode].add(totals)
+def run(quick: bool = False) -> dict[str, Any]:
+    """Every mode at every window over the recordings (CrewAI unmanaged once: it ignores the window)."""
+    trajectories = load(limit=20 if quick else None)
+    started = time.perf_counter()
+    by_window: dict[int, dict[str, Totals]] = {w: {} for w in WINDOWS}
+    for messages in trajectories:
+        base = run_crew(messages, WINDOWS[0], "CrewAI unmanaged")
+        for window in WINDOWS:
+            results = {"CrewAI unmanaged": measure(messages, *base, window)}
+            for mode in list(MODES)[1:]:
+                results[mode] = measure(messages, *run_crew(messages, window, mode), window)
+            for mode, totals in results.items():
+                totals.per_call_tokens = []
+                if mode in by_window[window]:
+                    by_window[window][mode].add(totals)
+                else:
+                    by_window[window][mode] = totals
     return {
-        w: {mode: {**t.as_dict(), "runs_with_fewer_calls": short.get((w, mode), 0)} for mode, t in by_mode.items()}
-        for w, by_mode in out.items()
+        "question": "CrewAI's own context handling vs the same crew wrapped with ctxlife",
+        "data": {
+            "name": "tau-bench airline (GPT-4o)",
+            "path": str(DATA.relative_to(REPO)),
+            "trajectories": len(trajectories),
+        },
+        "windows": list(WINDOWS),
+        "threshold": THRESHOLD,
+        "summary_tokens": SUMMARY_TOKENS,
+        "results": {
+            str(w): {mode: {k: v for k, v in asdict(t).items() if k != "per_call_tokens"} for mode, t in modes.items()}
+            for w, modes in by_window.items()
+        },
+        "seconds": round(time.perf_counter() - started, 1),
     }
 
 
-def session_series(conversation: Conversation, window: int, mode: str) -> list[int]:
-    """Context tokens of every agent call of one crew run (for the per-call chart)."""
-    run = run_crew(conversation, window, mode)
-    meter = _meter()
-    return [meter.count_messages(c) for c in run.calls[: len(list(call_points(conversation.messages)))]]
+# -- the report ----------------------------------------------------------------------------------
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def section(results: dict[str, Any]) -> str:
+    from report.fmt import n, pct, table, window
+
+    data = results["data"]
+    out = [
+        f"Real crews (crewai, native tool calling) on ctxlife's scripted offline LLM replay {data['trajectories']} "
+        f"recorded trajectories ({data['name']}, `{data['path']}`): the k-th model call of the crew is the "
+        "recording's k-th call. Modes: **CrewAI unmanaged** (`respect_context_window=False`); **CrewAI defaults** "
+        "(`respect_context_window=True`, `use_better_compaction=True`: CrewAI summarizes with the agent's LLM when "
+        "its 4-characters-a-token estimate passes 0.85 × window; offline those summaries are ctxlife's extractive "
+        f"summary of what CrewAI sends, within {results['summary_tokens']} tokens, counted as extra calls); "
+        "**CrewAI + ctxlife llm_summary** (CrewAI defaults wrapped with "
+        f"`ctxlife.wrap`, threshold {results['threshold']} of the same window). CrewAI writes its own prompt, so "
+        "compare these rows with CrewAI unmanaged.\n",
+        "*Re-used arguments kept*: values the recorded agent passed verbatim to a tool after reading them in an "
+        "earlier message (not in the system prompt), counted as kept when the context sent at that call holds "
+        "them (the retention question's definition, `bench_retention.py`; no ctxlife code). *Invalid*: a tool "
+        "result without its call, or a call never answered.\n",
+    ]
+    rows = []
+    for w in results["windows"]:
+        modes = results["results"][str(w)]
+        base = modes["CrewAI unmanaged"]["prompt_tokens"]
+        for mode, t in modes.items():
+            rows.append(
+                [
+                    window(w),
+                    mode,
+                    n(t["calls"]),
+                    n(t["prompt_tokens"]),
+                    pct(_share(t["prompt_tokens"], base)),
+                    n(t["peak"]),
+                    n(t["over_window"]),
+                    f"{n(t['summary_calls'])} ({n(t['summary_prompt_tokens'])})",
+                    n(t["invalid_calls"]),
+                    n(t["task_missing"]),
+                    pct(_share(t["reused_arguments_kept"], t["reused_arguments"])),
+                ]
+            )
+    out.append(
+        table(
+            [
+                "window",
+                "mode",
+                "calls",
+                "prompt tokens",
+                "vs unmanaged",
+                "peak",
+                "over window",
+                "summary calls (their tokens)",
+                "invalid",
+                "task missing",
+                "re-used arguments kept",
+            ],
+            rows,
+            "ll" + "r" * 9,
+        )
+    )
+    out.append("![CrewAI's own handling and ctxlife, through real crews](benchmarks/crewai.png)\n")
+    return "\n".join(out)
+
+
+def summary(results: dict[str, Any]) -> list[str]:
+    from report.fmt import n, pct, window
+
+    w = str(results["windows"][0])
+    own = results["results"][w]["CrewAI defaults"]
+    wrapped = results["results"][w]["CrewAI + ctxlife llm_summary"]
+    return [
+        f"CrewAI at a {window(w)} window (tau-bench airline, {results['data']['trajectories']} trajectories, real "
+        f"crews): its defaults send {n(own['over_window'])} calls over the window and drop the task message on "
+        f"{n(own['task_missing'])} calls, keeping {pct(_share(own['reused_arguments_kept'], own['reused_arguments']))} "
+        f"of re-used arguments; wrapped with ctxlife `llm_summary`: {n(wrapped['over_window'])} over the window, "
+        f"{n(wrapped['task_missing'])} without the task, "
+        f"{pct(_share(wrapped['reused_arguments_kept'], wrapped['reused_arguments']))} kept."
+    ]
+
+
+def charts(results: dict[str, Any], out: Path) -> list[Path]:
+    from report.charts import color, pyplot, save
+
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    windows = [str(w) for w in results["windows"]]
+    modes = list(MODES)
+    width = 0.8 / len(modes)
+    panels: list[tuple[str, Callable[[dict[str, Any], int], float]]] = [
+        ("prompt tokens vs CrewAI unmanaged", lambda t, base: _share(t["prompt_tokens"], base) or 0),
+        ("calls over the window", lambda t, base: t["over_window"]),
+        ("re-used arguments kept", lambda t, base: _share(t["reused_arguments_kept"], t["reused_arguments"]) or 0),
+    ]
+    for i, mode in enumerate(modes):
+        xs = [j + (i - len(modes) / 2 + 0.5) * width for j in range(len(windows))]
+        for ax, (_, value) in zip(axes, panels, strict=True):
+            ys = [
+                value(results["results"][w][mode], results["results"][w]["CrewAI unmanaged"]["prompt_tokens"])
+                for w in windows
+            ]
+            ax.bar(xs, ys, width, label=mode, color=color(mode))
+    for ax, (title, _) in zip(axes, panels, strict=True):
+        ax.set_xticks(range(len(windows)))
+        ax.set_xticklabels([f"{int(w) // 1000}k" for w in windows])
+        ax.set_xlabel("context window")
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, axis="y", alpha=0.25)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(modes), fontsize=8)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return [save(fig, out / "crewai.png")]
+
+
+def main() -> int:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="20 trajectories")
+    args = parser.parse_args()
+    print(section(run(args.quick)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

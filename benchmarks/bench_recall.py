@@ -8,8 +8,8 @@ Two kinds of conversation are replayed call by call through each method, at wind
   the ten days are replayed, each probing question is asked as a new user turn (one at a time, each
   against the state the replay left). Grading: the hand-written answer keys
   (``answer_keys_{en,cn}.json``): a question is answered *in context* when every answer group has
-  one of its strings in the messages sent at that call, by ``ctxlife.retention`` (case and
-  whitespace ignored, not part of a longer word or number; it never calls ctxlife's extractor).
+  one of its strings in the messages sent at that call, by ``bench_retention.present`` (case and
+  whitespace ignored, not part of a longer word or number; no ctxlife code grades).
   People at even positions are the **dev** half (everything was tuned on them), odd positions the
   **held-out** half (quote these).
 * **Synthetic agent** sessions (``synthetic_agent.py``): a clinic assistant fetches records with
@@ -82,17 +82,16 @@ SYSTEM_PROMPT = {
 AGENT_PROMPT = "You are the front-desk assistant of a veterinary clinic. Use the tools to look things up."
 
 
-# -- the metric: ctxlife.retention, the team's one definition of "kept" (no ctxlife extractor) -------
+# -- the metric: bench_retention's definition of "in the context" (no ctxlife code grades) -----------
 
 
 def answered(groups: Sequence[Sequence[str]], messages: Sequence[dict[str, Any]]) -> bool:
-    """Every answer group has one of its strings in the messages sent (``ctxlife.retention``'s rule:
-    case and runs of whitespace ignored, not part of a longer word or number)."""
-    from ctxlife.retention import Need, score
+    """Every answer group has one of its strings in the messages sent (``bench_retention.present``:
+    case and runs of whitespace ignored, not part of a longer ASCII word or number)."""
+    from bench_retention import message_text, present
 
-    needs = [Need(tuple(group), call=0, kind="answer") for group in groups]
-    result = score(needs, {0: messages})
-    return result.kept == result.needs
+    text = "\n".join(message_text(m) for m in messages)
+    return all(any(present(value, text) for value in group) for group in groups)
 
 
 def load_answer_keys(language: str) -> dict[str, Any]:

@@ -1,17 +1,16 @@
-"""How many prompt tokens ``tool_output`` saves on 200 real tau-bench airline trajectories.
+"""Question: how many prompt tokens does capping tool output (``tool_output``) save?
 
-Call-by-call replay: each trajectory's messages arrive one by one. Every tool
-message goes through the after-tool policy (node 4, ``tool_output`` at the cap)
-as it arrives, so the conversation keeps the capped version from then on. At
-every assistant turn the prompt is everything before it; it is passed through
-``ctxlife.manage()`` and its size (``report.tokens_after``) is summed, once for
-the raw conversation and once for the capped one.
+Call-by-call replay of 200 real tau-bench airline trajectories (gpt-4o): each trajectory's messages
+arrive one by one. Every tool result goes through the after-tool node (``tool_output`` at the cap)
+as it arrives, so the conversation keeps the capped version from then on. At every assistant turn
+the prompt is everything before it; it is passed through ``ctxlife.manage()`` and its size
+(``report.tokens_after``) is summed, once for the raw conversation and once for the capped one.
 
-Two manage() configs are measured:
-* no compaction (``strategies = []``): the policy's effect on its own (the headline);
-* ``configs/default.toml``: the same, on top of the default compaction.
+No compaction (``strategies = []``, a 128k window): the policy's effect on its own, at caps of 500
+and 200 tokens.
 
-Run: .venv/bin/python benchmarks/bench_tool_output.py [--cap 500] [--data PATH] [--json]
+Run: ``.venv/bin/python benchmarks/bench_tool_output.py [--cap 500] [--data PATH] [--json]``; ``make
+bench`` runs it as the ``tool_output`` question (``benchmarks/results/tool_output.json``).
 """
 
 from __future__ import annotations
@@ -59,15 +58,13 @@ def _call_args(messages: list[dict[str, Any]], index: int) -> tuple[str, dict[st
     return name, arguments if isinstance(arguments, dict) else {}
 
 
-def replay(trajectories, cap: int, base_config: dict[str, Any], store_dir: str) -> dict[str, Any]:
-    plain = settings_from_dict(base_config, source="bench (without tool_output)")
+def replay(
+    trajectories: list[list[dict[str, Any]]], cap: int, base_config: dict[str, Any], store_dir: str
+) -> dict[str, Any]:
+    plain = settings_from_dict(base_config, source="bench_tool_output (the manage() config)")
     with_policy = settings_from_dict(
-        {
-            **base_config,
-            "strategies": [*base_config.get("strategies", []), "tool_output"],
-            "tool_output": {"max_tokens": cap, "store_dir": store_dir},
-        },
-        source="bench (with tool_output)",
+        {"strategies": ["tool_output"], "tool_output": {"max_tokens": cap, "store_dir": store_dir}},
+        source="bench_tool_output (the after-tool policy)",
     )
     policy_host = ctxlife.Host(with_policy, context_window=WINDOW, model=MODEL)
     totals = {"without": 0, "with": 0}
@@ -81,10 +78,10 @@ def replay(trajectories, cap: int, base_config: dict[str, Any], store_dir: str) 
         for i, message in enumerate(raw):
             if message.get("role") == "assistant" and i > 0:
                 prompts += 1
-                for name, settings, history in (("without", plain, raw[:i]), ("with", with_policy, shaped)):
+                for name, history in (("without", raw[:i]), ("with", shaped)):
                     prompt = [dict(m) for m in history]
                     report = ctxlife.manage(
-                        prompt, config=settings, context_window=WINDOW, model=MODEL, session_id=f"t{number}-{name}"
+                        prompt, config=plain, context_window=WINDOW, model=MODEL, session_id=f"t{number}-{name}"
                     )
                     totals[name] += report.tokens_after
             if message.get("role") == "tool":
@@ -116,36 +113,75 @@ def replay(trajectories, cap: int, base_config: dict[str, Any], store_dir: str) 
     }
 
 
+CAPS = (500, 200)
+
+
+def run(quick: bool = False, data: Path = DEFAULT_DATA, caps: tuple[int, ...] = CAPS) -> dict[str, Any]:
+    """Every cap, one replay each."""
+    trajectories = load(data)[: 20 if quick else None]
+    with tempfile.TemporaryDirectory() as store:
+        rows = [replay(trajectories, cap, {"strategies": []}, store) for cap in caps]
+    return {
+        "question": "prompt tokens saved by capping tool output",
+        "data": {"name": "tau-bench airline (GPT-4o)", "path": str(data.relative_to(REPO)), "model": MODEL},
+        "rows": rows,
+    }
+
+
+def section(results: dict[str, Any]) -> str:
+    from report.fmt import n, pct, table
+
+    first = results["rows"][0]
+    out = [
+        f"Call-by-call replay of {first['trajectories']} {results['data']['name']} trajectories "
+        f"(`{results['data']['path']}`): every tool result passes through `tool_output` as it arrives, and every "
+        "prompt through `ctxlife.manage()` (no compaction, 128k window) with and without the capped results; "
+        "prompt tokens summed over "
+        f"{n(first['prompts'])} prompts ({n(first['tool_results'])} tool results).\n",
+        table(
+            ["cap", "tool results capped", "their tokens", "prompt tokens without", "with", "saved"],
+            [
+                [
+                    n(r["cap"]),
+                    n(r["tool_results_capped"]),
+                    f"{n(r['tool_result_tokens_before'])} → {n(r['tool_result_tokens_after'])}",
+                    n(r["prompt_tokens_without"]),
+                    n(r["prompt_tokens_with"]),
+                    pct(r["saving_percent"] / 100),
+                ]
+                for r in results["rows"]
+            ],
+            "rrrrrr",
+        ),
+        "The airline tools return small JSON and the long system prompt dominates; tools that return pages or "
+        "dumps gain far more.\n",
+    ]
+    return "\n".join(out)
+
+
+def summary(results: dict[str, Any]) -> list[str]:
+    from report.fmt import n, pct
+
+    row = results["rows"][0]
+    return [
+        f"Capping tool output at {n(row['cap'])} tokens (`tool_output`, tau-bench airline) caps "
+        f"{n(row['tool_results_capped'])} of {n(row['tool_results'])} tool results and saves "
+        f"{pct(row['saving_percent'] / 100)} of prompt tokens."
+    ]
+
+
 def main() -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cap", type=int, default=500, help="tool_output max_tokens (default 500)")
+    parser.add_argument("--cap", type=int, default=None, help="one tool_output max_tokens (default: 500 and 200)")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="tau-bench trajectories (.json.gz)")
+    parser.add_argument("--quick", action="store_true", help="20 trajectories")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args()
-
-    trajectories = load(args.data)
-    default_config = ctxlife.load_settings(REPO / "configs" / "default.toml")
-    default_dict = {"strategies": list(default_config.strategies), **default_config.strategy_tables()}
-    results = {}
-    with tempfile.TemporaryDirectory() as store:
-        for label, config in (("no compaction", {"strategies": []}), ("configs/default.toml", default_dict)):
-            results[label] = replay(trajectories, args.cap, config, store)
-    if args.json:
-        print(json.dumps(results, indent=2))
-        return
-    first = next(iter(results.values()))
-    print(f"tool_output at a cap of {args.cap} tokens, tau-bench airline (gpt-4o), call-by-call replay")
-    print(
-        f"{first['trajectories']} trajectories, {first['prompts']} prompts, {first['tool_results']} tool results, "
-        f"{first['tool_results_capped']} capped ({first['tool_result_tokens_before']:,} -> "
-        f"{first['tool_result_tokens_after']:,} tokens of tool results)"
-    )
-    print(f"{'manage() config':<24}{'without':>14}{'with':>14}{'saved':>12}{'saving':>9}")
-    for label, row in results.items():
-        print(
-            f"{label:<24}{row['prompt_tokens_without']:>14,}{row['prompt_tokens_with']:>14,}"
-            f"{row['prompt_tokens_saved']:>12,}{row['saving_percent']:>8.2f}%"
-        )
+    results = run(args.quick, args.data, (args.cap,) if args.cap else CAPS)
+    print(json.dumps(results, indent=2) if args.json else section(results))
 
 
 if __name__ == "__main__":

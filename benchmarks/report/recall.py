@@ -1,0 +1,104 @@
+"""The recall question's section and summary (``benchmarks/bench_recall.py`` predates the
+``section``/``summary`` contract; its results are rendered here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from report.fmt import ms, n, pct, table, window
+
+METHOD_LABELS = {
+    "unmanaged": "unmanaged",
+    "truncate_last_n": "`truncate_last_n`",
+    "llm_summary": "`llm_summary`",
+    "llm_summary+recall": "`llm_summary` + `recall`",
+    "trim_messages": "`trim_messages` (same budget)",
+}
+DATA_LABELS = {
+    ("memorybank", "en"): "MemoryBank, English",
+    ("memorybank", "cn"): "MemoryBank, Chinese",
+    ("synthetic_agent", "en"): "synthetic agent",
+}
+
+
+def _rows(results: dict[str, Any], split: str) -> dict[tuple[str, str, int, str], dict[str, Any]]:
+    return {(r["data"], r["language"], r["window"], r["method"]): r for r in results["answers"] if r["split"] == split}
+
+
+def _cell(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "–"
+    return f"{pct(row['answer_in_context'], 0)} ({n(row['mean_tokens'])})"
+
+
+def section(results: dict[str, Any]) -> str:
+    methods = [m for m in METHOD_LABELS if m in results["methods"]]
+    held = _rows(results, "heldout")
+    dev = _rows(results, "dev")
+    out = [
+        "`benchmarks/bench_recall.py` replays long conversations call by call through each method, then asks "
+        "questions about early turns as new user turns. A question counts as answered *in context* when its "
+        "answer key, written with the data (`tests/data/memorybank/answer_keys_*.json`, or planted by "
+        "`benchmarks/synthetic_agent.py`), is in the messages sent at that call (matched by `bench_retention.present`, "
+        "the retention question's definition; no ctxlife code grades). `trim_messages` runs as LangChain documents it "
+        '(`strategy="last"`, `start_on="human"`, `include_system=True`) at the token budget `llm_summary` + '
+        "`recall` used at the same call. Everything was tuned on the **dev** half; the table is the **held-out** "
+        "half.\n",
+        "Held-out half: answers in context (mean context tokens sent at those calls):\n",
+    ]
+    rows = []
+    for (data, language), label in DATA_LABELS.items():
+        for w in results["windows"]:
+            first = held.get((data, language, w, methods[0]))
+            if first is None:
+                continue
+            rows.append(
+                [f"{label} ({first['questions']} questions)", window(w)]
+                + [_cell(held.get((data, language, w, m))) for m in methods]
+            )
+    out.append(table(["data", "window", *[METHOD_LABELS[m] for m in methods]], rows, "ll" + "r" * len(methods)))
+    best = "llm_summary+recall"
+    if best in methods:
+        out.append(
+            "Dev half, `llm_summary` + `recall`: "
+            + "; ".join(
+                f"{label} "
+                + " / ".join(
+                    f"{pct(dev[(data, language, w, best)]['answer_in_context'], 0)} at {window(w)}"
+                    for w in results["windows"]
+                    if (data, language, w, best) in dev
+                )
+                for (data, language), label in DATA_LABELS.items()
+            )
+            + ".\n"
+        )
+    over = results.get("recall_overhead") or []
+    if over:
+        out.append(
+            "What `recall` adds to a `manage()` call (CPU time, `snapshot_restore` on a file store, `llm_summary`, "
+            "one new question per call): "
+            + "; ".join(
+                f"+{ms(r['recall_adds_median_ms'])} ms median (+{ms(r['recall_adds_p95_ms'])} ms p95) at "
+                f"{n(r['history_messages'])} messages of history, first call +{ms(r['recall_first_call_ms'])} ms"
+                for r in over
+            )
+            + ".\n"
+        )
+    return "\n".join(out)
+
+
+def summary(results: dict[str, Any]) -> list[str]:
+    held = _rows(results, "heldout")
+    lines = []
+    for w in results["windows"]:
+        key = ("memorybank", "en", w)
+        if (*key, "llm_summary+recall") in held and (*key, "trim_messages") in held:
+            recall_row = held[(*key, "llm_summary+recall")]
+            lines.append(
+                f"Recall (held-out MemoryBank English chats, {window(w)} window): answers to questions about early "
+                f"sessions still in context {pct(recall_row['answer_in_context'], 0)} with `llm_summary` + `recall`, "
+                f"{pct(held[(*key, 'llm_summary')]['answer_in_context'], 0)} with `llm_summary` alone, "
+                f"{pct(held[(*key, 'trim_messages')]['answer_in_context'], 0)} with `trim_messages` at the same budget."
+            )
+            break
+    return lines
