@@ -113,8 +113,10 @@ class SnapshotRestore(ctxlife.Strategy):
             failed = self._restore(ctx, store, recorder, session, view, state)
             restored = failed is None and bool(ctx.actions) and ctx.actions[-1].what == "restored"
         state["started"] = True
+        state["unrecorded"] = True  # until the list is recorded: no snapshot of it (see _save)
         try:
             recorder.record(session, ctx.messages, view)
+            state["unrecorded"] = False
         except Exception:
             # The store failed (down, disk full): the new messages wait in the recorder for the
             # next call, and the host rolls this call's edit back; a restore made in this call is
@@ -252,6 +254,7 @@ class SnapshotRestore(ctxlife.Strategy):
         # The task's final messages are copies of the live list; what is new (the final answer)
         # is found by alignment like any other list.
         recorder_for(store).record(ctx.session_id, ctx.messages, view)
+        state["unrecorded"] = False
         self._save(ctx, store, ctx.session_id, view, state, ctx.messages)
         state.pop("seen", None)
 
@@ -269,7 +272,7 @@ class SnapshotRestore(ctxlife.Strategy):
             # The list lacks the saved conversation: writing it would destroy the good snapshot.
             ctx.record("skipped", reason="restore_failed")
             return
-        if recorder.pending(session, view):
+        if recorder.pending(session, view) or state.get("unrecorded"):
             # The raw history must hold everything a snapshot shows first, or a restore would
             # read the pending messages twice (in the snapshot and in the raw tail after it).
             ctx.record("skipped", reason="raw_history_pending", pending=recorder.pending(session, view))

@@ -375,6 +375,22 @@ def test_threads_of_one_view_with_their_own_lists_record_each_message_once(store
     assert sorted(got) == sorted(c for m in lists.values() for c in contents(m)[1:-2])
 
 
+def test_writers_in_other_views_never_make_a_recorder_retry_forever(store_url: str) -> None:
+    from ctxlife.sessions.recording import Recorder
+
+    with open_store(store_url) as one, open_store(store_url) as two:
+        a, b = Recorder(one), Recorder(two)  # two workers, each with its own memory
+        mine: list[dict[str, Any]] = []
+        theirs: list[dict[str, Any]] = []
+        for i in range(5):
+            mine.append(user(f"a{i}"))
+            theirs.append(user(f"b{i}"))
+            assert contents(a.record("views", rebuilt(mine), view="A")) == [f"a{i}"]
+            assert contents(b.record("views", rebuilt(theirs), view="B")) == [f"b{i}"]
+        assert one.head("views") == 10
+        assert contents(one.read_records("views", view="A")) == [f"a{i}" for i in range(5)]
+
+
 WORKER = r"""
 import json, sys
 import ctxlife

@@ -471,8 +471,9 @@ class Recorder:
                     return []
                 try:
                     records = self._append(session_id, view, state, batch)
-                except AppendConflictError:
-                    self._catch_up(session_id, view, state)
+                except AppendConflictError as exc:
+                    state = self._after_conflict(session_id, view, state, exc)
+                    rev = _Reversed(messages)
                     continue
                 state.covered = records[-1].seq
                 # The caller's objects for the records just written (pending ones went first).
@@ -500,13 +501,28 @@ class Recorder:
                     self._catch_up(session_id, view, state)
                 try:
                     records = self._append(session_id, view, state, _after_pending(state.pending, batch))
-                except AppendConflictError:
-                    self._catch_up(session_id, view, state)
+                except AppendConflictError as exc:
+                    state = self._after_conflict(session_id, view, state, exc)
                     continue
                 if records:
                     state.covered = records[-1].seq
                 return records
             raise StoreError(f"session {session_id!r}: could not append after {_MAX_RETRIES} attempts; retry later")
+
+    def _after_conflict(self, session_id: str, view: str, state: _View, exc: AppendConflictError) -> _View:
+        """Another writer moved the head (maybe in another view): read what it wrote in this view,
+        so the caller re-aligns and retries at the head the store reported. A head lower than known
+        means the store lost records (a Redis restarted without persistence): start over from it."""
+        if exc.head < self._heads.get(session_id, 0):
+            emit("warning", "ctxlife.session_head_went_back", session_id=session_id, view=view, head=exc.head)
+            pending = state.pending
+            self.forget(session_id)
+            fresh = self._view(session_id, view)
+            fresh.pending = pending
+            return fresh
+        self._heads[session_id] = max(self._heads.get(session_id, 0), exc.head)
+        self._catch_up(session_id, view, state)
+        return state
 
     def _append(
         self, session_id: str, view: str, state: _View, batch: list[tuple[dict[str, Any], str]]
