@@ -431,11 +431,12 @@ def section(results: dict[str, Any]) -> str:
             lines.append(f"| {kind} | {row['skipped']} |")
             continue
         old = (before.get("recording") or {}).get(kind) or {}
-        cells = [pair(old.get(n, {}).get("recording_only_ms"), row[n]["recording_only_ms"]) for n in sizes]
-        cells += [pair(old.get(n, {}).get("per_call_ms"), row[n]["per_call_ms"]) for n in sizes]
+        new = {n: row.get(n) or {} for n in sizes}  # results of an older version may lack a field
+        cells = [pair(old.get(n, {}).get("recording_only_ms"), new[n].get("recording_only_ms")) for n in sizes]
+        cells += [pair(old.get(n, {}).get("per_call_ms"), new[n].get("per_call_ms")) for n in sizes]
         cells += [
-            pair(old.get(n, {}).get("records_after"), row[n]["records_after"])
-            + f" / {_fmt(row[n].get('messages_passed'))}"
+            pair(old.get(n, {}).get("records_after"), new[n].get("records_after"))
+            + f" / {_fmt(new[n].get('messages_passed'))}"
             for n in sizes
         ]
         lines.append(f"| {kind} | " + " | ".join(cells) + " |")
