@@ -391,7 +391,7 @@ def run(quick: bool) -> dict[str, Any]:
     results["load_average"] = [round(x, 2) for x in os.getloadavg()]
     with contextlib.suppress(OSError, ValueError):
         old = json.loads(RESULTS.read_text(encoding="utf-8"))
-        if "before" in old:
+        if "before" in old and old["before"].get("sizes") == results["sizes"]:  # not a --quick run's
             results["before"] = old["before"]
     return _stamp(results)
 
