@@ -8,7 +8,8 @@ Two questions, on every store (file, SQLite, a real redis-server this script sta
   message, and calls ``Host.manage`` (``snapshot_restore`` only, a window far above the
   conversation, so nothing is compacted). Timed: the ``manage()`` call alone (not the JSON rebuild).
   Each call is repeated, back to back, on a host with no strategies (shape check + token count only):
-  the baseline; ``recording = manage - baseline`` per call (paired), median and p95. It must not grow
+  the baseline; ``recording = manage - baseline`` per call (paired), median and p95, garbage collection
+  off inside the timed pair (as ``timeit`` does; collected before it). It must not grow
   with the history. ``records_after`` = the store's head after the run (= messages passed when every
   message is recorded once).
 * **Append and restore** on a fresh session of 10,000 messages (also on ``file?fsync=false`` and
@@ -16,7 +17,8 @@ Two questions, on every store (file, SQLite, a real redis-server this script sta
   call (msg/s), then in batches of 50 (msg/s), ``save_snapshot`` of all of them, the store-level
   restore (``load_snapshot`` + ``read_raw`` of the whole history, median of 5), and the ctxlife-level
   restore: a fresh ``Host``'s first call with ``[system, new user]`` on a session whose snapshot holds
-  the first half and whose raw tail holds the rest (median of 3).
+  the first half and whose raw tail holds the rest (median of 3). Restores are timed without garbage
+  collection inside (collected before each).
 
 Messages are real GPT-4o tau-bench airline trajectories (``tests/data/tau-bench-airline-gpt4o.json.gz``,
 system prompts removed), cycled to the wanted count (later cycles tagged so no two are equal).
@@ -38,6 +40,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import gc
 import gzip
 import json
 import os
@@ -165,6 +168,17 @@ def settings_for(url: str | None) -> Any:
     return settings_from_dict({"strategies": ["snapshot_restore"], "snapshot_restore": {"store": url}})
 
 
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    """Collect garbage first, then none inside the block (as ``timeit`` times)."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def ms(seconds: list[float]) -> dict[str, float]:
     s = sorted(seconds)
     p95 = s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
@@ -201,11 +215,14 @@ def recording_cost(url: str, history: list[dict[str, Any]], calls: int, budget: 
         messages.append({"role": "assistant", "content": f"Reply {i}: your reservation is confirmed."})
         messages.append({"role": "user", "content": f"Question {i + 1}: and the baggage allowance?"})
         twin = json.loads(json.dumps(messages))
-        t = time.perf_counter()
-        host.manage(messages)
-        t1 = time.perf_counter()
-        bare.manage(twin)
-        t2 = time.perf_counter()
+        # As timeit does: no garbage collection inside the timed pair (a full collection of the
+        # caller's freshly decoded 10,000 messages costs ~200 ms and lands on whichever call runs).
+        with no_gc():
+            t = time.perf_counter()
+            host.manage(messages)
+            t1 = time.perf_counter()
+            bare.manage(twin)
+            t2 = time.perf_counter()
         times.append(t1 - t)
         base.append(t2 - t1)
         diffs.append((t1 - t) - (t2 - t1))
@@ -250,12 +267,14 @@ def append_restore(url: str, messages: list[dict[str, Any]], single: int, repeat
         t_save = time.perf_counter() - t0
         loads, reads = [], []
         for _ in range(repeat):
-            t0 = time.perf_counter()
-            loaded = store.load_snapshot(sid)
-            t1 = time.perf_counter()
-            raw = store.read_raw(sid)
+            with no_gc():
+                t0 = time.perf_counter()
+                loaded = store.load_snapshot(sid)
+                t1 = time.perf_counter()
+                raw = store.read_raw(sid)
+                t2 = time.perf_counter()
             loads.append(t1 - t0)
-            reads.append(time.perf_counter() - t1)
+            reads.append(t2 - t1)
         assert loaded is not None and len(raw) == len(messages)
         # What a restart restores: a snapshot of the first half, the second half in the raw tail.
         store.save_snapshot(Snapshot(session_id=sid, messages=[SYSTEM, *messages[:half]], raw_length=half))
@@ -264,9 +283,11 @@ def append_restore(url: str, messages: list[dict[str, Any]], single: int, repeat
     for _ in range(max(1, repeat - 2)):
         host = Host(settings, session_id=sid, context_window=HUGE_WINDOW)
         fresh = [SYSTEM, {"role": "user", "content": "I am back: where were we?"}]
-        t0 = time.perf_counter()
-        host.manage(fresh)
-        restores.append(time.perf_counter() - t0)
+        with no_gc():
+            t0 = time.perf_counter()
+            host.manage(fresh)
+            t1 = time.perf_counter()
+        restores.append(t1 - t0)
         restored = len(fresh)
         host.close()
         with open_store(url) as store:  # keep the session as it was (the restore call recorded the new user turn)
@@ -360,6 +381,7 @@ def _stamp(results: dict[str, Any]) -> dict[str, Any]:
         h.update(rel.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"<deleted>") + b"\0")
     results["commit"] = git("rev-parse", "HEAD").strip()
     results["code_hash"] = h.hexdigest()[:16]
+    results["generated"] = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
     return results
 
 
@@ -369,7 +391,7 @@ def run(quick: bool) -> dict[str, Any]:
     results["load_average"] = [round(x, 2) for x in os.getloadavg()]
     with contextlib.suppress(OSError, ValueError):
         old = json.loads(RESULTS.read_text(encoding="utf-8"))
-        if "before" in old:
+        if "before" in old and old["before"].get("sizes") == results["sizes"]:  # not a --quick run's
             results["before"] = old["before"]
     return _stamp(results)
 
@@ -409,11 +431,12 @@ def section(results: dict[str, Any]) -> str:
             lines.append(f"| {kind} | {row['skipped']} |")
             continue
         old = (before.get("recording") or {}).get(kind) or {}
-        cells = [pair(old.get(n, {}).get("recording_only_ms"), row[n]["recording_only_ms"]) for n in sizes]
-        cells += [pair(old.get(n, {}).get("per_call_ms"), row[n]["per_call_ms"]) for n in sizes]
+        new = {n: row.get(n) or {} for n in sizes}  # results of an older version may lack a field
+        cells = [pair(old.get(n, {}).get("recording_only_ms"), new[n].get("recording_only_ms")) for n in sizes]
+        cells += [pair(old.get(n, {}).get("per_call_ms"), new[n].get("per_call_ms")) for n in sizes]
         cells += [
-            pair(old.get(n, {}).get("records_after"), row[n]["records_after"])
-            + f" / {_fmt(row[n].get('messages_passed'))}"
+            pair(old.get(n, {}).get("records_after"), new[n].get("records_after"))
+            + f" / {_fmt(new[n].get('messages_passed'))}"
             for n in sizes
         ]
         lines.append(f"| {kind} | " + " | ".join(cells) + " |")

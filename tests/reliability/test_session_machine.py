@@ -1,7 +1,9 @@
 """A hypothesis state machine over one session: exactly-once history and exact restore, proved by search.
 
 One caller talks to one session through ctxlife hosts on a real store (a file store in a temporary
-folder; SQLite and a real redis-server in the fast variants). Hypothesis picks the steps:
+folder; SQLite and a real redis-server in the fast variants). Hypothesis picks the steps; each
+changes something and then makes the caller's next call, and every model reply is recorded with
+``Host.record_reply`` right away (so a restart never loses a process's last reply):
 
 * **user turn** — the caller appends a user message and calls the host; the model answers with text
   or with 1-3 parallel tool calls (then **tool results** arrive in completion order, any
@@ -39,7 +41,9 @@ ctxlife's fingerprints or alignment. Invariants, checked after every call:
   snapshot as it was and (unless a compaction acted) the caller's list too.
 
 The number of steps and examples run is printed in the reliability summary (``stats`` fixture) and
-with ``pytest -s`` at the end of each test.
+with ``pytest -s`` at the end of each test. ``RELIABILITY_EXAMPLES=10`` runs ten times as many
+examples; ``SESSION_MACHINE_ONLY=restart,nan`` keeps only those events (to hunt one problem);
+``SESSION_MACHINE_SHRINK=1`` shrinks a failure to its minimal run (off by default: it can take minutes).
 """
 
 from __future__ import annotations
@@ -509,7 +513,7 @@ def run_machine(kind: str, url_for: Any, stats: Any, examples: int, steps: int) 
 
 @pytest.mark.slow
 def test_session_machine_file_store(stats: Any) -> None:
-    run_machine("file", lambda folder: f"file://{folder / 'sessions'}?fsync=false", stats, examples=150, steps=40)
+    run_machine("file", lambda folder: f"file://{folder / 'sessions'}?fsync=false", stats, examples=100, steps=40)
 
 
 @pytest.mark.slow
