@@ -266,3 +266,10 @@ def test_context_window_arguments_are_checked_at_the_edge(window, message):
         with pytest.raises(ConfigError) as info:
             call()
         assert str(info.value) == message
+
+
+def test_manage_names_the_fix_when_config_is_a_dict():
+    import ctxlife
+
+    with pytest.raises(ctxlife.ConfigError, match="settings_from_dict"):
+        ctxlife.manage([{"role": "user", "content": "hi"}], config={"strategies": ["truncate_last_n"]})

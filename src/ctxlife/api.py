@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctxlife.config import Settings, find_default_config, load_settings, validate_context_window
+from ctxlife.errors import ConfigError
 from ctxlife.host import Host, Report
 
 if TYPE_CHECKING:
@@ -137,6 +138,11 @@ def _settings_key(config: str | os.PathLike[str] | Settings | None) -> tuple[Any
     env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("CTXLIFE_")))
     if isinstance(config, Settings):
         return ("settings", id(config))
+    if config is not None and not isinstance(config, (str, os.PathLike)):
+        raise ConfigError(
+            f"config= takes a path to a TOML file or a ctxlife.Settings, got {type(config).__name__}; "
+            "for a dict, build the settings once with ctxlife.config.settings_from_dict(...) and pass those"
+        )
     path = Path(config) if config is not None else find_default_config()
     if path is None:
         return ("defaults", env)
