@@ -60,7 +60,8 @@ def test_results_say_what_they_measured(latest: dict[str, Any]) -> None:
         own = RESULTS / f"{name}.json"
         assert own.exists(), f"latest.json has {name!r} results but {own.relative_to(REPO)} is missing: {FIX}"
         assert json.loads(own.read_text(encoding="utf-8")) == results, (
-            f"{own.relative_to(REPO)} differs from latest.json's {name!r} results: {FIX}"
+            f"{own.relative_to(REPO)} differs from latest.json's {name!r} results (a question run on its own, or a "
+            f"merge): `python benchmarks/bench.py --report-only` collects it into latest.json and the docs, or {FIX}"
         )
     assert not latest.get("quick"), f"the committed results come from a --quick run: {FIX}"
 
