@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml $(EXAMPLE)/pyproject.toml $(EXAMPLE)/src/ctxlife_redact
 demo: $(STAMP)
 	$(BIN)/ctxlife demo
 
-test: $(STAMP)
+# CI runs this (.ci/run): lint and types first, then every test.
+test: lint
 	$(BIN)/pytest
 
 # While developing: everything except the tests marked slow (crash loops, soak, real crews).

@@ -39,7 +39,9 @@ DEFAULT_STORE_URL = "file://workspace/sessions"
 DEFAULT_FILE = "ctxlife.toml"
 _LINE_RE = re.compile(r"\(at line (\d+), column (\d+)\)")
 # Where the settings being built come from; validation runs inside the constructor.
-_current_source: contextvars.ContextVar[str] = contextvars.ContextVar("ctxlife_config_source", default="built-in defaults")
+_current_source: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "ctxlife_config_source", default="built-in defaults"
+)
 
 
 class Settings(BaseSettings):
@@ -56,9 +58,7 @@ class Settings(BaseSettings):
         default_factory=lambda: ["truncate_last_n"],
         description="Active strategies, called in this order at every node.",
     )
-    threshold: float = Field(
-        0.4, gt=0, le=1, description='Share of the context window that counts as "too full".'
-    )
+    threshold: float = Field(0.4, gt=0, le=1, description='Share of the context window that counts as "too full".')
     context_window: int | None = Field(
         None, gt=0, description="Context window in tokens; overrides what the framework reports."
     )
@@ -74,7 +74,7 @@ class Settings(BaseSettings):
     )
     store: str | None = Field(
         None,
-        description='Where sessions live (snapshots, raw history, blobs, locks): one store, opened by the host and '
+        description="Where sessions live (snapshots, raw history, blobs, locks): one store, opened by the host and "
         'used by every strategy (ctx.store). "file://DIR", "sqlite:///PATH.db", "redis://HOST:PORT/DB" or '
         '"rediss://..." (?ttl=SECONDS for expiry); relative paths resolve against the config file\'s folder. Unset: '
         f'"{DEFAULT_STORE_URL}", opened only when an active strategy keeps sessions (snapshot_restore).',
@@ -481,5 +481,3 @@ def settings_from_dict(data: dict[str, Any], *, source: str = "a dict") -> Setti
         raise ConfigError(_explain_settings_errors(exc, where)) from None
     finally:
         _current_source.reset(token)
-
-

@@ -162,7 +162,9 @@ class Host:
         self._impls: dict[str, list[tuple[str, Any]]] = {}
         position = {name: i for i, name in enumerate(self._plugin_names)}
         for hook in hookspecs.HOOK_NAMES:
-            impls = [(str(self._pm.get_name(impl.plugin)), impl) for impl in getattr(self._pm.hook, hook).get_hookimpls()]
+            impls = [
+                (str(self._pm.get_name(impl.plugin)), impl) for impl in getattr(self._pm.hook, hook).get_hookimpls()
+            ]
             for name, impl in impls:
                 if impl.hookwrapper or getattr(impl, "wrapper", False):
                     raise PluginError(
@@ -170,6 +172,7 @@ class Host:
                         "on its own (to roll back its edit alone), so use a plain @ctxlife.hookimpl, with "
                         "tryfirst=True or trylast=True to run before or after the others"
                     )
+
             def order(pair: tuple[str, Any]) -> tuple[int, int]:
                 impl = pair[1]
                 return (0 if impl.tryfirst else 2 if impl.trylast else 1), position[pair[0]]
@@ -286,7 +289,14 @@ class Host:
                 restore(saved)
                 del ctx.actions[n_actions:]
                 failures.append(StrategyFailure(name, ctx.node, problem))
-                emit("error", "ctxlife.invalid_sequence", strategy=name, node=ctx.node, problem=problem, session_id=ctx.session_id)
+                emit(
+                    "error",
+                    "ctxlife.invalid_sequence",
+                    strategy=name,
+                    node=ctx.node,
+                    problem=problem,
+                    session_id=ctx.session_id,
+                )
                 continue
             if stop is not None and stop():
                 break
@@ -357,7 +367,9 @@ class Host:
             self._bootstrap[key] = text
             self._bootstrap_actions[key] = list(ctx.actions)
             counter = ctx.tokens
-            report = Report("bootstrap", 0, counter.count_text(text), ctx.context_window, ctx.budget, ctx.actions, failures)
+            report = Report(
+                "bootstrap", 0, counter.count_text(text), ctx.context_window, ctx.budget, ctx.actions, failures
+            )
             report.duration_ms = (time.perf_counter() - start) * 1000
             self._emit_node(report, ctx)
             return text
@@ -428,8 +440,12 @@ class Host:
         start = time.perf_counter()
         with self._lock:
             session = session_id or self.session_id
-            ctx = LLMCallContext(messages=messages, agent_role=agent_role, task_name=task_name, task_index=task_index, complete=complete)
-            self._fill(ctx, "before_llm_call", model=model, context_window=context_window, session_id=session, view=view)
+            ctx = LLMCallContext(
+                messages=messages, agent_role=agent_role, task_name=task_name, task_index=task_index, complete=complete
+            )
+            self._fill(
+                ctx, "before_llm_call", model=model, context_window=context_window, session_id=session, view=view
+            )
             if not ctx.context_window:
                 raise CtxlifeError(
                     "no context window is known for this call; pass context_window= "
@@ -459,7 +475,9 @@ class Host:
                 nonlocal problems_before
                 if ctx.messages is not live:
                     ctx.messages = live
-                    return "rebound ctx.messages instead of editing it in place; use slice assignment or clear()+extend()"
+                    return (
+                        "rebound ctx.messages instead of editing it in place; use slice assignment or clear()+extend()"
+                    )
                 if same_messages(live, saved):
                     return None
                 problems = validate(live, fmt)
@@ -478,7 +496,9 @@ class Host:
                 ctx.messages = live
                 live[:] = saved
 
-            failures = self._run("ctxlife_before_llm_call", ctx, snapshot=lambda: list(live), restore=restore, check=check)
+            failures = self._run(
+                "ctxlife_before_llm_call", ctx, snapshot=lambda: list(live), restore=restore, check=check
+            )
             self.apply_bootstrap(messages, text, system_prompt=system_prompt, fmt=fmt)
             unchanged = same_messages(before, live)
             report = Report(
@@ -494,14 +514,18 @@ class Host:
             self._emit_node(report, ctx)
             return report
 
-    def manage(self, messages: list[dict[str, Any]], *, context_window: int | None = None, model: str | None = None) -> Report:
+    def manage(
+        self, messages: list[dict[str, Any]], *, context_window: int | None = None, model: str | None = None
+    ) -> Report:
         """:func:`ctxlife.manage` for this host: validate the list's shape, then run node 2."""
         check_shape(messages, expected=None if self.settings.message_format == "auto" else self.settings.message_format)
         return self.before_llm_call(messages, context_window=context_window, model=model)
 
     # -- nodes 3 and 4: around a tool call ----------------------------------------------
 
-    def _tool(self, hook: str, ctx: ToolCallContext, session_id: str | None, model: str | None, context_window: int | None) -> Report:
+    def _tool(
+        self, hook: str, ctx: ToolCallContext, session_id: str | None, model: str | None, context_window: int | None
+    ) -> Report:
         start = time.perf_counter()
         with self._lock:
             node = hook.removeprefix("ctxlife_")
@@ -533,13 +557,26 @@ class Host:
                 check=check,
                 stop=(lambda: ctx.result is not None) if is_before else None,
             )
-            report = Report(node, before_tokens, counter.count_text(ctx.result), ctx.context_window, ctx.budget, ctx.actions, failures)
+            report = Report(
+                node,
+                before_tokens,
+                counter.count_text(ctx.result),
+                ctx.context_window,
+                ctx.budget,
+                ctx.actions,
+                failures,
+            )
             report.duration_ms = (time.perf_counter() - start) * 1000
             self._emit_node(report, ctx)
             return report
 
     def before_tool_call(
-        self, ctx: ToolCallContext, *, session_id: str | None = None, model: str | None = None, context_window: int | None = None
+        self,
+        ctx: ToolCallContext,
+        *,
+        session_id: str | None = None,
+        model: str | None = None,
+        context_window: int | None = None,
     ) -> Report:
         """Node 3, before a tool runs: ``ctx.tool_name`` and ``ctx.tool_input`` set, ``ctx.result`` None.
 
@@ -550,7 +587,12 @@ class Host:
         return self._tool("ctxlife_before_tool_call", ctx, session_id, model, context_window)
 
     def after_tool_call(
-        self, ctx: ToolCallContext, *, session_id: str | None = None, model: str | None = None, context_window: int | None = None
+        self,
+        ctx: ToolCallContext,
+        *,
+        session_id: str | None = None,
+        model: str | None = None,
+        context_window: int | None = None,
     ) -> Report:
         """Node 4, after a tool returned: ``ctx.result`` is the tool's output as text.
 
@@ -561,7 +603,9 @@ class Host:
 
     # -- nodes 5 and 6: task boundaries -------------------------------------------------
 
-    def _task(self, hook: str, ctx: TaskContext, session_id: str | None, model: str | None, context_window: int | None) -> Report:
+    def _task(
+        self, hook: str, ctx: TaskContext, session_id: str | None, model: str | None, context_window: int | None
+    ) -> Report:
         start = time.perf_counter()
         with self._lock:
             node = hook.removeprefix("ctxlife_")
@@ -585,13 +629,26 @@ class Host:
                 restore=lambda saved: setattr(ctx, attr, saved),
                 check=check,
             )
-            report = Report(node, before_tokens, counter.count_text(getattr(ctx, attr)), ctx.context_window, ctx.budget, ctx.actions, failures)
+            report = Report(
+                node,
+                before_tokens,
+                counter.count_text(getattr(ctx, attr)),
+                ctx.context_window,
+                ctx.budget,
+                ctx.actions,
+                failures,
+            )
             report.duration_ms = (time.perf_counter() - start) * 1000
             self._emit_node(report, ctx)
             return report
 
     def task_start(
-        self, ctx: TaskContext, *, session_id: str | None = None, model: str | None = None, context_window: int | None = None
+        self,
+        ctx: TaskContext,
+        *,
+        session_id: str | None = None,
+        model: str | None = None,
+        context_window: int | None = None,
     ) -> Report:
         """Node 5, a task (or an agent run) starts: ``ctx.context_text`` is what it receives from earlier work.
 
@@ -600,7 +657,12 @@ class Host:
         return self._task("ctxlife_task_start", ctx, session_id, model, context_window)
 
     def task_end(
-        self, ctx: TaskContext, *, session_id: str | None = None, model: str | None = None, context_window: int | None = None
+        self,
+        ctx: TaskContext,
+        *,
+        session_id: str | None = None,
+        model: str | None = None,
+        context_window: int | None = None,
     ) -> Report:
         """Node 6, a task (or an agent run) ended: ``ctx.output`` is its final text, ``ctx.messages`` its messages.
 
@@ -673,12 +735,22 @@ class Host:
             try:
                 strategy.close()
             except Exception as exc:  # noqa: BLE001 - closing must not mask the caller's outcome
-                emit("error", "ctxlife.strategy_close_failed", strategy=strategy.name, error=f"{type(exc).__name__}: {exc}")
+                emit(
+                    "error",
+                    "ctxlife.strategy_close_failed",
+                    strategy=strategy.name,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
         if self._owns_store and self.store is not None:
             try:
                 self.store.close()
             except Exception as exc:  # noqa: BLE001 - closing must not mask the caller's outcome
-                emit("error", "ctxlife.store_close_failed", store=getattr(self.store, "url", ""), error=f"{type(exc).__name__}: {exc}")
+                emit(
+                    "error",
+                    "ctxlife.store_close_failed",
+                    store=getattr(self.store, "url", ""),
+                    error=f"{type(exc).__name__}: {exc}",
+                )
 
     # -- async twins: the same dispatch in a worker thread, so the event loop never waits on it --
 
@@ -693,9 +765,13 @@ class Host:
         """
         return await asyncio.to_thread(functools.partial(self.before_llm_call, messages, **kwargs))
 
-    async def amanage(self, messages: list[dict[str, Any]], *, context_window: int | None = None, model: str | None = None) -> Report:
+    async def amanage(
+        self, messages: list[dict[str, Any]], *, context_window: int | None = None, model: str | None = None
+    ) -> Report:
         """:meth:`manage` without blocking the event loop."""
-        return await asyncio.to_thread(functools.partial(self.manage, messages, context_window=context_window, model=model))
+        return await asyncio.to_thread(
+            functools.partial(self.manage, messages, context_window=context_window, model=model)
+        )
 
     async def abefore_tool_call(self, ctx: ToolCallContext, **kwargs: Any) -> Report:
         """:meth:`before_tool_call` without blocking the event loop."""
@@ -779,4 +855,8 @@ def _content_of(ctx: HookContext) -> str | None:
         text = None
     if not isinstance(text, str):
         return None
-    return text if len(text) <= _CONTENT_LIMIT else text[:_CONTENT_LIMIT] + f"... [{len(text) - _CONTENT_LIMIT} more characters]"
+    return (
+        text
+        if len(text) <= _CONTENT_LIMIT
+        else text[:_CONTENT_LIMIT] + f"... [{len(text) - _CONTENT_LIMIT} more characters]"
+    )

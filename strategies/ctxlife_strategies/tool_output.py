@@ -118,7 +118,9 @@ class ToolOutput(ctxlife.Strategy):
 
     options: Options
 
-    def __init__(self, options: ToolOutput.Options | None = None, settings: ctxlife.SharedSettings | None = None) -> None:
+    def __init__(
+        self, options: ToolOutput.Options | None = None, settings: ctxlife.SharedSettings | None = None
+    ) -> None:
         super().__init__(options, settings)
         opts = self.options
         self.store_dir = Path(opts.store_dir).expanduser().resolve()
@@ -185,8 +187,11 @@ class ToolOutput(ctxlife.Strategy):
             self._counter = ctx.tokens
         args = ctx.tool_input if isinstance(ctx.tool_input, dict) else {}
         ctx.result = self.recall(
-            str(args.get("ref", "")), args.get("start", ""), str(args.get("query", "") or ""),
-            store=ctx.store, session_id=ctx.session_id,
+            str(args.get("ref", "")),
+            args.get("start", ""),
+            str(args.get("query", "") or ""),
+            store=ctx.store,
+            session_id=ctx.session_id,
         )
         ctx.record("recalled", query=bool(str(args.get("query", "") or "").strip()))
 
@@ -282,7 +287,7 @@ class ToolOutput(ctxlife.Strategy):
                 description=(
                     "Read a tool result that was shortened to save context. Shortened results end with "
                     "a [ctxlife: ...] note naming a ref. Give the ref; start is the character offset "
-                    "to read from (\"0\" for the beginning, or the offset the note names); query, if not "
+                    'to read from ("0" for the beginning, or the offset the note names); query, if not '
                     "empty, returns only the passages containing those words (case-insensitive). Long "
                     "texts come back one page at a time; each page says where the next one starts."
                 ),
@@ -311,7 +316,7 @@ class ToolOutput(ctxlife.Strategy):
         try:
             offset = int(str(start).strip() or 0)
         except ValueError:
-            return f"ctxlife_recall: start must be a character offset such as \"0\", got {start!r}."
+            return f'ctxlife_recall: start must be a character offset such as "0", got {start!r}.'
         offset = min(max(offset, 0), len(text))
         cap = meta.get("cap") if isinstance(meta.get("cap"), int) else None
         opts = self.options
@@ -358,15 +363,15 @@ def _recall_hint(ref: str, start: int) -> str:
 
 def _json_note(ref: str, before: int) -> str:
     return (
-        f"\n[ctxlife: JSON shortened from {before} tokens: long arrays cut (\"... N more items\"), "
-        f"long strings cut in the middle. Full result: {_recall_hint(ref, 0)}; put words in \"query\" to search it.]"
+        f'\n[ctxlife: JSON shortened from {before} tokens: long arrays cut ("... N more items"), '
+        f'long strings cut in the middle. Full result: {_recall_hint(ref, 0)}; put words in "query" to search it.]'
     )
 
 
 def _text_marker(ref: str, elided_tokens: int, start: int, end: int, total: int) -> str:
     return (
         f"\n[... ctxlife: {elided_tokens} tokens elided here (characters {start}-{end} of {total}). "
-        f"Read them with {_recall_hint(ref, start)}; put words in \"query\" to search instead ...]\n"
+        f'Read them with {_recall_hint(ref, start)}; put words in "query" to search instead ...]\n'
     )
 
 
@@ -426,7 +431,9 @@ def _shorten_json(data: Any, text: str, cap: int, count: Callable[[str], int], r
     max_items = max(arrays.values(), default=1) or 1
     max_chars = max(max_chars, _MIN_STR)
 
-    def render(items: int, chars: int, per_level: dict[int, int] | None = None, depth: int | None = None) -> tuple[str, int]:
+    def render(
+        items: int, chars: int, per_level: dict[int, int] | None = None, depth: int | None = None
+    ) -> tuple[str, int]:
         levels = per_level or {}
         out = json.dumps(_shrink(data, lambda level: levels.get(level, items), chars, depth), ensure_ascii=False)
         return out, count(out)

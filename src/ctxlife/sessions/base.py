@@ -327,7 +327,8 @@ def prepare_messages(
 def record_json(seq: int, view: str, recorded_at: float, prepared: PreparedMessage) -> str:
     """One stored record: ``{"seq":..,"view":..,"at":..,"fp":..,["bad":..,]"msg":{...}}`` (one line)."""
     bad = f',"bad":{json.dumps(prepared.quarantined)}' if prepared.quarantined else ""
-    return f'{{"seq":{seq},"view":{json.dumps(view)},"at":{recorded_at!r},"fp":"{prepared.fingerprint}"{bad},"msg":{prepared.text}}}'
+    head = f'"seq":{seq},"view":{json.dumps(view)},"at":{recorded_at!r},"fp":"{prepared.fingerprint}"'
+    return f'{{{head}{bad},"msg":{prepared.text}}}'
 
 
 _ENVELOPE_REQUIRED = frozenset(("seq", "view", "at", "fp", "msg"))

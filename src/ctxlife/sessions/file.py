@@ -6,8 +6,9 @@ is no host part. Query options:
 
 * ``fsync=false`` skips the ``fsync`` after each raw append (default ``true``: an append is on disk
   when ``append`` returns; snapshots are always fsynced);
-* ``ttl=SECONDS`` or a duration (``ttl=30d``, ``12h``, ``90m``, ``2w``): a session nobody wrote to for that long is gone (like the Redis store's ``ttl``):
-  reads treat it as absent and the next write or listing deletes its files.
+* ``ttl=SECONDS`` or a duration (``ttl=30d``, ``12h``, ``90m``, ``2w``): a session nobody wrote to
+  for that long is gone (like the Redis store's ``ttl``): reads treat it as absent and the next
+  write or listing deletes its files.
 
 Layout of the folder (created on the first write, owner-only ``0700``; files ``0600``)::
 
@@ -447,14 +448,18 @@ class FileStore(SessionStore):
                     store="file",
                     session_id=session_id,
                     file=path.name,
-                    reason="invalid JSON in the last line" if problem == "invalid JSON" else f"invalid last line ({problem})",
+                    reason="invalid JSON in the last line"
+                    if problem == "invalid JSON"
+                    else f"invalid last line ({problem})",
                     line=lineno,
                 )
             lines -= len(bad)
         if last_line is None:
             tail = base  # no valid line after it
         else:
-            tail = _Tail(st.st_dev, st.st_ino, base.offset + good_end, lines, seq, last_start, _digest(last_line + b"\n"))
+            tail = _Tail(
+                st.st_dev, st.st_ino, base.offset + good_end, lines, seq, last_start, _digest(last_line + b"\n")
+            )
         return _Parsed(records, tail, invalid_end)
 
     def _corrupt(self, session_id: str, path: Path, lineno: int, problem: str, strict: bool) -> None:
@@ -464,7 +469,9 @@ class FileStore(SessionStore):
         )
         if strict:
             raise StoreError(message)
-        log.error("raw_record_skipped", store="file", session_id=session_id, file=path.name, line=lineno, problem=problem)
+        log.error(
+            "raw_record_skipped", store="file", session_id=session_id, file=path.name, line=lineno, problem=problem
+        )
 
     def _read(self, session_id: str, after_seq: int, view: str | None, strict: bool, keep: bool) -> _Parsed | None:
         path = self._path(session_id, _RAW_SUFFIX)
@@ -479,7 +486,9 @@ class FileStore(SessionStore):
             st = os.fstat(fd)
             tail = self._cached_tail(session_id, fd, st)
             start = tail if tail is not None and tail.seq <= after_seq else None
-            parsed = self._parse(session_id, path, fd, st, start, after_seq=after_seq, view=view, strict=strict, keep=keep)
+            parsed = self._parse(
+                session_id, path, fd, st, start, after_seq=after_seq, view=view, strict=strict, keep=keep
+            )
             self._remember(session_id, parsed.tail)
             return parsed
         except OSError as exc:
@@ -565,11 +574,25 @@ class FileStore(SessionStore):
                 st = os.fstat(fd)
                 self._remember(
                     session_id,
-                    _Tail(st.st_dev, st.st_ino, size_before + len(data), tail.lines + len(texts), tail.seq + len(texts),
-                          size_before + len(data) - len(last), _digest(last)),
+                    _Tail(
+                        st.st_dev,
+                        st.st_ino,
+                        size_before + len(data),
+                        tail.lines + len(texts),
+                        tail.seq + len(texts),
+                        size_before + len(data) - len(last),
+                        _digest(last),
+                    ),
                 )
                 return [
-                    RawRecord(tail.seq + 1 + i, m if p.quarantined is None else json.loads(p.text), p.fingerprint, view, now, p.quarantined)
+                    RawRecord(
+                        tail.seq + 1 + i,
+                        m if p.quarantined is None else json.loads(p.text),
+                        p.fingerprint,
+                        view,
+                        now,
+                        p.quarantined,
+                    )
                     for i, (m, p) in enumerate(zip(messages, prepared, strict=True))
                 ]
             finally:
@@ -581,7 +604,9 @@ class FileStore(SessionStore):
         cached = self._cached_tail(session_id, fd, st)
         if cached is not None and cached.offset == st.st_size:
             return cached  # the common case: nothing was written since our last append or read
-        parsed = self._parse(session_id, path, fd, st, cached, after_seq=1 << 62, view=None, strict=False, keep=False, quiet=True)
+        parsed = self._parse(
+            session_id, path, fd, st, cached, after_seq=1 << 62, view=None, strict=False, keep=False, quiet=True
+        )
         cut = parsed.tail.offset
         if cut < st.st_size:
             os.ftruncate(fd, cut)
@@ -713,8 +738,13 @@ class FileStore(SessionStore):
                 prefix = f".{session_id}_ctx"
                 for entry in os.scandir(self.directory):
                     name = entry.name
-                    if name.startswith(prefix) and name.endswith(".tmp") and (
-                        name.startswith(f".{session_id}{_CTX_SUFFIX}.") or name.startswith(f".{session_id}{_VIEW_MARK}")
+                    if (
+                        name.startswith(prefix)
+                        and name.endswith(".tmp")
+                        and (
+                            name.startswith(f".{session_id}{_CTX_SUFFIX}.")
+                            or name.startswith(f".{session_id}{_VIEW_MARK}")
+                        )
                     ):
                         with contextlib.suppress(FileNotFoundError):
                             os.unlink(entry.path)

@@ -35,6 +35,7 @@ RDB persistence on the server if sessions must survive a Redis restart.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import time
@@ -42,9 +43,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ctxlife.events import Logger
-
 from ctxlife.errors import SessionIdError, StoreError
+from ctxlife.events import Logger
 from ctxlife.sessions.base import (
     RawRecord,
     SessionInfo,
@@ -166,7 +166,11 @@ class RedisStore(SessionStore):
             # A frozen or partitioned Redis must not block the agent's call forever: default
             # timeouts, unless the URL sets its own (?socket_timeout=..., ?socket_connect_timeout=...).
             query = clean_url.partition("?")[2]
-            timeouts = {key: DEFAULT_SOCKET_TIMEOUT for key in ("socket_timeout", "socket_connect_timeout") if f"{key}=" not in query}
+            timeouts = {
+                key: DEFAULT_SOCKET_TIMEOUT
+                for key in ("socket_timeout", "socket_connect_timeout")
+                if f"{key}=" not in query
+            }
             try:
                 client = redis.Redis.from_url(clean_url, **timeouts)
             except (ValueError, TypeError) as exc:
@@ -261,7 +265,7 @@ class RedisStore(SessionStore):
             now = time.time()
             payloads = [record_json(head + 1 + i, view, now, p).encode("utf-8") for i, p in enumerate(prepared)]
             args = [head, self.ttl or 0, *payloads]
-            result = int(self._call("append", lambda: self._append_script(keys=keys, args=args)))
+            result = int(self._call("append", functools.partial(self._append_script, keys=keys, args=args)))
             if result >= 0:
                 break
             actual = -1 - result
@@ -269,7 +273,14 @@ class RedisStore(SessionStore):
                 raise conflict(session_id, if_head, actual)
             head = actual  # another writer appended meanwhile: renumber and retry
         return [
-            RawRecord(head + 1 + i, m if p.quarantined is None else json.loads(p.text), p.fingerprint, view, now, p.quarantined)
+            RawRecord(
+                head + 1 + i,
+                m if p.quarantined is None else json.loads(p.text),
+                p.fingerprint,
+                view,
+                now,
+                p.quarantined,
+            )
             for i, (m, p) in enumerate(zip(messages, prepared, strict=True))
         ]
 

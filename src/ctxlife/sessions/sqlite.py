@@ -7,8 +7,8 @@ then the path, as in SQLAlchemy). Query options:
 * ``synchronous`` -- ``FULL`` (default: a committed append survives a power cut) or ``NORMAL``
   (faster; WAL still never corrupts, but the last commits may be lost on power loss, not on a
   process crash).
-* ``ttl`` -- seconds or a duration (``30d``, ``12h``): a session nobody wrote to for that long is gone (like the Redis store's
-  ``ttl``): reads treat it as absent and the next write or listing deletes it.
+* ``ttl`` -- seconds or a duration (``30d``, ``12h``): a session nobody wrote to for that long is
+  gone (like the Redis store's ``ttl``): reads treat it as absent and the next write or listing deletes it.
 
 Design: WAL journal mode (readers never block the writer), every write is one transaction
 (``BEGIN IMMEDIATE`` for read-modify-write such as appends, which is the session write lock under
@@ -287,7 +287,11 @@ class SQLiteStore(SessionStore):
             has_meta = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ctxlife_meta'"
             ).fetchone()
-            row = conn.execute("SELECT value FROM ctxlife_meta WHERE key = 'schema_version'").fetchone() if has_meta else None
+            row = (
+                conn.execute("SELECT value FROM ctxlife_meta WHERE key = 'schema_version'").fetchone()
+                if has_meta
+                else None
+            )
             version = int(row[0]) if row is not None else None
             if version is not None and version > SCHEMA_VERSION:
                 raise StoreError(
@@ -305,7 +309,8 @@ class SQLiteStore(SessionStore):
             if version == 1:
                 conn.execute(
                     "INSERT OR IGNORE INTO ctxlife_sessions (session_id, touched_at) "
-                    "SELECT session_id, ? FROM (SELECT session_id FROM ctxlife_raw UNION SELECT session_id FROM ctxlife_snapshots)",
+                    "SELECT session_id, ? FROM "
+                    "(SELECT session_id FROM ctxlife_raw UNION SELECT session_id FROM ctxlife_snapshots)",
                     (time.time(),),
                 )
             conn.execute(
@@ -348,9 +353,7 @@ class SQLiteStore(SessionStore):
     def _expired(self, session_id: str) -> bool:
         if self.ttl is None:
             return False
-        rows = self._query(
-            "ttl check", "SELECT touched_at FROM ctxlife_sessions WHERE session_id = ?", (session_id,)
-        )
+        rows = self._query("ttl check", "SELECT touched_at FROM ctxlife_sessions WHERE session_id = ?", (session_id,))
         return bool(rows) and time.time() - rows[0][0] > self.ttl
 
     def _touch(self, conn: sqlite3.Connection, session_id: str) -> None:
@@ -424,11 +427,22 @@ class SQLiteStore(SessionStore):
             if if_head is not None and head != if_head:
                 raise conflict(session_id, if_head, head)
             conn.executemany(
-                "INSERT INTO ctxlife_raw (session_id, seq, view, fp, recorded_at, bad, json) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(session_id, head + 1 + i, view, p.fingerprint, now, p.quarantined, p.text) for i, p in enumerate(prepared)],
+                "INSERT INTO ctxlife_raw (session_id, seq, view, fp, recorded_at, bad, json) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (session_id, head + 1 + i, view, p.fingerprint, now, p.quarantined, p.text)
+                    for i, p in enumerate(prepared)
+                ],
             )
         return [
-            RawRecord(head + 1 + i, m if p.quarantined is None else json.loads(p.text), p.fingerprint, view, now, p.quarantined)
+            RawRecord(
+                head + 1 + i,
+                m if p.quarantined is None else json.loads(p.text),
+                p.fingerprint,
+                view,
+                now,
+                p.quarantined,
+            )
             for i, (m, p) in enumerate(zip(messages, prepared, strict=True))
         ]
 
