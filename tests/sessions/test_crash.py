@@ -76,8 +76,8 @@ def _check_file_tail(folder: Path, sid: str, readable: int) -> bool:
     data = (folder / f"{sid}_raw.jsonl").read_bytes()
     assert data.count(b"\n") == readable
     tail = data[data.rfind(b"\n") + 1 :]
-    if tail:
-        expected_start = b'{"role":"tool","seq":%d,' % readable
+    if tail:  # a record is one line: {"seq":N,"view":..,"at":..,"fp":..,"msg":{...}} (N counts from 1)
+        expected_start = b'{"seq":%d,"view":"' % (readable + 1)
         assert (tail + b" " * len(expected_start)).startswith(expected_start[: len(tail)])
     return bool(tail)
 
@@ -88,7 +88,8 @@ def _leave_torn_write(path: Path, seq: int, rng: random.Random) -> None:
     A real kill lands inside write() only rarely (encoding and fsync take most of a writer's time),
     so every third round adds such a tail by hand; the next writer, a real process, must repair it.
     """
-    record = b'{"role":"tool","seq":%d,"tool_call_id":"call_%d","content":"' % (seq, seq) + b"x" * 5000
+    message = b'{"role":"tool","seq":%d,"tool_call_id":"call_%d","content":"' % (seq, seq) + b"x" * 5000
+    record = b'{"seq":%d,"view":"","at":1.0,"fp":"0","msg":' % (seq + 1) + message
     with open(path, "ab") as f:
         f.write(record[: rng.randint(1, len(record) - 1)])
 
