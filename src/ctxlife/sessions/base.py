@@ -324,6 +324,27 @@ def prepare_messages(
     return out
 
 
+def appended_records(
+    first_seq: int,
+    messages: list[dict[str, Any]],
+    prepared: list[PreparedMessage],
+    view: str,
+    recorded_at: float,
+) -> list[RawRecord]:
+    """The records an append just wrote, numbered from ``first_seq`` (a quarantined message as stored)."""
+    return [
+        RawRecord(
+            first_seq + i,
+            m if p.quarantined is None else json.loads(p.text),
+            p.fingerprint,
+            view,
+            recorded_at,
+            p.quarantined,
+        )
+        for i, (m, p) in enumerate(zip(messages, prepared, strict=True))
+    ]
+
+
 def record_json(seq: int, view: str, recorded_at: float, prepared: PreparedMessage) -> str:
     """One stored record: ``{"seq":..,"view":..,"at":..,"fp":..,["bad":..,]"msg":{...}}`` (one line)."""
     bad = f',"bad":{json.dumps(prepared.quarantined)}' if prepared.quarantined else ""

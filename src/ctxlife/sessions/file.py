@@ -84,6 +84,7 @@ from ctxlife.sessions.base import (
     SessionInfo,
     SessionStore,
     Snapshot,
+    appended_records,
     check_after_seq,
     check_blob_text,
     check_if_head,
@@ -584,17 +585,7 @@ class FileStore(SessionStore):
                         _digest(last),
                     ),
                 )
-                return [
-                    RawRecord(
-                        tail.seq + 1 + i,
-                        m if p.quarantined is None else json.loads(p.text),
-                        p.fingerprint,
-                        view,
-                        now,
-                        p.quarantined,
-                    )
-                    for i, (m, p) in enumerate(zip(messages, prepared, strict=True))
-                ]
+                return appended_records(tail.seq + 1, messages, prepared, view, now)
             finally:
                 os.close(fd)  # also releases the flock
 

@@ -50,6 +50,7 @@ from ctxlife.sessions.base import (
     SessionInfo,
     SessionStore,
     Snapshot,
+    appended_records,
     check_after_seq,
     check_blob_text,
     check_if_head,
@@ -272,17 +273,7 @@ class RedisStore(SessionStore):
             if if_head is not None:
                 raise conflict(session_id, if_head, actual)
             head = actual  # another writer appended meanwhile: renumber and retry
-        return [
-            RawRecord(
-                head + 1 + i,
-                m if p.quarantined is None else json.loads(p.text),
-                p.fingerprint,
-                view,
-                now,
-                p.quarantined,
-            )
-            for i, (m, p) in enumerate(zip(messages, prepared, strict=True))
-        ]
+        return appended_records(head + 1, messages, prepared, view, now)
 
     def _decode(self, session_id: str, key: str, item: Any, position: int, strict: bool) -> RawRecord | None:
         try:

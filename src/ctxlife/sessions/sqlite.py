@@ -54,6 +54,7 @@ from ctxlife.sessions.base import (
     SessionInfo,
     SessionStore,
     Snapshot,
+    appended_records,
     check_after_seq,
     check_blob_text,
     check_if_head,
@@ -434,17 +435,7 @@ class SQLiteStore(SessionStore):
                     for i, p in enumerate(prepared)
                 ],
             )
-        return [
-            RawRecord(
-                head + 1 + i,
-                m if p.quarantined is None else json.loads(p.text),
-                p.fingerprint,
-                view,
-                now,
-                p.quarantined,
-            )
-            for i, (m, p) in enumerate(zip(messages, prepared, strict=True))
-        ]
+        return appended_records(head + 1, messages, prepared, view, now)
 
     def _decode(self, session_id: str, row: tuple[Any, ...], strict: bool) -> RawRecord | None:
         seq, view, fp, recorded_at, bad, text = row
