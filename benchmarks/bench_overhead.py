@@ -449,35 +449,15 @@ def run(quick: bool = False, only: tuple[str, ...] = PARTS) -> dict[str, Any]:
 
 
 def _machine() -> dict[str, Any]:
-    try:
-        from provenance import machine
+    from provenance import machine
 
-        return dict(machine())
-    except ImportError:  # benchmarks/provenance.py not on this branch yet
-        import platform
-
-        return {"cores": os.cpu_count(), "python": platform.python_version(), "load_average_at_start": os.getloadavg()}
+    return dict(machine())
 
 
 def _stamp(results: dict[str, Any]) -> dict[str, Any]:
-    try:
-        from provenance import stamp
+    from provenance import stamp
 
-        return dict(stamp(results))
-    except ImportError:  # a local stand-in until benchmarks/provenance.py is merged
-        import hashlib
-        import subprocess
-
-        def git(*args: str) -> str:
-            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-
-        h = hashlib.sha256()
-        for rel in sorted(p for p in git("ls-files", "-z", "--", "src", "strategies").split("\0") if p):
-            path = ROOT / rel
-            h.update(rel.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"<deleted>") + b"\0")
-        results["commit"] = git("rev-parse", "HEAD").strip()
-        results["code_hash"] = h.hexdigest()[:16]
-        return results
+    return dict(stamp(results))
 
 
 def _fmt_ms(ms: float) -> str:

@@ -60,7 +60,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -614,37 +614,11 @@ def episodes(quick: bool) -> list[Episode]:
 
 
 def provenance(results: dict[str, Any]) -> dict[str, Any]:
-    """``results`` stamped with the commit and a hash of the measured code (``benchmarks/provenance.py``).
+    """``results`` stamped with the commit and a hash of the measured code (``benchmarks/provenance.py``)."""
+    from provenance import stamp  # type: ignore[import-not-found]
 
-    Until that module is on this branch, a local stand-in with the same definition: the hash of the
-    tracked files under ``src/`` and ``strategies/`` (path and bytes), ``-dirty`` when they have
-    uncommitted changes.
-    """
-    try:
-        from provenance import stamp  # type: ignore[import-not-found]
-    except ImportError:
-        pass
-    else:
-        stamped: dict[str, Any] = stamp(results)
-        return stamped
-    import hashlib
-    import subprocess
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout
-
-    digest = hashlib.sha256()
-    for rel in sorted(p for p in git("ls-files", "-z", "--", "src", "strategies").split("\0") if p):
-        path = REPO / rel
-        digest.update(rel.encode() + b"\0")
-        digest.update(path.read_bytes() if path.is_file() else b"<deleted>")
-        digest.update(b"\0")
-    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src", "strategies").strip()
-    results["commit"] = git("rev-parse", "HEAD").strip() + ("-dirty" if dirty else "")
-    results["code_hash"] = digest.hexdigest()[:16]
-    results["generated"] = datetime.now(UTC).isoformat(timespec="seconds")
-    results["provenance"] = "bench_retention's local stand-in (benchmarks/provenance.py not on this branch)"
-    return results
+    stamped: dict[str, Any] = stamp(results)
+    return stamped
 
 
 def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:

@@ -362,27 +362,11 @@ def measure(
 
 
 def _stamp(results: dict[str, Any]) -> dict[str, Any]:
-    """Top-level commit and code hash: benchmarks/provenance.py's when it exists, else the same idea here."""
-    try:
-        sys.path.insert(0, str(HERE))
-        from provenance import stamp  # type: ignore[import-not-found]
+    """Top-level commit and code hash (benchmarks/provenance.py)."""
+    sys.path.insert(0, str(HERE))
+    from provenance import stamp  # type: ignore[import-not-found]
 
-        return dict(stamp(results))
-    except ImportError:
-        pass
-    import hashlib
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-
-    h = hashlib.sha256()
-    for rel in sorted(p for p in git("ls-files", "-z", "--", "src", "strategies").split("\0") if p):
-        path = ROOT / rel
-        h.update(rel.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"<deleted>") + b"\0")
-    results["commit"] = git("rev-parse", "HEAD").strip()
-    results["code_hash"] = h.hexdigest()[:16]
-    results["generated"] = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-    return results
+    return dict(stamp(results))
 
 
 def run(quick: bool) -> dict[str, Any]:
