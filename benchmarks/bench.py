@@ -36,18 +36,13 @@ REPO = HERE.parent
 import provenance  # noqa: E402
 from report import questions  # noqa: E402
 
+from ctxlife.integrations.scripted import OFFLINE_ENV  # noqa: E402
+
 RESULTS = HERE / "results"
 DOCS = REPO / "docs"
 README = REPO / "README.md"
 QUICK = REPO / "workspace" / "bench-quick"
 
-OFFLINE = {
-    "CREWAI_DISABLE_TELEMETRY": "true",
-    "OTEL_SDK_DISABLED": "true",
-    "CREWAI_TRACING_ENABLED": "false",
-    "CREWAI_DISABLE_TRACKING": "true",
-    "CREWAI_DISABLE_VERSION_CHECK": "true",
-}
 
 
 def log(message: str) -> None:
@@ -80,7 +75,7 @@ def _start(name: str, quick: bool, scratch: Path) -> tuple[subprocess.Popen[byte
     if quick:
         command.append("--quick")
     log(f"{name}: started ({questions.BY_NAME[name].module}.py)")
-    return subprocess.Popen(command, cwd=REPO, env=os.environ | OFFLINE), into, time.perf_counter()
+    return subprocess.Popen(command, cwd=REPO, env=os.environ | OFFLINE_ENV), into, time.perf_counter()
 
 
 def run_questions(
@@ -198,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--into", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    os.environ.update(OFFLINE)
+    os.environ.update(OFFLINE_ENV)
     if args.worker:
         return worker(args.worker, args.quick, args.into)
 

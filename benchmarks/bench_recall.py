@@ -62,14 +62,9 @@ sys.path.insert(0, str(HERE))
 REPO = HERE.parent
 DATA = REPO / "tests" / "data" / "memorybank"
 
-for _key, _value in {
-    "CREWAI_DISABLE_TELEMETRY": "true",
-    "OTEL_SDK_DISABLED": "true",
-    "CREWAI_TRACING_ENABLED": "false",
-    "CREWAI_DISABLE_TRACKING": "true",
-    "CREWAI_DISABLE_VERSION_CHECK": "true",
-}.items():
-    os.environ.setdefault(_key, _value)
+from ctxlife.integrations.scripted import offline_environment  # noqa: E402
+
+offline_environment()  # before anything imports crewai
 
 WINDOWS = (4_000, 8_000)
 LANGUAGES = ("en", "cn")

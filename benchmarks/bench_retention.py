@@ -71,14 +71,9 @@ REPO = HERE.parent
 RESULTS = HERE / "results" / "retention.json"
 TAU = REPO / "tests" / "data" / "tau-bench-airline-gpt4o.json.gz"
 
-for _key, _value in {
-    "CREWAI_DISABLE_TELEMETRY": "true",
-    "OTEL_SDK_DISABLED": "true",
-    "CREWAI_TRACING_ENABLED": "false",
-    "CREWAI_DISABLE_TRACKING": "true",
-    "CREWAI_DISABLE_VERSION_CHECK": "true",
-}.items():
-    os.environ.setdefault(_key, _value)
+from ctxlife.integrations.scripted import offline_environment  # noqa: E402
+
+offline_environment()  # before anything imports crewai
 
 Message = dict[str, Any]
 
