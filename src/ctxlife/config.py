@@ -151,15 +151,19 @@ class Settings(BaseSettings):
         """Where these settings were read from (a file path or "built-in defaults")."""
         return self._source
 
+    def config_dir(self) -> Path | None:
+        """The folder of the config file these settings were read from (None: no file)."""
+        path = Path(self._source)
+        return path.resolve().parent if self._source != "built-in defaults" and path.is_file() else None
+
     def shared(self) -> SharedSettings:
         """The top-level settings every strategy receives (it gets its own table as its options)."""
-        path = Path(self._source)
         return SharedSettings(
             threshold=self.threshold,
             model=self.model,
             context_window=self.context_window,
             source=self._source,
-            config_dir=path.resolve().parent if path.is_file() else None,
+            config_dir=self.config_dir(),
             log_content=self.log_content,
             origins=self._origins(),
         )
@@ -172,9 +176,7 @@ class Settings(BaseSettings):
         """
         legacy = self._legacy_store()
         url = legacy if legacy is not None else self.store or DEFAULT_STORE_URL
-        path = Path(self._source)
-        base = path.resolve().parent if self._source != "built-in defaults" and path.is_file() else None
-        return resolve_store_url(url, base)
+        return resolve_store_url(url, self.config_dir())
 
     @property
     def store_configured(self) -> bool:
