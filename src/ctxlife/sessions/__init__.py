@@ -31,8 +31,12 @@ from collections.abc import Callable
 from ctxlife.errors import StoreError
 from ctxlife.registry import Registry
 from ctxlife.sessions.base import (
+    ADD,
     FORMAT_VERSION,
+    REMOVE,
+    REPLACE,
     AppendConflictError,
+    Event,
     LockTimeoutError,
     RawRecord,
     SessionInfo,
@@ -40,16 +44,21 @@ from ctxlife.sessions.base import (
     Snapshot,
     canonical_json,
     fingerprint,
+    materialize,
     register_snapshot_migration,
 )
 from ctxlife.sessions.ids import MAX_SESSION_ID_LENGTH, validate_session_id, validate_view, view_id
 
 __all__ = [
+    "ADD",
+    "REMOVE",
+    "REPLACE",
     "DEFAULT_STORE_URL",
     "ENTRY_POINT_GROUP",
     "FORMAT_VERSION",
     "MAX_SESSION_ID_LENGTH",
     "AppendConflictError",
+    "Event",
     "LockTimeoutError",
     "RawRecord",
     "SessionInfo",
@@ -58,6 +67,7 @@ __all__ = [
     "StoreFactory",
     "canonical_json",
     "fingerprint",
+    "materialize",
     "open_store",
     "register_snapshot_migration",
     "register_store_scheme",

@@ -46,8 +46,10 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -56,7 +58,14 @@ from ctxlife.errors import CtxlifeError, StoreError
 from ctxlife.sessions.ids import validate_session_id, validate_view
 
 __all__ = [
+    "ADD",
+    "ERASED_TEXT",
+    "EVENT_KEY",
     "FORMAT_VERSION",
+    "REMOVE",
+    "REPLACE",
+    "Event",
+    "materialize",
     "TRANSPORT_KEYS",
     "AppendConflictError",
     "LockTimeoutError",
@@ -258,6 +267,81 @@ def validate_messages(session_id: str, messages: object) -> list[dict[str, Any]]
 
 # -- raw records -------------------------------------------------------------------------------------
 
+#: Record operations of the event log (see :class:`RawRecord` and :class:`Event`).
+ADD, REPLACE, REMOVE = "add", "replace", "remove"
+_OPS = frozenset((ADD, REPLACE, REMOVE))
+#: The key of the stored form of an event other than a plain ``add`` at the end: the record's JSON
+#: value is ``{EVENT_KEY: op, "target": N, "message": {...}}``, so every store keeps events in the
+#: same column or line as messages and no store schema changes.
+EVENT_KEY = "ctxlife_event"
+#: What an erased message's text becomes (:meth:`SessionStore.erase`).
+ERASED_TEXT = "[erased]"
+
+
+def event_value(event: Event) -> dict[str, Any]:
+    """The JSON value a store keeps for ``event`` (a plain add at the end is the message itself)."""
+    if event.op not in _OPS:
+        raise StoreError(f"unknown event op {event.op!r} (expected one of {sorted(_OPS)})")
+    if event.op == ADD and event.target is None:
+        return event.message
+    if isinstance(event.target, bool) or not isinstance(event.target, int) or event.target < 1:
+        raise StoreError(f"a {event.op!r} event needs a target slot (an int >= 1), got {event.target!r}")
+    return {EVENT_KEY: event.op, "target": event.target, "message": {} if event.op == REMOVE else event.message}
+
+
+def unwrap_event(value: dict[str, Any]) -> tuple[dict[str, Any], str, int | None, bool]:
+    """``(message, op, target, erased)`` of a stored record value (see :data:`EVENT_KEY`)."""
+    op = value.get(EVENT_KEY)
+    if op is None:
+        return value, ADD, None, bool(value.get(_ERASED_KEY))
+    message, target = value.get("message"), value.get("target")
+    if op not in _OPS or not isinstance(message, dict) or isinstance(target, bool) or not isinstance(target, int):
+        raise ValueError(f"malformed {EVENT_KEY} record (op {op!r}, target {target!r})")
+    return message, op, target, bool(message.get(_ERASED_KEY))
+
+
+#: Marks an erased message (its text replaced by :data:`ERASED_TEXT`).
+_ERASED_KEY = "ctxlife_erased"
+
+
+def erased_message(message: dict[str, Any]) -> dict[str, Any]:
+    """The tombstone that replaces an erased message: its role (and tool-call id) only."""
+    out: dict[str, Any] = {"role": message.get("role", "user"), "content": ERASED_TEXT, _ERASED_KEY: True}
+    if "tool_call_id" in message:
+        out["tool_call_id"] = message["tool_call_id"]
+    return out
+
+
+def materialize(records: Iterable[RawRecord]) -> list[RawRecord]:
+    """The current state of a view from its records (in ``seq`` order): one record per live slot, in
+    conversation order, each carrying the slot's latest message (``seq`` = the slot).
+
+    ``add`` appends (or inserts right after its target slot), ``replace`` swaps a slot's message,
+    ``remove`` drops the slot. Superseded and removed messages are not in the result. An event whose
+    slot is unknown (it was added before the records given) is ignored for ``replace``/``remove``
+    and appended for ``add``.
+    """
+    order: list[int] = []
+    current: dict[int, RawRecord] = {}
+    inserted = False
+    for record in records:
+        if record.op == ADD:
+            current[record.seq] = record
+            if record.target is not None and record.target in current:
+                order.insert(order.index(record.target) + 1, record.seq)
+                inserted = True
+            else:
+                order.append(record.seq)
+        elif record.op == REPLACE:
+            if record.target in current:
+                current[record.target] = dataclasses.replace(record, seq=record.target, op=ADD, target=None)
+        elif record.op == REMOVE:
+            if record.target is not None and current.pop(record.target, None) is not None:
+                inserted = True  # order holds a removed slot now: filtered below
+    if inserted:
+        return [current[s] for s in order if s in current]
+    return [current[s] for s in order]
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RawRecord:
@@ -280,6 +364,34 @@ class RawRecord:
     view: str = ""
     recorded_at: float | None = None
     quarantined: str | None = None
+    op: str = ADD
+    target: int | None = None
+    erased: bool = False
+
+    @property
+    def slot(self) -> int:
+        """The slot this record is about: its own ``seq`` for an ``add``, else the slot it edits."""
+        return self.seq if self.op == ADD or self.target is None else self.target
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Event:
+    """One change to a view's conversation, for :meth:`SessionStore.append_events`.
+
+    Attributes:
+        op: :data:`ADD` (a new message; ``target`` None = at the end, N = right after slot N),
+            :data:`REPLACE` (slot ``target`` now holds ``message``: an edit, a cleared tool result, a
+            regenerated reply) or :data:`REMOVE` (slot ``target`` is gone: a pop, a deletion, a
+            turn discarded by a regenerate; ``message`` is ignored).
+        message: the message (for ``add`` and ``replace``).
+        target: the slot (the ``seq`` of the record that added the message), see ``op``.
+        fingerprint: :func:`fingerprint` of ``message`` when the caller has it.
+    """
+
+    op: str
+    message: dict[str, Any]
+    target: int | None = None
+    fingerprint: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -332,17 +444,12 @@ def appended_records(
     recorded_at: float,
 ) -> list[RawRecord]:
     """The records an append just wrote, numbered from ``first_seq`` (a quarantined message as stored)."""
-    return [
-        RawRecord(
-            first_seq + i,
-            m if p.quarantined is None else json.loads(p.text),
-            p.fingerprint,
-            view,
-            recorded_at,
-            p.quarantined,
-        )
-        for i, (m, p) in enumerate(zip(messages, prepared, strict=True))
-    ]
+    out = []
+    for i, (m, p) in enumerate(zip(messages, prepared, strict=True)):
+        value = m if p.quarantined is None else json.loads(p.text)
+        message, op, target, erased = unwrap_event(value) if EVENT_KEY in value else (value, ADD, None, False)
+        out.append(RawRecord(first_seq + i, message, p.fingerprint, view, recorded_at, p.quarantined, op, target, erased))
+    return out
 
 
 def record_json(seq: int, view: str, recorded_at: float, prepared: PreparedMessage) -> str:
@@ -377,7 +484,8 @@ def decode_record(value: Any, position: int) -> RawRecord:
             raise ValueError(f"record time {at!r} is not a number")
         if bad is not None and not isinstance(bad, str):
             raise ValueError("quarantine reason is not a string")
-        return RawRecord(seq, msg, fp, view, float(at), bad)
+        message, op, target, erased = unwrap_event(msg)
+        return RawRecord(seq, message, fp, view, float(at), bad, op, target, erased)
     return RawRecord(position, value, fingerprint(value), "", None, None)
 
 
@@ -635,6 +743,131 @@ class SessionStore(abc.ABC):
         gaps; when the last record belongs to another view, :class:`StoreError` says so.
         """
 
+    def append_events(
+        self, session_id: str, events: list[Event], *, view: str = "", if_head: int | None = None
+    ) -> list[RawRecord]:
+        """Append ``events`` (edits of the view's conversation, see :class:`Event`) atomically, in order.
+
+        Each event is one record with its own sequence number, written by :meth:`append` (so
+        ``if_head`` and atomicity are the same); a record's ``op``/``target`` say what it did. The
+        raw history stays a log: an edited or removed message keeps its record (for audit, until
+        :meth:`erase`), and :func:`materialize` gives the view's current state.
+        """
+        values = [event_value(e) for e in events]
+        fps = [
+            e.fingerprint if e.fingerprint is not None else fingerprint(e.message if e.op != REMOVE else {})
+            for e in events
+        ]
+        return self.append(session_id, values, view=view, if_head=if_head, fingerprints=fps)
+
+    def current(self, session_id: str, view: str = "") -> list[RawRecord]:
+        """The view's current conversation: one record per live message (see :func:`materialize`)."""
+        return materialize(self.read_records(session_id, view=view))
+
+    def derived_dir(self, session_id: str) -> Path | None:
+        """A folder for data derived from the session (a search index), deleted with the session.
+
+        The store creates nothing there; whoever derives data creates the folder. :meth:`delete`,
+        TTL expiry and ``ctxlife session rm`` remove it with the session. None: the store keeps no
+        local files (Redis), so derived data lives in memory.
+        """
+        validate_session_id(session_id)
+        return None
+
+    def _rewrite_records(self, session_id: str, values: dict[int, dict[str, Any]]) -> int:
+        """Overwrite the stored value of the records ``{seq: value}`` in place (for :meth:`erase`)."""
+        raise StoreError(
+            f"{type(self).__name__} cannot erase records: implement _rewrite_records(session_id, values) "
+            f"(overwrite the stored value of each seq in place)"
+        )
+
+    def erase(self, session_id: str, slots: Iterable[int]) -> list[int]:
+        """Delete messages for privacy: every trace of the ``slots`` (their ``add`` and ``replace``
+        records) is overwritten with a tombstone (the role only), the messages leave every
+        snapshot, tool-output blobs they reference are overwritten, and a ``remove`` event per slot
+        still live is appended (so incremental readers, such as the recall index, drop them too).
+
+        Returns the slots erased (unknown slots are ignored). Text a summary already took from
+        the messages stays in that summary: use :meth:`erase_matching` to scrub a value everywhere.
+        """
+        wanted = {int(s) for s in slots}
+        records = self.read_records(session_id)
+        affected = [r for r in records if r.op != REMOVE and r.slot in wanted]
+        if not affected:
+            return []
+        found = sorted({r.slot for r in affected})
+        self._rewrite_records(
+            session_id,
+            {r.seq: event_value(Event(r.op, erased_message(r.message), r.target)) for r in affected if not r.erased},
+        )
+        self._scrub_blobs(session_id, [r.message for r in affected])
+        by_view: dict[str, list[RawRecord]] = {}
+        for r in records:
+            by_view.setdefault(r.view, []).append(r)
+        for view, mine in by_view.items():
+            live = [r.seq for r in materialize(mine) if r.seq in wanted]
+            gone = {r.fingerprint for r in affected if r.view == view}
+            if live:
+                self.append_events(session_id, [Event(REMOVE, {}, target=s) for s in live], view=view)
+            if gone:
+                self._drop_from_snapshot(session_id, view, set(found), gone, None)
+        return found
+
+    def erase_matching(self, session_id: str, pattern: str | re.Pattern[str]) -> list[int]:
+        """:meth:`erase` every message whose text matches ``pattern`` (a regular expression), and
+        replace the matches with ``[erased]`` in every snapshot (summaries included). Returns the slots."""
+        regex = re.compile(pattern) if isinstance(pattern, str) else pattern
+        slots = [
+            r.slot
+            for r in self.read_records(session_id)
+            if r.op != REMOVE and regex.search(canonical_json(r.message)) is not None
+        ]
+        erased = self.erase(session_id, slots)
+        views = {r.view for r in self.read_records(session_id)}
+        for view in views:
+            self._drop_from_snapshot(session_id, view, set(), set(), regex)
+        return erased
+
+    def _drop_from_snapshot(
+        self, session_id: str, view: str, slots: set[int], fps: set[str], regex: re.Pattern[str] | None
+    ) -> None:
+        try:
+            snapshot = self.load_snapshot(session_id, view)
+        except StoreError:
+            return  # an unreadable snapshot is rebuilt from the raw history (which no longer holds them)
+        if snapshot is None:
+            return
+        marks = snapshot.meta.get("slots")
+        kept: list[Any] = []
+        kept_marks: list[Any] = []
+        changed = False
+        for i, message in enumerate(snapshot.messages):
+            slot = marks[i] if isinstance(marks, list) and i < len(marks) else None
+            if slot in slots or (slot is None and fps and fingerprint(message) in fps):
+                changed = True
+                continue
+            if regex is not None:
+                clean = _scrubbed(message, regex)
+                changed = changed or clean != message
+                message = clean
+            kept.append(message)
+            kept_marks.append(slot)
+        if not changed:
+            return
+        meta = dict(snapshot.meta)
+        if isinstance(marks, list):
+            meta["slots"] = kept_marks
+        if "inserted" in meta:
+            meta.pop("inserted")
+        self.save_snapshot(snapshot.model_copy(update={"messages": kept, "meta": meta}))
+
+    def _scrub_blobs(self, session_id: str, messages: list[dict[str, Any]]) -> None:
+        """Overwrite the blobs (tool outputs kept aside) that erased messages refer to."""
+        for ref in sorted({m for message in messages for m in _BLOB_REF.findall(canonical_json(message))}):
+            with contextlib.suppress(StoreError):
+                if self.get_blob(session_id, ref) is not None:
+                    self.put_blob(session_id, ref, ERASED_TEXT)
+
     def append_raw(self, session_id: str, messages: list[dict[str, Any]]) -> None:
         """Append ``messages`` to the default view, refusing (``StoreError``) any that is not JSON.
 
@@ -728,6 +961,21 @@ class SessionStore(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
+
+
+#: A tool-output blob reference (``tool_output`` keeps full results aside under ``to_<hash>``).
+_BLOB_REF = re.compile(r"\bto_[0-9a-f]{16}\b")
+
+
+def _scrubbed(value: Any, regex: re.Pattern[str]) -> Any:
+    """``value`` with every match of ``regex`` in its strings replaced by :data:`ERASED_TEXT`."""
+    if isinstance(value, str):
+        return regex.sub(ERASED_TEXT, value)
+    if isinstance(value, dict):
+        return {k: _scrubbed(v, regex) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(v, regex) for v in value]
+    return value
 
 
 def check_after_seq(after_seq: object) -> int:

@@ -91,11 +91,14 @@ from ctxlife.sessions.base import (
     check_lock_args,
     conflict,
     decode_record,
+    fingerprint,
+    json_text,
     parse_bool,
     parse_query,
     parse_ttl,
     prepare_messages,
     record_json,
+    unwrap_event,
 )
 from ctxlife.sessions.ids import validate_blob_key, validate_session_id, validate_view
 
@@ -107,6 +110,7 @@ _CTX_SUFFIX = "_ctx.json"
 _VIEW_MARK = "_ctx@"
 _RAW_SUFFIX = "_raw.jsonl"
 _BLOB_SUFFIX = "_blobs"
+_DERIVED_SUFFIX = "_derived"  # data derived from the session (the recall index), deleted with it
 _LOCK_SUFFIX = ".lock"
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 # Session files are never symlinks: refuse to follow one planted in the folder.
@@ -698,11 +702,57 @@ class FileStore(SessionStore):
             infos.append(SessionInfo(sid, self.head(sid), max(updated) if updated else None, self._last_write(sid)))
         return infos
 
+    def derived_dir(self, session_id: str) -> Path | None:
+        return self._path(session_id, _DERIVED_SUFFIX)
+
+    def _rewrite_records(self, session_id: str, values: dict[int, dict[str, Any]]) -> int:
+        if not values:
+            return 0
+        path = self._path(session_id, _RAW_SUFFIX)
+        try:
+            fd = os.open(path, os.O_RDWR | _O_SAFE)
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise StoreError(f"cannot open {path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._repair_and_tail(session_id, path, fd)
+            lines = _read_file(path).splitlines(keepends=True)
+            changed = 0
+            for i, line in enumerate(lines):
+                try:
+                    doc = json.loads(line)
+                except ValueError:
+                    continue
+                seq = doc.get("seq") if isinstance(doc, dict) else None
+                if isinstance(seq, int) and seq in values and "msg" in doc:
+                    value = values[seq]
+                    message, _, _, _ = unwrap_event(value)
+                    doc.pop("bad", None)
+                    doc["msg"] = value
+                    doc["fp"] = fingerprint(message)
+                    lines[i] = (json_text(doc, what="erased record") + "\n").encode("utf-8")
+                    changed += 1
+            if changed:
+                # Appenders wait on this file's lock, then see it was replaced (_same_file) and retry.
+                self._atomic_write(path, b"".join(lines))
+                self._forget(session_id)
+            return changed
+        except OSError as exc:
+            raise StoreError(f"cannot erase records in {path}: {exc.strerror}") from None
+        finally:
+            os.close(fd)
+
     def delete(self, session_id: str) -> bool:
         raw = self._path(session_id, _RAW_SUFFIX)
         blobs = self._path(session_id, _BLOB_SUFFIX)
+        derived = self._path(session_id, _DERIVED_SUFFIX)
         existed = False
         try:
+            if derived.is_dir():
+                shutil.rmtree(derived, ignore_errors=True)
+                existed = True
             # Hold the raw file's lock while unlinking it; an appender waiting on the old file sees it
             # was unlinked (_same_file) and retries on a new one.
             try:

@@ -57,10 +57,13 @@ from ctxlife.sessions.base import (
     check_lock_args,
     conflict,
     decode_record,
+    fingerprint,
+    json_text,
     poll_until,
     prepare_messages,
     record_json,
     redact_url,
+    unwrap_event,
 )
 from ctxlife.sessions.ids import validate_blob_key, validate_session_id, validate_view
 
@@ -301,6 +304,36 @@ class RedisStore(SessionStore):
             if record is not None and (view is None or record.view == view):
                 out.append(record)
         return out
+
+    def _rewrite_records(self, session_id: str, values: dict[int, dict[str, Any]]) -> int:
+        key = self._key(session_id, "raw")
+        if not values:
+            return 0
+
+        def run() -> int:
+            with self._client.pipeline(transaction=True) as pipe:
+                while True:
+                    try:
+                        pipe.watch(key)
+                        items = {seq: pipe.lindex(key, seq - 1) for seq in values}
+                        pipe.multi()
+                        changed = 0
+                        for seq, item in items.items():
+                            if item is None:
+                                continue
+                            doc = json.loads(item)
+                            message, _, _, _ = unwrap_event(values[seq])
+                            doc.pop("bad", None)
+                            doc["msg"] = values[seq]
+                            doc["fp"] = fingerprint(message)
+                            pipe.lset(key, seq - 1, json_text(doc, what="erased record").encode("utf-8"))
+                            changed += 1
+                        pipe.execute()
+                        return changed
+                    except self._redis.WatchError:
+                        continue
+
+        return self._call("erase", run)
 
     def head(self, session_id: str) -> int:
         key = self._key(session_id, "raw")

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -61,10 +62,12 @@ from ctxlife.sessions.base import (
     check_lock_args,
     conflict,
     fingerprint,
+    json_text,
     parse_query,
     parse_ttl,
     poll_until,
     prepare_messages,
+    unwrap_event,
 )
 from ctxlife.sessions.ids import validate_blob_key, validate_session_id, validate_view
 
@@ -452,7 +455,34 @@ class SQLiteStore(SessionStore):
                 raise StoreError(message)
             log.error("raw_record_skipped", store="sqlite", session_id=session_id, seq=seq, problem="not a JSON object")
             return None
-        return RawRecord(int(seq), value, fp if fp else fingerprint(value), view or "", recorded_at, bad)
+        try:
+            message, op, target, erased = unwrap_event(value)
+        except ValueError as exc:
+            if strict:
+                raise StoreError(f"raw record seq={seq} of session {session_id!r} in {self.path} is corrupt: {exc}") from None
+            log.error("raw_record_skipped", store="sqlite", session_id=session_id, seq=seq, problem=str(exc)[:120])
+            return None
+        return RawRecord(
+            int(seq), message, fp if fp else fingerprint(message), view or "", recorded_at, bad, op, target, erased
+        )
+
+    def _rewrite_records(self, session_id: str, values: dict[int, dict[str, Any]]) -> int:
+        validate_session_id(session_id)
+        if not values or self._conn(create=False) is None:
+            return 0
+        with self._tx("erase") as conn:
+            changed = 0
+            for seq, value in values.items():
+                message, _, _, _ = unwrap_event(value)
+                changed += conn.execute(
+                    "UPDATE ctxlife_raw SET json = ?, fp = ?, bad = NULL WHERE session_id = ? AND seq = ?",
+                    (json_text(value, what="erased record"), fingerprint(message), session_id, seq),
+                ).rowcount
+        return changed
+
+    def derived_dir(self, session_id: str) -> Path | None:
+        validate_session_id(session_id)
+        return self.path.with_name(self.path.name + ".derived") / session_id
 
     def read_records(
         self, session_id: str, after_seq: int = 0, *, view: str | None = None, strict: bool = True
@@ -532,19 +562,27 @@ class SQLiteStore(SessionStore):
             infos.append(SessionInfo(sid, int(n), upd, touched))
         return infos
 
-    @staticmethod
-    def _delete_rows(conn: sqlite3.Connection, session_id: str) -> int:
+    def _delete_rows(self, conn: sqlite3.Connection, session_id: str) -> int:
+        self._delete_derived(session_id)
         changed = 0
         for table in ("ctxlife_snapshots", "ctxlife_raw", "ctxlife_blobs", "ctxlife_sessions"):
             changed += conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,)).rowcount
         return changed
 
+    def _delete_derived(self, session_id: str) -> bool:
+        folder = self.derived_dir(session_id)
+        if folder is None or not folder.is_dir():
+            return False
+        shutil.rmtree(folder, ignore_errors=True)
+        return True
+
     def delete(self, session_id: str) -> bool:
         validate_session_id(session_id)
         if self._conn(create=False) is None:
-            return False
+            return self._delete_derived(session_id)
+        derived = self._delete_derived(session_id)
         with self._tx("delete") as conn:
-            changed = 0
+            changed = int(derived)
             for table in ("ctxlife_snapshots", "ctxlife_raw", "ctxlife_blobs"):
                 changed += conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,)).rowcount
             conn.execute("DELETE FROM ctxlife_sessions WHERE session_id = ?", (session_id,))
