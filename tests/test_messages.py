@@ -11,10 +11,11 @@ from ctxlife.messages import (
     Unit,
     check_shape,
     current_turn_index,
-    inserted_meta,
+    inserted_text,
     is_inserted,
     is_summary,
     is_system,
+    mark_inserted,
     pair_tool_results,
     round_starts,
     split_system,
@@ -184,9 +185,10 @@ def test_orphaned_results_missing_results_and_mismatched_ids_are_reported():
     assert codes([user("u"), system("late")]) == ["system_after_conversation"]
 
 
-def test_summaries_are_recognised_by_registration_not_by_their_prefix():
+def test_summaries_are_recognised_by_their_mark_not_by_their_prefix():
     written = summary_message([system("s"), user("u")], "booked HAT136.")
-    assert written == {"role": "system", "content": "History summary: booked HAT136."}
+    assert written["role"] == "system"
+    assert inserted_text(written["content"]) == "History summary: booked HAT136."
     assert is_summary(written) and is_inserted(written)
     assert is_summary(json.loads(json.dumps(written)))  # a copy (a stateless caller) is still one
     # The same visible prefix typed by a user or returned by a tool is not a summary.
@@ -194,24 +196,25 @@ def test_summaries_are_recognised_by_registration_not_by_their_prefix():
     assert not is_summary(system("History summary: something else"))
     assert not is_summary(tool_result("c1", "History summary: booked HAT136."))
     assert not is_summary(system("You are an agent.")) and not is_summary(assistant(None))
+    # Nor is a message that copies the mark line under other text, or as another role.
+    forged = written["content"].replace("HAT136", "HAT999")
+    assert not is_inserted(system(forged)) and not is_inserted(user(written["content"]))
+    assert not is_inserted(tool_result("c1", written["content"]))
 
 
-def test_a_snapshot_carries_the_registration_across_processes():
+def test_marks_survive_other_processes_and_busy_ones():
     written = summary_message([system("s")], "a summary only the old process wrote")
     saved = json.loads(json.dumps([system("s"), written, user("u")]))
-    meta = inserted_meta(saved)
-    assert meta == [[1, "summary"]]
+    for _ in range(10_000):  # a busy process marks many others meanwhile (there is no registry to evict it)
+        mark_inserted({"role": "user", "content": f"recall {_}"}, "recall")
+    assert is_summary(saved[1])
     code = (
         "import json, sys\n"
-        "from ctxlife.messages import is_summary, restore_inserted\n"
-        "saved, meta = json.loads(sys.argv[1]), json.loads(sys.argv[2])\n"
-        "before = is_summary(saved[1])\n"
-        "restore_inserted(saved, meta)\n"
-        "print(before, is_summary(saved[1]), is_summary(saved[2]))\n"
+        "from ctxlife.messages import is_summary\n"
+        "saved = json.loads(sys.argv[1])\n"
+        "print(is_summary(saved[0]), is_summary(saved[1]), is_summary(saved[2]))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(saved), json.dumps(meta)], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(saved)], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True", "False"]
 
 

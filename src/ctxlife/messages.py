@@ -43,12 +43,12 @@ never taken for one; a restored snapshot re-registers its inserted messages from
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import operator
 import re
-import threading
 import unicodedata
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -952,9 +952,6 @@ def split_system(messages: Sequence[Message]) -> tuple[str | list[dict[str, Any]
 
 # -- messages ctxlife inserts --------------------------------------------------------------
 
-_INSERTED_LIMIT = 4096
-_inserted: OrderedDict[tuple[str, str], str] = OrderedDict()
-_inserted_lock = threading.Lock()
 INSERTED_KINDS = ("summary", "recall", "bootstrap")
 
 
@@ -972,35 +969,82 @@ def _inserted_key(message: Message) -> tuple[str, str] | None:
     return None
 
 
-def mark_inserted(message: Message, kind: str) -> Message:
-    """Register ``message`` as one ctxlife inserted (``kind``: "summary", "recall" or "bootstrap"); return it.
+# A message ctxlife inserts carries its kind in a last line ``<!-- ctxlife:KIND CHECK -->``, where
+# CHECK is a keyed hash of the role, the kind and the text before the line: recognition needs no
+# registry (it survives restarts, other processes and busy ones), a copy (a JSON round trip) is
+# still recognised, and a message that merely looks like one (a tool result pasting the line under
+# other text, an edited summary) is not.
+_TAG_RE = re.compile(r"\n<!-- ctxlife:(summary|recall|bootstrap) ([0-9a-f]{12}) -->\Z")
+_TAG_KEY = b"ctxlife/inserted/1"
 
-    Recognition is by role and exact content, so a copy of the message (a JSON round trip, a
-    stateless caller sending the list back) is still recognised, and a message that merely starts
-    like one is not. The registry is per process and keeps the 4096 most recent; a snapshot carries
-    the registration across processes (:func:`inserted_meta`, :func:`restore_inserted`).
+
+def _tag_check(role_: str, kind: str, body: str) -> str:
+    data = f"{role_}\0{kind}\0{body}".encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=6, key=_TAG_KEY).hexdigest()
+
+
+def _tagged(role_: str, kind: str, text: str) -> str:
+    found = _TAG_RE.search(text)
+    body = text[: found.start()] if found is not None else text
+    return f"{body}\n<!-- ctxlife:{kind} {_tag_check(role_, kind, body)} -->"
+
+
+def _tag_kind(role_: str, text: str) -> str | None:
+    if not text.endswith(" -->"):
+        return None
+    found = _TAG_RE.search(text)
+    if found is None:
+        return None
+    kind, check = found.group(1), found.group(2)
+    return kind if hmac.compare_digest(check, _tag_check(role_, kind, text[: found.start()])) else None
+
+
+def inserted_text(text: str) -> str:
+    """``text`` without the line that marks an inserted message (the same text when it has none)."""
+    found = _TAG_RE.search(text) if text.endswith(" -->") else None
+    return text[: found.start()] if found is not None else text
+
+
+def mark_inserted(message: Message, kind: str) -> Message:
+    """Mark ``message`` (in place) as one ctxlife inserted (``kind``: "summary", "recall" or "bootstrap"); return it.
+
+    The mark is a last line of the message's text, ``<!-- ctxlife:KIND CHECK -->``, whose check
+    covers the role, the kind and the text: recognition (:func:`inserted_kind`) needs nothing but
+    the message, so a copy (a JSON round trip, a stateless caller sending the list back, a
+    restored snapshot, another process) is still recognised, and a message that merely starts
+    like one, or whose text was changed after marking, is not. Marking again (after the text
+    changed) replaces the line.
     """
     if kind not in INSERTED_KINDS:
         raise ValueError(f"kind must be one of {INSERTED_KINDS}, got {kind!r}")
     key = _inserted_key(message)
     if key is None:
         raise ValueError("only a message with a string role and text content can be registered as inserted")
-    with _inserted_lock:
-        _inserted[key] = kind
-        _inserted.move_to_end(key)
-        while len(_inserted) > _INSERTED_LIMIT:
-            _inserted.popitem(last=False)
+    content = message["content"]
+    if isinstance(content, str):
+        message["content"] = _tagged(key[0], kind, content)
+    else:
+        last = content[-1]
+        text = last.get("text") if isinstance(last.get("text"), str) else ""
+        content[-1] = {**last, "text": _tagged(key[0], kind, text)}
     return message
 
 
 def inserted_kind(message: Message) -> str | None:
     """What ctxlife inserted this message as ("summary", "recall", "bootstrap"), or None for any other message."""
-    if not _inserted:
+    if not isinstance(message, dict):
         return None
-    key = _inserted_key(message)
-    if key is None:
+    r = message.get("role")
+    content = message.get("content")
+    if not isinstance(r, str):
         return None
-    return _inserted.get(key)
+    if isinstance(content, str):
+        return _tag_kind(r, content)
+    if isinstance(content, list) and content and isinstance(content[-1], dict):
+        last = content[-1].get("text")
+        if isinstance(last, str) and last.endswith(" -->"):
+            return _tag_kind(r, last)  # the check covers the last block (where the mark line is)
+    return None
 
 
 def is_inserted(message: Message) -> bool:
@@ -1023,12 +1067,13 @@ def is_recall_block(message: Message) -> bool:
 
 
 def inserted_meta(messages: Sequence[Message]) -> list[list[Any]]:
-    """``[[index, kind], ...]`` of the inserted messages of a list, for a snapshot's meta."""
+    """``[[index, kind], ...]`` of the inserted messages of a list (kept in a snapshot's meta for tools)."""
     return [[i, kind] for i, kind in ((i, inserted_kind(m)) for i, m in enumerate(messages)) if kind is not None]
 
 
 def restore_inserted(messages: Sequence[Message], meta: Any) -> None:
-    """Re-register the inserted messages of a restored list from :func:`inserted_meta`'s record."""
+    """Re-mark the inserted messages of a list restored from a snapshot written before messages
+    carried their mark (:func:`mark_inserted`); messages that carry it need nothing."""
     if not isinstance(meta, list):
         return
     for entry in meta:
@@ -1039,6 +1084,7 @@ def restore_inserted(messages: Sequence[Message], meta: Any) -> None:
             and 0 <= entry[0] < len(messages)
             and entry[1] in INSERTED_KINDS
             and _inserted_key(messages[entry[0]]) is not None
+            and inserted_kind(messages[entry[0]]) is None
         ):
             mark_inserted(messages[entry[0]], entry[1])
 

@@ -323,12 +323,18 @@ def materialize(records: Iterable[RawRecord]) -> list[RawRecord]:
     """
     order: list[int] = []
     current: dict[int, RawRecord] = {}
+    after: dict[int, int] = {}  # slot -> the slot it was inserted after
     inserted = False
     for record in records:
         if record.op == ADD:
             current[record.seq] = record
             if record.target is not None and record.target in current:
-                order.insert(order.index(record.target) + 1, record.seq)
+                # after the target and after what was inserted after it before (adds keep their order)
+                at = order.index(record.target) + 1
+                while at < len(order) and after.get(order[at]) == record.target:
+                    at += 1
+                order.insert(at, record.seq)
+                after[record.seq] = record.target
                 inserted = True
             else:
                 order.append(record.seq)
@@ -448,7 +454,9 @@ def appended_records(
     for i, (m, p) in enumerate(zip(messages, prepared, strict=True)):
         value = m if p.quarantined is None else json.loads(p.text)
         message, op, target, erased = unwrap_event(value) if EVENT_KEY in value else (value, ADD, None, False)
-        out.append(RawRecord(first_seq + i, message, p.fingerprint, view, recorded_at, p.quarantined, op, target, erased))
+        out.append(
+            RawRecord(first_seq + i, message, p.fingerprint, view, recorded_at, p.quarantined, op, target, erased)
+        )
     return out
 
 

@@ -49,16 +49,25 @@ from __future__ import annotations
 import dataclasses
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 from ctxlife.errors import StoreError
 from ctxlife.events import emit
-from ctxlife.messages import is_inserted, is_system
-from ctxlife.sessions.base import AppendConflictError, RawRecord, SessionStore, fingerprint
+from ctxlife.messages import has_bootstrap_section, is_inserted, is_system, strip_bootstrap
+from ctxlife.sessions.base import (
+    ADD,
+    REMOVE,
+    REPLACE,
+    AppendConflictError,
+    Event,
+    RawRecord,
+    SessionStore,
+    fingerprint,
+)
+from ctxlife.sessions.diff import common_prefix, edit_script
 
-__all__ = ["WINDOW", "Alignment", "Recorder", "recordable", "recorder_for"]
+__all__ = ["WINDOW", "Alignment", "Recorder", "recordable", "recorder_for", "stored_form"]
 
 #: How many messages before an anchor must agree with the stored tail (and how many records of a
 #: view's tail a recorder keeps per caller).
@@ -68,14 +77,27 @@ _ANCHORS = 8
 #: Most messages kept waiting when the store refuses writes (then the oldest are dropped, logged).
 _MAX_PENDING = 10_000
 _MAX_RETRIES = 64
-#: Message objects remembered per view (see ``_View.objects``).
-_OBJECTS = 512
+#: Mirrors kept per view (about one per caller sharing the view).
+_MIRRORS = 8
 
 
 def recordable(message: Any) -> bool:
     """Whether a message belongs in the raw history: a message dict that is neither a system prompt
     nor one ctxlife inserted (a summary, a recall block, a bootstrap system message)."""
     return isinstance(message, dict) and not is_system(message) and not is_inserted(message)
+
+
+def stored_form(message: dict[str, Any]) -> dict[str, Any]:
+    """What the raw history keeps of a recordable message: the message without ctxlife's bootstrap
+    section (which opens the first user turn where a list has no system prompt). A new rendering
+    of the bootstrap text is therefore never an edit of the user's words."""
+    if message.get("role") == "user" and has_bootstrap_section(message):
+        return strip_bootstrap(message)
+    return message
+
+
+def _fp(message: dict[str, Any]) -> str:
+    return fingerprint(stored_form(message))
 
 
 @dataclasses.dataclass
@@ -100,26 +122,35 @@ class Alignment:
 
 @dataclasses.dataclass
 class _Entry:
-    seq: int
-    fp: str
+    seq: int  # the slot
+    fp: str  # the fingerprint of its current message
+    after: int | None = None  # the slot it was inserted after (None: appended)
+
+
+@dataclasses.dataclass
+class _Mirror:
+    """A list ctxlife saw (or handed back) for a view, with the slot of each recordable position."""
+
+    messages: list[Any]
+    slots: list[int | None]
+    fps: list[str | None]
+
+    @property
+    def last(self) -> int:
+        """The newest slot the list holds (0: none)."""
+        return max((s for s in self.slots if s is not None), default=0)
 
 
 @dataclasses.dataclass
 class _View:
-    tail: list[_Entry]  # the view's last records (at least WINDOW before the oldest anchor), oldest first
+    tail: list[_Entry]  # the view's current messages (slot, fingerprint), in conversation order
     synced: int  # the tail holds every record of the view with seq <= synced
     complete: bool  # the tail starts at the view's first record
     anchors: list[int] = dataclasses.field(default_factory=list)  # seqs of recent anchors, newest last
     covered: int = 0  # seq of the latest record the last recorded list holds (a snapshot's raw_length)
     pending: list[tuple[dict[str, Any], str]] = dataclasses.field(default_factory=list)
-    # Message objects matched to a record (id -> (object, seq, fingerprint)), most recent last: a
-    # caller that keeps its list (CrewAI, most loops) is aligned by them exactly, however many equal
-    # messages it holds. The references keep the ids from being reused; bounded.
-    objects: OrderedDict[int, tuple[Any, int, str]] = dataclasses.field(default_factory=OrderedDict)
-    # The list as ctxlife last left it (after compaction): its length, the (index, fingerprint) of
-    # its last WINDOW recordable messages, and the record its newest recordable message is. A
-    # caller that sends it back with messages appended (stateless or not) continues it exactly.
-    left: tuple[int, list[tuple[int, str]], int] | None = None
+    # Lists seen or handed back for this view, most recent first (see :mod:`ctxlife.sessions.diff`).
+    mirrors: list[_Mirror] = dataclasses.field(default_factory=list)
 
 
 class _Reversed:
@@ -148,7 +179,7 @@ class _Reversed:
             return None
         found = self._fps[k]
         if found is None:
-            found = self._fps[k] = fingerprint(self._messages[i])
+            found = self._fps[k] = _fp(self._messages[i])
         return found
 
     def count_up_to(self, k: int) -> int:
@@ -218,30 +249,27 @@ class Recorder:
         return state
 
     def _load(self, session_id: str, view: str) -> _View:
+        """Read the view's current state: one pass over its records (the first time a view is seen)."""
         head = self.store.head(session_id)
-        after = max(0, head - 4 * WINDOW)
-        while True:
-            records = self.store.read_records(session_id, after, view=view, strict=False)
-            if len(records) >= WINDOW or after == 0:
-                break
-            after = max(0, head - 4 * (head - after))
+        records = self.store.read_records(session_id, 0, view=view, strict=False)
         top = max(head, records[-1].seq if records else 0)
         self._heads[session_id] = max(self._heads.get(session_id, 0), top)
-        tail = [_Entry(r.seq, r.fingerprint) for r in records]
+        tail: list[_Entry] = []
+        _apply(tail, records)
         last = tail[-1].seq if tail else 0
-        return _View(tail, top, after == 0, [last] if last else [], last)
+        return _View(tail, top, True, [last] if last else [], last)
 
     def _catch_up(self, session_id: str, view: str, state: _View) -> None:
         """Read the view's records another writer appended after what the tail holds."""
         # The head first: records of other views move it too (then this view may have none to read).
         head = self.store.head(session_id)
         records = self.store.read_records(session_id, state.synced, view=view, strict=False)
-        state.tail.extend(_Entry(r.seq, r.fingerprint) for r in records)
+        _apply(state.tail, records)
         if state.pending and records:
             # A write reported as failed may have landed (a connection lost after the store wrote):
             # then the waiting batch is in the records now, and must not be written again.
             waiting = [f for _, f in state.pending]
-            got = [r.fingerprint for r in records]
+            got = [r.fingerprint for r in records if r.op == ADD]
             if any(got[i : i + len(waiting)] == waiting for i in range(len(got) - len(waiting) + 1)):
                 state.pending = []
         top = max(self._heads.get(session_id, 0), head, records[-1].seq if records else 0)
@@ -281,9 +309,6 @@ class Recorder:
         tail = state.tail
         if not tail:
             return self._unaligned(rev)
-        known = self._by_identity(state, rev) or self._continuing(state, rev)
-        if known is not None:
-            return known
         # Live records: the last one, recent anchors, and whatever came after the oldest of them.
         floor_seq = min(state.anchors) if state.anchors else tail[-1].seq
         lowest = len(tail) - 1
@@ -330,84 +355,148 @@ class Recorder:
         new = list(range(k - 1, -1, -1))
         return Alignment(overlap, [rev.index(i) for i in new], tail[p].seq, True, [rev.fp(i) for i in new])  # type: ignore[misc]
 
-    @staticmethod
-    def _by_identity(state: _View, rev: _Reversed) -> Alignment | None:
-        """The alignment given by the newest message object already matched to a record, if any.
-
-        Only a hint, checked: the object must be the view's newest record (else another writer's
-        records follow it, which only alignment by content can place), must still have that
-        record's fingerprint (not edited in place) and must not occur twice in the list's end (the
-        same dict appended again).
-        """
-        objects = state.objects
-        if not objects:
-            return None
-        for k in range(2 * WINDOW):
-            index = rev.index(k)
-            if index is None:
-                return None
-            message = rev._messages[index]
-            found = objects.get(id(message))
-            if found is None or found[0] is not message:
-                continue
-            for later in range(k):
-                other = rev.index(later)
-                if other is not None and rev._messages[other] is message:
-                    return None
-            if rev.fp(k) != found[2] or found[1] != state.tail[-1].seq:
-                return None  # edited in place, or records came after it that the caller may hold
-            new = list(range(k - 1, -1, -1))
-            return Alignment(WINDOW, [rev.index(i) for i in new], found[1], True, [rev.fp(i) for i in new])  # type: ignore[misc]
-        return None
-
-    @staticmethod
-    def _continuing(state: _View, rev: _Reversed) -> Alignment | None:
-        """The alignment of a list that starts with the list ctxlife last left (see ``_View.left``).
-
-        Checked on that list's last :data:`WINDOW` recordable messages (same place, same
-        fingerprint), and only while its newest record is the view's newest one.
-        """
-        left = state.left
-        messages = rev._messages
-        if left is None or len(messages) < left[0] or left[2] != state.tail[-1].seq:
-            return None
-        length, marks, seq = left
-        for index, fp in marks:
-            if not recordable(messages[index]) or fingerprint(messages[index]) != fp:
-                return None
-        new = [i for i in range(length, len(messages)) if recordable(messages[i])]
-        return Alignment(WINDOW, new, seq, True, [fingerprint(messages[i]) for i in new])
-
     def leave(self, session_id: str, messages: Sequence[Any], view: str = "", *, seq: int | None = None) -> None:
         """Note the list as ctxlife leaves it after a call (compacted, with everything new recorded).
 
-        A caller that sends it back with messages appended, rebuilt from JSON or not, is then
-        aligned exactly however many equal messages the conversation holds. Costs :data:`WINDOW`
-        fingerprints. Call it only when every recordable message of ``messages`` is recorded;
-        ``seq`` is the record its newest recordable message is (default: the last recorded list's).
+        The caller's next list is diffed against it first: sent back with messages appended
+        (stateless or not), it costs one comparison in C and the new messages; an edit of it is an
+        edit. Call it only when every recordable message of ``messages`` is recorded. ``seq`` is
+        accepted for compatibility and not needed (slots are known per message).
         """
         with self._lock:
             state = self._view(session_id, view)
             if state.pending or not state.tail:
                 return
-            marks: list[tuple[int, str]] = []
-            i = len(messages)
-            while i > 0 and len(marks) < WINDOW:
-                i -= 1
-                if recordable(messages[i]):
-                    marks.append((i, fingerprint(messages[i])))
-            marks.reverse()
-            state.left = (len(messages), marks, state.covered if seq is None else seq) if marks else None
+            mirror = self._mirror_of(state, messages)
+            if mirror is not None:
+                self._keep_mirror(state, mirror)
+
+    def _mirror_of(self, state: _View, messages: Sequence[Any]) -> _Mirror | None:
+        """A mirror of ``messages``: slots from the newest mirror where the list agrees with it (in C),
+        the rest mapped onto the view's current messages by fingerprint, in order."""
+        known = state.mirrors[0] if state.mirrors else None
+        if known is not None and known.messages is not messages and len(known.messages) == len(messages):
+            if common_prefix(known.messages, messages) == len(messages):
+                return known
+        slots: list[int | None] = []
+        fps: list[str | None] = []
+        by_id: dict[int, tuple[int | None, str | None]] = {}
+        if known is not None:
+            p = common_prefix(known.messages, messages)
+            slots, fps = list(known.slots[:p]), list(known.fps[:p])
+            by_id = {id(m): (known.slots[i], known.fps[i]) for i, m in enumerate(known.messages)}
+        else:
+            p = 0
+        # Map the rest onto the view's messages after the last mapped slot, from the end backwards
+        # (the newest messages are the surest).
+        floor_slot = max((s for s in slots if s is not None), default=0)
+        order = {e.seq: i for i, e in enumerate(state.tail)}
+        floor = order.get(floor_slot, -1) if floor_slot else -1
+        rest = messages[p:]
+        rest_slots: list[int | None] = [None] * len(rest)
+        rest_fps: list[str | None] = [None] * len(rest)
+        ceiling = len(state.tail)
+        for k in range(len(rest) - 1, -1, -1):
+            message = rest[k]
+            if not recordable(message):
+                continue
+            hit = by_id.get(id(message))
+            fp = hit[1] if hit is not None and hit[1] is not None else _fp(message)
+            rest_fps[k] = fp
+            slot = hit[0] if hit is not None and hit[0] is not None and hit[1] == fp and hit[0] in order else None
+            if slot is not None and floor < order[slot] < ceiling:
+                ceiling = order[slot]
+            else:
+                probe = ceiling - 1
+                while probe > floor and state.tail[probe].fp != fp:
+                    probe -= 1
+                slot = state.tail[probe].seq if probe > floor else None
+                if slot is not None:
+                    ceiling = probe
+            rest_slots[k] = slot
+        slots += rest_slots
+        fps += rest_fps
+        return _Mirror(list(messages), slots, fps)
 
     @staticmethod
-    def _remember(state: _View, pairs: list[tuple[Any, int, str]]) -> None:
-        objects = state.objects
-        for message, seq, fp in pairs:
-            key = id(message)
-            objects.pop(key, None)
-            objects[key] = (message, seq, fp)
-        while len(objects) > _OBJECTS:
-            objects.popitem(last=False)
+    def _keep_mirror(state: _View, mirror: _Mirror) -> None:
+        mirrors = [m for m in state.mirrors if m is not mirror]
+        mirrors.insert(0, mirror)
+        del mirrors[_MIRRORS:]
+        state.mirrors = mirrors
+
+    # -- diffing against a mirror -----------------------------------------------------------------
+
+    def _plan(self, state: _View, messages: Sequence[Any]) -> tuple[list[Event], dict[int, int], list[int]] | None:
+        """The events that bring the view to ``messages``, judged against the best mirror.
+
+        Returns ``(events, slots, new)``: the events to write (adds carry the caller's message),
+        the slot of each recordable list position already in the view, and the list positions of
+        the ``add`` events in order; None when no mirror relates to the list (align it instead).
+        """
+        best: tuple[_Mirror, int] | None = None
+        for mirror in state.mirrors:
+            p = common_prefix(mirror.messages, messages, _soft(mirror, messages))
+            if p == len(mirror.messages):
+                best = (mirror, p)
+                break
+            if best is None or p > best[1]:
+                best = (mirror, p)
+        if best is None:
+            return None
+        mirror, p = best
+        if p == len(mirror.messages):
+            # The usual call: the mirror plus new messages, maybe with some others wrote meanwhile
+            # (those are theirs: matched in order, not written again).
+            slots = {i: slot for i, slot in enumerate(mirror.slots) if slot is not None}
+            later = self._after(state, mirror.last)
+            events: list[Event] = []
+            adds: list[int] = []
+            cursor = 0
+            for i in range(p, len(messages)):
+                message = messages[i]
+                if not recordable(message):
+                    continue
+                fp = _fp(message)
+                probe = cursor
+                while probe < len(later) and later[probe][1] != fp:
+                    probe += 1
+                if probe < len(later):
+                    slots[i] = later[probe][0]
+                    cursor = probe + 1
+                    continue
+                events.append(Event(ADD, message, None, fp))
+                adds.append(i)
+            return events, slots, adds
+        mirrored = [(s, f) for s, f in zip(mirror.slots, mirror.fps, strict=True) if s is not None and f is not None]
+        caller = [(i, _fp(m)) for i, m in enumerate(messages) if recordable(m)]
+        in_mirror = {s for s, _ in mirrored}
+        hidden = [(e.seq, e.fp) for e in state.tail if e.seq not in in_mirror]
+        order = {e.seq: i for i, e in enumerate(state.tail)}
+        script = edit_script(mirrored, caller, hidden, order)
+        if not script.related:
+            return None
+        fps = dict(caller)
+        events = []
+        adds = []
+        for edit in script.edits:
+            if edit.op == REMOVE:
+                events.append(Event(REMOVE, {}, edit.target))
+            elif edit.op == REPLACE:
+                events.append(Event(REPLACE, stored_form(messages[edit.index]), edit.target, fps[edit.index]))
+            else:
+                events.append(Event(ADD, messages[edit.index], edit.target, fps[edit.index]))
+                adds.append(edit.index)
+        return events, script.slots, adds
+
+    @staticmethod
+    def _after(state: _View, slot: int) -> list[tuple[int, str]]:
+        """The view's current messages after ``slot`` (what others wrote since), oldest first."""
+        tail = state.tail
+        i = len(tail)
+        while i > 0 and tail[i - 1].seq > slot:
+            i -= 1
+        return [(e.seq, e.fp) for e in tail[i:]]
 
     @staticmethod
     def _agrees(rev: _Reversed, k: int, tail: list[_Entry], p: int, complete: bool) -> tuple[int, int]:
@@ -443,7 +532,14 @@ class Recorder:
     # -- recording ----------------------------------------------------------------------------------
 
     def record(self, session_id: str, messages: Sequence[Any], view: str = "") -> list[RawRecord]:
-        """Append what is new in ``messages`` (by alignment) to the view's raw history; return the new records.
+        """Bring the view's raw history to ``messages``: write what is new, edited or removed; return the new records.
+
+        ``messages`` is diffed against the lists ctxlife last saw or handed back for the view
+        (:mod:`ctxlife.sessions.diff`): appended messages are ``add`` records, a message that
+        differs from the one at its place is a ``replace``, messages the caller dropped from the
+        middle or end of its conversation are ``remove`` records (not what it never held, nor what
+        a compaction evicted). A list no mirror relates to is aligned with the view's messages by
+        content (the module docs); everything after its anchor is new.
 
         Idempotent: calling it again with the same list (or a copy, or a longer list that starts
         with it) records nothing twice. A message that is not JSON is recorded in its JSON-safe
@@ -455,59 +551,126 @@ class Recorder:
             state = self._view(session_id, view)
             if state.synced < self._heads.get(session_id, 0):
                 self._catch_up(session_id, view, state)
-            rev = _Reversed(messages)
             for _ in range(_MAX_RETRIES):
-                found = self._align_with_pending(state, rev)
-                if found.aligned and found.anchor_seq <= state.synced:
-                    self._anchor(state, found.anchor_seq)
-                    anchor = rev.index(len(found.new))
-                    if anchor is not None and found.anchor_seq <= state.synced:
-                        self._remember(state, [(messages[anchor], found.anchor_seq, rev.fp(len(found.new)) or "")])
-                new = [messages[i] for i in found.new]
-                batch = _after_pending(state.pending, list(zip(new, found.fingerprints, strict=True)))
-                if not batch:
-                    if found.aligned:
-                        state.covered = found.anchor_seq
+                planned = None if state.pending else self._plan(state, messages)
+                if planned is None:
+                    events, slots, adds = self._plan_by_alignment(state, messages)
+                else:
+                    events, slots, adds = planned
+                if state.pending:
+                    batch = _after_pending(state.pending, [(e.message, e.fingerprint or "") for e in events])
+                    events = [Event(ADD, m, None, f) for m, f in batch]
+                if not events:
+                    self._seen(state, messages, slots, adds, [])
                     return []
                 try:
-                    records = self._append(session_id, view, state, batch)
+                    records = self._write(session_id, view, state, events)
                 except AppendConflictError as exc:
                     state = self._after_conflict(session_id, view, state, exc)
-                    rev = _Reversed(messages)
                     continue
-                state.covered = records[-1].seq
-                # The caller's objects for the records just written (pending ones went first).
-                mine = records[len(records) - len(new) :] if len(new) <= len(records) else records
-                self._remember(
-                    state, [(m, r.seq, r.fingerprint) for m, r in zip(new[-len(mine) :], mine, strict=False)]
-                )
+                mine = [r for r in records if r.op == ADD]
+                self._seen(state, messages, slots, adds, mine[len(mine) - len(adds) :] if adds else [])
+                state.covered = max(state.covered, records[-1].seq)
                 return records
             raise StoreError(
                 f"session {session_id!r}: could not append after {_MAX_RETRIES} attempts, other writers kept "
                 f"appending first; retry later"
             )
 
-    def add(self, session_id: str, messages: Sequence[dict[str, Any]], view: str = "") -> list[RawRecord]:
-        """Append ``messages`` to the view as they are (no alignment: each call adds them again).
+    def _plan_by_alignment(
+        self, state: _View, messages: Sequence[Any]
+    ) -> tuple[list[Event], dict[int, int], list[int]]:
+        """Appends only, by content alignment with the view's messages (the module docs)."""
+        rev = _Reversed(messages)
+        found = self._align_with_pending(state, rev)
+        if found.aligned and found.anchor_seq <= state.synced:
+            self._anchor(state, found.anchor_seq)
+        events = [Event(ADD, messages[i], None, fp) for i, fp in zip(found.new, found.fingerprints, strict=True)]
+        if found.aligned:
+            state.covered = found.anchor_seq
+        return events, {}, list(found.new)
 
-        For explicit APIs (a session's ``add``). The recorder's tail follows, so a later
-        :meth:`record` of a list that holds them does not record them twice.
+    def _seen(
+        self, state: _View, messages: Sequence[Any], slots: dict[int, int], adds: list[int], written: list[RawRecord]
+    ) -> None:
+        """Keep a mirror of the list just recorded; note the newest record it reflects (``covered``)."""
+        known = dict(slots)
+        for index, record in zip(adds, written, strict=False):
+            known[index] = record.seq
+        complete = all(i in known for i, m in enumerate(messages) if recordable(m))
+        if complete:
+            mirror: _Mirror | None = _Mirror(
+                list(messages),
+                [known.get(i) if recordable(m) else None for i, m in enumerate(messages)],
+                [_fp(m) if i in known else None for i, m in enumerate(messages)],
+            )
+        else:
+            mirror = self._mirror_of(state, messages)  # map what alignment did not place
+        if mirror is None:
+            return
+        self._keep_mirror(state, mirror)
+        state.covered = max([mirror.last, *(r.seq for r in written)]) if written else mirror.last or state.covered
+
+    def add(self, session_id: str, messages: Sequence[dict[str, Any]], view: str = "") -> list[RawRecord]:
+        """Append ``messages`` to the view as they are (no diff: each call adds them again).
+
+        For explicit APIs (a session's ``add``, a model's reply). The newest mirror follows, so the
+        caller's next list that continues with them records nothing twice.
         """
         with self._lock:
             state = self._view(session_id, view)
-            batch = [(m, fingerprint(m)) for m in messages]
+            fresh = [(m, _fp(m)) for m in messages]
             for _ in range(_MAX_RETRIES):
                 if state.synced < self._heads.get(session_id, 0):
                     self._catch_up(session_id, view, state)
+                batch = _after_pending(state.pending, fresh)
                 try:
-                    records = self._append(session_id, view, state, _after_pending(state.pending, batch))
+                    records = self._write(session_id, view, state, [Event(ADD, m, None, f) for m, f in batch])
                 except AppendConflictError as exc:
                     state = self._after_conflict(session_id, view, state, exc)
                     continue
                 if records:
                     state.covered = records[-1].seq
+                    if state.mirrors:
+                        newest = state.mirrors[0]
+                        tail = records[len(records) - len(messages) :]
+                        state.mirrors[0] = _Mirror(
+                            [*newest.messages, *messages],
+                            [*newest.slots, *(r.seq for r in tail)],
+                            [*newest.fps, *(r.fingerprint for r in tail)],
+                        )
                 return records
             raise StoreError(f"session {session_id!r}: could not append after {_MAX_RETRIES} attempts; retry later")
+
+    def remove(self, session_id: str, slots: Sequence[int], view: str = "") -> list[RawRecord]:
+        """Remove messages (by slot) from the view's conversation: a ``remove`` record each."""
+        return self._edit(session_id, view, [Event(REMOVE, {}, slot) for slot in slots])
+
+    def replace(self, session_id: str, slot: int, message: dict[str, Any], view: str = "") -> list[RawRecord]:
+        """Replace the message of ``slot`` in the view's conversation (an edit): a ``replace`` record."""
+        return self._edit(session_id, view, [Event(REPLACE, stored_form(message), slot)])
+
+    def _edit(self, session_id: str, view: str, events: list[Event]) -> list[RawRecord]:
+        with self._lock:
+            state = self._view(session_id, view)
+            for _ in range(_MAX_RETRIES):
+                if state.synced < self._heads.get(session_id, 0):
+                    self._catch_up(session_id, view, state)
+                live = {e.seq for e in state.tail}
+                missing = [e.target for e in events if e.target not in live]
+                if missing:
+                    raise StoreError(
+                        f"session {session_id!r} view {view!r} has no message at sequence number(s) {missing}; "
+                        f"list them with `ctxlife session show {session_id} --all`"
+                    )
+                try:
+                    records = self._write(session_id, view, state, events)
+                except AppendConflictError as exc:
+                    state = self._after_conflict(session_id, view, state, exc)
+                    continue
+                state.mirrors = []  # the caller's lists no longer match the view: diff against it anew
+                return records
+            raise StoreError(f"session {session_id!r}: could not write after {_MAX_RETRIES} attempts; retry later")
 
     def _after_conflict(self, session_id: str, view: str, state: _View, exc: AppendConflictError) -> _View:
         """Another writer moved the head (maybe in another view): read what it wrote in this view,
@@ -524,21 +687,34 @@ class Recorder:
         self._catch_up(session_id, view, state)
         return state
 
-    def _append(
-        self, session_id: str, view: str, state: _View, batch: list[tuple[dict[str, Any], str]]
-    ) -> list[RawRecord]:
-        if not batch:
+    def _write(self, session_id: str, view: str, state: _View, events: list[Event]) -> list[RawRecord]:
+        if not events:
             return []
         head = self._heads.get(session_id, 0)
+        adds = [e for e in events if e.op == ADD]
         try:
-            records = self.store.append(
-                session_id, [m for m, _ in batch], view=view, if_head=head, fingerprints=[f for _, f in batch]
-            )
+            if len(adds) == len(events) and all(e.target is None for e in events):
+                records = self.store.append(
+                    session_id,
+                    [stored_form(e.message) for e in events],
+                    view=view,
+                    if_head=head,
+                    fingerprints=[e.fingerprint or _fp(e.message) for e in events],
+                )
+            else:
+                records = self.store.append_events(
+                    session_id,
+                    [dataclasses.replace(e, message=stored_form(e.message)) if e.op == ADD else e for e in events],
+                    view=view,
+                    if_head=head,
+                )
         except AppendConflictError:
             raise
         except Exception:
-            # The store is down or full: keep the batch for the next call (a compaction may evict
-            # these messages from the caller's list meanwhile), oldest dropped beyond a bound.
+            # The store is down or full: keep the new messages for the next call (a compaction may
+            # evict them from the caller's list meanwhile), oldest dropped beyond a bound; edits are
+            # found again by the next call's diff.
+            batch = [(e.message, e.fingerprint or _fp(e.message)) for e in adds]
             if len(batch) > _MAX_PENDING:
                 emit(
                     "error",
@@ -556,9 +732,10 @@ class Recorder:
                 other.synced = new_head
         self._heads[session_id] = new_head
         state.synced = new_head
-        state.tail.extend(_Entry(r.seq, r.fingerprint) for r in records)
-        if records:
-            self._anchor(state, records[-1].seq)
+        _apply(state.tail, records)
+        last_add = next((r.seq for r in reversed(records) if r.op == ADD and r.target is None), None)
+        if last_add is not None:
+            self._anchor(state, last_add)
         for r in records:
             if r.quarantined:
                 emit(
@@ -579,16 +756,49 @@ class Recorder:
             anchors.remove(seq)
         anchors.append(seq)
         del anchors[:-_ANCHORS]
-        # Keep WINDOW records before the oldest anchor, and everything after it.
-        oldest = min(anchors)
-        cut = 0
-        for i, entry in enumerate(state.tail):
-            if entry.seq >= oldest:
-                cut = max(0, i - WINDOW)
-                break
-        if cut:
-            del state.tail[:cut]
-            state.complete = False
+
+
+def _apply(tail: list[_Entry], records: Sequence[RawRecord]) -> None:
+    """Apply a view's records (events) to its current state ``tail`` (as :func:`.base.materialize`)."""
+    for r in records:
+        if r.op == ADD:
+            entry = _Entry(r.seq, r.fingerprint)
+            if r.target is None:
+                tail.append(entry)
+            else:
+                at = next((i for i, e in enumerate(tail) if e.seq == r.target), None)
+                if at is None:
+                    tail.append(entry)
+                else:
+                    at += 1
+                    while at < len(tail) and tail[at].after == r.target:
+                        at += 1
+                    entry.after = r.target
+                    tail.insert(at, entry)
+        elif r.op == REPLACE:
+            for e in tail:
+                if e.seq == r.target:
+                    e.fp = r.fingerprint
+                    break
+        elif r.op == REMOVE:
+            for i, e in enumerate(tail):
+                if e.seq == r.target:
+                    del tail[i]
+                    break
+
+
+def _soft(mirror: _Mirror, messages: Sequence[Any]) -> Any:
+    """Differences at a list position that are not edits of the conversation: two messages that are
+    not recorded (a system prompt, a summary, ctxlife's bootstrap message), or the same message by
+    fingerprint (a prompt-cache marker moved, ctxlife's bootstrap section re-rendered)."""
+
+    def same(i: int) -> bool:
+        theirs = messages[i]
+        if mirror.slots[i] is None:
+            return not recordable(theirs)
+        return recordable(theirs) and mirror.fps[i] == _fp(theirs)
+
+    return same
 
 
 def _after_pending(

@@ -447,19 +447,21 @@ class SQLiteStore(SessionStore):
         except (ValueError, TypeError):
             value = None
         if not isinstance(value, dict):
-            message = (
+            problem = (
                 f"raw record seq={seq} of session {session_id!r} in {self.path} is corrupt: "
                 f"{'not a JSON object' if value is not None else 'invalid JSON'}"
             )
             if strict:
-                raise StoreError(message)
+                raise StoreError(problem)
             log.error("raw_record_skipped", store="sqlite", session_id=session_id, seq=seq, problem="not a JSON object")
             return None
         try:
             message, op, target, erased = unwrap_event(value)
         except ValueError as exc:
             if strict:
-                raise StoreError(f"raw record seq={seq} of session {session_id!r} in {self.path} is corrupt: {exc}") from None
+                raise StoreError(
+                    f"raw record seq={seq} of session {session_id!r} in {self.path} is corrupt: {exc}"
+                ) from None
             log.error("raw_record_skipped", store="sqlite", session_id=session_id, seq=seq, problem=str(exc)[:120])
             return None
         return RawRecord(

@@ -1,0 +1,237 @@
+"""The edit script between the list ctxlife last saw of a conversation and the caller's list now.
+
+A caller edits its conversation between calls: it appends (the usual case), edits an earlier
+message (a corrected question, a tool result cleared by context editing), regenerates a reply,
+pops or deletes messages, or sends parallel tool results back in another order. The recorder
+(:mod:`ctxlife.sessions.recording`) keeps *mirrors*: lists it saw (or handed back), each position
+with the *slot* (the sequence number of the record that added the message) of its recordable
+message. This module turns "mirror, caller's list" into events:
+
+1. :func:`common_prefix` finds how far the two lists agree, with C-level list comparisons
+   (bisection over slices), so the usual call -- the mirror plus new messages -- costs one pass
+   in C and Python work only for what is new.
+2. Otherwise :func:`edit_script` diffs their recordable messages by fingerprint (common prefix
+   and suffix first, :class:`difflib.SequenceMatcher` on the rest): positions that agree keep
+   their slot; a run of messages that replaces a run of others is a ``replace`` per pair (the
+   same messages in another order -- parallel tool results -- are no change); messages the caller
+   lacks are ``remove`` events, except before the first message it shares with the mirror (a
+   caller that keeps only the tail of its conversation deletes nothing); new messages are ``add``
+   events, after the slot before them.
+
+Messages of the view the mirror does not hold (evicted by a compaction, appended by another
+writer) are not new when the caller sends them: :func:`edit_script` maps them to their slots
+through ``hidden``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from collections.abc import Callable, Sequence
+from difflib import SequenceMatcher
+from typing import Any
+
+from ctxlife.sessions.base import ADD, REMOVE, REPLACE
+
+__all__ = ["Edit", "Script", "common_prefix", "edit_script"]
+
+
+def common_prefix(a: Sequence[Any], b: Sequence[Any], same: Callable[[int], bool] | None = None) -> int:
+    """How many leading items of ``a`` and ``b`` are equal (``==``), found with slice comparisons.
+
+    ``same(i)`` may declare a differing pair at ``i`` equal after all (a prompt-cache marker
+    moved, a system prompt changed): the scan then goes on after it.
+    """
+    n = min(len(a), len(b))
+    lo = 0
+    while lo < n:
+        if a[lo:n] == b[lo:n]:
+            return n
+        low, high = lo, n  # the first difference is in [low, high)
+        while high - low > 1:
+            mid = (low + high) // 2
+            if a[low:mid] == b[low:mid]:
+                low = mid
+            else:
+                high = mid
+        if same is None or not same(low):
+            return low
+        lo = low + 1
+    return n
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Edit:
+    """One event of a :class:`Script`: ``op`` on ``target`` (a slot), with the caller's message
+    at list position ``index`` (for ``add``/``replace``; -1 for ``remove``)."""
+
+    op: str
+    target: int | None
+    index: int
+
+
+@dataclasses.dataclass
+class Script:
+    """The events that turn the mirror into the caller's list, and the slot of each of the
+    caller's recordable positions (``None``: a new message, its slot known once written)."""
+
+    edits: list[Edit]
+    slots: dict[int, int]
+    related: bool
+
+
+def edit_script(
+    mirror: Sequence[tuple[int, str]],
+    caller: Sequence[tuple[int, str]],
+    hidden: Sequence[tuple[int, str]],
+    order: dict[int, int],
+) -> Script:
+    """The edit script from ``mirror`` to ``caller``.
+
+    Args:
+        mirror: ``(slot, fingerprint)`` of the mirror's recordable messages, in order.
+        caller: ``(list index, fingerprint)`` of the caller's recordable messages, in order.
+        hidden: ``(slot, fingerprint)`` of the view's current messages the mirror lacks (what a
+            compaction evicted, what others appended).
+        order: the place of every current slot of the view in conversation order.
+
+    ``related`` is False when the lists share no message (then nothing is an edit: the caller's
+    list is another conversation, or a fresh one, for the caller to align otherwise).
+    """
+    a = [fp for _, fp in mirror]
+    b = [fp for _, fp in caller]
+    slots: dict[int, int] = {}
+    edits: list[Edit] = []
+    start = 0
+    while start < len(a) and start < len(b) and a[start] == b[start]:
+        slots[caller[start][0]] = mirror[start][0]
+        start += 1
+    end_a, end_b = len(a), len(b)
+    while end_a > start and end_b > start and a[end_a - 1] == b[end_b - 1]:
+        end_a -= 1
+        end_b -= 1
+        slots[caller[end_b][0]] = mirror[end_a][0]
+    opcodes = SequenceMatcher(None, a[start:end_a], b[start:end_b], autojunk=False).get_opcodes()
+    related = bool(slots) or any(tag == "equal" for tag, *_ in opcodes)
+    for tag, i1, i2, j1, j2 in opcodes:
+        i1, i2, j1, j2 = i1 + start, i2 + start, j1 + start, j2 + start
+        if tag == "equal":
+            for k in range(i2 - i1):
+                slots[caller[j1 + k][0]] = mirror[i1 + k][0]
+        elif tag == "replace" and sorted(a[i1:i2]) == sorted(b[j1:j2]):
+            # the same messages in another order (parallel tool results): no change
+            free: dict[str, list[int]] = {}
+            for slot, fp in mirror[i1:i2]:
+                free.setdefault(fp, []).append(slot)
+            for index, fp in caller[j1:j2]:
+                slots[index] = free[fp].pop(0)
+        else:
+            paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
+            for k in range(paired):
+                index = caller[j1 + k][0]
+                slots[index] = mirror[i1 + k][0]
+                edits.append(Edit(REPLACE, mirror[i1 + k][0], index))
+            for slot, _ in mirror[i1 + paired : i2]:
+                edits.append(Edit(REMOVE, slot, -1))
+            for index, _ in caller[j1 + paired : j2]:
+                edits.append(Edit(ADD, None, index))
+    if related:
+        _map_hidden(caller, slots, edits, hidden, order)
+        _drop_front_removals(mirror, caller, slots, edits)
+        _place_adds(caller, slots, edits)
+    return Script(edits, slots, related)
+
+
+def _map_hidden(
+    caller: Sequence[tuple[int, str]],
+    slots: dict[int, int],
+    edits: list[Edit],
+    hidden: Sequence[tuple[int, str]],
+    order: dict[int, int],
+) -> None:
+    """A new message equal to a view message the mirror lacks, lying between the same neighbours,
+    is that message (the caller kept what a compaction evicted, or received what others wrote)."""
+    adds = {e.index for e in edits if e.op == ADD}
+    if not adds or not hidden:
+        return
+    places = sorted((order[slot], slot, fp) for slot, fp in hidden if slot in order)
+    keys = [p for p, _, _ in places]
+    end = len(order) + 1
+    # the place of the next mapped message after each caller position (the upper bound)
+    upper = [end] * len(caller)
+    bound = end
+    for pos in range(len(caller) - 1, -1, -1):
+        upper[pos] = bound
+        slot = slots.get(caller[pos][0])
+        if slot is not None and slot in order:
+            bound = order[slot]
+    lower = -1
+    used: set[int] = set()
+    kept: set[int] = set()
+    for pos, (index, fp) in enumerate(caller):
+        slot = slots.get(index)
+        if slot is not None:
+            lower = max(lower, order.get(slot, lower))
+            continue
+        if index not in adds:
+            continue
+        k = bisect.bisect_right(keys, lower)
+        while k < len(places) and places[k][0] < upper[pos]:
+            place, hidden_slot, hidden_fp = places[k]
+            if hidden_fp == fp and hidden_slot not in used:
+                slots[index] = hidden_slot
+                used.add(hidden_slot)
+                kept.add(index)
+                lower = place
+                break
+            k += 1
+    if kept:
+        edits[:] = [e for e in edits if not (e.op == ADD and e.index in kept)]
+
+
+def _drop_front_removals(
+    mirror: Sequence[tuple[int, str]], caller: Sequence[tuple[int, str]], slots: dict[int, int], edits: list[Edit]
+) -> None:
+    """Messages of the mirror before the first message the caller shares with it are not removed:
+    the caller holds the conversation's tail (it trimmed its own list, or started a new one)."""
+    shared = [slots[index] for index, _ in caller if index in slots]
+    if not shared:
+        edits[:] = [e for e in edits if e.op != REMOVE]
+        return
+    order = {slot: i for i, (slot, _) in enumerate(mirror)}
+    first = min((order[s] for s in shared if s in order), default=None)
+    if first is None:
+        edits[:] = [e for e in edits if e.op != REMOVE]
+        return
+    edits[:] = [
+        e for e in edits if not (e.op == REMOVE and e.target is not None and order.get(e.target, first) < first)
+    ]
+
+
+def _place_adds(caller: Sequence[tuple[int, str]], slots: dict[int, int], edits: list[Edit]) -> None:
+    """An add goes right after the slot before it when known messages follow it, else at the end;
+    adds before every shared message (text the caller keeps in front of the conversation) are dropped."""
+    adds = {e.index for e in edits if e.op == ADD}
+    if not adds:
+        return
+    placed: dict[int, Edit] = {}
+    previous: int | None = None
+    pending: list[int] = []
+    for index, _ in caller:
+        if index in adds:
+            pending.append(index)
+            continue
+        slot = slots.get(index)
+        if slot is None:
+            continue
+        for p in pending:
+            if previous is not None:
+                placed[p] = Edit(ADD, previous, p)
+            # before every shared message: not placed (dropped)
+        pending = []
+        previous = slot
+    for p in pending:
+        placed[p] = Edit(ADD, None, p)
+    rest = [e for e in edits if e.op != ADD]
+    rest.extend(placed[i] for i in sorted(placed))
+    edits[:] = rest
