@@ -36,13 +36,13 @@ from ctxlife.messages import (
     is_recall_block,
     is_summary,
     is_system,
-    restore_inserted,
     same_messages,
     validate,
 )
 from ctxlife.sessions import SessionStore, Snapshot
 from ctxlife.sessions.base import json_safe
 from ctxlife.sessions.recording import Recorder, recordable, recorder_for
+from ctxlife.sessions.restore import restore_view
 
 #: How many calls in a row a restore that failed for a passing reason (the store down) is tried.
 _RESTORE_ATTEMPTS = 3
@@ -172,31 +172,26 @@ class SnapshotRestore(ctxlife.Strategy):
         self, ctx: ctxlife.LLMCallContext, store: SessionStore, recorder: Recorder, session: str, view: str
     ) -> tuple[list[dict[str, Any]], int, int] | None:
         """The restored list, or None when there is nothing to restore or the list holds the conversation."""
-        snapshot = store.load_snapshot(session, view)
-        saved = list(snapshot.messages) if snapshot is not None else []
-        if snapshot is not None:  # the summaries it holds are ctxlife's, in this process too
-            restore_inserted(saved, snapshot.meta.get("inserted"))
-        records = store.read_records(session, snapshot.raw_length if snapshot is not None else 0, view=view)
-        for record in records:
-            if not isinstance(record.message.get("role"), str):
+        restored_view = restore_view(store, session, view)
+        for message in restored_view.messages:
+            if not isinstance(message.get("role"), str):
                 raise BadSessionError(
-                    f"session {session!r} view {view!r}: raw record {record.seq} is not a message (it has no "
-                    f"string 'role'); it is never put into the model's list. Remove or fix it in the raw history"
+                    f"session {session!r} view {view!r}: a raw record is not a message (it has no string "
+                    f"'role'); it is never put into the model's list. Remove or fix it in the raw history "
+                    f"(`ctxlife session export {session}`)"
                 )
-        tail = [r.message for r in records]
-        if not saved and not tail:
+        # The caller's first list is diffed against the restored conversation (an edit is an edit).
+        recorder.seed(session, restored_view.messages, restored_view.slots, view)
+        saved = restored_view.messages
+        if not saved:
             return None  # a new session
-        if snapshot is not None and not records:
-            # The snapshot is the list as ctxlife last left it: a caller that kept it (or sends it
-            # back rebuilt) continues it, however many equal messages it holds.
-            recorder.leave(session, snapshot.messages, view, seq=snapshot.raw_length)
         messages = ctx.messages
         found = recorder.align(session, messages, view)
-        conversation = sum(1 for m in (*saved, *tail) if recordable(m))
-        if found.aligned and (found.overlap >= 2 or (found.overlap >= conversation and found.new)):
+        conversation = sum(1 for m in saved if recordable(m))
+        if found.aligned and (found.overlap >= 2 or found.overlap >= conversation):
             # The list holds the recorded conversation's end (two messages of it, or all of a shorter
-            # one followed by new messages): a stateless caller, or a new host for a caller that kept
-            # its list. Nothing to put back.
+            # one): a stateless caller, or a new host for a caller that kept its list. Nothing to
+            # put back.
             ctx.record("skipped", reason="list_holds_conversation")
             return None
         current_system = [m for m in messages if is_system(m) and not is_summary(m)]
@@ -206,7 +201,7 @@ class SnapshotRestore(ctxlife.Strategy):
         restored = [m for m in saved if not (is_system(m) and not is_summary(m))]
         if not current_system:  # nothing newer to prefer: keep the saved prompt
             current_system = [m for m in saved if is_system(m) and not is_summary(m)]
-        result = current_system + restored + tail + current
+        result = current_system + restored + current
         fmt = ctx.message_format
         problems = validate(result, fmt)
         if problems and len(problems) > len(validate(messages, fmt)):
@@ -214,7 +209,8 @@ class SnapshotRestore(ctxlife.Strategy):
                 f"session {session!r} view {view!r}: the restored conversation is not a valid message list "
                 f"({problems[0]})"
             )
-        return result, len(restored), len(tail)
+        from_tail = max(0, len(saved) - restored_view.from_snapshot)
+        return result, len(restored) - from_tail, from_tail
 
     # -- node 2, last: save after a compaction --------------------------------------------
 
@@ -300,7 +296,8 @@ class SnapshotRestore(ctxlife.Strategy):
             messages=safe,
             # The sequence number of the latest record this list holds (the store's, not a count).
             raw_length=recorder.covered(session, view),
-            meta={"inserted": inserted_meta(kept)},  # summaries stay recognised after a restore elsewhere
+            # the slot of each message: later edits (replace/remove records) apply to the snapshot
+            meta={"inserted": inserted_meta(kept), "slots": recorder.slots_of(session, kept, view)},
         )
         store.save_snapshot(snapshot)
         ctx.record("snapshot_saved", messages=len(messages), raw_length=snapshot.raw_length)

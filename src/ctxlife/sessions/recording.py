@@ -418,6 +418,24 @@ class Recorder:
         fps += rest_fps
         return _Mirror(list(messages), slots, fps)
 
+    def seed(self, session_id: str, messages: Sequence[Any], slots: Sequence[int | None], view: str = "") -> None:
+        """Start the view's mirrors with a list whose slots are known (a restored conversation), so
+        the caller's first list is diffed against it (an edit on the first call after a restart is
+        an edit). Does nothing once the view has a mirror."""
+        with self._lock:
+            state = self._view(session_id, view)
+            if state.mirrors:
+                return
+            fps = [_fp(m) if s is not None else None for m, s in zip(messages, slots, strict=True)]
+            self._keep_mirror(state, _Mirror(list(messages), list(slots), fps))
+
+    def slots_of(self, session_id: str, messages: Sequence[Any], view: str = "") -> list[int | None]:
+        """The slot of each message of a list this recorder recorded or saw (None: not raw history)."""
+        with self._lock:
+            state = self._view(session_id, view)
+            mirror = self._mirror_of(state, messages)
+            return list(mirror.slots) if mirror is not None else [None] * len(messages)
+
     @staticmethod
     def _keep_mirror(state: _View, mirror: _Mirror) -> None:
         mirrors = [m for m in state.mirrors if m is not mirror]

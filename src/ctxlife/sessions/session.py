@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ctxlife.host import Host, Report
     from ctxlife.sessions.base import RawRecord, SessionStore
     from ctxlife.sessions.recording import Recorder
+    from ctxlife.sessions.restore import Restored
 
 __all__ = ["AsyncSession", "Session", "as_message"]
 
@@ -193,6 +194,7 @@ class Session:
         saved = any(action.what == "snapshot_saved" for action in report.actions)
         if not saved and not same_messages(before, listing):
             self._save(listing, recorder.covered(self.session_id, self.view))
+        recorder.leave(self.session_id, listing, self.view)
         return listing
 
     def prepare(self, *new: Message) -> list[Message]:
@@ -212,35 +214,54 @@ class Session:
         return records[0]
 
     def pop(self) -> Message | None:
-        """Remove and return the session's latest message (None when the session is empty).
+        """Remove and return the view's latest message (None when it has none).
 
-        Only the session's very last record can be removed (sequence numbers have no gaps): when it
-        belongs to another view, :class:`~ctxlife.errors.StoreError` says so. When the view's
-        snapshot covers it, the snapshot drops it too (if a compaction already folded it into a
-        summary, the summary stays as it is).
+        The raw history keeps a ``remove`` record (the message stays in the log for audit until
+        :meth:`erase`); restores and :meth:`get_items` no longer show it. A summary that already
+        folded it in stays as it is.
         """
-        record = self.store.pop_last(self.session_id, view=self.view)
-        self._recorder().forget(self.session_id)
-        if record is None:
-            return None
-        snapshot = self.store.load_snapshot(self.session_id, self.view)
-        if snapshot is not None and snapshot.raw_length >= record.seq:
-            from ctxlife.messages import inserted_meta, restore_inserted
-            from ctxlife.sessions.base import fingerprint
-            from ctxlife.sessions.recording import recordable
+        restored = self._restored()
+        for message, slot in zip(reversed(restored.messages), reversed(restored.slots), strict=True):
+            if slot is not None:
+                self._recorder().remove(self.session_id, [slot], self.view)
+                popped: Message = message
+                return popped
+        return None
 
-            kept = list(snapshot.messages)
-            restore_inserted(kept, snapshot.meta.get("inserted"))
-            for i in range(len(kept) - 1, -1, -1):
-                if recordable(kept[i]):
-                    if fingerprint(kept[i]) == record.fingerprint:
-                        del kept[i]
-                    break
-            meta = {**snapshot.meta, "inserted": inserted_meta(kept)}
-            self.store.save_snapshot(
-                snapshot.model_copy(update={"messages": kept, "raw_length": record.seq - 1, "meta": meta})
-            )
-        return record.message
+    def records(self) -> list[RawRecord]:
+        """The view's current messages with their sequence numbers (``record.seq``), oldest first.
+
+        The numbers are what :meth:`edit`, :meth:`remove` and :meth:`erase` take. Edited messages
+        show their latest text; removed ones are not listed (``ctxlife session export --all``
+        shows the whole log).
+        """
+        return self.store.current(self.session_id, self.view)
+
+    def edit(self, seq: int, message: Message) -> RawRecord:
+        """Replace the message recorded as ``seq`` (see :meth:`records`) with ``message``.
+
+        A ``replace`` record is written; the next restore and :meth:`messages` show the new text.
+        """
+        return self._recorder().replace(self.session_id, seq, _checked(message, 0), self.view)[0]
+
+    def remove(self, *seqs: int) -> list[RawRecord]:
+        """Remove the messages recorded as ``seqs`` from the conversation (``remove`` records)."""
+        return self._recorder().remove(self.session_id, list(seqs), self.view)
+
+    def erase(self, *seqs: int) -> list[int]:
+        """Delete messages for privacy: their text is overwritten everywhere the store keeps it (raw
+        history, snapshots, tool-output blobs) and they leave the conversation (and the recall
+        index). Returns the sequence numbers erased. See :meth:`SessionStore.erase`."""
+        erased = self.store.erase(self.session_id, seqs)
+        self._recorder().forget(self.session_id)
+        return erased
+
+    def erase_matching(self, pattern: str) -> list[int]:
+        """:meth:`erase` every message matching the regular expression ``pattern``, and scrub the
+        matches from summaries. Returns the sequence numbers erased."""
+        erased = self.store.erase_matching(self.session_id, pattern)
+        self._recorder().forget(self.session_id)
+        return erased
 
     def clear(self) -> None:
         """Delete the whole session (every view's snapshot and records, and its blobs)."""
@@ -275,37 +296,34 @@ class Session:
     def _call_keywords(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "view": self.view}
 
-    def _restore(self) -> tuple[list[Message], int]:
-        """The view's conversation (snapshot + later records) and the last sequence number it covers."""
-        from ctxlife.messages import is_inserted, is_recall_block, is_system, restore_inserted
+    def _restored(self) -> Restored:
+        from ctxlife.sessions.restore import restore_view
 
-        snapshot = self.store.load_snapshot(self.session_id, self.view)
-        items: list[Message] = []
-        covered = 0
-        if snapshot is not None:
-            restore_inserted(snapshot.messages, snapshot.meta.get("inserted"))
-            items = [
-                m for m in snapshot.messages if not is_recall_block(m) and not (is_system(m) and not is_inserted(m))
-            ]
-            covered = snapshot.raw_length
-        records = self.store.read_records(self.session_id, covered, view=self.view)
-        items += [r.message for r in records]
-        if records:
-            covered = records[-1].seq
-        return items, covered
+        restored = restore_view(self.store, self.session_id, self.view)
+        self._recorder().seed(self.session_id, restored.messages, restored.slots, self.view)
+        return restored
+
+    def _restore(self) -> tuple[list[Message], int]:
+        """The view's conversation (snapshot + the events after it) and the last sequence number it covers."""
+        from ctxlife.messages import is_inserted, is_recall_block, is_system
+
+        restored = self._restored()
+        items = [m for m in restored.messages if not is_recall_block(m) and not (is_system(m) and not is_inserted(m))]
+        return items, restored.covered
 
     def _save(self, listing: list[Message], covered: int) -> None:
         from ctxlife.messages import inserted_meta, is_recall_block
         from ctxlife.sessions.base import Snapshot
 
         kept = [m for m in listing if not is_recall_block(m)]
+        slots = self._recorder().slots_of(self.session_id, kept, self.view)
         self.store.save_snapshot(
             Snapshot(
                 session_id=self.session_id,
                 view=self.view,
                 messages=kept,
                 raw_length=covered,
-                meta={"inserted": inserted_meta(kept)},
+                meta={"inserted": inserted_meta(kept), "slots": slots},
             )
         )
 
@@ -399,6 +417,26 @@ class AsyncSession:
     async def pop(self) -> Message | None:
         """:meth:`Session.pop`."""
         return await asyncio.to_thread((await self.session()).pop)
+
+    async def records(self) -> list[RawRecord]:
+        """:meth:`Session.records`."""
+        return await asyncio.to_thread((await self.session()).records)
+
+    async def edit(self, seq: int, message: Message) -> RawRecord:
+        """:meth:`Session.edit`."""
+        return await asyncio.to_thread((await self.session()).edit, seq, message)
+
+    async def remove(self, *seqs: int) -> list[RawRecord]:
+        """:meth:`Session.remove`."""
+        return await asyncio.to_thread((await self.session()).remove, *seqs)
+
+    async def erase(self, *seqs: int) -> list[int]:
+        """:meth:`Session.erase`."""
+        return await asyncio.to_thread((await self.session()).erase, *seqs)
+
+    async def erase_matching(self, pattern: str) -> list[int]:
+        """:meth:`Session.erase_matching`."""
+        return await asyncio.to_thread((await self.session()).erase_matching, pattern)
 
     async def clear(self) -> None:
         """:meth:`Session.clear`."""

@@ -1,0 +1,150 @@
+"""What a view's conversation is now: its snapshot with the events recorded after it applied.
+
+Restore (the ``snapshot_restore`` strategy, :class:`ctxlife.Session`) and the recorder's first
+look at a view all start from :func:`restore_view`: the view's snapshot (the working context as
+ctxlife last left it, compacted) followed by the records written after it, where a ``replace``
+swaps the message of its slot, a ``remove`` drops it and an ``add`` appends (or goes in after its
+target). Superseded and removed messages are never part of the result. Without a usable snapshot
+(none yet, or one that cannot be read: a corrupt snapshot is reported and then rebuilt from the
+raw history, the source of truth) the result is the raw history's current state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ctxlife.errors import StoreError
+from ctxlife.events import emit
+from ctxlife.sessions.base import ADD, REMOVE, REPLACE, RawRecord, SessionStore, Snapshot, fingerprint, materialize
+
+__all__ = ["Restored", "restore_view", "snapshot_slots"]
+
+
+@dataclasses.dataclass
+class Restored:
+    """A view's conversation as a restore gives it.
+
+    Attributes:
+        messages: the snapshot's messages (its system prompt and summaries included) with the
+            later events applied, or the raw history's current messages without a snapshot.
+        slots: per message, its slot (the ``seq`` of the record that added it); None for messages
+            that are not raw history (a system prompt, a summary).
+        covered: the sequence number of the latest record reflected (a new snapshot's ``raw_length``).
+        from_snapshot: how many of ``messages`` came from the snapshot.
+        snapshot: the snapshot used (None without one).
+        snapshot_error: why the stored snapshot could not be used (then the raw history was).
+    """
+
+    messages: list[dict[str, Any]]
+    slots: list[int | None]
+    covered: int
+    from_snapshot: int
+    snapshot: Snapshot | None = None
+    snapshot_error: str | None = None
+
+
+def snapshot_slots(messages: list[Any], slots: list[int | None]) -> list[int | None]:
+    """``slots`` as a snapshot's ``meta["slots"]`` keeps them (one per message)."""
+    return list(slots[: len(messages)]) + [None] * max(0, len(messages) - len(slots))
+
+
+def restore_view(store: SessionStore, session_id: str, view: str = "", *, strict: bool = True) -> Restored:
+    """The view's conversation now (see the module docs); one read of the records after the snapshot.
+
+    ``strict`` as for :meth:`~ctxlife.sessions.SessionStore.read_records` (an unreadable record
+    raises; with False it is skipped).
+    """
+    snapshot: Snapshot | None = None
+    error: str | None = None
+    try:
+        snapshot = store.load_snapshot(session_id, view)
+    except StoreError as exc:
+        error = str(exc)
+        emit(
+            "error",
+            "ctxlife.snapshot_unreadable",
+            session_id=session_id,
+            view=view,
+            error=error[:300],
+            hint="restored from the raw history instead; the next snapshot replaces the unreadable one",
+        )
+    if snapshot is None:
+        records = store.read_records(session_id, 0, view=view, strict=strict)
+        current = materialize(records)
+        return Restored(
+            [r.message for r in current],
+            [r.seq for r in current],
+            records[-1].seq if records else 0,
+            0,
+            None,
+            error,
+        )
+    messages = list(snapshot.messages)
+    later = store.read_records(session_id, snapshot.raw_length, view=view, strict=strict)
+    slots = _slots(store, session_id, view, snapshot, strict, later)
+    _apply(messages, slots, later)
+    covered = later[-1].seq if later else snapshot.raw_length
+    return Restored(messages, slots, covered, len(snapshot.messages), snapshot, None)
+
+
+def _slots(
+    store: SessionStore, session_id: str, view: str, snapshot: Snapshot, strict: bool, later: list[RawRecord]
+) -> list[int | None]:
+    """The slot of each snapshot message: from its meta, else (an older snapshot) mapped onto the
+    raw history by fingerprint when an event after it needs them."""
+    kept = snapshot.meta.get("slots")
+    n = len(snapshot.messages)
+    if isinstance(kept, list) and len(kept) == n and all(s is None or isinstance(s, int) for s in kept):
+        return list(kept)
+    if not any(r.op != ADD or r.target is not None for r in later):
+        return [None] * n
+    current = materialize(store.read_records(session_id, 0, view=view, strict=strict))
+    current = [r for r in current if r.seq <= snapshot.raw_length]
+    slots: list[int | None] = [None] * n
+    k = len(current) - 1
+    for i in range(n - 1, -1, -1):
+        fp = fingerprint(snapshot.messages[i])
+        probe = k
+        while probe >= 0 and current[probe].fingerprint != fp:
+            probe -= 1
+        if probe >= 0:
+            slots[i] = current[probe].seq
+            k = probe - 1
+    return slots
+
+
+def _apply(messages: list[dict[str, Any]], slots: list[int | None], records: list[RawRecord]) -> None:
+    """Apply a view's events after a snapshot to its messages (and their ``slots``), in place."""
+    after: dict[int | None, int | None] = {}
+    for record in records:
+        if record.op == ADD:
+            at = _index(slots, record.target) if record.target is not None else None
+            if at is None:
+                messages.append(record.message)
+                slots.append(record.seq)
+                continue
+            at += 1
+            while at < len(slots) and slots[at] is not None and after.get(slots[at]) == record.target:
+                at += 1
+            messages.insert(at, record.message)
+            slots.insert(at, record.seq)
+            after[record.seq] = record.target
+        elif record.op == REPLACE:
+            at = _index(slots, record.target)
+            if at is not None:
+                messages[at] = record.message
+        elif record.op == REMOVE:
+            at = _index(slots, record.target)
+            if at is not None:
+                del messages[at]
+                del slots[at]
+
+
+def _index(slots: list[int | None], slot: int | None) -> int | None:
+    if slot is None:
+        return None
+    for i in range(len(slots) - 1, -1, -1):
+        if slots[i] == slot:
+            return i
+    return None
