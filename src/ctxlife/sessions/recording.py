@@ -438,6 +438,8 @@ class Recorder:
 
     @staticmethod
     def _keep_mirror(state: _View, mirror: _Mirror) -> None:
+        if not any(slot is not None for slot in mirror.slots):
+            return  # a list with nothing of the view tells nothing about it
         mirrors = [m for m in state.mirrors if m is not mirror]
         mirrors.insert(0, mirror)
         del mirrors[_MIRRORS:]
@@ -452,14 +454,15 @@ class Recorder:
         the slot of each recordable list position already in the view, and the list positions of
         the ``add`` events in order; None when no mirror relates to the list (align it instead).
         """
+        # The mirror the list agrees with longest (the newest first on a tie): the caller's own
+        # list, when several callers share the view.
         best: tuple[_Mirror, int] | None = None
         for mirror in state.mirrors:
             p = common_prefix(mirror.messages, messages, _soft(mirror, messages))
-            if p == len(mirror.messages):
-                best = (mirror, p)
-                break
             if best is None or p > best[1]:
                 best = (mirror, p)
+            if p == len(messages):
+                break
         if best is None:
             return None
         mirror, p = best
@@ -486,8 +489,12 @@ class Recorder:
                 events.append(Event(ADD, message, None, fp))
                 adds.append(i)
             return events, slots, adds
-        mirrored = [(s, f) for s, f in zip(mirror.slots, mirror.fps, strict=True) if s is not None and f is not None]
-        caller = [(i, _fp(m)) for i, m in enumerate(messages) if recordable(m)]
+        mirrored = _results_in_order(
+            [(s, f) for s, f in zip(mirror.slots, mirror.fps, strict=True) if s is not None and f is not None],
+            [m for m, s in zip(mirror.messages, mirror.slots, strict=True) if s is not None],
+        )
+        kept = [(i, m) for i, m in enumerate(messages) if recordable(m)]
+        caller = _results_in_order([(i, _fp(m)) for i, m in kept], [m for _, m in kept])
         in_mirror = {s for s, _ in mirrored}
         hidden = [(e.seq, e.fp) for e in state.tail if e.seq not in in_mirror]
         order = {e.seq: i for i, e in enumerate(state.tail)}
@@ -803,6 +810,23 @@ def _apply(tail: list[_Entry], records: Sequence[RawRecord]) -> None:
                 if e.seq == r.target:
                     del tail[i]
                     break
+
+
+def _results_in_order(items: list[tuple[int, str]], messages: list[Any]) -> list[tuple[int, str]]:
+    """``items`` with each run of consecutive tool results in fingerprint order: parallel results
+    sent back in another (completion) order are the same messages, not an edit."""
+    out = list(items)
+    i = 0
+    while i < len(out):
+        if messages[i].get("role") != "tool":
+            i += 1
+            continue
+        j = i
+        while j < len(out) and messages[j].get("role") == "tool":
+            j += 1
+        out[i:j] = sorted(out[i:j], key=lambda item: item[1])
+        i = j
+    return out
 
 
 def _soft(mirror: _Mirror, messages: Sequence[Any]) -> Any:

@@ -473,6 +473,8 @@ class SQLiteStore(SessionStore):
         if not values or self._conn(create=False) is None:
             return 0
         with self._tx("erase") as conn:
+            # Freed pages are overwritten with zeros, so the old text does not linger in the file.
+            conn.execute("PRAGMA secure_delete = ON")
             changed = 0
             for seq, value in values.items():
                 message, _, _, _ = unwrap_event(value)
@@ -480,6 +482,12 @@ class SQLiteStore(SessionStore):
                     "UPDATE ctxlife_raw SET json = ?, fp = ?, bad = NULL WHERE session_id = ? AND seq = ?",
                     (json_text(value, what="erased record"), fingerprint(message), session_id, seq),
                 ).rowcount
+        conn = self._conn()
+        if conn is not None:
+            # Copy the change into the database file and empty the write-ahead log, which still
+            # holds the old pages (best effort: a reader in another process may delay it).
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return changed
 
     def derived_dir(self, session_id: str) -> Path | None:

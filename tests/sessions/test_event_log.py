@@ -1,0 +1,382 @@
+"""Sessions as an event log (issue 20): edits, regenerations, pops, deletions.
+
+One test per reported failure, on the file, SQLite and Redis stores. "What the model sees" is
+checked against the caller's own list (plain dict comparison), never against ctxlife's fingerprints.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+import ctxlife
+from ctxlife.config import settings_from_dict
+from ctxlife.host import Host
+from ctxlife.messages import BOOTSTRAP_START
+from ctxlife.sessions import SessionStore, open_store
+from ctxlife.testing import assistant, system, tool_call, tool_result, user
+
+WINDOW = 100_000
+# manage() warns that snapshot_restore also acts at task end; these tests drive only model calls.
+pytestmark = pytest.mark.filterwarnings("ignore::ctxlife.CtxlifeWarning")
+
+
+def settings(url: str, *strategies: str, **tables: Any) -> Any:
+    return settings_from_dict({"strategies": ["snapshot_restore", *strategies], "store": url, **tables})
+
+
+def rebuilt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The list as a stateless caller sends it: rebuilt from JSON (new dicts every call)."""
+    return json.loads(json.dumps(messages))
+
+
+def conversation(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The recordable part of a list: what the raw history should hold (no system prompt)."""
+    return [m for m in messages if m.get("role") != "system"]
+
+
+def current(store_url: str, sid: str, view: str = "") -> list[dict[str, Any]]:
+    with open_store(store_url) as store:
+        return [r.message for r in store.current(sid, view)]
+
+
+def log(store_url: str, sid: str) -> list[Any]:
+    with open_store(store_url) as store:
+        return store.read_records(sid)
+
+
+def restarted_sees(store_url: str, cfg: Any, sid: str, new: dict[str, Any]) -> list[dict[str, Any]]:
+    """What a new host (a restart) sends for a fresh ``[system, new]`` list."""
+    host = Host(cfg, context_window=WINDOW, session_id=sid)
+    try:
+        fresh = [system("sys"), new]
+        report = host.manage(fresh)
+        assert not report.failures, report.failures
+        return fresh
+    finally:
+        host.close()
+
+
+# -- an edited earlier message re-records the whole list ------------------------------------------
+
+
+def test_an_edited_earlier_question_is_one_replace_record(store_url: str) -> None:
+    cfg = settings(store_url)
+    history = [system("sys"), user("q1")]
+    turns = [assistant("a1"), user("q2"), assistant("a2"), user("q3"), assistant("a3"), user("q4")]
+    ctxlife.manage(rebuilt(history), config=cfg, context_window=WINDOW, session_id="edit")
+    for message in turns:
+        history.append(message)
+        if message["role"] == "user":
+            ctxlife.manage(rebuilt(history), config=cfg, context_window=WINDOW, session_id="edit")
+    # The user corrects their first question; the app sends the whole list again.
+    history[1] = user("q1, corrected")
+    ctxlife.manage(rebuilt(history), config=cfg, context_window=WINDOW, session_id="edit")
+    records = log(store_url, "edit")
+    assert len(records) == 8  # 7 messages + 1 replace (was 13)
+    assert (records[-1].op, records[-1].target) == ("replace", 1)
+    assert current(store_url, "edit") == conversation(history)
+    # A restart sends the corrected conversation once.
+    sent = restarted_sees(store_url, cfg, "edit", user("q5"))
+    assert sent == [system("sys"), *conversation(history), user("q5")]
+
+
+def test_clearing_old_tool_results_records_replaces_not_a_second_copy(store_url: str) -> None:
+    cfg = settings(store_url)
+    history: list[dict[str, Any]] = [system("sys"), user("look things up")]
+    for i in range(4):
+        call = tool_call("lookup", {"i": i}, call_id=f"c{i}")
+        history += [assistant(None, [call]), tool_result(f"c{i}", f"result {i} " * 20)]
+        ctxlife.manage(rebuilt(history), config=cfg, context_window=WINDOW, session_id="clear")
+    history += [assistant("done"), user("thanks")]
+    ctxlife.manage(rebuilt(history), config=cfg, context_window=WINDOW, session_id="clear")
+    before = len(log(store_url, "clear"))
+    assert before == 11
+    # Context editing: the app clears the two oldest tool results (as Anthropic's and LangChain's do).
+    for index in (3, 5):
+        history[index] = {**history[index], "content": "[cleared]"}
+    ctxlife.manage(rebuilt(history), config=cfg, context_window=WINDOW, session_id="clear")
+    records = log(store_url, "clear")
+    assert len(records) == before + 2 and {r.op for r in records[before:]} == {"replace"}
+    assert current(store_url, "clear") == conversation(history)
+
+
+# -- a regenerated reply is restored next to its replacement --------------------------------------
+
+
+def test_a_regenerated_reply_replaces_the_old_one_after_a_restart(store_url: str) -> None:
+    cfg = settings(store_url)
+    host = Host(cfg, context_window=WINDOW, session_id="regen")
+    history = [system("sys"), user("q1")]
+    host.manage(history)
+    host.record_reply(assistant("a1"))
+    # The user asks for another answer: a1 is replaced by a1', then the conversation goes on.
+    history = [system("sys"), user("q1"), assistant("a1, regenerated"), user("q2")]
+    host.manage(rebuilt(history))
+    host.close()
+    sent = restarted_sees(store_url, cfg, "regen", user("q3"))
+    assert sent == [system("sys"), user("q1"), assistant("a1, regenerated"), user("q2"), user("q3")]
+
+
+def test_an_edit_of_an_earlier_turn_discards_what_followed(store_url: str) -> None:
+    cfg = settings(store_url)
+    history = [system("sys"), user("q1"), assistant("a1"), user("q2"), assistant("a2"), user("q3")]
+    ctxlife.manage(rebuilt(history), config=cfg, context_window=WINDOW, session_id="fork")
+    # The user edits q2: the turns after it are discarded (a fork of the conversation).
+    history = [system("sys"), user("q1"), assistant("a1"), user("q2, edited")]
+    ctxlife.manage(rebuilt(history), config=cfg, context_window=WINDOW, session_id="fork")
+    assert current(store_url, "fork") == conversation(history)
+    ops = [(r.op, r.target) for r in log(store_url, "fork")[5:]]
+    assert sorted(ops, key=str) == sorted([("replace", 3), ("remove", 4), ("remove", 5)], key=str)
+    sent = restarted_sees(store_url, cfg, "fork", user("q4"))
+    assert sent == [*history, user("q4")]
+
+
+# -- parallel tool results sent back in the other order ----------------------------------------------
+
+
+def test_parallel_tool_results_in_another_order_are_recorded_once_and_restore(store_url: str) -> None:
+    cfg = settings(store_url)
+    calls = [tool_call("weather", {"city": "Oslo"}, call_id="w1"), tool_call("weather", {"city": "Rome"}, call_id="w2")]
+    head = [system("sys"), user("weather?"), assistant(None, calls)]
+    first = [*head, tool_result("w1", "cold"), tool_result("w2", "warm")]
+    ctxlife.manage(rebuilt(first), config=cfg, context_window=WINDOW, session_id="par")
+    # The app sends the results back in completion order, then the conversation goes on.
+    second = [
+        *head,
+        tool_result("w2", "warm"),
+        tool_result("w1", "cold"),
+        assistant("Oslo cold, Rome warm"),
+        user("ok"),
+    ]
+    ctxlife.manage(rebuilt(second), config=cfg, context_window=WINDOW, session_id="par")
+    records = log(store_url, "par")
+    assert len(records) == 6  # 3 results for 2 calls before
+    assert sorted(r.message.get("tool_call_id") for r in records if r.message.get("role") == "tool") == ["w1", "w2"]
+    with structlog.testing.capture_logs() as events:
+        sent = restarted_sees(store_url, cfg, "par", user("and Paris?"))
+    assert not [e for e in events if e.get("event") == "ctxlife.restore_failed"]
+    assert [m.get("content") for m in sent[-3:]] == ["Oslo cold, Rome warm", "ok", "and Paris?"]
+    assert len([m for m in sent if m.get("role") == "tool"]) == 2
+
+
+# -- a one-message conversation restored in front of a list that holds it -----------------------------
+
+
+def test_a_one_message_conversation_is_sent_and_recorded_once(store_url: str) -> None:
+    cfg = settings(store_url)
+    with ctxlife.Session("one", cfg, context_window=WINDOW) as session:
+        session.add_items([user("hello")])
+        sent = session.messages()
+    assert sent == [user("hello")]
+    assert current(store_url, "one") == [user("hello")]
+    # A first request retried on another worker (a fresh host) is not restored in front of itself.
+    for _ in range(2):
+        host = Host(cfg, context_window=WINDOW, session_id="retry")
+        request = [system("sys"), user("first question")]
+        host.manage(request)
+        host.close()
+        assert request == [system("sys"), user("first question")]
+    assert current(store_url, "retry") == [user("first question")]
+
+
+# -- Session.pop() after a compaction ---------------------------------------------------------------
+
+
+def test_pop_after_a_compaction_records_nothing_again(store_url: str) -> None:
+    cfg = settings(store_url, "truncate_last_n", truncate_last_n={"rounds": 1, "pin_first_user": True, "always": True})
+    with ctxlife.Session("pop", cfg, system="sys", context_window=WINDOW) as session:
+        for i in range(4):
+            session.prepare(user(f"q{i}"))
+            session.record_reply(f"a{i}")
+        assert session.pop() == assistant("a3")
+        sent = session.prepare(user("q4"))
+    assert [m["content"] for m in sent] == ["sys", "q0", "q4"] or [m["content"] for m in sent][:2] == ["sys", "q0"]
+    adds = [r.message.get("content") for r in log(store_url, "pop") if r.op == "add"]
+    assert adds.count("q0") == 1  # the pinned first user message is not recorded again
+    assert [m.get("content") for m in current(store_url, "pop")] == ["q0", "a0", "q1", "a1", "q2", "a2", "q3", "q4"]
+
+
+# -- Anthropic lists: the bootstrap section inside the user's first message ---------------------------
+
+
+def _anthropic_turn(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def test_the_bootstrap_section_is_never_recorded_as_the_users_words(store_url: str) -> None:
+    def cfg(profile: str) -> Any:
+        return settings(store_url, "bootstrap", message_format="anthropic", bootstrap={"text": profile})
+
+    history: list[dict[str, Any]] = [_anthropic_turn("hi")]
+    host = Host(cfg("PROFILE v1"), context_window=WINDOW, session_id="anth")
+    host.manage(history, context_window=WINDOW)
+    assert BOOTSTRAP_START in json.dumps(history)  # the section opens the first user turn
+    history += [{"role": "assistant", "content": [{"type": "text", "text": "hello"}]}, _anthropic_turn("next")]
+    host.manage(history)
+    host.close()
+    records = log(store_url, "anth")
+    assert len(records) == 3
+    assert not any(BOOTSTRAP_START in json.dumps(r.message) for r in records)
+    assert records[0].message == _anthropic_turn("hi")
+    # A new rendering of the bootstrap text (an edited profile, {date} after midnight) is no edit.
+    again = Host(cfg("PROFILE v2"), context_window=WINDOW, session_id="anth")
+    sent = rebuilt(history) + [{"role": "assistant", "content": [{"type": "text", "text": "sure"}]}]
+    sent.append(_anthropic_turn("third"))
+    again.manage(sent)
+    again.close()
+    assert "PROFILE v2" in json.dumps(sent[0]) and "PROFILE v1" not in json.dumps(sent)
+    records = log(store_url, "anth")
+    assert [r.op for r in records] == ["add"] * 5
+    assert not any(BOOTSTRAP_START in json.dumps(r.message) for r in records)
+
+
+# -- a corrupt snapshot; a fresh host handed a list missing the newest stored message ----------------
+
+
+def _corrupt_snapshot(store: SessionStore, store_url: str, sid: str) -> None:
+    if store_url.startswith("file://"):
+        (Path(store_url[len("file://") :]) / f"{sid}_ctx.json").write_text("{not json")
+    elif store_url.startswith("sqlite://"):
+        with sqlite3.connect(store_url[len("sqlite:///") :]) as conn:
+            conn.execute("UPDATE ctxlife_snapshots SET json = '{not json' WHERE session_id = ?", (sid,))
+    else:
+        client, key = store._client, store._key(sid, "ctx")  # type: ignore[attr-defined]
+        kind = client.type(key).decode()
+        if kind == "hash":
+            client.hset(key, "", "{not json")
+        else:
+            client.set(key, "{not json")
+
+
+def test_a_corrupt_snapshot_restores_from_the_raw_history_and_is_written_again(store_url: str) -> None:
+    cfg = settings(store_url, "truncate_last_n", truncate_last_n={"rounds": 2, "pin_first_user": False, "always": True})
+    host = Host(cfg, context_window=WINDOW, session_id="bad")
+    history = [system("sys"), user("q0")]
+    for i in range(3):
+        host.manage(history)
+        history += [assistant(f"a{i}"), user(f"q{i + 1}")]
+    host.close()
+    with open_store(store_url) as store:
+        assert store.load_snapshot("bad") is not None
+        _corrupt_snapshot(store, store_url, "bad")
+        with pytest.raises(ctxlife.StoreError):
+            store.load_snapshot("bad")
+    with structlog.testing.capture_logs() as events:
+        sent = restarted_sees(store_url, cfg, "bad", user("again"))
+    assert "ctxlife.snapshot_unreadable" in [e.get("event") for e in events]
+    assert "ctxlife.restore_failed" not in [e.get("event") for e in events]
+    assert sent[-1] == user("again") and len(sent) > 2  # restored (then truncated to the last rounds)
+    with open_store(store_url) as store:
+        snap = store.load_snapshot("bad")  # a new snapshot replaced the corrupt one
+        assert snap is not None and snap.messages[-1] == user("again")
+
+
+def test_a_fresh_host_given_a_list_without_the_newest_message_keeps_snapshots(store_url: str) -> None:
+    cfg = settings(store_url, "truncate_last_n", truncate_last_n={"rounds": 1, "pin_first_user": False, "always": True})
+    host = Host(cfg, context_window=WINDOW, session_id="miss")
+    history = [system("sys"), user("q0"), assistant("a0"), user("q1")]
+    host.manage(history)
+    host.record_reply(assistant("a1"))
+    host.close()
+    # A fresh host (another worker) gets a list that has not seen a1.
+    again = Host(cfg, context_window=WINDOW, session_id="miss")
+    with structlog.testing.capture_logs() as events:
+        report = again.manage([system("sys"), user("q0"), assistant("a0"), user("q1"), user("q2")])
+    again.close()
+    assert "ctxlife.restore_failed" not in [e.get("event") for e in events]
+    assert "snapshot_saved" in [a.what for a in report.actions]
+
+
+# -- privacy: delete one message, or every message matching a pattern ---------------------------------
+
+
+def _stored_text(store: SessionStore, store_url: str, sid: str) -> str:
+    """Everything the store keeps of a session, as text (files, database rows, Redis values)."""
+    if store_url.startswith("file://"):
+        root = Path(store_url[len("file://") :])
+        return "".join(p.read_text(errors="replace") for p in root.rglob("*") if p.is_file())
+    if store_url.startswith("sqlite://"):
+        path = Path(store_url[len("sqlite:///") :])
+        # the bytes of the database and its write-ahead log: freed pages count too
+        return "".join(
+            p.read_bytes().decode(errors="replace") for p in path.parent.glob(path.name + "*") if p.is_file()
+        )
+    client = store._client  # type: ignore[attr-defined]
+    out = []
+    for key in client.scan_iter(match=store._key(sid, "*")):  # type: ignore[attr-defined]
+        kind = client.type(key).decode()
+        if kind == "list":
+            out += [v.decode() for v in client.lrange(key, 0, -1)]
+        elif kind == "hash":
+            out += [v.decode() for v in client.hvals(key)]
+        elif kind == "string":
+            out.append(client.get(key).decode())
+    return "".join(out)
+
+
+def test_erase_removes_a_message_from_every_place_the_store_keeps_it(store_url: str) -> None:
+    cfg = settings(store_url, "truncate_last_n", truncate_last_n={"rounds": 2, "pin_first_user": False, "always": True})
+    with ctxlife.Session("priv", cfg, system="sys", context_window=WINDOW) as session:
+        session.prepare(user("my account is ACCT-998877"))
+        session.record_reply("noted")
+        session.prepare(user("what is the weather"))
+        session.record_reply("sunny")
+        seq = next(r.seq for r in session.records() if "ACCT-998877" in str(r.message))
+        assert session.erase(seq) == [seq]
+        assert "ACCT-998877" not in json.dumps(session.get_items())
+        sent = session.prepare(user("and tomorrow?"))
+        assert "ACCT-998877" not in json.dumps(sent)
+        with open_store(store_url) as store:
+            assert "ACCT-998877" not in _stored_text(store, store_url, "priv")
+
+
+def test_erase_matching_scrubs_summaries_too(store_url: str) -> None:
+    cfg = settings(store_url, "llm_summary", llm_summary={"summarizer": "extractive", "target": 0.02}, threshold=0.05)
+    with ctxlife.Session("pat", cfg, system="sys", context_window=4000) as session:
+        session.prepare(user("card 4111-1111-1111-1111 was charged twice for order R7"))
+        session.record_reply("I see the double charge on R7.")
+        for i in range(6):
+            session.prepare(user(f"question {i} about delivery times and the weather in town"))
+            session.record_reply(f"answer {i} with plenty of words to fill the context window up")
+        erased = session.erase_matching(r"4111-1111-1111-1111")
+        assert erased
+        assert "4111-1111-1111-1111" not in json.dumps(session.get_items())
+        with open_store(store_url) as store:
+            assert "4111-1111-1111-1111" not in _stored_text(store, store_url, "pat")
+
+
+def test_derived_data_goes_with_the_session(store_url: str) -> None:
+    with open_store(store_url) as store:
+        store.append("gone", [user("x")])
+        folder = store.derived_dir("gone")
+        if folder is None:
+            assert store_url.startswith("redis")
+            return
+        folder.mkdir(parents=True)
+        (folder / "index.db").write_text("derived")
+        assert store.delete("gone")
+        assert not folder.exists()
+
+
+# -- a message object appended twice (a shared "continue") ------------------------------------------
+
+
+def test_a_reused_message_object_is_recorded_at_each_place(store_url: str) -> None:
+    cfg = settings(store_url)
+    keep_going = {"role": "user", "content": "continue"}
+    history: list[dict[str, Any]] = [system("sys"), user("start")]
+    host = Host(cfg, context_window=WINDOW, session_id="reuse")
+    host.manage(history)
+    for i in range(3):
+        history += [assistant(f"part {i}"), keep_going]
+        host.manage(history)
+    history.append(assistant("the end"))
+    host.record_reply(history)
+    host.close()
+    assert current(store_url, "reuse") == conversation(history)
