@@ -482,12 +482,12 @@ class SQLiteStore(SessionStore):
                     "UPDATE ctxlife_raw SET json = ?, fp = ?, bad = NULL WHERE session_id = ? AND seq = ?",
                     (json_text(value, what="erased record"), fingerprint(message), session_id, seq),
                 ).rowcount
-        conn = self._conn()
-        if conn is not None:
+        after = self._conn()
+        if after is not None:
             # Copy the change into the database file and empty the write-ahead log, which still
             # holds the old pages (best effort: a reader in another process may delay it).
             with contextlib.suppress(sqlite3.Error):
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                after.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return changed
 
     def derived_dir(self, session_id: str) -> Path | None:
