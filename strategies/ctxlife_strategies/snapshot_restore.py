@@ -173,10 +173,10 @@ class SnapshotRestore(ctxlife.Strategy):
     ) -> tuple[list[dict[str, Any]], int, int] | None:
         """The restored list, or None when there is nothing to restore or the list holds the conversation."""
         restored_view = restore_view(store, session, view)
-        for message in restored_view.messages:
+        for message, slot in zip(restored_view.messages, restored_view.slots, strict=True):
             if not isinstance(message.get("role"), str):
                 raise BadSessionError(
-                    f"session {session!r} view {view!r}: a raw record is not a message (it has no string "
+                    f"session {session!r} view {view!r}: raw record {slot} is not a message (it has no string "
                     f"'role'); it is never put into the model's list. Remove or fix it in the raw history "
                     f"(`ctxlife session export {session}`)"
                 )

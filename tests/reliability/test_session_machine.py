@@ -172,6 +172,57 @@ def summarised(expected: list[dict[str, Any]], actual: list[dict[str, Any]], tur
     return None
 
 
+def op(record: Any) -> str:
+    return getattr(record, "op", "add")
+
+
+def replay_events(
+    records: list[Any], start: list[dict[str, Any]] | None = None, start_slots: list[Any] | None = None
+) -> list[dict[str, Any]]:
+    """The conversation a view's records describe, by this file's own reading of the event log: an
+    ``add`` appends (or goes in after its target), a ``replace`` swaps its slot's message, a
+    ``remove`` drops the slot. ``start``: a snapshot's messages (``start_slots``: their slots)."""
+    order: list[Any] = list(start_slots) if start_slots is not None else [None] * len(start or [])
+    current: dict[Any, dict[str, Any]] = {}
+    items: list[list[Any]] = [[slot, m] for slot, m in zip(order, start or [], strict=False)]
+    for record in records:
+        kind, target = op(record), getattr(record, "target", None)
+        if kind == "add":
+            entry = [record.seq, record.message]
+            at = next((i for i, (slot, _) in enumerate(items) if target is not None and slot == target), None)
+            if at is None:
+                items.append(entry)
+            else:
+                at += 1
+                while at < len(items) and current.get(items[at][0]) == {"after": target}:
+                    at += 1
+                items.insert(at, entry)
+                current[record.seq] = {"after": target}
+        elif kind == "replace":
+            for item in items:
+                if item[0] == target:
+                    item[1] = record.message
+        elif kind == "remove":
+            items = [item for item in items if item[0] != target]
+    return [m for _, m in items]
+
+
+def results_sorted(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with each run of tool results in one order: parallel results are one set."""
+    out = list(messages)
+    i = 0
+    while i < len(out):
+        if out[i].get("role") != "tool":
+            i += 1
+            continue
+        j = i
+        while j < len(out) and out[j].get("role") == "tool":
+            j += 1
+        out[i:j] = sorted(out[i:j], key=canon)
+        i = j
+    return out
+
+
 # -- the stores ----------------------------------------------------------------------------------------
 
 
@@ -225,6 +276,7 @@ class Lane:
     restarted: bool = False  # the next call is the first after a restart: the caller kept [system, user]
     open_calls: list[str] = field(default_factory=list)  # tool calls awaiting results
     foreign: bool = False  # its raw history holds a record that is not a message (restores must fail)
+    superseded: set[str] = field(default_factory=set)  # canon of messages the caller edited away or removed
 
 
 def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type[RuleBasedStateMachine]:
@@ -339,19 +391,44 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             seqs = [r.seq for r in everything]
             self.check("raw_exactly_once", seqs == list(range(1, len(seqs) + 1)), f"sequence numbers {seqs}")
             for lane in self.lanes:
-                raw = [r.message for r in everything if r.view == lane.view and "role" in r.message]
-                problem = match(lane.oracle, raw)
-                self.check("raw_exactly_once", problem is None, f"view {lane.view!r}: raw history vs passed: {problem}")
+                mine = [r for r in everything if r.view == lane.view and ("role" in r.message or op(r) != "add")]
+                raw = results_sorted(replay_events(mine))
+                problem = match(results_sorted(lane.oracle), raw)
+                self.check(
+                    "raw_exactly_once",
+                    problem is None,
+                    f"view {lane.view!r}: raw history's current state vs caller's: {problem}",
+                )
+                self.check(
+                    "no_superseded_replay",
+                    not any(canon(m) in lane.superseded for m in raw),
+                    f"view {lane.view!r}: the current state holds a superseded message",
+                )
                 if lane.foreign:
                     continue
-                snap = self.store.load_snapshot(self.sid, **self.kw(lane))
-                saved = [m for m in snap.messages if not is_prompt(m)] if snap is not None else []
-                after = snap.raw_length if snap is not None else 0
-                tail = [r.message for r in everything if r.view == lane.view and r.seq > after]
+                try:
+                    snap = self.store.load_snapshot(self.sid, **self.kw(lane))
+                except Exception:  # noqa: BLE001 - a snapshot this machine corrupted on purpose
+                    snap = None
                 conv = [m for m in lane.msgs[: len(lane.msgs) - len(lane.pending)] if not is_prompt(m)]
-                problem = match(conv, saved + tail)
+                if snap is None:
+                    restored = replay_events(mine)
+                else:
+                    slots = snap.meta.get("slots") if isinstance(snap.meta.get("slots"), list) else None
+                    restored = replay_events(
+                        [r for r in mine if r.seq > snap.raw_length], start=list(snap.messages), start_slots=slots
+                    )
+                    restored = [m for m in restored if not is_prompt(m)]
+                problem = match(results_sorted(conv), results_sorted(restored))
                 self.check(
-                    "nothing_lost", problem is None, f"view {lane.view!r}: snapshot + raw tail vs caller: {problem}"
+                    "nothing_lost",
+                    problem is None,
+                    f"view {lane.view!r}: snapshot + events after it vs caller: {problem}",
+                )
+                self.check(
+                    "no_superseded_replay",
+                    not any(canon(m) in lane.superseded for m in restored),
+                    f"view {lane.view!r}: a restore would replay a superseded message",
                 )
 
         def model_answers(self, lane: Lane, data: st.DataObject) -> None:
@@ -480,6 +557,148 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             self.drop_hosts()
             self.turn(data, lane, "foreign_record")
 
+        # -- edits: the caller changes its conversation, then makes its next call -----------------
+
+        def editable(self, lane: Lane, roles: tuple[str, ...]) -> list[int]:
+            """Positions in the caller's list of plain text messages of ``roles`` it may edit."""
+            return [
+                i
+                for i, m in enumerate(lane.msgs)
+                if m.get("role") in roles
+                and isinstance(m.get("content"), str)
+                and not m.get("tool_calls")
+                and any(canon(o) == canon(m) for o in lane.oracle)
+                and not is_bad(m)
+            ]
+
+        def swap(self, lane: Lane, index: int, new: dict[str, Any] | None) -> None:
+            """Replace (or, with None, remove) the caller's message at ``index``, in its list and the oracle."""
+            old = lane.msgs[index]
+            at = next(i for i, o in enumerate(lane.oracle) if canon(o) == canon(old))
+            lane.superseded.add(canon(old))
+            if new is None:
+                del lane.msgs[index]
+                del lane.oracle[at]
+            else:
+                lane.msgs[index] = new
+                lane.oracle[at] = new
+
+        def edit_ready(self) -> bool:
+            return not any(lane.open_calls or lane.restarted or lane.foreign for lane in self.lanes)
+
+        @precondition(lambda self: on("edit") and self.edit_ready())
+        @rule(data=st.data(), lane=lanes)
+        def edit(self, data: st.DataObject, lane: int) -> None:
+            """The user corrects an earlier message (or the app rewrites an old reply)."""
+            this = self.lanes[lane]
+            places = self.editable(this, ("user", "assistant"))
+            if places:
+                index = data.draw(st.sampled_from(places), label="edited message")
+                old = this.msgs[index]
+                self.swap(this, index, {**old, "content": self.text(["edited"])})
+            self.turn(data, lane, "edit")
+
+        @precondition(lambda self: on("regenerate") and self.edit_ready())
+        @rule(data=st.data(), lane=lanes)
+        def regenerate(self, data: st.DataObject, lane: int) -> None:
+            """The user asks for another answer: the last reply is replaced by a new one."""
+            this = self.lanes[lane]
+            if self.editable(this, ("assistant",)) and self.editable(this, ("assistant",))[-1] == len(this.msgs) - 1:
+                self.swap(this, len(this.msgs) - 1, {"role": "assistant", "content": self.text(["regenerated"])})
+                record_reply(self.host(), this.msgs, this.view)
+                self.check_store()
+            self.turn(data, lane, "regenerate")
+
+        @precondition(lambda self: on("clear_tool_results") and self.edit_ready())
+        @rule(data=st.data(), lane=lanes)
+        def clear_tool_results(self, data: st.DataObject, lane: int) -> None:
+            """Context editing: the app clears the text of old tool results."""
+            this = self.lanes[lane]
+            places = [
+                i
+                for i, m in enumerate(this.msgs)
+                if m.get("role") == "tool" and not is_bad(m) and any(canon(o) == canon(m) for o in this.oracle)
+            ]
+            for index in places[: data.draw(st.integers(1, 3), label="cleared")]:
+                self.swap(this, index, {**this.msgs[index], "content": self.text(["cleared"])})
+            self.turn(data, lane, "clear_tool_results")
+
+        @precondition(lambda self: on("pop") and self.edit_ready())
+        @rule(data=st.data(), lane=lanes)
+        def pop(self, data: st.DataObject, lane: int) -> None:
+            """The caller drops the model's last reply (pop) before its next turn."""
+            this = self.lanes[lane]
+            places = self.editable(this, ("assistant",))
+            if places and places[-1] == len(this.msgs) - 1:
+                self.swap(this, len(this.msgs) - 1, None)
+            self.turn(data, lane, "pop")
+
+        @precondition(lambda self: on("remove") and self.edit_ready())
+        @rule(data=st.data(), lane=lanes)
+        def remove(self, data: st.DataObject, lane: int) -> None:
+            """The user deletes an exchange (a question and its text answer) from the middle."""
+            this = self.lanes[lane]
+            users = set(self.editable(this, ("user",)))
+            answers = set(self.editable(this, ("assistant",)))
+            # not the list's first message: dropping the front reads as a caller keeping the tail
+            # (a sliding window of its own), which deletes nothing (Session.remove/erase do)
+            first = next((i for i, m in enumerate(this.msgs) if not is_prompt(m)), 0)
+            pairs = [i for i in users if i + 1 in answers and i + 1 < len(this.msgs) - 1 and i > first]
+            if pairs:
+                index = data.draw(st.sampled_from(sorted(pairs)), label="removed exchange")
+                self.swap(this, index + 1, None)
+                self.swap(this, index, None)
+            self.turn(data, lane, "remove")
+
+        @precondition(lambda self: on("fork") and self.edit_ready())
+        @rule(data=st.data(), lane=lanes)
+        def fork(self, data: st.DataObject, lane: int) -> None:
+            """The user edits an earlier question: what followed it is discarded."""
+            this = self.lanes[lane]
+            # not the list's first message: a list that shares nothing with what was recorded is a
+            # new conversation for its view (Session.edit/remove rewrite the first message)
+            first = next((i for i, m in enumerate(this.msgs) if not is_prompt(m)), 0)
+            users = [i for i in self.editable(this, ("user",)) if first < i < len(this.msgs) - 1]
+            if users:
+                index = data.draw(st.sampled_from(users), label="forked at")
+                for k in range(len(this.msgs) - 1, index, -1):
+                    gone = this.msgs[k]
+                    at = next((i for i, o in enumerate(this.oracle) if canon(o) == canon(gone)), None)
+                    this.superseded.add(canon(gone))
+                    del this.msgs[k]
+                    if at is not None:
+                        del this.oracle[at]
+                self.swap(this, index, {**this.msgs[index], "content": self.text(["forked"])})
+            self.turn(data, lane, "fork")
+
+        @precondition(lambda self: on("reorder_results") and self.edit_ready())
+        @rule(data=st.data(), lane=lanes)
+        def reorder_results(self, data: st.DataObject, lane: int) -> None:
+            """The app sends earlier parallel tool results back in another order."""
+            this = self.lanes[lane]
+            runs = []
+            i = 0
+            while i < len(this.msgs):
+                j = i
+                while j < len(this.msgs) and this.msgs[j].get("role") == "tool":
+                    j += 1
+                if j - i >= 2:
+                    runs.append((i, j))
+                i = max(j, i + 1)
+            if runs:
+                i, j = data.draw(st.sampled_from(runs), label="reordered run")
+                this.msgs[i:j] = list(reversed(this.msgs[i:j]))
+            self.turn(data, lane, "reorder_results")
+
+        @precondition(lambda self: on("corrupt_snapshot") and self.edit_ready())
+        @rule(data=st.data(), lane=lanes)
+        def corrupt_snapshot(self, data: st.DataObject, lane: int) -> None:
+            """The view's snapshot is damaged; then a new process: it restores from the raw history."""
+            this = self.lanes[lane]
+            corrupt_snapshot(kind, self.store, self.url, self.sid, this.view)
+            self.drop_hosts()
+            self.turn(data, lane, "corrupt_snapshot")
+
         @invariant()
         def count(self) -> None:
             totals.steps["(invariant rounds)"] += 1
@@ -495,6 +714,29 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
 
     SessionMachine.__name__ = f"SessionMachine_{kind}"
     return SessionMachine
+
+
+def corrupt_snapshot(kind: str, store: Any, url: str, sid: str, view: str) -> None:
+    """Write garbage where the store keeps the view's snapshot (if it has one)."""
+    if kind == "file":
+        folder = Path(url.removeprefix("file://").split("?")[0])
+        path = folder / (f"{sid}_ctx.json" if not view else f"{sid}_ctx@{view}.json")
+        if path.exists():
+            path.write_text("{corrupt")
+    elif kind == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(url.removeprefix("sqlite:///").split("?")[0]) as conn:
+            conn.execute(
+                "UPDATE ctxlife_snapshots SET json = '{corrupt' WHERE session_id = ? AND view = ?", (sid, view)
+            )
+    else:
+        client, key = store._client, store._key(sid, "ctx" if not view else "views")
+        if client.type(key).decode() == "hash":
+            if client.hexists(key, view):
+                client.hset(key, view, "{corrupt")
+        elif client.exists(key):
+            client.set(key, "{corrupt")
 
 
 def run_machine(kind: str, url_for: Any, stats: Any, examples: int, steps: int) -> Totals:

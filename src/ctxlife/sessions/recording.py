@@ -66,6 +66,7 @@ from ctxlife.sessions.base import (
     fingerprint,
 )
 from ctxlife.sessions.diff import common_prefix, edit_script
+from ctxlife.sessions.restore import restore_view
 
 __all__ = ["WINDOW", "Alignment", "Recorder", "recordable", "recorder_for", "stored_form"]
 
@@ -151,6 +152,9 @@ class _View:
     pending: list[tuple[dict[str, Any], str]] = dataclasses.field(default_factory=list)
     # Lists seen or handed back for this view, most recent first (see :mod:`ctxlife.sessions.diff`).
     mirrors: list[_Mirror] = dataclasses.field(default_factory=list)
+    # The mirrors must be rebuilt from the store before the next diff: the view was just read, or
+    # another writer changed it (appended, edited, or compacted it and saved a snapshot).
+    reseed: bool = True
 
 
 class _Reversed:
@@ -265,6 +269,11 @@ class Recorder:
         head = self.store.head(session_id)
         records = self.store.read_records(session_id, state.synced, view=view, strict=False)
         _apply(state.tail, records)
+        if records:
+            # Another writer changed this view: what this recorder saw of the caller's lists may be
+            # stale (that writer may also have compacted the list): diff against the store's state.
+            state.mirrors = []
+            state.reseed = True
         if state.pending and records:
             # A write reported as failed may have landed (a connection lost after the store wrote):
             # then the waiting batch is in the records now, and must not be written again.
@@ -424,10 +433,23 @@ class Recorder:
         an edit). Does nothing once the view has a mirror."""
         with self._lock:
             state = self._view(session_id, view)
+            state.reseed = False
             if state.mirrors:
                 return
             fps = [_fp(m) if s is not None else None for m, s in zip(messages, slots, strict=True)]
             self._keep_mirror(state, _Mirror(list(messages), list(slots), fps))
+
+    def _reseed(self, session_id: str, view: str, state: _View) -> None:
+        """Seed the mirrors with the view's conversation as the store has it (snapshot + events)."""
+        state.reseed = False
+        if state.mirrors or not state.tail:
+            return
+        try:
+            restored = restore_view(self.store, session_id, view, strict=False)
+        except StoreError:
+            return  # then lists are aligned by content (appends only) until a restore succeeds
+        fps = [_fp(m) if s is not None else None for m, s in zip(restored.messages, restored.slots, strict=True)]
+        self._keep_mirror(state, _Mirror(list(restored.messages), list(restored.slots), fps))
 
     def slots_of(self, session_id: str, messages: Sequence[Any], view: str = "") -> list[int | None]:
         """The slot of each message of a list this recorder recorded or saw (None: not raw history)."""
@@ -577,6 +599,8 @@ class Recorder:
             if state.synced < self._heads.get(session_id, 0):
                 self._catch_up(session_id, view, state)
             for _ in range(_MAX_RETRIES):
+                if state.reseed:
+                    self._reseed(session_id, view, state)
                 planned = None if state.pending else self._plan(state, messages)
                 if planned is None:
                     events, slots, adds = self._plan_by_alignment(state, messages)
