@@ -188,7 +188,9 @@ class SnapshotRestore(ctxlife.Strategy):
         messages = ctx.messages
         found = recorder.align(session, messages, view)
         conversation = sum(1 for m in saved if recordable(m))
-        if found.aligned and (found.overlap >= 2 or found.overlap >= conversation):
+        if (found.aligned and (found.overlap >= 2 or found.overlap >= conversation)) or recorder.holds(
+            session, messages, view
+        ):
             # The list holds the recorded conversation's end (two messages of it, or all of a shorter
             # one): a stateless caller, or a new host for a caller that kept its list. Nothing to
             # put back.

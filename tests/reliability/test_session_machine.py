@@ -277,6 +277,7 @@ class Lane:
     open_calls: list[str] = field(default_factory=list)  # tool calls awaiting results
     foreign: bool = False  # its raw history holds a record that is not a message (restores must fail)
     superseded: set[str] = field(default_factory=set)  # canon of messages the caller edited away or removed
+    from_raw: bool = False  # its snapshot was corrupted: the next restore reads the raw history
 
 
 def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type[RuleBasedStateMachine]:
@@ -320,7 +321,10 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             return {"view": lane.view} if lane.view else {}
 
         def snapshot_doc(self, lane: Lane) -> str | None:
-            snap = self.store.load_snapshot(self.sid, **self.kw(lane))
+            try:
+                snap = self.store.load_snapshot(self.sid, **self.kw(lane))
+            except Exception as exc:  # noqa: BLE001 - a snapshot this machine corrupted on purpose
+                return f"unreadable: {exc}"
             return None if snap is None else canon([snap.messages, snap.raw_length])
 
         def call(self, lane: Lane, new: list[dict[str, Any]]) -> None:
@@ -329,6 +333,9 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             lane.pending = []
             if lane.restarted:  # the caller kept only [system, new user]
                 before_conv = [m for m in lane.msgs if not is_prompt(m)]
+                if lane.from_raw:  # the snapshot was unreadable: restored from the raw history, in full
+                    before_conv = lane.oracle[: len(lane.oracle) - len(new)]
+                    lane.from_raw = False
                 lane.msgs = [dict(SYSTEM), *new]
                 expected = [dict(SYSTEM), *before_conv, *new]
             else:
@@ -369,7 +376,16 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
                 self.check("model_sees_expected", problem is None, f"view {lane.view!r}, compacted list: {problem}")
             else:
                 problem = match(expected, seen)
-                self.check("model_sees_expected", problem is None, f"view {lane.view!r}: the model was sent {problem}")
+                self.check(
+                    "model_sees_expected",
+                    problem is None,
+                    f"view {lane.view!r}: the model was sent {problem}"
+                    + (
+                        f"\nexpected {[canon(m)[-24:] for m in expected]}\nsent {[canon(m)[-24:] for m in seen]}"
+                        if problem
+                        else ""
+                    ),
+                )
             self.check_store()
 
         def reply(self, lane: Lane, message: dict[str, Any]) -> None:
@@ -397,7 +413,8 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
                 self.check(
                     "raw_exactly_once",
                     problem is None,
-                    f"view {lane.view!r}: raw history's current state vs caller's: {problem}",
+                    f"view {lane.view!r}: raw history's current state vs caller's: {problem}; log: "
+                    + "; ".join(f"{r.seq}:{op(r)}:{getattr(r, 'target', None)}:{canon(r.message)[-14:]}" for r in mine),
                 )
                 self.check(
                     "no_superseded_replay",
@@ -571,6 +588,13 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
                 and not is_bad(m)
             ]
 
+        def first_shared(self, lane: Lane) -> int:
+            """The position of the first message of the caller's list that is part of the
+            conversation (not a prompt or a summary): edits that drop everything from there on
+            read as a new conversation, so the rules that drop messages start after it."""
+            known = {canon(o) for o in lane.oracle}
+            return next((i for i, m in enumerate(lane.msgs) if canon(m) in known), len(lane.msgs))
+
         def swap(self, lane: Lane, index: int, new: dict[str, Any] | None) -> None:
             """Replace (or, with None, remove) the caller's message at ``index``, in its list and the oracle."""
             old = lane.msgs[index]
@@ -642,7 +666,7 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             answers = set(self.editable(this, ("assistant",)))
             # not the list's first message: dropping the front reads as a caller keeping the tail
             # (a sliding window of its own), which deletes nothing (Session.remove/erase do)
-            first = next((i for i, m in enumerate(this.msgs) if not is_prompt(m)), 0)
+            first = self.first_shared(this)
             pairs = [i for i in users if i + 1 in answers and i + 1 < len(this.msgs) - 1 and i > first]
             if pairs:
                 index = data.draw(st.sampled_from(sorted(pairs)), label="removed exchange")
@@ -657,7 +681,7 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             this = self.lanes[lane]
             # not the list's first message: a list that shares nothing with what was recorded is a
             # new conversation for its view (Session.edit/remove rewrite the first message)
-            first = next((i for i, m in enumerate(this.msgs) if not is_prompt(m)), 0)
+            first = self.first_shared(this)
             users = [i for i in self.editable(this, ("user",)) if first < i < len(this.msgs) - 1]
             if users:
                 index = data.draw(st.sampled_from(users), label="forked at")
@@ -695,7 +719,7 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
         def corrupt_snapshot(self, data: st.DataObject, lane: int) -> None:
             """The view's snapshot is damaged; then a new process: it restores from the raw history."""
             this = self.lanes[lane]
-            corrupt_snapshot(kind, self.store, self.url, self.sid, this.view)
+            this.from_raw = corrupt_snapshot(kind, self.store, self.url, self.sid, this.view)
             self.drop_hosts()
             self.turn(data, lane, "corrupt_snapshot")
 
@@ -716,27 +740,32 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
     return SessionMachine
 
 
-def corrupt_snapshot(kind: str, store: Any, url: str, sid: str, view: str) -> None:
-    """Write garbage where the store keeps the view's snapshot (if it has one)."""
+def corrupt_snapshot(kind: str, store: Any, url: str, sid: str, view: str) -> bool:
+    """Write garbage where the store keeps the view's snapshot; return whether it had one."""
     if kind == "file":
         folder = Path(url.removeprefix("file://").split("?")[0])
         path = folder / (f"{sid}_ctx.json" if not view else f"{sid}_ctx@{view}.json")
         if path.exists():
             path.write_text("{corrupt")
-    elif kind == "sqlite":
+            return True
+        return False
+    if kind == "sqlite":
         import sqlite3
 
         with sqlite3.connect(url.removeprefix("sqlite:///").split("?")[0]) as conn:
-            conn.execute(
+            changed = conn.execute(
                 "UPDATE ctxlife_snapshots SET json = '{corrupt' WHERE session_id = ? AND view = ?", (sid, view)
-            )
-    else:
-        client, key = store._client, store._key(sid, "ctx" if not view else "views")
-        if client.type(key).decode() == "hash":
-            if client.hexists(key, view):
-                client.hset(key, view, "{corrupt")
-        elif client.exists(key):
-            client.set(key, "{corrupt")
+            ).rowcount
+        return changed > 0
+    client, key = store._client, store._key(sid, "ctx" if not view else "views")
+    if client.type(key).decode() == "hash":
+        if client.hexists(key, view):
+            client.hset(key, view, "{corrupt")
+            return True
+    elif client.exists(key):
+        client.set(key, "{corrupt")
+        return True
+    return False
 
 
 def run_machine(kind: str, url_for: Any, stats: Any, examples: int, steps: int) -> Totals:

@@ -78,6 +78,7 @@ class Script:
     edits: list[Edit]
     slots: dict[int, int]
     related: bool
+    shared: int = 0  # how many of the caller's messages are the mirror's (same place in the order)
 
 
 def edit_script(
@@ -135,11 +136,12 @@ def edit_script(
                 edits.append(Edit(REMOVE, slot, -1))
             for index, _ in caller[j1 + paired : j2]:
                 edits.append(Edit(ADD, None, index))
+    shared = len(slots) - sum(1 for e in edits if e.op == REPLACE)
     if related:
         _map_hidden(caller, slots, edits, hidden, order)
         _drop_front_removals(mirror, caller, slots, edits)
         _place_adds(caller, slots, edits)
-    return Script(edits, slots, related)
+    return Script(edits, slots, related, shared)
 
 
 def _map_hidden(

@@ -135,6 +135,10 @@ class _Mirror:
     messages: list[Any]
     slots: list[int | None]
     fps: list[str | None]
+    # A list the caller sent or was handed back (True), or the view as the store has it (False):
+    # a caller's list that shares one message with the latter and drops the rest is a new
+    # conversation that repeats an old message ("hi"), not a deletion.
+    trusted: bool = True
 
     @property
     def last(self) -> int:
@@ -436,8 +440,7 @@ class Recorder:
             state.reseed = False
             if state.mirrors:
                 return
-            fps = [_fp(m) if s is not None else None for m, s in zip(messages, slots, strict=True)]
-            self._keep_mirror(state, _Mirror(list(messages), list(slots), fps))
+            self._keep_mirror(state, _stored_mirror(messages, slots))
 
     def _reseed(self, session_id: str, view: str, state: _View) -> None:
         """Seed the mirrors with the view's conversation as the store has it (snapshot + events)."""
@@ -448,8 +451,16 @@ class Recorder:
             restored = restore_view(self.store, session_id, view, strict=False)
         except StoreError:
             return  # then lists are aligned by content (appends only) until a restore succeeds
-        fps = [_fp(m) if s is not None else None for m, s in zip(restored.messages, restored.slots, strict=True)]
-        self._keep_mirror(state, _Mirror(list(restored.messages), list(restored.slots), fps))
+        self._keep_mirror(state, _stored_mirror(restored.messages, restored.slots))
+
+    def holds(self, session_id: str, messages: Sequence[Any], view: str = "") -> bool:
+        """Whether ``messages`` is (an edited form of) the view's conversation, by the same diff as
+        :meth:`record`: a restore must then leave it alone."""
+        with self._lock:
+            state = self._view(session_id, view)
+            if state.reseed:
+                self._reseed(session_id, view, state)
+            return self._plan(state, messages) is not None
 
     def slots_of(self, session_id: str, messages: Sequence[Any], view: str = "") -> list[int | None]:
         """The slot of each message of a list this recorder recorded or saw (None: not raw history)."""
@@ -523,6 +534,8 @@ class Recorder:
         script = edit_script(mirrored, caller, hidden, order)
         if not script.related:
             return None
+        if not mirror.trusted and script.shared < min(2, len(mirrored)) and any(e.op == REMOVE for e in script.edits):
+            return None  # one shared message and the rest gone: a new conversation, not an edit
         fps = dict(caller)
         events = []
         adds = []
@@ -834,6 +847,15 @@ def _apply(tail: list[_Entry], records: Sequence[RawRecord]) -> None:
                 if e.seq == r.target:
                     del tail[i]
                     break
+
+
+def _stored_mirror(messages: Sequence[Any], slots: Sequence[int | None]) -> _Mirror:
+    """A mirror of the view as the store has it (a record that is not a message has no place in a diff)."""
+    kept = [
+        s if s is not None and isinstance(m.get("role"), str) else None for m, s in zip(messages, slots, strict=True)
+    ]
+    fps = [_fp(m) if s is not None else None for m, s in zip(messages, kept, strict=True)]
+    return _Mirror(list(messages), kept, fps, trusted=False)
 
 
 def _results_in_order(items: list[tuple[int, str]], messages: list[Any]) -> list[tuple[int, str]]:
