@@ -999,6 +999,16 @@ def _tag_kind(role_: str, text: str) -> str | None:
     return kind if hmac.compare_digest(check, _tag_check(role_, kind, text[: found.start()])) else None
 
 
+def _is_section(content: Any) -> bool:
+    """Whether ``content`` is exactly one bootstrap section (a system message ctxlife made for it)."""
+    return (
+        isinstance(content, str)
+        and content.startswith(BOOTSTRAP_START)
+        and content.endswith(BOOTSTRAP_END)
+        and _SECTION_RE.fullmatch(content) is not None
+    )
+
+
 def inserted_text(text: str) -> str:
     """``text`` without the line that marks an inserted message (the same text when it has none)."""
     found = _TAG_RE.search(text) if text.endswith(" -->") else None
@@ -1021,6 +1031,8 @@ def mark_inserted(message: Message, kind: str) -> Message:
     if key is None:
         raise ValueError("only a message with a string role and text content can be registered as inserted")
     content = message["content"]
+    if kind == "bootstrap" and key[0] == "system" and _is_section(content):
+        return message  # a system message that is exactly ctxlife's section is marked by it
     if isinstance(content, str):
         message["content"] = _tagged(key[0], kind, content)
     else:
@@ -1038,6 +1050,8 @@ def inserted_kind(message: Message) -> str | None:
     content = message.get("content")
     if not isinstance(r, str):
         return None
+    if r == "system" and _is_section(content):
+        return "bootstrap"
     if isinstance(content, str):
         return _tag_kind(r, content)
     if isinstance(content, list) and content and isinstance(content[-1], dict):
