@@ -86,6 +86,8 @@ def edit_script(
     caller: Sequence[tuple[int, str]],
     hidden: Sequence[tuple[int, str]],
     order: dict[int, int],
+    *,
+    removals: bool = True,
 ) -> Script:
     """The edit script from ``mirror`` to ``caller``.
 
@@ -95,6 +97,10 @@ def edit_script(
         hidden: ``(slot, fingerprint)`` of the view's current messages the mirror lacks (what a
             compaction evicted, what others appended).
         order: the place of every current slot of the view in conversation order.
+        removals: whether messages the caller lacks are removed. False for a mirror that is not
+            a list the caller held (the view as the store has it, which may hold what a
+            compaction evicted without a snapshot saying so): then, before the mirror's last
+            messages, only one-for-one replacements are edits and the rest are adds.
 
     ``related`` is False when the lists share no message (then nothing is an edit: the caller's
     list is another conversation, or a fresh one, for the caller to align otherwise).
@@ -127,13 +133,20 @@ def edit_script(
             for index, fp in caller[j1:j2]:
                 slots[index] = free[fp].pop(0)
         else:
+            # At the mirror's end an edit is what it looks like even for the store's view of the
+            # conversation (a compaction never evicts the newest messages); elsewhere only then
+            # when removals are trusted, or one for one.
+            trusted = removals or i2 == len(a)
             paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
+            if not trusted and i2 - i1 != j2 - j1:
+                paired = 0
             for k in range(paired):
                 index = caller[j1 + k][0]
                 slots[index] = mirror[i1 + k][0]
                 edits.append(Edit(REPLACE, mirror[i1 + k][0], index))
-            for slot, _ in mirror[i1 + paired : i2]:
-                edits.append(Edit(REMOVE, slot, -1))
+            if trusted:
+                for slot, _ in mirror[i1 + paired : i2]:
+                    edits.append(Edit(REMOVE, slot, -1))
             for index, _ in caller[j1 + paired : j2]:
                 edits.append(Edit(ADD, None, index))
     shared = len(slots) - sum(1 for e in edits if e.op == REPLACE)

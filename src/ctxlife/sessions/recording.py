@@ -135,9 +135,10 @@ class _Mirror:
     messages: list[Any]
     slots: list[int | None]
     fps: list[str | None]
-    # A list the caller sent or was handed back (True), or the view as the store has it (False):
-    # a caller's list that shares one message with the latter and drops the rest is a new
-    # conversation that repeats an old message ("hi"), not a deletion.
+    # A list the caller sent or was handed back (True), or the view as the store has it (False).
+    # A diff against the latter removes nothing (the store may hold what a compaction evicted
+    # without a snapshot saying so), and a list sharing only one message with it and lacking the
+    # rest is a new conversation that repeats an old message ("hi"), not an edit.
     trusted: bool = True
 
     @property
@@ -531,10 +532,10 @@ class Recorder:
         in_mirror = {s for s, _ in mirrored}
         hidden = [(e.seq, e.fp) for e in state.tail if e.seq not in in_mirror]
         order = {e.seq: i for i, e in enumerate(state.tail)}
-        script = edit_script(mirrored, caller, hidden, order)
+        script = edit_script(mirrored, caller, hidden, order, removals=mirror.trusted)
         if not script.related:
             return None
-        if not mirror.trusted and script.shared < min(2, len(mirrored)) and any(e.op == REMOVE for e in script.edits):
+        if not mirror.trusted and script.shared < min(2, len(mirrored)) and len(script.slots) < len(mirrored):
             return None  # one shared message and the rest gone: a new conversation, not an edit
         fps = dict(caller)
         events = []
