@@ -36,27 +36,47 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("command", list(COMMANDS))
-def test_exit_codes(folder: Path, command: str) -> None:
-    argv = COMMANDS[command]
-    for config, what in [
-        ("missing.toml", "missing config"),
-        ("malformed.toml", "malformed TOML"),
-        ("bad-url.toml", "store URL without a scheme"),
-        ("unknown-scheme.toml", "unknown store scheme"),
-    ]:
-        done = run(folder, *argv, "--config", config)
+CASES = [
+    ("missing.toml", "missing config"),
+    ("malformed.toml", "malformed TOML"),
+    ("bad-url.toml", "store URL without a scheme"),
+    ("unknown-scheme.toml", "unknown store scheme"),
+]
+
+
+@pytest.mark.slow  # 7 processes of 2-3 s each
+def test_a_cleanup_script_can_take_1_as_already_gone(folder: Path) -> None:
+    """Through a real process, as a script runs it: ``rm`` with every kind of failure."""
+    for config, what in CASES[:3]:
+        done = run(folder, "rm", "u42", "--config", config)
         assert done.returncode == 2, (what, done.stderr)
         assert "error" in done.stderr and "Traceback" not in done.stderr, (what, done.stderr)
-    done = run(folder, *argv, "--store", "file://sessions?nosuchoption=1")
+    done = run(folder, "rm", "u42", "--store", "file://sessions?nosuchoption=1")
     assert done.returncode == 2 and "nosuchoption" in done.stderr
+    done = run(folder, "rm", "u7", "--config", "good.toml")
+    assert done.returncode == 1 and "u7" in done.stderr
+    done = run(folder, "rm", "u42", "--config", "good.toml")
+    assert done.returncode == 0 and "u42" in done.stdout
+    done = run(folder, "rm", "u42", "--config", "good.toml")
+    assert done.returncode == 1  # now it is gone
 
-    if command != "list":  # a session that is not there: 1, the documented "no such session"
-        other = [a if a != "u42" else "u7" for a in argv]
-        done = run(folder, *other, "--config", "good.toml")
-        assert done.returncode == 1, done.stderr
-        assert "u7" in done.stderr
 
-    done = run(folder, *argv, "--config", "good.toml")
-    assert done.returncode == 0, done.stderr
-    assert "u42" in done.stdout or "order 17" in done.stdout
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_subcommand_exits_2_for_usage_and_1_only_for_no_such_session(
+    folder: Path, command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ctxlife.cli import main
+
+    monkeypatch.chdir(folder)
+    argv = ["session", *COMMANDS[command]]
+    for config, what in CASES:
+        assert main([*argv, "--config", config]) == 2, what
+        assert "error" in capsys.readouterr().err, what
+    assert main([*argv, "--store", "file://sessions?nosuchoption=1"]) == 2
+    assert "nosuchoption" in capsys.readouterr().err
+    if command != "list":
+        assert main([a if a != "u42" else "u7" for a in argv] + ["--config", "good.toml"]) == 1
+        assert "u7" in capsys.readouterr().err
+    assert main([*argv, "--config", "good.toml"]) == 0
+    out = capsys.readouterr().out
+    assert "u42" in out or "order 17" in out
