@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeGuard
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from ctxlife.events import emit
 from ctxlife.messages import RECALL_PREFIX
