@@ -47,7 +47,11 @@ def test_thread_ids_with_any_characters_record_and_restore(store_url: str) -> No
         model2 = ScriptedChatModel(script=[f"Your order is ORD-{n}."])
         agent2 = create_agent(model2, [], middleware=[CtxlifeMiddleware(config)])
         agent2.invoke({"messages": [HumanMessage("What was my order?")]}, thread)
-        assert [m.content for m in model2.calls[0]] == [f"My order is ORD-{n}.", f"Noted: order ORD-{n}.", "What was my order?"]
+        assert [m.content for m in model2.calls[0]] == [
+            f"My order is ORD-{n}.",
+            f"Noted: order ORD-{n}.",
+            "What was my order?",
+        ]
 
     with open_store(store_url) as store:
         assert sorted(original_session_id(i.session_id) for i in store.list_sessions()) == sorted(THREAD_IDS)
@@ -66,7 +70,9 @@ def test_thread_ids_with_any_characters_record_and_restore(store_url: str) -> No
 
 def test_an_explicit_session_id_with_any_characters_works_too(tmp_path: Path) -> None:
     config = settings_from_dict({"strategies": ["snapshot_restore"], "store": f"file://{tmp_path}"})
-    agent = create_agent(ScriptedChatModel(script=["ok"]), [], middleware=[CtxlifeMiddleware(config, session_id="bob@example.com")])
+    agent = create_agent(
+        ScriptedChatModel(script=["ok"]), [], middleware=[CtxlifeMiddleware(config, session_id="bob@example.com")]
+    )
     agent.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "ignored"}})
     with open_store(f"file://{tmp_path}") as store:
         assert [original_session_id(i.session_id) for i in store.list_sessions()] == ["bob@example.com"]
