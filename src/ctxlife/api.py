@@ -9,6 +9,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,13 +21,118 @@ if TYPE_CHECKING:
     from ctxlife.sessions.base import RawRecord
 
 _MAX_HOSTS = 32
-_hosts: OrderedDict[tuple[Any, ...], tuple[Host, Any]] = OrderedDict()
+
+
+@dataclass(eq=False)
+class _Shared:
+    """One host shared by the :func:`manage` calls with the same key, and how many calls are using it.
+
+    A shared host is closed only when it has left the cache (evicted, or :func:`clear_hosts`) *and*
+    its last user released it: a host, and its store, are never closed under a call that is using it.
+    """
+
+    key: tuple[Any, ...]
+    keep: tuple[Any, ...]  # the config and plugins, alive with the host so their ids are not reused
+    host: Host | None = None
+    users: int = 0
+    cached: bool = True
+    building: threading.Lock = field(default_factory=threading.Lock)  # one thread builds the host
+    calls: threading.RLock = field(default_factory=threading.RLock)  # one manage() call at a time
+
+
+_hosts: OrderedDict[tuple[Any, ...], _Shared] = OrderedDict()
 _hosts_lock = threading.Lock()
 
 
 def resolve_settings(config: str | os.PathLike[str] | Settings | None) -> Settings:
     """Settings for a ``config`` argument: a Settings object, a path, or None (the defaults search)."""
     return config if isinstance(config, Settings) else load_settings(config)
+
+
+def _session_key(session_id: str | None) -> str | None:
+    """The store key of a session id a caller passes (any string; see :func:`ctxlife.sessions.session_key`)."""
+    if session_id is None:
+        return None
+    from ctxlife.sessions.ids import session_key
+
+    return session_key(session_id)
+
+
+def _acquire(
+    config: str | os.PathLike[str] | Settings | None,
+    context_window: int | None,
+    model: str | None,
+    session_id: str | None,
+    plugins: Sequence[object],
+) -> _Shared:
+    """The shared host for these arguments, built on first use, with one more user (see :func:`_release`)."""
+    to_close: list[Host] = []
+    with _hosts_lock:
+        key = (_settings_key(config), context_window, model, session_id, tuple(id(p) for p in plugins))
+        shared = _hosts.get(key)
+        if shared is None:
+            shared = _hosts[key] = _Shared(key, (config, tuple(plugins)))
+        else:
+            _hosts.move_to_end(key)
+        shared.users += 1
+        _evict(to_close)
+    _close(to_close)
+    try:
+        with shared.building:
+            if shared.host is None:
+                host = Host(
+                    resolve_settings(config),
+                    context_window=context_window,
+                    model=model,
+                    session_id=session_id,
+                    plugins=plugins,
+                )
+                warn_unreachable_nodes(host)
+                shared.host = host
+    except BaseException:
+        _release(shared)
+        raise
+    return shared
+
+
+def _release(shared: _Shared) -> None:
+    """One user fewer; the host is closed if it left the cache and this was its last user."""
+    to_close: list[Host] = []
+    with _hosts_lock:
+        shared.users -= 1
+        if shared.users == 0:
+            if shared.host is None and shared.cached:  # its construction failed: nothing to keep
+                _hosts.pop(shared.key, None)
+                shared.cached = False
+            elif not shared.cached and shared.host is not None:
+                to_close.append(shared.host)
+        _evict(to_close)
+    _close(to_close)
+
+
+def _evict(to_close: list[Host]) -> None:
+    """Over the cache's size: drop the least recently used hosts nobody is using (call with the lock held).
+
+    Hosts in use stay until they are released, so the cache may hold more than ``_MAX_HOSTS`` while
+    more calls than that run at once.
+    """
+    excess = len(_hosts) - _MAX_HOSTS
+    if excess <= 0:
+        return
+    for key, shared in list(_hosts.items()):
+        if excess <= 0:
+            break
+        if shared.users == 0:
+            del _hosts[key]
+            shared.cached = False
+            if shared.host is not None:
+                to_close.append(shared.host)
+            excess -= 1
+
+
+def _close(hosts: list[Host]) -> None:
+    for host in hosts:
+        host.close()
 
 
 def manage(
@@ -49,32 +155,37 @@ def manage(
     ``[tool.ctxlife]`` in ``./pyproject.toml``, then built-in defaults). Calls with
     the same config, window, model, session and plugins share one host, so
     strategies keep their state and token counts stay cached between calls; use
-    :class:`ctxlife.Host` directly to control that lifetime yourself.
+    :class:`ctxlife.Host` directly to control that lifetime yourself. ``session_id``
+    is any non-empty string (a framework's thread id, an e-mail address): ids outside
+    the store-key alphabet are mapped to a key reversibly (:func:`ctxlife.sessions.session_key`).
+    Any number of threads may call it at once; a host is never closed while a call uses it.
     """
-    validate_context_window(context_window, "context_window")  # before it becomes part of a cache key
-    if session_id is not None:
-        from ctxlife.sessions.ids import validate_session_id
+    report = _managed(messages, config, context_window, model, session_id, plugins, None)
+    assert report is not None  # only a cancelled amanage() gets None
+    return report
 
-        validate_session_id(session_id)  # before it becomes part of a cache key
-    with _hosts_lock:
-        settings_key = _settings_key(config)
-        key = (settings_key, context_window, model, session_id, tuple(id(p) for p in plugins))
-        found = _hosts.get(key)
-        if found is not None:
-            _hosts.move_to_end(key)
-    if found is None:
-        settings = resolve_settings(config)
-        host = Host(settings, context_window=context_window, model=model, session_id=session_id, plugins=plugins)
-        warn_unreachable_nodes(host)
-        with _hosts_lock:
-            # Keep the config/plugins alive with the host so their ids are not reused.
-            _hosts[key] = (host, (config, tuple(plugins)))
-            while len(_hosts) > _MAX_HOSTS:
-                _, (old, _) = _hosts.popitem(last=False)
-                old.close()
-    else:
-        host = found[0]
-    return host.manage(messages, context_window=context_window, model=model)
+
+def _managed(
+    messages: list[dict[str, Any]],
+    config: str | os.PathLike[str] | Settings | None,
+    context_window: int | None,
+    model: str | None,
+    session_id: str | None,
+    plugins: Sequence[object],
+    cancelled: threading.Event | None,
+) -> Report | None:
+    """:func:`manage` on a shared host; with ``cancelled`` set before the call starts, nothing is run (None)."""
+    validate_context_window(context_window, "context_window")  # before it becomes part of a cache key
+    key = _session_key(session_id)  # before it becomes part of a cache key
+    shared = _acquire(config, context_window, model, key, plugins)
+    try:
+        with shared.calls:  # calls on one host run one at a time (the host would serialize them anyway)
+            if cancelled is not None and cancelled.is_set():
+                return None
+            assert shared.host is not None
+            return shared.host.manage(messages, context_window=context_window, model=model)
+    finally:
+        _release(shared)
 
 
 def record_reply(
@@ -94,28 +205,28 @@ def record_reply(
     call. Use the ``config``, ``session_id`` and ``plugins`` you gave :func:`manage` (they pick
     its host). Returns the new records (``[]`` without a session).
     """
-    from ctxlife.sessions.ids import validate_session_id
     from ctxlife.sessions.session import as_message
 
     payload = reply if isinstance(reply, list) else as_message(reply)
-    if session_id is not None:
-        validate_session_id(session_id)
+    key = _session_key(session_id)
+    found: _Shared | None = None
     with _hosts_lock:
         settings_key = _settings_key(config)
         plugin_ids = tuple(id(p) for p in plugins)
-        found = next(
-            (
-                h
-                for k, (h, _) in reversed(_hosts.items())
-                if (k[0], k[3], k[4]) == (settings_key, session_id, plugin_ids)
-            ),
-            None,
-        )
+        for k, shared in reversed(_hosts.items()):
+            if (k[0], k[3], k[4]) == (settings_key, key, plugin_ids) and shared.host is not None:
+                found = shared
+                found.users += 1
+                break
     if found is not None:
-        return found.record_reply(payload, session_id=session_id, view=view)
-    host = Host(resolve_settings(config), session_id=session_id, plugins=plugins)
+        try:
+            assert found.host is not None
+            return found.host.record_reply(payload, session_id=key, view=view)
+        finally:
+            _release(found)
+    host = Host(resolve_settings(config), session_id=key, plugins=plugins)
     try:
-        return host.record_reply(payload, session_id=session_id, view=view)
+        return host.record_reply(payload, session_id=key, view=view)
     finally:
         host.close()
 
@@ -153,11 +264,18 @@ def _settings_key(config: str | os.PathLike[str] | Settings | None) -> tuple[Any
 
 
 def clear_hosts() -> None:
-    """Close and forget every host ``manage()`` created (for tests and long-lived processes)."""
+    """Close and forget every host ``manage()`` created (for tests and long-lived processes).
+
+    A host a call is still using is forgotten now and closed when that call returns.
+    """
+    to_close: list[Host] = []
     with _hosts_lock:
-        for host, _ in _hosts.values():
-            host.close()
+        for shared in _hosts.values():
+            shared.cached = False
+            if shared.users == 0 and shared.host is not None:
+                to_close.append(shared.host)
         _hosts.clear()
+    _close(to_close)
 
 
 async def amanage(
@@ -171,16 +289,26 @@ async def amanage(
 ) -> Report:
     """:func:`manage` for asyncio apps: the same pipeline in a worker thread, so the event loop keeps
     running while a strategy works (an LLM summary can take seconds). Concurrent calls for different
-    sessions run in parallel; do not touch ``messages`` until it returns."""
-    return await asyncio.to_thread(
-        manage,
-        messages,
-        config=config,
-        context_window=context_window,
-        model=model,
-        session_id=session_id,
-        plugins=plugins,
-    )
+    sessions run in parallel.
+
+    The pipeline works on a copy of ``messages``, written back into your list when the call
+    returns. A cancelled call (``task.cancel()``, a timeout) leaves your list exactly as it was, and
+    a call cancelled before its pipeline started (waiting behind another call of the same session)
+    runs nothing and records nothing; one cancelled while its pipeline runs finishes on its copy
+    (a thread cannot be stopped midway), and what it made is dropped.
+    """
+    work = list(messages)
+    cancelled = threading.Event()
+    try:
+        report = await asyncio.to_thread(
+            _managed, work, config, context_window, model, session_id, tuple(plugins), cancelled
+        )
+    except asyncio.CancelledError:
+        cancelled.set()
+        raise
+    assert report is not None  # None only after a cancellation
+    messages[:] = work
+    return report
 
 
 class CtxlifeWarning(UserWarning):

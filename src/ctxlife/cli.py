@@ -245,7 +245,12 @@ def cmd_session(args: argparse.Namespace) -> int:
     from ctxlife.sessions.cli import run_session_command
 
     # The config's top-level store (CTXLIFE_STORE, relative paths against the config's folder).
-    default_store = load_settings(args.config).store_url() if args.store is None else None
+    # A config that is missing or invalid is a usage error (2): exit code 1 means "no such session".
+    try:
+        default_store = load_settings(args.config).store_url() if args.store is None else None
+    except (CtxlifeError, OSError) as exc:
+        print(f"ctxlife session: error: {exc}", file=sys.stderr)
+        return 2
     counter = None
     if getattr(args, "session_command", None) == "show":
         from ctxlife.tokens import TokenCounter

@@ -25,6 +25,7 @@ import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote
 
 from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
@@ -373,6 +374,9 @@ def _field_kinds(field: Any) -> set[Any]:
 def resolve_store_url(url: str, base: Path | None) -> str:
     """``url`` with a relative ``file://`` or ``sqlite:///`` path made absolute against ``base``.
 
+    ``base`` is a folder on disk; it is percent-encoded into the URL (``Q%20A`` -> ``Q%2520A``,
+    ``C#bank`` -> ``C%23bank``), as the store URL parsers decode the path once.
+
     Other schemes (and ``base`` None: the current directory decides) come back unchanged.
     """
     if base is None:
@@ -388,7 +392,21 @@ def resolve_store_url(url: str, base: Path | None) -> str:
     path, q, query = body.partition("?")
     if not path or path.startswith("/") or path.startswith(":memory:") or path.startswith("~"):
         return url
-    return f"{prefix}{(base / path).as_posix()}{q}{query}"
+    # The folder is a path, the rest is URL text: percent-encode the folder (a '%', '#', '?' or space
+    # in its name) so the store's URL parser, which decodes once, gets the folder back exactly.
+    folder = quote(base.as_posix().rstrip("/"), safe="/")
+    return f"{prefix}{folder}/{path}{q}{query}"
+
+
+def local_store_url(scheme: Literal["file", "sqlite"], path: str | os.PathLike[str]) -> str:
+    """The store URL of a folder (``file``) or database file (``sqlite``) on disk, percent-encoded.
+
+    Build store URLs from paths with this, not by pasting the path into an f-string: a ``%``,
+    ``#``, ``?`` or space in a folder's name would otherwise be read as URL syntax.
+    ``local_store_url("file", "/srv/Q&A #1")`` -> ``"file:///srv/Q%26A%20%231"``.
+    """
+    absolute = Path(os.path.abspath(os.path.expanduser(os.fspath(path)))).as_posix()
+    return f"{scheme}://{'/' if scheme == 'sqlite' else ''}{quote(absolute, safe='/')}"
 
 
 def validate_context_window(value: Any, where: str = "context_window") -> int | None:

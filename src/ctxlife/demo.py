@@ -472,10 +472,10 @@ class Tracker:
 
 def _settings(config_path: Path, workspace: Path) -> Any:
     """The demo config, with its session store and tool-output folder inside the workspace."""
-    from ctxlife.config import read_toml, settings_from_dict
+    from ctxlife.config import local_store_url, read_toml, settings_from_dict
 
     data = read_toml(config_path)
-    data["store"] = f"file://{(workspace / 'sessions').resolve()}"
+    data["store"] = local_store_url("file", (workspace / "sessions").resolve())
     if "tool_output" in data.get("strategies", []):
         data.setdefault("tool_output", {})["store_dir"] = str((workspace / "tool_outputs").resolve())
     return settings_from_dict(data, source=str(config_path))

@@ -354,7 +354,7 @@ def test_manage_on_whole_conversations(config_id, tmp_path, stats):
         report = ctxlife.manage(messages, config=settings, context_window=window, session_id=session)
         from ctxlife.api import _hosts
 
-        managing = next(h for h, _ in _hosts.values() if h.settings is settings)
+        managing = next(s.host for s in _hosts.values() if s.host is not None and s.host.settings is settings)
         check_call(before, messages, report, managing, checks, session_id=session)
         stats.example(checks.counts)
 

@@ -149,7 +149,7 @@ def run_soak(store_dir: str, out: str, calls: int = CALLS, window: int = WINDOW)
             pending.append(reply)
         if i + 1 in CHECKPOINTS or i + 1 == calls:
             gc.collect()
-            host = next(h for h, _ in _hosts.values())
+            host = next(s.host for s in _hosts.values())
             counter = host.counter()
             marks[str(i + 1)] = {
                 "peak_rss_kb": status_kb("VmHWM"),
@@ -159,7 +159,7 @@ def run_soak(store_dir: str, out: str, calls: int = CALLS, window: int = WINDOW)
                 "text_cache_entries": len(counter._cache),
                 "message_cache_entries": len(counter._message_cache),
             }
-    host = next(h for h, _ in _hosts.values())
+    host = next(s.host for s in _hosts.values())
     raw_digest = hashlib.sha256()
     raw = host.store.read_raw(session)
     raw_messages = len(raw)

@@ -192,8 +192,10 @@ def test_record_reply_takes_text_dicts_and_sdk_objects(tmp_path: Path) -> None:
 
 
 def test_bad_ids_fail_before_anything_is_written(tmp_path: Path) -> None:
+    with pytest.raises(SessionIdError):  # any other string maps to a safe key (session_key); these cannot
+        ctxlife.Session("", config(f"file://{tmp_path / 's'}"))
     with pytest.raises(SessionIdError):
-        ctxlife.Session("../etc", config(f"file://{tmp_path / 's'}"))
+        ctxlife.Session("../" * 100, config(f"file://{tmp_path / 's'}"))
     with pytest.raises(SessionIdError):
         ctxlife.Session("ok", config(f"file://{tmp_path / 's'}"), view="a/b")
     assert not (tmp_path / "s").exists()

@@ -134,9 +134,11 @@ def test_rm(filled: str) -> None:
 
 @pytest.mark.parametrize("store_kind", ["file"])
 def test_bad_input_is_exit_2_with_a_clear_message(filled: str) -> None:
-    code, out, err = run("session", "show", "../etc", "--store", filled)
+    code, out, err = run("session", "show", "../etc", "--store", filled)  # an id like any other (mapped)
+    assert code == 1 and out == "" and "no session '../etc'" in err
+    code, out, err = run("session", "show", "../" * 100, "--store", filled)  # too long for a store key
     assert code == 2 and out == ""
-    assert err.startswith("error: session id '../etc'")
+    assert err.startswith("error: session id '../")
     code, _, err = run("session", "list", "--store", "nope://x")
     assert code == 2 and "unknown session store scheme 'nope'" in err
     code, _, err = run("session", "list", "--store", "sqlite:///:memory:")

@@ -110,11 +110,16 @@ def test_current_system_message_wins_over_the_saved_one(store_url):
 
 def test_unsafe_session_ids_are_refused_before_anything_is_written(tmp_path):
     cfg = settings(f"file://{tmp_path / 'sessions'}")
-    for bad in ["../escape", "a/b", "..", "", "x" * 200]:
+    for bad in ["", "x" * 200]:
         with pytest.raises(SessionIdError):
             ctxlife.manage([user("u")], config=cfg, context_window=1000, session_id=bad)
+    assert not (tmp_path / "sessions").exists()
+    # Other strings are mapped to safe keys (ctxlife.sessions.session_key): files inside the folder only.
+    for odd in ["../escape", "a/b", ".."]:
+        ctxlife.manage([user("u")], config=cfg, context_window=1000, session_id=odd)
     assert not (tmp_path / "escape_raw.jsonl").exists()
-    assert list((tmp_path / "sessions").glob("*")) == [] if (tmp_path / "sessions").exists() else True
+    assert {p.name for p in tmp_path.iterdir()} == {"sessions"}
+    assert all(p.name.startswith("_-") for p in (tmp_path / "sessions").iterdir())
 
 
 @pytest.mark.e2e

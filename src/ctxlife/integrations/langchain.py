@@ -23,7 +23,9 @@ after_agent               -> ctxlife_task_end (snapshots), with the state's mess
                              tool of ``tool_output``), registered by ``create_agent`` itself
 
 The session is the explicit ``session_id=`` argument, else the config's (or
-``CTXLIFE_SESSION_ID``), else the LangGraph ``thread_id`` of the call. The async hooks run
+``CTXLIFE_SESSION_ID``), else the LangGraph ``thread_id`` of the call; any string works
+(``slack:C01:17.5``, ``alice@example.com``), mapped to a store key by
+:func:`ctxlife.sessions.session_key`. The async hooks run
 ctxlife's work in a worker thread: an LLM summary never blocks the event loop.
 Needs ``pip install 'ctxlife[langchain]'``.
 """
@@ -64,6 +66,7 @@ from ctxlife.config import Settings  # noqa: E402
 from ctxlife.contexts import TaskContext, ToolCallContext  # noqa: E402
 from ctxlife.host import Host, Report  # noqa: E402
 from ctxlife.messages import is_summary, is_system  # noqa: E402
+from ctxlife.sessions.ids import session_key  # noqa: E402
 from ctxlife.strategy import ToolSpec  # noqa: E402
 
 __all__ = ["CtxlifeMiddleware", "from_openai_messages", "to_openai_messages"]
@@ -111,7 +114,9 @@ def _thread_id() -> str | None:
     except Exception:  # noqa: BLE001 - outside a graph run there is no config
         return None
     value = configurable.get("thread_id")
-    return str(value) if value is not None else None
+    # Any string (slack:C01:..., alice@example.com) is a session: mapped to its store key reversibly,
+    # or refused here, at the call (an empty or very long id), never silently unrecorded.
+    return session_key(str(value)) if value is not None else None
 
 
 def _model_facts(model: Any) -> tuple[str | None, int | None]:
@@ -199,8 +204,9 @@ class CtxlifeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         model: str | None = None,
     ) -> None:
         super().__init__()
+        key = session_key(session_id) if session_id is not None else None
         self.host = Host(
-            resolve_settings(config), context_window=context_window, model=model, session_id=session_id, plugins=plugins
+            resolve_settings(config), context_window=context_window, model=model, session_id=key, plugins=plugins
         )
         self.tools = [_langchain_tool(spec) for spec in self.host.provided_tools()]
         # The state's message objects live from call to call: convert each one once. Two generations,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeGuard
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from ctxlife.events import emit
 from ctxlife.messages import RECALL_PREFIX
@@ -32,16 +32,38 @@ MEMORY = "memory"
 
 
 def default_index_dir(store_url: str) -> Path | None:
-    """Where the index of a store's sessions goes by default: beside a local store, else memory (None)."""
+    """Where the index of a store's sessions goes by default: beside a local store, else memory (None).
+
+    ``store_url`` is a store URL as the stores parse it: the path is percent-decoded once and
+    ends at the first ``?`` (a ``#`` is part of the path, as for the stores themselves).
+    """
     scheme, _, rest = store_url.partition("://")
     scheme = scheme.lower()
-    if scheme == "file" and rest:
-        return Path(unquote(rest)).expanduser() / "recall_index"
-    if scheme == "sqlite":
-        path = unquote(urlsplit(store_url).path)
-        if path and path != "/:memory:" and ":memory:" not in path:
-            return Path(path).expanduser().with_name(Path(path).name + ".recall_index")
+    path = unquote(rest.partition("?")[0])
+    if scheme == "file" and path:
+        return Path(path).expanduser() / "recall_index"
+    if scheme == "sqlite" and path.startswith("/"):
+        path = path[1:]
+        if path and ":memory:" not in path:
+            return _beside_database(Path(path).expanduser())
     return None
+
+
+def _beside_database(path: Path) -> Path:
+    return path.with_name(path.name + ".recall_index")
+
+
+def _local_index_dir(store: Any) -> Path | None:
+    """The default index folder of ``store``: from a local store's own path (its ``url`` is for
+    display: a folder whose name holds ``%`` or ``#`` does not survive a round trip through it)."""
+    from ctxlife.sessions.file import FileStore
+    from ctxlife.sessions.sqlite import SQLiteStore
+
+    if isinstance(store, FileStore):
+        return store.directory / "recall_index"
+    if isinstance(store, SQLiteStore):
+        return _beside_database(store.path)
+    return default_index_dir(getattr(store, "url", "") or "")
 
 
 def read_records(store: Any, session_id: str, after_seq: int) -> list[Record]:
@@ -100,7 +122,7 @@ class HistorySearch:
         self.store = store
         self.chunk_chars = chunk_chars
         if index_dir is None:
-            self.index_dir = default_index_dir(getattr(store, "url", "") or "")
+            self.index_dir = _local_index_dir(store)
         elif str(index_dir) == MEMORY:
             self.index_dir = None
         else:
@@ -118,15 +140,11 @@ class HistorySearch:
         object of its own (same URL), so its position stays its own.
         """
         if self._reader is None:
-            url = getattr(self.store, "url", "") or ""
-            self._reader = self.store
-            if url.lower().startswith("file://"):
-                from ctxlife.sessions import open_store
+            from ctxlife.sessions.file import FileStore
 
-                try:
-                    self._reader = open_store(url)
-                except Exception:  # noqa: BLE001 - the shared store still works, only slower
-                    self._reader = self.store
+            self._reader = self.store
+            if isinstance(self.store, FileStore):
+                self._reader = FileStore(self.store.directory, fsync=self.store.fsync, ttl=self.store.ttl)
         return self._reader
 
     def index_path(self, session_id: str) -> Path | None:

@@ -47,7 +47,14 @@ from ctxlife.sessions.base import (
     materialize,
     register_snapshot_migration,
 )
-from ctxlife.sessions.ids import MAX_SESSION_ID_LENGTH, validate_session_id, validate_view, view_id
+from ctxlife.sessions.ids import (
+    MAX_SESSION_ID_LENGTH,
+    original_session_id,
+    session_key,
+    validate_session_id,
+    validate_view,
+    view_id,
+)
 
 __all__ = [
     "ADD",
@@ -69,8 +76,10 @@ __all__ = [
     "fingerprint",
     "materialize",
     "open_store",
+    "original_session_id",
     "register_snapshot_migration",
     "register_store_scheme",
+    "session_key",
     "store_schemes",
     "validate_session_id",
     "validate_view",

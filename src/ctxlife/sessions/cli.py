@@ -20,7 +20,13 @@ that outlived the store's ``?ttl=``, as any listing does).
 (``rm --older-than 30d``), or every session (``rm --all --yes``; without ``--yes`` it only says what it
 would delete). ``--dry-run`` lists what would be deleted and deletes nothing.
 
-Exit codes: ``0`` done, ``1`` no such session, ``2`` bad input or store error (message on stderr).
+Exit codes: ``0`` done, ``1`` no such session, ``2`` bad input, a config that is missing or invalid,
+or a store error (message on stderr): a script can take ``1``, and only ``1``, as "already gone".
+
+A session ``ID`` is the id as the application passed it (a LangGraph thread id such as
+``slack:C01:17.5``, an e-mail address) or its store key: it is mapped with
+:func:`ctxlife.sessions.session_key`, and ``list`` shows ids, not keys.
+
 Only ``argparse`` and ``json`` are imported up front; stores and ``rich`` load when a command runs.
 """
 
@@ -133,7 +139,7 @@ def run_session_command(
         stdout, stderr: streams to write to (default ``sys.stdout`` / ``sys.stderr``).
     """
     from ctxlife.errors import CtxlifeError
-    from ctxlife.sessions import DEFAULT_STORE_URL, open_store
+    from ctxlife.sessions import DEFAULT_STORE_URL, open_store, session_key
 
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
@@ -148,8 +154,10 @@ def run_session_command(
         return _EXIT_ERROR
     try:
         with open_store(url) as store:
+            if getattr(args, "session_id", None) is not None:
+                args.session_id = session_key(args.session_id)  # the id as the app passed it, or its key
             return handler(store, args, out, err, count_tokens, token_encoding)
-    except CtxlifeError as exc:
+    except (CtxlifeError, OSError) as exc:
         err.write(f"error: {exc}\n")
         return _EXIT_ERROR
 
@@ -169,12 +177,21 @@ def _when(ts: float | None) -> str:
 
 
 def _not_found(store: Any, sid: str, err: IO[str]) -> int:
+    sid = _shown(sid)
     err.write(f"error: no session {sid!r} in {store.url}; `ctxlife session list` shows the sessions\n")
     return _EXIT_NOT_FOUND
 
 
+def _shown(key: str) -> str:
+    """A session as ``list`` and the messages show it: the id it was made from (see ``session_key``)."""
+    from ctxlife.sessions.ids import original_session_id
+
+    return original_session_id(key)
+
+
 def _list(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: Any) -> int:
     from rich.table import Table
+    from rich.text import Text
 
     sessions = store.list_sessions()
     console = _console(out)
@@ -186,7 +203,7 @@ def _list(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: 
     table.add_column("Raw messages", justify="right")
     table.add_column("Last snapshot")
     for info in sessions:
-        table.add_row(info.session_id, str(info.message_count), _when(info.updated_at))
+        table.add_row(Text(_shown(info.session_id)), str(info.message_count), _when(info.updated_at))
     console.print(table)
     return _EXIT_OK
 
@@ -245,7 +262,7 @@ def _show(
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("Session", Text(sid))
+    table.add_row("Session", Text(_shown(sid)))
     table.add_row("Store", Text(store.url))
     table.add_row("Raw messages", str(raw_count))
     named = [view for view in counts if view]
@@ -342,11 +359,11 @@ def _rm(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: An
             found = store.head(sid) > 0 or store.load_snapshot(sid) is not None
             if not found:
                 return _not_found(store, sid, err)
-            out.write(f"would delete session {sid!r} from {store.url}\n")
+            out.write(f"would delete session {_shown(sid)!r} from {store.url}\n")
             return _EXIT_OK
         if not store.delete(sid):
             return _not_found(store, sid, err)
-        out.write(f"deleted session {sid!r} from {store.url}\n")
+        out.write(f"deleted session {_shown(sid)!r} from {store.url}\n")
         return _EXIT_OK
     import time
 
@@ -384,6 +401,6 @@ def _rm(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: An
     for name in chosen:
         if not dry:
             store.delete(name)
-        out.write(f"{verb} session {name!r}\n")
+        out.write(f"{verb} session {_shown(name)!r}\n")
     out.write(f"{verb} {len(chosen)} session(s) from {store.url}\n")
     return _EXIT_OK

@@ -10,6 +10,23 @@ store, so an id that works with one store works with all of them:
 
 With that alphabet an id can contain no path separator, no NUL or control character, no whitespace,
 no ``:`` (the Redis key separator) and no glob metacharacter.
+
+Ids that come from elsewhere (a LangGraph ``thread_id`` such as ``slack:C01:1700000000.1``, an e-mail
+address, an Agents SDK session id) go through :func:`session_key` first, which maps *any* non-empty
+string to a store key safely and reversibly:
+
+* an id that is already valid is its own key, so existing sessions keep their names (and a key is its
+  own key: mapping twice is harmless);
+* any other string becomes :data:`KEY_PREFIX` (``"_-"``) followed by its UTF-8 bytes, with letters,
+  digits and ``-`` kept as they are and every other byte written as ``_`` and two upper-case hex digits:
+  ``alice@example.com`` -> ``_-alice_40example_2Ecom``, ``slack:C01`` -> ``_-slack_3AC01``;
+* a valid id that starts with ``_-`` but is not such a key is encoded too (``_-x`` -> ``_-_5F-x``), so
+  two different ids never share a key (only a string that *is* the key of another id names that id);
+* a string whose key would be longer than :data:`MAX_SESSION_ID_LENGTH` is refused with a
+  :class:`~ctxlife.errors.SessionIdError` at the call (pass a shorter id, or a hash of it).
+
+:func:`original_session_id` turns a key back into the id it was made from (``ctxlife session list``
+shows that).
 """
 
 from __future__ import annotations
@@ -18,7 +35,16 @@ import re
 
 from ctxlife.errors import SessionIdError
 
-__all__ = ["MAX_SESSION_ID_LENGTH", "validate_blob_key", "validate_session_id", "validate_view", "view_id"]
+__all__ = [
+    "KEY_PREFIX",
+    "MAX_SESSION_ID_LENGTH",
+    "original_session_id",
+    "session_key",
+    "validate_blob_key",
+    "validate_session_id",
+    "validate_view",
+    "view_id",
+]
 
 MAX_SESSION_ID_LENGTH = 128
 
@@ -61,6 +87,82 @@ def validate_session_id(sid: object) -> str:
     The error message names the offending id, the rule it breaks and how to fix it.
     """
     return _check(sid, "session id")
+
+
+#: What starts the key of an id that is not a valid key itself (see :func:`session_key`).
+KEY_PREFIX = "_-"
+_KEPT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
+_ESCAPED = re.compile(r"(?:[A-Za-z0-9-]|_[0-9A-F]{2})*")
+
+
+def session_key(session_id: object) -> str:
+    """The store key for a session id from anywhere (a framework's thread id, a user name, an e-mail).
+
+    A valid id (see :func:`validate_session_id`) is returned unchanged; any other non-empty string is
+    encoded reversibly into the id alphabet (the module doc says how; :func:`original_session_id`
+    decodes it). A key is its own key, so mapping an id twice is harmless. Raises
+    :class:`SessionIdError` for a non-string, an empty string, or a string whose key would be longer
+    than :data:`MAX_SESSION_ID_LENGTH` characters.
+    """
+    if not isinstance(session_id, str):
+        raise SessionIdError(
+            f"session id must be a str, got {type(session_id).__name__} {session_id!r}; pass the id as a string"
+        )
+    if not session_id:
+        raise SessionIdError(f"session id is empty; pass a non-empty id ({_FIX})")
+    if _is_valid(session_id) and (not session_id.startswith(KEY_PREFIX) or _decoded(session_id) is not None):
+        return session_id
+    key = _encoded(session_id)
+    if len(key) > MAX_SESSION_ID_LENGTH:
+        shown = session_id if len(session_id) <= 40 else session_id[:40] + "..."
+        raise SessionIdError(
+            f"session id {shown!r} ({len(session_id)} characters) needs a store key of {len(key)} characters "
+            f"(characters other than letters, digits and '-' take 3 characters each, more outside ASCII); "
+            f"the limit is {MAX_SESSION_ID_LENGTH}. Use a shorter id (a hash of a long name works)"
+        )
+    return key
+
+
+def original_session_id(key: str) -> str:
+    """The session id a store key was made from by :func:`session_key` (``key`` itself for a plain id)."""
+    decoded = _decoded(key) if key.startswith(KEY_PREFIX) else None
+    return key if decoded is None else decoded
+
+
+def _encoded(text: str) -> str:
+    data = text.encode("utf-8", "surrogatepass")
+    return KEY_PREFIX + "".join(chr(b) if chr(b) in _KEPT else f"_{b:02X}" for b in data)
+
+
+def _decoded(key: str) -> str | None:
+    """The text whose key ``key`` is, or None when :func:`session_key` gives no such key."""
+    body = key[len(KEY_PREFIX) :]
+    if _ESCAPED.fullmatch(body) is None:
+        return None
+    data = bytearray()
+    i = 0
+    while i < len(body):
+        if body[i] == "_":
+            data.append(int(body[i + 1 : i + 3], 16))
+            i += 3
+        else:
+            data.append(ord(body[i]))
+            i += 1
+    try:
+        text = data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return None
+    if not text or _encoded(text) != key or (_is_valid(text) and not text.startswith(KEY_PREFIX)):
+        return None
+    return text
+
+
+def _is_valid(value: str) -> bool:
+    try:
+        _check(value, "session id")
+    except SessionIdError:
+        return False
+    return True
 
 
 def validate_blob_key(key: object) -> str:

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
 from ctxlife.errors import InvalidMessagesError
-from ctxlife.sessions.ids import validate_session_id, validate_view
+from ctxlife.sessions.ids import session_key, validate_view
 
 if TYPE_CHECKING:
     from ctxlife.config import Settings
@@ -98,7 +98,7 @@ class Session:
         plugins: Sequence[object] = (),
         host: Host | None = None,
     ) -> None:
-        validate_session_id(session_id)
+        session_id = session_key(session_id)  # any string: a framework's id is mapped to a store key
         validate_view(view)
         self.session_id = session_id
         self.view = view
@@ -358,7 +358,7 @@ class AsyncSession:
         plugins: Sequence[object] = (),
         host: Host | None = None,
     ) -> None:
-        validate_session_id(session_id)
+        session_id = session_key(session_id)  # any string: a framework's id is mapped to a store key
         validate_view(view)
         self.session_id = session_id
         self.view = view

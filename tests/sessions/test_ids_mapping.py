@@ -1,0 +1,133 @@
+"""Session ids from anywhere (a LangGraph thread id, an e-mail, an Agents SDK session id) map to store
+keys safely and reversibly, and work end to end on every store; what cannot map fails at the call."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import ctxlife
+from ctxlife.config import settings_from_dict
+from ctxlife.errors import SessionIdError
+from ctxlife.sessions import (
+    MAX_SESSION_ID_LENGTH,
+    open_store,
+    original_session_id,
+    session_key,
+    validate_session_id,
+)
+from ctxlife.sessions.ids import KEY_PREFIX
+
+# manage() with snapshot_restore warns that task_end is not called: expected here.
+pytestmark = pytest.mark.filterwarnings("ignore::ctxlife.CtxlifeWarning")
+
+FRAMEWORK_IDS = [
+    "slack:C01ABCDEF:1700000000.123456",
+    "alice@example.com",
+    "tenant/42/thread 7",
+    "Zoë's chat ☕",
+    "会話-1",
+    "..",
+]
+
+
+@pytest.mark.parametrize("sid", ["u42", "user-42", "u42.chat_1", "A" * MAX_SESSION_ID_LENGTH])
+def test_valid_ids_are_their_own_keys(sid: str) -> None:
+    assert session_key(sid) == sid and original_session_id(sid) == sid
+
+
+@pytest.mark.parametrize("sid", FRAMEWORK_IDS)
+def test_other_ids_map_to_a_valid_key_and_back(sid: str) -> None:
+    key = session_key(sid)
+    assert key != sid and key.startswith(KEY_PREFIX)
+    assert validate_session_id(key) == key
+    assert original_session_id(key) == sid
+    assert session_key(key) == key  # mapping twice (a layer above another) is harmless
+
+
+def test_a_valid_id_that_looks_encoded_does_not_collide() -> None:
+    assert session_key("_-x") != "_-x" and original_session_id(session_key("_-x")) == "_-x"
+    assert session_key("x") != session_key("_-x")
+
+
+@given(st.text(min_size=1, max_size=40))
+def test_any_string_maps_reversibly_or_is_a_key_itself(text: str) -> None:
+    try:
+        key = session_key(text)
+    except SessionIdError as exc:
+        assert "limit is" in str(exc)  # only too long a key is refused
+        return
+    assert validate_session_id(key) == key
+    assert session_key(key) == key
+    assert session_key(original_session_id(key)) == key
+    if key != text:
+        assert original_session_id(key) == text
+
+
+@pytest.mark.parametrize("bad", ["", b"u42", 42, "x" * (MAX_SESSION_ID_LENGTH + 1), "日本" * 30])
+def test_what_cannot_map_fails_loudly_at_the_call(bad: Any) -> None:
+    with pytest.raises(SessionIdError):
+        session_key(bad)
+    with pytest.raises(SessionIdError):
+        ctxlife.manage([{"role": "user", "content": "hi"}], session_id=bad, context_window=1000)
+    with pytest.raises(SessionIdError):
+        ctxlife.Session(bad)
+
+
+@pytest.mark.parametrize("sid", FRAMEWORK_IDS[:4])
+def test_sessions_with_such_ids_record_and_restore_on_every_store(store_url: str, sid: str) -> None:
+    settings = settings_from_dict({"strategies": ["snapshot_restore"], "store": store_url, "context_window": 100_000})
+    with ctxlife.Session(sid, config=settings) as session:
+        session.prepare({"role": "user", "content": "My order is ORD-4242."})
+        session.record_reply("Noted.")
+    with ctxlife.Session(sid, config=settings) as again:  # a restart
+        sent = again.prepare({"role": "user", "content": "What was my order?"})
+    assert [m["content"] for m in sent] == ["My order is ORD-4242.", "Noted.", "What was my order?"]
+
+    async def agents_sdk_style() -> list[dict[str, Any]]:
+        async with ctxlife.AsyncSession(sid, config=settings) as asession:
+            return await asession.get_items()
+
+    assert [m["content"] for m in asyncio.run(agents_sdk_style())][:2] == ["My order is ORD-4242.", "Noted."]
+
+    # manage() + record_reply() with the same id reach the same session.
+    messages = [{"role": "user", "content": "Hello again"}]
+    ctxlife.manage(messages, config=settings, session_id=sid, context_window=100_000)
+    ctxlife.record_reply("Welcome back.", config=settings, session_id=sid)
+    with open_store(store_url) as store:
+        assert [original_session_id(i.session_id) for i in store.list_sessions()] == [sid]
+        contents = [r.message["content"] for r in store.read_records(session_key(sid))]
+    assert contents[:3] == ["My order is ORD-4242.", "Noted.", "What was my order?"]
+    assert contents[-2:] == ["Hello again", "Welcome back."]
+
+
+def test_the_session_command_shows_and_takes_the_original_id(store_url: str) -> None:
+    from ctxlife.cli import build_parser
+    from ctxlife.sessions.cli import run_session_command
+
+    sid = "alice@example.com"
+    with open_store(store_url) as store:
+        store.append_raw(session_key(sid), [{"role": "user", "content": "hi"}])
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        args = build_parser().parse_args(["session", *argv, "--store", store_url])
+        return run_session_command(args, None, stdout=out, stderr=err), out.getvalue(), err.getvalue()
+
+    code, out, _ = run("list")
+    assert code == 0 and sid in out and session_key(sid) not in out
+    code, out, _ = run("export", sid, "--raw")
+    assert code == 0 and '"hi"' in out
+    code, out, _ = run("export", session_key(sid), "--raw")  # the key, as seen in a file name, works too
+    assert code == 0 and '"hi"' in out
+    code, _, err = run("show", "bob@example.com")
+    assert code == 1 and "'bob@example.com'" in err
+    code, out, _ = run("rm", sid)
+    assert code == 0 and sid in out
+    with open_store(store_url) as store:
+        assert store.list_sessions() == []
