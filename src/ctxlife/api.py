@@ -37,6 +37,7 @@ def manage(
     model: str | None = None,
     session_id: str | None = None,
     plugins: Sequence[object] = (),
+    summary_model: object | None = None,
 ) -> Report:
     """Run the ``before_llm_call`` pipeline on a list of messages (OpenAI chat or Anthropic Messages), in place.
 
@@ -49,7 +50,9 @@ def manage(
     ``[tool.ctxlife]`` in ``./pyproject.toml``, then built-in defaults). Calls with
     the same config, window, model, session and plugins share one host, so
     strategies keep their state and token counts stay cached between calls; use
-    :class:`ctxlife.Host` directly to control that lifetime yourself.
+    :class:`ctxlife.Host` directly to control that lifetime yourself. ``summary_model`` is the
+    model ``llm_summary`` summarizes with (a function ``(messages, max_tokens) -> str``, sync or
+    async, or a chat model; see :class:`ctxlife.Host`).
     """
     validate_context_window(context_window, "context_window")  # before it becomes part of a cache key
     if session_id is not None:
@@ -58,17 +61,24 @@ def manage(
         validate_session_id(session_id)  # before it becomes part of a cache key
     with _hosts_lock:
         settings_key = _settings_key(config)
-        key = (settings_key, context_window, model, session_id, tuple(id(p) for p in plugins))
+        key = (settings_key, context_window, model, session_id, tuple(id(p) for p in plugins), id(summary_model))
         found = _hosts.get(key)
         if found is not None:
             _hosts.move_to_end(key)
     if found is None:
         settings = resolve_settings(config)
-        host = Host(settings, context_window=context_window, model=model, session_id=session_id, plugins=plugins)
+        host = Host(
+            settings,
+            context_window=context_window,
+            model=model,
+            session_id=session_id,
+            plugins=plugins,
+            summary_model=summary_model,
+        )
         warn_unreachable_nodes(host)
         with _hosts_lock:
-            # Keep the config/plugins alive with the host so their ids are not reused.
-            _hosts[key] = (host, (config, tuple(plugins)))
+            # Keep the config/plugins/model alive with the host so their ids are not reused.
+            _hosts[key] = (host, (config, tuple(plugins), summary_model))
             while len(_hosts) > _MAX_HOSTS:
                 _, (old, _) = _hosts.popitem(last=False)
                 old.close()
@@ -168,6 +178,7 @@ async def amanage(
     model: str | None = None,
     session_id: str | None = None,
     plugins: Sequence[object] = (),
+    summary_model: object | None = None,
 ) -> Report:
     """:func:`manage` for asyncio apps: the same pipeline in a worker thread, so the event loop keeps
     running while a strategy works (an LLM summary can take seconds). Concurrent calls for different
@@ -180,6 +191,7 @@ async def amanage(
         model=model,
         session_id=session_id,
         plugins=plugins,
+        summary_model=summary_model,
     )
 
 

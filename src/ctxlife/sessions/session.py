@@ -79,7 +79,7 @@ class Session:
             is where the session lives; its strategies manage what :meth:`messages` returns.
         view: the lane inside the session (an agent's or task's; ``""``: the default view).
         system: a system prompt put first in every list :meth:`messages` returns (never recorded).
-        context_window, model, plugins: as for :class:`ctxlife.Host`.
+        context_window, model, plugins, summary_model: as for :class:`ctxlife.Host`.
         host: an existing host to use (shared by many sessions); it is not closed by :meth:`close`.
 
     Thread-safe as far as the store and host are; one object per conversation is the usual shape.
@@ -96,6 +96,7 @@ class Session:
         model: str | None = None,
         plugins: Sequence[object] = (),
         host: Host | None = None,
+        summary_model: object | None = None,
     ) -> None:
         validate_session_id(session_id)
         validate_view(view)
@@ -113,6 +114,7 @@ class Session:
                 model=model,
                 session_id=session_id,
                 plugins=plugins,
+                summary_model=summary_model,
             )
         self.host: Host = host
         try:
@@ -339,6 +341,7 @@ class AsyncSession:
         model: str | None = None,
         plugins: Sequence[object] = (),
         host: Host | None = None,
+        summary_model: object | None = None,
     ) -> None:
         validate_session_id(session_id)
         validate_view(view)
@@ -352,6 +355,7 @@ class AsyncSession:
             "model": model,
             "plugins": plugins,
             "host": host,
+            "summary_model": summary_model,
         }
         self._session: Session | None = None
         self._opening = asyncio.Lock()
