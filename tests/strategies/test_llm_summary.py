@@ -272,24 +272,22 @@ def test_an_over_budget_summary_is_cut_at_a_line_never_discarded():
         unregister_summarizer("wordy")
 
 
-def test_a_summary_larger_than_what_it_replaces_is_refused():
+def test_a_summary_larger_than_what_it_replaces_is_cut_to_its_budget_not_discarded():
     from ctxlife.summarizers import render_messages
 
     class Verbose:
         def summarize(self, request):
             text = render_messages(request.messages)
-            return text + " " + text[: len(text) // 3]  # about 1.3 x what it replaces
+            return text + "\n" + text[: len(text) // 3]  # about 1.3 x what it replaces
 
     register_summarizer("verbose", lambda **kw: Verbose(), replace=True)
     try:
-        # Budget 6000 // 2 = 3000 tokens; the evicted span is larger, so the gain check passes.
         host = Host(settings(summarizer="verbose", max_summary_tokens=6000, min_gain_tokens=0, keep_rounds=1), context_window=WINDOW)
         messages = chat(30)
-        with capture_logs() as logs:
-            _, action = compact(messages, host)
-        assert action.what == "compacted" and action.details["fallback_from"] == "verbose"
-        event = next(e for e in logs if e["event"] == "ctxlife.summary_failed")
-        assert "is not smaller than the" in event["error"]
+        report, action = compact(messages, host)
+        assert action.what == "compacted" and action.details["summarizer"] == "verbose"
+        assert action.details["summary_tokens"] <= 6000 and report.tokens_after < report.tokens_before
+        assert messages[1]["content"].startswith(SUMMARY_PREFIX + " Assistant called get_reservation_details(reservation_id=RS000X)")
     finally:
         unregister_summarizer("verbose")
 
