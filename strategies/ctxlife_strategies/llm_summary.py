@@ -20,6 +20,7 @@ summary over its budget is condensed (asked again once, then cut at a line), nev
 from __future__ import annotations
 
 import contextvars
+import copy
 import importlib.util
 import threading
 import time
@@ -156,6 +157,15 @@ class LLMSummary(ctxlife.Strategy):
             "of what the unread part held. A usual compaction reads its whole span, at any window. None reads every "
             "message: the time of a first compaction then grows with the span (seconds at 10,000 messages).",
         )
+        background: bool = Field(
+            False,
+            description="Start the summary in the background once the context passes background_start x the "
+            "threshold, and swap it in when the threshold is crossed; that call waits only when the window itself "
+            "would overflow (else it proceeds above the threshold until the summary is ready).",
+        )
+        background_start: float = Field(
+            0.8, gt=0, lt=1, description="With background on: start summarizing at this share of the threshold."
+        )
         lock_timeout_seconds: float = Field(
             2.0, ge=0, description="With sessions on: wait this long for the session lock, else skip this compaction."
         )
@@ -291,7 +301,18 @@ class LLMSummary(ctxlife.Strategy):
     def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
         threshold = self.options.threshold or ctx.threshold
         tokens_before = ctx.count()
-        if tokens_before <= threshold * ctx.context_window:
+        limit = threshold * ctx.context_window
+        if self.options.background:
+            swapped = tokens_before > limit and self._swap_background(ctx, tokens_before)
+            if swapped:
+                tokens_before = ctx.count()
+            if tokens_before <= ctx.context_window:  # the call never waits while the window holds
+                if tokens_before > self.options.background_start * limit:
+                    self._start_background(ctx, tokens_before)
+                if tokens_before > limit and not swapped:
+                    ctx.record("skipped", reason="summary_in_background", tokens=tokens_before)
+                return
+        elif tokens_before <= limit:
             return
         backoff = ctx.state.get("backoff_from")
         if isinstance(backoff, int) and tokens_before <= ctx.context_window:
@@ -321,6 +342,71 @@ class LLMSummary(ctxlife.Strategy):
                         error=type(exc).__name__,
                     )
             self._compact(ctx, tokens_before)
+
+    # -- background compaction -----------------------------------------------------------
+
+    def _start_background(self, ctx: ctxlife.LLMCallContext, tokens: int) -> None:
+        """Compact a copy of the list in a daemon thread (nothing changes in the live list yet)."""
+        if ctx.state.get("background") is not None or tokens < ctx.state.get("background_skipped", 0):
+            return
+        shadow = copy.copy(ctx)
+        shadow.messages = list(ctx.messages)
+        shadow.actions = []
+        shadow._count_memo = None
+        future: Future[ctxlife.LLMCallContext] = Future()
+
+        def work() -> None:
+            if future.set_running_or_notify_cancel():
+                try:
+                    self._compact(shadow, tokens)
+                    future.set_result(shadow)
+                except BaseException as exc:  # noqa: BLE001 - handed back at the swap
+                    future.set_exception(exc)
+
+        ctx.state["background"] = (list(ctx.messages), future, time.perf_counter())
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(work,), name="ctxlife-background-summary", daemon=True).start()
+
+    def _swap_background(self, ctx: ctxlife.LLMCallContext, tokens_before: int) -> bool:
+        """Put a finished background compaction in place of the list it was made from (the messages
+        added since stay after it). Waits for an unfinished one only when the list is over the window."""
+        job = ctx.state.get("background")
+        if job is None:
+            return False
+        base, future, started = job
+        waited = 0.0
+        if not future.done():
+            if tokens_before <= ctx.context_window:
+                return False
+            begin = time.perf_counter()
+            try:
+                future.result(timeout=self.options.timeout_seconds)
+            except Exception:  # noqa: BLE001 - the synchronous path below takes over
+                pass
+            waited = time.perf_counter() - begin
+        del ctx.state["background"]
+        try:
+            shadow = future.result(timeout=0)
+        except Exception:  # noqa: BLE001 - a failed background compaction: compact now instead
+            return False
+        done = next((a for a in shadow.actions if a.what in ("compacted", "truncated")), None)
+        messages = ctx.messages
+        if done is None:
+            ctx.state["background_skipped"] = tokens_before + self.options.min_gain_tokens
+            return False
+        if len(messages) < len(base) or messages[: len(base)] != base:
+            return False  # the list was edited since: this summary no longer describes it
+        messages[:] = shadow.messages + messages[len(base) :]
+        details = dict(done.details)
+        details.update(tokens_before=tokens_before, tokens_after=ctx.count())
+        ctx.record(
+            done.what,
+            **details,
+            background=True,
+            waited_seconds=round(waited, 3),
+            ready_after_seconds=round(time.perf_counter() - started, 3),
+        )
+        return True
 
     def _compact(self, ctx: ctxlife.LLMCallContext, tokens_before: int) -> None:
         messages = ctx.messages

@@ -286,3 +286,37 @@ def test_tool_heavy_turns_at_a_small_window_do_not_compact_on_most_calls():
         assert counter.count_messages(messages) <= WINDOW
         messages += turn(r, words=350)[3:]
     assert compactions <= calls // 2, (compactions, calls)
+
+
+def test_background_compaction_keeps_the_model_off_the_critical_path():
+    import time
+
+    def slow_model(messages, max_tokens):
+        time.sleep(1.0)
+        return "Goal: reservations checked in the background."
+
+    def waits(background: bool) -> tuple[list[float], list[dict]]:
+        host = Host(config(background=background, min_gain_tokens=0), context_window=WINDOW, summary_model=slow_model)
+        messages = [system("You are an airline agent.")]
+        counter = TokenCounter(None)
+        compaction_waits, actions = [], []
+        for r in range(40):
+            messages += turn(r)[:3]
+            started = time.perf_counter()
+            report = host.manage(messages)
+            elapsed = time.perf_counter() - started
+            assert counter.count_messages(messages) <= WINDOW and validate(messages) == []
+            done = acted(report)
+            if done is not None:
+                compaction_waits.append(elapsed)
+                actions.append(done.details)
+            messages += turn(r)[3:]
+            time.sleep(0.15)  # the agent's own model call
+        return compaction_waits, actions
+
+    sync_waits, _ = waits(False)
+    background_waits, actions = waits(True)
+    assert sync_waits and min(sync_waits) >= 1.0  # each compaction waited for the model
+    assert actions and all(a["background"] for a in actions)
+    assert all(a["summarizer"] == "agent_llm" and a["waited_seconds"] == 0 for a in actions)
+    assert max(background_waits) < 0.9  # the summary was ready (or the call went on) without waiting
