@@ -33,7 +33,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 import ctxlife
 from ctxlife.events import describe_error, emit
-from ctxlife.facts import KIND_PRIORITY, Fact, extract_facts, facts_missing_from, format_fact_list
+from ctxlife.facts import FACT_LIST_HEADER, KIND_PRIORITY, Fact, extract_facts, facts_missing_from, format_fact_list
 from ctxlife.messages import (
     ANTHROPIC,
     current_turn_index,
@@ -48,7 +48,6 @@ from ctxlife.messages import (
     summary_message,
     text_of,
 )
-from ctxlife.facts import FACT_LIST_HEADER
 from ctxlife.models import Complete, model_route_problem, openai_completion
 from ctxlife.summarizers import (
     LLMSummarizer,
@@ -90,13 +89,13 @@ class LLMSummary(ctxlife.Strategy):
         )
         model: str | None = Field(
             None,
-            description='Summarize with this model instead: with base_url, the model name on that OpenAI-compatible '
+            description="Summarize with this model instead: with base_url, the model name on that OpenAI-compatible "
             'endpoint; else any name crewai.LLM accepts (e.g. "gpt-4o-mini").',
         )
         api: Literal["auto", "openai", "crewai"] = Field(
             "auto",
             description='How `model` is called: "openai" (the official openai client, pip install '
-            "'ctxlife[openai]'), \"crewai\" (crewai.LLM) or \"auto\" (openai when base_url is set or crewai is "
+            '\'ctxlife[openai]\'), "crewai" (crewai.LLM) or "auto" (openai when base_url is set or crewai is '
             "not installed, else crewai).",
         )
         base_url: str | None = Field(
@@ -245,9 +244,7 @@ class LLMSummary(ctxlife.Strategy):
         llm_options = {"max_tokens": prose_budget, **self.options.model_options}
         if self.options.base_url is not None:
             llm_options.setdefault("base_url", self.options.base_url)
-        complete: Complete = ctxlife.completion_for_model(
-            model, timeout=self.options.timeout_seconds, **llm_options
-        )
+        complete: Complete = ctxlife.completion_for_model(model, timeout=self.options.timeout_seconds, **llm_options)
         return complete
 
     def _read_limit(self, ctx: ctxlife.LLMCallContext, span_tokens: int) -> int | None:

@@ -64,7 +64,8 @@ _PARTS = {
         "part": "新消息（第 {i} 部分，共 {n} 部分）：",
         "facts": "必须原样保留的事实：",
         "limit": "请用不超过 {n} 个 token 写出更新后的摘要。只回复摘要本身。",
-        "condense": "请把这份摘要缩短到不超过 {n} 个 token。保留各小节、所有姓名和所有精确数值，先删细节。只回复缩短后的摘要。",
+        "condense": "请把这份摘要缩短到不超过 {n} 个 token。保留各小节、所有姓名和所有精确数值，先删细节。"
+        "只回复缩短后的摘要。",
     },
 }
 
@@ -216,7 +217,9 @@ class LLMSummarizer:
             prompt = self._prompt(language, summary, piece, fact_block, request.max_tokens, (i, len(pieces)))
             summary = self._call(prompt, request.max_tokens)
             if not summary:
-                raise SummarizerError(f"LLMSummarizer: the model returned an empty summary (piece {i} of {len(pieces)})")
+                raise SummarizerError(
+                    f"LLMSummarizer: the model returned an empty summary (piece {i} of {len(pieces)})"
+                )
         return summary
 
     def condense(self, text: str, max_tokens: int) -> str:
@@ -279,4 +282,3 @@ def _clean_reply(reply: str) -> str:
         s = fence.group(1).strip()
     s = re.sub(r"^(?:summary|updated summary)\s*:\s*", "", s, flags=re.IGNORECASE)
     return strip_summary_marker(s)
-
