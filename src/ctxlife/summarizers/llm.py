@@ -195,11 +195,17 @@ class LLMSummarizer:
             piece = self.max_input_tokens if piece is None else min(piece, self.max_input_tokens)
         if piece is None or count(transcript) <= piece:
             return language, prev, [transcript], fact_block
-        if count(transcript) > piece * self.max_pieces:
-            transcript = ExtractiveSummarizer(fact_list=False).summarize(
-                SummaryRequest(msgs, None, piece * self.max_pieces, count, request.facts)
-            )
-        return language, prev, _split(transcript, piece, count), fact_block
+        total = piece * self.max_pieces
+        for _ in range(4):
+            if count(transcript) > total:
+                transcript = ExtractiveSummarizer(fact_list=False).summarize(
+                    SummaryRequest(msgs, None, total, count, request.facts)
+                )
+            pieces = _split(transcript, piece, count)
+            if len(pieces) <= self.max_pieces:
+                break
+            total = int(total * 0.85)  # pieces cut between lines hold a little less than their budget
+        return language, prev, pieces[-self.max_pieces :], fact_block
 
     def build_messages(self, request: SummaryRequest) -> list[dict[str, Any]]:
         """The prompt of the first (often the only) call to ``complete`` (exposed for tests and debugging)."""
@@ -216,7 +222,7 @@ class LLMSummarizer:
         for i, piece in enumerate(pieces, 1):
             prompt = self._prompt(language, summary, piece, fact_block, request.max_tokens, (i, len(pieces)))
             summary = self._call(prompt, request.max_tokens)
-            if not summary:
+            if not summary and i < len(pieces):
                 raise SummarizerError(
                     f"LLMSummarizer: the model returned an empty summary (piece {i} of {len(pieces)})"
                 )
