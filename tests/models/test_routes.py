@@ -73,7 +73,7 @@ def run_loop(host_or_manage, turns: int, words: int = 60):
     [
         (error(400, "This model's maximum context length is 2048 tokens", "context_length_exceeded"), "ContextLengthExceeded"),
         (error(500, "internal error"), "ModelError"),
-        (completion("", 0.0), "SummarizerError"),
+        (completion("", 0.0), "SummaryFailed"),
         (lambda body: (200, "<html>not json</html>", 0.0), "ModelError"),
         (lambda body: (200, json.dumps({"choices": []}), 0.0), "ModelError"),
         (completion("late", delay=6.0), "ModelError|SummaryFailed"),
