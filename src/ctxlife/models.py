@@ -20,6 +20,7 @@ import asyncio
 import importlib.util
 import inspect
 import os
+import re
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -50,7 +51,23 @@ class ModelError(CtxlifeError):
 
 
 class ContextLengthExceeded(ModelError):
-    """The endpoint refused the prompt as longer than its context window (HTTP 400 context_length_exceeded)."""
+    """The endpoint refused the prompt as longer than its context window (HTTP 400 context_length_exceeded).
+
+    ``window`` is the window the endpoint named in its message ("maximum context length is 2048
+    tokens"), None when it named none.
+    """
+
+    def __init__(self, message: str, *, window: int | None = None) -> None:
+        super().__init__(message)
+        self.window = window
+
+
+_WINDOW_RE = re.compile(r"(?:context length|context size|context window|n_ctx)\D{0,40}?(\d{3,7})", re.IGNORECASE)
+
+
+def _window_in(text: str) -> int | None:
+    found = _WINDOW_RE.search(text)
+    return int(found.group(1)) if found else None
 
 
 def _installed(module: str) -> bool:
@@ -210,8 +227,11 @@ def openai_completion(
             )
         except openai.BadRequestError as exc:
             text = str(exc)
-            if "context" in text.lower() and ("length" in text.lower() or "window" in text.lower()):
-                raise ContextLengthExceeded(f"{where}: the prompt is over the model's window: {text[:300]}") from None
+            lowered = text.lower()
+            if "context" in lowered and any(w in lowered for w in ("length", "window", "size", "exceed")):
+                raise ContextLengthExceeded(
+                    f"{where}: the prompt is over the model's window: {text[:300]}", window=_window_in(text)
+                ) from None
             raise ModelError(f"{where}: HTTP 400: {text[:300]}") from None
         except openai.APIStatusError as exc:
             raise ModelError(f"{where}: HTTP {exc.status_code}: {str(exc)[:300]}") from None

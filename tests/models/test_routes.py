@@ -320,3 +320,22 @@ def test_background_compaction_keeps_the_model_off_the_critical_path():
     assert actions and all(a["background"] for a in actions)
     assert all(a["summarizer"] == "agent_llm" and a["waited_seconds"] == 0 for a in actions)
     assert max(background_waits) < 0.9  # the summary was ready (or the call went on) without waiting
+
+
+def test_a_window_the_endpoint_names_in_a_400_is_learnt_and_the_summary_planned_again():
+    counter = TokenCounter(None)
+
+    def reply(body):
+        prompt = counter.count_messages(body["messages"]) + body["max_tokens"]
+        if prompt > 1024:
+            return error(400, f"This model's maximum context length is 1024 tokens; you requested {prompt}.", "context_length_exceeded")(body)
+        return completion("Goal: reservations checked.")(body)
+
+    with serve(reply) as server:
+        host = Host(config(model="local", base_url=server["base_url"], max_read_tokens=None), context_window=16_000)
+        messages = chat(60)
+        action = acted(host.manage(messages))
+        assert action.what == "compacted" and action.details["summarizer"] == "model:local"
+        assert "Goal: reservations checked." in messages[1]["content"]
+        refused = [b for b in server["requests"] if counter.count_messages(b["messages"]) + b["max_tokens"] > 1024]
+        assert len(refused) == 1  # the first, too long for the model; every prompt after it fits

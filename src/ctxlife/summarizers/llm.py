@@ -215,6 +215,21 @@ class LLMSummarizer:
     # -- calls --------------------------------------------------------------------------------------
 
     def summarize(self, request: SummaryRequest) -> str:
+        """The summary of ``request``. When the endpoint refuses a prompt as over its window and names
+        that window (:class:`~ctxlife.models.ContextLengthExceeded`), the window is learnt and the
+        summary planned again once."""
+        from ctxlife.models import ContextLengthExceeded
+
+        try:
+            return self._summarize(request)
+        except ContextLengthExceeded as exc:
+            learnt = exc.window
+            if learnt is None or (self.context_window is not None and learnt >= self.context_window):
+                raise
+            self.context_window = learnt
+            return self._summarize(request)
+
+    def _summarize(self, request: SummaryRequest) -> str:
         if request.max_tokens <= 0:
             return ""
         language, prev, pieces, fact_block = self._plan(request)
