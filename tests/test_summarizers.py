@@ -443,9 +443,10 @@ def test_llm_summarizer_prompt_and_reply():
     assert max_tokens == 200
     assert [m["role"] for m in messages] == ["system", "user"]
     system = messages[0]["content"]
-    assert "summarize" in system and "later use" in system
-    for word in ("identifier", "number", "date", "decided", "open tasks", "summary text only"):
+    assert "running summary" in system and "carry on" in system
+    for word in ("Goal:", "Decisions:", "Facts:", "Open items:", "Do not forget:", "identifiers", "numbers", "dates"):
         assert word in system
+    assert "Never invent" in system and "summary only" in system
     user = messages[1]["content"]
     assert "Previous summary:\nearlier the user logged in as bob_99812." in user
     assert SUMMARY_PREFIX not in user
@@ -457,7 +458,7 @@ def test_llm_summarizer_prompt_and_reply():
 def test_llm_summarizer_cleans_reply_and_rejects_non_strings():
     fenced = LLMSummarizer(FakeLLM("```\nHistory summary: History summary: kept HAT136\n```"))
     assert fenced.summarize(SummaryRequest(ORDER_SPAN, None, 50, count_tokens)) == "kept HAT136"
-    assert LLMSummarizer(FakeLLM("   ")).summarize(SummaryRequest(ORDER_SPAN, None, 50, count_tokens)) == ""
+    assert LLMSummarizer(FakeLLM("   ")).summarize(SummaryRequest(ORDER_SPAN, None, 50, count_tokens)) == ""  # a failure
     with pytest.raises(SummarizerError):
         LLMSummarizer(FakeLLM(None)).summarize(SummaryRequest(ORDER_SPAN, None, 50, count_tokens))
     assert issubclass(SummarizerError, CtxlifeError)
@@ -475,9 +476,41 @@ def test_llm_summarizer_condenses_huge_input():
     llm = FakeLLM("ok")
     big = [{"role": "user", "content": f"Order ORD-{i:05d} is late. " * 3} for i in range(300)]
     LLMSummarizer(llm, max_input_tokens=500).summarize(SummaryRequest(big, None, 100, count_tokens))
-    user = llm.calls[0][0][1]["content"]
-    transcript = user.split("New messages:\n")[1].split("\n\nFacts to keep")[0]
-    assert count_tokens(transcript) <= 500
+    assert 1 < len(llm.calls) <= 4  # in pieces, after an extractive condensing of what 4 pieces cannot hold
+    for (messages, _), i in zip(llm.calls, range(1, 5)):
+        user = messages[1]["content"]
+        transcript = user.split(f"New messages (part {i} of {len(llm.calls)}):\n")[1].split("\n\nFacts to keep")[0]
+        assert count_tokens(transcript) <= 500
+
+
+def test_llm_summarizer_prompts_fit_the_models_window_with_a_margin():
+    llm = FakeLLM("Goal: orders.")
+    big = [{"role": "user", "content": f"Order ORD-{i:05d} is late. " * 3} for i in range(300)]
+    summarizer = LLMSummarizer(llm, context_window=1024, token_margin=1.2)
+    summarizer.summarize(SummaryRequest(big, "History summary: " + "earlier facts. " * 400, 200, count_tokens))
+    for messages, max_tokens in llm.calls:
+        prompt = sum(count_tokens(m["content"]) + 4 for m in messages)
+        assert prompt * 1.2 + max_tokens <= 1024
+
+
+def test_llm_summarizer_speaks_the_conversations_language_and_condenses():
+    llm = FakeLLM("目标：取消订单。")
+    zh = [{"role": "user", "content": "请帮我取消订单 DD1234，我不想要了。"}, {"role": "assistant", "content": "好的，订单 DD1234 已取消。"}]
+    s = LLMSummarizer(llm)
+    s.summarize(SummaryRequest(zh, None, 100, count_tokens))
+    assert "切记" in llm.calls[0][0][0]["content"] and "新消息" in llm.calls[0][0][1]["content"]
+    s.condense("Goal: cancel ORD-12345. " * 40, 50)
+    assert "Shorten this summary to at most 50 tokens" in llm.calls[1][0][1]["content"] and llm.calls[1][1] == 50
+
+
+def test_extractive_summary_of_a_long_repeated_word_is_fast():
+    import time
+
+    previous = 'called get(x=1) -> notes: "' + "ok " * 2000 + '"'
+    span = [{"role": "user", "content": "Please check RS001X."}, {"role": "assistant", "content": "ok " * 500 + "done"}]
+    started = time.perf_counter()
+    ExtractiveSummarizer().summarize(SummaryRequest(span, previous, 200, count_tokens))
+    assert time.perf_counter() - started < 5  # the trivial-sentence pattern backtracked exponentially
 
 
 def test_llm_summarizer_bad_config():

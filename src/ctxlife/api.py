@@ -32,7 +32,7 @@ class _Shared:
     """
 
     key: tuple[Any, ...]
-    keep: tuple[Any, ...]  # the config and plugins, alive with the host so their ids are not reused
+    keep: tuple[Any, ...]  # the config, plugins and summary model, alive with the host so their ids are not reused
     host: Host | None = None
     users: int = 0
     cached: bool = True
@@ -64,14 +64,22 @@ def _acquire(
     model: str | None,
     session_id: str | None,
     plugins: Sequence[object],
+    summary_model: object | None = None,
 ) -> _Shared:
     """The shared host for these arguments, built on first use, with one more user (see :func:`_release`)."""
     to_close: list[Host] = []
     with _hosts_lock:
-        key = (_settings_key(config), context_window, model, session_id, tuple(id(p) for p in plugins))
+        key = (
+            _settings_key(config),
+            context_window,
+            model,
+            session_id,
+            tuple(id(p) for p in plugins),
+            id(summary_model),
+        )
         shared = _hosts.get(key)
         if shared is None:
-            shared = _hosts[key] = _Shared(key, (config, tuple(plugins)))
+            shared = _hosts[key] = _Shared(key, (config, tuple(plugins), summary_model))
         else:
             _hosts.move_to_end(key)
         shared.users += 1
@@ -86,6 +94,7 @@ def _acquire(
                     model=model,
                     session_id=session_id,
                     plugins=plugins,
+                    summary_model=summary_model,
                 )
                 warn_unreachable_nodes(host)
                 shared.host = host
@@ -143,6 +152,7 @@ def manage(
     model: str | None = None,
     session_id: str | None = None,
     plugins: Sequence[object] = (),
+    summary_model: object | None = None,
 ) -> Report:
     """Run the ``before_llm_call`` pipeline on a list of messages (OpenAI chat or Anthropic Messages), in place.
 
@@ -159,8 +169,10 @@ def manage(
     is any non-empty string (a framework's thread id, an e-mail address): ids outside
     the store-key alphabet are mapped to a key reversibly (:func:`ctxlife.sessions.session_key`).
     Any number of threads may call it at once; a host is never closed while a call uses it.
+    ``summary_model`` is the model ``llm_summary`` summarizes with (a function
+    ``(messages, max_tokens) -> str``, sync or async, or a chat model; see :class:`ctxlife.Host`).
     """
-    report = _managed(messages, config, context_window, model, session_id, plugins, None)
+    report = _managed(messages, config, context_window, model, session_id, plugins, None, summary_model)
     assert report is not None  # only a cancelled amanage() gets None
     return report
 
@@ -173,11 +185,12 @@ def _managed(
     session_id: str | None,
     plugins: Sequence[object],
     cancelled: threading.Event | None,
+    summary_model: object | None = None,
 ) -> Report | None:
     """:func:`manage` on a shared host; with ``cancelled`` set before the call starts, nothing is run (None)."""
     validate_context_window(context_window, "context_window")  # before it becomes part of a cache key
     key = _session_key(session_id)  # before it becomes part of a cache key
-    shared = _acquire(config, context_window, model, key, plugins)
+    shared = _acquire(config, context_window, model, key, plugins, summary_model)
     try:
         with shared.calls:  # calls on one host run one at a time (the host would serialize them anyway)
             if cancelled is not None and cancelled.is_set():
@@ -286,6 +299,7 @@ async def amanage(
     model: str | None = None,
     session_id: str | None = None,
     plugins: Sequence[object] = (),
+    summary_model: object | None = None,
 ) -> Report:
     """:func:`manage` for asyncio apps: the same pipeline in a worker thread, so the event loop keeps
     running while a strategy works (an LLM summary can take seconds). Concurrent calls for different
@@ -301,7 +315,7 @@ async def amanage(
     cancelled = threading.Event()
     try:
         report = await asyncio.to_thread(
-            _managed, work, config, context_window, model, session_id, tuple(plugins), cancelled
+            _managed, work, config, context_window, model, session_id, tuple(plugins), cancelled, summary_model
         )
     except asyncio.CancelledError:
         cancelled.set()

@@ -58,7 +58,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     # Build the strategies too: some options (files, summarizers, stores) are checked only then.
     from ctxlife.host import Host
 
-    Host(settings, context_window=settings.context_window or 8000).close()
+    host = Host(settings, context_window=settings.context_window or 8000)
+    host.close()
+    # A configured summary model that cannot be called (a missing extra, no endpoint): the strategy
+    # would fall back at every compaction, so the config is not OK.
+    for strategy in host.strategies:
+        route_problem = getattr(strategy, "route_problem", None)
+        problem = route_problem() if callable(route_problem) else None
+        if problem:
+            print(f"ctxlife check: {settings.source}: strategy {strategy.name!r}: {problem}", file=sys.stderr)
+            return 1
     if args.json:
         print(json.dumps(resolved, indent=2))
     else:

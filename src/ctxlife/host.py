@@ -117,6 +117,9 @@ class Host:
             method's ``session_id=`` names the session of that one call.
         plugins: extra objects with ``@ctxlife.hookimpl`` methods, called after
             the configured strategies.
+        summary_model: the model strategies summarize with (``llm_summary``): a function
+            ``(messages, max_tokens) -> str`` (sync or async), a LangChain chat model or a
+            CrewAI LLM (see :func:`ctxlife.models.as_completion`); beats the framework's model.
     """
 
     def __init__(
@@ -127,6 +130,7 @@ class Host:
         model: str | None = None,
         session_id: str | None = None,
         plugins: Sequence[object] = (),
+        summary_model: object | None = None,
     ) -> None:
         self.settings = settings
         validate_context_window(context_window, "context_window")
@@ -195,6 +199,11 @@ class Host:
         self._formats: dict[str | None, str] = {}
         self._lock = threading.RLock()
         self.complete: Complete | None = None
+        self.summary_model: Complete | None = None
+        if summary_model is not None:
+            from ctxlife.models import as_completion
+
+            self.summary_model = as_completion(summary_model)
         self.listeners: list[Callable[[Report], None]] = []
         """Called with every dispatch's :class:`Report` (metrics, dashboards, the demo)."""
 
@@ -247,7 +256,9 @@ class Host:
         ctx.context_window = self.context_window or context_window or 0  # explicit/env/config > framework
         ctx.threshold = self.settings.threshold
         ctx.store = self.store
-        if ctx.complete is None:
+        if self.summary_model is not None:
+            ctx.complete = self.summary_model
+        elif ctx.complete is None:
             ctx.complete = self.complete
 
     def _run(

@@ -6,17 +6,25 @@ system messages and the last ``keep_rounds`` rounds is replaced by one summary m
 to about ``target`` × window. The next compaction folds the previous summary and the newly
 evicted messages into a new one (a running summary, never nested). Ids, codes, amounts,
 dates, emails, URLs and paths found in the evicted span are checked against the summary and
-the missing ones appended as a "Key facts" list. If the summarizer fails (raises, times out,
-returns nothing, too much, or more than it replaces), the span is truncated instead: the
-agent's call proceeds and the messages stay in the raw history when sessions are on.
+the missing ones appended as a "Key facts" list; that ledger is carried from real messages only
+(never re-extracted from a model's prose).
+
+The model is, first found: the configured ``model`` (an OpenAI-compatible endpoint through the
+official client, or ``crewai.LLM``), a named ``summarizer``, the ``summary_model=`` given to the host
+(or the framework's own model), else the offline extractive summarizer. Whatever the model does
+(missing extra, down, slow, error, garbage, too long), the list handed back fits: a failed model
+summary falls back to the extractive summary, and that to truncation, with one error event. A
+summary over its budget is condensed (asked again once, then cut at a line), never discarded.
 """
 
 from __future__ import annotations
 
 import contextvars
+import copy
+import importlib.util
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any, Literal
@@ -25,7 +33,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 import ctxlife
 from ctxlife.events import describe_error, emit
-from ctxlife.facts import KIND_PRIORITY, Fact, extract_facts, facts_missing_from, format_fact_list
+from ctxlife.facts import FACT_LIST_HEADER, KIND_PRIORITY, Fact, extract_facts, facts_missing_from, format_fact_list
 from ctxlife.messages import (
     ANTHROPIC,
     current_turn_index,
@@ -40,7 +48,15 @@ from ctxlife.messages import (
     summary_message,
     text_of,
 )
-from ctxlife.summarizers import LLMSummarizer, Summarizer, SummaryRequest, get_summarizer, strip_summary_marker
+from ctxlife.models import Complete, model_route_problem, openai_completion
+from ctxlife.summarizers import (
+    LLMSummarizer,
+    Summarizer,
+    SummaryRequest,
+    cut_at_lines,
+    get_summarizer,
+    strip_summary_marker,
+)
 
 
 class SummaryFailed(ctxlife.CtxlifeError):
@@ -72,14 +88,54 @@ class LLMSummary(ctxlife.Strategy):
             "Default: the agent's model under wrap(), extractive under manage().",
         )
         model: str | None = Field(
-            None, description='Summarize with this model instead (any name crewai.LLM accepts, e.g. "gpt-4o-mini").'
+            None,
+            description="Summarize with this model instead: with base_url, the model name on that OpenAI-compatible "
+            'endpoint; else any name crewai.LLM accepts (e.g. "gpt-4o-mini").',
+        )
+        api: Literal["auto", "openai", "crewai"] = Field(
+            "auto",
+            description='How `model` is called: "openai" (the official openai client, pip install '
+            '\'ctxlife[openai]\'), "crewai" (crewai.LLM) or "auto" (openai when base_url is set or crewai is '
+            "not installed, else crewai).",
+        )
+        base_url: str | None = Field(
+            None, description='An OpenAI-compatible endpoint for `model` (e.g. "http://127.0.0.1:8080/v1").'
+        )
+        api_key_env: str = Field(
+            "OPENAI_API_KEY", description="The environment variable holding the endpoint's key (none needed locally)."
         )
         model_options: dict[str, Any] = Field(
             default_factory=dict,
-            description="Extra crewai.LLM arguments for `model` (base_url, api_key, temperature, ...).",
+            description="Extra arguments for `model`: crewai.LLM's, or for the openai route temperature and "
+            "extra_body (sent as they are).",
         )
         timeout_seconds: float = Field(
-            60.0, gt=0, description="Give up on a summary after this long and truncate instead."
+            60.0, gt=0, description="Give up on a model summary after this long and fall back to the extractive one."
+        )
+        connect_timeout_seconds: float = Field(
+            5.0, gt=0, description="The openai route: give up connecting to the endpoint after this long."
+        )
+        summarizer_context_window: int | None = Field(
+            None,
+            ge=256,
+            description="The summary model's own window in tokens: every prompt fits it (a long span is summarized in "
+            "pieces). Default: the agent's window.",
+        )
+        max_input_tokens: int | None = Field(
+            None, ge=64, description="At most this many tokens of transcript per summary call (None: the window's)."
+        )
+        token_margin: float = Field(
+            1.2,
+            ge=1.0,
+            le=4.0,
+            description="How many of the summary model's tokens one counted token may be (tokenizer mismatch): "
+            "prompts are sized with it.",
+        )
+        retry_model_after_seconds: float = Field(
+            30.0,
+            ge=0,
+            description="After a model summary failed, use the extractive summary for this long before asking "
+            "the model again.",
         )
         summary_role: Literal["system", "user", "assistant"] = Field(
             "system",
@@ -99,6 +155,15 @@ class LLMSummary(ctxlife.Strategy):
             "neither summarized nor listed). A trade-off: it bounds the time of such a first compaction at the cost "
             "of what the unread part held. A usual compaction reads its whole span, at any window. None reads every "
             "message: the time of a first compaction then grows with the span (seconds at 10,000 messages).",
+        )
+        background: bool = Field(
+            False,
+            description="Start the summary in the background once the context passes background_start x the "
+            "threshold, and swap it in when the threshold is crossed; that call waits only when the window itself "
+            "would overflow (else it proceeds above the threshold until the summary is ready).",
+        )
+        background_start: float = Field(
+            0.8, gt=0, lt=1, description="With background on: start summarizing at this share of the threshold."
         )
         lock_timeout_seconds: float = Field(
             2.0, ge=0, description="With sessions on: wait this long for the session lock, else skip this compaction."
@@ -135,7 +200,52 @@ class LLMSummary(ctxlife.Strategy):
                 message = f"strategy 'llm_summary' option 'summarizer'{where}: {exc}"
                 raise ctxlife.StrategyOptionsError(message) from None
         self._model_summarizer: Summarizer | None = None
+        self._extractive: Summarizer = self._named("extractive")
         self._running: Future[str] | None = None  # the summary of the last compaction
+        self._model_failed_at: float | None = None  # when the model last failed (then extractive for a while)
+        self._model_error: str = ""
+
+    # -- the configured model route ---------------------------------------------------------
+
+    def model_api(self) -> str | None:
+        """The route the configured ``model`` takes ("openai" or "crewai"), None without one."""
+        if self.options.model is None:
+            return None
+        if self.options.api != "auto":
+            return self.options.api
+        if self.options.base_url is not None:
+            return "openai"
+        return "crewai" if importlib.util.find_spec("crewai") is not None else "openai"
+
+    def route_problem(self) -> str | None:
+        """Why the configured ``model`` cannot be called (with the fix), None if it can (``ctxlife check``)."""
+        api = self.model_api()
+        if api is None:
+            return None
+        return model_route_problem(
+            api, model=self.options.model, base_url=self.options.base_url, api_key_env=self.options.api_key_env
+        )
+
+    def _model_completion(self, prose_budget: int) -> Complete:
+        model = str(self.options.model)
+        if self.model_api() == "openai":
+            extra = dict(self.options.model_options)
+            temperature = extra.pop("temperature", 0.2)
+            body = extra.pop("extra_body", None) or {}
+            return openai_completion(
+                model,
+                base_url=self.options.base_url,
+                api_key_env=self.options.api_key_env,
+                timeout=self.options.timeout_seconds,
+                connect_timeout=self.options.connect_timeout_seconds,
+                temperature=temperature,
+                extra_body={**body, **extra} or None,
+            )
+        llm_options = {"max_tokens": prose_budget, **self.options.model_options}
+        if self.options.base_url is not None:
+            llm_options.setdefault("base_url", self.options.base_url)
+        complete: Complete = ctxlife.completion_for_model(model, timeout=self.options.timeout_seconds, **llm_options)
+        return complete
 
     def _read_limit(self, ctx: ctxlife.LLMCallContext, span_tokens: int) -> int | None:
         """How many tokens of an evicted span of ``span_tokens`` the summarizer reads (None: all of it)."""
@@ -148,23 +258,36 @@ class LLMSummary(ctxlife.Strategy):
 
     # -- choosing the summarizer ----------------------------------------------------------
 
-    def _summarizer(self, ctx: ctxlife.LLMCallContext) -> tuple[str, Summarizer]:
+    def _llm(self, complete: Complete, ctx: ctxlife.LLMCallContext) -> LLMSummarizer:
+        return LLMSummarizer(
+            complete,
+            context_window=self.options.summarizer_context_window or ctx.context_window or None,
+            max_input_tokens=self.options.max_input_tokens,
+            token_margin=self.options.token_margin,
+        )
+
+    def _summarizer(self, ctx: ctxlife.LLMCallContext) -> tuple[str, Callable[[], Summarizer]]:
+        """(name, a factory of the summarizer): the factory may raise (a missing extra): then the
+        compaction falls back to the extractive summary."""
         if self.options.model is not None:
-            if self._model_summarizer is None:
-                llm_options = {"max_tokens": self.options.max_summary_tokens, **self.options.model_options}
-                complete = ctxlife.completion_for_model(
-                    self.options.model, timeout=self.options.timeout_seconds, **llm_options
-                )
-                self._model_summarizer = LLMSummarizer(complete)
-            return f"model:{self.options.model}", self._model_summarizer
+
+            def model() -> Summarizer:
+                if self._model_summarizer is None:
+                    prose = int(self.options.max_summary_tokens * 0.7)
+                    self._model_summarizer = self._llm(self._model_completion(prose), ctx)
+                return self._model_summarizer
+
+            return f"model:{self.options.model}", model
         if self._fixed is not None:
-            return str(self.options.summarizer), self._fixed
+            fixed = self._fixed
+            return str(self.options.summarizer or "extractive"), lambda: fixed
         if ctx.complete is not None:
-            return "agent_llm", LLMSummarizer(ctx.complete)
+            complete = ctx.complete
+            return "agent_llm", lambda: self._llm(complete, ctx)
         if self.options.summarizer == "llm":
             emit("warning", "ctxlife.summarizer_unavailable", strategy=self.name, wanted="llm", using="extractive")
-        self._fixed = self._named("extractive")
-        return "extractive", self._fixed
+        self._fixed = self._extractive
+        return "extractive", lambda: self._extractive
 
     def _named(self, name: str) -> Summarizer:
         return get_summarizer(name)
@@ -175,8 +298,26 @@ class LLMSummary(ctxlife.Strategy):
     def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
         threshold = self.options.threshold or ctx.threshold
         tokens_before = ctx.count()
-        if tokens_before <= threshold * ctx.context_window:
+        limit = threshold * ctx.context_window
+        if self.options.background:
+            swapped = tokens_before > limit and self._swap_background(ctx, tokens_before)
+            if swapped:
+                tokens_before = ctx.count()
+            if tokens_before <= ctx.context_window:  # the call never waits while the window holds
+                if tokens_before > self.options.background_start * limit:
+                    self._start_background(ctx, tokens_before)
+                if tokens_before > limit and not swapped:
+                    ctx.record("skipped", reason="summary_in_background", tokens=tokens_before)
+                return
+        elif tokens_before <= limit:
             return
+        backoff = ctx.state.get("backoff_from")
+        if isinstance(backoff, int) and tokens_before <= ctx.context_window:
+            # The last compaction could not get under the threshold: wait for real growth (no churn).
+            gap = max(self.options.min_gain_tokens, int((threshold - self.options.target) * ctx.context_window / 2))
+            if tokens_before < backoff + gap:
+                ctx.record("skipped", reason="backing_off", tokens=tokens_before)
+                return
         with ExitStack() as held:
             if ctx.store is not None and ctx.session_id is not None:
                 from ctxlife.sessions import LockTimeoutError
@@ -198,6 +339,71 @@ class LLMSummary(ctxlife.Strategy):
                         error=type(exc).__name__,
                     )
             self._compact(ctx, tokens_before)
+
+    # -- background compaction -----------------------------------------------------------
+
+    def _start_background(self, ctx: ctxlife.LLMCallContext, tokens: int) -> None:
+        """Compact a copy of the list in a daemon thread (nothing changes in the live list yet)."""
+        if ctx.state.get("background") is not None or tokens < ctx.state.get("background_skipped", 0):
+            return
+        shadow = copy.copy(ctx)
+        shadow.messages = list(ctx.messages)
+        shadow.actions = []
+        shadow._count_memo = None
+        future: Future[ctxlife.LLMCallContext] = Future()
+
+        def work() -> None:
+            if future.set_running_or_notify_cancel():
+                try:
+                    self._compact(shadow, tokens)
+                    future.set_result(shadow)
+                except BaseException as exc:  # noqa: BLE001 - handed back at the swap
+                    future.set_exception(exc)
+
+        ctx.state["background"] = (list(ctx.messages), future, time.perf_counter())
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(work,), name="ctxlife-background-summary", daemon=True).start()
+
+    def _swap_background(self, ctx: ctxlife.LLMCallContext, tokens_before: int) -> bool:
+        """Put a finished background compaction in place of the list it was made from (the messages
+        added since stay after it). Waits for an unfinished one only when the list is over the window."""
+        job = ctx.state.get("background")
+        if job is None:
+            return False
+        base, future, started = job
+        waited = 0.0
+        if not future.done():
+            if tokens_before <= ctx.context_window:
+                return False
+            begin = time.perf_counter()
+            try:
+                future.result(timeout=self.options.timeout_seconds)
+            except Exception:  # noqa: BLE001 - the synchronous path below takes over
+                pass
+            waited = time.perf_counter() - begin
+        del ctx.state["background"]
+        try:
+            shadow = future.result(timeout=0)
+        except Exception:  # noqa: BLE001 - a failed background compaction: compact now instead
+            return False
+        done = next((a for a in shadow.actions if a.what in ("compacted", "truncated")), None)
+        messages = ctx.messages
+        if done is None:
+            ctx.state["background_skipped"] = tokens_before + self.options.min_gain_tokens
+            return False
+        if len(messages) < len(base) or messages[: len(base)] != base:
+            return False  # the list was edited since: this summary no longer describes it
+        messages[:] = shadow.messages + messages[len(base) :]
+        details = dict(done.details)
+        details.update(tokens_before=tokens_before, tokens_after=ctx.count())
+        ctx.record(
+            done.what,
+            **details,
+            background=True,
+            waited_seconds=round(waited, 3),
+            ready_after_seconds=round(time.perf_counter() - started, 3),
+        )
+        return True
 
     def _compact(self, ctx: ctxlife.LLMCallContext, tokens_before: int) -> None:
         messages = ctx.messages
@@ -241,12 +447,23 @@ class LLMSummary(ctxlife.Strategy):
         after = [0] * (len(rest) + 1)
         for i in range(len(rest) - 1, -1, -1):
             after[i] = after[i + 1] + sizes[i]
-        cut = cuts[-1]
-        for candidate in cuts:  # keep as much as the target allows
-            tail_tokens = after[candidate] + sum(sizes[i] for i in kept_users if first <= i < candidate)
-            if fixed + tail_tokens + self.options.max_summary_tokens <= target_tokens:
-                cut = candidate
-                break
+
+        def fitting(candidates: list[int]) -> int | None:
+            for candidate in candidates:  # keep as much as the target allows
+                tail_tokens = after[candidate] + sum(sizes[i] for i in kept_users if first <= i < candidate)
+                if fixed + tail_tokens + self.options.max_summary_tokens <= target_tokens:
+                    return candidate
+            return None
+
+        found = fitting(cuts)
+        if found is None and keep_units > 1 and len(unit_starts) > 1:
+            # The recent units alone are over the target (large tool results): reach the target down to
+            # the latest unit rather than compact again on the next calls (churn).
+            deeper = sorted(set(cuts) | {c for c in unit_starts if floor < c <= unit_starts[-1]})
+            found = fitting(deeper)
+            if found is None:
+                found = deeper[-1]  # as near the target as the latest unit allows
+        cut = found if found is not None else cuts[-1]
         kept_tail = tail_for(cut)
         evicted = [m for i, m in enumerate(rest[first:cut], first) if i not in kept_users]
         if not evicted:
@@ -264,31 +481,57 @@ class LLMSummary(ctxlife.Strategy):
             return
 
         read = _most_recent(evicted, sizes_of=tokens, limit=self._read_limit(ctx, replaced_tokens))
-        facts: list[Fact] = extract_facts(read)
+        facts: list[Fact] = extract_facts(read)  # from real messages only
         if previous_text:
-            facts += [f for f in extract_facts(previous_text) if f.key not in {g.key for g in facts}]
-        name, summarizer = self._summarizer(ctx)
+            known = {f.key for f in facts}
+            for fact in self._carried_facts(ctx, previous_text):
+                if fact.key not in known:
+                    known.add(fact.key)
+                    facts.append(fact)
+        name, factory = self._summarizer(ctx)
         started = time.perf_counter()
-        # With the ledger on, a summarizer that does not keep facts itself gets 70% of the budget
-        # and the key facts the rest.
-        keeps_facts = getattr(summarizer, "fact_list", False)
-        prose_budget = int(budget * 0.7) if self.options.key_facts and facts and not keeps_facts else budget
-        try:
-            request = SummaryRequest(read, previous_text, prose_budget, tokens.count_text, _most_useful(facts, budget))
-            text = self._summarize(summarizer, request)
-            text = self._with_key_facts(text, facts, tokens.count_text, budget)
-            text = escape_surrogates(text)  # lone surrogates from the span cannot be sent as UTF-8
-            size = tokens.count_text(text)
-            if size > self.options.max_summary_tokens:
-                raise SummaryFailed(
-                    f"summary of {size} tokens is over max_summary_tokens ({self.options.max_summary_tokens})"
+        attempts: list[tuple[str, Callable[[], Summarizer]]] = [(name, factory)]
+        if name != "extractive":
+            attempts.append(("extractive", lambda: self._extractive))
+        errors: list[tuple[str, BaseException]] = []
+        summary: dict[str, Any] | None = None
+        text = ""
+        used = name
+        for used, make in attempts:
+            if used.startswith(("model:", "agent_llm")) and self._resting():
+                errors.append((used, SummaryFailed(f"not asked: it failed {self._model_error}")))
+                continue
+            try:
+                summarizer = make()
+                # With the ledger on, a summarizer that does not keep facts itself gets 70% of the budget
+                # and the key facts the rest.
+                keeps_facts = getattr(summarizer, "fact_list", False)
+                prose_budget = int(budget * 0.7) if self.options.key_facts and facts and not keeps_facts else budget
+                request = SummaryRequest(
+                    read, previous_text, prose_budget, tokens.count_text, _most_useful(facts, budget)
                 )
-            summary = summary_message(messages, text, self.options.summary_role, ctx.message_format)
-            if tokens.count_message(summary) >= replaced_tokens:
-                raise SummaryFailed(
-                    f"summary of {size} tokens is not smaller than the {replaced_tokens} tokens it replaces"
-                )
-        except Exception as exc:  # noqa: BLE001 - any failure falls back to truncation, loudly
+                text = self._summary_text(summarizer, request, used == "extractive")
+                text = self._with_key_facts(text, facts, tokens.count_text, budget)
+                text = escape_surrogates(text)  # lone surrogates from the span cannot be sent as UTF-8
+                size = tokens.count_text(text)
+                if size > self.options.max_summary_tokens:
+                    text = cut_at_lines(text, self.options.max_summary_tokens, tokens.count_text)
+                candidate = summary_message(messages, text, self.options.summary_role, ctx.message_format)
+                if tokens.count_message(candidate) >= replaced_tokens:
+                    raise SummaryFailed(
+                        f"summary of {size} tokens is not smaller than the {replaced_tokens} tokens it replaces"
+                    )
+                summary = candidate
+                if used != "extractive" and used == name:
+                    self._model_failed_at = None
+                break
+            except Exception as exc:  # noqa: BLE001 - any failure falls back, loudly
+                errors.append((used, exc))
+                if used != "extractive":
+                    self._model_failed_at = time.monotonic()
+                    self._model_error = f"{time.strftime('%H:%M:%S')}: {type(exc).__name__}: {exc}"[:300]
+        contents = [text_of(m) for m in (*evicted, *previous, *system, *kept_tail)]
+        if summary is None:
             original = list(messages)
             kept = pinned + kept_tail
             if ctx.message_format == ANTHROPIC and not previous:
@@ -296,29 +539,20 @@ class LLMSummary(ctxlife.Strategy):
             messages[:] = system + previous + kept
             if ctx.count() >= tokens_before:
                 messages[:] = original  # truncating this span would not help either
-                ctx.record("skipped", reason="summary_failed_no_gain", error=type(exc).__name__)
+                ctx.record("skipped", reason="summary_failed_no_gain", error=type(errors[-1][1]).__name__)
                 return
-            contents = [text_of(m) for m in (*evicted, *previous, *system, *kept_tail)]
-            error, _ = describe_error(exc, contents, log_content=self.settings.log_content)
-            emit(
-                "error",
-                "ctxlife.summary_failed",
-                strategy=self.name,
-                summarizer=name,
-                session_id=ctx.session_id,
-                error=error,
-                error_type=type(exc).__name__,
-                fallback="truncated",
-                evicted_messages=len(evicted),
-            )
+            self._failed_event(ctx, errors, contents, "truncated", len(evicted))
             ctx.record(
                 "truncated",
                 reason="summary_failed",
                 summarizer=name,
                 evicted_messages=len(evicted),
-                error=type(exc).__name__,
+                error=type(errors[0][1]).__name__,
             )
+            self._note_result(ctx, tokens_before)
             return
+        if errors:
+            self._failed_event(ctx, errors, contents, "extractive", len(evicted))
         original = list(messages)
         messages[:] = system + [summary] + pinned + kept_tail
         tokens_after = ctx.count()
@@ -328,10 +562,11 @@ class LLMSummary(ctxlife.Strategy):
             messages[:] = original
             ctx.record("skipped", reason="no_gain", tokens=tokens_before)
             return
+        ctx.state["ledger"] = (text, facts[-_LEDGER_LIMIT:])
         kept_facts = len(facts) - len(facts_missing_from(facts, text))
         ctx.record(
             "compacted",
-            summarizer=name,
+            summarizer=used,
             tokens_before=tokens_before,
             tokens_after=tokens_after,
             evicted_messages=len(evicted),
@@ -340,25 +575,99 @@ class LLMSummary(ctxlife.Strategy):
             facts_found=len(facts),
             facts_kept=kept_facts,
             seconds=round(time.perf_counter() - started, 3),
+            **({"fallback_from": name} if used != name else {}),
+        )
+        self._note_result(ctx, tokens_before)
+
+    # -- pieces of a compaction -----------------------------------------------------------
+
+    def _resting(self) -> bool:
+        """Whether the model failed less than ``retry_model_after_seconds`` ago (then it is not asked)."""
+        failed = self._model_failed_at
+        return failed is not None and time.monotonic() - failed < self.options.retry_model_after_seconds
+
+    def _carried_facts(self, ctx: ctxlife.LLMCallContext, previous_text: str) -> list[Fact]:
+        """The ledger of the previous summary: kept in this strategy's state with the summary it belongs
+        to; after a restart, read from the summary's own "Key facts" list only (ctxlife wrote it from
+        real messages), never from the prose a model wrote."""
+        ledger = ctx.state.get("ledger")
+        if isinstance(ledger, tuple) and len(ledger) == 2 and ledger[0].strip() in previous_text:
+            return list(ledger[1])
+        at = previous_text.rfind(FACT_LIST_HEADER)
+        return extract_facts(previous_text[at + len(FACT_LIST_HEADER) :]) if at >= 0 else []
+
+    def _failed_event(
+        self,
+        ctx: ctxlife.LLMCallContext,
+        errors: list[tuple[str, BaseException]],
+        contents: list[str],
+        fallback: str,
+        evicted: int,
+    ) -> None:
+        """One error event for a compaction whose summarizer failed, naming each failure and the fallback."""
+        described = []
+        for _, exc in errors:
+            error, _ = describe_error(exc, contents, log_content=self.settings.log_content)
+            described.append(error)
+        emit(
+            "error",
+            "ctxlife.summary_failed",
+            strategy=self.name,
+            summarizer=errors[0][0],
+            session_id=ctx.session_id,
+            error=" | ".join(described),
+            error_type=type(errors[0][1]).__name__,
+            fallback=fallback,
+            evicted_messages=evicted,
         )
 
-    def _summarize(self, summarizer: Summarizer, request: SummaryRequest) -> str:
-        """Run the summarizer with a time limit; anything but a non-empty string is a failure.
+    def _note_result(self, ctx: ctxlife.LLMCallContext, tokens_before: int) -> None:
+        """Remember a compaction that could not get under the threshold (what must stay is too large):
+        the next ones wait until the context grew by half the threshold-target gap (no churn)."""
+        threshold = self.options.threshold or ctx.threshold
+        after = ctx.count()
+        if after > threshold * ctx.context_window:
+            ctx.state["backoff_from"] = after
+        else:
+            ctx.state.pop("backoff_from", None)
 
-        One summary thread at a time: while a summary that timed out is still running, the next
-        compaction truncates instead of piling up blocked threads. The thread is a daemon (not a
-        ThreadPoolExecutor worker, which the interpreter joins at exit), so a model call that
-        hangs never keeps the program from exiting.
+    def _summary_text(self, summarizer: Summarizer, request: SummaryRequest, local: bool) -> str:
+        """The summary of ``request`` within its budget: an over-budget one is condensed by the model
+        (asked once for less), then cut at a line; never discarded."""
+        count = request.count_tokens
+        text = self._summarize(lambda: summarizer.summarize(request), local)
+        if count(text) <= request.max_tokens:
+            return text
+        condense = getattr(summarizer, "condense", None)
+        if callable(condense) and not local:
+            try:
+                shorter = self._summarize(lambda: condense(text, int(request.max_tokens * 0.8)), local)
+                if count(shorter) < count(text):
+                    text = shorter
+            except Exception:  # noqa: BLE001 - the longer summary is still good: cut it instead
+                pass
+        return cut_at_lines(text, request.max_tokens, count)
+
+    def _summarize(self, work_fn: Callable[[], str], local: bool = False) -> str:
+        """Run a summarizer call with a time limit; anything but a non-empty string is a failure.
+
+        The extractive summarizer (``local``) runs inline. A model runs in one summary thread at a
+        time: while a summary that timed out is still running, the next compaction falls back
+        instead of piling up blocked threads. The thread is a daemon (not a ThreadPoolExecutor
+        worker, which the interpreter joins at exit), so a model call that hangs never keeps the
+        program from exiting.
         """
+        if local:
+            return _checked_text(work_fn())
         if self._running is not None and not self._running.done():
-            raise SummaryFailed("the previous summary has not finished yet (it timed out); truncating instead")
+            raise SummaryFailed("the previous summary has not finished yet (it timed out)")
         future: Future[str] = Future()
         self._running = future
 
         def work() -> None:
             if future.set_running_or_notify_cancel():
                 try:
-                    future.set_result(summarizer.summarize(request))
+                    future.set_result(work_fn())
                 except BaseException as exc:  # noqa: BLE001 - handed back to the caller
                     future.set_exception(exc)
 
@@ -368,12 +677,7 @@ class LLMSummary(ctxlife.Strategy):
             text = future.result(timeout=self.options.timeout_seconds)
         except TimeoutError:
             raise SummaryFailed(f"summarizer did not answer within {self.options.timeout_seconds} s") from None
-        if not isinstance(text, str):
-            raise SummaryFailed(f"summarizer returned {type(text).__name__}, not text")
-        text = strip_summary_marker(text).strip()
-        if not text:
-            raise SummaryFailed("summarizer returned an empty summary")
-        return text
+        return _checked_text(text)
 
     def _with_key_facts(self, text: str, facts: list[Fact], count: Any, budget: int) -> str:
         if not self.options.key_facts or not facts:
@@ -383,6 +687,18 @@ class LLMSummary(ctxlife.Strategy):
             return text
         block = format_fact_list(missing, budget - count(text) - 1, count)
         return f"{text}\n{block}" if block else text
+
+
+_LEDGER_LIMIT = 2_000  # facts carried from one summary to the next (the most recent ones)
+
+
+def _checked_text(text: object) -> str:
+    if not isinstance(text, str):
+        raise SummaryFailed(f"summarizer returned {type(text).__name__}, not text")
+    text = strip_summary_marker(text).strip()
+    if not text:
+        raise SummaryFailed("summarizer returned an empty summary")
+    return text
 
 
 def _opening_with_a_user_turn(kept: list[dict[str, Any]]) -> list[dict[str, Any]]:

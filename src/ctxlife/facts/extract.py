@@ -24,6 +24,15 @@ _CODE_VALUE_RE = re.compile(r"#?[A-Z0-9][A-Z0-9_-]*")
 _PLAIN_WORD_RE = re.compile(r"[A-Za-z][a-z]+")
 _YEAR_RE = re.compile(r"\d{4}")
 _MAX_JSON_DEPTH = 50
+#: ctxlife's own notes in a text (``[ctxlife: JSON shortened from 2500 tokens ...]``,
+#: ``[ctxlife_recall: ...]``): what they say is ctxlife's bookkeeping, never a fact of the conversation.
+_OWN_NOTE_RE = re.compile(r"\[ctxlife(?:_\w+)?:[^\]\n]*\]")
+#: ctxlife's own references (tool_output's ``to_`` + 16 hex digits, blob refs).
+_OWN_REF_RE = re.compile(
+    r"(?:\bto_[0-9a-f]{16}\b|\bblob[-:_](?:sha256:)?[0-9a-f]{6,}\b|\bsha256:[0-9a-f]{12,}\b)", re.IGNORECASE
+)
+#: A counter of ctxlife's units ("2500 tokens", "12 messages"): a size, not a fact.
+_COUNTER_RE = re.compile(r"[\d.,]+\s*(?:tokens?|characters?|chars|messages?)", re.IGNORECASE)
 
 
 def extract_facts(messages_or_text: str | Sequence[Mapping[str, Any]] | None) -> list[Fact]:
@@ -108,6 +117,8 @@ class _Ledger:
     def add(self, fact: Fact) -> None:
         if fact.key in self._keys or fact.text in self._texts:
             return
+        if _OWN_REF_RE.fullmatch(fact.text) or (fact.kind == "number" and _COUNTER_RE.fullmatch(fact.text)):
+            return
         self._keys.add(fact.key)
         self._texts.add(fact.text)
         self.facts.append(fact)
@@ -115,6 +126,10 @@ class _Ledger:
     def read_text(self, s: str) -> None:
         if not s:
             return
+        if "[ctxlife" in s:
+            s = _OWN_NOTE_RE.sub(" ", s)
+        if "to_" in s or "blob" in s or "sha256:" in s:
+            s = _OWN_REF_RE.sub(" ", s)
         data = json_payload(s) if s.lstrip()[:1] in ("{", "[") else None
         if data is not None and isinstance(data, (dict, list)):
             self.read_json(data, None, None)

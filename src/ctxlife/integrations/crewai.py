@@ -67,6 +67,7 @@ def wrap(
     *,
     session_id: str | None = None,
     plugins: Sequence[object] = (),
+    summary_model: object | None = None,
 ) -> CrewT:
     """Manage a CrewAI crew's context at all six lifecycle nodes; returns the same crew (same type).
 
@@ -75,7 +76,9 @@ def wrap(
     ``[tool.ctxlife]`` in ``./pyproject.toml``, then built-in defaults).
     ``session_id`` beats the config's; the window and model come from the config when it
     sets them, else from each agent's LLM. ``plugins`` are extra objects with
-    ``@ctxlife.hookimpl`` methods, called after the configured strategies. Wrapping an
+    ``@ctxlife.hookimpl`` methods, called after the configured strategies. ``summary_model`` is
+    the model ``llm_summary`` summarizes with instead of each agent's LLM (a function
+    ``(messages, max_tokens) -> str``, sync or async, or a CrewAI LLM). Wrapping an
     already wrapped crew is a no-op; :func:`unwrap` restores it. Needs
     ``pip install 'ctxlife[crewai]'``.
     """
@@ -85,7 +88,9 @@ def wrap(
     if not callable(getattr(crew, "kickoff", None)) or not hasattr(crew, "__dict__"):
         raise CtxlifeError(f"ctxlife.wrap() needs a crewai.Crew, got {type(crew).__name__}; wrap the Crew object")
     settings = resolve_settings(config)
-    host = Host(settings, session_id=session_id, plugins=plugins)
+    if summary_model is not None and not callable(summary_model) and callable(getattr(summary_model, "call", None)):
+        summary_model = _completion(summary_model)  # a CrewAI LLM: its calls are never managed again
+    host = Host(settings, session_id=session_id, plugins=plugins, summary_model=summary_model)
     adapter = CrewAdapter(crew, host)
     adapter.install()
     return crew

@@ -190,6 +190,8 @@ class CtxlifeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         session_id: the session; beats the config's, which beats the call's LangGraph ``thread_id``.
         plugins: extra objects with ``@ctxlife.hookimpl`` methods, after the configured strategies.
         model: the model name for the tokenizer; beats the config's and the chat model's own.
+        summary_model: what ``llm_summary`` summarizes with instead of the agent's chat model
+            (a chat model, or a function ``(messages, max_tokens) -> str``, sync or async).
 
     ``middleware.host`` is the :class:`~ctxlife.host.Host` (listeners, store, node methods).
     """
@@ -202,11 +204,19 @@ class CtxlifeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         session_id: str | None = None,
         plugins: Sequence[object] = (),
         model: str | None = None,
+        summary_model: object | None = None,
     ) -> None:
         super().__init__()
         key = session_key(session_id) if session_id is not None else None
+        if summary_model is not None and callable(getattr(summary_model, "invoke", None)):
+            summary_model = _completion(summary_model)  # a chat model: its calls are never managed again
         self.host = Host(
-            resolve_settings(config), context_window=context_window, model=model, session_id=key, plugins=plugins
+            resolve_settings(config),
+            context_window=context_window,
+            model=model,
+            session_id=key,
+            plugins=plugins,
+            summary_model=summary_model,
         )
         self.tools = [_langchain_tool(spec) for spec in self.host.provided_tools()]
         # The state's message objects live from call to call: convert each one once. Two generations,

@@ -80,7 +80,7 @@ class Session:
             is where the session lives; its strategies manage what :meth:`messages` returns.
         view: the lane inside the session (an agent's or task's; ``""``: the default view).
         system: a system prompt put first in every list :meth:`messages` returns (never recorded).
-        context_window, model, plugins: as for :class:`ctxlife.Host`.
+        context_window, model, plugins, summary_model: as for :class:`ctxlife.Host`.
         host: an existing host to use (shared by many sessions); it is not closed by :meth:`close`.
 
     Thread-safe as far as the store and host are; one object per conversation is the usual shape.
@@ -97,6 +97,7 @@ class Session:
         model: str | None = None,
         plugins: Sequence[object] = (),
         host: Host | None = None,
+        summary_model: object | None = None,
     ) -> None:
         session_id = session_key(session_id)  # any string: a framework's id is mapped to a store key
         validate_view(view)
@@ -114,6 +115,7 @@ class Session:
                 model=model,
                 session_id=session_id,
                 plugins=plugins,
+                summary_model=summary_model,
             )
         self.host: Host = host
         try:
@@ -357,6 +359,7 @@ class AsyncSession:
         model: str | None = None,
         plugins: Sequence[object] = (),
         host: Host | None = None,
+        summary_model: object | None = None,
     ) -> None:
         session_id = session_key(session_id)  # any string: a framework's id is mapped to a store key
         validate_view(view)
@@ -370,6 +373,7 @@ class AsyncSession:
             "model": model,
             "plugins": plugins,
             "host": host,
+            "summary_model": summary_model,
         }
         self._session: Session | None = None
         self._opening = asyncio.Lock()

@@ -37,7 +37,13 @@ from __future__ import annotations
 from ctxlife.messages import SUMMARY_PREFIX, strip_summary_marker
 from ctxlife.summarizers.base import Summarizer, SummarizerError, SummaryRequest
 from ctxlife.summarizers.extractive import ExtractiveSummarizer
-from ctxlife.summarizers.llm import DEFAULT_SYSTEM_PROMPT, LLMSummarizer
+from ctxlife.summarizers.llm import (
+    CHINESE_SYSTEM_PROMPT,
+    DEFAULT_SYSTEM_PROMPT,
+    LLMSummarizer,
+    conversation_language,
+    cut_at_lines,
+)
 from ctxlife.summarizers.registry import (
     ENTRY_POINT_GROUP,
     available_summarizers,
@@ -48,6 +54,7 @@ from ctxlife.summarizers.registry import (
 from ctxlife.summarizers.rendering import render_messages, truncate_to_tokens
 
 __all__ = [
+    "CHINESE_SYSTEM_PROMPT",
     "DEFAULT_SYSTEM_PROMPT",
     "ENTRY_POINT_GROUP",
     "SUMMARY_PREFIX",
@@ -57,6 +64,8 @@ __all__ = [
     "SummarizerError",
     "SummaryRequest",
     "available_summarizers",
+    "conversation_language",
+    "cut_at_lines",
     "get_summarizer",
     "register_summarizer",
     "render_messages",

@@ -68,7 +68,7 @@ _REACT_RE = re.compile(
 _FINAL_ANSWER_RE = re.compile(r"Final Answer:\s*(?P<final>.*)$", re.DOTALL)
 _TRIVIAL_RE = re.compile(
     r"^(?:(?:hi|hello|hey|thanks|thank you|ok|okay|sure|great|perfect|got it|you're welcome|yes|no|yep|nope|"
-    r"no problem|please hold on|one moment)[\s,!.]*(?:there|so much|very much|again)?[\s!.]*)+$",
+    r"no problem|please hold on|one moment)[\s,!.]*+(?:there|so much|very much|again)?[\s!.]*+)++$",
     re.IGNORECASE,
 )
 _LIST_MARK_RE = re.compile(r"^(?:[-*•]+|\d{1,2}[.)]|[a-zA-Z][.)])\s+")

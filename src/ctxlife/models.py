@@ -1,0 +1,280 @@
+"""Models for summaries: bring your own (a function, an OpenAI-compatible endpoint, the framework's model).
+
+Every route ends as one ``complete(messages, max_tokens) -> str`` callable (:data:`Complete`) that
+the ``llm_summary`` strategy calls from its summary thread:
+
+* :func:`as_completion` adapts what a caller hands to ``Host``, ``manage``, ``Session``, ``wrap`` or
+  the LangChain middleware as ``summary_model=``: a function ``(messages, max_tokens)`` returning
+  text (sync or ``async``), a LangChain chat model (``invoke``) or a CrewAI LLM (``call``).
+* :func:`openai_completion` calls an OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp's server,
+  Ollama, LM Studio, ...) through the official ``openai`` client (``pip install 'ctxlife[openai]'``).
+* :func:`model_route_problem` says why a configured route cannot work (for ``ctxlife check``).
+
+Failures raise :class:`ModelError` (:class:`ContextLengthExceeded` when the endpoint says the prompt
+is over its window): the strategy then falls back to the extractive summary, never to an overflow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import inspect
+import os
+import re
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ctxlife.errors import CtxlifeError, MissingDependencyError
+
+__all__ = [
+    "AsyncComplete",
+    "Complete",
+    "ContextLengthExceeded",
+    "ModelError",
+    "as_completion",
+    "model_route_problem",
+    "openai_completion",
+]
+
+Complete = Callable[[list[dict[str, Any]], int], str]
+"""``complete(messages, max_tokens) -> text``: one model call."""
+AsyncComplete = Callable[[list[dict[str, Any]], int], Awaitable[str]]
+"""``async complete(messages, max_tokens) -> text``."""
+
+#: Put where the endpoint needs no key (a local server) but the client insists on one.
+_NO_KEY = "ctxlife-no-key"
+
+
+class ModelError(CtxlifeError):
+    """A summary model call failed (endpoint down, HTTP error, timeout, a reply that is not text)."""
+
+
+class ContextLengthExceeded(ModelError):
+    """The endpoint refused the prompt as longer than its context window (HTTP 400 context_length_exceeded).
+
+    ``window`` is the window the endpoint named in its message ("maximum context length is 2048
+    tokens"), None when it named none.
+    """
+
+    def __init__(self, message: str, *, window: int | None = None) -> None:
+        super().__init__(message)
+        self.window = window
+
+
+_WINDOW_RE = re.compile(r"(?:context length|context size|context window|n_ctx)\D{0,40}?(\d{3,7})", re.IGNORECASE)
+
+
+def _window_in(text: str) -> int | None:
+    found = _WINDOW_RE.search(text)
+    return int(found.group(1)) if found else None
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _run_coroutine(awaitable: Awaitable[str]) -> str:
+    """Wait for ``awaitable`` from sync code, also when this thread already runs an event loop."""
+
+    async def wait() -> str:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wait())
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = asyncio.run(wait())
+        except BaseException as exc:  # noqa: BLE001 - handed back below
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name="ctxlife-summary-async", daemon=True)
+    worker.start()
+    worker.join()
+    if "error" in box:
+        raise box["error"]
+    return str(box["value"])
+
+
+def as_completion(model: object) -> Complete:
+    """A sync :data:`Complete` over ``model``.
+
+    ``model`` is a function ``(messages, max_tokens) -> str`` or ``async`` function returning
+    ``str``; a LangChain chat model (anything with ``invoke``/``ainvoke`` taking messages, as
+    LangChain's ``SummarizationMiddleware`` takes); or a CrewAI ``LLM`` (``call``). Messages are
+    OpenAI chat dicts. A reply that is not text raises :class:`ModelError`.
+    """
+    if model is None:
+        raise CtxlifeError("summary_model is None; pass a function (messages, max_tokens) -> str or a chat model")
+    invoke = getattr(model, "invoke", None)
+    if callable(invoke) and hasattr(model, "ainvoke"):
+        return _langchain_completion(model)
+    call = getattr(model, "call", None)
+    if callable(call) and hasattr(model, "supports_function_calling"):
+        return _crewai_completion(model)
+    if not callable(model):
+        raise CtxlifeError(
+            f"summary_model must be a function (messages, max_tokens) -> str (sync or async), a LangChain chat "
+            f"model or a CrewAI LLM; got {type(model).__name__}"
+        )
+    function: Callable[..., Any] = model
+
+    def complete(messages: list[dict[str, Any]], max_tokens: int) -> str:
+        reply = function(messages, max_tokens)
+        if inspect.isawaitable(reply):
+            reply = _run_coroutine(reply)
+        if not isinstance(reply, str):
+            raise ModelError(f"summary_model returned {type(reply).__name__}, not text")
+        return reply
+
+    complete.__qualname__ = f"as_completion({getattr(model, '__qualname__', type(model).__name__)})"
+    return complete
+
+
+def _text(content: object) -> str:
+    """A chat model reply's text: a string, or the text blocks of a list of content blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [b if isinstance(b, str) else b.get("text", "") for b in content if isinstance(b, (str, dict))]
+        return "".join(p for p in parts if isinstance(p, str))
+    raise ModelError(f"the chat model replied with {type(content).__name__}, not text")
+
+
+def _langchain_completion(model: Any) -> Complete:
+    """Over a LangChain chat model: it takes OpenAI-format dicts as they are; ``max_tokens`` is bound
+    when the model supports ``bind(max_tokens=...)``."""
+
+    def complete(messages: list[dict[str, Any]], max_tokens: int) -> str:
+        bound = model
+        bind = getattr(model, "bind", None)
+        if callable(bind):
+            try:
+                bound = bind(max_tokens=max_tokens)
+            except Exception:  # noqa: BLE001 - a model without the parameter: call it as it is
+                bound = model
+        reply = bound.invoke(messages)
+        return _text(getattr(reply, "content", reply))
+
+    return complete
+
+
+def _crewai_completion(llm: Any) -> Complete:
+    """Over a CrewAI ``LLM`` (``call(messages)``; CrewAI sets ``max_tokens`` on the LLM itself)."""
+
+    def complete(messages: list[dict[str, Any]], max_tokens: int) -> str:
+        return _text(llm.call(messages))
+
+    return complete
+
+
+def openai_completion(
+    model: str,
+    *,
+    base_url: str | None = None,
+    api_key_env: str = "OPENAI_API_KEY",
+    timeout: float = 60.0,
+    connect_timeout: float = 5.0,
+    temperature: float | None = 0.2,
+    extra_body: dict[str, Any] | None = None,
+) -> Complete:
+    """A :data:`Complete` over an OpenAI-compatible chat completions endpoint (the official client).
+
+    ``base_url`` is the endpoint (``http://127.0.0.1:8080/v1`` for a local server; None: OpenAI);
+    the key is read from the environment variable ``api_key_env`` at each call (a local endpoint
+    may have none). No retries (the strategy falls back instead); ``max_tokens`` is sent with each
+    call. Needs ``pip install 'ctxlife[openai]'``.
+    """
+    problem = model_route_problem("openai", model=model, base_url=base_url, api_key_env=api_key_env)
+    if problem is not None:
+        if not _installed("openai"):
+            raise MissingDependencyError(problem)
+        raise ModelError(problem)
+    import httpx
+    import openai
+
+    def client() -> openai.OpenAI:
+        return openai.OpenAI(
+            base_url=base_url,
+            api_key=os.environ.get(api_key_env) or _NO_KEY,
+            timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
+            max_retries=0,
+        )
+
+    made = client()
+    _ = made.chat.completions  # the client builds its resources lazily: do it now, not in a timed call
+    options: dict[str, Any] = {}
+    if temperature is not None:
+        options["temperature"] = temperature
+    if extra_body:
+        options["extra_body"] = extra_body
+
+    def complete(messages: list[dict[str, Any]], max_tokens: int) -> str:
+        where = f"model {model!r} at {base_url or 'api.openai.com'}"
+        try:
+            response = made.chat.completions.create(
+                model=model,
+                messages=messages,  # type: ignore[arg-type]
+                max_tokens=max_tokens,
+                **options,
+            )
+        except openai.BadRequestError as exc:
+            text = str(exc)
+            lowered = text.lower()
+            if "context" in lowered and any(w in lowered for w in ("length", "window", "size", "exceed")):
+                raise ContextLengthExceeded(
+                    f"{where}: the prompt is over the model's window: {text[:300]}", window=_window_in(text)
+                ) from None
+            raise ModelError(f"{where}: HTTP 400: {text[:300]}") from None
+        except openai.APIStatusError as exc:
+            raise ModelError(f"{where}: HTTP {exc.status_code}: {str(exc)[:300]}") from None
+        except openai.APITimeoutError:
+            raise ModelError(f"{where}: no answer within {timeout} s") from None
+        except openai.APIConnectionError as exc:
+            raise ModelError(f"{where}: cannot connect ({exc.__cause__ or exc}); is the server running?") from None
+        except (openai.OpenAIError, ValueError) as exc:  # a body that is not JSON, a bad shape, ...
+            raise ModelError(f"{where}: {type(exc).__name__}: {str(exc)[:300]}") from None
+        choices = getattr(response, "choices", None)
+        if not choices:
+            raise ModelError(f"{where}: the reply has no choices ({str(response)[:200]})")
+        content = getattr(choices[0].message, "content", None)
+        if not isinstance(content, str):
+            raise ModelError(f"{where}: the reply has no text content")
+        return content
+
+    complete.__qualname__ = f"openai_completion({model!r})"
+    return complete
+
+
+def model_route_problem(
+    api: str, *, model: str | None, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY"
+) -> str | None:
+    """Why the route ``api`` (``"openai"``, ``"crewai"``) cannot work as configured, with the fix; None if it can."""
+    if api == "openai":
+        if not _installed("openai"):
+            return (
+                f"llm_summary model {model!r} is called through the openai client, which is not installed: "
+                "pip install 'ctxlife[openai]'"
+            )
+        if base_url is None and not os.environ.get(api_key_env):
+            return (
+                f"llm_summary model {model!r} has no endpoint: set base_url (an OpenAI-compatible server, e.g. "
+                f'"http://127.0.0.1:8080/v1") or the environment variable {api_key_env} for api.openai.com'
+            )
+        return None
+    if api == "crewai":
+        if not _installed("crewai"):
+            return (
+                f"llm_summary model {model!r} is called through crewai.LLM, which is not installed: "
+                "pip install 'ctxlife[crewai]', or set base_url to call an OpenAI-compatible endpoint "
+                "with pip install 'ctxlife[openai]'"
+            )
+        return None
+    return f"unknown model api {api!r}; use 'openai' or 'crewai'"

@@ -1,0 +1,341 @@
+"""llm_summary with a model of the user's choosing: every failure shape still leaves a list that fits.
+
+The endpoints are local HTTP servers speaking the OpenAI wire format (real client, real HTTP); the
+model's replies are scripted. What a real model does is in test_real_model.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+import ctxlife
+from ctxlife.config import settings_from_dict
+from ctxlife.host import Host
+from ctxlife.messages import is_summary, validate
+from ctxlife.testing import assistant, system, tool_call, tool_result, user
+from ctxlife.tokens import TokenCounter
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fake_endpoint import completion, error, serve  # noqa: E402
+
+WINDOW = 4000
+
+
+def config(**options):
+    return settings_from_dict({"strategies": ["llm_summary"], "llm_summary": options})
+
+
+def turn(r: int, words: int = 60) -> list[dict]:
+    code = f"RS{r:03d}X"
+    call = tool_call("get_reservation_details", {"reservation_id": code}, call_id=f"call_{r}")
+    result = {"reservation_id": code, "flight": f"HAT{100 + r}", "notes": "ok " * words}
+    return [
+        user(f"Please check reservation {code} for user mia_li_{3600 + r}; I paid ${100 + r}.50."),
+        assistant(None, [call]),
+        tool_result(call["id"], json.dumps(result)),
+        assistant(f"Reservation {code} is confirmed on flight HAT{100 + r}."),
+    ]
+
+
+def chat(rounds: int, words: int = 60) -> list[dict]:
+    messages = [system("You are an airline agent.")]
+    for r in range(rounds):
+        messages += turn(r, words)
+    return messages
+
+
+def acted(report):
+    return next((a for a in report.actions if a.what in {"compacted", "truncated"}), None)
+
+
+def run_loop(host_or_manage, turns: int, words: int = 60):
+    """A plain loop: the list handed back is the next call's base. Returns each call's token count."""
+    counter = TokenCounter(None)
+    messages = [system("You are an airline agent.")]
+    sizes = []
+    for r in range(turns):
+        messages += turn(r, words)[:1]
+        host_or_manage(messages)
+        assert validate(messages) == []
+        sizes.append(counter.count_messages(messages))
+        messages += turn(r, words)[1:]
+    return sizes
+
+
+@pytest.mark.parametrize(
+    "reply, error_type",
+    [
+        (error(400, "This model's maximum context length is 2048 tokens", "context_length_exceeded"), "ContextLengthExceeded"),
+        (error(500, "internal error"), "ModelError"),
+        (completion("", 0.0), "SummaryFailed"),
+        (lambda body: (200, "<html>not json</html>", 0.0), "ModelError"),
+        (lambda body: (200, json.dumps({"choices": []}), 0.0), "ModelError"),
+        (completion("late", delay=6.0), "ModelError|SummaryFailed"),
+    ],
+    ids=["400-context-length", "500", "empty", "non-json", "no-choices", "timeout"],
+)
+def test_every_failure_shape_of_an_endpoint_falls_back_to_the_extractive_summary(reply, error_type):
+    with serve(reply) as server:
+        host = Host(
+            config(model="local", base_url=server["base_url"], timeout_seconds=3.0, connect_timeout_seconds=1.0),
+            context_window=WINDOW,
+        )
+        messages = chat(12)
+        with capture_logs() as logs:
+            report = host.manage(messages)
+        action = acted(report)
+        assert action.what == "compacted" and action.details["summarizer"] == "extractive"
+        assert action.details["fallback_from"] == "model:local"
+        assert is_summary(messages[1]) and validate(messages) == []
+        assert report.tokens_after <= 0.25 * WINDOW + 50
+        events = [e for e in logs if e["event"] == "ctxlife.summary_failed"]
+        assert len(events) == 1 and events[0]["fallback"] == "extractive" and events[0]["error_type"] in error_type.split("|")
+        assert not [e for e in logs if e["event"] == "ctxlife.strategy_failed"]
+
+
+def test_a_huge_reply_is_cut_to_the_budget_after_one_request_to_condense_it():
+    huge = "\n".join(f"Goal line {i}: keep reservation RS{i:03d}X for mia_li_{3600 + i}." for i in range(600))
+    shorter = "Goal: check reservations RS000X-RS009X.\nFacts: all confirmed."
+
+    def reply(body):
+        asked_to_condense = "Shorten this summary" in body["messages"][-1]["content"]
+        return completion(shorter if asked_to_condense else huge)(body)
+
+    with serve(reply) as server:
+        host = Host(config(model="local", base_url=server["base_url"]), context_window=WINDOW)
+        messages = chat(12)
+        action = acted(host.manage(messages))
+        assert action.what == "compacted" and action.details["summarizer"] == "model:local"
+        assert "Goal: check reservations RS000X-RS009X." in messages[1]["content"]
+        assert len(server["requests"]) == 2 and "Shorten this summary" in server["requests"][1]["messages"][-1]["content"]
+
+
+def test_prompts_fit_the_summarizers_own_window_and_max_tokens_fits_the_prose_budget():
+    counter = TokenCounter(None)
+    with serve(completion("Goal: reservations checked.\nFacts: RS000X confirmed.")) as server:
+        host = Host(
+            config(model="local", base_url=server["base_url"], summarizer_context_window=1024, max_read_tokens=None),
+            context_window=16_000,
+        )
+        messages = chat(60)  # about 11k tokens: far more than one prompt of a 1k model holds
+        action = acted(host.manage(messages))
+        assert action.what == "compacted" and action.details["summarizer"] == "model:local"
+        requests = server["requests"]
+        assert len(requests) >= 2  # summarized in pieces
+        for body in requests:
+            prompt = counter.count_messages(body["messages"])
+            assert prompt * 1.2 + body["max_tokens"] <= 1024, (prompt, body["max_tokens"])
+            assert body["max_tokens"] <= 0.7 * 600 + 1  # the prose budget, not the whole summary budget
+        assert "part 2 of" in requests[1]["messages"][-1]["content"]
+
+
+def test_the_prompt_is_structured_and_in_the_conversations_language():
+    with serve(completion("目标：查询订单。")) as server:
+        host = Host(config(model="local", base_url=server["base_url"]), context_window=WINDOW)
+        messages = [system("你是客服。")]
+        for r in range(14):
+            messages += [
+                user(f"请帮我查询订单 DD{r:04d} 的物流状态，我明天要出差，地址是上海市浦东新区世纪大道{r}号。" * 3),
+                assistant(f"订单 DD{r:04d} 已发货，预计后天送达。请问还有什么需要帮忙的吗？" * 3),
+            ]
+        action = acted(host.manage(messages))
+        assert action.what == "compacted"
+        system_prompt = server["requests"][0]["messages"][0]["content"]
+        assert "目标" in system_prompt and "切记" in system_prompt
+    with serve(completion("Goal: reservations.")) as server:
+        host = Host(config(model="local", base_url=server["base_url"]), context_window=WINDOW)
+        host.manage(chat(12))
+        system_prompt = server["requests"][0]["messages"][0]["content"]
+        for section in ("Goal:", "Decisions:", "Facts:", "Open items:", "Do not forget:"):
+            assert section in system_prompt
+
+
+def test_the_fact_ledger_never_takes_identifiers_the_model_invented():
+    replies = iter(["Goal: checks. The model invented ZQ7777Y and INV-998877 here.", "Goal: more checks."])
+    with serve(lambda body: completion(next(replies, "Goal: checks."))(body)) as server:
+        host = Host(config(model="local", base_url=server["base_url"], min_gain_tokens=0), context_window=WINDOW)
+        messages = chat(12)
+        host.manage(messages)
+        assert "ZQ7777Y" in messages[1]["content"]
+        for r in range(12, 20):
+            messages += turn(r)
+        action = acted(host.manage(messages))
+        assert action.what == "compacted"
+        facts_block = messages[1]["content"].split("Key facts:")[-1]
+        assert "ZQ7777Y" not in facts_block and "INV-998877" not in facts_block
+        assert "RS000X" in messages[1]["content"]  # a real fact of the first span is still carried
+
+
+def test_model_without_crewai_and_without_endpoint_keeps_compacting_and_check_names_the_fix(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "crewai", None)  # as if CrewAI were not installed
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    host = Host(config(model="gpt-4o-mini"), context_window=WINDOW)
+    with capture_logs() as logs:
+        sizes = run_loop(host.manage, 120)
+    assert max(sizes) <= WINDOW
+    failed = [e for e in logs if e["event"] == "ctxlife.summary_failed"]
+    assert failed and all(e["fallback"] == "extractive" for e in failed)
+    assert not [e for e in logs if e["event"] == "ctxlife.strategy_failed"]
+
+    from ctxlife.cli import main
+
+    path = tmp_path / "ctxlife.toml"
+    path.write_text('strategies = ["llm_summary"]\n[llm_summary]\nmodel = "gpt-4o-mini"\n')
+    assert main(["check", str(path)]) == 1
+    monkeypatch.setitem(sys.modules, "openai", None)
+    assert main(["check", str(path)]) == 1
+    path.write_text('strategies = ["llm_summary"]\n[llm_summary]\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    assert main(["check", str(path)]) == 1
+    monkeypatch.delitem(sys.modules, "openai")
+    assert main(["check", str(path)]) == 0
+
+
+def test_check_messages_name_the_fix(monkeypatch, tmp_path, capsys):
+    from ctxlife.cli import main
+
+    monkeypatch.setitem(sys.modules, "crewai", None)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    path = tmp_path / "ctxlife.toml"
+    path.write_text('strategies = ["llm_summary"]\n[llm_summary]\nmodel = "gpt-4o-mini"\n')
+    assert main(["check", str(path)]) == 1
+    assert "set base_url" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "openai", None)
+    assert main(["check", str(path)]) == 1
+    assert "pip install 'ctxlife[openai]'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_completion_function_reaches_the_summary_through_manage_and_sessions(kind, tmp_path):
+    seen: list[int] = []
+
+    def sync_model(messages, max_tokens):
+        seen.append(max_tokens)
+        return "Goal: reservations checked by my own model."
+
+    async def async_model(messages, max_tokens):
+        await asyncio.sleep(0)
+        seen.append(max_tokens)
+        return "Goal: reservations checked by my own model."
+
+    model = sync_model if kind == "sync" else async_model
+    settings = config()
+    messages = chat(12)
+    report = ctxlife.manage(messages, config=settings, context_window=WINDOW, summary_model=model)
+    assert acted(report).details["summarizer"] == "agent_llm"
+    assert "by my own model" in messages[1]["content"] and seen
+
+    async def amanaged():
+        listing = chat(12)
+        await ctxlife.amanage(listing, config=settings, context_window=WINDOW, summary_model=model)
+        return listing
+
+    assert "by my own model" in asyncio.run(amanaged())[1]["content"]
+
+    store = settings_from_dict(
+        {"strategies": ["llm_summary"], "store": f"file://{tmp_path}/sessions", "llm_summary": {}}
+    )
+    with ctxlife.Session("s1", config=store, context_window=WINDOW, summary_model=model) as session:
+        for message in chat(12)[1:]:
+            session.add(message)
+        listing = session.prepare(user("and now?"))
+        assert any("by my own model" in (m.get("content") or "") for m in listing)
+
+    async def in_async_session():
+        async with ctxlife.AsyncSession("s2", config=store, context_window=WINDOW, summary_model=model) as session:
+            await session.add_items(chat(12)[1:])
+            return await session.prepare(user("and now?"))
+
+    assert any("by my own model" in (m.get("content") or "") for m in asyncio.run(in_async_session()))
+
+
+def test_a_model_that_is_down_is_rested_then_asked_again():
+    calls = []
+
+    def flaky(messages, max_tokens):
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConnectionError("down")
+        return "Goal: back up."
+
+    host = Host(config(retry_model_after_seconds=0.0, min_gain_tokens=0), context_window=WINDOW, summary_model=flaky)
+    messages = chat(12)
+    assert acted(host.manage(messages)).details["summarizer"] == "extractive"
+    for r in range(12, 20):
+        messages += turn(r)
+    action = acted(host.manage(messages))
+    assert action.details["summarizer"] == "agent_llm" and "Goal: back up." in messages[1]["content"]
+
+
+def test_tool_heavy_turns_at_a_small_window_do_not_compact_on_most_calls():
+    host = Host(config(), context_window=WINDOW)
+    compactions = 0
+    calls = 0
+    messages = [system("You are an airline agent.")]
+    counter = TokenCounter(None)
+    for r in range(30):
+        messages += turn(r, words=350)[:3]  # a user turn and a large tool result each call
+        report = host.manage(messages)
+        calls += 1
+        compactions += acted(report) is not None
+        assert counter.count_messages(messages) <= WINDOW
+        messages += turn(r, words=350)[3:]
+    assert compactions <= calls // 2, (compactions, calls)
+
+
+def test_background_compaction_keeps_the_model_off_the_critical_path():
+    import time
+
+    def slow_model(messages, max_tokens):
+        time.sleep(1.0)
+        return "Goal: reservations checked in the background."
+
+    def waits(background: bool) -> tuple[list[float], list[dict]]:
+        host = Host(config(background=background, min_gain_tokens=0), context_window=WINDOW, summary_model=slow_model)
+        messages = [system("You are an airline agent.")]
+        counter = TokenCounter(None)
+        compaction_waits, actions = [], []
+        for r in range(40):
+            messages += turn(r)[:3]
+            started = time.perf_counter()
+            report = host.manage(messages)
+            elapsed = time.perf_counter() - started
+            assert counter.count_messages(messages) <= WINDOW and validate(messages) == []
+            done = acted(report)
+            if done is not None:
+                compaction_waits.append(elapsed)
+                actions.append(done.details)
+            messages += turn(r)[3:]
+            time.sleep(0.15)  # the agent's own model call
+        return compaction_waits, actions
+
+    sync_waits, _ = waits(False)
+    background_waits, actions = waits(True)
+    assert sync_waits and min(sync_waits) >= 1.0  # each compaction waited for the model
+    assert actions and all(a["background"] for a in actions)
+    assert all(a["summarizer"] == "agent_llm" and a["waited_seconds"] == 0 for a in actions)
+    assert max(background_waits) < 0.9  # the summary was ready (or the call went on) without waiting
+
+
+def test_a_window_the_endpoint_names_in_a_400_is_learnt_and_the_summary_planned_again():
+    counter = TokenCounter(None)
+
+    def reply(body):
+        prompt = counter.count_messages(body["messages"]) + body["max_tokens"]
+        if prompt > 1024:
+            return error(400, f"This model's maximum context length is 1024 tokens; you requested {prompt}.", "context_length_exceeded")(body)
+        return completion("Goal: reservations checked.")(body)
+
+    with serve(reply) as server:
+        host = Host(config(model="local", base_url=server["base_url"], max_read_tokens=None), context_window=16_000)
+        messages = chat(60)
+        action = acted(host.manage(messages))
+        assert action.what == "compacted" and action.details["summarizer"] == "model:local"
+        assert "Goal: reservations checked." in messages[1]["content"]
+        refused = [b for b in server["requests"] if counter.count_messages(b["messages"]) + b["max_tokens"] > 1024]
+        assert len(refused) == 1  # the first, too long for the model; every prompt after it fits
