@@ -451,13 +451,15 @@ def _redacted(url: str) -> str:
 # -- text output ------------------------------------------------------------------------------------
 
 
-def print_next_call(call: NextCall, out: Any, *, width: int = 100) -> None:
+def print_next_call(call: NextCall, out: Any, *, width: int = 160) -> None:
     """Print a :class:`NextCall` as a table (part, role, tokens, text) with the totals per part kind."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    console = Console(file=out, highlight=False, soft_wrap=False, width=max(width, 60))
+    console = Console(file=out, highlight=False, soft_wrap=False)
+    if not console.is_terminal:
+        console.width = max(width, 60)  # a file or a pipe
     comp = call.composition
     budget = int(call.threshold * call.context_window)
     view = f" view {call.view!r}" if call.view else ""

@@ -735,6 +735,8 @@ def print_session_replay(result: SessionReplay, out: Any = None) -> None:
     from ctxlife.inspection import PART_KINDS
 
     console = Console(file=out, highlight=False)
+    if not console.is_terminal:
+        console.width = 160  # a file or a pipe: wide enough for the table
     budget = int(result.threshold * result.context_window)
     view = f" view {result.view!r}" if result.view else ""
     console.print(
