@@ -25,6 +25,7 @@ from ctxlife.config import Settings
 from ctxlife.contexts import ToolCallContext
 from ctxlife.errors import ConfigError, CtxlifeError
 from ctxlife.host import Host
+from ctxlife.inspection import Frame, SessionReplay
 from ctxlife.messages import calls_of, check_shape, content_text, pair_tool_results, role, text_of, validate
 from ctxlife.retention import NeedIndex, reused_arguments
 
@@ -377,93 +378,6 @@ def context_text(messages: list[dict[str, Any]]) -> str:
 
 
 # -- replaying a stored session ---------------------------------------------------------------
-
-
-@dataclass
-class Frame:
-    """One model call of a session replay: what would have been sent, and what the strategies did.
-
-    Attributes:
-        index: 0-based position among the replay's calls.
-        label: ``"call N"``, ``"asked"`` (the ``--ask`` question) or ``"next call"`` (restored from the store).
-        composition: the list sent, labelled part by part (:func:`ctxlife.inspection.compose`).
-        unmanaged_tokens: what the conversation so far costs sent whole (system prompt included).
-        tokens_before / tokens_after: the host's count before and after the strategies.
-        actions: ``{"strategy", "what", **details}`` per recorded action (skips included).
-        failures: ``{"strategy", "node", "error"}`` per strategy rolled back.
-        evicted: the conversation messages the strategies left out of this call.
-        summary: the text of the history summary this call's compaction wrote (None without one).
-        recalled: ``{"seq", "role", "text", "score"}`` per passage a recall block brought back.
-        recall_block: the recall block's text (None without one).
-        restored: ``{"from_snapshot", "snapshot_covers", "from_records"}`` for a restore from the store.
-        problems: why the list would be refused by the provider (empty when valid).
-    """
-
-    index: int
-    label: str
-    composition: Any
-    unmanaged_tokens: int
-    tokens_before: int
-    tokens_after: int
-    actions: list[dict[str, Any]] = field(default_factory=list)
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    evicted: list[dict[str, Any]] = field(default_factory=list)
-    summary: str | None = None
-    recalled: list[dict[str, Any]] = field(default_factory=list)
-    recall_block: str | None = None
-    restored: dict[str, int] | None = None
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def compacted(self) -> bool:
-        """Whether a strategy cut the conversation at this call (a summary or a truncation)."""
-        return bool(self.evicted) or self.summary is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "label": self.label,
-            "unmanaged_tokens": self.unmanaged_tokens,
-            "tokens_before": self.tokens_before,
-            "tokens_after": self.tokens_after,
-            "actions": self.actions,
-            "failures": self.failures,
-            "evicted": self.evicted,
-            "summary": self.summary,
-            "recalled": self.recalled,
-            "recall_block": self.recall_block,
-            "restored": self.restored,
-            "problems": self.problems,
-            **self.composition.to_dict(),
-        }
-
-
-@dataclass
-class SessionReplay:
-    """A stored session replayed call by call under a config (:func:`replay_session`)."""
-
-    session_id: str
-    view: str
-    store_url: str
-    config: str
-    context_window: int
-    threshold: float
-    encoding: str
-    frames: list[Frame] = field(default_factory=list)
-    messages: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "session_id": self.session_id,
-            "view": self.view,
-            "store": self.store_url,
-            "config": self.config,
-            "context_window": self.context_window,
-            "threshold": self.threshold,
-            "encoding": self.encoding,
-            "messages": self.messages,
-            "calls": [f.to_dict() for f in self.frames],
-        }
 
 
 def replay_session(

@@ -27,13 +27,25 @@ from __future__ import annotations
 
 import weakref
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ctxlife.contexts import HookContext
-    from ctxlife.host import Report
 
-__all__ = ["NO_SPAN", "StrategySpan", "Tracer", "host_tracer"]
+
+class NodeReport(Protocol):
+    """What :meth:`Tracer.end_node` reads of a dispatch's :class:`ctxlife.host.Report`."""
+
+    tokens_before: int
+    tokens_after: int
+    context_window: int
+    budget: int
+    failures: list[Any]
+
+    @property
+    def acted(self) -> list[str]: ...
+
+__all__ = ["NO_SPAN", "NodeReport", "StrategySpan", "Tracer", "host_tracer"]
 
 #: The instrumentation scope name of ctxlife's spans.
 SCOPE = "ctxlife"
@@ -177,7 +189,7 @@ class Tracer:
         )
         return StrategySpan(span)
 
-    def end_node(self, ctx: HookContext, report: Report) -> None:
+    def end_node(self, ctx: HookContext, report: NodeReport) -> None:
         """Close the node's span with the dispatch's figures."""
         span = self._nodes.pop(ctx, None)
         if span is None:

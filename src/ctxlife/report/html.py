@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ctxlife.replay import Frame, SessionReplay
+    from ctxlife.inspection import Frame, SessionReplay
 
 __all__ = ["KIND_COLORS", "render_html", "write_report"]
 
