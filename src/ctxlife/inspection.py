@@ -286,6 +286,16 @@ def check_view(store: SessionStore, session_id: str, view: str) -> None:
     raise CtxlifeError(f"session {session_id!r} has nothing in view {view!r}; its views are {named}: pass --view")
 
 
+def pick_view(store: SessionStore, session_id: str, view: str | None) -> str:
+    """The view a command works on: ``view`` when given; else the default view, or the session's only view."""
+    if view is not None:
+        return view
+    views = session_views(store, session_id)
+    if "" in views or len(views) != 1:
+        return ""  # check_view names the views when the default one is empty
+    return views[0]
+
+
 def session_views(store: SessionStore, session_id: str) -> list[str]:
     """The views of a session that have records or a snapshot, the default view first."""
     views: dict[str, None] = {}
@@ -590,7 +600,6 @@ class SessionReplay:
         }
 
 
-
 # -- the command line -------------------------------------------------------------------------------
 
 
@@ -623,7 +632,7 @@ def show_context(store: SessionStore, args: Any, out: Any) -> int:
         settings,
         store,
         args.session_id,
-        view=getattr(args, "view", None) or "",
+        view=pick_view(store, args.session_id, getattr(args, "view", None)),
         ask=getattr(args, "ask", None),
         context_window=getattr(args, "window", None),
         model=getattr(args, "model", None),

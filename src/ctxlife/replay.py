@@ -596,7 +596,12 @@ def add_session_replay_arguments(parser: Any) -> None:
     parser.add_argument(
         "--store", metavar="URL", default=None, help="with --session: the store (default: the config's store)"
     )
-    parser.add_argument("--view", metavar="VIEW", default="", help="with --session: the view to replay (default: '')")
+    parser.add_argument(
+        "--view",
+        metavar="VIEW",
+        default=None,
+        help="with --session: the view to replay (default: the default view, or the session's only one)",
+    )
     parser.add_argument(
         "--ask", metavar="TEXT", default=None, help="with --session: one more call with this user message at the end"
     )
@@ -615,6 +620,7 @@ def open_session_store(settings: Settings, url: str | None) -> Any:
 def run_session_replay(args: Any) -> int:
     """``ctxlife replay --session ID``: print what each call would have sent (exit 1 if a list is invalid)."""
     from ctxlife.config import load_settings
+    from ctxlife.inspection import pick_view
 
     settings = load_settings(args.config)
     with open_session_store(settings, args.store) as store:
@@ -622,7 +628,7 @@ def run_session_replay(args: Any) -> int:
             settings,
             store,
             args.session,
-            view=args.view or "",
+            view=pick_view(store, args.session, args.view),
             ask=args.ask,
             context_window=args.window,
             model=args.model,

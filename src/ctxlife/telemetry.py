@@ -45,6 +45,7 @@ class NodeReport(Protocol):
     @property
     def acted(self) -> list[str]: ...
 
+
 __all__ = ["NO_SPAN", "NodeReport", "StrategySpan", "Tracer", "host_tracer"]
 
 #: The instrumentation scope name of ctxlife's spans.
@@ -94,9 +95,7 @@ class StrategySpan:
         self._scope.__enter__()
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if kind is not None and self._span.is_recording():
             from opentelemetry.trace import Status, StatusCode
 

@@ -30,13 +30,14 @@ def config_data(store_url: str, **extra: Any) -> dict[str, Any]:
 
 
 def turns() -> list[tuple[str, str]]:
-    """(user, assistant) turns: a greeting (the pinned first turn), a detail, filler that forces compaction, the hostile text, then more."""
+    """(user, assistant) turns: a greeting (the pinned first turn), a detail, filler that forces compaction
+    with the hostile text among it."""
     out = [
         ("Hello, I handle the support queue this week.", "Hello! Ready to help with the queue."),
         (
             f"Project falcon's release code name is {CODE_NAME}; please remember it for the launch notes.",
             f"Noted: the falcon release code name is {CODE_NAME}.",
-        )
+        ),
     ]
     for i in range(1, 9):
         out.append(

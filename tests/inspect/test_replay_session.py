@@ -52,11 +52,23 @@ def test_replay_under_another_config(stored: dict[str, Any], store_url: str, sto
     assert all(f.composition.total == f.unmanaged_tokens for f in result.frames)
 
 
-def test_replay_session_command(stored: dict[str, Any], store_url: str, config_file: Path, tmp_path: Path, capsys) -> None:
+def test_replay_session_command(
+    stored: dict[str, Any], store_url: str, config_file: Path, tmp_path: Path, capsys
+) -> None:
     before = fingerprint_store(store_url)
     report = tmp_path / "out" / "replay.html"
     code = main(
-        ["replay", "--session", SESSION, "--config", str(config_file), "--ask", "Falcon code name?", "--html", str(report)]
+        [
+            "replay",
+            "--session",
+            SESSION,
+            "--config",
+            str(config_file),
+            "--ask",
+            "Falcon code name?",
+            "--html",
+            str(report),
+        ]
     )
     out = capsys.readouterr().out
     assert code == 0, out

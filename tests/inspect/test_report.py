@@ -80,7 +80,9 @@ def _browser(tmp_path: Path) -> Any:
         "--window-size=1400,1000",
     ):
         options.add_argument(flag)
-    return webdriver.Chrome(service=Service(CHROMEDRIVER, log_output=str(tmp_path / "chromedriver.log")), options=options)
+    return webdriver.Chrome(
+        service=Service(CHROMEDRIVER, log_output=str(tmp_path / "chromedriver.log")), options=options
+    )
 
 
 @pytest.mark.slow
@@ -109,7 +111,7 @@ def test_report_in_a_real_browser(stored: dict[str, Any], store, tmp_path: Path)
         # A click on a compaction shows its summary (only that call's panel is shown).
         frame = next(f for f in result.frames if f.summary is not None and f.index != result.frames[0].index)
         last = result.frames[-1]
-        driver.find_element(By.CSS_SELECTOR, "svg .bar[data-call='%d']" % last.index).click()
+        driver.find_element(By.CSS_SELECTOR, f"svg .bar[data-call='{last.index}']").click()
         assert not driver.find_element(By.ID, f"call-{frame.index}").is_displayed()
         driver.find_element(By.CSS_SELECTOR, f".marker-compaction[data-call='{frame.index}']").click()
         panel = driver.find_element(By.ID, f"call-{frame.index}")

@@ -79,12 +79,19 @@ def test_spans_for_each_node_and_strategy(store_url: str, exporter: InMemorySpan
         # Every strategy's hook implementations (recall has two: strip first, recall last), then the plugin.
         names = sorted(s.name for s in children)
         assert names == sorted(
-            ["ctxlife.strategy llm_summary", "ctxlife.strategy recall", "ctxlife.strategy recall", "ctxlife.strategy broken"]
+            [
+                "ctxlife.strategy llm_summary",
+                "ctxlife.strategy recall",
+                "ctxlife.strategy recall",
+                "ctxlife.strategy broken",
+            ]
         ), names
         for child in children:
             assert child.start_time >= node.start_time and child.end_time <= node.end_time
     compactions = [
-        s for s in spans if s.name == "ctxlife.strategy llm_summary" and "compacted" in (s.attributes or {})["ctxlife.actions"]
+        s
+        for s in spans
+        if s.name == "ctxlife.strategy llm_summary" and "compacted" in (s.attributes or {})["ctxlife.actions"]
     ]
     assert compactions, "the small window makes llm_summary compact"
     attrs = compactions[0].attributes or {}
@@ -94,7 +101,9 @@ def test_spans_for_each_node_and_strategy(store_url: str, exporter: InMemorySpan
     node = next(s for s in nodes if s.context.span_id == compactions[0].parent.span_id)
     assert node.attributes["ctxlife.tokens.after"] < node.attributes["ctxlife.tokens.before"]
     assert node.attributes["ctxlife.strategies.acted"][0] in ("llm_summary", "recall")
-    recalls = [s for s in spans if s.name == "ctxlife.strategy recall" and "ctxlife.recalled_passages" in (s.attributes or {})]
+    recalls = [
+        s for s in spans if s.name == "ctxlife.strategy recall" and "ctxlife.recalled_passages" in (s.attributes or {})
+    ]
     assert recalls and recalls[-1].attributes["ctxlife.recalled_passages"] >= 1
     assert recalls[-1].attributes["ctxlife.recalled_tokens"] > 0
     # A strategy that raised: ERROR with its exception's type, never the conversation it quoted.

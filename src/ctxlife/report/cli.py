@@ -24,7 +24,12 @@ def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--config", metavar="FILE", default=None, help="config to replay with (default: ./ctxlife.toml, ...)"
     )
     parser.add_argument("--store", metavar="URL", default=None, help="the store (default: the config's store)")
-    parser.add_argument("--view", metavar="VIEW", default="", help="the view to report on (default: '')")
+    parser.add_argument(
+        "--view",
+        metavar="VIEW",
+        default=None,
+        help="the view to report on (default: the default view, or the session's only one)",
+    )
     parser.add_argument("--window", type=int, default=None, metavar="N", help="the context window in tokens")
     parser.add_argument("--model", default=None, help="the model name (picks the tokenizer)")
     parser.add_argument("--ask", metavar="TEXT", default=None, help="one more call with this user message at the end")
@@ -35,6 +40,7 @@ def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from ctxlife.config import load_settings
+    from ctxlife.inspection import pick_view
     from ctxlife.replay import open_session_store, replay_session
     from ctxlife.report import write_report
 
@@ -44,7 +50,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             settings,
             store,
             args.session_id,
-            view=args.view or "",
+            view=pick_view(store, args.session_id, args.view),
             ask=args.ask,
             context_window=args.window,
             model=args.model,

@@ -62,20 +62,20 @@ details{margin:4px 0}summary{cursor:pointer}
 
 _SCRIPT = """
 (function(){
-  function show(i){
+  function show(i, scroll){
     document.querySelectorAll('.call-detail').forEach(function(el){el.hidden = el.dataset.call !== String(i);});
     document.querySelectorAll('svg .bar').forEach(function(el){
       el.classList.toggle('selected', el.dataset.call === String(i));
     });
     var panel = document.getElementById('call-' + i);
-    if (panel && panel.scrollIntoView) { panel.scrollIntoView({block: 'nearest'}); }
+    if (scroll && panel && panel.scrollIntoView) { panel.scrollIntoView({block: 'nearest'}); }
   }
   document.querySelectorAll('[data-call]').forEach(function(el){
     if (el.classList.contains('call-detail')) { return; }
-    el.addEventListener('click', function(){ show(el.dataset.call); });
+    el.addEventListener('click', function(){ show(el.dataset.call, true); });
   });
   var start = document.body.dataset.start;
-  if (start !== undefined && start !== '') { show(start); }
+  if (start !== undefined && start !== '') { show(start, false); }
 })();
 """
 
@@ -154,10 +154,8 @@ def _chart(replay: SessionReplay) -> str:
             f'<rect class="frame" x="{x}" y="{y(frame.composition.total):.1f}" width="{bar}" '
             f'height="{y(0) - y(frame.composition.total):.1f}" fill="none"/>'
         )
-        label = frame.label.removeprefix("call ") if frame.label.startswith("call ") else frame.label[:6]
-        parts.append(
-            f'<text x="{x + bar / 2}" y="{above + chart_h + 14}" text-anchor="middle">{_e(label)}</text></g>'
-        )
+        label = frame.label.removeprefix("call ") if frame.label.startswith("call ") else frame.label.split()[0]
+        parts.append(f'<text x="{x + bar / 2}" y="{above + chart_h + 14}" text-anchor="middle">{_e(label)}</text></g>')
         for k, (kind, _) in enumerate(_events(frame)):
             color, letter = _MARKER_SHAPES[kind]
             cy = above - 10 - k * 15
@@ -200,7 +198,9 @@ def _panel(frame: Frame, replay: SessionReplay) -> str:
         out.append("<h3>What the strategies did</h3><ul>")
         for action in acted:
             details = ", ".join(f"{k}={v}" for k, v in action.items() if k not in ("strategy", "what"))
-            out.append(f"<li><b>{_e(action['strategy'])}</b>: {_e(action['what'])} <span class=muted>{_e(details)}</span>")
+            out.append(
+                f"<li><b>{_e(action['strategy'])}</b>: {_e(action['what'])} <span class=muted>{_e(details)}</span>"
+            )
         out.append("</ul>")
     if frame.restored is not None:
         r = frame.restored
@@ -280,7 +280,7 @@ def render_html(replay: SessionReplay, *, title: str | None = None) -> str:
     failures = sum(len(f.failures) for f in frames)
     peak = max((f.composition.total for f in frames), default=0)
     out = [
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{_e(policy)}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(heading)}</title><style>{_CSS}</style></head>",
@@ -300,7 +300,7 @@ def render_html(replay: SessionReplay, *, title: str | None = None) -> str:
         '<span class="muted">markers: C compaction, R recall, S restore, ! failure; click a bar or a marker</span>'
         "</div>",
         f'<div class="chart">{_chart(replay)}</div>',
-        "<h2>Timeline</h2><ol class=\"events\">",
+        '<h2>Timeline</h2><ol class="events">',
     ]
     for frame in frames:
         for kind, label in _events(frame):
@@ -323,4 +323,3 @@ def write_report(replay: SessionReplay, path: str | os.PathLike[str], *, title: 
         target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(render_html(replay, title=title), encoding="utf-8")
     return target
-
