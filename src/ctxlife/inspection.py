@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,7 @@ from ctxlife.errors import ConfigError, CtxlifeError, StoreError
 
 if TYPE_CHECKING:
     from ctxlife.config import Settings
-    from ctxlife.host import Report
+    from ctxlife.host import Host, Report
     from ctxlife.sessions.base import RawRecord, SessionStore
     from ctxlife.tokens import TokenCounter
 
@@ -37,6 +37,7 @@ __all__ = [
     "Part",
     "compose",
     "copy_session",
+    "host_on",
     "isolated_settings",
     "next_context",
     "scratch_session",
@@ -207,23 +208,78 @@ def _plain(record: RawRecord) -> bool:
     return _op(record) == "add" and getattr(record, "target", None) is None
 
 
+#: ``f(record) -> when it was said``: the times a scratch copy shows for its records (see :func:`scratch_session`).
+RecordedAt = Callable[["RawRecord"], "float | None"]
+
+
 @contextlib.contextmanager
-def scratch_session(source: SessionStore | None = None, session_id: str | None = None) -> Iterator[SessionStore]:
+def scratch_session(
+    source: SessionStore | None = None, session_id: str | None = None, *, recorded_at: RecordedAt | None = None
+) -> Iterator[SessionStore]:
     """A file store in a new temporary folder, holding a copy of ``session_id`` from ``source`` (if given).
 
     Everything written while it is open (records, snapshots, blobs, the recall index) goes into the
-    temporary folder, removed on exit; the source store is only read.
+    temporary folder, removed on exit; the source store is only read. The copy's records carry the
+    time they are written; ``recorded_at`` gives them another (the original's), which is what a
+    recalled passage shows ("[2024-05-02 14:05, message 17]"). With a ``source`` and no
+    ``recorded_at``, each copied record keeps its original's time.
     """
-    from ctxlife.sessions import open_store
-
     with tempfile.TemporaryDirectory(prefix="ctxlife-scratch-") as folder:
-        store = open_store(f"file://{Path(folder) / 'sessions'}")
+        times = recorded_at
+        if times is None and source is not None and session_id is not None:
+            original = {r.seq: r.recorded_at for r in source.read_records(session_id, strict=False)}
+
+            def times(record: RawRecord) -> float | None:
+                return original.get(record.seq, record.recorded_at)
+
+        store = _scratch_store(Path(folder) / "sessions", times)
         try:
             if source is not None and session_id is not None:
                 copy_session(source, store, session_id)
             yield store
         finally:
             store.close()
+
+
+def _scratch_store(directory: Path, recorded_at: RecordedAt | None) -> SessionStore:
+    """A :class:`~ctxlife.sessions.file.FileStore` (no fsync: it is thrown away) showing ``recorded_at`` times."""
+    import dataclasses
+
+    from ctxlife.sessions.file import FileStore
+
+    class ScratchStore(FileStore):
+        def __init__(self) -> None:
+            super().__init__(directory, fsync=False)
+            # Not a file:// URL: readers that would open their own store by URL (the recall index) read
+            # through this object, with its times; derived data (the index) stays in memory.
+            self.url = f"scratch+{self.url}"
+
+        def read_records(
+            self, session_id: str, after_seq: int = 0, *, view: str | None = None, strict: bool = True
+        ) -> list[RawRecord]:
+            records = super().read_records(session_id, after_seq, view=view, strict=strict)
+            if recorded_at is None:
+                return records
+            return [dataclasses.replace(r, recorded_at=recorded_at(r)) for r in records]
+
+    return ScratchStore()
+
+
+def host_on(settings: Settings, store: SessionStore, **kwargs: Any) -> Host:
+    """A :class:`ctxlife.Host` for ``settings`` working on ``store`` (a scratch copy) instead of the config's store.
+
+    The host opens the store its settings name (:func:`isolated_settings` points them at the copy's
+    folder; opening creates nothing) and is then handed ``store`` itself, so the times the copy shows
+    are the ones its strategies read. ``host.close()`` closes ``store`` too.
+    """
+    from ctxlife.host import Host
+
+    host = Host(isolated_settings(settings, store), **kwargs)
+    opened = host.open_store()
+    if opened is not store:
+        host.store = store
+        opened.close()
+    return host
 
 
 def isolated_settings(settings: Settings, store: SessionStore) -> Settings:
@@ -240,7 +296,7 @@ def isolated_settings(settings: Settings, store: SessionStore) -> Settings:
                 "copy's search index there, beside the real session's; set CTXLIFE_RECALL__INDEX_DIR=memory for "
                 "this command (or leave index_dir unset: the index then follows the store)"
             )
-    return settings.model_copy(update={"store": store.url})
+    return settings.model_copy(update={"store": store.url.removeprefix("scratch+")})
 
 
 def stored_system_prompt(store: SessionStore, session_id: str, view: str = "") -> str | None:
@@ -388,7 +444,6 @@ def next_context(
     user message (without it, the call is made on the stored conversation as it is). The original
     store is only read: nothing is recorded or written there.
     """
-    from ctxlife.host import Host
     from ctxlife.sessions.ids import validate_session_id, validate_view
     from ctxlife.sessions.session import Session
 
@@ -397,7 +452,7 @@ def next_context(
     window = require_window(settings, context_window)
     check_view(store, session_id, view)
     with scratch_session(store, session_id) as scratch:
-        host = Host(isolated_settings(settings, scratch), context_window=window, model=model, session_id=session_id)
+        host = host_on(settings, scratch, context_window=window, model=model, session_id=session_id)
         try:
             snapshot = scratch.load_snapshot(session_id, view)
             system = stored_system_prompt(scratch, session_id, view)

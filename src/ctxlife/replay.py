@@ -406,7 +406,7 @@ def replay_session(
         check_view,
         compose,
         evicted_messages,
-        isolated_settings,
+        host_on,
         next_context,
         require_window,
         scratch_session,
@@ -420,11 +420,18 @@ def replay_session(
     validate_view(view)
     window = require_window(settings, context_window)
     check_view(store, session_id, view)
-    conversation = [r.message for r in view_messages(store, session_id, view)]
+    records = view_messages(store, session_id, view)
+    conversation = [r.message for r in records]
     system = stored_system_prompt(store, session_id, view)
     prompt = [{"role": "system", "content": system}] if system else []
-    with scratch_session() as scratch:
-        host = Host(isolated_settings(settings, scratch), context_window=window, model=model, session_id=session_id)
+    # The replay records the conversation in order, one record per message: record N shows message N's time.
+    times = [r.recorded_at for r in records]
+
+    def recorded_at(record: Any) -> float | None:
+        return times[record.seq - 1] if 0 < record.seq <= len(times) else record.recorded_at
+
+    with scratch_session(recorded_at=recorded_at) as scratch:
+        host = host_on(settings, scratch, context_window=window, model=model, session_id=session_id)
         try:
             counter = host.counter()
             result = SessionReplay(
