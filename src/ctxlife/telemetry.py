@@ -161,17 +161,18 @@ class Tracer:
     def start_node(self, ctx: HookContext) -> None:
         """Open the span of the node ``ctx`` is being dispatched for (ended by :meth:`end_node`)."""
         span = self._tracer.start_span(f"ctxlife.{ctx.node}")
-        if span.is_recording():
-            attributes: dict[str, Any] = {"ctxlife.node": ctx.node, "ctxlife.view": ctx.view}
-            if ctx.session_id is not None:
-                attributes["gen_ai.conversation.id"] = ctx.session_id
-            if ctx.agent_role:
-                attributes["gen_ai.agent.name"] = ctx.agent_role
-            if ctx.task_name:
-                attributes["ctxlife.task.name"] = ctx.task_name
-            if self.model:
-                attributes["gen_ai.request.model"] = self.model
-            span.set_attributes(attributes)
+        if not span.is_recording():
+            return  # no SDK, or not sampled: no strategy spans either (their parent is not recorded)
+        attributes: dict[str, Any] = {"ctxlife.node": ctx.node, "ctxlife.view": ctx.view}
+        if ctx.session_id is not None:
+            attributes["gen_ai.conversation.id"] = ctx.session_id
+        if ctx.agent_role:
+            attributes["gen_ai.agent.name"] = ctx.agent_role
+        if ctx.task_name:
+            attributes["ctxlife.task.name"] = ctx.task_name
+        if self.model:
+            attributes["gen_ai.request.model"] = self.model
+        span.set_attributes(attributes)
         self._nodes[ctx] = span
 
     def strategy(self, name: str, ctx: HookContext) -> StrategySpan | _NoSpan:
