@@ -590,7 +590,7 @@ class Frame:
 
     index: int
     label: str
-    composition: Any
+    composition: Composition
     unmanaged_tokens: int
     tokens_before: int
     tokens_after: int
@@ -674,6 +674,17 @@ def add_context_arguments(parser: Any) -> None:
     )
     parser.add_argument("--model", default=None, help="with --context: the model name (picks the tokenizer)")
     parser.add_argument("--json", action="store_true", help="with --context: print JSON")
+
+
+def wants_context(args: Any) -> bool:
+    """Whether ``session show`` was asked for the next call's context (``--ask`` etc. only go with ``--context``)."""
+    if getattr(args, "context", False):
+        return True
+    given = [f"--{name}" for name in ("ask", "window", "model") if getattr(args, name, None) is not None]
+    given += ["--json"] if getattr(args, "json", False) else []
+    if given:
+        raise ConfigError(f"{', '.join(given)} go with --context (the next call's list): add --context")
+    return False
 
 
 def show_context(store: SessionStore, args: Any, out: Any) -> int:

@@ -86,6 +86,8 @@ def test_unknown_session_and_view_are_named(stored: dict[str, Any], config_file:
     with contextlib.redirect_stderr(err):
         assert main(["session", "show", "nobody", "--context", "--config", str(config_file)]) == 2
         assert main(["session", "show", SESSION, "--context", "--view", "other", "--config", str(config_file)]) == 2
+        assert main(["session", "show", SESSION, "--json", "--config", str(config_file)]) == 2
     text = err.getvalue()
+    assert "--json go with --context" in text
     assert "no session 'nobody'" in text
     assert "has nothing in view 'other'" in text and "pass --view" in text

@@ -238,9 +238,9 @@ def _show(
     only = getattr(args, "view", None)
     if only is not None:
         validate_view(only)
-    if getattr(args, "context", False):
-        from ctxlife.inspection import show_context
+    from ctxlife.inspection import show_context, wants_context
 
+    if wants_context(args):
         return show_context(store, args, out)
     raw_count = store.head(sid)
     counts = _views(store, sid) if raw_count else {"": 0}
