@@ -286,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a JSON list of messages (OpenAI chat or Anthropic Messages), a _raw.jsonl session history, "
         "or tau-bench trajectories (.json/.json.gz); or --session ID instead",
     )
-    from ctxlife.replay import add_session_replay_arguments  # --session ID, --ask, --html, --store, --view
+    from ctxlife.inspection import add_session_replay_arguments  # --session ID, --ask, --html, --store, --view
 
     add_session_replay_arguments(p)
     p.add_argument(

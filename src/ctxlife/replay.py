@@ -592,31 +592,6 @@ def _redact(url: str) -> str:
 # -- the command line for stored sessions -----------------------------------------------------
 
 
-def add_session_replay_arguments(parser: Any) -> None:
-    """Add ``--session``, ``--store``, ``--view``, ``--ask`` and ``--html`` to ``ctxlife replay``."""
-    parser.add_argument(
-        "--session",
-        metavar="ID",
-        default=None,
-        help="replay a stored session instead of a file (on a scratch copy: the store is only read)",
-    )
-    parser.add_argument(
-        "--store", metavar="URL", default=None, help="with --session: the store (default: the config's store)"
-    )
-    parser.add_argument(
-        "--view",
-        metavar="VIEW",
-        default=None,
-        help="with --session: the view to replay (default: the default view, or the session's only one)",
-    )
-    parser.add_argument(
-        "--ask", metavar="TEXT", default=None, help="with --session: one more call with this user message at the end"
-    )
-    parser.add_argument(
-        "--html", metavar="FILE", default=None, help="with --session: also write the HTML report to FILE"
-    )
-
-
 def open_session_store(settings: Settings, url: str | None) -> Any:
     """The store a stored-session command reads: ``url`` (``--store``), else the config's."""
     from ctxlife.sessions import open_store
