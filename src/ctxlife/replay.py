@@ -28,6 +28,7 @@ from ctxlife.host import Host
 from ctxlife.inspection import Frame, SessionReplay
 from ctxlife.messages import calls_of, check_shape, content_text, pair_tool_results, role, text_of, validate
 from ctxlife.retention import NeedIndex, reused_arguments
+from ctxlife.sessions.base import RawRecord
 
 #: How "facts kept" is defined wherever replay shows it (ctxlife.retention; never ctxlife's own extractor).
 FACTS_KEPT_DEFINITION = (
@@ -427,7 +428,7 @@ def replay_session(
     # The replay records the conversation in order, one record per message: record N shows message N's time.
     times = [r.recorded_at for r in records]
 
-    def recorded_at(record: Any) -> float | None:
+    def recorded_at(record: RawRecord) -> float | None:
         return times[record.seq - 1] if 0 < record.seq <= len(times) else record.recorded_at
 
     with scratch_session(recorded_at=recorded_at) as scratch:
