@@ -121,3 +121,23 @@ def test_report_in_a_real_browser(stored: dict[str, Any], store, tmp_path: Path)
         assert summary.get_attribute("textContent") == frame.summary
     finally:
         driver.quit()
+
+
+@pytest.mark.parametrize("store_kind", ["file"])
+def test_report_picks_the_only_view_and_names_the_views_otherwise(store_url: str, tmp_path: Path, capsys) -> None:
+    import ctxlife
+    from ctxlife.config import settings_from_dict
+
+    settings = settings_from_dict({"strategies": ["llm_summary"], "context_window": 4000, "store": store_url})
+    with ctxlife.Session("crew", settings, view="Writer.task0") as session:
+        session.messages({"role": "user", "content": "Draft the release note."})
+        session.record_reply("Here is the draft.")
+    out = tmp_path / "crew.html"
+    args = ["report", "crew", "-o", str(out), "--store", store_url, "--window", "4000"]
+    assert main(args) == 0
+    assert "crew [Writer.task0]" in out.read_text(encoding="utf-8")
+    with ctxlife.Session("crew", settings, view="Editor.task1") as session:
+        session.messages({"role": "user", "content": "Edit it."})
+    assert main(args) == 1
+    assert "its views are 'Editor.task1', 'Writer.task0': pass --view" in capsys.readouterr().err
+    assert main([*args, "--view", "Editor.task1"]) == 0
