@@ -34,6 +34,20 @@ class Broken:
         raise RuntimeError(f"cannot handle {ctx.messages[-1]['content']}")
 
 
+class CallsAModel:
+    """A plugin that calls "a model" traced by the application: its span nests under the strategy's."""
+
+    name = "calls_a_model"
+
+    def __init__(self, tracer: Any) -> None:
+        self.tracer = tracer
+
+    @ctxlife.hookimpl
+    def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
+        with self.tracer.start_as_current_span("app.model_call"):
+            pass
+
+
 @pytest.fixture
 def exporter(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
     # The test session turns the SDK off for CrewAI (OTEL_SDK_DISABLED, no network); this test's own provider is on.
@@ -45,7 +59,7 @@ def _run_session(store_url: str, exporter: InMemorySpanExporter) -> list[Readabl
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     settings = settings_from_dict(config_data(store_url), source="test config")
-    host = ctxlife.Host(settings, session_id=SESSION, plugins=[Broken()])
+    host = ctxlife.Host(settings, session_id=SESSION, plugins=[Broken(), CallsAModel(provider.get_tracer("app"))])
     assert host.tracer is not None, "OpenTelemetry is installed: the host traces by default"
     host.tracer = Tracer(provider.get_tracer("ctxlife"), model="gpt-4o")
     try:
@@ -84,8 +98,12 @@ def test_spans_for_each_node_and_strategy(store_url: str, exporter: InMemorySpan
                 "ctxlife.strategy recall",
                 "ctxlife.strategy recall",
                 "ctxlife.strategy broken",
+                "ctxlife.strategy calls_a_model",
             ]
         ), names
+        plugin = next(s for s in children if s.name == "ctxlife.strategy calls_a_model")
+        nested = [s for s in spans if s.name == "app.model_call" and s.parent.span_id == plugin.context.span_id]
+        assert len(nested) == 1
         for child in children:
             assert child.start_time >= node.start_time and child.end_time <= node.end_time
     compactions = [
