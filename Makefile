@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint format bench docs screenshot clean
+.PHONY: demo test test-fast lint format bench docs clean
 
 EXAMPLE := docs/examples/ctxlife-redact
 
@@ -57,6 +57,7 @@ docs: $(STAMP)
 
 # The README's picture of `ctxlife report`: the demo session (offline, scripted), reported and rendered by
 # Debian's headless Chromium (apt-get install chromium) into docs/images/report.png.
+.PHONY: screenshot
 SHOT_DIR := workspace/screenshot
 screenshot: $(STAMP)
 	rm -rf $(SHOT_DIR)
