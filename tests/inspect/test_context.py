@@ -91,3 +91,28 @@ def test_unknown_session_and_view_are_named(stored: dict[str, Any], config_file:
     assert "--json go with --context" in text
     assert "no session 'nobody'" in text
     assert "has nothing in view 'other'" in text and "pass --view" in text
+
+
+def test_the_scratch_copy_is_the_session(stored: dict[str, Any], store_url: str, store) -> None:
+    """Same records (numbers, views, messages, fingerprints, times) and snapshots; the original only read."""
+    from ctxlife.inspection import scratch_session
+
+    before = fingerprint_store(store_url)
+    with scratch_session(store, SESSION) as copy:
+        assert copy.url.startswith("scratch+file://")
+
+        def shown(s: Any) -> list[tuple[Any, ...]]:
+            return [(r.seq, r.view, r.message, r.fingerprint, r.recorded_at) for r in s.read_records(SESSION)]
+
+        assert shown(copy) == shown(store)
+        original, copied = store.load_snapshot(SESSION), copy.load_snapshot(SESSION)
+        assert original is not None and copied is not None
+        assert (copied.messages, copied.raw_length, copied.meta) == (
+            original.messages,
+            original.raw_length,
+            original.meta,
+        )
+        folder = Path(copy.url.removeprefix("scratch+file://"))
+        assert folder.is_dir()
+    assert not folder.exists()  # thrown away
+    assert fingerprint_store(store_url) == before
