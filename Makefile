@@ -69,5 +69,20 @@ bench: $(BENCH_STAMP)
 docs: $(STAMP)
 	$(BIN)/python -m ctxlife.docgen docs
 
+# The README's picture of `ctxlife report`: the demo session (offline, scripted), reported and rendered by
+# Debian's headless Chromium (apt-get install chromium) into docs/images/report.png.
+.PHONY: screenshot
+SHOT_DIR := workspace/screenshot
+screenshot: $(STAMP)
+	rm -rf $(SHOT_DIR)
+	mkdir -p $(SHOT_DIR)
+	$(BIN)/ctxlife demo --workspace $(SHOT_DIR) > $(SHOT_DIR)/demo.log
+	CTXLIFE_STORE=file://$(CURDIR)/$(SHOT_DIR)/sessions $(BIN)/ctxlife report xiaopaw-demo \
+		--config src/ctxlife/configs/demo.toml --window 8192 -o $(SHOT_DIR)/report.html
+	mkdir -p docs/images
+	chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking \
+		--disable-component-update --disable-sync --hide-scrollbars --user-data-dir=$(SHOT_DIR)/chromium \
+		--window-size=1280,900 --screenshot=$(CURDIR)/docs/images/report.png file://$(CURDIR)/$(SHOT_DIR)/report.html
+
 clean:
 	rm -rf $(VENV) workspace .pytest_cache .hypothesis .mypy_cache .ruff_cache build *.egg-info src/*.egg-info strategies/*.egg-info

@@ -3,6 +3,8 @@
     ctxlife strategies [--json]       installed strategies: name, hooks, package, version
     ctxlife check CONFIG              validate a config and print the resolved settings
     ctxlife replay FILE --config CFG  dry-run a recorded conversation through a config
+    ctxlife replay --session ID       the same for a stored session (on a copy), recall included
+    ctxlife report ID -o FILE         a self-contained HTML report of a stored session, call by call
     ctxlife session list|show|export|rm   inspect stored sessions
     ctxlife demo [--config] [--model] a real CrewAI crew on a scripted offline LLM, managed by ctxlife
 
@@ -80,8 +82,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from ctxlife.config import load_settings
     from ctxlife.errors import ConfigError
-    from ctxlife.replay import FACTS_KEPT_DEFINITION, load_conversations, replay
+    from ctxlife.replay import FACTS_KEPT_DEFINITION, load_conversations, replay, run_session_replay
 
+    if (args.file is None) == (args.session is None):
+        raise ConfigError("replay takes a recording FILE or --session ID (a stored session), one of the two")
+    if args.session is not None:
+        return run_session_replay(args)
     settings = load_settings(args.config)
     if not (args.window or settings.context_window):
         raise ConfigError("replay needs a context window: pass --window N or set context_window in the config")
@@ -289,9 +295,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "file",
+        nargs="?",
+        default=None,
         help="a JSON list of messages (OpenAI chat or Anthropic Messages), a _raw.jsonl session history, "
-        "or tau-bench trajectories (.json/.json.gz)",
+        "or tau-bench trajectories (.json/.json.gz); or --session ID instead",
     )
+    from ctxlife.inspection import add_session_replay_arguments  # --session ID, --ask, --html, --store, --view
+
+    add_session_replay_arguments(p)
     p.add_argument(
         "--config",
         default=None,
@@ -333,6 +344,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--chart", default=None, help="where to write the PNG chart (default: WORKSPACE/demo_context.png)")
     p.set_defaults(func=cmd_demo)
+
+    from ctxlife.report.cli import add_report_parser  # ctxlife report ID -o report.html
+
+    add_report_parser(sub)
 
     from ctxlife.sessions.cli import add_session_parser
 

@@ -40,6 +40,7 @@ from ctxlife.plugins import registry
 from ctxlife.sessions.base import RawRecord, SessionStore
 from ctxlife.sessions.ids import validate_view
 from ctxlife.strategy import Strategy, ToolSpec, create_strategy
+from ctxlife.telemetry import NO_SPAN, host_tracer
 from ctxlife.tokens import TokenCounter
 
 
@@ -206,6 +207,8 @@ class Host:
             self.summary_model = as_completion(summary_model)
         self.listeners: list[Callable[[Report], None]] = []
         """Called with every dispatch's :class:`Report` (metrics, dashboards, the demo)."""
+        self.tracer = host_tracer(self.model)
+        """OpenTelemetry spans per node and strategy (:mod:`ctxlife.telemetry`); None: not installed, no tracing."""
 
     def _register(self, plugin: object, name: str) -> None:
         try:
@@ -271,6 +274,9 @@ class Host:
         stop: Callable[[], bool] | None = None,
     ) -> list[StrategyFailure]:
         failures: list[StrategyFailure] = []
+        tracer = self.tracer
+        if tracer is not None:
+            tracer.start_node(ctx)
         for name, impl in self._impls[hook]:
             saved = snapshot()
             ctx._strategy = name
@@ -278,8 +284,10 @@ class Host:
             n_actions = len(ctx.actions)
             kwargs = {"ctx": ctx}
             try:
-                impl.function(*[kwargs[arg] for arg in impl.argnames])
-                problem = check(saved) if check is not None else None
+                with tracer.strategy(name, ctx) if tracer is not None else NO_SPAN as span:
+                    impl.function(*[kwargs[arg] for arg in impl.argnames])
+                    problem = check(saved) if check is not None else None
+                    span.finish(problem, ctx, n_actions)
             except Exception as exc:  # noqa: BLE001 - isolation is the point: any failure is rolled back
                 restore(saved)
                 del ctx.actions[n_actions:]
@@ -316,6 +324,8 @@ class Host:
 
     def _emit_node(self, report: Report, ctx: HookContext) -> None:
         report.session_id, report.agent_role, report.task_name = ctx.session_id, ctx.agent_role, ctx.task_name
+        if self.tracer is not None:
+            self.tracer.end_node(ctx, report)
         for listener in self.listeners:
             try:
                 listener(report)

@@ -25,8 +25,10 @@ from ctxlife.config import Settings
 from ctxlife.contexts import ToolCallContext
 from ctxlife.errors import ConfigError, CtxlifeError
 from ctxlife.host import Host
+from ctxlife.inspection import Frame, SessionReplay
 from ctxlife.messages import calls_of, check_shape, content_text, pair_tool_results, role, text_of, validate
 from ctxlife.retention import NeedIndex, reused_arguments
+from ctxlife.sessions.base import RawRecord
 
 #: How "facts kept" is defined wherever replay shows it (ctxlife.retention; never ctxlife's own extractor).
 FACTS_KEPT_DEFINITION = (
@@ -374,3 +376,313 @@ def _replay(conversation: Conversation, host: Host, context_window: int) -> Repl
 def context_text(messages: list[dict[str, Any]]) -> str:
     """All the text a model would read in a context, tool-call arguments included (any format)."""
     return "\n".join(text_of(m) for m in messages)
+
+
+# -- replaying a stored session ---------------------------------------------------------------
+
+
+def replay_session(
+    settings: Settings,
+    store: Any,
+    session_id: str,
+    *,
+    view: str = "",
+    ask: str | None = None,
+    context_window: int | None = None,
+    model: str | None = None,
+    next_call: bool = False,
+) -> SessionReplay:
+    """Replay a stored session (one view) through ``settings``, call by call, on a scratch store.
+
+    The view's conversation as it stands (edits resolved) is fed to :class:`ctxlife.Session` on a
+    scratch file store in a temporary folder, the way an application's loop feeds it: before each
+    recorded assistant reply, the messages since the previous reply go to ``Session.messages``
+    (recorded there, restored, run through every configured strategy, ``recall`` included, which
+    searches the scratch copy's history as it grows), then the reply is recorded. Tool results pass
+    through the after-tool strategies first. ``ask`` adds one last call with that user message.
+    ``next_call`` adds the call the stored session itself would make next (restored from a copy of
+    its snapshot and records: :func:`ctxlife.inspection.next_context`). The original store is only read.
+    """
+    from ctxlife.inspection import (
+        check_view,
+        compose,
+        evicted_messages,
+        host_on,
+        next_context,
+        require_window,
+        scratch_session,
+        stored_system_prompt,
+        view_messages,
+    )
+    from ctxlife.sessions.ids import validate_session_id, validate_view
+    from ctxlife.sessions.session import Session
+
+    validate_session_id(session_id)
+    validate_view(view)
+    window = require_window(settings, context_window)
+    check_view(store, session_id, view)
+    records = view_messages(store, session_id, view)
+    conversation = [r.message for r in records]
+    system = stored_system_prompt(store, session_id, view)
+    prompt = [{"role": "system", "content": system}] if system else []
+    # The replay records the conversation in order, one record per message: record N shows message N's time.
+    times = [r.recorded_at for r in records]
+
+    def recorded_at(record: RawRecord) -> float | None:
+        return times[record.seq - 1] if 0 < record.seq <= len(times) else record.recorded_at
+
+    with scratch_session(recorded_at=recorded_at) as scratch:
+        host = host_on(settings, scratch, context_window=window, model=model, session_id=session_id)
+        try:
+            counter = host.counter()
+            result = SessionReplay(
+                session_id,
+                view,
+                _redact(store.url),
+                settings.source,
+                window,
+                settings.threshold,
+                counter.encoding_name,
+                messages=len(conversation),
+            )
+            tools = _tool_names(conversation)
+            policy = host.implements("ctxlife_after_tool_call")
+            with Session(session_id, host=host, view=view, system=system) as session:
+
+                def call(new: list[dict[str, Any]], label: str, upto: list[dict[str, Any]]) -> None:
+                    before = prompt + session.get_items() + new
+                    sent = session.messages(*new)
+                    report = session.last_report
+                    assert report is not None
+                    result.frames.append(
+                        _frame(
+                            len(result.frames),
+                            label,
+                            compose(sent, counter),
+                            counter.count_messages(prompt + upto),
+                            report,
+                            evicted_messages(before, sent),
+                            sent,
+                            before,
+                            scratch,
+                            session_id,
+                            counter,
+                        )
+                    )
+
+                pending: list[dict[str, Any]] = []
+                shown: list[dict[str, Any]] = []  # the conversation as the model saw it (tool policy applied)
+                for i, message in enumerate(conversation):
+                    if role(message) == "assistant" and (pending or i > 0):
+                        call(pending, f"call {len(result.frames) + 1}", shown)
+                        pending = []
+                        session.record_reply(message)
+                        shown.append(message)
+                        continue
+                    if policy:
+                        message, _ = _through_tool_policy(host, message, i, tools, window)
+                    pending.append(message)
+                    shown.append(message)
+                if ask:
+                    question = {"role": "user", "content": ask}
+                    call([*pending, question], "asked", [*shown, question])
+                elif pending:
+                    call(pending, f"call {len(result.frames) + 1}", shown)
+        finally:
+            host.close()
+    if next_call:
+        found = next_context(settings, store, session_id, view=view, context_window=window, model=model)
+        frame = Frame(
+            len(result.frames),
+            "next call",
+            found.composition,
+            counter.count_messages(prompt + conversation),
+            found.report.tokens_before,
+            found.report.tokens_after,
+            _actions(found.report),
+            [f.__dict__ for f in found.report.failures],
+            [_shown(m, counter) for m in found.evicted],
+            restored={
+                "from_snapshot": found.restored_from_snapshot,
+                "snapshot_covers": found.snapshot_covers,
+                "from_records": found.restored_from_records,
+            },
+            problems=[str(p) for p in validate(found.composition.messages)],
+        )
+        _fill_inserted(frame, found.composition.messages, found.restored, store, session_id)
+        result.frames.append(frame)
+    return result
+
+
+def _actions(report: Any) -> list[dict[str, Any]]:
+    return [{"strategy": a.strategy, "what": a.what, **a.details} for a in report.actions]
+
+
+def _shown(message: dict[str, Any], counter: Any) -> dict[str, Any]:
+    return {"role": role(message) or "?", "text": text_of(message), "tokens": counter.count_message(message)}
+
+
+def _frame(
+    index: int,
+    label: str,
+    composition: Any,
+    unmanaged: int,
+    report: Any,
+    evicted: list[dict[str, Any]],
+    sent: list[dict[str, Any]],
+    before: list[dict[str, Any]],
+    store: Any,
+    session_id: str,
+    counter: Any,
+) -> Frame:
+    frame = Frame(
+        index,
+        label,
+        composition,
+        unmanaged,
+        report.tokens_before,
+        report.tokens_after,
+        _actions(report),
+        [f.__dict__ for f in report.failures],
+        [_shown(m, counter) for m in evicted],
+        problems=[str(p) for p in validate(sent)],
+    )
+    _fill_inserted(frame, sent, before, store, session_id)
+    return frame
+
+
+def _fill_inserted(
+    frame: Frame, sent: list[dict[str, Any]], before: list[dict[str, Any]], store: Any, session_id: str
+) -> None:
+    """The summary a compaction wrote at this call, and the passages a recall block brought back."""
+    from ctxlife.messages import SUMMARY_PREFIX, is_recall_block, is_summary
+    from ctxlife.sessions.base import fingerprint
+
+    had = {fingerprint(m) for m in before if is_summary(m)}
+    for message in sent:
+        if is_summary(message) and fingerprint(message) not in had:
+            frame.summary = content_text(message).removeprefix(SUMMARY_PREFIX).strip()
+        elif is_recall_block(message):
+            frame.recall_block = content_text(message)
+    recalled = next((a for a in frame.actions if a["what"] == "recalled"), None)
+    if recalled is None:
+        return
+    seqs = [int(s) for s in recalled.get("seqs", [])]
+    scores = list(recalled.get("scores", []))
+    records = {}
+    if store is not None and seqs:
+        records = {r.seq: r for r in store.read_records(session_id, min(seqs) - 1) if r.seq in set(seqs)}
+    for k, seq in enumerate(seqs):
+        record = records.get(seq)
+        frame.recalled.append(
+            {
+                "seq": seq,
+                "role": (role(record.message) or "?") if record is not None else "?",
+                "text": text_of(record.message) if record is not None else "",
+                "score": scores[k] if k < len(scores) else None,
+            }
+        )
+
+
+def _redact(url: str) -> str:
+    from ctxlife.sessions.base import redact_url
+
+    return redact_url(url)
+
+
+# -- the command line for stored sessions -----------------------------------------------------
+
+
+def open_session_store(settings: Settings, url: str | None) -> Any:
+    """The store a stored-session command reads: ``url`` (``--store``), else the config's."""
+    from ctxlife.sessions import open_store
+
+    return open_store(url or settings.store_url())
+
+
+def run_session_replay(args: Any) -> int:
+    """``ctxlife replay --session ID``: print what each call would have sent (exit 1 if a list is invalid)."""
+    from ctxlife.config import load_settings
+    from ctxlife.inspection import pick_view
+
+    settings = load_settings(args.config)
+    with open_session_store(settings, args.store) as store:
+        result = replay_session(
+            settings,
+            store,
+            args.session,
+            view=pick_view(store, args.session, args.view),
+            ask=args.ask,
+            context_window=args.window,
+            model=args.model,
+        )
+    if args.html:
+        from ctxlife.report import write_report
+
+        write_report(result, args.html)
+    if args.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        print_session_replay(result)
+        if args.html:
+            print(f"HTML report: {args.html}")
+    return 1 if any(f.problems for f in result.frames) else 0
+
+
+def print_session_replay(result: SessionReplay, out: Any = None) -> None:
+    """A table of the replay: per call the tokens of each part, what the strategies did; then the last list."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from ctxlife.inspection import PART_KINDS
+
+    console = Console(file=out, highlight=False)
+    if not console.is_terminal:
+        console.width = 160  # a file or a pipe: wide enough for the table
+    budget = int(result.threshold * result.context_window)
+    view = f" view {result.view!r}" if result.view else ""
+    console.print(
+        Text(
+            f"Session {result.session_id!r}{view} from {result.store_url}, replayed on a scratch copy with "
+            f"{result.config}: window {result.context_window:,}, threshold line {budget:,}, tokens counted with "
+            f"{result.encoding}; {result.messages} stored messages, {len(result.frames)} calls"
+        )
+    )
+    table = Table(title="What each call would have sent (tokens per part)")
+    for column in ("call", "msgs", "unmanaged", "sent", *PART_KINDS, "what the strategies did", "valid"):
+        table.add_column(column, justify="left" if column == "what the strategies did" else "right")
+    for frame in result.frames:
+        kinds = frame.composition.tokens_by_kind()
+        acted = [f"{a['strategy']}:{a['what']}" for a in frame.actions if a["what"] != "skipped"]
+        acted += [f"FAILED {f['strategy']}" for f in frame.failures]
+        table.add_row(
+            frame.label,
+            str(len(frame.composition.messages)),
+            f"{frame.unmanaged_tokens:,}",
+            f"{frame.composition.total:,}",
+            *(f"{kinds[k]:,}" if kinds[k] else "-" for k in PART_KINDS),
+            Text(", ".join(acted) or "-"),
+            "yes" if not frame.problems else "NO: " + frame.problems[0],
+        )
+    console.print(table)
+    if not result.frames:
+        return
+    last = result.frames[-1]
+    parts = Table(title=f"The list sent at {last.label}")
+    for column in ("#", "part", "role", "tokens", "text"):
+        parts.add_column(column, justify="right" if column in ("#", "tokens") else "left", overflow="fold")
+    for part in last.composition.parts:
+        preview = " ".join(part.text.split())
+        parts.add_row(
+            str(part.index),
+            part.kind,
+            part.role,
+            f"{part.tokens:,}",
+            Text(preview if len(preview) <= 160 else preview[:157] + "..."),
+        )
+    console.print(parts)
+    for passage in last.recalled:
+        score = passage.get("score")
+        shown = f"{score:.2f}" if isinstance(score, (int, float)) else "-"
+        console.print(Text(f"recalled message {passage['seq']} (score {shown}): {passage['text'][:120]}"))

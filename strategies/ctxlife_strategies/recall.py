@@ -191,6 +191,7 @@ class Recall(ctxlife.Strategy):
             messages=sum(len(p.records) for p in shown),
             tokens=ctx.tokens.count_text(text),
             seqs=[p.hit.seq for p in shown],
+            scores=[round(p.hit.score, 3) for p in shown],
         )
 
     # -- the search tool ------------------------------------------------------------------

@@ -85,6 +85,9 @@ def add_session_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     show.add_argument("session_id", metavar="ID", help="the session id")
     show.add_argument("--view", metavar="VIEW", default=None, help="show only this view (an agent's or task's lane)")
+    from ctxlife.inspection import add_context_arguments  # --context: the list the next call would send
+
+    add_context_arguments(show)
     export = sub.add_parser(
         "export",
         parents=[common],
@@ -252,6 +255,10 @@ def _show(
     only = getattr(args, "view", None)
     if only is not None:
         validate_view(only)
+    from ctxlife.inspection import show_context, wants_context
+
+    if wants_context(args):
+        return show_context(store, args, out)
     raw_count = store.head(sid)
     counts = _views(store, sid) if raw_count else {"": 0}
     if only is not None:

@@ -1,0 +1,735 @@
+"""See what the model sees: the context the next call of a stored session would send, part by part.
+
+:func:`next_context` answers "what did the model actually get?" for a stored session: it copies the
+session into a scratch store (a temporary folder; the original store is only read), restores it
+there through the real host path (:class:`ctxlife.Session` on a :class:`ctxlife.Host` built from
+the config, so every configured strategy runs: compaction, recall, bootstrap, ...) and returns the
+exact list that call would send, each part labelled (:data:`PART_KINDS`) with its token count.
+``ctxlife session show ID --context`` prints it.
+
+:func:`compose` labels any message list the same way; :func:`scratch_session` is the scratch copy
+that ``ctxlife replay --session`` and ``ctxlife report`` build on too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctxlife.errors import ConfigError, CtxlifeError, StoreError
+
+if TYPE_CHECKING:
+    from ctxlife.config import Settings
+    from ctxlife.host import Host, Report
+    from ctxlife.sessions.base import RawRecord, SessionStore
+    from ctxlife.tokens import TokenCounter
+
+__all__ = [
+    "PART_KINDS",
+    "Composition",
+    "Frame",
+    "SessionReplay",
+    "NextCall",
+    "Part",
+    "compose",
+    "copy_session",
+    "host_on",
+    "isolated_settings",
+    "next_context",
+    "scratch_session",
+    "stored_system_prompt",
+    "view_messages",
+]
+
+#: The kinds of part a context is made of, in the order they usually appear.
+PART_KINDS = ("system", "bootstrap", "summary", "recall", "recent")
+
+Message = dict[str, Any]
+
+
+@dataclass
+class Part:
+    """One labelled part of a context: a message, or the bootstrap section inside one.
+
+    Attributes:
+        kind: one of :data:`PART_KINDS` (``recent``: the conversation's messages as kept).
+        index: the position of its message in the list.
+        role: the message's role.
+        tokens: what it costs in the request (a message's per-message overhead included; a
+            bootstrap section inside a message counts its text only, the rest goes to the message).
+        text: its text (tool-call arguments included).
+    """
+
+    kind: str
+    index: int
+    role: str
+    tokens: int
+    text: str
+
+
+@dataclass
+class Composition:
+    """A message list and its labelled parts; ``total`` is what the whole request costs."""
+
+    messages: list[Message]
+    parts: list[Part]
+    total: int
+    encoding: str = ""
+
+    def tokens_by_kind(self) -> dict[str, int]:
+        """Tokens per part kind (every kind of :data:`PART_KINDS`, 0 when absent)."""
+        out = dict.fromkeys(PART_KINDS, 0)
+        for part in self.parts:
+            out[part.kind] = out.get(part.kind, 0) + part.tokens
+        return out
+
+    @property
+    def priming(self) -> int:
+        """Tokens of the request that belong to no message (the reply priming)."""
+        return self.total - sum(p.tokens for p in self.parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total_tokens": self.total,
+            "encoding": self.encoding,
+            "tokens_by_kind": self.tokens_by_kind(),
+            "priming_tokens": self.priming,
+            "parts": [p.__dict__ for p in self.parts],
+            "messages": self.messages,
+        }
+
+
+def compose(messages: Sequence[Message], counter: TokenCounter) -> Composition:
+    """Label each message of ``messages`` (system, bootstrap, summary, recall, recent) with its tokens.
+
+    A summary and a recall block are recognised as ctxlife inserted them
+    (:func:`ctxlife.messages.inserted_kind`); the bootstrap section ctxlife puts into a system
+    prompt (or, without one, into the first user turn) is its own part.
+    """
+    from ctxlife.messages import (
+        BOOTSTRAP_END,
+        BOOTSTRAP_START,
+        content_text,
+        inserted_kind,
+        is_system,
+        role,
+        text_of,
+    )
+
+    parts: list[Part] = []
+    for index, message in enumerate(messages):
+        who = role(message) or "?"
+        tokens = counter.count_message(message)
+        kind = inserted_kind(message)
+        text = text_of(message)
+        if kind in ("summary", "recall"):
+            parts.append(Part(kind, index, who, tokens, text))
+            continue
+        if kind == "bootstrap":
+            parts.append(Part("bootstrap", index, who, tokens, text))
+            continue
+        plain = "system" if is_system(message) else "recent"
+        body = content_text(message)
+        start, end = body.find(BOOTSTRAP_START), body.find(BOOTSTRAP_END)
+        if start >= 0 and end > start:
+            section = body[start : end + len(BOOTSTRAP_END)]
+            boot = min(counter.count_text(section), tokens)
+            rest = (body[:start] + body[end + len(BOOTSTRAP_END) :]).strip()
+            parts.append(Part(plain, index, who, tokens - boot, rest))
+            parts.append(Part("bootstrap", index, who, boot, section))
+        else:
+            parts.append(Part(plain, index, who, tokens, text))
+    return Composition(list(messages), parts, counter.count_messages(messages), counter.encoding_name)
+
+
+# -- the scratch copy -------------------------------------------------------------------------------
+
+
+def copy_session(source: SessionStore, target: SessionStore, session_id: str) -> int:
+    """Copy a session's raw history (every record, every view, same sequence numbers) and snapshots.
+
+    The source is only read. Returns the number of records copied. Raises
+    :class:`~ctxlife.errors.StoreError` when the copy would not have the source's sequence numbers.
+    """
+    records = source.read_records(session_id)
+    views: dict[str, None] = {"": None}
+    batch: list[RawRecord] = []
+
+    def flush() -> None:
+        if not batch:
+            return
+        first = batch[0]
+        if _plain(first):
+            written = target.append(session_id, [r.message for r in batch], view=first.view)
+        else:
+            from ctxlife.sessions import base
+
+            event = getattr(base, "Event", None)
+            append_events = getattr(target, "append_events", None)
+            if event is None or append_events is None:  # pragma: no cover - only before the event log
+                raise StoreError(f"session {session_id!r} holds edit events this version cannot copy")
+            written = append_events(
+                session_id,
+                [event(_op(r), r.message, getattr(r, "target", None), r.fingerprint) for r in batch],
+                view=first.view,
+            )
+        got = [r.seq for r in written]
+        wanted = [r.seq for r in batch]
+        if got != wanted:
+            raise StoreError(
+                f"copying session {session_id!r} from {source.url}: records {wanted[:3]}... came out as "
+                f"{got[:3]}... (the source's sequence numbers have gaps); nothing of the original was changed"
+            )
+        batch.clear()
+
+    for record in records:
+        views[record.view] = None
+        if batch and (record.view != batch[0].view or _plain(record) != _plain(batch[0])):
+            flush()
+        batch.append(record)
+    flush()
+    for view in views:
+        snapshot = source.load_snapshot(session_id, view)
+        if snapshot is not None:
+            target.save_snapshot(snapshot)
+    return len(records)
+
+
+def _op(record: RawRecord) -> str:
+    return str(getattr(record, "op", "add"))
+
+
+def _plain(record: RawRecord) -> bool:
+    """An append at the end (what :meth:`SessionStore.append` writes), not an edit event."""
+    return _op(record) == "add" and getattr(record, "target", None) is None
+
+
+#: ``f(record) -> when it was said``: the times a scratch copy shows for its records (see :func:`scratch_session`).
+RecordedAt = Callable[["RawRecord"], "float | None"]
+
+
+@contextlib.contextmanager
+def scratch_session(
+    source: SessionStore | None = None, session_id: str | None = None, *, recorded_at: RecordedAt | None = None
+) -> Iterator[SessionStore]:
+    """A file store in a new temporary folder, holding a copy of ``session_id`` from ``source`` (if given).
+
+    Everything written while it is open (records, snapshots, blobs, the recall index) goes into the
+    temporary folder, removed on exit; the source store is only read. The copy's records carry the
+    time they are written; ``recorded_at`` gives them another (the original's), which is what a
+    recalled passage shows ("[2024-05-02 14:05, message 17]"). With a ``source`` and no
+    ``recorded_at``, each copied record keeps its original's time.
+    """
+    with tempfile.TemporaryDirectory(prefix="ctxlife-scratch-") as folder:
+        times = recorded_at
+        if times is None and source is not None and session_id is not None:
+            original = {r.seq: r.recorded_at for r in source.read_records(session_id, strict=False)}
+
+            def times(record: RawRecord) -> float | None:
+                return original.get(record.seq, record.recorded_at)
+
+        store = _scratch_store(Path(folder) / "sessions", times)
+        try:
+            if source is not None and session_id is not None:
+                copy_session(source, store, session_id)
+            yield store
+        finally:
+            store.close()
+
+
+def _scratch_store(directory: Path, recorded_at: RecordedAt | None) -> SessionStore:
+    """A :class:`~ctxlife.sessions.file.FileStore` (no fsync: it is thrown away) showing ``recorded_at`` times."""
+    import dataclasses
+
+    from ctxlife.sessions.file import FileStore
+
+    class ScratchStore(FileStore):
+        def __init__(self) -> None:
+            super().__init__(directory, fsync=False)
+            # Not a file:// URL: readers that would open their own store by URL (the recall index) read
+            # through this object, with its times; derived data (the index) stays in memory.
+            self.url = f"scratch+{self.url}"
+
+        def read_records(
+            self, session_id: str, after_seq: int = 0, *, view: str | None = None, strict: bool = True
+        ) -> list[RawRecord]:
+            records = super().read_records(session_id, after_seq, view=view, strict=strict)
+            if recorded_at is None:
+                return records
+            return [dataclasses.replace(r, recorded_at=recorded_at(r)) for r in records]
+
+    return ScratchStore()
+
+
+def host_on(settings: Settings, store: SessionStore, **kwargs: Any) -> Host:
+    """A :class:`ctxlife.Host` for ``settings`` working on ``store`` (a scratch copy) instead of the config's store.
+
+    The host opens the store its settings name (:func:`isolated_settings` points them at the copy's
+    folder; opening creates nothing) and is then handed ``store`` itself, so the times the copy shows
+    are the ones its strategies read. ``host.close()`` closes ``store`` too.
+    """
+    from ctxlife.host import Host
+
+    host = Host(isolated_settings(settings, store), **kwargs)
+    opened = host.open_store()
+    if opened is not store:
+        host.store = store
+        opened.close()
+    return host
+
+
+def isolated_settings(settings: Settings, store: SessionStore) -> Settings:
+    """``settings`` with the session store replaced by ``store`` (a scratch copy), nothing else changed.
+
+    Refuses (:class:`~ctxlife.errors.ConfigError`) a ``recall`` ``index_dir`` naming a folder: the
+    copy's index would be written there, beside the real session's.
+    """
+    if "recall" in settings.strategies:
+        index_dir = getattr(settings.options_for("recall"), "index_dir", None)
+        if index_dir not in (None, "memory"):
+            raise ConfigError(
+                f"[recall] index_dir = {index_dir!r} in {settings.source}: a replay or inspection would write the "
+                "copy's search index there, beside the real session's; set CTXLIFE_RECALL__INDEX_DIR=memory for "
+                "this command (or leave index_dir unset: the index then follows the store)"
+            )
+    return settings.model_copy(update={"store": store.url.removeprefix("scratch+")})
+
+
+def stored_system_prompt(store: SessionStore, session_id: str, view: str = "") -> str | None:
+    """The system prompt a view's snapshot holds (without ctxlife's bootstrap section), or None.
+
+    System prompts are not raw history (the caller sends its own every call); the snapshot keeps
+    the one of the last saved call, which is the best guess of what the next call sends.
+    """
+    from ctxlife.messages import inserted_kind, is_system, strip_bootstrap
+
+    snapshot = store.load_snapshot(session_id, view)
+    if snapshot is None:
+        return None
+    for message in snapshot.messages:
+        if not is_system(message):
+            break
+        if inserted_kind(message) is not None:
+            continue
+        content = strip_bootstrap(message).get("content")
+        if isinstance(content, str) and content.strip():
+            return content.strip()
+    return None
+
+
+def view_messages(store: SessionStore, session_id: str, view: str = "") -> list[RawRecord]:
+    """The view's conversation as it stands: one record per message (edited and removed ones resolved)."""
+    current = getattr(store, "current", None)
+    if callable(current):
+        return list(current(session_id, view))
+    return store.read_records(session_id, view=view)
+
+
+def check_view(store: SessionStore, session_id: str, view: str) -> None:
+    """Raise a clear error when the session, or that view of it, holds nothing (naming the views it has)."""
+    views = session_views(store, session_id)
+    if view in views or store.load_snapshot(session_id, view) is not None:
+        return
+    if not views:
+        raise CtxlifeError(
+            f"no session {session_id!r} in {_redacted(store.url)}; `ctxlife session list` shows the sessions"
+        )
+    named = ", ".join(repr(v) if v else "'' (the default view)" for v in views)
+    raise CtxlifeError(f"session {session_id!r} has nothing in view {view!r}; its views are {named}: pass --view")
+
+
+def pick_view(store: SessionStore, session_id: str, view: str | None) -> str:
+    """The view a command works on: ``view`` when given; else the default view, or the session's only view."""
+    if view is not None:
+        return view
+    views = session_views(store, session_id)
+    if "" in views or len(views) != 1:
+        return ""  # check_view names the views when the default one is empty
+    return views[0]
+
+
+def session_views(store: SessionStore, session_id: str) -> list[str]:
+    """The views of a session that have records or a snapshot, the default view first."""
+    views: dict[str, None] = {}
+    for record in store.read_records(session_id, strict=False):
+        views[record.view] = None
+    if store.load_snapshot(session_id, "") is not None:
+        views[""] = None
+    return sorted(views, key=lambda v: (v != "", v))
+
+
+# -- the next call ----------------------------------------------------------------------------------
+
+
+@dataclass
+class NextCall:
+    """What the next call of a stored session would send (:func:`next_context`).
+
+    Attributes:
+        composition: the list, labelled part by part.
+        report: the host's report of that call (actions, failures, tokens before/after).
+        restored_from_snapshot: messages the view's snapshot gave back (0 without one).
+        snapshot_covers: the last raw record the snapshot reflects (0 without one).
+        restored_from_records: records after the snapshot that were restored too.
+        context_window, threshold: what the strategies worked with.
+        evicted: messages of the restored list that the strategies left out (a compaction).
+    """
+
+    session_id: str
+    view: str
+    composition: Composition
+    report: Report
+    restored_from_snapshot: int
+    snapshot_covers: int
+    restored_from_records: int
+    context_window: int
+    threshold: float
+    store_url: str
+    config: str
+    asked: str | None = None
+    evicted: list[Message] = field(default_factory=list)
+    restored: list[Message] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "view": self.view,
+            "store": self.store_url,
+            "config": self.config,
+            "context_window": self.context_window,
+            "threshold": self.threshold,
+            "asked": self.asked,
+            "restored": {
+                "from_snapshot": self.restored_from_snapshot,
+                "snapshot_covers": self.snapshot_covers,
+                "from_records": self.restored_from_records,
+            },
+            "tokens_before": self.report.tokens_before,
+            "tokens_after": self.report.tokens_after,
+            "actions": [{"strategy": a.strategy, "what": a.what, **a.details} for a in self.report.actions],
+            "failures": [f.__dict__ for f in self.report.failures],
+            **self.composition.to_dict(),
+        }
+
+
+def require_window(settings: Settings, context_window: int | None, flag: str = "--window N") -> int:
+    """The window a command works with: ``context_window``, else the config's; a clear error without one."""
+    window = context_window or settings.context_window
+    if not window:
+        raise ConfigError(
+            f"no context window is known: pass {flag} or set context_window in the config ({settings.source})"
+        )
+    return int(window)
+
+
+def next_context(
+    settings: Settings,
+    store: SessionStore,
+    session_id: str,
+    *,
+    view: str = "",
+    ask: str | None = None,
+    context_window: int | None = None,
+    model: str | None = None,
+) -> NextCall:
+    """The exact list the next call of ``session_id`` (view ``view``) would send, labelled part by part.
+
+    Runs the real host path on a scratch copy of the session: :class:`ctxlife.Session` restores the
+    view (its snapshot and the records after it) and the config's strategies run on it, so a
+    compaction, a recall block or the bootstrap text show exactly as they would. ``ask`` is the next
+    user message (without it, the call is made on the stored conversation as it is). The original
+    store is only read: nothing is recorded or written there.
+    """
+    from ctxlife.sessions.ids import validate_session_id, validate_view
+    from ctxlife.sessions.session import Session
+
+    validate_session_id(session_id)
+    validate_view(view)
+    window = require_window(settings, context_window)
+    check_view(store, session_id, view)
+    with scratch_session(store, session_id) as scratch:
+        host = host_on(settings, scratch, context_window=window, model=model, session_id=session_id)
+        try:
+            snapshot = scratch.load_snapshot(session_id, view)
+            system = stored_system_prompt(scratch, session_id, view)
+            with Session(session_id, host=host, view=view, system=system) as session:
+                restored = session.get_items()
+                new = [{"role": "user", "content": ask}] if ask else []
+                before = ([{"role": "system", "content": system}] if system else []) + restored + new
+                sent = session.messages(*new)
+                report = session.last_report
+                assert report is not None
+            covers = snapshot.raw_length if snapshot is not None else 0
+            from_records = len(scratch.read_records(session_id, covers, view=view))
+            return NextCall(
+                session_id=session_id,
+                view=view,
+                composition=compose(sent, host.counter()),
+                report=report,
+                restored_from_snapshot=len(snapshot.messages) if snapshot is not None else 0,
+                snapshot_covers=covers,
+                restored_from_records=from_records,
+                context_window=window,
+                threshold=settings.threshold,
+                store_url=_redacted(store.url),
+                config=settings.source,
+                asked=ask,
+                evicted=evicted_messages(before, sent),
+                restored=restored,
+            )
+        finally:
+            host.close()
+
+
+def evicted_messages(before: Sequence[Message], after: Sequence[Message]) -> list[Message]:
+    """The conversation messages of ``before`` that ``after`` no longer holds (by content, in order).
+
+    System prompts and what ctxlife inserted (summaries, recall blocks) are not conversation.
+    """
+    from ctxlife.messages import is_inserted, is_system
+    from ctxlife.sessions.base import fingerprint
+
+    left: dict[str, int] = {}
+    for message in after:
+        key = fingerprint(message)
+        left[key] = left.get(key, 0) + 1
+    out = []
+    for message in before:
+        if is_system(message) or is_inserted(message):
+            continue
+        key = fingerprint(message)
+        if left.get(key, 0) > 0:
+            left[key] -= 1
+        else:
+            out.append(message)
+    return out
+
+
+def _redacted(url: str) -> str:
+    from ctxlife.sessions.base import redact_url
+
+    return redact_url(url)
+
+
+# -- text output ------------------------------------------------------------------------------------
+
+
+def print_next_call(call: NextCall, out: Any, *, width: int = 160) -> None:
+    """Print a :class:`NextCall` as a table (part, role, tokens, text) with the totals per part kind."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(file=out, highlight=False, soft_wrap=False)
+    if not console.is_terminal:
+        console.width = max(width, 60)  # a file or a pipe
+    comp = call.composition
+    budget = int(call.threshold * call.context_window)
+    view = f" view {call.view!r}" if call.view else ""
+    restored = (
+        f"restored {call.restored_from_snapshot} message(s) from the snapshot (covers raw message "
+        f"{call.snapshot_covers}) + {call.restored_from_records} record(s) after it"
+        if call.restored_from_snapshot
+        else f"restored {call.restored_from_records} record(s) (no snapshot)"
+    )
+    console.print(
+        Text(
+            f"Next call of session {call.session_id!r}{view} in {call.store_url} (config {call.config}): "
+            f"{len(comp.messages)} messages, {comp.total:,} tokens ({comp.encoding}) of a {call.context_window:,} "
+            f"window (threshold line {budget:,}); {restored}"
+        )
+    )
+    if call.asked:
+        console.print(Text(f"with the question: {call.asked}"))
+    table = Table(show_lines=False)
+    for column in ("#", "part", "role", "tokens", "text"):
+        table.add_column(column, justify="right" if column in ("#", "tokens") else "left", overflow="fold")
+    for part in comp.parts:
+        preview = " ".join(part.text.split())
+        if len(preview) > 160:
+            preview = preview[:157] + "..."
+        table.add_row(str(part.index), part.kind, part.role, f"{part.tokens:,}", Text(preview))
+    console.print(table)
+    totals = ", ".join(f"{kind} {tokens:,}" for kind, tokens in comp.tokens_by_kind().items())
+    console.print(Text(f"Tokens by part: {totals}; reply priming {comp.priming}; total {comp.total:,}"))
+    acted = [f"{a.strategy}:{a.what}" for a in call.report.actions if a.what != "skipped"]
+    if acted:
+        console.print(Text(f"Strategies: {', '.join(acted)}"))
+    if call.evicted:
+        console.print(Text(f"Left out of this call by the strategies: {len(call.evicted)} message(s)"))
+    for failure in call.report.failures:
+        console.print(Text(f"FAILED: {failure.strategy} at {failure.node}: {failure.error}", style="red"))
+
+
+# -- a replay's calls (ctxlife.replay.replay_session fills them, ctxlife.report draws them) ---------
+
+
+@dataclass
+class Frame:
+    """One model call of a session replay: what would have been sent, and what the strategies did.
+
+    Attributes:
+        index: 0-based position among the replay's calls.
+        label: ``"call N"``, ``"asked"`` (the ``--ask`` question) or ``"next call"`` (restored from the store).
+        composition: the list sent, labelled part by part (:func:`ctxlife.inspection.compose`).
+        unmanaged_tokens: what the conversation so far costs sent whole (system prompt included).
+        tokens_before / tokens_after: the host's count before and after the strategies.
+        actions: ``{"strategy", "what", **details}`` per recorded action (skips included).
+        failures: ``{"strategy", "node", "error"}`` per strategy rolled back.
+        evicted: the conversation messages the strategies left out of this call.
+        summary: the text of the history summary this call's compaction wrote (None without one).
+        recalled: ``{"seq", "role", "text", "score"}`` per passage a recall block brought back.
+        recall_block: the recall block's text (None without one).
+        restored: ``{"from_snapshot", "snapshot_covers", "from_records"}`` for a restore from the store.
+        problems: why the list would be refused by the provider (empty when valid).
+    """
+
+    index: int
+    label: str
+    composition: Composition
+    unmanaged_tokens: int
+    tokens_before: int
+    tokens_after: int
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    evicted: list[dict[str, Any]] = field(default_factory=list)
+    summary: str | None = None
+    recalled: list[dict[str, Any]] = field(default_factory=list)
+    recall_block: str | None = None
+    restored: dict[str, int] | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def compacted(self) -> bool:
+        """Whether a strategy cut the conversation at this call (a summary or a truncation)."""
+        return bool(self.evicted) or self.summary is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "label": self.label,
+            "unmanaged_tokens": self.unmanaged_tokens,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "actions": self.actions,
+            "failures": self.failures,
+            "evicted": self.evicted,
+            "summary": self.summary,
+            "recalled": self.recalled,
+            "recall_block": self.recall_block,
+            "restored": self.restored,
+            "problems": self.problems,
+            **self.composition.to_dict(),
+        }
+
+
+@dataclass
+class SessionReplay:
+    """A stored session replayed call by call under a config (:func:`replay_session`)."""
+
+    session_id: str
+    view: str
+    store_url: str
+    config: str
+    context_window: int
+    threshold: float
+    encoding: str
+    frames: list[Frame] = field(default_factory=list)
+    messages: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "view": self.view,
+            "store": self.store_url,
+            "config": self.config,
+            "context_window": self.context_window,
+            "threshold": self.threshold,
+            "encoding": self.encoding,
+            "messages": self.messages,
+            "calls": [f.to_dict() for f in self.frames],
+        }
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+
+def add_context_arguments(parser: Any) -> None:
+    """Add ``--context``, ``--ask``, ``--window`` and ``--model`` to ``ctxlife session show``."""
+    parser.add_argument(
+        "--context",
+        action="store_true",
+        help="show the exact list the next model call would send (restored and run through the config's "
+        "strategies on a copy of the session), each part with its token count",
+    )
+    parser.add_argument(
+        "--ask", metavar="TEXT", default=None, help="with --context: the next user message (default: none)"
+    )
+    parser.add_argument(
+        "--window", type=int, default=None, metavar="N", help="with --context: the context window in tokens"
+    )
+    parser.add_argument("--model", default=None, help="with --context: the model name (picks the tokenizer)")
+    parser.add_argument("--json", action="store_true", help="with --context: print JSON")
+
+
+def wants_context(args: Any) -> bool:
+    """Whether ``session show`` was asked for the next call's context (``--ask`` etc. only go with ``--context``)."""
+    if getattr(args, "context", False):
+        return True
+    given = [f"--{name}" for name in ("ask", "window", "model") if getattr(args, name, None) is not None]
+    given += ["--json"] if getattr(args, "json", False) else []
+    if given:
+        raise ConfigError(f"{', '.join(given)} go with --context (the next call's list): add --context")
+    return False
+
+
+def show_context(store: SessionStore, args: Any, out: Any) -> int:
+    """``ctxlife session show ID --context``: print :func:`next_context` for the session (exit code)."""
+    import json
+
+    from ctxlife.config import load_settings
+
+    settings = load_settings(getattr(args, "config", None))
+    call = next_context(
+        settings,
+        store,
+        args.session_id,
+        view=pick_view(store, args.session_id, getattr(args, "view", None)),
+        ask=getattr(args, "ask", None),
+        context_window=getattr(args, "window", None),
+        model=getattr(args, "model", None),
+    )
+    if getattr(args, "json", False):
+        out.write(json.dumps(call.to_dict(), ensure_ascii=False, indent=2) + "\n")
+    else:
+        print_next_call(call, out)
+    return 0
+
+
+def add_session_replay_arguments(parser: Any) -> None:
+    """Add ``--session``, ``--store``, ``--view``, ``--ask`` and ``--html`` to ``ctxlife replay``."""
+    parser.add_argument(
+        "--session",
+        metavar="ID",
+        default=None,
+        help="replay a stored session instead of a file (on a scratch copy: the store is only read)",
+    )
+    parser.add_argument(
+        "--store", metavar="URL", default=None, help="with --session: the store (default: the config's store)"
+    )
+    parser.add_argument(
+        "--view",
+        metavar="VIEW",
+        default=None,
+        help="with --session: the view to replay (default: the default view, or the session's only one)",
+    )
+    parser.add_argument(
+        "--ask", metavar="TEXT", default=None, help="with --session: one more call with this user message at the end"
+    )
+    parser.add_argument(
+        "--html", metavar="FILE", default=None, help="with --session: also write the HTML report to FILE"
+    )

@@ -1,0 +1,62 @@
+"""``ctxlife report ID -o report.html``: the HTML report of a stored session."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["add_report_parser", "cmd_report"]
+
+
+def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``report`` command to the ``ctxlife`` command's subparsers."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "report",
+        help="write a self-contained HTML report of a stored session, call by call",
+        description="Replay a stored session through a config on a scratch copy (the store is only read) and "
+        "write one HTML file: per call, the context's parts as stacked bars against the window and the "
+        "threshold line; each compaction with its summary and what it evicted, each recall with its passages "
+        "and scores, the restore of the next call, and failures. Nothing in the file is fetched from anywhere.",
+    )
+    parser.add_argument("session_id", metavar="ID", help="the session id")
+    parser.add_argument("-o", "--output", metavar="FILE", default="report.html", help="where to write the report")
+    parser.add_argument(
+        "--config", metavar="FILE", default=None, help="config to replay with (default: ./ctxlife.toml, ...)"
+    )
+    parser.add_argument("--store", metavar="URL", default=None, help="the store (default: the config's store)")
+    parser.add_argument(
+        "--view",
+        metavar="VIEW",
+        default=None,
+        help="the view to report on (default: the default view, or the session's only one)",
+    )
+    parser.add_argument("--window", type=int, default=None, metavar="N", help="the context window in tokens")
+    parser.add_argument("--model", default=None, help="the model name (picks the tokenizer)")
+    parser.add_argument("--ask", metavar="TEXT", default=None, help="one more call with this user message at the end")
+    parser.add_argument("--title", default=None, help="the page title")
+    parser.set_defaults(func=cmd_report)
+    return parser
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ctxlife.config import load_settings
+    from ctxlife.inspection import pick_view
+    from ctxlife.replay import open_session_store, replay_session
+    from ctxlife.report import write_report
+
+    settings = load_settings(args.config)
+    with open_session_store(settings, args.store) as store:
+        result = replay_session(
+            settings,
+            store,
+            args.session_id,
+            view=pick_view(store, args.session_id, args.view),
+            ask=args.ask,
+            context_window=args.window,
+            model=args.model,
+            next_call=args.ask is None,
+        )
+    path = write_report(result, args.output, title=args.title)
+    compactions = sum(1 for f in result.frames if f.compacted)
+    print(f"wrote {path}: {len(result.frames)} calls, {compactions} compaction(s)")
+    return 0

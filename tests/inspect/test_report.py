@@ -1,0 +1,143 @@
+"""``ctxlife report ID -o report.html``: one self-contained page, checked as text and in a real headless Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inspect_sessions import HOSTILE, SESSION, fingerprint_store, turns
+
+from ctxlife.cli import main
+from ctxlife.replay import SessionReplay, replay_session
+from ctxlife.report import render_html
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+def _report(stored: dict[str, Any], store) -> tuple[SessionReplay, str]:
+    result = replay_session(stored["settings"], store, SESSION, next_call=True)
+    return result, render_html(result)
+
+
+def test_report_command_writes_a_self_contained_page(
+    stored: dict[str, Any], store_url: str, config_file: Path, tmp_path: Path, capsys
+) -> None:
+    before = fingerprint_store(store_url)
+    out = tmp_path / "report.html"
+    assert main(["report", SESSION, "-o", str(out), "--config", str(config_file)]) == 0
+    assert fingerprint_store(store_url) == before  # the store is only read
+    assert f"{len(turns()) + 1} calls" in capsys.readouterr().out  # each recorded reply, then the next call
+    page = out.read_text(encoding="utf-8")
+    # Nothing is fetched: no external scripts, styles, images, fonts or frames; a policy forbids them too.
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page, re.I)
+    assert "<link" not in page and "@import" not in page and "url(" not in page
+    assert 'http-equiv="Content-Security-Policy" content="default-src &#x27;none&#x27;;' in page
+    # Session text is escaped, never markup.
+    assert "<script>window.__pwned" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in page
+    assert page.count("<script>") == 1  # the page's own
+
+
+def test_report_shows_compactions_recalls_and_the_restore(stored: dict[str, Any], store) -> None:
+    result, page = _report(stored, store)
+    assert page.count('class="bar"') == len(result.frames)
+    assert result.frames[-1].label == "next call" and result.frames[-1].restored is not None
+    assert result.frames[-1].restored["from_snapshot"] > 0
+    compacted = [f for f in result.frames if f.summary is not None]
+    assert compacted
+    for frame in compacted:
+        assert f'class="marker marker-compaction" data-call="{frame.index}"' in page
+    assert 'class="marker marker-restore"' in page
+    assert "window " in page and "threshold " in page
+
+
+def _browser(tmp_path: Path) -> Any:
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        pytest.skip(
+            "chromium and chromium-driver are not installed, so the report cannot be checked in a browser here; "
+            "install them with `apt-get install chromium chromium-driver` (CI's .ci/run does)"
+        )
+    webdriver = pytest.importorskip("selenium.webdriver", reason="the selenium package is not installed")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        "--window-size=1400,1000",
+    ):
+        options.add_argument(flag)
+    return webdriver.Chrome(
+        service=Service(CHROMEDRIVER, log_output=str(tmp_path / "chromedriver.log")), options=options
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store_kind", ["file"])  # the page does not depend on the store; the others are above
+def test_report_in_a_real_browser(stored: dict[str, Any], store, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    result, page = _report(stored, store)
+    path = tmp_path / "report.html"
+    path.write_text(page, encoding="utf-8")
+    driver = _browser(tmp_path)
+    try:
+        driver.get(path.as_uri())
+        assert driver.find_element(By.TAG_NAME, "h1").text.startswith("ctxlife session report")
+        # One stacked bar per call, each with the segments of its parts.
+        bars = driver.find_elements(By.CSS_SELECTOR, "svg .bar")
+        assert len(bars) == len(result.frames)
+        for bar, frame in zip(bars, result.frames, strict=True):
+            segments = bar.find_elements(By.CSS_SELECTOR, "rect.seg")
+            assert len(segments) == sum(1 for v in frame.composition.tokens_by_kind().values() if v > 0)
+        assert len(driver.find_elements(By.CSS_SELECTOR, "svg .threshold-line")) == 1
+        # The hostile message was shown as text, and did not run.
+        assert driver.execute_script("return window.__pwned === undefined")
+        assert driver.execute_script("return document.querySelectorAll('img').length") == 0
+        assert HOSTILE in driver.execute_script("return document.body.textContent")
+        # A click on a compaction shows its summary (only that call's panel is shown).
+        frame = next(f for f in result.frames if f.summary is not None and f.index != result.frames[0].index)
+        last = result.frames[-1]
+        driver.find_element(By.CSS_SELECTOR, f"svg .bar[data-call='{last.index}']").click()
+        assert not driver.find_element(By.ID, f"call-{frame.index}").is_displayed()
+        driver.find_element(By.CSS_SELECTOR, f".marker-compaction[data-call='{frame.index}']").click()
+        panel = driver.find_element(By.ID, f"call-{frame.index}")
+        assert panel.is_displayed() and not driver.find_element(By.ID, f"call-{last.index}").is_displayed()
+        summary = panel.find_element(By.CSS_SELECTOR, ".summary-text")
+        assert summary.is_displayed()
+        assert summary.get_attribute("textContent") == frame.summary
+    finally:
+        driver.quit()
+
+
+@pytest.mark.parametrize("store_kind", ["file"])
+def test_report_picks_the_only_view_and_names_the_views_otherwise(store_url: str, tmp_path: Path, capsys) -> None:
+    import ctxlife
+    from ctxlife.config import settings_from_dict
+
+    settings = settings_from_dict({"strategies": ["llm_summary"], "context_window": 4000, "store": store_url})
+    with ctxlife.Session("crew", settings, view="Writer.task0") as session:
+        session.messages({"role": "user", "content": "Draft the release note."})
+        session.record_reply("Here is the draft.")
+    out = tmp_path / "crew.html"
+    args = ["report", "crew", "-o", str(out), "--store", store_url, "--window", "4000"]
+    assert main(args) == 0
+    assert "crew [Writer.task0]" in out.read_text(encoding="utf-8")
+    with ctxlife.Session("crew", settings, view="Editor.task1") as session:
+        session.messages({"role": "user", "content": "Edit it."})
+    assert main(args) == 1
+    assert "its views are 'Editor.task1', 'Writer.task0': pass --view" in capsys.readouterr().err
+    assert main([*args, "--view", "Editor.task1"]) == 0
