@@ -380,3 +380,30 @@ def test_a_reused_message_object_is_recorded_at_each_place(store_url: str) -> No
     host.record_reply(history)
     host.close()
     assert current(store_url, "reuse") == conversation(history)
+
+
+# -- the CLI: the whole log for audit, erase for privacy -----------------------------------------------
+
+
+def test_export_all_shows_the_log_and_erase_deletes_by_pattern(store_url: str) -> None:
+    from tests.sessions.test_session_cli import run
+
+    with open_store(store_url) as store:
+        store.append("cli", [user("my card is 4111-1111"), assistant("noted")])
+    with ctxlife.Session("cli", settings(store_url), context_window=WINDOW) as session:
+        session.edit(2, assistant("noted, thanks"))
+    code, out, _ = run("session", "export", "cli", "--all", "--store", store_url)
+    log_doc = json.loads(out)
+    assert code == 0 and [(r["seq"], r["op"], r.get("target")) for r in log_doc] == [
+        (1, "add", None),
+        (2, "add", None),
+        (3, "replace", 2),
+    ]
+    code, out, _ = run("session", "export", "cli", "--raw", "--store", store_url)
+    assert code == 0 and json.loads(out) == [user("my card is 4111-1111"), assistant("noted, thanks")]
+    code, out, _ = run("session", "erase", "cli", "--match", r"4111-\d+", "--store", store_url)
+    assert code == 0 and "erased 1 message(s)" in out
+    code, out, _ = run("session", "export", "cli", "--all", "--store", store_url)
+    assert "4111" not in out and json.loads(out)[0]["erased"] is True
+    assert run("session", "erase", "nobody", "--seq", "1", "--store", store_url)[0] == 1  # no such session
+    assert run("session", "erase", "cli", "--match", "((", "--store", store_url)[0] == 2  # not a regular expression

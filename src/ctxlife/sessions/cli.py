@@ -4,7 +4,7 @@ The main CLI hooks it up with::
 
     from ctxlife.sessions.cli import add_session_parser, run_session_command
 
-    add_session_parser(subparsers)          # adds "session {list,show,export,rm}"
+    add_session_parser(subparsers)          # adds "session {list,show,export,erase,rm,search}"
     ...
     if args.command == "session":
         return run_session_command(args, default_store_url=config_store_url, count_tokens=counter)
@@ -12,9 +12,13 @@ The main CLI hooks it up with::
 Every subcommand takes ``--store URL`` and ``--config FILE`` (before or after the subcommand:
 ``ctxlife session --config c.toml list`` and ``ctxlife session list --config c.toml`` are the same);
 without ``--store`` the ``default_store_url`` given by the caller (the config's ``store``) is used, and
-failing that :data:`ctxlife.sessions.DEFAULT_STORE_URL`. No subcommand but ``rm`` writes: ``list``,
+failing that :data:`ctxlife.sessions.DEFAULT_STORE_URL`. No subcommand but ``rm`` and ``erase`` writes: ``list``,
 ``show``, ``export`` and ``search`` never create a folder or a database (``list`` does delete sessions
 that outlived the store's ``?ttl=``, as any listing does).
+
+``export ID`` prints the view's snapshot; ``--raw`` the conversation from the raw history (edits
+applied); ``--all`` the whole event log, superseded and removed messages included. ``erase ID --seq N``
+or ``erase ID --match REGEX`` deletes messages for privacy (:meth:`SessionStore.erase`).
 
 ``rm`` deletes one session (``rm ID``), the sessions idle for longer than a duration
 (``rm --older-than 30d``), or every session (``rm --all --yes``; without ``--yes`` it only says what it
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 from typing import IO, Any
@@ -96,10 +101,31 @@ def add_session_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(a JSON array of messages).",
     )
     export.add_argument("session_id", metavar="ID", help="the session id")
-    export.add_argument("--raw", action="store_true", help="export the raw history instead")
+    export.add_argument(
+        "--raw", action="store_true", help="export the conversation from the raw history instead (edits applied)"
+    )
+    export.add_argument(
+        "--all",
+        action="store_true",
+        dest="log",
+        help="export the whole event log: every record with its seq, view, op (add/replace/remove) and target, "
+        "superseded and removed messages included (for audit)",
+    )
     export.add_argument(
         "--view", metavar="VIEW", default="", help="the view whose snapshot to export (default: the default view)"
     )
+    erase = sub.add_parser(
+        "erase",
+        parents=[common],
+        help="delete messages for privacy (raw history, snapshots, tool-output blobs, recall index)",
+        description="Overwrite messages everywhere the store keeps them and drop them from the conversation: "
+        "by sequence number (--seq, see `export --all`) or every message matching a regular expression "
+        "(--match; the matches are also scrubbed from summaries). Prints the sequence numbers erased.",
+    )
+    erase.add_argument("session_id", metavar="ID", help="the session id")
+    which = erase.add_mutually_exclusive_group(required=True)
+    which.add_argument("--seq", metavar="N", type=int, nargs="+", help="the sequence numbers of the messages")
+    which.add_argument("--match", metavar="REGEX", help="erase every message whose text matches this expression")
     rm = sub.add_parser(
         "rm",
         parents=[common],
@@ -150,7 +176,7 @@ def run_session_command(
     url = getattr(args, "store", None) or default_store_url or DEFAULT_STORE_URL
     from ctxlife.recall.cli import search_command
 
-    handlers = {"list": _list, "show": _show, "export": _export, "rm": _rm, "search": search_command}
+    handlers = {"list": _list, "show": _show, "export": _export, "erase": _erase, "rm": _rm, "search": search_command}
     handler = handlers.get(command or "")
     if handler is None:
         err.write(f"error: unknown session command {command!r}; use one of: {', '.join(handlers)}\n")
@@ -325,11 +351,21 @@ def _write_json(out: IO[str], value: Any) -> None:
 
 def _export(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: Any) -> int:
     sid = args.session_id
-    if args.raw:
-        messages = store.read_raw(sid)
-        if not messages and store.load_snapshot(sid) is None:
+    if args.raw or getattr(args, "log", False):
+        records = store.read_records(sid)
+        if not records and store.load_snapshot(sid) is None:
             return _not_found(store, sid, err)
-        _write_json(out, messages)
+        if getattr(args, "log", False):
+            _write_json(out, [_record_doc(r) for r in records])
+        else:
+            from ctxlife.sessions.base import materialize  # stores load when a command runs (import time)
+
+            views = sorted({r.view for r in records})
+            current = sorted(
+                (r for view in views for r in materialize([x for x in records if x.view == view])),
+                key=lambda r: r.seq,
+            )
+            _write_json(out, [r.message for r in current])
         return _EXIT_OK
     snapshot = store.load_snapshot(sid, getattr(args, "view", "") or "")
     if snapshot is None:
@@ -339,6 +375,33 @@ def _export(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_
             return _not_found(store, sid, err)
         return _EXIT_NOT_FOUND
     _write_json(out, snapshot.to_dict())
+    return _EXIT_OK
+
+
+def _record_doc(record: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {"seq": record.seq, "view": record.view, "op": record.op}
+    if record.target is not None:
+        doc["target"] = record.target
+    doc["at"] = record.recorded_at
+    if record.erased:
+        doc["erased"] = True
+    doc["message"] = record.message
+    return doc
+
+
+def _erase(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: Any) -> int:
+    sid = args.session_id
+    if not store.head(sid):
+        return _not_found(store, sid, err)
+    if args.match is not None:
+        try:
+            erased = store.erase_matching(sid, args.match)
+        except re.error as exc:
+            err.write(f"error: --match {args.match!r} is not a regular expression: {exc}\n")
+            return _EXIT_ERROR
+    else:
+        erased = store.erase(sid, args.seq)
+    out.write(f"erased {len(erased)} message(s) of session {_shown(sid)}: {' '.join(map(str, erased)) or '-'}\n")
     return _EXIT_OK
 
 
