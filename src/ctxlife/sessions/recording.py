@@ -140,11 +140,22 @@ class _Mirror:
     # without a snapshot saying so), and a list sharing only one message with it and lacking the
     # rest is a new conversation that repeats an old message ("hi"), not an edit.
     trusted: bool = True
+    last: int = -1  # the newest slot the list holds (0: none); computed when not given
 
-    @property
-    def last(self) -> int:
-        """The newest slot the list holds (0: none)."""
-        return max((s for s in self.slots if s is not None), default=0)
+    def __post_init__(self) -> None:
+        if self.last < 0:
+            self.last = max((s for s in self.slots if s is not None), default=0)
+
+
+@dataclasses.dataclass
+class _Plan:
+    """What :meth:`Recorder.record` writes for a list, and what it knows of the list's positions."""
+
+    events: list[Event]
+    slots: dict[int, int]  # list position -> slot, for the positions already in the view
+    adds: list[int]  # the list positions of the add events, in order
+    base: _Mirror | None = None  # the mirror the list starts with (the usual call), if any
+    fps: dict[int, str] = dataclasses.field(default_factory=dict)  # fingerprints computed for positions
 
 
 @dataclasses.dataclass
@@ -481,13 +492,9 @@ class Recorder:
 
     # -- diffing against a mirror -----------------------------------------------------------------
 
-    def _plan(self, state: _View, messages: Sequence[Any]) -> tuple[list[Event], dict[int, int], list[int]] | None:
-        """The events that bring the view to ``messages``, judged against the best mirror.
-
-        Returns ``(events, slots, new)``: the events to write (adds carry the caller's message),
-        the slot of each recordable list position already in the view, and the list positions of
-        the ``add`` events in order; None when no mirror relates to the list (align it instead).
-        """
+    def _plan(self, state: _View, messages: Sequence[Any]) -> _Plan | None:
+        """The events that bring the view to ``messages``, judged against the best mirror; None when
+        no mirror relates to the list (align it instead)."""
         # The mirror the list agrees with longest (the newest first on a tie): the caller's own
         # list, when several callers share the view.
         best: tuple[_Mirror, int] | None = None
@@ -495,34 +502,32 @@ class Recorder:
             p = common_prefix(mirror.messages, messages, _soft(mirror, messages))
             if best is None or p > best[1]:
                 best = (mirror, p)
-            if p == len(messages):
-                break
+            if p == len(mirror.messages) and p >= best[1]:
+                break  # the list continues this mirror (the usual call: the newest one)
         if best is None:
             return None
         mirror, p = best
         if p == len(mirror.messages):
             # The usual call: the mirror plus new messages, maybe with some others wrote meanwhile
-            # (those are theirs: matched in order, not written again).
-            slots = {i: slot for i, slot in enumerate(mirror.slots) if slot is not None}
+            # (those are theirs: matched in order, not written again). Costs what is new.
             later = self._after(state, mirror.last)
-            events: list[Event] = []
-            adds: list[int] = []
+            plan = _Plan([], {}, [], mirror)
             cursor = 0
             for i in range(p, len(messages)):
                 message = messages[i]
                 if not recordable(message):
                     continue
-                fp = _fp(message)
+                fp = plan.fps[i] = _fp(message)
                 probe = cursor
                 while probe < len(later) and later[probe][1] != fp:
                     probe += 1
                 if probe < len(later):
-                    slots[i] = later[probe][0]
+                    plan.slots[i] = later[probe][0]
                     cursor = probe + 1
                     continue
-                events.append(Event(ADD, message, None, fp))
-                adds.append(i)
-            return events, slots, adds
+                plan.events.append(Event(ADD, message, None, fp))
+                plan.adds.append(i)
+            return plan
         mirrored = _results_in_order(
             [(s, f) for s, f in zip(mirror.slots, mirror.fps, strict=True) if s is not None and f is not None],
             [m for m, s in zip(mirror.messages, mirror.slots, strict=True) if s is not None],
@@ -537,18 +542,16 @@ class Recorder:
             return None
         if not mirror.trusted and script.shared < min(2, len(mirrored)) and len(script.slots) < len(mirrored):
             return None  # one shared message and the rest gone: a new conversation, not an edit
-        fps = dict(caller)
-        events = []
-        adds = []
+        plan = _Plan([], script.slots, [], None, dict(caller))
         for edit in script.edits:
             if edit.op == REMOVE:
-                events.append(Event(REMOVE, {}, edit.target))
+                plan.events.append(Event(REMOVE, {}, edit.target))
             elif edit.op == REPLACE:
-                events.append(Event(REPLACE, stored_form(messages[edit.index]), edit.target, fps[edit.index]))
+                plan.events.append(Event(REPLACE, stored_form(messages[edit.index]), edit.target, plan.fps[edit.index]))
             else:
-                events.append(Event(ADD, messages[edit.index], edit.target, fps[edit.index]))
-                adds.append(edit.index)
-        return events, script.slots, adds
+                plan.events.append(Event(ADD, messages[edit.index], edit.target, plan.fps[edit.index]))
+                plan.adds.append(edit.index)
+        return plan
 
     @staticmethod
     def _after(state: _View, slot: int) -> list[tuple[int, str]]:
@@ -615,16 +618,15 @@ class Recorder:
             for _ in range(_MAX_RETRIES):
                 if state.reseed:
                     self._reseed(session_id, view, state)
-                planned = None if state.pending else self._plan(state, messages)
-                if planned is None:
-                    events, slots, adds = self._plan_by_alignment(state, messages)
-                else:
-                    events, slots, adds = planned
+                plan = None if state.pending else self._plan(state, messages)
+                if plan is None:
+                    plan = self._plan_by_alignment(state, messages)
+                events = plan.events
                 if state.pending:
                     batch = _after_pending(state.pending, [(e.message, e.fingerprint or "") for e in events])
                     events = [Event(ADD, m, None, f) for m, f in batch]
                 if not events:
-                    self._seen(state, messages, slots, adds, [])
+                    self._seen(state, messages, plan, [])
                     return []
                 try:
                     records = self._write(session_id, view, state, events)
@@ -632,7 +634,7 @@ class Recorder:
                     state = self._after_conflict(session_id, view, state, exc)
                     continue
                 mine = [r for r in records if r.op == ADD]
-                self._seen(state, messages, slots, adds, mine[len(mine) - len(adds) :] if adds else [])
+                self._seen(state, messages, plan, mine[len(mine) - len(plan.adds) :] if plan.adds else [])
                 state.covered = max(state.covered, records[-1].seq)
                 return records
             raise StoreError(
@@ -640,9 +642,7 @@ class Recorder:
                 f"appending first; retry later"
             )
 
-    def _plan_by_alignment(
-        self, state: _View, messages: Sequence[Any]
-    ) -> tuple[list[Event], dict[int, int], list[int]]:
+    def _plan_by_alignment(self, state: _View, messages: Sequence[Any]) -> _Plan:
         """Appends only, by content alignment with the view's messages (the module docs)."""
         rev = _Reversed(messages)
         found = self._align_with_pending(state, rev)
@@ -651,22 +651,30 @@ class Recorder:
         events = [Event(ADD, messages[i], None, fp) for i, fp in zip(found.new, found.fingerprints, strict=True)]
         if found.aligned:
             state.covered = found.anchor_seq
-        return events, {}, list(found.new)
+        return _Plan(events, {}, list(found.new), None, dict(zip(found.new, found.fingerprints, strict=True)))
 
-    def _seen(
-        self, state: _View, messages: Sequence[Any], slots: dict[int, int], adds: list[int], written: list[RawRecord]
-    ) -> None:
+    def _seen(self, state: _View, messages: Sequence[Any], plan: _Plan, written: list[RawRecord]) -> None:
         """Keep a mirror of the list just recorded; note the newest record it reflects (``covered``)."""
-        known = dict(slots)
-        for index, record in zip(adds, written, strict=False):
+        known = dict(plan.slots)
+        for index, record in zip(plan.adds, written, strict=False):
             known[index] = record.seq
-        complete = all(i in known for i, m in enumerate(messages) if recordable(m))
-        if complete:
-            mirror: _Mirror | None = _Mirror(
-                list(messages),
-                [known.get(i) if recordable(m) else None for i, m in enumerate(messages)],
-                [_fp(m) if i in known else None for i, m in enumerate(messages)],
-            )
+        base = plan.base
+        start = len(base.messages) if base is not None else 0
+        rest = range(start, len(messages))
+        if all(i in known for i in rest if recordable(messages[i])) and (base is not None or known or not messages):
+            # The base mirror's positions as they were, then what this call placed: costs what is new.
+            slots = [known.get(i) if recordable(messages[i]) else None for i in rest]
+            fps = [
+                (plan.fps.get(i) or _fp(messages[i])) if slot is not None else None
+                for i, slot in zip(rest, slots, strict=True)
+            ]
+            newest = max((s for s in slots if s is not None), default=0)
+            if base is not None:
+                mirror: _Mirror | None = _Mirror(
+                    list(messages), base.slots + slots, base.fps + fps, last=max(base.last, newest)
+                )
+            else:
+                mirror = _Mirror(list(messages), slots, fps)
         else:
             mirror = self._mirror_of(state, messages)  # map what alignment did not place
         if mirror is None:
