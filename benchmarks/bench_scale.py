@@ -242,9 +242,8 @@ def case(name: str, system: str, workdir: Path, reps: int) -> dict[str, Any]:
 def cold(system: str, workdir: Path, turn: list[dict[str, Any]]) -> dict[str, Any]:
     """Modules are imported first (untimed): the time is what reading and preparing the session costs."""
     if system == "ctxlife":
-        import ctxlife_strategies.llm_summary  # noqa: F401
-
         import ctxlife  # noqa: F401
+        import ctxlife_strategies.llm_summary  # noqa: F401
     elif system == "agents_sdk":
         import agents  # noqa: F401
         import langchain_core.messages  # noqa: F401
@@ -406,12 +405,11 @@ def steady(system: str, workdir: Path, reps: int) -> dict[str, Any]:
 def first_compaction(n: int, window: int, reps: int) -> dict[str, Any]:
     """One manage() of a fresh host on ``n`` messages vs one trim_messages (tiktoken), interleaved."""
     from bench_overhead import tiktoken_counter
-
-    from ctxlife.api import clear_hosts
-    from ctxlife.config import settings_from_dict
     from langchain_core.messages import trim_messages
 
     import ctxlife
+    from ctxlife.api import clear_hosts
+    from ctxlife.config import settings_from_dict
 
     messages = history(n)
     lc = lc_messages(messages)
@@ -518,12 +516,37 @@ def measure(quick: bool) -> dict[str, Any]:
                 results["first_compaction"].append(found)
                 log(f"first compaction {n:,} at {window:,}: {found}")
     results["seconds"] = round(time.perf_counter() - started, 1)
+    results["versions"] = versions()
     return results
 
 
+def versions() -> dict[str, str | None]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str | None] = {}
+    for name in (
+        "openai-agents",
+        "langgraph",
+        "langgraph-checkpoint-sqlite",
+        "langchain",
+        "langchain-core",
+        "tiktoken",
+    ):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = None
+    return found
+
+
 def run(quick: bool = False) -> dict[str, Any]:
-    """``make bench``'s entry point."""
-    return measure(quick)
+    """``make bench``'s entry point (keeps the "before" block of the committed results, if any)."""
+    results = measure(quick)
+    if RESULTS.exists():
+        before = json.loads(RESULTS.read_text(encoding="utf-8")).get("before")
+        if before:
+            results["before"] = before
+    return results
 
 
 # -- the docs section -------------------------------------------------------------------------------------
@@ -568,6 +591,19 @@ def rows(results: dict[str, Any]) -> list[list[str]]:
 
 
 def section(results: dict[str, Any]) -> str:
+    text = [_tables(results)]
+    before = results.get("before")
+    if before:
+        text.append(
+            f"\n#### Before: the same run on `{str(before.get('commit', '?'))[:12]}`\n\n"
+            "The same script with that commit's `src/` and `strategies/` first on `PYTHONPATH` "
+            f"({before.get('note', 'same machine')}).\n"
+        )
+        text.append(_tables(before))
+    return "\n".join(text)
+
+
+def _tables(results: dict[str, Any]) -> str:
     from report.fmt import table
 
     sizes = results["sizes"]
@@ -608,6 +644,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--measure-only", action="store_true", help="measure, write --out, no provenance")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--before", type=Path, help="a --measure-only file of another tree: kept as the 'before' block")
+    parser.add_argument("--note", default="", help="how the 'before' run was made (shown in the docs)")
+    parser.add_argument("--merge", type=Path, help="write --out from this measured file and --before (no new run)")
     parser.add_argument("--fill", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--system", help=argparse.SUPPRESS)
@@ -626,7 +665,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.compaction:
         args.into.write_text(json.dumps(first_compaction(args.compaction, args.window, args.reps)))
         return 0
-    results = measure(args.quick)
+    results = json.loads(args.merge.read_text(encoding="utf-8")) if args.merge else measure(args.quick)
+    if args.before:
+        before = json.loads(args.before.read_text(encoding="utf-8"))
+        before.pop("before", None)
+        if args.note:
+            before["note"] = args.note
+        results["before"] = before
     if not args.measure_only:
         import provenance
 
