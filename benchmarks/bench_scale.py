@@ -612,7 +612,9 @@ def _tables(results: dict[str, Any]) -> str:
         "CPU time per call (median), generated agent conversations (`benchmarks/bench_scale.py`); each case in its "
         "own process on its own copy of the stores (SQLite for all three), peak RSS of that process at the largest "
         "size. Growth = log10 of the 100k/10k ratio (1 = linear). Peers: the OpenAI Agents SDK `SQLiteSession` "
-        "(append, read), LangGraph `SqliteSaver` (cold), LangChain `SummarizationMiddleware`'s check (steady).\n",
+        "(append, read), LangGraph `SqliteSaver` (cold), LangChain `SummarizationMiddleware`'s check (steady). "
+        "Rows measured through the session layer (append, read, cold, `prepare()`) move with "
+        "`src/ctxlife/sessions/**`; steady and first compaction measure counting and validation.\n",
         table(head, rows(results), "ll" + "r" * (len(head) - 2)),
     ]
     fc = [r for r in results.get("first_compaction", []) if "failed" not in r]
