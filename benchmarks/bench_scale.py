@@ -543,9 +543,10 @@ def run(quick: bool = False) -> dict[str, Any]:
     """``make bench``'s entry point (keeps the "before" block of the committed results, if any)."""
     results = measure(quick)
     if RESULTS.exists():
-        before = json.loads(RESULTS.read_text(encoding="utf-8")).get("before")
-        if before:
-            results["before"] = before
+        committed = json.loads(RESULTS.read_text(encoding="utf-8"))
+        for key in ("before", "base"):
+            if committed.get(key):
+                results[key] = committed[key]
     return results
 
 
@@ -600,6 +601,35 @@ def section(results: dict[str, Any]) -> str:
             f"({before.get('note', 'same machine')}).\n"
         )
         text.append(_tables(before))
+    base = results.get("base")
+    if base:
+        from report.fmt import ms, table
+
+        text.append(
+            f"\n#### Counting and validation before: `{base['commit']}` (this branch's base)\n\n"
+            "The steady and first-compaction cases alone, same script, that commit's code first on `PYTHONPATH`.\n"
+        )
+        text.append(
+            table(
+                ["case", *[f"{int(n):,} msgs (ms)" for n in base["steady"]]],
+                [["steady managed call, ctxlife", *[ms(_ms(c)) for c in base["steady"].values()]]],
+            )
+        )
+        text.append(
+            table(
+                ["messages", "window", "ctxlife (ms)", "trim_messages tiktoken (ms)", "ratio"],
+                [
+                    [
+                        f"{r['messages']:,}",
+                        f"{r['window'] // 1000}k",
+                        f"{r['ctxlife_ms']:,}",
+                        f"{r['trim_tiktoken_ms']:,}",
+                        f"{r['ratio']:.2f}×",
+                    ]
+                    for r in base["first_compaction"]
+                ],
+            )
+        )
     return "\n".join(text)
 
 
@@ -647,6 +677,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--measure-only", action="store_true", help="measure, write --out, no provenance")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--before", type=Path, help="a --measure-only file of another tree: kept as the 'before' block")
+    parser.add_argument("--base", type=Path, help="steady/first-compaction cells of the branch's base commit")
     parser.add_argument("--note", default="", help="how the 'before' run was made (shown in the docs)")
     parser.add_argument("--merge", type=Path, help="write --out from this measured file and --before (no new run)")
     parser.add_argument("--fill", type=int, help=argparse.SUPPRESS)
@@ -668,6 +699,8 @@ def main(argv: list[str] | None = None) -> int:
         args.into.write_text(json.dumps(first_compaction(args.compaction, args.window, args.reps)))
         return 0
     results = json.loads(args.merge.read_text(encoding="utf-8")) if args.merge else measure(args.quick)
+    if args.base:
+        results["base"] = json.loads(args.base.read_text(encoding="utf-8"))
     if args.before:
         before = json.loads(args.before.read_text(encoding="utf-8"))
         before.pop("before", None)
