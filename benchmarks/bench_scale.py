@@ -65,7 +65,7 @@ SMALL_WINDOW = 8_000
 THRESHOLD = 0.4
 SYSTEM = "You are the front-desk assistant of a veterinary clinic. Use the tools to look things up."
 SESSION = "scale"
-CASE_TIMEOUT = 300
+CASE_TIMEOUT = 900  # wall seconds per case process: generous, a loaded machine stretches wall time
 
 
 # -- data -----------------------------------------------------------------------------------------------
