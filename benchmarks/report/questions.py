@@ -47,6 +47,7 @@ QUESTIONS: tuple[Question, ...] = (
     Question("recall", "bench_recall", "Recall: answers to questions about long-ago turns"),
     Question("crewai", "bench_crewai_peer", "CrewAI's own context handling, through real crews"),
     Question("tool_output", "bench_tool_output", "Capping tool output (`tool_output`)"),
+    Question("scale", "bench_scale", "Sessions at scale: 1k / 10k / 100k messages, next to the Agents SDK and LangGraph"),
 )
 BY_NAME = {q.name: q for q in QUESTIONS}
 

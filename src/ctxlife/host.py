@@ -198,6 +198,7 @@ class Host:
         self._calls: dict[str | None, int] = {}
         self._task_started: set[tuple[str | None, str | None]] = set()
         self._formats: dict[str | None, str] = {}
+        self._shapes = message_model.ShapeMemo()
         self._lock = threading.RLock()
         self.complete: Complete | None = None
         self.summary_model: Complete | None = None
@@ -539,7 +540,9 @@ class Host:
         self, messages: list[dict[str, Any]], *, context_window: int | None = None, model: str | None = None
     ) -> Report:
         """:func:`ctxlife.manage` for this host: validate the list's shape, then run node 2."""
-        check_shape(messages, expected=None if self.settings.message_format == "auto" else self.settings.message_format)
+        expected = None if self.settings.message_format == "auto" else self.settings.message_format
+        with self._lock:  # the memo: only messages new or edited since the last call are classified
+            check_shape(messages, expected=expected, memo=self._shapes)
         return self.before_llm_call(messages, context_window=context_window, model=model)
 
     # -- nodes 3 and 4: around a tool call ----------------------------------------------

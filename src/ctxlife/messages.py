@@ -46,6 +46,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import marshal
 import operator
 import re
 import unicodedata
@@ -371,9 +372,13 @@ def detect_format(messages: Sequence[Any], where: str = "messages") -> str:
     return _detect(messages, where)[0] or OPENAI
 
 
-def _detect(messages: Sequence[Any], where: str) -> tuple[str | None, int]:
+def _detect(messages: Sequence[Any], where: str, memo: ShapeMemo | None = None) -> tuple[str | None, int]:
     found: str | None = None
     first = -1
+    known: dict[int, _Checked] = {}
+    if memo is not None:
+        known, older = memo.known, memo.older
+        memo.known, memo.older = {}, known  # what this list holds now, and the list before it
     for i, message in enumerate(messages):
         if type(message) is dict and type(message.get("content")) is str and "parts" not in message:
             r = message.get("role")
@@ -383,10 +388,28 @@ def _detect(messages: Sequence[Any], where: str) -> tuple[str | None, int]:
                 or (r == "assistant" and "tool_calls" not in message and "function_call" not in message)
             ):
                 continue  # the common case: plain text, valid in both formats
-        try:
-            fmt = _classify(message, i)
-        except _Refusal as refusal:
-            raise InvalidMessagesError(f"{where}[{refusal.index}] {refusal.detail}") from None
+        if memo is not None and type(message) is dict:
+            values = tuple(message.values())
+            hit = known.get(id(message)) or older.get(id(message))
+            if (
+                hit is not None
+                and hit[0] is message
+                and hit[1] == values
+                and (hit[2] is None or hit[2] == restamp(values))
+            ):
+                fmt = hit[3]  # checked before and not edited since: not classified again
+            else:
+                try:
+                    fmt = _classify(message, i)
+                except _Refusal as refusal:
+                    raise InvalidMessagesError(f"{where}[{refusal.index}] {refusal.detail}") from None
+                hit = (message, values, nested_stamp(values), fmt)
+            memo.known[id(message)] = hit
+        else:
+            try:
+                fmt = _classify(message, i)
+            except _Refusal as refusal:
+                raise InvalidMessagesError(f"{where}[{refusal.index}] {refusal.detail}") from None
         if fmt is None:
             continue
         if found is None:
@@ -399,18 +422,72 @@ def _detect(messages: Sequence[Any], where: str) -> tuple[str | None, int]:
     return found, first
 
 
-def check_shape(messages: Any, where: str = "messages", expected: str | None = None) -> str:
+_Checked = tuple[Message, tuple[Any, ...], Any, str | None]
+
+
+def nested_stamp(values: tuple[Any, ...]) -> Any:
+    """A cheap stamp of a message's nested values (``tuple(message.values())``): None when it has none.
+
+    Changes when a list or dict inside (tool calls, content parts) is edited in place; together
+    with the values themselves (compared by identity first) it tells an unchanged message from an
+    edited one without looking at its content again. A hash of the values' ``marshal`` bytes (C
+    speed, version 2: by value only), or a frozen copy when they hold something marshal cannot write.
+    """
+    for value in values:
+        kind = type(value)
+        if kind is list or kind is dict:
+            return restamp(values)
+    return None
+
+
+def restamp(values: tuple[Any, ...]) -> Any:
+    """:func:`nested_stamp` of values known to hold a list or dict (skips looking for one)."""
+    try:
+        return hash(marshal.dumps(values, 2))
+    except ValueError:
+        return tuple(map(_freeze, values))
+
+
+def _freeze(value: Any) -> Any:
+    kind = type(value)
+    if kind is list:
+        return tuple([_freeze(v) for v in value])
+    if kind is dict:
+        return tuple([(k, _freeze(v)) for k, v in value.items()])
+    return value
+
+
+class ShapeMemo:
+    """What :func:`check_shape` classified in the last two lists it checked (the host keeps one).
+
+    Handed to :func:`check_shape`, it makes a call on a list that grew since the last one cost a
+    classification of the new messages only: a message checked before (the same dict, none of its
+    fields replaced, nothing inside edited, see :func:`nested_stamp`) is not classified again.
+    Plain text messages are always re-checked (that costs less than remembering them).
+    """
+
+    __slots__ = ("known", "older")
+
+    def __init__(self) -> None:
+        self.known: dict[int, _Checked] = {}
+        self.older: dict[int, _Checked] = {}
+
+
+def check_shape(
+    messages: Any, where: str = "messages", expected: str | None = None, memo: ShapeMemo | None = None
+) -> str:
     """Raise :class:`InvalidMessagesError` unless ``messages`` is a list in one known format; return the format.
 
     ``expected``: the format the caller configured (``message_format``); a list that is clearly
-    in the other one is refused.
+    in the other one is refused. ``memo``: what earlier calls checked (:class:`ShapeMemo`), so only
+    new or edited messages are classified.
     """
     if not isinstance(messages, list):
         raise InvalidMessagesError(
             f"{where} must be a list of message dicts, got {type(messages).__name__}; "
             "pass OpenAI chat or Anthropic Messages messages such as [{'role': 'user', 'content': 'hi'}]"
         )
-    found, first = _detect(messages, where)
+    found, first = _detect(messages, where, memo)
     if expected is not None and found is not None and found != expected:
         raise InvalidMessagesError(
             f"{where}[{first}] is an {FORMAT_NAMES[found]} message but message_format is {expected!r}; "

