@@ -21,21 +21,31 @@ changes something and then makes the caller's next call, and every model reply i
 * **foreign record** — another program appends a record that is not a message (no ``role``) to one
   view, then the process restarts: that view's restore must fail, leave the list alone and write no
   snapshot (at most once per run, after a few turns);
+* **edits** (issue 20) — the caller changes its conversation before its next call: **edit** an earlier
+  message, **regenerate** the last reply, **clear tool results** (context editing), **pop** the last
+  reply, **remove** an exchange from the middle, **fork** (edit an earlier question and discard what
+  followed), send earlier parallel results back in another order (**reorder results**), and
+  **corrupt snapshot** (then a restart: the view is restored from the raw history). Rules that drop
+  messages act only when the host serving the call served the lane's last call (a host that has not
+  seen the caller's list removes nothing before the conversation's end, as documented);
 * **another agent** — where ctxlife has views, every rule may act on a second agent's conversation
   (view ``"B"``) in the same session, interleaved with the first.
 
 The oracle is this file's own: plain lists of canonical JSON (``json.dumps(sort_keys=True)``), never
 ctxlife's fingerprints or alignment. Invariants, checked after every call:
 
-* ``raw_exactly_once`` — the raw history (``store.read_records``) holds every message the caller ever
-  passed, exactly once and in order, per view (a bad message may be recorded in a safe form or left
-  out), with sequence numbers 1..n;
+* ``raw_exactly_once`` — the raw history's current state (this file's own reading of the event log:
+  add, replace and remove records applied by slot) is the caller's current conversation, every
+  message exactly once and in order, per view (a bad message may be recorded in a safe form or left
+  out; parallel results of one call in any order), with sequence numbers 1..n;
+* ``no_superseded_replay`` — neither that state nor a restore right now holds a message the caller
+  edited away or removed;
 * ``model_sees_expected`` — what the model is sent equals the caller's list (steady state, new host,
   rebuilt list, other worker) or, on the first call after a restart, the conversation the agent last
   saw plus the new user message; when a compaction acted, the model sees a subsequence of it plus at
   most one summary, ending with the new turn;
-* ``nothing_lost`` — the session's snapshot plus its raw records after ``raw_length`` give back the
-  conversation the caller now holds (what the model saw), so a restore right now would be exact;
+* ``nothing_lost`` — the session's snapshot with its records after ``raw_length`` applied gives back
+  the conversation the caller now holds (what the model saw), so a restore right now would be exact;
 * ``no_failures`` — no strategy failed (a failure is a rolled-back step: lost recording or restore);
 * ``failed_restore_writes_nothing`` — a call in which the restoring strategy failed left the
   snapshot as it was and (unless a compaction acted) the caller's list too.
@@ -296,6 +306,9 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             self.lanes = [Lane(v) for v in views]
             self.workers: list[Host | None] = [None, None]
             self.active = 0
+            # a host that has not seen a lane's list yet removes nothing the caller dropped before
+            # the conversation's end (docs/sessions.md): the rules that drop messages wait for one that has
+            self.last_worker: dict[str, int] = {}  # view -> the worker that served its last call
             self.compact_next = False
             self.n = 0  # a counter for unique texts and ids
             self.checks: Counter[str] = Counter()
@@ -350,6 +363,7 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             else:
                 report = host.manage(lane.msgs, context_window=window)
             lane.restarted = self.compact_next = False
+            self.last_worker[lane.view] = self.active
             seen = lane.msgs  # edited in place: what the model is sent (the caller keeps it)
             if any(f.strategy == "snapshot_restore" for f in report.failures):
                 self.check(
@@ -518,6 +532,7 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             if old is not None:
                 old.close()
             self.workers[self.active] = None
+            self.last_worker = {v: w for v, w in self.last_worker.items() if w != self.active}
             self.turn(data, lane, "new_host")
 
         @precondition(lambda self: on("restart") and not any(lane.open_calls for lane in self.lanes))
@@ -533,6 +548,7 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
                     h.close()
             self.workers = [None, None]
             self.active = 0
+            self.last_worker = {}
             for x in self.lanes:
                 x.restarted = True
 
@@ -611,6 +627,11 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
         def edit_ready(self) -> bool:
             return not any(lane.open_calls or lane.restarted or lane.foreign for lane in self.lanes)
 
+        def drop_ready(self, lane: int) -> bool:
+            """Whether the next call's host served this lane's last call (then it has seen the caller's
+            list, and a dropped message is removed; a host that has not removes nothing, docs/sessions.md)."""
+            return self.edit_ready() and self.last_worker.get(self.lanes[lane].view) == self.active
+
         @precondition(lambda self: on("edit") and self.edit_ready())
         @rule(data=st.data(), lane=lanes)
         def edit(self, data: st.DataObject, lane: int) -> None:
@@ -651,6 +672,9 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
         @precondition(lambda self: on("pop") and self.edit_ready())
         @rule(data=st.data(), lane=lanes)
         def pop(self, data: st.DataObject, lane: int) -> None:
+            if not self.drop_ready(lane):
+                self.turn(data, lane, "pop_skipped")
+                return
             """The caller drops the model's last reply (pop) before its next turn."""
             this = self.lanes[lane]
             places = self.editable(this, ("assistant",))
@@ -661,6 +685,9 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
         @precondition(lambda self: on("remove") and self.edit_ready())
         @rule(data=st.data(), lane=lanes)
         def remove(self, data: st.DataObject, lane: int) -> None:
+            if not self.drop_ready(lane):
+                self.turn(data, lane, "remove_skipped")
+                return
             """The user deletes an exchange (a question and its text answer) from the middle."""
             this = self.lanes[lane]
             users = set(self.editable(this, ("user",)))
@@ -678,6 +705,9 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
         @precondition(lambda self: on("fork") and self.edit_ready())
         @rule(data=st.data(), lane=lanes)
         def fork(self, data: st.DataObject, lane: int) -> None:
+            if not self.drop_ready(lane):
+                self.turn(data, lane, "fork_skipped")
+                return
             """The user edits an earlier question: what followed it is discarded."""
             this = self.lanes[lane]
             # not the list's first message: a list that shares nothing with what was recorded is a

@@ -868,8 +868,8 @@ def _stored_mirror(messages: Sequence[Any], slots: Sequence[int | None]) -> _Mir
 
 
 def _results_in_order(items: list[tuple[int, str]], messages: list[Any]) -> list[tuple[int, str]]:
-    """``items`` with each run of consecutive tool results in fingerprint order: parallel results
-    sent back in another (completion) order are the same messages, not an edit."""
+    """``items`` with each run of consecutive tool results in call-id order: parallel results sent
+    back in another (completion) order are the same messages, not an edit."""
     out = list(items)
     i = 0
     while i < len(out):
@@ -879,7 +879,9 @@ def _results_in_order(items: list[tuple[int, str]], messages: list[Any]) -> list
         j = i
         while j < len(out) and messages[j].get("role") == "tool":
             j += 1
-        out[i:j] = sorted(out[i:j], key=lambda item: item[1])
+        # by call id (an edited result keeps its place), then fingerprint (repeated ids)
+        order = sorted(range(i, j), key=lambda k: (str(messages[k].get("tool_call_id", "")), out[k][1]))
+        out[i:j] = [out[k] for k in order]
         i = j
     return out
 
