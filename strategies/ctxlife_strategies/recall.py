@@ -34,7 +34,7 @@ from pydantic import Field
 import ctxlife
 from ctxlife.events import emit
 from ctxlife.messages import current_turn_index, is_inserted, is_recall_block, is_system, mark_inserted, round_starts
-from ctxlife.recall import HistorySearch, live_keys, quote, render
+from ctxlife.recall import HistorySearch, live_keys, need_for_past, quote, render
 from ctxlife.strategy import ToolSpec
 
 SEARCH_TOOL = "ctxlife_search_history"
@@ -98,6 +98,22 @@ class Recall(ctxlife.Strategy):
             True, description="Offer the ctxlife_search_history tool to the agents of a wrapped crew."
         )
         tool_max_tokens: int = Field(1000, ge=100, description="Most tokens of one ctxlife_search_history answer.")
+        adaptive: bool = Field(
+            True,
+            description="Size the block by need: a turn that refers to the past (\"do you remember\", \"last time\", "
+            "a date, \"上次\") gets up to past_share and past_top_k; another question only passages that hold "
+            "question_coverage of its words (at most 2); small talk none. false: max_share and top_k always.",
+        )
+        past_share: float = Field(
+            0.25, gt=0, le=0.5, description="Budget of the block, as a share of the window, for a turn that refers to the past."
+        )
+        past_top_k: int = Field(8, ge=1, le=50, description="Most passages for a turn that refers to the past.")
+        question_coverage: float = Field(
+            0.5,
+            ge=0,
+            le=1,
+            description="Least share of a question's weight a passage must hold when the question does not refer to the past.",
+        )
         make_room: bool = Field(
             True,
             description="When the block does not fit under the threshold with the summary and the recent messages, "
@@ -168,6 +184,23 @@ class Recall(ctxlife.Strategy):
             return
         used = ctx.count()
         wanted = self.options.max_tokens or int(self.options.max_share * ctx.context_window)
+        top_k, min_coverage = self.options.top_k, self.options.min_coverage
+        if self.options.adaptive:
+            # The budget follows the need: a turn that refers to the past gets more passages and a
+            # larger share (taken from the recent rounds if need be); a question gets what strongly
+            # matches it; small talk gets nothing.
+            need = need_for_past(_text(messages[turn]))
+            if need == "none":
+                self._search_for(ctx.store).index(ctx.session_id)  # kept fresh: O(new records)
+                ctx.record("skipped", reason="small_talk")
+                return
+            if need == "past":
+                if self.options.max_tokens is None:
+                    wanted = max(wanted, int(self.options.past_share * ctx.context_window))
+                top_k = max(top_k, self.options.past_top_k)
+            else:
+                top_k = min(top_k, 2)
+                min_coverage = max(min_coverage, self.options.question_coverage)
         if min(wanted, ctx.context_window - used - 64) < 50:
             ctx.record("skipped", reason="no_room")
             return
@@ -176,12 +209,12 @@ class Recall(ctxlife.Strategy):
         passages = search.passages(
             ctx.session_id,
             query,
-            limit=self.options.top_k,
+            limit=top_k,
             in_view=lambda record: (record.role, record.text) in visible,
             context=self.options.context,
             min_score=self.options.min_score,
             tool_weight=self.options.tool_weight,
-            min_coverage=self.options.min_coverage,
+            min_coverage=min_coverage,
             view=ctx.view if self.options.scope == "view" else None,
             text_filter=lambda text: ctx.filter_text(text, "recall"),
         )

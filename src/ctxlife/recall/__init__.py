@@ -28,7 +28,7 @@ from ctxlife.recall.history import (
 )
 from ctxlife.recall.index import INDEX_VERSION, HistoryIndex, Hit, StoredRecord
 from ctxlife.recall.records import CHUNK_CHARS, Document, Record, chunks, documents, message_text
-from ctxlife.recall.text import bigrams, dates_in, index_text, query_terms
+from ctxlife.recall.text import bigrams, dates_in, index_text, need_for_past, query_terms
 
 __all__ = [
     "CHUNK_CHARS",
@@ -51,6 +51,7 @@ __all__ = [
     "index_text",
     "live_keys",
     "message_text",
+    "need_for_past",
     "passages_from",
     "position",
     "quote",
