@@ -15,6 +15,7 @@ segmenter.
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 import threading
@@ -126,6 +127,7 @@ class HistoryIndex:
             raise IndexError_(f"cannot open the history index {self.path or ':memory:'}: {exc}") from None
         self._last_seq = self._read_last_seq()
         self._docs = self._count_docs()
+        self._views = self._read_views()
         # Document frequencies, kept while the index has grown by less than a tenth: they only
         # weigh terms, and recomputing them on every add made every search pay for them again.
         self._df: dict[str, int] = {}
@@ -158,6 +160,7 @@ class HistoryIndex:
             self._set_meta("version", str(INDEX_VERSION))
             self._last_seq = 0
             self._docs = 0
+            self._views = set()
             self._df = {}
 
     @property
@@ -171,6 +174,7 @@ class HistoryIndex:
             last = self._read_last_seq()
             if last != self._last_seq:
                 self._docs = self._count_docs()
+                self._views = self._read_views()
             self._last_seq = last
             return last
 
@@ -242,6 +246,14 @@ class HistoryIndex:
         cur = self._db.execute("DELETE FROM records WHERE seq = ?", (slot,))
         return 1 if cur.rowcount or rows else 0
 
+    def _read_views(self) -> set[str | None]:
+        return set(json.loads(self._meta("views") or "[]"))
+
+    def _note_view(self, view: str | None) -> None:
+        if view not in self._views:
+            self._views = self._read_views() | {view}
+            self._set_meta("views", json.dumps(sorted(self._views, key=lambda v: (v is None, v or ""))))
+
     def _count_docs(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM docs").fetchone()[0])
 
@@ -257,6 +269,7 @@ class HistoryIndex:
         )
         if cur.rowcount == 0:
             return 0
+        self._note_view(record.view)
         for doc in documents(Record(slot, message, record.recorded_at, record.view), self.chunk_chars):
             stored = "" if doc.text == text else doc.text  # a whole message is read from its record
             doc_id = self._db.execute(
@@ -287,6 +300,8 @@ class HistoryIndex:
         keeps only the records of that view (None: every view).
         """
         excluded = set(exclude)
+        if view is not None and self._views <= {view}:
+            view = None  # one view only (the usual case): no filter to apply
         terms = query_terms(query)
         days = dates_in(query) if use_dates else []
         hits: list[Hit] = []
