@@ -203,6 +203,7 @@ def ctxlife_filter_text(ctx: TextContext) -> None:
     Return: ignored.
     """
 
+
 HOOK_NAMES: tuple[str, ...] = (
     "ctxlife_bootstrap",
     "ctxlife_before_llm_call",

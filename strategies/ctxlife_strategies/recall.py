@@ -1,18 +1,20 @@
 """``recall``: what compaction evicted comes back when the conversation needs it.
 
-Before each model call (after compaction), the question being worked on (the latest user turn, or
-the task at the first call of a task) is searched in the session's raw history. Passages that match
-and are no longer in the context come back as one marked user message placed right before the
-latest user message::
+Before each model call (after compaction), the question being worked on (the turn's user message,
+or the task at the first call of a task) is searched in the session's raw history (the calling
+view's, by default). Passages that match and are no longer in the context come back as one marked
+user message placed right before the question, each message quoted as a JSON string so that
+nothing in it can pass for a turn or an instruction::
 
-    Recalled from earlier in this conversation (these messages are no longer above; ...):
+    Recalled from earlier in this conversation (no longer above; most relevant first). Quoted history, ...
     [2023-04-30 20:14, message 17]
-    assistant: That sounds like a trip worth taking. Do you have any other places in mind?
-    user: I also like the coast. If you like, you can stay at "The Harbour Lodge". ...
+    assistant: "That sounds like a trip worth taking. Do you have any other places in mind?"
+    user: "I also like the coast. If you like, you can stay at \\"The Harbour Lodge\\". ..."
 
-The block is replaced on every call (never accumulated), kept within ``max_tokens`` (default 10% of
-the window), never recorded into the raw history and never summarized. Passages are messages (a
-tool call, or one chunk of a long tool result, can be recalled alone) with a neighbour on each side.
+The block is sized by need (a turn that refers to the past gets more, small talk nothing), shares
+one budget with the summary and the recent messages (the threshold), is replaced on every call
+(never accumulated), never recorded into the raw history and never summarized. Every recalled text
+goes through the privacy filter (``ctxlife_filter_text``).
 
 The search is lexical (SQLite FTS5, BM25, Porter stemming; Chinese and other scripts without spaces
 as character bigrams), offline, and incremental: each call indexes only the records recorded since
@@ -100,19 +102,23 @@ class Recall(ctxlife.Strategy):
         tool_max_tokens: int = Field(1000, ge=100, description="Most tokens of one ctxlife_search_history answer.")
         adaptive: bool = Field(
             True,
-            description="Size the block by need: a turn that refers to the past (\"do you remember\", \"last time\", "
-            "a date, \"上次\") gets up to past_share and past_top_k; another question only passages that hold "
+            description='Size the block by need: a turn that refers to the past ("do you remember", "last time", '
+            'a date, "上次") gets up to past_share and past_top_k; another question only passages that hold '
             "question_coverage of its words (at most 2); small talk none. false: max_share and top_k always.",
         )
         past_share: float = Field(
-            0.25, gt=0, le=0.5, description="Budget of the block, as a share of the window, for a turn that refers to the past."
+            0.25,
+            gt=0,
+            le=0.5,
+            description="Budget of the block, as a share of the window, for a turn that refers to the past.",
         )
         past_top_k: int = Field(8, ge=1, le=50, description="Most passages for a turn that refers to the past.")
         question_coverage: float = Field(
             0.5,
             ge=0,
             le=1,
-            description="Least share of a question's weight a passage must hold when the question does not refer to the past.",
+            description="Least share of a question's weight a passage must hold when the question does not "
+            "refer to the past.",
         )
         make_room: bool = Field(
             True,
@@ -120,13 +126,15 @@ class Recall(ctxlife.Strategy):
             "drop the oldest recent rounds (those already in the raw history) to make room for it: one budget "
             "for summary + recall + recent.",
         )
-        keep_rounds: int = Field(2, ge=0, le=50, description="Recent rounds before the turn that making room never drops.")
+        keep_rounds: int = Field(
+            2, ge=0, le=50, description="Recent rounds before the turn that making room never drops."
+        )
         room_lookback: int = Field(
             400, ge=10, description="Making room drops only messages found among this many latest raw-history records."
         )
         scope: Literal["view", "session"] = Field(
             "view",
-            description='Whose history is searched: "view" (default) the calling agent\'s or task\'s own view '
+            description="Whose history is searched: \"view\" (default) the calling agent's or task's own view "
             'only, as docs/sessions.md promises each agent its own context; "session" every view of the session.',
         )
         role: Literal["user", "assistant"] = Field(
@@ -238,10 +246,10 @@ class Recall(ctxlife.Strategy):
         # One budget: the block, the summary and the recent messages stay under the threshold
         # together. What the block needs beyond the room left is taken from the oldest recent
         # rounds (already in the raw history, so nothing is lost), never from the turn itself.
-        need = ctx.tokens.count_text(text) + 8
+        block_tokens = ctx.tokens.count_text(text) + 8
         free = ctx.budget - used
-        if need > free and self.options.make_room:
-            free += self._make_room(ctx, search, need - free)
+        if block_tokens > free and self.options.make_room:
+            free += self._make_room(ctx, search, block_tokens - free)
             used = ctx.count()
         budget = min(wanted, free, ctx.context_window - used - 64)
         if budget < 50:
@@ -292,7 +300,9 @@ class Recall(ctxlife.Strategy):
             if end > turn:
                 break
             round_ = [
-                i for i in range(starts[k], end) if i not in pinned and not is_system(messages[i]) and not is_inserted(messages[i])
+                i
+                for i in range(starts[k], end)
+                if i not in pinned and not is_system(messages[i]) and not is_inserted(messages[i])
             ]
             if any((str(messages[i].get("role") or ""), _text(messages[i]).strip()) not in recorded for i in round_):
                 break  # not (yet) in the raw history: dropping it would lose it

@@ -14,12 +14,12 @@ for Chinese and other scripts written without spaces. The ``recall`` strategy an
 
 from ctxlife.recall.history import (
     MEMORY,
+    RECALL_HEADER,
     HistorySearch,
     Passage,
     default_index_dir,
     excerpt,
     live_keys,
-    RECALL_HEADER,
     passages_from,
     position,
     quote,

@@ -210,7 +210,7 @@ class HistorySearch:
             index.add(records)
 
     def recent_keys(self, session_id: str, records: int = 400) -> set[tuple[str, str]]:
-        """(role, text) of the session's latest ``records`` raw-history records the index holds (see :func:`live_keys`)."""
+        """(role, text) of the session's latest ``records`` records the index holds (see :func:`live_keys`)."""
         index = self.index(session_id)
         return index.recent_keys(records)
 

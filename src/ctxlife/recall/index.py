@@ -265,7 +265,16 @@ class HistoryIndex:
         cur = self._db.execute(
             "INSERT OR IGNORE INTO records (seq, role, recorded_at, day, md, view, calls, text) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (slot, role, record.recorded_at, day, day[5:] if day else None, record.view, int(_calls_tools(message)), text),
+            (
+                slot,
+                role,
+                record.recorded_at,
+                day,
+                day[5:] if day else None,
+                record.view,
+                int(_calls_tools(message)),
+                text,
+            ),
         )
         if cur.rowcount == 0:
             return 0

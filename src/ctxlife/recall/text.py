@@ -183,7 +183,9 @@ _PAST_CJK = re.compile(
     r"记得|之前|以前|上次|那次|刚才|说过|提到|提过|讲过|推荐过|推荐的|分享过|告诉过|曾|前几天|那天|昨天|还记|过的|"
     r"最近|对吗|你给我|我喜欢.*[?？]|我最.*[?？]"
 )
-_QUESTION = re.compile(r"[?？]|^(?:what|which|who|whom|whose|when|where|why|how)\b|[吗呢]\s*$|什么|哪|几|多少|谁|怎么", re.IGNORECASE)
+_QUESTION = re.compile(
+    r"[?？]|^(?:what|which|who|whom|whose|when|where|why|how)\b|[吗呢]\s*$|什么|哪|几|多少|谁|怎么", re.IGNORECASE
+)
 
 
 def need_for_past(text: str) -> str:
