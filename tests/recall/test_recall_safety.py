@@ -114,18 +114,21 @@ def test_an_index_follows_remove_and_replace_events(tmp_path):
 
 
 def test_a_session_deleted_and_written_again_is_reindexed(tmp_path):
-    """Same sequence numbers, other messages (deleted, then recreated): the index is rebuilt, not reused."""
+    """Same sequence numbers, other messages (deleted, then recreated): the index file left beside the
+    store is rebuilt by the next process that opens it, not reused."""
     from ctxlife.recall import HistorySearch
 
     url = f"file://{tmp_path / 'sessions'}"
     with open_store(url) as store:
         store.append("s", [{"role": "user", "content": f"account {ACCOUNT} for the refund"}, {"role": "assistant", "content": "ok"}])
-        search = HistorySearch(store)
-        assert search.passages("s", "account refund")
+        first = HistorySearch(store)
+        assert first.passages("s", "account refund")
+        first.close()
         store.delete("s")
         store.append("s", [{"role": "user", "content": "account opening hours for the refund desk"}, {"role": "assistant", "content": "9 to 5"}])
-        text = json.dumps([[r.text for r in p.records] for p in search.passages("s", "account refund")])
-        search.close()
+        later = HistorySearch(store)  # the next process
+        text = json.dumps([[r.text for r in p.records] for p in later.passages("s", "account refund")])
+        later.close()
     assert ACCOUNT not in text and "opening hours" in text
 
 

@@ -78,6 +78,12 @@ def read_records(store: Any, session_id: str, after_seq: int) -> list[Record]:
     ]
 
 
+def _head(store: Any, session_id: str) -> int:
+    """The sequence number of the session's latest record (0 when it has none)."""
+    head = getattr(store, "head", None)
+    return int(head(session_id)) if callable(head) else int(store.raw_length(session_id))
+
+
 def _view_name(view: Any) -> str | None:
     if view is None or isinstance(view, str):
         return view
@@ -131,6 +137,7 @@ class HistorySearch:
         else:
             self.index_dir = Path(index_dir).expanduser()
         self._indexes: OrderedDict[str, HistoryIndex] = OrderedDict()
+        self._verified: set[str] = set()  # sessions whose index was checked against the history
         self._lock = threading.Lock()
         self._reader: Any = None
 
@@ -174,6 +181,7 @@ class HistorySearch:
                 index.close()  # the file was deleted with the session: start over from the raw history
                 index = None
             if index is None:
+                self._verified.discard(session_id)
                 index = self._indexes[session_id] = HistoryIndex(
                     self.index_path(session_id), chunk_chars=self.chunk_chars
                 )
@@ -188,16 +196,23 @@ class HistorySearch:
     def _sync(self, session_id: str, index: HistoryIndex) -> None:
         """Apply the records recorded since the index's last one; rebuild when the history changed under it.
 
-        The record at the index's last sequence number is read again with the new ones: when it is
-        gone (the session was deleted, or is shorter now) or is another message (deleted and
-        written again), the index no longer describes this history and is rebuilt from it.
+        When the history is shorter than the index (the session was deleted), and when an index is
+        first opened in this process (its file may describe a session deleted and written again:
+        the record at its last sequence number is read again and compared by fingerprint), the
+        index no longer describes this history and is rebuilt from it. A store that keeps derived
+        data per session (``derived_dir``) deletes the index with the session, which covers a
+        session deleted and written again while this process runs.
         """
         if index.path is not None:
             index.refresh()  # another process may have indexed records already
         last = index.last_seq
         reader = self._records_reader()
-        records = read_records(reader, session_id, max(last - 1, 0))
-        if last > 0:
+        verify = last > 0 and session_id not in self._verified
+        records = read_records(reader, session_id, max(last - 1, 0) if verify else last)
+        if last > 0 and not verify and not records and _head(reader, session_id) < last:
+            verify = True  # the history is shorter than the index: the session was deleted
+            records = []
+        if verify:
             known = index.last_fingerprint
             head = records[0] if records and records[0].seq == last else None
             if head is None or (known and head.fingerprint and head.fingerprint != known):
@@ -206,6 +221,7 @@ class HistorySearch:
                 records = read_records(reader, session_id, 0)
             else:
                 records = records[1:]
+        self._verified.add(session_id)
         if records:
             index.add(records)
 
