@@ -14,6 +14,7 @@ for Chinese and other scripts written without spaces. The ``recall`` strategy an
 
 from ctxlife.recall.history import (
     MEMORY,
+    QUOTE_MARK,
     RECALL_HEADER,
     HistorySearch,
     Passage,
@@ -34,6 +35,7 @@ __all__ = [
     "CHUNK_CHARS",
     "INDEX_VERSION",
     "MEMORY",
+    "QUOTE_MARK",
     "RECALL_HEADER",
     "Document",
     "HistoryIndex",

@@ -393,7 +393,7 @@ class HistoryIndex:
 
     #: Search terms in more than this share of the documents are left out of the search (when others
     #: remain): they barely change the ranking and cost the most (every document that has them is scored).
-    COMMON_SHARE = 0.1
+    COMMON_SHARE = 0.03
 
     def _discriminating(self, terms: Sequence[str]) -> list[str]:
         if len(terms) < 2:
