@@ -3,13 +3,13 @@
 Before each model call (after compaction), the question being worked on (the turn's user message,
 or the task at the first call of a task) is searched in the session's raw history (the calling
 view's, by default). Passages that match and are no longer in the context come back as one marked
-user message placed right before the question, each message quoted as a JSON string so that
+user message placed right before the question, every recalled line behind a quote bar so that
 nothing in it can pass for a turn or an instruction::
 
     Recalled from earlier in this conversation (no longer above; most relevant first). Quoted history, ...
     [2023-04-30 20:14, message 17]
-    assistant: "That sounds like a trip worth taking. Do you have any other places in mind?"
-    user: "I also like the coast. If you like, you can stay at \\"The Harbour Lodge\\". ..."
+    assistant: \u2502 That sounds like a trip worth taking. Do you have any other places in mind?
+    user: \u2502 I also like the coast. If you like, you can stay at "The Harbour Lodge". ...
 
 The block is sized by need (a turn that refers to the past gets more, small talk nothing), shares
 one budget with the summary and the recent messages (the threshold), is replaced on every call
