@@ -193,6 +193,7 @@ class Recall(ctxlife.Strategy):
         used = ctx.count()
         wanted = self.options.max_tokens or int(self.options.max_share * ctx.context_window)
         top_k, min_coverage = self.options.top_k, self.options.min_coverage
+        need = "past"  # without adaptive: every turn as one that may need the past
         if self.options.adaptive:
             # The budget follows the need: a turn that refers to the past gets more passages and a
             # larger share (taken from the recent rounds if need be); a question gets what strongly
@@ -213,19 +214,23 @@ class Recall(ctxlife.Strategy):
             ctx.record("skipped", reason="no_room")
             return
         search = self._search_for(ctx.store)
-        visible = live_keys(messages)
-        passages = search.passages(
-            ctx.session_id,
-            query,
-            limit=top_k,
-            in_view=lambda record: (record.role, record.text) in visible,
-            context=self.options.context,
-            min_score=self.options.min_score,
-            tool_weight=self.options.tool_weight,
-            min_coverage=min_coverage,
-            view=ctx.view if self.options.scope == "view" else None,
-            text_filter=lambda text: ctx.filter_text(text, "recall"),
-        )
+
+        def find() -> list[Any]:
+            visible = live_keys(messages)
+            return search.passages(
+                ctx.session_id or "",
+                query,
+                limit=top_k,
+                in_view=lambda record: (record.role, record.text) in visible,
+                context=self.options.context,
+                min_score=self.options.min_score,
+                tool_weight=self.options.tool_weight,
+                min_coverage=min_coverage,
+                view=ctx.view if self.options.scope == "view" else None,
+                text_filter=lambda text: ctx.filter_text(text, "recall"),
+            )
+
+        passages = find()
         if not passages:
             return
 
@@ -244,18 +249,24 @@ class Recall(ctxlife.Strategy):
             ctx.record("skipped", reason="over_budget", passages=len(passages))
             return
         # One budget: the block, the summary and the recent messages stay under the threshold
-        # together. What the block needs beyond the room left is taken from the oldest recent
-        # rounds (already in the raw history, so nothing is lost), never from the turn itself.
+        # together. For a turn that refers to the past, what the block needs beyond the room left
+        # is taken from the oldest recent rounds (already in the raw history, so nothing is lost;
+        # never the turn itself), and the search is made again: what was dropped competes with the
+        # rest of the history for the block.
         block_tokens = ctx.tokens.count_text(text) + 8
         free = ctx.budget - used
-        if block_tokens > free and self.options.make_room:
-            free += self._make_room(ctx, search, block_tokens - free)
-            used = ctx.count()
+        if block_tokens > free and self.options.make_room and need == "past":
+            freed = self._make_room(ctx, search, block_tokens - free)
+            if freed:
+                used = ctx.count()
+                free = ctx.budget - used
+                passages = find() or passages
+                text = None
         budget = min(wanted, free, ctx.context_window - used - 64)
         if budget < 50:
             ctx.record("skipped", reason="no_room")
             return
-        if ctx.tokens.count_text(text) + 8 > budget:
+        if text is None or ctx.tokens.count_text(text) + 8 > budget:
             text, shown = draw(budget - 8)
             if text is None:
                 ctx.record("skipped", reason="over_budget", passages=len(passages))
