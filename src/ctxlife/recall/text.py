@@ -175,7 +175,7 @@ def _valid(month: int, day: int) -> bool:
 _PAST_WORDS = re.compile(
     r"\b(?:remember|recall|remind|earlier|before|ago|previously|once|last\s+(?:time|week|month|year|night)|"
     r"yesterday|the\s+other\s+day|mentioned|mention|told|said|shared|asked|recommended|suggested|"
-    r"did\s+(?:i|you|we)|do\s+i|have\s+i|had\s+i|was\s+(?:it|that|the)|were\s+(?:they|the)|what\s+was|"
+    r"did|do\s+i|have\s+i|had\s+i|was\s+(?:it|that|the)|were\s+(?:they|the)|what\s+was|"
     r"again|back\s+then|at\s+the\s+time|which\s+one|recently|my\s+favou?rite|have\s+you|you\s+gave)\b|,\s*right\s*\?",
     re.IGNORECASE,
 )
