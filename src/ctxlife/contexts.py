@@ -55,8 +55,6 @@ class HookContext:
             use it to keep data per session (raw history, snapshots, blobs, the lock).
         view: the view (an agent's or task's lane) inside the session this call
             belongs to; ``""`` is the default view.
-        text_filter: the host's privacy filter (set by the host); use
-            :meth:`filter_text`.
     """
 
     node: str = ""
@@ -71,7 +69,7 @@ class HookContext:
     store: SessionStore | None = None
     view: str = ""
     actions: list[Action] = field(default_factory=list, repr=False)
-    text_filter: Callable[..., str] | None = field(default=None, repr=False)
+    _text_filter: Callable[..., str] | None = field(default=None, repr=False)
     _strategy: str = field(default="", repr=False)
     _tokens: TokenCounter | None = field(default=None, repr=False)
 
@@ -97,9 +95,9 @@ class HookContext:
     def filter_text(self, text: str, where: str) -> str:
         """``text`` after every ``ctxlife_filter_text`` hook (redaction plugins), for text a strategy
         takes out of the session store and shows the model (``where``: ``"recall"``, ``"restore"``, ...)."""
-        if self.text_filter is None:
+        if self._text_filter is None:
             return text
-        return self.text_filter(text, where=where, session_id=self.session_id, view=self.view)
+        return self._text_filter(text, where=where, session_id=self.session_id, view=self.view)
 
     def record(self, what: str, **details: Any) -> None:
         """Record that the calling strategy acted (``ctx.record("truncated", removed=12)``).

@@ -248,7 +248,7 @@ class Host:
         ctx.context_window = self.context_window or context_window or 0  # explicit/env/config > framework
         ctx.threshold = self.settings.threshold
         ctx.store = self.store
-        ctx.text_filter = self.filter_text
+        ctx._text_filter = self.filter_text
         if ctx.complete is None:
             ctx.complete = self.complete
 
