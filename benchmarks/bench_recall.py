@@ -26,7 +26,10 @@ Methods, each as its docs tell users to run it:
 * ``trim_messages``: LangChain's ``trim_messages(strategy="last", start_on="human",
   include_system=True)`` on the whole history, at the same token budget as ``llm_summary+recall``
   at the same call (each call's budget = the tokens that method sent), counted with the same
-  tiktoken encoding and per-message accounting.
+  tiktoken encoding and per-message accounting;
+* ``recent+bm25``: the obvious alternative (issue 21), about thirty lines with no ctxlife code: at the
+  same budget, the most recent messages in half of it and BM25 over each earlier user message with
+  its reply in the other half (``run_recent_bm25``).
 
 Reported per method, window, language and half: the share of questions whose answer is in the
 context sent, the mean context tokens at those calls, and the mean wall time of a call (question
