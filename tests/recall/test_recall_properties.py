@@ -64,7 +64,7 @@ class RecallDriver(Driver):
 @pytest.mark.parametrize(("window", "exercised"), [(1000, False), (4000, True)])
 def test_the_recall_block_keeps_every_sequence_valid(window, exercised, tmp_path):
     """At 1,000 tokens there is mostly no room for a block (it is skipped); at 4,000 there is."""
-    budget = int(0.1 * window)
+    budget = int(0.25 * window)  # past_share: the most a turn that refers to the past gets
 
     @examples(20)
     @given(system=system_prompts(), script=scripts(min_turns=2, max_turns=6, max_steps=4), question=st.sampled_from(
