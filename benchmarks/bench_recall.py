@@ -26,7 +26,10 @@ Methods, each as its docs tell users to run it:
 * ``trim_messages``: LangChain's ``trim_messages(strategy="last", start_on="human",
   include_system=True)`` on the whole history, at the same token budget as ``llm_summary+recall``
   at the same call (each call's budget = the tokens that method sent), counted with the same
-  tiktoken encoding and per-message accounting.
+  tiktoken encoding and per-message accounting;
+* ``recent+bm25``: the obvious alternative (issue 21), about thirty lines with no ctxlife code: at the
+  same budget, the most recent messages in half of it and BM25 over each earlier user message with
+  its reply in the other half (``run_recent_bm25``).
 
 Reported per method, window, language and half: the share of questions whose answer is in the
 context sent, the mean context tokens at those calls, and the mean wall time of a call (question
@@ -44,6 +47,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import re
 import shutil
@@ -51,6 +55,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -68,7 +73,7 @@ offline_environment()  # before anything imports crewai
 
 WINDOWS = (4_000, 8_000)
 LANGUAGES = ("en", "cn")
-METHODS = ("unmanaged", "truncate_last_n", "llm_summary", "llm_summary+recall", "trim_messages")
+METHODS = ("unmanaged", "truncate_last_n", "llm_summary", "llm_summary+recall", "trim_messages", "recent+bm25")
 SYNTHETIC_SEEDS = {"dev": (1, 2, 3), "heldout": (101, 102, 103)}
 SYSTEM_PROMPT = {
     "en": "You are the user's AI companion. Chat warmly and remember what they tell you.",
@@ -343,6 +348,63 @@ def run_trim(conv: Conversation, budgets: dict[str, int]) -> Run:
     return run
 
 
+def run_recent_bm25(conv: Conversation, budgets: dict[str, int]) -> Run:
+    """The obvious alternative (issue 21), at each question's budget: the recent messages in half of it, and
+    BM25 over each earlier user message *with its reply* in the other half (best first, shown in order).
+
+    About thirty lines, no ctxlife code: words lower-cased, Chinese/Japanese as character bigrams.
+    """
+    from ctxlife.tokens import TokenCounter
+
+    counter = TokenCounter(None)
+    run = Run()
+    history: list[dict[str, Any]] = [{"role": "system", "content": conv.system}]
+
+    def terms(text: str) -> list[str]:
+        out = re.findall(r"[^\W\d_]+|\d+", re.sub(r"[\u3040-\u30ff\u3400-\u9fff]", " ", text.lower()))
+        for run_ in re.findall(r"[\u3040-\u30ff\u3400-\u9fff]+", text):
+            out += [run_[i : i + 2] for i in range(max(len(run_) - 1, 1))]
+        return out
+
+    def ask(question: Question, listing: list[dict[str, Any]]) -> None:
+        started = time.perf_counter()
+        system, rest, last = listing[0], listing[1:-1], listing[-1]
+        room = budgets[question.label] - counter.count_messages([system, last])
+        recent: list[dict[str, Any]] = []
+        while rest[: len(rest) - len(recent)] and counter.count_messages([rest[-len(recent) - 1], *recent]) <= room // 2:
+            recent.insert(0, rest[-len(recent) - 1])
+        older = rest[: len(rest) - len(recent)]
+        docs = [(i, older[i : i + 2] if i + 1 < len(older) and older[i + 1].get("role") == "assistant" else older[i : i + 1])
+                for i, m in enumerate(older) if m.get("role") == "user"]
+        bags = [Counter(terms(" ".join(str(m.get("content") or "") for m in pair))) for _, pair in docs]
+        average = statistics.fmean(sum(b.values()) for b in bags) if bags else 1.0
+        scores = [0.0] * len(docs)
+        for term in set(terms(str(last.get("content") or ""))):
+            df = sum(1 for b in bags if term in b)
+            idf = math.log(1 + (len(bags) - df + 0.5) / (df + 0.5))
+            for k, bag in enumerate(bags):
+                if term in bag:
+                    scores[k] += idf * bag[term] * 2.2 / (bag[term] + 1.2 * (0.25 + 0.75 * sum(bag.values()) / average))
+        chosen, left = [], room - counter.count_messages(recent)
+        for k in sorted(range(len(docs)), key=lambda k: -scores[k]):
+            cost = counter.count_messages(docs[k][1])
+            if scores[k] > 0 and cost <= left:
+                chosen.append(docs[k])
+                left -= cost
+        sent = [system, *[m for _, pair in sorted(chosen, key=lambda d: d[0]) for m in pair], *recent, last]
+        seconds = time.perf_counter() - started
+        run.outcomes.append(Outcome(question.label, answered(question.answers, sent), counter.count_messages(sent), seconds))
+
+    for i, (_, before, after) in enumerate(conv.calls):
+        history.extend(before)
+        if i in conv.interleaved:
+            ask(conv.interleaved[i], history)
+        history.extend(after)
+    for question in conv.questions:
+        ask(question, [*history, {"role": "user", "content": question.text}])
+    return run
+
+
 # -- the table -------------------------------------------------------------------------------------
 
 
@@ -372,7 +434,7 @@ def bench_answers(conversations: list[Conversation], windows: Sequence[int], met
             with tempfile.TemporaryDirectory(prefix="ctxlife-bench-recall-") as tmp:
                 recall_run = None
                 for method in methods:
-                    if method == "trim_messages":
+                    if method in ("trim_messages", "recent+bm25"):
                         continue
                     run = run_ctxlife(conv, method, window, Path(tmp))
                     per_method[method].append((conv, run))
@@ -380,6 +442,8 @@ def bench_answers(conversations: list[Conversation], windows: Sequence[int], met
                         recall_run = run
                 if "trim_messages" in methods and recall_run is not None:
                     per_method["trim_messages"].append((conv, run_trim(conv, recall_run.budgets)))
+                if "recent+bm25" in methods and recall_run is not None:
+                    per_method["recent+bm25"].append((conv, run_recent_bm25(conv, recall_run.budgets)))
             progress(f"{conv.name} @ {window}")
         for method, runs in per_method.items():
             groups: dict[tuple[str, str, str], list[tuple[Conversation, Run]]] = {}

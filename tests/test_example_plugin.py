@@ -20,7 +20,7 @@ def test_the_example_is_installed_as_its_own_distribution_and_listed():
     assert dist.version == "1.0.0"
     listed = subprocess.run([sys.executable, "-m", "ctxlife.cli", "strategies", "--json"], capture_output=True, text=True, check=True)
     row = next(r for r in json.loads(listed.stdout) if r["name"] == "redact")
-    assert row["package"] == "ctxlife-redact" and set(row["hooks"]) == {"ctxlife_before_llm_call", "ctxlife_after_tool_call"}
+    assert row["package"] == "ctxlife-redact" and set(row["hooks"]) == {"ctxlife_before_llm_call", "ctxlife_after_tool_call", "ctxlife_filter_text"}
 
 
 @pytest.mark.e2e

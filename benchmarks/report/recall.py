@@ -13,6 +13,7 @@ METHOD_LABELS = {
     "llm_summary": "`llm_summary`",
     "llm_summary+recall": "`llm_summary` + `recall`",
     "trim_messages": "`trim_messages` (same budget)",
+    "recent+bm25": "recent half + BM25 over message-with-reply (same budget)",
 }
 DATA_LABELS = {
     ("memorybank", "en"): "MemoryBank, English",

@@ -24,7 +24,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ctxlife.contexts import Action, BootstrapContext, HookContext, LLMCallContext, TaskContext, ToolCallContext
+from ctxlife.contexts import (
+    Action,
+    BootstrapContext,
+    HookContext,
+    LLMCallContext,
+    TaskContext,
+    TextContext,
+    ToolCallContext,
+)
 from ctxlife.errors import (
     ConfigError,
     CtxlifeError,
@@ -75,6 +83,7 @@ __all__ = [
     "Strategy",
     "StrategyOptionsError",
     "TaskContext",
+    "TextContext",
     "TokenCounter",
     "ToolCallContext",
     "ToolSpec",

@@ -69,6 +69,7 @@ class HookContext:
     store: SessionStore | None = None
     view: str = ""
     actions: list[Action] = field(default_factory=list, repr=False)
+    _text_filter: Callable[..., str] | None = field(default=None, repr=False)
     _strategy: str = field(default="", repr=False)
     _tokens: TokenCounter | None = field(default=None, repr=False)
 
@@ -90,6 +91,13 @@ class HookContext:
     def budget(self) -> int:
         """``threshold`` × ``context_window``: the token count considered too full."""
         return int(self.threshold * self.context_window)
+
+    def filter_text(self, text: str, where: str) -> str:
+        """``text`` after every ``ctxlife_filter_text`` hook (redaction plugins), for text a strategy
+        takes out of the session store and shows the model (``where``: ``"recall"``, ``"restore"``, ...)."""
+        if self._text_filter is None:
+            return text
+        return self._text_filter(text, where=where, session_id=self.session_id, view=self.view)
 
     def record(self, what: str, **details: Any) -> None:
         """Record that the calling strategy acted (``ctx.record("truncated", removed=12)``).
@@ -200,3 +208,18 @@ class TaskContext(HookContext):
     context_text: str = ""
     output: str | None = None
     messages: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class TextContext(HookContext):
+    """``ctxlife_filter_text``: text about to leave the session store.
+
+    Attributes:
+        text: the text (as stored, or as the previous filter left it). Assign a
+            new string to change it.
+        where: which path it leaves by: ``"recall"``, ``"search"``, ``"restore"``,
+            ``"show"``, ``"export"``, or ``"record"`` (the write-time filter).
+    """
+
+    text: str = ""
+    where: str = ""

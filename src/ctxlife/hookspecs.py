@@ -1,4 +1,4 @@
-"""The six lifecycle hookspecs. Their docstrings are the reference documentation.
+"""The six lifecycle hookspecs (and the privacy filter). Their docstrings are the reference documentation.
 
 Strategies implement any subset of these as methods decorated with
 :data:`ctxlife.hookimpl`; an implementation may take only the arguments it uses.
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import pluggy
 
-from ctxlife.contexts import BootstrapContext, LLMCallContext, TaskContext, ToolCallContext
+from ctxlife.contexts import BootstrapContext, LLMCallContext, TaskContext, TextContext, ToolCallContext
 
 PROJECT = "ctxlife"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -169,6 +169,41 @@ def ctxlife_task_end(ctx: TaskContext) -> None:
     """
 
 
+# -- text leaving the store -----------------------------------------------------------
+
+
+@hookspec
+def ctxlife_filter_text(ctx: TextContext) -> None:
+    """Privacy filter: change (redact) text before it leaves the session store.
+
+    When: every time ctxlife hands stored text to the model or to a person: a
+    passage the ``recall`` strategy puts into the context or the
+    ``ctxlife_search_history`` tool returns (``where="recall"``) and
+    ``ctxlife session search`` output (``where="search"``); any other path that
+    calls :meth:`ctxlife.host.Host.filter_text` / ``filter_message`` or
+    :meth:`ctxlife.HookContext.filter_text` goes through it too (restore,
+    ``session show/export``: ``"restore"``, ``"show"``, ``"export"``).
+    ``where="record"`` is the optional write-time filter: a caller that records
+    a message may pass it through here first so a secret never reaches disk.
+
+    Context: :class:`~ctxlife.contexts.TextContext` with ``text`` (as stored, or
+    as the previous filter left it), ``where`` (the path, see above),
+    ``session_id`` and ``view`` (both may be unknown: None and ``""``).
+
+    Mutate: assign a new string to ``ctx.text``. Filters run in dispatch order
+    (config order; ``tryfirst``/``trylast`` as for every hook), each seeing what
+    the previous one left. A filter that raises, or leaves something that is not
+    a string, has its edit discarded (a ``strategy_failed`` error event) and the
+    others still run: a redaction plugin should not raise.
+
+    A redaction strategy implements this hook with the same rule it applies to
+    the live list at node 2, so text it removes never reaches the model by any
+    path (live list, restore or recall) nor an operator's terminal.
+
+    Return: ignored.
+    """
+
+
 HOOK_NAMES: tuple[str, ...] = (
     "ctxlife_bootstrap",
     "ctxlife_before_llm_call",
@@ -176,4 +211,5 @@ HOOK_NAMES: tuple[str, ...] = (
     "ctxlife_after_tool_call",
     "ctxlife_task_start",
     "ctxlife_task_end",
+    "ctxlife_filter_text",
 )

@@ -31,6 +31,7 @@ from ctxlife.contexts import (
     HookContext,
     LLMCallContext,
     TaskContext,
+    TextContext,
     ToolCallContext,
 )
 from ctxlife.errors import CtxlifeError, PluginError
@@ -260,6 +261,7 @@ class Host:
         ctx.context_window = self.context_window or context_window or 0  # explicit/env/config > framework
         ctx.threshold = self.settings.threshold
         ctx.store = self.store
+        ctx._text_filter = self.filter_text
         if self.summary_model is not None:
             ctx.complete = self.summary_model
         elif ctx.complete is None:
@@ -427,6 +429,57 @@ class Host:
         if self._formats.get(session) == ANTHROPIC and not openai_only:
             return ANTHROPIC
         return found
+
+    # -- the privacy filter: text leaving the store -------------------------------------
+
+    def filter_text(self, text: str, *, where: str, session_id: str | None = None, view: str = "") -> str:
+        """``text`` after every ``ctxlife_filter_text`` implementation (redaction), in dispatch order.
+
+        Call it on any text taken out of the session store before a model or a person sees it
+        (``where``: ``"recall"``, ``"search"``, ``"restore"``, ``"show"``, ``"export"``, or
+        ``"record"`` before writing). Free when no active strategy filters text.
+        """
+        if not self._impls["ctxlife_filter_text"] or not text:
+            return text
+        ctx = TextContext(text=text, where=where, session_id=session_id or self.session_id, view=view)
+        ctx.node = "filter_text"
+        ctx.store = self.store
+
+        def restore(saved: str) -> None:
+            ctx.text = saved
+
+        def check(saved: str) -> str | None:
+            return None if isinstance(ctx.text, str) else f"set ctx.text to a {type(ctx.text).__name__}, not a str"
+
+        with self._lock:
+            self._run("ctxlife_filter_text", ctx, snapshot=lambda: ctx.text, restore=restore, check=check)
+        return ctx.text
+
+    def filter_message(
+        self, message: dict[str, Any], *, where: str, session_id: str | None = None, view: str = ""
+    ) -> dict[str, Any]:
+        """``message`` with its text (string content, text parts, tool-result text) through :meth:`filter_text`.
+
+        Returns the same dict when nothing changed, else a new one (the original is never edited).
+        """
+        if not self._impls["ctxlife_filter_text"]:
+            return message
+
+        def clean(value: Any) -> Any:
+            if isinstance(value, str):
+                return self.filter_text(value, where=where, session_id=session_id, view=view)
+            if isinstance(value, list):
+                out = [clean(part) for part in value]
+                return value if all(a is b for a, b in zip(out, value, strict=True)) else out
+            if isinstance(value, dict):
+                changed = {k: clean(v) for k, v in value.items() if k in ("content", "text")}
+                if all(changed[k] is value[k] for k in changed):
+                    return value
+                return {**value, **changed}
+            return value
+
+        cleaned: dict[str, Any] = clean(message)
+        return cleaned
 
     # -- node 2: before each model call -------------------------------------------------
 

@@ -14,6 +14,8 @@ for Chinese and other scripts written without spaces. The ``recall`` strategy an
 
 from ctxlife.recall.history import (
     MEMORY,
+    QUOTE_MARK,
+    RECALL_HEADER,
     HistorySearch,
     Passage,
     default_index_dir,
@@ -21,17 +23,20 @@ from ctxlife.recall.history import (
     live_keys,
     passages_from,
     position,
+    quote,
     read_records,
     render,
 )
 from ctxlife.recall.index import INDEX_VERSION, HistoryIndex, Hit, StoredRecord
 from ctxlife.recall.records import CHUNK_CHARS, Document, Record, chunks, documents, message_text
-from ctxlife.recall.text import bigrams, dates_in, index_text, query_terms
+from ctxlife.recall.text import bigrams, dates_in, index_text, need_for_past, query_terms
 
 __all__ = [
     "CHUNK_CHARS",
     "INDEX_VERSION",
     "MEMORY",
+    "QUOTE_MARK",
+    "RECALL_HEADER",
     "Document",
     "HistoryIndex",
     "HistorySearch",
@@ -48,8 +53,10 @@ __all__ = [
     "index_text",
     "live_keys",
     "message_text",
+    "need_for_past",
     "passages_from",
     "position",
+    "quote",
     "query_terms",
     "read_records",
     "render",

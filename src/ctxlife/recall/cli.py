@@ -5,6 +5,10 @@ session's raw history (words stemmed, Chinese and other scripts without spaces a
 passages first, each with when it was said, its position and who said it. The index is the one kept
 beside a file or SQLite store (built or brought up to date first); for other stores it is built in
 memory for the command.
+
+Every text printed goes through the privacy filter of the config's strategies (the
+``ctxlife_filter_text`` hook, ``where="search"``): what a redaction strategy removes is not shown to
+operators either.
 """
 
 from __future__ import annotations
@@ -32,6 +36,18 @@ def add_search_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.Arg
     return search
 
 
+def _filter_host(args: argparse.Namespace) -> Any:
+    """A host of the config's strategies, for their privacy filter (None when none filters text)."""
+    from ctxlife.config import load_settings
+    from ctxlife.host import Host
+
+    host = Host(load_settings(getattr(args, "config", None)))
+    if host.implements("ctxlife_filter_text"):
+        return host
+    host.close()
+    return None
+
+
 def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: Any) -> int:
     """Run ``session search`` on an open store; return the exit code."""
     from ctxlife.recall.history import HistorySearch, position
@@ -45,11 +61,19 @@ def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[s
     if args.limit < 1:
         err.write(f"error: --limit must be at least 1, got {args.limit}\n")
         return 2
+    host = _filter_host(args)
     search = HistorySearch(store)
     try:
-        passages = search.passages(sid, args.query, limit=args.limit)
+        passages = search.passages(
+            sid,
+            args.query,
+            limit=args.limit,
+            text_filter=None if host is None else lambda text: host.filter_text(text, where="search", session_id=sid),
+        )
     finally:
         search.close()
+        if host is not None:
+            host.close()
     if args.json:
         rows = [
             {

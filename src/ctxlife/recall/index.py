@@ -2,7 +2,9 @@
 
 One index per session. Records are added as they are recorded (only those past :attr:`last_seq`),
 so a call never re-indexes the history; the index is a cache of the raw history and can always be
-rebuilt from it (:meth:`HistoryIndex.reset`, then add every record again). It lives in a SQLite file
+rebuilt from it (:meth:`HistoryIndex.reset`, then add every record again). It follows the session's
+event log: a ``replace`` record swaps the text of its slot, a ``remove`` record drops it, so edited
+and deleted messages are never found again. It lives in a SQLite file
 (several processes may share it: WAL mode, and a record is indexed once whoever adds it first) or in
 memory.
 
@@ -13,6 +15,7 @@ segmenter.
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 import threading
@@ -28,7 +31,7 @@ from ctxlife.recall.records import CHUNK_CHARS, Record, documents, message_text
 from ctxlife.recall.text import dates_in, index_text, query_terms, term_pattern
 
 #: Bumped when the schema or the tokenization changes: an index of another version is rebuilt.
-INDEX_VERSION = 4
+INDEX_VERSION = 5
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -113,6 +116,7 @@ class HistoryIndex:
             if self.path is not None:
                 self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA secure_delete=ON")  # removed text is overwritten, not left in free pages
             self._db.executescript(_SCHEMA)
             version = self._meta("version")
             if version is None:
@@ -122,7 +126,12 @@ class HistoryIndex:
         except sqlite3.Error as exc:
             raise IndexError_(f"cannot open the history index {self.path or ':memory:'}: {exc}") from None
         self._last_seq = self._read_last_seq()
-        self._df: dict[str, int] = {}  # document frequencies, until the index changes
+        self._docs = self._count_docs()
+        self._views = self._read_views()
+        # Document frequencies, kept while the index has grown by less than a tenth: they only
+        # weigh terms, and recomputing them on every add made every search pay for them again.
+        self._df: dict[str, int] = {}
+        self._df_docs = self._docs
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -134,8 +143,13 @@ class HistoryIndex:
         self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     def _read_last_seq(self) -> int:
-        row = self._db.execute("SELECT max(seq) FROM records").fetchone()
-        return row[0] if row and row[0] is not None else 0
+        value = self._meta("last_seq")
+        return int(value) if value else 0
+
+    @property
+    def last_fingerprint(self) -> str | None:
+        """The fingerprint of the record at :attr:`last_seq`, when the store gave one."""
+        return self._meta("last_fp") or None
 
     def _drop_all(self) -> None:
         with self._lock:
@@ -145,6 +159,8 @@ class HistoryIndex:
             self._db.executescript(_SCHEMA)
             self._set_meta("version", str(INDEX_VERSION))
             self._last_seq = 0
+            self._docs = 0
+            self._views = set()
             self._df = {}
 
     @property
@@ -157,13 +173,19 @@ class HistoryIndex:
         with self._lock:
             last = self._read_last_seq()
             if last != self._last_seq:
-                self._df.clear()
+                self._docs = self._count_docs()
+                self._views = self._read_views()
             self._last_seq = last
             return last
 
     def reset(self) -> None:
-        """Forget everything (to rebuild from the raw history)."""
+        """Forget everything (to rebuild from the raw history); the old text is overwritten on disk."""
         self._drop_all()
+        if self.path is not None:
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # no old page left in the log either
+            except sqlite3.Error:
+                pass  # another connection reads: the log is truncated at its next checkpoint
 
     def __len__(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM records").fetchone()[0])
@@ -171,57 +193,100 @@ class HistoryIndex:
     # -- adding ------------------------------------------------------------------------------
 
     def add(self, records: Iterable[Record]) -> int:
-        """Index the records past :attr:`last_seq`; return how many were new.
+        """Apply the records past :attr:`last_seq` (add, replace, remove); return how many changed the index.
 
         Records at or below :attr:`last_seq` are skipped, so feeding the same records twice (or from
-        two processes) indexes them once.
+        two processes) applies them once.
         """
-        added = 0
+        changed = 0
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 last = self._read_last_seq()
+                fp: str | None = None
                 for record in records:
                     if record.seq <= last:
                         continue
-                    added += self._insert(record)
-                    last = record.seq
+                    changed += self._apply(record)
+                    last, fp = record.seq, record.fingerprint
+                if last != self._last_seq or fp is not None:
+                    self._set_meta("last_seq", str(last))
+                    self._set_meta("last_fp", fp or "")
                 self._db.execute("COMMIT")
-                if added:
-                    self._df.clear()
             except sqlite3.Error as exc:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise IndexError_(f"cannot write the history index {self.path or ':memory:'}: {exc}") from None
             self._last_seq = last
-        return added
+        return changed
 
-    def _insert(self, record: Record) -> int:
+    def _apply(self, record: Record) -> int:
+        op = record.op or "add"
+        if op == "add":
+            return self._insert(record, record.seq)
+        if op in ("remove", "replace") and record.target is not None:
+            removed = self._delete(record.target)
+            if op == "replace":
+                return self._insert(record, record.target) or removed
+            return removed
+        return 0  # an event this version does not know: the text it carries is not indexed
+
+    def _delete(self, slot: int) -> int:
+        """Drop a slot's record, documents and postings (FTS5 contentless delete: the same body again)."""
+        rows = self._db.execute(
+            "SELECT d.id, d.head, CASE WHEN d.text = '' THEN r.text ELSE d.text END FROM docs d "
+            "JOIN records r ON r.seq = d.seq WHERE d.seq = ?",
+            (slot,),
+        ).fetchall()
+        for doc_id, head, text in rows:
+            body = f"{head}\n{text}" if head else text
+            self._db.execute("INSERT INTO fts (fts, rowid, body) VALUES ('delete', ?, ?)", (doc_id, index_text(body)))
+        self._db.execute("DELETE FROM docs WHERE seq = ?", (slot,))
+        self._docs -= len(rows)
+        cur = self._db.execute("DELETE FROM records WHERE seq = ?", (slot,))
+        return 1 if cur.rowcount or rows else 0
+
+    def _read_views(self) -> set[str | None]:
+        return set(json.loads(self._meta("views") or "[]"))
+
+    def _note_view(self, view: str | None) -> None:
+        if view not in self._views:
+            self._views = self._read_views() | {view}
+            self._set_meta("views", json.dumps(sorted(self._views, key=lambda v: (v is None, v or ""))))
+
+    def _count_docs(self) -> int:
+        return int(self._db.execute("SELECT count(*) FROM docs").fetchone()[0])
+
+    def _insert(self, record: Record, slot: int) -> int:
         message = record.message if isinstance(record.message, dict) else {}
         role = str(message.get("role") or "")
         day = _day(record.recorded_at)
+        text = message_text(message).strip()
         cur = self._db.execute(
             "INSERT OR IGNORE INTO records (seq, role, recorded_at, day, md, view, calls, text) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                record.seq,
+                slot,
                 role,
                 record.recorded_at,
                 day,
                 day[5:] if day else None,
                 record.view,
                 int(_calls_tools(message)),
-                message_text(message).strip(),
+                text,
             ),
         )
         if cur.rowcount == 0:
             return 0
-        for doc in documents(record, self.chunk_chars):
+        self._note_view(record.view)
+        for doc in documents(Record(slot, message, record.recorded_at, record.view), self.chunk_chars):
+            stored = "" if doc.text == text else doc.text  # a whole message is read from its record
             doc_id = self._db.execute(
-                "INSERT INTO docs (seq, part, head, text) VALUES (?, ?, ?, ?)", (doc.seq, doc.part, doc.head, doc.text)
+                "INSERT INTO docs (seq, part, head, text) VALUES (?, ?, ?, ?)", (doc.seq, doc.part, doc.head, stored)
             ).lastrowid
             body = f"{doc.head}\n{doc.text}" if doc.head else doc.text
             self._db.execute("INSERT INTO fts (rowid, body) VALUES (?, ?)", (doc_id, index_text(body)))
+            self._docs += 1
         return 1
 
     # -- searching ---------------------------------------------------------------------------
@@ -234,47 +299,62 @@ class HistoryIndex:
         exclude: Iterable[int] = (),
         use_dates: bool = True,
         tool_weight: float = 1.0,
+        view: str | None = None,
     ) -> list[Hit]:
         """The documents that best match ``query`` (BM25), best first, skipping records in ``exclude``.
 
         When the query names calendar dates ("on May 2nd", "5月2日"), documents recorded on those
         days come first (ranked among themselves by BM25, or in order when the query has no other
-        words); the rest follow. ``tool_weight`` multiplies the score of tool results.
+        words); the rest follow. ``tool_weight`` multiplies the score of tool results. ``view``
+        keeps only the records of that view (None: every view).
         """
         excluded = set(exclude)
+        if view is not None and self._views <= {view}:
+            view = None  # one view only (the usual case): no filter to apply
         terms = query_terms(query)
         days = dates_in(query) if use_dates else []
         hits: list[Hit] = []
         with self._lock:
             terms = self._discriminating(terms)
             if days:
-                hits = self._dated(terms, days, limit, excluded, tool_weight)
+                hits = self._dated(terms, days, limit, excluded, tool_weight, view)
             if len(hits) < limit and terms:
                 seen = {(h.seq, h.part) for h in hits}
-                more = self._ranked(terms, limit + len(excluded) + len(hits), tool_weight)
+                more = self._ranked(terms, limit + len(excluded) + len(hits), tool_weight, view)
                 hits += [h for h in more if (h.seq, h.part) not in seen and h.seq not in excluded]
         return hits[:limit]
 
-    def _ranked(self, terms: Sequence[str], limit: int, tool_weight: float = 1.0) -> list[Hit]:
+    _FIELDS = (
+        "d.seq, d.part, CASE WHEN d.text = '' THEN r.text ELSE d.text END, r.role, r.recorded_at, r.day, r.view, d.head"
+    )
+
+    def _ranked(self, terms: Sequence[str], limit: int, tool_weight: float = 1.0, view: str | None = None) -> list[Hit]:
         match = " OR ".join(f'"{t}"' for t in terms)
         try:
             # The ranking alone first (FTS5 sorts its own matches fast), then the few rows it found.
-            rows = self._db.execute(
-                "SELECT rowid, -bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?", (match, limit * 3)
-            ).fetchall()
+            if view is None:
+                rows = self._db.execute(
+                    "SELECT rowid, -bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?", (match, limit * 3)
+                ).fetchall()
+            else:
+                rows = self._db.execute(
+                    "SELECT fts.rowid, -bm25(fts) FROM fts JOIN docs d ON d.id = fts.rowid "
+                    "JOIN records r ON r.seq = d.seq WHERE fts MATCH ? AND r.view = ? ORDER BY bm25(fts) LIMIT ?",
+                    (match, view, limit * 3),
+                ).fetchall()
         except sqlite3.Error as exc:
             raise IndexError_(f"searching the history index failed: {exc}") from None
         if not rows:
             return []
         scores = dict(rows)
         found = self._db.execute(
-            "SELECT d.id, d.seq, d.part, d.text, r.role, r.recorded_at, r.day, r.view, d.head FROM docs d "
+            f"SELECT d.id, {self._FIELDS} FROM docs d "
             f"JOIN records r ON r.seq = d.seq WHERE d.id IN ({','.join('?' * len(scores))})",
             list(scores),
         ).fetchall()
         hits = [
-            Hit(seq, part, scores[doc] * (tool_weight if role == "tool" else 1.0), text, role, at, day, view, head)
-            for doc, seq, part, text, role, at, day, view, head in found
+            Hit(seq, part, scores[doc] * (tool_weight if role == "tool" else 1.0), text, role, at, day, v, head)
+            for doc, seq, part, text, role, at, day, v, head in found
         ]
         hits.sort(key=lambda h: (-h.score, h.seq))
         return hits[:limit]
@@ -289,36 +369,36 @@ class HistoryIndex:
         limit: int,
         excluded: set[int],
         tool_weight: float = 1.0,
+        view: str | None = None,
     ) -> list[Hit]:
         """The documents of the named days: those with more (and rarer) query terms first, then in order."""
         month_days = [f"{month:02d}-{day:02d}" for month, day in days]
+        where_view = "" if view is None else " AND r.view = ?"
         rows = self._db.execute(
-            "SELECT d.seq, d.part, d.text, r.role, r.recorded_at, r.day, r.view, d.head FROM records r "
-            f"JOIN docs d ON d.seq = r.seq WHERE r.md IN ({','.join('?' * len(month_days))}) ORDER BY d.seq LIMIT ?",
-            [*month_days, self.DAY_DOCS],
+            f"SELECT {self._FIELDS} FROM records r JOIN docs d ON d.seq = r.seq "
+            f"WHERE r.md IN ({','.join('?' * len(month_days))}){where_view} ORDER BY d.seq LIMIT ?",
+            [*month_days, *([] if view is None else [view]), self.DAY_DOCS],
         ).fetchall()
         weights = self.term_weights(terms) if terms else {}
         patterns = [(term_pattern(t), w) for t, w in weights.items()]
         hits = []
-        for seq, part, text, role, at, day, view, head in rows:
+        for seq, part, text, role, at, day, v, head in rows:
             if seq in excluded:
                 continue
             lower = f"{head}\n{text}".casefold() if head else text.casefold()
             score = sum(w for pattern, w in patterns if pattern.search(lower))
-            hits.append(
-                Hit(seq, part, score * (tool_weight if role == "tool" else 1.0), text, role, at, day, view, head)
-            )
+            hits.append(Hit(seq, part, score * (tool_weight if role == "tool" else 1.0), text, role, at, day, v, head))
         hits.sort(key=lambda h: (-h.score, h.seq))
         return hits[:limit]
 
     #: Search terms in more than this share of the documents are left out of the search (when others
     #: remain): they barely change the ranking and cost the most (every document that has them is scored).
-    COMMON_SHARE = 0.1
+    COMMON_SHARE = 0.03
 
     def _discriminating(self, terms: Sequence[str]) -> list[str]:
         if len(terms) < 2:
             return list(terms)
-        total = self._db.execute("SELECT count(*) FROM docs").fetchone()[0]
+        total = self._docs
         if total < 200:  # small histories are cheap to search whole
             return list(terms)
         limit = self.COMMON_SHARE * total
@@ -326,6 +406,9 @@ class HistoryIndex:
         return kept or list(terms)
 
     def _doc_freq(self, term: str) -> int:
+        if abs(self._docs - self._df_docs) * 10 > self._df_docs + 100:
+            self._df.clear()
+            self._df_docs = self._docs
         found = self._df.get(term)
         if found is None:
             try:
@@ -333,12 +416,12 @@ class HistoryIndex:
             except sqlite3.Error:
                 found = 0
             self._df[term] = found
-        return found
+        return int(found)
 
     def term_weights(self, terms: Sequence[str]) -> dict[str, float]:
         """Inverse document frequency of each search term in this index (BM25's idf; rare terms weigh more)."""
         with self._lock:
-            total = self._db.execute("SELECT count(*) FROM docs").fetchone()[0]
+            total = self._docs
             out = {}
             for term in terms:
                 df = self._doc_freq(term)
@@ -359,6 +442,12 @@ class HistoryIndex:
             seq: StoredRecord(seq=seq, role=role, text=text, recorded_at=at, day=day, view=view, calls=bool(calls))
             for seq, role, text, at, day, view, calls in rows
         }
+
+    def recent_keys(self, count: int) -> set[tuple[str, str]]:
+        """(role, text) of the ``count`` latest records (by slot)."""
+        with self._lock:
+            rows = self._db.execute("SELECT role, text FROM records ORDER BY seq DESC LIMIT ?", (count,)).fetchall()
+        return {(role, text) for role, text in rows}
 
     def close(self) -> None:
         with self._lock:

@@ -29,12 +29,20 @@ class Record:
         message: the message dict as recorded.
         recorded_at: when it was recorded (seconds since the epoch), if the store says.
         view: the agent/task view it belongs to, if the store says.
+        op: what the record does to its view (the session event log): ``"add"`` a message,
+            ``"replace"`` the message of slot ``target``, ``"remove"`` slot ``target``.
+        target: the slot (the seq of the record that first added it) a replace/remove acts on.
+        fingerprint: the store's fingerprint of the message, if it gives one (to tell that a
+            session was deleted and written again under the same sequence numbers).
     """
 
     seq: int
     message: dict[str, Any]
     recorded_at: float | None = None
     view: str | None = None
+    op: str = "add"
+    target: int | None = None
+    fingerprint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

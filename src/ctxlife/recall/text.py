@@ -168,3 +168,33 @@ def _valid(month: int, day: int) -> bool:
     except ValueError:
         return False
     return True
+
+
+# Words that say a message is about something said or done before ("do you remember", "last time",
+# "you recommended", "上次", "之前说过"): the question needs the past, not only the recent turns.
+_PAST_WORDS = re.compile(
+    r"\b(?:remember|recall|remind|earlier|before|ago|previously|once|last\s+(?:time|week|month|year|night)|"
+    r"yesterday|the\s+other\s+day|mentioned|mention|told|said|shared|asked|recommended|suggested|"
+    r"did|do\s+i|have\s+i|had\s+i|was\s+(?:it|that|the)|were\s+(?:they|the)|what\s+was|"
+    r"again|back\s+then|at\s+the\s+time|which\s+one|recently|my\s+favou?rite|have\s+you|you\s+gave)\b|,\s*right\s*\?",
+    re.IGNORECASE,
+)
+_PAST_CJK = re.compile(
+    r"记得|之前|以前|上次|那次|刚才|说过|提到|提过|讲过|推荐过|推荐的|分享过|告诉过|曾|前几天|那天|昨天|还记|过的|"
+    r"最近|对吗|你给我|我喜欢.*[?？]|我最.*[?？]"
+)
+_QUESTION = re.compile(
+    r"[?？]|^(?:what|which|who|whom|whose|when|where|why|how)\b|[吗呢]\s*$|什么|哪|几|多少|谁|怎么", re.IGNORECASE
+)
+
+
+def need_for_past(text: str) -> str:
+    """How much a message needs what was said earlier: ``"past"`` (it refers to it: "do you remember",
+    "last time", a calendar date, "上次"), ``"question"`` (it asks something), or ``"none"`` (small talk,
+    a statement)."""
+    text = normalize(text)
+    if _PAST_WORDS.search(text) or _PAST_CJK.search(text) or dates_in(text):
+        return "past"
+    if _QUESTION.search(text.strip()):
+        return "question"
+    return "none"

@@ -5,7 +5,11 @@ two nodes:
 
 * after a tool returns (node 4): the result the model will see is redacted;
 * before each model call (node 2): every message is redacted, so secrets typed by the user
-  or restored from a session never reach the provider either.
+  or restored from a session never reach the provider either;
+* whenever text leaves the session store (``ctxlife_filter_text``): passages the ``recall``
+  strategy brings back from the raw history, ``ctxlife session search`` output, and any other
+  path that asks the host to filter (restore, ``session show/export``), so a secret written
+  to the history before redaction ran never comes back by another way.
 
 Each secret becomes ``[REDACTED:<kind>]``. Actions record counts per kind, never the secrets.
 """
@@ -103,3 +107,10 @@ class Redact(ctxlife.Strategy):
                 total.update(found)
         if total:
             ctx.record("redacted", where="messages", **total)
+
+    @ctxlife.hookimpl
+    def ctxlife_filter_text(self, ctx: ctxlife.TextContext) -> None:
+        clean, found = self.redact(ctx.text)
+        if found:
+            ctx.text = clean
+            ctx.record("redacted", where=ctx.where, **found)
