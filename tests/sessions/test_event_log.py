@@ -407,3 +407,13 @@ def test_export_all_shows_the_log_and_erase_deletes_by_pattern(store_url: str) -
     assert "4111" not in out and json.loads(out)[0]["erased"] is True
     assert run("session", "erase", "nobody", "--seq", "1", "--store", store_url)[0] == 1  # no such session
     assert run("session", "erase", "cli", "--match", "((", "--store", store_url)[0] == 2  # not a regular expression
+
+
+def test_text_a_redaction_plugin_removes_never_comes_back_through_a_restore(store_url: str) -> None:
+    pytest.importorskip("ctxlife_redact")  # the example plugin, installed by `make test`
+    key = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
+    with open_store(store_url) as store:  # recorded before redaction was configured
+        store.append("red", [user(f"my key is {key}"), assistant("got it")])
+    with ctxlife.Session("red", settings(store_url, "redact"), context_window=WINDOW) as session:
+        assert key not in json.dumps(session.get_items())
+        assert key not in json.dumps(session.prepare(user("what was my key?")))

@@ -310,7 +310,12 @@ class Session:
         from ctxlife.messages import is_inserted, is_recall_block, is_system
 
         restored = self._restored()
-        items = [m for m in restored.messages if not is_recall_block(m) and not (is_system(m) and not is_inserted(m))]
+        items = [
+            # text a redaction strategy removes never comes back (ctxlife_filter_text, where="restore")
+            self.host.filter_message(m, where="restore", session_id=self.session_id, view=self.view)
+            for m in restored.messages
+            if not is_recall_block(m) and not (is_system(m) and not is_inserted(m))
+        ]
         return items, restored.covered
 
     def _save(self, listing: list[Message], covered: int) -> None:
