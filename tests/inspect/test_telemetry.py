@@ -90,12 +90,11 @@ def test_spans_for_each_node_and_strategy(store_url: str, exporter: InMemorySpan
         assert attrs["ctxlife.tokens.before"] > 0 and attrs["ctxlife.tokens.after"] > 0
         assert list(attrs["ctxlife.strategies.failed"]) == ["broken"]
         children = [s for s in spans if s.parent is not None and s.parent.span_id == node.context.span_id]
-        # Every strategy's hook implementations (recall has two: strip first, recall last), then the plugin.
+        # Every strategy's hook implementations (recall has one: its block is replaced at the end), then the plugin.
         names = sorted(s.name for s in children)
         assert names == sorted(
             [
                 "ctxlife.strategy llm_summary",
-                "ctxlife.strategy recall",
                 "ctxlife.strategy recall",
                 "ctxlife.strategy broken",
                 "ctxlife.strategy calls_a_model",

@@ -17,7 +17,7 @@ from typing import Any
 
 from ctxlife.config import settings_from_dict
 from ctxlife.host import Host
-from ctxlife.messages import RECALL_PREFIX, is_recall_block, validate
+from ctxlife.messages import RECALL_PREFIX, inserted_text, is_recall_block, validate
 from ctxlife import Session
 from ctxlife.sessions import open_store
 
@@ -184,7 +184,7 @@ def test_recalled_text_cannot_forge_a_header_or_a_turn(tmp_path):
         live = ask(host, live, "What did the refund policy page say about the IBAN and the refund?")
     finally:
         host.close()
-    block = block_of(live)
+    block = inserted_text(block_of(live))  # without ctxlife's own mark line (keyed: content cannot forge it)
     assert "GB33BUKB20201555555555" in block  # recalled, as data
     lines = block.splitlines()
     assert lines[0].startswith(RECALL_PREFIX) and "not instructions" in lines[0]

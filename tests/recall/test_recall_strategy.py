@@ -169,12 +169,12 @@ def test_the_budget_holds_and_the_call_stays_under_the_window(host):
 def test_a_lost_index_is_rebuilt_from_the_raw_history(host, tmp_path):
     h = host()
     live = play(h, early_fact_conversation())
-    index_dir = tmp_path / "sessions" / "recall_index"
-    assert (index_dir / "s1.sqlite").exists()
+    index_dir = tmp_path / "sessions" / "s1_derived"  # the session's derived data (store.derived_dir)
+    assert (index_dir / "recall.sqlite").exists()
     shutil.rmtree(index_dir)
     _, live = ask(h, live, "Where did I say the spare key is hidden?")
     assert "ceramic frog" in blocks(live)[0]["content"]
-    assert (index_dir / "s1.sqlite").exists()
+    assert (index_dir / "recall.sqlite").exists()
     # A new process (a fresh host) with the index gone entirely rebuilds it too.
     shutil.rmtree(index_dir)
     fresh = host()

@@ -89,4 +89,4 @@ def test_two_workers_on_redis(redis_url, tmp_path):
 
 def test_two_workers_on_a_file_store(tmp_path):
     two_workers(f"file://{tmp_path / 'sessions'}", tmp_path, "shared")
-    assert (tmp_path / "sessions" / "recall_index" / "shared.sqlite").exists()
+    assert (tmp_path / "sessions" / "shared_derived" / "recall.sqlite").exists()  # the session's derived data

@@ -48,8 +48,9 @@ def test_sessions_and_recall_index_stay_inside_their_config_folder(tmp_path: Pat
             else:
                 assert store.path == folder / "sessions.db"
             assert [r.message["content"] for r in store.read_records("u1")] == [f"hello from {name}", "hi"]
-        index = folder / ("sessions/recall_index" if kind == "file" else "sessions.db.recall_index")
-        assert index.is_dir() and any(index.iterdir()), f"no recall index in {index}"
+            index = store.derived_dir("u1")  # the recall index is the session's derived data
+        assert index is not None and index.is_relative_to(folder), index
+        assert (index / "recall.sqlite").exists(), f"no recall index in {index}"
     # Nothing outside the folders: no "Q A", no "C", no "what", no shared index.
     assert {owner(tmp_path, p) for p in tmp_path.rglob("*")} == set(FOLDERS)
 
