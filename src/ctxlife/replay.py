@@ -555,13 +555,13 @@ def _fill_inserted(
     frame: Frame, sent: list[dict[str, Any]], before: list[dict[str, Any]], store: Any, session_id: str
 ) -> None:
     """The summary a compaction wrote at this call, and the passages a recall block brought back."""
-    from ctxlife.messages import SUMMARY_PREFIX, is_recall_block, is_summary
+    from ctxlife.messages import SUMMARY_PREFIX, inserted_text, is_recall_block, is_summary
     from ctxlife.sessions.base import fingerprint
 
     had = {fingerprint(m) for m in before if is_summary(m)}
     for message in sent:
         if is_summary(message) and fingerprint(message) not in had:
-            frame.summary = content_text(message).removeprefix(SUMMARY_PREFIX).strip()
+            frame.summary = inserted_text(content_text(message)).removeprefix(SUMMARY_PREFIX).strip()
         elif is_recall_block(message):
             frame.recall_block = content_text(message)
     recalled = next((a for a in frame.actions if a["what"] == "recalled"), None)

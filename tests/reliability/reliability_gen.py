@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from ctxlife.contexts import TaskContext, ToolCallContext
-from ctxlife.messages import SUMMARY_PREFIX, is_summary, is_system, last_user_index, validate
+from ctxlife.messages import SUMMARY_PREFIX, inserted_text, is_summary, is_system, last_user_index, validate
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -361,7 +361,7 @@ def check_claims(
         assert d["tokens_after"] < d["tokens_before"], f"compacted but {d['tokens_before']} -> {d['tokens_after']}"
         summary = [m for m in after if is_summary(m)]
         assert len(summary) == 1
-        body = summary[0]["content"][len(SUMMARY_PREFIX) :].strip()
+        body = inserted_text(summary[0]["content"])[len(SUMMARY_PREFIX) :].strip()  # without ctxlife's mark line
         assert counter.count_text(body) <= opts.max_summary_tokens, "summary over max_summary_tokens"
         checks.hit("summary_reduces_tokens")
         if "llm_summary" in names and all(n in ("llm_summary", "snapshot_restore") for n in names) and not restored:

@@ -252,12 +252,12 @@ def current_summary(snapshot: Any) -> str | None:
     :func:`ctxlife.messages.is_summary` after :func:`~ctxlife.messages.restore_inserted` re-registers the
     snapshot's inserted messages); a ``"summary"`` entry of the snapshot's meta is the fallback.
     """
-    from ctxlife.messages import SUMMARY_PREFIX, content_text, is_summary, restore_inserted
+    from ctxlife.messages import SUMMARY_PREFIX, content_text, inserted_text, is_summary, restore_inserted
 
     restore_inserted(snapshot.messages, snapshot.meta.get("inserted"))
     found = [m for m in snapshot.messages if is_summary(m)]
     if found:
-        return content_text(found[-1]).removeprefix(SUMMARY_PREFIX).strip()
+        return inserted_text(content_text(found[-1])).removeprefix(SUMMARY_PREFIX).strip()
     summary = snapshot.meta.get("summary")
     if summary is None:
         return None
