@@ -28,6 +28,9 @@ changes something and then makes the caller's next call, and every model reply i
   **corrupt snapshot** (then a restart: the view is restored from the raw history). Rules that drop
   messages act only when the host serving the call served the lane's last call (a host that has not
   seen the caller's list removes nothing before the conversation's end, as documented);
+* **cancelled call** — the caller's ``amanage()`` is cancelled (before or while it runs), then it
+  sends the same list again; **crowd** — 40 other sessions (more than ``manage()``'s host cache
+  holds) converse in threads while this one makes its call;
 * **another agent** — where ctxlife has views, every rule may act on a second agent's conversation
   (view ``"B"``) in the same session, interleaved with the first.
 
@@ -58,12 +61,15 @@ examples; ``SESSION_MACHINE_ONLY=restart,nan`` keeps only those events (to hunt 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 import json
 import math
 import os
 import shutil
 import tempfile
+import threading
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -81,9 +87,13 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+import ctxlife
 from ctxlife.config import Settings, settings_from_dict
 from ctxlife.host import Host
 from ctxlife.sessions import open_store
+
+# manage() warns that snapshot_restore also acts at task end; the machine drives only model calls.
+pytestmark = pytest.mark.filterwarnings("ignore::ctxlife.CtxlifeWarning")
 
 BIG_WINDOW = 1_000_000
 SMALL_WINDOW = 300  # tokens: a compaction on any conversation longer than a turn or two
@@ -310,6 +320,7 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             # the conversation's end (docs/sessions.md): the rules that drop messages wait for one that has
             self.last_worker: dict[str, int] = {}  # view -> the worker that served its last call
             self.compact_next = False
+            self.crowded = False  # the crowd rule runs once per example (it is 80 calls)
             self.n = 0  # a counter for unique texts and ids
             self.checks: Counter[str] = Counter()
             self.steps: Counter[str] = Counter()
@@ -753,6 +764,65 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             this.from_raw = corrupt_snapshot(kind, self.store, self.url, self.sid, this.view)
             self.drop_hosts()
             self.turn(data, lane, "corrupt_snapshot")
+
+        @precondition(lambda self: on("cancelled_call") and self.edit_ready() and not self.lanes[0].pending)
+        @rule(data=st.data(), wait=st.sampled_from([0.0, 0.0, 0.002, 0.02]))
+        def cancelled_call(self, data: st.DataObject, wait: float) -> None:
+            """The caller's ``amanage()`` for its next turn is cancelled (a timeout, a client gone),
+            then the caller sends the same list again: its list is left exactly as it was, and
+            the turn is recorded once (by the cancelled call if its pipeline had started, else now)."""
+            this = self.lanes[0]  # amanage() serves the default view
+            new = {"role": "user", "content": self.text(["cancelled"])}
+            sent = [*this.msgs, new]
+            before = [canon(m) for m in sent]
+
+            async def call_and_cancel() -> None:
+                task = asyncio.ensure_future(
+                    ctxlife.amanage(sent, config=self.settings, context_window=BIG_WINDOW, session_id=self.sid)
+                )
+                await asyncio.sleep(wait)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+            asyncio.run(call_and_cancel())
+            self.check(
+                "cancel_leaves_the_list", [canon(m) for m in sent] == before, "a cancelled amanage() changed the list"
+            )
+            self.step("cancelled_call")
+            self.call(this, [new])
+            self.model_answers(this, data)
+
+        @precondition(lambda self: on("crowd") and self.edit_ready() and not self.crowded)
+        @rule(data=st.data())
+        def crowd(self, data: st.DataObject) -> None:
+            """More concurrent sessions than ``manage()``'s host cache holds (40 > 32), each in its own
+            thread, while this session makes its next call: no call fails, every session records its
+            own messages once."""
+            self.crowded = True
+            others = [f"{self.sid}-o{i}" for i in range(40)]
+            errors: list[str] = []
+
+            def converse(sid: str) -> None:
+                try:
+                    for k in range(2):
+                        turn = [dict(SYSTEM), {"role": "user", "content": f"{sid} turn {k}"}]
+                        ctxlife.manage(turn, config=self.settings, context_window=BIG_WINDOW, session_id=sid)
+                except Exception as exc:  # noqa: BLE001 - counted: the invariant is that none fails
+                    errors.append(f"{sid}: {type(exc).__name__}: {exc}")
+
+            threads = [threading.Thread(target=converse, args=(sid,)) for sid in others]
+            for t in threads:
+                t.start()
+            try:
+                self.turn(data, 0, "crowd")
+            finally:
+                for t in threads:
+                    t.join()
+            self.check("crowd_no_failures", not errors, f"calls failed under a crowd: {errors[:3]}")
+            for sid in others:
+                got = [r.message.get("content") for r in self.store.read_records(sid)]
+                self.check("crowd_exactly_once", got == [f"{sid} turn 0", f"{sid} turn 1"], f"{sid} recorded {got}")
 
         @invariant()
         def count(self) -> None:
