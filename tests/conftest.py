@@ -9,6 +9,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,74 @@ import pytest  # noqa: E402
 
 # The strategy-author kit's fixtures (ctxlife.pytest_plugin) load through ctxlife's pytest11
 # entry point; the first-party tests use them like any plugin author would.
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--reliability-stats",
+        action="store_true",
+        help="print the reliability suite's table of hypothesis examples per invariant (and the soak figures)",
+    )
+
+
+# -- tests write only under their temporary folders -------------------------------------------------
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# What running tests may leave in the checkout: interpreter and tool caches (all git-ignored).
+_CACHES = ("__pycache__", ".hypothesis", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv", "mutants")
+
+
+def _checkout_entries() -> set[str] | None:
+    """``git status`` of the checkout, ignored files included (a test writing into a git-ignored
+    folder such as ``workspace/`` is caught too); None outside a git checkout."""
+    try:
+        done = subprocess.run(
+            ["git", "status", "--porcelain", "--ignored=matching", "--untracked-files=all"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    lines = {line for line in done.stdout.splitlines() if line}
+    return {line for line in lines if not any(part in _CACHES for part in Path(line[3:]).parts)}
+
+
+def _tmp_entries() -> set[str]:
+    tmp = Path(tempfile.gettempdir())
+    try:
+        return {p.name for p in tmp.iterdir() if not p.name.startswith("pytest-of-")}
+    except OSError:
+        return set()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _nothing_written_outside_tmp_path():
+    """Fails the run when the tests left files in the checkout or in the system temp folder.
+
+    Tests write only under pytest's ``tmp_path`` (``/tmp/pytest-of-USER``). On CI (``CI`` set) or
+    with ``CTXLIFE_STRICT_TMP=1`` every new entry of the temp folder counts; elsewhere (a machine
+    shared with other programs writing there) only entries naming ctxlife do.
+    """
+    checkout_before = _checkout_entries()
+    tmp_before = _tmp_entries()
+    yield
+    problems = []
+    checkout_after = _checkout_entries()
+    if checkout_before is not None and checkout_after is not None:
+        new = sorted(checkout_after - checkout_before)
+        if new:
+            problems.append(f"the tests wrote into the checkout {REPO_ROOT}: {new[:20]}")
+    strict = bool(os.environ.get("CI")) or os.environ.get("CTXLIFE_STRICT_TMP") == "1"
+    new_tmp = sorted(n for n in _tmp_entries() - tmp_before if strict or "ctxlife" in n.lower())
+    if new_tmp:
+        problems.append(f"the tests left files in {tempfile.gettempdir()}: {new_tmp[:20]}")
+    if problems:
+        pytest.fail("; ".join(problems) + " (tests write only under pytest's tmp_path)", pytrace=False)
 
 
 @pytest.fixture(autouse=True)

@@ -97,6 +97,10 @@ def tables(tmp: Path) -> dict[str, dict[str, Any]]:
     }
     for path in sorted((REPO / "configs").glob("*.toml")):
         data = read_toml(path)
+        # Every store the config names goes to the temporary folder: the top-level ``store`` (which
+        # wins over snapshot_restore's own) and the deprecated per-strategy one.
+        if "store" in data:
+            data["store"] = store["store"]
         if "snapshot_restore" in data.get("strategies", []):
             data.setdefault("snapshot_restore", {})["store"] = store["store"]
         if "tool_output" in data.get("strategies", []):
