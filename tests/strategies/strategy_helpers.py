@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import re
 
-MARK_RE = re.compile(r'"ref": "(to_[0-9a-f]{16})", "start": "(\\d+)"')
+MARK_RE = re.compile(r'"ref": "(to_[0-9a-f]{16})", "start": "(\d+)"')
 
 FILLER = (
     "The team reviewed the options in detail and discussed several considerations at length. "

@@ -7,7 +7,7 @@ import re
 import stat
 
 import pytest
-from hypothesis import HealthCheck, given
+from hypothesis import HealthCheck, event, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from strategy_helpers import MARK_RE, big_text
@@ -80,39 +80,101 @@ def test_json_too_wide_for_its_keys_falls_back_to_text(count):
     assert kind == "text" and count(out) <= 200
 
 
-def test_deep_json_is_summarized_below_a_depth(count):
-    data = {"a": [{"b": [{"c": [{"d": "x" * 50, "e": list(range(40))}] * 3}] * 3}] * 3, "z": list(range(100))}
-    out, kind = shorten(json.dumps(data), 120, count, REF)
-    assert count(out) <= 120
-    if kind == "json":
-        assert "a" in json.loads(out.partition("\n[ctxlife")[0])
+def _depth(value) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
 
 
-@hsettings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.recursive(
-        st.none() | st.booleans() | st.integers() | st.text(max_size=300),
-        lambda children: st.lists(children, max_size=60) | st.dictionaries(st.text(max_size=12), children, max_size=12),
-        max_leaves=400,
-    ),
-    st.integers(min_value=100, max_value=600),
+def _deep(levels: int, width: int) -> dict:
+    """``levels`` nested objects, each with ``width`` fields and an array holding the next level."""
+    node: dict = {"leaf": "x" * 40}
+    for level in range(levels, 0, -1):
+        node = {**{f"field_{level}_{j}": f"value {level}.{j}" for j in range(width)}, "next": [node, {"sibling": level}]}
+    return node
+
+
+@pytest.mark.parametrize(("levels", "width", "cap"), [(12, 6, 300), (20, 3, 250), (8, 10, 400)])
+def test_deep_json_is_summarized_below_a_depth(count, levels, width, cap):
+    """Too deep for even one item per array: the levels above a depth are kept whole (every key,
+    one item per array), everything below is one placeholder naming what it replaced."""
+    data = _deep(levels, width)
+    out, kind = shorten(json.dumps(data), cap, count, REF)
+    assert kind == "json" and count(out) <= cap
+    shown = json.loads(out.partition("\n[ctxlife")[0])
+    assert 0 < _depth(shown) < _depth(data), "nothing was summarized below a depth"
+    node, original, kept_levels = shown, data, 0
+    while isinstance(node, dict):
+        assert set(node) == set(original), "a level above the cut lost keys"
+        assert all(node[k] == original[k] for k in original if k != "next")
+        kept_levels += 1
+        nxt = node["next"]
+        if isinstance(nxt, str):  # the array at the cut, summarized
+            assert nxt == "[... 2 items]"
+            break
+        assert isinstance(nxt, list) and nxt[-1] == "... 1 more items"
+        node, original = nxt[0], original["next"][0]
+        if isinstance(node, str):  # the object at the cut, summarized
+            assert node == f"{{... {len(original)} keys}}"
+            break
+    assert 0 < kept_levels < levels, kept_levels
+
+
+def _over(value, cap: int, count, grow: str):
+    """``value`` grown until its JSON is over ``cap`` tokens: repeated in an array, wrapped in more
+    levels, or given a long string field (the three ways real results get big)."""
+    for _ in range(64):
+        text = json.dumps(value, ensure_ascii=False)
+        if count(text) > cap:
+            return value, text
+        if grow == "array":
+            value = [value] * 4
+        elif grow == "deep":
+            value = {"level": value, "items": [value, value]}
+        else:
+            value = {"value": value, "note": "note " + json.dumps(value, ensure_ascii=False) * 4 + "x" * 200}
+    raise AssertionError("could not grow the value over the cap")
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=300),
+    lambda children: st.lists(children, max_size=60) | st.dictionaries(st.text(max_size=12), children, max_size=12),
+    max_leaves=400,
 )
-def test_any_result_fits_its_cap(count, value, cap):
-    text = json.dumps(value, ensure_ascii=False) * 3 if not isinstance(value, (dict, list)) else json.dumps(value)
-    if count(text) <= cap:
-        return
-    out, _ = shorten(text, cap, count, REF)
+
+
+@hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(JSON_VALUES, st.sampled_from(["array", "deep", "wide"]), st.integers(min_value=100, max_value=600))
+def test_any_result_fits_its_cap(count, value, grow, cap):
+    """Every JSON result over its cap is shortened to fit (the value is grown over the cap, so every
+    example reaches the assertion)."""
+    value, text = _over(value, cap, count, grow)
+    out, kind = shorten(text, cap, count, REF)
+    event(f"shortened as {kind}")
     assert count(out) <= cap
+    if kind == "json":
+        json.loads(out.partition("\n[ctxlife")[0])  # a JSON result stays valid JSON
 
 
-@hsettings(max_examples=30, deadline=None)
+@hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(min_size=1, max_size=4000), st.integers(min_value=100, max_value=300))
 def test_any_text_fits_its_cap(count, text, cap):
-    text = text * 5
-    if count(text) <= cap:
-        return
-    out, _ = shorten(text, cap, count, REF)
+    """Any text over its cap (repeated until it is: every example reaches the assertion) fits, and
+    keeps its head."""
+    unit = text
+    for _ in range(10_000):
+        if count(text) > cap:
+            break
+        text += unit
+    assert count(text) > cap
+    out, kind = shorten(text, cap, count, REF)
+    event(f"shortened as {kind}")
     assert count(out) <= cap
+    if kind == "text":
+        head = out.partition("\n[... ctxlife: ")[0]
+        assert text.startswith(head)
 
 
 # -- through the host -------------------------------------------------------------------
