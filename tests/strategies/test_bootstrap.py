@@ -124,9 +124,10 @@ def test_manage_injects_once_into_the_system_message():
     assert messages[0]["content"].count("PROFILE") == 1
 
 
-def test_xiaopaw_config_loads_and_renders():
+def test_xiaopaw_config_loads_and_renders(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXLIFE_STORE", f"file://{tmp_path / 'sessions'}")
     settings = ctxlife.load_settings(REPO / "configs" / "xiaopaw.toml")
-    assert settings.strategies == ["bootstrap", "truncate_last_n", "recall"]
+    assert settings.strategies == ["bootstrap", "snapshot_restore", "truncate_last_n", "recall"]
     text = Host(settings).bootstrap_text(agent_role="Assistant")
     assert text.startswith("You are XiaoPaw, a work assistant in Feishu.")
     assert "- Position: product manager" in text

@@ -76,7 +76,8 @@ def test_only_the_listed_agents_get_the_text():
 
 
 @pytest.mark.e2e
-def test_xiaopaw_reaches_the_first_model_call():
+def test_xiaopaw_reaches_the_first_model_call(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXLIFE_STORE", f"file://{tmp_path / 'sessions'}")  # not configs/workspace
     llm = scripted_llm()
     agent = Agent(role="Assistant", goal="help the user with their tasks", backstory="You help.", llm=llm)
     task = Task(description="Summarize this week's work.", expected_output="a weekly report", agent=agent)
