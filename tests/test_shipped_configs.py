@@ -70,7 +70,9 @@ def test_xiaopaw_recalls_what_the_pruning_evicted(tmp_path):
         {"role": "assistant", "content": "Noted: INV-77231."},
     ]
     for i in range(12):
-        messages.append({"role": "user", "content": f"Turn {i}: summarize weekly report section {i} " + "filler words " * 30})
+        messages.append(
+            {"role": "user", "content": f"Turn {i}: summarize weekly report section {i} " + "filler words " * 30}
+        )
         host.manage(messages)
         messages.append({"role": "assistant", "content": f"Section {i} summarized. " + "more words " * 20})
     kept = [m for m in messages if not is_recall_block(m)]

@@ -14,7 +14,6 @@ such test asserts the faults it injected happened.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import signal
@@ -405,9 +404,7 @@ def test_restart_during_a_read_outage_restores_once_the_store_is_back(method, fa
     first = Host(summary_settings(url), context_window=WINDOW, session_id="reread")
     run = Session(first, session_messages(40))
     run.run(run.remaining)
-    saved = list(run.live)
     first.close()
-    snapshot_before = None
     with sessions.open_store(url) as store:
         snapshot_before = store.load_snapshot("reread")
     assert snapshot_before is not None
