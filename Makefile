@@ -59,16 +59,14 @@ $(MUTATE_STAMP): $(STAMP) pyproject.toml
 	touch $(MUTATE_STAMP)
 
 # Mutation testing of the core ([tool.mutmut] in pyproject.toml; <= 20 minutes on 2 cores, niced).
-# mutmut runs in a staged copy, build/mutate, with strategies/ctxlife_strategies beside src/ctxlife
-# (see pyproject.toml); the report with the survivors is docs/mutation.md.
+# mutmut runs in a staged copy, build/mutate (benchmarks/mutation_stage.py: strategies beside
+# src/ctxlife, functions outside the scope marked); the report with the survivors is docs/mutation.md.
 MUTATE_DIR := build/mutate
 mutate: $(MUTATE_STAMP)
-	rm -rf $(MUTATE_DIR) && mkdir -p $(MUTATE_DIR)/src
-	cp -r src/ctxlife strategies/ctxlife_strategies $(MUTATE_DIR)/src/
-	cp -r tests configs docs benchmarks pyproject.toml $(MUTATE_DIR)/
-	find $(MUTATE_DIR) -name __pycache__ -prune -exec rm -rf {} +
-	cd $(MUTATE_DIR) && nice -n 10 $(abspath $(BIN))/mutmut run --max-children 2
-	cd $(MUTATE_DIR) && $(abspath $(BIN))/python $(abspath benchmarks/mutation_report.py) --write $(abspath docs/mutation.md)
+	$(BIN)/python benchmarks/mutation_stage.py $(MUTATE_DIR)
+	cd $(MUTATE_DIR) && start=$$(date +%s) && nice -n 10 $(abspath $(BIN))/mutmut run --max-children 2; \
+	  $(abspath $(BIN))/python $(abspath benchmarks/mutation_report.py) --write $(abspath docs/mutation.md) \
+	  --seconds $$(( $$(date +%s) - start ))
 
 docs: $(STAMP)
 	$(BIN)/python -m ctxlife.docgen docs
