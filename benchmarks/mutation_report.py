@@ -64,7 +64,7 @@ def main() -> None:
 
     def score(c: collections.Counter[str]) -> str:
         total = sum(c.values())
-        judged = total - c["equivalent"] - c["no tests"]
+        judged = total - c["equivalent"] - c["no tests"] - c["not checked"]
         return f"{c['killed'] + c['timeout']}/{judged} ({100 * (c['killed'] + c['timeout']) / max(judged, 1):.1f}%)"
 
     lines = [
@@ -82,14 +82,14 @@ def main() -> None:
         "Equivalent mutants (no observable behaviour changes) are listed with their reason in",
         "`docs/mutation-equivalent.toml`; *no tests* are mutants in code no selected test reaches.",
         "",
-        "| module | mutants | killed | timeout | survived | equivalent | no tests | score (killed / judged) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| module | mutants | killed | timeout | survived | equivalent | no tests | not checked | score (killed / judged) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for module in sorted(m for m in by_module if m != "all") + ["all"]:
         c = by_module[module]
         lines.append(
             f"| {module if module != 'all' else '**all**'} | {sum(c.values())} | {c['killed']} | {c['timeout']} | "
-            f"{c['survived']} | {c['equivalent']} | {c['no tests']} | {score(c)} |"
+            f"{c['survived']} | {c['equivalent']} | {c['no tests']} | {c['not checked']} | {score(c)} |"
         )
     survivors = sorted(n for n, s in statuses.items() if s == "survived" and n not in equivalent)
     lines += ["", f"## Survivors ({len(survivors)})", ""]
