@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--write", type=Path, required=True)
     parser.add_argument("--equivalent", type=Path, default=REPO / "docs" / "mutation-equivalent.toml")
     parser.add_argument("--seconds", type=float, default=None, help="how long the run took (for the report)")
+    parser.add_argument("--no-diffs", action="store_true", help="list survivors without their diffs (faster)")
     args = parser.parse_args()
 
     statuses = results()
@@ -104,6 +105,9 @@ def main() -> None:
         grouped[name.partition("__mutmut_")[0]].append(name)
     for function, names in sorted(grouped.items()):
         lines.append(f"- `{function}` ({len(names)})")
+        if args.no_diffs:
+            lines.append("  - " + ", ".join(f"`{n.rpartition('__mutmut_')[2]}`" for n in names))
+            continue
         for name in names:
             change = diff_of(name)
             minus = next((d[1:].strip() for d in change if d.startswith("-")), "")
