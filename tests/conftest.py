@@ -9,8 +9,10 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,96 @@ import pytest  # noqa: E402
 
 # The strategy-author kit's fixtures (ctxlife.pytest_plugin) load through ctxlife's pytest11
 # entry point; the first-party tests use them like any plugin author would.
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--reliability-stats",
+        action="store_true",
+        help="print the reliability suite's table of hypothesis examples per invariant (and the soak figures)",
+    )
+
+
+# -- tests write only under their temporary folders -------------------------------------------------
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# What running tests may leave in the checkout: interpreter and tool caches (all git-ignored).
+_CACHES = ("__pycache__", ".hypothesis", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv", "mutants")
+
+
+def _checkout_entries() -> set[str] | None:
+    """``git status`` of the checkout, ignored files included (a test writing into a git-ignored
+    folder such as ``workspace/`` is caught too); None outside a git checkout."""
+    try:
+        done = subprocess.run(
+            ["git", "status", "--porcelain", "--ignored=matching", "--untracked-files=all"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    lines = {line for line in done.stdout.splitlines() if line}
+    return {line for line in lines if not any(part in _CACHES for part in Path(line[3:]).parts)}
+
+
+# Caches third-party libraries keep in the system temp folder, reused across runs: tiktoken's
+# encodings (via CrewAI/LiteLLM) and CrewAI's inter-process file locks.
+_LIBRARY_CACHES = ("pytest-of-*", "data-gym-cache", "crewai:*.lock")
+
+
+def _tmp_entries(folder: Path) -> set[str]:
+    try:
+        return {p.name for p in folder.iterdir() if not any(fnmatch(p.name, g) for g in _LIBRARY_CACHES)}
+    except OSError:
+        return set()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _nothing_written_outside_tmp_path(tmp_path_factory: pytest.TempPathFactory):
+    """Fails the run when the tests left files in the checkout or in the system temp folder.
+
+    Tests write only under pytest's ``tmp_path``. For the run, the system temp folder
+    (``tempfile.gettempdir()``, ``TMPDIR`` for child processes) is a fresh folder of pytest's own:
+    whatever is left in it at the end was written by a test (or the code under test) outside its
+    ``tmp_path``. On CI (``CI`` set) the real temp folder is checked too (a path written as
+    ``/tmp/...``); on a developer's machine other programs write there, so it is not.
+    """
+    real_tmp = Path(tempfile.gettempdir())
+    private = tmp_path_factory.mktemp("system-temp-folder")
+    saved = (tempfile.tempdir, os.environ.get("TMPDIR"))
+    tempfile.tempdir = str(private)
+    os.environ["TMPDIR"] = str(private)
+    checkout_before = _checkout_entries()
+    strict = bool(os.environ.get("CI")) or os.environ.get("CTXLIFE_STRICT_TMP") == "1"
+    tmp_before = _tmp_entries(real_tmp) if strict else set()
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved[0]
+        if saved[1] is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved[1]
+    problems = []
+    checkout_after = _checkout_entries()
+    if checkout_before is not None and checkout_after is not None:
+        new = sorted(checkout_after - checkout_before)
+        if new:
+            problems.append(f"the tests wrote into the checkout {REPO_ROOT}: {new[:20]}")
+    left = sorted(_tmp_entries(private))
+    if left:
+        problems.append(f"the tests left files in the system temp folder ({private}): {left[:20]}")
+    if strict:
+        new_tmp = sorted(_tmp_entries(real_tmp) - tmp_before)
+        if new_tmp:
+            problems.append(f"the tests left files in {real_tmp}: {new_tmp[:20]}")
+    if problems:
+        pytest.fail("; ".join(problems) + " (tests write only under pytest's tmp_path)", pytrace=False)
 
 
 @pytest.fixture(autouse=True)

@@ -204,7 +204,9 @@ def test_extractive_prefers_requests_decisions_and_errors_over_filler():
     assert count_tokens(out) <= 120
     assert "Please cancel order ORD-12345" in out
     assert "cannot be cancelled after shipping" in out
-    assert "weather" not in out or "Error" in out
+    # The error a call returned is kept with its call; a plain lookup's result goes first.
+    assert "cancel_order(order_id=ORD-12345, reason=mistake) -> Error: order ORD-12345 cannot be cancelled" in out
+    assert "status: pending" not in out and "status: pending" in summarize(ORDER_SPAN, 400)
     # every ledger fact survives, in context or in the Key facts block
     assert facts_missing_from(extract_facts(ORDER_SPAN), out) == []
 

@@ -1,8 +1,8 @@
 """Fixtures for the reliability suite: example counters, own redis-servers, event capture.
 
 * ``stats`` -- records how many hypothesis examples ran and how many times each invariant was
-  checked. The totals are printed at the end of the run and written to
-  ``$TMPDIR/ctxlife-reliability-stats.json`` (override with ``RELIABILITY_STATS_JSON``).
+  checked. With ``--reliability-stats`` the totals are printed at the end of the run; with
+  ``RELIABILITY_STATS_JSON=PATH`` they are written to PATH (nothing is written otherwise).
 * ``redis_server`` (from ``tests/conftest.py``) -- a factory for redis-servers owned by one test.
 * ``events`` -- every structlog event ctxlife emits during the test (``structlog.testing.capture_logs``).
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
@@ -56,28 +55,27 @@ def stats(request: pytest.FixtureRequest) -> Iterator[Stats]:
         _STATS[request.node.nodeid.split("::", 1)[-1]]["seconds"] += time.perf_counter() - start
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _STATS:
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    target = os.environ.get("RELIABILITY_STATS_JSON")
+    show = config.getoption("--reliability-stats", default=False)
+    if not _STATS or not (target or show):
         return
     per_invariant: dict[str, dict[str, int]] = defaultdict(lambda: {"examples": 0, "checks": 0})
     for row in _STATS.values():
         for name, n in row["checks"].items():
             per_invariant[name]["checks"] += n
             per_invariant[name]["examples"] += row.get("examples_per_check", {}).get(name, 0)
-    out = {
-        "tests": {
-            k: {"examples": v["examples"], "seconds": round(v["seconds"], 2), "checks": dict(v["checks"])}
-            for k, v in sorted(_STATS.items())
-        },
-        "invariants": dict(sorted(per_invariant.items())),
-    }
-    path = Path(
-        os.environ.get("RELIABILITY_STATS_JSON", Path(tempfile.gettempdir()) / "ctxlife-reliability-stats.json")
-    )
-    try:
-        path.write_text(json.dumps(out, indent=2, sort_keys=True), encoding="utf-8")
-    except OSError:
-        pass
+    if target:
+        out = {
+            "tests": {
+                k: {"examples": v["examples"], "seconds": round(v["seconds"], 2), "checks": dict(v["checks"])}
+                for k, v in sorted(_STATS.items())
+            },
+            "invariants": dict(sorted(per_invariant.items())),
+        }
+        Path(target).write_text(json.dumps(out, indent=2, sort_keys=True), encoding="utf-8")
+    if not show:
+        return
     tr = terminalreporter
     tr.section("ctxlife reliability: hypothesis examples per invariant")
     tr.write_line(f"{'invariant':<28}{'examples':>10}{'checks':>10}")
@@ -86,7 +84,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     tr.write_line(f"{'test':<70}{'examples':>10}{'seconds':>9}")
     for name, row in sorted(_STATS.items()):
         tr.write_line(f"{name[:70]:<70}{row['examples']:>10}{row['seconds']:>9.1f}")
-    tr.write_line(f"written to {path}")
+    if target:
+        tr.write_line(f"written to {target}")
 
 
 # -- events -----------------------------------------------------------------------------------------

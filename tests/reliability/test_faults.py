@@ -5,14 +5,15 @@ structured event naming strategy, node and cause; is anything already stored los
 when the store comes back. The faults are real where the machine allows it: a kernel ENOSPC on a
 tiny tmpfs, EROFS on a read-only remount, EFBIG from RLIMIT_FSIZE, ENOTDIR, EPERM under /sys, a
 SIGKILLed and SIGSTOPped redis-server. Tests run as root, so ``chmod`` cannot make a folder
-read-only; a failing writer (a FileStore subclass raising ENOSPC) covers machines without mount
-rights.
+read-only; a delegating fault-injecting wrapper around a real file, SQLite or Redis store
+(``fault_store.FaultyStore``) fails each store method the recorder, the restore and the strategies
+call (refused, or "landed but reported failed"), on machines without mount rights too, and every
+such test asserts the faults it injected happened.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import signal
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fault_store import CAUSE, FaultPlan, FaultyStore, faulty_scheme
 from reliability_gen import REPO, canon
 
 import ctxlife
@@ -35,7 +37,7 @@ from ctxlife.config import settings_from_dict
 from ctxlife.errors import StoreError
 from ctxlife.host import Host
 from ctxlife.messages import is_summary, is_system, validate
-from ctxlife.sessions.file import FileStore
+from ctxlife.sessions.recording import Recorder
 from ctxlife.summarizers import register_summarizer, unregister_summarizer
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -247,37 +249,29 @@ def test_hanging_summarizer_releases_the_session_lock(tmp_path):
         host.close()
 
 
-# -- 2. a store failing on write --------------------------------------------------------------------
+# -- 2. every store method the recorder and the restore call, failing at the layer that writes ------------
+#
+# A delegating wrapper (fault_store.FaultyStore) around a REAL store (file, SQLite, Redis) fails the
+# methods a test breaks: refused before the store sees the call, or "landed" (the store wrote, the
+# caller is told it failed). Every test asserts the faults happened (FaultPlan counts them).
 
 
-class FlakyFileStore(FileStore):
-    """A file store whose writes fail with ENOSPC while ``broken`` is set (a failing writer)."""
-
-    broken = False
-
-    def _fail(self) -> None:
-        if FlakyFileStore.broken:
-            raise StoreError(f"cannot write to {self.directory}: {os.strerror(errno.ENOSPC)}")
-
-    def append_raw(self, session_id: str, messages: list[dict[str, Any]]) -> None:
-        self._fail()
-        super().append_raw(session_id, messages)
-
-    def save_snapshot(self, snapshot: Any) -> None:
-        self._fail()
-        super().save_snapshot(snapshot)
-
-    def put_blob(self, session_id: str, key: str, text: str) -> None:
-        self._fail()
-        super().put_blob(session_id, key, text)
+@pytest.fixture(params=["file", "sqlite", "redis"])
+def real_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "file":
+        return f"file://{tmp_path / 'sessions'}"
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'sessions.db'}"
+    url = request.getfixturevalue("redis_url")
+    return f"{url}?prefix=faults-{uuid.uuid4().hex[:8]}:"
 
 
 @pytest.fixture
-def flaky_store(tmp_path: Path) -> Iterator[str]:
-    FlakyFileStore.broken = False
-    with store_scheme("reliability-flaky", lambda url: FlakyFileStore(url.split("://", 1)[1])):
-        yield f"reliability-flaky://{tmp_path / 'sessions'}"
-    FlakyFileStore.broken = False
+def faulty(real_store_url: str) -> Iterator[tuple[str, FaultPlan]]:
+    """``(url, plan)``: a store URL whose every open wraps a new real store in a FaultyStore."""
+    plan = FaultPlan()
+    with faulty_scheme(real_store_url, plan) as url:
+        yield url, plan
 
 
 def outage(run: Session, breaks: Any, heals: Any, *, before: int = 12, during: int = 8) -> dict[str, Any]:
@@ -321,22 +315,243 @@ def check_outage(run: Session, result: dict[str, Any], events: list[dict[str, An
     assert raw[-3:] == last_call, "writes did not resume after the store came back"
 
 
-def test_failing_writer_call_proceeds_and_writes_resume(flaky_store, events):
-    host = Host(summary_settings(flaky_store), context_window=WINDOW, session_id="enospc")
+def restart_sees_exactly(url: str, session: str, saved: list[dict[str, Any]]) -> None:
+    """A new host (a restarted process) on the store restores exactly the list ``saved`` (its
+    system prompt replaced by the new process's) followed by the new user turn."""
+
+    class Probe:
+        name = "probe"
+
+        def __init__(self) -> None:
+            self.seen: list[list[dict[str, Any]]] = []
+
+        @ctxlife.hookimpl(tryfirst=True)
+        def ctxlife_before_llm_call(self, ctx: Any) -> None:
+            self.seen.append(list(ctx.messages))
+
+    probe = Probe()
+    new = Host(summary_settings(url), context_window=WINDOW, session_id=session, plugins=[probe])
+    try:
+        fresh = [{"role": "system", "content": "restarted"}, {"role": "user", "content": "after the restart"}]
+        report = new.manage(list(fresh))
+        assert report.failures == [], report.failures
+        expected = [fresh[0], *[m for m in saved if not (is_system(m) and not is_summary(m))], fresh[1]]
+        assert [canon(m) for m in probe.seen[0]] == [canon(m) for m in expected], "the restart restored another list"
+    finally:
+        new.close()
+
+
+WRITE_FAULTS = {
+    "append": ("append",),
+    "save_snapshot": ("save_snapshot",),
+    "lock": ("lock",),
+    "every_write": ("append", "save_snapshot", "lock", "put_blob"),
+}
+
+
+@pytest.mark.parametrize("fault", list(WRITE_FAULTS))
+def test_store_refusing_writes_call_proceeds_nothing_lost_writes_resume(fault, faulty, events):
+    """The store refuses ``fault`` for 8 calls (compactions happen meanwhile), then heals: every call
+    proceeded, the failures were reported, the raw history is every message a model call saw exactly
+    once, and a restart restores exactly the last list."""
+    url, plan = faulty
+    methods = WRITE_FAULTS[fault]
+    host = Host(summary_settings(url), context_window=WINDOW, session_id="outage")
     run = Session(host, session_messages(60))
-    result = outage(
-        run, lambda: setattr(FlakyFileStore, "broken", True), lambda: setattr(FlakyFileStore, "broken", False)
+    result = outage(run, lambda: plan.break_(*methods), plan.heal)
+    # This config writes no blobs (tool_output: below); while appends fail no snapshot is attempted
+    # (it would show messages the raw history lacks), so save_snapshot fails only when broken alone.
+    must_fail = [m for m in methods if m != "put_blob" and not (m == "save_snapshot" and "append" in methods)]
+    assert all(plan.failed[m] > 0 for m in must_fail), f"faults injected: {dict(plan.failed)}"
+    compacted = [a for r in result["during"] for a in r.actions if a.what in ("compacted", "truncated")]
+    assert compacted, "no compaction during the outage: the fault was never exercised where it matters"
+    if "lock" in methods:
+        assert any(e["event"] == "ctxlife.compacting_without_lock" for e in events)
+    if {"append", "save_snapshot"} & set(methods):
+        check_outage(run, result, events, CAUSE)
+    assert all(r.failures == [] for r in result["after"]), [r.failures for r in result["after"]]
+    assert_raw_complete(host.store, "outage", run.seen_by_a_call)
+    host.close()
+    restart_sees_exactly(url, "outage", run.live)
+
+
+@pytest.mark.parametrize("method", ["append", "save_snapshot"])
+def test_write_that_landed_but_was_reported_failed_is_not_written_again(method, faulty, events):
+    """A connection lost after the store wrote: the caller is told the write failed although it is
+    stored. The next calls must not write it a second time (no duplicated records), and the session
+    restores exactly."""
+    url, plan = faulty
+    host = Host(summary_settings(url), context_window=WINDOW, session_id="landed")
+    run = Session(host, session_messages(60))
+    outage(run, lambda: plan.break_(method, mode="landed"), plan.heal)
+    assert plan.landed[method] > 0, f"no write landed-but-failed: {dict(plan.calls)}"
+    assert_raw_complete(host.store, "landed", run.seen_by_a_call)
+    host.close()
+    restart_sees_exactly(url, "landed", run.live)
+
+
+LOAD_SNAPSHOT_NOT_RETRIED = pytest.mark.xfail(
+    strict=True,
+    reason="bug: when only load_snapshot fails, the call still records the new turn and Recorder.leave() notes "
+    "the un-restored list; the retried restore then aligns on it (_continuing: overlap WINDOW), skips with "
+    "list_holds_conversation, clears restore_failed, and the process goes on without the saved conversation "
+    "(its next snapshot replaces the good one)",
+)
+
+
+@pytest.mark.parametrize(
+    "method", ["head", "read_records", pytest.param("load_snapshot", marks=LOAD_SNAPSHOT_NOT_RETRIED)]
+)
+def test_restart_during_a_read_outage_restores_once_the_store_is_back(method, faulty, events):
+    """A process restarts while the store cannot be read: its first call proceeds with the list as
+    the caller sent it (the failure is reported, nothing is overwritten), and the first call after
+    the store is back restores the saved conversation and records the new turns exactly once."""
+    url, plan = faulty
+    first = Host(summary_settings(url), context_window=WINDOW, session_id="reread")
+    run = Session(first, session_messages(40))
+    run.run(run.remaining)
+    first.close()
+    with sessions.open_store(url) as store:
+        snapshot_before = store.load_snapshot("reread")
+    assert snapshot_before is not None
+    calls_before = dict(plan.calls)
+    second = Host(summary_settings(url), context_window=WINDOW, session_id="reread")
+    system = {"role": "system", "content": "restarted"}
+    u1 = {"role": "user", "content": "first question after the restart"}
+    a1 = {"role": "assistant", "content": "an answer given without the history"}
+    u2 = {"role": "user", "content": "second question"}
+    live = [system, u1]
+    with plan.outage(method):
+        report = second.manage(live)
+    assert plan.failed[method] > 0, f"{method} was never called during the outage: {dict(plan.calls)} (before: {calls_before})"
+    assert report.failures and report.failures[0].strategy == "snapshot_restore"
+    assert CAUSE in report.failures[0].error
+    assert live == [system, u1], "a failed restore changed the caller's list"
+    with sessions.open_store(url) as store:
+        assert store.load_snapshot("reread") == snapshot_before, "the saved snapshot was overwritten"
+    live += [a1, u2]
+    report = second.manage(live)
+    assert report.failures == [], report.failures
+    assert "restored" in [a.what for a in report.actions if a.strategy == "snapshot_restore"], report.actions
+    restored = [canon(m) for m in live]
+    assert restored[-3:] == [canon(u1), canon(a1), canon(u2)]
+    second.close()
+    with sessions.open_store(url) as store:
+        raw = raw_ids(store, "reread")
+    assert raw == [*[canon(m) for m in run.seen_by_a_call], canon(u1), canon(a1), canon(u2)]
+
+
+def test_tool_results_are_offloaded_to_the_workspace_while_blobs_fail(faulty, tmp_path):
+    """tool_output keeps a capped result recallable when the store refuses blobs (the full text goes
+    to its workspace folder instead), and stores it in the session again once the store is back."""
+    url, plan = faulty
+    settings = settings_from_dict(
+        {
+            "store": url,
+            "strategies": ["tool_output"],
+            "tool_output": {"max_tokens": 100, "store_dir": str(tmp_path / "tool_outputs")},
+        }
     )
-    check_outage(run, result, events, "No space left on device")
+    host = Host(settings, context_window=8000, session_id="blobs")
+    strategy = next(s for s in host.strategies if s.name == "tool_output")
+    from ctxlife.contexts import ToolCallContext
+
+    def call(result: str) -> tuple[str, str]:
+        ctx = ToolCallContext(tool_name="search", tool_input={"q": result[:8]}, result=result, raw_result=result)
+        report = host.after_tool_call(ctx)
+        assert report.failures == []
+        capped = [a for a in report.actions if a.what == "capped"]
+        assert capped, "the result was not capped"
+        return capped[0].details["ref"], result
+
+    with plan.outage("put_blob"):
+        during = call("row during the outage " * 400)
+    assert plan.failed["put_blob"] > 0
+    after = call("row after the outage " * 400)
+    for ref, full in (during, after):
+        found = strategy.load(ref, host.store, "blobs")
+        assert found is not None and found[0] == full, "a capped result cannot be recalled"
+    assert (tmp_path / "tool_outputs").is_dir(), "the outage's result did not go to the workspace"
+    with sessions.open_store(url.split("://", 1)[1]) as store:
+        assert store.get_blob("blobs", after[0]) == after[1], "the result after the outage is not in the session"
     host.close()
 
 
-def test_failing_writer_loses_nothing(flaky_store):
-    host = Host(summary_settings(flaky_store), context_window=WINDOW, session_id="enospc-loss")
-    run = Session(host, session_messages(60))
-    outage(run, lambda: setattr(FlakyFileStore, "broken", True), lambda: setattr(FlakyFileStore, "broken", False))
-    assert_raw_complete(host.store, "enospc-loss", run.seen_by_a_call)
-    host.close()
+# -- the recorder itself, directly over a faulty real store --------------------------------------------
+
+
+def _m(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def _contents(store: Any, session: str) -> list[str]:
+    return [r.message["content"] for r in store.read_records(session)]
+
+
+def test_recorder_add_after_an_outage_writes_the_waiting_batch_first(real_store_url):
+    plan = FaultPlan()
+    store = FaultyStore(sessions.open_store(real_store_url), plan)
+    recorder = Recorder(store)
+    recorder.add("s", [_m("a")])
+    with plan.outage("append"), pytest.raises(StoreError):
+        recorder.add("s", [_m("b"), _m("c")])
+    assert plan.failed["append"] == 1 and recorder.pending("s") == 2
+    recorder.add("s", [_m("d")])
+    assert _contents(store.inner, "s") == ["a", "b", "c", "d"]
+    assert recorder.pending("s") == 0
+    store.close()
+
+
+def test_recorder_add_retrying_a_failed_batch_records_it_once(real_store_url):
+    """After an outage, ``add([b, c])`` with ``[a, b, c]`` waiting is the caller retrying the end of
+    the batch it was told failed: ``a b c``, not ``a b c b c``; retrying the whole batch: ``a b c``."""
+    plan = FaultPlan()
+    store = FaultyStore(sessions.open_store(real_store_url), plan)
+    recorder = Recorder(store)
+    with plan.outage("append"), pytest.raises(StoreError):
+        recorder.add("s", [_m("a"), _m("b"), _m("c")])
+    assert plan.failed["append"] == 1 and recorder.pending("s") == 3
+    recorder.add("s", [_m("b"), _m("c")])
+    assert _contents(store.inner, "s") == ["a", "b", "c"]
+    with plan.outage("append"), pytest.raises(StoreError):
+        recorder.add("s", [_m("d"), _m("e")])
+    recorder.add("s", [_m("d"), _m("e")])
+    assert _contents(store.inner, "s") == ["a", "b", "c", "d", "e"]
+    store.close()
+
+
+def test_recorder_record_after_a_write_that_landed_does_not_write_it_again(real_store_url):
+    plan = FaultPlan()
+    store = FaultyStore(sessions.open_store(real_store_url), plan)
+    recorder = Recorder(store)
+    first = [_m("q1"), {"role": "assistant", "content": "r1"}]
+    recorder.record("s", first)
+    with plan.outage("append", mode="landed"), pytest.raises(StoreError):
+        recorder.record("s", [*first, _m("q2")])
+    assert plan.landed["append"] == 1
+    recorder.record("s", [*first, _m("q2"), {"role": "assistant", "content": "r2"}])
+    assert _contents(store.inner, "s") == ["q1", "r1", "q2", "r2"]
+    store.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="recorder bug: Recorder.add retrying a batch whose write landed but was reported failed "
+    "writes it a second time (a b c a b c); a refused write retried is written once",
+)
+def test_recorder_add_retrying_a_write_that_landed_records_it_once(real_store_url):
+    plan = FaultPlan()
+    store = FaultyStore(sessions.open_store(real_store_url), plan)
+    recorder = Recorder(store)
+    batch = [_m("a"), _m("b"), _m("c")]
+    with plan.outage("append", mode="landed"), pytest.raises(StoreError):
+        recorder.add("s", batch)
+    assert plan.landed["append"] == 1
+    try:
+        recorder.add("s", batch)  # the caller retries what it was told failed
+        assert _contents(store.inner, "s") == ["a", "b", "c"]
+    finally:
+        store.close()
 
 
 def test_session_folder_replaced_by_a_file(tmp_path, events):
@@ -363,8 +578,6 @@ def test_session_folder_replaced_by_a_file(tmp_path, events):
 def test_unwritable_system_folder(events):
     """/sys refuses mkdir even to root (EPERM, or EROFS where it is mounted read-only): every call
     proceeds, every failure is an event."""
-    if not Path("/sys").is_dir():
-        pytest.skip("no /sys on this machine")
     target = Path("/sys") / f"ctxlife-reliability-{uuid.uuid4().hex[:8]}" / "sessions"
     host = Host(summary_settings(f"file://{target}"), context_window=WINDOW, session_id="eperm")
     run = Session(host, session_messages(30))
@@ -398,7 +611,7 @@ def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
     )
     if done.returncode != 0:
         pytest.skip(
-            f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}); the failing-writer and RLIMIT_FSIZE tests cover disk full"
+            f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}); the FaultyStore and RLIMIT_FSIZE tests cover disk full"
         )
     try:
         yield mount

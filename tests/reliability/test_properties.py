@@ -21,7 +21,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, event, given
 from hypothesis import strategies as st
 from reliability_gen import (
     REACT_PROMPT,
@@ -50,7 +50,7 @@ import ctxlife
 from ctxlife.config import read_toml, settings_from_dict
 from ctxlife.contexts import TaskContext, ToolCallContext
 from ctxlife.host import Host
-from ctxlife.messages import current_turn_index, is_recall_block, is_summary, is_system, round_starts, validate
+from ctxlife.messages import apply_bootstrap, current_turn_index, is_recall_block, is_summary, is_system, round_starts, validate
 from ctxlife.sessions import open_store
 
 WINDOWS = st.sampled_from([400, 1000, 2000, 4000, 12000])
@@ -97,6 +97,10 @@ def tables(tmp: Path) -> dict[str, dict[str, Any]]:
     }
     for path in sorted((REPO / "configs").glob("*.toml")):
         data = read_toml(path)
+        # Every store the config names goes to the temporary folder: the top-level ``store`` (which
+        # wins over snapshot_restore's own) and the deprecated per-strategy one.
+        if "store" in data:
+            data["store"] = store["store"]
         if "snapshot_restore" in data.get("strategies", []):
             data.setdefault("snapshot_restore", {})["store"] = store["store"]
         if "tool_output" in data.get("strategies", []):
@@ -598,29 +602,53 @@ def test_bootstrap_block_is_replaced_not_duplicated_when_its_text_changes(monkey
     assert messages[0]["content"].count("Rules: be precise.") == 1, messages[0]["content"]
 
 
-def test_bootstrap_is_idempotent_across_hosts_calls_and_prefilled_prompts(stats):
-    """Wrapping twice, calling again, a new process, a prompt that already holds the text: once."""
+PREFILLS = ["none", "system_holds_text", "system_is_text", "previous_section", "stale_section"]
 
-    @examples(40)
+
+def test_bootstrap_is_idempotent_across_hosts_calls_and_prefilled_prompts(stats):
+    """Wrapping twice, calling again, a new process, a prompt that already holds the text: once.
+
+    ``prefill`` is what the list holds before the first call: nothing; an app system prompt that
+    already contains the rendered text (with other instructions around it, or as all of it); the
+    section an earlier process inserted; or a section of an older rendering (replaced, not added).
+    """
+
+    @examples(60)
     @given(
         system=system_prompts(),
-        script=scripts(max_turns=3, max_steps=2),
-        hosts=st.integers(1, 4),
+        hosts=st.integers(1, 3),
         calls=st.integers(1, 3),
         role=st.sampled_from([None, "Analyst", "写手"]),
+        prefill=st.sampled_from(PREFILLS),
     )
-    def prop(system, script, hosts, calls, role):
+    def prop(system, hosts, calls, role, prefill):
         checks = Checks()
+        event(f"prefill: {prefill}")
+        checks.hit(f"bootstrap_prefill_{prefill}")
         settings = settings_from_dict({"strategies": ["bootstrap"], "bootstrap": {"text": BOOTSTRAP_TEXT}})
+        probe = Host(settings, context_window=8000, session_id="same-session")
+        text = probe.bootstrap_text(agent_role=role)
+        probe.close()
         messages = [dict(m) for m in system] + [{"role": "user", "content": "hello"}]
-        text = None
+        if prefill == "system_holds_text":
+            messages.insert(0, {"role": "system", "content": f"You are the app.\n{text}\nAnswer briefly."})
+        elif prefill == "system_is_text":
+            messages.insert(0, {"role": "system", "content": text})
+        elif prefill == "previous_section":
+            apply_bootstrap(messages, text)
+        elif prefill == "stale_section":
+            apply_bootstrap(messages, "House rules of an older release: be terse.")
+        app_prompt = messages[0]["content"] if prefill.startswith("system_") else None
         for _ in range(hosts):
             host = Host(settings, context_window=8000, session_id="same-session")
             for _ in range(calls):
                 host.before_llm_call(messages, agent_role=role)
-                text = host.bootstrap_text(agent_role=role)
+                assert host.bootstrap_text(agent_role=role) == text
                 joined = "\n".join(str(m.get("content")) for m in messages)
-                assert joined.count(text) == 1
+                assert joined.count(text) == 1, f"the bootstrap text is in the list {joined.count(text)} times"
+                assert "older release" not in joined, "a stale bootstrap section was kept beside the new one"
+                if app_prompt is not None:
+                    assert messages[0]["content"] == app_prompt, "the app's own prompt holding the text was changed"
                 assert validate(messages) == []
                 checks.hit("bootstrap_once")
             host.close()

@@ -8,8 +8,8 @@ and forgotten by the generator; a running SHA-256 of every message a model call 
 the raw history at the end. The child reports per-call times, peak and current RSS and the sizes of the
 token-count caches at 1k and 10k calls, then a new host restores the session (exact restore).
 
-Marked ``slow``; CI runs it (well under 5 minutes on 2 cores). The figures are printed and written
-to ``$TMPDIR/ctxlife-soak.json``.
+Marked ``slow``; CI runs it (well under 5 minutes on 2 cores). The figures are printed with
+``--reliability-stats`` and written to ``RELIABILITY_SOAK_JSON`` when that variable names a file.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -217,7 +216,7 @@ def run_soak(store_dir: str, out: str, calls: int = CALLS, window: int = WINDOW)
 
 
 @pytest.fixture(scope="module")
-def soak(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def soak(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("soak")
     out = root / "soak.json"
     code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_soak; test_soak.run_soak({str(root / 'sessions')!r}, {str(out)!r})"
@@ -227,9 +226,10 @@ def soak(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert child.returncode == 0, child.stderr[-4000:]
     figures = json.loads(out.read_text(encoding="utf-8"))
     figures["raw_file_bytes"] = (root / "sessions" / "soak_raw.jsonl").stat().st_size
-    print("\nctxlife soak figures:\n" + json.dumps(figures, indent=2))
-    with open(Path(tempfile.gettempdir()) / "ctxlife-soak.json", "w", encoding="utf-8") as f:
-        json.dump(figures, f, indent=2)
+    if pytestconfig.getoption("--reliability-stats"):
+        print("\nctxlife soak figures:\n" + json.dumps(figures, indent=2))
+    if os.environ.get("RELIABILITY_SOAK_JSON"):
+        Path(os.environ["RELIABILITY_SOAK_JSON"]).write_text(json.dumps(figures, indent=2), encoding="utf-8")
     return figures
 
 

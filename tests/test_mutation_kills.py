@@ -1,0 +1,339 @@
+"""Behaviour the mutation run (docs/mutation.md) showed no test checked: config precedence, store URL
+resolution, the bootstrap section in a prompt that already holds the text.
+
+Each test names the user-visible promise; the mutants it kills are listed in docs/mutation.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctxlife.config import find_default_config, load_settings, resolve_store_url, settings_from_dict
+from ctxlife.errors import ConfigError
+from ctxlife.host import Host
+from ctxlife.messages import (
+    BOOTSTRAP_START,
+    apply_bootstrap,
+    bootstrap_section,
+    calls_of,
+    content_text,
+    current_turn_index,
+    pair_tool_calls,
+    strip_summary_marker,
+    tool_results_by_call,
+    validate,
+)
+
+# -- which store a config names -----------------------------------------------------------------
+
+
+def test_the_top_level_store_wins_over_the_deprecated_snapshot_restore_store(tmp_path):
+    settings = settings_from_dict(
+        {
+            "store": "sqlite:////data/top.db",
+            "strategies": ["snapshot_restore"],
+            "snapshot_restore": {"store": "file:///data/legacy"},
+        }
+    )
+    assert settings.store_url() == "sqlite:////data/top.db"
+    assert settings.store_configured
+    assert settings.store_origin().startswith("setting 'store'")
+
+
+def test_the_deprecated_store_is_used_only_when_the_top_level_one_is_unset():
+    settings = settings_from_dict(
+        {"strategies": ["snapshot_restore"], "snapshot_restore": {"store": "file:///data/legacy"}}
+    )
+    assert settings.store_url() == "file:///data/legacy"
+    assert settings.store_configured
+    assert settings.store_origin().startswith("strategy 'snapshot_restore' option 'store'")
+
+
+def test_without_any_store_the_default_is_used_and_nothing_is_configured():
+    settings = settings_from_dict({"strategies": ["truncate_last_n"]})
+    assert settings.store_url() == "file://workspace/sessions"
+    assert not settings.store_configured
+
+
+def test_the_environment_store_wins_over_the_files(tmp_path, monkeypatch):
+    config = tmp_path / "ctxlife.toml"
+    config.write_text('store = "file://from-file"\n', encoding="utf-8")
+    monkeypatch.setenv("CTXLIFE_STORE", "redis://127.0.0.1:6379/2")
+    settings = load_settings(config)
+    assert settings.store_url() == "redis://127.0.0.1:6379/2"
+    assert "CTXLIFE_STORE" in settings.store_origin()
+
+
+def test_a_relative_store_in_a_file_resolves_against_the_files_folder(tmp_path, monkeypatch):
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    (folder / "ctxlife.toml").write_text('store = "sqlite:///db/s.db?ttl=30d"\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert load_settings(folder / "ctxlife.toml").store_url() == f"sqlite:///{folder.resolve()}/db/s.db?ttl=30d"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("file://sessions", "file:///base/sessions"),
+        ("FILE://sessions?ttl=1h", "file:///base/sessions?ttl=1h"),
+        ("sqlite:///s.db", "sqlite:////base/s.db"),
+        ("file:///abs/sessions", "file:///abs/sessions"),
+        ("sqlite:////abs/s.db", "sqlite:////abs/s.db"),
+        ("sqlite:///:memory:", "sqlite:///:memory:"),
+        ("file://~/sessions", "file://~/sessions"),
+        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+        ("file://", "file://"),
+    ],
+)
+def test_store_urls_resolve_only_relative_file_and_sqlite_paths(url, expected):
+    assert resolve_store_url(url, Path("/base")) == expected
+    assert resolve_store_url(url, None) == url
+
+
+# -- which file is the config --------------------------------------------------------------------
+
+
+def test_ctxlife_toml_wins_over_pyproject_and_a_pyproject_needs_its_table(tmp_path):
+    assert find_default_config(tmp_path) is None
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n', encoding="utf-8")
+    assert find_default_config(tmp_path) is None
+    (tmp_path / "pyproject.toml").write_text("[tool.ctxlife]\nthreshold = 0.3\n", encoding="utf-8")
+    assert find_default_config(tmp_path) == tmp_path / "pyproject.toml"
+    (tmp_path / "ctxlife.toml").write_text("threshold = 0.2\n", encoding="utf-8")
+    assert find_default_config(tmp_path) == tmp_path / "ctxlife.toml"
+
+
+def test_a_malformed_pyproject_is_not_a_config(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.ctxlife\n", encoding="utf-8")
+    assert find_default_config(tmp_path) is None
+
+
+def test_an_environment_option_wins_over_the_files_table(tmp_path, monkeypatch):
+    config = tmp_path / "ctxlife.toml"
+    config.write_text('strategies = ["truncate_last_n"]\nthreshold = 0.3\n[truncate_last_n]\nrounds = 4\n')
+    monkeypatch.setenv("CTXLIFE_TRUNCATE_LAST_N__ROUNDS", "7")
+    monkeypatch.setenv("CTXLIFE_THRESHOLD", "0.6")
+    settings = load_settings(config)
+    assert settings.options_for("truncate_last_n").rounds == 7
+    assert settings.threshold == 0.6
+    assert (
+        settings.source_of("truncate_last_n", "rounds")
+        == "from the environment variable CTXLIFE_TRUNCATE_LAST_N__ROUNDS"
+    )
+    monkeypatch.delenv("CTXLIFE_TRUNCATE_LAST_N__ROUNDS")
+    assert (
+        load_settings(config).source_of("truncate_last_n", "rounds")
+        == f"in {config}, table [truncate_last_n], key 'rounds'"
+    )
+
+
+# -- the bootstrap text in a prompt that already holds it ------------------------------------------
+
+
+def test_a_system_prompt_that_already_holds_the_text_is_left_alone():
+    text = "House rules: be precise."
+    prompt = {"role": "system", "content": f"You are the app.\n{text}\nAnswer briefly."}
+    messages = [prompt, {"role": "user", "content": "hi"}]
+    assert apply_bootstrap(messages, text) is False
+    assert messages[0] is prompt and content_text(messages[0]).count(text) == 1
+
+
+def test_a_user_turn_that_already_holds_the_text_is_left_alone():
+    text = "House rules: be precise."
+    first = {"role": "user", "content": f"{text}\nQuestion one"}
+    messages = [first, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "two"}]
+    assert apply_bootstrap(messages, text, system_prompt=False) is False
+    assert messages[0] is first and BOOTSTRAP_START not in content_text(messages[0])
+
+
+def test_a_new_rendering_replaces_the_section_in_the_system_prompt():
+    messages = [{"role": "system", "content": "You are the app."}, {"role": "user", "content": "hi"}]
+    assert apply_bootstrap(messages, "Today is 2099-01-01.") is True
+    assert apply_bootstrap(messages, "Today is 2099-01-01.") is False  # the same text: no change
+    assert apply_bootstrap(messages, "Today is 2099-01-02.") is True
+    assert messages[0]["content"] == "You are the app.\n\n" + bootstrap_section("Today is 2099-01-02.")
+
+
+# -- tool calls and their results, in every format ----------------------------------------------------
+
+
+def _openai_call(cid: str, name: str, arguments: str) -> dict:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def test_calls_of_reads_id_name_and_arguments_in_every_format():
+    openai = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [_openai_call("c1", "lookup", '{"q": 1}'), _openai_call("c2", "search", "")],
+    }
+    legacy = {"role": "assistant", "content": None, "function_call": {"name": "old", "arguments": {"b": 2, "a": 1}}}
+    anthropic = {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "let me look"},
+            {"type": "tool_use", "id": "toolu_1", "name": "fetch", "input": {"x": "y"}},
+        ],
+    }
+    assert [(c.id, c.name, c.arguments) for c in calls_of(openai)] == [
+        ("c1", "lookup", '{"q": 1}'),
+        ("c2", "search", ""),
+    ]
+    assert [(c.id, c.name, c.arguments) for c in calls_of(legacy)] == [(None, "old", '{"a": 1, "b": 2}')]
+    assert [(c.id, c.name, c.arguments) for c in calls_of(anthropic)] == [("toolu_1", "fetch", '{"x": "y"}')]
+    assert calls_of({"role": "user", "content": "hi", "tool_calls": [_openai_call("c9", "x", "")]}) == []
+    # A malformed entry still counts as a call (it must be answered), with an empty name.
+    odd = {"role": "assistant", "content": None, "tool_calls": ["not a dict", {"id": "c3", "function": "nope"}]}
+    assert [(c.id, c.name, c.arguments) for c in calls_of(odd)] == [(None, "", ""), ("c3", "", "")]
+
+
+def test_results_are_paired_with_their_calls_by_id_and_orphans_are_named():
+    messages = [
+        {"role": "user", "content": "q"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [_openai_call("c1", "a", "{}"), _openai_call("c2", "b", "{}")],
+        },
+        {"role": "tool", "tool_call_id": "c2", "content": "result b"},
+        {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "result a"}]},
+        {"role": "tool", "tool_call_id": "zz", "content": "nobody asked"},
+        {"role": "assistant", "content": "done"},
+    ]
+    pairs, orphans = pair_tool_calls(messages)
+    assert pairs == {(1, 0): 3, (1, 1): 2}
+    assert orphans == {4}
+    assert tool_results_by_call(messages) == {(1, 0): "result a", (1, 1): "result b"}
+    anthropic = [
+        {"role": "user", "content": "q"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "t1", "name": "a", "input": {}},
+                {"type": "tool_use", "id": "t2", "name": "b", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t2", "content": "B"},
+                {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "A"}]},
+            ],
+        },
+    ]
+    assert pair_tool_calls(anthropic) == ({(1, 0): 2, (1, 1): 2}, set())
+    assert tool_results_by_call(anthropic) == {(1, 0): "A", (1, 1): "B"}
+
+
+def test_a_result_answering_another_id_is_a_problem_naming_both_ids():
+    openai = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [_openai_call("c1", "a", "{}")]},
+        {"role": "tool", "tool_call_id": "zz", "content": "one"},
+    ]
+    anthropic = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "a", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "zz", "content": "one"}]},
+    ]
+    for messages, call_id in ((openai, "c1"), (anthropic, "t1")):
+        problems = [p for p in validate(messages) if p.code == "tool_result_id_mismatch"]
+        assert problems, validate(messages)
+        assert "answers 'zz'" in problems[0].detail and repr([call_id]) in problems[0].detail
+
+
+# -- the question being worked on ------------------------------------------------------------------------
+
+
+def test_the_current_turn_is_the_last_user_message_that_does_not_repeat():
+    prompt = "Analyze the tool result."
+    messages = [
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "second question"},
+        {"role": "assistant", "content": "b"},
+        {"role": "user", "content": prompt},
+        {"role": "assistant", "content": "c"},
+        {"role": "user", "content": [{"type": "text", "text": prompt}]},  # the same prompt, as parts
+    ]
+    assert current_turn_index(messages) == 2
+    every_one_repeats = [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": "y"},
+        {"role": "user", "content": "x"},
+    ]
+    assert current_turn_index(every_one_repeats) == 2
+    image = [{"type": "image_url", "image_url": {"url": "data:,"}}]
+    two_images = [
+        {"role": "user", "content": image},
+        {"role": "assistant", "content": "y"},
+        {"role": "user", "content": list(image)},
+    ]
+    assert current_turn_index(two_images) == 2  # media turns never count as repeats of each other
+    assert current_turn_index([{"role": "assistant", "content": "y"}]) is None
+
+
+# -- where the bootstrap section goes -------------------------------------------------------------------
+
+
+def test_the_bootstrap_section_opens_the_first_user_turn_where_a_system_message_is_not_allowed():
+    anthropic = [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "yo"}]},
+    ]
+    assert apply_bootstrap(anthropic, "RULES", fmt="anthropic") is True
+    assert anthropic[0]["role"] == "user" and content_text(anthropic[0]).startswith(bootstrap_section("RULES"))
+    openai = [{"role": "user", "content": "hi"}]
+    assert apply_bootstrap(openai, "RULES") is True
+    assert openai[0]["role"] == "system" and openai[0]["content"] == bootstrap_section("RULES")
+
+
+def test_a_section_in_a_list_of_parts_is_replaced_in_place():
+    messages = [{"role": "system", "content": [{"type": "text", "text": "App."}]}, {"role": "user", "content": "hi"}]
+    assert apply_bootstrap(messages, "v1") is True
+    assert apply_bootstrap(messages, "v1") is False
+    assert apply_bootstrap(messages, "v2") is True
+    parts = messages[0]["content"]
+    assert [p["text"] for p in parts] == ["App.", bootstrap_section("v2")]
+
+
+def test_only_the_first_user_turn_keeps_a_bootstrap_section():
+    section = bootstrap_section("RULES")
+    messages = [
+        {"role": "user", "content": "first"},
+        {"role": "user", "content": section + "\n\nsecond (restored with an old section)"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    assert apply_bootstrap(messages, "RULES", system_prompt=False) is True
+    assert content_text(messages[0]).startswith(section)
+    assert BOOTSTRAP_START not in content_text(messages[1]) and "second" in content_text(messages[1])
+
+
+def test_summary_markers_are_stripped_wherever_they_are():
+    assert strip_summary_marker(None) == ""
+    assert strip_summary_marker("") == ""
+    assert strip_summary_marker("History summary: History summary: the user asked.") == "the user asked."
+    out = strip_summary_marker("Earlier: History summary: nested. Then more.")
+    assert "History summary" not in out and out.startswith("Earlier:") and "nested. Then more." in out
+
+
+# -- bootstrap's options ---------------------------------------------------------------------------------
+
+
+def test_empty_bootstrap_files_say_so(tmp_path):
+    (tmp_path / "empty.md").write_text("   \n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        settings_from_dict({"strategies": ["bootstrap"], "bootstrap": {"files": [str(tmp_path / "empty.md")]}})
+        Host(settings_from_dict({"strategies": ["bootstrap"], "bootstrap": {"files": [str(tmp_path / "empty.md")]}}))
+    assert str(info.value).endswith("set text and/or files in its [bootstrap] table (the files are empty)")
+    with pytest.raises(ConfigError) as info:
+        Host(settings_from_dict({"strategies": ["bootstrap"], "bootstrap": {}}))
+    assert str(info.value).endswith("set text and/or files in its [bootstrap] table")
+
+
+def test_a_store_url_without_a_path_or_of_another_scheme_is_left_alone():
+    assert resolve_store_url("file://?ttl=1h", Path("/base")) == "file://?ttl=1h"
+    assert resolve_store_url("custom:///relative", Path("/base")) == "custom:///relative"
