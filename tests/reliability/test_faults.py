@@ -390,18 +390,7 @@ def test_write_that_landed_but_was_reported_failed_is_not_written_again(method, 
     restart_sees_exactly(url, "landed", run.live)
 
 
-LOAD_SNAPSHOT_NOT_RETRIED = pytest.mark.xfail(
-    strict=True,
-    reason="bug: when only load_snapshot fails, the call still records the new turn and Recorder.leave() notes "
-    "the un-restored list; the retried restore then aligns on it (_continuing: overlap WINDOW), skips with "
-    "list_holds_conversation, clears restore_failed, and the process goes on without the saved conversation "
-    "(its next snapshot replaces the good one)",
-)
-
-
-@pytest.mark.parametrize(
-    "method", ["head", "read_records", pytest.param("load_snapshot", marks=LOAD_SNAPSHOT_NOT_RETRIED)]
-)
+@pytest.mark.parametrize("method", ["head", "read_records"])
 def test_restart_during_a_read_outage_restores_once_the_store_is_back(method, faulty, events):
     """A process restarts while the store cannot be read: its first call proceeds with the list as
     the caller sent it (the failure is reported, nothing is overwritten), and the first call after
@@ -439,6 +428,34 @@ def test_restart_during_a_read_outage_restores_once_the_store_is_back(method, fa
     with sessions.open_store(url) as store:
         raw = raw_ids(store, "reread")
     assert raw == [*[canon(m) for m in run.seen_by_a_call], canon(u1), canon(a1), canon(u2)]
+
+
+def test_a_restart_while_snapshots_cannot_be_read_restores_from_the_raw_history(faulty, events):
+    """The raw history is the source of truth (issue 20): when only the snapshot cannot be read, the
+    first call after a restart restores the conversation from the raw history (reported, not failed),
+    and nothing is lost or recorded twice."""
+    url, plan = faulty
+    first = Host(summary_settings(url), context_window=WINDOW, session_id="reread")
+    run = Session(first, session_messages(40))
+    run.run(run.remaining)
+    first.close()
+    with sessions.open_store(url) as store:
+        snapshot_before = store.load_snapshot("reread")
+    assert snapshot_before is not None
+    second = Host(summary_settings(url), context_window=WINDOW, session_id="reread")
+    u1 = {"role": "user", "content": "first question after the restart"}
+    live = [{"role": "system", "content": "restarted"}, u1]
+    with plan.outage("load_snapshot"):
+        report = second.manage(live)
+    assert plan.failed["load_snapshot"] > 0, dict(plan.calls)
+    assert report.failures == [], report.failures
+    assert "ctxlife.snapshot_unreadable" in [e["event"] for e in events]
+    assert "restored" in [a.what for a in report.actions if a.strategy == "snapshot_restore"], report.actions
+    assert canon(live[-1]) == canon(u1) and len(live) > 2  # the raw history in front of the new turn
+    second.close()
+    with sessions.open_store(url) as store:
+        raw = raw_ids(store, "reread")
+    assert raw == [*[canon(m) for m in run.seen_by_a_call], canon(u1)]
 
 
 def test_tool_results_are_offloaded_to_the_workspace_while_blobs_fail(faulty, tmp_path):
@@ -534,11 +551,6 @@ def test_recorder_record_after_a_write_that_landed_does_not_write_it_again(real_
     store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="recorder bug: Recorder.add retrying a batch whose write landed but was reported failed "
-    "writes it a second time (a b c a b c); a refused write retried is written once",
-)
 def test_recorder_add_retrying_a_write_that_landed_records_it_once(real_store_url):
     plan = FaultPlan()
     store = FaultyStore(sessions.open_store(real_store_url), plan)

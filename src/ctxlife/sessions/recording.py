@@ -46,6 +46,7 @@ object (a host, its strategies, :meth:`ctxlife.Host.record_reply`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import weakref
@@ -615,6 +616,11 @@ class Recorder:
             state = self._view(session_id, view)
             if state.synced < self._heads.get(session_id, 0):
                 self._catch_up(session_id, view, state)
+            elif state.pending:
+                # After a failed write, what landed is not sent again; while the store is still down
+                # the new messages join the waiting ones (the write below fails and keeps them).
+                with contextlib.suppress(Exception):
+                    self._catch_up(session_id, view, state)
             for _ in range(_MAX_RETRIES):
                 if state.reseed:
                     self._reseed(session_id, view, state)
@@ -692,8 +698,15 @@ class Recorder:
             state = self._view(session_id, view)
             fresh = [(m, _fp(m)) for m in messages]
             for _ in range(_MAX_RETRIES):
+                waiting = [f for _, f in state.pending]
                 if state.synced < self._heads.get(session_id, 0):
                     self._catch_up(session_id, view, state)
+                elif waiting:
+                    # after a failed write, read what landed: a write reported failed may have landed
+                    with contextlib.suppress(Exception):
+                        self._catch_up(session_id, view, state)
+                    if not state.pending and waiting[-len(fresh) :] == [f for _, f in fresh]:
+                        return []  # the caller retries a batch whose write landed: it is recorded once
                 batch = _after_pending(state.pending, fresh)
                 try:
                     records = self._write(session_id, view, state, [Event(ADD, m, None, f) for m, f in batch])
