@@ -40,6 +40,7 @@ from ctxlife.messages import ANTHROPIC, check_shape, last_user_index, list_forma
 from ctxlife.plugins import registry
 from ctxlife.sessions.base import RawRecord, SessionStore
 from ctxlife.sessions.ids import validate_view
+from ctxlife.sessions.recording import recorder_for
 from ctxlife.strategy import Strategy, ToolSpec, create_strategy
 from ctxlife.telemetry import NO_SPAN, host_tracer
 from ctxlife.tokens import TokenCounter
@@ -575,6 +576,7 @@ class Host:
                 "ctxlife_before_llm_call", ctx, snapshot=lambda: list(live), restore=restore, check=check
             )
             self.apply_bootstrap(messages, text, system_prompt=system_prompt, fmt=fmt)
+            self._leave(live, session, ctx)
             unchanged = same_messages(before, live)
             report = Report(
                 "before_llm_call",
@@ -588,6 +590,17 @@ class Host:
             )
             self._emit_node(report, ctx)
             return report
+
+    def _leave(self, messages: list[dict[str, Any]], session: str | None, ctx: LLMCallContext) -> None:
+        """Tell the session's recorder the list as the call hands it back, after every strategy: the
+        caller's next list is diffed against it, so what a strategy cut (a compaction, room made for
+        recall) is never taken for the caller's deletion. Only for a view a recorder keeps."""
+        if self.store is None or session is None:
+            return
+        view = getattr(ctx, "view", "") or ""
+        recorder = recorder_for(self.store)
+        if recorder.known(session, view):
+            recorder.leave(session, messages, view)
 
     def manage(
         self, messages: list[dict[str, Any]], *, context_window: int | None = None, model: str | None = None
@@ -775,7 +788,6 @@ class Host:
         if session is None:
             return []
         from ctxlife.sessions.ids import validate_session_id
-        from ctxlife.sessions.recording import recorder_for
 
         validate_session_id(session)
         lane = validate_view(view or "")

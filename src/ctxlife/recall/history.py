@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import threading
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -561,6 +562,10 @@ def _label(role: str) -> str:
     return re.sub(r"[^A-Za-z_]+", "", role)[:20] or "message"
 
 
+#: How many places of a long text are tried as the start of an excerpt (besides each term's first).
+_CANDIDATES = 64
+
+
 def excerpt(text: str, tokens: int, terms: dict[str, float], count: Callable[[str], int]) -> str:
     """``text`` if it fits in ``tokens``, else the fragments of it that hold most of ``terms`` (else its head).
 
@@ -585,19 +590,31 @@ def excerpt(text: str, tokens: int, terms: dict[str, float], count: Callable[[st
             seen[term] = seen.get(term, 0) + 1
         weight = {term: terms.get(term, 1.0) / n for term, n in seen.items()}
         covered: set[str] = set()
+        positions = [p for p, _ in matches]
+        # Candidate starts: each term's first match, then matches spread over the text (a text
+        # repeating a term thousands of times must not cost matches squared).
+        firsts: dict[str, int] = {}
+        for at, term in matches:
+            firsts.setdefault(term, at)
+        step = max(1, len(matches) // _CANDIDATES)
+        candidates = sorted({*firsts.values(), *positions[::step]})
+
+        def inside(low: int, width: int) -> set[str]:
+            return {t for _, t in matches[bisect_left(positions, low) : bisect_left(positions, low + width)]}
+
         for width in (budget // 2, budget // 4, budget // 4):  # the best fragment, then two short ones
             best, best_score = None, 0.0
-            for at, _ in matches:
+            for at in candidates:
                 low = _line_start(text, at, max(width // 2, min(width - 16, 120)))
                 if any(a <= low < b or a < low + width <= b or low <= a < low + width for a, b in windows):
                     continue
-                score = sum(weight[t] for t in {t for p, t in matches if low <= p < low + width} - covered)
+                score = sum(weight[t] for t in inside(low, width) - covered)
                 if score > best_score:
                     best, best_score = low, score
             if best is None:
                 break
             windows.append((best, best + width))
-            covered |= {t for p, t in matches if best <= p < best + width}
+            covered |= inside(best, width)
         if windows:  # the width no fragment needed goes to the ones taken
             spare = (budget - sum(b - a for a, b in windows)) // len(windows)
             windows = [(a, b + spare) for a, b in windows]
