@@ -1,45 +1,44 @@
-"""Recording a caller's conversation into a session's raw history exactly once, by alignment.
+"""Recording a caller's conversation into a session's raw history (an event log) exactly once.
 
-A caller hands ctxlife its message list before every model call. What is *new* in it is found by
-**aligning** its recordable messages (not system prompts, not messages ctxlife inserted: see
-:func:`recordable`) with the stored tail of its view, by :func:`~ctxlife.sessions.base.fingerprint`,
-never by object identity. So the same conversation passed twice, rebuilt from JSON on every call,
-or passed by a fresh host (a new process) records nothing twice, while two equal messages at
-different places (two ``"ok"`` replies) stay two records.
+A caller hands ctxlife its message list before every model call. The recorder brings the view's
+raw history to that list: appended messages are ``add`` records, a message changed in place a
+``replace``, messages the caller dropped a ``remove`` (:mod:`ctxlife.sessions.base`). Only
+recordable messages count (not system prompts, not messages ctxlife inserted: :func:`recordable`),
+in their stored form (:func:`stored_form`: without ctxlife's bootstrap section), by
+:func:`~ctxlife.sessions.base.fingerprint`, never by object identity. So the same conversation
+passed twice, rebuilt from JSON on every call, or passed by a fresh host records nothing twice,
+while two equal messages at different places (two ``"ok"`` replies) stay two records.
 
-How a list aligns
------------------
-Read from its end, the caller's recordable messages ``R`` must contain a record of the view's tail
-``T`` (an *anchor*) before which they agree with the tail: the (at most :data:`WINDOW`) messages
-before it appear in ``T`` before the anchor, in the same order (a compaction may have evicted
-records in between, never reordered them). Of the anchors that agree, the newest record wins, then
-the one that explains the list at the lowest cost (new messages, counted twice when equal to a
-recent record, plus records skipped), then the one nearest the list's end; what follows it in
-``R`` is new. A list that aligns
-nowhere is new as a whole (a new session, or a caller that kept none of the recorded conversation).
+Mirrors and the diff
+--------------------
+Per view the recorder keeps *mirrors*: the lists it recorded and the lists handed back after each
+call (:meth:`Recorder.leave`, called by the host after every strategy), each position with its
+slot. The caller's list is diffed against the mirror it agrees with longest
+(:mod:`ctxlife.sessions.diff`): the usual call is that mirror plus new messages, found with one
+comparison in C; otherwise an edit script over fingerprints gives the events. A mirror a process
+has not seen from the caller (a new host, or after another writer changed the view) is the view as
+the store has it (:func:`~ctxlife.sessions.restore.restore_view`); a diff against it removes
+nothing before the conversation's end, since the store may hold what a compaction evicted.
 
-Two exact shortcuts come first. A list that starts with the list ctxlife last left (after the
-call's compaction; :meth:`Recorder.leave`, also seeded from the snapshot by a new host) is that
-list plus new messages, whatever it repeats; a caller that keeps its message objects is aligned on
-the newest object already matched to the view's newest record. Only other lists are aligned by
-content, where a conversation repeating the same messages for more than :data:`WINDOW` messages is
-ambiguous.
-
-Anchors are looked for only among the view's *live* records: the last one, the ones this recorder
-aligned recently (one per caller, so several threads sharing a view each keep their place), and
-those appended after them by others. An old record equal to a new message (a user saying
-"continue" again) is therefore not mistaken for it.
+Alignment, for lists no mirror relates to
+-----------------------------------------
+Read from its end, the caller's recordable messages ``R`` must contain a record of the view's
+current messages ``T`` (an *anchor*) before which they agree with them: the (at most
+:data:`WINDOW`) messages before it appear in ``T`` before the anchor, in the same order. Of the
+anchors that agree, the newest record wins, then the one that explains the list at the lowest cost,
+then the one nearest the list's end; what follows it in ``R`` is new (appends only). A list that
+aligns nowhere is new as a whole (a new session, or a caller that kept none of the conversation).
 
 Cost
 ----
-Steady state: fingerprints of the new messages and of at most :data:`WINDOW` messages before them;
-the store is read only the first time a (session, view) is seen and when another writer moved the
-session's head (an ``if_head`` append conflict). Nothing here grows with the history's length.
+The usual call: one comparison of the list with the newest mirror (in C), fingerprints of the new
+messages. The store is read the first time a (session, view) is seen (its records once, the
+snapshot) and when another writer moved the session's head.
 
 Concurrency
 -----------
 Appends are conditional (``if_head``): two workers interleaving on one session never duplicate or
-reorder; the loser reads what the winner appended, re-aligns and retries. One :class:`Recorder` per
+reorder; the loser reads what the winner wrote, diffs again and retries. One :class:`Recorder` per
 store object (:func:`recorder_for`), shared by everything in the process that uses that store
 object (a host, its strategies, :meth:`ctxlife.Host.record_reply`).
 """
@@ -381,7 +380,7 @@ class Recorder:
         new = list(range(k - 1, -1, -1))
         return Alignment(overlap, [rev.index(i) for i in new], tail[p].seq, True, [rev.fp(i) for i in new])  # type: ignore[misc]
 
-    def leave(self, session_id: str, messages: Sequence[Any], view: str = "", *, seq: int | None = None) -> None:
+    def leave(self, session_id: str, messages: Sequence[Any], view: str = "", *, seq: int | None = None) -> None:  # noqa: ARG002
         """Note the list as ctxlife leaves it after a call (compacted, with everything new recorded).
 
         The caller's next list is diffed against it first: sent back with messages appended

@@ -187,12 +187,13 @@ class Session:
             listing, where=f"session {self.session_id!r}", expected=None if configured == "auto" else configured
         )
         before = list(listing)
-        report = self.host.before_llm_call(listing, **self._call_keywords())
-        self.last_report = report
-        # Record the new turn by alignment with what was restored (a strategy that records, such as
-        # snapshot_restore, did it already: then nothing is recorded twice).
+        # Record the new turn first (diffed against what was restored), so the list the host hands
+        # back after its strategies is all recorded (a strategy that records, such as
+        # snapshot_restore, finds nothing new: nothing is recorded twice).
         recorder = self._recorder()
         recorder.record(self.session_id, before, self.view)
+        report = self.host.before_llm_call(listing, **self._call_keywords())
+        self.last_report = report
         saved = any(action.what == "snapshot_saved" for action in report.actions)
         if not saved and not same_messages(before, listing):
             self._save(listing, recorder.covered(self.session_id, self.view))
