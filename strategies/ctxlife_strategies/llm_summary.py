@@ -469,7 +469,9 @@ class LLMSummary(ctxlife.Strategy):
         if not evicted:
             ctx.record("skipped", reason="nothing_to_evict")
             return
-        kept_tokens = fixed + tokens.count_messages(kept_tail)
+        # What the summary message costs besides its text (its prefix and ctxlife's mark line) counts too.
+        envelope = tokens.count_message(summary_message(messages, "", self.options.summary_role, ctx.message_format))
+        kept_tokens = fixed + tokens.count_messages(kept_tail) + envelope
         # Aim for the target; when what must stay already fills it, still allow half the summary budget.
         budget = min(
             self.options.max_summary_tokens, max(target_tokens - kept_tokens, self.options.max_summary_tokens // 2)

@@ -14,7 +14,7 @@ import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.errors import StrategyOptionsError
 from ctxlife.host import Host
-from ctxlife.messages import SUMMARY_PREFIX, is_summary, validate
+from ctxlife.messages import SUMMARY_PREFIX, inserted_text, is_summary, validate
 from ctxlife.summarizers import register_summarizer, unregister_summarizer
 from ctxlife.testing import assistant, react_action, react_final, scripted_llm, system, tool_call, tool_result, user
 
@@ -266,7 +266,7 @@ def test_an_over_budget_summary_is_cut_at_a_line_never_discarded():
         _, action = compact(messages, host)
         assert action.what == "compacted" and action.details["summarizer"] == "wordy"
         assert action.details["summary_tokens"] <= 600
-        body = messages[1]["content"].split("\n")
+        body = inserted_text(messages[1]["content"]).split("\n")  # without ctxlife's mark line
         assert body[0].startswith(SUMMARY_PREFIX + " Line 0:") and all(line.endswith((".", "…")) or "Key facts" in line for line in body)
     finally:
         unregister_summarizer("wordy")
