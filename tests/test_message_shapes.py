@@ -190,7 +190,7 @@ def test_a_restored_summary_is_still_a_summary_in_a_new_process(tmp_path):
     first.manage(messages)
     assert any(is_summary(m) for m in messages)
     first.close()
-    model._inserted.clear()  # what a new process knows
+    # a new process knows nothing of the first one: the summary is recognised by its own mark line
     second = host("llm_summary", "snapshot_restore", window=2000, tmp_path=tmp_path, llm_summary=SUMMARY)
     live = [system("s"), user("after the restart " + "more " * 400)]
     second.manage(live)
