@@ -230,6 +230,10 @@ def test_restore_is_exact(config_id, tmp_path, stats):
             fresh = ([{"role": "system", "content": "New process system prompt 新"}] if new_system else []) + [
                 {"role": "user", "content": new_user}
             ]
+            stored = [m for m in saved if not is_system(m) and not is_summary(m)]
+            # A first request sent again (a retry on another worker) is not restored in front of itself
+            # (issue 20): a new turn equal to a one-message conversation reads as that retry.
+            assume(not (len(stored) == 1 and stored[0] == {"role": "user", "content": new_user}))
             live = list(fresh)
             report = new.manage(live)
             arrived = list(fresh)  # what the strategies received: bootstrap is applied first
