@@ -141,6 +141,9 @@ class _Mirror:
     # rest is a new conversation that repeats an old message ("hi"), not an edit.
     trusted: bool = True
     last: int = -1  # the newest slot the list holds (0: none); computed when not given
+    # The view's records up to this seq were known when the mirror was made: only records after it
+    # (others' writes) can be in a list that continues the mirror without being new.
+    head: int = -1
 
     def __post_init__(self) -> None:
         if self.last < 0:
@@ -485,6 +488,8 @@ class Recorder:
     def _keep_mirror(state: _View, mirror: _Mirror) -> None:
         if not any(slot is not None for slot in mirror.slots):
             return  # a list with nothing of the view tells nothing about it
+        if mirror.head < 0:
+            mirror.head = state.synced
         mirrors = [m for m in state.mirrors if m is not mirror]
         mirrors.insert(0, mirror)
         del mirrors[_MIRRORS:]
@@ -510,7 +515,7 @@ class Recorder:
         if p == len(mirror.messages):
             # The usual call: the mirror plus new messages, maybe with some others wrote meanwhile
             # (those are theirs: matched in order, not written again). Costs what is new.
-            later = self._after(state, mirror.last)
+            later = self._after(state, max(mirror.last, mirror.head))
             plan = _Plan([], {}, [], mirror)
             cursor = 0
             for i in range(p, len(messages)):
@@ -721,6 +726,7 @@ class Recorder:
                             [*newest.messages, *messages],
                             [*newest.slots, *(r.seq for r in tail)],
                             [*newest.fps, *(r.fingerprint for r in tail)],
+                            head=state.synced,
                         )
                 return records
             raise StoreError(f"session {session_id!r}: could not append after {_MAX_RETRIES} attempts; retry later")
