@@ -763,10 +763,31 @@ class Host:
 
     # -- lifetime -----------------------------------------------------------------------
 
-    def start_run(self, session_id: str | None = None) -> None:
-        """Mark the start of a run (a kickoff): the next model call is its first."""
+    def start_run(self, session_id: str | None = None, *, new_lists: bool = False) -> None:
+        """Mark the start of a run (a kickoff): the next model call is its first.
+
+        ``new_lists=True`` says the run builds its lists from scratch (a CrewAI kickoff), so a
+        run whose first messages repeat the last run's (the same task again) is a new turn of
+        the session, restored in front and recorded again, not an edit that removes the last
+        run's answers. Leave it False for a caller that sends its kept conversation each run.
+        """
+        session = session_id or self.session_id
         with self._lock:
-            self._calls[session_id or self.session_id] = 0
+            self._calls[session] = 0
+        if new_lists:
+            self.new_lists(session)
+
+    def new_lists(self, session_id: str | None = None, view: str | None = None) -> None:
+        """Say the next list of the session's ``view`` (every view: None) is built from scratch.
+
+        Its messages are then recorded as new (plus the conversation a restore puts back), even
+        when they repeat what the view holds: the same task message again is a new turn, not an
+        edit that removes what followed it, nor a retried request. Nothing to do for a caller that
+        keeps its list between calls.
+        """
+        session = session_id or self.session_id
+        if session is not None and self.store is not None:
+            recorder_for(self.store).new_lists(session, None if view is None else validate_view(view))
 
     def record_reply(
         self,

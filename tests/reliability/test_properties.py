@@ -233,7 +233,8 @@ def test_restore_is_exact(config_id, tmp_path, stats):
             stored = [m for m in saved if not is_system(m) and not is_summary(m)]
             # A first request sent again (a retry on another worker) is not restored in front of itself
             # (issue 20): a new turn equal to a one-message conversation reads as that retry.
-            assume(not (len(stored) == 1 and stored[0] == {"role": "user", "content": new_user}))
+            # (A cache breakpoint is a provider hint, not part of the message.)
+            assume(not (len(stored) == 1 and _without_hints(stored[0]) == {"role": "user", "content": new_user}))
             live = list(fresh)
             report = new.manage(live)
             arrived = list(fresh)  # what the strategies received: bootstrap is applied first
@@ -255,6 +256,10 @@ def test_restore_is_exact(config_id, tmp_path, stats):
         stats.example(checks.counts)
 
     prop()
+
+
+def _without_hints(message: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in message.items() if k != "cache_breakpoint"}
 
 
 # -- 3. CrewAI-shaped sessions: kickoffs, tasks with fresh lists, task nodes --------------------------
@@ -282,10 +287,13 @@ def test_crewai_shaped_sessions(config_id, tmp_path, stats):
         tool_results: dict[str, str] = {}
         try:
             for tasks in kickoffs:
-                host.start_run(session)
+                host.start_run(session, new_lists=True)  # as the CrewAI adapter does at a kickoff
                 for index, (script, answer, context_text) in enumerate(tasks):
                     name = f"task {index}"
                     start = TaskContext(task_name=name, task_index=index, description=name, context_text=context_text)
+                    # Every CrewAI task builds its list anew; the adapter gives each task its own view
+                    # for that, these tasks share one: say so.
+                    host.new_lists(session, view="")
                     report = host.task_start(start, session_id=session)
                     assert report.failures == []
                     _check_task_scope(host, report, start, context_text, checks)
@@ -347,6 +355,8 @@ def _check_task_scope(host: Host, report: Any, ctx: TaskContext, original: str, 
 # -- 4. the public entry point on whole conversations ------------------------------------------------
 
 
+# manage() warns that these configs' other nodes go uncalled (tested in tests/test_nodes_outside_crewai.py).
+@pytest.mark.filterwarnings("ignore::ctxlife.CtxlifeWarning")
 @pytest.mark.parametrize("config_id", CONFIG_IDS)
 def test_manage_on_whole_conversations(config_id, tmp_path, stats):
     """``ctxlife.manage`` on a complete list (as a framework-neutral user calls it)."""

@@ -275,3 +275,41 @@ def test_crews_in_several_threads_on_one_session_record_each_agent_once(store_ur
     assert not errors, errors
     records, messages = check_once_per_view(store_url, "shared", logs)
     assert records == messages == 3 * 4  # per clerk: task 1, answer 1, task 2, answer 2
+
+
+@pytest.mark.parametrize("strategies", [["truncate_last_n"], ["snapshot_restore"]])
+def test_kickoffs_that_repeat_the_same_task_are_each_recorded(strategies: list[str], tmp_path: Path) -> None:
+    """The same crew kicked off three times with the same inputs in one process: each kickoff is a
+    new turn of the session (its task message and its answer recorded again), never an edit that
+    removes the last kickoff's answer nor a retry that drops its question; with snapshot_restore the
+    model sees the earlier kickoffs restored in front."""
+    from crewai import Agent, Crew, Task
+
+    import ctxlife
+    from ctxlife.config import settings_from_dict
+
+    sizes: list[int] = []
+
+    def reply(messages: list[dict[str, Any]]) -> str:
+        sizes.append(len(messages))
+        return react_final(f"Answer {len(sizes)}.")
+
+    llm = scripted_llm([reply] * 5, default=react_final("Done."))
+    agent = Agent(role="Clerk", goal="write", backstory="Clerk.", llm=llm, verbose=False)
+    task = Task(description="Write the daily report.", expected_output="text", agent=agent)
+    crew = Crew(agents=[agent], tasks=[task])
+    url = f"sqlite:///{tmp_path}/s.db"
+    ctxlife.wrap(crew, settings_from_dict({"store": url, "strategies": strategies}), session_id="daily")
+    try:
+        for _ in range(3):
+            crew.kickoff()
+    finally:
+        ctxlife.unwrap(crew)
+    with open_store(url) as store:
+        records = store.read_records("daily")
+    assert [r.op for r in records] == ["add"] * 6
+    assert [(r.message["role"], r.message["content"]) for r in records[1::2]] == [
+        ("assistant", f"Answer {n}.") for n in (1, 2, 3)
+    ]
+    assert all(r.message["role"] == "user" and "Write the daily report." in r.message["content"] for r in records[::2])
+    assert sizes == ([2, 4, 6] if strategies == ["snapshot_restore"] else [2, 2, 2])

@@ -288,7 +288,7 @@ class CrewAdapter:
             return None
 
     def _on_execution_start(self, hctx: Any) -> None:
-        self._guard("execution_start", lambda: self.host.start_run())
+        self._guard("execution_start", lambda: self.host.start_run(new_lists=True))
 
     def _on_pre_model_call(self, hctx: Any) -> None:
         if _own_call.get() or getattr(hctx, "executor", None) is None:

@@ -174,6 +174,10 @@ class _View:
     # The mirrors must be rebuilt from the store before the next diff: the view was just read, or
     # another writer changed it (appended, edited, or compacted it and saved a snapshot).
     reseed: bool = True
+    # The caller's next list was built from scratch (Recorder.new_lists): one no mirror relates
+    # to is all new, not aligned with the view's messages by content (that would take a repeated
+    # first message for one already recorded).
+    fresh: bool = False
 
 
 class _Reversed:
@@ -259,6 +263,17 @@ class Recorder:
                 del self._views[key]
             for sid in [s for s in self._heads if session_id is None or s == session_id]:
                 del self._heads[sid]
+
+    def new_lists(self, session_id: str, view: str | None = None) -> None:
+        """The session's next lists are built from scratch (a CrewAI kickoff): each view's next
+        list is new messages, plus the conversation a restore put back (seeded by the restore), so a
+        run that repeats the last one's first message is a new turn, not an edit or a retry."""
+        with self._lock:
+            for (sid, lane), state in self._views.items():
+                if sid == session_id and view in (None, lane):
+                    state.mirrors = []  # a restore seeds the conversation it puts back
+                    state.reseed = False
+                    state.fresh = True
 
     def tail_records(self, session_id: str, view: str = "") -> list[tuple[int, str]]:
         """``(seq, fingerprint)`` of the view's tail as this recorder holds it (for tests and tools)."""
@@ -393,8 +408,8 @@ class Recorder:
         """
         with self._lock:
             state = self._view(session_id, view)
-            if state.pending or not state.tail:
-                return
+            if state.pending or not state.tail or state.fresh:
+                return  # (fresh: the list is not recorded yet, and matching it by content is wrong)
             mirror = self._mirror_of(state, messages)
             if mirror is not None:
                 self._keep_mirror(state, mirror)
@@ -629,6 +644,8 @@ class Recorder:
                 if state.reseed:
                     self._reseed(session_id, view, state)
                 plan = None if state.pending else self._plan(state, messages)
+                if plan is None and state.fresh and not state.pending:
+                    plan = _all_new(messages)
                 if plan is None:
                     plan = self._plan_by_alignment(state, messages)
                 events = plan.events
@@ -637,12 +654,14 @@ class Recorder:
                     events = [Event(ADD, m, None, f) for m, f in batch]
                 if not events:
                     self._seen(state, messages, plan, [])
+                    state.fresh = False
                     return []
                 try:
                     records = self._write(session_id, view, state, events)
                 except AppendConflictError as exc:
                     state = self._after_conflict(session_id, view, state, exc)
                     continue
+                state.fresh = False
                 mine = [r for r in records if r.op == ADD]
                 self._seen(state, messages, plan, mine[len(mine) - len(plan.adds) :] if plan.adds else [])
                 state.covered = max(state.covered, records[-1].seq)
@@ -874,6 +893,17 @@ def _apply(tail: list[_Entry], records: Sequence[RawRecord]) -> None:
                 if e.seq == r.target:
                     del tail[i]
                     break
+
+
+def _all_new(messages: Sequence[Any]) -> _Plan:
+    """Every recordable message of the list is new (a list built from scratch)."""
+    plan = _Plan([], {}, [], None)
+    for i, message in enumerate(messages):
+        if recordable(message):
+            fp = plan.fps[i] = _fp(message)
+            plan.events.append(Event(ADD, message, None, fp))
+            plan.adds.append(i)
+    return plan
 
 
 def _stored_mirror(messages: Sequence[Any], slots: Sequence[int | None]) -> _Mirror:
