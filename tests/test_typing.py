@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 
-pytestmark = pytest.mark.slow
+# One worker under xdist: the module-wide fixture (expensive) runs once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_typing")]
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

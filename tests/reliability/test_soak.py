@@ -23,7 +23,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# One worker under xdist: the module-wide fixture (expensive) runs once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_soak")]
 
 CALLS = int(os.environ.get("RELIABILITY_SOAK_CALLS", "10000"))
 WINDOW = 16_000
