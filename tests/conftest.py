@@ -75,6 +75,18 @@ def _tmp_entries(folder: Path) -> set[str]:
         return set()
 
 
+@pytest.fixture(autouse=True)
+def _structlog_left_as_found() -> Iterator[None]:
+    """``structlog.testing.capture_logs`` configures structlog for good: left so, ctxlife's events
+    of later tests would print to stdout (into a CLI's ``--json`` output). Undo it after each test."""
+    import structlog
+
+    was_configured = structlog.is_configured()
+    yield
+    if not was_configured and structlog.is_configured():
+        structlog.reset_defaults()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _nothing_written_outside_tmp_path(tmp_path_factory: pytest.TempPathFactory):
     """Fails the run when the tests left files in the checkout or in the system temp folder.

@@ -86,6 +86,24 @@ def test_an_edited_earlier_question_is_one_replace_record(store_url: str) -> Non
     assert sent == [system("sys"), *conversation(history), user("q5")]
 
 
+def test_an_edit_made_in_place_on_a_kept_list_is_a_replace(store_url: str) -> None:
+    """An app that keeps its list between calls and edits a message in place (``m["content"] = ...``,
+    as context editing that clears old tool results does): the raw history follows the edit."""
+    cfg = settings(store_url)
+    history: list[dict[str, Any]] = [system("sys"), user("What is 2+2?")]
+    ctxlife.manage(history, config=cfg, context_window=WINDOW, session_id="inplace")
+    history += [assistant("5"), user("Are you sure?")]
+    ctxlife.manage(history, config=cfg, context_window=WINDOW, session_id="inplace")
+    history[1]["content"] = "What is 2+3?"  # the same dict, edited
+    history += [assistant("Yes."), user("Thanks")]
+    ctxlife.manage(history, config=cfg, context_window=WINDOW, session_id="inplace")
+    records = log(store_url, "inplace")
+    assert [(r.op, r.target) for r in records if r.op != "add"] == [("replace", 1)]
+    assert current(store_url, "inplace") == conversation(history)
+    sent = restarted_sees(store_url, cfg, "inplace", user("q"))
+    assert sent == [system("sys"), *conversation(history), user("q")]
+
+
 def test_clearing_old_tool_results_records_replaces_not_a_second_copy(store_url: str) -> None:
     cfg = settings(store_url)
     history: list[dict[str, Any]] = [system("sys"), user("look things up")]

@@ -141,6 +141,9 @@ class _Mirror:
     # rest is a new conversation that repeats an old message ("hi"), not an edit.
     trusted: bool = True
     last: int = -1  # the newest slot the list holds (0: none); computed when not given
+    # id() of the caller's message at each position: a message passed again is found by identity,
+    # then checked against the copy (the mirror keeps copies: an edit made in place is an edit).
+    sources: list[int] = dataclasses.field(default_factory=list)
     # The view's records up to this seq were known when the mirror was made: only records after it
     # (others' writes) can be in a list that continues the mirror without being new.
     head: int = -1
@@ -418,16 +421,16 @@ class Recorder:
         """A mirror of ``messages``: slots from the newest mirror where the list agrees with it (in C),
         the rest mapped onto the view's current messages by fingerprint, in order."""
         known = state.mirrors[0] if state.mirrors else None
-        if known is not None and known.messages is not messages and len(known.messages) == len(messages):
+        if known is not None and len(known.messages) == len(messages):
             if common_prefix(known.messages, messages) == len(messages):
                 return known
         slots: list[int | None] = []
         fps: list[str | None] = []
-        by_id: dict[int, tuple[int | None, str | None]] = {}
+        by_id: dict[int, int] = {}
         if known is not None:
             p = common_prefix(known.messages, messages)
             slots, fps = list(known.slots[:p]), list(known.fps[:p])
-            by_id = {id(m): (known.slots[i], known.fps[i]) for i, m in enumerate(known.messages)}
+            by_id = {source: i for i, source in enumerate(known.sources)}
         else:
             p = 0
         # Map the rest onto the view's messages after the last mapped slot, from the end backwards
@@ -443,7 +446,11 @@ class Recorder:
             message = rest[k]
             if not recordable(message):
                 continue
-            hit = by_id.get(id(message))
+            i = by_id.get(id(message))
+            # the same object, unchanged since (compared with the mirror's copy): its slot and fingerprint
+            hit = None
+            if known is not None and i is not None and known.messages[i] == message:
+                hit = (known.slots[i], known.fps[i])
             fp = hit[1] if hit is not None and hit[1] is not None else _fp(message)
             rest_fps[k] = fp
             slot = hit[0] if hit is not None and hit[0] is not None and hit[1] == fp and hit[0] in order else None
@@ -459,7 +466,8 @@ class Recorder:
             rest_slots[k] = slot
         slots += rest_slots
         fps += rest_fps
-        return _Mirror(list(messages), slots, fps)
+        kept = known.messages[:p] if known is not None else []
+        return _Mirror(kept + _copies(messages[p:]), slots, fps, sources=[id(m) for m in messages])
 
     def seed(self, session_id: str, messages: Sequence[Any], slots: Sequence[int | None], view: str = "") -> None:
         """Start the view's mirrors with a list whose slots are known (a restored conversation), so
@@ -700,10 +708,14 @@ class Recorder:
             newest = max((s for s in slots if s is not None), default=0)
             if base is not None:
                 mirror: _Mirror | None = _Mirror(
-                    list(messages), base.slots + slots, base.fps + fps, last=max(base.last, newest)
+                    base.messages + _copies(messages[start:]),
+                    base.slots + slots,
+                    base.fps + fps,
+                    last=max(base.last, newest),
+                    sources=base.sources + [id(messages[i]) for i in rest],
                 )
             else:
-                mirror = _Mirror(list(messages), slots, fps)
+                mirror = _Mirror(_copies(messages), slots, fps, sources=[id(m) for m in messages])
         else:
             mirror = self._mirror_of(state, messages)  # map what alignment did not place
         if mirror is None:
@@ -742,10 +754,10 @@ class Recorder:
                         newest = state.mirrors[0]
                         tail = records[len(records) - len(messages) :]
                         state.mirrors[0] = _Mirror(
-                            [*newest.messages, *messages],
+                            [*newest.messages, *_copies(messages)],
                             [*newest.slots, *(r.seq for r in tail)],
                             [*newest.fps, *(r.fingerprint for r in tail)],
-                            head=state.synced,
+                            sources=[*newest.sources, *(id(m) for m in messages)],
                         )
                 return records
             raise StoreError(f"session {session_id!r}: could not append after {_MAX_RETRIES} attempts; retry later")
@@ -912,7 +924,14 @@ def _stored_mirror(messages: Sequence[Any], slots: Sequence[int | None]) -> _Mir
         s if s is not None and isinstance(m.get("role"), str) else None for m, s in zip(messages, slots, strict=True)
     ]
     fps = [_fp(m) if s is not None else None for m, s in zip(messages, kept, strict=True)]
-    return _Mirror(list(messages), kept, fps, trusted=False)
+    return _Mirror(_copies(messages), kept, fps, trusted=False, sources=[id(m) for m in messages])
+
+
+def _copies(messages: Sequence[Any]) -> list[Any]:
+    """Shallow copies of the messages: a caller that later edits one in place (``m["content"] = ...``)
+    then differs from the mirror, as an edit must. (An edit deep inside a content part list is not
+    seen: copying every part of every message would cost more than the diff.)"""
+    return [dict(m) if isinstance(m, dict) else m for m in messages]
 
 
 def _results_in_order(items: list[tuple[int, str]], messages: list[Any]) -> list[tuple[int, str]]:
