@@ -355,8 +355,6 @@ def _check_task_scope(host: Host, report: Any, ctx: TaskContext, original: str, 
 # -- 4. the public entry point on whole conversations ------------------------------------------------
 
 
-# manage() warns that these configs' other nodes go uncalled (tested in tests/test_nodes_outside_crewai.py).
-@pytest.mark.filterwarnings("ignore::ctxlife.CtxlifeWarning")
 @pytest.mark.parametrize("config_id", CONFIG_IDS)
 def test_manage_on_whole_conversations(config_id, tmp_path, stats):
     """``ctxlife.manage`` on a complete list (as a framework-neutral user calls it)."""
