@@ -151,6 +151,14 @@ class _Mirror:
     def __post_init__(self) -> None:
         if self.last < 0:
             self.last = max((s for s in self.slots if s is not None), default=0)
+        self._by_source: dict[int, int] | None = None
+
+    def index_of(self, message: Any) -> int | None:
+        """The position of ``message`` when it is an object this mirror copied, unchanged since."""
+        if self._by_source is None:
+            self._by_source = {source: i for i, source in enumerate(self.sources)}
+        i = self._by_source.get(id(message))
+        return i if i is not None and self.messages[i] == message else None
 
 
 @dataclasses.dataclass
@@ -426,11 +434,9 @@ class Recorder:
                 return known
         slots: list[int | None] = []
         fps: list[str | None] = []
-        by_id: dict[int, int] = {}
         if known is not None:
             p = common_prefix(known.messages, messages)
             slots, fps = list(known.slots[:p]), list(known.fps[:p])
-            by_id = {source: i for i, source in enumerate(known.sources)}
         else:
             p = 0
         # Map the rest onto the view's messages after the last mapped slot, from the end backwards
@@ -446,11 +452,9 @@ class Recorder:
             message = rest[k]
             if not recordable(message):
                 continue
-            i = by_id.get(id(message))
             # the same object, unchanged since (compared with the mirror's copy): its slot and fingerprint
-            hit = None
-            if known is not None and i is not None and known.messages[i] == message:
-                hit = (known.slots[i], known.fps[i])
+            i = known.index_of(message) if known is not None else None
+            hit = (known.slots[i], known.fps[i]) if known is not None and i is not None else None
             fp = hit[1] if hit is not None and hit[1] is not None else _fp(message)
             rest_fps[k] = fp
             slot = hit[0] if hit is not None and hit[0] is not None and hit[1] == fp and hit[0] in order else None
@@ -561,7 +565,7 @@ class Recorder:
             [m for m, s in zip(mirror.messages, mirror.slots, strict=True) if s is not None],
         )
         kept = [(i, m) for i, m in enumerate(messages) if recordable(m)]
-        caller = _results_in_order([(i, _fp(m)) for i, m in kept], [m for _, m in kept])
+        caller = _results_in_order([(i, _known_fp(mirror, m)) for i, m in kept], [m for _, m in kept])
         in_mirror = {s for s, _ in mirrored}
         hidden = [(e.seq, e.fp) for e in state.tail if e.seq not in in_mirror]
         order = {e.seq: i for i, e in enumerate(state.tail)}
@@ -925,6 +929,17 @@ def _stored_mirror(messages: Sequence[Any], slots: Sequence[int | None]) -> _Mir
     ]
     fps = [_fp(m) if s is not None else None for m, s in zip(messages, kept, strict=True)]
     return _Mirror(_copies(messages), kept, fps, trusted=False, sources=[id(m) for m in messages])
+
+
+def _known_fp(mirror: _Mirror, message: Any) -> str:
+    """The message's fingerprint: the mirror's, when the message is the object the mirror copied and
+    still equals the copy (a restored list handed back: no second hashing of every message)."""
+    index = mirror.index_of(message)
+    if index is not None:
+        fp = mirror.fps[index]
+        if fp is not None:
+            return fp
+    return _fp(message)
 
 
 def _copies(messages: Sequence[Any]) -> list[Any]:
