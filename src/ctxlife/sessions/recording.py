@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import operator
 import threading
 import weakref
 from collections.abc import Sequence
@@ -141,9 +142,10 @@ class _Mirror:
     # rest is a new conversation that repeats an old message ("hi"), not an edit.
     trusted: bool = True
     last: int = -1  # the newest slot the list holds (0: none); computed when not given
-    # id() of the caller's message at each position: a message passed again is found by identity,
-    # then checked against the copy (the mirror keeps copies: an edit made in place is an edit).
-    sources: list[int] = dataclasses.field(default_factory=list)
+    # The caller's message objects at each position (the newest mirror only; None once older): a
+    # message passed again is found by identity, then checked against the copy (the mirror keeps
+    # copies, so an edit made in place is an edit).
+    originals: list[Any] | None = None
     # The view's records up to this seq were known when the mirror was made: only records after it
     # (others' writes) can be in a list that continues the mirror without being new.
     head: int = -1
@@ -155,8 +157,10 @@ class _Mirror:
 
     def index_of(self, message: Any) -> int | None:
         """The position of ``message`` when it is an object this mirror copied, unchanged since."""
+        if self.originals is None:
+            return None
         if self._by_source is None:
-            self._by_source = {source: i for i, source in enumerate(self.sources)}
+            self._by_source = {id(m): i for i, m in enumerate(self.originals)}
         i = self._by_source.get(id(message))
         return i if i is not None and self.messages[i] == message else None
 
@@ -421,6 +425,12 @@ class Recorder:
             state = self._view(session_id, view)
             if state.pending or not state.tail or state.fresh:
                 return  # (fresh: the list is not recorded yet, and matching it by content is wrong)
+            newest = state.mirrors[0] if state.mirrors else None
+            if newest is not None and newest.originals is not None and len(newest.originals) == len(messages):
+                if all(map(operator.is_, newest.originals, messages)):
+                    # The very objects the newest mirror was made from: strategies replace message
+                    # dicts, never edit them (the hookspec's contract), so it is this list already.
+                    return
             mirror = self._mirror_of(state, messages)
             if mirror is not None:
                 self._keep_mirror(state, mirror)
@@ -471,7 +481,7 @@ class Recorder:
         slots += rest_slots
         fps += rest_fps
         kept = known.messages[:p] if known is not None else []
-        return _Mirror(kept + _copies(messages[p:]), slots, fps, sources=[id(m) for m in messages])
+        return _Mirror(kept + _copies(messages[p:]), slots, fps, originals=list(messages))
 
     def seed(self, session_id: str, messages: Sequence[Any], slots: Sequence[int | None], view: str = "") -> None:
         """Start the view's mirrors with a list whose slots are known (a restored conversation), so
@@ -518,6 +528,9 @@ class Recorder:
         if mirror.head < 0:
             mirror.head = state.synced
         mirrors = [m for m in state.mirrors if m is not mirror]
+        for older in mirrors:  # only the newest keeps the caller's objects alive
+            older.originals = None
+            older._by_source = None
         mirrors.insert(0, mirror)
         del mirrors[_MIRRORS:]
         state.mirrors = mirrors
@@ -716,10 +729,10 @@ class Recorder:
                     base.slots + slots,
                     base.fps + fps,
                     last=max(base.last, newest),
-                    sources=base.sources + [id(messages[i]) for i in rest],
+                    originals=list(messages),
                 )
             else:
-                mirror = _Mirror(_copies(messages), slots, fps, sources=[id(m) for m in messages])
+                mirror = _Mirror(_copies(messages), slots, fps, originals=list(messages))
         else:
             mirror = self._mirror_of(state, messages)  # map what alignment did not place
         if mirror is None:
@@ -761,7 +774,7 @@ class Recorder:
                             [*newest.messages, *_copies(messages)],
                             [*newest.slots, *(r.seq for r in tail)],
                             [*newest.fps, *(r.fingerprint for r in tail)],
-                            sources=[*newest.sources, *(id(m) for m in messages)],
+                            originals=[*(newest.originals or newest.messages), *messages],
                         )
                 return records
             raise StoreError(f"session {session_id!r}: could not append after {_MAX_RETRIES} attempts; retry later")
@@ -928,7 +941,7 @@ def _stored_mirror(messages: Sequence[Any], slots: Sequence[int | None]) -> _Mir
         s if s is not None and isinstance(m.get("role"), str) else None for m, s in zip(messages, slots, strict=True)
     ]
     fps = [_fp(m) if s is not None else None for m, s in zip(messages, kept, strict=True)]
-    return _Mirror(_copies(messages), kept, fps, trusted=False, sources=[id(m) for m in messages])
+    return _Mirror(_copies(messages), kept, fps, trusted=False, originals=list(messages))
 
 
 def _known_fp(mirror: _Mirror, message: Any) -> str:
