@@ -558,6 +558,7 @@ class Recorder:
             later = self._after(state, max(mirror.last, mirror.head))
             plan = _Plan([], {}, [], mirror)
             cursor = 0
+            used: set[int] = set()
             for i in range(p, len(messages)):
                 message = messages[i]
                 if not recordable(message):
@@ -566,9 +567,14 @@ class Recorder:
                 probe = cursor
                 while probe < len(later) and later[probe][1] != fp:
                     probe += 1
+                if probe == len(later) and message.get("role") == "tool":
+                    # Parallel tool results come back in any order: one recorded before the cursor
+                    # (and not matched yet) is this same result, not a new one.
+                    probe = next((k for k in range(cursor) if k not in used and later[k][1] == fp), len(later))
                 if probe < len(later):
                     plan.slots[i] = later[probe][0]
-                    cursor = probe + 1
+                    used.add(probe)
+                    cursor = max(cursor, probe + 1)
                     continue
                 plan.events.append(Event(ADD, message, None, fp))
                 plan.adds.append(i)
