@@ -390,19 +390,25 @@ def test_write_that_landed_but_was_reported_failed_is_not_written_again(method, 
     restart_sees_exactly(url, "landed", run.live)
 
 
+def saved_session(url: str, session: str) -> tuple[Session, Any]:
+    """A 40-call compacted session run to its end by a host now closed, and the snapshot it saved."""
+    first = Host(summary_settings(url), context_window=WINDOW, session_id=session)
+    run = Session(first, session_messages(40))
+    run.run(run.remaining)
+    first.close()
+    with sessions.open_store(url) as store:
+        snapshot = store.load_snapshot(session)
+    assert snapshot is not None
+    return run, snapshot
+
+
 @pytest.mark.parametrize("method", ["head", "read_records"])
 def test_restart_during_a_read_outage_restores_once_the_store_is_back(method, faulty, events):
     """A process restarts while the store cannot be read: its first call proceeds with the list as
     the caller sent it (the failure is reported, nothing is overwritten), and the first call after
     the store is back restores the saved conversation and records the new turns exactly once."""
     url, plan = faulty
-    first = Host(summary_settings(url), context_window=WINDOW, session_id="reread")
-    run = Session(first, session_messages(40))
-    run.run(run.remaining)
-    first.close()
-    with sessions.open_store(url) as store:
-        snapshot_before = store.load_snapshot("reread")
-    assert snapshot_before is not None
+    run, snapshot_before = saved_session(url, "reread")
     calls_before = dict(plan.calls)
     second = Host(summary_settings(url), context_window=WINDOW, session_id="reread")
     system = {"role": "system", "content": "restarted"}
@@ -435,13 +441,7 @@ def test_a_restart_while_snapshots_cannot_be_read_restores_from_the_raw_history(
     first call after a restart restores the conversation from the raw history (reported, not failed),
     and nothing is lost or recorded twice."""
     url, plan = faulty
-    first = Host(summary_settings(url), context_window=WINDOW, session_id="reread")
-    run = Session(first, session_messages(40))
-    run.run(run.remaining)
-    first.close()
-    with sessions.open_store(url) as store:
-        snapshot_before = store.load_snapshot("reread")
-    assert snapshot_before is not None
+    run, _ = saved_session(url, "reread")
     second = Host(summary_settings(url), context_window=WINDOW, session_id="reread")
     u1 = {"role": "user", "content": "first question after the restart"}
     live = [{"role": "system", "content": "restarted"}, u1]
