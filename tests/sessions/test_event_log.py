@@ -206,18 +206,23 @@ def test_a_one_message_conversation_is_sent_and_recorded_once(store_url: str) ->
 # -- Session.pop() after a compaction ---------------------------------------------------------------
 
 
-def test_pop_after_a_compaction_records_nothing_again(store_url: str) -> None:
+@pytest.mark.parametrize("pops", [1, 2], ids=["reply", "round"])
+def test_pop_after_a_compaction_records_nothing_again(store_url: str, pops: int) -> None:
+    # Popping a whole round (reply, then question) is what re-recorded the pinned q0 on e03a850.
     cfg = settings(store_url, "truncate_last_n", truncate_last_n={"rounds": 1, "pin_first_user": True, "always": True})
     with ctxlife.Session("pop", cfg, system="sys", context_window=WINDOW) as session:
         for i in range(4):
             session.prepare(user(f"q{i}"))
             session.record_reply(f"a{i}")
-        assert session.pop() == assistant("a3")
+        popped = [session.pop() for _ in range(pops)]
+        assert popped == [assistant("a3"), user("q3")][:pops]
         sent = session.prepare(user("q4"))
-    assert [m["content"] for m in sent] == ["sys", "q0", "q4"] or [m["content"] for m in sent][:2] == ["sys", "q0"]
+        session.record_reply("a4")
+    assert [m["content"] for m in sent][:2] == ["sys", "q0"] and sent[-1] == user("q4")
     adds = [r.message.get("content") for r in log(store_url, "pop") if r.op == "add"]
     assert adds.count("q0") == 1  # the pinned first user message is not recorded again
-    assert [m.get("content") for m in current(store_url, "pop")] == ["q0", "a0", "q1", "a1", "q2", "a2", "q3", "q4"]
+    kept = ["q0", "a0", "q1", "a1", "q2", "a2", "q3"][: 7 - (pops - 1)]
+    assert [m.get("content") for m in current(store_url, "pop")] == [*kept, "q4", "a4"]
 
 
 # -- Anthropic lists: the bootstrap section inside the user's first message ---------------------------
@@ -309,6 +314,9 @@ def test_a_fresh_host_given_a_list_without_the_newest_message_keeps_snapshots(st
     again.close()
     assert "ctxlife.restore_failed" not in [e.get("event") for e in events]
     assert "snapshot_saved" in [a.what for a in report.actions]
+    # The list already holds the conversation: nothing of it is recorded again (e03a850 restored in
+    # front of it and recorded q0 a0 q1 a second time).
+    assert current(store_url, "miss") == [user("q0"), assistant("a0"), user("q1"), assistant("a1"), user("q2")]
 
 
 # -- privacy: delete one message, or every message matching a pattern ---------------------------------

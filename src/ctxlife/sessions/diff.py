@@ -88,6 +88,7 @@ def edit_script(
     order: dict[int, int],
     *,
     removals: bool = True,
+    same_kind: Callable[[int, int], bool] | None = None,
 ) -> Script:
     """The edit script from ``mirror`` to ``caller``.
 
@@ -99,8 +100,13 @@ def edit_script(
         order: the place of every current slot of the view in conversation order.
         removals: whether messages the caller lacks are removed. False for a mirror that is not
             a list the caller held (the view as the store has it, which may hold what a
-            compaction evicted without a snapshot saying so): then, before the mirror's last
-            messages, only one-for-one replacements are edits and the rest are adds.
+            compaction evicted without a snapshot saying so, or what another worker wrote since
+            the caller last looked): then nothing is removed, and before the mirror's last
+            messages only one-for-one replacements are edits and the rest are adds.
+        same_kind: ``same_kind(slot, index)`` -- whether the mirror's message at ``slot`` and the
+            caller's at list ``index`` can be one message edited (an edit keeps the role: an
+            edited question, a cleared tool result, a regenerated reply). A pair that cannot is
+            a removal and an add, never a replacement.
 
     ``related`` is False when the lists share no message (then nothing is an edit: the caller's
     list is another conversation, or a fresh one, for the caller to align otherwise).
@@ -133,18 +139,22 @@ def edit_script(
             for index, fp in caller[j1:j2]:
                 slots[index] = free[fp].pop(0)
         else:
-            # At the mirror's end an edit is what it looks like even for the store's view of the
-            # conversation (a compaction never evicts the newest messages); elsewhere only then
+            # At the mirror's end a replacement is what it looks like even for the store's view of
+            # the conversation (a compaction never evicts the newest messages); elsewhere only then
             # when removals are trusted, or one for one.
-            trusted = removals or i2 == len(a)
             paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
-            if not trusted and i2 - i1 != j2 - j1:
+            if not (removals or i2 == len(a)) and i2 - i1 != j2 - j1:
                 paired = 0
+            if same_kind is not None:
+                k = 0
+                while k < paired and same_kind(mirror[i1 + k][0], caller[j1 + k][0]):
+                    k += 1
+                paired = k
             for k in range(paired):
                 index = caller[j1 + k][0]
                 slots[index] = mirror[i1 + k][0]
                 edits.append(Edit(REPLACE, mirror[i1 + k][0], index))
-            if trusted:
+            if removals:
                 for slot, _ in mirror[i1 + paired : i2]:
                     edits.append(Edit(REMOVE, slot, -1))
             for index, _ in caller[j1 + paired : j2]:

@@ -50,7 +50,7 @@ import dataclasses
 import operator
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ctxlife.errors import StoreError
@@ -163,6 +163,11 @@ class _Mirror:
             self._by_source = {id(m): i for i, m in enumerate(self.originals)}
         i = self._by_source.get(id(message))
         return i if i is not None and self.messages[i] == message else None
+
+    def release(self) -> None:
+        """Stop keeping the caller's objects alive (a newer mirror keeps them now)."""
+        self.originals = None
+        self._by_source = None
 
 
 @dataclasses.dataclass
@@ -529,8 +534,7 @@ class Recorder:
             mirror.head = state.synced
         mirrors = [m for m in state.mirrors if m is not mirror]
         for older in mirrors:  # only the newest keeps the caller's objects alive
-            older.originals = None
-            older._by_source = None
+            older.release()
         mirrors.insert(0, mirror)
         del mirrors[_MIRRORS:]
         state.mirrors = mirrors
@@ -588,7 +592,9 @@ class Recorder:
         in_mirror = {s for s, _ in mirrored}
         hidden = [(e.seq, e.fp) for e in state.tail if e.seq not in in_mirror]
         order = {e.seq: i for i, e in enumerate(state.tail)}
-        script = edit_script(mirrored, caller, hidden, order, removals=mirror.trusted)
+        script = edit_script(
+            mirrored, caller, hidden, order, removals=mirror.trusted, same_kind=_same_kind(mirror, messages)
+        )
         if not script.related:
             return None
         if not mirror.trusted and script.shared < min(2, len(mirrored)) and len(script.slots) < len(mirrored):
@@ -781,6 +787,7 @@ class Recorder:
                             [*newest.slots, *(r.seq for r in tail)],
                             [*newest.fps, *(r.fingerprint for r in tail)],
                             originals=[*(newest.originals or newest.messages), *messages],
+                            head=state.synced,
                         )
                 return records
             raise StoreError(f"session {session_id!r}: could not append after {_MAX_RETRIES} attempts; retry later")
@@ -966,6 +973,21 @@ def _copies(messages: Sequence[Any]) -> list[Any]:
     then differs from the mirror, as an edit must. (An edit deep inside a content part list is not
     seen: copying every part of every message would cost more than the diff.)"""
     return [dict(m) if isinstance(m, dict) else m for m in messages]
+
+
+def _same_kind(mirror: _Mirror, messages: Sequence[Any]) -> Callable[[int, int], bool]:
+    """Whether the mirror's message at a slot and the caller's at a list index have one role (see
+    :func:`~ctxlife.sessions.diff.edit_script`); the slots' roles are looked up only when asked."""
+    roles: dict[int, Any] = {}
+
+    def same(slot: int, index: int) -> bool:
+        if not roles:
+            roles.update(
+                (s, m.get("role")) for m, s in zip(mirror.messages, mirror.slots, strict=True) if s is not None
+            )
+        return bool(roles.get(slot) == messages[index].get("role"))
+
+    return same
 
 
 def _results_in_order(items: list[tuple[int, str]], messages: list[Any]) -> list[tuple[int, str]]:
