@@ -73,7 +73,7 @@ def main() -> None:
         "",
         "`make mutate` runs [mutmut](https://mutmut.readthedocs.io) 3 over the core modules nobody is",
         "rewriting at the moment (message pairing and validation and bootstrap application in",
-        "`src/ctxlife/messages.py`, config precedence in `src/ctxlife/config.py`, the `bootstrap` and",
+        "`src/ctxlife/messages/`, config precedence in `src/ctxlife/config.py`, the `bootstrap` and",
         "`truncate_last_n` strategies) with only the test files that cover them (`[tool.mutmut]` in",
         "pyproject.toml says which functions and tests). A mutant is one small plausible bug (an operator,",
         "a constant, a condition, a call argument changed); it is *killed* when a test fails.",

@@ -127,3 +127,20 @@ def test_strategies_use_only_the_public_api():
         if module.startswith(internal)
     ]
     assert offenders == []
+
+
+def test_the_message_model_modules_import_only_the_ones_below_them():
+    """ctxlife.messages is layered (docs in its __init__): each module imports only those before it
+    in this order, and none imports the package itself (that import would run before the package is
+    complete)."""
+    layers = ["formats", "text", "cutting", "inserted", "turns", "validation", "bootstrap"]
+    package = SRC / "ctxlife" / "messages"
+    assert sorted(p.stem for p in package.glob("*.py") if p.name != "__init__.py") == sorted(layers)
+    offenders = [
+        f"{layer}.py:{line}: {module}"
+        for k, layer in enumerate(layers)
+        for module, _, line in imports(package / f"{layer}.py")
+        if module == "ctxlife.messages"
+        or (module.startswith("ctxlife.messages.") and module.rpartition(".")[2] not in layers[:k])
+    ]
+    assert offenders == []

@@ -7,10 +7,10 @@ import copy
 
 import pytest
 
-from ctxlife import messages as message_model
 from ctxlife.config import settings_from_dict
 from ctxlife.errors import InvalidMessagesError
 from ctxlife.host import Host
+from ctxlife.messages import formats as message_model  # where check_shape looks up _classify
 from ctxlife.testing import assistant, tool_call, tool_result, user
 
 

@@ -32,7 +32,6 @@ from ctxlife.config import settings_from_dict
 from ctxlife.host import Host
 from ctxlife.messages import (
     SUMMARY_PREFIX,
-    _detect,
     apply_bootstrap,
     content_text,
     is_inserted,
@@ -43,6 +42,7 @@ from ctxlife.messages import (
     strip_bootstrap,
     validate,
 )
+from ctxlife.messages.formats import _detect
 
 STRATEGY_OPTIONS: dict[str, dict[str, Any]] = {
     "truncate_last_n": {"rounds": 1},

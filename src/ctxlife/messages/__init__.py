@@ -1,0 +1,227 @@
+"""The one message model of ctxlife: formats, units, rounds, pairing, validity, inserted messages.
+
+**Formats.** A message list is in one of two formats, and one list uses one:
+
+* **OpenAI chat** (:data:`OPENAI`): roles ``system``, ``developer``, ``user``, ``assistant``,
+  ``tool`` and the legacy ``function``; ``content`` a string, ``None`` or a list of parts
+  (``text``, ``image_url``, ``input_audio``, ``file``, ``refusal``). An assistant message's
+  ``tool_calls`` are answered by the run of ``tool`` messages right after it, paired by
+  ``tool_call_id`` in any order (parallel calls finish in any order); a legacy
+  ``function_call`` is answered by the ``function`` message right after it.
+* **Anthropic Messages** (:data:`ANTHROPIC`): roles ``user`` and ``assistant``; ``content`` a
+  string or a list of blocks (``text``, ``image``, ``document``, ``tool_use``, ``tool_result``,
+  ``thinking``, ``redacted_thinking``, ``search_result`` and the server-tool blocks). Every
+  ``tool_use`` block of an assistant message is answered by a ``tool_result`` block of the very
+  next (user) message. The system prompt is a separate request parameter: leading ``system``
+  messages stand for it (ctxlife counts and pins them; :func:`split_system` hands them back as
+  the ``system`` argument), and ctxlife never adds one to a list that has none (bootstrap text
+  then goes into the first user message, summaries are user messages).
+
+A list of plain ``{"role": ..., "content": "text"}`` messages is valid in both and treated as
+OpenAI chat. Anything else -- Amazon Bedrock Converse / Strands blocks (``toolUse``,
+``toolResult``), Google Gemini ``parts``, OpenAI Responses API items, LangChain message
+objects, unknown roles, content of another type, a tool call whose ``function`` is not an
+object -- is refused by :func:`check_shape` with :class:`~ctxlife.errors.InvalidMessagesError`
+naming the message index and the format it looks like.
+
+**Units and rounds.** An assistant message with tool calls together with the messages that
+answer it is ONE *unit*: strategies cut between units, never inside one. A *round* starts at
+each user turn (a user message that is not a carrier of tool results). ``system`` and
+``developer`` messages are pinned wherever ctxlife pins system messages.
+
+**Pairing.** Real traces reuse ids across turns and sometimes inside one message, or leave them
+out: a result whose id is missing, or names no unanswered call, goes to the first unanswered
+call (by position), so ids are only trusted within one turn (:func:`pair_tool_results`).
+
+**Messages ctxlife inserts** (summaries, recall blocks, a system message made for bootstrap
+text) are recognised by :func:`inserted_kind` / :func:`is_inserted`: ctxlife registers each one
+it writes (:func:`mark_inserted`), so a user or tool message with the same visible prefix is
+never taken for one; a restored snapshot re-registers its inserted messages from its meta
+(:func:`inserted_meta` / :func:`restore_inserted`). The bootstrap text is one marked section
+(:data:`BOOTSTRAP_START` ... :data:`BOOTSTRAP_END`) that a new rendering replaces.
+
+Modules, lowest first (each imports only those before it):
+
+* :mod:`~ctxlife.messages.formats` -- the two formats, detecting them and refusing anything else
+  (:func:`check_shape`, :class:`ShapeMemo`), roles, :func:`split_system`;
+* :mod:`~ctxlife.messages.text` -- the text of a message (:func:`content_text`, :func:`text_of`),
+  what a model is charged for (:func:`countable`), :func:`tool_name_key`, :func:`escape_surrogates`;
+* :mod:`~ctxlife.messages.cutting` -- safe cut points in text of any script (:func:`safe_cut`,
+  :data:`CJK`);
+* :mod:`~ctxlife.messages.inserted` -- marks on the messages ctxlife inserts (:func:`mark_inserted`,
+  :func:`inserted_kind`), summary messages and the ``History summary:`` marker;
+* :mod:`~ctxlife.messages.turns` -- tool calls and their pairing, units, rounds and turns;
+* :mod:`~ctxlife.messages.validation` -- :func:`validate` (what a provider would reject),
+  :func:`same_messages`;
+* :mod:`~ctxlife.messages.bootstrap` -- the bootstrap section (:func:`apply_bootstrap`,
+  :func:`strip_bootstrap`).
+
+Import these names from ``ctxlife.messages``; the modules are how the code is organised, not
+part of the API.
+"""
+
+from __future__ import annotations
+
+from ctxlife.messages.bootstrap import (
+    apply_bootstrap,
+    bootstrap_section,
+    has_bootstrap_section,
+    strip_bootstrap,
+    system_role_allowed,
+)
+from ctxlife.messages.cutting import (
+    CJK,
+    CJK_PUNCTUATION,
+    safe_cut,
+)
+from ctxlife.messages.formats import (
+    ANTHROPIC,
+    FORMAT_NAMES,
+    OPENAI,
+    SYSTEM_ROLES,
+    Message,
+    ShapeMemo,
+    check_shape,
+    detect_format,
+    is_system,
+    list_format,
+    nested_stamp,
+    restamp,
+    role,
+    split_system,
+)
+from ctxlife.messages.inserted import (
+    BOOTSTRAP_END,
+    BOOTSTRAP_START,
+    INSERTED_KINDS,
+    RECALL_PREFIX,
+    SUMMARY_PREFIX,
+    inserted_kind,
+    inserted_meta,
+    inserted_text,
+    is_inserted,
+    is_recall_block,
+    is_summary,
+    mark_inserted,
+    restore_inserted,
+    starts_with_summary_marker,
+    strip_summary_marker,
+    summary_message,
+)
+from ctxlife.messages.text import (
+    ANTHROPIC_IMAGE_TOKENS,
+    FILE_TOKENS,
+    IMAGE_TOKENS,
+    IMAGE_TOKENS_LOW,
+    TOKENS_PER_TOOL_CALL,
+    content_text,
+    countable,
+    escape_surrogates,
+    iter_texts,
+    json_payload,
+    own_text,
+    text_of,
+    tool_calls,
+    tool_name_key,
+)
+from ctxlife.messages.turns import (
+    ToolCall,
+    ToolPairing,
+    Unit,
+    calls_of,
+    current_turn_index,
+    has_calls,
+    is_tool_result,
+    is_user_turn,
+    last_user_index,
+    pair_tool_calls,
+    pair_tool_results,
+    raw_calls,
+    round_starts,
+    split_units,
+    tool_call_arguments,
+    tool_call_name,
+    tool_results_by_call,
+)
+from ctxlife.messages.validation import (
+    Problem,
+    is_valid,
+    same_messages,
+    validate,
+)
+
+__all__ = [
+    "ANTHROPIC",
+    "ANTHROPIC_IMAGE_TOKENS",
+    "BOOTSTRAP_END",
+    "BOOTSTRAP_START",
+    "CJK",
+    "CJK_PUNCTUATION",
+    "FILE_TOKENS",
+    "FORMAT_NAMES",
+    "IMAGE_TOKENS",
+    "IMAGE_TOKENS_LOW",
+    "INSERTED_KINDS",
+    "Message",
+    "OPENAI",
+    "Problem",
+    "RECALL_PREFIX",
+    "SUMMARY_PREFIX",
+    "SYSTEM_ROLES",
+    "ShapeMemo",
+    "TOKENS_PER_TOOL_CALL",
+    "ToolCall",
+    "ToolPairing",
+    "Unit",
+    "apply_bootstrap",
+    "bootstrap_section",
+    "calls_of",
+    "check_shape",
+    "content_text",
+    "countable",
+    "current_turn_index",
+    "detect_format",
+    "escape_surrogates",
+    "has_bootstrap_section",
+    "has_calls",
+    "inserted_kind",
+    "inserted_meta",
+    "inserted_text",
+    "is_inserted",
+    "is_recall_block",
+    "is_summary",
+    "is_system",
+    "is_tool_result",
+    "is_user_turn",
+    "is_valid",
+    "iter_texts",
+    "json_payload",
+    "last_user_index",
+    "list_format",
+    "mark_inserted",
+    "nested_stamp",
+    "own_text",
+    "pair_tool_calls",
+    "pair_tool_results",
+    "raw_calls",
+    "restamp",
+    "restore_inserted",
+    "role",
+    "round_starts",
+    "safe_cut",
+    "same_messages",
+    "split_system",
+    "split_units",
+    "starts_with_summary_marker",
+    "strip_bootstrap",
+    "strip_summary_marker",
+    "summary_message",
+    "system_role_allowed",
+    "text_of",
+    "tool_call_arguments",
+    "tool_call_name",
+    "tool_calls",
+    "tool_name_key",
+    "tool_results_by_call",
+    "validate",
+]
