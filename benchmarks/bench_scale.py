@@ -610,22 +610,24 @@ def section(results: dict[str, Any]) -> str:
                 [["steady managed call, ctxlife", *[ms(_ms(c)) for c in base["steady"].values()]]],
             )
         )
-        text.append(
-            table(
-                ["messages", "window", "ctxlife (ms)", "trim_messages tiktoken (ms)", "ratio"],
-                [
-                    [
-                        f"{r['messages']:,}",
-                        f"{r['window'] // 1000}k",
-                        f"{r['ctxlife_ms']:,}",
-                        f"{r['trim_tiktoken_ms']:,}",
-                        f"{r['ratio']:.2f}×",
-                    ]
-                    for r in base["first_compaction"]
-                ],
-            )
-        )
+        text.append(_first_compaction_table(base["first_compaction"]))
     return "\n".join(text)
+
+
+def _first_compaction_table(found: list[dict[str, Any]]) -> str:
+    return table(
+        ["messages", "window", "ctxlife (ms)", "trim_messages tiktoken (ms)", "ratio"],
+        [
+            [
+                f"{r['messages']:,}",
+                f"{r['window'] // 1000}k",
+                f"{r['ctxlife_ms']:,}",
+                f"{r['trim_tiktoken_ms']:,}",
+                f"{r['ratio']:.2f}×",
+            ]
+            for r in found
+        ],
+    )
 
 
 def _tables(results: dict[str, Any]) -> str:
@@ -646,21 +648,7 @@ def _tables(results: dict[str, Any]) -> str:
             "\nFirst compaction: one `manage()` of a fresh host (`llm_summary`, extractive) against one "
             "`trim_messages` call with a tiktoken counter at the same line (40% of the window).\n"
         )
-        text.append(
-            table(
-                ["messages", "window", "ctxlife (ms)", "trim_messages tiktoken (ms)", "ratio"],
-                [
-                    [
-                        f"{r['messages']:,}",
-                        f"{r['window'] // 1000}k",
-                        f"{r['ctxlife_ms']:,}",
-                        f"{r['trim_tiktoken_ms']:,}",
-                        f"{r['ratio']:.2f}×",
-                    ]
-                    for r in fc
-                ],
-            )
-        )
+        text.append(_first_compaction_table(fc))
     return "\n".join(text)
 
 
