@@ -54,8 +54,8 @@ def clock_at(when: str | float | None) -> Iterator[None]:
         start = float(when)
     real = time.time
     t0 = time.perf_counter()
-    time.time = lambda: start + (time.perf_counter() - t0)  # type: ignore[assignment]
+    time.time = lambda: start + (time.perf_counter() - t0)
     try:
         yield
     finally:
-        time.time = real  # type: ignore[assignment]
+        time.time = real
