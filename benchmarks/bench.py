@@ -29,20 +29,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+import provenance
+import report
+from ctxlife.integrations.scripted import OFFLINE_ENV
+from report import questions
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 REPO = HERE.parent
-
-import provenance  # noqa: E402
-from report import questions  # noqa: E402
-
-from ctxlife.integrations.scripted import OFFLINE_ENV  # noqa: E402
 
 RESULTS = HERE / "results"
 DOCS = REPO / "docs"
 README = REPO / "README.md"
 QUICK = REPO / "workspace" / "bench-quick"
-
 
 
 def log(message: str) -> None:
@@ -207,9 +205,6 @@ def main(argv: list[str] | None = None) -> int:
         latest = collect(results_dir)
     else:
         latest = run(names, args.quick, args.jobs, results_dir)
-
-    import report
-
     for path in report.write(latest, docs, None if args.quick else README):
         log(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
     failed = [n for n, r in latest["questions"].items() if "failed" in str(r.get("not_run", ""))]

@@ -23,7 +23,7 @@ what each call received. Modes (CrewAI 1.15, each as it ships):
 * ``CrewAI + ctxlife llm_summary``: CrewAI defaults wrapped with ``ctxlife.wrap`` (``llm_summary``,
   extractive summarizer, threshold 0.4 of the same window).
 
-Measured per call, with the retention question's definitions (``bench_retention.py``; nothing of
+Measured per call, with the retention question's definitions (``grading.py``; nothing of
 ctxlife grades itself): tokens sent (tiktoken ``cl100k_base``, OpenAI chat accounting), calls over
 the window, provider-invalid tool sequences, whether the task message is still there, and
 **re-used arguments kept**: every value the recorded agent passed verbatim to a tool, having first
@@ -48,6 +48,10 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
+
+from grading import invalid_codes, kept, message_text, reused_argument_needs
+from report.charts import color, pyplot, save
+from report.fmt import n, pct, table, window
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "tau-bench-airline-gpt4o.json.gz"
@@ -254,8 +258,6 @@ _NEEDS: dict[int, tuple[list[Message], dict[int, list[Any]]]] = {}
 
 def _needs(messages: list[Message]) -> dict[int, list[Any]]:
     """Call point -> the re-used argument needs there (computed once per recording)."""
-    from bench_retention import reused_argument_needs
-
     cached = _NEEDS.get(id(messages))
     if cached is None or cached[0] is not messages:
         by_call: dict[int, list[Any]] = {}
@@ -269,8 +271,6 @@ def measure(
     messages: list[Message], calls: list[list[Message]], summaries: list[int], seconds: float, window: int
 ) -> Totals:
     """The crew's k-th agent call is the recording's k-th call point (a call after the script ends is left out)."""
-    from bench_retention import invalid_codes, kept, message_text
-
     points = call_points(messages)
     needs = _needs(messages)
     calls = calls[: len(points)]
@@ -300,16 +300,16 @@ def run(quick: bool = False) -> dict[str, Any]:
     by_window: dict[int, dict[str, Totals]] = {w: {} for w in WINDOWS}
     for messages in trajectories:
         base = run_crew(messages, WINDOWS[0], "CrewAI unmanaged")
-        for window in WINDOWS:
-            results = {"CrewAI unmanaged": measure(messages, *base, window)}
+        for w in WINDOWS:
+            results = {"CrewAI unmanaged": measure(messages, *base, w)}
             for mode in list(MODES)[1:]:
-                results[mode] = measure(messages, *run_crew(messages, window, mode), window)
+                results[mode] = measure(messages, *run_crew(messages, w, mode), w)
             for mode, totals in results.items():
                 totals.per_call_tokens = []
-                if mode in by_window[window]:
-                    by_window[window][mode].add(totals)
+                if mode in by_window[w]:
+                    by_window[w][mode].add(totals)
                 else:
-                    by_window[window][mode] = totals
+                    by_window[w][mode] = totals
     return {
         "question": "CrewAI's own context handling vs the same crew wrapped with ctxlife",
         "data": {
@@ -336,8 +336,6 @@ def _share(part: int, whole: int) -> float | None:
 
 
 def section(results: dict[str, Any]) -> str:
-    from report.fmt import n, pct, table, window
-
     data = results["data"]
     out = [
         f"Real crews (crewai, native tool calling) on ctxlife's scripted offline LLM replay {data['trajectories']} "
@@ -351,7 +349,7 @@ def section(results: dict[str, Any]) -> str:
         "compare these rows with CrewAI unmanaged.\n",
         "*Re-used arguments kept*: values the recorded agent passed verbatim to a tool after reading them in an "
         "earlier message (not in the system prompt), counted as kept when the context sent at that call holds "
-        "them (the retention question's definition, `bench_retention.py`; no ctxlife code). *Invalid*: a tool "
+        "them (the retention question's definition, `benchmarks/grading.py`; no ctxlife code). *Invalid*: a tool "
         "result without its call, or a call never answered.\n",
     ]
     rows = []
@@ -398,8 +396,6 @@ def section(results: dict[str, Any]) -> str:
 
 
 def summary(results: dict[str, Any]) -> list[str]:
-    from report.fmt import n, pct, window
-
     w = str(results["windows"][0])
     own = results["results"][w]["CrewAI defaults"]
     wrapped = results["results"][w]["CrewAI + ctxlife llm_summary"]
@@ -414,8 +410,6 @@ def summary(results: dict[str, Any]) -> list[str]:
 
 
 def charts(results: dict[str, Any], out: Path) -> list[Path]:
-    from report.charts import color, pyplot, save
-
     plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
     windows = [str(w) for w in results["windows"]]
@@ -447,9 +441,6 @@ def charts(results: dict[str, Any], out: Path) -> list[Path]:
 
 
 def main() -> int:
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20 trajectories")
     args = parser.parse_args()

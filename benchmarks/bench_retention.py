@@ -18,12 +18,12 @@ it, and three metrics that **no ctxlife code computes** grade it:
   tuned on it): the generator knows each value asked about or passed to a tool later and the call
   that needs it.
 
-"In the context" (``present``): the text a model reads (message content, tool-call names and
+"In the context" (``grading.present``): the text a model reads (message content, tool-call names and
 arguments) with case and runs of whitespace ignored; a value that starts or ends with an ASCII
-letter or digit must not continue a longer ASCII word or number there. Written here, on purpose
-without :mod:`ctxlife.retention` or :mod:`ctxlife.facts`. ctxlife's own "ledger facts kept" (its
-fact extractor's facts, the issue-15 circular metric) is shown on tau-bench only as a labelled
-**diagnostic**.
+letter or digit must not continue a longer ASCII word or number there. Written in ``grading.py``, on
+purpose without :mod:`ctxlife.retention` or :mod:`ctxlife.facts`. ctxlife's own "ledger facts kept"
+(its fact extractor's facts, the issue-15 circular metric: ``ledger_diagnostic.py``) is shown on
+tau-bench only as a labelled **diagnostic**.
 
 **Equal budget.** The ctxlife rows run as users run them (``ctxlife.manage()``, default options,
 extractive summarizer, at a context window of 4k or 8k tokens). At each call, the budget is the
@@ -35,7 +35,7 @@ method is checked against the budget with the meter: calls over it are counted a
 table (``strict=True`` raises :class:`OverBudget`). ``unmanaged`` (everything) is the reference.
 
 **Validity**: a context with a tool result whose call is not right before it, or a tool call
-without its results, is an invalid call (this file's own check).
+without its results, is an invalid call (``grading.invalid_codes``).
 
 **Prompt-cache view**: at each call, the cached prefix is the run of leading messages identical to
 the previous call's leading messages (message level; a provider caches at token level, so this
@@ -58,22 +58,27 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ctxlife.api import clear_hosts, manage
+from ctxlife.integrations.scripted import offline_environment
+from ctxlife.replay import load_conversations  # a file loader only; it grades nothing
+from ctxlife_methods import clock_at, ctxlife_settings
+from gen_helpdesk import generate
+from grading import Need, TextCache, invalid_codes, kept, reused_argument_needs
+from ledger_diagnostic import ledger_grader
+from memorybank import conversations
+from peers import PEER_NAMES, Meter, RecentFit, make_peers
+from provenance import stamp
+
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
 REPO = HERE.parent
 RESULTS = HERE / "results" / "retention.json"
 TAU = REPO / "tests" / "data" / "tau-bench-airline-gpt4o.json.gz"
-
-from ctxlife.integrations.scripted import offline_environment  # noqa: E402
-
-offline_environment()  # before anything imports crewai
 
 Message = dict[str, Any]
 
@@ -87,7 +92,6 @@ MATCHED = {
     "ctxlife truncate_last_n": "recent that fit (= truncate_last_n's tokens)",
 }
 DIAGNOSTIC = "ledger facts (ctxlife's extractor; diagnostic)"
-MIN_VALUE_CHARS = 4
 CACHE_MIN_TOKENS = 1_024
 DISCOUNTS = (0.5, 0.9)
 TAU_STEP = {False: 5, True: 40}  # every 5th trajectory (40 of 200); quick: every 40th (5)
@@ -97,143 +101,6 @@ MEMORYBANK_QUICK_PEOPLE = 2  # held-out people per language in --quick
 
 class OverBudget(Exception):
     """A budgeted method sent more tokens than its budget at a call (raised with ``strict=True``)."""
-
-
-# -- the metric: "in the context" -----------------------------------------------------------------
-
-
-def normalize(text: str) -> str:
-    return " ".join(text.casefold().split())
-
-
-def _ascii_alnum(char: str) -> bool:
-    return char.isascii() and char.isalnum()
-
-
-def present(value: str, text: str) -> bool:
-    """``value`` occurs in normalized ``text``, not as part of a longer ASCII word or number."""
-    needle = normalize(value)
-    if not needle:
-        return False
-    start = 0
-    while True:
-        at = text.find(needle, start)
-        if at < 0:
-            return False
-        end = at + len(needle)
-        before_ok = not (_ascii_alnum(needle[0]) and at > 0 and _ascii_alnum(text[at - 1]))
-        after_ok = not (_ascii_alnum(needle[-1]) and end < len(text) and _ascii_alnum(text[end]))
-        if before_ok and after_ok:
-            return True
-        start = at + 1
-
-
-def _leaves(value: Any) -> Iterator[Any]:
-    if isinstance(value, dict):
-        for item in value.values():
-            yield from _leaves(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _leaves(item)
-    else:
-        yield value
-
-
-def _arguments(call: dict[str, Any]) -> Any:
-    raw = (call.get("function") or {}).get("arguments")
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw
-    return raw
-
-
-def message_text(message: Message) -> str:
-    """What a model reads in a message (content, tool-call names and arguments), normalized."""
-    parts: list[str] = []
-    content = message.get("content")
-    if isinstance(content, str):
-        parts.append(content)
-    elif isinstance(content, list):
-        parts += [b if isinstance(b, str) else str(b.get("text", "")) for b in content if isinstance(b, str | dict)]
-    for call in message.get("tool_calls") or ():
-        function = call.get("function") or {}
-        parts.append(str(function.get("name") or ""))
-        raw = function.get("arguments")
-        if isinstance(raw, str):
-            parts.append(raw)
-        args = _arguments(call)
-        if not isinstance(args, str):
-            parts += [str(v) for v in _leaves(args) if v is not None and not isinstance(v, bool)]
-    return normalize("\n".join(parts))
-
-
-class TextCache:
-    """Normalized text per message object (messages are shared by all methods of a replay)."""
-
-    def __init__(self) -> None:
-        self._cache: dict[int, tuple[Message, Any, str]] = {}
-
-    def __call__(self, message: Message) -> str:
-        entry = self._cache.get(id(message))
-        content = message.get("content")
-        if entry is not None and entry[0] is message and entry[1] is content:
-            return entry[2]
-        text = message_text(message)
-        self._cache[id(message)] = (message, content, text)
-        return text
-
-    def context(self, messages: Sequence[Message]) -> str:
-        return "\n".join(self(m) for m in messages)
-
-
-# -- needs --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Need:
-    """At call ``call`` (index of the assistant message written there), every group needs one of its values."""
-
-    call: int
-    groups: tuple[tuple[str, ...], ...]
-    metric: str
-    label: str = ""
-
-
-def kept(need: Need, context_text: str) -> bool:
-    return all(any(present(v, context_text) for v in group) for group in need.groups)
-
-
-def reused_argument_needs(messages: Sequence[Message]) -> list[Need]:
-    """Argument values of each tool call that already appeared in an earlier non-system message.
-
-    Values in the system prompt are excluded (every method keeps it); values shorter than
-    ``MIN_VALUE_CHARS`` and booleans are not counted; each value once per call.
-    """
-    texts = [message_text(m) for m in messages]
-    system = "\n".join(t for m, t in zip(messages, texts, strict=True) if m.get("role") == "system")
-    needs = []
-    for k, message in enumerate(messages):
-        if message.get("role") != "assistant" or not message.get("tool_calls"):
-            continue
-        earlier = "\n".join(t for m, t in zip(messages[:k], texts[:k], strict=True) if m.get("role") != "system")
-        seen: set[str] = set()
-        for call in message["tool_calls"]:
-            args = _arguments(call)
-            if isinstance(args, str):
-                continue
-            for value in _leaves(args):
-                if value is None or isinstance(value, bool) or not isinstance(value, str | int | float):
-                    continue
-                text = str(value)
-                key = normalize(text)
-                if len(key) < MIN_VALUE_CHARS or key in seen:
-                    continue
-                if present(text, earlier) and not present(text, system):
-                    seen.add(key)
-                    needs.append(Need(k, ((text,),), "reused args", f"{k}:{text}"))
-    return needs
 
 
 # -- episodes (a recording and what it needs) ---------------------------------------------------
@@ -256,10 +123,8 @@ QUESTION_REPLY = {"en": "Let me think back to what you told me.", "cn": "让我�
 
 def memorybank_episodes(language: str, people: int | None = None) -> list[Episode]:
     """Held-out MemoryBank people: ten days of chat, then each probing question as a new user turn."""
-    import bench_recall as br
-
     out = []
-    for conv in [c for c in br.memorybank(language) if c.split == "heldout"][:people]:
+    for conv in [c for c in conversations(language) if c.split == "heldout"][:people]:
         messages: list[Message] = [{"role": "system", "content": conv.system}]
         when: list[str | None] = [None]
         for day, before, after in conv.calls:
@@ -279,8 +144,6 @@ def memorybank_episodes(language: str, people: int | None = None) -> list[Episod
 
 def tau_episodes(step: int) -> list[Episode]:
     """A fixed subset of the recorded tau-bench airline trajectories: every ``step``-th one."""
-    from ctxlife.replay import load_conversations  # a file loader only; it grades nothing
-
     out = []
     for conv in load_conversations(TAU)[::step]:
         messages = [dict(m) for m in conv.messages]
@@ -289,8 +152,6 @@ def tau_episodes(step: int) -> list[Episode]:
 
 
 def helpdesk_episodes(seeds: Sequence[int]) -> list[Episode]:
-    from gen_helpdesk import generate
-
     out = []
     for seed in seeds:
         session = generate(seed)
@@ -310,32 +171,15 @@ class CtxlifeMethod:
     """``ctxlife.manage()`` on the live list, default options (``llm_summary``: extractive summarizer)."""
 
     def __init__(self, name: str, window: int, workdir: Path, session: str) -> None:
-        from ctxlife.config import settings_from_dict
-
         self.name = name
         self.window = window
         self.session = session
-        if name == "ctxlife truncate_last_n":
-            config: dict[str, Any] = {"strategies": ["truncate_last_n"]}
-        elif name == "ctxlife llm_summary":
-            config = {"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive"}}
-        elif name == "ctxlife llm_summary+recall":
-            config = {
-                "strategies": ["snapshot_restore", "llm_summary", "recall"],
-                "snapshot_restore": {"store": f"file://{workdir}/sessions?fsync=false"},
-                "llm_summary": {"summarizer": "extractive"},
-            }
-        else:
-            raise ValueError(f"unknown ctxlife method {name!r}")
-        self.settings = settings_from_dict(config, source=f"bench_retention ({name})")
+        method = name.removeprefix("ctxlife ")
+        self.settings = ctxlife_settings(method, workdir, source=f"bench_retention ({name})")
         self.live: list[Message] = []
         self.fed = 0
 
     def call(self, history: Sequence[Message], budget: int | None, when: str | None) -> list[Message]:
-        from bench_recall import clock_at
-
-        from ctxlife.api import manage
-
         # Copies: ctxlife edits its live list (and may edit messages) in place; the recording is shared.
         self.live.extend(copy.deepcopy(list(history[self.fed :])))
         self.fed = len(history)
@@ -364,28 +208,6 @@ class Budgeted:
 
 
 # -- measuring ----------------------------------------------------------------------------------
-
-
-def invalid_codes(context: Sequence[Message]) -> list[str]:
-    """Tool results without their call right before them; tool calls without all their results."""
-    problems: list[str] = []
-    open_ids: set[str] = set()
-    for message in context:
-        if message.get("role") == "tool":
-            call_id = message.get("tool_call_id")
-            if call_id in open_ids:
-                open_ids.discard(call_id)
-            else:
-                problems.append("tool result without its call")
-            continue
-        if open_ids:
-            problems.append("tool call without its result")
-        open_ids = (
-            {c.get("id") for c in message.get("tool_calls") or ()} if message.get("role") == "assistant" else set()
-        )
-    if open_ids:
-        problems.append("tool call without its result")
-    return problems
 
 
 def cached_prefix(context: Sequence[Message], previous: Sequence[Message]) -> int:
@@ -541,37 +363,12 @@ def replay(
     return tally, sent
 
 
-def ledger_diagnostic(episode: Episode) -> Callable[[int, Sequence[Message]], tuple[int, int]]:
-    """ctxlife's own circular metric (its fact extractor's facts re-used later): a diagnostic only."""
-    from bench_methods import fact_uses
-
-    from ctxlife.facts import facts_missing_from
-    from ctxlife.replay import context_text
-
-    uses: dict[int, list[Any]] = {}
-    for use in fact_uses(episode.messages):
-        uses.setdefault(use.call, []).append(use)
-
-    def grade(k: int, context: Sequence[Message]) -> tuple[int, int]:
-        here = uses.get(k)
-        if not here:
-            return 0, 0
-        missing = {f.key for f in facts_missing_from([u.fact for u in here], context_text(list(context)))}
-        return len(here), sum(1 for u in here if u.fact.key not in missing)
-
-    return grade
-
-
 def run_episode(
     episode: Episode, window: int, meter: Any, *, strict: bool = False, diagnostic: bool = False
 ) -> dict[str, Tally]:
     """Every method on one episode at one window: ctxlife rows first, then peers at their per-call maximum."""
-    from peers import RecentFit, make_peers
-
-    from ctxlife.api import clear_hosts
-
     texts = TextCache()
-    ledger = ledger_diagnostic(episode) if diagnostic else None
+    ledger = ledger_grader(episode.messages) if diagnostic else None
     out: dict[str, Tally] = {}
     sent_by: dict[str, dict[int, int]] = {}
     session = re.sub(r"[^A-Za-z0-9_-]", "_", episode.name)[:50] + f"-{window}"
@@ -608,18 +405,9 @@ def episodes(quick: bool) -> list[Episode]:
     )
 
 
-def provenance(results: dict[str, Any]) -> dict[str, Any]:
-    """``results`` stamped with the commit and a hash of the measured code (``benchmarks/provenance.py``)."""
-    from provenance import stamp  # type: ignore[import-not-found]
-
-    stamped: dict[str, Any] = stamp(results)
-    return stamped
-
-
 def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Everything this benchmark measures, as one JSON-able dict (see the module docstring)."""
-    from peers import PEER_NAMES, Meter
-
+    offline_environment()  # before anything imports crewai
     started = time.perf_counter()
     meter = Meter()
     all_episodes = episodes(quick)
@@ -641,7 +429,7 @@ def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -
                 tally = tallies[(domain, window, name)]
                 rows.append({"domain": domain, "window": window, "method": name, **tally.as_dict()})
     counts = {d: sum(1 for e in all_episodes if e.domain == d) for d in domains}
-    return provenance(
+    return stamp(
         {
             "what": "retention at equal budget on metrics ctxlife does not compute; tokens, validity, cache cost",
             "date": datetime.now().isoformat(timespec="seconds"),

@@ -54,8 +54,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import provenance
+import synthetic_agent
+from peers import tiktoken_counter
+from report.fmt import ms, table, x
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 RESULTS = HERE / "results" / "scale.json"
 
 SIZES = (1_000, 10_000, 100_000)
@@ -74,8 +78,6 @@ CASE_TIMEOUT = 900  # wall seconds per case process: generous, a loaded machine 
 def history(n: int) -> list[dict[str, Any]]:
     """``n`` messages: a system prompt, then 200-turn synthetic agent sessions (seeds 1, 2, ...) in a row,
     cut right before a model call (the last message a user or tool message)."""
-    import synthetic_agent
-
     out: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
     seed = 0
     while len(out) < n + 8:
@@ -109,8 +111,6 @@ def turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 def new_turns(count: int) -> list[list[dict[str, Any]]]:
     """``count`` turns that are in no history (seed 999), each ending before a model call."""
-    import synthetic_agent
-
     found = []
     for turn in synthetic_agent.generate(999, turns=count * 2).turns:
         msgs = [json.loads(json.dumps(m)) for m in turn.messages]
@@ -404,7 +404,6 @@ def steady(system: str, workdir: Path, reps: int) -> dict[str, Any]:
 
 def first_compaction(n: int, window: int, reps: int) -> dict[str, Any]:
     """One manage() of a fresh host on ``n`` messages vs one trim_messages (tiktoken), interleaved."""
-    from bench_overhead import tiktoken_counter
     from langchain_core.messages import trim_messages
 
     import ctxlife
@@ -561,8 +560,6 @@ def _ms(cell: dict[str, Any] | None) -> float | None:
 
 
 def rows(results: dict[str, Any]) -> list[list[str]]:
-    from report.fmt import ms, x
-
     sizes = [str(n) for n in results["sizes"]]
     out = []
     labels = {
@@ -603,8 +600,6 @@ def section(results: dict[str, Any]) -> str:
         text.append(_tables(before))
     base = results.get("base")
     if base:
-        from report.fmt import ms, table
-
         text.append(
             f"\n#### Counting and validation before: `{base['commit']}` (this branch's base)\n\n"
             "The steady and first-compaction cases alone, same script, that commit's code first on `PYTHONPATH`.\n"
@@ -615,27 +610,27 @@ def section(results: dict[str, Any]) -> str:
                 [["steady managed call, ctxlife", *[ms(_ms(c)) for c in base["steady"].values()]]],
             )
         )
-        text.append(
-            table(
-                ["messages", "window", "ctxlife (ms)", "trim_messages tiktoken (ms)", "ratio"],
-                [
-                    [
-                        f"{r['messages']:,}",
-                        f"{r['window'] // 1000}k",
-                        f"{r['ctxlife_ms']:,}",
-                        f"{r['trim_tiktoken_ms']:,}",
-                        f"{r['ratio']:.2f}×",
-                    ]
-                    for r in base["first_compaction"]
-                ],
-            )
-        )
+        text.append(_first_compaction_table(base["first_compaction"]))
     return "\n".join(text)
 
 
-def _tables(results: dict[str, Any]) -> str:
-    from report.fmt import table
+def _first_compaction_table(found: list[dict[str, Any]]) -> str:
+    return table(
+        ["messages", "window", "ctxlife (ms)", "trim_messages tiktoken (ms)", "ratio"],
+        [
+            [
+                f"{r['messages']:,}",
+                f"{r['window'] // 1000}k",
+                f"{r['ctxlife_ms']:,}",
+                f"{r['trim_tiktoken_ms']:,}",
+                f"{r['ratio']:.2f}×",
+            ]
+            for r in found
+        ],
+    )
 
+
+def _tables(results: dict[str, Any]) -> str:
     sizes = results["sizes"]
     head = ["case", "system", *[f"{n:,} msgs (ms)" for n in sizes], "growth 10k→100k", "ctxlife / peer", "peak RSS MB"]
     text = [
@@ -653,21 +648,7 @@ def _tables(results: dict[str, Any]) -> str:
             "\nFirst compaction: one `manage()` of a fresh host (`llm_summary`, extractive) against one "
             "`trim_messages` call with a tiktoken counter at the same line (40% of the window).\n"
         )
-        text.append(
-            table(
-                ["messages", "window", "ctxlife (ms)", "trim_messages tiktoken (ms)", "ratio"],
-                [
-                    [
-                        f"{r['messages']:,}",
-                        f"{r['window'] // 1000}k",
-                        f"{r['ctxlife_ms']:,}",
-                        f"{r['trim_tiktoken_ms']:,}",
-                        f"{r['ratio']:.2f}×",
-                    ]
-                    for r in fc
-                ],
-            )
-        )
+        text.append(_first_compaction_table(fc))
     return "\n".join(text)
 
 
@@ -708,8 +689,6 @@ def main(argv: list[str] | None = None) -> int:
             before["note"] = args.note
         results["before"] = before
     if not args.measure_only:
-        import provenance
-
         provenance.stamp(results)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")

@@ -53,6 +53,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from provenance import stamp
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results" / "sessions.json"
@@ -361,14 +363,6 @@ def measure(
     return out
 
 
-def _stamp(results: dict[str, Any]) -> dict[str, Any]:
-    """Top-level commit and code hash (benchmarks/provenance.py)."""
-    sys.path.insert(0, str(HERE))
-    from provenance import stamp  # type: ignore[import-not-found]
-
-    return dict(stamp(results))
-
-
 def run(quick: bool) -> dict[str, Any]:
     """Measure this tree; keep the "before" figures already recorded in results/sessions.json."""
     results = measure(quick)
@@ -377,7 +371,7 @@ def run(quick: bool) -> dict[str, Any]:
         old = json.loads(RESULTS.read_text(encoding="utf-8"))
         if "before" in old and old["before"].get("sizes") == results["sizes"]:  # not a --quick run's
             results["before"] = old["before"]
-    return _stamp(results)
+    return stamp(results)
 
 
 def _fmt(cell: Any) -> str:

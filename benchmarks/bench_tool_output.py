@@ -27,6 +27,7 @@ from typing import Any
 import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.contexts import ToolCallContext
+from report.fmt import n, pct, table
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO / "tests" / "data" / "tau-bench-airline-gpt4o.json.gz"
@@ -129,8 +130,6 @@ def run(quick: bool = False, data: Path = DEFAULT_DATA, caps: tuple[int, ...] = 
 
 
 def section(results: dict[str, Any]) -> str:
-    from report.fmt import n, pct, table
-
     first = results["rows"][0]
     out = [
         f"Call-by-call replay of {first['trajectories']} {results['data']['name']} trajectories "
@@ -160,8 +159,6 @@ def section(results: dict[str, Any]) -> str:
 
 
 def summary(results: dict[str, Any]) -> list[str]:
-    from report.fmt import n, pct
-
     row = results["rows"][0]
     return [
         f"Capping tool output at {n(row['cap'])} tokens (`tool_output`, tau-bench airline) caps "
@@ -171,9 +168,6 @@ def summary(results: dict[str, Any]) -> list[str]:
 
 
 def main() -> None:
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cap", type=int, default=None, help="one tool_output max_tokens (default: 500 and 200)")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="tau-bench trajectories (.json.gz)")

@@ -83,7 +83,8 @@ def main() -> None:
         "Equivalent mutants (no observable behaviour changes) are listed with their reason in",
         "`docs/mutation-equivalent.toml`; *no tests* are mutants in code no selected test reaches.",
         "",
-        "| module | mutants | killed | timeout | survived | equivalent | no tests | not checked | score (killed / judged) |",
+        "| module | mutants | killed | timeout | survived | equivalent | no tests | not checked "
+        "| score (killed / judged) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for module in sorted(m for m in by_module if m != "all") + ["all"]:

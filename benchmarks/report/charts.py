@@ -1,13 +1,11 @@
-"""Charts for docs/benchmarks/ (matplotlib, from the ``plot`` extra): each question draws its own
-through its ``charts(results, out)``; this module holds what they share (one colour per method
-everywhere, saving)."""
+"""What the charts of docs/benchmarks/ share (matplotlib, from the ``plot`` extra): one colour per
+method everywhere, the non-interactive backend, saving. Each question draws its own charts through
+its ``charts(results, out)`` (:func:`report.write` calls them)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-
-from report import questions
 
 #: one colour per method, in every chart (prefix match, longest first)
 COLORS = {
@@ -48,14 +46,3 @@ def save(fig: Any, path: Path) -> Path:
     fig.savefig(path, dpi=110, metadata={"Software": None})
     pyplot().close(fig)
     return path
-
-
-def write(latest: dict[str, Any], out: Path) -> list[Path]:
-    """Every question's charts, into ``out`` (docs/benchmarks/)."""
-    written: list[Path] = []
-    for question in questions.QUESTIONS:
-        results = latest["questions"].get(question.name)
-        draw = questions.function(question, "charts")
-        if results and "not_run" not in results and draw is not None:
-            written += draw(results, out)
-    return written

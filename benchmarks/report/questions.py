@@ -25,6 +25,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from report import fallback, figures, recall
+
 HERE = Path(__file__).resolve().parent.parent  # benchmarks/
 
 
@@ -47,7 +49,9 @@ QUESTIONS: tuple[Question, ...] = (
     Question("recall", "bench_recall", "Recall: answers to questions about long-ago turns"),
     Question("crewai", "bench_crewai_peer", "CrewAI's own context handling, through real crews"),
     Question("tool_output", "bench_tool_output", "Capping tool output (`tool_output`)"),
-    Question("scale", "bench_scale", "Sessions at scale: 1k / 10k / 100k messages, next to the Agents SDK and LangGraph"),
+    Question(
+        "scale", "bench_scale", "Sessions at scale: 1k / 10k / 100k messages, next to the Agents SDK and LangGraph"
+    ),
 )
 BY_NAME = {q.name: q for q in QUESTIONS}
 
@@ -60,8 +64,6 @@ def module(question: Question) -> ModuleType | None:
 
 
 def _fallback(question: Question, what: str) -> Callable[..., Any] | None:
-    from report import fallback, figures, recall
-
     if question.name == "recall":
         return getattr(recall, what, None)
     if what == "summary":
@@ -85,8 +87,6 @@ def findings(question: Question, results: dict[str, Any] | None) -> list[str]:
 
 def fallback_links(question: Question) -> list[tuple[str, str]]:
     """The charts this package draws for a question whose module draws none: (file, alt text)."""
-    from report import figures
-
     mod = module(question)
     if mod is not None and hasattr(mod, "charts"):
         return []

@@ -40,7 +40,7 @@ def section(results: dict[str, Any]) -> str:
         "`benchmarks/bench_recall.py` replays long conversations call by call through each method, then asks "
         "questions about early turns as new user turns. A question counts as answered *in context* when its "
         "answer key, written with the data (`tests/data/memorybank/answer_keys_*.json`, or planted by "
-        "`benchmarks/synthetic_agent.py`), is in the messages sent at that call (matched by `bench_retention.present`, "
+        "`benchmarks/synthetic_agent.py`), is in the messages sent at that call (matched by `grading.present`, "
         "the retention question's definition; no ctxlife code grades). `trim_messages` runs as LangChain documents it "
         '(`strategy="last"`, `start_on="human"`, `include_system=True`) at the token budget `llm_summary` + '
         "`recall` used at the same call. Everything was tuned on the **dev** half; the table is the **held-out** "
