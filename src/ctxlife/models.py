@@ -167,10 +167,16 @@ def _langchain_completion(model: Any) -> Complete:
 
 
 def _crewai_completion(llm: Any) -> Complete:
-    """Over a CrewAI ``LLM`` (``call(messages)``; CrewAI sets ``max_tokens`` on the LLM itself)."""
+    """Over a CrewAI ``LLM`` (``call(messages)``; CrewAI sets ``max_tokens`` on the LLM itself).
+
+    The call is ctxlife's own: never managed again, and CrewAI prints no error panel for a failure
+    that the strategy handles (see :func:`ctxlife.integrations.crewai.own_model_call`)."""
 
     def complete(messages: list[dict[str, Any]], max_tokens: int) -> str:
-        return _text(llm.call(messages))
+        from ctxlife.integrations.crewai import own_model_call
+
+        with own_model_call():
+            return _text(llm.call(messages))
 
     return complete
 

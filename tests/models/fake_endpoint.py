@@ -31,6 +31,25 @@ def completion(text: str, delay: float = 0.0) -> Reply:
     return reply
 
 
+def tool_call(name: str, arguments: dict[str, Any], call_id: str) -> Reply:
+    """A chat completion asking for one native tool call."""
+
+    def reply(body: dict[str, Any]) -> tuple[int, str, float]:
+        call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        payload = {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "test"),
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+        }
+        return 200, json.dumps(payload), 0.0
+
+    return reply
+
+
 def error(status: int, message: str, code: str | None = None) -> Reply:
     body = json.dumps({"error": {"message": message, "type": "invalid_request_error", "code": code}})
     return lambda request: (status, body, 0.0)
