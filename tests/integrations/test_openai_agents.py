@@ -17,6 +17,8 @@ pytest.importorskip("agents")
 
 from agents import Agent, Model, ModelResponse, RunConfig, Runner, Usage, function_tool  # noqa: E402
 from openai.types.responses import (  # noqa: E402
+    Response,
+    ResponseCompletedEvent,
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputText,
@@ -43,12 +45,29 @@ class ScriptedModel(Model):
         self.n = 0
 
     async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
+        return ModelResponse(output=self.reply(system_instructions, input), usage=Usage(), response_id=None)
+
+    async def stream_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+        output = self.reply(system_instructions, input)
+        response = Response(
+            id=f"resp_{self.n}",
+            created_at=0,
+            model="scripted",
+            object="response",
+            output=output,
+            parallel_tool_calls=False,
+            tool_choice="auto",
+            tools=[],
+        )
+        yield ResponseCompletedEvent(response=response, sequence_number=0, type="response.completed")
+
+    def reply(self, system_instructions: Any, input: Any) -> list[Any]:
         items = [dict(i) for i in input] if isinstance(input, list) else [{"role": "user", "content": input}]
         self.inputs.append((system_instructions, items))
         self.n += 1
         n = self.n
         if items[-1].get("type") == "function_call_output":
-            output: list[Any] = [
+            return [
                 ResponseReasoningItem(
                     id=f"rs_{n}", summary=[Summary(text=f"plan {n}", type="summary_text")], type="reasoning"
                 ),
@@ -64,20 +83,15 @@ class ScriptedModel(Model):
                     type="message",
                 ),
             ]
-        else:
-            output = [
-                ResponseFunctionToolCall(
-                    arguments=json.dumps({"code": f"R{n:04d}"}),
-                    call_id=f"call_{n}",
-                    name="lookup",
-                    type="function_call",
-                    id=f"fc_{n}",
-                )
-            ]
-        return ModelResponse(output=output, usage=Usage(), response_id=None)
-
-    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        return [
+            ResponseFunctionToolCall(
+                arguments=json.dumps({"code": f"R{n:04d}"}),
+                call_id=f"call_{n}",
+                name="lookup",
+                type="function_call",
+                id=f"fc_{n}",
+            )
+        ]
 
 
 @function_tool
@@ -253,6 +267,35 @@ def test_runner_sessions_are_compacted_recalled_and_recorded_exactly_once(store_
     asyncio.run(main())
 
 
+def test_streamed_runs_are_recorded_exactly_once_and_managed(tmp_path):
+    """Runner.run_streamed saves its input after the first model call (the filter has recorded it by then)."""
+    model = ScriptedModel()
+    turns = 12
+
+    async def main() -> None:
+        session = AgentsSession("streamed", config(f"file://{tmp_path / 'sessions'}"), context_window=WINDOW)
+        agent = Agent(name="clerk", instructions=INSTRUCTIONS, model=model, tools=[lookup])
+        run_config = session.run_config(RunConfig(tracing_disabled=True))
+        try:
+            results = []
+            for turn in range(turns):
+                result = Runner.run_streamed(agent, question(turn), session=session, run_config=run_config)
+                async for _ in result.stream_events():
+                    pass
+                results.append(result)
+            records = (await session.session()).records()
+            assert len(records) == 4 * turns
+            assert from_messages([r.message for r in records]) == [
+                item for r in results for item in r.to_input_list()[-5:]
+            ]
+            assert max(fits(instructions, items) for instructions, items in model.inputs) <= WINDOW
+            assert any(is_summary(m) for m in to_messages(model.inputs[-1][1]))
+        finally:
+            await session.close()
+
+    asyncio.run(main())
+
+
 def test_items_the_filter_recorded_first_are_not_recorded_again_by_add_items(tmp_path):
     """A streamed run saves its input after the first model call: the filter records it, add_items skips it."""
     from agents.run_config import CallModelData, ModelInputData
@@ -290,9 +333,25 @@ def test_pop_item_pops_one_item_of_a_message_that_holds_several(tmp_path):
     async def main() -> None:
         session = AgentsSession("s", config(f"file://{tmp_path / 'sessions'}"), context_window=WINDOW)
         try:
-            await session.add_items(ITEMS[:5])
+            assert await session.get_items() == []
+            with pytest.warns(ctxlife.CtxlifeWarning, match="input filter"):  # no model call went through it
+                await session.add_items(ITEMS[:5])
             assert await session.pop_item() == ITEMS[4]
             assert await session.get_items() == ITEMS[:4]
+        finally:
+            await session.close()
+
+    asyncio.run(main())
+
+
+def test_a_run_without_the_input_filter_warns_that_nothing_is_compacted(tmp_path):
+    async def main() -> None:
+        session = AgentsSession("s", config(f"file://{tmp_path / 'sessions'}"), context_window=WINDOW)
+        agent = Agent(name="clerk", instructions=INSTRUCTIONS, model=ScriptedModel(), tools=[lookup])
+        try:
+            with pytest.warns(ctxlife.CtxlifeWarning, match=r"run_config=session\.run_config\(\)"):
+                await Runner.run(agent, question(0), session=session, run_config=RunConfig(tracing_disabled=True))
+            assert len((await session.session()).records()) == 4  # still recorded, exactly once
         finally:
             await session.close()
 

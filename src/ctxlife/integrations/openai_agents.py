@@ -44,6 +44,7 @@ import inspect
 import json
 import os
 import threading
+import warnings
 from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Self, cast
@@ -290,6 +291,8 @@ class AgentsSession:
         # Items the filter recorded before the SDK saved them (a streamed run saves its input after
         # the first call): the SDK's add_items of them records nothing.
         self._recorded_early: deque[str] = deque()
+        self._filtered = False  # whether input_filter ran since the run started (get_items)
+        self._warned = False
 
     # -- the SDK's Session protocol ---------------------------------------------------------------
 
@@ -387,6 +390,7 @@ class AgentsSession:
                 self._known.clear()
                 self._known.extend(_match_key(item) for item in items)
                 self._recorded_early.clear()
+                self._filtered = False
                 return items
             return items[-limit:] if limit > 0 else []
 
@@ -397,9 +401,25 @@ class AgentsSession:
                 self._recorded_early.popleft()
                 fresh.pop(0)
             if fresh:
+                self._check_filtered(fresh)
                 self._recorded_early.clear()  # the SDK saved something else: what the filter noted is stale
                 self._opened().add(*to_messages(fresh))
                 self._known.extend(_match_key(item) for item in fresh)
+
+    def _check_filtered(self, items: list[Item]) -> None:
+        """Warn once when a run's model output arrives but no model call went through the filter."""
+        replied = any(
+            _kind(item) in ("call", "message") and item.get("role", "assistant") == "assistant" for item in items
+        )
+        if replied and not self._filtered and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"AgentsSession {self.session_id!r}: the run's model calls did not go through the session's "
+                "input filter, so the conversation is stored but never compacted or recalled; pass "
+                "run_config=session.run_config() (or call_model_input_filter=session.input_filter) to Runner.run",
+                ctxlife.CtxlifeWarning,
+                stacklevel=2,
+            )
 
     def _pop_item(self) -> Item | None:
         with self._lock:
@@ -437,13 +457,14 @@ class AgentsSession:
     def _filter(self, items: list[Item], instructions: str | None) -> tuple[list[Item], str | None]:
         with self._lock:
             session = self._opened()
+            self._filtered = True
             unsaved = self._unsaved(items)
             session.system = instructions  # counted with the window, never recorded
             managed = session.messages(*to_messages(unsaved))
             keys = [_match_key(item) for item in unsaved]
             self._known.extend(keys)
             self._recorded_early.extend(keys)
-            if instructions is not None and managed and managed[0].get("role") == "system":
+            if instructions and managed and managed[0].get("role") == "system":  # Session put it first
                 instructions = _parts_text(managed[0].get("content"))
                 managed = managed[1:]
             return [_sendable(item) for item in from_messages(managed)], instructions
