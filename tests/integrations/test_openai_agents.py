@@ -356,3 +356,37 @@ def test_a_run_without_the_input_filter_warns_that_nothing_is_compacted(tmp_path
             await session.close()
 
     asyncio.run(main())
+
+
+@function_tool(name_override="lookup", needs_approval=True)
+def guarded_lookup(code: str) -> str:
+    """Look up a stock record by its code (a person approves each call)."""
+    return f"record {code}: aisle 4"
+
+
+def test_runs_resumed_after_a_tool_approval_are_recorded_exactly_once(tmp_path):
+    """An interrupted run saves its turn, then the resumed run (from RunState) saves the rest."""
+    model = ScriptedModel()
+
+    async def main() -> None:
+        session = AgentsSession("approvals", config(f"file://{tmp_path / 'sessions'}"), context_window=WINDOW)
+        agent = Agent(name="clerk", instructions=INSTRUCTIONS, model=model, tools=[guarded_lookup])
+        run_config = session.run_config(RunConfig(tracing_disabled=True))
+        try:
+            for turn in range(3):
+                result = await Runner.run(agent, question(turn), session=session, run_config=run_config)
+                assert result.interruptions
+                state = result.to_state()
+                for interruption in result.interruptions:
+                    state.approve(interruption)
+                result = await Runner.run(agent, state, session=session, run_config=run_config)
+                assert not result.interruptions
+            items = from_messages([r.message for r in (await session.session()).records()])
+            kinds = [i.get("type", "message") for i in items]
+            assert kinds == ["message", "function_call", "function_call_output", "reasoning", "message"] * 3
+            assert len({json.dumps(i, sort_keys=True) for i in items}) == len(items)
+            assert [len(items) for _, items in model.inputs] == [1, 3, 6, 8, 11, 13]  # each call saw it all once
+        finally:
+            await session.close()
+
+    asyncio.run(main())
