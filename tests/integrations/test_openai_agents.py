@@ -390,3 +390,30 @@ def test_runs_resumed_after_a_tool_approval_are_recorded_exactly_once(tmp_path):
             await session.close()
 
     asyncio.run(main())
+
+
+def test_a_filter_the_run_config_already_has_runs_after_the_sessions(tmp_path):
+    from agents.run_config import CallModelData, ModelInputData
+
+    seen: list[list[Any]] = []
+
+    def theirs(data: CallModelData[Any]) -> ModelInputData:
+        seen.append(list(data.model_data.input))
+        return ModelInputData(input=[{"role": "user", "content": "(note)"}, *data.model_data.input], instructions="x")
+
+    model = ScriptedModel()
+
+    async def main() -> None:
+        session = AgentsSession("chained", config(f"file://{tmp_path / 'sessions'}"), context_window=WINDOW)
+        agent = Agent(name="clerk", instructions=INSTRUCTIONS, model=model, tools=[lookup])
+        try:
+            run_config = session.run_config(RunConfig(tracing_disabled=True, call_model_input_filter=theirs))
+            await Runner.run(agent, question(0), session=session, run_config=run_config)
+            assert len((await session.session()).records()) == 4  # their extra item is not recorded
+        finally:
+            await session.close()
+
+    asyncio.run(main())
+    assert len(seen) == 2 and seen[0] == [{"role": "user", "content": question(0)}]
+    assert all(items[0] == {"role": "user", "content": "(note)"} for _, items in model.inputs)
+    assert all(instructions == "x" for instructions, _ in model.inputs)
