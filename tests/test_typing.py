@@ -41,6 +41,7 @@ PUBLIC_MODULES = [
     "src/ctxlife/integrations/__init__.py",
     "src/ctxlife/integrations/crewai.py",
     "src/ctxlife/integrations/langchain.py",
+    "src/ctxlife/integrations/openai_agents.py",
 ]
 EXAMPLE_PLUGIN = "docs/examples/ctxlife-redact/src/ctxlife_redact/__init__.py"
 EXTRA_FILES = [EXAMPLE_PLUGIN, "docs/examples/langgraph_loop.py", "tests/typing/public_api_usage.py"]

@@ -11,7 +11,8 @@ Quick start::
     session = ctxlife.Session("u42", "ctxlife.toml")   # a conversation that outlives the process
 
 LangChain v1 / LangGraph: ``ctxlife.integrations.langchain.CtxlifeMiddleware``
-(``pip install 'ctxlife[langchain]'``).
+(``pip install 'ctxlife[langchain]'``). The OpenAI Agents SDK's ``Runner.run(session=...)``:
+``ctxlife.integrations.openai_agents.AgentsSession`` (``pip install 'ctxlife[agents]'``).
 
 Write a strategy: subclass :class:`Strategy`, decorate hook methods with
 :data:`hookimpl`, and register it under the ``ctxlife.strategies`` entry point.

@@ -1,8 +1,9 @@
 """Adapters that map a framework's interception points onto ctxlife's hookspecs.
 
-``ctxlife.integrations.crewai`` (``pip install 'ctxlife[crewai]'``) and
-``ctxlife.integrations.langchain`` (``pip install 'ctxlife[langchain]'``); the core
-(:func:`ctxlife.manage`, :class:`ctxlife.Host`) needs neither.
+``ctxlife.integrations.crewai`` (``pip install 'ctxlife[crewai]'``),
+``ctxlife.integrations.langchain`` (``pip install 'ctxlife[langchain]'``) and
+``ctxlife.integrations.openai_agents`` (``pip install 'ctxlife[agents]'``); the core
+(:func:`ctxlife.manage`, :class:`ctxlife.Host`) needs none of them.
 """
 
 from __future__ import annotations
