@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 import shutil
@@ -22,7 +23,15 @@ from ctxlife.testing import OFFLINE_ENV
 for _key, _value in OFFLINE_ENV.items():
     os.environ[_key] = _value
 
+import hypothesis  # noqa: E402
 import pytest  # noqa: E402
+
+# No example database: hypothesis would keep one in .hypothesis/ of the working directory (the
+# checkout). A failing example is reported with its @reproduce_failure blob instead.
+hypothesis.settings.register_profile("ctxlife-tests", database=None, print_blob=True)
+hypothesis.settings.load_profile("ctxlife-tests")
+
+pytest_plugins = ["pytester"]  # tests/test_suite_hygiene.py runs the temp-folder check on a stray file
 
 # The strategy-author kit's fixtures (ctxlife.pytest_plugin) load through ctxlife's pytest11
 # entry point; the first-party tests use them like any plugin author would.
@@ -40,7 +49,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # What running tests may leave in the checkout: interpreter and tool caches (all git-ignored).
-_CACHES = ("__pycache__", ".hypothesis", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv", "mutants")
+_CACHES = ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv", "mutants")
 
 
 def _checkout_entries() -> set[str] | None:
@@ -102,6 +111,9 @@ def _nothing_written_outside_tmp_path(tmp_path_factory: pytest.TempPathFactory):
     saved = (tempfile.tempdir, os.environ.get("TMPDIR"))
     tempfile.tempdir = str(private)
     os.environ["TMPDIR"] = str(private)
+    # hypothesis's other caches (unicode tables, the constants it found in the source) under the run's
+    # temporary folder too, not in .hypothesis/ of the working directory
+    hypothesis.configuration.set_hypothesis_home_dir(tmp_path_factory.mktemp("hypothesis-home"))
     checkout_before = _checkout_entries()
     strict = bool(os.environ.get("CI")) or os.environ.get("CTXLIFE_STRICT_TMP") == "1"
     tmp_before = _tmp_entries(real_tmp) if strict else set()
@@ -329,7 +341,7 @@ def run_watching_the_loop():
             finally:
                 stop.set()
                 await beat
-            return result, max((b - a for a, b in zip(ticks, ticks[1:])), default=0.0)
+            return result, max((b - a for a, b in itertools.pairwise(ticks)), default=0.0)
 
         return asyncio.run(watched())
 

@@ -50,7 +50,15 @@ import ctxlife
 from ctxlife.config import read_toml, settings_from_dict
 from ctxlife.contexts import TaskContext, ToolCallContext
 from ctxlife.host import Host
-from ctxlife.messages import apply_bootstrap, current_turn_index, is_recall_block, is_summary, is_system, round_starts, validate
+from ctxlife.messages import (
+    apply_bootstrap,
+    current_turn_index,
+    is_recall_block,
+    is_summary,
+    is_system,
+    round_starts,
+    validate,
+)
 from ctxlife.sessions import open_store
 
 WINDOWS = st.sampled_from([400, 1000, 2000, 4000, 12000])
@@ -97,12 +105,13 @@ def tables(tmp: Path) -> dict[str, dict[str, Any]]:
     }
     for path in sorted((REPO / "configs").glob("*.toml")):
         data = read_toml(path)
-        # Every store the config names goes to the temporary folder: the top-level ``store`` (which
-        # wins over snapshot_restore's own) and the deprecated per-strategy one.
-        if "store" in data:
+        # Every store goes to the temporary folder: the top-level ``store`` (relative paths in a
+        # shipped config name a folder beside it), also for a recording config that names none, and
+        # the deprecated per-strategy one only where a config still sets it (setting it warns).
+        if "store" in data or "snapshot_restore" in data.get("strategies", []):
             data["store"] = store["store"]
-        if "snapshot_restore" in data.get("strategies", []):
-            data.setdefault("snapshot_restore", {})["store"] = store["store"]
+        if data.get("snapshot_restore", {}).get("store") is not None:
+            data["snapshot_restore"]["store"] = store["store"]
         if "tool_output" in data.get("strategies", []):
             data.setdefault("tool_output", {})["store_dir"] = str(tmp / "tool_outputs")
         data.pop("session_id", None)
@@ -208,7 +217,8 @@ class Probe:
 
 @pytest.mark.parametrize("config_id", heavy_marked_slow(RESTORE_IDS))
 def test_restore_is_exact(config_id, tmp_path, stats):
-    """After a restart, the first call sees exactly the saved context (current system prompt wins) + the new user turn."""
+    """After a restart, the first call sees exactly the saved context (current system prompt wins) + the new
+    user turn."""
 
     @examples(20)
     @given(system=system_prompts(), script=scripts(), window=WINDOWS, new_user=contents(), new_system=st.booleans())
