@@ -98,6 +98,10 @@ def test_the_demo_config_ships_inside_the_package_and_configs_points_at_it():
 
 
 def test_demo_without_crewai_names_the_extras_to_install(tmp_path):
-    code = "import sys; sys.modules['crewai'] = None\nfrom ctxlife.cli import main\nsys.exit(main(['demo', '--workspace', sys.argv[1]]))"
+    code = (
+        "import sys; sys.modules['crewai'] = None\n"
+        "from ctxlife.cli import main\n"
+        "sys.exit(main(['demo', '--workspace', sys.argv[1]]))"
+    )
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "pip install 'ctxlife[crewai,plot]'" in done.stderr

@@ -19,7 +19,11 @@ def write(tmp_path: Path, text: str, name: str = "ctxlife.toml") -> Path:
 
 
 def test_the_issue_shape_loads(tmp_path):
-    path = write(tmp_path, 'strategies = ["truncate_last_n"]\nthreshold = 0.4\ncontext_window = 8000\nmodel = "gpt-4o"\n[truncate_last_n]\nrounds = 3\n')
+    path = write(
+        tmp_path,
+        'strategies = ["truncate_last_n"]\nthreshold = 0.4\ncontext_window = 8000\nmodel = "gpt-4o"\n'
+        "[truncate_last_n]\nrounds = 3\n",
+    )
     settings = ctxlife.load_settings(path)
     assert settings.strategies == ["truncate_last_n"] and settings.threshold == 0.4
     assert settings.context_window == 8000 and settings.model == "gpt-4o"
@@ -137,7 +141,8 @@ def test_a_bad_environment_value_names_its_variable(monkeypatch):
         ("[truncate_last_n]\nonly_above_threshold = 1\n", "option 'only_above_threshold' (in {path}): Value error, expected true or false, got the number 1"),
         ('[truncate_last_n]\nrounds = "3"\n', "expected a number, got the text '3'; write it without quotes"),
         ("threshold = true\n", "setting 'threshold' (in {path}): Value error, expected a number, got the boolean true"),
-        ('context_window = "128000"\n', "setting 'context_window' (in {path}): Value error, expected a number, got the text '128000'; write it without quotes"),
+        ('context_window = "128000"\n', "setting 'context_window' (in {path}): Value error, expected a number, got the text '128000'; "
+            "write it without quotes"),
         ("context_window = nan\n", "setting 'context_window' (in {path}): Input should be a finite number"),
         ("context_window = -1\n", "setting 'context_window' (in {path}): Input should be greater than 0"),
         ("context_window = 8000.0\n", "expected a whole number of tokens, got 8000.0; write 8000"),
@@ -161,15 +166,18 @@ def test_strict_scalars_in_a_file(tmp_path, toml, fragment):
         ),
         (
             'strategies = ["llm_summary"]\n[llm_summary]\nthreshold = 0.1\ntarget = 0.2\n',
-            "strategy 'llm_summary' option 'target' (in {path}): Value error, must be below this table's threshold (0.1), got 0.2",
+            "strategy 'llm_summary' option 'target' (in {path}): "
+            "Value error, must be below this table's threshold (0.1), got 0.2",
         ),
         (
             'strategies = ["llm_summary"]\n[llm_summary]\nsummarizer = "nope"\n',
-            "option 'summarizer' (in {path}, table [llm_summary], key 'summarizer'): unknown summarizer 'nope'; available: extractive",
+            "option 'summarizer' (in {path}, table [llm_summary], key 'summarizer'): "
+            "unknown summarizer 'nope'; available: extractive",
         ),
         (
             'strategies = ["snapshot_restore"]\n[snapshot_restore]\nstore = "ftp://host/x"\n',
-            "option 'store' (in {path}, table [snapshot_restore], key 'store'): unknown session store scheme 'ftp'; known schemes: file",
+            "option 'store' (in {path}, table [snapshot_restore], key 'store'): "
+            "unknown session store scheme 'ftp'; known schemes: file",
         ),
     ],
 )
@@ -229,7 +237,8 @@ def test_the_cli_says_it_in_one_line_not_a_traceback(tmp_path):
     out = subprocess.run([*cli, "check", str(config)], capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
     assert out.returncode == 1
     assert out.stderr.strip().splitlines() == [
-        "ctxlife check: error: environment variable CTXLIFE_STRATEGIES='truncate_last_n': the value must be a JSON list, "
+        "ctxlife check: error: environment variable CTXLIFE_STRATEGIES='truncate_last_n': "
+        "the value must be a JSON list, "
         """e.g. CTXLIFE_STRATEGIES='["truncate_last_n"]'"""
     ]
 
@@ -242,14 +251,16 @@ def test_environment_values_are_typed(monkeypatch):
     assert (settings.threshold, settings.context_window, settings.log_content) == (0.5, 8000, True)
     assert settings.model == "123" and settings.session_id == "007"  # text settings stay text
     monkeypatch.setenv("CTXLIFE_CONTEXT_WINDOW", "lots")
-    with pytest.raises(ConfigError, match=r"setting 'context_window' \(from the environment variable CTXLIFE_CONTEXT_WINDOW\): Value error, expected a number, got the text 'lots'$"):
+    with pytest.raises(ConfigError, match=r"setting 'context_window' \(from the environment variable CTXLIFE_CONTEXT_WINDOW\): "
+        r"Value error, expected a number, got the text 'lots'$"):
         load_settings()
 
 
 @pytest.mark.parametrize(
     "window, message",
     [
-        ("128000", "context_window must be a positive whole number of tokens, got the text '128000'; pass the number itself: context_window=128000"),
+        ("128000", "context_window must be a positive whole number of tokens, got the text '128000'; "
+            "pass the number itself: context_window=128000"),
         (float("nan"), "context_window must be a positive whole number of tokens, got nan (float)"),
         (-5, "context_window must be a positive number of tokens, got -5"),
         (True, "context_window must be a positive whole number of tokens, got True (bool)"),

@@ -11,7 +11,16 @@ from ctxlife.contexts import TaskContext, ToolCallContext
 from ctxlife.errors import CtxlifeError, InvalidMessagesError
 from ctxlife.host import Host
 from ctxlife.messages import bootstrap_section
-from ctxlife.testing import HookRecorder, assistant, conversation, installed_strategy, system, tool_call, tool_result, user
+from ctxlife.testing import (
+    HookRecorder,
+    assistant,
+    conversation,
+    installed_strategy,
+    system,
+    tool_call,
+    tool_result,
+    user,
+)
 
 NONE = settings_from_dict({"strategies": []})
 
@@ -61,10 +70,13 @@ def test_a_raising_strategy_is_rolled_back_alone_and_reported():
 @pytest.mark.parametrize(
     "edit, problem",
     [
-        (lambda m: m.__delitem__(slice(1, 2)), "left an invalid message list: message 1: orphan_tool_result: tool result without a preceding assistant tool call"),
-        (lambda m: m.__delitem__(slice(2, 3)), "left an invalid message list: message 1: tool_call_without_result: 1 of 1 tool call(s) have no result (ids ['c1'])"),
+        (lambda m: m.__delitem__(slice(1, 2)), "left an invalid message list: message 1: "
+            "orphan_tool_result: tool result without a preceding assistant tool call"),
+        (lambda m: m.__delitem__(slice(2, 3)), "left an invalid message list: message 1: "
+            "tool_call_without_result: 1 of 1 tool call(s) have no result (ids ['c1'])"),
         (lambda m: m.__delitem__(-1), "dropped the latest user message"),
-        (lambda m: m.append(system("late")), "left an invalid message list: message 5: system_after_conversation: system message after the conversation started"),
+        (lambda m: m.append(system("late")), "left an invalid message list: message 5: "
+            "system_after_conversation: system message after the conversation started"),
     ],
 )
 def test_an_invalid_result_is_rolled_back_with_an_event(edit, problem):

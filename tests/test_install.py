@@ -117,7 +117,10 @@ def test_the_demo_runs_from_any_folder_after_installing_the_crewai_and_plot_extr
     before_mb = _size_mb(site)
     _run([str(bin_dir / "pip"), "install", "--quiet", f"ctxlife[crewai,plot] @ {wheel.as_uri()}"], cwd=tmp_path, timeout=1500)
     listed = json.loads(_run([str(bin_dir / "pip"), "list", "--format", "json"], cwd=tmp_path).stdout)
-    print(f"\nctxlife[crewai,plot] install: {len(listed) - 2} packages, {_size_mb(site) - before_mb:.0f} MB in site-packages")
+    print(
+        f"\nctxlife[crewai,plot] install: {len(listed) - 2} packages, "
+        f"{_size_mb(site) - before_mb:.0f} MB in site-packages"
+    )
     work = tmp_path / "anywhere"
     work.mkdir()
     done = _run([str(bin_dir / "ctxlife"), "demo", "--workspace", str(work / "ws")], cwd=work, timeout=600, COLUMNS="160")

@@ -11,8 +11,8 @@ import pytest
 
 import ctxlife
 from ctxlife.config import settings_from_dict
-from ctxlife.summarizers import register_summarizer, unregister_summarizer
 from ctxlife.messages import bootstrap_section
+from ctxlife.summarizers import register_summarizer, unregister_summarizer
 from ctxlife.testing import conversation, system, user
 
 

@@ -90,7 +90,8 @@ def test_a_third_party_package_is_found_and_only_runs_when_configured(tmp_path):
 
             @ctxlife.hookimpl
             def ctxlife_before_llm_call(self, ctx):
-                ctx.messages[-1] = {**ctx.messages[-1], "content": ctx.messages[-1]["content"].upper() + self.options.suffix}
+                last = ctx.messages[-1]
+                ctx.messages[-1] = {**last, "content": last["content"].upper() + self.options.suffix}
                 ctx.record("shouted")
     """
     fake_distribution(tmp_path, "ctxlife-shout", "2.0", {"shout": "shout_mod:Shout"}, "shout_mod", source)

@@ -89,12 +89,14 @@ def test_tau_bench_files_hold_many_conversations(config):
         ("shape.json", '[{"content": "no role"}]', "the message list[0] has no 'role'"),
         (  # before: AttributeError: 'str' object has no attribute 'get'
             "function.json",
-            '[{"role": "user", "content": "u"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "function": "lookup"}]}]',
+            '[{"role": "user", "content": "u"}, '
+            '{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "function": "lookup"}]}]',
             "the message list[1] tool_calls[0].function is a str",
         ),
         (  # before: TypeError
             "name.json",
-            '[{"role": "user", "content": "u"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "function": {"name": 7, "arguments": "{}"}}]}]',
+            '[{"role": "user", "content": "u"}, {"role": "assistant", "content": null, '
+            '"tool_calls": [{"id": "c1", "function": {"name": 7, "arguments": "{}"}}]}]',
             "the message list[1] tool_calls[0].function.name is an int",
         ),
         (

@@ -479,7 +479,7 @@ def test_llm_summarizer_condenses_huge_input():
     big = [{"role": "user", "content": f"Order ORD-{i:05d} is late. " * 3} for i in range(300)]
     LLMSummarizer(llm, max_input_tokens=500).summarize(SummaryRequest(big, None, 100, count_tokens))
     assert 1 < len(llm.calls) <= 4  # in pieces, after an extractive condensing of what 4 pieces cannot hold
-    for (messages, _), i in zip(llm.calls, range(1, 5)):
+    for i, (messages, _) in enumerate(llm.calls, start=1):
         user = messages[1]["content"]
         transcript = user.split(f"New messages (part {i} of {len(llm.calls)}):\n")[1].split("\n\nFacts to keep")[0]
         assert count_tokens(transcript) <= 500

@@ -8,8 +8,8 @@ from structlog.testing import capture_logs
 
 from ctxlife import tokens as tokens_module
 from ctxlife.messages import IMAGE_TOKENS, IMAGE_TOKENS_LOW, TOKENS_PER_TOOL_CALL
-from ctxlife.tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, TokenCounter, resolve_encoding_name
 from ctxlife.testing import assistant, tool_call, user
+from ctxlife.tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, TokenCounter, resolve_encoding_name
 
 
 @pytest.fixture

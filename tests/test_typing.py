@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-
 # One worker under xdist: the module-wide fixture (expensive) runs once.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_typing")]
 

@@ -228,7 +228,7 @@ def test_async_agents_in_concurrent_sessions_never_block_the_event_loop(run_watc
     assert len(model.summary_calls) >= 2  # both sessions summarized with the (slow) model
     assert stall < 0.3, f"the event loop stalled for {stall:.2f} s (a summary takes 0.4 s)"
     assert {r.session_id for r in reports} == {"alice", "bob"}
-    for state, name in zip(states, ("alice", "bob")):
+    for state, name in zip(states, ("alice", "bob"), strict=True):
         texts = [str(m.content) for m in state["messages"]]
         assert any(name in t for t in texts) and not any(("bob" if name == "alice" else "alice") + " turn" in t for t in texts)
         assert any(is_summary(d) for d in to_openai_messages(state["messages"]))

@@ -109,7 +109,10 @@ def turn(r: int) -> list[dict]:
     result = {"reservation_id": code, "passenger": f"Mia Li {r}", "flight": f"HAT{100 + r}", "status": "confirmed",
               "notes": "Window seat requested. " * 12}  # fmt: skip
     return [
-        user(f"Please check reservation {code} for user mia_li_{3600 + r}; I paid ${100 + r}.50 on 2024-05-{1 + r % 28:02d}."),
+        user(
+            f"Please check reservation {code} for user mia_li_{3600 + r}; "
+            f"I paid ${100 + r}.50 on 2024-05-{1 + r % 28:02d}."
+        ),
         assistant(None, [call]),
         tool_result(call["id"], json.dumps(result)),
         assistant(f"Reservation {code} is confirmed on flight HAT{100 + r} for Mia Li {r}."),

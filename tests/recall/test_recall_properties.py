@@ -4,7 +4,8 @@ Conversations come from the reliability suite's generators (chat, ReAct text, na
 with repeated ids, CJK, emoji, huge and empty contents), played call by call like an agent loop
 that keeps sending its live list. After every call: the list is provider-valid, the latest user
 message is still the latest user message, unchanged; there is at most one recall block, right
-before the question being worked on (the turn), within the budget; and the raw history holds exactly what the conversation produced
+before the question being worked on (the turn), within the budget; and the raw history holds exactly what the
+conversation produced
 (the block is never recorded).
 """
 
@@ -26,7 +27,6 @@ from reliability_gen import Checks, Driver, examples, scripts, system_prompts  #
 from ctxlife.config import settings_from_dict  # noqa: E402
 from ctxlife.host import Host  # noqa: E402
 from ctxlife.messages import current_turn_index, is_recall_block, last_user_index, validate  # noqa: E402
-
 
 BLOCKS_SEEN: list[int] = []
 

@@ -15,10 +15,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from ctxlife import Session
 from ctxlife.config import settings_from_dict
 from ctxlife.host import Host
 from ctxlife.messages import RECALL_PREFIX, inserted_text, is_recall_block, validate
-from ctxlife import Session
 from ctxlife.sessions import open_store
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -261,7 +261,10 @@ resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 with open_store(sys.argv[1]) as store:
     search = HistorySearch(store)
     for i in range(200):
-        store.append(f"s{i}", [{"role": "user", "content": f"order {i} shipped to Lisbon"}, {"role": "assistant", "content": "ok"}])
+        store.append(
+            f"s{i}",
+            [{"role": "user", "content": f"order {i} shipped to Lisbon"}, {"role": "assistant", "content": "ok"}],
+        )
         assert search.passages(f"s{i}", "order Lisbon"), i
     search.close()
 print("ok")
@@ -299,7 +302,7 @@ def snapshot_writes(tmp: Path, strategies: list[str]) -> int:
         live = chat(host, with_fact("Quick note: the spare key is hidden under the ceramic frog by the back door."))
         live = ask(host, live, "Where did I say the spare key is hidden?")
         live.append({"role": "assistant", "content": "Under the ceramic frog."})
-        for i in range(3):  # the caller keeps its list (block included), as CrewAI does
+        for _ in range(3):  # the caller keeps its list (block included), as CrewAI does
             live.append({"role": "user", "content": "And where did I say the spare key is hidden?"})
             report = host.before_llm_call(live)
             saves += sum(1 for a in report.actions if a.what == "snapshot_saved")

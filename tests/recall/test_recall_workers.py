@@ -13,8 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from ctxlife.config import settings_from_dict
 from ctxlife.host import Host
 from ctxlife.messages import is_recall_block

@@ -398,7 +398,8 @@ def flatten(system: list[dict[str, Any]], script: list[Any]) -> list[dict[str, A
             out.append(
                 {
                     "role": "assistant",
-                    "content": f"Thought: {intent.thought}\nAction: {c.tool}\nAction Input: {json.dumps(c.args, ensure_ascii=False)}\nObservation: {c.result}",
+                    "content": f"Thought: {intent.thought}\nAction: {c.tool}\n"
+                    f"Action Input: {json.dumps(c.args, ensure_ascii=False)}\nObservation: {c.result}",
                 }
             )
             out.append({"role": "user", "content": REACT_PROMPT})
@@ -513,7 +514,10 @@ class Driver:
             elif isinstance(intent, React):
                 c = intent.call
                 seen = self.run_tool(c)
-                text = f"Thought: {intent.thought}\nAction: {c.tool}\nAction Input: {json.dumps(c.args, ensure_ascii=False)}\nObservation: {seen}"
+                text = (
+                    f"Thought: {intent.thought}\nAction: {c.tool}\n"
+                    f"Action Input: {json.dumps(c.args, ensure_ascii=False)}\nObservation: {seen}"
+                )
                 self.append({"role": "assistant", "content": text})
                 self.append({"role": "user", "content": REACT_PROMPT})
         self.model_call()

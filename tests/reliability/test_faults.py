@@ -623,7 +623,8 @@ def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
     )
     if done.returncode != 0:
         pytest.skip(
-            f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}); the FaultyStore and RLIMIT_FSIZE tests cover disk full"
+            f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}); "
+            "the FaultyStore and RLIMIT_FSIZE tests cover disk full"
         )
     try:
         yield mount

@@ -754,7 +754,10 @@ def test_redis_over_tls_with_a_password(redis_server, tls_files, tmp_path):
 
 def test_redis_over_mutual_tls(redis_server, tls_files, tmp_path):
     server = _tls_server(redis_server, tls_files, "--tls-auth-clients", "yes")
-    query = f"ssl_ca_certs={tls_files['server_cert']}&ssl_certfile={tls_files['client_cert']}&ssl_keyfile={tls_files['client_key']}"
+    query = (
+        f"ssl_ca_certs={tls_files['server_cert']}&ssl_certfile={tls_files['client_cert']}"
+        f"&ssl_keyfile={tls_files['client_key']}"
+    )
     _redis_session(server.url(query=f"prefix=mtls:&{query}"), tmp_path, "mtls-session")
     with pytest.raises(StoreError):
         open_store(
@@ -832,7 +835,8 @@ def test_a_python_file_given_as_config_is_not_run(tmp_path, monkeypatch):
         load_settings(script)
     (tmp_path / "setup.py").write_text(script.read_text(), encoding="utf-8")
     (tmp_path / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n[tool.ctxlife]\nstrategies = ["truncate_last_n"]\n',
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[tool.ctxlife]\nstrategies = ["truncate_last_n"]\n',
         encoding="utf-8",
     )
     settings = load_settings(None)
@@ -850,7 +854,10 @@ def test_a_python_file_given_as_config_is_not_run(tmp_path, monkeypatch):
 
 
 def test_bootstrap_templates_render_only_the_three_variables():
-    text = "{agent_role} {session_id} {agent_role.__class__.__mro__} {session_id!r} {{date}} ${HOME} %(x)s {0} {date:%Y} {__import__}"
+    text = (
+        "{agent_role} {session_id} {agent_role.__class__.__mro__} {session_id!r} {{date}} "
+        "${HOME} %(x)s {0} {date:%Y} {__import__}"
+    )
     host = Host(
         settings_from_dict({"strategies": ["bootstrap"], "bootstrap": {"text": text}}),
         context_window=4000,

@@ -241,7 +241,7 @@ def test_one_store_shared_by_threads(store: SessionStore) -> None:
         th.join()
     got = store.read_raw("shared")
     assert len(got) == 200
-    for first, second in zip(got[::2], got[1::2]):  # each batch stayed together
+    for first, second in zip(got[::2], got[1::2], strict=True):  # each batch stayed together
         assert second == {**first, "second": True}
     for t in range(4):
         assert [m["i"] for m in got[::2] if m["t"] == t] == list(range(25))

@@ -33,7 +33,10 @@ def chat(rounds: int, words: int = 60):
     messages = [system("You are an airline agent. Follow the policy.")]
     for r in range(rounds):
         code = f"RS{r:03d}X"
-        messages.append(user(f"Please check reservation {code} for user mia_li_{3600 + r}; I paid ${100 + r}.50 on 2024-05-{10 + r % 18:02d}."))
+        messages.append(user(
+            f"Please check reservation {code} for user mia_li_{3600 + r}; "
+            f"I paid ${100 + r}.50 on 2024-05-{10 + r % 18:02d}."
+        ))
         call = tool_call("get_reservation_details", {"reservation_id": code}, call_id=f"call_{r}")
         messages.append(assistant(None, [call]))
         result = {"reservation_id": code, "flights": [{"flight_number": f"HAT{100 + r}", "date": "2024-05-20"}], "notes": "ok " * words}
@@ -70,7 +73,7 @@ def test_system_messages_pinned_task_and_last_rounds_stay_verbatim():
     assert is_summary(messages[1]) and messages[1]["role"] == "system"
     assert messages[2] is original[1]  # the first user message is pinned
     assert messages[-8:] == original[-8:]  # the last two rounds, whole units, untouched
-    assert all(m is o for m, o in zip(messages[-8:], original[-8:]))
+    assert all(m is o for m, o in zip(messages[-8:], original[-8:], strict=True))
 
 
 def test_running_summary_folds_the_previous_one_without_nesting_and_keeps_its_facts():

@@ -176,7 +176,8 @@ def test_the_cached_result_is_the_tools_own_result():
         ),
         (
             {"tools": ["search"], "max_entries": 0},
-            "strategy 'tool_cache' option 'max_entries' (in a dict): Input should be greater than or equal to 1 (got 0)",
+            "strategy 'tool_cache' option 'max_entries' (in a dict): "
+            "Input should be greater than or equal to 1 (got 0)",
         ),
         ({"allow": ["search"]}, "strategy 'tool_cache' has no option 'allow' (in a dict)"),
     ],

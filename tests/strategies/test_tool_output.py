@@ -312,7 +312,8 @@ def test_cjk_tool_names_select_their_own_caps(tmp_path):
     [
         (
             {"max_tokens": 10},
-            "strategy 'tool_output' option 'max_tokens' (in a dict): Input should be greater than or equal to 100 (got 10)",
+            "strategy 'tool_output' option 'max_tokens' (in a dict): "
+            "Input should be greater than or equal to 100 (got 10)",
         ),
         (
             {"max_share": 2},
