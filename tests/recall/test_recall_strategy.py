@@ -27,7 +27,7 @@ def settings(tmp: Path, **recall: Any) -> Any:
     return settings_from_dict(
         {
             "strategies": ["snapshot_restore", "llm_summary", "recall"],
-            "snapshot_restore": {"store": f"file://{tmp / 'sessions'}"},
+            "store": f"file://{tmp / 'sessions'}",
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 200, "min_gain_tokens": 20},
             "recall": recall,
         }

@@ -63,8 +63,8 @@ def two_workers(store: str, tmp: Path, session: str) -> None:
     settings = settings_from_dict(
         {
             "strategies": ["snapshot_restore", "truncate_last_n", "recall"],
-            "snapshot_restore": {"store": store},
-            "truncate_last_n": {"rounds": 3, "only_above_threshold": True},
+            "store": store,
+            "truncate_last_n": {"rounds": 3, "always": False},
         }
     )
     host = Host(settings, context_window=2000, session_id=session)

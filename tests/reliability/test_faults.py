@@ -92,7 +92,7 @@ class Session:
 def summary_settings(store: str, **llm: Any) -> Any:
     table = {"summarizer": "extractive", "max_summary_tokens": 200, "min_gain_tokens": 50, **llm}
     return settings_from_dict(
-        {"strategies": ["llm_summary", "snapshot_restore"], "llm_summary": table, "snapshot_restore": {"store": store}}
+        {"strategies": ["llm_summary", "snapshot_restore"], "llm_summary": table, "store": store}
     )
 
 

@@ -79,7 +79,7 @@ def tables(tmp: Path) -> dict[str, dict[str, Any]]:
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
         },
         "llm_summary(defaults)": {"strategies": ["llm_summary"]},
-        "snapshot_restore": {"strategies": ["snapshot_restore"], "snapshot_restore": store},
+        "snapshot_restore": {"strategies": ["snapshot_restore"], **store},
         "bootstrap": {"strategies": ["bootstrap"], "bootstrap": {"text": BOOTSTRAP_TEXT}},
         "tool_output": {
             "strategies": ["tool_output"],
@@ -90,9 +90,9 @@ def tables(tmp: Path) -> dict[str, dict[str, Any]]:
         "summary+snapshot": {
             "strategies": ["llm_summary", "snapshot_restore"],
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
-            "snapshot_restore": store,
+            **store,
         },
-        "truncate+snapshot": {"strategies": ["truncate_last_n", "snapshot_restore"], "truncate_last_n": {"always": True}, "snapshot_restore": store},
+        "truncate+snapshot": {"strategies": ["truncate_last_n", "snapshot_restore"], "truncate_last_n": {"always": True}, **store},
         "all": {
             "strategies": ["bootstrap", "tool_cache", "tool_output", "task_scope", "llm_summary", "snapshot_restore"],
             "bootstrap": {"text": BOOTSTRAP_TEXT},
@@ -100,7 +100,7 @@ def tables(tmp: Path) -> dict[str, dict[str, Any]]:
             "tool_output": {"max_tokens": 150, "store_dir": str(tmp / "tool_outputs")},
             "task_scope": {"max_tokens": 80},
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
-            "snapshot_restore": store,
+            **store,
         },
     }
     for path in sorted((REPO / "configs").glob("*.toml")):
@@ -233,7 +233,7 @@ def test_restore_is_exact(config_id, tmp_path, stats):
         finally:
             old.close()
         probe = Probe()
-        with open_store(tables(tmp_path)[config_id]["snapshot_restore"]["store"]) as store:
+        with open_store(tables(tmp_path)[config_id]["store"]) as store:
             snap = store.load_snapshot(session)
         new = Host(make_settings(config_id, tmp_path), context_window=window, session_id=session, plugins=[probe])
         try:

@@ -98,7 +98,7 @@ def _id(value: Any) -> str:
 def test_unsafe_session_ids_are_refused_everywhere(bad, tmp_path):
     store_url = f"file://{tmp_path / 'sessions'}"
     settings = settings_from_dict(
-        {"strategies": ["snapshot_restore", "llm_summary"], "snapshot_restore": {"store": store_url}}
+        {"strategies": ["snapshot_restore", "llm_summary"], "store": store_url}
     )
     messages = [{"role": "user", "content": "hi"}]
     # manage() takes any string an application passes: mapped to a safe key (session_key), or refused.
@@ -159,7 +159,7 @@ def test_unhashable_session_id_gets_a_clear_error(bad):
 def test_unsafe_session_id_from_the_environment(env_value, monkeypatch, tmp_path):
     monkeypatch.setenv("CTXLIFE_SESSION_ID", env_value)
     settings = settings_from_dict(
-        {"strategies": ["snapshot_restore"], "snapshot_restore": {"store": f"file://{tmp_path}"}}
+        {"strategies": ["snapshot_restore"], "store": f"file://{tmp_path}"}
     )
     with pytest.raises(SessionIdError):
         ctxlife.manage([{"role": "user", "content": "hi"}], config=settings, context_window=4000)
@@ -178,7 +178,7 @@ def test_wrap_refuses_unsafe_session_ids_and_leaves_the_crew_untouched(bad, tmp_
     agent = Agent(role="clerk", goal="g", backstory="b", llm=scripted_llm([]), verbose=False)
     crew = Crew(agents=[agent], tasks=[Task(description="d", expected_output="o", agent=agent)], verbose=False)
     settings = settings_from_dict(
-        {"strategies": ["snapshot_restore"], "snapshot_restore": {"store": f"file://{tmp_path}"}}
+        {"strategies": ["snapshot_restore"], "store": f"file://{tmp_path}"}
     )
     with pytest.raises(SessionIdError):
         ctxlife.wrap(crew, settings, session_id=bad)
@@ -193,7 +193,7 @@ def test_safe_ids_stay_inside_the_session_folder(good, tmp_path):
         {
             "strategies": ["tool_output", "llm_summary", "snapshot_restore"],
             "tool_output": {"max_tokens": 100},
-            "snapshot_restore": {"store": f"file://{folder}"},
+            "store": f"file://{folder}",
         }
     )
     host = Host(settings, context_window=600, session_id=good)
@@ -336,7 +336,7 @@ def test_session_files_are_owner_only_whatever_the_umask(mask, tmp_path):
             "strategies": ["tool_output", "task_scope", "llm_summary", "snapshot_restore"],
             "tool_output": {"max_tokens": 100},
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
-            "snapshot_restore": {"store": f"file://{folder}"},
+            "store": f"file://{folder}",
         }
     )
     with umask(mask):
@@ -407,7 +407,7 @@ def _everything_with_secrets(tmp_path: Path, *, log_content: bool = False) -> An
             "tool_output": {"max_tokens": 100},
             "task_scope": {"max_tokens": 60},
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 100, "min_gain_tokens": 10},
-            "snapshot_restore": {"store": f"file://{tmp_path / 'sessions'}"},
+            "store": f"file://{tmp_path / 'sessions'}",
         }
     )
 
@@ -619,7 +619,7 @@ def _redis_session(url: str, tmp_path: Path, session: str) -> None:
         {
             "strategies": ["llm_summary", "snapshot_restore"],
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
-            "snapshot_restore": {"store": url},
+            "store": url,
         }
     )
     host = Host(settings, context_window=1000, session_id=session)

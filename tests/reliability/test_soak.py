@@ -61,7 +61,7 @@ def run_soak(store_dir: str, out: str, calls: int = CALLS, window: int = WINDOW)
         {
             "strategies": ["llm_summary", "snapshot_restore"],
             "llm_summary": {"summarizer": "extractive"},
-            "snapshot_restore": {"store": f"file://{store_dir}"},
+            "store": f"file://{store_dir}",
         },
         source="soak",
     )

@@ -36,7 +36,7 @@ def main() -> None:
     agent = Agent(role="Assistant", goal="help the user", backstory="You help with stock questions.", llm=llm, tools=[lookup], verbose=False)
     task = Task(description="The user says: {message}", expected_output="a helpful reply", agent=agent)
     crew = Crew(agents=[agent], tasks=[task], verbose=False)
-    settings = settings_from_dict({"strategies": ["snapshot_restore"], "snapshot_restore": {"store": store}})
+    settings = settings_from_dict({"strategies": ["snapshot_restore"], "store": store})
     ctxlife.wrap(crew, settings, session_id=session)
     for message in turns:
         crew.kickoff(inputs={"message": message})
