@@ -84,6 +84,14 @@ def _tmp_entries(folder: Path) -> set[str]:
         return set()
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Hypothesis keeps its caches (unicode tables, the constants it finds in the source) in
+    .hypothesis/ of the working directory, the checkout, and its pytest plugin fills them while
+    collecting: before any fixture runs. They go under the run's temporary folder instead."""
+    factory: pytest.TempPathFactory = session.config._tmp_path_factory  # type: ignore[attr-defined]
+    hypothesis.configuration.set_hypothesis_home_dir(factory.mktemp("hypothesis-home"))
+
+
 @pytest.fixture(autouse=True)
 def _structlog_left_as_found() -> Iterator[None]:
     """``structlog.testing.capture_logs`` configures structlog for good: left so, ctxlife's events
@@ -111,9 +119,6 @@ def _nothing_written_outside_tmp_path(tmp_path_factory: pytest.TempPathFactory):
     saved = (tempfile.tempdir, os.environ.get("TMPDIR"))
     tempfile.tempdir = str(private)
     os.environ["TMPDIR"] = str(private)
-    # hypothesis's other caches (unicode tables, the constants it found in the source) under the run's
-    # temporary folder too, not in .hypothesis/ of the working directory
-    hypothesis.configuration.set_hypothesis_home_dir(tmp_path_factory.mktemp("hypothesis-home"))
     checkout_before = _checkout_entries()
     strict = bool(os.environ.get("CI")) or os.environ.get("CTXLIFE_STRICT_TMP") == "1"
     tmp_before = _tmp_entries(real_tmp) if strict else set()

@@ -78,7 +78,7 @@ def test_session_commands_use_the_configs_store(tmp_path):
     store.append_raw("u42", [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
     store.save_snapshot(Snapshot(session_id="u42", messages=[{"role": "user", "content": "hello"}], raw_length=2))
     store.close()
-    (tmp_path / "ctxlife.toml").write_text(f'strategies = ["snapshot_restore"]\n[snapshot_restore]\nstore = "{url}"\n')
+    (tmp_path / "ctxlife.toml").write_text(f'strategies = ["snapshot_restore"]\nstore = "{url}"\n')
     listed = run("session", "list", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert "u42" in listed.stdout

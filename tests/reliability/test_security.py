@@ -793,7 +793,7 @@ def test_config_values_that_look_like_code_are_only_data(tmp_path, monkeypatch):
             (f"strategies = [{quoted}]\n", UnknownStrategyError),
             (f'strategies = ["llm_summary"]\n[llm_summary]\nsummarizer = {quoted}\n', ConfigError),
             (
-                f'strategies = ["snapshot_restore"]\n[snapshot_restore]\nstore = "{payload.replace(chr(34), "")}://x"\n',
+                f'strategies = ["snapshot_restore"]\nstore = "{payload.replace(chr(34), "")}://x"\n',
                 (ConfigError, StoreError),
             ),
             (f"threshold = {quoted}\n", ConfigError),
@@ -812,7 +812,7 @@ def test_config_values_that_look_like_code_are_only_data(tmp_path, monkeypatch):
         monkeypatch.delenv("CTXLIFE_THRESHOLD")
         config = tmp_path / "ctxlife.toml"
         config.write_text(
-            f'strategies = ["snapshot_restore"]\n[snapshot_restore]\nstore = {json.dumps("file://" + payload)}\n',
+            f'strategies = ["snapshot_restore"]\nstore = {json.dumps("file://" + payload)}\n',
             encoding="utf-8",
         )
         Host(load_settings(config), context_window=4000, session_id="c").manage([{"role": "user", "content": "x"}])
