@@ -9,7 +9,7 @@ import pytest
 
 CONFTEST = Path(__file__).resolve().parent / "conftest.py"
 
-STRAY_TESTS = '''
+STRAY_TESTS = """
 import tempfile
 from pathlib import Path
 
@@ -24,7 +24,7 @@ def test_writes_into_the_temp_folder():
 
 def test_cleans_up_after_itself(tmp_path):
     (tmp_path / "fine.txt").write_text("pytest removes it")
-'''
+"""
 
 
 def test_a_run_that_leaves_files_outside_tmp_path_fails(pytester: pytest.Pytester, monkeypatch) -> None:

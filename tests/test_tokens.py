@@ -30,9 +30,14 @@ def test_counts_match_tiktoken_plus_openai_overheads(no_network):
     messages = [user(text), assistant(None, [call])]
     expected = (  # the OpenAI cookbook's accounting: overhead + role + content per message
         REPLY_PRIMING_TOKENS
-        + TOKENS_PER_MESSAGE + len(enc.encode("user")) + len(enc.encode(text))
-        + TOKENS_PER_MESSAGE + len(enc.encode("assistant"))
-        + TOKENS_PER_TOOL_CALL + len(enc.encode("book")) + len(enc.encode(call["function"]["arguments"]))
+        + TOKENS_PER_MESSAGE
+        + len(enc.encode("user"))
+        + len(enc.encode(text))
+        + TOKENS_PER_MESSAGE
+        + len(enc.encode("assistant"))
+        + TOKENS_PER_TOOL_CALL
+        + len(enc.encode("book"))
+        + len(enc.encode(call["function"]["arguments"]))
     )
     assert counter.count_messages(messages) == expected
 

@@ -158,7 +158,10 @@ def test_sixty_turns_through_manage_with_a_real_model_that_goes_down_and_comes_b
     (tmp_path / "compactions.json").write_text(json.dumps(figures, indent=1))
     if os.environ.get("CTXLIFE_MODEL_FIGURES"):
         Path(os.environ["CTXLIFE_MODEL_FIGURES"]).write_text(
-            json.dumps({"compactions": figures, "last_summary": next((m["content"] for m in messages if is_summary(m)), None)}, indent=1)
+            json.dumps(
+                {"compactions": figures, "last_summary": next((m["content"] for m in messages if is_summary(m)), None)},
+                indent=1,
+            )
         )
     assert phases["up"] and phases["down"] and phases["back"], phases
     # While it was down: every compaction fell back, with exactly one error event each.

@@ -67,8 +67,13 @@ def test_the_recall_block_keeps_every_sequence_valid(window, exercised, tmp_path
     budget = int(0.25 * window)  # past_share: the most a turn that refers to the past gets
 
     @examples(20)
-    @given(system=system_prompts(), script=scripts(min_turns=2, max_turns=6, max_steps=4), question=st.sampled_from(
-        ["What did you look up earlier?", "请问之前的结果是什么？", "lookup result order 42", "ok"]))
+    @given(
+        system=system_prompts(),
+        script=scripts(min_turns=2, max_turns=6, max_steps=4),
+        question=st.sampled_from(
+            ["What did you look up earlier?", "请问之前的结果是什么？", "lookup result order 42", "ok"]
+        ),
+    )
     def prop(system, script, question):
         session = f"r-{uuid.uuid4().hex[:12]}"
         settings = settings_from_dict(

@@ -40,7 +40,9 @@ def run_worker(store: str, session: str, messages: list[dict[str, Any]], tmp: Pa
     script_path.write_text(json.dumps(messages), encoding="utf-8")
     done = subprocess.run(
         [sys.executable, str(WORKER), store, session, "2000", str(script_path), str(out_path)],
-        capture_output=True, text=True, timeout=180,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out_path.read_text(encoding="utf-8"))

@@ -319,7 +319,11 @@ def _protected_tokens(base: list[dict[str, Any]], counter: Any, keep_units: int)
     units = split_units(rest)
     tail_start = units[-keep_units].start if len(units) >= keep_units else 0
     turn = current_turn_index(rest)
-    keep = set(range(tail_start, len(rest))) | ({users[0], users[-1]} if users else set()) | ({turn} if turn is not None else set())
+    keep = (
+        set(range(tail_start, len(rest)))
+        | ({users[0], users[-1]} if users else set())
+        | ({turn} if turn is not None else set())
+    )
     return counter.count_messages(system + [rest[k] for k in sorted(keep)])
 
 

@@ -92,7 +92,11 @@ def tables(tmp: Path) -> dict[str, dict[str, Any]]:
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
             **store,
         },
-        "truncate+snapshot": {"strategies": ["truncate_last_n", "snapshot_restore"], "truncate_last_n": {"always": True}, **store},
+        "truncate+snapshot": {
+            "strategies": ["truncate_last_n", "snapshot_restore"],
+            "truncate_last_n": {"always": True},
+            **store,
+        },
         "all": {
             "strategies": ["bootstrap", "tool_cache", "tool_output", "task_scope", "llm_summary", "snapshot_restore"],
             "bootstrap": {"text": BOOTSTRAP_TEXT},
@@ -528,7 +532,10 @@ def test_truncate_last_n_keeps_exactly_system_first_user_and_last_rounds(stats):
         checks = Checks()
         host = Host(
             settings_from_dict(
-                {"strategies": ["truncate_last_n"], "truncate_last_n": {"rounds": rounds, "pin_first_user": pin, "always": True}}
+                {
+                    "strategies": ["truncate_last_n"],
+                    "truncate_last_n": {"rounds": rounds, "pin_first_user": pin, "always": True},
+                }
             ),
             context_window=8000,
         )
@@ -541,7 +548,9 @@ def test_truncate_last_n_keeps_exactly_system_first_user_and_last_rounds(stats):
         else:
             cut = starts[-rounds]
             turn = current_turn_index(before)  # the question being worked on always stays
-            expected = [m for i, m in enumerate(before) if is_system(m) or i >= cut or (pin and i == starts[0]) or i == turn]
+            expected = [
+                m for i, m in enumerate(before) if is_system(m) or i >= cut or (pin and i == starts[0]) or i == turn
+            ]
         assert [id(m) for m in messages] == [id(m) for m in expected]
         checks.hit("truncate_model")
         host.close()
@@ -586,7 +595,10 @@ def test_react_current_question_survives_truncation(stats):
     )
     def prop(history, question, steps):
         assume(question != REACT_PROMPT)
-        host = Host(settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"always": True}}), context_window=8000)
+        host = Host(
+            settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"always": True}}),
+            context_window=8000,
+        )
         messages: list[dict[str, Any]] = [{"role": "system", "content": "sys"}]
         for h in history:
             messages += [{"role": "user", "content": h}, {"role": "assistant", "content": "ok"}]

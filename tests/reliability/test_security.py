@@ -97,9 +97,7 @@ def _id(value: Any) -> str:
 @pytest.mark.parametrize("bad", BAD_IDS, ids=_id)
 def test_unsafe_session_ids_are_refused_everywhere(bad, tmp_path):
     store_url = f"file://{tmp_path / 'sessions'}"
-    settings = settings_from_dict(
-        {"strategies": ["snapshot_restore", "llm_summary"], "store": store_url}
-    )
+    settings = settings_from_dict({"strategies": ["snapshot_restore", "llm_summary"], "store": store_url})
     messages = [{"role": "user", "content": "hi"}]
     # manage() takes any string an application passes: mapped to a safe key (session_key), or refused.
     key = None
@@ -158,9 +156,7 @@ def test_unhashable_session_id_gets_a_clear_error(bad):
 @pytest.mark.parametrize("env_value", ["../escape", "a/b", "x" * 200])
 def test_unsafe_session_id_from_the_environment(env_value, monkeypatch, tmp_path):
     monkeypatch.setenv("CTXLIFE_SESSION_ID", env_value)
-    settings = settings_from_dict(
-        {"strategies": ["snapshot_restore"], "store": f"file://{tmp_path}"}
-    )
+    settings = settings_from_dict({"strategies": ["snapshot_restore"], "store": f"file://{tmp_path}"})
     with pytest.raises(SessionIdError):
         ctxlife.manage([{"role": "user", "content": "hi"}], config=settings, context_window=4000)
     assert tree(tmp_path) == set()
@@ -177,9 +173,7 @@ def test_wrap_refuses_unsafe_session_ids_and_leaves_the_crew_untouched(bad, tmp_
 
     agent = Agent(role="clerk", goal="g", backstory="b", llm=scripted_llm([]), verbose=False)
     crew = Crew(agents=[agent], tasks=[Task(description="d", expected_output="o", agent=agent)], verbose=False)
-    settings = settings_from_dict(
-        {"strategies": ["snapshot_restore"], "store": f"file://{tmp_path}"}
-    )
+    settings = settings_from_dict({"strategies": ["snapshot_restore"], "store": f"file://{tmp_path}"})
     with pytest.raises(SessionIdError):
         ctxlife.wrap(crew, settings, session_id=bad)
     assert host_of(crew) is None and "kickoff" not in vars(crew)
@@ -603,7 +597,9 @@ def test_log_content_true_keeps_exception_texts(events):
             raise ValueError(f"cannot handle {ctx.messages[-1]['content']}")
 
     settings = settings_from_dict({"strategies": [], "log_content": True})
-    Host(settings, context_window=8000, plugins=[Echoing()]).manage([{"role": "user", "content": f"my card is {SECRET} please"}])
+    Host(settings, context_window=8000, plugins=[Echoing()]).manage(
+        [{"role": "user", "content": f"my card is {SECRET} please"}]
+    )
     assert any(SECRET in e.get("error", "") for e in events if e["event"] == "ctxlife.strategy_failed")
 
 

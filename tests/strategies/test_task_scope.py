@@ -47,7 +47,9 @@ def test_isolate_removes_earlier_outputs(count):
     text = research_output(2)
     ctx = start(host, text)
     assert ctx.context_text == ""
-    assert [(a.what, a.details) for a in ctx.actions] == [("isolated", {"task_index": 1, "removed_tokens": count(text)})]
+    assert [(a.what, a.details) for a in ctx.actions] == [
+        ("isolated", {"task_index": 1, "removed_tokens": count(text)})
+    ]
 
 
 def test_full_leaves_everything():

@@ -153,7 +153,9 @@ def test_the_cached_result_is_the_tools_own_result():
     host = make_host(tools=["search"])
     ctx = ToolCallContext(tool_name="search", tool_input={"q": "x"})
     host.before_tool_call(ctx)
-    host.after_tool_call(ToolCallContext(tool_name="search", tool_input={"q": "x"}, result="SHORTENED", raw_result="raw"))
+    host.after_tool_call(
+        ToolCallContext(tool_name="search", tool_input={"q": "x"}, result="SHORTENED", raw_result="raw")
+    )
     again = ToolCallContext(tool_name="search", tool_input={"q": "x"})
     host.before_tool_call(again)
     assert again.result == "[cached result from call 1]\nraw"
