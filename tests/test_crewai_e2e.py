@@ -28,7 +28,14 @@ def make_crew(llm, executions: list[str] | None = None, role: str = "Inventory c
         runs.append(item)
         return f"item {item}: 12 units in warehouse W7, price $19.99. " + "detail " * 30
 
-    agent = Agent(role=role, goal="answer stock questions", backstory="You know the warehouse.", llm=llm, tools=[lookup], verbose=False)
+    agent = Agent(
+        role=role,
+        goal="answer stock questions",
+        backstory="You know the warehouse.",
+        llm=llm,
+        tools=[lookup],
+        verbose=False,
+    )
     check = Task(name="check", description="Check items A1, B2 and C3.", expected_output="stock status", agent=agent)
     report = Task(name="report", description="Write a stock report.", expected_output="a report", agent=agent)
     return Crew(agents=[agent], tasks=[check, report], verbose=False)
@@ -229,7 +236,10 @@ def test_akickoff_never_waits_for_an_llm_summary_on_the_event_loop(run_watching_
     crew = make_crew(llm)
     crew.tasks = crew.tasks[:1]
     settings = settings_from_dict(
-        {"strategies": ["llm_summary"], "llm_summary": {"summarizer": "llm", "keep_rounds": 1, "keep_units": 2, "min_gain_tokens": 20}}
+        {
+            "strategies": ["llm_summary"],
+            "llm_summary": {"summarizer": "llm", "keep_rounds": 1, "keep_units": 2, "min_gain_tokens": 20},
+        }
     )
     ctxlife.wrap(crew, settings)
     reports = []

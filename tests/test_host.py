@@ -11,7 +11,16 @@ from ctxlife.contexts import TaskContext, ToolCallContext
 from ctxlife.errors import CtxlifeError, InvalidMessagesError
 from ctxlife.host import Host
 from ctxlife.messages import bootstrap_section
-from ctxlife.testing import HookRecorder, assistant, conversation, installed_strategy, system, tool_call, tool_result, user
+from ctxlife.testing import (
+    HookRecorder,
+    assistant,
+    conversation,
+    installed_strategy,
+    system,
+    tool_call,
+    tool_result,
+    user,
+)
 
 NONE = settings_from_dict({"strategies": []})
 
@@ -32,7 +41,12 @@ class Tagger:
 def test_plugins_run_in_the_given_order_after_configured_strategies():
     messages = conversation(4)
     messages.append(user("latest"))
-    report = ctxlife.manage(messages, config=settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"always": True}}), context_window=8000, plugins=[Tagger("a"), Tagger("b")])
+    report = ctxlife.manage(
+        messages,
+        config=settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"always": True}}),
+        context_window=8000,
+        plugins=[Tagger("a"), Tagger("b")],
+    )
     assert messages[-1]["content"] == "latest|a|b"
     assert report.acted == ["truncate_last_n", "a", "b"]
     assert report.tokens_after < report.tokens_before and report.tokens_saved > 0
@@ -54,17 +68,31 @@ def test_a_raising_strategy_is_rolled_back_alone_and_reported():
     assert messages == [system("s"), user("u|after")]
     assert [f.strategy for f in report.failures] == ["exploder"] and report.acted == ["after"]
     event = next(e for e in logs if e["event"] == "ctxlife.strategy_failed")
-    assert event["strategy"] == "exploder" and event["node"] == "before_llm_call" and event["error"] == "ValueError: kaput"
+    assert (
+        event["strategy"] == "exploder" and event["node"] == "before_llm_call" and event["error"] == "ValueError: kaput"
+    )
     assert event["log_level"] == "error"
 
 
 @pytest.mark.parametrize(
     "edit, problem",
     [
-        (lambda m: m.__delitem__(slice(1, 2)), "left an invalid message list: message 1: orphan_tool_result: tool result without a preceding assistant tool call"),
-        (lambda m: m.__delitem__(slice(2, 3)), "left an invalid message list: message 1: tool_call_without_result: 1 of 1 tool call(s) have no result (ids ['c1'])"),
+        (
+            lambda m: m.__delitem__(slice(1, 2)),
+            "left an invalid message list: message 1: "
+            "orphan_tool_result: tool result without a preceding assistant tool call",
+        ),
+        (
+            lambda m: m.__delitem__(slice(2, 3)),
+            "left an invalid message list: message 1: "
+            "tool_call_without_result: 1 of 1 tool call(s) have no result (ids ['c1'])",
+        ),
         (lambda m: m.__delitem__(-1), "dropped the latest user message"),
-        (lambda m: m.append(system("late")), "left an invalid message list: message 5: system_after_conversation: system message after the conversation started"),
+        (
+            lambda m: m.append(system("late")),
+            "left an invalid message list: message 5: "
+            "system_after_conversation: system message after the conversation started",
+        ),
     ],
 )
 def test_an_invalid_result_is_rolled_back_with_an_event(edit, problem):
@@ -226,7 +254,9 @@ def test_a_strategy_written_as_a_class_is_configured_by_name():
             ctx.blocks.append(self.options.text)
 
     with installed_strategy(Note):
-        settings = settings_from_dict({"strategies": ["note_test_strategy"], "note_test_strategy": {"text": "Rules: be brief."}})
+        settings = settings_from_dict(
+            {"strategies": ["note_test_strategy"], "note_test_strategy": {"text": "Rules: be brief."}}
+        )
         messages = [system("s"), user("u")]
         ctxlife.manage(messages, config=settings, context_window=1000)
     assert messages[0]["content"] == "s\n\n" + bootstrap_section("Rules: be brief.")
@@ -235,11 +265,19 @@ def test_a_strategy_written_as_a_class_is_configured_by_name():
 def test_events_carry_counts_and_names_and_contents_only_when_asked():
     secret = "the launch code is 0000-SECRET"
     with capture_logs() as logs:
-        ctxlife.manage([system("s"), user(secret)], config=settings_from_dict({"strategies": ["truncate_last_n"]}), context_window=1000)
+        ctxlife.manage(
+            [system("s"), user(secret)],
+            config=settings_from_dict({"strategies": ["truncate_last_n"]}),
+            context_window=1000,
+        )
     node = next(e for e in logs if e["event"] == "ctxlife.node" and e["node"] == "before_llm_call")
     assert node["tokens_before"] > 0 and "content" not in node
     assert secret not in repr(logs)
     with capture_logs() as logs:
-        ctxlife.manage([system("s"), user(secret)], config=settings_from_dict({"strategies": [], "log_content": True}), context_window=1000)
+        ctxlife.manage(
+            [system("s"), user(secret)],
+            config=settings_from_dict({"strategies": [], "log_content": True}),
+            context_window=1000,
+        )
     node = next(e for e in logs if e["event"] == "ctxlife.node" and e["node"] == "before_llm_call")
     assert node["content"] == secret

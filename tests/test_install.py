@@ -26,14 +26,28 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_install")]
 
 REPO = Path(__file__).resolve().parents[1]
-SKIP_COPY = {".venv", ".git", "workspace", ".pytest_cache", ".mypy_cache", ".hypothesis", "build", "dist", "__pycache__"}
+SKIP_COPY = {
+    ".venv",
+    ".git",
+    "workspace",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".hypothesis",
+    "build",
+    "dist",
+    "__pycache__",
+}
 
 
 def _run(cmd: list[str], cwd: Path, timeout: int = 900, **env: str) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("CTXLIFE_") and k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    full_env = {
+        k: v for k, v in os.environ.items() if not k.startswith("CTXLIFE_") and k not in {"PYTHONPATH", "VIRTUAL_ENV"}
+    }
     full_env.update(env)
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env)
-    assert done.returncode == 0, f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
     return done
 
 
@@ -41,9 +55,16 @@ def _run(cmd: list[str], cwd: Path, timeout: int = 900, **env: str) -> subproces
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel of the working tree, built from a copy (nothing generated lands in the checkout)."""
     source = tmp_path_factory.mktemp("source") / "ctxlife"
-    shutil.copytree(REPO, source, symlinks=True, ignore=lambda _dir, names: [n for n in names if n in SKIP_COPY or n.endswith(".egg-info")])
+    shutil.copytree(
+        REPO,
+        source,
+        symlinks=True,
+        ignore=lambda _dir, names: [n for n in names if n in SKIP_COPY or n.endswith(".egg-info")],
+    )
     out = tmp_path_factory.mktemp("wheel")
-    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(source)], cwd=source)
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(source)], cwd=source
+    )
     [built] = out.glob("ctxlife-*.whl")
     return built
 
@@ -54,7 +75,12 @@ def _fresh_venv(path: Path) -> Path:
 
 
 def _site_packages(bin_dir: Path) -> Path:
-    out = subprocess.run([str(bin_dir / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return Path(out.stdout.strip())
 
 
@@ -66,7 +92,12 @@ def test_the_wheel_ships_the_demo_config_and_the_strategies(wheel: Path) -> None
     import zipfile
 
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"ctxlife/configs/demo.toml", "ctxlife/py.typed", "ctxlife_strategies/llm_summary.py", "ctxlife/integrations/langchain.py"} <= names
+    assert {
+        "ctxlife/configs/demo.toml",
+        "ctxlife/py.typed",
+        "ctxlife_strategies/llm_summary.py",
+        "ctxlife/integrations/langchain.py",
+    } <= names
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     core = [r for r in requires if "extra ==" not in r]
@@ -108,19 +139,30 @@ def test_the_core_installs_without_any_framework_and_manages_lists(wheel: Path, 
     checked = _run([str(bin_dir / "ctxlife"), "check", str(config), "--json"], cwd=work)
     assert json.loads(checked.stdout)["strategies"] == ["llm_summary", "tool_output"]
     listed_strategies = _run([str(bin_dir / "ctxlife"), "strategies", "--json"], cwd=work)
-    assert {"truncate_last_n", "llm_summary", "snapshot_restore"} <= {r["name"] for r in json.loads(listed_strategies.stdout)}
+    assert {"truncate_last_n", "llm_summary", "snapshot_restore"} <= {
+        r["name"] for r in json.loads(listed_strategies.stdout)
+    }
 
 
 def test_the_demo_runs_from_any_folder_after_installing_the_crewai_and_plot_extras(wheel: Path, tmp_path: Path) -> None:
     bin_dir = _fresh_venv(tmp_path / "demo-venv")
     site = _site_packages(bin_dir)
     before_mb = _size_mb(site)
-    _run([str(bin_dir / "pip"), "install", "--quiet", f"ctxlife[crewai,plot] @ {wheel.as_uri()}"], cwd=tmp_path, timeout=1500)
+    _run(
+        [str(bin_dir / "pip"), "install", "--quiet", f"ctxlife[crewai,plot] @ {wheel.as_uri()}"],
+        cwd=tmp_path,
+        timeout=1500,
+    )
     listed = json.loads(_run([str(bin_dir / "pip"), "list", "--format", "json"], cwd=tmp_path).stdout)
-    print(f"\nctxlife[crewai,plot] install: {len(listed) - 2} packages, {_size_mb(site) - before_mb:.0f} MB in site-packages")
+    print(
+        f"\nctxlife[crewai,plot] install: {len(listed) - 2} packages, "
+        f"{_size_mb(site) - before_mb:.0f} MB in site-packages"
+    )
     work = tmp_path / "anywhere"
     work.mkdir()
-    done = _run([str(bin_dir / "ctxlife"), "demo", "--workspace", str(work / "ws")], cwd=work, timeout=600, COLUMNS="160")
+    done = _run(
+        [str(bin_dir / "ctxlife"), "demo", "--workspace", str(work / "ws")], cwd=work, timeout=600, COLUMNS="160"
+    )
     out = " ".join(done.stdout.split())
     assert "ctxlife/configs/demo.toml" in out and str(REPO) not in out  # the packaged config, not the checkout's
     assert "simulated restart" in out and "snapshot_restore: restored" in out and "Session summary" in out

@@ -19,7 +19,7 @@ def host(*names: str, window: int = 2000, fmt: str = "auto", tmp_path=None, **op
     data: dict = {"strategies": list(names), "message_format": fmt}
     data.update(options)
     if tmp_path is not None and "snapshot_restore" in names:
-        data["snapshot_restore"] = {"store": f"file://{tmp_path}"}
+        data["store"] = f"file://{tmp_path}"
     return Host(settings_from_dict(data), context_window=window, session_id="shapes" if tmp_path else None)
 
 
@@ -254,7 +254,7 @@ def test_a_restored_conversation_keeps_one_bootstrap_section_in_its_first_user_t
             "strategies": ["bootstrap", "snapshot_restore"],
             "message_format": "anthropic",
             "bootstrap": {"text": "PROFILE: 张伟"},
-            "snapshot_restore": {"store": f"file://{tmp_path}"},
+            "store": f"file://{tmp_path}",
         }
     )
     first = Host(settings, context_window=8000, session_id="zw")

@@ -11,8 +11,8 @@ import pytest
 
 import ctxlife
 from ctxlife.config import settings_from_dict
-from ctxlife.summarizers import register_summarizer, unregister_summarizer
 from ctxlife.messages import bootstrap_section
+from ctxlife.summarizers import register_summarizer, unregister_summarizer
 from ctxlife.testing import conversation, system, user
 
 
@@ -56,7 +56,11 @@ class Recorder:
 def test_the_six_nodes_through_host_methods(tmp_path):
     recorder = Recorder()
     settings = settings_from_dict(
-        {"strategies": ["tool_output", "tool_cache"], "tool_output": {"max_tokens": 100, "store_dir": str(tmp_path)}, "tool_cache": {"tools": ["lookup"]}}
+        {
+            "strategies": ["tool_output", "tool_cache"],
+            "tool_output": {"max_tokens": 100, "store_dir": str(tmp_path)},
+            "tool_cache": {"tools": ["lookup"]},
+        }
     )
     host = ctxlife.Host(settings, context_window=8000, session_id="u1", plugins=[recorder])
     [recall] = host.provided_tools()
@@ -82,7 +86,9 @@ def test_the_six_nodes_through_host_methods(tmp_path):
     assert "ctxlife_recall" in call.result and ctxlife.TokenCounter().count_text(call.result) <= 100
     [ref] = [a.details["ref"] for a in call.actions if a.what == "capped"]
     # The recall tool, called like a framework would (node 3 answers it without running anything).
-    recall_call = ctxlife.ToolCallContext(tool_name="ctxlife_recall", tool_input={"ref": ref, "start": "0", "query": "END"})
+    recall_call = ctxlife.ToolCallContext(
+        tool_name="ctxlife_recall", tool_input={"ref": ref, "start": "0", "query": "END"}
+    )
     host.before_tool_call(recall_call)
     assert recall_call.result is not None and "END" in recall_call.result and recall_call.skipped_by == "tool_output"
     # The same read-only call again: tool_cache answers at node 3.
@@ -103,17 +109,24 @@ def test_host_of_is_public_and_none_for_unwrapped_objects():
 
 
 def test_manage_warns_once_about_strategies_it_cannot_run(tmp_path):
-    settings = settings_from_dict({"strategies": ["truncate_last_n", "tool_output", "task_scope"], "tool_output": {"store_dir": str(tmp_path)}})
+    settings = settings_from_dict(
+        {"strategies": ["truncate_last_n", "tool_output", "task_scope"], "tool_output": {"store_dir": str(tmp_path)}}
+    )
     with pytest.warns(ctxlife.CtxlifeWarning) as caught:
         ctxlife.manage([user("hi")], config=settings, context_window=8000)
     [warning] = [w for w in caught if issubclass(w.category, ctxlife.CtxlifeWarning)]
     text = str(warning.message)
-    assert "tool_output (host.before_tool_call(ctx), host.after_tool_call(ctx))" in text and "task_scope (host.task_start(ctx), host.task_end(ctx))" in text
+    assert (
+        "tool_output (host.before_tool_call(ctx), host.after_tool_call(ctx))" in text
+        and "task_scope (host.task_start(ctx), host.task_end(ctx))" in text
+    )
     assert "host.provided_tools()" in text and "truncate_last_n" not in text.split("unless you call them")[1]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ctxlife.manage([user("hi again")], config=settings, context_window=8000)  # once
-        ctxlife.manage([user("hi")], config=settings_from_dict({"strategies": ["truncate_last_n"]}), context_window=8000)
+        ctxlife.manage(
+            [user("hi")], config=settings_from_dict({"strategies": ["truncate_last_n"]}), context_window=8000
+        )
 
 
 def test_amanage_keeps_the_event_loop_running_during_a_slow_summary_with_concurrent_sessions(run_watching_the_loop):
@@ -128,7 +141,9 @@ def test_amanage_keeps_the_event_loop_running_during_a_slow_summary_with_concurr
 
     register_summarizer("slow_for_test", lambda: Slow())
     try:
-        settings = settings_from_dict({"strategies": ["llm_summary"], "llm_summary": {"summarizer": "slow_for_test", "min_gain_tokens": 10}})
+        settings = settings_from_dict(
+            {"strategies": ["llm_summary"], "llm_summary": {"summarizer": "slow_for_test", "min_gain_tokens": 10}}
+        )
 
         async def session(name: str) -> ctxlife.Report:
             messages = conversation(30, tools_per_round=1)
@@ -151,7 +166,9 @@ def test_amanage_keeps_the_event_loop_running_during_a_slow_summary_with_concurr
 
 
 def test_async_host_methods_match_the_sync_ones(tmp_path):
-    settings = settings_from_dict({"strategies": ["tool_output"], "tool_output": {"max_tokens": 100, "store_dir": str(tmp_path)}})
+    settings = settings_from_dict(
+        {"strategies": ["tool_output"], "tool_output": {"max_tokens": 100, "store_dir": str(tmp_path)}}
+    )
     host = ctxlife.Host(settings, context_window=8000)
 
     async def main() -> tuple[str | None, ctxlife.Report]:

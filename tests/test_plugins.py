@@ -65,7 +65,11 @@ def test_the_strategies_command_lists_both_offers_of_a_contested_name(tmp_path):
     fake_distribution(tmp_path, "pkga", "1.0", {"truncate_last_n": "pkga_mod:Strat"}, "pkga_mod", "import ctxlife\n")
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "COLUMNS": "200"}
     listed = subprocess.run(
-        [sys.executable, "-m", "ctxlife.cli", "strategies", "--json"], env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-m", "ctxlife.cli", "strategies", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     rows = [r for r in json.loads(listed.stdout) if r["name"] == "truncate_last_n"]
     assert {r["package"] for r in rows} == {"ctxlife", "pkga"}
@@ -90,7 +94,8 @@ def test_a_third_party_package_is_found_and_only_runs_when_configured(tmp_path):
 
             @ctxlife.hookimpl
             def ctxlife_before_llm_call(self, ctx):
-                ctx.messages[-1] = {**ctx.messages[-1], "content": ctx.messages[-1]["content"].upper() + self.options.suffix}
+                last = ctx.messages[-1]
+                ctx.messages[-1] = {**last, "content": last["content"].upper() + self.options.suffix}
                 ctx.record("shouted")
     """
     fake_distribution(tmp_path, "ctxlife-shout", "2.0", {"shout": "shout_mod:Shout"}, "shout_mod", source)
@@ -103,7 +108,9 @@ def test_a_third_party_package_is_found_and_only_runs_when_configured(tmp_path):
         ctxlife.manage(installed_only, config=settings_from_dict({"strategies": []}), context_window=1000)
         assert installed_only[0]["content"] == "hi"  # installed is not active
         active = [{"role": "user", "content": "hi"}]
-        report = ctxlife.manage(active, config=settings_from_dict({"strategies": ["shout"], "shout": {"suffix": "?"}}), context_window=1000)
+        report = ctxlife.manage(
+            active, config=settings_from_dict({"strategies": ["shout"], "shout": {"suffix": "?"}}), context_window=1000
+        )
         assert active[0]["content"] == "HI?" and report.acted == ["shout"]
     finally:
         sys.path.remove(str(tmp_path))
@@ -119,7 +126,14 @@ def test_entry_point_name_must_match_strategy_name(tmp_path, monkeypatch):
         class Mismatch(ctxlife.Strategy):
             name = "something_else"
     """
-    fake_distribution(tmp_path, "mismatch", "1.0", {"mismatch": "mismatch_mod:Mismatch", "notastrategy": "mismatch_mod:ctxlife"}, "mismatch_mod", source)
+    fake_distribution(
+        tmp_path,
+        "mismatch",
+        "1.0",
+        {"mismatch": "mismatch_mod:Mismatch", "notastrategy": "mismatch_mod:ctxlife"},
+        "mismatch_mod",
+        source,
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     reg = StrategyRegistry()
     with pytest.raises(PluginError, match="loads Mismatch whose name is 'something_else'; use one name everywhere"):

@@ -24,7 +24,14 @@ from synthetic import synthetic_session  # noqa: E402 - the long session the ben
 
 def cli(*args, cwd=None):
     env = {**os.environ, "COLUMNS": "220"}  # a wide terminal: table cells are not wrapped
-    return subprocess.run([sys.executable, "-m", "ctxlife.cli", "replay", *args], capture_output=True, text=True, cwd=cwd, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "ctxlife.cli", "replay", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        env=env,
+    )
 
 
 @pytest.fixture
@@ -40,7 +47,11 @@ def test_a_json_list_replays_call_by_call_with_totals(tmp_path, config):
     file = tmp_path / "chat.json"
     file.write_text(json.dumps(messages))
     [conv] = load_conversations(file)
-    result = replay(conv, settings_from_dict({"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive"}}), context_window=4000)
+    result = replay(
+        conv,
+        settings_from_dict({"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive"}}),
+        context_window=4000,
+    )
     assert len(result.rows) == sum(1 for m in messages[1:] if m["role"] == "assistant")
     assert result.rows[0].unmanaged_tokens == result.rows[0].managed_tokens  # nothing to do at first
     assert result.managed_total < result.unmanaged_total and result.compactions > 0
@@ -54,7 +65,11 @@ def test_a_json_list_replays_call_by_call_with_totals(tmp_path, config):
     assert (tmp_path / "p.png").stat().st_size > 5000
 
     table = cli(str(file), "--config", str(config), "--window", "4000")
-    assert table.returncode == 0 and "llm_summary:compacted" in table.stdout and "every call's message list is provider-valid" in table.stdout
+    assert (
+        table.returncode == 0
+        and "llm_summary:compacted" in table.stdout
+        and "every call's message list is provider-valid" in table.stdout
+    )
 
 
 def test_a_raw_session_history_replays(tmp_path, config):
@@ -83,18 +98,28 @@ def test_tau_bench_files_hold_many_conversations(config):
 @pytest.mark.parametrize(
     "name, content, message",
     [
-        ("bad.json", "{not json", "bad.json is not JSON: Expecting property name enclosed in double quotes at line 1, column 2"),
+        (
+            "bad.json",
+            "{not json",
+            "bad.json is not JSON: Expecting property name enclosed in double quotes at line 1, column 2",
+        ),
         ("empty.json", "", "empty.json is empty; expected a JSON list of messages"),
-        ("empty_list.json", "[]", "expected a non-empty JSON list of messages or of tau-bench trajectories, got an empty list"),
+        (
+            "empty_list.json",
+            "[]",
+            "expected a non-empty JSON list of messages or of tau-bench trajectories, got an empty list",
+        ),
         ("shape.json", '[{"content": "no role"}]', "the message list[0] has no 'role'"),
         (  # before: AttributeError: 'str' object has no attribute 'get'
             "function.json",
-            '[{"role": "user", "content": "u"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "function": "lookup"}]}]',
+            '[{"role": "user", "content": "u"}, '
+            '{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "function": "lookup"}]}]',
             "the message list[1] tool_calls[0].function is a str",
         ),
         (  # before: TypeError
             "name.json",
-            '[{"role": "user", "content": "u"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "function": {"name": 7, "arguments": "{}"}}]}]',
+            '[{"role": "user", "content": "u"}, {"role": "assistant", "content": null, '
+            '"tool_calls": [{"id": "c1", "function": {"name": 7, "arguments": "{}"}}]}]',
             "the message list[1] tool_calls[0].function.name is an int",
         ),
         (
@@ -104,7 +129,11 @@ def test_tau_bench_files_hold_many_conversations(config):
         ),
         ("object.json", '{"foo": 1}', 'a JSON object must have a "messages" list'),
         ("number.json", "42", "expected a non-empty JSON list of messages or of tau-bench trajectories, got int"),
-        ("lines.jsonl", '{"role": "user", "content": "a"}\nnot json\n{"role": "user", "content": "b"}\n', "lines.jsonl line 2 is not JSON"),
+        (
+            "lines.jsonl",
+            '{"role": "user", "content": "a"}\nnot json\n{"role": "user", "content": "b"}\n',
+            "lines.jsonl line 2 is not JSON",
+        ),
         ("bin.json", b"\xff\xfe\x00garbage", "bin.json is not UTF-8 text"),
     ],
 )
@@ -165,7 +194,16 @@ def test_facts_kept_is_graded_without_ctxlifes_extractor_at_the_call_that_reuses
     """tau-bench: an agent re-uses ids it read earlier; truncation to one round loses some, unmanaged keeps all."""
     [conv] = load_conversations(DATA)[3:4]
     keep_all = replay(conv, settings_from_dict({"strategies": []}), context_window=100_000)
-    cut = replay(conv, settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"rounds": 1, "always": True, "pin_first_user": False}}), context_window=100_000)
+    cut = replay(
+        conv,
+        settings_from_dict(
+            {
+                "strategies": ["truncate_last_n"],
+                "truncate_last_n": {"rounds": 1, "always": True, "pin_first_user": False},
+            }
+        ),
+        context_window=100_000,
+    )
     assert keep_all.facts_total > 0 and keep_all.facts_kept == keep_all.facts_total
     assert cut.facts_total == keep_all.facts_total and cut.facts_kept < cut.facts_total
     assert sum(r.facts_needed for r in cut.rows) == cut.facts_total

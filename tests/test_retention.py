@@ -23,7 +23,13 @@ def _session() -> list[dict]:
             tool_calls=[
                 tool_call(
                     "open_ticket",
-                    {"account": "ACCT-7731", "meter": "MTR 55-0192", "note": "boiler leak reported", "hours": "0800-1700", "n": 12},
+                    {
+                        "account": "ACCT-7731",
+                        "meter": "MTR 55-0192",
+                        "note": "boiler leak reported",
+                        "hours": "0800-1700",
+                        "n": 12,
+                    },
                     "c2",
                 )
             ]
@@ -55,7 +61,13 @@ def test_a_value_inside_a_longer_word_or_number_is_not_a_match():
 def test_arguments_in_other_shapes_count_too():
     messages = [
         user("Serial QX-88-1200 please."),
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": {"serial": "QX-88-1200"}}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "f", "arguments": {"serial": "QX-88-1200"}}}
+            ],
+        },
     ]
     assert [n.values for n in reused_arguments(messages)] == [("QX-88-1200",)]
 

@@ -25,7 +25,12 @@ def _conversation(turns: int) -> list[dict]:
     out: list[dict] = [{"role": "system", "content": "You help."}]
     for i in range(turns):
         call = tool_call("lookup", {"id": i}, f"call_{i}")
-        out += [user(f"question {i}"), assistant(None, [call]), tool_result(call["id"], f"result {i}"), assistant(f"ok {i}")]
+        out += [
+            user(f"question {i}"),
+            assistant(None, [call]),
+            tool_result(call["id"], f"result {i}"),
+            assistant(f"ok {i}"),
+        ]
     return out
 
 

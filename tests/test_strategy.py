@@ -68,7 +68,9 @@ def test_options_given_twice_differently_is_an_error():
                 other: int = 1
 
 
-def test_strategies_receive_the_shared_settings_not_the_whole_configuration(tmp_path: Path, install_strategy, make_host):
+def test_strategies_receive_the_shared_settings_not_the_whole_configuration(
+    tmp_path: Path, install_strategy, make_host
+):
     install_strategy(Echo)
     config = tmp_path / "ctxlife.toml"
     config.write_text('strategies = ["echo"]\nthreshold = 0.3\nmodel = "gpt-4o"\n[echo]\nsuffix = "?"\n')

@@ -460,7 +460,9 @@ def test_llm_summarizer_prompt_and_reply():
 def test_llm_summarizer_cleans_reply_and_rejects_non_strings():
     fenced = LLMSummarizer(FakeLLM("```\nHistory summary: History summary: kept HAT136\n```"))
     assert fenced.summarize(SummaryRequest(ORDER_SPAN, None, 50, count_tokens)) == "kept HAT136"
-    assert LLMSummarizer(FakeLLM("   ")).summarize(SummaryRequest(ORDER_SPAN, None, 50, count_tokens)) == ""  # a failure
+    assert (
+        LLMSummarizer(FakeLLM("   ")).summarize(SummaryRequest(ORDER_SPAN, None, 50, count_tokens)) == ""
+    )  # a failure
     with pytest.raises(SummarizerError):
         LLMSummarizer(FakeLLM(None)).summarize(SummaryRequest(ORDER_SPAN, None, 50, count_tokens))
     assert issubclass(SummarizerError, CtxlifeError)
@@ -479,7 +481,7 @@ def test_llm_summarizer_condenses_huge_input():
     big = [{"role": "user", "content": f"Order ORD-{i:05d} is late. " * 3} for i in range(300)]
     LLMSummarizer(llm, max_input_tokens=500).summarize(SummaryRequest(big, None, 100, count_tokens))
     assert 1 < len(llm.calls) <= 4  # in pieces, after an extractive condensing of what 4 pieces cannot hold
-    for (messages, _), i in zip(llm.calls, range(1, 5)):
+    for i, (messages, _) in enumerate(llm.calls, start=1):
         user = messages[1]["content"]
         transcript = user.split(f"New messages (part {i} of {len(llm.calls)}):\n")[1].split("\n\nFacts to keep")[0]
         assert count_tokens(transcript) <= 500
@@ -497,7 +499,10 @@ def test_llm_summarizer_prompts_fit_the_models_window_with_a_margin():
 
 def test_llm_summarizer_speaks_the_conversations_language_and_condenses():
     llm = FakeLLM("目标：取消订单。")
-    zh = [{"role": "user", "content": "请帮我取消订单 DD1234，我不想要了。"}, {"role": "assistant", "content": "好的，订单 DD1234 已取消。"}]
+    zh = [
+        {"role": "user", "content": "请帮我取消订单 DD1234，我不想要了。"},
+        {"role": "assistant", "content": "好的，订单 DD1234 已取消。"},
+    ]
     s = LLMSummarizer(llm)
     s.summarize(SummaryRequest(zh, None, 100, count_tokens))
     assert "切记" in llm.calls[0][0][0]["content"] and "新消息" in llm.calls[0][0][1]["content"]

@@ -8,8 +8,8 @@ from structlog.testing import capture_logs
 
 from ctxlife import tokens as tokens_module
 from ctxlife.messages import IMAGE_TOKENS, IMAGE_TOKENS_LOW, TOKENS_PER_TOOL_CALL
-from ctxlife.tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, TokenCounter, resolve_encoding_name
 from ctxlife.testing import assistant, tool_call, user
+from ctxlife.tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, TokenCounter, resolve_encoding_name
 
 
 @pytest.fixture
@@ -30,9 +30,14 @@ def test_counts_match_tiktoken_plus_openai_overheads(no_network):
     messages = [user(text), assistant(None, [call])]
     expected = (  # the OpenAI cookbook's accounting: overhead + role + content per message
         REPLY_PRIMING_TOKENS
-        + TOKENS_PER_MESSAGE + len(enc.encode("user")) + len(enc.encode(text))
-        + TOKENS_PER_MESSAGE + len(enc.encode("assistant"))
-        + TOKENS_PER_TOOL_CALL + len(enc.encode("book")) + len(enc.encode(call["function"]["arguments"]))
+        + TOKENS_PER_MESSAGE
+        + len(enc.encode("user"))
+        + len(enc.encode(text))
+        + TOKENS_PER_MESSAGE
+        + len(enc.encode("assistant"))
+        + TOKENS_PER_TOOL_CALL
+        + len(enc.encode("book"))
+        + len(enc.encode(call["function"]["arguments"]))
     )
     assert counter.count_messages(messages) == expected
 

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-
 # One worker under xdist: the module-wide fixture (expensive) runs once.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_typing")]
 
@@ -95,15 +94,34 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, lis
 
     env = {**os.environ, "MYPYPATH": f"{REPO / 'src'}{os.pathsep}{REPO / 'strategies'}"}
     mypy = subprocess.run(
-        [str(BIN / "mypy"), "--strict", "--follow-imports=silent", "--no-error-summary", "--show-absolute-path",
-         "--cache-dir", str(work / ".mypy_cache"), "--python-executable", sys.executable, *files],
-        capture_output=True, text=True, env=env, cwd=work, timeout=900,
+        [
+            str(BIN / "mypy"),
+            "--strict",
+            "--follow-imports=silent",
+            "--no-error-summary",
+            "--show-absolute-path",
+            "--cache-dir",
+            str(work / ".mypy_cache"),
+            "--python-executable",
+            sys.executable,
+            *files,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=work,
+        timeout=900,
     )
     config = work / "pyrightconfig.json"
-    config.write_text(json.dumps({"extraPaths": [str(REPO / "src"), str(REPO / "strategies")], "pythonVersion": "3.11"}))
+    config.write_text(
+        json.dumps({"extraPaths": [str(REPO / "src"), str(REPO / "strategies")], "pythonVersion": "3.11"})
+    )
     pyright = subprocess.run(
         [str(BIN / "pyright"), "--outputjson", "--pythonpath", sys.executable, "-p", str(config), *files],
-        capture_output=True, text=True, cwd=work, timeout=900,
+        capture_output=True,
+        text=True,
+        cwd=work,
+        timeout=900,
     )
     results: dict[str, dict[str, list[str]]] = {"mypy": {}, "pyright": {}}
     for line in mypy.stdout.splitlines():
@@ -115,7 +133,9 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, lis
     for diagnostic in report["generalDiagnostics"]:
         if diagnostic["severity"] == "error" and diagnostic["file"] in labels:
             label = labels[diagnostic["file"]]
-            results["pyright"].setdefault(label, []).append(f"{label}:{diagnostic['range']['start']['line'] + 1}: {diagnostic['message']}")
+            results["pyright"].setdefault(label, []).append(
+                f"{label}:{diagnostic['range']['start']['line'] + 1}: {diagnostic['message']}"
+            )
     for label, errors in unparsable.items():
         results["mypy"][label] = results["pyright"][label] = errors
     results["labels"] = {label: [] for label in [*labels.values(), *unparsable]}

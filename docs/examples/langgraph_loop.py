@@ -23,7 +23,9 @@ class State(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
 
 
-def build_graph(model: BaseChatModel, tools: list[BaseTool], host: ctxlife.Host, system_prompt: str, write_back: bool = True) -> Any:
+def build_graph(
+    model: BaseChatModel, tools: list[BaseTool], host: ctxlife.Host, system_prompt: str, write_back: bool = True
+) -> Any:
     """A model node and a tool node, with ctxlife at nodes 2 (model) and 3/4 (tools)."""
     by_name = {t.name: t for t in tools}
     bound = model.bind_tools(tools) if tools else model

@@ -107,7 +107,9 @@ def test_compaction_is_written_back_into_the_agent_state_and_not_redone_on_every
 
 def test_a_call_without_changes_sends_the_state_as_it_is_and_keeps_message_ids():
     model = ScriptedChatModel(script=lookup_script(1), window=128_000)
-    middleware = CtxlifeMiddleware(settings_from_dict({"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive"}}))
+    middleware = CtxlifeMiddleware(
+        settings_from_dict({"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive"}})
+    )
     agent = create_agent(model, [lookup_tool(size=5)], system_prompt="You are a clerk.", middleware=[middleware])
     first = agent.invoke({"messages": [HumanMessage("Please check R0000.", id="h-1")]})
     assert [m.id for m in first["messages"]][0] == "h-1"
@@ -147,7 +149,9 @@ def test_a_strategy_can_answer_a_tool_call_without_running_the_tool():
         script=[call("lookup", {"item": "R0001"}, "c1"), call("lookup", {"item": "R0001"}, "c2"), "R0001 is in stock."]
     )
     executions: list[str] = []
-    middleware = CtxlifeMiddleware(settings_from_dict({"strategies": ["tool_cache"], "tool_cache": {"tools": ["lookup"]}}))
+    middleware = CtxlifeMiddleware(
+        settings_from_dict({"strategies": ["tool_cache"], "tool_cache": {"tools": ["lookup"]}})
+    )
     agent = create_agent(model, [lookup_tool(executions, size=5)], middleware=[middleware])
     state = agent.invoke({"messages": [HumanMessage("Check R0001 twice.")]}, {"configurable": {"thread_id": "t-cache"}})
     assert executions == ["R0001"]  # the second identical call came from the cache (node 3)
@@ -159,7 +163,7 @@ def test_a_strategy_can_answer_a_tool_call_without_running_the_tool():
 
 def test_sessions_restore_in_a_new_agent_and_the_thread_id_is_the_session(tmp_path):
     store = f"file://{tmp_path / 'sessions'}"
-    config = settings_from_dict({"strategies": ["snapshot_restore"], "snapshot_restore": {"store": store}})
+    config = settings_from_dict({"strategies": ["snapshot_restore"], "store": store})
     model = ScriptedChatModel(script=["Noted: your order is ORD-4242.", "Your order is ORD-4242."])
     agent = create_agent(model, [], middleware=[CtxlifeMiddleware(config)])
     agent.invoke({"messages": [HumanMessage("My order is ORD-4242.")]}, {"configurable": {"thread_id": "u42"}})
@@ -169,7 +173,11 @@ def test_sessions_restore_in_a_new_agent_and_the_thread_id_is_the_session(tmp_pa
     agent2 = create_agent(model2, [], middleware=[CtxlifeMiddleware(config)])
     state = agent2.invoke({"messages": [HumanMessage("What was my order?")]}, {"configurable": {"thread_id": "u42"}})
     sent = [m.content for m in model2.calls[0]]
-    assert "My order is ORD-4242." in sent and "Noted: your order is ORD-4242." in sent and sent[-1] == "What was my order?"
+    assert (
+        "My order is ORD-4242." in sent
+        and "Noted: your order is ORD-4242." in sent
+        and sent[-1] == "What was my order?"
+    )
     assert [m.content for m in state["messages"]][:2] == ["My order is ORD-4242.", "Noted: your order is ORD-4242."]
     # Another thread is another session: nothing restored there.
     model3 = ScriptedChatModel(script=["Hello."])
@@ -194,7 +202,7 @@ def test_precedence_explicit_window_beats_config_beats_the_model_profile(monkeyp
 
 
 def test_explicit_session_beats_the_thread_id(tmp_path):
-    config = settings_from_dict({"strategies": ["snapshot_restore"], "snapshot_restore": {"store": f"file://{tmp_path}"}})
+    config = settings_from_dict({"strategies": ["snapshot_restore"], "store": f"file://{tmp_path}"})
     middleware = CtxlifeMiddleware(config, session_id="explicit")
     agent = create_agent(ScriptedChatModel(script=["ok"]), [], middleware=[middleware])
     agent.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "from-thread"}})
@@ -228,9 +236,11 @@ def test_async_agents_in_concurrent_sessions_never_block_the_event_loop(run_watc
     assert len(model.summary_calls) >= 2  # both sessions summarized with the (slow) model
     assert stall < 0.3, f"the event loop stalled for {stall:.2f} s (a summary takes 0.4 s)"
     assert {r.session_id for r in reports} == {"alice", "bob"}
-    for state, name in zip(states, ("alice", "bob")):
+    for state, name in zip(states, ("alice", "bob"), strict=True):
         texts = [str(m.content) for m in state["messages"]]
-        assert any(name in t for t in texts) and not any(("bob" if name == "alice" else "alice") + " turn" in t for t in texts)
+        assert any(name in t for t in texts) and not any(
+            ("bob" if name == "alice" else "alice") + " turn" in t for t in texts
+        )
         assert any(is_summary(d) for d in to_openai_messages(state["messages"]))
 
 

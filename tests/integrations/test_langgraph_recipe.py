@@ -37,12 +37,19 @@ def recipe() -> Any:
 
 def run(write_back: bool) -> tuple[list[ctxlife.Report], dict[str, Any]]:
     host = ctxlife.Host(
-        settings_from_dict({"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive", "keep_rounds": 1, "min_gain_tokens": 50}}),
+        settings_from_dict(
+            {
+                "strategies": ["llm_summary"],
+                "llm_summary": {"summarizer": "extractive", "keep_rounds": 1, "min_gain_tokens": 50},
+            }
+        ),
         context_window=2000,
     )
     reports: list[ctxlife.Report] = []
     host.listeners.append(lambda r: reports.append(r) if r.node == "before_llm_call" else None)
-    graph = recipe().build_graph(ScriptedChatModel(script=lookup_script(7)), [lookup_tool(size=60)], host, "You are a clerk.", write_back)
+    graph = recipe().build_graph(
+        ScriptedChatModel(script=lookup_script(7)), [lookup_tool(size=60)], host, "You are a clerk.", write_back
+    )
     state: dict[str, Any] = {"messages": []}
     for i in range(7):
         state = graph.invoke({"messages": [*state["messages"], HumanMessage(f"Please check R{i:04d}.")]})

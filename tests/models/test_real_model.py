@@ -109,7 +109,10 @@ def turn(r: int) -> list[dict]:
     result = {"reservation_id": code, "passenger": f"Mia Li {r}", "flight": f"HAT{100 + r}", "status": "confirmed",
               "notes": "Window seat requested. " * 12}  # fmt: skip
     return [
-        user(f"Please check reservation {code} for user mia_li_{3600 + r}; I paid ${100 + r}.50 on 2024-05-{1 + r % 28:02d}."),
+        user(
+            f"Please check reservation {code} for user mia_li_{3600 + r}; "
+            f"I paid ${100 + r}.50 on 2024-05-{1 + r % 28:02d}."
+        ),
         assistant(None, [call]),
         tool_result(call["id"], json.dumps(result)),
         assistant(f"Reservation {code} is confirmed on flight HAT{100 + r} for Mia Li {r}."),
@@ -155,7 +158,10 @@ def test_sixty_turns_through_manage_with_a_real_model_that_goes_down_and_comes_b
     (tmp_path / "compactions.json").write_text(json.dumps(figures, indent=1))
     if os.environ.get("CTXLIFE_MODEL_FIGURES"):
         Path(os.environ["CTXLIFE_MODEL_FIGURES"]).write_text(
-            json.dumps({"compactions": figures, "last_summary": next((m["content"] for m in messages if is_summary(m)), None)}, indent=1)
+            json.dumps(
+                {"compactions": figures, "last_summary": next((m["content"] for m in messages if is_summary(m)), None)},
+                indent=1,
+            )
         )
     assert phases["up"] and phases["down"] and phases["back"], phases
     # While it was down: every compaction fell back, with exactly one error event each.

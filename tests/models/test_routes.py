@@ -71,7 +71,10 @@ def run_loop(host_or_manage, turns: int, words: int = 60):
 @pytest.mark.parametrize(
     "reply, error_type",
     [
-        (error(400, "This model's maximum context length is 2048 tokens", "context_length_exceeded"), "ContextLengthExceeded"),
+        (
+            error(400, "This model's maximum context length is 2048 tokens", "context_length_exceeded"),
+            "ContextLengthExceeded",
+        ),
         (error(500, "internal error"), "ModelError"),
         (completion("", 0.0), "SummaryFailed"),
         (lambda body: (200, "<html>not json</html>", 0.0), "ModelError"),
@@ -95,7 +98,11 @@ def test_every_failure_shape_of_an_endpoint_falls_back_to_the_extractive_summary
         assert is_summary(messages[1]) and validate(messages) == []
         assert report.tokens_after <= 0.25 * WINDOW + 50
         events = [e for e in logs if e["event"] == "ctxlife.summary_failed"]
-        assert len(events) == 1 and events[0]["fallback"] == "extractive" and events[0]["error_type"] in error_type.split("|")
+        assert (
+            len(events) == 1
+            and events[0]["fallback"] == "extractive"
+            and events[0]["error_type"] in error_type.split("|")
+        )
         assert not [e for e in logs if e["event"] == "ctxlife.strategy_failed"]
 
 
@@ -113,7 +120,9 @@ def test_a_huge_reply_is_cut_to_the_budget_after_one_request_to_condense_it():
         action = acted(host.manage(messages))
         assert action.what == "compacted" and action.details["summarizer"] == "model:local"
         assert "Goal: check reservations RS000X-RS009X." in messages[1]["content"]
-        assert len(server["requests"]) == 2 and "Shorten this summary" in server["requests"][1]["messages"][-1]["content"]
+        assert (
+            len(server["requests"]) == 2 and "Shorten this summary" in server["requests"][1]["messages"][-1]["content"]
+        )
 
 
 def test_prompts_fit_the_summarizers_own_window_and_max_tokens_fits_the_prose_budget():
@@ -328,7 +337,11 @@ def test_a_window_the_endpoint_names_in_a_400_is_learnt_and_the_summary_planned_
     def reply(body):
         prompt = counter.count_messages(body["messages"]) + body["max_tokens"]
         if prompt > 1024:
-            return error(400, f"This model's maximum context length is 1024 tokens; you requested {prompt}.", "context_length_exceeded")(body)
+            return error(
+                400,
+                f"This model's maximum context length is 1024 tokens; you requested {prompt}.",
+                "context_length_exceeded",
+            )(body)
         return completion("Goal: reservations checked.")(body)
 
     with serve(reply) as server:

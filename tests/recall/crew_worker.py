@@ -28,7 +28,9 @@ def answer_from_context(messages: list[dict]) -> str:
         return react_final("Noted, thanks for telling me.")
     context = "\n".join(str(m.get("content") or "") for m in messages[:-1])
     found = re.search(r"spare key is hidden ([^.\n]+)", context)
-    return react_final(f"You said the spare key is hidden {found.group(1)}." if found else "I don't know where the key is.")
+    return react_final(
+        f"You said the spare key is hidden {found.group(1)}." if found else "I don't know where the key is."
+    )
 
 
 def main() -> None:
@@ -36,13 +38,15 @@ def main() -> None:
     from crewai import Agent, Crew, Task
 
     llm = scripted_llm([answer_from_context] * (2 * len(turns)), context_window=2500, default=react_final("Noted."))
-    agent = Agent(role="Companion", goal="chat with the user", backstory="A friendly companion.", llm=llm, verbose=False)
+    agent = Agent(
+        role="Companion", goal="chat with the user", backstory="A friendly companion.", llm=llm, verbose=False
+    )
     task = Task(description="The user says: {message}", expected_output="a short reply", agent=agent)
     crew = Crew(agents=[agent], tasks=[task], verbose=False)
     settings = settings_from_dict(
         {
             "strategies": ["snapshot_restore", "llm_summary", "recall"],
-            "snapshot_restore": {"store": store},
+            "store": store,
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
         }
     )

@@ -22,8 +22,8 @@ def main() -> None:
     settings = settings_from_dict(
         {
             "strategies": ["snapshot_restore", "truncate_last_n", "recall"],
-            "snapshot_restore": {"store": store},
-            "truncate_last_n": {"rounds": 3, "only_above_threshold": True},
+            "store": store,
+            "truncate_last_n": {"rounds": 3, "always": False},
         }
     )
     with open(script_path, encoding="utf-8") as f:

@@ -75,9 +75,16 @@ def test_long_results_are_chunked_with_overlap_and_a_head():
 
 def test_message_text_reads_parts_tool_calls_and_anthropic_blocks():
     assert message_text({"role": "user", "content": [{"type": "text", "text": "hi"}, "there"]}) == "hi\nthere"
-    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "1", "type": "function", "function": {"name": "lookup", "arguments": '{"sku": "A-1"}'}}]}
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "1", "type": "function", "function": {"name": "lookup", "arguments": '{"sku": "A-1"}'}}],
+    }
     assert message_text(call) == 'lookup({"sku": "A-1"})'
-    blocks = {"role": "assistant", "content": [{"type": "text", "text": "checking"}, {"type": "tool_use", "name": "find", "input": {"q": "x"}}]}
+    blocks = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "checking"}, {"type": "tool_use", "name": "find", "input": {"q": "x"}}],
+    }
     assert message_text(blocks) == 'checking\nfind({"q": "x"})'
 
 
@@ -86,23 +93,31 @@ def test_message_text_reads_parts_tool_calls_and_anthropic_blocks():
 
 def test_words_are_stemmed_and_ranked():
     index = HistoryIndex()
-    index.add(records(*chat(
-        ("user", "I went hiking on Sunday."),
-        ("user", "My favourite movies are old westerns."),
-        ("assistant", "Noted: you like westerns."),
-        ("user", "The weather was rainy."),
-    )))
+    index.add(
+        records(
+            *chat(
+                ("user", "I went hiking on Sunday."),
+                ("user", "My favourite movies are old westerns."),
+                ("assistant", "Noted: you like westerns."),
+                ("user", "The weather was rainy."),
+            )
+        )
+    )
     hits = index.search("which movie genre?")
     assert hits[0].seq == 2  # "movie" finds "movies"
 
 
 def test_two_character_chinese_words_are_found():
     index = HistoryIndex()
-    index.add(records(*chat(
-        ("user", "今天天气很好，我去公园散步了。"),
-        ("user", "我最喜欢的乐队是枪与玫瑰，我喜欢摇滚音乐。"),
-        ("user", "晚饭我做了番茄炒蛋。"),
-    )))
+    index.add(
+        records(
+            *chat(
+                ("user", "今天天气很好，我去公园散步了。"),
+                ("user", "我最喜欢的乐队是枪与玫瑰，我喜欢摇滚音乐。"),
+                ("user", "晚饭我做了番茄炒蛋。"),
+            )
+        )
+    )
     assert index.search("我喜欢什么音乐？")[0].seq == 2
     assert index.search("我做了什么菜？番茄")[0].seq == 3
 
@@ -147,11 +162,13 @@ def test_dated_questions_prefer_what_was_said_that_day():
         return datetime.fromisoformat(day + "T10:00").timestamp()
 
     index = HistoryIndex()
-    index.add([
-        Record(1, {"role": "user", "content": "I read a novel today."}, at("2023-04-28")),
-        Record(2, {"role": "user", "content": "I read another novel today, a long one."}, at("2023-05-02")),
-        Record(3, {"role": "user", "content": "Went to the museum."}, at("2023-05-02")),
-    ])
+    index.add(
+        [
+            Record(1, {"role": "user", "content": "I read a novel today."}, at("2023-04-28")),
+            Record(2, {"role": "user", "content": "I read another novel today, a long one."}, at("2023-05-02")),
+            Record(3, {"role": "user", "content": "Went to the museum."}, at("2023-05-02")),
+        ]
+    )
     assert index.search("Which novel did I read on April 28th?")[0].seq == 1
     assert index.search("What did I do on May 2nd?")[0].seq in (2, 3)
 
@@ -160,8 +177,12 @@ def test_excerpts_keep_the_part_of_a_long_text_that_matches():
     from ctxlife.tokens import TokenCounter
 
     count = TokenCounter(None).count_text
-    rows = [f'{{"time": "{8 + i // 2:02d}:{"00" if i % 2 == 0 else "30"}", "patient": "{name}", "room": "Exam {i % 5}"}}'
-            for i, name in enumerate(["Ada", "Bo", "Cy", "Dee", "Eve", "Fay", "Gus", "Hal", "Ivy", "Jo", "Kit", "Lu", "Mo", "Ned"])]
+    rows = [
+        f'{{"time": "{8 + i // 2:02d}:{"00" if i % 2 == 0 else "30"}", "patient": "{name}", "room": "Exam {i % 5}"}}'
+        for i, name in enumerate(
+            ["Ada", "Bo", "Cy", "Dee", "Eve", "Fay", "Gus", "Hal", "Ivy", "Jo", "Kit", "Lu", "Mo", "Ned"]
+        )
+    ]
     text = '{"date": "2024-03-09", "appointments": [' + ", ".join(rows) + "]}"
     short = excerpt(text, 60, {"time": 1.0, "kit": 3.0, "appointment": 1.0}, count)
     assert count(short) <= 60

@@ -18,14 +18,17 @@ def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
 def test_session_search_prints_the_best_passages(tmp_path):
     url = f"file://{tmp_path / 'sessions'}"
     with open_store(url) as store:
-        store.append("trip", [
-            {"role": "user", "content": "Hello there."},
-            {"role": "assistant", "content": "Hi!"},
-            {"role": "user", "content": "Our hotel in Lisbon is the Casa do Mar, room 214."},
-            {"role": "assistant", "content": "Noted."},
-            {"role": "user", "content": "我们在里斯本住的酒店叫海之家。"},
-            {"role": "assistant", "content": "好的。"},
-        ])
+        store.append(
+            "trip",
+            [
+                {"role": "user", "content": "Hello there."},
+                {"role": "assistant", "content": "Hi!"},
+                {"role": "user", "content": "Our hotel in Lisbon is the Casa do Mar, room 214."},
+                {"role": "assistant", "content": "Noted."},
+                {"role": "user", "content": "我们在里斯本住的酒店叫海之家。"},
+                {"role": "assistant", "content": "好的。"},
+            ],
+        )
     done = run("session", "search", "--store", url, "trip", "which hotel in Lisbon?")
     assert done.returncode == 0, done.stderr
     assert "> #3 user: Our hotel in Lisbon is the Casa do Mar, room 214." in done.stdout

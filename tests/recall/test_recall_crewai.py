@@ -23,15 +23,29 @@ def is_summary(message: dict) -> bool:
 def is_recall_block(message: dict) -> bool:
     return str(message.get("content") or "").startswith(RECALL_PREFIX)
 
+
 WORKER = Path(__file__).with_name("crew_worker.py")
 
-TOPICS = ["the garden", "my commute", "a podcast about bridges", "weekend plans", "a new recipe", "the weather",
-          "a board game night", "my cousin's wedding", "learning the ukulele", "a documentary about bees",
-          "repainting the kitchen", "a long walk by the river"]
+TOPICS = [
+    "the garden",
+    "my commute",
+    "a podcast about bridges",
+    "weekend plans",
+    "a new recipe",
+    "the weather",
+    "a board game night",
+    "my cousin's wedding",
+    "learning the ukulele",
+    "a documentary about bees",
+    "repainting the kitchen",
+    "a long walk by the river",
+]
 
 
 def run(store: str, out: Path, *turns: str) -> dict:
-    done = subprocess.run([sys.executable, str(WORKER), store, "crew-chat", str(out), *turns], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(WORKER), store, "crew-chat", str(out), *turns], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out.read_text(encoding="utf-8"))
 

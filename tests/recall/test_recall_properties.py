@@ -4,7 +4,8 @@ Conversations come from the reliability suite's generators (chat, ReAct text, na
 with repeated ids, CJK, emoji, huge and empty contents), played call by call like an agent loop
 that keeps sending its live list. After every call: the list is provider-valid, the latest user
 message is still the latest user message, unchanged; there is at most one recall block, right
-before the question being worked on (the turn), within the budget; and the raw history holds exactly what the conversation produced
+before the question being worked on (the turn), within the budget; and the raw history holds exactly what the
+conversation produced
 (the block is never recorded).
 """
 
@@ -26,7 +27,6 @@ from reliability_gen import Checks, Driver, examples, scripts, system_prompts  #
 from ctxlife.config import settings_from_dict  # noqa: E402
 from ctxlife.host import Host  # noqa: E402
 from ctxlife.messages import current_turn_index, is_recall_block, last_user_index, validate  # noqa: E402
-
 
 BLOCKS_SEEN: list[int] = []
 
@@ -67,14 +67,19 @@ def test_the_recall_block_keeps_every_sequence_valid(window, exercised, tmp_path
     budget = int(0.25 * window)  # past_share: the most a turn that refers to the past gets
 
     @examples(20)
-    @given(system=system_prompts(), script=scripts(min_turns=2, max_turns=6, max_steps=4), question=st.sampled_from(
-        ["What did you look up earlier?", "请问之前的结果是什么？", "lookup result order 42", "ok"]))
+    @given(
+        system=system_prompts(),
+        script=scripts(min_turns=2, max_turns=6, max_steps=4),
+        question=st.sampled_from(
+            ["What did you look up earlier?", "请问之前的结果是什么？", "lookup result order 42", "ok"]
+        ),
+    )
     def prop(system, script, question):
         session = f"r-{uuid.uuid4().hex[:12]}"
         settings = settings_from_dict(
             {
                 "strategies": ["snapshot_restore", "llm_summary", "recall"],
-                "snapshot_restore": {"store": f"file://{tmp_path / 'sessions'}"},
+                "store": f"file://{tmp_path / 'sessions'}",
                 "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
             }
         )

@@ -17,9 +17,20 @@ from ctxlife.host import Host
 from ctxlife.messages import RECALL_PREFIX, is_recall_block, is_summary, last_user_index, validate
 
 TOPICS = [
-    "the garden", "my commute", "a podcast about bridges", "weekend plans", "a new recipe", "the weather",
-    "a board game night", "my cousin's wedding", "learning the ukulele", "a documentary about bees",
-    "repainting the kitchen", "a long walk by the river", "the office move", "a bicycle repair",
+    "the garden",
+    "my commute",
+    "a podcast about bridges",
+    "weekend plans",
+    "a new recipe",
+    "the weather",
+    "a board game night",
+    "my cousin's wedding",
+    "learning the ukulele",
+    "a documentary about bees",
+    "repainting the kitchen",
+    "a long walk by the river",
+    "the office move",
+    "a bicycle repair",
 ]
 
 
@@ -27,7 +38,7 @@ def settings(tmp: Path, **recall: Any) -> Any:
     return settings_from_dict(
         {
             "strategies": ["snapshot_restore", "llm_summary", "recall"],
-            "snapshot_restore": {"store": f"file://{tmp / 'sessions'}"},
+            "store": f"file://{tmp / 'sessions'}",
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 200, "min_gain_tokens": 20},
             "recall": recall,
         }
@@ -42,12 +53,20 @@ def filler(i: int, language: str = "en") -> list[dict[str, Any]]:
             {"role": "assistant", "content": f"好的，第{i}天听起来很平静。规律的生活和适当的休息对身心都有好处。"},
         ]
     return [
-        {"role": "user", "content": f"Day {i}: let's chat about {topic}. Nothing special, just the usual routine and small talk."},
-        {"role": "assistant", "content": f"Sure, {topic} sounds pleasant. Small routines like that make a week feel calmer and easier."},
+        {
+            "role": "user",
+            "content": f"Day {i}: let's chat about {topic}. Nothing special, just the usual routine and small talk.",
+        },
+        {
+            "role": "assistant",
+            "content": f"Sure, {topic} sounds pleasant. Small routines like that make a week feel calmer and easier.",
+        },
     ]
 
 
-def play(host: Host, exchanges: list[list[dict[str, Any]]], system: str = "You are a friendly companion.") -> list[dict[str, Any]]:
+def play(
+    host: Host, exchanges: list[list[dict[str, Any]]], system: str = "You are a friendly companion."
+) -> list[dict[str, Any]]:
     """Chat like an app that keeps sending the managed list: one model call per user message."""
     live: list[dict[str, Any]] = [{"role": "system", "content": system}]
     for user, reply in exchanges:
@@ -191,8 +210,20 @@ def test_a_long_tool_result_is_recalled_by_the_chunk_that_matches(host):
     result = json.dumps({"warehouse": "W7", "items": rows})
     call_id = "call_inv"
     exchanges = [
-        [{"role": "user", "content": "Pull the W7 inventory."},
-         {"role": "assistant", "content": None, "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "get_inventory", "arguments": '{"warehouse": "W7"}'}}]}],
+        [
+            {"role": "user", "content": "Pull the W7 inventory."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "get_inventory", "arguments": '{"warehouse": "W7"}'},
+                    }
+                ],
+            },
+        ],
     ]
     live = [{"role": "system", "content": "You manage stock."}]
     live.append(exchanges[0][0])

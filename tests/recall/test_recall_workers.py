@@ -13,8 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from ctxlife.config import settings_from_dict
 from ctxlife.host import Host
 from ctxlife.messages import is_recall_block
@@ -42,7 +40,9 @@ def run_worker(store: str, session: str, messages: list[dict[str, Any]], tmp: Pa
     script_path.write_text(json.dumps(messages), encoding="utf-8")
     done = subprocess.run(
         [sys.executable, str(WORKER), store, session, "2000", str(script_path), str(out_path)],
-        capture_output=True, text=True, timeout=180,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out_path.read_text(encoding="utf-8"))
@@ -65,8 +65,8 @@ def two_workers(store: str, tmp: Path, session: str) -> None:
     settings = settings_from_dict(
         {
             "strategies": ["snapshot_restore", "truncate_last_n", "recall"],
-            "snapshot_restore": {"store": store},
-            "truncate_last_n": {"rounds": 3, "only_above_threshold": True},
+            "store": store,
+            "truncate_last_n": {"rounds": 3, "always": False},
         }
     )
     host = Host(settings, context_window=2000, session_id=session)

@@ -98,5 +98,3 @@ def events() -> Iterator[list[dict[str, Any]]]:
 
     with captured_events() as captured:
         yield captured
-
-

@@ -319,7 +319,11 @@ def _protected_tokens(base: list[dict[str, Any]], counter: Any, keep_units: int)
     units = split_units(rest)
     tail_start = units[-keep_units].start if len(units) >= keep_units else 0
     turn = current_turn_index(rest)
-    keep = set(range(tail_start, len(rest))) | ({users[0], users[-1]} if users else set()) | ({turn} if turn is not None else set())
+    keep = (
+        set(range(tail_start, len(rest)))
+        | ({users[0], users[-1]} if users else set())
+        | ({turn} if turn is not None else set())
+    )
     return counter.count_messages(system + [rest[k] for k in sorted(keep)])
 
 
@@ -398,7 +402,8 @@ def flatten(system: list[dict[str, Any]], script: list[Any]) -> list[dict[str, A
             out.append(
                 {
                     "role": "assistant",
-                    "content": f"Thought: {intent.thought}\nAction: {c.tool}\nAction Input: {json.dumps(c.args, ensure_ascii=False)}\nObservation: {c.result}",
+                    "content": f"Thought: {intent.thought}\nAction: {c.tool}\n"
+                    f"Action Input: {json.dumps(c.args, ensure_ascii=False)}\nObservation: {c.result}",
                 }
             )
             out.append({"role": "user", "content": REACT_PROMPT})
@@ -513,7 +518,10 @@ class Driver:
             elif isinstance(intent, React):
                 c = intent.call
                 seen = self.run_tool(c)
-                text = f"Thought: {intent.thought}\nAction: {c.tool}\nAction Input: {json.dumps(c.args, ensure_ascii=False)}\nObservation: {seen}"
+                text = (
+                    f"Thought: {intent.thought}\nAction: {c.tool}\n"
+                    f"Action Input: {json.dumps(c.args, ensure_ascii=False)}\nObservation: {seen}"
+                )
                 self.append({"role": "assistant", "content": text})
                 self.append({"role": "user", "content": REACT_PROMPT})
         self.model_call()

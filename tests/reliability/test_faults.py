@@ -91,9 +91,7 @@ class Session:
 
 def summary_settings(store: str, **llm: Any) -> Any:
     table = {"summarizer": "extractive", "max_summary_tokens": 200, "min_gain_tokens": 50, **llm}
-    return settings_from_dict(
-        {"strategies": ["llm_summary", "snapshot_restore"], "llm_summary": table, "snapshot_restore": {"store": store}}
-    )
+    return settings_from_dict({"strategies": ["llm_summary", "snapshot_restore"], "llm_summary": table, "store": store})
 
 
 def raw_ids(store: Any, session: str) -> list[str]:
@@ -184,7 +182,9 @@ def test_broken_summarizer_falls_back_to_truncation_and_loses_nothing(kind, tmp_
             slowest = max(slowest, time.perf_counter() - t)
             assert report.failures == [], "the strategy must handle its summarizer's failure itself"
         release.set()
-        compactions = [a for r in run.reports for a in r.actions if a.strategy == "llm_summary" and a.what == "compacted"]
+        compactions = [
+            a for r in run.reports for a in r.actions if a.strategy == "llm_summary" and a.what == "compacted"
+        ]
         assert compactions, "no compaction was attempted"
         failed = [e for e in events if e["event"] == "ctxlife.summary_failed"]
         if kind in ("oversized", "larger_than_span"):
@@ -418,7 +418,9 @@ def test_restart_during_a_read_outage_restores_once_the_store_is_back(method, fa
     live = [system, u1]
     with plan.outage(method):
         report = second.manage(live)
-    assert plan.failed[method] > 0, f"{method} was never called during the outage: {dict(plan.calls)} (before: {calls_before})"
+    assert plan.failed[method] > 0, (
+        f"{method} was never called during the outage: {dict(plan.calls)} (before: {calls_before})"
+    )
     assert report.failures and report.failures[0].strategy == "snapshot_restore"
     assert CAUSE in report.failures[0].error
     assert live == [system, u1], "a failed restore changed the caller's list"
@@ -623,7 +625,8 @@ def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
     )
     if done.returncode != 0:
         pytest.skip(
-            f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}); the FaultyStore and RLIMIT_FSIZE tests cover disk full"
+            f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}); "
+            "the FaultyStore and RLIMIT_FSIZE tests cover disk full"
         )
     try:
         yield mount

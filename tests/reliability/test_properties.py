@@ -50,7 +50,15 @@ import ctxlife
 from ctxlife.config import read_toml, settings_from_dict
 from ctxlife.contexts import TaskContext, ToolCallContext
 from ctxlife.host import Host
-from ctxlife.messages import apply_bootstrap, current_turn_index, is_recall_block, is_summary, is_system, round_starts, validate
+from ctxlife.messages import (
+    apply_bootstrap,
+    current_turn_index,
+    is_recall_block,
+    is_summary,
+    is_system,
+    round_starts,
+    validate,
+)
 from ctxlife.sessions import open_store
 
 WINDOWS = st.sampled_from([400, 1000, 2000, 4000, 12000])
@@ -71,7 +79,7 @@ def tables(tmp: Path) -> dict[str, dict[str, Any]]:
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
         },
         "llm_summary(defaults)": {"strategies": ["llm_summary"]},
-        "snapshot_restore": {"strategies": ["snapshot_restore"], "snapshot_restore": store},
+        "snapshot_restore": {"strategies": ["snapshot_restore"], **store},
         "bootstrap": {"strategies": ["bootstrap"], "bootstrap": {"text": BOOTSTRAP_TEXT}},
         "tool_output": {
             "strategies": ["tool_output"],
@@ -82,9 +90,13 @@ def tables(tmp: Path) -> dict[str, dict[str, Any]]:
         "summary+snapshot": {
             "strategies": ["llm_summary", "snapshot_restore"],
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
-            "snapshot_restore": store,
+            **store,
         },
-        "truncate+snapshot": {"strategies": ["truncate_last_n", "snapshot_restore"], "truncate_last_n": {"always": True}, "snapshot_restore": store},
+        "truncate+snapshot": {
+            "strategies": ["truncate_last_n", "snapshot_restore"],
+            "truncate_last_n": {"always": True},
+            **store,
+        },
         "all": {
             "strategies": ["bootstrap", "tool_cache", "tool_output", "task_scope", "llm_summary", "snapshot_restore"],
             "bootstrap": {"text": BOOTSTRAP_TEXT},
@@ -92,17 +104,18 @@ def tables(tmp: Path) -> dict[str, dict[str, Any]]:
             "tool_output": {"max_tokens": 150, "store_dir": str(tmp / "tool_outputs")},
             "task_scope": {"max_tokens": 80},
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
-            "snapshot_restore": store,
+            **store,
         },
     }
     for path in sorted((REPO / "configs").glob("*.toml")):
         data = read_toml(path)
-        # Every store the config names goes to the temporary folder: the top-level ``store`` (which
-        # wins over snapshot_restore's own) and the deprecated per-strategy one.
-        if "store" in data:
+        # Every store goes to the temporary folder: the top-level ``store`` (relative paths in a
+        # shipped config name a folder beside it), also for a recording config that names none, and
+        # the deprecated per-strategy one only where a config still sets it (setting it warns).
+        if "store" in data or "snapshot_restore" in data.get("strategies", []):
             data["store"] = store["store"]
-        if "snapshot_restore" in data.get("strategies", []):
-            data.setdefault("snapshot_restore", {})["store"] = store["store"]
+        if data.get("snapshot_restore", {}).get("store") is not None:
+            data["snapshot_restore"]["store"] = store["store"]
         if "tool_output" in data.get("strategies", []):
             data.setdefault("tool_output", {})["store_dir"] = str(tmp / "tool_outputs")
         data.pop("session_id", None)
@@ -208,7 +221,8 @@ class Probe:
 
 @pytest.mark.parametrize("config_id", heavy_marked_slow(RESTORE_IDS))
 def test_restore_is_exact(config_id, tmp_path, stats):
-    """After a restart, the first call sees exactly the saved context (current system prompt wins) + the new user turn."""
+    """After a restart, the first call sees exactly the saved context (current system prompt wins) + the new
+    user turn."""
 
     @examples(20)
     @given(system=system_prompts(), script=scripts(), window=WINDOWS, new_user=contents(), new_system=st.booleans())
@@ -223,7 +237,7 @@ def test_restore_is_exact(config_id, tmp_path, stats):
         finally:
             old.close()
         probe = Probe()
-        with open_store(tables(tmp_path)[config_id]["snapshot_restore"]["store"]) as store:
+        with open_store(tables(tmp_path)[config_id]["store"]) as store:
             snap = store.load_snapshot(session)
         new = Host(make_settings(config_id, tmp_path), context_window=window, session_id=session, plugins=[probe])
         try:
@@ -518,7 +532,10 @@ def test_truncate_last_n_keeps_exactly_system_first_user_and_last_rounds(stats):
         checks = Checks()
         host = Host(
             settings_from_dict(
-                {"strategies": ["truncate_last_n"], "truncate_last_n": {"rounds": rounds, "pin_first_user": pin, "always": True}}
+                {
+                    "strategies": ["truncate_last_n"],
+                    "truncate_last_n": {"rounds": rounds, "pin_first_user": pin, "always": True},
+                }
             ),
             context_window=8000,
         )
@@ -531,7 +548,9 @@ def test_truncate_last_n_keeps_exactly_system_first_user_and_last_rounds(stats):
         else:
             cut = starts[-rounds]
             turn = current_turn_index(before)  # the question being worked on always stays
-            expected = [m for i, m in enumerate(before) if is_system(m) or i >= cut or (pin and i == starts[0]) or i == turn]
+            expected = [
+                m for i, m in enumerate(before) if is_system(m) or i >= cut or (pin and i == starts[0]) or i == turn
+            ]
         assert [id(m) for m in messages] == [id(m) for m in expected]
         checks.hit("truncate_model")
         host.close()
@@ -576,7 +595,10 @@ def test_react_current_question_survives_truncation(stats):
     )
     def prop(history, question, steps):
         assume(question != REACT_PROMPT)
-        host = Host(settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"always": True}}), context_window=8000)
+        host = Host(
+            settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"always": True}}),
+            context_window=8000,
+        )
         messages: list[dict[str, Any]] = [{"role": "system", "content": "sys"}]
         for h in history:
             messages += [{"role": "user", "content": h}, {"role": "assistant", "content": "ok"}]

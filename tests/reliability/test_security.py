@@ -97,9 +97,7 @@ def _id(value: Any) -> str:
 @pytest.mark.parametrize("bad", BAD_IDS, ids=_id)
 def test_unsafe_session_ids_are_refused_everywhere(bad, tmp_path):
     store_url = f"file://{tmp_path / 'sessions'}"
-    settings = settings_from_dict(
-        {"strategies": ["snapshot_restore", "llm_summary"], "snapshot_restore": {"store": store_url}}
-    )
+    settings = settings_from_dict({"strategies": ["snapshot_restore", "llm_summary"], "store": store_url})
     messages = [{"role": "user", "content": "hi"}]
     # manage() takes any string an application passes: mapped to a safe key (session_key), or refused.
     key = None
@@ -158,9 +156,7 @@ def test_unhashable_session_id_gets_a_clear_error(bad):
 @pytest.mark.parametrize("env_value", ["../escape", "a/b", "x" * 200])
 def test_unsafe_session_id_from_the_environment(env_value, monkeypatch, tmp_path):
     monkeypatch.setenv("CTXLIFE_SESSION_ID", env_value)
-    settings = settings_from_dict(
-        {"strategies": ["snapshot_restore"], "snapshot_restore": {"store": f"file://{tmp_path}"}}
-    )
+    settings = settings_from_dict({"strategies": ["snapshot_restore"], "store": f"file://{tmp_path}"})
     with pytest.raises(SessionIdError):
         ctxlife.manage([{"role": "user", "content": "hi"}], config=settings, context_window=4000)
     assert tree(tmp_path) == set()
@@ -177,9 +173,7 @@ def test_wrap_refuses_unsafe_session_ids_and_leaves_the_crew_untouched(bad, tmp_
 
     agent = Agent(role="clerk", goal="g", backstory="b", llm=scripted_llm([]), verbose=False)
     crew = Crew(agents=[agent], tasks=[Task(description="d", expected_output="o", agent=agent)], verbose=False)
-    settings = settings_from_dict(
-        {"strategies": ["snapshot_restore"], "snapshot_restore": {"store": f"file://{tmp_path}"}}
-    )
+    settings = settings_from_dict({"strategies": ["snapshot_restore"], "store": f"file://{tmp_path}"})
     with pytest.raises(SessionIdError):
         ctxlife.wrap(crew, settings, session_id=bad)
     assert host_of(crew) is None and "kickoff" not in vars(crew)
@@ -193,7 +187,7 @@ def test_safe_ids_stay_inside_the_session_folder(good, tmp_path):
         {
             "strategies": ["tool_output", "llm_summary", "snapshot_restore"],
             "tool_output": {"max_tokens": 100},
-            "snapshot_restore": {"store": f"file://{folder}"},
+            "store": f"file://{folder}",
         }
     )
     host = Host(settings, context_window=600, session_id=good)
@@ -336,7 +330,7 @@ def test_session_files_are_owner_only_whatever_the_umask(mask, tmp_path):
             "strategies": ["tool_output", "task_scope", "llm_summary", "snapshot_restore"],
             "tool_output": {"max_tokens": 100},
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
-            "snapshot_restore": {"store": f"file://{folder}"},
+            "store": f"file://{folder}",
         }
     )
     with umask(mask):
@@ -407,7 +401,7 @@ def _everything_with_secrets(tmp_path: Path, *, log_content: bool = False) -> An
             "tool_output": {"max_tokens": 100},
             "task_scope": {"max_tokens": 60},
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 100, "min_gain_tokens": 10},
-            "snapshot_restore": {"store": f"file://{tmp_path / 'sessions'}"},
+            "store": f"file://{tmp_path / 'sessions'}",
         }
     )
 
@@ -603,7 +597,9 @@ def test_log_content_true_keeps_exception_texts(events):
             raise ValueError(f"cannot handle {ctx.messages[-1]['content']}")
 
     settings = settings_from_dict({"strategies": [], "log_content": True})
-    Host(settings, context_window=8000, plugins=[Echoing()]).manage([{"role": "user", "content": f"my card is {SECRET} please"}])
+    Host(settings, context_window=8000, plugins=[Echoing()]).manage(
+        [{"role": "user", "content": f"my card is {SECRET} please"}]
+    )
     assert any(SECRET in e.get("error", "") for e in events if e["event"] == "ctxlife.strategy_failed")
 
 
@@ -619,7 +615,7 @@ def _redis_session(url: str, tmp_path: Path, session: str) -> None:
         {
             "strategies": ["llm_summary", "snapshot_restore"],
             "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
-            "snapshot_restore": {"store": url},
+            "store": url,
         }
     )
     host = Host(settings, context_window=1000, session_id=session)
@@ -754,7 +750,10 @@ def test_redis_over_tls_with_a_password(redis_server, tls_files, tmp_path):
 
 def test_redis_over_mutual_tls(redis_server, tls_files, tmp_path):
     server = _tls_server(redis_server, tls_files, "--tls-auth-clients", "yes")
-    query = f"ssl_ca_certs={tls_files['server_cert']}&ssl_certfile={tls_files['client_cert']}&ssl_keyfile={tls_files['client_key']}"
+    query = (
+        f"ssl_ca_certs={tls_files['server_cert']}&ssl_certfile={tls_files['client_cert']}"
+        f"&ssl_keyfile={tls_files['client_key']}"
+    )
     _redis_session(server.url(query=f"prefix=mtls:&{query}"), tmp_path, "mtls-session")
     with pytest.raises(StoreError):
         open_store(
@@ -790,7 +789,7 @@ def test_config_values_that_look_like_code_are_only_data(tmp_path, monkeypatch):
             (f"strategies = [{quoted}]\n", UnknownStrategyError),
             (f'strategies = ["llm_summary"]\n[llm_summary]\nsummarizer = {quoted}\n', ConfigError),
             (
-                f'strategies = ["snapshot_restore"]\n[snapshot_restore]\nstore = "{payload.replace(chr(34), "")}://x"\n',
+                f'strategies = ["snapshot_restore"]\nstore = "{payload.replace(chr(34), "")}://x"\n',
                 (ConfigError, StoreError),
             ),
             (f"threshold = {quoted}\n", ConfigError),
@@ -809,7 +808,7 @@ def test_config_values_that_look_like_code_are_only_data(tmp_path, monkeypatch):
         monkeypatch.delenv("CTXLIFE_THRESHOLD")
         config = tmp_path / "ctxlife.toml"
         config.write_text(
-            f'strategies = ["snapshot_restore"]\n[snapshot_restore]\nstore = {json.dumps("file://" + payload)}\n',
+            f'strategies = ["snapshot_restore"]\nstore = {json.dumps("file://" + payload)}\n',
             encoding="utf-8",
         )
         Host(load_settings(config), context_window=4000, session_id="c").manage([{"role": "user", "content": "x"}])
@@ -832,7 +831,8 @@ def test_a_python_file_given_as_config_is_not_run(tmp_path, monkeypatch):
         load_settings(script)
     (tmp_path / "setup.py").write_text(script.read_text(), encoding="utf-8")
     (tmp_path / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n[tool.ctxlife]\nstrategies = ["truncate_last_n"]\n',
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[tool.ctxlife]\nstrategies = ["truncate_last_n"]\n',
         encoding="utf-8",
     )
     settings = load_settings(None)
@@ -850,7 +850,10 @@ def test_a_python_file_given_as_config_is_not_run(tmp_path, monkeypatch):
 
 
 def test_bootstrap_templates_render_only_the_three_variables():
-    text = "{agent_role} {session_id} {agent_role.__class__.__mro__} {session_id!r} {{date}} ${HOME} %(x)s {0} {date:%Y} {__import__}"
+    text = (
+        "{agent_role} {session_id} {agent_role.__class__.__mro__} {session_id!r} {{date}} "
+        "${HOME} %(x)s {0} {date:%Y} {__import__}"
+    )
     host = Host(
         settings_from_dict({"strategies": ["bootstrap"], "bootstrap": {"text": text}}),
         context_window=4000,

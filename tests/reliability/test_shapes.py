@@ -63,7 +63,7 @@ def _settings(names: list[str], fmt: str, tmp_path: Any) -> Any:
         if name == "tool_output":
             options["store_dir"] = str(tmp_path / "tool_outputs")
         if name == "snapshot_restore":
-            options["store"] = f"file://{tmp_path / 'sessions'}"
+            data["store"] = f"file://{tmp_path / 'sessions'}"
         data[name] = options
     return settings_from_dict(data)
 

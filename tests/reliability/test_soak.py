@@ -61,7 +61,7 @@ def run_soak(store_dir: str, out: str, calls: int = CALLS, window: int = WINDOW)
         {
             "strategies": ["llm_summary", "snapshot_restore"],
             "llm_summary": {"summarizer": "extractive"},
-            "snapshot_restore": {"store": f"file://{store_dir}"},
+            "store": f"file://{store_dir}",
         },
         source="soak",
     )
@@ -84,7 +84,8 @@ def run_soak(store_dir: str, out: str, calls: int = CALLS, window: int = WINDOW)
             order = f"ORD-{rng.randint(10000, 99999)}"
             message = {
                 "role": "user",
-                "content": f"Turn {turn}: customer cust_{rng.randint(1000, 9999)} asks about {order} placed on 2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}.",
+                "content": f"Turn {turn}: customer cust_{rng.randint(1000, 9999)} asks about {order} "
+                f"placed on 2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}.",
             }
             live.append(message)
             pending.append(message)
@@ -220,7 +221,10 @@ def run_soak(store_dir: str, out: str, calls: int = CALLS, window: int = WINDOW)
 def soak(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("soak")
     out = root / "soak.json"
-    code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_soak; test_soak.run_soak({str(root / 'sessions')!r}, {str(out)!r})"
+    code = (
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_soak; "
+        f"test_soak.run_soak({str(root / 'sessions')!r}, {str(out)!r})"
+    )
     child = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=290, cwd=root, check=False
     )

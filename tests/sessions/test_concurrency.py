@@ -138,8 +138,8 @@ def test_two_workers_never_hold_the_lock_at_once(store_url: str, spawn: Any, tmp
         tmp_path / "go",
     )
     spans = []
-    for worker, out in zip("AB", outputs):
-        line = next(l for l in out.splitlines() if l.startswith("spans "))
+    for worker, out in zip("AB", outputs, strict=True):
+        line = next(row for row in out.splitlines() if row.startswith("spans "))
         spans += [(start, end, worker) for start, end in json.loads(line[len("spans ") :])]
     spans.sort()
     assert len(spans) == 2 * rounds

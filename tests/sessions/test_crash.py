@@ -161,7 +161,8 @@ def test_sigkill_at_random_moments_never_loses_or_corrupts(store_kind: str, stor
         zygote.stdin.close()
     repaired = sum("raw_torn_record_repaired" in line for line in chatter)
     print(
-        f"{store_kind}: {kills} kills, {previous} records, {torn_seen} torn tails, {repaired} repaired, {check_time:.1f}s checking"
+        f"{store_kind}: {kills} kills, {previous} records, {torn_seen} torn tails, {repaired} repaired, "
+        f"{check_time:.1f}s checking"
     )
 
 

@@ -211,9 +211,12 @@ def _write_legacy(kind: str, url: str, tmp_path: Path, redis_client: Any) -> Non
             conn.executescript(
                 """
                 CREATE TABLE ctxlife_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-                CREATE TABLE ctxlife_snapshots (session_id TEXT PRIMARY KEY, updated_at REAL NOT NULL, json TEXT NOT NULL);
-                CREATE TABLE ctxlife_raw (session_id TEXT NOT NULL, seq INTEGER NOT NULL, json TEXT NOT NULL, UNIQUE (session_id, seq));
-                CREATE TABLE ctxlife_blobs (session_id TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL, PRIMARY KEY (session_id, key));
+                CREATE TABLE ctxlife_snapshots (session_id TEXT PRIMARY KEY, updated_at REAL NOT NULL,
+                    json TEXT NOT NULL);
+                CREATE TABLE ctxlife_raw (session_id TEXT NOT NULL, seq INTEGER NOT NULL, json TEXT NOT NULL,
+                    UNIQUE (session_id, seq));
+                CREATE TABLE ctxlife_blobs (session_id TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL,
+                    PRIMARY KEY (session_id, key));
                 CREATE TABLE ctxlife_locks (session_id TEXT PRIMARY KEY, token TEXT NOT NULL, expires_at REAL NOT NULL);
                 INSERT INTO ctxlife_meta VALUES ('schema_version', '1');
                 """

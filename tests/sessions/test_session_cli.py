@@ -275,7 +275,7 @@ def test_config_is_accepted_before_and_after_every_subcommand(
     filled: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
 ) -> None:
     config = tmp_path / "elsewhere.toml"
-    config.write_text(f'strategies = ["snapshot_restore"]\n[snapshot_restore]\nstore = "{filled}"\n', encoding="utf-8")
+    config.write_text(f'strategies = ["snapshot_restore"]\nstore = "{filled}"\n', encoding="utf-8")
 
     def without_log_lines(result: tuple[int, str, str]) -> tuple[int, str, str]:
         code, out, err = result  # structlog's first-use notes (tokenizer_fallback) may land on stdout
@@ -330,6 +330,7 @@ def test_rm_takes_exactly_one_selection(filled: str) -> None:
 
 @pytest.mark.parametrize("kind", ["file", "sqlite"])
 @pytest.mark.parametrize("where", ["top-level", "legacy snapshot_restore option"])
+@pytest.mark.filterwarnings("ignore:.*is deprecated:DeprecationWarning")  # the legacy option, on purpose
 def test_reading_commands_and_check_never_create_a_folder_or_database(
     kind: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

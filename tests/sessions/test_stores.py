@@ -145,7 +145,14 @@ def test_future_snapshot_version_is_a_clear_error(store: SessionStore, monkeypat
 
 def test_version_1_snapshots_read_as_the_default_view() -> None:
     v1 = json.dumps(
-        {"format_version": 1, "session_id": "old", "raw_length": 2, "updated_at": 1.5, "meta": {}, "messages": TOOL_CALL_TRACE[:2]}
+        {
+            "format_version": 1,
+            "session_id": "old",
+            "raw_length": 2,
+            "updated_at": 1.5,
+            "meta": {},
+            "messages": TOOL_CALL_TRACE[:2],
+        }
     )
     loaded = Snapshot.from_json(v1)
     assert (loaded.view, loaded.raw_length, loaded.format_version) == ("", 2, 2)
@@ -241,7 +248,7 @@ def test_one_store_shared_by_threads(store: SessionStore) -> None:
         th.join()
     got = store.read_raw("shared")
     assert len(got) == 200
-    for first, second in zip(got[::2], got[1::2]):  # each batch stayed together
+    for first, second in zip(got[::2], got[1::2], strict=True):  # each batch stayed together
         assert second == {**first, "second": True}
     for t in range(4):
         assert [m["i"] for m in got[::2] if m["t"] == t] == list(range(25))
@@ -402,7 +409,13 @@ def test_validate_session_id_rejects_non_strings() -> None:
 def _forged_snapshot(sid: str) -> Snapshot:
     """A Snapshot whose session id skipped validation (as a buggy caller could build)."""
     return Snapshot.model_construct(
-        session_id=sid, view="", messages=[{"role": "user", "content": "x"}], raw_length=1, updated_at=1.0, meta={}, format_version=2
+        session_id=sid,
+        view="",
+        messages=[{"role": "user", "content": "x"}],
+        raw_length=1,
+        updated_at=1.0,
+        meta={},
+        format_version=2,
     )
 
 
@@ -638,7 +651,9 @@ def test_file_torn_last_line_is_skipped_then_repaired(tmp_path: Path) -> None:
     with structlog.testing.capture_logs() as logs:
         store.append_raw("t", [{"n": 2}, {"n": 3}])
     assert [e["event"] for e in logs] == ["raw_torn_record_repaired"]
-    assert logs[0]["bytes_removed"] == len(b'{"seq":3,"view":"","at":1.0,"fp":"x","msg":{"n": 2, "content": "half a rec')
+    assert logs[0]["bytes_removed"] == len(
+        b'{"seq":3,"view":"","at":1.0,"fp":"x","msg":{"n": 2, "content": "half a rec'
+    )
     assert [(r["seq"], r["msg"]) for r in _lines(raw)] == [(i + 1, {"n": i}) for i in range(4)]
     with structlog.testing.capture_logs() as logs:
         assert store.read_raw("t") == [{"n": i} for i in range(4)]
@@ -660,7 +675,9 @@ def test_file_torn_first_line_and_invalid_last_line(tmp_path: Path) -> None:
     assert {e["reason"] for e in logs} == {"invalid JSON in the last line"}
 
 
-@pytest.mark.parametrize("garbage", [b"\n", b"   \n", b"[1,2]\n", b'"text"\n', b"{\n", b'{"seq":"x","view":"","at":1,"fp":"","msg":{}}\n'])
+@pytest.mark.parametrize(
+    "garbage", [b"\n", b"   \n", b"[1,2]\n", b'"text"\n', b"{\n", b'{"seq":"x","view":"","at":1,"fp":"","msg":{}}\n']
+)
 def test_file_invalid_complete_last_lines_are_cut_before_the_next_append(tmp_path: Path, garbage: bytes) -> None:
     """Bug: an invalid but newline-terminated last line was skipped by readers but kept by the repair,
     so the next append glued valid records after garbage and the whole history became unreadable."""
@@ -811,8 +828,11 @@ json_values = st.recursive(
     max_leaves=12,
 )
 messages_strategy = st.lists(
-    st.builds(lambda role, rest: {"role": role, **rest}, st.sampled_from(["user", "assistant", "tool", "system"]),
-              st.dictionaries(st.text(max_size=10).filter(lambda k: k != "role"), json_values, max_size=5)),
+    st.builds(
+        lambda role, rest: {"role": role, **rest},
+        st.sampled_from(["user", "assistant", "tool", "system"]),
+        st.dictionaries(st.text(max_size=10).filter(lambda k: k != "role"), json_values, max_size=5),
+    ),
     max_size=6,
 )
 

@@ -40,7 +40,9 @@ def openai_server(reply: Reply) -> Iterator[dict[str, Any]]:
                     "object": "chat.completion",
                     "created": int(time.time()),
                     "model": body.get("model", "test"),
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                    ],
                     "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
                 }
             data = json.dumps(payload).encode()

@@ -33,10 +33,17 @@ def main() -> None:
     for i, _ in enumerate(turns):
         replies += [react_action("lookup", {"item": f"A{i}"}), react_final(f"Answer {i}: A{i} has 12 units.")]
     llm = scripted_llm(replies)
-    agent = Agent(role="Assistant", goal="help the user", backstory="You help with stock questions.", llm=llm, tools=[lookup], verbose=False)
+    agent = Agent(
+        role="Assistant",
+        goal="help the user",
+        backstory="You help with stock questions.",
+        llm=llm,
+        tools=[lookup],
+        verbose=False,
+    )
     task = Task(description="The user says: {message}", expected_output="a helpful reply", agent=agent)
     crew = Crew(agents=[agent], tasks=[task], verbose=False)
-    settings = settings_from_dict({"strategies": ["snapshot_restore"], "snapshot_restore": {"store": store}})
+    settings = settings_from_dict({"strategies": ["snapshot_restore"], "store": store})
     ctxlife.wrap(crew, settings, session_id=session)
     for message in turns:
         crew.kickoff(inputs={"message": message})

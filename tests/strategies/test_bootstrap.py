@@ -30,7 +30,7 @@ def test_render_fills_known_variables_and_leaves_other_braces_alone():
 
 
 def test_text_and_files_are_rendered_per_agent(tmp_path):
-    (tmp_path / "profile.md").write_text("# Profile\nThe user is a product manager. {\"lang\": \"en\"}\n", encoding="utf-8")
+    (tmp_path / "profile.md").write_text('# Profile\nThe user is a product manager. {"lang": "en"}\n', encoding="utf-8")
     config = tmp_path / "ctxlife.toml"
     config.write_text(
         'strategies = ["bootstrap"]\n[bootstrap]\ntext = "You are {agent_role}; session {session_id}; {date}."\n'
@@ -145,7 +145,10 @@ def test_the_docs_examples_are_valid_configs(doc_examples):
 
 def test_a_system_prompt_made_of_parts_keeps_its_instructions():
     settings = settings_from_dict({"strategies": ["bootstrap"], "bootstrap": {"text": "PROFILE: tea."}})
-    parts = [{"type": "text", "text": "You are XiaoPaw."}, {"type": "text", "text": "Answer briefly.", "cache_control": {"type": "ephemeral"}}]
+    parts = [
+        {"type": "text", "text": "You are XiaoPaw."},
+        {"type": "text", "text": "Answer briefly.", "cache_control": {"type": "ephemeral"}},
+    ]
     messages = [{"role": "system", "content": parts}, {"role": "user", "content": "hi"}]
     Host(settings, context_window=8000).manage(messages)
     Host(settings, context_window=8000).manage(messages)  # a second host: still once

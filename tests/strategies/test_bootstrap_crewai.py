@@ -10,14 +10,14 @@ pytest.importorskip("crewai")
 import datetime as dt
 from pathlib import Path
 
+from crewai import Agent, Crew, Task
+
 import ctxlife
 from ctxlife.config import settings_from_dict
+from ctxlife.testing import scripted_llm
 
 REPO = Path(__file__).resolve().parents[2]
 TODAY = dt.date.today().isoformat()
-from crewai import Agent, Crew, Task
-
-from ctxlife.testing import scripted_llm
 
 BLOCK = "PROFILE for {agent_role} (session {session_id}, {date}): weekly reports give the summary first."
 

@@ -33,10 +33,19 @@ def chat(rounds: int, words: int = 60):
     messages = [system("You are an airline agent. Follow the policy.")]
     for r in range(rounds):
         code = f"RS{r:03d}X"
-        messages.append(user(f"Please check reservation {code} for user mia_li_{3600 + r}; I paid ${100 + r}.50 on 2024-05-{10 + r % 18:02d}."))
+        messages.append(
+            user(
+                f"Please check reservation {code} for user mia_li_{3600 + r}; "
+                f"I paid ${100 + r}.50 on 2024-05-{10 + r % 18:02d}."
+            )
+        )
         call = tool_call("get_reservation_details", {"reservation_id": code}, call_id=f"call_{r}")
         messages.append(assistant(None, [call]))
-        result = {"reservation_id": code, "flights": [{"flight_number": f"HAT{100 + r}", "date": "2024-05-20"}], "notes": "ok " * words}
+        result = {
+            "reservation_id": code,
+            "flights": [{"flight_number": f"HAT{100 + r}", "date": "2024-05-20"}],
+            "notes": "ok " * words,
+        }
         messages.append(tool_result(call["id"], json.dumps(result)))
         messages.append(assistant(f"Reservation {code} is confirmed on flight HAT{100 + r}."))
     return messages
@@ -70,7 +79,7 @@ def test_system_messages_pinned_task_and_last_rounds_stay_verbatim():
     assert is_summary(messages[1]) and messages[1]["role"] == "system"
     assert messages[2] is original[1]  # the first user message is pinned
     assert messages[-8:] == original[-8:]  # the last two rounds, whole units, untouched
-    assert all(m is o for m, o in zip(messages[-8:], original[-8:]))
+    assert all(m is o for m, o in zip(messages[-8:], original[-8:], strict=True))
 
 
 def test_running_summary_folds_the_previous_one_without_nesting_and_keeps_its_facts():
@@ -267,7 +276,9 @@ def test_an_over_budget_summary_is_cut_at_a_line_never_discarded():
         assert action.what == "compacted" and action.details["summarizer"] == "wordy"
         assert action.details["summary_tokens"] <= 600
         body = inserted_text(messages[1]["content"]).split("\n")  # without ctxlife's mark line
-        assert body[0].startswith(SUMMARY_PREFIX + " Line 0:") and all(line.endswith((".", "…")) or "Key facts" in line for line in body)
+        assert body[0].startswith(SUMMARY_PREFIX + " Line 0:") and all(
+            line.endswith((".", "…")) or "Key facts" in line for line in body
+        )
     finally:
         unregister_summarizer("wordy")
 
@@ -282,12 +293,17 @@ def test_a_summary_larger_than_what_it_replaces_is_cut_to_its_budget_not_discard
 
     register_summarizer("verbose", lambda **kw: Verbose(), replace=True)
     try:
-        host = Host(settings(summarizer="verbose", max_summary_tokens=6000, min_gain_tokens=0, keep_rounds=1), context_window=WINDOW)
+        host = Host(
+            settings(summarizer="verbose", max_summary_tokens=6000, min_gain_tokens=0, keep_rounds=1),
+            context_window=WINDOW,
+        )
         messages = chat(30)
         report, action = compact(messages, host)
         assert action.what == "compacted" and action.details["summarizer"] == "verbose"
         assert action.details["summary_tokens"] <= 6000 and report.tokens_after < report.tokens_before
-        assert messages[1]["content"].startswith(SUMMARY_PREFIX + " Assistant called get_reservation_details(reservation_id=RS000X)")
+        assert messages[1]["content"].startswith(
+            SUMMARY_PREFIX + " Assistant called get_reservation_details(reservation_id=RS000X)"
+        )
     finally:
         unregister_summarizer("verbose")
 
@@ -333,7 +349,10 @@ def test_tau_bench_trajectories_stay_valid_and_are_compacted(tau_bench):
 def test_real_llm_path_through_crewai_over_http_success_slow_and_failing_servers():
     base = {"summarizer": None, "model": "openai/test-summarizer", "api": "crewai", "timeout_seconds": 20.0}
     with openai_server(text_reply("The user checked reservations RS000X to RS009X; all confirmed.")) as server:
-        host = Host(settings(**base, model_options={"base_url": server["base_url"], "api_key": "test", "max_retries": 0}), context_window=WINDOW)
+        host = Host(
+            settings(**base, model_options={"base_url": server["base_url"], "api_key": "test", "max_retries": 0}),
+            context_window=WINDOW,
+        )
         messages = chat(12)
         _, action = compact(messages, host)
         assert action.what == "compacted" and action.details["summarizer"] == "model:openai/test-summarizer"
@@ -343,14 +362,20 @@ def test_real_llm_path_through_crewai_over_http_success_slow_and_failing_servers
 
     with openai_server(text_reply("too late", delay=8)) as server:
         slow = {**base, "timeout_seconds": 1.5}
-        host = Host(settings(**slow, model_options={"base_url": server["base_url"], "api_key": "test", "max_retries": 0}), context_window=WINDOW)
+        host = Host(
+            settings(**slow, model_options={"base_url": server["base_url"], "api_key": "test", "max_retries": 0}),
+            context_window=WINDOW,
+        )
         messages = chat(12)
         started = time.perf_counter()
         _, action = compact(messages, host)
         assert action.details["fallback_from"] == "model:openai/test-summarizer" and time.perf_counter() - started < 7
 
     with openai_server(text_reply("internal error", status=500)) as server:
-        host = Host(settings(**base, model_options={"base_url": server["base_url"], "api_key": "test", "max_retries": 0}), context_window=WINDOW)
+        host = Host(
+            settings(**base, model_options={"base_url": server["base_url"], "api_key": "test", "max_retries": 0}),
+            context_window=WINDOW,
+        )
         messages = chat(12)
         _, action = compact(messages, host)
         assert action.details["summarizer"] == "extractive" and is_summary(messages[1])
@@ -368,13 +393,25 @@ def _file_crew(llm):
         """Read a file from the sandbox."""
         return f"file {name}: " + " ".join(f"row{i}=order ORD-{i:05d} amount ${i}.00" for i in range(120))
 
-    agent = Agent(role="Analyst", goal="read files", backstory="You read files.", llm=llm, tools=[read_file], verbose=False, respect_context_window=True)
+    agent = Agent(
+        role="Analyst",
+        goal="read files",
+        backstory="You read files.",
+        llm=llm,
+        tools=[read_file],
+        verbose=False,
+        respect_context_window=True,
+    )
     task = Task(description="Read files f0.csv to f7.csv and summarize them.", expected_output="a summary", agent=agent)
     return Crew(agents=[agent], tasks=[task], verbose=False)
 
 
 def _crewai_summarized(llm):
-    return any(m["role"] == "system" and (m.get("content") or "").startswith(CREWAI_SUMMARY_PROMPT) for call in llm.calls for m in call)
+    return any(
+        m["role"] == "system" and (m.get("content") or "").startswith(CREWAI_SUMMARY_PROMPT)
+        for call in llm.calls
+        for m in call
+    )
 
 
 @pytest.mark.e2e
@@ -401,7 +438,10 @@ def test_over_the_window_itself_it_compacts_whatever_the_gain_and_down_to_the_la
     messages = [system("You are an agent."), user("Check reservations RS000X to RS019X.")]
     for r in range(20):
         call = tool_call("get_reservation_details", {"reservation_id": f"RS{r:03d}X"}, call_id=f"c{r}")
-        messages += [assistant(None, [call]), tool_result(call["id"], json.dumps({"id": f"RS{r:03d}X", "notes": "ok " * 200}))]
+        messages += [
+            assistant(None, [call]),
+            tool_result(call["id"], json.dumps({"id": f"RS{r:03d}X", "notes": "ok " * 200})),
+        ]
     host = Host(settings(min_gain_tokens=100_000, keep_units=8), context_window=WINDOW)
     tokens = host.counter().count_messages(messages)
     assert tokens > WINDOW

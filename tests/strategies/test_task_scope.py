@@ -47,7 +47,9 @@ def test_isolate_removes_earlier_outputs(count):
     text = research_output(2)
     ctx = start(host, text)
     assert ctx.context_text == ""
-    assert [(a.what, a.details) for a in ctx.actions] == [("isolated", {"task_index": 1, "removed_tokens": count(text)})]
+    assert [(a.what, a.details) for a in ctx.actions] == [
+        ("isolated", {"task_index": 1, "removed_tokens": count(text)})
+    ]
 
 
 def test_full_leaves_everything():
@@ -157,7 +159,8 @@ def test_with_a_session_store_records_survive_a_restart(tmp_path, count):
     [
         (
             {"policy": "forget"},
-            "strategy 'task_scope' option 'policy' (in a dict): Input should be 'carry', 'isolate' or 'full' (got 'forget')",
+            "strategy 'task_scope' option 'policy' (in a dict): "
+            "Input should be 'carry', 'isolate' or 'full' (got 'forget')",
         ),
         (
             {"tasks": {"report": "none"}},
@@ -170,7 +173,8 @@ def test_with_a_session_store_records_survive_a_restart(tmp_path, count):
         ),
         (
             {"max_tokens": 10},
-            "strategy 'task_scope' option 'max_tokens' (in a dict): Input should be greater than or equal to 50 (got 10)",
+            "strategy 'task_scope' option 'max_tokens' (in a dict): "
+            "Input should be greater than or equal to 50 (got 10)",
         ),
         ({"budget": 300}, "strategy 'task_scope' has no option 'budget' (in a dict)"),
     ],

@@ -153,7 +153,9 @@ def test_the_cached_result_is_the_tools_own_result():
     host = make_host(tools=["search"])
     ctx = ToolCallContext(tool_name="search", tool_input={"q": "x"})
     host.before_tool_call(ctx)
-    host.after_tool_call(ToolCallContext(tool_name="search", tool_input={"q": "x"}, result="SHORTENED", raw_result="raw"))
+    host.after_tool_call(
+        ToolCallContext(tool_name="search", tool_input={"q": "x"}, result="SHORTENED", raw_result="raw")
+    )
     again = ToolCallContext(tool_name="search", tool_input={"q": "x"})
     host.before_tool_call(again)
     assert again.result == "[cached result from call 1]\nraw"
@@ -176,7 +178,8 @@ def test_the_cached_result_is_the_tools_own_result():
         ),
         (
             {"tools": ["search"], "max_entries": 0},
-            "strategy 'tool_cache' option 'max_entries' (in a dict): Input should be greater than or equal to 1 (got 0)",
+            "strategy 'tool_cache' option 'max_entries' (in a dict): "
+            "Input should be greater than or equal to 1 (got 0)",
         ),
         ({"allow": ["search"]}, "strategy 'tool_cache' has no option 'allow' (in a dict)"),
     ],

@@ -92,7 +92,10 @@ def _deep(levels: int, width: int) -> dict:
     """``levels`` nested objects, each with ``width`` fields and an array holding the next level."""
     node: dict = {"leaf": "x" * 40}
     for level in range(levels, 0, -1):
-        node = {**{f"field_{level}_{j}": f"value {level}.{j}" for j in range(width)}, "next": [node, {"sibling": level}]}
+        node = {
+            **{f"field_{level}_{j}": f"value {level}.{j}" for j in range(width)},
+            "next": [node, {"sibling": level}],
+        }
     return node
 
 
@@ -312,7 +315,8 @@ def test_cjk_tool_names_select_their_own_caps(tmp_path):
     [
         (
             {"max_tokens": 10},
-            "strategy 'tool_output' option 'max_tokens' (in a dict): Input should be greater than or equal to 100 (got 10)",
+            "strategy 'tool_output' option 'max_tokens' (in a dict): "
+            "Input should be greater than or equal to 100 (got 10)",
         ),
         (
             {"max_share": 2},
@@ -348,8 +352,7 @@ def test_bad_options_in_a_file_name_the_file(tmp_path):
     with pytest.raises(ctxlife.StrategyOptionsError) as info:
         ctxlife.load_settings(path)
     assert str(info.value) == (
-        f"strategy 'tool_output' option 'max_tokens' (in {path}): Value error, expected a number, "
-        "got the text 'many'"
+        f"strategy 'tool_output' option 'max_tokens' (in {path}): Value error, expected a number, got the text 'many'"
     )
 
 
@@ -441,8 +444,27 @@ def test_a_result_with_lone_surrogates_is_capped_escaped_and_recallable(tmp_path
 
 def test_cuts_split_no_word_emoji_or_id_inside_cjk_text(tmp_path):
     # The atoms a cut may fall between: CJK characters, whole ids/emails/numbers, whole emoji sequences.
-    atoms = [*"订单号是", "ORD-88231", "，", *"退款申请", "RF-5521", "，", *"邮箱", "zhang.wei@example.com", " ",
-             "👨‍👩‍👧‍👦", " ", "🇨🇳", " ", "é", " ", *"金额为", "￥", "1,299.00", "。"]
+    atoms = [
+        *"订单号是",
+        "ORD-88231",
+        "，",
+        *"退款申请",
+        "RF-5521",
+        "，",
+        *"邮箱",
+        "zhang.wei@example.com",
+        " ",
+        "👨‍👩‍👧‍👦",
+        " ",
+        "🇨🇳",
+        " ",
+        "é",
+        " ",
+        *"金额为",
+        "￥",
+        "1,299.00",
+        "。",
+    ]
     unit = "".join(atoms)
     boundaries = {0}
     for atom in atoms:

@@ -126,7 +126,7 @@ def test_with_sessions_on_the_result_lives_in_the_session_and_the_agent_recalls_
     config = settings_from_dict(
         {
             "strategies": ["snapshot_restore", "tool_output"],
-            "snapshot_restore": {"store": f"file://{tmp_path / 'sessions'}"},
+            "store": f"file://{tmp_path / 'sessions'}",
             "tool_output": {"max_tokens": 300, "store_dir": str(tmp_path / "workspace")},
         }
     )

@@ -17,7 +17,11 @@ def test_keeps_system_messages_pinned_task_and_last_n_rounds():
     messages = conversation(6, tools_per_round=2)
     report = run(messages, rounds=2, always=True)
     users = [m["content"] for m in messages if m["role"] == "user"]
-    assert users == ["Request 0: please look up item R0000.", "Request 4: please look up item R0004.", "Request 5: please look up item R0005."]
+    assert users == [
+        "Request 0: please look up item R0000.",
+        "Request 4: please look up item R0004.",
+        "Request 5: please look up item R0005.",
+    ]
     assert messages[0]["role"] == "system"
     assert validate(messages) == []
     assert report.actions[0].details == {"removed_messages": 23, "kept_rounds": 2}
@@ -27,7 +31,13 @@ def test_cuts_never_split_native_tool_units_even_with_repeated_ids():
     messages = [system("s")]
     for r in range(5):
         calls = [tool_call("a", {"r": r}, call_id="dup"), tool_call("b", {"r": r}, call_id="dup2")]
-        messages += [user(f"u{r}"), assistant(None, calls), tool_result("dup", "x"), tool_result("dup2", "y"), assistant(f"a{r}")]
+        messages += [
+            user(f"u{r}"),
+            assistant(None, calls),
+            tool_result("dup", "x"),
+            tool_result("dup2", "y"),
+            assistant(f"a{r}"),
+        ]
     run(messages, rounds=1, pin_first_user=False, always=True)
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "tool", "assistant"]
     assert messages[1]["content"] == "u4" and validate(messages) == []
@@ -75,11 +85,15 @@ def test_the_shipped_default_config_leaves_a_small_conversation_alone():
 @pytest.mark.parametrize("old, always", [(True, False), (False, True)])
 def test_only_above_threshold_migrates_to_always(old, always):
     with pytest.warns(DeprecationWarning, match="only_above_threshold is deprecated"):
-        settings = settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"only_above_threshold": old}})
+        settings = settings_from_dict(
+            {"strategies": ["truncate_last_n"], "truncate_last_n": {"only_above_threshold": old}}
+        )
     assert settings.options_for("truncate_last_n").always is always
     assert "only_above_threshold" not in settings.resolved()["truncate_last_n"]
 
 
 def test_contradicting_old_and_new_option_is_an_error():
     with pytest.raises(ctxlife.StrategyOptionsError, match="contradicts always"):
-        settings_from_dict({"strategies": ["truncate_last_n"], "truncate_last_n": {"only_above_threshold": True, "always": True}})
+        settings_from_dict(
+            {"strategies": ["truncate_last_n"], "truncate_last_n": {"only_above_threshold": True, "always": True}}
+        )

@@ -1,0 +1,48 @@
+"""The suite's own guard: a run fails when a test leaves files outside pytest's tmp_path."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+CONFTEST = Path(__file__).resolve().parent / "conftest.py"
+
+STRAY_TESTS = """
+import tempfile
+from pathlib import Path
+
+
+def test_writes_into_the_checkout():
+    (Path(__file__).resolve().parents[1] / "stray-in-checkout.txt").write_text("left behind")
+
+
+def test_writes_into_the_temp_folder():
+    (Path(tempfile.gettempdir()) / "stray-in-temp.txt").write_text("left behind")
+
+
+def test_cleans_up_after_itself(tmp_path):
+    (tmp_path / "fine.txt").write_text("pytest removes it")
+"""
+
+
+def test_a_run_that_leaves_files_outside_tmp_path_fails(pytester: pytest.Pytester, monkeypatch) -> None:
+    """The session check of tests/conftest.py names the files a test left in the checkout and in the
+    system temp folder, and turns the run red; what a test writes under tmp_path is fine."""
+    for variable in ("CI", "CTXLIFE_STRICT_TMP"):  # the strict /tmp check: not under test here
+        monkeypatch.delenv(variable, raising=False)
+    checkout = pytester.path / "checkout"  # a git checkout of its own; pytest's basetemp lies beside it
+    (checkout / "tests").mkdir(parents=True)
+    conftest = CONFTEST.read_text(encoding="utf-8").replace('pytest_plugins = ["pytester"]', "")
+    (checkout / "tests" / "conftest.py").write_text(conftest, encoding="utf-8")
+    (checkout / "tests" / "test_stray.py").write_text(STRAY_TESTS, encoding="utf-8")
+    subprocess.run(["git", "init", "--quiet", str(checkout)], check=True)
+
+    result = pytester.runpytest_subprocess(str(checkout / "tests"), "-p", "no:cacheprovider")
+
+    result.assert_outcomes(passed=3, errors=1)
+    result.stdout.fnmatch_lines(
+        ["*wrote into the checkout*stray-in-checkout.txt*left files in the system temp folder*stray-in-temp.txt*"]
+    )
+    assert "fine.txt" not in result.stdout.str()
