@@ -17,18 +17,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
 
-from reliability_gen import Checks, Driver, examples, scripts, system_prompts  # noqa: E402
+from reliability_gen import Call, Chat, Checks, Driver, Native, User, examples, scripts, system_prompts  # noqa: E402
 
 from ctxlife.config import settings_from_dict  # noqa: E402
 from ctxlife.host import Host  # noqa: E402
 from ctxlife.messages import current_turn_index, is_recall_block, last_user_index, validate  # noqa: E402
 
 BLOCKS_SEEN: list[int] = []
+
+_FILLER = " ".join(f"step{i} of the itinerary planning notes" for i in range(60))
+LONG_LOOKUP: list[Any] = [
+    User("Please look up order 42 for me."),
+    Native([Call("get_order", {"order_id": "ORD-1"}, "call_0", "order 42: shipped to Lisbon, amount 318.40 EUR")]),
+    Chat("Order 42 was shipped to Lisbon."),
+    *[step for i in range(8) for step in (User(f"Next topic {i}: {_FILLER}"), Chat(f"Noted {i}. {_FILLER}"))],
+]
 
 
 class RecallDriver(Driver):
@@ -67,6 +75,9 @@ def test_the_recall_block_keeps_every_sequence_valid(window, exercised, tmp_path
     budget = int(0.25 * window)  # past_share: the most a turn that refers to the past gets
 
     @examples(20)
+    # Random scripts of up to 6 turns often fit 4,000 tokens (nothing evicted, nothing to recall):
+    # this one always evicts an order lookup and then asks about it, so the block's checks run.
+    @example(system=[], script=LONG_LOOKUP, question="What did the order 42 lookup return earlier?")
     @given(
         system=system_prompts(),
         script=scripts(min_turns=2, max_turns=6, max_steps=4),
