@@ -29,7 +29,7 @@ Cases (CPU time of the measured call, ``time.process_time``, median over repetit
 
 Growth exponents: ``log(t(100k) / t(10k)) / log(10)`` (1 = linear, 0 = flat).
 
-Which rows depend on the session layer (``src/ctxlife/sessions/**``, ``Session.prepare``): read, cold,
+Which rows depend on the session layer (``src/ctxlife/sessions/**``, ``Session.prepare`` in ``session.py``): read, cold,
 prepare, append. Counting and validation (``tokens.py``, ``manage()``): steady, first_compaction, and the
 counting part of cold.
 
@@ -639,7 +639,8 @@ def _tables(results: dict[str, Any]) -> str:
         "size. Growth = log10 of the 100k/10k ratio (1 = linear). Peers: the OpenAI Agents SDK `SQLiteSession` "
         "(append, read), LangGraph `SqliteSaver` (cold), LangChain `SummarizationMiddleware`'s check (steady). "
         "Rows measured through the session layer (append, read, cold, `prepare()`) move with "
-        "`src/ctxlife/sessions/**`; steady and first compaction measure counting and validation.\n",
+        "`src/ctxlife/sessions/**` and `src/ctxlife/session.py`; steady and first compaction measure counting and "
+        "validation.\n",
         table(head, rows(results), "ll" + "r" * (len(head) - 2)),
     ]
     fc = [r for r in results.get("first_compaction", []) if "failed" not in r]

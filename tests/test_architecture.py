@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -18,32 +19,59 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path, *, top_level_only: bool = False) -> list[tuple[str, list[str], int]]:
-    """(module, names, line) of every import; relative imports resolved. ``top_level_only`` skips
-    imports inside functions (deferred on purpose, to keep ``import ctxlife`` fast); imports under
-    ``if TYPE_CHECKING:`` count, since a cycle of types is a cycle of design."""
+def imports(path: Path) -> list[tuple[str, list[str], int]]:
+    """(module, names, line) of every import; relative imports resolved. Imports inside functions
+    count (a lazy import hides a cycle, it does not remove it), and so do imports under
+    ``if TYPE_CHECKING:``, since a cycle of types is a cycle of design."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found: list[tuple[str, list[str], int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, [], node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module_name(path).split(".")
+                if path.name != "__init__.py":
+                    package = package[:-1]
+                package = package[: len(package) - node.level + 1]
+                base = ".".join([*package, base] if base else package)
+            found.append((base, [alias.name for alias in node.names], node.lineno))
+    return sorted(found, key=lambda found_import: found_import[2])
 
-    def visit(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if top_level_only and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            if isinstance(child, ast.Import):
-                found.extend((alias.name, [], child.lineno) for alias in child.names)
-            elif isinstance(child, ast.ImportFrom):
-                base = child.module or ""
-                if child.level:
-                    package = module_name(path).split(".")
-                    if path.name != "__init__.py":
-                        package = package[:-1]
-                    package = package[: len(package) - child.level + 1]
-                    base = ".".join([*package, base] if base else package)
-                found.append((base, [alias.name for alias in child.names], child.lineno))
-            visit(child)
 
-    visit(tree)
-    return found
+LAZY_MARK = "# lazy:"
+LAZY_REASON = re.compile(r"# lazy: \S")
+
+
+def unexplained_function_level_imports(path: Path) -> list[int]:
+    """Lines of imports inside functions that do not say why they are there.
+
+    An import inside a function is for import time only (a heavy or optional dependency, or keeping
+    ``import ctxlife`` and the CLI's start fast), and says so: ``# lazy: <reason>`` on the comment
+    line right above it or on its own line. Consecutive import lines share the comment above them.
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    tree = ast.parse("\n".join(lines))
+    inside: list[ast.stmt] = []
+    for function in ast.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inside.extend(n for n in ast.walk(function) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    runs: list[list[ast.stmt]] = []
+    for node in sorted(set(inside), key=lambda n: n.lineno):
+        if runs and node.lineno == (runs[-1][-1].end_lineno or 0) + 1:
+            runs[-1].append(node)
+        else:
+            runs.append([node])
+    unexplained = []
+    for run in runs:
+        above = lines[run[0].lineno - 2].strip() if run[0].lineno > 1 else ""
+        if LAZY_REASON.match(above):
+            continue
+        unexplained.extend(
+            n.lineno for n in run if not any(LAZY_REASON.search(line) for line in lines[n.lineno - 1 : n.end_lineno])
+        )
+    return unexplained
 
 
 def test_ctxlife_modules_import_each_other_without_a_cycle():
@@ -51,11 +79,12 @@ def test_ctxlife_modules_import_each_other_without_a_cycle():
     names = {module_name(p) for p in PRODUCT}
     for path in PRODUCT:
         edges = set()
-        for module, imported, _ in imports(path, top_level_only=True):
+        for module, imported, _ in imports(path):
             for candidate in [module, *(f"{module}.{n}" for n in imported)]:
-                if candidate in names and candidate != module_name(path):
-                    edges.add(candidate)
-        graph[module_name(path)] = edges
+                # importing a.b.c runs the package a.b's __init__ first: an edge to each parent too
+                parts = candidate.split(".")
+                edges.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+        graph[module_name(path)] = {e for e in edges if e in names and e != module_name(path)}
     # a package's __init__ importing its own submodules is how packages work, not a cycle
     for name, edges in graph.items():
         graph[name] = {e for e in edges if not name.startswith(e + ".")}
@@ -77,6 +106,37 @@ def test_ctxlife_modules_import_each_other_without_a_cycle():
 
     for node in sorted(graph):
         walk(node)
+
+
+def test_every_import_inside_a_function_says_why_it_is_deferred():
+    """A function-level import only for import time, with a ``# lazy: <reason>`` comment; never to
+    dodge a cycle (the test above sees through those): move the code to the layer it belongs in."""
+    offenders = [
+        f"{path.relative_to(REPO)}:{line}"
+        for path in PRODUCT + STRATEGIES
+        for line in unexplained_function_level_imports(path)
+    ]
+    assert not offenders, f"add a '{LAZY_MARK} <reason>' comment or import at the top of the module:\n" + "\n".join(
+        offenders
+    )
+
+
+def test_the_lazy_import_rule_wants_a_reason_above_or_on_the_import(tmp_path):
+    source = tmp_path / "example.py"
+    source.write_text(
+        "import json\n"
+        "def plain():\n"
+        "    import os\n"  # line 3: no reason
+        "def marked():\n"
+        "    # lazy: slow to import\n"
+        "    import rich\n"
+        "    import rich.table\n"  # shares the comment above the run
+        "    x = 1\n"
+        "    import csv  # lazy: only for exports\n"
+        "    import sqlite3  # lazy:\n",  # line 10: a marker without a reason
+        encoding="utf-8",
+    )
+    assert unexplained_function_level_imports(source) == [3, 10]
 
 
 def test_no_module_imports_a_private_name_of_another():

@@ -23,6 +23,7 @@ use of the name that needs them, so ``import ctxlife`` stays fast.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from ctxlife.contexts import (
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     from ctxlife.config import Settings, load_settings
     from ctxlife.host import Host, Report
     from ctxlife.integrations.crewai import completion_for_model, host_of, unwrap, wrap
-    from ctxlife.sessions.session import AsyncSession, Session
+    from ctxlife.session import AsyncSession, Session
     from ctxlife.strategy import NonBlankStr, Options, SharedSettings, Strategy, ToolSpec
     from ctxlife.tokens import TokenCounter
 
@@ -121,8 +122,8 @@ _LAZY = {
     "wrap": "ctxlife.integrations.crewai",
     "unwrap": "ctxlife.integrations.crewai",
     "host_of": "ctxlife.integrations.crewai",
-    "Session": "ctxlife.sessions.session",
-    "AsyncSession": "ctxlife.sessions.session",
+    "Session": "ctxlife.session",
+    "AsyncSession": "ctxlife.session",
 }
 
 
@@ -130,8 +131,6 @@ def __getattr__(name: str) -> Any:
     module_name = _LAZY.get(name)
     if module_name is None:
         raise AttributeError(f"module 'ctxlife' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module_name), name)
     globals()[name] = value
     return value

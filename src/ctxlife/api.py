@@ -8,14 +8,15 @@ import os
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctxlife.config import Settings, find_default_config, load_settings, validate_context_window
-from ctxlife.errors import ConfigError
+from ctxlife.errors import ConfigError, InvalidMessagesError
 from ctxlife.host import Host, Report
+from ctxlife.sessions.ids import session_key
 
 if TYPE_CHECKING:
     from ctxlife.sessions.base import RawRecord
@@ -49,12 +50,34 @@ def resolve_settings(config: str | os.PathLike[str] | Settings | None) -> Settin
     return config if isinstance(config, Settings) else load_settings(config)
 
 
+def as_message(reply: object, *, role: str = "assistant") -> dict[str, Any]:
+    """A model's reply as a message dict: a ``str`` (an assistant text), a mapping, or an SDK object.
+
+    SDK objects with ``model_dump`` (the OpenAI client's ``ChatCompletionMessage``, the Anthropic
+    client's ``Message``) are dumped without ``None`` fields, so what is stored is what the API
+    accepts back. Anything else raises :class:`~ctxlife.errors.InvalidMessagesError`.
+    """
+    if isinstance(reply, str):
+        return {"role": role, "content": reply}
+    if isinstance(reply, Mapping):
+        return dict(reply)
+    dump = getattr(reply, "model_dump", None)
+    if callable(dump):
+        dumped = dump(exclude_none=True)
+        if isinstance(dumped, dict):
+            if "role" not in dumped and role:
+                dumped["role"] = role
+            return dumped
+    raise InvalidMessagesError(
+        f"cannot record a reply of type {type(reply).__name__}: pass the reply text (str), a message dict "
+        f"or the SDK's message object (with model_dump())"
+    )
+
+
 def _session_key(session_id: str | None) -> str | None:
     """The store key of a session id a caller passes (any string; see :func:`ctxlife.sessions.session_key`)."""
     if session_id is None:
         return None
-    from ctxlife.sessions.ids import session_key
-
     return session_key(session_id)
 
 
@@ -218,8 +241,6 @@ def record_reply(
     call. Use the ``config``, ``session_id`` and ``plugins`` you gave :func:`manage` (they pick
     its host). Returns the new records (``[]`` without a session).
     """
-    from ctxlife.sessions.session import as_message
-
     payload = reply if isinstance(reply, list) else as_message(reply)
     key = _session_key(session_id)
     found: _Shared | None = None

@@ -19,23 +19,27 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ctxlife.errors import CtxlifeError
+from ctxlife import __version__
+from ctxlife.errors import ConfigError, CtxlifeError
+from ctxlife.inspection import add_session_replay_arguments
+from ctxlife.report.cli import add_report_parser
+from ctxlife.sessions.cli import add_session_parser, run_session_command
 
 
 def _console() -> Any:
-    from rich.console import Console
+    from rich.console import Console  # lazy: rich's console loads only when something is printed
 
     return Console()
 
 
 def cmd_strategies(args: argparse.Namespace) -> int:
-    from ctxlife.plugins import registry
+    from ctxlife.plugins import registry  # lazy: each command loads what it needs (`ctxlife --help` stays fast)
 
     rows = registry().describe()
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich's tables load only when a table is printed
 
     table = Table(title="Installed ctxlife strategies (active only when a config names them)")
     for column in ("name", "hooks", "package", "version"):
@@ -53,12 +57,12 @@ def cmd_strategies(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from ctxlife.config import load_settings
+    from ctxlife.config import load_settings  # lazy: each command loads what it needs (`ctxlife --help` stays fast)
 
     settings = load_settings(args.config)
     resolved = settings.resolved()
     # Build the strategies too: some options (files, summarizers, stores) are checked only then.
-    from ctxlife.host import Host
+    from ctxlife.host import Host  # lazy: each command loads what it needs (`ctxlife --help` stays fast)
 
     host = Host(settings, context_window=settings.context_window or 8000)
     host.close()
@@ -80,8 +84,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    # lazy: each command loads what it needs (`ctxlife --help` stays fast)
     from ctxlife.config import load_settings
-    from ctxlife.errors import ConfigError
     from ctxlife.replay import FACTS_KEPT_DEFINITION, load_conversations, replay, run_session_replay
 
     if (args.file is None) == (args.session is None):
@@ -120,7 +124,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             )
         )
         return 1 if any(r.violations for r in results) else 0
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich's tables load only when a table is printed
 
     console = _console()
     console.print(
@@ -214,13 +218,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _plot_replay(result: Any, path: str) -> None:
-    from ctxlife.errors import CtxlifeError
-
     try:
-        import matplotlib
+        import matplotlib  # lazy: an optional extra (ctxlife[plot]), and slow to import
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # lazy: as above, once the backend is set
     except ImportError:
         raise CtxlifeError("--plot needs matplotlib: pip install 'ctxlife[plot]'") from None
     calls = [r.index + 1 for r in result.rows]
@@ -250,14 +252,13 @@ def _plot_replay(result: Any, path: str) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from ctxlife.demo import run_demo
+    from ctxlife.demo import run_demo  # lazy: each command loads what it needs (`ctxlife --help` stays fast)
 
     return run_demo(config=args.config, model=args.model, turns=args.turns, workspace=args.workspace, chart=args.chart)
 
 
 def cmd_session(args: argparse.Namespace) -> int:
-    from ctxlife.config import load_settings
-    from ctxlife.sessions.cli import run_session_command
+    from ctxlife.config import load_settings  # lazy: each command loads what it needs (`ctxlife --help` stays fast)
 
     # The config's top-level store (CTXLIFE_STORE, relative paths against the config's folder).
     # A config that is missing or invalid is a usage error (2): exit code 1 means "no such session".
@@ -268,7 +269,7 @@ def cmd_session(args: argparse.Namespace) -> int:
         return 2
     counter = None
     if getattr(args, "session_command", None) == "show":
-        from ctxlife.tokens import TokenCounter
+        from ctxlife.tokens import TokenCounter  # lazy: tiktoken loads only for the commands that count
 
         counter = TokenCounter()
     return run_session_command(args, default_store, count_tokens=counter.count_messages if counter else None)
@@ -300,9 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a JSON list of messages (OpenAI chat or Anthropic Messages), a _raw.jsonl session history, "
         "or tau-bench trajectories (.json/.json.gz); or --session ID instead",
     )
-    from ctxlife.inspection import add_session_replay_arguments  # --session ID, --ask, --html, --store, --view
-
-    add_session_replay_arguments(p)
+    add_session_replay_arguments(p)  # --session ID, --ask, --html, --store, --view
     p.add_argument(
         "--config",
         default=None,
@@ -345,20 +344,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chart", default=None, help="where to write the PNG chart (default: WORKSPACE/demo_context.png)")
     p.set_defaults(func=cmd_demo)
 
-    from ctxlife.report.cli import add_report_parser  # ctxlife report ID -o report.html
-
-    add_report_parser(sub)
-
-    from ctxlife.sessions.cli import add_session_parser
-
+    add_report_parser(sub)  # ctxlife report ID -o report.html
     session = add_session_parser(sub)  # with --config, before or after the subcommand
     session.set_defaults(func=cmd_session)
     return parser
 
 
 def _version() -> str:
-    from ctxlife import __version__
-
     return __version__
 
 

@@ -155,7 +155,7 @@ class LLMCallContext(HookContext):
 
     def count(self) -> int:
         """Tokens of the current message list (free when the list has not changed since the last count)."""
-        from ctxlife.messages import same_messages
+        from ctxlife.messages import same_messages  # lazy: `import ctxlife` loads contexts; keep it small
 
         memo = self._count_memo
         if memo is not None and same_messages(memo[0], self.messages):

@@ -15,9 +15,11 @@ with and without ctxlife, compactions) and a PNG chart of context tokens per cal
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -26,8 +28,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
+import ctxlife
+from ctxlife.config import local_store_url, read_toml, settings_from_dict
 from ctxlife.errors import CtxlifeError
 from ctxlife.hookspecs import hookimpl
+from ctxlife.integrations import require
+from ctxlife.integrations.scripted import offline_environment, scripted_llm
 from ctxlife.messages import is_recall_block, is_summary, is_system
 from ctxlife.retention import Need, NeedIndex, Retention
 
@@ -272,6 +281,7 @@ LEGEND = (
 
 
 def build_crew(llm: Any, sandbox: Path) -> Any:
+    # lazy: crewai is an optional extra (ctxlife[crewai]), and slow to import
     from crewai import Agent, Crew, Task
     from crewai.tools import tool
 
@@ -472,8 +482,6 @@ class Tracker:
 
 def _settings(config_path: Path, workspace: Path) -> Any:
     """The demo config, with its session store and tool-output folder inside the workspace."""
-    from ctxlife.config import local_store_url, read_toml, settings_from_dict
-
     data = read_toml(config_path)
     data["store"] = local_store_url("file", (workspace / "sessions").resolve())
     if "tool_output" in data.get("strategies", []):
@@ -485,14 +493,11 @@ def run_turns(
     config_path: Path, workspace: Path, model: str | None, first: int, last: int, console: Any, tracker: Tracker
 ) -> list[CallRecord]:
     """Run user turns ``first..last-1`` in this process, with a new crew; return the call records."""
-    from ctxlife.integrations.scripted import offline_environment, scripted_llm
-
     offline_environment()
-    import ctxlife
-    from ctxlife.integrations.crewai import host_of
+    from ctxlife.integrations.crewai import host_of  # lazy: crewai reads the environment set just above
 
     if model:
-        from crewai import LLM
+        from crewai import LLM  # lazy: crewai is an optional extra, and slow to import
 
         llm: Any = LLM(model=model)
     else:
@@ -527,8 +532,6 @@ def run_turns(
 def default_config_path() -> Path:
     """The demo's config, shipped inside the package (``ctxlife/configs/demo.toml``; the checkout's
     ``configs/demo.toml`` is a symlink to it), so ``ctxlife demo`` works from any folder."""
-    import importlib.resources
-
     resource = importlib.resources.files("ctxlife") / "configs" / "demo.toml"
     return Path(str(resource))
 
@@ -540,10 +543,6 @@ def run_demo(
     workspace: str = "workspace",
     chart: str | None = None,
 ) -> int:
-    from rich.console import Console
-
-    from ctxlife.integrations import require
-
     require("crewai", "crewai,plot", "ctxlife demo")
     console = Console()
     config_path = Path(config) if config else default_config_path()
@@ -558,7 +557,7 @@ def run_demo(
         + (f"model {model}" if model else f"scripted offline model, window {WINDOW:,} tokens")
     )
     with console.status("importing CrewAI ..."):
-        import crewai  # noqa: F401 - the import is the slow part; show it as such
+        import crewai  # noqa: F401  # lazy: the import is the slow part; show it as such
 
     phase_one = min(RESTART_AFTER, total)
     tracker = Tracker(console)
@@ -596,8 +595,6 @@ def run_demo(
 
 
 def _fresh_workspace(ws: Path) -> None:
-    import shutil
-
     for sub in ("sessions", "sandbox", "tool_outputs"):
         shutil.rmtree(ws / sub, ignore_errors=True)
     (ws / "sandbox").mkdir(parents=True, exist_ok=True)
@@ -606,8 +603,6 @@ def _fresh_workspace(ws: Path) -> None:
 
 
 def _summary(console: Any, records: list[CallRecord], restart_at: int) -> None:
-    from rich.table import Table
-
     sent = sum(r.sent_tokens for r in records)
     naive = sum(r.unmanaged_tokens for r in records)
     compactions = [r for r in records if r.details]
@@ -645,10 +640,10 @@ def _summary(console: Any, records: list[CallRecord], restart_at: int) -> None:
 
 def _chart(records: list[CallRecord], path: Path, restart_at: int) -> bool:
     try:
-        import matplotlib
+        import matplotlib  # lazy: an optional extra (ctxlife[plot]), and slow to import
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # lazy: as above, once the backend is set
     except ImportError:
         print("matplotlib is not installed: no chart (pip install 'ctxlife[plot]')")
         return False
@@ -687,8 +682,6 @@ def _chart(records: list[CallRecord], path: Path, restart_at: int) -> bool:
 
 def _phase_two(argv: list[str]) -> int:
     """Entry of the restarted process: run the remaining turns and write their records."""
-    from rich.console import Console
-
     config, ws, first, last, model, out, calls_before, crossed, tool_extra = argv
     console = Console()
     tracker = Tracker(console, int(calls_before), crossed == "1", int(tool_extra))

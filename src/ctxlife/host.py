@@ -34,12 +34,14 @@ from ctxlife.contexts import (
     TextContext,
     ToolCallContext,
 )
-from ctxlife.errors import CtxlifeError, PluginError
+from ctxlife.errors import ConfigError, CtxlifeError, PluginError
 from ctxlife.events import describe_error, emit
 from ctxlife.messages import ANTHROPIC, check_shape, last_user_index, list_format, same_messages, text_of, validate
+from ctxlife.models import as_completion
 from ctxlife.plugins import registry
+from ctxlife.sessions import open_store, store_schemes
 from ctxlife.sessions.base import RawRecord, SessionStore
-from ctxlife.sessions.ids import validate_view
+from ctxlife.sessions.ids import validate_session_id, validate_view
 from ctxlife.sessions.recording import recorder_for
 from ctxlife.strategy import Strategy, ToolSpec, create_strategy
 from ctxlife.telemetry import NO_SPAN, host_tracer
@@ -143,8 +145,6 @@ class Host:
         self.model: str | None = model or settings.model
         self.session_id = session_id if session_id is not None else settings.session_id
         if self.session_id is not None:
-            from ctxlife.sessions.ids import validate_session_id
-
             validate_session_id(self.session_id)
         self._pm = pluggy.PluginManager(hookspecs.PROJECT)
         self._pm.add_hookspecs(hookspecs)
@@ -205,8 +205,6 @@ class Host:
         self.complete: Complete | None = None
         self.summary_model: Complete | None = None
         if summary_model is not None:
-            from ctxlife.models import as_completion
-
             self.summary_model = as_completion(summary_model)
         self.listeners: list[Callable[[Report], None]] = []
         """Called with every dispatch's :class:`Report` (metrics, dashboards, the demo)."""
@@ -808,8 +806,6 @@ class Host:
         session = session_id or self.session_id
         if session is None:
             return []
-        from ctxlife.sessions.ids import validate_session_id
-
         validate_session_id(session)
         lane = validate_view(view or "")
         with self._lock:
@@ -902,9 +898,6 @@ class Host:
 
 def _open_store(settings: Settings) -> SessionStore:
     """Open the settings' session store (creates nothing until the first write)."""
-    from ctxlife.errors import ConfigError
-    from ctxlife.sessions import open_store, store_schemes
-
     url = settings.store_url()
     scheme = url.split("://", 1)[0].lower()
     if scheme not in store_schemes():

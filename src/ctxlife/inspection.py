@@ -14,6 +14,8 @@ that ``ctxlife replay --session`` and ``ctxlife report`` build on too.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +23,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctxlife.errors import ConfigError, CtxlifeError, StoreError
+from ctxlife.messages import (
+    BOOTSTRAP_END,
+    BOOTSTRAP_START,
+    content_text,
+    inserted_kind,
+    is_inserted,
+    is_system,
+    role,
+    strip_bootstrap,
+    text_of,
+)
+from ctxlife.sessions import base
+from ctxlife.sessions.base import fingerprint, redact_url
+from ctxlife.sessions.ids import validate_session_id, validate_view
 
 if TYPE_CHECKING:
     from ctxlife.config import Settings
@@ -110,16 +126,6 @@ def compose(messages: Sequence[Message], counter: TokenCounter) -> Composition:
     (:func:`ctxlife.messages.inserted_kind`); the bootstrap section ctxlife puts into a system
     prompt (or, without one, into the first user turn) is its own part.
     """
-    from ctxlife.messages import (
-        BOOTSTRAP_END,
-        BOOTSTRAP_START,
-        content_text,
-        inserted_kind,
-        is_system,
-        role,
-        text_of,
-    )
-
     parts: list[Part] = []
     for index, message in enumerate(messages):
         who = role(message) or "?"
@@ -166,8 +172,6 @@ def copy_session(source: SessionStore, target: SessionStore, session_id: str) ->
         if _plain(first):
             written = target.append(session_id, [r.message for r in batch], view=first.view)
         else:
-            from ctxlife.sessions import base
-
             event = getattr(base, "Event", None)
             append_events = getattr(target, "append_events", None)
             if event is None or append_events is None:  # pragma: no cover - only before the event log
@@ -243,8 +247,8 @@ def scratch_session(
 
 def _scratch_store(directory: Path, recorded_at: RecordedAt | None) -> SessionStore:
     """A :class:`~ctxlife.sessions.file.FileStore` (no fsync: it is thrown away) showing ``recorded_at`` times."""
-    import dataclasses
 
+    # lazy: the CLI builds its parser from this module; a store module loads when a command opens it
     from ctxlife.sessions.file import FileStore
 
     class ScratchStore(FileStore):
@@ -272,7 +276,7 @@ def host_on(settings: Settings, store: SessionStore, **kwargs: Any) -> Host:
     folder; opening creates nothing) and is then handed ``store`` itself, so the times the copy shows
     are the ones its strategies read. ``host.close()`` closes ``store`` too.
     """
-    from ctxlife.host import Host
+    from ctxlife.host import Host  # lazy: the CLI builds its parser from this module; the host loads per command
 
     host = Host(isolated_settings(settings, store), **kwargs)
     opened = host.open_store()
@@ -305,8 +309,6 @@ def stored_system_prompt(store: SessionStore, session_id: str, view: str = "") -
     System prompts are not raw history (the caller sends its own every call); the snapshot keeps
     the one of the last saved call, which is the best guess of what the next call sends.
     """
-    from ctxlife.messages import inserted_kind, is_system, strip_bootstrap
-
     snapshot = store.load_snapshot(session_id, view)
     if snapshot is None:
         return None
@@ -444,8 +446,7 @@ def next_context(
     user message (without it, the call is made on the stored conversation as it is). The original
     store is only read: nothing is recorded or written there.
     """
-    from ctxlife.sessions.ids import validate_session_id, validate_view
-    from ctxlife.sessions.session import Session
+    from ctxlife.session import Session  # lazy: the CLI builds its parser from this module; the host loads per command
 
     validate_session_id(session_id)
     validate_view(view)
@@ -490,9 +491,6 @@ def evicted_messages(before: Sequence[Message], after: Sequence[Message]) -> lis
 
     System prompts and what ctxlife inserted (summaries, recall blocks) are not conversation.
     """
-    from ctxlife.messages import is_inserted, is_system
-    from ctxlife.sessions.base import fingerprint
-
     left: dict[str, int] = {}
     for message in after:
         key = fingerprint(message)
@@ -510,8 +508,6 @@ def evicted_messages(before: Sequence[Message], after: Sequence[Message]) -> lis
 
 
 def _redacted(url: str) -> str:
-    from ctxlife.sessions.base import redact_url
-
     return redact_url(url)
 
 
@@ -520,6 +516,7 @@ def _redacted(url: str) -> str:
 
 def print_next_call(call: NextCall, out: Any, *, width: int = 160) -> None:
     """Print a :class:`NextCall` as a table (part, role, tokens, text) with the totals per part kind."""
+    # lazy: rich's console and tables load only when a table is printed
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -689,9 +686,9 @@ def wants_context(args: Any) -> bool:
 
 def show_context(store: SessionStore, args: Any, out: Any) -> int:
     """``ctxlife session show ID --context``: print :func:`next_context` for the session (exit code)."""
-    import json
-
-    from ctxlife.config import load_settings
+    from ctxlife.config import (
+        load_settings,
+    )  # lazy: the CLI builds its parser from this module; config loads per command
 
     settings = load_settings(getattr(args, "config", None))
     call = next_context(

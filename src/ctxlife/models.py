@@ -203,6 +203,7 @@ def openai_completion(
         if not _installed("openai"):
             raise MissingDependencyError(problem)
         raise ModelError(problem)
+    # lazy: the openai extra (ctxlife[openai]) loads only when this route is used
     import httpx
     import openai
 

@@ -26,6 +26,7 @@ from ctxlife import testing
 
 @pytest.fixture
 def make_host() -> Iterator[Callable[..., Any]]:
+    # lazy: pytest loads this plugin in every run; the host loads only for a test that uses the fixture
     from ctxlife.config import settings_from_dict
     from ctxlife.host import Host
 

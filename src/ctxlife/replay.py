@@ -21,14 +21,44 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxlife.config import Settings
+from ctxlife.config import Settings, load_settings
 from ctxlife.contexts import ToolCallContext
 from ctxlife.errors import ConfigError, CtxlifeError
 from ctxlife.host import Host
-from ctxlife.inspection import Frame, SessionReplay
-from ctxlife.messages import calls_of, check_shape, content_text, pair_tool_results, role, text_of, validate
+from ctxlife.inspection import (
+    PART_KINDS,
+    Frame,
+    SessionReplay,
+    check_view,
+    compose,
+    evicted_messages,
+    host_on,
+    next_context,
+    pick_view,
+    require_window,
+    scratch_session,
+    stored_system_prompt,
+    view_messages,
+)
+from ctxlife.messages import (
+    SUMMARY_PREFIX,
+    calls_of,
+    check_shape,
+    content_text,
+    inserted_text,
+    is_recall_block,
+    is_summary,
+    pair_tool_results,
+    role,
+    text_of,
+    validate,
+)
+from ctxlife.report import write_report
 from ctxlife.retention import NeedIndex, reused_arguments
-from ctxlife.sessions.base import RawRecord
+from ctxlife.session import Session
+from ctxlife.sessions import open_store
+from ctxlife.sessions.base import RawRecord, decode_record, fingerprint, redact_url
+from ctxlife.sessions.ids import validate_session_id, validate_view
 
 #: How "facts kept" is defined wherever replay shows it (ctxlife.retention; never ctxlife's own extractor).
 FACTS_KEPT_DEFINITION = (
@@ -163,8 +193,6 @@ def load_conversations(path: str | Path) -> list[Conversation]:
 
 def _jsonl_conversations(path: Path, text: str) -> list[Conversation]:
     """A JSON-lines file of messages, or a session's ``_raw.jsonl``: one conversation per view."""
-    from ctxlife.sessions.base import decode_record
-
     lines = text.splitlines()
     views: dict[str, list[dict[str, Any]]] = {}
     for number, line in enumerate(lines, 1):
@@ -403,20 +431,6 @@ def replay_session(
     ``next_call`` adds the call the stored session itself would make next (restored from a copy of
     its snapshot and records: :func:`ctxlife.inspection.next_context`). The original store is only read.
     """
-    from ctxlife.inspection import (
-        check_view,
-        compose,
-        evicted_messages,
-        host_on,
-        next_context,
-        require_window,
-        scratch_session,
-        stored_system_prompt,
-        view_messages,
-    )
-    from ctxlife.sessions.ids import validate_session_id, validate_view
-    from ctxlife.sessions.session import Session
-
     validate_session_id(session_id)
     validate_view(view)
     window = require_window(settings, context_window)
@@ -555,9 +569,6 @@ def _fill_inserted(
     frame: Frame, sent: list[dict[str, Any]], before: list[dict[str, Any]], store: Any, session_id: str
 ) -> None:
     """The summary a compaction wrote at this call, and the passages a recall block brought back."""
-    from ctxlife.messages import SUMMARY_PREFIX, inserted_text, is_recall_block, is_summary
-    from ctxlife.sessions.base import fingerprint
-
     had = {fingerprint(m) for m in before if is_summary(m)}
     for message in sent:
         if is_summary(message) and fingerprint(message) not in had:
@@ -585,8 +596,6 @@ def _fill_inserted(
 
 
 def _redact(url: str) -> str:
-    from ctxlife.sessions.base import redact_url
-
     return redact_url(url)
 
 
@@ -595,16 +604,11 @@ def _redact(url: str) -> str:
 
 def open_session_store(settings: Settings, url: str | None) -> Any:
     """The store a stored-session command reads: ``url`` (``--store``), else the config's."""
-    from ctxlife.sessions import open_store
-
     return open_store(url or settings.store_url())
 
 
 def run_session_replay(args: Any) -> int:
     """``ctxlife replay --session ID``: print what each call would have sent (exit 1 if a list is invalid)."""
-    from ctxlife.config import load_settings
-    from ctxlife.inspection import pick_view
-
     settings = load_settings(args.config)
     with open_session_store(settings, args.store) as store:
         result = replay_session(
@@ -617,8 +621,6 @@ def run_session_replay(args: Any) -> int:
             model=args.model,
         )
     if args.html:
-        from ctxlife.report import write_report
-
         write_report(result, args.html)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
@@ -631,11 +633,10 @@ def run_session_replay(args: Any) -> int:
 
 def print_session_replay(result: SessionReplay, out: Any = None) -> None:
     """A table of the replay: per call the tokens of each part, what the strategies did; then the last list."""
+    # lazy: rich's console and tables load only when a table is printed
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
-
-    from ctxlife.inspection import PART_KINDS
 
     console = Console(file=out, highlight=False)
     if not console.is_terminal:

@@ -29,6 +29,8 @@ import weakref
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ctxlife import __version__
+
 if TYPE_CHECKING:
     from ctxlife.contexts import HookContext
 
@@ -64,11 +66,9 @@ _DETAILS = {
 def host_tracer(model: str | None = None) -> Tracer | None:
     """A :class:`Tracer` on OpenTelemetry's global provider, or None when OpenTelemetry is not installed."""
     try:
-        from opentelemetry import trace
+        from opentelemetry import trace  # lazy: an optional extra (ctxlife[otel])
     except ImportError:
         return None
-    from ctxlife import __version__
-
     return Tracer(trace.get_tracer(SCOPE, __version__), model=model)
 
 
@@ -86,7 +86,7 @@ class StrategySpan:
     __slots__ = ("_scope", "_span")
 
     def __init__(self, span: Any) -> None:
-        from opentelemetry import trace
+        from opentelemetry import trace  # lazy: an optional extra (ctxlife[otel])
 
         self._span = span
         self._scope = trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False)
@@ -97,7 +97,7 @@ class StrategySpan:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if kind is not None and self._span.is_recording():
-            from opentelemetry.trace import Status, StatusCode
+            from opentelemetry.trace import Status, StatusCode  # lazy: an optional extra (ctxlife[otel])
 
             # The type only: an exception's text may quote the conversation.
             self._span.set_attribute("error.type", kind.__name__)
@@ -125,7 +125,7 @@ class StrategySpan:
             if "seconds" in action.details and isinstance(action.details["seconds"], (int, float)):
                 span.set_attribute("ctxlife.summarizer.latency_ms", round(float(action.details["seconds"]) * 1000, 3))
         if problem is not None:
-            from opentelemetry.trace import Status, StatusCode
+            from opentelemetry.trace import Status, StatusCode  # lazy: an optional extra (ctxlife[otel])
 
             span.set_attribute("error.type", "invalid_sequence")
             span.set_status(Status(StatusCode.ERROR, f"rolled back: {problem}"))
@@ -180,7 +180,7 @@ class Tracer:
         node = self._nodes.get(ctx)
         if node is None:
             return NO_SPAN
-        from opentelemetry import trace
+        from opentelemetry import trace  # lazy: an optional extra (ctxlife[otel])
 
         span = self._tracer.start_span(
             f"ctxlife.strategy {name}",

@@ -171,7 +171,7 @@ def installed_strategy(strategy_cls: type[ctxlife.Strategy[Any]]) -> Iterator[ty
     and what was there before is restored afterwards, so a test can write
     ``strategies = ["mine"]`` in a config.
     """
-    from ctxlife.plugins import registry
+    from ctxlife.plugins import registry  # lazy: pytest loads the test kit in every run; pydantic only when used
 
     with registry().registered(strategy_cls.name, strategy_cls):
         yield strategy_cls

@@ -48,7 +48,7 @@ _fallback_logged: set[str | None] = set()
 
 
 def _offline_encoding_names() -> set[str]:
-    from tiktoken.registry import list_encoding_names
+    from tiktoken.registry import list_encoding_names  # lazy: tiktoken is slow to import; it loads on first use
 
     return {name for name in list_encoding_names() if name.endswith("_offline")}
 
@@ -57,7 +57,7 @@ def _load_encoding(name: str) -> Any:
     with _encodings_lock:
         encoding = _encodings.get(name)
         if encoding is None:
-            import tiktoken
+            import tiktoken  # lazy: slow to import; it loads on first use
 
             encoding = tiktoken.get_encoding(name)
             _encodings[name] = encoding
@@ -72,7 +72,7 @@ def resolve_encoding_name(model: str | None) -> tuple[str, str | None]:
     """
     wanted: str | None = None
     if model:
-        import tiktoken.model
+        import tiktoken.model  # lazy: slow to import; it loads on first use
 
         bare = model.split("/")[-1]  # "openai/gpt-4o" -> "gpt-4o"
         try:

@@ -49,6 +49,7 @@ from ctxlife.messages import (
     text_of,
 )
 from ctxlife.models import Complete, model_route_problem, openai_completion
+from ctxlife.sessions import LockTimeoutError
 from ctxlife.summarizers import (
     LLMSummarizer,
     Summarizer,
@@ -320,8 +321,6 @@ class LLMSummary(ctxlife.Strategy):
                 return
         with ExitStack() as held:
             if ctx.store is not None and ctx.session_id is not None:
-                from ctxlife.sessions import LockTimeoutError
-
                 ttl = self.options.timeout_seconds + 30
                 try:
                     lock = ctx.store.lock(ctx.session_id, ttl_seconds=ttl, timeout=self.options.lock_timeout_seconds)

@@ -36,7 +36,7 @@ from pydantic import Field
 import ctxlife
 from ctxlife.events import emit
 from ctxlife.messages import current_turn_index, is_inserted, is_recall_block, is_system, mark_inserted, round_starts
-from ctxlife.recall import HistorySearch, live_keys, need_for_past, quote, render
+from ctxlife.recall import HistorySearch, live_keys, message_text, need_for_past, query_terms, quote, render
 from ctxlife.strategy import ToolSpec
 
 SEARCH_TOOL = "ctxlife_search_history"
@@ -427,8 +427,6 @@ def _own_words(messages: list[dict[str, Any]], turn: int) -> str:
     earlier one. Lines another user message repeats verbatim are left out, and so are words that
     every other user message in the context holds (when there are at least two).
     """
-    from ctxlife.recall import query_terms
-
     text = _text(messages[turn])
     others = [_text(m) for i, m in enumerate(messages) if i != turn and m.get("role") == "user"]
     seen_lines = {line.strip() for other in others for line in other.splitlines() if line.strip()}
@@ -463,6 +461,4 @@ def _same_but_blocks(before: list[dict[str, Any]], after: list[dict[str, Any]]) 
 
 
 def _text(message: dict[str, Any]) -> str:
-    from ctxlife.recall import message_text
-
     return message_text(message)

@@ -34,6 +34,7 @@ def require(module: str, extra: str, feature: str) -> None:
 
 def tool_arguments_model(spec: ToolSpec) -> type[BaseModel]:
     """The pydantic model of a :class:`~ctxlife.strategy.ToolSpec`'s arguments (all strings), for a framework's tool."""
+    # lazy: the test kit (a pytest plugin, loaded in every run) imports this package without pydantic
     from pydantic import Field, create_model
 
     fields: dict[str, Any] = {arg: (str, Field(..., description=text)) for arg, text in spec.parameters.items()}

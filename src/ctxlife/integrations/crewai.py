@@ -33,6 +33,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import importlib
+import inspect
 import logging
 import os
 import threading
@@ -46,6 +48,7 @@ from ctxlife.errors import CtxlifeError
 from ctxlife.events import emit
 from ctxlife.host import Host
 from ctxlife.integrations import require, tool_arguments_model
+from ctxlife.sessions.ids import view_id
 from ctxlife.strategy import ToolSpec
 
 ADAPTER_ATTR = "_ctxlife_adapter"
@@ -129,8 +132,6 @@ class CrewAdapter:
     """Binds one crew to one host; translates CrewAI contexts to ctxlife contexts."""
 
     def __init__(self, crew: Any, host: Host) -> None:
-        import importlib
-
         # Not "from crewai.hooks import dispatch": the package re-exports a function by that name.
         dispatch = importlib.import_module("crewai.hooks.dispatch")
         self._dispatch = dispatch
@@ -189,8 +190,6 @@ class CrewAdapter:
 
     def _scoped(self, name: str, original: Any) -> Any:
         """``original`` bound to the crew, run inside this adapter's hook scope."""
-        import inspect
-
         crew = self.crew
         if inspect.iscoroutinefunction(original):
 
@@ -280,8 +279,6 @@ class CrewAdapter:
         A task that is not one of the crew's (work a manager delegates) has no position: the
         agent's role alone names the view, so an agent's delegated work forms one lane.
         """
-        from ctxlife.sessions.ids import view_id
-
         index = facts.get("task_index")
         return view_id(agent_role, f"task{index}" if index is not None else None)
 
@@ -464,6 +461,7 @@ def _said(text: str) -> str | None:
     a ReAct action (CrewAI keeps it with the tool's observation: recorded at the next model call)."""
     if "Action" not in text and "Final Answer" not in text:
         return text
+    # lazy: crewai is an optional extra
     from crewai.agents.parser import AgentAction, AgentFinish, OutputParserError, parse
 
     try:
@@ -479,7 +477,7 @@ def _said(text: str) -> str | None:
 
 def _crewai_tool(spec: ToolSpec) -> Any:
     """A CrewAI tool that calls a ctxlife :class:`~ctxlife.strategy.ToolSpec`."""
-    from crewai.tools import BaseTool
+    from crewai.tools import BaseTool  # lazy: crewai is an optional extra
 
     schema = tool_arguments_model(spec)
     function = spec.function
@@ -500,7 +498,7 @@ def completion_for_model(model: str, *, timeout: float | None = None, **llm_opti
     are never managed by ctxlife again.
     """
     require("crewai", "crewai", "completion_for_model()")
-    from crewai import LLM
+    from crewai import LLM  # lazy: crewai is an optional extra
 
     options = dict(llm_options)
     if timeout is not None:

@@ -108,7 +108,7 @@ def _text(content: Any) -> str:
 def _thread_id() -> str | None:
     """The LangGraph ``thread_id`` of the running call, if any (what the framework reports as the session)."""
     try:
-        from langgraph.config import get_config
+        from langgraph.config import get_config  # lazy: langgraph is optional (LangChain runs without it)
 
         configurable = get_config().get("configurable") or {}
     except Exception:  # noqa: BLE001 - outside a graph run there is no config

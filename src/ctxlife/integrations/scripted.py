@@ -60,6 +60,7 @@ _llm_class: type | None = None
 
 def _build_llm_class() -> type:
     offline_environment()
+    # lazy: crewai reads the environment set just above (and importing this module does not import it)
     from crewai.llms.base_llm import BaseLLM
     from pydantic import PrivateAttr
 

@@ -17,6 +17,8 @@ import argparse
 import json
 from typing import IO, Any
 
+from ctxlife.recall.history import HistorySearch, position
+
 _EXIT_OK, _EXIT_NOT_FOUND = 0, 1
 
 
@@ -38,6 +40,7 @@ def add_search_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.Arg
 
 def _filter_host(args: argparse.Namespace) -> Any:
     """A host of the config's strategies, for their privacy filter (None when none filters text)."""
+    # lazy: the CLI builds its parser from this module; config and host load when a search runs
     from ctxlife.config import load_settings
     from ctxlife.host import Host
 
@@ -50,8 +53,6 @@ def _filter_host(args: argparse.Namespace) -> Any:
 
 def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: Any) -> int:
     """Run ``session search`` on an open store; return the exit code."""
-    from ctxlife.recall.history import HistorySearch, position
-
     sid = args.session_id
     if store.head(sid) == 0 if hasattr(store, "head") else store.raw_length(sid) == 0:
         err.write(

@@ -30,6 +30,7 @@ from ctxlife.messages import RECALL_PREFIX
 from ctxlife.recall.index import HistoryIndex, Hit, StoredRecord
 from ctxlife.recall.records import CHUNK_CHARS, Record, message_text
 from ctxlife.recall.text import query_terms, term_pattern
+from ctxlife.sessions import fingerprint
 
 MEMORY = "memory"
 
@@ -59,6 +60,7 @@ def _beside_database(path: Path) -> Path:
 def _local_index_dir(store: Any) -> Path | None:
     """The default index folder of ``store``: from a local store's own path (its ``url`` is for
     display: a folder whose name holds ``%`` or ``#`` does not survive a round trip through it)."""
+    # lazy: the CLI builds its parser from this package; a store module loads when a command opens it
     from ctxlife.sessions.file import FileStore
     from ctxlife.sessions.sqlite import SQLiteStore
 
@@ -92,8 +94,6 @@ def read_records(store: Any, session_id: str, after_seq: int) -> list[Record]:
                 )
             )
         return out
-    from ctxlife.sessions import fingerprint
-
     return [
         Record(after_seq + 1 + i, message, fingerprint=fingerprint(message))
         for i, message in enumerate(store.read_raw(session_id, start=after_seq))
@@ -172,9 +172,9 @@ class HistorySearch:
         object of its own (same URL), so its position stays its own.
         """
         if self._reader is None:
-            from ctxlife.sessions.file import FileStore
-
             self._reader = self.store
+            from ctxlife.sessions.file import FileStore  # lazy: as in _local_index_dir
+
             if isinstance(self.store, FileStore):
                 self._reader = FileStore(self.store.directory, fsync=self.store.fsync, ttl=self.store.ttl)
         return self._reader

@@ -51,10 +51,12 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Self
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ctxlife.errors import CtxlifeError, StoreError
+from ctxlife.sessions.durations import parse_duration
 from ctxlife.sessions.ids import validate_session_id, validate_view
 
 __all__ = [
@@ -1074,8 +1076,6 @@ def parse_bool(value: str, name: str, url: str) -> bool:
 
 def redact_url(url: str) -> str:
     """Return ``url`` with any password replaced by ``***`` (for messages and logs)."""
-    from urllib.parse import urlsplit, urlunsplit
-
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -1096,7 +1096,6 @@ def redact_url(url: str) -> str:
 
 def parse_query(url: str, query: str, allowed: tuple[str, ...]) -> dict[str, str]:
     """Parse a store URL's query string, rejecting options not in ``allowed`` by name."""
-    from urllib.parse import parse_qsl
 
     try:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
@@ -1117,7 +1116,6 @@ def parse_ttl(opts: dict[str, str], url: str) -> float | None:
     Written as seconds (``ttl=3600``) or with a unit (``ttl=30d``, ``12h``, ``90m``, ``2w``; see
     :func:`ctxlife.sessions.durations.parse_duration`).
     """
-    from ctxlife.sessions.durations import parse_duration
 
     raw = opts.get("ttl")
     if raw is None or raw == "":

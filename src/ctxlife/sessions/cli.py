@@ -31,7 +31,7 @@ A session ``ID`` is the id as the application passed it (a LangGraph thread id s
 ``slack:C01:17.5``, an e-mail address) or its store key: it is mapped with
 :func:`ctxlife.sessions.session_key`, and ``list`` shows ids, not keys.
 
-Only ``argparse`` and ``json`` are imported up front; stores and ``rich`` load when a command runs.
+The stores load when a command opens one, and ``rich``'s tables when a command prints one.
 """
 
 from __future__ import annotations
@@ -40,8 +40,19 @@ import argparse
 import json
 import re
 import sys
+import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import IO, Any
+
+from ctxlife.errors import CtxlifeError
+from ctxlife.inspection import add_context_arguments, show_context, wants_context
+from ctxlife.messages import SUMMARY_PREFIX, content_text, inserted_text, is_summary, restore_inserted
+from ctxlife.recall.cli import add_search_parser, search_command
+from ctxlife.sessions import DEFAULT_STORE_URL, open_store, session_key
+from ctxlife.sessions.base import materialize
+from ctxlife.sessions.durations import parse_duration
+from ctxlife.sessions.ids import original_session_id, validate_view
 
 __all__ = ["add_session_parser", "run_session_command"]
 
@@ -90,9 +101,7 @@ def add_session_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     show.add_argument("session_id", metavar="ID", help="the session id")
     show.add_argument("--view", metavar="VIEW", default=None, help="show only this view (an agent's or task's lane)")
-    from ctxlife.inspection import add_context_arguments  # --context: the list the next call would send
-
-    add_context_arguments(show)
+    add_context_arguments(show)  # --context: the list the next call would send
     export = sub.add_parser(
         "export",
         parents=[common],
@@ -143,9 +152,7 @@ def add_session_parser(subparsers: Any) -> argparse.ArgumentParser:
     rm.add_argument("--all", action="store_true", help="delete every session in the store (needs --yes)")
     rm.add_argument("--yes", action="store_true", help="confirm --all")
     rm.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
-    from ctxlife.recall.cli import add_search_parser  # the history search (recall)
-
-    add_search_parser(sub, common)
+    add_search_parser(sub, common)  # the history search (recall)
     return parser
 
 
@@ -167,15 +174,10 @@ def run_session_command(
         token_encoding: a label for the counter (e.g. ``"cl100k_base"``) shown beside the count.
         stdout, stderr: streams to write to (default ``sys.stdout`` / ``sys.stderr``).
     """
-    from ctxlife.errors import CtxlifeError
-    from ctxlife.sessions import DEFAULT_STORE_URL, open_store, session_key
-
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
     command = getattr(args, "session_command", None)
     url = getattr(args, "store", None) or default_store_url or DEFAULT_STORE_URL
-    from ctxlife.recall.cli import search_command
-
     handlers = {"list": _list, "show": _show, "export": _export, "erase": _erase, "rm": _rm, "search": search_command}
     handler = handlers.get(command or "")
     if handler is None:
@@ -192,7 +194,7 @@ def run_session_command(
 
 
 def _console(out: IO[str]) -> Any:
-    from rich.console import Console
+    from rich.console import Console  # lazy: rich's console loads only when something is printed
 
     return Console(file=out, highlight=False, soft_wrap=False)
 
@@ -200,8 +202,6 @@ def _console(out: IO[str]) -> Any:
 def _when(ts: float | None) -> str:
     if ts is None:
         return "-"
-    from datetime import datetime
-
     return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
 
 
@@ -213,12 +213,11 @@ def _not_found(store: Any, sid: str, err: IO[str]) -> int:
 
 def _shown(key: str) -> str:
     """A session as ``list`` and the messages show it: the id it was made from (see ``session_key``)."""
-    from ctxlife.sessions.ids import original_session_id
-
     return original_session_id(key)
 
 
 def _list(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: Any) -> int:
+    # lazy: rich's tables load only when a table is printed
     from rich.table import Table
     from rich.text import Text
 
@@ -252,8 +251,6 @@ def current_summary(snapshot: Any) -> str | None:
     :func:`ctxlife.messages.is_summary` after :func:`~ctxlife.messages.restore_inserted` re-registers the
     snapshot's inserted messages); a ``"summary"`` entry of the snapshot's meta is the fallback.
     """
-    from ctxlife.messages import SUMMARY_PREFIX, content_text, inserted_text, is_summary, restore_inserted
-
     restore_inserted(snapshot.messages, snapshot.meta.get("inserted"))
     found = [m for m in snapshot.messages if is_summary(m)]
     if found:
@@ -272,17 +269,14 @@ def _show(
     count_tokens: TokenCounter | None,
     token_encoding: str | None,
 ) -> int:
+    # lazy: rich's tables load only when a table is printed
     from rich.table import Table
     from rich.text import Text
-
-    from ctxlife.sessions.ids import validate_view
 
     sid = args.session_id
     only = getattr(args, "view", None)
     if only is not None:
         validate_view(only)
-    from ctxlife.inspection import show_context, wants_context
-
     if wants_context(args):
         return show_context(store, args, out)
     raw_count = store.head(sid)
@@ -358,8 +352,6 @@ def _export(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_
         if getattr(args, "log", False):
             _write_json(out, [_record_doc(r) for r in records])
         else:
-            from ctxlife.sessions.base import materialize  # stores load when a command runs (import time)
-
             views = sorted({r.view for r in records})
             current = sorted(
                 (r for view in views for r in materialize([x for x in records if x.view == view])),
@@ -435,12 +427,8 @@ def _rm(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: An
             return _not_found(store, sid, err)
         out.write(f"deleted session {_shown(sid)!r} from {store.url}\n")
         return _EXIT_OK
-    import time
-
     infos = store.list_sessions()
     if older is not None:
-        from ctxlife.sessions.durations import parse_duration
-
         try:
             limit = parse_duration(older)
         except ValueError as exc:

@@ -820,7 +820,7 @@ class FileStore(SessionStore):
 
         ``ttl_seconds`` is not needed here (see the module docstring) and only validated.
         """
-        import filelock
+        import filelock  # lazy: slow to import, and only a writer takes the lock
 
         path = self._path(session_id, _LOCK_SUFFIX)
         check_lock_args(ttl_seconds, timeout)

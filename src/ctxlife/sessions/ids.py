@@ -31,6 +31,7 @@ shows that).
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from ctxlife.errors import SessionIdError
@@ -190,8 +191,6 @@ def view_id(*parts: object) -> str:
     roles), a short hash of the original parts keeps distinct roles distinct. ``None`` and empty
     parts are left out; no part at all gives the default view ``""``.
     """
-    import hashlib
-
     texts = [str(p) for p in parts if p is not None and str(p) != ""]
     if not texts:
         return ""

@@ -65,6 +65,7 @@ from ctxlife.sessions.base import (
     redact_url,
     unwrap_event,
 )
+from ctxlife.sessions.durations import parse_duration
 from ctxlife.sessions.ids import validate_blob_key, validate_session_id, validate_view
 
 __all__ = ["DEFAULT_PREFIX", "RedisStore"]
@@ -156,8 +157,6 @@ class RedisStore(SessionStore):
             raise StoreError(f"redis store {self.url}: the key prefix must be a non-empty string")
         self.prefix = prefix
         if ttl is None and opts.get("ttl"):
-            from ctxlife.sessions.durations import parse_duration
-
             try:
                 ttl = math.ceil(parse_duration(opts["ttl"]))  # Redis expires keys in whole seconds
             except ValueError as exc:

@@ -16,6 +16,7 @@ from typing import Any
 from ctxlife.errors import ConfigError
 from ctxlife.facts import FACT_LIST_HEADER, extract_facts, format_fact_list
 from ctxlife.messages import CJK, strip_summary_marker
+from ctxlife.models import ContextLengthExceeded
 from ctxlife.summarizers.base import SummarizerError, SummaryRequest, running_summary_and_span
 from ctxlife.summarizers.extractive import ExtractiveSummarizer
 from ctxlife.summarizers.rendering import render_messages, truncate_to_tokens
@@ -218,8 +219,6 @@ class LLMSummarizer:
         """The summary of ``request``. When the endpoint refuses a prompt as over its window and names
         that window (:class:`~ctxlife.models.ContextLengthExceeded`), the window is learnt and the
         summary planned again once."""
-        from ctxlife.models import ContextLengthExceeded
-
         try:
             return self._summarize(request)
         except ContextLengthExceeded as exc:

@@ -27,46 +27,22 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Self
+from collections.abc import Iterable, Sequence
+from typing import Any, Self
 
+from ctxlife.api import as_message, resolve_settings
+from ctxlife.config import Settings
 from ctxlife.errors import InvalidMessagesError
+from ctxlife.host import Host, Report
+from ctxlife.messages import check_shape, inserted_meta, is_inserted, is_recall_block, is_system, same_messages
+from ctxlife.sessions.base import RawRecord, SessionStore, Snapshot
 from ctxlife.sessions.ids import session_key, validate_view
+from ctxlife.sessions.recording import Recorder, recorder_for
+from ctxlife.sessions.restore import Restored, restore_view
 
-if TYPE_CHECKING:
-    from ctxlife.config import Settings
-    from ctxlife.host import Host, Report
-    from ctxlife.sessions.base import RawRecord, SessionStore
-    from ctxlife.sessions.recording import Recorder
-    from ctxlife.sessions.restore import Restored
-
-__all__ = ["AsyncSession", "Session", "as_message"]
+__all__ = ["AsyncSession", "Session"]
 
 Message = dict[str, Any]
-
-
-def as_message(reply: object, *, role: str = "assistant") -> Message:
-    """A model's reply as a message dict: a ``str`` (an assistant text), a mapping, or an SDK object.
-
-    SDK objects with ``model_dump`` (the OpenAI client's ``ChatCompletionMessage``, the Anthropic
-    client's ``Message``) are dumped without ``None`` fields, so what is stored is what the API
-    accepts back. Anything else raises :class:`~ctxlife.errors.InvalidMessagesError`.
-    """
-    if isinstance(reply, str):
-        return {"role": role, "content": reply}
-    if isinstance(reply, Mapping):
-        return dict(reply)
-    dump = getattr(reply, "model_dump", None)
-    if callable(dump):
-        dumped = dump(exclude_none=True)
-        if isinstance(dumped, dict):
-            if "role" not in dumped and role:
-                dumped["role"] = role
-            return dumped
-    raise InvalidMessagesError(
-        f"cannot record a reply of type {type(reply).__name__}: pass the reply text (str), a message dict "
-        f"or the SDK's message object (with model_dump())"
-    )
 
 
 class Session:
@@ -106,9 +82,6 @@ class Session:
         self.system = system
         self._owns_host = host is None
         if host is None:
-            from ctxlife.api import resolve_settings
-            from ctxlife.host import Host
-
             host = Host(
                 resolve_settings(config),
                 context_window=context_window,
@@ -180,8 +153,6 @@ class Session:
         listing: list[Message] = [{"role": "system", "content": self.system}] if self.system else []
         listing += items
         listing += turn
-        from ctxlife.messages import check_shape, same_messages
-
         configured = self.host.settings.message_format
         check_shape(
             listing, where=f"session {self.session_id!r}", expected=None if configured == "auto" else configured
@@ -292,24 +263,18 @@ class Session:
     # -- internals --------------------------------------------------------------------------------
 
     def _recorder(self) -> Recorder:
-        from ctxlife.sessions.recording import recorder_for
-
         return recorder_for(self.store)
 
     def _call_keywords(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "view": self.view}
 
     def _restored(self) -> Restored:
-        from ctxlife.sessions.restore import restore_view
-
         restored = restore_view(self.store, self.session_id, self.view)
         self._recorder().seed(self.session_id, restored.messages, restored.slots, self.view)
         return restored
 
     def _restore(self) -> tuple[list[Message], int]:
         """The view's conversation (snapshot + the events after it) and the last sequence number it covers."""
-        from ctxlife.messages import is_inserted, is_recall_block, is_system
-
         restored = self._restored()
         items = [
             # text a redaction strategy removes never comes back (ctxlife_filter_text, where="restore")
@@ -320,9 +285,6 @@ class Session:
         return items, restored.covered
 
     def _save(self, listing: list[Message], covered: int) -> None:
-        from ctxlife.messages import inserted_meta, is_recall_block
-        from ctxlife.sessions.base import Snapshot
-
         kept = [m for m in listing if not is_recall_block(m)]
         slots = self._recorder().slots_of(self.session_id, kept, self.view)
         self.store.save_snapshot(
