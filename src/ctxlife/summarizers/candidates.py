@@ -193,7 +193,9 @@ class Snippet:
     base: float
     facts: frozenset[FactKey] = field(default_factory=frozenset)
     selected: bool = False
-    stated: bool = False  # a decision or constraint someone stated, or a person's name: kept first
+    #: what someone stated, kept first: 2 a decision, constraint or preference; 1 a person's name
+    #: (a name alone also survives in the Key facts block); 0 neither
+    stated: int = 0
 
 
 class Candidates:
@@ -261,9 +263,7 @@ class Candidates:
         self.lines.append(line)
         return line
 
-    def _add_snippet(
-        self, line: SummaryLine, text: str, base: float, *, dedupe: bool = True, stated: bool = False
-    ) -> None:
+    def _add_snippet(self, line: SummaryLine, text: str, base: float, *, dedupe: bool = True, stated: int = 0) -> None:
         text = text.strip()
         if not text:
             return
@@ -275,7 +275,7 @@ class Candidates:
         tokens = self.count(text) + 1  # + separator
         facts = self.facts_in(text)
         if not stated and line.kind != "call":
-            stated = any(kind == "name" for kind, _ in facts)
+            stated = 1 if any(kind == "name" for kind, _ in facts) else 0
         self.snippets.append(
             Snippet(
                 line=line, order=len(self.snippets), text=text, tokens=tokens, base=base, facts=facts, stated=stated
@@ -293,7 +293,7 @@ class Candidates:
         for sent in units:
             base = 0.6
             key = False  # a request, decision, question or error: the units a bonus applies to
-            stated = bool(STATED_RE.search(sent))
+            stated = 2 if STATED_RE.search(sent) else 0
             if kind == "prev":
                 base, key = 2.0, True
             elif kind == "user":
@@ -313,7 +313,7 @@ class Candidates:
             if stated and kind != "prev":
                 base, key = max(base, 3.5 if kind == "user" else 2.5), True
             if _TRIVIAL_RE.match(sent):
-                base, stated = 0.05, False
+                base, stated = 0.05, 0
             self._add_snippet(line, sent, base, stated=stated)
 
     def set_call_head(self, line: SummaryLine, call: str, suffix: str | None = None) -> None:
