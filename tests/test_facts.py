@@ -423,3 +423,54 @@ def test_ctxlifes_own_notes_refs_and_token_counters_are_never_facts():
     found = {f.text for f in extract_facts(text)}
     assert {"ORD-12345", "$120.50"} <= found
     assert not {t for t in found if "token" in t or "ab12cd34" in t or "0123456789abcdef" in t}, found
+
+
+# -- names of people ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("Hi, my name is Ada Brandt and I need help with a refund.", ["Ada Brandt"]),
+        ("Please book it for passenger Lena Ortiz.", ["Lena Ortiz"]),
+        ("Passengers: Lena Ortiz and Tom Weller", ["Lena Ortiz", "Tom Weller"]),
+        ("If the invoice looks wrong, ask Dr. Chen.", ["Dr. Chen"]),
+        ("I got an email from Omar about it.", ["Omar"]),
+        ("My colleague Ines O'Neill will call you back.", ["Ines O'Neill"]),
+        ("Thanks for the help.\nRegards,\nOmar Ruiz", ["Omar Ruiz"]),
+        ("That is all.\nsigned, Omar", ["Omar"]),
+        ("- **Passenger:** Lena Ortiz (born 1990)", ["Lena Ortiz"]),
+    ],
+)
+def test_names_the_text_states_are_facts(text, names):
+    assert texts(extract_facts(text), "name") == names
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hello. The flight on Monday is fine.",
+        "Thank you! Could you check it before Friday? Sure.",
+        "This is The Best option, said Support.",
+        "Please contact Support on Monday.",
+        "Passenger Details: First name, last name and date of birth.",
+        "I called fetch_report(id=7) and then called FetchReport(x).",
+        "[ctxlife: JSON shortened from 2500 tokens; ref to_0123456789abcdef, page with ctxlife_recall]",
+        "Dear Team,\nRegards,\nThe Team",
+    ],
+)
+def test_capitalised_words_without_a_name_cue_are_not_names(text):
+    assert texts(extract_facts(text), "name") == []
+
+
+def test_names_in_chinese_text():
+    assert texts(extract_facts("你好，我叫张伟。我想改签明天的航班。"), "name") == ["张伟"]
+    assert texts(extract_facts("乘客李娜，订单号是ORD-88231。"), "name") == ["李娜"]
+    assert texts(extract_facts("我们决定就用方案B，不要再改了。今天天气很好。"), "name") == []
+
+
+def test_a_name_is_read_back_from_a_key_facts_block():
+    facts = extract_facts("My name is Ada Brandt; order ORD-12345.")
+    block = format_fact_list(facts, 100, len)
+    assert "names: Ada Brandt" in block
+    assert {f.key for f in extract_facts(block)} == {f.key for f in facts}

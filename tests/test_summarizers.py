@@ -688,3 +688,93 @@ def test_the_same_span_gives_the_same_summary_in_every_process():
         for seed in ("0", "3")
     }
     assert len(outputs) == 1
+
+
+# --------------------------------------------------------------------------------------
+# what the user or assistant states: names and decisions (issue 22)
+# --------------------------------------------------------------------------------------
+
+
+def report_turns(first: int, n: int) -> list[dict]:
+    """``n`` turns of an agent fetching reports full of line-item codes: the kind of span whose
+    summary used to be all ``called fetch_report(...)`` lines and codes."""
+    out: list[dict] = []
+    for i in range(first, first + n):
+        items = [{"code": f"LI-{i:03d}{k}X", "qty": k + 2, "price": 10.5 * (k + 1)} for k in range(6)]
+        out += [
+            {"role": "user", "content": f"Next, report {i} please."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [call(f"r{i}", "fetch_report", {"report_id": f"RPT-{i:04d}"})],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": f"r{i}",
+                "content": json.dumps({"report_id": f"RPT-{i:04d}", "items": items}),
+            },
+            {"role": "assistant", "content": f"Report RPT-{i:04d} has 6 line items totalling ${63 * (i % 7 + 1)}.50."},
+        ]
+    return out
+
+
+def fold_in_chunks(msgs: list[dict], budget: int, chunk: int = 24) -> str:
+    """The running summary after compacting every ``chunk`` messages, as llm_summary does."""
+    summary = None
+    start = 0
+    while start < len(msgs):
+        stop = min(start + chunk, len(msgs))
+        while stop < len(msgs) and msgs[stop]["role"] == "tool":
+            stop += 1  # a tool result is evicted with its call
+        summary = summarize(msgs[start:stop], budget, previous=summary)
+        assert count_tokens(summary) <= budget
+        start = stop
+    return summary or ""
+
+
+def test_a_name_stated_early_survives_compactions():
+    msgs = [
+        {"role": "user", "content": "Hi, my name is Ada Brandt. I need the quarterly reports checked."},
+        {"role": "assistant", "content": "Sure, let me fetch them one by one."},
+        *report_turns(1, 30),
+    ]
+    summary = fold_in_chunks(msgs, 200)
+    assert "Ada Brandt" in summary
+
+
+def test_a_stated_decision_survives_compactions_and_comes_first():
+    msgs = [
+        {"role": "user", "content": "Hi, my name is Ada Brandt. I need the quarterly reports checked."},
+        {"role": "assistant", "content": "Sure, let me fetch them one by one."},
+        {"role": "user", "content": "We decided to drop the Lisbon office from the totals, please remember that."},
+        *report_turns(1, 30),
+    ]
+    summary = fold_in_chunks(msgs, 200)
+    assert "drop the Lisbon office from the totals" in summary
+    assert "Ada Brandt" in summary
+    assert summary.index("Lisbon") < summary.index("called fetch_report")
+
+
+def test_a_decision_stated_in_chinese_survives_compactions():
+    msgs = [
+        {"role": "user", "content": "请帮我核对季度报告。"},
+        {"role": "user", "content": "我们决定就用第二套模板，不要再改格式了。"},
+        *report_turns(1, 30),
+    ]
+    summary = fold_in_chunks(msgs, 200)
+    assert "就用第二套模板" in summary
+
+
+def test_common_capitalised_words_and_ctxlife_notes_never_enter_key_facts():
+    note = "[ctxlife: JSON shortened from 2500 tokens; ref to_0123456789abcdef, page with ctxlife_recall]"
+    msgs = [
+        {"role": "user", "content": "Hello. The report for Monday, please. Thanks!"},
+        {"role": "assistant", "content": None, "tool_calls": [call("c1", "fetch_report", {"report_id": "RPT-0001"})]},
+        {"role": "tool", "tool_call_id": "c1", "content": f"Report RPT-0001 ready, blob:sha256:ab12cd34ef56aa. {note}"},
+        {"role": "assistant", "content": "The report RPT-0001 is ready; it was 3000 tokens long."},
+    ]
+    summary = summarize(msgs, 30)
+    facts = summary.partition("Key facts:")[2]
+    assert "RPT-0001" in summary
+    for word in ("Hello", "The", "Monday", "Thanks", "2500", "3000", "to_0123456789abcdef", "ab12cd34ef56aa", "names:"):
+        assert word not in facts, (word, summary)

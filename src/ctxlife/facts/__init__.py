@@ -1,8 +1,8 @@
 """The key-fact ledger: the exact strings an agent typically needs again later.
 
 Before a span of messages is summarized or cut, :func:`extract_facts` pulls out
-identifiers, codes, amounts, numbers with units, dates, times, emails, URLs and
-file paths. After summarizing, :func:`facts_missing_from` tells which of them the
+identifiers, codes, amounts, numbers with units, dates, times, emails, URLs,
+file paths and people's names. After summarizing, :func:`facts_missing_from` tells which of them the
 summary lost, and :func:`format_fact_list` renders those as a compact
 ``Key facts: ...`` block that fits a token budget.
 
@@ -30,10 +30,16 @@ Kinds of facts (``Fact.kind``):
 ``url``   ``https://...``, ``www....``
 ``path``  ``/tmp/x.csv``, ``./data/report.md``, ``~/notes.txt``,
           ``data/report.md``, ``C:\\x\\y.txt``
+``name``  a person's name the text says is one: after a cue (``my name is
+          Ada Brandt``, ``passenger Lena Ortiz``, ``an email from Omar``,
+          ``我叫张伟``), after a title (``Dr. Chen``) or as a signature
+          (``Regards,\nOmar``); never a capitalised word on its own
 ========  ==================================================================
 
-Plain small numbers, years on their own, list numbering and upper-case words
-(``THE``, ``JSON``, ``NATO``) are deliberately not facts.
+Plain small numbers, years on their own, list numbering, upper-case words
+(``THE``, ``JSON``, ``NATO``), capitalised words without a name cue (``Hello``,
+``Monday``) and ctxlife's own notes, blob references and token counts
+(``[ctxlife: ...]``, ``2500 tokens``) are deliberately not facts.
 
 Modules, in the order a fact goes through them:
 

@@ -17,6 +17,7 @@ FACT_KINDS: tuple[str, ...] = (
     "email",
     "url",
     "path",
+    "name",
 )
 
 

@@ -14,14 +14,15 @@ FACT_LIST_HEADER = "Key facts:"
 #: within a kind the most recently found fact first (last in, first out).
 #: Identifiers and codes come first because an agent cannot re-derive them and
 #: passes them verbatim to tools; paths, URLs and emails are exact strings of the
-#: same sort; amounts and dates are next; times and bare numbers are most often
-#: recoverable or incidental.
+#: same sort; then the names of people the conversation states; amounts and dates
+#: are next; times and bare numbers are most often recoverable or incidental.
 KIND_PRIORITY: tuple[str, ...] = (
     "id",
     "code",
     "path",
     "url",
     "email",
+    "name",
     "amount",
     "date",
     "time",
@@ -39,6 +40,7 @@ KIND_LABELS: dict[str, str] = {
     "email": "emails",
     "url": "urls",
     "path": "paths",
+    "name": "names",
 }
 
 
@@ -59,7 +61,7 @@ def format_fact_list(
     Example: ``Key facts: ids: ana_ruiz_2041; codes: QX4TR8, BX4471; amounts: $1,234``.
 
     Facts are grouped by kind in :data:`KIND_PRIORITY` order (ids, codes, paths,
-    urls, emails, amounts, dates, times, numbers), each group in order of first
+    urls, emails, names, amounts, dates, times, numbers), each group in order of first
     appearance, duplicates removed. If the block is over budget, facts are
     dropped from the lowest-priority kind first, the last-added fact of that kind
     first, until it fits (checked with ``count_tokens``). Returns ``""`` when no

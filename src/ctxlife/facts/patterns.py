@@ -28,6 +28,7 @@ from ctxlife.facts.normalise import (
     strip_trailing_punctuation,
 )
 from ctxlife.facts.vocabulary import (
+    CJK_NAME_CUES,
     CODE_ANNOUNCING_FILLERS,
     CODE_ANNOUNCING_WORDS,
     CODE_STOPWORDS,
@@ -37,8 +38,12 @@ from ctxlife.facts.vocabulary import (
     CURRENCY_WORDS,
     MONTH_NAME,
     MONTH_NUMBERS,
+    NAME_CUES,
+    NAME_TITLES,
+    NOT_NAME_WORDS,
     SCALE_FACTORS,
     SCALE_WORDS,
+    SIGNATURE_CLOSINGS,
     UNITS,
 )
 from ctxlife.messages import CJK, CJK_PUNCTUATION
@@ -521,6 +526,90 @@ def _hex_id(m: re.Match[str]) -> list[Hit]:
     return []
 
 
+# ---- names of people ---------------------------------------------------------------------------
+
+_UPPER = "A-ZÀ-ÖØ-Þ\u0100-\u017f"
+_LOWER = "a-zß-öø-ÿ\u0100-\u017f"
+#: One capitalised word of a name: ``Sofia``, ``O'Brien``, ``McKay``, ``Lefèvre-Dupont``.
+_NAME_WORD = rf"[{_UPPER}](?:[{_LOWER}]+(?:[A-Z][{_LOWER}]+)?|['’][{_UPPER}][{_LOWER}]+)(?:-[{_UPPER}][{_LOWER}]+)*"
+#: A name of one to three words on one line, never glued to more letters, digits or a call's ``(``.
+_FULL_NAME = rf"{_NAME_WORD}(?:[ \t]{_NAME_WORD}){{0,2}}(?![\w(])"
+_FULL_NAME_RE = re.compile(_FULL_NAME)
+_NAME_LIST = rf"{_FULL_NAME}(?:(?:,[ \t]*|[ \t]+(?:and|&)[ \t]+){_FULL_NAME})*"
+
+
+def _by_first_letter(alternatives: tuple[str, ...]) -> str:
+    """An alternation of lower-case fragments whose first letter may be capitalised, grouped by that
+    letter: the regex tries one group per position instead of every fragment (it runs on every text)."""
+    groups: dict[str, list[str]] = {}
+    for a in alternatives:
+        groups.setdefault(a[0], []).append(a[1:])
+    return "|".join(
+        f"[{c}{c.upper()}](?:" + "|".join(sorted(rest, key=len, reverse=True)) + ")" for c, rest in groups.items()
+    )
+
+
+#: Between a cue and the name: spaces, a colon or comma (in markdown bold), "is"/"was".
+_CUE_GAP = r"[ \t]*(?:\*\*)?[:,]?(?:\*\*)?[ \t]*(?:(?i:is|was|are|were)[ \t]+)?"
+#: ``my name is Ada Brandt``, ``passengers Lena Ortiz and Omar Ruiz``, ``an email from Omar``.
+CUED_NAME_RE = re.compile(
+    rf"(?<![A-Za-z])(?:{_by_first_letter(NAME_CUES)})(?![A-Za-z]){_CUE_GAP}(?P<names>{_NAME_LIST})"
+)
+#: ``Dr. Chen``, ``Ms Ruiz``: the title is part of the name as written.
+TITLED_NAME_RE = re.compile(rf"(?<![A-Za-z])(?:{NAME_TITLES})\.?[ \t]+(?P<names>{_FULL_NAME})")
+#: A signature: a name alone on its line after a closing (``Regards,\nOmar``) or a dash (``-- Omar``).
+_CLOSING = rf"(?:[-–—]{{1,2}}|(?i:{SIGNATURE_CLOSINGS})[ \t]*[,.!]?)"
+SIGNATURE_NAME_RE = re.compile(rf"(?m)^[ \t]*{_CLOSING}[ \t]*\n?[ \t]*(?P<names>{_FULL_NAME})[ \t]*[.!]?[ \t]*$")
+#: ``我叫张伟。``: two or three Han characters after a cue, ending at punctuation, a space or the text's end.
+CJK_NAME_RE = re.compile(rf"(?:{CJK_NAME_CUES})[ 　:：]?(?P<names>[\u4e00-\u9fff]{{2,3}})(?=[，。！？、；,.!?;\s]|$)")
+
+
+def _name_words(surface: str) -> str:
+    """``surface`` without the common words a name never starts or goes on with ("The", "Monday")."""
+    words = surface.split()
+    while words and words[0].lower() in NOT_NAME_WORDS:
+        words.pop(0)
+    for i, w in enumerate(words):
+        if w.lower() in NOT_NAME_WORDS:
+            words = words[:i]
+            break
+    return " ".join(words)
+
+
+def _names(m: re.Match[str]) -> list[Hit]:
+    base = m.start("names")
+    hits: list[Hit] = []
+    for one in _FULL_NAME_RE.finditer(m.group("names")):
+        name = _name_words(one.group(0))
+        if name:
+            start = base + one.start() + one.group(0).index(name)
+            hits.append((start, start + len(name), name, None))
+    return hits
+
+
+def _titled_name(m: re.Match[str]) -> list[Hit]:
+    name = _name_words(m.group("names"))
+    if not name or not m.group("names").startswith(name):
+        return []  # "Dr. The ...": the title is not followed by a name
+    end = m.start("names") + len(name)
+    return [(m.start(), end, m.string[m.start() : end], None)]
+
+
+def _cjk_name(m: re.Match[str]) -> list[Hit]:
+    return [(m.start("names"), m.end("names"), m.group("names"), None)]
+
+
+def _has_upper(t: str) -> bool:
+    return _UPPER_RE.search(t) is not None
+
+
+def _has_han(t: str) -> bool:
+    return _HAN_RE.search(t) is not None
+
+
+_HAN_RE = re.compile("[\u4e00-\u9fff]")
+
+
 # ---- the table ----------------------------------------------------------------------------------
 
 
@@ -586,4 +675,8 @@ PATTERNS: tuple[FactPattern, ...] = (
     FactPattern("id", RANDOM_TOKEN_RE, _random_token),
     FactPattern("id", HEX_ID_RE, _hex_id),
     FactPattern("number", BIG_NUMBER_RE, _big_number),
+    FactPattern("name", TITLED_NAME_RE, _titled_name, _has_upper),
+    FactPattern("name", CUED_NAME_RE, _names, _has_upper),
+    FactPattern("name", SIGNATURE_NAME_RE, _names, _has_upper),
+    FactPattern("name", CJK_NAME_RE, _cjk_name, _has_han),
 )

@@ -133,3 +133,41 @@ AMOUNT_KEY_RE = re.compile(
 )
 #: JSON keys whose numbers are counts, never money, even under a money-like parent key.
 COUNT_KEY_RE = re.compile(r"bag|count|num|seat|quantity|qty|passenger|night|item|pieces", re.IGNORECASE)
+
+#: Words after which a capitalised word (or two or three) is a person's name: "my name is Ada
+#: Brandt", "passenger Lena Ortiz", "signed, Omar". Regex fragments, lower case; their first letter may
+#: also be capitalised; the name itself must be. "from" counts only after a message word ("an email
+#: from Omar"), not before a place.
+NAME_CUES: tuple[str, ...] = (
+    *"my name is|my name's|name is|name:|call me|this is|i am called|i'm called|named|called|signed".split("|"),
+    *"attn:?|cc:?|ask|passengers?|travell?ers?|guests?|customers?|clients?|patients?|contacts?".split("|"),
+    *"colleagues?|co-?workers?|managers?|supervisors?|boss|wife|husband|partner|son|daughter".split("|"),
+    *"mother|mom|mum|father|dad|brother|sister|friend".split("|"),
+    *(
+        f"{w}s? from"
+        for w in "message|email|e-mail|mail|note|call|letter|text|reply|request|ticket|invitation".split("|")
+    ),
+)
+#: Titles that make the capitalised word after them a name ("Dr. Chen", "Ms Ruiz"); case-sensitive.
+NAME_TITLES = r"Mr|Mrs|Ms|Miss|Mx|Dr|Prof|Professor|Sir|Dame"
+#: Closings before a signature line ("Regards,\nOmar", "-- Omar").
+SIGNATURE_CLOSINGS = r"best regards|kind regards|warm regards|regards|best|cheers|sincerely|thanks|thank you|yours"
+#: Chinese cues before a name written in Han characters ("我叫张伟").
+CJK_NAME_CUES = "我叫|我的名字是|我的名字叫|名字叫|名叫|联系人是|联系人|乘客"
+#: Capitalised words that are not names even after a cue ("this is The ...", "contact Support on
+#: Monday", "Passenger Details:"): pronouns, determiners, greetings, days, months, numerals, the
+#: words of a team or a desk, and the labels of a form.
+NOT_NAME_WORDS = frozenset(
+    "a an the this that these those it its i me we us you he she they my your our their his her here there "
+    "what when where why how who which if and but or so also just now then not no yes ok okay sure please "
+    "hello hi hey dear thanks thank regards best cheers sincerely welcome sorry great good fine "
+    "today tomorrow yesterday tonight morning afternoon evening night week weekend "
+    "monday tuesday wednesday thursday friday saturday sunday "
+    "january february march april may june july august september october november december "
+    "support team service services customer customers sales admin administrator manager desk help helpdesk "
+    "department office user users client account agent assistant bot system ai "
+    "each every all any some none both other another one two three four five first last full new old next "
+    "name names details detail info information change changes note notes date dob birth type class "
+    "economy business basic do does did can could would should will "
+    "mr mrs ms miss mx dr prof professor sir dame".split()
+)

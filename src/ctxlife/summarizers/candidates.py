@@ -46,6 +46,18 @@ REQUEST_RE = re.compile(
     r"yes|no,|go ahead|don't|do not)\b",
     re.IGNORECASE,
 )
+#: A decision, commitment, constraint or preference the user or assistant states ("we decided to...",
+#: "let's go with...", "never...", "the deadline is...", "please remember...", "就用..."): kept first.
+STATED_RE = re.compile(
+    r"(?:\b(?:(?:we|I)(?:'ve| have)? (?:decided|agreed|chose|settled)|decided to|decision is|"
+    r"let's (?:go with|use|stick|keep|stay|do|book|choose|pick|take)|let us go with|go with|stick (?:with|to)|"
+    r"(?:I'll|I will|we'll|we will) (?:use|go with|take|keep|stick|pick|choose)|"
+    r"(?:^|please |, )(?:don't|do not)|never|always|must(?:n't| not)?|make sure|be sure to|"
+    r"deadline|due (?:by|on|date)|no later than|I prefer|I'd prefer|I would prefer|I'd rather|preference|"
+    r"remember|keep in mind|don't forget|do not forget|agreed|only use|avoid)\b)|"
+    r"决定|就用|就选|就按|不要|别再|别用|别忘|一定要|必须|务必|记住|记得|截止|最晚|我更喜欢|偏好|同意|总是|永远|千万|以后都",
+    re.IGNORECASE,
+)
 ERROR_RE = re.compile(
     r"\b(?:error|errors|failed|failure|fail|exception|traceback|not found|invalid|denied|refused|"
     r"timed? ?out|unavailable|not available|does not|doesn't|cannot|can't|unable)\b",
@@ -86,6 +98,7 @@ KIND_WEIGHT = {
     "email": 1.5,
     "url": 1.5,
     "path": 1.5,
+    "name": 3.0,  # a person the conversation names: few per span, never re-derivable
     "amount": 1.0,
     "date": 1.0,
     "time": 0.6,
@@ -180,6 +193,9 @@ class Snippet:
     base: float
     facts: frozenset[FactKey] = field(default_factory=frozenset)
     selected: bool = False
+    #: what someone stated, kept first: 2 a decision, constraint or preference; 1 a person's name
+    #: (a name alone also survives in the Key facts block); 0 neither
+    stated: int = 0
 
 
 class Candidates:
@@ -247,7 +263,7 @@ class Candidates:
         self.lines.append(line)
         return line
 
-    def _add_snippet(self, line: SummaryLine, text: str, base: float, *, dedupe: bool = True) -> None:
+    def _add_snippet(self, line: SummaryLine, text: str, base: float, *, dedupe: bool = True, stated: int = 0) -> None:
         text = text.strip()
         if not text:
             return
@@ -257,8 +273,13 @@ class Candidates:
                 return
             self._seen_text.add(key)
         tokens = self.count(text) + 1  # + separator
+        facts = self.facts_in(text)
+        if not stated and line.kind != "call":
+            stated = 1 if any(kind == "name" for kind, _ in facts) else 0
         self.snippets.append(
-            Snippet(line=line, order=len(self.snippets), text=text, tokens=tokens, base=base, facts=self.facts_in(text))
+            Snippet(
+                line=line, order=len(self.snippets), text=text, tokens=tokens, base=base, facts=facts, stated=stated
+            )
         )
 
     def add_prose(self, kind: str, text: str, position: float, bonus: float = 0.0) -> None:
@@ -272,6 +293,7 @@ class Candidates:
         for sent in units:
             base = 0.6
             key = False  # a request, decision, question or error: the units a bonus applies to
+            stated = 2 if STATED_RE.search(sent) else 0
             if kind == "prev":
                 base, key = 2.0, True
             elif kind == "user":
@@ -288,9 +310,11 @@ class Candidates:
                 if ERROR_RE.search(sent):
                     base, key = max(base, 2.0), True
             base += 0.8 * position + (bonus if key else 0.0)  # recent units matter a bit more
+            if stated and kind != "prev":
+                base, key = max(base, 3.5 if kind == "user" else 2.5), True
             if _TRIVIAL_RE.match(sent):
-                base = 0.05
-            self._add_snippet(line, sent, base)
+                base, stated = 0.05, 0
+            self._add_snippet(line, sent, base, stated=stated)
 
     def set_call_head(self, line: SummaryLine, call: str, suffix: str | None = None) -> None:
         line.call = call

@@ -37,8 +37,13 @@ class ExtractiveSummarizer:
        facts said in the conversation, passed as arguments or kept by the previous
        summary weigh about three times more than facts only seen in tool output.
     3. Up to ``fact_share`` of the budget is reserved for a ``Key facts:`` block
-       (only as much as the whole ledger needs). State-changing tool calls are
-       put in first, newest first; then units are picked greedily by value per
+       (only as much as the whole ledger needs). Sentences in which the user or
+       the assistant states a decision, a constraint or a preference ("we decided
+       to...", "let's go with...", "never...", "the deadline is...", "please
+       remember...", "就用...") or a person's name are put in first, within a
+       third of the rest: decisions before names, the previous summary's,
+       then the user's, then the assistant's, newest first. State-changing tool calls come next, newest
+       first; then units are picked greedily by value per
        token; duplicates are skipped. The ledger facts the chosen units do not
        carry go in the ``Key facts:`` block (most valuable first, see
        :func:`ctxlife.facts.format_fact_list`), and budget still left is spent on
@@ -133,6 +138,8 @@ class _Draft:
             full_list = format_fact_list(c.ledger, _UNLIMITED, self.count)
             reserve = min(int(budget * self.cfg.fact_share), self.count(full_list))
         narrative = max(budget - reserve, 0)
+        # what someone stated (a decision, a constraint, a name) goes in first, within 1/3 of it
+        stated = self._pin_stated(narrative // 3, covered)
         # tool calls that changed something (book, cancel, update, send, ...) go in first,
         # newest first, within 3/5 of the narrative budget
         pinned = 0
@@ -149,7 +156,7 @@ class _Draft:
                 line.opened = True
                 pinned += line.head_tokens
                 covered.update(line.head_facts)
-        self._select(narrative - pinned, covered, _MIN_RATIO)
+        self._select(narrative - stated - pinned, covered, _MIN_RATIO)
         text = self._compose(budget)
         # 2) spend what the Key facts block did not need on more narrative
         for _ in range(3):
@@ -162,6 +169,25 @@ class _Draft:
                 break
             text = self._compose(budget)
         return fit_to_tokens(text, budget, self.count)
+
+    def _pin_stated(self, room: int, covered: set[FactKey]) -> int:
+        """Put in the sentences stating a decision, a constraint or a person's name, within ``room``
+        tokens: decisions before names (a name also survives in the Key facts block); within each,
+        the previous summary's first (they were kept before), then the user's, then the assistant's,
+        newest first. Adds the facts they carry to ``covered``; returns the tokens used."""
+        rank = {"prev": 0, "user": 1, "assistant": 2}
+        stated = [s for s in self.candidates.snippets if s.stated and s.line.kind in rank]
+        stated.sort(key=lambda s: (-s.stated, rank[s.line.kind], 0 if s.line.kind == "prev" else -s.order))
+        used = 0
+        for s in stated:
+            cost = s.tokens + (0 if s.line.opened else s.line.head_tokens)
+            if used + cost > room:
+                continue
+            s.selected = True
+            s.line.opened = True
+            used += cost
+            covered.update(s.facts)
+        return used
 
     def _chosen_count(self) -> int:
         c = self.candidates
