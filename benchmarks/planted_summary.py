@@ -17,10 +17,11 @@ import argparse
 import copy
 import gzip
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from gen_helpdesk import generate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,9 +57,6 @@ def conversations(data: str, n: int) -> list[list[dict[str, Any]]]:
             runs = json.load(fh)
         out = [[m for m in r["traj"] if m["role"] != "system"] for r in runs]
         return [c for c in out if sum(m["role"] == "user" for m in c) >= 3][:n]
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from gen_helpdesk import generate
-
     return [[m for m in generate(seed=s).messages if m["role"] != "system"] for s in range(1, n + 1)]
 
 

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ctxlife.errors import CtxlifeError, MissingDependencyError
+from ctxlife.integrations.crewai_calls import own_model_call
 
 __all__ = [
     "AsyncComplete",
@@ -173,8 +174,6 @@ def _crewai_completion(llm: Any) -> Complete:
     that the strategy handles (see :func:`ctxlife.integrations.crewai.own_model_call`)."""
 
     def complete(messages: list[dict[str, Any]], max_tokens: int) -> str:
-        from ctxlife.integrations.crewai import own_model_call
-
         with own_model_call():
             return _text(llm.call(messages))
 

@@ -111,8 +111,8 @@ def config(store_url: str) -> Any:
 
 
 def question(turn: int) -> str:
-    if turn == 5:  # not the first message, which llm_summary keeps (pin_first_user)
-        return f"Please remember my {FACT}. Then check the next stock item."
+    if turn == 5:  # not the first message (pinned), and no "remember" (the summary keeps such requests)
+        return f"By the way, my {FACT}. Then check the next stock item."
     return f"Question {turn}: check the stock of the next item and tell me the aisle " + "please " * 8
 
 

@@ -30,15 +30,13 @@ would only alarm. The agent's own calls print as CrewAI always does.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import functools
 import importlib
 import inspect
-import logging
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ctxlife.api import resolve_settings
@@ -48,6 +46,7 @@ from ctxlife.errors import CtxlifeError
 from ctxlife.events import emit
 from ctxlife.host import Host
 from ctxlife.integrations import require, tool_arguments_model
+from ctxlife.integrations.crewai_calls import in_own_model_call, own_model_call
 from ctxlife.sessions.ids import view_id
 from ctxlife.strategy import ToolSpec
 
@@ -63,8 +62,6 @@ _KICKOFF_METHODS = (
 
 # The adapter whose scope is active in this context (None outside any wrapped kickoff).
 _active: contextvars.ContextVar[CrewAdapter | None] = contextvars.ContextVar("ctxlife_active_adapter", default=None)
-# Set while ctxlife itself calls a model (a summarizer, see own_model_call), so that call is not managed again.
-_own_call: contextvars.ContextVar[bool] = contextvars.ContextVar("ctxlife_own_model_call", default=False)
 
 
 CrewT = TypeVar("CrewT")
@@ -295,7 +292,7 @@ class CrewAdapter:
         self._guard("execution_start", lambda: self.host.start_run(new_lists=True))
 
     def _on_pre_model_call(self, hctx: Any) -> None:
-        if _own_call.get() or getattr(hctx, "executor", None) is None:
+        if in_own_model_call() or getattr(hctx, "executor", None) is None:
             return None  # a direct LLM call (ctxlife's own summarizer, CrewAI internals): not an agent step
         return self._guard("pre_model_call", self._pre_model_call, hctx)
 
@@ -319,7 +316,7 @@ class CrewAdapter:
         )
 
     def _on_post_model_call(self, hctx: Any) -> None:
-        if _own_call.get() or getattr(hctx, "executor", None) is None:
+        if in_own_model_call() or getattr(hctx, "executor", None) is None:
             return None
         return self._guard("post_model_call", self._post_model_call, hctx)
 
@@ -514,78 +511,3 @@ def _completion(llm: Any) -> Any:
             return str(llm.call(messages))
 
     return complete
-
-
-@contextlib.contextmanager
-def own_model_call() -> Iterator[None]:
-    """Around a CrewAI model call that ctxlife makes and handles itself (a summary).
-
-    ctxlife's hooks skip the call, and CrewAI's terminal output for it is held back: the "LLM Error"
-    panel (and any other panel) its console formatter prints for a verbose crew, and the root-logger
-    ``logging.error`` lines of its LLM providers. Only this context is quiet: the event bus still
-    sees the call (tracing, listeners), and calls in other threads and contexts print as usual.
-    """
-    _install_log_filter()
-    own = _own_call.set(True)
-    quiet = _ConsoleQuiet()
-    try:
-        yield
-    finally:
-        quiet.restore()
-        _own_call.reset(own)
-
-
-class _ConsoleQuiet:
-    """CrewAI's console suppression switched on for the current context, restorable.
-
-    ``set_suppress_console_output``/``should_suppress_console_output`` (crewai 1.15,
-    ``crewai.events.utils.console_formatter``; a context variable its ``ConsoleFormatter.print``
-    reads, and the event bus copies the emitting context into its handler threads) are not in
-    CrewAI's documentation. When a CrewAI version lacks them, nothing is suppressed: a verbose
-    crew prints the panel again, and ctxlife works as before.
-    """
-
-    def __init__(self) -> None:
-        self._set: Callable[[bool], object] | None = None
-        self._previous = False
-        try:
-            from crewai.events.utils import console_formatter
-        except ImportError:
-            return
-        set_suppress = getattr(console_formatter, "set_suppress_console_output", None)
-        is_suppressed = getattr(console_formatter, "should_suppress_console_output", None)
-        if not (callable(set_suppress) and callable(is_suppressed)):
-            return
-        self._previous = bool(is_suppressed())
-        set_suppress(True)
-        self._set = set_suppress
-
-    def restore(self) -> None:
-        if self._set is not None:
-            self._set(self._previous)
-
-
-class _OwnCallLogFilter(logging.Filter):
-    """Drops records CrewAI's code logs through the root logger during :func:`own_model_call`.
-
-    CrewAI's providers report a failed call with module-level ``logging.error(...)`` before raising
-    it; everything else (other loggers, other contexts, ctxlife's own events) passes untouched.
-    """
-
-    _crewai_dir = f"{os.sep}crewai{os.sep}"
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (_own_call.get() and self._crewai_dir in record.pathname)
-
-
-_log_filter_lock = threading.Lock()
-
-
-def _install_log_filter() -> None:
-    """Put :class:`_OwnCallLogFilter` on the root logger, once (at the first own call, not at import)."""
-    root = logging.getLogger()
-    if any(isinstance(f, _OwnCallLogFilter) for f in root.filters):
-        return
-    with _log_filter_lock:
-        if not any(isinstance(f, _OwnCallLogFilter) for f in root.filters):
-            root.addFilter(_OwnCallLogFilter())

@@ -324,7 +324,7 @@ class AgentsSession:
         system prompt the window is counted with, and come back as the instructions (a strategy may
         have added to them, as ``bootstrap`` does).
         """
-        from agents.run_config import ModelInputData
+        from agents.run_config import ModelInputData  # lazy: openai-agents is an optional extra
 
         given = data.model_data
         items = [dict(cast("dict[str, Any]", item)) for item in given.input]
@@ -336,7 +336,7 @@ class AgentsSession:
 
         A filter the config already has runs after this session's, on the managed input.
         """
-        from agents import RunConfig
+        from agents import RunConfig  # lazy: openai-agents is an optional extra
 
         base = run_config if run_config is not None else RunConfig()
         theirs = base.call_model_input_filter
