@@ -17,8 +17,6 @@ import argparse
 import json
 from typing import IO, Any
 
-from ctxlife.recall.history import HistorySearch, position
-
 _EXIT_OK, _EXIT_NOT_FOUND = 0, 1
 
 
@@ -62,6 +60,9 @@ def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[s
     if args.limit < 1:
         err.write(f"error: --limit must be at least 1, got {args.limit}\n")
         return 2
+    # lazy: the index loads sqlite3 and rich; `ctxlife session` builds its parser from this module
+    from ctxlife.recall.history import HistorySearch, position
+
     host = _filter_host(args)
     search = HistorySearch(store)
     try:

@@ -48,7 +48,6 @@ from typing import IO, Any
 from ctxlife.errors import CtxlifeError
 from ctxlife.inspection import add_context_arguments, show_context, wants_context
 from ctxlife.messages import SUMMARY_PREFIX, content_text, inserted_text, is_summary, restore_inserted
-from ctxlife.recall.cli import add_search_parser, search_command
 from ctxlife.sessions import DEFAULT_STORE_URL, open_store, session_key
 from ctxlife.sessions.base import materialize
 from ctxlife.sessions.durations import parse_duration
@@ -152,6 +151,9 @@ def add_session_parser(subparsers: Any) -> argparse.ArgumentParser:
     rm.add_argument("--all", action="store_true", help="delete every session in the store (needs --yes)")
     rm.add_argument("--yes", action="store_true", help="confirm --all")
     rm.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
+    # lazy: the recall package loads its index (sqlite3, rich); importing this module stays light
+    from ctxlife.recall.cli import add_search_parser
+
     add_search_parser(sub, common)  # the history search (recall)
     return parser
 
@@ -178,6 +180,8 @@ def run_session_command(
     err = stderr if stderr is not None else sys.stderr
     command = getattr(args, "session_command", None)
     url = getattr(args, "store", None) or default_store_url or DEFAULT_STORE_URL
+    from ctxlife.recall.cli import search_command  # lazy: as in add_session_parser
+
     handlers = {"list": _list, "show": _show, "export": _export, "erase": _erase, "rm": _rm, "search": search_command}
     handler = handlers.get(command or "")
     if handler is None:
