@@ -115,8 +115,16 @@ class Session:
         return items[-limit:] if limit > 0 else []
 
     def add_items(self, items: Iterable[Message]) -> None:
-        """Append ``items`` to the view's raw history as they are (each call adds them again)."""
-        self.add(*items)
+        """Append ``items`` to the view's raw history as they are (each call adds them again).
+
+        Chat messages only: OpenAI Responses API items (what the Agents SDK's ``Runner`` saves) are
+        refused here, naming :class:`ctxlife.integrations.openai_agents.AgentsSession`, the session
+        that converts them (stored as they are, they would make the next :meth:`messages` fail).
+        """
+        batch = list(items)
+        for index, item in enumerate(batch):
+            _refuse_responses_item(item, index)
+        self.add(*batch)
 
     def pop_item(self) -> Message | None:
         """Remove and return the session's latest item (None if empty); see :meth:`pop`."""
@@ -296,6 +304,20 @@ class Session:
                 meta={"inserted": inserted_meta(kept), "slots": slots},
             )
         )
+
+
+def _refuse_responses_item(item: object, index: int) -> None:
+    if not isinstance(item, dict) or "type" not in item:  # chat messages carry no "type"
+        return
+    try:
+        check_shape([item], where=f"add_items: item {index}")
+    except InvalidMessagesError as exc:
+        if "Responses API" in str(exc):
+            raise InvalidMessagesError(
+                f"{exc}. For the OpenAI Agents SDK's Runner.run(session=...), use "
+                "ctxlife.integrations.openai_agents.AgentsSession (pip install 'ctxlife[agents]'): "
+                "it converts Responses items and manages each model call"
+            ) from None
 
 
 def _checked(message: object, index: int) -> Message:

@@ -319,3 +319,21 @@ def test_record_reply_uses_the_host_manage_made_and_records_nothing_twice(tmp_pa
     from ctxlife.api import clear_hosts
 
     clear_hosts()
+
+
+def test_responses_items_are_refused_with_the_session_that_converts_them(store_url: str) -> None:
+    # What the Agents SDK's Runner saves: stored as they are, the next messages() call would fail.
+    call = {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": "{}"}
+    with ctxlife.Session("sdk", config(store_url, "snapshot_restore")) as session:
+        with pytest.raises(InvalidMessagesError, match="AgentsSession"):
+            session.add_items([{"role": "user", "content": "hi"}, call])
+        assert raw(store_url, "sdk") == []  # nothing of the refused batch is recorded
+
+    async def main() -> None:
+        async with ctxlife.AsyncSession("sdk", config(store_url, "snapshot_restore")) as session:
+            with pytest.raises(InvalidMessagesError, match="openai_agents"):
+                await session.add_items([call])
+            await session.add_items([{"role": "user", "content": "plain chat messages still go in"}])
+
+    asyncio.run(main())
+    assert [m["content"] for m in raw(store_url, "sdk")] == ["plain chat messages still go in"]
