@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-# One worker under xdist: the module-wide fixture (expensive) runs once.
+# One worker under xdist, and the expensive fixture is session-scoped: the worker may run other
+# modules' tests between these, and a module-scoped fixture would then be set up again.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_install")]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,7 +52,7 @@ def _run(cmd: list[str], cwd: Path, timeout: int = 900, **env: str) -> subproces
     return done
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel of the working tree, built from a copy (nothing generated lands in the checkout)."""
     source = tmp_path_factory.mktemp("source") / "ctxlife"

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-# One worker under xdist: the module-wide fixture (expensive) runs once.
+# One worker under xdist, and the expensive fixture is session-scoped: the worker may run other
+# modules' tests between these, and a module-scoped fixture would then be set up again.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_typing")]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,7 +68,7 @@ def _slug(path: Path) -> str:
     return re.sub(r"\W", "_", str(path.relative_to(REPO)).removesuffix(".md"))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, list[str]]]:
     """{checker: {source label: [error lines]}} for every snippet, example and public module."""
     work = tmp_path_factory.mktemp("typecheck")

@@ -23,7 +23,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-# One worker under xdist: the module-wide fixture (expensive) runs once.
+# One worker under xdist, and the expensive fixture is session-scoped: the worker may run other
+# modules' tests between these, and a module-scoped fixture would then be set up again.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_soak")]
 
 CALLS = int(os.environ.get("RELIABILITY_SOAK_CALLS", "10000"))
@@ -217,7 +218,7 @@ def run_soak(store_dir: str, out: str, calls: int = CALLS, window: int = WINDOW)
     Path(out).write_text(json.dumps(result, indent=2), encoding="utf-8")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def soak(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("soak")
     out = root / "soak.json"
