@@ -12,10 +12,11 @@ message. This module turns "mirror, caller's list" into events:
    in C and Python work only for what is new.
 2. Otherwise :func:`edit_script` diffs their recordable messages by fingerprint (common prefix
    and suffix first, :class:`difflib.SequenceMatcher` on the rest): positions that agree keep
-   their slot; a run of messages that replaces a run of others is a ``replace`` per pair (the
-   same messages in another order -- parallel tool results -- are no change); messages the caller
-   lacks are ``remove`` events, except before the first message it shares with the mirror (a
-   caller that keeps only the tail of its conversation deletes nothing); new messages are ``add``
+   their slot; a run of messages that replaces a run of others is a ``replace`` per pair of one
+   role (the same messages in another order -- parallel tool results -- are no change); messages
+   the caller lacks are ``remove`` events, except before the first message it shares with the
+   mirror (a caller that keeps only the tail of its conversation deletes nothing) and when the
+   mirror is the store's view rather than a list the caller held; new messages are ``add``
    events, after the slot before them.
 
 Messages of the view the mirror does not hold (evicted by a compaction, appended by another
