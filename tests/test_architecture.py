@@ -193,7 +193,7 @@ def test_the_message_model_modules_import_only_the_ones_below_them():
     """ctxlife.messages is layered (docs in its __init__): each module imports only those before it
     in this order, and none imports the package itself (that import would run before the package is
     complete)."""
-    layers = ["formats", "text", "cutting", "inserted", "turns", "validation", "bootstrap"]
+    layers = ["previous", "formats", "text", "cutting", "inserted", "turns", "validation", "bootstrap"]
     package = SRC / "ctxlife" / "messages"
     assert sorted(p.stem for p in package.glob("*.py") if p.name != "__init__.py") == sorted(layers)
     offenders = [

@@ -53,12 +53,28 @@ def test_a_grown_list_classifies_only_its_new_messages(host, classified):
     assert classified == [len(live) - 2, len(live) - 1]
 
 
-def test_a_list_rebuilt_from_copies_is_classified_again(host, classified):
+def test_a_list_rebuilt_from_copies_classifies_only_what_differs(host, classified):
     live = _conversation(5)
     host.manage(live)
     classified.clear()
-    host.manage(copy.deepcopy(live))  # a stateless caller: new dicts, nothing known
-    assert len(classified) == 10
+    rebuilt = copy.deepcopy(live)  # a stateless caller: new dicts, equal to the list handed back
+    host.manage(rebuilt)
+    assert classified == []
+    again = copy.deepcopy(rebuilt)
+    again[3]["content"] = "result 0, edited"  # a tool result
+    call = tool_call("lookup", {"id": "new"}, "call_new")
+    again += [assistant(None, [call]), tool_result(call["id"], "found")]
+    host.manage(again)
+    assert classified == [3, len(again) - 2, len(again) - 1]
+
+
+def test_a_rebuilt_list_with_an_invalid_message_is_refused(host):
+    live = _conversation(3)
+    host.manage(live)
+    rebuilt = copy.deepcopy(live)
+    rebuilt[2]["tool_calls"][0]["function"]["name"] = 42
+    with pytest.raises(InvalidMessagesError, match=r"messages\[2\]"):
+        host.manage(rebuilt)
 
 
 @pytest.mark.parametrize(

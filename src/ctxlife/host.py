@@ -45,7 +45,7 @@ from ctxlife.sessions.ids import validate_session_id, validate_view
 from ctxlife.sessions.recording import recorder_for
 from ctxlife.strategy import Strategy, ToolSpec, create_strategy
 from ctxlife.telemetry import NO_SPAN, host_tracer
-from ctxlife.tokens import TokenCounter
+from ctxlife.tokens import REPLY_PRIMING_TOKENS, TokenCounter
 
 
 @dataclass
@@ -201,6 +201,9 @@ class Host:
         self._task_started: set[tuple[str | None, str | None]] = set()
         self._formats: dict[str | None, str] = {}
         self._shapes = message_model.ShapeMemo()
+        # The list handed back at the end of the last call of each (session, view), most recent last:
+        # the next list is compared with it once, and only what differs is checked, counted, diffed.
+        self._previous: dict[tuple[str | None, str], message_model.PreviousList] = {}
         self._lock = threading.RLock()
         self.complete: Complete | None = None
         self.summary_model: Complete | None = None
@@ -534,8 +537,13 @@ class Host:
             self._task_started.discard(task_key)
             counter = ctx.tokens
             counter.new_generation()
-            tokens_before = counter.count_messages(messages)
+            previous = self._previous_list(session, ctx.view)
+            agreement = previous.compare(messages)
+            counts = _counts(counter, messages, agreement, previous.counts_of(counter))
+            tokens_before = REPLY_PRIMING_TOKENS + sum(counts)
             before = list(messages)  # to tell whether anything changed (then tokens_after = tokens_before)
+            if self.store is not None and session is not None:
+                recorder_for(self.store).expect(session, messages, agreement, ctx.view)
             ctx._count_memo = (before, tokens_before)
             fmt = ctx.message_format = self.message_format(messages, session)
             text = self.bootstrap_text(agent_role=agent_role, goal=goal, backstory=backstory, session_id=session)
@@ -576,10 +584,14 @@ class Host:
             self.apply_bootstrap(messages, text, system_prompt=system_prompt, fmt=fmt)
             self._leave(live, session, ctx)
             unchanged = same_messages(before, live)
+            if not unchanged:
+                length, edited = message_model.differences(before, live)
+                counts = _counts(counter, live, message_model.Agreement(length, tuple(edited), before), counts)
+            previous.remember(live, before, agreement, counts, counter)
             report = Report(
                 "before_llm_call",
                 tokens_before,
-                tokens_before if unchanged else counter.count_messages(messages),
+                tokens_before if unchanged else REPLY_PRIMING_TOKENS + sum(counts),
                 ctx.context_window,
                 ctx.budget,
                 ctx.actions,
@@ -605,9 +617,31 @@ class Host:
     ) -> Report:
         """:func:`ctxlife.manage` for this host: validate the list's shape, then run node 2."""
         expected = None if self.settings.message_format == "auto" else self.settings.message_format
-        with self._lock:  # the memo: only messages new or edited since the last call are classified
-            check_shape(messages, expected=expected, memo=self._shapes)
-        return self.before_llm_call(messages, context_window=context_window, model=model)
+        with self._lock:  # only messages new or edited since the last call are classified
+            previous = self._previous_list(self.session_id, "") if isinstance(messages, list) else None
+            unchanged = None
+            if previous is not None and previous.shape is not None:
+                unchanged = (previous.compare(messages, keep=True), previous.shape)
+            try:
+                check_shape(messages, expected=expected, memo=self._shapes, unchanged=unchanged)
+                if previous is not None:
+                    previous.checked(messages, self._shapes.found)
+                return self.before_llm_call(messages, context_window=context_window, model=model)
+            finally:
+                if previous is not None:
+                    previous.drop()  # the comparison kept for this call is used up (or the call failed)
+
+    def _previous_list(self, session: str | None, view: str) -> message_model.PreviousList:
+        """The list handed back at the end of the last call of this conversation (kept for the
+        :data:`_PREVIOUS_LISTS` most recent ones)."""
+        key = (session, view)
+        found = self._previous.pop(key, None)
+        if found is None:
+            found = message_model.PreviousList()
+            if len(self._previous) >= _PREVIOUS_LISTS:
+                del self._previous[next(iter(self._previous))]
+        self._previous[key] = found
+        return found
 
     # -- nodes 3 and 4: around a tool call ----------------------------------------------
 
@@ -835,8 +869,16 @@ class Host:
         """:meth:`record_reply` without blocking the event loop."""
         return await asyncio.to_thread(functools.partial(self.record_reply, reply, **kwargs))
 
+    def forget_lists(self, session_id: str | None = None) -> None:
+        """Drop the copies this host keeps of a session's last lists (every session: None), after
+        its messages were erased or deleted; the next call looks at its whole list again."""
+        with self._lock:
+            for key in [k for k in self._previous if session_id is None or k[0] == session_id]:
+                del self._previous[key]
+
     def close(self) -> None:
         """Close every strategy (stores, files) and the host's store. The host is not used after this."""
+        self.forget_lists()
         for strategy in self.strategies:
             try:
                 strategy.close()
@@ -894,6 +936,28 @@ class Host:
     async def atask_end(self, ctx: TaskContext, **kwargs: Any) -> Report:
         """:meth:`task_end` without blocking the event loop."""
         return await asyncio.to_thread(functools.partial(self.task_end, ctx, **kwargs))
+
+
+#: Conversations (session, view) whose last list a host keeps: a host serves one session, or the
+#: agents and tasks of a crew; a conversation it forgot costs one full check on its next call.
+_PREVIOUS_LISTS = 64
+
+
+def _counts(
+    counter: TokenCounter,
+    messages: Sequence[dict[str, Any]],
+    agreement: message_model.Agreement,
+    prior: list[int] | None,
+) -> list[int]:
+    """The tokens of each message: ``prior``'s count where ``agreement`` says the message is the one
+    ``prior`` counted at that position, a count (from the counter's cache) everywhere else."""
+    if prior is None or not agreement.length:
+        return counter.count_each(messages)
+    counts = prior[: agreement.length]
+    for i in agreement.changed:
+        counts[i] = counter.count_each((messages[i],))[0]
+    counts += counter.count_each(messages, agreement.length)
+    return counts
 
 
 def _open_store(settings: Settings) -> SessionStore:

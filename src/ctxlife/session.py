@@ -236,6 +236,7 @@ class Session:
         index). Returns the sequence numbers erased. See :meth:`SessionStore.erase`."""
         erased = self.store.erase(self.session_id, seqs)
         self._recorder().forget(self.session_id)
+        self.host.forget_lists(self.session_id)
         return erased
 
     def erase_matching(self, pattern: str) -> list[int]:
@@ -243,12 +244,14 @@ class Session:
         matches from summaries. Returns the sequence numbers erased."""
         erased = self.store.erase_matching(self.session_id, pattern)
         self._recorder().forget(self.session_id)
+        self.host.forget_lists(self.session_id)
         return erased
 
     def clear(self) -> None:
         """Delete the whole session (every view's snapshot and records, and its blobs)."""
         self.store.delete(self.session_id)
         self._recorder().forget(self.session_id)
+        self.host.forget_lists(self.session_id)
 
     # -- lifetime ---------------------------------------------------------------------------------
 

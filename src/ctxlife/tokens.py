@@ -191,14 +191,19 @@ class TokenCounter:
         of their fields by identity; only new or changed messages are counted, a message
         edited in place (a field replaced, tool calls or content parts changed) too.
         """
+        return REPLY_PRIMING_TOKENS + sum(self.count_each(messages))
+
+    def count_each(self, messages: Sequence[dict[str, Any]], start: int = 0) -> list[int]:
+        """The tokens of each message of ``messages[start:]`` (as :meth:`count_message`), from the
+        same per-message cache as :meth:`count_messages`."""
         if len(messages) > self._live:
             self._live = len(messages)
             if LIVE_FACTOR * self._live > self._limit:
                 self._limit = LIVE_FACTOR * self._live
         cache = self._message_cache
         old = self._old_message_cache
-        total = REPLY_PRIMING_TOKENS
-        for message in messages:
+        counts: list[int] = []
+        for message in messages[start:] if start else messages:
             key = id(message)
             values = tuple(message.values())
             entry = cache.get(key)
@@ -206,10 +211,10 @@ class TokenCounter:
                 entry = old.get(key)
                 if entry is not None and _unchanged(entry, message, values):
                     cache[key] = entry
-                    total += entry[3]
+                    counts.append(entry[3])
                     continue
             elif entry[0] is message and entry[1] == values and (entry[2] is None or entry[2] == restamp(values)):
-                total += entry[3]  # _unchanged(), inlined: this is the per-message cost of every call
+                counts.append(entry[3])  # _unchanged(), inlined: this is the per-message cost of every call
                 continue
             n = self.count_message(message)
             if len(cache) >= self._limit:
@@ -217,8 +222,8 @@ class TokenCounter:
                 cache = self._message_cache
                 old = self._old_message_cache
             cache[key] = (message, values, nested_stamp(values), n)
-            total += n
-        return total
+            counts.append(n)
+        return counts
 
     def __repr__(self) -> str:
         return f"TokenCounter(model={self.model!r}, encoding={self.encoding_name!r})"

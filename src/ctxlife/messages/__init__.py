@@ -23,6 +23,9 @@ never taken for one; a restored snapshot re-registers its inserted messages from
 
 Modules, lowest first (each imports only those before it):
 
+* :mod:`~ctxlife.messages.previous` -- what is unchanged in a caller's list since the list a host
+  handed back last time, in one C-level comparison (:class:`PreviousList`, :class:`Agreement`,
+  :func:`common_prefix`, :func:`differences`);
 * :mod:`~ctxlife.messages.formats` -- the two formats, detecting them and refusing anything else
   (:func:`check_shape`, :class:`ShapeMemo`), roles, :func:`split_system`;
 * :mod:`~ctxlife.messages.text` -- the text of a message (:func:`content_text`, :func:`text_of`),
@@ -89,6 +92,12 @@ from ctxlife.messages.inserted import (
     strip_summary_marker,
     summary_message,
 )
+from ctxlife.messages.previous import (
+    Agreement,
+    PreviousList,
+    common_prefix,
+    differences,
+)
 from ctxlife.messages.text import (
     ANTHROPIC_IMAGE_TOKENS,
     FILE_TOKENS,
@@ -132,6 +141,10 @@ from ctxlife.messages.validation import (
 )
 
 __all__ = [
+    "Agreement",
+    "PreviousList",
+    "common_prefix",
+    "differences",
     "ANTHROPIC",
     "ANTHROPIC_IMAGE_TOKENS",
     "BOOTSTRAP_END",

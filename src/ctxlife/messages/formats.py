@@ -29,12 +29,20 @@ a growing list at the cost of its new messages only.
 from __future__ import annotations
 
 import marshal
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ctxlife.errors import InvalidMessagesError
+from ctxlife.messages.previous import Agreement
 
 Message = dict[str, Any]
+
+#: What a list's shape check found: the format of its first format-specific message and its index
+#: (``(None, -1)``: plain text only).
+Shape = tuple[str | None, int]
+
+#: How a list compares with one checked before, and what that check found.
+Unchanged = tuple[Agreement, Shape]
 
 
 OPENAI = "openai"
@@ -312,14 +320,24 @@ def detect_format(messages: Sequence[Any], where: str = "messages") -> str:
     return _detect(messages, where)[0] or OPENAI
 
 
-def _detect(messages: Sequence[Any], where: str, memo: ShapeMemo | None = None) -> tuple[str | None, int]:
+def _detect(
+    messages: Sequence[Any], where: str, memo: ShapeMemo | None = None, unchanged: Unchanged | None = None
+) -> tuple[str | None, int]:
     found: str | None = None
     first = -1
+    positions: Iterable[int] = range(len(messages))
+    if unchanged is not None:
+        agreement, (found_before, first_before) = unchanged
+        if found_before is None or agreement.same(first_before):
+            # Messages equal to the ones of a list already checked (and handed back) are not looked at.
+            found, first = found_before, first_before
+            positions = agreement.unknown(len(messages))
     known: dict[int, _Checked] = {}
     if memo is not None:
         known, older = memo.known, memo.older
         memo.known, memo.older = {}, known  # what this list holds now, and the list before it
-    for i, message in enumerate(messages):
+    for i in positions:
+        message = messages[i]
         if type(message) is dict and type(message.get("content")) is str and "parts" not in message:
             r = message.get("role")
             if (
@@ -359,6 +377,8 @@ def _detect(messages: Sequence[Any], where: str, memo: ShapeMemo | None = None) 
                 f"{where}[{i}] is an {FORMAT_NAMES[fmt]} message but {where}[{first}] is an {FORMAT_NAMES[found]} "
                 "one; one list must use one format (convert the list, or manage each separately)"
             )
+    if memo is not None:
+        memo.found = (found, first)
     return found, first
 
 
@@ -406,28 +426,35 @@ class ShapeMemo:
     Plain text messages are always re-checked (that costs less than remembering them).
     """
 
-    __slots__ = ("known", "older")
+    __slots__ = ("found", "known", "older")
 
     def __init__(self) -> None:
         self.known: dict[int, _Checked] = {}
         self.older: dict[int, _Checked] = {}
+        self.found: Shape = (None, -1)  # what the last check found (see check_shape's ``unchanged``)
 
 
 def check_shape(
-    messages: Any, where: str = "messages", expected: str | None = None, memo: ShapeMemo | None = None
+    messages: Any,
+    where: str = "messages",
+    expected: str | None = None,
+    memo: ShapeMemo | None = None,
+    unchanged: Unchanged | None = None,
 ) -> str:
     """Raise :class:`InvalidMessagesError` unless ``messages`` is a list in one known format; return the format.
 
     ``expected``: the format the caller configured (``message_format``); a list that is clearly
     in the other one is refused. ``memo``: what earlier calls checked (:class:`ShapeMemo`), so only
-    new or edited messages are classified.
+    new or edited messages are classified. ``unchanged``: how the list compares with one checked
+    before (:class:`~ctxlife.messages.previous.Agreement`) and what that check found
+    (:attr:`ShapeMemo.found`); positions holding the same message are not looked at.
     """
     if not isinstance(messages, list):
         raise InvalidMessagesError(
             f"{where} must be a list of message dicts, got {type(messages).__name__}; "
             "pass OpenAI chat or Anthropic Messages messages such as [{'role': 'user', 'content': 'hi'}]"
         )
-    found, first = _detect(messages, where, memo)
+    found, first = _detect(messages, where, memo, unchanged)
     if expected is not None and found is not None and found != expected:
         raise InvalidMessagesError(
             f"{where}[{first}] is an {FORMAT_NAMES[found]} message but message_format is {expected!r}; "

@@ -7,9 +7,9 @@ pops or deletes messages, or sends parallel tool results back in another order. 
 with the *slot* (the sequence number of the record that added the message) of its recordable
 message. This module turns "mirror, caller's list" into events:
 
-1. :func:`common_prefix` finds how far the two lists agree, with C-level list comparisons
-   (bisection over slices), so the usual call -- the mirror plus new messages -- costs one pass
-   in C and Python work only for what is new.
+1. :func:`common_prefix` (:mod:`ctxlife.messages.previous`) finds how far the two lists agree,
+   with C-level list comparisons (bisection over slices), so the usual call -- the mirror plus
+   new messages -- costs one pass in C and Python work only for what is new.
 2. Otherwise :func:`edit_script` diffs their recordable messages by fingerprint (common prefix
    and suffix first, :class:`difflib.SequenceMatcher` on the rest): positions that agree keep
    their slot; a run of messages that replaces a run of others is a ``replace`` per pair of one
@@ -30,35 +30,11 @@ import bisect
 import dataclasses
 from collections.abc import Callable, Sequence
 from difflib import SequenceMatcher
-from typing import Any
 
+from ctxlife.messages import common_prefix
 from ctxlife.sessions.base import ADD, REMOVE, REPLACE
 
 __all__ = ["Edit", "Script", "common_prefix", "edit_script"]
-
-
-def common_prefix(a: Sequence[Any], b: Sequence[Any], same: Callable[[int], bool] | None = None) -> int:
-    """How many leading items of ``a`` and ``b`` are equal (``==``), found with slice comparisons.
-
-    ``same(i)`` may declare a differing pair at ``i`` equal after all (a prompt-cache marker
-    moved, a system prompt changed): the scan then goes on after it.
-    """
-    n = min(len(a), len(b))
-    lo = 0
-    while lo < n:
-        if a[lo:n] == b[lo:n]:
-            return n
-        low, high = lo, n  # the first difference is in [low, high)
-        while high - low > 1:
-            mid = (low + high) // 2
-            if a[low:mid] == b[low:mid]:
-                low = mid
-            else:
-                high = mid
-        if same is None or not same(low):
-            return low
-        lo = low + 1
-    return n
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import operator
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -55,7 +54,15 @@ from typing import Any
 
 from ctxlife.errors import StoreError
 from ctxlife.events import emit
-from ctxlife.messages import has_bootstrap_section, is_inserted, is_system, strip_bootstrap
+from ctxlife.messages import (
+    Agreement,
+    differences,
+    has_bootstrap_section,
+    is_inserted,
+    is_system,
+    same_messages,
+    strip_bootstrap,
+)
 from ctxlife.sessions.base import (
     ADD,
     REMOVE,
@@ -198,6 +205,9 @@ class _View:
     # to is all new, not aligned with the view's messages by content (that would take a repeated
     # first message for one already recorded).
     fresh: bool = False
+    # What the host found comparing the caller's list with the list it handed back last (see
+    # Recorder.expect): the list object, its messages as compared, and the agreement.
+    hint: tuple[Sequence[Any], list[Any], Agreement] | None = None
 
 
 class _Reversed:
@@ -418,6 +428,15 @@ class Recorder:
         new = list(range(k - 1, -1, -1))
         return Alignment(overlap, [rev.index(i) for i in new], tail[p].seq, True, [rev.fp(i) for i in new])  # type: ignore[misc]
 
+    def expect(self, session_id: str, messages: Sequence[Any], agreement: Agreement, view: str = "") -> None:
+        """Note how the caller's list compares with the list last handed back (and passed to
+        :meth:`leave`): the next :meth:`record` of that list then skips comparing the messages
+        ``agreement`` found unchanged. Only for a view this recorder knows; costs a copy of the list."""
+        with self._lock:
+            state = self._views.get((session_id, view))
+            if state is not None:
+                state.hint = (messages, list(messages), agreement)
+
     def leave(self, session_id: str, messages: Sequence[Any], view: str = "", *, seq: int | None = None) -> None:  # noqa: ARG002
         """Note the list as ctxlife leaves it after a call (compacted, with everything new recorded).
 
@@ -428,13 +447,15 @@ class Recorder:
         """
         with self._lock:
             state = self._view(session_id, view)
+            state.hint = None  # the call is over: its comparison says nothing of the next list
             if state.pending or not state.tail or state.fresh:
                 return  # (fresh: the list is not recorded yet, and matching it by content is wrong)
             newest = state.mirrors[0] if state.mirrors else None
             if newest is not None and newest.originals is not None and len(newest.originals) == len(messages):
-                if all(map(operator.is_, newest.originals, messages)):
-                    # The very objects the newest mirror was made from: strategies replace message
-                    # dicts, never edit them (the hookspec's contract), so it is this list already.
+                if same_messages(newest.originals, messages):
+                    # The messages the newest mirror was made from (the very objects, in the usual
+                    # call): strategies replace message dicts, never edit them (the hookspec's
+                    # contract), so it is this list already.
                     return
             mirror = self._mirror_of(state, messages)
             if mirror is not None:
@@ -547,7 +568,11 @@ class Recorder:
         # The mirror the list agrees with longest (the newest first on a tie): the caller's own
         # list, when several callers share the view.
         best: tuple[_Mirror, int] | None = None
-        for mirror in state.mirrors:
+        mirrors = state.mirrors
+        if mirrors and _continues(state, mirrors[0], messages):
+            mirrors = []  # the host's comparison showed it: no second one
+            best = (state.mirrors[0], len(state.mirrors[0].messages))
+        for mirror in mirrors:
             p = common_prefix(mirror.messages, messages, _soft(mirror, messages))
             if best is None or p > best[1]:
                 best = (mirror, p)
@@ -935,6 +960,27 @@ def _apply(tail: list[_Entry], records: Sequence[RawRecord]) -> None:
                 if e.seq == r.target:
                     del tail[i]
                     break
+
+
+def _continues(state: _View, mirror: _Mirror, messages: Sequence[Any]) -> bool:
+    """Whether the host's comparison (:meth:`Recorder.expect`) shows that ``messages`` continues
+    ``mirror``: the mirror was made from the very list the host compared against, and every message
+    of it is still there (equal, or different only in what is not an edit: see :func:`_soft`)."""
+    hint, state.hint = state.hint, None  # good for one diff of one call's list
+    if hint is None or hint[0] is not messages or mirror.originals is None:
+        return False
+    _, compared, agreement = hint
+    size = len(mirror.messages)
+    if agreement.length < size or not same_messages(mirror.originals, agreement.previous):
+        return False
+    changed = [i for i in agreement.changed if i < size]
+    if not same_messages(compared, messages):  # replaced since (the bootstrap section, applied)
+        length, also = differences(compared, messages)
+        if len(compared) != len(messages) or length < len(messages):
+            return False
+        changed = sorted({*changed, *(i for i in also if i < size)})
+    soft = _soft(mirror, messages)
+    return all(soft(i) for i in changed)
 
 
 def _all_new(messages: Sequence[Any]) -> _Plan:
