@@ -102,6 +102,8 @@ def bigrams(run: str) -> list[str]:
 
 def index_text(text: str) -> str:
     """``text`` as the index should see it: no-space scripts rewritten as space-separated bigrams."""
+    if text.isascii():
+        return text  # already NFKC, and no no-space script: the common case, without a scan
     text = normalize(text)
     if not _NO_SPACE_RUN.search(text):
         return text
