@@ -566,34 +566,40 @@ def _calls_tools(message: dict[str, Any]) -> bool:
 
 # The local day of a quarter hour (every time zone's midnight falls on one): records of the same
 # minutes cost one date conversion. Bounded: emptied when full.
-_DAYS: dict[int, str | None] = {}
+_DAYS: dict[int, tuple[str, int] | None] = {}
 _DAYS_KEPT = 4096
 
 
-def _day(recorded_at: float | None) -> str | None:
-    """The local date ("2023-05-02") a record was recorded on, if known."""
+def _local_day(recorded_at: float | None) -> tuple[str, int] | None:
+    """The local date ("2023-05-02") a record was recorded on and its month * 100 + day, if known."""
     if recorded_at is None:
         return None
     try:
         slot = int(recorded_at // 900)
     except (OverflowError, ValueError):
         return None
-    day = _DAYS.get(slot, "")
-    if day == "":
+    found = _DAYS.get(slot, ())
+    if found == ():
         try:
-            day = datetime.fromtimestamp(recorded_at).date().isoformat()
+            day = datetime.fromtimestamp(recorded_at).date()
+            found = (day.isoformat(), day.month * 100 + day.day)
         except (OverflowError, OSError, ValueError):
-            day = None
+            found = None
         if len(_DAYS) >= _DAYS_KEPT:
             _DAYS.clear()
-        _DAYS[slot] = day
-    return day
+        _DAYS[slot] = found
+    return found  # type: ignore[return-value]
+
+
+def _day(recorded_at: float | None) -> str | None:
+    found = _local_day(recorded_at)
+    return found[0] if found else None
 
 
 def _month_day(recorded_at: float | None) -> int | None:
-    """month * 100 + day of :func:`_day` (what the ``md`` column holds)."""
-    day = _day(recorded_at)
-    return int(day[5:7]) * 100 + int(day[8:10]) if day else None
+    """What the ``md`` column holds: month * 100 + day of :func:`_day`."""
+    found = _local_day(recorded_at)
+    return found[1] if found else None
 
 
 def _slot(record: Record) -> int | None:
