@@ -14,6 +14,7 @@ dates in a question ("on May 2nd", "4月27号", "2023-04-27", "5/2") are returne
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from datetime import date
@@ -140,6 +141,7 @@ def stem(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=4096)  # the same terms are looked for on every call of a conversation
 def term_pattern(term: str) -> re.Pattern[str]:
     """Where a search term occurs in a case-folded text: a bigram anywhere, a word by its stem at a word start."""
     if _NO_SPACE_RUN.match(term):
