@@ -231,9 +231,12 @@ class HistoryIndex:
         """
         changed = 0
         with self._lock:
+            docs = self._docs
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 last = self._read_last_seq()
+                if last != self._last_seq:
+                    self._docs = self._count_docs()  # another process wrote since: its count
                 fp: str | None = None
                 todo: list[Record] = []
                 for record in records:
@@ -251,6 +254,8 @@ class HistoryIndex:
                         changed += self._insert_many(adds) + self._apply(record, insert=kept)
                         adds = []
                 changed += self._insert_many(adds)
+                if changed:
+                    self._set_meta("docs", str(self._docs))
                 if last != self._last_seq or fp is not None:
                     self._set_meta("last_seq", str(last))
                     self._set_meta("last_fp", fp or "")
@@ -258,6 +263,7 @@ class HistoryIndex:
             except sqlite3.Error as exc:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
+                self._docs = docs  # nothing was written
                 raise IndexError_(f"cannot write the history index {self.path or ':memory:'}: {exc}") from None
             self._last_seq = last
             self._memo = {}
@@ -299,6 +305,11 @@ class HistoryIndex:
             self._set_meta("views", json.dumps(sorted(self._views, key=lambda v: (v is None, v or ""))))
 
     def _count_docs(self) -> int:
+        """How many documents the index holds: kept in ``meta`` by every write (counting them costs a
+        scan, and a worker sharing the file must learn the count after each write of another)."""
+        kept = self._meta("docs")
+        if kept is not None:
+            return int(kept)
         return int(self._db.execute("SELECT count(*) FROM fts_docsize").fetchone()[0])
 
     def _insert_many(self, records: Sequence[Record], slot: int | None = None) -> int:
