@@ -187,3 +187,119 @@ def test_excerpts_keep_the_part_of_a_long_text_that_matches():
     short = excerpt(text, 60, {"time": 1.0, "kit": 3.0, "appointment": 1.0}, count)
     assert count(short) <= 60
     assert '"time": "13:00", "patient": "Kit"' in short
+
+
+# -- storage: built at once or record by record, the same index; nothing removed stays on disk ----
+
+
+def _mixed_history() -> list[Record]:
+    """Chat, long tool results (chunked), two views, dates, then edits and deletions of earlier slots."""
+    from datetime import datetime
+
+    start = datetime(2023, 4, 27, 9).timestamp()
+    out = []
+    for i in range(1, 121):
+        if i % 10 == 0:
+            rows = [{"id": f"R-{i}-{k}", "note": f"stock of widget {k} in aisle {i % 7}"} for k in range(40)]
+            rows[30]["supplier"] = "Zanzibar Imports" if i == 20 else "Acme"  # deep in a later chunk
+            message = {
+                "role": "tool",
+                "tool_call_id": f"c{i}",
+                "content": json.dumps({"report": f"aisle {i}", "rows": rows}),
+            }
+        else:
+            message = {
+                "role": "user" if i % 2 else "assistant",
+                "content": f"message {i} about topic{i % 9} and gardens",
+            }
+        out.append(Record(i, message, start + i * 3600, view="a" if i % 3 else "b"))
+    out.append(Record(121, {"role": "user", "content": "the locker code is 5821"}, start + 121 * 3600, view="a"))
+    out.append(Record(122, {"role": "user", "content": "message 5 edited: about orchards"}, op="replace", target=5))
+    out.append(Record(123, {}, op="remove", target=121))
+    out.append(Record(124, {}, op="remove", target=20))  # a chunked tool result
+    return out
+
+
+def _answers(index: HistoryIndex) -> list[tuple]:
+    out = []
+    for query in ("topic4 gardens", "widget 7 aisle", "orchards", "locker code 5821", "what happened on April 28th?"):
+        for view in (None, "a", "b"):
+            out.append(
+                [(h.seq, h.part, round(h.score, 9), h.text, h.head, h.day) for h in index.search(query, view=view)]
+            )
+    return out
+
+
+def test_an_index_built_at_once_equals_one_built_record_by_record(tmp_path):
+    history = _mixed_history()
+    at_once = HistoryIndex(tmp_path / "once.sqlite", chunk_chars=400)
+    at_once.add(history)
+    one_by_one = HistoryIndex(tmp_path / "each.sqlite", chunk_chars=400)
+    for record in history:
+        one_by_one.add([record])
+    assert _answers(at_once) == _answers(one_by_one)
+    assert len(at_once) == len(one_by_one) == 119
+    assert at_once.records(range(1, 125)) == one_by_one.records(range(1, 125))
+    hits = at_once.search("widget 7 aisle 6", limit=20)
+    assert any(h.part > 0 and h.head.startswith('{"report": "aisle') for h in hits)  # chunks come back with their head
+
+
+def test_edited_and_deleted_text_is_never_found_nor_left_in_the_file_after_a_rebuild(tmp_path):
+    path = tmp_path / "s.sqlite"
+    index = HistoryIndex(path, chunk_chars=400)
+    index.add(_mixed_history())
+    assert index.search("locker code 5821") == [] and index.search("zanzibar") == []
+    assert [h.seq for h in index.search("orchards")] == [5]
+    index.reset()  # rebuilt from the raw history, as a deleted-and-rewritten session is
+    index.add(_mixed_history())
+    assert index.search("locker code 5821") == [] and index.search("zanzibar") == []
+    index.close()
+    data = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert b"5821" not in data and b"Zanzibar" not in data
+
+
+def test_pages_freed_by_merges_and_deletions_are_given_back(tmp_path):
+    grown = HistoryIndex(tmp_path / "grown.sqlite")
+    for i in range(1, 401):
+        grown.add([Record(i, {"role": "user", "content": f"note {i}: the parcel for order {i * 7} left the depot"})])
+    grown.close()
+    built = HistoryIndex(tmp_path / "built.sqlite")
+    built.add(
+        [
+            Record(i, {"role": "user", "content": f"note {i}: the parcel for order {i * 7} left the depot"})
+            for i in range(1, 401)
+        ]
+    )
+    built.close()
+    size = {p.name: p.stat().st_size for p in tmp_path.iterdir()}
+    assert size["grown.sqlite"] <= 1.5 * size["built.sqlite"]
+
+
+def test_an_index_made_with_another_chunk_size_is_emptied_to_be_rebuilt(tmp_path):
+    path = tmp_path / "s.sqlite"
+    HistoryIndex(path, chunk_chars=400).add(records(*chat(("user", "hello"))))
+    assert HistoryIndex(path, chunk_chars=400).last_seq == 1
+    assert HistoryIndex(path, chunk_chars=800).last_seq == 0
+
+
+def test_an_index_file_of_an_older_version_gives_free_pages_back_after_its_rebuild(tmp_path):
+    path = tmp_path / "s.sqlite"
+    db = sqlite3.connect(path)  # an index file as version 5 made it: no auto-vacuum
+    db.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL); INSERT INTO meta VALUES ('version', '5');"
+    )
+    db.close()
+    index = HistoryIndex(path)
+    assert index.last_seq == 0
+    assert sqlite3.connect(path).execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental
+
+
+def test_workers_sharing_an_index_file_agree_on_its_size(tmp_path):
+    path = tmp_path / "s.sqlite"
+    first, second = HistoryIndex(path), HistoryIndex(path)
+    first.add(records(*chat(("user", "alpha beta"), ("assistant", "gamma"))))
+    second.add(records(*chat(("user", "alpha beta"), ("assistant", "gamma"), ("user", "delta")), start=1))
+    first.add([Record(4, {}, op="remove", target=1)])
+    second.refresh()
+    # The same idf in every worker, and in one that opens the file afresh.
+    assert first.term_weights(["gamma"]) == second.term_weights(["gamma"]) == HistoryIndex(path).term_weights(["gamma"])

@@ -8,6 +8,14 @@ and deleted messages are never found again. It lives in a SQLite file
 (several processes may share it: WAL mode, and a record is indexed once whoever adds it first) or in
 memory.
 
+Storage: each record's text is stored once (``records``); the full-text table is contentless (its
+postings only). A record's documents are numbered ``seq + part * PART_STRIDE``, so a whole message
+is found by its own sequence number and a chunk of a long one is cut again from the record's text
+(the chunking is deterministic for a given ``chunk_chars``, which the index keeps and is rebuilt
+when it changes). Records arriving together are written in one transaction with one statement per
+table (a first build of 100k messages takes seconds, not minutes); pages freed by deletions and by
+FTS5's segment merges are given back to the file system (incremental auto-vacuum).
+
 Tokenization: FTS5's ``unicode61`` tokenizer with Porter stemming for words; scripts without spaces
 are stored as character bigrams (:mod:`ctxlife.recall.text`), so Chinese is searchable without a
 segmenter.
@@ -27,37 +35,35 @@ from pathlib import Path
 from typing import Any
 
 from ctxlife.errors import CtxlifeError
-from ctxlife.recall.records import CHUNK_CHARS, Record, documents, message_text
+from ctxlife.recall.records import CHUNK_CHARS, Document, Record, message_text, text_documents
 from ctxlife.recall.text import dates_in, index_text, query_terms, term_pattern
 
 #: Bumped when the schema or the tokenization changes: an index of another version is rebuilt.
-INDEX_VERSION = 5
+INDEX_VERSION = 6
 
+#: A document's row in the full-text table is ``seq + part * PART_STRIDE`` (part 0: the record's seq).
+PART_STRIDE = 1 << 40
+
+# md: month * 100 + day of the record (local time), what a dated question ("on May 2nd") looks for.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS records (
     seq INTEGER PRIMARY KEY,
     role TEXT NOT NULL,
     recorded_at REAL,
-    day TEXT,
-    md TEXT,
+    md INTEGER,
     view TEXT,
     calls INTEGER NOT NULL DEFAULT 0,
     text TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS docs (
-    id INTEGER PRIMARY KEY,
-    seq INTEGER NOT NULL,
-    part INTEGER NOT NULL,
-    head TEXT NOT NULL DEFAULT '',
-    text TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS docs_seq ON docs (seq);
-CREATE INDEX IF NOT EXISTS records_md ON records (md);
+CREATE INDEX IF NOT EXISTS records_md ON records (md) WHERE md IS NOT NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (
     body, content='', tokenize='porter unicode61 remove_diacritics 2'
 );
 """
+
+#: Free pages (from deletions and FTS5 merges) given back to the file system past this many.
+_SPARE_PAGES = 16
 
 
 class IndexError_(CtxlifeError):  # noqa: N801 - not the builtin IndexError
@@ -113,6 +119,8 @@ class HistoryIndex:
                 isolation_level=None,
                 check_same_thread=False,
             )
+            # Before anything writes the file's header: takes effect in a new file (else see _drop_all).
+            self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
             if self.path is not None:
                 self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -121,7 +129,8 @@ class HistoryIndex:
             version = self._meta("version")
             if version is None:
                 self._set_meta("version", str(INDEX_VERSION))
-            elif version != str(INDEX_VERSION):
+                self._set_meta("chunk_chars", str(chunk_chars))
+            elif version != str(INDEX_VERSION) or self._meta("chunk_chars") != str(chunk_chars):
                 self._drop_all()
         except sqlite3.Error as exc:
             raise IndexError_(f"cannot open the history index {self.path or ':memory:'}: {exc}") from None
@@ -132,6 +141,7 @@ class HistoryIndex:
         # weigh terms, and recomputing them on every add made every search pay for them again.
         self._df: dict[str, int] = {}
         self._df_docs = self._docs
+        self._memo: dict[int, tuple[Any, ...] | None] = {}  # see _rows; emptied by every write
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -156,12 +166,30 @@ class HistoryIndex:
             self._db.executescript(
                 "DROP TABLE IF EXISTS records; DROP TABLE IF EXISTS docs; DROP TABLE IF EXISTS fts; DELETE FROM meta;"
             )
+            if self._db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+                try:  # a file of an older version: switched to incremental auto-vacuum while it is empty
+                    self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+                    self._db.execute("VACUUM")
+                except sqlite3.Error:
+                    pass  # another connection reads it: the next rebuild switches
             self._db.executescript(_SCHEMA)
             self._set_meta("version", str(INDEX_VERSION))
+            self._set_meta("chunk_chars", str(self.chunk_chars))
             self._last_seq = 0
             self._docs = 0
             self._views = set()
             self._df = {}
+            self._memo = {}
+            self._give_back_pages()
+
+    def _give_back_pages(self) -> None:
+        """Return the free pages to the file system when there are more than a few (outside a transaction)."""
+        try:
+            if self._db.execute("PRAGMA freelist_count").fetchone()[0] > _SPARE_PAGES:
+                # executescript: it steps the pragma to its end (execute would free one page only)
+                self._db.executescript("PRAGMA incremental_vacuum;")
+        except sqlite3.Error:
+            pass  # busy: the next write tries again
 
     @property
     def last_seq(self) -> int:
@@ -175,6 +203,7 @@ class HistoryIndex:
             if last != self._last_seq:
                 self._docs = self._count_docs()
                 self._views = self._read_views()
+                self._memo = {}
             self._last_seq = last
             return last
 
@@ -196,19 +225,37 @@ class HistoryIndex:
         """Apply the records past :attr:`last_seq` (add, replace, remove); return how many changed the index.
 
         Records at or below :attr:`last_seq` are skipped, so feeding the same records twice (or from
-        two processes) applies them once.
+        two processes) applies them once. A text that a later record of the same call edits or
+        removes is never written (a rebuild leaves no trace of deleted text, not even in postings
+        waiting for a merge).
         """
         changed = 0
         with self._lock:
+            docs = self._docs
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 last = self._read_last_seq()
+                if last != self._last_seq:
+                    self._docs = self._count_docs()  # another process wrote since: its count
                 fp: str | None = None
+                todo: list[Record] = []
                 for record in records:
-                    if record.seq <= last:
-                        continue
-                    changed += self._apply(record)
-                    last, fp = record.seq, record.fingerprint
+                    if record.seq > last:
+                        todo.append(record)
+                        last, fp = record.seq, record.fingerprint
+                final = {_slot(record): i for i, record in enumerate(todo)}  # the last record of each slot
+                adds: list[Record] = []  # consecutive additions, written together
+                for i, record in enumerate(todo):
+                    kept = final.get(_slot(record)) == i
+                    if (record.op or "add") == "add":
+                        if kept:
+                            adds.append(record)
+                    else:
+                        changed += self._insert_many(adds) + self._apply(record, insert=kept)
+                        adds = []
+                changed += self._insert_many(adds)
+                if changed:
+                    self._set_meta("docs", str(self._docs))
                 if last != self._last_seq or fp is not None:
                     self._set_meta("last_seq", str(last))
                     self._set_meta("last_fp", fp or "")
@@ -216,35 +263,38 @@ class HistoryIndex:
             except sqlite3.Error as exc:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
+                self._docs = docs  # nothing was written
                 raise IndexError_(f"cannot write the history index {self.path or ':memory:'}: {exc}") from None
             self._last_seq = last
+            self._memo = {}
+            if changed:
+                self._give_back_pages()
         return changed
 
-    def _apply(self, record: Record) -> int:
+    def _apply(self, record: Record, *, insert: bool = True) -> int:
+        """A replace or remove record (an addition goes through :meth:`_insert_many`); ``insert``:
+        False when a later record replaces the new text again."""
         op = record.op or "add"
-        if op == "add":
-            return self._insert(record, record.seq)
         if op in ("remove", "replace") and record.target is not None:
             removed = self._delete(record.target)
-            if op == "replace":
-                return self._insert(record, record.target) or removed
+            if op == "replace" and insert:
+                return self._insert_many([record], slot=record.target) or removed
             return removed
         return 0  # an event this version does not know: the text it carries is not indexed
 
     def _delete(self, slot: int) -> int:
-        """Drop a slot's record, documents and postings (FTS5 contentless delete: the same body again)."""
-        rows = self._db.execute(
-            "SELECT d.id, d.head, CASE WHEN d.text = '' THEN r.text ELSE d.text END FROM docs d "
-            "JOIN records r ON r.seq = d.seq WHERE d.seq = ?",
-            (slot,),
-        ).fetchall()
-        for doc_id, head, text in rows:
-            body = f"{head}\n{text}" if head else text
-            self._db.execute("INSERT INTO fts (fts, rowid, body) VALUES ('delete', ?, ?)", (doc_id, index_text(body)))
-        self._db.execute("DELETE FROM docs WHERE seq = ?", (slot,))
-        self._docs -= len(rows)
-        cur = self._db.execute("DELETE FROM records WHERE seq = ?", (slot,))
-        return 1 if cur.rowcount or rows else 0
+        """Drop a slot's record and its postings (FTS5 contentless delete: the same bodies again)."""
+        row = self._db.execute("SELECT role, text FROM records WHERE seq = ?", (slot,)).fetchone()
+        if row is None:
+            return 0
+        docs = text_documents(slot, row[0], row[1], self.chunk_chars)
+        self._db.executemany(
+            "INSERT INTO fts (fts, rowid, body) VALUES ('delete', ?, ?)",
+            [(_doc_id(doc), index_text(_body(doc))) for doc in docs],
+        )
+        self._docs -= len(docs)
+        self._db.execute("DELETE FROM records WHERE seq = ?", (slot,))
+        return 1
 
     def _read_views(self) -> set[str | None]:
         return set(json.loads(self._meta("views") or "[]"))
@@ -255,39 +305,60 @@ class HistoryIndex:
             self._set_meta("views", json.dumps(sorted(self._views, key=lambda v: (v is None, v or ""))))
 
     def _count_docs(self) -> int:
-        return int(self._db.execute("SELECT count(*) FROM docs").fetchone()[0])
+        """How many documents the index holds: kept in ``meta`` by every write (counting them costs a
+        scan, and a worker sharing the file must learn the count after each write of another)."""
+        kept = self._meta("docs")
+        if kept is not None:
+            return int(kept)
+        return int(self._db.execute("SELECT count(*) FROM fts_docsize").fetchone()[0])
 
-    def _insert(self, record: Record, slot: int) -> int:
-        message = record.message if isinstance(record.message, dict) else {}
-        role = str(message.get("role") or "")
-        day = _day(record.recorded_at)
-        text = message_text(message).strip()
-        cur = self._db.execute(
-            "INSERT OR IGNORE INTO records (seq, role, recorded_at, day, md, view, calls, text) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                slot,
-                role,
-                record.recorded_at,
-                day,
-                day[5:] if day else None,
-                record.view,
-                int(_calls_tools(message)),
-                text,
-            ),
-        )
-        if cur.rowcount == 0:
+    def _insert_many(self, records: Sequence[Record], slot: int | None = None) -> int:
+        """Insert records (at their own seq, or at ``slot`` for a replacement) and their documents.
+
+        A slot that already holds a record keeps it (as ``INSERT OR IGNORE`` would): its postings
+        must stay those of the text stored.
+        """
+        if not records:
             return 0
-        self._note_view(record.view)
-        for doc in documents(Record(slot, message, record.recorded_at, record.view), self.chunk_chars):
-            stored = "" if doc.text == text else doc.text  # a whole message is read from its record
-            doc_id = self._db.execute(
-                "INSERT INTO docs (seq, part, head, text) VALUES (?, ?, ?, ?)", (doc.seq, doc.part, doc.head, stored)
-            ).lastrowid
-            body = f"{doc.head}\n{doc.text}" if doc.head else doc.text
-            self._db.execute("INSERT INTO fts (rowid, body) VALUES (?, ?)", (doc_id, index_text(body)))
-            self._docs += 1
-        return 1
+        slots = [slot if slot is not None else r.seq for r in records]
+        taken = {
+            row[0]
+            for row in self._db.execute("SELECT seq FROM records WHERE seq BETWEEN ? AND ?", (min(slots), max(slots)))
+        }
+        rows: list[tuple[Any, ...]] = []
+        bodies: list[tuple[int, str]] = []
+        for record, at in zip(records, slots, strict=True):
+            if at in taken:
+                continue
+            taken.add(at)
+            message = record.message if isinstance(record.message, dict) else {}
+            role = str(message.get("role") or "")
+            text = message_text(message).strip()
+            rows.append(
+                (
+                    at,
+                    role,
+                    record.recorded_at,
+                    _month_day(record.recorded_at),
+                    record.view,
+                    int(_calls_tools(message)),
+                    text,
+                )
+            )
+            self._note_view(record.view)
+            if len(text) <= self.chunk_chars:  # one document, numbered as its record (text_documents' rule)
+                if text:
+                    bodies.append((at, index_text(text)))
+            else:
+                bodies += [
+                    (_doc_id(doc), index_text(_body(doc))) for doc in text_documents(at, role, text, self.chunk_chars)
+                ]
+        self._db.executemany(
+            "INSERT INTO records (seq, role, recorded_at, md, view, calls, text) VALUES (?, ?, ?, ?, ?, ?, ?)", rows
+        )
+        self._db.executemany("INSERT INTO fts (rowid, body) VALUES (?, ?)", bodies)
+        self._docs += len(bodies)
+        return len(rows)
 
     # -- searching ---------------------------------------------------------------------------
 
@@ -324,40 +395,78 @@ class HistoryIndex:
                 hits += [h for h in more if (h.seq, h.part) not in seen and h.seq not in excluded]
         return hits[:limit]
 
-    _FIELDS = (
-        "d.seq, d.part, CASE WHEN d.text = '' THEN r.text ELSE d.text END, r.role, r.recorded_at, r.day, r.view, d.head"
-    )
-
     def _ranked(self, terms: Sequence[str], limit: int, tool_weight: float = 1.0, view: str | None = None) -> list[Hit]:
         match = " OR ".join(f'"{t}"' for t in terms)
         try:
-            # The ranking alone first (FTS5 sorts its own matches fast), then the few rows it found.
+            # The ranking alone first (FTS5 scores its matches in C; SQLite keeps the best few), then
+            # the few records it found.
             if view is None:
                 rows = self._db.execute(
-                    "SELECT rowid, -bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT ?", (match, limit * 3)
+                    "SELECT rowid, -bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY bm25(fts) LIMIT ?",
+                    (match, limit * 3),
                 ).fetchall()
             else:
                 rows = self._db.execute(
-                    "SELECT fts.rowid, -bm25(fts) FROM fts JOIN docs d ON d.id = fts.rowid "
-                    "JOIN records r ON r.seq = d.seq WHERE fts MATCH ? AND r.view = ? ORDER BY bm25(fts) LIMIT ?",
+                    f"SELECT fts.rowid, -bm25(fts) FROM fts JOIN records r ON r.seq = fts.rowid % {PART_STRIDE} "
+                    "WHERE fts MATCH ? AND r.view = ? ORDER BY bm25(fts) LIMIT ?",
                     (match, view, limit * 3),
                 ).fetchall()
         except sqlite3.Error as exc:
             raise IndexError_(f"searching the history index failed: {exc}") from None
         if not rows:
             return []
-        scores = dict(rows)
-        found = self._db.execute(
-            f"SELECT d.id, {self._FIELDS} FROM docs d "
-            f"JOIN records r ON r.seq = d.seq WHERE d.id IN ({','.join('?' * len(scores))})",
-            list(scores),
-        ).fetchall()
-        hits = [
-            Hit(seq, part, scores[doc] * (tool_weight if role == "tool" else 1.0), text, role, at, day, v, head)
-            for doc, seq, part, text, role, at, day, v, head in found
+        # Weigh tool results by their role alone; the text is read for the best ``limit`` only.
+        marks = ",".join("?" * len(rows))
+        roles = dict(
+            self._db.execute(
+                f"SELECT seq, role FROM records WHERE seq IN ({marks})", [doc % PART_STRIDE for doc, _ in rows]
+            ).fetchall()
+        )
+        scored = [
+            (score * (tool_weight if roles[doc % PART_STRIDE] == "tool" else 1.0), doc)
+            for doc, score in rows
+            if doc % PART_STRIDE in roles
         ]
-        hits.sort(key=lambda h: (-h.score, h.seq))
-        return hits[:limit]
+        scored.sort(key=lambda item: (-item[0], item[1] % PART_STRIDE))
+        del scored[limit:]
+        found = self._rows(doc % PART_STRIDE for _, doc in scored)
+        return [self._hit(found[doc % PART_STRIDE], doc // PART_STRIDE, score) for score, doc in scored]
+
+    def _rows(self, seqs: Iterable[int]) -> dict[int, tuple[Any, ...]]:
+        """The stored rows (seq, role, recorded_at, view, calls, text) of these records.
+
+        Rows read since the last write are remembered: a search reads its hits' records, then the
+        caller asks for the same records and their neighbours (:meth:`records`).
+        """
+        asked = set(seqs)
+        memo = self._memo
+        wanted = sorted(seq for seq in asked if seq not in memo)
+        if wanted:
+            marks = ",".join("?" * len(wanted))
+            for row in self._db.execute(
+                f"SELECT seq, role, recorded_at, view, calls, text FROM records WHERE seq IN ({marks})", wanted
+            ):
+                memo[row[0]] = row
+            for seq in wanted:
+                memo.setdefault(seq, None)  # not in the index: not asked again
+            if len(memo) > self._MEMO_ROWS:
+                self._memo = memo = {seq: memo[seq] for seq in asked}
+        return {seq: row for seq in asked if (row := memo.get(seq)) is not None}
+
+    #: Most rows :meth:`_rows` remembers.
+    _MEMO_ROWS = 2048
+
+    def _hit(self, row: tuple[Any, ...], part: int, score: float, doc: Document | None = None) -> Hit:
+        """The hit for document ``part`` of a stored row (its chunk cut again from the record's text)."""
+        seq, role, at, view, _, text = row
+        if doc is None and len(text) > self.chunk_chars:  # a chunk (the first too) of a long record
+            docs = text_documents(seq, role, text, self.chunk_chars)
+            doc = docs[part] if part < len(docs) else None
+        if doc is not None:
+            text, head = doc.text, doc.head
+        else:
+            head = ""
+        return Hit(seq, part, score, text, role, at, _day(at), view, head)
 
     #: A dated question looks at this many documents of the days it names, at most.
     DAY_DOCS = 500
@@ -372,22 +481,28 @@ class HistoryIndex:
         view: str | None = None,
     ) -> list[Hit]:
         """The documents of the named days: those with more (and rarer) query terms first, then in order."""
-        month_days = [f"{month:02d}-{day:02d}" for month, day in days]
-        where_view = "" if view is None else " AND r.view = ?"
-        rows = self._db.execute(
-            f"SELECT {self._FIELDS} FROM records r JOIN docs d ON d.seq = r.seq "
-            f"WHERE r.md IN ({','.join('?' * len(month_days))}){where_view} ORDER BY d.seq LIMIT ?",
-            [*month_days, *([] if view is None else [view]), self.DAY_DOCS],
-        ).fetchall()
+        month_days = [month * 100 + day for month, day in days]
+        where_view = "" if view is None else " AND view = ?"
+        cursor = self._db.execute(
+            "SELECT seq, role, recorded_at, view, calls, text FROM records "
+            f"WHERE md IN ({','.join('?' * len(month_days))}){where_view} ORDER BY seq",
+            [*month_days, *([] if view is None else [view])],
+        )
+        docs: list[tuple[tuple[Any, ...], Document]] = []
+        for row in cursor:  # the first DAY_DOCS documents of those days
+            docs += [(row, doc) for doc in text_documents(row[0], row[1], row[5], self.chunk_chars)]
+            if len(docs) >= self.DAY_DOCS:
+                break
+        cursor.close()
         weights = self.term_weights(terms) if terms else {}
         patterns = [(term_pattern(t), w) for t, w in weights.items()]
         hits = []
-        for seq, part, text, role, at, day, v, head in rows:
-            if seq in excluded:
+        for row, doc in docs[: self.DAY_DOCS]:
+            if doc.seq in excluded:
                 continue
-            lower = f"{head}\n{text}".casefold() if head else text.casefold()
+            lower = _body(doc).casefold()
             score = sum(w for pattern, w in patterns if pattern.search(lower))
-            hits.append(Hit(seq, part, score * (tool_weight if role == "tool" else 1.0), text, role, at, day, v, head))
+            hits.append(self._hit(row, doc.part, score * (tool_weight if doc.role == "tool" else 1.0), doc))
         hits.sort(key=lambda h: (-h.score, h.seq))
         return hits[:limit]
 
@@ -430,17 +545,11 @@ class HistoryIndex:
 
     def records(self, seqs: Iterable[int]) -> dict[int, StoredRecord]:
         """The stored records with these sequence numbers (those the index has)."""
-        wanted = sorted(set(seqs))
-        if not wanted:
-            return {}
         with self._lock:
-            marks = ",".join("?" * len(wanted))
-            rows = self._db.execute(
-                f"SELECT seq, role, text, recorded_at, day, view, calls FROM records WHERE seq IN ({marks})", wanted
-            ).fetchall()
+            rows = self._rows(set(seqs))
         return {
-            seq: StoredRecord(seq=seq, role=role, text=text, recorded_at=at, day=day, view=view, calls=bool(calls))
-            for seq, role, text, at, day, view, calls in rows
+            seq: StoredRecord(seq=seq, role=role, text=text, recorded_at=at, day=_day(at), view=view, calls=bool(calls))
+            for seq, role, at, view, calls, text in rows.values()
         }
 
     def recent_keys(self, count: int) -> set[tuple[str, str]]:
@@ -466,13 +575,59 @@ def _calls_tools(message: dict[str, Any]) -> bool:
     return isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "tool_use" for p in content)
 
 
-def _day(recorded_at: float | None) -> str | None:
+# The local day of a quarter hour (every time zone's midnight falls on one): records of the same
+# minutes cost one date conversion. Bounded: emptied when full.
+_DAYS: dict[int, tuple[str, int] | None] = {}
+_DAYS_KEPT = 4096
+
+
+def _local_day(recorded_at: float | None) -> tuple[str, int] | None:
+    """The local date ("2023-05-02") a record was recorded on and its month * 100 + day, if known."""
     if recorded_at is None:
         return None
     try:
-        return datetime.fromtimestamp(recorded_at).date().isoformat()
-    except (OverflowError, OSError, ValueError):
+        slot = int(recorded_at // 900)
+    except (OverflowError, ValueError):
         return None
+    found = _DAYS.get(slot, ())
+    if found == ():
+        try:
+            day = datetime.fromtimestamp(recorded_at).date()
+            found = (day.isoformat(), day.month * 100 + day.day)
+        except (OverflowError, OSError, ValueError):
+            found = None
+        if len(_DAYS) >= _DAYS_KEPT:
+            _DAYS.clear()
+        _DAYS[slot] = found
+    return found  # type: ignore[return-value]
+
+
+def _day(recorded_at: float | None) -> str | None:
+    found = _local_day(recorded_at)
+    return found[0] if found else None
+
+
+def _month_day(recorded_at: float | None) -> int | None:
+    """What the ``md`` column holds: month * 100 + day of :func:`_day`."""
+    found = _local_day(recorded_at)
+    return found[1] if found else None
+
+
+def _slot(record: Record) -> int | None:
+    """The slot a record writes: its own for an addition, its target for a replace or remove."""
+    op = record.op or "add"
+    if op == "add":
+        return record.seq
+    return record.target if op in ("replace", "remove") else None
+
+
+def _doc_id(doc: Document) -> int:
+    return doc.seq + doc.part * PART_STRIDE
+
+
+def _body(doc: Document) -> str:
+    """What the index holds of a document: its text, after the record's head for a later chunk."""
+    return f"{doc.head}\n{doc.text}" if doc.head else doc.text
 
 
 def now() -> float:

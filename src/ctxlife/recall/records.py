@@ -66,6 +66,13 @@ def message_text(message: dict[str, Any]) -> str:
     OpenAI chat messages (string content or content parts, ``tool_calls``, legacy
     ``function_call``) and Anthropic content blocks (``text``, ``tool_use``, ``tool_result``).
     """
+    content = message.get("content")
+    if (
+        isinstance(content, str)
+        and not message.get("tool_calls")
+        and not isinstance(message.get("function_call"), dict)
+    ):
+        return content  # the usual chat message (the general path below gives the same)
     pieces: list[str] = []
     _content_text(message.get("content"), pieces)
     for call in message.get("tool_calls") or ():
@@ -150,14 +157,19 @@ def _break_before(text: str, low: int, high: int) -> int:
 def documents(record: Record, chunk_chars: int = CHUNK_CHARS) -> list[Document]:
     """The documents of a record: one per chunk of its text (none if it has no text)."""
     role = str(record.message.get("role") or "")
-    text = message_text(record.message).strip()
+    return text_documents(record.seq, role, message_text(record.message).strip(), chunk_chars)
+
+
+def text_documents(seq: int, role: str, text: str, chunk_chars: int = CHUNK_CHARS) -> list[Document]:
+    """The documents of a record's (stripped) text, as :func:`documents` makes them: the index stores
+    the text once and derives its chunks again from it (to show or to delete them)."""
     if not text:
         return []
+    if len(text) <= chunk_chars:
+        return [Document(seq, 0, role, text)]
     pieces = chunks(text, chunk_chars)
-    if len(pieces) == 1:
-        return [Document(record.seq, 0, role, text)]
     head = head_of(text)
-    return [Document(record.seq, part, role, piece, head if part else "") for part, piece in enumerate(pieces)]
+    return [Document(seq, part, role, piece, head if part else "") for part, piece in enumerate(pieces)]
 
 
 def head_of(text: str, size: int = HEAD_CHARS) -> str:

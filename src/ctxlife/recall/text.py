@@ -14,6 +14,7 @@ dates in a question ("on May 2nd", "4月27号", "2023-04-27", "5/2") are returne
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from datetime import date
@@ -102,6 +103,8 @@ def bigrams(run: str) -> list[str]:
 
 def index_text(text: str) -> str:
     """``text`` as the index should see it: no-space scripts rewritten as space-separated bigrams."""
+    if text.isascii():
+        return text  # already NFKC, and no no-space script: the common case, without a scan
     text = normalize(text)
     if not _NO_SPACE_RUN.search(text):
         return text
@@ -138,6 +141,7 @@ def stem(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=4096)  # the same terms are looked for on every call of a conversation
 def term_pattern(term: str) -> re.Pattern[str]:
     """Where a search term occurs in a case-folded text: a bigram anywhere, a word by its stem at a word start."""
     if _NO_SPACE_RUN.match(term):
