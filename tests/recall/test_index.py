@@ -187,3 +187,30 @@ def test_excerpts_keep_the_part_of_a_long_text_that_matches():
     short = excerpt(text, 60, {"time": 1.0, "kit": 3.0, "appointment": 1.0}, count)
     assert count(short) <= 60
     assert '"time": "13:00", "patient": "Kit"' in short
+
+
+def test_a_turn_holding_the_whole_question_wins_over_a_message_holding_most_of_it():
+    # The user's words name the topic, the reply holds the answer: scored as one turn they hold
+    # every word of the question, more than the one message that holds three of them.
+    from ctxlife.recall import passages_from
+
+    index = HistoryIndex()
+    filler = [
+        pair
+        for i in range(6)
+        for pair in (("user", f"Day {i}: the weather was fine, I walked the dog."), ("assistant", "Nice."))
+    ]
+    index.add(
+        records(
+            *chat(
+                *filler,
+                ("user", "My guitar technique is poor."),
+                ("assistant", "Some tips I suggest: practise speed picking and strumming every day."),
+                *filler,
+                ("user", "I read guitar technique tips online."),
+                ("assistant", "That is kind of you."),
+            )
+        )
+    )
+    (passage,) = passages_from(index, "What tips did you suggest for my guitar technique?", limit=1)
+    assert any("speed picking" in record.text for record in passage.records)

@@ -29,7 +29,7 @@ from ctxlife.events import emit
 from ctxlife.messages import RECALL_PREFIX
 from ctxlife.recall.index import HistoryIndex, Hit, StoredRecord
 from ctxlife.recall.records import CHUNK_CHARS, Record, message_text
-from ctxlife.recall.text import query_terms, term_pattern
+from ctxlife.recall.text import _TERM, dates_in, index_text, query_terms, term_pattern
 from ctxlife.sessions import fingerprint
 
 MEMORY = "memory"
@@ -323,34 +323,26 @@ def passages_from(
     # tool_weight: BM25's length normalization ranks long structured tool results (many field
     # names) below short chat messages that share a question's wording, yet fetched data is what
     # users come back to; tool results can be weighted up.
-    hits = index.search(query, limit=limit * 4 + 8, tool_weight=tool_weight, view=view)
+    hits = index.search(query, limit=limit * 6 + 16, tool_weight=tool_weight, view=view)
     if not hits:
         return []
-    found = index.records(h.seq for h in hits)
     weights = index.term_weights(query_terms(query))
-    total = sum(weights.values()) or 1.0
-    patterns = [(term_pattern(t), w) for t, w in weights.items()]
-    chosen: list[Hit] = []
-    for hit in hits:
-        record = found.get(hit.seq)
-        if record is None or hit.score < min_score or in_view(record) or any(c.seq == hit.seq for c in chosen):
-            continue  # one passage per record (its best chunk), none for what is in view
-        if min_coverage > 0:
-            lower = f"{hit.head}\n{hit.text}".casefold()
-            if sum(w for pattern, w in patterns if pattern.search(lower)) < min_coverage * total:
-                continue  # it shares only a minor part of the question (a file suffix, a common word)
-        chosen.append(hit)
-        if len(chosen) >= limit:
-            break
     reach = context + _UNIT_REACH
-    nearby = index.records(s for h in chosen for s in range(h.seq - reach, h.seq + reach + 1)) if chosen else {}
+    nearby = index.records(s for h in hits for s in range(h.seq - reach, h.seq + reach + 1))
+    chosen = _best_turns(hits, nearby, weights, query, limit, in_view, min_score, min_coverage, tool_weight)
     out: list[Passage] = []
+    cores = {hit.seq: _span(hit.seq, nearby, context) for hit in chosen}
+    reserved = {s for core, _ in cores.values() for s in core}  # each turn is shown in its own passage
     taken: set[int] = set()
     for hit in chosen:
         if hit.seq in taken:
             continue  # already shown with a better passage
-        core, extra = _span(hit.seq, nearby, context)
-        seqs = [s for s in core + extra if s == hit.seq or (s not in taken and not in_view(nearby[s]))]
+        core, extra = cores[hit.seq]
+        seqs = [
+            s
+            for s in core + [e for e in extra if e not in reserved]
+            if s == hit.seq or (s not in taken and not in_view(nearby[s]))
+        ]
         records = []
         for seq in sorted(seqs):
             record = nearby[seq]
@@ -370,6 +362,70 @@ def passages_from(
         taken.update(seqs)
         out.append(Passage(hit, records, weights, set(core)))
     return out
+
+
+#: BM25's parameters for ranking turns (the usual ones).
+_K1, _B = 1.2, 0.75
+
+#: The most characters of a turn's other messages read when it is scored (a long tool result
+#: counts by the chunk that matched, not by all of it).
+_PARTNER_CHARS = 2 * CHUNK_CHARS
+
+
+def _best_turns(
+    hits: Sequence[Hit],
+    nearby: dict[int, StoredRecord],
+    weights: dict[str, float],
+    query: str,
+    limit: int,
+    in_view: Callable[[StoredRecord], bool],
+    min_score: float,
+    min_coverage: float,
+    tool_weight: float,
+) -> list[Hit]:
+    """The best ``limit`` matches, one per turn, ranked by how well their whole turn matches the query.
+
+    The index ranks single messages, but a question is usually answered by a turn: the user's
+    words name the topic and the reply holds the answer (or a call names the record and its result
+    holds the value). Each match is scored as its turn (BM25 over the turn's text, the query's idf),
+    so a turn whose two halves each hold part of the question wins over a message that repeats the
+    question's words alone. Matches on a day the query names keep their place first.
+    """
+    total = sum(weights.values()) or 1.0
+    patterns = [(term_pattern(t), w) for t, w in weights.items()]
+    named_days = {f"{m:02d}-{d:02d}" for m, d in dates_in(query)}
+    scored: dict[tuple[int, ...], tuple[tuple[int, float], Hit]] = {}
+    lengths: dict[tuple[int, ...], int] = {}
+    counts: dict[tuple[int, ...], list[tuple[int, float]]] = {}
+    for hit in hits:
+        record = nearby.get(hit.seq)
+        if record is None or hit.score < min_score or in_view(record):
+            continue
+        core, _ = _span(hit.seq, nearby, 0)
+        key = tuple(core)
+        if key in counts:
+            continue  # one passage per turn (its best match)
+        parts = [f"{hit.head}\n{hit.text}" if hit.head else hit.text]
+        parts += [nearby[s].text[:_PARTNER_CHARS] for s in core if s != hit.seq and not in_view(nearby[s])]
+        lower = "\n".join(parts).casefold()
+        counts[key] = [(len(pattern.findall(lower)), w) for pattern, w in patterns]
+        lengths[key] = len(_TERM.findall(index_text(lower))) or 1
+        if min_coverage > 0 and sum(w for n, w in counts[key] if n) < min_coverage * total:
+            del counts[key]
+            continue  # it shares only a minor part of the question (a file suffix, a common word)
+        dated = 0 if named_days and (hit.day or "")[5:] in named_days else 1
+        scored[key] = ((dated, 0.0), hit)
+    if not scored:
+        return []
+    average = sum(lengths[k] for k in scored) / len(scored)
+    for key, ((dated, _), hit) in scored.items():
+        norm = _K1 * (1 - _B + _B * lengths[key] / average)
+        score = sum(w * n * (_K1 + 1) / (n + norm) for n, w in counts[key] if n)
+        if hit.role == "tool":
+            score *= tool_weight
+        scored[key] = ((dated, score), hit)
+    ranked = sorted(scored.values(), key=lambda item: (item[0][0], -item[0][1], item[1].seq))
+    return [hit for _, hit in ranked[:limit]]
 
 
 _UNIT_REACH = 6  # how far a tool call and its results are looked for around a match
