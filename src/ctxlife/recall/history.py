@@ -327,8 +327,12 @@ def passages_from(
     if not hits:
         return []
     weights = index.term_weights(query_terms(query))
+    # A term no match holds (a bigram across a word boundary, a word never said) can be held by no
+    # passage: it does not count in what share of the question a passage holds.
     reach = context + _UNIT_REACH
     nearby = index.records(s for h in hits for s in range(h.seq - reach, h.seq + reach + 1))
+    said = "\n".join(f"{h.head}\n{h.text}" for h in hits if h.seq in nearby and not in_view(nearby[h.seq]))
+    weights = {t: w for t, w in weights.items() if term_pattern(t).search(said.casefold())} or weights
     chosen = _best_turns(hits, nearby, weights, query, limit, in_view, min_score, min_coverage, tool_weight)
     out: list[Passage] = []
     cores = {hit.seq: _span(hit.seq, nearby, context) for hit in chosen}
