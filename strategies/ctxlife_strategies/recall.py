@@ -37,6 +37,7 @@ import ctxlife
 from ctxlife.events import emit
 from ctxlife.messages import current_turn_index, is_inserted, is_recall_block, is_system, mark_inserted, round_starts
 from ctxlife.recall import HistorySearch, live_keys, message_text, need_for_past, query_terms, quote, render
+from ctxlife.recall.history import Passage
 from ctxlife.recall.text import term_pattern
 from ctxlife.strategy import ToolSpec
 
@@ -451,7 +452,7 @@ def _bare(word: str) -> str:
     return re.sub(r"[^\w]+", "", word.casefold())
 
 
-def _coverage(passage: Any) -> float:
+def _coverage(passage: Passage) -> float:
     """The share of the question's weight (its terms' idf) the passage's turn holds."""
     total = sum(passage.weights.values())
     if not total:
