@@ -214,3 +214,26 @@ def test_a_turn_holding_the_whole_question_wins_over_a_message_holding_most_of_i
     )
     (passage,) = passages_from(index, "What tips did you suggest for my guitar technique?", limit=1)
     assert any("speed picking" in record.text for record in passage.records)
+
+
+def test_a_question_that_names_only_a_day_recalls_what_was_said_that_day():
+    # "What did I cook on May 2nd?" shares no word with the answer: the day is the match, so the
+    # least score a match needs does not apply to what was said on it.
+    from datetime import datetime
+
+    from ctxlife.recall import passages_from
+
+    def at(day: str) -> float:
+        return datetime.fromisoformat(day + "T10:00").timestamp()
+
+    index = HistoryIndex()
+    index.add(
+        [
+            Record(1, {"role": "user", "content": "I made a stir-fry with pork tonight."}, at("2023-05-02")),
+            Record(2, {"role": "assistant", "content": "Sounds tasty."}, at("2023-05-02")),
+            Record(3, {"role": "user", "content": "What did I cook, do you know?"}, at("2023-05-03")),
+            Record(4, {"role": "assistant", "content": "Something with pork, I think."}, at("2023-05-03")),
+        ]
+    )
+    found = passages_from(index, "What did I cook on May 2nd?", min_score=1.0)
+    assert found and found[0].hit.seq in (1, 2)

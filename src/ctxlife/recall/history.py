@@ -403,7 +403,9 @@ def _best_turns(
     counts: dict[tuple[int, ...], list[tuple[int, float]]] = {}
     for hit in hits:
         record = nearby.get(hit.seq)
-        if record is None or hit.score < min_score or in_view(record):
+        dated = 0 if named_days and (hit.day or "")[5:] in named_days else 1
+        # Said on the day the query names: the date is the match (a question may have no other word).
+        if record is None or (hit.score < min_score and dated) or in_view(record):
             continue
         core, _ = _span(hit.seq, nearby, 0)
         key = tuple(core)
@@ -417,7 +419,6 @@ def _best_turns(
         if min_coverage > 0 and sum(w for n, w in counts[key] if n) < min_coverage * total:
             del counts[key]
             continue  # it shares only a minor part of the question (a file suffix, a common word)
-        dated = 0 if named_days and (hit.day or "")[5:] in named_days else 1
         scored[key] = ((dated, 0.0), hit)
     if not scored:
         return []
