@@ -237,3 +237,31 @@ def test_a_question_that_names_only_a_day_recalls_what_was_said_that_day():
     )
     found = passages_from(index, "What did I cook on May 2nd?", min_score=1.0)
     assert found and found[0].hit.seq in (1, 2)
+
+
+def test_a_question_in_two_parts_recalls_a_turn_for_each_part():
+    # The concert is talked about three times, the bakery once: ranked as one query, the two best
+    # turns are both about the concert; searched part by part, the bakery has its turn too.
+    from ctxlife.recall import passages_from, split_question
+
+    question = "Which band did I see in concert, and which bakery did I like?"
+    assert split_question(question) == ["Which band did I see in concert", "which bakery did I like?"]
+    index = HistoryIndex()
+    index.add(
+        records(
+            *chat(
+                ("user", "I saw the band Lumen in concert, what a concert!"),
+                ("assistant", "A concert by a band you love is special."),
+                ("user", "The concert band played two encores."),
+                ("assistant", "Encores make a concert."),
+                ("user", "Another concert of that band is next month."),
+                ("assistant", "Get tickets early."),
+                ("user", "The croissants at the Rue Verte bakery were the best I had."),
+                ("assistant", "Good croissants are hard to find."),
+                *[("user", f"Day {i}: a quiet day at home.") for i in range(8)],
+            )
+        )
+    )
+    found = passages_from(index, question, limit=2)
+    assert any("Rue Verte" in record.text for passage in found for record in passage.records)
+    assert any("Lumen" in record.text for passage in found for record in passage.records)

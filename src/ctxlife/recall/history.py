@@ -324,16 +324,37 @@ def passages_from(
     # names) below short chat messages that share a question's wording, yet fetched data is what
     # users come back to; tool results can be weighted up.
     hits = index.search(query, limit=limit * 6 + 16, tool_weight=tool_weight, view=view)
-    if not hits:
+    # A question in several parts ("who ...? and which ...?", one per entity or day) is also searched
+    # part by part: each part's best turn is shown, not only the turns of the part with rarer words.
+    parts = [
+        (part, index.search(part, limit=limit * 2 + 8, tool_weight=tool_weight, view=view))
+        for part in split_question(query)
+    ]
+    if not hits and not any(found for _, found in parts):
         return []
-    weights = index.term_weights(query_terms(query))
-    # A term no match holds (a bigram across a word boundary, a word never said) can be held by no
-    # passage: it does not count in what share of the question a passage holds.
     reach = context + _UNIT_REACH
-    nearby = index.records(s for h in hits for s in range(h.seq - reach, h.seq + reach + 1))
-    said = "\n".join(f"{h.head}\n{h.text}" for h in hits if h.seq in nearby and not in_view(nearby[h.seq]))
-    weights = {t: w for t, w in weights.items() if term_pattern(t).search(said.casefold())} or weights
+    every = [h for found in (hits, *(found for _, found in parts)) for h in found]
+    nearby = index.records(s for h in every for s in range(h.seq - reach, h.seq + reach + 1))
+    said = "\n".join(f"{h.head}\n{h.text}" for h in every if h.seq in nearby and not in_view(nearby[h.seq]))
+
+    def weights_of(text: str) -> dict[str, float]:
+        # A term no match holds (a bigram across a word boundary, a word never said) can be held by
+        # no passage: it does not count in what share of the question a passage holds.
+        weights = index.term_weights(query_terms(text))
+        return {t: w for t, w in weights.items() if term_pattern(t).search(said.casefold())} or weights
+
+    weights = weights_of(query)
     chosen = _best_turns(hits, nearby, weights, query, limit, in_view, min_score, min_coverage, tool_weight)
+    if parts:
+        firsts = [
+            hit
+            for part, found in parts
+            for hit in _best_turns(found, nearby, weights_of(part), part, 1, in_view, min_score, 0.0, tool_weight)
+        ]
+        ordered: dict[int, Hit] = {}
+        for hit in [*chosen[:1], *firsts, *chosen[1:]]:
+            ordered.setdefault(_span(hit.seq, nearby, 0)[0][0], hit)  # one passage per turn
+        chosen = list(ordered.values())[:limit]
     out: list[Passage] = []
     cores = {hit.seq: _span(hit.seq, nearby, context) for hit in chosen}
     reserved = {s for core, _ in cores.values() for s in core}  # each turn is shown in its own passage
@@ -366,6 +387,21 @@ def passages_from(
         taken.update(seqs)
         out.append(Passage(hit, records, weights, set(core)))
     return out
+
+
+#: Where a question splits into parts: at the end of a sentence, or before a second question word
+#: ("..., and which ...", "……，哪……").
+_PART_BREAK = re.compile(
+    r"(?<=[?？!！。;；])\s*|[,，]?\s+(?:and|or|also|plus)\s+(?=(?:what|which|who|whom|whose|when|where|why|how)\b)",
+    re.IGNORECASE,
+)
+
+
+def split_question(query: str) -> list[str]:
+    """The parts of a question asking several things (each with search terms of its own), or ``[]``."""
+    parts = [p.strip() for p in _PART_BREAK.split(query) if p and p.strip()]
+    parts = [p for p in parts if query_terms(p)]
+    return parts if len(parts) >= 2 else []
 
 
 #: BM25's parameters for ranking turns (the usual ones).
