@@ -130,7 +130,7 @@ class Recall(ctxlife.Strategy):
             "for summary + recall + recent.",
         )
         keep_rounds: int = Field(
-            2, ge=0, le=50, description="Recent rounds before the turn that making room never drops."
+            1, ge=0, le=50, description="Recent rounds before the turn that making room never drops."
         )
         room_lookback: int = Field(
             400, ge=10, description="Making room drops only messages found among this many latest raw-history records."
