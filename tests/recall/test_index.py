@@ -19,6 +19,7 @@ from ctxlife.recall import (
     message_text,
     query_terms,
 )
+from ctxlife.recall.history import RECALL_HEADER
 from ctxlife.recall.index import INDEX_VERSION
 
 
@@ -265,3 +266,32 @@ def test_a_question_in_two_parts_recalls_a_turn_for_each_part():
     found = passages_from(index, question, limit=2)
     assert any("Rue Verte" in record.text for passage in found for record in passage.records)
     assert any("Lumen" in record.text for passage in found for record in passage.records)
+
+
+def test_a_small_block_shows_every_turn_before_any_neighbouring_message():
+    from ctxlife.recall import passages_from, render
+    from ctxlife.tokens import TokenCounter
+
+    count = TokenCounter(None).count_text
+    chatter = "We talked for a while about the weather, the traffic on the way home and the neighbours' new fence."
+    index = HistoryIndex()
+    index.add(
+        records(
+            *chat(
+                ("user", chatter),
+                ("user", "Which gym did you suggest?"),
+                ("assistant", "The Iron Harbor gym on Dock Street."),
+                ("user", chatter),
+                ("assistant", chatter),
+                ("user", "Which bakery did you suggest?"),
+                ("assistant", "The Rue Verte bakery near the station."),
+                ("user", chatter),
+            )
+        )
+    )
+    found = passages_from(index, "Which gym and which bakery did you suggest?", limit=2)
+    assert len(found) == 2 and all(len(p.records) > len(p.core) for p in found)  # each has context
+    turns = sum(count(r.text) + 8 for p in found for r in p.records if r.seq in p.core)
+    text, shown = render(found, count(RECALL_HEADER) + turns + 30, count)
+    assert text is not None and len(shown) == 2
+    assert "Iron Harbor" in text and "Rue Verte" in text

@@ -584,23 +584,33 @@ def render(
     used = count(header)
     if used >= budget:
         return None, []
-    parts: list[str] = []
-    shown: list[Passage] = []
+    # Turns first, their context with what is left: a passage's neighbouring messages are shown
+    # only once every passage's turn has its place (they crowded turns out of a small block).
+    texts: dict[int, str] = {}
     for i, passage in enumerate(passages):
         left = budget - used - 1
         # Breadth before depth: each passage still to come gets its share of what is left, so a
         # long first passage cannot crowd out the others (the ranking is not always right).
         share = left if i == len(passages) - 1 else max(left * 2 // 3, min(left, _MIN_PASSAGE_TOKENS))
         terms = passage.weights or dict.fromkeys(query_terms(query), 1.0)
-        text = _render_passage(passage, count, terms, min(context_tokens, share // 3), min(hit_tokens, share), share)
+        text = _render_passage(passage, count, terms, 0, min(hit_tokens, share), share, context=False)
         if text is None:
             continue
-        parts.append(text)
-        shown.append(passage)
+        texts[i] = text
         used += count(text) + 1
-    if not parts:
+    for i, text in list(texts.items()):
+        passage = passages[i]
+        if len(passage.records) <= len(passage.core or {passage.hit.seq}):
+            continue  # no context to add
+        left = budget - used + count(text)
+        terms = passage.weights or dict.fromkeys(query_terms(query), 1.0)
+        fuller = _render_passage(passage, count, terms, min(context_tokens, left // 3), min(hit_tokens, left), left)
+        if fuller is not None and count(fuller) > count(text):
+            used += count(fuller) - count(text)
+            texts[i] = fuller
+    if not texts:
         return None, []
-    return header + "\n" + "\n".join(parts), shown
+    return header + "\n" + "\n".join(texts.values()), [passages[i] for i in texts]
 
 
 _MIN_PASSAGE_TOKENS = 80
@@ -613,11 +623,13 @@ def _render_passage(
     context_tokens: int,
     hit_tokens: int,
     left: int,
+    *,
+    context: bool = True,
 ) -> str | None:
-    title = f"[{position(passage.records[0] if passage.records else passage.hit)}]"
     core = passage.core or {passage.hit.seq}
 
-    def assemble(items: Iterable[tuple[StoredRecord, str]]) -> str:
+    def assemble(items: Sequence[tuple[StoredRecord, str]]) -> str:
+        title = f"[{position(items[0][0] if items else passage.hit)}]"  # where the first message shown is
         return title + "\n" + "\n".join(f"{_label(record.role)}: {quote(text)}" for record, text in items)
 
     def lines(records: Iterable[StoredRecord], hit_share: int, partner_share: int) -> list[tuple[StoredRecord, str]]:
@@ -640,7 +652,7 @@ def _render_passage(
         (turn, hit_tokens, hit_tokens * 2 // 3),  # the turn
         (turn, 2 * unit, unit),  # the turn, each message cut to its share of what is left
     )
-    for records, hit_share, partner_share in attempts:
+    for records, hit_share, partner_share in attempts[0 if context else 1 :]:
         if not records or hit_share < 24 or (partner_share < 24 and len(records) > 1):
             continue
         text = assemble(lines(records, hit_share, partner_share))
