@@ -37,6 +37,8 @@ import ctxlife
 from ctxlife.events import emit
 from ctxlife.messages import current_turn_index, is_inserted, is_recall_block, is_system, mark_inserted, round_starts
 from ctxlife.recall import HistorySearch, live_keys, message_text, need_for_past, query_terms, quote, render
+from ctxlife.recall.history import Passage
+from ctxlife.recall.text import term_pattern
 from ctxlife.strategy import ToolSpec
 
 SEARCH_TOOL = "ctxlife_search_history"
@@ -103,8 +105,8 @@ class Recall(ctxlife.Strategy):
         adaptive: bool = Field(
             True,
             description='Size the block by need: a turn that refers to the past ("do you remember", "last time", '
-            'a date, "上次") gets up to past_share and past_top_k; another question only passages that hold '
-            "question_coverage of its words (at most 2); small talk none. false: max_share and top_k always.",
+            'a date, "上次") gets up to past_share and past_top_k; another question the same, only when one '
+            "passage holds question_coverage of its words; small talk none. false: max_share and top_k always.",
         )
         past_share: float = Field(
             0.25,
@@ -117,8 +119,9 @@ class Recall(ctxlife.Strategy):
             0.5,
             ge=0,
             le=1,
-            description="Least share of a question's weight a passage must hold when the question does not "
-            "refer to the past.",
+            description="A question that does not say it refers to the past is answered from the history only "
+            "when a passage's turn holds this share of its weight (of the words the history holds; rare words "
+            "weigh more).",
         )
         make_room: bool = Field(
             True,
@@ -127,7 +130,7 @@ class Recall(ctxlife.Strategy):
             "for summary + recall + recent.",
         )
         keep_rounds: int = Field(
-            2, ge=0, le=50, description="Recent rounds before the turn that making room never drops."
+            1, ge=0, le=50, description="Recent rounds before the turn that making room never drops."
         )
         room_lookback: int = Field(
             400, ge=10, description="Making room drops only messages found among this many latest raw-history records."
@@ -203,13 +206,12 @@ class Recall(ctxlife.Strategy):
                 self._search_for(ctx.store).index(ctx.session_id)  # kept fresh: O(new records)
                 ctx.record("skipped", reason="small_talk")
                 return
-            if need == "past":
-                if self.options.max_tokens is None:
-                    wanted = max(wanted, int(self.options.past_share * ctx.context_window))
-                top_k = max(top_k, self.options.past_top_k)
-            else:
-                top_k = min(top_k, 2)
-                min_coverage = max(min_coverage, self.options.question_coverage)
+            # A question that does not say it refers to the past is searched as one that does; it
+            # keeps the passages only when one of them holds question_coverage of its words (the
+            # history clearly holds what it asks about), see below.
+            if self.options.max_tokens is None:
+                wanted = max(wanted, int(self.options.past_share * ctx.context_window))
+            top_k = max(top_k, self.options.past_top_k)
         if min(wanted, ctx.context_window - used - 64) < 50:
             ctx.record("skipped", reason="no_room")
             return
@@ -231,8 +233,11 @@ class Recall(ctxlife.Strategy):
             )
 
         passages = find()
+        if need == "question" and not any(_coverage(p) >= self.options.question_coverage for p in passages):
+            passages = []  # nothing in the history is clearly what the question is about
         if not passages:
             return
+        need = "past"
 
         def draw(budget: int) -> tuple[str | None, list[Any]]:
             return render(
@@ -445,6 +450,15 @@ def _own_words(messages: list[dict[str, Any]], turn: int) -> str:
 
 def _bare(word: str) -> str:
     return re.sub(r"[^\w]+", "", word.casefold())
+
+
+def _coverage(passage: Passage) -> float:
+    """The share of the question's weight (its terms' idf) the passage's turn holds."""
+    total = sum(passage.weights.values())
+    if not total:
+        return 0.0
+    text = "\n".join(r.text for r in passage.records if r.seq in passage.core).casefold()
+    return sum(w for term, w in passage.weights.items() if term_pattern(term).search(text)) / total
 
 
 def _strip(messages: list[dict[str, Any]]) -> None:

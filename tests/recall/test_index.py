@@ -19,6 +19,7 @@ from ctxlife.recall import (
     message_text,
     query_terms,
 )
+from ctxlife.recall.history import RECALL_HEADER
 from ctxlife.recall.index import INDEX_VERSION
 
 
@@ -303,3 +304,110 @@ def test_workers_sharing_an_index_file_agree_on_its_size(tmp_path):
     second.refresh()
     # The same idf in every worker, and in one that opens the file afresh.
     assert first.term_weights(["gamma"]) == second.term_weights(["gamma"]) == HistoryIndex(path).term_weights(["gamma"])
+
+
+def test_a_turn_holding_the_whole_question_wins_over_a_message_holding_most_of_it():
+    # The user's words name the topic, the reply holds the answer: scored as one turn they hold
+    # every word of the question, more than the one message that holds three of them.
+    from ctxlife.recall import passages_from
+
+    index = HistoryIndex()
+    filler = [
+        pair
+        for i in range(6)
+        for pair in (("user", f"Day {i}: the weather was fine, I walked the dog."), ("assistant", "Nice."))
+    ]
+    index.add(
+        records(
+            *chat(
+                *filler,
+                ("user", "My guitar technique is poor."),
+                ("assistant", "Some tips I suggest: practise speed picking and strumming every day."),
+                *filler,
+                ("user", "I read guitar technique tips online."),
+                ("assistant", "That is kind of you."),
+            )
+        )
+    )
+    (passage,) = passages_from(index, "What tips did you suggest for my guitar technique?", limit=1)
+    assert any("speed picking" in record.text for record in passage.records)
+
+
+def test_a_question_that_names_only_a_day_recalls_what_was_said_that_day():
+    # "What did I cook on May 2nd?" shares no word with the answer: the day is the match, so the
+    # least score a match needs does not apply to what was said on it.
+    from datetime import datetime
+
+    from ctxlife.recall import passages_from
+
+    def at(day: str) -> float:
+        return datetime.fromisoformat(day + "T10:00").timestamp()
+
+    index = HistoryIndex()
+    index.add(
+        [
+            Record(1, {"role": "user", "content": "I made a stir-fry with pork tonight."}, at("2023-05-02")),
+            Record(2, {"role": "assistant", "content": "Sounds tasty."}, at("2023-05-02")),
+            Record(3, {"role": "user", "content": "What did I cook, do you know?"}, at("2023-05-03")),
+            Record(4, {"role": "assistant", "content": "Something with pork, I think."}, at("2023-05-03")),
+        ]
+    )
+    found = passages_from(index, "What did I cook on May 2nd?", min_score=1.0)
+    assert found and found[0].hit.seq in (1, 2)
+
+
+def test_a_question_in_two_parts_recalls_a_turn_for_each_part():
+    # The concert is talked about three times, the bakery once: ranked as one query, the two best
+    # turns are both about the concert; searched part by part, the bakery has its turn too.
+    from ctxlife.recall import passages_from, split_question
+
+    question = "Which band did I see in concert, and which bakery did I like?"
+    assert split_question(question) == ["Which band did I see in concert", "which bakery did I like?"]
+    index = HistoryIndex()
+    index.add(
+        records(
+            *chat(
+                ("user", "I saw the band Lumen in concert, what a concert!"),
+                ("assistant", "A concert by a band you love is special."),
+                ("user", "The concert band played two encores."),
+                ("assistant", "Encores make a concert."),
+                ("user", "Another concert of that band is next month."),
+                ("assistant", "Get tickets early."),
+                ("user", "The croissants at the Rue Verte bakery were the best I had."),
+                ("assistant", "Good croissants are hard to find."),
+                *[("user", f"Day {i}: a quiet day at home.") for i in range(8)],
+            )
+        )
+    )
+    found = passages_from(index, question, limit=2)
+    assert any("Rue Verte" in record.text for passage in found for record in passage.records)
+    assert any("Lumen" in record.text for passage in found for record in passage.records)
+
+
+def test_a_small_block_shows_every_turn_before_any_neighbouring_message():
+    from ctxlife.recall import passages_from, render
+    from ctxlife.tokens import TokenCounter
+
+    count = TokenCounter(None).count_text
+    chatter = "We talked for a while about the weather, the traffic on the way home and the neighbours' new fence."
+    index = HistoryIndex()
+    index.add(
+        records(
+            *chat(
+                ("user", chatter),
+                ("user", "Which gym did you suggest?"),
+                ("assistant", "The Iron Harbor gym on Dock Street."),
+                ("user", chatter),
+                ("assistant", chatter),
+                ("user", "Which bakery did you suggest?"),
+                ("assistant", "The Rue Verte bakery near the station."),
+                ("user", chatter),
+            )
+        )
+    )
+    found = passages_from(index, "Which gym and which bakery did you suggest?", limit=2)
+    assert len(found) == 2 and all(len(p.records) > len(p.core) for p in found)  # each has context
+    turns = sum(count(r.text) + 8 for p in found for r in p.records if r.seq in p.core)
+    text, shown = render(found, count(RECALL_HEADER) + turns + 30, count)
+    assert text is not None and len(shown) == 2
+    assert "Iron Harbor" in text and "Rue Verte" in text

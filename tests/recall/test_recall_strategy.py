@@ -159,6 +159,28 @@ def test_the_block_is_replaced_on_every_call_and_never_recorded_or_summarized(ho
     assert sum(1 for m in raw if m.get("content") == "Where did I say the spare key is hidden?") == 1
 
 
+def test_a_question_is_answered_from_the_history_even_with_words_the_history_never_used(host):
+    # No "do you remember": a plain question. Its words the history never holds (the places it
+    # guesses) cannot be in any passage, so they do not count against the one that holds the rest.
+    question = (
+        "Where is the spare key hidden: under the doormat, in the flowerpot, behind the mailbox or in the garage?"
+    )
+    from ctxlife.recall import need_for_past
+
+    assert need_for_past(question) == "question"
+    h = host()
+    live = play(h, early_fact_conversation())
+    _, live = ask(h, live, question)
+    assert len(blocks(live)) == 1 and "ceramic frog" in blocks(live)[0]["content"]
+
+
+def test_a_question_the_history_does_not_hold_gets_no_block(host):
+    h = host()
+    live = play(h, early_fact_conversation())
+    _, live = ask(h, live, "What is the capital of Australia, by the way?")
+    assert blocks(live) == []
+
+
 def test_what_is_in_view_is_not_recalled_again(host):
     h = host()
     live = play(h, early_fact_conversation()[:1] + [filler(1)])

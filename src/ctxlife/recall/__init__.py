@@ -26,6 +26,7 @@ from ctxlife.recall.history import (
     quote,
     read_records,
     render,
+    split_question,
 )
 from ctxlife.recall.index import INDEX_VERSION, HistoryIndex, Hit, StoredRecord
 from ctxlife.recall.records import CHUNK_CHARS, Document, Record, chunks, documents, message_text
@@ -60,4 +61,5 @@ __all__ = [
     "query_terms",
     "read_records",
     "render",
+    "split_question",
 ]

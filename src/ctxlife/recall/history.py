@@ -29,7 +29,7 @@ from ctxlife.events import emit
 from ctxlife.messages import RECALL_PREFIX
 from ctxlife.recall.index import HistoryIndex, Hit, StoredRecord
 from ctxlife.recall.records import CHUNK_CHARS, Record, message_text
-from ctxlife.recall.text import query_terms, term_pattern
+from ctxlife.recall.text import _TERM, dates_in, index_text, query_terms, term_pattern
 from ctxlife.sessions import fingerprint
 
 MEMORY = "memory"
@@ -323,34 +323,51 @@ def passages_from(
     # tool_weight: BM25's length normalization ranks long structured tool results (many field
     # names) below short chat messages that share a question's wording, yet fetched data is what
     # users come back to; tool results can be weighted up.
-    hits = index.search(query, limit=limit * 4 + 8, tool_weight=tool_weight, view=view)
-    if not hits:
+    hits = index.search(query, limit=limit * 6 + 16, tool_weight=tool_weight, view=view)
+    # A question in several parts ("who ...? and which ...?", one per entity or day) is also searched
+    # part by part: each part's best turn is shown, not only the turns of the part with rarer words.
+    parts = [
+        (part, index.search(part, limit=limit * 2 + 8, tool_weight=tool_weight, view=view))
+        for part in split_question(query)
+    ]
+    if not hits and not any(found for _, found in parts):
         return []
-    found = index.records(h.seq for h in hits)
-    weights = index.term_weights(query_terms(query))
-    total = sum(weights.values()) or 1.0
-    patterns = [(term_pattern(t), w) for t, w in weights.items()]
-    chosen: list[Hit] = []
-    for hit in hits:
-        record = found.get(hit.seq)
-        if record is None or hit.score < min_score or in_view(record) or any(c.seq == hit.seq for c in chosen):
-            continue  # one passage per record (its best chunk), none for what is in view
-        if min_coverage > 0:
-            lower = f"{hit.head}\n{hit.text}".casefold()
-            if sum(w for pattern, w in patterns if pattern.search(lower)) < min_coverage * total:
-                continue  # it shares only a minor part of the question (a file suffix, a common word)
-        chosen.append(hit)
-        if len(chosen) >= limit:
-            break
     reach = context + _UNIT_REACH
-    nearby = index.records(s for h in chosen for s in range(h.seq - reach, h.seq + reach + 1)) if chosen else {}
+    every = [h for found in (hits, *(found for _, found in parts)) for h in found]
+    nearby = index.records(s for h in every for s in range(h.seq - reach, h.seq + reach + 1))
+    said = "\n".join(f"{h.head}\n{h.text}" for h in every if h.seq in nearby and not in_view(nearby[h.seq]))
+
+    def weights_of(text: str) -> dict[str, float]:
+        # A term no match holds (a bigram across a word boundary, a word never said) can be held by
+        # no passage: it does not count in what share of the question a passage holds.
+        weights = index.term_weights(query_terms(text))
+        return {t: w for t, w in weights.items() if term_pattern(t).search(said.casefold())} or weights
+
+    weights = weights_of(query)
+    chosen = _best_turns(hits, nearby, weights, query, limit, in_view, min_score, min_coverage, tool_weight)
+    if parts:
+        firsts = [
+            hit
+            for part, found in parts
+            for hit in _best_turns(found, nearby, weights_of(part), part, 1, in_view, min_score, 0.0, tool_weight)
+        ]
+        ordered: dict[int, Hit] = {}
+        for hit in [*chosen[:1], *firsts, *chosen[1:]]:
+            ordered.setdefault(_span(hit.seq, nearby, 0)[0][0], hit)  # one passage per turn
+        chosen = list(ordered.values())[:limit]
     out: list[Passage] = []
+    cores = {hit.seq: _span(hit.seq, nearby, context) for hit in chosen}
+    reserved = {s for core, _ in cores.values() for s in core}  # each turn is shown in its own passage
     taken: set[int] = set()
     for hit in chosen:
         if hit.seq in taken:
             continue  # already shown with a better passage
-        core, extra = _span(hit.seq, nearby, context)
-        seqs = [s for s in core + extra if s == hit.seq or (s not in taken and not in_view(nearby[s]))]
+        core, extra = cores[hit.seq]
+        seqs = [
+            s
+            for s in core + [e for e in extra if e not in reserved]
+            if s == hit.seq or (s not in taken and not in_view(nearby[s]))
+        ]
         records = []
         for seq in sorted(seqs):
             record = nearby[seq]
@@ -370,6 +387,86 @@ def passages_from(
         taken.update(seqs)
         out.append(Passage(hit, records, weights, set(core)))
     return out
+
+
+#: Where a question splits into parts: at the end of a sentence, or before a second question word
+#: ("..., and which ...", "……，哪……").
+_PART_BREAK = re.compile(
+    r"(?<=[?？!！。;；])\s*|[,，]?\s+(?:and|or|also|plus)\s+(?=(?:what|which|who|whom|whose|when|where|why|how)\b)",
+    re.IGNORECASE,
+)
+
+
+def split_question(query: str) -> list[str]:
+    """The parts of a question asking several things (each with search terms of its own), or ``[]``."""
+    parts = [p.strip() for p in _PART_BREAK.split(query) if p and p.strip()]
+    parts = [p for p in parts if query_terms(p)]
+    return parts if len(parts) >= 2 else []
+
+
+#: BM25's parameters for ranking turns (the usual ones).
+_K1, _B = 1.2, 0.75
+
+#: The most characters of a turn's other messages read when it is scored (a long tool result
+#: counts by the chunk that matched, not by all of it).
+_PARTNER_CHARS = 2 * CHUNK_CHARS
+
+
+def _best_turns(
+    hits: Sequence[Hit],
+    nearby: dict[int, StoredRecord],
+    weights: dict[str, float],
+    query: str,
+    limit: int,
+    in_view: Callable[[StoredRecord], bool],
+    min_score: float,
+    min_coverage: float,
+    tool_weight: float,
+) -> list[Hit]:
+    """The best ``limit`` matches, one per turn, ranked by how well their whole turn matches the query.
+
+    The index ranks single messages, but a question is usually answered by a turn: the user's
+    words name the topic and the reply holds the answer (or a call names the record and its result
+    holds the value). Each match is scored as its turn (BM25 over the turn's text, the query's idf),
+    so a turn whose two halves each hold part of the question wins over a message that repeats the
+    question's words alone. Matches on a day the query names keep their place first.
+    """
+    total = sum(weights.values()) or 1.0
+    patterns = [(term_pattern(t), w) for t, w in weights.items()]
+    named_days = {f"{m:02d}-{d:02d}" for m, d in dates_in(query)}
+    scored: dict[tuple[int, ...], tuple[tuple[int, float], Hit]] = {}
+    lengths: dict[tuple[int, ...], int] = {}
+    counts: dict[tuple[int, ...], list[tuple[int, float]]] = {}
+    for hit in hits:
+        record = nearby.get(hit.seq)
+        dated = 0 if named_days and (hit.day or "")[5:] in named_days else 1
+        # Said on the day the query names: the date is the match (a question may have no other word).
+        if record is None or (hit.score < min_score and dated) or in_view(record):
+            continue
+        core, _ = _span(hit.seq, nearby, 0)
+        key = tuple(core)
+        if key in counts:
+            continue  # one passage per turn (its best match)
+        parts = [f"{hit.head}\n{hit.text}" if hit.head else hit.text]
+        parts += [nearby[s].text[:_PARTNER_CHARS] for s in core if s != hit.seq and not in_view(nearby[s])]
+        lower = "\n".join(parts).casefold()
+        counts[key] = [(len(pattern.findall(lower)), w) for pattern, w in patterns]
+        lengths[key] = len(_TERM.findall(index_text(lower))) or 1
+        if min_coverage > 0 and sum(w for n, w in counts[key] if n) < min_coverage * total:
+            del counts[key]
+            continue  # it shares only a minor part of the question (a file suffix, a common word)
+        scored[key] = ((dated, 0.0), hit)
+    if not scored:
+        return []
+    average = sum(lengths[k] for k in scored) / len(scored)
+    for key, ((dated, _), hit) in scored.items():
+        norm = _K1 * (1 - _B + _B * lengths[key] / average)
+        score = sum(w * n * (_K1 + 1) / (n + norm) for n, w in counts[key] if n)
+        if hit.role == "tool":
+            score *= tool_weight
+        scored[key] = ((dated, score), hit)
+    ranked = sorted(scored.values(), key=lambda item: (item[0][0], -item[0][1], item[1].seq))
+    return [hit for _, hit in ranked[:limit]]
 
 
 _UNIT_REACH = 6  # how far a tool call and its results are looked for around a match
@@ -487,23 +584,33 @@ def render(
     used = count(header)
     if used >= budget:
         return None, []
-    parts: list[str] = []
-    shown: list[Passage] = []
+    # Turns first, their context with what is left: a passage's neighbouring messages are shown
+    # only once every passage's turn has its place (they crowded turns out of a small block).
+    texts: dict[int, str] = {}
     for i, passage in enumerate(passages):
         left = budget - used - 1
         # Breadth before depth: each passage still to come gets its share of what is left, so a
         # long first passage cannot crowd out the others (the ranking is not always right).
         share = left if i == len(passages) - 1 else max(left * 2 // 3, min(left, _MIN_PASSAGE_TOKENS))
         terms = passage.weights or dict.fromkeys(query_terms(query), 1.0)
-        text = _render_passage(passage, count, terms, min(context_tokens, share // 3), min(hit_tokens, share), share)
+        text = _render_passage(passage, count, terms, 0, min(hit_tokens, share), share, context=False)
         if text is None:
             continue
-        parts.append(text)
-        shown.append(passage)
+        texts[i] = text
         used += count(text) + 1
-    if not parts:
+    for i, text in list(texts.items()):
+        passage = passages[i]
+        if len(passage.records) <= len(passage.core or {passage.hit.seq}):
+            continue  # no context to add
+        left = budget - used + count(text)
+        terms = passage.weights or dict.fromkeys(query_terms(query), 1.0)
+        fuller = _render_passage(passage, count, terms, min(context_tokens, left // 3), min(hit_tokens, left), left)
+        if fuller is not None and count(fuller) > count(text):
+            used += count(fuller) - count(text)
+            texts[i] = fuller
+    if not texts:
         return None, []
-    return header + "\n" + "\n".join(parts), shown
+    return header + "\n" + "\n".join(texts.values()), [passages[i] for i in texts]
 
 
 _MIN_PASSAGE_TOKENS = 80
@@ -516,11 +623,13 @@ def _render_passage(
     context_tokens: int,
     hit_tokens: int,
     left: int,
+    *,
+    context: bool = True,
 ) -> str | None:
-    title = f"[{position(passage.records[0] if passage.records else passage.hit)}]"
     core = passage.core or {passage.hit.seq}
 
-    def assemble(items: Iterable[tuple[StoredRecord, str]]) -> str:
+    def assemble(items: Sequence[tuple[StoredRecord, str]]) -> str:
+        title = f"[{position(items[0][0] if items else passage.hit)}]"  # where the first message shown is
         return title + "\n" + "\n".join(f"{_label(record.role)}: {quote(text)}" for record, text in items)
 
     def lines(records: Iterable[StoredRecord], hit_share: int, partner_share: int) -> list[tuple[StoredRecord, str]]:
@@ -543,7 +652,7 @@ def _render_passage(
         (turn, hit_tokens, hit_tokens * 2 // 3),  # the turn
         (turn, 2 * unit, unit),  # the turn, each message cut to its share of what is left
     )
-    for records, hit_share, partner_share in attempts:
+    for records, hit_share, partner_share in attempts[0 if context else 1 :]:
         if not records or hit_share < 24 or (partner_share < 24 and len(records) > 1):
             continue
         text = assemble(lines(records, hit_share, partner_share))
