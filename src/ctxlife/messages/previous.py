@@ -224,6 +224,7 @@ class PreviousList:
         # The shape found for the list received holds for the list handed back when the call only
         # edited a few messages in place (bootstrap text, a trimmed tool result: same kind of message).
         checked = self._checked
-        same_list = checked is not None and checked[0] is messages and checked[1] == len(incoming)
-        self.shape = checked[2] if same_list and len(messages) == len(incoming) == length else None
+        self.shape = None
+        if checked is not None and checked[0] is messages and checked[1] == len(incoming):
+            self.shape = checked[2] if len(messages) == len(incoming) == length else None
         self._asked = self._checked = None
