@@ -20,7 +20,10 @@ from ctxlife.messages import (
     calls_of,
     content_text,
     current_turn_index,
+    inserted_text,
+    mark_inserted,
     pair_tool_calls,
+    pair_tool_results,
     strip_summary_marker,
     tool_results_by_call,
     validate,
@@ -337,3 +340,85 @@ def test_empty_bootstrap_files_say_so(tmp_path):
 def test_a_store_url_without_a_path_or_of_another_scheme_is_left_alone():
     assert resolve_store_url("file://?ttl=1h", Path("/base")) == "file://?ttl=1h"
     assert resolve_store_url("custom:///relative", Path("/base")) == "custom:///relative"
+
+
+def test_where_the_store_was_set_is_named_exactly(tmp_path, monkeypatch):
+    config = tmp_path / "ctxlife.toml"
+    config.write_text('store = "sqlite:///db.sqlite"\n', encoding="utf-8")
+    monkeypatch.delenv("CTXLIFE_STORE", raising=False)
+    assert load_settings(config).store_origin() == f"setting 'store' (in {config}, key 'store')"
+
+
+# -- the bootstrap section in unusual prompts ------------------------------------------------------
+
+
+def test_a_system_message_without_text_gets_the_section_as_its_text():
+    for content in ("", None):
+        messages = [{"role": "system", "content": content}, {"role": "user", "content": "hi"}]
+        assert apply_bootstrap(messages, "RULES") is True
+        assert messages[0]["content"] == bootstrap_section("RULES")
+
+
+def test_a_cut_off_section_gets_a_whole_new_one():
+    # a framework that truncated the prompt left the start marker without its end
+    messages = [{"role": "system", "content": f"App.\n\n{BOOTSTRAP_START}\nRUL"}, {"role": "user", "content": "hi"}]
+    assert apply_bootstrap(messages, "RULES") is True
+    assert messages[0]["content"].endswith(bootstrap_section("RULES"))
+    parts = [{"type": "text", "text": f"{BOOTSTRAP_START}\nRUL"}, {"type": "text", "text": "question"}]
+    turns = [{"role": "user", "content": parts}, {"role": "assistant", "content": [{"type": "text", "text": "a"}]}]
+    assert apply_bootstrap(turns, "RULES", fmt="anthropic") is True
+    assert turns[0]["content"][0]["text"].startswith(bootstrap_section("RULES"))
+
+
+def test_an_anthropic_list_without_a_system_message_gets_none():
+    # recognised as Anthropic Messages by its tool_use block, with no format given
+    messages = [
+        {"role": "user", "content": "find it"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "search", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "found"}]},
+    ]
+    assert apply_bootstrap(messages, "RULES") is True
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert content_text(messages[0]).startswith(bootstrap_section("RULES"))
+
+
+def test_removing_a_stale_section_from_a_later_turn_is_a_change():
+    text = "House rules: be precise."
+    messages = [
+        {"role": "user", "content": f"{text}\nQuestion one"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": bootstrap_section(text) + "\n\nQuestion two"},
+    ]
+    assert apply_bootstrap(messages, text, system_prompt=False) is True
+    assert messages[2]["content"] == "Question two"
+
+
+def test_the_text_of_an_inserted_message_is_the_text_without_its_mark():
+    marked = mark_inserted({"role": "user", "content": "History summary: the user asked."}, "summary")
+    assert content_text(marked) != "History summary: the user asked."
+    assert inserted_text(content_text(marked)) == "History summary: the user asked."
+    assert inserted_text("plain text -->") == "plain text -->"
+    assert inserted_text("plain text") == "plain text"
+
+
+def test_a_call_without_a_name_has_an_empty_name_in_every_format():
+    legacy = {"role": "assistant", "content": None, "function_call": {"arguments": "{}"}}
+    block = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "input": {}}]}
+    assert [c.name for c in calls_of(legacy)] == [""]
+    assert [c.name for c in calls_of(block)] == [""]
+
+
+def test_a_pairing_names_the_message_whose_calls_it_pairs():
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [_openai_call("c1", "search", "{}")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "found"},
+    ]
+    pairing = pair_tool_results(messages, 1)
+    assert (pairing.call_index, pairing.end, pairing.results) == (1, 3, (0,))
+
+
+def test_store_urls_resolve_against_the_root_folder_and_folders_ending_in_x():
+    assert resolve_store_url("file://data", Path("/")) == "file:///data"
+    assert resolve_store_url("sqlite:///db.sqlite", Path("/srv/BOX")) == "sqlite:////srv/BOX/db.sqlite"
+    assert resolve_store_url("file://data?note=http://x", Path("/base")) == "file:///base/data?note=http://x"

@@ -126,3 +126,65 @@ def test_messages_of_the_view_the_mirror_lacks_are_not_new_between_the_same_neig
     s = edit_script([(10, "a"), (40, "d")], caller("abbd"), hidden, order)
     assert edits(s) == [(ADD, 20, 2)]
     assert s.slots == {0: 10, 1: 20, 3: 40}
+
+
+def test_the_same_message_sent_again_is_a_new_message():
+    # a shared {"role": "user", "content": "continue"} appended twice (issue 26)
+    assert edits(script("a", "aa")) == [(ADD, None, 1)]
+    s = script("aa", "a")
+    assert edits(s) == [(REMOVE, 20, -1)]
+    assert s.slots == {0: 10}
+
+
+def test_a_message_inserted_while_the_last_one_is_popped():
+    s = script("abc", "aXb")
+    assert edits(s) == [(REMOVE, 30, -1), (ADD, 10, 1)]
+    assert s.slots == {0: 10, 2: 20}
+
+
+def test_one_message_for_two_replaces_the_first_and_removes_the_other():
+    s = script("abcd", "aXd")
+    assert edits(s) == [(REPLACE, 20, 1), (REMOVE, 30, -1)]
+    assert s.slots == {0: 10, 1: 20, 2: 40}
+
+
+def test_an_edited_run_replaces_message_for_message_while_the_roles_agree():
+    roles = {10: "user", 20: "assistant", 30: "tool", 40: "user"}
+    now = ["user", "assistant", "tool", "user"]
+    s = script("abcd", "aXYd", same_kind=lambda slot, index: roles[slot] == now[index])
+    assert edits(s) == [(REPLACE, 20, 1), (REPLACE, 30, 2)]
+    assert s.slots == {0: 10, 1: 20, 2: 30, 3: 40}
+    now[2] = "user"  # the tool result became a user message: not an edit of it
+    s = script("abcd", "aXYd", same_kind=lambda slot, index: roles[slot] == now[index])
+    assert edits(s) == [(REPLACE, 20, 1), (REMOVE, 30, -1), (ADD, 20, 2)]
+
+
+def test_hundreds_of_equal_messages_between_two_edits_keep_their_slots():
+    before = ["first"] + ["continue"] * 250 + ["last"]
+    seen = [(10 * (i + 1), fp) for i, fp in enumerate(before)]
+    now = ["FIRST"] + ["continue"] * 250 + ["LAST"]
+    s = edit_script(seen, list(enumerate(now)), [], {slot: i for i, (slot, _) in enumerate(seen)})
+    assert edits(s) == [(REPLACE, 10, 0), (REPLACE, 2520, 251)]
+
+
+def test_a_view_message_is_found_wherever_it_lies_between_the_neighbours():
+    # the evicted b is the view's last message; a candidate that differs is passed over
+    s = edit_script([(10, "a")], caller("ab"), [(20, "b")], {10: 0, 20: 1})
+    assert s.edits == [] and s.slots == {0: 10, 1: 20}
+    s = edit_script([(10, "a")], caller("ab"), [(20, "x"), (30, "b")], {10: 0, 20: 1, 30: 2})
+    assert s.edits == [] and s.slots == {0: 10, 1: 30}
+    s = edit_script(mirror("ab"), caller("abc"), [(30, "c")], {10: 0, 20: 1, 30: 2})
+    assert s.edits == [] and s.slots == {0: 10, 1: 20, 2: 30}
+
+
+def test_a_view_message_after_a_later_neighbour_is_not_the_callers_new_one():
+    # c was written after b; the caller's c before b is its own new message
+    s = edit_script(mirror("ab"), caller("acb"), [(30, "c")], {10: 0, 20: 1, 30: 2})
+    assert edits(s) == [(ADD, 10, 1)]
+    assert s.slots == {0: 10, 2: 20}
+
+
+def test_a_mirror_message_gone_from_the_view_does_not_bound_the_search():
+    # x (slot 15) is no longer in the view (removed by another writer)
+    s = edit_script([(10, "a"), (15, "x"), (20, "b")], caller("axbc"), [(30, "c")], {10: 0, 20: 1, 30: 2})
+    assert s.edits == [] and s.slots == {0: 10, 1: 15, 2: 20, 3: 30}
