@@ -320,7 +320,7 @@ def test_summary_markers_are_stripped_wherever_they_are():
     assert strip_summary_marker("") == ""
     assert strip_summary_marker("History summary: History summary: the user asked.") == "the user asked."
     out = strip_summary_marker("Earlier: History summary: nested. Then more.")
-    assert "History summary" not in out and out.startswith("Earlier:") and "nested. Then more." in out
+    assert " ".join(out.split()) == "Earlier: nested. Then more."  # the marker gone, nothing put in its place
 
 
 # -- bootstrap's options ---------------------------------------------------------------------------------

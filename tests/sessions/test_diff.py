@@ -44,6 +44,8 @@ def test_a_difference_declared_the_same_lets_the_prefix_run_on_to_the_next_one()
     assert common_prefix(a, b, lambda i: i == 3) == 7
     assert common_prefix(a, b, lambda i: i in (3, 7)) == 10
     assert common_prefix(a, b, lambda i: False) == 3
+    adjacent = [0, 1, 2, -3, -4, 5]
+    assert common_prefix(list(range(6)), adjacent, lambda i: i == 3) == 4
 
 
 def test_appended_messages_are_adds_at_the_end_and_the_rest_keeps_its_slots():
