@@ -20,10 +20,13 @@ from ctxlife.messages import (
     calls_of,
     content_text,
     current_turn_index,
+    inserted_kind,
     inserted_text,
+    last_user_index,
     mark_inserted,
     pair_tool_calls,
     pair_tool_results,
+    round_starts,
     strip_summary_marker,
     tool_results_by_call,
     validate,
@@ -422,3 +425,95 @@ def test_store_urls_resolve_against_the_root_folder_and_folders_ending_in_x():
     assert resolve_store_url("file://data", Path("/")) == "file:///data"
     assert resolve_store_url("sqlite:///db.sqlite", Path("/srv/BOX")) == "sqlite:////srv/BOX/db.sqlite"
     assert resolve_store_url("file://data?note=http://x", Path("/base")) == "file:///base/data?note=http://x"
+
+
+def _tool_use(*ids: str) -> dict:
+    return {"role": "assistant", "content": [{"type": "tool_use", "id": i, "name": "search", "input": {}} for i in ids]}
+
+
+def test_a_window_opening_with_the_assistants_tool_use_still_pairs_it():
+    window = [
+        _tool_use("t1"),
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "found"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+    ]
+    assert pair_tool_calls(window) == ({(0, 0): 1}, set())
+    assert tool_results_by_call(window) == {(0, 0): "found"}
+
+
+def test_a_text_block_beside_the_results_answers_no_call():
+    messages = [
+        {"role": "user", "content": "go"},
+        _tool_use("t1", "t2"),
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "a"},
+                {"type": "text", "text": "and also this"},
+            ],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "x"}]},
+    ]
+    assert [p.code for p in validate(messages)] == ["tool_call_without_result"]
+
+
+def test_a_tool_use_left_unanswered_ends_its_round_at_the_next_user_turn():
+    messages = [
+        {"role": "user", "content": "q1"},
+        _tool_use("t1"),
+        {"role": "user", "content": "q2"},
+        {"role": "assistant", "content": [{"type": "text", "text": "a"}]},
+    ]
+    assert round_starts(messages) == [0, 2]
+
+
+def test_a_window_opening_with_a_result_names_it_an_orphan():
+    # the window was cut between a call and its result
+    window = [
+        {"role": "tool", "tool_call_id": "c0", "content": "late"},
+        {"role": "user", "content": "next"},
+        {"role": "assistant", "content": None, "tool_calls": [_openai_call("c1", "search", "{}")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "found"},
+    ]
+    assert pair_tool_calls(window) == ({(2, 0): 3}, {0})
+
+
+def test_validate_names_an_unknown_message_and_a_late_system_message():
+    [problem] = validate([{"role": "user", "content": "hi"}, "not a message"])
+    assert (problem.index, problem.code) == (1, "unknown_format") and "not a message" in problem.detail
+    late = [{"role": "user", "content": "hi"}, {"role": "system", "content": "rules"}]
+    assert [(p.index, p.code, p.detail) for p in validate(late)] == [
+        (1, "system_after_conversation", "system message after the conversation started")
+    ]
+
+
+def test_the_last_user_turn_and_the_current_one_when_every_turn_repeats():
+    messages = [
+        {"role": "user", "content": "continue"},
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "continue"},
+        {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "continue"},
+        {"role": "assistant", "content": "c"},
+    ]
+    assert last_user_index(messages) == 4
+    assert last_user_index(messages[:1]) == 0
+    assert last_user_index([{"role": "assistant", "content": "a"}]) is None
+    assert current_turn_index(messages) == 4
+
+
+def test_no_text_or_no_place_for_it_changes_nothing():
+    messages = [{"role": "user", "content": "hi"}]
+    assert apply_bootstrap(messages, "") is False and messages == [{"role": "user", "content": "hi"}]
+    only_replies = [{"role": "assistant", "content": "hello"}]
+    assert apply_bootstrap(only_replies, "RULES", system_prompt=False) is False
+    assert only_replies == [{"role": "assistant", "content": "hello"}]
+
+
+def test_a_system_message_ctxlife_inserted_stays_marked_as_such_when_re_rendered():
+    messages = [{"role": "user", "content": "hi"}]
+    assert apply_bootstrap(messages, "Today is 2099-01-01.") is True
+    assert apply_bootstrap(messages, "Today is 2099-01-02.") is True
+    assert inserted_kind(messages[0]) == "bootstrap"
+    assert "2099-01-02" in content_text(messages[0]) and "2099-01-01" not in content_text(messages[0])
+    assert messages[1] == {"role": "user", "content": "hi"}
