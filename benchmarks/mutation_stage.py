@@ -2,16 +2,23 @@
 
 mutmut 3 names a mutant after its file's path and puts only ``mutants/src`` on ``sys.path``, so the
 strategies package (``strategies/ctxlife_strategies`` in the checkout) is copied to
-``src/ctxlife_strategies`` beside ``src/ctxlife``. In the copy, every function whose ``def`` line
-matches one of ``[tool.mutmut] do_not_mutate_patterns`` gets ``# pragma: no mutate block``: mutmut
-applies those patterns to single lines only, and the scope of the run is whole functions (the
-checkout's sources are not touched).
+``src/ctxlife_strategies`` beside ``src/ctxlife``. In the copy (the checkout's sources are not
+touched):
+
+- every function whose ``def`` line matches one of ``[tool.mutmut] do_not_mutate_patterns``, and
+  in a file listed under ``[tool.ctxlife-mutate] only_functions`` every top-level function and
+  method not named there, gets ``# pragma: no mutate block``: mutmut applies its patterns to single
+  lines only, and the scope of the run is whole functions;
+- a method decorated with ``@ctxlife.hookimpl`` gets its decorator applied after its body instead
+  (``name = ctxlife.hookimpl(name)``): mutmut 3 leaves decorated functions unmutated, and a
+  strategy's hook is where it acts.
 
     python benchmarks/mutation_stage.py build/mutate
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import sys
@@ -35,14 +42,20 @@ def main(stage: Path) -> None:
             shutil.copytree(source, stage / name, ignore=ignore, symlinks=True)
         else:
             shutil.copy2(source, stage / name)
-    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mutmut"]
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
+    config = pyproject["mutmut"]
+    only_functions = pyproject.get("ctxlife-mutate", {}).get("only_functions", {})
     patterns = [re.compile(p) for p in config.get("do_not_mutate_patterns", [])]
-    marked = 0
+    marked = moved = 0
     for pattern_path in config.get("only_mutate", []):
         path = stage / pattern_path
         lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        lines, count = undecorate_hooks(lines)
+        moved += count
+        kept = only_functions.get(pattern_path)
+        outside = set() if kept is None else outside_functions(lines, set(kept))
         for i, line in enumerate(lines):
-            if line.lstrip().startswith("def ") and any(p.search(line) for p in patterns):
+            if line.lstrip().startswith("def ") and (i in outside or any(p.search(line) for p in patterns)):
                 # the pragma goes on the line that ends the signature (the one ending with ':')
                 j = i
                 while not lines[j].rstrip().endswith(":"):
@@ -50,7 +63,44 @@ def main(stage: Path) -> None:
                 lines[j] = lines[j].rstrip("\n") + "  # pragma: no mutate block\n"
                 marked += 1
         path.write_text("".join(lines), encoding="utf-8")
-    print(f"staged {stage}: {marked} functions outside the mutation scope")
+    print(f"staged {stage}: {marked} functions outside the mutation scope, {moved} hooks made mutable")
+
+
+def _functions(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Top-level functions and the methods of top-level classes (nested classes included)."""
+    found: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    bodies = [tree.body]
+    while bodies:
+        for node in bodies.pop():
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                found.append(node)
+            elif isinstance(node, ast.ClassDef):
+                bodies.append(node.body)
+    return found
+
+
+def outside_functions(lines: list[str], kept: set[str]) -> set[int]:
+    """Indices of the ``def`` lines of the functions not named in ``kept``."""
+    tree = ast.parse("".join(lines))
+    return {node.lineno - 1 for node in _functions(tree) if node.name not in kept}
+
+
+def undecorate_hooks(lines: list[str]) -> tuple[list[str], int]:
+    """``@ctxlife.hookimpl`` (alone on a method) moved after the method's body as a call."""
+    tree = ast.parse("".join(lines))
+    hooks = [
+        node
+        for node in _functions(tree)
+        if len(node.decorator_list) == 1 and ast.unparse(node.decorator_list[0]).startswith("ctxlife.hookimpl")
+    ]
+    for node in sorted(hooks, key=lambda n: n.lineno, reverse=True):
+        decorator = node.decorator_list[0]
+        indent = lines[node.lineno - 1][: len(lines[node.lineno - 1]) - len(lines[node.lineno - 1].lstrip())]
+        applied = f"{indent}{node.name} = {ast.unparse(decorator)}({node.name})\n"
+        assert node.end_lineno is not None
+        lines.insert(node.end_lineno, applied)
+        del lines[decorator.lineno - 1 : decorator.end_lineno]
+    return lines, len(hooks)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,13 @@ from ctxlife.messages import (
     calls_of,
     content_text,
     current_turn_index,
+    inserted_kind,
+    inserted_text,
+    last_user_index,
+    mark_inserted,
     pair_tool_calls,
+    pair_tool_results,
+    round_starts,
     strip_summary_marker,
     tool_results_by_call,
     validate,
@@ -317,7 +323,7 @@ def test_summary_markers_are_stripped_wherever_they_are():
     assert strip_summary_marker("") == ""
     assert strip_summary_marker("History summary: History summary: the user asked.") == "the user asked."
     out = strip_summary_marker("Earlier: History summary: nested. Then more.")
-    assert "History summary" not in out and out.startswith("Earlier:") and "nested. Then more." in out
+    assert " ".join(out.split()) == "Earlier: nested. Then more."  # the marker gone, nothing put in its place
 
 
 # -- bootstrap's options ---------------------------------------------------------------------------------
@@ -337,3 +343,177 @@ def test_empty_bootstrap_files_say_so(tmp_path):
 def test_a_store_url_without_a_path_or_of_another_scheme_is_left_alone():
     assert resolve_store_url("file://?ttl=1h", Path("/base")) == "file://?ttl=1h"
     assert resolve_store_url("custom:///relative", Path("/base")) == "custom:///relative"
+
+
+def test_where_the_store_was_set_is_named_exactly(tmp_path, monkeypatch):
+    config = tmp_path / "ctxlife.toml"
+    config.write_text('store = "sqlite:///db.sqlite"\n', encoding="utf-8")
+    monkeypatch.delenv("CTXLIFE_STORE", raising=False)
+    assert load_settings(config).store_origin() == f"setting 'store' (in {config}, key 'store')"
+
+
+# -- the bootstrap section in unusual prompts ------------------------------------------------------
+
+
+def test_a_system_message_without_text_gets_the_section_as_its_text():
+    for content in ("", None):
+        messages = [{"role": "system", "content": content}, {"role": "user", "content": "hi"}]
+        assert apply_bootstrap(messages, "RULES") is True
+        assert messages[0]["content"] == bootstrap_section("RULES")
+
+
+def test_a_cut_off_section_gets_a_whole_new_one():
+    # a framework that truncated the prompt left the start marker without its end
+    messages = [{"role": "system", "content": f"App.\n\n{BOOTSTRAP_START}\nRUL"}, {"role": "user", "content": "hi"}]
+    assert apply_bootstrap(messages, "RULES") is True
+    assert messages[0]["content"].endswith(bootstrap_section("RULES"))
+    parts = [{"type": "text", "text": f"{BOOTSTRAP_START}\nRUL"}, {"type": "text", "text": "question"}]
+    turns = [{"role": "user", "content": parts}, {"role": "assistant", "content": [{"type": "text", "text": "a"}]}]
+    assert apply_bootstrap(turns, "RULES", fmt="anthropic") is True
+    assert turns[0]["content"][0]["text"].startswith(bootstrap_section("RULES"))
+
+
+def test_an_anthropic_list_without_a_system_message_gets_none():
+    # recognised as Anthropic Messages by its tool_use block, with no format given
+    messages = [
+        {"role": "user", "content": "find it"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "search", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "found"}]},
+    ]
+    assert apply_bootstrap(messages, "RULES") is True
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert content_text(messages[0]).startswith(bootstrap_section("RULES"))
+
+
+def test_removing_a_stale_section_from_a_later_turn_is_a_change():
+    text = "House rules: be precise."
+    messages = [
+        {"role": "user", "content": f"{text}\nQuestion one"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": bootstrap_section(text) + "\n\nQuestion two"},
+    ]
+    assert apply_bootstrap(messages, text, system_prompt=False) is True
+    assert messages[2]["content"] == "Question two"
+
+
+def test_the_text_of_an_inserted_message_is_the_text_without_its_mark():
+    marked = mark_inserted({"role": "user", "content": "History summary: the user asked."}, "summary")
+    assert content_text(marked) != "History summary: the user asked."
+    assert inserted_text(content_text(marked)) == "History summary: the user asked."
+    assert inserted_text("plain text -->") == "plain text -->"
+    assert inserted_text("plain text") == "plain text"
+
+
+def test_a_call_without_a_name_has_an_empty_name_in_every_format():
+    legacy = {"role": "assistant", "content": None, "function_call": {"arguments": "{}"}}
+    block = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "input": {}}]}
+    assert [c.name for c in calls_of(legacy)] == [""]
+    assert [c.name for c in calls_of(block)] == [""]
+
+
+def test_a_pairing_names_the_message_whose_calls_it_pairs():
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [_openai_call("c1", "search", "{}")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "found"},
+    ]
+    pairing = pair_tool_results(messages, 1)
+    assert (pairing.call_index, pairing.end, pairing.results) == (1, 3, (0,))
+
+
+def test_store_urls_resolve_against_the_root_folder_and_folders_ending_in_x():
+    assert resolve_store_url("file://data", Path("/")) == "file:///data"
+    assert resolve_store_url("sqlite:///db.sqlite", Path("/srv/BOX")) == "sqlite:////srv/BOX/db.sqlite"
+    assert resolve_store_url("file://data?note=http://x", Path("/base")) == "file:///base/data?note=http://x"
+
+
+def _tool_use(*ids: str) -> dict:
+    return {"role": "assistant", "content": [{"type": "tool_use", "id": i, "name": "search", "input": {}} for i in ids]}
+
+
+def test_a_window_opening_with_the_assistants_tool_use_still_pairs_it():
+    window = [
+        _tool_use("t1"),
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "found"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+    ]
+    assert pair_tool_calls(window) == ({(0, 0): 1}, set())
+    assert tool_results_by_call(window) == {(0, 0): "found"}
+
+
+def test_a_text_block_beside_the_results_answers_no_call():
+    messages = [
+        {"role": "user", "content": "go"},
+        _tool_use("t1", "t2"),
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "a"},
+                {"type": "text", "text": "and also this"},
+            ],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "x"}]},
+    ]
+    assert [p.code for p in validate(messages)] == ["tool_call_without_result"]
+
+
+def test_a_tool_use_left_unanswered_ends_its_round_at_the_next_user_turn():
+    messages = [
+        {"role": "user", "content": "q1"},
+        _tool_use("t1"),
+        {"role": "user", "content": "q2"},
+        {"role": "assistant", "content": [{"type": "text", "text": "a"}]},
+    ]
+    assert round_starts(messages) == [0, 2]
+
+
+def test_a_window_opening_with_a_result_names_it_an_orphan():
+    # the window was cut between a call and its result
+    window = [
+        {"role": "tool", "tool_call_id": "c0", "content": "late"},
+        {"role": "user", "content": "next"},
+        {"role": "assistant", "content": None, "tool_calls": [_openai_call("c1", "search", "{}")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "found"},
+    ]
+    assert pair_tool_calls(window) == ({(2, 0): 3}, {0})
+
+
+def test_validate_names_an_unknown_message_and_a_late_system_message():
+    [problem] = validate([{"role": "user", "content": "hi"}, "not a message"])
+    assert (problem.index, problem.code) == (1, "unknown_format") and "not a message" in problem.detail
+    late = [{"role": "user", "content": "hi"}, {"role": "system", "content": "rules"}]
+    assert [(p.index, p.code, p.detail) for p in validate(late)] == [
+        (1, "system_after_conversation", "system message after the conversation started")
+    ]
+
+
+def test_the_last_user_turn_and_the_current_one_when_every_turn_repeats():
+    messages = [
+        {"role": "user", "content": "continue"},
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "continue"},
+        {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "continue"},
+        {"role": "assistant", "content": "c"},
+    ]
+    assert last_user_index(messages) == 4
+    assert last_user_index(messages[:1]) == 0
+    assert last_user_index([{"role": "assistant", "content": "a"}]) is None
+    assert current_turn_index(messages) == 4
+
+
+def test_no_text_or_no_place_for_it_changes_nothing():
+    messages = [{"role": "user", "content": "hi"}]
+    assert apply_bootstrap(messages, "") is False and messages == [{"role": "user", "content": "hi"}]
+    only_replies = [{"role": "assistant", "content": "hello"}]
+    assert apply_bootstrap(only_replies, "RULES", system_prompt=False) is False
+    assert only_replies == [{"role": "assistant", "content": "hello"}]
+
+
+def test_a_system_message_ctxlife_inserted_stays_marked_as_such_when_re_rendered():
+    messages = [{"role": "user", "content": "hi"}]
+    assert apply_bootstrap(messages, "Today is 2099-01-01.") is True
+    assert apply_bootstrap(messages, "Today is 2099-01-02.") is True
+    assert inserted_kind(messages[0]) == "bootstrap"
+    assert "2099-01-02" in content_text(messages[0]) and "2099-01-01" not in content_text(messages[0])
+    assert messages[1] == {"role": "user", "content": "hi"}

@@ -151,3 +151,32 @@ def test_the_caches_let_go_of_what_the_live_context_no_longer_holds():
     held = len(counter._message_cache) + len(counter._old_message_cache)
     assert held <= 2 * tokens_module.GENERATION_CALLS + 20
     assert len(counter._cache) + len(counter._old_cache) <= 2 * tokens_module.GENERATION_CALLS + 25
+
+
+def test_edits_made_after_the_caches_rotated_are_recounted():
+    # A message counted one generation ago is looked up in the older cache: an edit made since (a
+    # field replaced, tool calls edited in place) must still be counted, not the stale number.
+    counter = TokenCounter("gpt-4")
+    question = user("short")
+    call = assistant(None, [tool_call("search", {"q": "a"})])
+    history = [question, call]
+    counter.count_messages(history)
+    for _ in range(tokens_module.GENERATION_CALLS):
+        counter.new_generation()
+    question["content"] = "a much longer question than the one counted before " * 10
+    call["tool_calls"][0]["function"]["arguments"] = '{"q": "' + "a long query " * 50 + '"}'
+    assert counter.count_messages(history) == TokenCounter("gpt-4").count_messages(history)
+    for _ in range(tokens_module.GENERATION_CALLS):
+        counter.new_generation()
+    assert counter.count_messages(history) == TokenCounter("gpt-4").count_messages(history)
+
+
+def test_a_message_holding_a_value_marshal_cannot_write_is_counted_and_recounted():
+    # an app's own object beside the content parts (marshal refuses it; the stamp falls back)
+    parts = {"role": "user", "content": [{"type": "text", "text": "short"}], "app_meta": object()}
+    counter = TokenCounter("gpt-4")
+    history = [parts]
+    first = counter.count_messages(history)
+    assert first == TokenCounter("gpt-4").count_messages(history)
+    parts["content"][0]["text"] = "a much longer text part than before " * 20
+    assert counter.count_messages(history) == TokenCounter("gpt-4").count_messages(history) > first

@@ -74,6 +74,16 @@ def test_a_missing_file_is_an_error_when_the_strategy_is_built(tmp_path):
     )
 
 
+def test_a_file_that_is_not_utf8_text_is_an_error_naming_it(tmp_path):
+    (tmp_path / "profile.md").write_bytes(b"caf\xe9 in Latin-1")
+    config = tmp_path / "ctxlife.toml"
+    config.write_text('strategies = ["bootstrap"]\n[bootstrap]\nfiles = ["profile.md"]\n', encoding="utf-8")
+    with pytest.raises(ctxlife.ConfigError) as info:
+        Host(ctxlife.load_settings(config))
+    assert str(info.value).startswith(f"strategy 'bootstrap': cannot read file {tmp_path / 'profile.md'}: ")
+    assert "can't decode" in str(info.value)
+
+
 def test_nothing_to_inject_is_an_error():
     with pytest.raises(ctxlife.ConfigError) as info:
         host_for({"text": "  "})
@@ -168,3 +178,21 @@ def test_an_anthropic_list_gets_the_text_in_its_first_user_turn_not_a_system_mes
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     assert messages[0]["content"][0] == {"type": "text", "text": bootstrap_section("PROFILE: tea.")}
     assert messages[0]["content"][1] == {"type": "text", "text": "look this up"}
+
+
+def test_agents_not_listed_get_no_text_and_listed_ones_do():
+    host = host_for({"text": "PROFILE for {agent_role}.", "agents": ["Writer"]})
+    assert host.bootstrap_text(agent_role="Researcher") == ""
+    assert "PROFILE for Writer." in host.bootstrap_text(agent_role="Writer")
+
+
+def test_the_report_says_the_text_was_injected_with_its_tokens_and_files(tmp_path):
+    (tmp_path / "a.md").write_text("Profile A.", encoding="utf-8")
+    (tmp_path / "b.md").write_text("Profile B.", encoding="utf-8")
+    config = tmp_path / "ctxlife.toml"
+    config.write_text('strategies = ["bootstrap"]\n[bootstrap]\nfiles = ["a.md", "b.md"]\n', encoding="utf-8")
+    messages = [{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "hi"}]
+    report = ctxlife.manage(messages, config=ctxlife.load_settings(config), context_window=8192)
+    injected = [a for a in report.actions if a.strategy == "bootstrap" and a.what == "injected"]
+    assert len(injected) == 1
+    assert injected[0].details == {"tokens": ctxlife.TokenCounter().count_text("Profile A.\n\nProfile B."), "files": 2}

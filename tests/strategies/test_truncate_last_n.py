@@ -97,3 +97,53 @@ def test_contradicting_old_and_new_option_is_an_error():
         settings_from_dict(
             {"strategies": ["truncate_last_n"], "truncate_last_n": {"only_above_threshold": True, "always": True}}
         )
+
+
+def test_the_report_names_the_cut_and_a_cut_that_removes_nothing_is_no_action():
+    messages = conversation(4)
+    report = run(messages, rounds=1, always=True)
+    assert [(a.what, a.details) for a in report.actions] == [("truncated", {"removed_messages": 5, "kept_rounds": 1})]
+    # everything before the last round is pinned: nothing to remove, nothing reported
+    messages = [system("s"), user("the task"), user("the question")]
+    assert run(messages, rounds=1, always=True).actions == []
+    assert len(messages) == 3
+
+
+def test_no_more_rounds_than_kept_leaves_an_opening_greeting_alone():
+    messages = [system("s"), assistant("Hello! How can I help?"), user("q1"), assistant("a1"), user("q2")]
+    before = list(messages)
+    assert run(messages, rounds=2, always=True).actions == []
+    assert messages == before
+
+
+def test_a_context_exactly_at_the_threshold_is_left_alone():
+    messages = conversation(6)
+    tokens = ctxlife.TokenCounter().count_messages(messages)
+    settings = {"strategies": ["truncate_last_n"], "threshold": 0.5, "truncate_last_n": {"rounds": 2}}
+    report = ctxlife.manage(messages, config=settings_from_dict(settings), context_window=2 * tokens)
+    assert report.actions == []
+    report = ctxlife.manage(messages, config=settings_from_dict(settings), context_window=2 * tokens - 2)
+    assert report.acted == ["truncate_last_n"]
+
+
+def test_the_question_being_worked_on_and_inserted_messages_stay_when_older_than_the_kept_rounds():
+    summary = ctxlife.messages.mark_inserted(user("History summary: the user asked for R1."), "summary")
+    messages = [
+        system("s"),
+        user("the task"),
+        assistant("ok"),
+        summary,
+        assistant("noted"),
+        user("What is the price of R2?"),
+        assistant("checking"),
+        user("Analyze the tool result and answer."),
+        assistant("still checking"),
+        user("Analyze the tool result and answer."),
+        assistant("R2 costs 3."),
+    ]
+    run(messages, rounds=1, always=True)
+    assert [m["content"] for m in messages if m["role"] == "user"][1:] == [
+        summary["content"],
+        "What is the price of R2?",
+        "Analyze the tool result and answer.",
+    ]

@@ -1,0 +1,192 @@
+"""The edit script between the list the recorder last saw and the caller's list now (ctxlife.sessions.diff).
+
+Each case is an edit a caller makes to its conversation between two calls; the script is what the
+recorder writes for it. Mirror slots are 10, 20, 30, ...; caller positions 0, 1, 2, ...
+"""
+
+from __future__ import annotations
+
+from ctxlife.sessions.base import ADD, REMOVE, REPLACE
+from ctxlife.sessions.diff import Script, common_prefix, edit_script
+
+
+def mirror(texts: str) -> list[tuple[int, str]]:
+    return [(10 * (i + 1), fp) for i, fp in enumerate(texts)]
+
+
+def caller(texts: str) -> list[tuple[int, str]]:
+    return list(enumerate(texts))
+
+
+def script(before: str, now: str, **kwargs: object) -> Script:
+    seen = mirror(before)
+    return edit_script(seen, caller(now), [], {slot: i for i, (slot, _) in enumerate(seen)}, **kwargs)  # type: ignore[arg-type]
+
+
+def edits(s: Script) -> list[tuple[str, int | None, int]]:
+    return [(e.op, e.target, e.index) for e in s.edits]
+
+
+def test_the_common_prefix_is_found_at_any_place_and_length():
+    long = list(range(100))
+    for at in (0, 1, 37, 63, 99):
+        changed = long[:at] + [-1] + long[at + 1 :]
+        assert common_prefix(long, changed) == at
+    assert common_prefix(long, long) == 100
+    assert common_prefix([1, 2], [1, 2, 3]) == 2
+    assert common_prefix([1, 2, 3], [1, 2]) == 2
+    assert common_prefix([], [1]) == 0
+
+
+def test_a_difference_declared_the_same_lets_the_prefix_run_on_to_the_next_one():
+    a = list(range(10))
+    b = [0, 1, 2, -3, 4, 5, 6, -7, 8, 9]
+    assert common_prefix(a, b, lambda i: i == 3) == 7
+    assert common_prefix(a, b, lambda i: i in (3, 7)) == 10
+    assert common_prefix(a, b, lambda i: False) == 3
+    adjacent = [0, 1, 2, -3, -4, 5]
+    assert common_prefix(list(range(6)), adjacent, lambda i: i == 3) == 4
+
+
+def test_appended_messages_are_adds_at_the_end_and_the_rest_keeps_its_slots():
+    s = script("ab", "abc")
+    assert edits(s) == [(ADD, None, 2)]
+    assert s.slots == {0: 10, 1: 20}
+    assert s.related and s.shared == 2
+
+
+def test_a_message_inserted_in_the_middle_goes_after_the_one_before_it():
+    assert edits(script("ab", "axb")) == [(ADD, 10, 1)]
+
+
+def test_an_edited_earlier_message_is_replaced_in_its_slot():
+    s = script("abc", "aBc")
+    assert edits(s) == [(REPLACE, 20, 1)]
+    assert s.slots == {0: 10, 1: 20, 2: 30}
+    assert s.shared == 2
+
+
+def test_a_regenerated_reply_replaces_the_last_one():
+    s = script("ab", "ax")
+    assert edits(s) == [(REPLACE, 20, 1)]
+    assert s.shared == 1
+
+
+def test_deleted_and_popped_messages_are_removed():
+    assert edits(script("abc", "ac")) == [(REMOVE, 20, -1)]
+    assert edits(script("abc", "ab")) == [(REMOVE, 30, -1)]
+    assert script("abc", "ac").slots == {0: 10, 1: 30}
+
+
+def test_two_messages_for_one_replace_it_and_add_the_other_after_it():
+    assert edits(script("abc", "aXYc")) == [(REPLACE, 20, 1), (ADD, 20, 2)]
+
+
+def test_a_caller_keeping_only_the_tail_removes_nothing_before_it():
+    s = script("abcd", "cde")
+    assert edits(s) == [(ADD, None, 2)]
+    assert s.slots == {0: 30, 1: 40}
+
+
+def test_text_a_caller_puts_before_the_whole_conversation_is_not_recorded():
+    s = script("ab", "xab")
+    assert edits(s) == []
+    assert s.slots == {1: 10, 2: 20}
+
+
+def test_a_message_that_cannot_be_the_same_one_edited_is_removed_and_the_new_one_added():
+    s = script("ab", "ax", same_kind=lambda slot, index: False)
+    assert edits(s) == [(REMOVE, 20, -1), (ADD, None, 1)]
+    assert script("ab", "ax", same_kind=lambda slot, index: slot == 20 and index == 1).edits[0].op == REPLACE
+
+
+def test_the_stores_view_as_mirror_removes_nothing_and_replaces_only_one_for_one():
+    assert edits(script("abc", "ac", removals=False)) == []
+    assert edits(script("abc", "aXc", removals=False)) == [(REPLACE, 20, 1)]
+    # two messages where one was: before the view's last messages they are adds, nothing replaced
+    assert edits(script("abc", "aXYc", removals=False)) == [(ADD, 10, 1), (ADD, 10, 2)]
+    # at the view's end a replacement is what it looks like
+    assert edits(script("abc", "aXY", removals=False)) == [(REPLACE, 20, 1), (REPLACE, 30, 2)]
+
+
+def test_lists_that_share_no_message_are_unrelated():
+    s = script("ab", "xy")
+    assert not s.related
+    assert s.shared == 0
+
+
+def test_messages_of_the_view_the_mirror_lacks_are_not_new_between_the_same_neighbours():
+    order = {10: 0, 20: 1, 30: 2, 40: 3}
+    hidden = [(20, "b"), (30, "c")]
+    s = edit_script([(10, "a"), (40, "d")], caller("abcd"), hidden, order)
+    assert s.edits == []
+    assert s.slots == {0: 10, 1: 20, 2: 30, 3: 40}
+    # after d, b is not the evicted b (that one lies between a and d): it is new
+    s = edit_script([(10, "a"), (40, "d")], caller("adb"), hidden, order)
+    assert edits(s) == [(ADD, None, 2)]
+    # a hidden message is the caller's once: the second b is new, after the first
+    s = edit_script([(10, "a"), (40, "d")], caller("abbd"), hidden, order)
+    assert edits(s) == [(ADD, 20, 2)]
+    assert s.slots == {0: 10, 1: 20, 3: 40}
+
+
+def test_the_same_message_sent_again_is_a_new_message():
+    # a shared {"role": "user", "content": "continue"} appended twice (issue 26)
+    assert edits(script("a", "aa")) == [(ADD, None, 1)]
+    s = script("aa", "a")
+    assert edits(s) == [(REMOVE, 20, -1)]
+    assert s.slots == {0: 10}
+
+
+def test_a_message_inserted_while_the_last_one_is_popped():
+    s = script("abc", "aXb")
+    assert edits(s) == [(REMOVE, 30, -1), (ADD, 10, 1)]
+    assert s.slots == {0: 10, 2: 20}
+
+
+def test_one_message_for_two_replaces_the_first_and_removes_the_other():
+    s = script("abcd", "aXd")
+    assert edits(s) == [(REPLACE, 20, 1), (REMOVE, 30, -1)]
+    assert s.slots == {0: 10, 1: 20, 2: 40}
+
+
+def test_an_edited_run_replaces_message_for_message_while_the_roles_agree():
+    roles = {10: "user", 20: "assistant", 30: "tool", 40: "user"}
+    now = ["user", "assistant", "tool", "user"]
+    s = script("abcd", "aXYd", same_kind=lambda slot, index: roles[slot] == now[index])
+    assert edits(s) == [(REPLACE, 20, 1), (REPLACE, 30, 2)]
+    assert s.slots == {0: 10, 1: 20, 2: 30, 3: 40}
+    now[2] = "user"  # the tool result became a user message: not an edit of it
+    s = script("abcd", "aXYd", same_kind=lambda slot, index: roles[slot] == now[index])
+    assert edits(s) == [(REPLACE, 20, 1), (REMOVE, 30, -1), (ADD, 20, 2)]
+
+
+def test_hundreds_of_equal_messages_between_two_edits_keep_their_slots():
+    before = ["first"] + ["continue"] * 250 + ["last"]
+    seen = [(10 * (i + 1), fp) for i, fp in enumerate(before)]
+    now = ["FIRST"] + ["continue"] * 250 + ["LAST"]
+    s = edit_script(seen, list(enumerate(now)), [], {slot: i for i, (slot, _) in enumerate(seen)})
+    assert edits(s) == [(REPLACE, 10, 0), (REPLACE, 2520, 251)]
+
+
+def test_a_view_message_is_found_wherever_it_lies_between_the_neighbours():
+    # the evicted b is the view's last message; a candidate that differs is passed over
+    s = edit_script([(10, "a")], caller("ab"), [(20, "b")], {10: 0, 20: 1})
+    assert s.edits == [] and s.slots == {0: 10, 1: 20}
+    s = edit_script([(10, "a")], caller("ab"), [(20, "x"), (30, "b")], {10: 0, 20: 1, 30: 2})
+    assert s.edits == [] and s.slots == {0: 10, 1: 30}
+    s = edit_script(mirror("ab"), caller("abc"), [(30, "c")], {10: 0, 20: 1, 30: 2})
+    assert s.edits == [] and s.slots == {0: 10, 1: 20, 2: 30}
+
+
+def test_a_view_message_after_a_later_neighbour_is_not_the_callers_new_one():
+    # c was written after b; the caller's c before b is its own new message
+    s = edit_script(mirror("ab"), caller("acb"), [(30, "c")], {10: 0, 20: 1, 30: 2})
+    assert edits(s) == [(ADD, 10, 1)]
+    assert s.slots == {0: 10, 2: 20}
+
+
+def test_a_mirror_message_gone_from_the_view_does_not_bound_the_search():
+    # x (slot 15) is no longer in the view (removed by another writer)
+    s = edit_script([(10, "a"), (15, "x"), (20, "b")], caller("axbc"), [(30, "c")], {10: 0, 20: 1, 30: 2})
+    assert s.edits == [] and s.slots == {0: 10, 1: 15, 2: 20, 3: 30}
