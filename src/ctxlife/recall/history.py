@@ -29,7 +29,7 @@ from ctxlife.events import emit
 from ctxlife.messages import RECALL_PREFIX
 from ctxlife.recall.index import HistoryIndex, Hit, StoredRecord
 from ctxlife.recall.records import CHUNK_CHARS, Record, message_text
-from ctxlife.recall.text import _TERM, dates_in, index_text, query_terms, term_pattern
+from ctxlife.recall.text import TERM, dates_in, index_text, query_terms, term_pattern
 from ctxlife.sessions import fingerprint
 
 MEMORY = "memory"
@@ -451,7 +451,7 @@ def _best_turns(
         parts += [nearby[s].text[:_PARTNER_CHARS] for s in core if s != hit.seq and not in_view(nearby[s])]
         lower = "\n".join(parts).casefold()
         counts[key] = [(len(pattern.findall(lower)), w) for pattern, w in patterns]
-        lengths[key] = len(_TERM.findall(index_text(lower))) or 1
+        lengths[key] = len(TERM.findall(index_text(lower))) or 1
         if min_coverage > 0 and sum(w for n, w in counts[key] if n) < min_coverage * total:
             del counts[key]
             continue  # it shares only a minor part of the question (a file suffix, a common word)

@@ -32,7 +32,7 @@ _NO_SPACE_CLASS = (
     "\U00020000-\U0003134f"  # Han extensions
 )
 _NO_SPACE_RUN = re.compile(f"[{_NO_SPACE_CLASS}]+")
-_TERM = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer keeps: letters and digits
+TERM = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer keeps: letters and digits
 
 # English function words: frequent in every question, useless to rank by (and slow to search).
 STOPWORDS = frozenset(
@@ -115,7 +115,7 @@ def query_terms(text: str, *, limit: int = 32) -> list[str]:
     """The search terms of a question: words and bigrams, lower-cased, without function words, once each."""
     seen: dict[str, None] = {}
     dropped: dict[str, None] = {}
-    for term in _TERM.findall(index_text(text).casefold()):
+    for term in TERM.findall(index_text(text).casefold()):
         if term in STOPWORDS or (len(term) == 1 and term.isascii()):
             continue
         if _NO_SPACE_RUN.fullmatch(term) and any(c in CJK_FUNCTION_CHARS for c in term):
