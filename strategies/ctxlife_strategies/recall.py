@@ -203,7 +203,10 @@ class Recall(ctxlife.Strategy):
             # matches it; small talk gets nothing.
             need = need_for_past(_text(messages[turn]))
             if need == "none":
-                self._search_for(ctx.store).index(ctx.session_id)  # kept fresh: O(new records)
+                visible = live_keys(messages)  # kept fresh: O(new records), none while they are in view
+                self._search_for(ctx.store).index(
+                    ctx.session_id, defer=lambda record: (record.role, record.text) in visible
+                )
                 ctx.record("skipped", reason="small_talk")
                 return
             # A question that does not say it refers to the past is searched as one that does; it

@@ -6,6 +6,8 @@ import json
 import sqlite3
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxlife.recall import (
     HistoryIndex,
@@ -411,3 +413,86 @@ def test_a_small_block_shows_every_turn_before_any_neighbouring_message():
     text, shown = render(found, count(RECALL_HEADER) + turns + 30, count)
     assert text is not None and len(shown) == 2
     assert "Iron Harbor" in text and "Rue Verte" in text
+
+
+# -- cost bounds that must not change what is found -----------------------------------------------
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=st.text(alphabet=list("ab c_-é1日本语我们 \n.ingsé"), max_size=40),
+    question=st.text(alphabet=list("ab c_-é1日本语我们 .ingsé"), min_size=1, max_size=8),
+)
+def test_terms_are_counted_as_their_pattern_finds_them(text, question):
+    # Turns are scored by counting terms without a pattern per term; the count must be the pattern's.
+    from ctxlife.recall.text import count_term, term_pattern
+
+    lower = text.casefold()
+    for term in query_terms(question):
+        assert count_term(lower, term) == len(term_pattern(term).findall(lower))
+        assert count_term(lower, term, first=True) == (1 if term_pattern(term).search(lower) else 0)
+
+
+def test_a_search_matching_too_many_documents_keeps_its_rarest_terms():
+    index = HistoryIndex()
+    index.MAX_MATCHES = 20
+    index.add(
+        records(
+            *chat(*[("user", f"Note {i}: groceries, errands and a call.") for i in range(2000)]),
+            *chat(*[("user", f"The weather report for day {i}.") for i in range(50)]),  # under 3% of them
+            *chat(("user", "The weather at the Skarnes lighthouse was wild.")),
+        )
+    )
+    hits = index.search("What was the weather like at the Skarnes lighthouse?", limit=5)
+    assert hits and all("Skarnes" in hit.text for hit in hits)
+    # With the bound lifted, the common word brings in the rest.
+    index.MAX_MATCHES = 10_000
+    assert any("Skarnes" not in hit.text for hit in index.search("weather Skarnes lighthouse", limit=5))
+
+
+def test_records_held_back_while_in_view_are_found_once_they_leave_it(tmp_path):
+    from ctxlife.recall import HistorySearch
+    from ctxlife.sessions import open_store
+
+    with open_store(f"file://{tmp_path}/sessions") as store:
+        search = HistorySearch(store, index_dir="memory")
+        shown: set[str] = set()
+
+        def in_view(record) -> bool:
+            return record.text in shown
+
+        def find(question: str) -> list[str]:
+            return [r.text for p in search.passages("s", question, in_view=in_view, min_score=0.0) for r in p.records]
+
+        first = chat(("user", "My locker code is 4471."), ("assistant", "Noted: the locker code."))
+        store.append("s", first)
+        shown |= {m["content"] for m in first}
+        assert find("locker code") == []  # in view: nothing to recall, and nothing written yet
+        assert search.index("s", defer=in_view).last_seq == 0
+        second = chat(("user", "And the bike lock is 9031."), ("assistant", "Noted: the bike lock."))
+        store.append("s", second)
+        shown |= {m["content"] for m in second}
+        assert find("bike lock") == []
+        assert search.index("s", defer=in_view).last_seq == 0
+        shown = {second[1]["content"]}  # compaction dropped the rest from view
+        assert "My locker code is 4471." in find("locker code")
+        assert "And the bike lock is 9031." in find("bike lock")
+        assert search.index("s").last_seq == 4
+        search.close()
+
+
+def test_a_removal_is_applied_at_once_even_while_records_are_held_back(tmp_path):
+    from ctxlife.recall import HistorySearch
+    from ctxlife.sessions import open_store
+
+    with open_store(f"file://{tmp_path}/sessions") as store:
+        store.append("s", chat(("user", "My PIN is 5512."), ("assistant", "Noted.")))
+        search = HistorySearch(store, index_dir="memory")
+        assert search.passages("s", "PIN", min_score=0.0)  # indexed
+        newer = chat(("user", "Thanks."), ("assistant", "You are welcome."))
+        store.append("s", newer)
+        visible = {m["content"] for m in newer}
+        assert search.passages("s", "PIN", in_view=lambda r: r.text in visible, min_score=0.0)
+        store.erase("s", [1])
+        assert search.passages("s", "PIN", in_view=lambda r: r.text in visible, min_score=0.0) == []
+        search.close()

@@ -28,9 +28,9 @@ from urllib.parse import unquote
 from ctxlife.events import emit
 from ctxlife.messages import RECALL_PREFIX
 from ctxlife.recall.index import HistoryIndex, Hit, StoredRecord
-from ctxlife.recall.records import CHUNK_CHARS, Record, message_text
-from ctxlife.recall.text import TERM, dates_in, index_text, query_terms, term_pattern
-from ctxlife.sessions import fingerprint
+from ctxlife.recall.records import CHUNK_CHARS, IndexableRecord, Record, message_text
+from ctxlife.recall.text import TermCounts, count_term, dates_in, query_terms, term_pattern
+from ctxlife.sessions import RawRecord, fingerprint
 
 MEMORY = "memory"
 
@@ -71,7 +71,7 @@ def _local_index_dir(store: Any) -> Path | None:
     return default_index_dir(getattr(store, "url", "") or "")
 
 
-def read_records(store: Any, session_id: str, after_seq: int) -> list[Record]:
+def read_records(store: Any, session_id: str, after_seq: int) -> list[IndexableRecord]:
     """The raw-history records of a session after ``after_seq`` (all of them with ``0``).
 
     Uses the store's incremental reader (``read_records``) when it has one, else ``read_raw``
@@ -79,8 +79,11 @@ def read_records(store: Any, session_id: str, after_seq: int) -> list[Record]:
     """
     reader = getattr(store, "read_records", None)
     if callable(reader):
-        out = []
-        for raw in reader(session_id, after_seq=after_seq):
+        raws = reader(session_id, after_seq=after_seq)
+        if all(type(raw) is RawRecord for raw in raws):
+            return list(raws)  # a ctxlife store's records: the index reads them as they are
+        out: list[IndexableRecord] = []
+        for raw in raws:
             target = getattr(raw, "target", None)
             out.append(
                 Record(
@@ -98,6 +101,19 @@ def read_records(store: Any, session_id: str, after_seq: int) -> list[Record]:
         Record(after_seq + 1 + i, message, fingerprint=fingerprint(message))
         for i, message in enumerate(store.read_raw(session_id, start=after_seq))
     ]
+
+
+def _as_stored(record: IndexableRecord) -> StoredRecord:
+    """A new record as the index would keep it (what an ``in_view`` test reads: role and text)."""
+    message = record.message
+    return StoredRecord(
+        seq=record.seq,
+        role=str(message.get("role") or ""),
+        text=message_text(message).strip(),
+        recorded_at=record.recorded_at,
+        day=None,
+        view=record.view,
+    )
 
 
 def _head(store: Any, session_id: str) -> int:
@@ -160,6 +176,7 @@ class HistorySearch:
             self.index_dir = Path(index_dir).expanduser()
         self._indexes: OrderedDict[str, HistoryIndex] = OrderedDict()
         self._verified: set[str] = set()  # sessions whose index was checked against the history
+        self._deferred: dict[str, list[IndexableRecord]] = {}  # new records in view, not indexed yet (see index)
         self._lock = threading.Lock()
         self._reader: Any = None
 
@@ -190,8 +207,18 @@ class HistorySearch:
                 return None if folder is None else Path(folder) / "recall.sqlite"
         return None if self.index_dir is None else self.index_dir / f"{session_id}.sqlite"
 
-    def index(self, session_id: str) -> HistoryIndex:
-        """The session's index, brought up to date with its raw history."""
+    #: Most new records held back from the index while the model has them in view (see :meth:`index`).
+    MAX_DEFERRED = 64
+
+    def index(self, session_id: str, *, defer: Callable[[StoredRecord], bool] | None = None) -> HistoryIndex:
+        """The session's index, brought up to date with its raw history.
+
+        ``defer``: whether a new record is in view (the model has it in the list it is sent). New
+        records that all are (the latest reply, the question) are held back, up to
+        :attr:`MAX_DEFERRED`: a search would skip them anyway, and each write to the index costs a
+        transaction. They are written together when one leaves the view (compaction dropped it),
+        when an edit or removal comes, and by any call without ``defer``.
+        """
         evicted: list[HistoryIndex] = []
         with self._lock:
             index = self._indexes.get(session_id)
@@ -200,6 +227,7 @@ class HistorySearch:
                 index = None
             if index is None:
                 self._verified.discard(session_id)
+                self._deferred.pop(session_id, None)
                 index = self._indexes[session_id] = HistoryIndex(
                     self.index_path(session_id), chunk_chars=self.chunk_chars
                 )
@@ -208,10 +236,10 @@ class HistorySearch:
                 evicted.append(self._indexes.popitem(last=False)[1])
         for old in evicted:
             old.close()
-        self._sync(session_id, index)
+        self._sync(session_id, index, defer)
         return index
 
-    def _sync(self, session_id: str, index: HistoryIndex) -> None:
+    def _sync(self, session_id: str, index: HistoryIndex, defer: Callable[[StoredRecord], bool] | None = None) -> None:
         """Apply the records recorded since the index's last one; rebuild when the history changed under it.
 
         When the history is shorter than the index (the session was deleted), and when an index is
@@ -226,10 +254,15 @@ class HistorySearch:
         last = index.last_seq
         reader = self._records_reader()
         verify = last > 0 and session_id not in self._verified
-        records = read_records(reader, session_id, max(last - 1, 0) if verify else last)
-        if last > 0 and not verify and not records and _head(reader, session_id) < last:
+        with self._lock:
+            held = [r for r in self._deferred.pop(session_id, []) if r.seq > last]
+        if verify or (held and held[0].seq != last + 1):
+            held = []  # they no longer follow the index (another process indexed part of them)
+        read_from = held[-1].seq if held else last
+        records = read_records(reader, session_id, max(last - 1, 0) if verify else read_from)
+        if read_from > 0 and not verify and not records and _head(reader, session_id) < read_from:
             verify = True  # the history is shorter than the index: the session was deleted
-            records = []
+            records = held = []
         if verify:
             known = index.last_fingerprint
             head = records[0] if records and records[0].seq == last else None
@@ -240,6 +273,16 @@ class HistorySearch:
             else:
                 records = records[1:]
         self._verified.add(session_id)
+        records = held + records
+        if (
+            records
+            and defer is not None
+            and len(records) <= self.MAX_DEFERRED
+            and all((r.op or "add") == "add" and defer(_as_stored(r)) for r in records)
+        ):
+            with self._lock:
+                self._deferred[session_id] = records
+            return
         if records:
             index.add(records)
 
@@ -252,12 +295,14 @@ class HistorySearch:
         """Close and drop the session's index (its file stays: it is rebuilt or reused on next use)."""
         with self._lock:
             index = self._indexes.pop(session_id, None)
+            self._deferred.pop(session_id, None)
         if index is not None:
             index.close()
 
     def close(self) -> None:
         with self._lock:
             indexes, self._indexes = list(self._indexes.values()), OrderedDict()
+            self._deferred.clear()
             reader, self._reader = self._reader, None
         for index in indexes:
             index.close()
@@ -286,7 +331,7 @@ class HistorySearch:
         that are not in view either; overlapping passages are merged. ``view`` keeps to the records of
         one view (an agent's or task's lane; None: the whole session).
         """
-        index = self.index(session_id)
+        index = self.index(session_id, defer=in_view)
         return passages_from(
             index,
             query,
@@ -332,28 +377,28 @@ def passages_from(
     ]
     if not hits and not any(found for _, found in parts):
         return []
-    reach = context + _UNIT_REACH
     every = [h for found in (hits, *(found for _, found in parts)) for h in found]
-    nearby = index.records(s for h in every for s in range(h.seq - reach, h.seq + reach + 1))
-    said = "\n".join(f"{h.head}\n{h.text}" for h in every if h.seq in nearby and not in_view(nearby[h.seq]))
+    nearby = _nearby(index, every, context)
+    said = "\n".join(f"{h.head}\n{h.text}" for h in every if h.seq in nearby and not in_view(nearby[h.seq])).casefold()
 
     def weights_of(text: str) -> dict[str, float]:
         # A term no match holds (a bigram across a word boundary, a word never said) can be held by
         # no passage: it does not count in what share of the question a passage holds.
         weights = index.term_weights(query_terms(text))
-        return {t: w for t, w in weights.items() if term_pattern(t).search(said.casefold())} or weights
+        return {t: w for t, w in weights.items() if count_term(said, t, first=True)} or weights
 
     weights = weights_of(query)
-    chosen = _best_turns(hits, nearby, weights, query, limit, in_view, min_score, min_coverage, tool_weight)
+    turns = _Turns(nearby, in_view)
+    chosen = _best_turns(hits, turns, weights, query, limit, min_score, min_coverage, tool_weight)
     if parts:
         firsts = [
             hit
             for part, found in parts
-            for hit in _best_turns(found, nearby, weights_of(part), part, 1, in_view, min_score, 0.0, tool_weight)
+            for hit in _best_turns(found, turns, weights_of(part), part, 1, min_score, 0.0, tool_weight)
         ]
         ordered: dict[int, Hit] = {}
         for hit in [*chosen[:1], *firsts, *chosen[1:]]:
-            ordered.setdefault(_span(hit.seq, nearby, 0)[0][0], hit)  # one passage per turn
+            ordered.setdefault(turns.core(hit.seq)[0], hit)  # one passage per turn
         chosen = list(ordered.values())[:limit]
     out: list[Passage] = []
     cores = {hit.seq: _span(hit.seq, nearby, context) for hit in chosen}
@@ -389,6 +434,29 @@ def passages_from(
     return out
 
 
+def _nearby(index: HistoryIndex, hits: Sequence[Hit], context: int) -> dict[int, StoredRecord]:
+    """The records :func:`_span` reads for these matches.
+
+    A chat turn (a message, its reply, the user's answer to a reply that asks) lies within two
+    records of its match, plus ``context`` on each side; only a match near a tool call or result
+    needs the wider reach of a tool call and its results.
+    """
+    near = context + 2
+    found = index.records(s for h in hits for s in range(h.seq - near, h.seq + near + 1))
+    tools = [
+        h
+        for h in hits
+        if any(
+            (r := found.get(s)) is not None and (r.calls or r.role == "tool")
+            for s in range(h.seq - near, h.seq + near + 1)
+        )
+    ]
+    if tools:
+        reach = context + _UNIT_REACH
+        found.update(index.records(s for h in tools for s in range(h.seq - reach, h.seq + reach + 1)))
+    return found
+
+
 #: Where a question splits into parts: at the end of a sentence, or before a second question word
 #: ("..., and which ...", "……，哪……").
 _PART_BREAK = re.compile(
@@ -412,13 +480,38 @@ _K1, _B = 1.2, 0.75
 _PARTNER_CHARS = 2 * CHUNK_CHARS
 
 
+class _Turns:
+    """The turns of one search's matches, each read once: a question and its parts rank the same turns."""
+
+    def __init__(self, nearby: dict[int, StoredRecord], in_view: Callable[[StoredRecord], bool]) -> None:
+        self.nearby = nearby
+        self.in_view = in_view
+        self._cores: dict[int, tuple[int, ...]] = {}
+        self._texts: dict[tuple[int, int], TermCounts] = {}
+
+    def core(self, seq: int) -> tuple[int, ...]:
+        found = self._cores.get(seq)
+        if found is None:
+            found = self._cores[seq] = tuple(_span(seq, self.nearby, 0)[0])
+        return found
+
+    def text(self, hit: Hit, core: tuple[int, ...]) -> TermCounts:
+        """The turn's text as a match shows it: the matching chunk, then its partners (cut short)."""
+        found = self._texts.get((hit.seq, hit.part))
+        if found is None:
+            nearby, in_view = self.nearby, self.in_view
+            parts = [f"{hit.head}\n{hit.text}" if hit.head else hit.text]
+            parts += [nearby[s].text[:_PARTNER_CHARS] for s in core if s != hit.seq and not in_view(nearby[s])]
+            found = self._texts[(hit.seq, hit.part)] = TermCounts("\n".join(parts).casefold())
+        return found
+
+
 def _best_turns(
     hits: Sequence[Hit],
-    nearby: dict[int, StoredRecord],
+    turns: _Turns,
     weights: dict[str, float],
     query: str,
     limit: int,
-    in_view: Callable[[StoredRecord], bool],
     min_score: float,
     min_coverage: float,
     tool_weight: float,
@@ -432,26 +525,22 @@ def _best_turns(
     question's words alone. Matches on a day the query names keep their place first.
     """
     total = sum(weights.values()) or 1.0
-    patterns = [(term_pattern(t), w) for t, w in weights.items()]
     named_days = {f"{m:02d}-{d:02d}" for m, d in dates_in(query)}
     scored: dict[tuple[int, ...], tuple[tuple[int, float], Hit]] = {}
     lengths: dict[tuple[int, ...], int] = {}
     counts: dict[tuple[int, ...], list[tuple[int, float]]] = {}
     for hit in hits:
-        record = nearby.get(hit.seq)
+        record = turns.nearby.get(hit.seq)
         dated = 0 if named_days and (hit.day or "")[5:] in named_days else 1
         # Said on the day the query names: the date is the match (a question may have no other word).
-        if record is None or (hit.score < min_score and dated) or in_view(record):
+        if record is None or (hit.score < min_score and dated) or turns.in_view(record):
             continue
-        core, _ = _span(hit.seq, nearby, 0)
-        key = tuple(core)
+        key = turns.core(hit.seq)
         if key in counts:
             continue  # one passage per turn (its best match)
-        parts = [f"{hit.head}\n{hit.text}" if hit.head else hit.text]
-        parts += [nearby[s].text[:_PARTNER_CHARS] for s in core if s != hit.seq and not in_view(nearby[s])]
-        lower = "\n".join(parts).casefold()
-        counts[key] = [(len(pattern.findall(lower)), w) for pattern, w in patterns]
-        lengths[key] = len(TERM.findall(index_text(lower))) or 1
+        text = turns.text(hit, key)
+        counts[key] = [(text.count(t), w) for t, w in weights.items()]
+        lengths[key] = text.length or 1
         if min_coverage > 0 and sum(w for n, w in counts[key] if n) < min_coverage * total:
             del counts[key]
             continue  # it shares only a minor part of the question (a file suffix, a common word)

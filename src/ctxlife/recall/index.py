@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxlife.errors import CtxlifeError
-from ctxlife.recall.records import CHUNK_CHARS, Document, Record, message_text, text_documents
+from ctxlife.recall.records import CHUNK_CHARS, Document, IndexableRecord, message_text, text_documents
 from ctxlife.recall.text import dates_in, index_text, query_terms, term_pattern
 
 #: Bumped when the schema or the tokenization changes: an index of another version is rebuilt.
@@ -141,7 +141,10 @@ class HistoryIndex:
         # weigh terms, and recomputing them on every add made every search pay for them again.
         self._df: dict[str, int] = {}
         self._df_docs = self._docs
-        self._memo: dict[int, tuple[Any, ...] | None] = {}  # see _rows; emptied by every write
+        # Rows read lately (see _rows) and the records made of them: a write that replaces or removes
+        # a record empties both; an addition forgets only the slots it filled.
+        self._memo: dict[int, tuple[Any, ...] | None] = {}
+        self._stored: dict[int, StoredRecord] = {}
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -179,7 +182,7 @@ class HistoryIndex:
             self._docs = 0
             self._views = set()
             self._df = {}
-            self._memo = {}
+            self._forget_rows()
             self._give_back_pages()
 
     def _give_back_pages(self) -> None:
@@ -203,7 +206,7 @@ class HistoryIndex:
             if last != self._last_seq:
                 self._docs = self._count_docs()
                 self._views = self._read_views()
-                self._memo = {}
+                self._forget_rows()
             self._last_seq = last
             return last
 
@@ -221,7 +224,7 @@ class HistoryIndex:
 
     # -- adding ------------------------------------------------------------------------------
 
-    def add(self, records: Iterable[Record]) -> int:
+    def add(self, records: Iterable[IndexableRecord]) -> int:
         """Apply the records past :attr:`last_seq` (add, replace, remove); return how many changed the index.
 
         Records at or below :attr:`last_seq` are skipped, so feeding the same records twice (or from
@@ -230,6 +233,8 @@ class HistoryIndex:
         waiting for a merge).
         """
         changed = 0
+        filled: list[int] = []
+        edited = False
         with self._lock:
             docs = self._docs
             try:
@@ -238,22 +243,27 @@ class HistoryIndex:
                 if last != self._last_seq:
                     self._docs = self._count_docs()  # another process wrote since: its count
                 fp: str | None = None
-                todo: list[Record] = []
+                todo: list[IndexableRecord] = []
                 for record in records:
                     if record.seq > last:
                         todo.append(record)
                         last, fp = record.seq, record.fingerprint
-                final = {_slot(record): i for i, record in enumerate(todo)}  # the last record of each slot
-                adds: list[Record] = []  # consecutive additions, written together
-                for i, record in enumerate(todo):
-                    kept = final.get(_slot(record)) == i
-                    if (record.op or "add") == "add":
-                        if kept:
-                            adds.append(record)
-                    else:
-                        changed += self._insert_many(adds) + self._apply(record, insert=kept)
-                        adds = []
-                changed += self._insert_many(adds)
+                filled = [record.seq for record in todo if (record.op or "add") == "add"]
+                edited = len(filled) < len(todo)
+                if not edited:  # additions only (the usual case): each to a slot of its own
+                    changed += self._insert_many(todo)
+                else:
+                    final = {_slot(record): i for i, record in enumerate(todo)}  # the last record of each slot
+                    adds: list[IndexableRecord] = []  # consecutive additions, written together
+                    for i, record in enumerate(todo):
+                        kept = final.get(_slot(record)) == i
+                        if (record.op or "add") == "add":
+                            if kept:
+                                adds.append(record)
+                        else:
+                            changed += self._insert_many(adds) + self._apply(record, insert=kept)
+                            adds = []
+                    changed += self._insert_many(adds)
                 if changed:
                     self._set_meta("docs", str(self._docs))
                 if last != self._last_seq or fp is not None:
@@ -266,12 +276,17 @@ class HistoryIndex:
                 self._docs = docs  # nothing was written
                 raise IndexError_(f"cannot write the history index {self.path or ':memory:'}: {exc}") from None
             self._last_seq = last
-            self._memo = {}
+            if edited:
+                self._forget_rows()
+            else:  # additions only: the rows read before are unchanged, the slots filled were empty
+                for seq in filled:
+                    self._memo.pop(seq, None)
+                    self._stored.pop(seq, None)
             if changed:
                 self._give_back_pages()
         return changed
 
-    def _apply(self, record: Record, *, insert: bool = True) -> int:
+    def _apply(self, record: IndexableRecord, *, insert: bool = True) -> int:
         """A replace or remove record (an addition goes through :meth:`_insert_many`); ``insert``:
         False when a later record replaces the new text again."""
         op = record.op or "add"
@@ -312,7 +327,7 @@ class HistoryIndex:
             return int(kept)
         return int(self._db.execute("SELECT count(*) FROM fts_docsize").fetchone()[0])
 
-    def _insert_many(self, records: Sequence[Record], slot: int | None = None) -> int:
+    def _insert_many(self, records: Sequence[IndexableRecord], slot: int | None = None) -> int:
         """Insert records (at their own seq, or at ``slot`` for a replacement) and their documents.
 
         A slot that already holds a record keeps it (as ``INSERT OR IGNORE`` would): its postings
@@ -327,6 +342,7 @@ class HistoryIndex:
         }
         rows: list[tuple[Any, ...]] = []
         bodies: list[tuple[int, str]] = []
+        chunk_chars = self.chunk_chars
         for record, at in zip(records, slots, strict=True):
             if at in taken:
                 continue
@@ -334,24 +350,16 @@ class HistoryIndex:
             message = record.message if isinstance(record.message, dict) else {}
             role = str(message.get("role") or "")
             text = message_text(message).strip()
-            rows.append(
-                (
-                    at,
-                    role,
-                    record.recorded_at,
-                    _month_day(record.recorded_at),
-                    record.view,
-                    int(_calls_tools(message)),
-                    text,
-                )
-            )
-            self._note_view(record.view)
-            if len(text) <= self.chunk_chars:  # one document, numbered as its record (text_documents' rule)
+            at_time, view = record.recorded_at, record.view
+            rows.append((at, role, at_time, _month_day(at_time), view, int(_calls_tools(message)), text))
+            if view not in self._views:
+                self._note_view(view)
+            if len(text) <= chunk_chars:  # one document, numbered as its record (text_documents' rule)
                 if text:
-                    bodies.append((at, index_text(text)))
+                    bodies.append((at, text if text.isascii() else index_text(text)))
             else:
                 bodies += [
-                    (_doc_id(doc), index_text(_body(doc))) for doc in text_documents(at, role, text, self.chunk_chars)
+                    (_doc_id(doc), index_text(_body(doc))) for doc in text_documents(at, role, text, chunk_chars)
                 ]
         self._db.executemany(
             "INSERT INTO records (seq, role, recorded_at, md, view, calls, text) VALUES (?, ?, ?, ?, ?, ?, ?)", rows
@@ -453,8 +461,12 @@ class HistoryIndex:
                 self._memo = memo = {seq: memo[seq] for seq in asked}
         return {seq: row for seq in asked if (row := memo.get(seq)) is not None}
 
-    #: Most rows :meth:`_rows` remembers.
-    _MEMO_ROWS = 2048
+    #: Most rows :meth:`_rows` (and records :meth:`records`) remembers.
+    _MEMO_ROWS = 4096
+
+    def _forget_rows(self) -> None:
+        self._memo = {}
+        self._stored = {}
 
     def _hit(self, row: tuple[Any, ...], part: int, score: float, doc: Document | None = None) -> Hit:
         """The hit for document ``part`` of a stored row (its chunk cut again from the record's text)."""
@@ -510,6 +522,12 @@ class HistoryIndex:
     #: remain): they barely change the ranking and cost the most (every document that has them is scored).
     COMMON_SHARE = 0.03
 
+    #: FTS5 scores every document a search matches (about 3 µs each): past this many matches, the
+    #: search keeps the rarest terms that stay under it (at least one). This bounds a search's cost
+    #: as a history grows (it rarely binds below 10,000 documents); the turns found are then ranked
+    #: with every term of the question.
+    MAX_MATCHES = 1500
+
     def _discriminating(self, terms: Sequence[str]) -> list[str]:
         if len(terms) < 2:
             return list(terms)
@@ -517,8 +535,17 @@ class HistoryIndex:
         if total < 200:  # small histories are cheap to search whole
             return list(terms)
         limit = self.COMMON_SHARE * total
-        kept = [t for t in terms if self._doc_freq(t) <= limit]
-        return kept or list(terms)
+        kept = [t for t in terms if self._doc_freq(t) <= limit] or list(terms)
+        if sum(self._doc_freq(t) for t in kept) <= self.MAX_MATCHES:
+            return kept
+        rarest: list[str] = []
+        matches = 0
+        for term in sorted(kept, key=self._doc_freq):
+            matches += self._doc_freq(term)
+            if rarest and matches > self.MAX_MATCHES:
+                break
+            rarest.append(term)
+        return [t for t in kept if t in rarest]  # in the question's order
 
     def _doc_freq(self, term: str) -> int:
         if abs(self._docs - self._df_docs) * 10 > self._df_docs + 100:
@@ -546,11 +573,17 @@ class HistoryIndex:
     def records(self, seqs: Iterable[int]) -> dict[int, StoredRecord]:
         """The stored records with these sequence numbers (those the index has)."""
         with self._lock:
-            rows = self._rows(set(seqs))
-        return {
-            seq: StoredRecord(seq=seq, role=role, text=text, recorded_at=at, day=_day(at), view=view, calls=bool(calls))
-            for seq, role, at, view, calls, text in rows.values()
-        }
+            asked = set(seqs)
+            stored = self._stored
+            missing = [seq for seq in asked if seq not in stored]
+            if missing:
+                for seq, role, at, view, calls, text in self._rows(missing).values():
+                    stored[seq] = StoredRecord(
+                        seq=seq, role=role, text=text, recorded_at=at, day=_day(at), view=view, calls=bool(calls)
+                    )
+                if len(stored) > self._MEMO_ROWS:
+                    self._stored = stored = {seq: stored[seq] for seq in asked if seq in stored}
+            return {seq: found for seq in asked if (found := stored.get(seq)) is not None}
 
     def recent_keys(self, count: int) -> set[tuple[str, str]]:
         """(role, text) of the ``count`` latest records (by slot)."""
@@ -613,7 +646,7 @@ def _month_day(recorded_at: float | None) -> int | None:
     return found[1] if found else None
 
 
-def _slot(record: Record) -> int | None:
+def _slot(record: IndexableRecord) -> int | None:
     """The slot a record writes: its own for an addition, its target for a replace or remove."""
     op = record.op or "add"
     if op == "add":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 #: Tool results and other long texts are split into chunks of about this many characters.
 CHUNK_CHARS = 1_200
@@ -43,6 +43,25 @@ class Record:
     op: str = "add"
     target: int | None = None
     fingerprint: str | None = None
+
+
+class IndexableRecord(Protocol):
+    """What the index reads of a record: a :class:`Record`, or a store's ``RawRecord`` as it is."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def message(self) -> dict[str, Any]: ...
+    @property
+    def recorded_at(self) -> float | None: ...
+    @property
+    def view(self) -> str | None: ...
+    @property
+    def op(self) -> str: ...
+    @property
+    def target(self) -> int | None: ...
+    @property
+    def fingerprint(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,6 +149,52 @@ def term_pattern(term: str) -> re.Pattern[str]:
     return re.compile(r"(?<![^\W_])" + re.escape(stem(term)))
 
 
+class TermCounts:
+    """How often search terms occur in a case-folded text, as :func:`term_pattern` finds them.
+
+    ``length``: how many terms the index sees in the text (BM25's document length).
+    """
+
+    __slots__ = ("lower", "length")
+
+    def __init__(self, lower: str) -> None:
+        self.lower = lower
+        self.length = len(TERM.findall(lower if lower.isascii() else index_text(lower)))
+
+    def count(self, term: str) -> int:
+        return count_term(self.lower, term)
+
+
+def count_term(lower: str, term: str, *, first: bool = False) -> int:
+    """How many times :func:`term_pattern` finds ``term`` in the case-folded ``lower`` (with ``first``:
+    1 as soon as once), without compiling a pattern: questions bring new terms on every call.
+
+    A word term matches where its stem starts a word: after a character that is not a letter or a
+    digit (``[^\\W_]`` is exactly ``str.isalnum``), as the pattern's look-behind says.
+    """
+    anywhere, literal = _term_literal(term)
+    if anywhere:
+        return min(lower.count(literal), 1) if first else lower.count(literal)  # a bigram, a lone character
+    found, at, size = 0, lower.find(literal), len(literal)
+    while at >= 0:
+        if at == 0 or not lower[at - 1].isalnum():
+            found += 1
+            if first:
+                break
+            at = lower.find(literal, at + size)
+        else:
+            at = lower.find(literal, at + 1)
+    return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _term_literal(term: str) -> tuple[bool, str]:
+    """Whether :func:`term_pattern` finds ``term`` anywhere (a bigram), and the text every match holds."""
+    if _NO_SPACE_RUN.match(term):
+        return True, term
+    return False, stem(term)
+
+
 def dates_in(text: str) -> list[tuple[int, int]]:
     """Calendar dates a question names, as ``(month, day)`` pairs, in order of appearance, once each."""
     text = normalize(text)

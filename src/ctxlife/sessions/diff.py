@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from difflib import SequenceMatcher
+from typing import Protocol
 
 from ctxlife.messages import common_prefix
 from ctxlife.sessions.base import ADD, REMOVE, REPLACE
 
-__all__ = ["Edit", "Script", "common_prefix", "edit_script"]
+__all__ = ["Edit", "Hidden", "HiddenMessages", "Script", "common_prefix", "edit_script"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -58,10 +59,32 @@ class Script:
     shared: int = 0  # how many of the caller's messages are the mirror's (same place in the order)
 
 
+class Hidden(Protocol):
+    """The view's current messages a mirror lacks, by place (a slot's place in ``order``)."""
+
+    def between(self, low: int, high: int) -> Iterable[tuple[int, int, str]]:
+        """``(place, slot, fingerprint)`` of those with ``low < place < high``, in order of place."""
+        ...
+
+
+class HiddenMessages:
+    """:class:`Hidden` over a list of ``(slot, fingerprint)``."""
+
+    def __init__(self, messages: Sequence[tuple[int, str]], order: dict[int, int]) -> None:
+        self._places = sorted((order[slot], slot, fp) for slot, fp in messages if slot in order)
+        self._keys = [place for place, _, _ in self._places]
+
+    def between(self, low: int, high: int) -> Iterator[tuple[int, int, str]]:
+        k = bisect.bisect_right(self._keys, low)
+        while k < len(self._places) and self._places[k][0] < high:
+            yield self._places[k]
+            k += 1
+
+
 def edit_script(
     mirror: Sequence[tuple[int, str]],
     caller: Sequence[tuple[int, str]],
-    hidden: Sequence[tuple[int, str]],
+    hidden: Sequence[tuple[int, str]] | Hidden,
     order: dict[int, int],
     *,
     removals: bool = True,
@@ -73,7 +96,8 @@ def edit_script(
         mirror: ``(slot, fingerprint)`` of the mirror's recordable messages, in order.
         caller: ``(list index, fingerprint)`` of the caller's recordable messages, in order.
         hidden: ``(slot, fingerprint)`` of the view's current messages the mirror lacks (what a
-            compaction evicted, what others appended).
+            compaction evicted, what others appended), or a :class:`Hidden` that finds them by
+            place (the recorder's: it reads only the places an added message can take).
         order: the place of every current slot of the view in conversation order.
         removals: whether messages the caller lacks are removed. False for a mirror that is not
             a list the caller held (the view as the store has it, which may hold what a
@@ -148,7 +172,7 @@ def _map_hidden(
     caller: Sequence[tuple[int, str]],
     slots: dict[int, int],
     edits: list[Edit],
-    hidden: Sequence[tuple[int, str]],
+    hidden: Sequence[tuple[int, str]] | Hidden,
     order: dict[int, int],
 ) -> None:
     """A new message equal to a view message the mirror lacks, lying between the same neighbours,
@@ -156,8 +180,7 @@ def _map_hidden(
     adds = {e.index for e in edits if e.op == ADD}
     if not adds or not hidden:
         return
-    places = sorted((order[slot], slot, fp) for slot, fp in hidden if slot in order)
-    keys = [p for p, _, _ in places]
+    found = hidden if hasattr(hidden, "between") else HiddenMessages(hidden, order)
     end = len(order) + 1
     # the place of the next mapped message after each caller position (the upper bound)
     upper = [end] * len(caller)
@@ -177,16 +200,13 @@ def _map_hidden(
             continue
         if index not in adds:
             continue
-        k = bisect.bisect_right(keys, lower)
-        while k < len(places) and places[k][0] < upper[pos]:
-            place, hidden_slot, hidden_fp = places[k]
+        for place, hidden_slot, hidden_fp in found.between(lower, upper[pos]):
             if hidden_fp == fp and hidden_slot not in used:
                 slots[index] = hidden_slot
                 used.add(hidden_slot)
                 kept.add(index)
                 lower = place
                 break
-            k += 1
     if kept:
         edits[:] = [e for e in edits if not (e.op == ADD and e.index in kept)]
 

@@ -139,6 +139,24 @@ def _same_file(fd: int, path: Path) -> bool:
     return (st.st_dev, st.st_ino) == (fst.st_dev, fst.st_ino)
 
 
+def _parse_bulk(data: bytes, end: int, lines: int) -> list[RawRecord] | None:
+    """The records of ``data[:end]`` (complete lines) decoded in one ``json.loads``, or None when a
+    line is not a valid record (the caller then reads line by line and says which).
+
+    A stored line is one JSON document and never holds a raw line break (JSON escapes it in
+    strings), so the lines joined with commas are one JSON array.
+    """
+    if end == 0:
+        return []
+    try:
+        values = json.loads(b"[" + data[: end - 1].replace(b"\n", b",") + b"]")
+        if not isinstance(values, list) or len(values) != data.count(b"\n", 0, end):
+            return None  # a line holding two documents: not a record
+        return [decode_record(value, lines + i + 1) for i, value in enumerate(values)]
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
 def _read_range(fd: int, start: int, end: int) -> bytes:
     parts = []
     offset = start
@@ -417,8 +435,18 @@ class FileStore(SessionStore):
                 reason="no trailing newline",
                 bytes=len(data) - complete_end,
             )
+        bulk = _parse_bulk(data, complete_end, lines)
+        if bulk is not None:  # every line valid (the usual file): decoded in one call
+            for record in bulk:
+                if keep and record.seq > after_seq and (view is None or record.view == view):
+                    records.append(record)
+            if bulk:
+                last = data.rfind(b"\n", 0, complete_end - 1) + 1
+                last_start, last_line, seq = base.offset + last, data[last : complete_end - 1], bulk[-1].seq
+            lines += len(bulk)
+            pos = complete_end
         bad: list[tuple[int, int, str]] = []  # (offset in data, line number, problem) not yet judged
-        good_end = 0  # offset in data just after the last valid line
+        good_end = complete_end if bulk is not None else 0  # offset in data just after the last valid line
         while pos < complete_end:
             nl = data.index(b"\n", pos)
             line = data[pos:nl]

@@ -49,7 +49,7 @@ import contextlib
 import dataclasses
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ctxlife.errors import StoreError
@@ -208,6 +208,38 @@ class _View:
     # What the host found comparing the caller's list with the list it handed back last (see
     # Recorder.expect): the list object, its messages as compared, and the agreement.
     hint: tuple[Sequence[Any], list[Any], Agreement] | None = None
+    # Bumped when the tail changes other than by appending at its end (see order()).
+    reorders: int = 0
+    _order: tuple[list[_Entry], int, dict[int, int]] | None = dataclasses.field(default=None, repr=False)
+
+    def order(self) -> dict[int, int]:
+        """The place of each of the view's current slots in :attr:`tail`; kept from call to call and
+        extended by what was appended (a diff then costs what changed, not the view's length)."""
+        tail = self.tail
+        kept = self._order
+        if kept is None or kept[0] is not tail or kept[1] != self.reorders or len(kept[2]) > len(tail):
+            order = {e.seq: i for i, e in enumerate(tail)}
+        else:
+            order = kept[2]
+            for i in range(len(order), len(tail)):
+                order[tail[i].seq] = i
+        self._order = (tail, self.reorders, order)
+        return order
+
+
+class _TailHidden:
+    """The tail's messages a mirror lacks, found by place (a :class:`~ctxlife.sessions.diff.Hidden`)."""
+
+    def __init__(self, tail: list[_Entry], in_mirror: set[int]) -> None:
+        self.tail = tail
+        self.in_mirror = in_mirror
+
+    def between(self, low: int, high: int) -> Iterator[tuple[int, int, str]]:
+        tail, in_mirror = self.tail, self.in_mirror
+        for place in range(max(low + 1, 0), min(high, len(tail))):
+            entry = tail[place]
+            if entry.seq not in in_mirror:
+                yield place, entry.seq, entry.fp
 
 
 class _Reversed:
@@ -332,7 +364,8 @@ class Recorder:
         # The head first: records of other views move it too (then this view may have none to read).
         head = self.store.head(session_id)
         records = self.store.read_records(session_id, state.synced, view=view, strict=False)
-        _apply(state.tail, records)
+        if _apply(state.tail, records):
+            state.reorders += 1
         if records:
             # Another writer changed this view: what this recorder saw of the caller's lists may be
             # stale (that writer may also have compacted the list): diff against the store's state.
@@ -478,7 +511,7 @@ class Recorder:
         # Map the rest onto the view's messages after the last mapped slot, from the end backwards
         # (the newest messages are the surest).
         floor_slot = max((s for s in slots if s is not None), default=0)
-        order = {e.seq: i for i, e in enumerate(state.tail)}
+        order = state.order()
         floor = order.get(floor_slot, -1) if floor_slot else -1
         rest = messages[p:]
         rest_slots: list[int | None] = [None] * len(rest)
@@ -614,9 +647,8 @@ class Recorder:
         )
         kept = [(i, m) for i, m in enumerate(messages) if recordable(m)]
         caller = _results_in_order([(i, _known_fp(mirror, m)) for i, m in kept], [m for _, m in kept])
-        in_mirror = {s for s, _ in mirrored}
-        hidden = [(e.seq, e.fp) for e in state.tail if e.seq not in in_mirror]
-        order = {e.seq: i for i, e in enumerate(state.tail)}
+        hidden = _TailHidden(state.tail, {s for s, _ in mirrored})
+        order = state.order()
         script = edit_script(
             mirrored, caller, hidden, order, removals=mirror.trusted, same_kind=_same_kind(mirror, messages)
         )
@@ -907,7 +939,8 @@ class Recorder:
                 other.synced = new_head
         self._heads[session_id] = new_head
         state.synced = new_head
-        _apply(state.tail, records)
+        if _apply(state.tail, records):
+            state.reorders += 1
         last_add = next((r.seq for r in reversed(records) if r.op == ADD and r.target is None), None)
         if last_add is not None:
             self._anchor(state, last_add)
@@ -933,8 +966,10 @@ class Recorder:
         del anchors[:-_ANCHORS]
 
 
-def _apply(tail: list[_Entry], records: Sequence[RawRecord]) -> None:
-    """Apply a view's records (events) to its current state ``tail`` (as :func:`.base.materialize`)."""
+def _apply(tail: list[_Entry], records: Sequence[RawRecord]) -> bool:
+    """Apply a view's records (events) to its current state ``tail`` (as :func:`.base.materialize`);
+    return whether an entry moved or left (anything but appends at the end)."""
+    moved = False
     for r in records:
         if r.op == ADD:
             entry = _Entry(r.seq, r.fingerprint)
@@ -949,6 +984,7 @@ def _apply(tail: list[_Entry], records: Sequence[RawRecord]) -> None:
                     while at < len(tail) and tail[at].after == r.target:
                         at += 1
                     entry.after = r.target
+                    moved = moved or at < len(tail)
                     tail.insert(at, entry)
         elif r.op == REPLACE:
             for e in tail:
@@ -959,7 +995,9 @@ def _apply(tail: list[_Entry], records: Sequence[RawRecord]) -> None:
             for i, e in enumerate(tail):
                 if e.seq == r.target:
                     del tail[i]
+                    moved = True
                     break
+    return moved
 
 
 def _continues(state: _View, mirror: _Mirror, messages: Sequence[Any]) -> bool:
