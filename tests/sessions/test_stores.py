@@ -706,6 +706,16 @@ def test_file_corruption_before_the_last_line_raises(tmp_path: Path) -> None:
         store.read_raw("u")
 
 
+def test_file_line_holding_two_documents_is_corruption_not_two_records(tmp_path: Path) -> None:
+    # A whole file is decoded in one go when every line is valid; a line "a,b" must not pass for two.
+    store = open_store(f"file://{tmp_path}")
+    (tmp_path / "t_raw.jsonl").write_bytes(b'{"n":0}\n{"n":1},{"n":2}\n{"n":3}\n')
+    with pytest.raises(StoreError, match="corrupt at line 2"):
+        store.read_raw("t")
+    (tmp_path / "u_raw.jsonl").write_bytes(b'{"n":0}\n{"n":1}\n')
+    assert store.read_raw("u") == [{"n": 0}, {"n": 1}]
+
+
 def test_file_corrupt_snapshot_raises_but_listing_survives(tmp_path: Path) -> None:
     store = open_store(f"file://{tmp_path}")
     store.append_raw("ok", [{"n": 1}])
