@@ -442,7 +442,7 @@ class LLMSummary(ctxlife.Strategy):
         target_tokens = int(self.options.target * ctx.context_window)
         fixed = tokens.count_messages(system) + tokens.count_messages(pinned) - 3
         # Each message is counted once (cached by the counter); the tail after each cut is a suffix sum.
-        sizes = [tokens.count_messages((m,)) - 3 for m in rest]
+        sizes = tokens.count_each(rest)  # each as count_messages((m,)) - 3, in one pass
         after = [0] * (len(rest) + 1)
         for i in range(len(rest) - 1, -1, -1):
             after[i] = after[i + 1] + sizes[i]

@@ -148,9 +148,12 @@ def _parse_bulk(data: bytes, end: int, lines: int) -> list[RawRecord] | None:
     """
     if end == 0:
         return []
+    count = data.count(b"\n", 0, end)
+    if data[:1] != b"{" or data.count(b"\n{", 0, end) != count - 1 or data.count(b"}\n", 0, end) != count:
+        return None  # a line that is not one object (as written): read line by line
     try:
         values = json.loads(b"[" + data[: end - 1].replace(b"\n", b",") + b"]")
-        if not isinstance(values, list) or len(values) != data.count(b"\n", 0, end):
+        if not isinstance(values, list) or len(values) != count:
             return None  # a line holding two documents: not a record
         return [decode_record(value, lines + i + 1) for i, value in enumerate(values)]
     except (ValueError, UnicodeDecodeError):

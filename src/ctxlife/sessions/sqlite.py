@@ -130,6 +130,9 @@ _MIGRATE_1_TO_2 = [
 _RAW_COLUMNS = "seq, view, fp, recorded_at, bad, json"
 
 
+_UNREAD: Any = object()  # _decode: the row's JSON is still to be read
+
+
 class SQLiteStore(SessionStore):
     """Sessions in one SQLite database file (see the module docstring).
 
@@ -440,12 +443,29 @@ class SQLiteStore(SessionStore):
             )
         return appended_records(head + 1, messages, prepared, view, now)
 
-    def _decode(self, session_id: str, row: tuple[Any, ...], strict: bool) -> RawRecord | None:
-        seq, view, fp, recorded_at, bad, text = row
+    def _decode_all(self, session_id: str, rows: list[tuple[Any, ...]], strict: bool) -> list[RawRecord]:
+        """The records of ``rows``; their JSON texts decoded in one ``json.loads`` (row by row when
+        one is not a JSON document, which then says which)."""
+        texts = [row[5] for row in rows]
         try:
-            value = json.loads(text)
+            # Each text one object (as written): no text can end inside another's document.
+            whole = all(t[:1] == "{" and t[-1:] == "}" for t in texts)
+            values = json.loads("[" + ",".join(texts) + "]") if whole else None
         except (ValueError, TypeError):
-            value = None
+            values = None
+        if not isinstance(values, list) or len(values) != len(rows):  # a text holding two documents
+            decoded = (self._decode(session_id, row, strict) for row in rows)
+        else:
+            decoded = (self._decode(session_id, row, strict, value) for row, value in zip(rows, values, strict=True))
+        return [r for r in decoded if r is not None]
+
+    def _decode(self, session_id: str, row: tuple[Any, ...], strict: bool, value: Any = _UNREAD) -> RawRecord | None:
+        seq, view, fp, recorded_at, bad, text = row
+        if value is _UNREAD:
+            try:
+                value = json.loads(text)
+            except (ValueError, TypeError):
+                value = None
         if not isinstance(value, dict):
             problem = (
                 f"raw record seq={seq} of session {session_id!r} in {self.path} is corrupt: "
@@ -516,8 +536,7 @@ class SQLiteStore(SessionStore):
                 f"SELECT {_RAW_COLUMNS} FROM ctxlife_raw WHERE session_id = ? AND view = ? AND seq > ? ORDER BY seq",
                 (session_id, view, after_seq),
             )
-        records = (self._decode(session_id, row, strict) for row in rows)
-        return [r for r in records if r is not None]
+        return self._decode_all(session_id, rows, strict)
 
     def head(self, session_id: str) -> int:
         validate_session_id(session_id)
