@@ -29,7 +29,7 @@ from ctxlife.recall.history import (
     split_question,
 )
 from ctxlife.recall.index import INDEX_VERSION, HistoryIndex, Hit, StoredRecord
-from ctxlife.recall.records import CHUNK_CHARS, Document, Record, chunks, documents, message_text
+from ctxlife.recall.records import CHUNK_CHARS, Document, IndexableRecord, Record, chunks, documents, message_text
 from ctxlife.recall.text import bigrams, dates_in, index_text, need_for_past, query_terms
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "HistoryIndex",
     "HistorySearch",
     "Hit",
+    "IndexableRecord",
     "Passage",
     "Record",
     "StoredRecord",
