@@ -281,7 +281,7 @@ class Session:
 
     def _restored(self) -> Restored:
         restored = restore_view(self.store, self.session_id, self.view)
-        self._recorder().seed(self.session_id, restored.messages, restored.slots, self.view)
+        self._recorder().seed(self.session_id, restored.messages, restored.slots, self.view, restored.fingerprints)
         return restored
 
     def _restore(self) -> tuple[list[Message], int]:

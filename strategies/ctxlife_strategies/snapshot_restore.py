@@ -181,7 +181,7 @@ class SnapshotRestore(ctxlife.Strategy):
                     f"(`ctxlife session export {session}`)"
                 )
         # The caller's first list is diffed against the restored conversation (an edit is an edit).
-        recorder.seed(session, restored_view.messages, restored_view.slots, view)
+        recorder.seed(session, restored_view.messages, restored_view.slots, view, restored_view.fingerprints)
         saved = restored_view.messages
         if not saved:
             return None  # a new session

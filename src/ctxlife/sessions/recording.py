@@ -542,7 +542,14 @@ class Recorder:
         kept = known.messages[:p] if known is not None else []
         return _Mirror(kept + _copies(messages[p:]), slots, fps, originals=list(messages))
 
-    def seed(self, session_id: str, messages: Sequence[Any], slots: Sequence[int | None], view: str = "") -> None:
+    def seed(
+        self,
+        session_id: str,
+        messages: Sequence[Any],
+        slots: Sequence[int | None],
+        view: str = "",
+        fingerprints: Sequence[str | None] = (),
+    ) -> None:
         """Start the view's mirrors with a list whose slots are known (a restored conversation), so
         the caller's first list is diffed against it (an edit on the first call after a restart is
         an edit). Does nothing once the view has a mirror."""
@@ -551,7 +558,7 @@ class Recorder:
             state.reseed = False
             if state.mirrors:
                 return
-            self._keep_mirror(state, _stored_mirror(messages, slots))
+            self._keep_mirror(state, _stored_mirror(messages, slots, fingerprints))
 
     def _reseed(self, session_id: str, view: str, state: _View) -> None:
         """Seed the mirrors with the view's conversation as the store has it (snapshot + events)."""
@@ -562,7 +569,7 @@ class Recorder:
             restored = restore_view(self.store, session_id, view, strict=False)
         except StoreError:
             return  # then lists are aligned by content (appends only) until a restore succeeds
-        self._keep_mirror(state, _stored_mirror(restored.messages, restored.slots))
+        self._keep_mirror(state, _stored_mirror(restored.messages, restored.slots, restored.fingerprints))
 
     def holds(self, session_id: str, messages: Sequence[Any], view: str = "") -> bool:
         """Whether ``messages`` is (an edited form of) the view's conversation, by the same diff as
@@ -1032,12 +1039,23 @@ def _all_new(messages: Sequence[Any]) -> _Plan:
     return plan
 
 
-def _stored_mirror(messages: Sequence[Any], slots: Sequence[int | None]) -> _Mirror:
-    """A mirror of the view as the store has it (a record that is not a message has no place in a diff)."""
+def _stored_mirror(
+    messages: Sequence[Any], slots: Sequence[int | None], stored_fps: Sequence[str | None] = ()
+) -> _Mirror:
+    """A mirror of the view as the store has it (a record that is not a message has no place in a diff).
+
+    ``stored_fps``: the store's fingerprints of the messages' records, when they are the records as
+    stored; one is used where it is :func:`_fp` of the message (the stored form is the message
+    itself), which saves hashing a long history again.
+    """
     kept = [
         s if s is not None and isinstance(m.get("role"), str) else None for m, s in zip(messages, slots, strict=True)
     ]
-    fps = [_fp(m) if s is not None else None for m, s in zip(messages, kept, strict=True)]
+    known = stored_fps if len(stored_fps) == len(messages) else [None] * len(messages)
+    fps = [
+        None if s is None else (fp if fp is not None and stored_form(m) is m else _fp(m))
+        for m, s, fp in zip(messages, kept, known, strict=True)
+    ]
     return _Mirror(_copies(messages), kept, fps, trusted=False, originals=list(messages))
 
 

@@ -42,6 +42,9 @@ class Restored:
     from_snapshot: int
     snapshot: Snapshot | None = None
     snapshot_error: str | None = None
+    #: Per message, the store's fingerprint of its record when ``messages`` are the raw history's
+    #: records as stored (no snapshot); empty otherwise.
+    fingerprints: list[str | None] = dataclasses.field(default_factory=list)
 
 
 def snapshot_slots(messages: list[Any], slots: list[int | None]) -> list[int | None]:
@@ -79,6 +82,7 @@ def restore_view(store: SessionStore, session_id: str, view: str = "", *, strict
             0,
             None,
             error,
+            [None if r.quarantined else r.fingerprint for r in current],
         )
     messages = list(snapshot.messages)
     later = store.read_records(session_id, snapshot.raw_length, view=view, strict=strict)
