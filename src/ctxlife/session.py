@@ -26,6 +26,7 @@ session (every view).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any, Self
@@ -35,10 +36,11 @@ from ctxlife.config import Settings
 from ctxlife.errors import InvalidMessagesError
 from ctxlife.host import Host, Report
 from ctxlife.messages import check_shape, inserted_meta, is_inserted, is_recall_block, is_system, same_messages
+from ctxlife.messages.previous import frozen_copy
 from ctxlife.sessions.base import RawRecord, SessionStore, Snapshot
 from ctxlife.sessions.ids import session_key, validate_view
 from ctxlife.sessions.recording import Recorder, recorder_for
-from ctxlife.sessions.restore import Restored, restore_view
+from ctxlife.sessions.restore import Restored, restore_after, restore_view
 
 __all__ = ["AsyncSession", "Session"]
 
@@ -100,6 +102,9 @@ class Session:
         self.store: SessionStore = store
         self.last_report: Report | None = None
         """The :class:`~ctxlife.host.Report` of the latest :meth:`messages`/:meth:`prepare` call."""
+        # The view's conversation as last read: the next read adds the records written since
+        # (see restore_after) instead of reading the whole history again. Callers get copies.
+        self._last_read: Restored | None = None
 
     # -- the Agents SDK protocol (sync) -----------------------------------------------------------
 
@@ -280,7 +285,17 @@ class Session:
         return {"session_id": self.session_id, "view": self.view}
 
     def _restored(self) -> Restored:
-        restored = restore_view(self.store, self.session_id, self.view)
+        last = self._last_read
+        current = restore_after(self.store, self.session_id, self.view, last) if last is not None else None
+        if current is None:
+            current = restore_view(self.store, self.session_id, self.view)
+        self._last_read = current
+        # The caller's messages are its own to edit: copies, never the ones kept for the next read.
+        restored = dataclasses.replace(
+            current,
+            messages=[frozen_copy(m) if type(m) is dict else m for m in current.messages],
+            slots=list(current.slots),
+        )
         self._recorder().seed(self.session_id, restored.messages, restored.slots, self.view, restored.fingerprints)
         return restored
 

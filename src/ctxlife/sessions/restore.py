@@ -18,7 +18,7 @@ from ctxlife.errors import StoreError
 from ctxlife.events import emit
 from ctxlife.sessions.base import ADD, REMOVE, REPLACE, RawRecord, SessionStore, Snapshot, fingerprint, materialize
 
-__all__ = ["Restored", "restore_view", "snapshot_slots"]
+__all__ = ["Restored", "restore_after", "restore_view", "snapshot_slots"]
 
 
 @dataclasses.dataclass
@@ -45,6 +45,9 @@ class Restored:
     #: Per message, the store's fingerprint of its record when ``messages`` are the raw history's
     #: records as stored (no snapshot); empty otherwise.
     fingerprints: list[str | None] = dataclasses.field(default_factory=list)
+    #: The store's fingerprint of the record at ``covered`` when it is one of this view's (to tell, on
+    #: :func:`restore_after`, that the history was not rewritten since); None otherwise.
+    covered_fp: str | None = None
 
 
 def snapshot_slots(messages: list[Any], slots: list[int | None]) -> list[int | None]:
@@ -83,13 +86,62 @@ def restore_view(store: SessionStore, session_id: str, view: str = "", *, strict
             None,
             error,
             [None if r.quarantined else r.fingerprint for r in current],
+            records[-1].fingerprint if records else None,
         )
     messages = list(snapshot.messages)
     later = store.read_records(session_id, snapshot.raw_length, view=view, strict=strict)
     slots = _slots(store, session_id, view, snapshot, strict, later)
     _apply(messages, slots, later)
     covered = later[-1].seq if later else snapshot.raw_length
-    return Restored(messages, slots, covered, len(snapshot.messages), snapshot, None)
+    return Restored(
+        messages,
+        slots,
+        covered,
+        len(snapshot.messages),
+        snapshot,
+        None,
+        covered_fp=later[-1].fingerprint if later else None,
+    )
+
+
+def restore_after(
+    store: SessionStore, session_id: str, view: str, previous: Restored, *, strict: bool = True
+) -> Restored | None:
+    """``previous`` brought up to date with the records written since: O(new records), not O(history).
+
+    Returns None when that cannot be done from them alone, and the caller then calls
+    :func:`restore_view`: a snapshot was saved or changed since, a record edits, inserts or
+    removes a message, or the record ``previous`` ended at is gone or differs (the session was
+    deleted, expired or written again). ``previous`` is left as it was.
+    """
+    if previous.covered_fp is None or previous.covered <= 0:
+        return None
+    try:
+        snapshot = store.load_snapshot(session_id, view)
+    except StoreError:
+        return None
+    if snapshot != previous.snapshot:
+        return None
+    records = store.read_records(session_id, previous.covered - 1, view=view, strict=strict)
+    if not records or records[0].seq != previous.covered or records[0].fingerprint != previous.covered_fp:
+        return None
+    later = records[1:]
+    if not later:
+        return previous
+    if any(r.op != ADD or r.target is not None for r in later):
+        return None
+    return Restored(
+        previous.messages + [r.message for r in later],
+        previous.slots + [r.seq for r in later],
+        later[-1].seq,
+        previous.from_snapshot,
+        previous.snapshot,
+        previous.snapshot_error,
+        previous.fingerprints + [None if r.quarantined else r.fingerprint for r in later]
+        if previous.fingerprints
+        else [],
+        later[-1].fingerprint,
+    )
 
 
 def _slots(
