@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 
 import pytest
 
@@ -18,6 +19,7 @@ from ctxlife.messages import (
     mark_inserted,
     pair_tool_results,
     round_starts,
+    same_messages,
     split_system,
     split_units,
     summary_message,
@@ -480,3 +482,100 @@ def test_manage_refuses_a_malformed_tool_call_instead_of_crashing(call):
     messages = [user("u"), {"role": "assistant", "content": None, "tool_calls": [call]}, tool_result("c1", "r")]
     with pytest.raises(InvalidMessagesError, match=r"messages\[1\] tool_calls\[0\]"):
         ctxlife.manage(messages, context_window=8000)
+
+
+_USE = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}
+_RESULT = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"}
+_ORPHAN = "orphan_tool_result: tool result without a preceding assistant tool call"
+
+
+@pytest.mark.parametrize(
+    "messages, fmt, problems",
+    [
+        pytest.param(
+            [system("s"), {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}, user("u")],
+            "anthropic",
+            ["message 1: first_message_not_user: an Anthropic conversation must open with a user message"],
+            id="anthropic-opens-with-assistant",
+        ),
+        pytest.param(
+            [user("u"), {"role": "assistant", "content": [_USE]}, {"role": "user", "content": [_RESULT, _USE]}],
+            None,
+            ["message 2: tool_use_in_user_message: tool_use blocks belong in assistant messages"],
+            id="tool-use-beside-the-results",
+        ),
+        pytest.param(
+            [user("u"), {"role": "assistant", "content": [_RESULT]}],
+            None,
+            ["message 1: tool_result_in_assistant_message: tool_result blocks belong in user messages"],
+            id="tool-result-in-assistant",
+        ),
+        pytest.param(
+            [system("s"), user("u"), tool_result("c9", "r"), tool_result("c8", "r"), system("late")],
+            None,
+            [
+                f"message 2: {_ORPHAN}",
+                f"message 3: {_ORPHAN}",
+                "message 4: system_after_conversation: system message after the conversation started",
+            ],
+            id="two-orphans-then-a-late-system-prompt",
+        ),
+        pytest.param(
+            [user("u"), assistant(None, [tool_call("f", {}, "c1")]), tool_result("c1", "r"), tool_result("c2", "r")],
+            None,
+            ["message 3: orphan_tool_result: more tool results than the 1 call(s) at message 1"],
+            id="openai-extra-result",
+        ),
+        pytest.param(
+            [
+                user("u"),
+                {"role": "assistant", "content": [_USE]},
+                {"role": "user", "content": [_RESULT, {**_RESULT, "tool_use_id": "toolu_2"}]},
+            ],
+            None,
+            ["message 2: orphan_tool_result: more tool results than the 1 call(s) at message 1"],
+            id="anthropic-extra-result-names-the-message-not-the-block",
+        ),
+        pytest.param(
+            [user("u"), assistant(None, [tool_call("f", {}, "c1")]), tool_result("c2", "r")],
+            None,
+            [
+                "message 2: tool_result_id_mismatch: answers 'c2' but no unanswered call of message 1 "
+                "has that id (unanswered: ['c1'])"
+            ],
+            id="openai-wrong-id",
+        ),
+    ],
+)
+def test_each_problem_names_the_message_and_says_what_is_wrong(messages, fmt, problems):
+    # What a caller reads in the rollback event and the InvalidMessagesError: the index of the
+    # message at fault, the problem's code and what is wrong, for every problem in the list.
+    assert [str(p) for p in validate(messages, fmt)] == problems
+
+
+class _Messages(Sequence):
+    """A caller's own sequence type (no __eq__ of its own)."""
+
+    def __init__(self, items):
+        self._items = list(items)
+
+    def __getitem__(self, i):
+        return self._items[i]
+
+    def __len__(self):
+        return len(self._items)
+
+
+def test_same_messages_compares_by_object_or_by_value_whatever_the_sequence_type():
+    first, second = user("q"), assistant("a")
+    copies = [user("q"), assistant("a")]  # equal, not the same objects
+    assert same_messages([first, second], [first, second])
+    assert same_messages([first, second], copies)
+    assert same_messages([first, second], (first, second))  # a list and a tuple of the same messages
+    assert same_messages([first, second], tuple(copies))
+    assert same_messages(_Messages([first, second]), _Messages([first, second]))
+    assert same_messages(_Messages([first, second]), _Messages(copies))
+    assert not same_messages([first, second], [first])
+    assert not same_messages([first, second], [first, second, user("more")])
+    assert not same_messages([first, second], (first, assistant("other")))
+    assert not same_messages(_Messages([first, second]), _Messages([second, first]))

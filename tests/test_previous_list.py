@@ -141,3 +141,73 @@ def test_the_shape_check_skips_only_positions_known_unchanged():
     mixed = [*live, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]}]
     with pytest.raises(InvalidMessagesError, match="one format"):
         check_shape(mixed, unchanged=(Agreement(len(live), (), live), ("openai", 2)))
+
+
+def test_a_new_conversation_has_nothing_to_compare_with():
+    previous = PreviousList()
+    found = previous.compare([user("q"), assistant("a")])
+    assert found.unknown(2) == [0, 1] and not found.same(0)  # every message is looked at
+    assert previous.counts == [] and previous.shape is None
+    assert previous.counts_of(object()) is None
+
+
+def test_agreement_says_same_only_for_compared_positions_that_did_not_change():
+    found = Agreement(3, (1,), [user("a"), user("b"), user("c"), user("d")])
+    assert [found.same(i) for i in range(5)] == [True, False, True, False, False]
+    assert found.unknown(5) == [1, 3, 4]
+
+
+def test_a_message_changed_in_one_call_is_unchanged_in_the_next():
+    previous = PreviousList()
+    live = [user("q"), assistant("a"), user("r")]
+    previous.remember(live, live, Agreement(0, (), ()))
+    live[1] = assistant("regenerated")  # replaced by the caller
+    found = previous.compare(live)
+    assert found.changed == (1,)
+    previous.remember(live, live, found)
+    assert previous.compare(live).continues()  # the new message is the one handed back now
+
+
+def test_token_counts_are_reused_only_from_the_counter_that_made_them():
+    previous = PreviousList()
+    live = [user("q"), assistant("a")]
+    counter, other = object(), object()
+    previous.remember(live, live, Agreement(0, (), ()), counts=[5, 6], counter=counter)
+    assert previous.counts_of(counter) == [5, 6]
+    assert previous.counts_of(other) is None  # another model's counter: counts of another tokenizer
+    previous.remember(live, live, previous.compare(live), counts=[5], counter=counter)
+    assert previous.counts_of(counter) is None  # not one count per position
+    previous.remember(live, live, previous.compare(live))  # a call that did not count
+    assert previous.counts_of(counter) is None and previous.counts == []
+
+
+def test_the_comparison_kept_for_a_call_serves_that_call_only():
+    previous = PreviousList()
+    live = [user("q"), assistant("a")]
+    previous.remember(live, live, Agreement(0, (), ()))
+    kept = previous.compare(live, keep=True)  # the shape check
+    assert previous.compare(live) is kept  # the call it precedes: not compared again
+    assert previous.compare(live) is not kept  # once only
+    kept = previous.compare(live, keep=True)
+    assert previous.compare(list(live)) is not kept  # another list object
+    kept = previous.compare(live, keep=True)
+    live.append(user("more"))
+    grown = previous.compare(live)
+    assert grown is not kept and grown.continues() and grown.length == 2
+
+
+def test_the_shape_found_holds_only_for_the_same_list_handed_back_the_same_length():
+    shape = ("openai", 2)
+    previous = PreviousList()
+    live = [{"role": "system", "content": "You help."}, *_turn(0)]
+    previous.checked(live, shape)
+    previous.remember(live, live, Agreement(0, (), ()))
+    assert previous.shape == shape
+    previous.checked(live, shape)
+    previous.remember(list(live), live, previous.compare(live))  # handed back another list
+    assert previous.shape is None
+    incoming = list(live)
+    previous.checked(live, shape)
+    live.pop()  # the call dropped a message
+    previous.remember(live, incoming, previous.compare(incoming))
+    assert previous.shape is None

@@ -1,15 +1,24 @@
 from __future__ import annotations
 
+import copy
 import socket
 
 import pytest
 import tiktoken
+import tiktoken.model
+import tiktoken.registry
 from structlog.testing import capture_logs
 
 from ctxlife import tokens as tokens_module
 from ctxlife.messages import IMAGE_TOKENS, IMAGE_TOKENS_LOW, TOKENS_PER_TOOL_CALL
 from ctxlife.testing import assistant, tool_call, user
-from ctxlife.tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, TokenCounter, resolve_encoding_name
+from ctxlife.tokens import (
+    REPLY_PRIMING_TOKENS,
+    TOKENS_PER_MESSAGE,
+    TOKENS_PER_NAME,
+    TokenCounter,
+    resolve_encoding_name,
+)
 
 
 @pytest.fixture
@@ -180,3 +189,130 @@ def test_a_message_holding_a_value_marshal_cannot_write_is_counted_and_recounted
     assert first == TokenCounter("gpt-4").count_messages(history)
     parts["content"][0]["text"] = "a much longer text part than before " * 20
     assert counter.count_messages(history) == TokenCounter("gpt-4").count_messages(history) > first
+
+
+def _counted_messages(monkeypatch, counter: TokenCounter) -> list[dict]:
+    counted: list[dict] = []
+    real_count = counter.count_message
+    monkeypatch.setattr(counter, "count_message", lambda message: counted.append(message) or real_count(message))
+    return counted
+
+
+def _mixed_history() -> list[dict]:
+    return [
+        user("find the flight"),
+        assistant(None, [tool_call("search", {"q": "HAT136"})]),
+        {"role": "tool", "tool_call_id": "call_0", "content": "found"},
+        {"role": "user", "content": [{"type": "text", "text": "and a part"}]},
+        {"role": "user", "content": "named", "name": "al"},
+        assistant("booked"),
+    ]
+
+
+def test_unchanged_messages_are_looked_up_not_counted_again_across_generations(monkeypatch):
+    # The promise that makes a call cost O(new messages): a message counted before, unchanged, is
+    # looked up -- in this generation of the caches and in the one before it.
+    counter = TokenCounter("gpt-4")
+    history = _mixed_history()
+    expected = counter.count_each(history)
+    counted = _counted_messages(monkeypatch, counter)
+    for _span in range(3):
+        assert counter.count_each(history) == expected
+        for _ in range(tokens_module.GENERATION_CALLS):
+            counter.new_generation()
+    assert counted == []
+    history[3]["content"][0]["text"] = "and a part, edited in place to say more"  # an edit is still seen
+    assert counter.count_each(history)[3] > expected[3] and counted == [history[3]]
+
+
+def test_strings_counted_a_generation_ago_are_not_encoded_again(monkeypatch):
+    # A stateless app sends new dicts with the same texts on every call.
+    counter = TokenCounter("gpt-4")
+    history = _mixed_history()
+    expected = counter.count_messages(history)
+    for _ in range(tokens_module.GENERATION_CALLS):
+        counter.new_generation()
+    encoded = _encode_calls(monkeypatch, counter)
+    assert counter.count_messages(copy.deepcopy(history)) == expected
+    assert encoded == []
+
+
+def test_a_history_longer_than_the_minimum_cache_is_counted_once_then_looked_up(monkeypatch):
+    # test_a_history_of_over_100k_distinct_strings_is_tokenized_once_then_looked_up, at a small scale:
+    # 20 messages (the same two texts, so the string cache stays small) against a minimum of 8 entries.
+    monkeypatch.setattr(tokens_module, "MIN_CACHE_ENTRIES", 8)
+    counter = TokenCounter("gpt-4")
+    history = [user("go on" if i % 2 else "next step") for i in range(20)]
+    first = counter.count_each(history)
+    counted = _counted_messages(monkeypatch, counter)
+    assert counter.count_each(history) == first
+    assert counted == []
+
+
+def test_a_long_new_list_does_not_push_out_what_the_last_generation_counted(monkeypatch):
+    # One counter, two conversations: a list five times longer than any counted before grows the
+    # cache instead of rotating it early, which would drop what the generation before counted.
+    monkeypatch.setattr(tokens_module, "MIN_CACHE_ENTRIES", 8)
+    counter = TokenCounter("gpt-4")
+    short = [user("hi"), assistant("hello"), user("hi again"), assistant("hello again")]
+    expected = counter.count_each(short)
+    for _ in range(tokens_module.GENERATION_CALLS):
+        counter.new_generation()
+    counter.count_each([user("go on" if i % 2 else "next step") for i in range(20)])
+    counted = _counted_messages(monkeypatch, counter)
+    assert counter.count_each(short) == expected
+    assert counted == []
+
+
+def test_counts_stay_right_when_the_message_cache_fills_up_in_the_middle_of_a_list(monkeypatch):
+    monkeypatch.setattr(tokens_module, "MIN_CACHE_ENTRIES", 8)
+    counter = TokenCounter("gpt-4")
+    texts = [f"message {i}" for i in range(6)]
+    for _call in range(6):  # new dicts of the same texts: the cache holds 4 x 6 of them, the fifth list rotates it
+        messages = [user(text) for text in texts]
+        assert counter.count_each(messages) == [counter.count_message(m) for m in messages]
+        assert counter.count_each(messages) == [counter.count_message(m) for m in messages]
+
+
+def test_a_counter_that_counts_texts_alone_or_nothing_for_a_while_keeps_counting(monkeypatch):
+    # Rotations with no message list counted since the last one: texts counted one by one past the
+    # cache's size, and model calls that counted nothing.
+    monkeypatch.setattr(tokens_module, "MIN_CACHE_ENTRIES", 8)
+    counter = TokenCounter("gpt-4")
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+    texts = [f"text number {i}" for i in range(20)]
+    assert [counter.count_text(text) for text in texts] == [len(enc.encode(text)) for text in texts]
+    for _ in range(2 * tokens_module.GENERATION_CALLS):
+        counter.new_generation()
+    assert counter.count_messages([user(texts[0])]) == TokenCounter("gpt-4").count_messages([user(texts[0])])
+
+
+def test_empty_text_costs_nothing():
+    counter = TokenCounter("gpt-4")
+    assert counter.count_text("") == 0 and counter.count_text(None) == 0
+
+
+def test_a_messages_name_costs_its_tokens_plus_one():
+    counter = TokenCounter("gpt-4")
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+    name = "research_assistant_7"
+    plain = {"role": "user", "content": "hello there"}
+    named = {**plain, "name": name}
+    assert len(enc.encode(name)) > 1
+    assert counter.count_message(named) == counter.count_message(plain) + TOKENS_PER_NAME + len(enc.encode(name))
+    assert counter.count_messages([named]) == counter.count_message(named) + REPLY_PRIMING_TOKENS
+
+
+def test_no_model_or_an_unknown_one_wants_no_encoding(no_network):
+    assert resolve_encoding_name(None) == ("cl100k_base_offline", None)
+    assert resolve_encoding_name("my-local-model") == ("cl100k_base_offline", None)
+
+
+def test_a_model_gets_the_offline_copy_of_its_own_encoding_when_one_is_installed(no_network, monkeypatch):
+    # Only cl100k_base has an offline copy in the test environment; another one installed (a
+    # tiktoken_ext plugin) is found by its name, X_offline, or named as it is by a model mapping.
+    tiktoken.registry.list_encoding_names()  # loads the registry
+    monkeypatch.setitem(tiktoken.registry.ENCODING_CONSTRUCTORS, "o200k_base_offline", dict)
+    monkeypatch.setitem(tiktoken.model.MODEL_TO_ENCODING, "local-model", "o200k_base_offline")
+    assert resolve_encoding_name("gpt-4o") == ("o200k_base_offline", "o200k_base")
+    assert resolve_encoding_name("local-model") == ("o200k_base_offline", "o200k_base_offline")

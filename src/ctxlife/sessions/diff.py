@@ -13,11 +13,11 @@ message. This module turns "mirror, caller's list" into events:
 2. Otherwise :func:`edit_script` diffs their recordable messages by fingerprint (common prefix
    and suffix first, :class:`difflib.SequenceMatcher` on the rest): positions that agree keep
    their slot; a run of messages that replaces a run of others is a ``replace`` per pair of one
-   role (the same messages in another order -- parallel tool results -- are no change); messages
-   the caller lacks are ``remove`` events, except before the first message it shares with the
-   mirror (a caller that keeps only the tail of its conversation deletes nothing) and when the
-   mirror is the store's view rather than a list the caller held; new messages are ``add``
-   events, after the slot before them.
+   role (parallel tool results in another order are no change: the recorder puts each run of
+   them in call-id order before diffing); messages the caller lacks are ``remove`` events, except
+   before the first message it shares with the mirror (a caller that keeps only the tail of its
+   conversation deletes nothing) and when the mirror is the store's view rather than a list the
+   caller held; new messages are ``add`` events, after the slot before them.
 
 Messages of the view the mirror does not hold (evicted by a compaction, appended by another
 writer) are not new when the caller sends them: :func:`edit_script` maps them to their slots
@@ -132,14 +132,7 @@ def edit_script(
         if tag == "equal":
             for k in range(i2 - i1):
                 slots[caller[j1 + k][0]] = mirror[i1 + k][0]
-        elif tag == "replace" and sorted(a[i1:i2]) == sorted(b[j1:j2]):
-            # the same messages in another order (parallel tool results): no change
-            free: dict[str, list[int]] = {}
-            for slot, fp in mirror[i1:i2]:
-                free.setdefault(fp, []).append(slot)
-            for index, fp in caller[j1:j2]:
-                slots[index] = free[fp].pop(0)
-        else:
+        else:  # replace, delete or insert: a replace opcode's sides share no message
             # At the mirror's end a replacement is what it looks like even for the store's view of
             # the conversation (a compaction never evicts the newest messages); elsewhere only then
             # when removals are trusted, or one for one.
