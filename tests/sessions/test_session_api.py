@@ -16,7 +16,7 @@ from pydantic import BaseModel
 import ctxlife
 from ctxlife.config import Settings, settings_from_dict
 from ctxlife.errors import InvalidMessagesError, SessionIdError
-from ctxlife.sessions import open_store
+from ctxlife.sessions import Snapshot, open_store
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 SYSTEM = "You are a support clerk."
@@ -104,6 +104,30 @@ def test_the_agents_sdk_protocol_methods(store_url: str) -> None:
         assert session.get_items() == []
         session.add(user("again"))  # a cleared session starts over
         assert contents(session.get_items()) == ["again"]
+
+
+def test_reads_follow_what_others_write_and_hand_out_copies(store_url: str) -> None:
+    # A session keeps the conversation it read last and adds only what was written since; what
+    # another writer did meanwhile (appended, deleted and wrote again, compacted) must show.
+    with ctxlife.Session("shared", config(store_url), context_window=8000) as session:
+        session.add(user("a"), {"role": "assistant", "content": [{"type": "text", "text": "b"}]})
+        first = session.get_items()
+        first[1]["content"][0]["text"] = "edited by the caller"  # the caller's copy, not the session's
+        first[0]["content"] = "edited too"
+        assert session.get_items()[1]["content"][0]["text"] == "b"
+        assert contents(session.get_items())[0] == "a"
+        with open_store(store_url) as other:
+            other.append("shared", [user("c")])
+            assert contents(session.get_items())[2] == "c"
+            other.delete("shared")  # deleted and written again, as long as before: other messages
+            other.append("shared", [user("x"), user("y"), user("z")])
+            assert contents(session.get_items()) == ["x", "y", "z"]
+            other.save_snapshot(
+                Snapshot(session_id="shared", messages=[user("summary of x y z")], raw_length=3)
+            )
+            assert contents(session.get_items()) == ["summary of x y z"]
+            other.append("shared", [user("w")])
+            assert contents(session.get_items()) == ["summary of x y z", "w"]
 
 
 def test_compaction_is_saved_and_the_next_call_starts_from_it(store_url: str) -> None:
