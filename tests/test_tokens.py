@@ -69,8 +69,10 @@ def test_recounting_a_grown_history_tokenizes_only_the_new_strings(monkeypatch):
     history = [user(f"message number {i} " * 5) for i in range(200)]
     counter.count_messages(history)
     encoded: list[str] = []
-    real_encode = counter._encoding.encode
-    monkeypatch.setattr(counter._encoding, "encode", lambda text, **kw: encoded.append(text) or real_encode(text, **kw))
+    real_encode = counter._encoding.encode_ordinary
+    monkeypatch.setattr(
+        counter._encoding, "encode_ordinary", lambda text, **kw: encoded.append(text) or real_encode(text, **kw)
+    )
     history += [user("one new message"), user("and another")]
     counter.count_messages(history)
     assert encoded == ["one new message", "and another"]
@@ -88,8 +90,10 @@ def test_parts_and_images_are_counted_images_at_their_estimate():
 
 def _encode_calls(monkeypatch, counter: TokenCounter) -> list[str]:
     encoded: list[str] = []
-    real_encode = counter._encoding.encode
-    monkeypatch.setattr(counter._encoding, "encode", lambda text, **kw: encoded.append(text) or real_encode(text, **kw))
+    real_encode = counter._encoding.encode_ordinary
+    monkeypatch.setattr(
+        counter._encoding, "encode_ordinary", lambda text, **kw: encoded.append(text) or real_encode(text, **kw)
+    )
     return encoded
 
 
@@ -316,3 +320,11 @@ def test_a_model_gets_the_offline_copy_of_its_own_encoding_when_one_is_installed
     monkeypatch.setitem(tiktoken.model.MODEL_TO_ENCODING, "local-model", "o200k_base_offline")
     assert resolve_encoding_name("gpt-4o") == ("o200k_base_offline", "o200k_base")
     assert resolve_encoding_name("local-model") == ("o200k_base_offline", "o200k_base_offline")
+
+
+def test_special_token_text_is_counted_as_ordinary_text():
+    # A message may quote "<|endoftext|>": counted as the text it is (never refused, never one token).
+    counter = TokenCounter("gpt-4")
+    for text in ("<|endoftext|>", "a <|fim_prefix|> b", "plain words"):
+        assert counter.count_text(text) == len(counter._encoding.encode(text, disallowed_special=()))
+    assert counter.count_text("<|endoftext|>") > 1

@@ -161,7 +161,9 @@ class TokenCounter:
         if cached is not None:
             return cached
         cached = self._old_cache.get(text)
-        n = cached if cached is not None else len(self._encoding.encode(text, disallowed_special=()))
+        n = (
+            cached if cached is not None else len(self._encoding.encode_ordinary(text))
+        )  # = encode(text, disallowed_special=()), faster
         if len(self._cache) >= self._limit:  # a generation that big: start the next one
             self._rotate()
         self._cache[text] = n
