@@ -48,6 +48,10 @@ def _tool_key(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", str(name).lower()).strip("_")
 
 
+#: About what the mark line of an inserted message (``<!-- ctxlife:recall ... -->``) costs in tokens.
+_MARK_TOKENS = 16
+
+
 class Recall(ctxlife.Strategy):
     """Bring back evicted passages of the raw history that the current question refers to."""
 
@@ -256,12 +260,20 @@ class Recall(ctxlife.Strategy):
         if text is None:
             ctx.record("skipped", reason="over_budget", passages=len(passages))
             return
+
         # One budget: the block, the summary and the recent messages stay under the threshold
         # together. For a turn that refers to the past, what the block needs beyond the room left
         # is taken from the oldest recent rounds (already in the raw history, so nothing is lost;
         # never the turn itself), and the search is made again: what was dropped competes with the
         # rest of the history for the block.
-        block_tokens = ctx.tokens.count_text(text) + 8
+        def sent(text: str) -> int:
+            # The block as the model gets it: with ctxlife's mark line (and a message's overhead).
+            return (
+                ctx.tokens.count_text(mark_inserted({"role": self.options.role, "content": text}, "recall")["content"])
+                + 8
+            )
+
+        block_tokens = sent(text)
         free = ctx.budget - used
         if block_tokens > free and self.options.make_room and need == "past":
             freed = self._make_room(ctx, search, block_tokens - free)
@@ -274,9 +286,14 @@ class Recall(ctxlife.Strategy):
         if budget < 50:
             ctx.record("skipped", reason="no_room")
             return
-        if text is None or ctx.tokens.count_text(text) + 8 > budget:
-            text, shown = draw(budget - 8)
-            if text is None:
+        if text is None or sent(text) > budget:
+            room = budget - 8 - _MARK_TOKENS
+            for _ in range(3):  # the mark's own tokens vary a little with its check digits
+                text, shown = draw(room)
+                if text is None or sent(text) <= budget:
+                    break
+                room -= sent(text) - budget
+            if text is None or sent(text) > budget:
                 ctx.record("skipped", reason="over_budget", passages=len(passages))
                 return
         turn = current_turn_index(messages)

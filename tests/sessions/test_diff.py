@@ -179,6 +179,30 @@ def test_a_view_message_is_found_wherever_it_lies_between_the_neighbours():
     assert s.edits == [] and s.slots == {0: 10, 1: 20, 2: 30}
 
 
+class PlacedHidden:
+    """A Hidden that reads the view's messages by place, as the recorder's does (no list to sort)."""
+
+    def __init__(self, view: list[tuple[int, str]], shown: set[int]) -> None:
+        self.view, self.shown, self.asked = view, shown, []
+
+    def between(self, low, high):
+        self.asked.append((low, high))
+        for place in range(max(low + 1, 0), min(high, len(self.view))):
+            slot, fp = self.view[place]
+            if slot not in self.shown:
+                yield place, slot, fp
+
+
+def test_hidden_messages_found_by_place_map_as_a_list_of_them_does():
+    view = [(10, "a"), (20, "x"), (30, "b"), (40, "c")]
+    order = {slot: i for i, (slot, _) in enumerate(view)}
+    hidden = PlacedHidden(view, {10})
+    s = edit_script([(10, "a")], caller("abc"), hidden, order)
+    assert s.edits == [] and s.slots == {0: 10, 1: 30, 2: 40}
+    assert s.slots == edit_script([(10, "a")], caller("abc"), [(20, "x"), (30, "b"), (40, "c")], order).slots
+    assert hidden.asked and all(low >= 0 for low, _ in hidden.asked)  # read from after the mapped a only
+
+
 def test_a_view_message_after_a_later_neighbour_is_not_the_callers_new_one():
     # c was written after b; the caller's c before b is its own new message
     s = edit_script(mirror("ab"), caller("acb"), [(30, "c")], {10: 0, 20: 1, 30: 2})

@@ -697,9 +697,14 @@ def render(
         if fuller is not None and count(fuller) > count(text):
             used += count(fuller) - count(text)
             texts[i] = fuller
-    if not texts:
-        return None, []
-    return header + "\n" + "\n".join(texts.values()), [passages[i] for i in texts]
+    # The parts were counted one by one; joined, a few tokens can merge differently: the block as
+    # sent is counted and the last passages leave until it fits.
+    while texts:
+        block = header + "\n" + "\n".join(texts.values())
+        if count(block) <= budget:
+            return block, [passages[i] for i in texts]
+        del texts[max(texts)]
+    return None, []
 
 
 _MIN_PASSAGE_TOKENS = 80

@@ -522,6 +522,9 @@ class FileStore(SessionStore):
             st = os.fstat(fd)
             tail = self._cached_tail(session_id, fd, st)
             start = tail if tail is not None and tail.seq <= after_seq else None
+            if tail is not None and start is None and tail.offset and tail.seq - 1 == after_seq:
+                # From the last record read (a reader checking it is unchanged): its line again.
+                start = _Tail(tail.dev, tail.ino, tail.last_start, tail.lines - 1, after_seq, tail.last_start, b"")
             parsed = self._parse(
                 session_id, path, fd, st, start, after_seq=after_seq, view=view, strict=strict, keep=keep
             )
