@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-model lint format bench docs mutate clean
+.PHONY: demo test test-fast test-deep test-model lint format bench docs mutate clean
 
 EXAMPLE := docs/examples/ctxlife-redact
 
@@ -24,6 +24,11 @@ demo: $(STAMP)
 # -p no:cacheprovider: no .pytest_cache in the checkout (the tests write only under pytest's tmp_path).
 test: lint
 	$(BIN)/pytest -n auto --dist loadgroup -p no:cacheprovider
+
+# The property and state-machine tests at four times their default number of examples (the default
+# keeps `make test` within its time budget; every rule and invariant is reached either way).
+test-deep: $(STAMP)
+	RELIABILITY_EXAMPLES=4 $(BIN)/pytest -n auto --dist loadgroup -p no:cacheprovider
 
 # While developing: everything except the tests marked slow (crash loops, soak, real crews).
 test-fast: $(STAMP)

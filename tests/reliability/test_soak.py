@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from filelock import FileLock
 
 # One worker under xdist, and the expensive fixture is session-scoped: the worker may run other
 # modules' tests between these, and a module-scoped fixture would then be set up again.
@@ -218,18 +219,33 @@ def run_soak(store_dir: str, out: str, calls: int = CALLS, window: int = WINDOW)
     Path(out).write_text(json.dumps(result, indent=2), encoding="utf-8")
 
 
+def _run_once(root: Path, out: Path) -> None:
+    """Run the soak child into ``root`` unless a pytest-xdist worker of this run already did.
+
+    xdist_group does not keep this module's tests on one worker (pytest 9.2 + pytest-xdist 3.8: the
+    group suffix is not applied), so each worker would run its own 10,000-call child; the run's shared
+    temp folder and a lock make the second worker read the first one's figures instead."""
+    with FileLock(str(root / "soak.lock")):
+        if out.exists():
+            return
+        code = (
+            f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_soak; "
+            f"test_soak.run_soak({str(root / 'sessions')!r}, {str(out)!r})"
+        )
+        child = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=290, cwd=root, check=False
+        )
+        assert child.returncode == 0, child.stderr[-4000:]
+
+
 @pytest.fixture(scope="session")
 def soak(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("soak")
+    base = tmp_path_factory.getbasetemp()
+    # Under xdist each worker's temp folder sits in the run's own folder, which the workers share.
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "soak"
+    root.mkdir(exist_ok=True)
     out = root / "soak.json"
-    code = (
-        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_soak; "
-        f"test_soak.run_soak({str(root / 'sessions')!r}, {str(out)!r})"
-    )
-    child = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=290, cwd=root, check=False
-    )
-    assert child.returncode == 0, child.stderr[-4000:]
+    _run_once(root, out)
     figures = json.loads(out.read_text(encoding="utf-8"))
     figures["raw_file_bytes"] = (root / "sessions" / "soak_raw.jsonl").stat().st_size
     if pytestconfig.getoption("--reliability-stats"):
