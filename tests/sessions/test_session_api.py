@@ -122,9 +122,7 @@ def test_reads_follow_what_others_write_and_hand_out_copies(store_url: str) -> N
             other.delete("shared")  # deleted and written again, as long as before: other messages
             other.append("shared", [user("x"), user("y"), user("z")])
             assert contents(session.get_items()) == ["x", "y", "z"]
-            other.save_snapshot(
-                Snapshot(session_id="shared", messages=[user("summary of x y z")], raw_length=3)
-            )
+            other.save_snapshot(Snapshot(session_id="shared", messages=[user("summary of x y z")], raw_length=3))
             assert contents(session.get_items()) == ["summary of x y z"]
             other.append("shared", [user("w")])
             assert contents(session.get_items()) == ["summary of x y z", "w"]

@@ -871,7 +871,7 @@ def test_sqlite_record_that_is_not_one_json_object_is_named_not_misread(tmp_path
     store.append("t", [{"role": "user", "content": f"m{i}"} for i in range(4)])
     store.close()
     with sqlite3.connect(tmp_path / "s.db") as conn:
-        conn.execute("UPDATE ctxlife_raw SET json = '{\"role\":\"user\"},{\"role\":\"x\"}' WHERE seq = 2")
+        conn.execute('UPDATE ctxlife_raw SET json = \'{"role":"user"},{"role":"x"}\' WHERE seq = 2')
     conn.close()
     store = open_store(url)
     with pytest.raises(StoreError, match="seq=2"):
