@@ -7,7 +7,9 @@
    config ships inside the package).
 
 These install from the package index pip is configured with (warm from ``make``'s own install),
-so they take minutes: they are marked slow; CI runs them as part of ``make test``.
+so they take minutes: they are marked slow; CI runs them as part of ``make test``. ``--no-compile``:
+what is installed is the same, and only the modules a test imports get compiled (a quarter less CPU
+time for the CrewAI install and its demo, measured: 160 s -> 122 s).
 """
 
 from __future__ import annotations
@@ -111,7 +113,7 @@ def test_the_core_installs_without_any_framework_and_manages_lists(wheel: Path, 
     bin_dir = _fresh_venv(tmp_path / "core-venv")
     site = _site_packages(bin_dir)
     before_mb = _size_mb(site)
-    _run([str(bin_dir / "pip"), "install", "--quiet", str(wheel)], cwd=tmp_path)
+    _run([str(bin_dir / "pip"), "install", "--quiet", "--no-compile", str(wheel)], cwd=tmp_path)
     listed = json.loads(_run([str(bin_dir / "pip"), "list", "--format", "json"], cwd=tmp_path).stdout)
     names = {p["name"].lower() for p in listed}
     assert "crewai" not in names and "langchain" not in names and "langchain-core" not in names
@@ -150,7 +152,7 @@ def test_the_demo_runs_from_any_folder_after_installing_the_crewai_and_plot_extr
     site = _site_packages(bin_dir)
     before_mb = _size_mb(site)
     _run(
-        [str(bin_dir / "pip"), "install", "--quiet", f"ctxlife[crewai,plot] @ {wheel.as_uri()}"],
+        [str(bin_dir / "pip"), "install", "--quiet", "--no-compile", f"ctxlife[crewai,plot] @ {wheel.as_uri()}"],
         cwd=tmp_path,
         timeout=1500,
     )

@@ -46,3 +46,14 @@ def test_a_run_that_leaves_files_outside_tmp_path_fails(pytester: pytest.Pyteste
         ["*wrote into the checkout*stray-in-checkout.txt*left files in the system temp folder*stray-in-temp.txt*"]
     )
     assert "fine.txt" not in result.stdout.str()
+
+
+@pytest.mark.xdist_group("hygiene")
+def test_an_xdist_group_keeps_its_tests_on_one_worker(request: pytest.FixtureRequest) -> None:
+    """`make test` runs `--dist loadgroup`: the modules marked with an ``xdist_group`` (the wheel
+    install, the type checkers, the soak) set up their expensive session fixtures once, on one worker.
+    pytest-xdist applies the group by suffixing the node id (pytest 9.2's node ids dropped the
+    attribute it sets, and then every worker set them up again, minutes each)."""
+    if not getattr(request.config.option, "loadgroup", False):  # set on the workers of --dist loadgroup
+        pytest.skip("runs under `pytest -n N --dist loadgroup` (make test)")
+    assert request.node.nodeid.endswith("@hygiene"), request.node.nodeid

@@ -222,8 +222,8 @@ def run_soak(store_dir: str, out: str, calls: int = CALLS, window: int = WINDOW)
 def _run_once(root: Path, out: Path) -> None:
     """Run the soak child into ``root`` unless a pytest-xdist worker of this run already did.
 
-    xdist_group does not keep this module's tests on one worker (pytest 9.2 + pytest-xdist 3.8: the
-    group suffix is not applied), so each worker would run its own 10,000-call child; the run's shared
+    `make test`'s ``--dist loadgroup`` keeps this module on one worker, but a plain ``-n 2`` (or
+    ``--dist load``) splits it, and each worker would run its own 10,000-call child; the run's shared
     temp folder and a lock make the second worker read the first one's figures instead."""
     with FileLock(str(root / "soak.lock")):
         if out.exists():
