@@ -8,7 +8,9 @@ as in a real conversation) after one system prompt, cut to the size. Every store
 ctxlife's ``sqlite://`` store, the Agents SDK's ``SQLiteSession(session_id, db_path)`` (its async API, as its
 docs show), LangGraph's ``SqliteSaver`` under a one-node ``MessagesState`` graph (``graph.invoke`` per turn,
 ``graph.get_state`` to read, as LangGraph's persistence docs show). Each store is filled once per size,
-untimed; each case then runs in its own process on a copy (so peak RSS is the case's own).
+untimed (ctxlife's store counts each message's tokens once there, at append, as it does for every
+append; the Agents SDK and LangGraph keep no counts); each case then runs in its own process on a copy (so
+peak RSS is the case's own).
 
 Cases (CPU time of the measured call, ``time.process_time``, median over repetitions):
 
@@ -31,7 +33,7 @@ Growth exponents: ``log(t(100k) / t(10k)) / log(10)`` (1 = linear, 0 = flat).
 
 Which rows depend on the session layer (``src/ctxlife/sessions/**``, ``Session.prepare`` in ``session.py``): read, cold,
 prepare, append. Counting and validation (``tokens.py``, ``manage()``): steady, first_compaction, and the
-counting part of cold.
+counting of what cold adds (the history's counts come from the store).
 
 Run: ``.venv/bin/python benchmarks/bench_scale.py [--quick]`` (writes benchmarks/results/scale.json); another
 ctxlife tree is measured by putting it first on ``PYTHONPATH`` (``--measure-only --out FILE``), as

@@ -289,6 +289,9 @@ class Session:
         current = restore_after(self.store, self.session_id, self.view, last) if last is not None else None
         if current is None:
             current = restore_view(self.store, self.session_id, self.view)
+            if current.records:  # one read of the raw history, for the recorder too
+                self._recorder().prime(self.session_id, self.view, current.records)
+                current = dataclasses.replace(current, records=[])
         self._last_read = current
         # The caller's messages are its own to edit: copies, never the ones kept for the next read.
         restored = dataclasses.replace(
@@ -296,6 +299,8 @@ class Session:
             messages=[frozen_copy(m) if type(m) is dict else m for m in current.messages],
             slots=list(current.slots),
         )
+        if restored.tokens:  # the counts the store kept: the host does not tokenize the history again
+            self.host.counter().remember(restored.messages, restored.tokens)
         self._recorder().seed(self.session_id, restored.messages, restored.slots, self.view, restored.fingerprints)
         return restored
 

@@ -102,10 +102,16 @@ class TokenCounter:
     and reuse it: counts are cached per string.
     """
 
-    def __init__(self, model: str | None = None) -> None:
+    def __init__(self, model: str | None = None, *, encoding: str | None = None) -> None:
+        """``model`` picks the encoding (see :func:`resolve_encoding_name`); ``encoding`` names an
+        offline encoding to use as it is instead (a store counts its records in the default one)."""
         self.model = model
-        self.encoding_name, wanted = resolve_encoding_name(model)
-        fell_back = self.encoding_name == FALLBACK_ENCODING and wanted != "cl100k_base"
+        wanted: str | None = encoding
+        if encoding is not None:
+            self.encoding_name = encoding
+        else:
+            self.encoding_name, wanted = resolve_encoding_name(model)
+        fell_back = encoding is None and self.encoding_name == FALLBACK_ENCODING and wanted != "cl100k_base"
         if fell_back and model not in _fallback_logged:
             _fallback_logged.add(model)
             emit(
@@ -194,6 +200,30 @@ class TokenCounter:
         edited in place (a field replaced, tool calls or content parts changed) too.
         """
         return REPLY_PRIMING_TOKENS + sum(self.count_each(messages))
+
+    def remember(self, messages: Sequence[dict[str, Any]], counts: Sequence[tuple[int | None, str | None]]) -> int:
+        """Take counts made earlier for these message dicts, so counting them costs a lookup.
+
+        ``counts`` are ``(tokens, encoding)`` per message, as a store keeps them with its records
+        (:attr:`ctxlife.sessions.RawRecord.tokens`); a count in another encoding, or None, is left
+        out and that message is counted when it is first used. The messages must not be edited
+        before they are counted: like a counted message, an edited one is counted again. Returns
+        how many counts were taken.
+        """
+        if len(messages) > self._live:
+            self._live = len(messages)
+            if LIVE_FACTOR * self._live > self._limit:
+                self._limit = LIVE_FACTOR * self._live
+        taken = 0
+        for message, (tokens, encoding) in zip(messages, counts, strict=True):
+            if tokens is None or encoding != self.encoding_name or type(message) is not dict:
+                continue
+            if len(self._message_cache) >= self._limit:
+                self._rotate()
+            values = tuple(message.values())
+            self._message_cache[id(message)] = (message, values, nested_stamp(values), tokens)
+            taken += 1
+        return taken
 
     def count_each(self, messages: Sequence[dict[str, Any]], start: int = 0) -> list[int]:
         """The tokens of each message of ``messages[start:]`` (as :meth:`count_message`), from the

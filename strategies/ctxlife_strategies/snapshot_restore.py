@@ -173,6 +173,10 @@ class SnapshotRestore(ctxlife.Strategy):
     ) -> tuple[list[dict[str, Any]], int, int] | None:
         """The restored list, or None when there is nothing to restore or the list holds the conversation."""
         restored_view = restore_view(store, session, view)
+        if restored_view.tokens:  # counted once at append: the history is not tokenized again
+            ctx.tokens.remember(restored_view.messages, restored_view.tokens)
+        if restored_view.records:  # one read of the raw history, for the recorder too
+            recorder.prime(session, view, restored_view.records)
         for message, slot in zip(restored_view.messages, restored_view.slots, strict=True):
             if not isinstance(message.get("role"), str):
                 raise BadSessionError(

@@ -85,6 +85,7 @@ __all__ = [
     "prepare_messages",
     "record_json",
     "register_snapshot_migration",
+    "token_count",
     "validate_messages",
 ]
 
@@ -364,6 +365,12 @@ class RawRecord:
             ctxlife before sequence numbers existed.
         quarantined: why the message could not be stored as it was (e.g. ``"$.content: bytes"``), or
             None. A quarantined message is stored in its :func:`json_safe` form.
+        tokens: the message's tokens as :meth:`ctxlife.TokenCounter.count_message` counts them in
+            ``token_encoding``, written once at append (:func:`prepare_messages`), so a restore does
+            not tokenize the history again; None for records without a count (a ``remove``, an erased
+            record, one written before counts were kept, or by a store that does not keep them).
+        token_encoding: the tiktoken encoding ``tokens`` was counted in (a counter in another
+            encoding counts the message itself).
     """
 
     seq: int
@@ -375,6 +382,8 @@ class RawRecord:
     op: str = ADD
     target: int | None = None
     erased: bool = False
+    tokens: int | None = None
+    token_encoding: str | None = None
 
     @property
     def slot(self) -> int:
@@ -404,11 +413,14 @@ class Event:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PreparedMessage:
-    """A message encoded for storage by :func:`prepare_messages` (JSON text, fingerprint, problems)."""
+    """A message encoded for storage by :func:`prepare_messages` (JSON text, fingerprint, problems,
+    token count and its encoding)."""
 
     text: str
     fingerprint: str
     quarantined: str | None
+    tokens: int | None = None
+    token_encoding: str | None = None
 
 
 def prepare_messages(
@@ -423,24 +435,36 @@ def prepare_messages(
     A message that is not JSON (NaN, bytes, objects) is stored in its :func:`json_safe` form with a
     ``quarantined`` reason, unless ``strict`` (then :class:`StoreError` names it and nothing of the
     batch is written). ``fingerprints`` are the messages' :func:`fingerprint` when the caller has
-    them already.
+    them already. Each message is counted once here (``PreparedMessage.tokens``, in the default
+    encoding of :class:`~ctxlife.TokenCounter`): a store that writes the count with the record
+    spares every later restore from tokenizing the history again.
     """
     validate_messages(session_id, messages)
     fps = list(fingerprints) if fingerprints is not None else None
     if fps is not None and len(fps) != len(messages):
         raise StoreError(f"append to session {session_id!r}: {len(fps)} fingerprints for {len(messages)} messages")
+    # lazy: ctxlife.tokens brings structlog (and rich), which importing the store layer does not need
+    from ctxlife.tokens import FALLBACK_ENCODING, TokenCounter
+
+    # A counter per batch: the messages are new, so a cache kept across appends would only hold memory.
+    counter = TokenCounter(encoding=FALLBACK_ENCODING)
     out = []
     for i, m in enumerate(messages):
         bad = None
+        stored = m
         try:
             text = json_text(m, what=f"message {i} for session {session_id!r}")
         except StoreError:
             if strict:
                 raise
             problems: list[str] = []
-            text = json_text(json_safe(m, problems), what=f"message {i} for session {session_id!r}")
+            stored = json_safe(m, problems)
+            text = json_text(stored, what=f"message {i} for session {session_id!r}")
             bad = "; ".join(problems)[:500] or "not JSON-serializable"
-        out.append(PreparedMessage(text, fps[i] if fps is not None else fingerprint(m), bad))
+        message, op, _, _ = unwrap_event(stored) if EVENT_KEY in stored else (stored, ADD, None, False)
+        tokens = None if op == REMOVE else counter.count_message(message)
+        fp = fps[i] if fps is not None else fingerprint(m)
+        out.append(PreparedMessage(text, fp, bad, tokens, None if tokens is None else counter.encoding_name))
     return out
 
 
@@ -457,20 +481,49 @@ def appended_records(
         value = m if p.quarantined is None else json.loads(p.text)
         message, op, target, erased = unwrap_event(value) if EVENT_KEY in value else (value, ADD, None, False)
         out.append(
-            RawRecord(first_seq + i, message, p.fingerprint, view, recorded_at, p.quarantined, op, target, erased)
+            RawRecord(
+                first_seq + i,
+                message,
+                p.fingerprint,
+                view,
+                recorded_at,
+                p.quarantined,
+                op,
+                target,
+                erased,
+                p.tokens,
+                p.token_encoding,
+            )
         )
     return out
 
 
 def record_json(seq: int, view: str, recorded_at: float, prepared: PreparedMessage) -> str:
-    """One stored record: ``{"seq":..,"view":..,"at":..,"fp":..,["bad":..,]"msg":{...}}`` (one line)."""
+    """One stored record (one line): ``{"seq":..,"view":..,"at":..,"fp":..,["bad":..,]["tk":[tokens,
+    encoding],]"msg":{...}}``."""
     bad = f',"bad":{json.dumps(prepared.quarantined)}' if prepared.quarantined else ""
+    if prepared.tokens is not None and prepared.token_encoding is not None:
+        bad += f',"tk":[{prepared.tokens},{json.dumps(prepared.token_encoding)}]'
     head = f'"seq":{seq},"view":{json.dumps(view)},"at":{recorded_at!r},"fp":"{prepared.fingerprint}"'
     return f'{{{head}{bad},"msg":{prepared.text}}}'
 
 
+def token_count(value: Any) -> tuple[int | None, str | None]:
+    """``(tokens, encoding)`` of a stored ``"tk"`` field; ``(None, None)`` when it is missing or not
+    ``[int >= 0, str]`` (a count is a cache: without a valid one, the message is counted again)."""
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and type(value[0]) is int
+        and value[0] >= 0
+        and isinstance(value[1], str)
+    ):
+        return value[0], value[1]
+    return None, None
+
+
 _ENVELOPE_REQUIRED = frozenset(("seq", "view", "at", "fp", "msg"))
-_ENVELOPE_ALL = _ENVELOPE_REQUIRED | {"bad"}
+_ENVELOPE_ALL = _ENVELOPE_REQUIRED | {"bad", "tk"}
 
 
 def decode_record(value: Any, position: int) -> RawRecord:
@@ -495,7 +548,8 @@ def decode_record(value: Any, position: int) -> RawRecord:
         if bad is not None and not isinstance(bad, str):
             raise ValueError("quarantine reason is not a string")
         message, op, target, erased = unwrap_event(msg)
-        return RawRecord(seq, message, fp, view, float(at), bad, op, target, erased)
+        tokens, encoding = token_count(value.get("tk"))
+        return RawRecord(seq, message, fp, view, float(at), bad, op, target, erased, tokens, encoding)
     return RawRecord(position, value, fingerprint(value), "", None, None)
 
 

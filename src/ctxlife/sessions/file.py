@@ -764,6 +764,7 @@ class FileStore(SessionStore):
                     value = values[seq]
                     message, _, _, _ = unwrap_event(value)
                     doc.pop("bad", None)
+                    doc.pop("tk", None)  # the count was of the text erased
                     doc["msg"] = value
                     doc["fp"] = fingerprint(message)
                     lines[i] = (json_text(doc, what="erased record") + "\n").encode("utf-8")

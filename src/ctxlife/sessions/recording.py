@@ -348,6 +348,21 @@ class Recorder:
             state = self._views[(session_id, view)] = self._load(session_id, view)
         return state
 
+    def prime(self, session_id: str, view: str, records: Sequence[RawRecord]) -> None:
+        """Take every record of the view, read from sequence number 0 by someone else (a restore
+        without a snapshot), so this recorder's first look at the view does not read them again.
+        Does nothing once the view is loaded. Records written after them are read on the next
+        write (the recorder then catches up, or the store reports the head moved)."""
+        with self._lock:
+            if (session_id, view) in self._views:
+                return
+            tail: list[_Entry] = []
+            _apply(tail, list(records))
+            top = records[-1].seq if records else 0
+            self._heads[session_id] = max(self._heads.get(session_id, 0), top)
+            last = tail[-1].seq if tail else 0
+            self._views[(session_id, view)] = _View(tail, top, True, [last] if last else [], last)
+
     def _load(self, session_id: str, view: str) -> _View:
         """Read the view's current state: one pass over its records (the first time a view is seen)."""
         head = self.store.head(session_id)

@@ -323,6 +323,7 @@ class RedisStore(SessionStore):
                             doc = json.loads(item)
                             message, _, _, _ = unwrap_event(values[seq])
                             doc.pop("bad", None)
+                            doc.pop("tk", None)  # the count was of the text erased
                             doc["msg"] = values[seq]
                             doc["fp"] = fingerprint(message)
                             pipe.lset(key, seq - 1, json_text(doc, what="erased record").encode("utf-8"))

@@ -48,6 +48,14 @@ class Restored:
     #: The store's fingerprint of the record at ``covered`` when it is one of this view's (to tell, on
     #: :func:`restore_after`, that the history was not rewritten since); None otherwise.
     covered_fp: str | None = None
+    #: Per message, ``(tokens, encoding)`` as the store counted its record at append
+    #: (:attr:`RawRecord.tokens`), when ``messages`` are the raw history's records (no snapshot);
+    #: empty otherwise. :meth:`ctxlife.TokenCounter.remember` takes them.
+    tokens: list[tuple[int | None, str | None]] = dataclasses.field(default_factory=list)
+    #: Every record of the view, as read from sequence number 0 (no snapshot): a recorder takes
+    #: them (:meth:`~ctxlife.sessions.recording.Recorder.prime`) instead of reading them again.
+    #: Empty otherwise, and not carried by :func:`restore_after`.
+    records: list[RawRecord] = dataclasses.field(default_factory=list, repr=False)
 
 
 def snapshot_slots(messages: list[Any], slots: list[int | None]) -> list[int | None]:
@@ -87,6 +95,8 @@ def restore_view(store: SessionStore, session_id: str, view: str = "", *, strict
             error,
             [None if r.quarantined else r.fingerprint for r in current],
             records[-1].fingerprint if records else None,
+            [(r.tokens, r.token_encoding) for r in current],
+            records,
         )
     messages = list(snapshot.messages)
     later = store.read_records(session_id, snapshot.raw_length, view=view, strict=strict)
@@ -141,6 +151,7 @@ def restore_after(
         if previous.fingerprints
         else [],
         later[-1].fingerprint,
+        previous.tokens + [(r.tokens, r.token_encoding) for r in later] if previous.tokens else [],
     )
 
 

@@ -75,7 +75,7 @@ __all__ = ["SQLiteStore"]
 
 log = Logger("ctxlife.sessions")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS ctxlife_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -94,6 +94,8 @@ CREATE TABLE IF NOT EXISTS ctxlife_raw (
     fp TEXT,
     recorded_at REAL,
     bad TEXT,
+    tokens INTEGER,
+    token_encoding TEXT,
     UNIQUE (session_id, seq)
 );
 CREATE INDEX IF NOT EXISTS ctxlife_raw_by_view ON ctxlife_raw (session_id, view, seq);
@@ -127,7 +129,13 @@ _MIGRATE_1_TO_2 = [
     "DROP TABLE ctxlife_snapshots_v1",
 ]
 
-_RAW_COLUMNS = "seq, view, fp, recorded_at, bad, json"
+# Schema 2 -> 3: each record's token count, written once at append (older records have none).
+_MIGRATE_2_TO_3 = [
+    "ALTER TABLE ctxlife_raw ADD COLUMN tokens INTEGER",
+    "ALTER TABLE ctxlife_raw ADD COLUMN token_encoding TEXT",
+]
+
+_RAW_COLUMNS = "seq, view, fp, recorded_at, bad, json, tokens, token_encoding"
 
 
 _UNREAD: Any = object()  # _decode: the row's JSON is still to be read
@@ -309,6 +317,10 @@ class SQLiteStore(SessionStore):
                 for stmt in _MIGRATE_1_TO_2:
                     conn.execute(stmt)
                 log.info("sqlite_schema_upgraded", store="sqlite", path=str(self.path), from_version=1, to_version=2)
+            if version in (1, 2):
+                for stmt in _MIGRATE_2_TO_3:
+                    conn.execute(stmt)
+                log.info("sqlite_schema_upgraded", store="sqlite", path=str(self.path), from_version=2, to_version=3)
             # statement by statement: executescript() would COMMIT the transaction on its own
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
@@ -434,10 +446,20 @@ class SQLiteStore(SessionStore):
             if if_head is not None and head != if_head:
                 raise conflict(session_id, if_head, head)
             conn.executemany(
-                "INSERT INTO ctxlife_raw (session_id, seq, view, fp, recorded_at, bad, json) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO ctxlife_raw (session_id, seq, view, fp, recorded_at, bad, json, tokens, token_encoding) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (session_id, head + 1 + i, view, p.fingerprint, now, p.quarantined, p.text)
+                    (
+                        session_id,
+                        head + 1 + i,
+                        view,
+                        p.fingerprint,
+                        now,
+                        p.quarantined,
+                        p.text,
+                        p.tokens,
+                        p.token_encoding,
+                    )
                     for i, p in enumerate(prepared)
                 ],
             )
@@ -460,7 +482,7 @@ class SQLiteStore(SessionStore):
         return [r for r in decoded if r is not None]
 
     def _decode(self, session_id: str, row: tuple[Any, ...], strict: bool, value: Any = _UNREAD) -> RawRecord | None:
-        seq, view, fp, recorded_at, bad, text = row
+        seq, view, fp, recorded_at, bad, text, tokens, token_encoding = row
         if value is _UNREAD:
             try:
                 value = json.loads(text)
@@ -484,8 +506,19 @@ class SQLiteStore(SessionStore):
                 ) from None
             log.error("raw_record_skipped", store="sqlite", session_id=session_id, seq=seq, problem=str(exc)[:120])
             return None
+        counted = type(tokens) is int and tokens >= 0 and isinstance(token_encoding, str)
         return RawRecord(
-            int(seq), message, fp if fp else fingerprint(message), view or "", recorded_at, bad, op, target, erased
+            int(seq),
+            message,
+            fp if fp else fingerprint(message),
+            view or "",
+            recorded_at,
+            bad,
+            op,
+            target,
+            erased,
+            tokens if counted else None,
+            token_encoding if counted else None,
         )
 
     def _rewrite_records(self, session_id: str, values: dict[int, dict[str, Any]]) -> int:
@@ -499,7 +532,8 @@ class SQLiteStore(SessionStore):
             for seq, value in values.items():
                 message, _, _, _ = unwrap_event(value)
                 changed += conn.execute(
-                    "UPDATE ctxlife_raw SET json = ?, fp = ?, bad = NULL WHERE session_id = ? AND seq = ?",
+                    "UPDATE ctxlife_raw SET json = ?, fp = ?, bad = NULL, tokens = NULL, token_encoding = NULL "
+                    "WHERE session_id = ? AND seq = ?",
                     (json_text(value, what="erased record"), fingerprint(message), session_id, seq),
                 ).rowcount
         after = self._conn()
