@@ -356,7 +356,7 @@ class HistoryIndex:
                 self._note_view(view)
             if len(text) <= chunk_chars:  # one document, numbered as its record (text_documents' rule)
                 if text:
-                    bodies.append((at, text if text.isascii() else index_text(text)))
+                    bodies.append((at, index_text(text)))
             else:
                 bodies += [
                     (_doc_id(doc), index_text(_body(doc))) for doc in text_documents(at, role, text, chunk_chars)

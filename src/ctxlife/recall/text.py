@@ -159,7 +159,7 @@ class TermCounts:
 
     def __init__(self, lower: str) -> None:
         self.lower = lower
-        self.length = len(TERM.findall(lower if lower.isascii() else index_text(lower)))
+        self.length = len(TERM.findall(index_text(lower)))
 
     def count(self, term: str) -> int:
         return count_term(self.lower, term)
