@@ -162,7 +162,7 @@ class Session:
         yours: send it as it is.
         """
         turn = [_checked(m, i) for i, m in enumerate(new)]
-        items, _ = self._restore()
+        items, _ = self._restore(for_host=True)
         listing: list[Message] = [{"role": "system", "content": self.system}] if self.system else []
         listing += items
         listing += turn
@@ -284,7 +284,7 @@ class Session:
     def _call_keywords(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "view": self.view}
 
-    def _restored(self) -> Restored:
+    def _restored(self, for_host: bool = False) -> Restored:
         last = self._last_read
         current = restore_after(self.store, self.session_id, self.view, last) if last is not None else None
         if current is None:
@@ -299,14 +299,15 @@ class Session:
             messages=[frozen_copy(m) if type(m) is dict else m for m in current.messages],
             slots=list(current.slots),
         )
-        if restored.tokens:  # the counts the store kept: the host does not tokenize the history again
+        if for_host and restored.tokens:  # the counts the store kept: the host does not tokenize the history again
             self.host.counter().remember(restored.messages, restored.tokens)
         self._recorder().seed(self.session_id, restored.messages, restored.slots, self.view, restored.fingerprints)
         return restored
 
-    def _restore(self) -> tuple[list[Message], int]:
-        """The view's conversation (snapshot + the events after it) and the last sequence number it covers."""
-        restored = self._restored()
+    def _restore(self, for_host: bool = False) -> tuple[list[Message], int]:
+        """The view's conversation (snapshot + the events after it) and the last sequence number it covers;
+        ``for_host``: it goes to the host next, which then takes the token counts the store kept."""
+        restored = self._restored(for_host)
         items = [
             # text a redaction strategy removes never comes back (ctxlife_filter_text, where="restore")
             self.host.filter_message(m, where="restore", session_id=self.session_id, view=self.view)
