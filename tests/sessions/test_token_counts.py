@@ -14,7 +14,7 @@ from typing import Any
 from ctxlife import Session
 from ctxlife.config import settings_from_dict
 from ctxlife.host import Host
-from ctxlife.sessions import REMOVE, REPLACE, Event, SessionStore, open_store
+from ctxlife.sessions import ADD, REMOVE, REPLACE, Event, RecordSlot, SessionStore, open_store
 from ctxlife.sessions.file import FileStore
 from ctxlife.tokens import FALLBACK_ENCODING, TokenCounter
 
@@ -126,7 +126,8 @@ def test_a_restore_counts_the_history_with_the_counts_kept_at_append(tmp_path: P
 
 
 class _CountingReads(FileStore):
-    """A file store that counts full reads of the raw history (from sequence number 0)."""
+    """A file store that counts full reads of the raw history (from sequence number 0), whole
+    records or the recorder's slots."""
 
     full_reads = 0
 
@@ -134,6 +135,11 @@ class _CountingReads(FileStore):
         if after_seq == 0:
             self.full_reads += 1
         return super().read_records(session_id, after_seq, **kwargs)
+
+    def read_slots(self, session_id: str, after_seq: int = 0, **kwargs: Any) -> Any:
+        if after_seq == 0:
+            self.full_reads += 1
+        return SessionStore.read_slots(self, session_id, after_seq, **kwargs)  # not through read_records
 
 
 def test_a_cold_session_reads_its_raw_history_once(tmp_path: Path) -> None:
@@ -174,3 +180,24 @@ def test_manage_with_snapshot_restore_reads_and_counts_a_cold_history_once(tmp_p
         assert store.full_reads == 1
     finally:
         host.close()
+
+
+def test_the_slots_a_store_reads_are_those_of_its_records(store: SessionStore) -> None:
+    """``read_slots`` (what a recorder keeps, without messages) agrees with ``read_records``,
+    events included; the SQLite store answers it from four columns."""
+    first = store.append("s", MESSAGES)
+    store.append("s", [{"role": "user", "content": "other view"}], view="lane")
+    store.append_events(
+        "s",
+        [
+            Event(REPLACE, {"role": "user", "content": "edited"}, first[0].seq),
+            Event(REMOVE, {}, first[1].seq),
+            Event(ADD, {"role": "assistant", "content": "inserted"}, first[2].seq),
+        ],
+    )
+    for view in (None, "", "lane"):
+        for after in (0, first[2].seq):
+            records = store.read_records("s", after, view=view)
+            assert store.read_slots("s", after, view=view) == [
+                RecordSlot(r.seq, r.fingerprint, r.op, r.target) for r in records
+            ]

@@ -33,6 +33,9 @@ entry-point group). The docstrings below are the contract. Rules shared by all m
 * Messages are JSON values (``dict`` with ``str`` keys, lists, str, int, float, bool, None); they must
   round-trip exactly. Encode with :func:`prepare_messages` / :func:`record_json` and decode with
   :func:`decode_record`, so every store writes the same bytes and reads the same records.
+* :meth:`SessionStore.read_slots` has a default (it reads the records); override it when the store
+  can list ``(seq, fingerprint, op, target)`` without decoding messages, as the SQLite store does:
+  a recorder's first look at a long view then costs no message decoding and little memory.
 * Stores are safe to share between threads of one process. Log with
   ``ctxlife.events.Logger("ctxlife.sessions")`` (structlog, routed as ctxlife routes its events): counts
   and names only, never message contents.
@@ -50,7 +53,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -73,6 +76,7 @@ __all__ = [
     "LockTimeoutError",
     "PreparedMessage",
     "RawRecord",
+    "RecordSlot",
     "SessionInfo",
     "SessionStore",
     "Snapshot",
@@ -409,6 +413,15 @@ class Event:
     message: dict[str, Any]
     target: int | None = None
     fingerprint: str | None = None
+
+
+class RecordSlot(NamedTuple):
+    """What a recorder keeps of a record (:meth:`SessionStore.read_slots`): no message."""
+
+    seq: int
+    fingerprint: str
+    op: str = ADD
+    target: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -823,6 +836,16 @@ class SessionStore(abc.ABC):
             for e in events
         ]
         return self.append(session_id, values, view=view, if_head=if_head, fingerprints=fps)
+
+    def read_slots(self, session_id: str, after_seq: int = 0, *, view: str | None = None) -> list[RecordSlot]:
+        """``(seq, fingerprint, op, target)`` of the records :meth:`read_records` (``strict=False``)
+        returns: what a recorder keeps of a view's history, without its messages. A store that can
+        skip decoding the messages overrides it (the SQLite store reads four columns), so a recorder
+        loading a 100,000-message view does not hold them all in memory at once."""
+        return [
+            RecordSlot(r.seq, r.fingerprint, r.op, r.target)
+            for r in self.read_records(session_id, after_seq, view=view, strict=False)
+        ]
 
     def current(self, session_id: str, view: str = "") -> list[RawRecord]:
         """The view's current conversation: one record per live message (see :func:`materialize`)."""

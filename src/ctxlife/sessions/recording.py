@@ -70,6 +70,7 @@ from ctxlife.sessions.base import (
     AppendConflictError,
     Event,
     RawRecord,
+    RecordSlot,
     SessionStore,
     fingerprint,
 )
@@ -366,7 +367,7 @@ class Recorder:
     def _load(self, session_id: str, view: str) -> _View:
         """Read the view's current state: one pass over its records (the first time a view is seen)."""
         head = self.store.head(session_id)
-        records = self.store.read_records(session_id, 0, view=view, strict=False)
+        records = self.store.read_slots(session_id, 0, view=view)
         top = max(head, records[-1].seq if records else 0)
         self._heads[session_id] = max(self._heads.get(session_id, 0), top)
         tail: list[_Entry] = []
@@ -378,7 +379,7 @@ class Recorder:
         """Read the view's records another writer appended after what the tail holds."""
         # The head first: records of other views move it too (then this view may have none to read).
         head = self.store.head(session_id)
-        records = self.store.read_records(session_id, state.synced, view=view, strict=False)
+        records = self.store.read_slots(session_id, state.synced, view=view)
         if _apply(state.tail, records):
             state.reorders += 1
         if records:
@@ -988,7 +989,7 @@ class Recorder:
         del anchors[:-_ANCHORS]
 
 
-def _apply(tail: list[_Entry], records: Sequence[RawRecord]) -> bool:
+def _apply(tail: list[_Entry], records: Sequence[RawRecord | RecordSlot]) -> bool:
     """Apply a view's records (events) to its current state ``tail`` (as :func:`.base.materialize`);
     return whether an entry moved or left (anything but appends at the end)."""
     moved = False

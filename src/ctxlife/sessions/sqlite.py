@@ -51,7 +51,9 @@ from urllib.parse import unquote
 from ctxlife.errors import StoreError
 from ctxlife.events import Logger
 from ctxlife.sessions.base import (
+    EVENT_KEY,
     RawRecord,
+    RecordSlot,
     SessionInfo,
     SessionStore,
     Snapshot,
@@ -571,6 +573,38 @@ class SQLiteStore(SessionStore):
                 (session_id, view, after_seq),
             )
         return self._decode_all(session_id, rows, strict)
+
+    def read_slots(self, session_id: str, after_seq: int = 0, *, view: str | None = None) -> list[RecordSlot]:
+        validate_session_id(session_id)
+        check_after_seq(after_seq)
+        if view is not None:
+            validate_view(view)
+        if self._expired(session_id):
+            return []
+        # Only an event (an edit, a removal, an insertion) needs its JSON in Python; a row that is not
+        # a JSON object is left out, as read_records(strict=False) skips it.
+        where = "session_id = ? AND seq > ?" if view is None else "session_id = ? AND view = ? AND seq > ?"
+        params = (session_id, after_seq) if view is None else (session_id, view, after_seq)
+        rows = self._query(
+            "read_slots",
+            f"SELECT seq, fp, CASE WHEN json_extract(json, '$.{EVENT_KEY}') IS NOT NULL THEN json END FROM ctxlife_raw "
+            f"WHERE {where} AND json_valid(json) AND json_type(json) = 'object' ORDER BY seq",
+            params,
+        )
+        if any(fp is None for _, fp, _ in rows):  # rows written before fingerprints were stored
+            return super().read_slots(session_id, after_seq, view=view)
+        slots = []
+        for seq, fp, event in rows:
+            if event is None:
+                slots.append(RecordSlot(int(seq), fp))
+                continue
+            try:
+                _, op, target, _ = unwrap_event(json.loads(event))
+            except ValueError as exc:
+                log.error("raw_record_skipped", store="sqlite", session_id=session_id, seq=seq, problem=str(exc)[:120])
+                continue
+            slots.append(RecordSlot(int(seq), fp, op, target))
+        return slots
 
     def head(self, session_id: str) -> int:
         validate_session_id(session_id)
