@@ -201,3 +201,15 @@ def test_the_slots_a_store_reads_are_those_of_its_records(store: SessionStore) -
             assert store.read_slots("s", after, view=view) == [
                 RecordSlot(r.seq, r.fingerprint, r.op, r.target) for r in records
             ]
+
+
+def test_a_field_a_later_version_adds_to_a_record_is_ignored(tmp_path: Path) -> None:
+    """Forward compatibility for rolling upgrades: an older worker reads what a newer one wrote."""
+    store = FileStore(tmp_path / "sessions")
+    store.append("s", MESSAGES[:2])
+    path = next((tmp_path / "sessions").rglob("*.jsonl"))
+    docs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    docs[0]["later"] = {"anything": [1, 2]}
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    records = store.read_records("s")
+    assert [(r.seq, r.message) for r in records] == [(1, MESSAGES[0]), (2, MESSAGES[1])]

@@ -536,7 +536,6 @@ def token_count(value: Any) -> tuple[int | None, str | None]:
 
 
 _ENVELOPE_REQUIRED = frozenset(("seq", "view", "at", "fp", "msg"))
-_ENVELOPE_ALL = _ENVELOPE_REQUIRED | {"bad", "tk"}
 
 
 def decode_record(value: Any, position: int) -> RawRecord:
@@ -544,12 +543,13 @@ def decode_record(value: Any, position: int) -> RawRecord:
 
     ``position`` is the record's 1-based place in the history: records written by ctxlife before
     sequence numbers existed (a plain message per record) get it as their sequence number, view
-    ``""`` and a fingerprint computed now.
+    ``""`` and a fingerprint computed now. Envelope fields this version does not know (a later
+    version's) are ignored, so an older worker reads what a newer one wrote during a rolling upgrade.
     """
     if not isinstance(value, dict):
         raise ValueError(f"not a JSON object but {type(value).__name__}")
     keys = value.keys()
-    if _ENVELOPE_REQUIRED <= keys and keys <= _ENVELOPE_ALL:
+    if _ENVELOPE_REQUIRED <= keys:
         seq, view, at, fp, msg = value["seq"], value["view"], value["at"], value["fp"], value["msg"]
         bad = value.get("bad")
         if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
