@@ -474,11 +474,19 @@ def prepare_messages(
             stored = json_safe(m, problems)
             text = json_text(stored, what=f"message {i} for session {session_id!r}")
             bad = "; ".join(problems)[:500] or "not JSON-serializable"
-        message, op, _, _ = unwrap_event(stored) if EVENT_KEY in stored else (stored, ADD, None, False)
-        tokens = None if op == REMOVE else counter.count_message(message)
+        tokens = _tokens_of(counter, stored)
         fp = fps[i] if fps is not None else fingerprint(m)
         out.append(PreparedMessage(text, fp, bad, tokens, None if tokens is None else counter.encoding_name))
     return out
+
+
+def _tokens_of(counter: Any, value: dict[str, Any]) -> int | None:
+    """The tokens of a stored value's message (None for a removal, or a value that is not a valid event)."""
+    try:
+        message, op, _, _ = unwrap_event(value) if EVENT_KEY in value else (value, ADD, None, False)
+    except ValueError:
+        return None
+    return None if op == REMOVE else int(counter.count_message(message))
 
 
 def appended_records(
