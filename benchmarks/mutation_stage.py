@@ -13,8 +13,7 @@ touched):
   jobs), only the statements from the first line holding its ``from`` text up to the one before the
   first later line holding its ``to`` text (an empty ``to``: to the end) are mutated: the lines
   before get ``# pragma: no mutate start``/``end``, the ones from ``to`` on ``# pragma: no mutate
-  block`` (both ``from`` and ``to`` must be statements of the function's own body, not of a block
-  inside it);
+  block`` (``from`` and ``to`` must each start a statement);
 - a method decorated with ``@ctxlife.hookimpl`` gets its decorator applied after its body instead
   (``name = ctxlife.hookimpl(name)``): mutmut 3 leaves decorated functions unmutated, and a
   strategy's hook is where it acts.
@@ -114,12 +113,40 @@ def mutate_only_between(lines: list[str], function: str, start: str, stop: str, 
         return f"{indent}# pragma: no mutate {text}\n"
 
     # from the end backwards, so the indices found stay valid
-    if finish < end:
-        lines.insert(finish, comment(finish, "block"))
+    for at in sorted(_rest_from(node, finish + 1) if finish < end else [], reverse=True):
+        lines.insert(at, comment(at, "block"))
     if begin > first:
         lines.insert(begin, comment(begin, "end"))
         lines.insert(first, comment(first, "start"))
     return lines
+
+
+def _rest_from(function: ast.FunctionDef | ast.AsyncFunctionDef, lineno: int) -> list[int]:
+    """Indices of the lines that get ``# pragma: no mutate block`` so that the statement starting on
+    ``lineno`` and everything of ``function`` after it is left unmutated: mutmut's block covers a
+    statement and its later siblings, so one more goes before the next statement of each enclosing
+    block, and before the first statement of each ``except``/``else``/``finally`` after it."""
+    marks: list[int] = []
+
+    def walk(body: list[ast.stmt]) -> bool:
+        for i, statement in enumerate(body):
+            if statement.lineno == lineno:
+                marks.append(statement.lineno - 1)
+                return True
+            nested = [getattr(statement, field, []) for field in ("body", "orelse", "finalbody")]
+            handlers = [h.body for h in getattr(statement, "handlers", [])]
+            blocks = [b for b in (*nested[:1], *handlers, *nested[1:]) if b]
+            for k, block in enumerate(blocks):
+                if walk(block):
+                    marks.extend(later[0].lineno - 1 for later in blocks[k + 1 :])
+                    if i + 1 < len(body):
+                        marks.append(body[i + 1].lineno - 1)
+                    return True
+        return False
+
+    if not walk(function.body):
+        raise SystemExit(f"{function.name}: no statement starts on line {lineno}")
+    return marks
 
 
 def undecorate_hooks(lines: list[str]) -> tuple[list[str], int]:

@@ -370,6 +370,84 @@ def test_a_long_record_is_matched_with_its_head_when_coverage_is_required(tmp_pa
         index.close()
 
 
+def test_a_passage_shows_the_stored_records_with_only_their_text_cut_or_filtered(tmp_path):
+    index = HistoryIndex(tmp_path / "i.sqlite", chunk_chars=200)
+    long = "Shipment manifest. " + " ".join(f"crate {i} holds bolts." for i in range(40)) + " The seal is 8841."
+    call_ = {"id": "c1", "type": "function", "function": {"name": "manifest", "arguments": "{}"}}
+    try:
+        index.add(
+            [
+                Record(1, {"role": "user", "content": "show me the manifest seal"}, recorded_at=1.7e9, view="clerk"),
+                Record(
+                    2,
+                    {"role": "assistant", "content": None, "tool_calls": [call_]},
+                    recorded_at=1.7e9 + 1,
+                    view="clerk",
+                ),
+                Record(3, {"role": "tool", "tool_call_id": "c1", "content": long}, recorded_at=1.7e9 + 2, view="clerk"),
+            ]
+        )
+        for text_filter in (None, lambda text: text.replace("seal", "[x]")):
+            found = passages_from(index, "manifest seal 8841", context=1, text_filter=text_filter)
+            assert found
+            for record in (r for p in found for r in p.records):
+                stored = index.records([record.seq])[record.seq]
+                assert (record.seq, record.role, record.recorded_at, record.day, record.view, record.calls) == (
+                    stored.seq,
+                    stored.role,
+                    stored.recorded_at,
+                    stored.day,
+                    stored.view,
+                    stored.calls,
+                )
+            assert any(r.calls for p in found for r in p.records)
+    finally:
+        index.close()
+
+
+def test_a_match_already_shown_in_a_better_passage_does_not_end_the_list(tmp_path):
+    index = HistoryIndex(tmp_path / "i.sqlite")
+    chat = [
+        ("user", "tell me about lighthouse keepers and the lighthouse"),
+        ("assistant", "Lighthouse keepers lived alone in the lighthouse. Would you like to visit one?"),
+        ("user", "yes, the lighthouse on the cliff"),
+        ("assistant", "ok"),
+        *[(role, f"filler {i}") for i in range(4) for role in ("user", "assistant")],
+        ("user", "one more lighthouse story"),
+        ("assistant", "fine"),
+    ]
+    try:
+        index.add([Record(i, {"role": role, "content": text}) for i, (role, text) in enumerate(chat, 1)])
+        found = passages_for_index = passages_from(index, "lighthouse", limit=5, context=0)
+        seqs = [r.seq for p in found for r in p.records]
+        assert 13 in seqs and len(seqs) == len(set(seqs)), passages_for_index
+    finally:
+        index.close()
+
+
+def test_passages_from_defaults_five_passages_one_neighbour_any_coverage_tools_unweighted(tmp_path):
+    index = HistoryIndex(tmp_path / "i.sqlite")
+    messages = []
+    for name in ("alder", "birch", "cedar", "dogwood", "elm", "fir", "ginkgo", "hazel"):
+        messages += [
+            {"role": "user", "content": f"chat with {name}: the harbour tour was fun"},
+            {"role": "assistant", "content": "noted"},
+        ]
+    messages += [
+        {"role": "user", "content": "the ferry fee is forty"},
+        {"role": "tool", "tool_call_id": "c1", "content": "the ferry fee is forty"},
+    ]
+    try:
+        index.add([Record(i, m) for i, m in enumerate(messages, 1)])
+        assert len(passages_from(index, "harbour tour")) == 5
+        first = passages_from(index, "cedar harbour tour", limit=1)[0]
+        assert first.hit.seq == 5 and [r.seq for r in first.records] == [4, 5, 6, 7]
+        assert passages_from(index, "harbour zeppelin")  # a partial match is enough by default
+        assert passages_from(index, "ferry fee forty", limit=1)[0].hit.seq == 17  # same text: the earlier
+    finally:
+        index.close()
+
+
 # -- deleted, replaced and erased text never comes back ----------------------------------------------
 
 
@@ -385,6 +463,8 @@ def test_removed_and_replaced_messages_are_never_found_again(tmp_path):
         assert index.search("porridge") == [] and [h.seq for h in index.search("jam")] == [2]
         assert index.add([Record(7, {"role": "user", "content": "odd"}, op="merge", target=2)]) == 0
         assert index.search("odd") == [] and [h.seq for h in index.search("jam")] == [2]
+        index.add([Record(8, {"role": "user", "content": "no op means an addition"}, op="")])
+        assert [h.seq for h in index.search("addition")] == [8]
     finally:
         index.close()
 
@@ -395,22 +475,22 @@ def test_text_edited_or_removed_in_the_same_batch_is_never_written(tmp_path):
     try:
         changed = index.add(
             [
-                Record(1, {"role": "user", "content": "secret marmalade alpha"}),
+                Record(1, {"role": "user", "content": "secret qzvka alpha"}),
                 Record(2, {"role": "user", "content": "keep this bread"}),
-                Record(3, {"role": "user", "content": "secret marmalade beta"}, op="replace", target=1),
+                Record(3, {"role": "user", "content": "secret qzvkb beta"}, op="replace", target=1),
                 Record(4, {"role": "user", "content": "public toast"}, op="replace", target=1),
-                Record(5, {"role": "user", "content": "secret marmalade gamma"}),
+                Record(5, {"role": "user", "content": "secret qzvkc gamma"}),
                 Record(6, {}, op="remove", target=5),
                 Record(7, {"role": "user", "content": "more butter"}),
             ]
         )
         assert changed >= 3 and index.last_seq == 7
-        assert index.search("marmalade") == [] and [h.seq for h in index.search("toast")] == [1]
+        assert index.search("secret") == [] and [h.seq for h in index.search("toast")] == [1]
         assert [h.seq for h in index.search("bread")] == [2] and [h.seq for h in index.search("butter")] == [7]
         assert len(index) == 3
     finally:
         index.close()
-    assert not any(b"marmalade" in p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    assert not any(b"qzvk" in p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
 
 
 def test_an_erased_message_never_comes_back_in_a_recall_block(url, host):

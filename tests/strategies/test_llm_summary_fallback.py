@@ -113,8 +113,17 @@ def test_a_failed_model_summary_falls_back_to_the_extractive_summary_with_one_er
     assert event["error_type"] == error_type and event["evicted_messages"] == action.details["evicted_messages"]
 
 
-@pytest.mark.parametrize("reply", ["  ", f"{SUMMARY_PREFIX}  ", None], ids=["blank", "marker-only", "none"])
-def test_a_registered_summarizer_answering_nothing_usable_falls_back_too(reply):
+@pytest.mark.parametrize(
+    "reply, said",
+    [
+        ("  ", "returned an empty summary"),
+        (f"{SUMMARY_PREFIX}  ", "returned an empty summary"),
+        (None, "returned NoneType, not text"),
+        (42, "returned int, not text"),
+    ],
+    ids=["blank", "marker-only", "none", "int"],
+)
+def test_a_registered_summarizer_answering_nothing_usable_falls_back_too(reply, said):
     class Blank:
         def summarize(self, request: Any) -> Any:
             return reply
@@ -127,7 +136,7 @@ def test_a_registered_summarizer_answering_nothing_usable_falls_back_too(reply):
         unregister_summarizer("blank")
     assert action.details["summarizer"] == "extractive" and action.details["fallback_from"] == "blank"
     assert len(events) == 1 and events[0]["error_type"] == "SummaryFailed"
-    assert "returned" in events[0]["error"]
+    assert said in events[0]["error"]
 
 
 def test_a_model_summary_is_used_as_written_with_the_marker_once_and_no_error():
@@ -166,6 +175,8 @@ def test_once_retry_model_after_seconds_passed_the_model_is_asked_again_and_used
         _, action, events = compact(host, messages)
         assert action.details["summarizer"] == "agent_llm" and events == []
     assert len(model.calls) == 3
+    # The running summary: the model is given the previous one to fold the new messages into.
+    assert "Goal: check reservations." in json.dumps(model.calls[2][0])
 
 
 def test_a_model_slower_than_timeout_seconds_is_given_up_and_never_waited_for_twice():
@@ -183,7 +194,8 @@ def test_a_model_slower_than_timeout_seconds_is_given_up_and_never_waited_for_tw
         messages += rounds(12, 10)
         _, action, events = compact(host, messages)
         assert action.what == "compacted" and action.details["summarizer"] == "extractive"
-        assert len(model.calls) == 1 and "has not finished yet" in events[0]["error"]
+        assert len(model.calls) == 1
+        assert events[0]["error"] == "SummaryFailed: the previous summary has not finished yet (it timed out)"
     finally:
         release.set()
 
@@ -258,6 +270,8 @@ def test_a_summary_the_model_cannot_condense_is_cut_at_a_line_never_discarded(co
 
 
 def test_the_extractive_fallback_is_never_condensed_by_the_model():
+    condensed: list[int] = []
+
     class Wordy:
         fact_list = True
 
@@ -265,7 +279,8 @@ def test_the_extractive_fallback_is_never_condensed_by_the_model():
             return "\n".join(f"Line {i}: reservation RS{i:03d}X." for i in range(300))
 
         def condense(self, text: str, max_tokens: int) -> str:
-            raise AssertionError("the extractive summary is local: it is cut, not condensed")
+            condensed.append(max_tokens)
+            return "short"
 
     register_summarizer("extractive", lambda **kw: Wordy(), replace=True)
     try:
@@ -274,7 +289,7 @@ def test_the_extractive_fallback_is_never_condensed_by_the_model():
     finally:
         register_summarizer("extractive", ExtractiveSummarizer, replace=True)
     assert action.details["summarizer"] == "extractive" and action.details["summary_tokens"] <= 600 + MARKS
-    assert inserted_text(messages[1]["content"]).startswith(f"{SUMMARY_PREFIX} Line 0:")
+    assert inserted_text(messages[1]["content"]).startswith(f"{SUMMARY_PREFIX} Line 0:") and condensed == []
 
 
 def test_the_key_facts_the_model_summary_lost_are_appended_within_the_budget():
@@ -300,3 +315,74 @@ def test_a_lone_surrogate_in_a_model_summary_cannot_break_the_request():
     messages = conversation()
     compact(host_with(Model("Goal: check the reservation \ud800 of mia_li.")), messages)
     assert json.dumps(messages, ensure_ascii=False).encode("utf-8")
+
+
+def test_the_error_event_names_the_strategy_and_session_and_shows_content_only_with_log_content():
+    leak = "Please check reservation RS003X for user mia_li_3603"  # a user message's own words
+    for log_content in (False, True):
+        settings = settings_from_dict({"strategies": ["llm_summary"], "log_content": log_content})
+        host = Host(settings, context_window=WINDOW, summary_model=Model(RuntimeError(f"bad prompt: {leak}")))
+        _, _, events = compact_in(host, conversation(), session_id="s9")
+        assert (events[0]["strategy"], events[0]["session_id"]) == ("llm_summary", "s9")
+        assert (leak in events[0]["error"]) is log_content
+
+
+def compact_in(host: Host, messages: list[dict[str, Any]], **kwargs: Any) -> tuple[Any, Any, list[dict[str, Any]]]:
+    with capture_logs() as logs:
+        report = host.before_llm_call(messages, **kwargs)
+    assert report.failures == []
+    action = next((a for a in report.actions if a.what in ("compacted", "truncated")), None)
+    return report, action, [e for e in logs if e["event"] == "ctxlife.summary_failed"]
+
+
+def test_a_summarizer_that_keeps_the_facts_itself_gets_the_whole_budget():
+    asked: list[int] = []
+
+    class Keeper:
+        fact_list = True
+
+        def summarize(self, request: Any) -> str:
+            asked.append(request.max_tokens)
+            return "Goal: the user checks reservations."
+
+    register_summarizer("keeper", lambda **kw: Keeper(), replace=True)
+    try:
+        compact(host_with(summarizer="keeper", max_summary_tokens=200), conversation())
+    finally:
+        unregister_summarizer("keeper")
+    assert asked == [200]
+
+
+def test_the_key_facts_list_holds_only_what_the_summary_lost():
+    model = Model("Goal: the user checks reservation RS000X and others.")
+    messages = conversation()
+    compact(host_with(model, max_summary_tokens=200), messages)
+    body = inserted_text(messages[1]["content"])
+    assert body.count("RS000X") == 1 and "RS001X" in body.split("Key facts:")[1]
+
+
+def test_a_summarizer_without_condense_has_its_long_summary_cut_not_replaced():
+    class Plain:
+        def summarize(self, request: Any) -> str:
+            return "\n".join(f"Line {i}: reservation RS{i:03d}X." for i in range(300))
+
+    register_summarizer("plain", lambda **kw: Plain(), replace=True)
+    try:
+        messages = conversation()
+        _, action, events = compact(host_with(summarizer="plain"), messages)
+    finally:
+        unregister_summarizer("plain")
+    assert action.details["summarizer"] == "plain" and events == []
+    assert inserted_text(messages[1]["content"]).startswith(f"{SUMMARY_PREFIX} Line 0:")
+
+
+def test_while_the_model_rests_its_own_failure_is_named_not_the_fallbacks(broken_extractive):
+    host = host_with(Model(RuntimeError("model down")), retry_model_after_seconds=3600)
+    messages = conversation()
+    _, action, _ = compact(host, messages)
+    assert action.what == "truncated"
+    messages += rounds(12, 10)
+    _, action, events = compact(host, messages)
+    assert action.what == "truncated" and len(events) == 1
+    cause = events[0]["error"].split(" | ")[0]
+    assert re.fullmatch(r"SummaryFailed: not asked: it failed \d\d:\d\d:\d\d: RuntimeError: model down", cause)
