@@ -13,7 +13,7 @@ touched):
   jobs), only the statements from the first line holding its ``from`` text up to the one before the
   first later line holding its ``to`` text (an empty ``to``: to the end) are mutated: the lines
   before get ``# pragma: no mutate start``/``end``, the ones from ``to`` on ``# pragma: no mutate
-  block`` (``from`` and ``to`` must each start a statement);
+  block`` (``from`` must start a statement of the function's own body, ``to`` any statement);
 - a method decorated with ``@ctxlife.hookimpl`` gets its decorator applied after its body instead
   (``name = ctxlife.hookimpl(name)``): mutmut 3 leaves decorated functions unmutated, and a
   strategy's hook is where it acts.
@@ -107,6 +107,10 @@ def mutate_only_between(lines: list[str], function: str, start: str, stop: str, 
     finish = next((i for i in range(begin + 1, end) if stop in lines[i]), None) if begin is not None and stop else end
     if begin is None or finish is None:
         raise SystemExit(f"{where}: {function} has no line holding {start!r} followed by one holding {stop!r}")
+    if begin > first and all(statement.lineno != begin + 1 for statement in node.body):
+        # mutmut reads a function's own pragmas before those of its inner blocks: a "start" there
+        # and an "end" inside would leave the range open across the inner blocks' marks
+        raise SystemExit(f"{where}: {function}: {start!r} must start a statement of the function's own body")
 
     def comment(at: int, text: str) -> str:
         indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]

@@ -485,6 +485,7 @@ def test_text_edited_or_removed_in_the_same_batch_is_never_written(tmp_path):
             ]
         )
         assert changed >= 3 and index.last_seq == 7
+        assert index.add([Record(7, {"role": "user", "content": "more butter"})]) == 0  # applied once
         assert index.search("secret") == [] and [h.seq for h in index.search("toast")] == [1]
         assert [h.seq for h in index.search("bread")] == [2] and [h.seq for h in index.search("butter")] == [7]
         assert len(index) == 3
