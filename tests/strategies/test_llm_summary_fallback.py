@@ -183,11 +183,14 @@ def test_a_model_slower_than_timeout_seconds_is_given_up_and_never_waited_for_tw
     release = threading.Event()
     model = Model(lambda messages, max_tokens: release.wait(10) and "Goal: late.")
     host = host_with(model, timeout_seconds=0.2, retry_model_after_seconds=0)
+    threads = set(threading.enumerate())
     try:
         messages = conversation()
         started = time.perf_counter()
         _, action, events = compact(host, messages)
         assert time.perf_counter() - started < 3
+        hung = set(threading.enumerate()) - threads
+        assert hung and all(t.daemon for t in hung)  # a hung model call never keeps the program from exiting
         assert action.details["summarizer"] == "extractive"
         assert "did not answer within 0.2 s" in events[0]["error"]
         # The hung call still runs: the next compaction does not start another one, nor wait.
