@@ -9,6 +9,11 @@ touched):
   in a file listed under ``[tool.ctxlife-mutate] only_functions`` every top-level function and
   method not named there, gets ``# pragma: no mutate block``: mutmut applies its patterns to single
   lines only, and the scope of the run is whole functions;
+- in a function listed under ``[tool.ctxlife-mutate] only_lines`` (a long function doing several
+  jobs), only the statements from the first line holding its ``from`` text up to the one before the
+  first later line holding its ``to`` text (an empty ``to``: to the end) are mutated: the lines
+  before get ``# pragma: no mutate start``/``end``, the ones from ``to`` on ``# pragma: no mutate
+  block`` (``from`` must start a statement of the function's own body, ``to`` any statement);
 - a method decorated with ``@ctxlife.hookimpl`` gets its decorator applied after its body instead
   (``name = ctxlife.hookimpl(name)``): mutmut 3 leaves decorated functions unmutated, and a
   strategy's hook is where it acts.
@@ -45,6 +50,7 @@ def main(stage: Path) -> None:
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
     config = pyproject["mutmut"]
     only_functions = pyproject.get("ctxlife-mutate", {}).get("only_functions", {})
+    only_lines = pyproject.get("ctxlife-mutate", {}).get("only_lines", {})
     patterns = [re.compile(p) for p in config.get("do_not_mutate_patterns", [])]
     marked = moved = 0
     for pattern_path in config.get("only_mutate", []):
@@ -52,6 +58,8 @@ def main(stage: Path) -> None:
         lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
         lines, count = undecorate_hooks(lines)
         moved += count
+        for function, (start, stop) in only_lines.get(pattern_path, {}).items():
+            lines = mutate_only_between(lines, function, start, stop, where=pattern_path)
         kept = only_functions.get(pattern_path)
         outside = set() if kept is None else outside_functions(lines, set(kept))
         for i, line in enumerate(lines):
@@ -83,6 +91,66 @@ def outside_functions(lines: list[str], kept: set[str]) -> set[int]:
     """Indices of the ``def`` lines of the functions not named in ``kept``."""
     tree = ast.parse("".join(lines))
     return {node.lineno - 1 for node in _functions(tree) if node.name not in kept}
+
+
+def mutate_only_between(lines: list[str], function: str, start: str, stop: str, *, where: str) -> list[str]:
+    """``lines`` with every statement of ``function`` outside [the line holding ``start``, the first
+    later line holding ``stop`` or the function's end when ``stop`` is empty) marked with mutmut's
+    pragmas (comment lines only: nothing moves)."""
+    found = [node for node in _functions(ast.parse("".join(lines))) if node.name == function]
+    if len(found) != 1:
+        raise SystemExit(f"{where}: only_lines names {function!r}, found {len(found)} functions of that name")
+    node = found[0]
+    assert node.end_lineno is not None
+    first, end = node.body[0].lineno - 1, node.end_lineno
+    begin = next((i for i in range(first, end) if start in lines[i]), None)
+    finish = next((i for i in range(begin + 1, end) if stop in lines[i]), None) if begin is not None and stop else end
+    if begin is None or finish is None:
+        raise SystemExit(f"{where}: {function} has no line holding {start!r} followed by one holding {stop!r}")
+    if begin > first and all(statement.lineno != begin + 1 for statement in node.body):
+        # mutmut reads a function's own pragmas before those of its inner blocks: a "start" there
+        # and an "end" inside would leave the range open across the inner blocks' marks
+        raise SystemExit(f"{where}: {function}: {start!r} must start a statement of the function's own body")
+
+    def comment(at: int, text: str) -> str:
+        indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+        return f"{indent}# pragma: no mutate {text}\n"
+
+    # from the end backwards, so the indices found stay valid
+    for at in sorted(_rest_from(node, finish + 1) if finish < end else [], reverse=True):
+        lines.insert(at, comment(at, "block"))
+    if begin > first:
+        lines.insert(begin, comment(begin, "end"))
+        lines.insert(first, comment(first, "start"))
+    return lines
+
+
+def _rest_from(function: ast.FunctionDef | ast.AsyncFunctionDef, lineno: int) -> list[int]:
+    """Indices of the lines that get ``# pragma: no mutate block`` so that the statement starting on
+    ``lineno`` and everything of ``function`` after it is left unmutated: mutmut's block covers a
+    statement and its later siblings, so one more goes before the next statement of each enclosing
+    block, and before the first statement of each ``except``/``else``/``finally`` after it."""
+    marks: list[int] = []
+
+    def walk(body: list[ast.stmt]) -> bool:
+        for i, statement in enumerate(body):
+            if statement.lineno == lineno:
+                marks.append(statement.lineno - 1)
+                return True
+            nested = [getattr(statement, field, []) for field in ("body", "orelse", "finalbody")]
+            handlers = [h.body for h in getattr(statement, "handlers", [])]
+            blocks = [b for b in (*nested[:1], *handlers, *nested[1:]) if b]
+            for k, block in enumerate(blocks):
+                if walk(block):
+                    marks.extend(later[0].lineno - 1 for later in blocks[k + 1 :])
+                    if i + 1 < len(body):
+                        marks.append(body[i + 1].lineno - 1)
+                    return True
+        return False
+
+    if not walk(function.body):
+        raise SystemExit(f"{function.name}: no statement starts on line {lineno}")
+    return marks
 
 
 def undecorate_hooks(lines: list[str]) -> tuple[list[str], int]:

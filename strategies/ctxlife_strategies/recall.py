@@ -300,13 +300,12 @@ class Recall(ctxlife.Strategy):
         assert turn is not None  # making room never removes the turn
         # Right before the question being worked on: in a tool loop that is the turn's user
         # message, never between a tool call and its results (an Anthropic tool_result message).
-        block = {"role": self.options.role, "content": text}
+        # Registered as inserted: never recorded, summarized or recalled again, even as a copy. Marked
+        # before the comparison, since the previous block carries its mark.
+        block = mark_inserted({"role": self.options.role, "content": text}, "recall")
         messages.insert(turn, block)
         if _same_but_blocks(before, messages):
             messages[:] = before  # the very same block as last time: leave the caller's list as it was
-        else:
-            # Registered as inserted: never recorded, summarized or recalled again, even as a copy.
-            mark_inserted(block, "recall")
         ctx.record(
             "recalled",
             passages=len(shown),
