@@ -75,7 +75,10 @@ def main() -> None:
         "rewriting at the moment (message pairing and validation and bootstrap application in",
         "`src/ctxlife/messages/`, config precedence in `src/ctxlife/config.py`, the recorder's edit script",
         "in `src/ctxlife/sessions/diff.py`, token accounting in `src/ctxlife/tokens.py`, the `bootstrap`",
-        "and `truncate_last_n` strategies) with only the test files that cover them (`[tool.mutmut]` in",
+        "and `truncate_last_n` strategies, and sessions recording and stores: the recorder's write path in",
+        "`src/ctxlife/sessions/recording.py` (which messages are new, the messages kept waiting after a",
+        "failed write and their retry, edits and removals) and the file and SQLite stores' append, record",
+        "reads and snapshot loads) with only the test files that cover them (`[tool.mutmut]` in",
         "pyproject.toml says which functions and tests). A mutant is one small plausible bug (an operator, "
         "a constant, a condition, a call argument changed); it is *killed* when a test fails.",
         "",

@@ -25,7 +25,16 @@ from structlog.testing import capture_logs
 from ctxlife.errors import StoreError
 from ctxlife.messages import BOOTSTRAP_END, BOOTSTRAP_START, mark_inserted
 from ctxlife.sessions import SessionStore, open_store
-from ctxlife.sessions.base import ADD, REMOVE, REPLACE, AppendConflictError, RawRecord, Snapshot, fingerprint
+from ctxlife.sessions.base import (
+    ADD,
+    REMOVE,
+    REPLACE,
+    AppendConflictError,
+    Event,
+    RawRecord,
+    Snapshot,
+    fingerprint,
+)
 from ctxlife.sessions.file import FileStore
 from ctxlife.sessions.recording import Recorder
 from ctxlife.sessions.restore import restore_view
@@ -254,6 +263,22 @@ def test_a_message_that_is_not_json_is_recorded_safely_and_named(store: SessionS
     assert texts(store) == ["fine", "NaN"]
 
 
+def test_after_a_restart_a_list_missing_evicted_messages_removes_nothing(store: SessionStore) -> None:
+    Recorder(store).record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
+    restarted = Recorder(store)
+    # r1 was evicted by a compaction the new process never saw: not a removal
+    written = restarted.record("s", [user("q1"), user("q2"), assistant("r2"), user("q3")])
+    assert [(r.op, r.message["content"]) for r in written] == [(ADD, "q3")]
+    assert texts(store) == ["q1", "r1", "q2", "r2", "q3"]
+
+
+def test_after_a_restart_a_fresh_list_repeating_an_old_first_message_is_new(store: SessionStore) -> None:
+    Recorder(store).record("s", [user("hi"), assistant("hello"), user("bye"), assistant("ciao")])
+    restarted = Recorder(store)
+    assert [r.message["content"] for r in restarted.record("s", [user("hi")])] == ["hi"]
+    assert texts(store) == ["hi", "hello", "bye", "ciao", "hi"]
+
+
 # -- edits and removals ---------------------------------------------------------------------------------
 
 
@@ -292,6 +317,35 @@ def test_explicit_replace_and_remove_by_slot(store: SessionStore) -> None:
         recorder.remove("s", [1])
     # the edited list is diffed anew: the caller's list with the edit records nothing more
     assert recorder.record("s", [assistant("r1 again"), user("q2")]) == []
+
+
+def test_an_edit_after_another_writer_appended_is_written_after_its_records(store: SessionStore) -> None:
+    mine, theirs = Recorder(store), Recorder(store)
+    mine.record("s", [user("q1"), assistant("r1")])
+    theirs.record("s", [user("q1"), assistant("r1"), user("q2")])
+    replaced = mine.replace("s", 2, assistant("r1, better"))
+    assert [(r.seq, r.op, r.target) for r in replaced] == [(4, REPLACE, 2)]
+    assert [(r.seq, r.op, r.target) for r in mine.remove("s", [3])] == [(5, REMOVE, 3)]  # theirs, now known
+    assert texts(store) == ["q1", "r1, better"]
+
+
+def test_after_another_writer_appended_the_callers_edit_is_a_replace(store: SessionStore) -> None:
+    mine, theirs = Recorder(store), Recorder(store)
+    mine.record("s", [user("q1"), assistant("r1")])
+    theirs.record("s", [user("q1"), assistant("r1"), user("q2")])
+    written = mine.record("s", [user("q1"), assistant("r1, better"), user("q2"), assistant("r2")])
+    assert [(r.op, r.target, r.message["content"]) for r in written] == [(REPLACE, 2, "r1, better"), (ADD, None, "r2")]
+    assert texts(store) == ["q1", "r1, better", "q2", "r2"]
+
+
+def test_explicit_edits_read_nothing_when_no_one_else_wrote(store: SessionStore) -> None:
+    counting = Flaky(store)
+    recorder = Recorder(counting)
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
+    reads = counting.reads
+    recorder.replace("s", 2, assistant("r1 again"))
+    recorder.remove("s", [3])
+    assert counting.reads == reads
 
 
 # -- when the store fails ------------------------------------------------------------------------------------
@@ -388,6 +442,7 @@ def test_add_retrying_a_batch_whose_write_landed_records_it_once(store: SessionS
         recorder.add("s", [user("a"), user("b"), user("c")])
     flaky.mode = None
     assert recorder.add("s", [user("a"), user("b"), user("c")]) == []
+    assert recorder.pending("s") == 0
     assert texts(store) == ["before", "a", "b", "c"]
     # added messages are part of the list: the caller's next list records only what follows them
     recorder.record("s", [user("before"), user("a"), user("b"), user("c")])
@@ -503,6 +558,39 @@ def test_a_restore_is_the_snapshot_plus_the_records_after_it(any_store: SessionS
     assert restored.messages == [user("summary"), user("q2")]
 
 
+def test_append_validates_if_head_and_keeps_the_callers_fingerprints(any_store: SessionStore) -> None:
+    store = any_store
+    with pytest.raises(StoreError, match=r"if_head must be an int >= 0 or None, got -1"):
+        store.append("s", [user("a")], if_head=-1)
+    with pytest.raises(StoreError, match=r"append to session 's': 1 fingerprints for 2 messages"):
+        store.append("s", [user("a"), user("b")], fingerprints=["f"])
+    written = store.append("s", [user("a")], fingerprints=["known-fp"])
+    assert [r.fingerprint for r in written] == ["known-fp"]
+    assert [r.fingerprint for r in store.read_records("s")] == ["known-fp"]
+    with pytest.raises(AppendConflictError, match=r"session 's' moved on: its last sequence number is 1, not 0"):
+        store.append("s", [], if_head=0)
+
+
+def test_edit_events_read_back_with_their_targets(any_store: SessionStore) -> None:
+    store = any_store
+    store.append("s", [user("a"), user("b")])
+    store.append_events("s", [Event(REPLACE, user("a2"), 1), Event(REMOVE, {}, 2)], if_head=2)
+    back = store.read_records("s", 2)
+    assert [(r.seq, r.op, r.target, r.message.get("content")) for r in back] == [
+        (3, REPLACE, 1, "a2"),
+        (4, REMOVE, 2, None),
+    ]
+    assert [r.message["content"] for r in store.current("s")] == ["a2"]
+
+
+def test_a_quarantined_message_reads_back_with_its_reason(any_store: SessionStore) -> None:
+    store = any_store
+    store.append("s", [assistant(float("nan"))])  # type: ignore[arg-type]
+    assert [(r.message["content"], r.quarantined) for r in store.read_records("s")] == [
+        ("NaN", "$.content: non-finite number nan")
+    ]
+
+
 # -- the file store: fsync, corrupt lines -------------------------------------------------------------------
 
 
@@ -563,7 +651,11 @@ def test_file_corrupt_line_is_named_when_strict_and_skipped_when_lenient(tmp_pat
     fresh = _file(tmp_path)
     with pytest.raises(StoreError, match=r"s_raw\.jsonl\) is corrupt at line 2: invalid JSON"):
         fresh.read_records("s")
-    assert [r.message["content"] for r in fresh.read_records("s", strict=False)] == ["a", "c"]
+    with capture_logs() as logs:
+        assert [r.message["content"] for r in fresh.read_records("s", strict=False)] == ["a", "c"]
+    assert [
+        (e["event"], e["log_level"], e["store"], e["session_id"], e["file"], e["line"], e["problem"]) for e in logs
+    ] == [("raw_record_skipped", "error", "file", "s", "s_raw.jsonl", 2, "invalid JSON")]
     assert [r.message["content"] for r in fresh.read_records("s", 2, strict=False)] == ["c"]
     assert fresh.head("s") == 3
 
@@ -592,15 +684,58 @@ def test_file_written_by_ctxlife_0_1_reads_with_line_numbers_as_sequence_numbers
     assert [(r.seq, r.message["content"]) for r in _file(tmp_path).read_records("s", 1)] == [(2, "old 2"), (3, "new")]
 
 
-def test_file_torn_last_line_is_skipped_and_cut_by_the_next_append(tmp_path: Path) -> None:
+def test_file_torn_last_line_is_skipped_with_a_warning_and_cut_by_the_next_append(tmp_path: Path) -> None:
     store = _file(tmp_path)
     store.append("s", [user("a")])
+    torn = '{"seq": 2, "view": "", "at'
     with _raw(tmp_path).open("a") as f:
-        f.write('{"seq": 2, "view": "", "at')
+        f.write(torn)
     fresh = _file(tmp_path)
-    assert [r.seq for r in fresh.read_records("s")] == [1] and fresh.head("s") == 1
-    fresh.append("s", [user("b")], if_head=1)
+    with capture_logs() as logs:
+        assert [r.seq for r in fresh.read_records("s")] == [1]
+    assert [
+        {k: e[k] for k in ("event", "log_level", "store", "session_id", "file", "reason", "bytes")} for e in logs
+    ] == [
+        {
+            "event": "raw_torn_record_skipped",
+            "log_level": "warning",
+            "store": "file",
+            "session_id": "s",
+            "file": "s_raw.jsonl",
+            "reason": "no trailing newline",
+            "bytes": len(torn),
+        }
+    ]
+    assert fresh.head("s") == 1
+    with capture_logs() as logs:
+        fresh.append("s", [user("b")], if_head=1)
+    assert [e["event"] for e in logs] == ["raw_torn_record_repaired"]  # cut quietly, one event saying so
     assert [(r.seq, r.message["content"]) for r in _file(tmp_path).read_records("s")] == [(1, "a"), (2, "b")]
+
+
+@pytest.mark.parametrize(
+    ("garbage", "reason"),
+    [
+        ("not json\n", "invalid JSON in the last line"),
+        ("[1, 2]\n", "invalid last line (not a JSON object but list)"),
+        ("\n", "invalid last line (blank line)"),
+    ],
+)
+def test_file_invalid_last_lines_are_skipped_with_a_warning_naming_the_line(
+    tmp_path: Path, garbage: str, reason: str
+) -> None:
+    store = _file(tmp_path)
+    store.append("s", [user("a"), user("b")])
+    with _raw(tmp_path).open("a") as f:
+        f.write(garbage)
+    fresh = _file(tmp_path)
+    with capture_logs() as logs:
+        assert [r.message["content"] for r in fresh.read_records("s")] == ["a", "b"]
+    assert [(e["event"], e["store"], e["session_id"], e["file"], e["reason"], e["line"]) for e in logs] == [
+        ("raw_torn_record_skipped", "file", "s", "s_raw.jsonl", reason, 3)
+    ]
+    fresh.append("s", [user("c")])
+    assert [(r.seq, r.message["content"]) for r in _file(tmp_path).read_records("s", 1)] == [(2, "b"), (3, "c")]
 
 
 def test_file_rewritten_by_another_process_is_read_again(tmp_path: Path) -> None:
@@ -638,8 +773,13 @@ def test_sqlite_corrupt_row_is_named_when_strict_and_skipped_when_lenient(tmp_pa
         store.read_records("s")
     with pytest.raises(StoreError, match=r"seq=3 .* is corrupt: malformed"):
         store.read_records("s", 2)
-    lenient = store.read_records("s", strict=False)
+    with capture_logs() as logs:
+        lenient = store.read_records("s", strict=False)
     assert [(r.seq, r.message["content"]) for r in lenient] == [(1, "a"), (4, "d")]
+    assert [(e["event"], e["log_level"], e["store"], e["session_id"], e["seq"], e["problem"]) for e in logs] == [
+        ("raw_record_skipped", "error", "sqlite", "s", 2, "not a JSON object"),
+        ("raw_record_skipped", "error", "sqlite", "s", 3, "malformed ctxlife_event record (op 'bogus', target None)"),
+    ]
     assert lenient[1].fingerprint == fingerprint(user("d"))  # a row without one gets it computed
     with sqlite3.connect(path) as conn:
         conn.execute('UPDATE ctxlife_raw SET json = \'{"role": "user"\' WHERE seq = 2')
@@ -665,4 +805,61 @@ def test_sqlite_rows_that_together_look_like_one_array_are_not_misread(tmp_path:
         ("raw_record_skipped", "sqlite", "s", 2),
         ("raw_record_skipped", "sqlite", "s", 3),
     ]
+    store.close()
+
+
+def test_sqlite_text_holding_two_documents_is_one_corrupt_record(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    store = open_store(f"sqlite:///{path}")
+    store.append("s", [user("a"), user("b"), user("c")])
+    with sqlite3.connect(path) as conn:
+        conn.execute("""UPDATE ctxlife_raw SET json = '{"role": "user", "content": "x"},{"z": 1}' WHERE seq = 2""")
+        conn.execute("""UPDATE ctxlife_raw SET json = '{"ctxlife_event": "bogus"}' WHERE seq = 3""")
+    conn.close()
+    with capture_logs() as logs:
+        assert [r.message["content"] for r in store.read_records("s", strict=False)] == ["a"]
+    assert [(e["session_id"], e["seq"]) for e in logs] == [("s", 2), ("s", 3)]
+    with pytest.raises(StoreError, match=r"seq=3 .* is corrupt: malformed"):
+        store.read_records("s", 2)
+    store.close()
+
+
+def test_sqlite_expired_session_reads_as_absent(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    store = open_store(f"sqlite:///{path}?ttl=1h")
+    store.append("s", [user("a")])
+    store.save_snapshot(Snapshot(session_id="s", messages=[user("a")], raw_length=1))
+    assert store.load_snapshot("s") is not None
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE ctxlife_sessions SET touched_at = 0")
+    conn.close()
+    assert store.load_snapshot("s") is None
+    assert store.read_records("s") == []
+    store.close()
+
+
+def test_sqlite_errors_name_the_operation_and_the_snapshot(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    store = open_store(f"sqlite:///{path}")
+    store.save_snapshot(Snapshot(session_id="s", view="w", messages=[], raw_length=0))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE ctxlife_snapshots SET json = '{not json'")
+    conn.close()
+    with pytest.raises(StoreError, match=rf"^snapshot of view 'w' of session 's' in {path} is not valid JSON"):
+        store.load_snapshot("s", "w")
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE ctxlife_snapshots SET view = ''")
+    conn.close()
+    with pytest.raises(StoreError, match=rf"^snapshot of session 's' in {path} is not valid JSON"):
+        store.load_snapshot("s")
+    with sqlite3.connect(path) as conn:  # another program broke the database
+        conn.execute("DROP TABLE ctxlife_snapshots")
+        conn.execute("DROP TABLE ctxlife_raw")
+    conn.close()
+    with pytest.raises(StoreError, match=r"load_snapshot failed: no such table"):
+        store.load_snapshot("s")
+    with pytest.raises(StoreError, match=r"read_records failed: no such table"):
+        store.read_records("s")
+    with pytest.raises(StoreError, match=r"read_records failed: no such table"):
+        store.read_records("s", view="w")
     store.close()
