@@ -60,8 +60,9 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sessio
 
 
 class Flaky(SessionStore):
-    """A real store whose ``append`` can be made to fail: ``"refused"`` (nothing written) or
-    ``"landed"`` (written, then reported failed, as when a connection drops after the write)."""
+    """A real store whose ``append`` can be made to fail: ``"refused"`` (nothing written),
+    ``"landed"`` (written, then reported failed, as when a connection drops after the write) or
+    ``"down"`` (reads fail too)."""
 
     def __init__(self, inner: SessionStore) -> None:
         self.inner = inner
@@ -71,7 +72,7 @@ class Flaky(SessionStore):
         self.reads = 0
 
     def append(self, session_id: str, messages: list[dict[str, Any]], **kwargs: Any) -> list[RawRecord]:
-        if self.mode == "refused":
+        if self.mode in ("refused", "down"):
             self.failures += 1
             raise StoreError(f"{self.url}: append: No space left on device")
         records = self.inner.append(session_id, messages, **kwargs)
@@ -90,6 +91,8 @@ class Flaky(SessionStore):
         self, session_id: str, after_seq: int = 0, *, view: str | None = None, strict: bool = True
     ) -> list[RawRecord]:
         self.reads += 1
+        if self.mode == "down":
+            raise StoreError(f"{self.url}: read_records: connection refused")
         return self.inner.read_records(session_id, after_seq, view=view, strict=strict)
 
     def head(self, session_id: str) -> int:
@@ -469,6 +472,67 @@ def test_at_most_ten_thousand_messages_wait_and_dropping_more_is_an_error_event(
     assert recorder.pending("s") == 10_000
     dropped = [e for e in logs if e["event"] == "ctxlife.session_pending_dropped"]
     assert [(e["log_level"], e["session_id"], e["view"], e["dropped"]) for e in dropped] == [("error", "s", "", 1)]
+
+
+def test_add_and_record_while_the_store_is_down_keep_every_message_waiting(store: SessionStore) -> None:
+    flaky = Flaky(store)
+    recorder = Recorder(flaky)
+    recorder.record("s", [user("q1")])
+    flaky.mode = "down"
+    with pytest.raises(StoreError, match="No space left"):
+        recorder.add("s", [assistant("r1")])
+    with pytest.raises(StoreError, match="No space left"):  # the failed read is not the error
+        recorder.add("s", [user("q2")])
+    with pytest.raises(StoreError, match="No space left"):
+        recorder.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
+    assert recorder.pending("s") == 3
+    flaky.mode = None
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
+    assert texts(store) == ["q1", "r1", "q2", "r2"]
+
+
+def test_add_after_another_writer_appended_goes_after_its_records(store: SessionStore) -> None:
+    mine, theirs = Recorder(store), Recorder(store)
+    mine.add("s", [user("a")])
+    theirs.add("s", [user("b")])
+    written = mine.add("s", [user("c")])
+    assert [(r.seq, r.message["content"]) for r in written] == [(3, "c")]
+    assert mine.covered("s") == 3
+    assert texts(store) == ["a", "b", "c"]
+
+
+def test_what_another_writer_did_in_one_view_is_read_before_writing_in_another(store: SessionStore) -> None:
+    """A recorder that learns the head moved (a conflict in one view) reads the other views' new
+    records before it writes there: the caller's next list then records only what is new."""
+    mine, theirs = Recorder(store), Recorder(store)
+    mine.record("s", [user("q1")])
+    mine.record("s", [user("w1")], view="w")
+    theirs.record("s", [user("q1"), assistant("r1")])
+    mine.record("s", [user("w1"), assistant("w2")], view="w")  # conflict: mine learns the new head
+    mine.add("s", [user("q2")])
+    mine.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
+    assert texts(store) == ["q1", "r1", "q2", "r2"]
+    assert texts(store, view="w") == ["w1", "w2"]
+
+
+def test_an_edit_in_one_view_after_learning_of_another_writer_sees_its_records(store: SessionStore) -> None:
+    mine, theirs = Recorder(store), Recorder(store)
+    mine.record("s", [user("q1")])
+    mine.record("s", [user("w1")], view="w")
+    theirs.record("s", [user("q1"), assistant("r1")])
+    mine.record("s", [user("w1"), assistant("w2")], view="w")
+    assert [(r.op, r.target) for r in mine.remove("s", [3])] == [(REMOVE, 3)]  # r1, theirs
+    assert texts(store) == ["q1"]
+
+
+def test_record_in_one_view_after_learning_of_another_writer_records_only_what_is_new(store: SessionStore) -> None:
+    mine, theirs = Recorder(store), Recorder(store)
+    mine.record("s", [user("q1")])
+    mine.record("s", [user("w1")], view="w")
+    theirs.record("s", [user("q1"), assistant("r1")])
+    mine.record("s", [user("w1"), assistant("w2")], view="w")
+    written = mine.record("s", [user("q1"), assistant("r1 edited"), user("q2")])
+    assert [(r.op, r.target, r.message["content"]) for r in written] == [(REPLACE, 3, "r1 edited"), (ADD, None, "q2")]
 
 
 # -- the stores: append, reading records back, snapshots --------------------------------------------------
