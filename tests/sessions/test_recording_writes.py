@@ -819,6 +819,18 @@ def test_file_snapshot_that_is_corrupt_names_the_file(tmp_path: Path) -> None:
         store.load_snapshot("s")
 
 
+def test_file_snapshot_of_an_expired_session_is_gone_and_an_unreadable_one_is_named(tmp_path: Path) -> None:
+    store = _file(tmp_path, ttl=3600)
+    store.save_snapshot(Snapshot(session_id="s", messages=[], raw_length=0))
+    assert store.load_snapshot("s") is not None
+    os.utime(_raw(tmp_path), (0, 0))
+    assert store.load_snapshot("s") is None
+    snapshot = tmp_path / "sessions" / "t_ctx.json"
+    snapshot.symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(StoreError, match=rf"^cannot read snapshot file {snapshot}: Too many levels of symbolic links"):
+        _file(tmp_path).load_snapshot("t")
+
+
 # -- the SQLite store: corrupt rows -------------------------------------------------------------------------
 
 
@@ -828,7 +840,7 @@ def test_sqlite_corrupt_row_is_named_when_strict_and_skipped_when_lenient(tmp_pa
     store.append("s", [user("a"), user("b"), user("c"), user("d")])
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE ctxlife_raw SET json = '[1, 2]' WHERE seq = 2")
-        conn.execute('UPDATE ctxlife_raw SET json = \'{"ctxlife_event": "bogus"}\' WHERE seq = 3')
+        conn.execute(f'UPDATE ctxlife_raw SET json = \'{{"ctxlife_event": "{"bogus" * 40}"}}\' WHERE seq = 3')
         conn.execute("UPDATE ctxlife_raw SET fp = NULL WHERE seq = 4")
     conn.close()
     with pytest.raises(
@@ -842,7 +854,7 @@ def test_sqlite_corrupt_row_is_named_when_strict_and_skipped_when_lenient(tmp_pa
     assert [(r.seq, r.message["content"]) for r in lenient] == [(1, "a"), (4, "d")]
     assert [(e["event"], e["log_level"], e["store"], e["session_id"], e["seq"], e["problem"]) for e in logs] == [
         ("raw_record_skipped", "error", "sqlite", "s", 2, "not a JSON object"),
-        ("raw_record_skipped", "error", "sqlite", "s", 3, "malformed ctxlife_event record (op 'bogus', target None)"),
+        ("raw_record_skipped", "error", "sqlite", "s", 3, f"malformed ctxlife_event record (op '{'bogus' * 40}"[:120]),
     ]
     assert lenient[1].fingerprint == fingerprint(user("d"))  # a row without one gets it computed
     with sqlite3.connect(path) as conn:
@@ -883,8 +895,9 @@ def test_sqlite_text_holding_two_documents_is_one_corrupt_record(tmp_path: Path)
     with capture_logs() as logs:
         assert [r.message["content"] for r in store.read_records("s", strict=False)] == ["a"]
     assert [(e["session_id"], e["seq"]) for e in logs] == [("s", 2), ("s", 3)]
-    with pytest.raises(StoreError, match=r"seq=3 .* is corrupt: malformed"):
+    with pytest.raises(StoreError, match=r"seq=3 of session 's' in .* is corrupt: malformed"):
         store.read_records("s", 2)
+    assert store.read_records("s", 2, strict=False) == []
     store.close()
 
 
