@@ -33,6 +33,7 @@ from ctxlife.sessions.base import (
     Event,
     RawRecord,
     Snapshot,
+    conflict,
     fingerprint,
 )
 from ctxlife.sessions.file import FileStore
@@ -62,7 +63,7 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sessio
 class Flaky(SessionStore):
     """A real store whose ``append`` can be made to fail: ``"refused"`` (nothing written),
     ``"landed"`` (written, then reported failed, as when a connection drops after the write) or
-    ``"down"`` (reads fail too)."""
+    ``"down"`` (reads fail too) or ``"conflict"`` (another writer always appends first)."""
 
     def __init__(self, inner: SessionStore) -> None:
         self.inner = inner
@@ -72,6 +73,9 @@ class Flaky(SessionStore):
         self.reads = 0
 
     def append(self, session_id: str, messages: list[dict[str, Any]], **kwargs: Any) -> list[RawRecord]:
+        if self.mode == "conflict":  # another writer always appends first
+            self.failures += 1
+            raise conflict(session_id, kwargs["if_head"], self.inner.head(session_id))
         if self.mode in ("refused", "down"):
             self.failures += 1
             raise StoreError(f"{self.url}: append: No space left on device")
@@ -325,10 +329,13 @@ def test_explicit_replace_and_remove_by_slot(store: SessionStore) -> None:
 def test_an_edit_after_another_writer_appended_is_written_after_its_records(store: SessionStore) -> None:
     mine, theirs = Recorder(store), Recorder(store)
     mine.record("s", [user("q1"), assistant("r1")])
+    theirs.record("s", [user("w1")], view="w")
     theirs.record("s", [user("q1"), assistant("r1"), user("q2")])
     replaced = mine.replace("s", 2, assistant("r1, better"))
-    assert [(r.seq, r.op, r.target) for r in replaced] == [(4, REPLACE, 2)]
-    assert [(r.seq, r.op, r.target) for r in mine.remove("s", [3])] == [(5, REMOVE, 3)]  # theirs, now known
+    assert [(r.seq, r.op, r.target) for r in replaced] == [(5, REPLACE, 2)]
+    assert [(r.seq, r.op, r.target) for r in mine.remove("s", [4])] == [(6, REMOVE, 4)]  # theirs, now known
+    with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[3\]"):
+        mine.remove("s", [3])  # w1, in the other view
     assert texts(store) == ["q1", "r1, better"]
 
 
@@ -521,8 +528,40 @@ def test_an_edit_in_one_view_after_learning_of_another_writer_sees_its_records(s
     mine.record("s", [user("w1")], view="w")
     theirs.record("s", [user("q1"), assistant("r1")])
     mine.record("s", [user("w1"), assistant("w2")], view="w")
+    with pytest.raises(StoreError, match=r"view '' has no message at sequence number\(s\) \[4\]"):
+        mine.remove("s", [4])  # w2 is in the other view
     assert [(r.op, r.target) for r in mine.remove("s", [3])] == [(REMOVE, 3)]  # r1, theirs
-    assert texts(store) == ["q1"]
+    assert [(r.op, r.target) for r in mine.remove("s", [1])] == [(REMOVE, 1)]
+    with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[1\]"):
+        mine.remove("s", [1])
+    with pytest.raises(StoreError, match=r"view 'w' has no message at sequence number\(s\) \[3\]"):
+        mine.remove("s", [3], view="w")
+    assert texts(store) == [] and texts(store, view="w") == ["w1", "w2"]
+
+
+def test_a_corrupt_record_another_writer_left_is_skipped_not_fatal(tmp_path: Path) -> None:
+    store = _file(tmp_path, fsync=False)
+    mine, theirs = Recorder(store), Recorder(_file(tmp_path, fsync=False))
+    mine.record("s", [user("q1")])
+    theirs.record("s", [user("q1"), assistant("r1"), user("q2")])
+    lines = _raw(tmp_path).read_text().splitlines(keepends=True)
+    _raw(tmp_path).write_text(lines[0] + "garbage\n" + lines[2])
+    mine.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
+    assert store.read_records("s", strict=False)[-1].message["content"] == "r2"
+
+
+def test_a_writer_that_always_loses_the_race_gives_up_with_an_error(store: SessionStore) -> None:
+    flaky = Flaky(store)
+    recorder = Recorder(flaky)
+    recorder.record("s", [user("q1")])
+    flaky.mode = "conflict"
+    with pytest.raises(StoreError, match=r"^session 's': could not append after 64 attempts, other writers"):
+        recorder.record("s", [user("q1"), user("q2")])
+    with pytest.raises(StoreError, match=r"^session 's': could not append after 64 attempts; retry later"):
+        recorder.add("s", [user("q3")])
+    with pytest.raises(StoreError, match=r"^session 's': could not write after 64 attempts; retry later"):
+        recorder.remove("s", [1])
+    assert flaky.failures == 3 * 64
 
 
 def test_record_in_one_view_after_learning_of_another_writer_records_only_what_is_new(store: SessionStore) -> None:
