@@ -419,10 +419,13 @@ def test_add_after_an_outage_writes_the_waiting_batch_first(store: SessionStore)
     with pytest.raises(StoreError):
         recorder.add("s", [user("b"), user("c")])
     assert recorder.pending("s") == 2
+    Recorder(store).add("s", [user("b")], view="w")  # another writer, in another view, meanwhile
     flaky.mode = None
     written = recorder.add("s", [user("d")])
     assert [r.message["content"] for r in written] == ["b", "c", "d"]
     assert texts(store) == ["a", "b", "c", "d"] and recorder.pending("s") == 0
+    with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[2\]"):
+        recorder.remove("s", [2])  # theirs, in the other view
 
 
 def test_add_retrying_the_end_of_a_failed_batch_records_it_once(store: SessionStore) -> None:
@@ -468,6 +471,8 @@ def test_add_then_the_callers_list_continuing_it_records_nothing_twice(store: Se
     recorder.add("s", [assistant("r1")])
     assert recorder.record("s", [user("q1"), assistant("r1"), user("q2")])[0].message["content"] == "q2"
     assert texts(store) == ["q1", "r1", "q2"]
+    edited = recorder.record("s", [user("q1"), assistant("r1, edited"), user("q2")])
+    assert [(r.op, r.target) for r in edited] == [(REPLACE, 2)]
 
 
 def test_at_most_ten_thousand_messages_wait_and_dropping_more_is_an_error_event(store: SessionStore) -> None:
@@ -501,11 +506,14 @@ def test_add_and_record_while_the_store_is_down_keep_every_message_waiting(store
 def test_add_after_another_writer_appended_goes_after_its_records(store: SessionStore) -> None:
     mine, theirs = Recorder(store), Recorder(store)
     mine.add("s", [user("a")])
+    theirs.add("s", [user("w")], view="w")
     theirs.add("s", [user("b")])
     written = mine.add("s", [user("c")])
-    assert [(r.seq, r.message["content"]) for r in written] == [(3, "c")]
-    assert mine.covered("s") == 3
+    assert [(r.seq, r.message["content"]) for r in written] == [(4, "c")]
+    assert mine.covered("s") == 4
     assert texts(store) == ["a", "b", "c"]
+    with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[2\]"):
+        mine.remove("s", [2])  # w is in the other view
 
 
 def test_what_another_writer_did_in_one_view_is_read_before_writing_in_another(store: SessionStore) -> None:
@@ -517,6 +525,8 @@ def test_what_another_writer_did_in_one_view_is_read_before_writing_in_another(s
     theirs.record("s", [user("q1"), assistant("r1")])
     mine.record("s", [user("w1"), assistant("w2")], view="w")  # conflict: mine learns the new head
     mine.add("s", [user("q2")])
+    with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[4\]"):
+        mine.remove("s", [4])  # w2 is in the other view
     mine.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
     assert texts(store) == ["q1", "r1", "q2", "r2"]
     assert texts(store, view="w") == ["w1", "w2"]
@@ -581,6 +591,7 @@ def test_append_numbers_records_after_the_head_and_reads_them_back(any_store: Se
     store = any_store
     assert store.head("s") == 0 and store.read_records("s") == []
     first = store.append("s", [user("a"), assistant("b")])
+    assert all(r.recorded_at is not None for r in first)
     assert [(r.seq, r.view, r.fingerprint) for r in first] == [
         (1, "", fingerprint(user("a"))),
         (2, "", fingerprint(assistant("b"))),
@@ -603,7 +614,9 @@ def test_append_numbers_records_after_the_head_and_reads_them_back(any_store: Se
 def test_append_with_a_stale_head_writes_nothing_and_says_the_head(any_store: SessionStore) -> None:
     store = any_store
     store.append("s", [user("a"), user("b")])
-    with pytest.raises(AppendConflictError) as caught:
+    with pytest.raises(
+        AppendConflictError, match=r"session 's' moved on: its last sequence number is 2, not 1"
+    ) as caught:
         store.append("s", [user("c")], if_head=1)
     assert caught.value.head == 2
     with pytest.raises(AppendConflictError):
@@ -951,6 +964,8 @@ def test_sqlite_expired_session_reads_as_absent(tmp_path: Path) -> None:
     conn.close()
     assert store.load_snapshot("s") is None
     assert store.read_records("s") == []
+    store.append("s", [user("b")])  # starts the session over, active now
+    assert [(r.seq, r.message["content"]) for r in store.read_records("s")] == [(1, "b")]
     store.close()
 
 
@@ -972,6 +987,8 @@ def test_sqlite_errors_name_the_operation_and_the_snapshot(tmp_path: Path) -> No
         conn.execute("DROP TABLE ctxlife_snapshots")
         conn.execute("DROP TABLE ctxlife_raw")
     conn.close()
+    with pytest.raises(StoreError, match=r"append failed: no such table"):
+        store.append("s", [user("x")])
     with pytest.raises(StoreError, match=r"load_snapshot failed: no such table"):
         store.load_snapshot("s")
     with pytest.raises(StoreError, match=r"read_records failed: no such table"):
