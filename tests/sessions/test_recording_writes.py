@@ -697,6 +697,8 @@ def test_edit_events_read_back_with_their_targets(any_store: SessionStore) -> No
         (4, REMOVE, 2, None),
     ]
     assert [r.message["content"] for r in store.current("s")] == ["a2"]
+    store.erase("s", [1])
+    assert [(r.seq, r.erased) for r in store.read_records("s")][:3] == [(1, True), (2, False), (3, True)]
 
 
 def test_a_quarantined_message_reads_back_with_its_reason(any_store: SessionStore) -> None:
