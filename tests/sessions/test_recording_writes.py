@@ -148,6 +148,8 @@ def test_a_growing_list_records_only_what_is_new_and_a_repeat_records_nothing(st
     first = recorder.record("s", history)
     assert [(r.seq, r.message["content"]) for r in first] == [(1, "q1")]
     assert recorder.record("s", history) == []
+    assert recorder.holds("s", history) and recorder.holds("s", rebuilt(history))
+    assert not recorder.holds("s", [user("something else")])
     history += [assistant("r1"), user("q2")]
     second = recorder.record("s", history)
     assert [(r.seq, r.op, r.message["content"]) for r in second] == [(2, ADD, "r1"), (3, ADD, "q2")]
@@ -286,6 +288,19 @@ def test_after_a_restart_a_fresh_list_repeating_an_old_first_message_is_new(stor
     assert texts(store) == ["hi", "hello", "bye", "ciao", "hi"]
 
 
+def test_callers_sharing_a_view_each_continue_their_own_list(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    first = [user("task 1"), assistant("step 1")]
+    second = [user("task 2")]
+    recorder.record("s", first)
+    recorder.record("s", second)
+    written = recorder.record("s", [*first, user("more 1")])
+    assert [(r.op, r.message["content"]) for r in written] == [(ADD, "more 1")]
+    written = recorder.record("s", [*second, assistant("step 2")])
+    assert [(r.op, r.message["content"]) for r in written] == [(ADD, "step 2")]
+    assert texts(store) == ["task 1", "step 1", "task 2", "more 1", "step 2"]
+
+
 # -- edits and removals ---------------------------------------------------------------------------------
 
 
@@ -396,6 +411,29 @@ def test_waiting_messages_a_compaction_evicted_from_the_list_are_still_written(s
     assert texts(store) == ["a", "b", "c", "d"]
 
 
+def test_waiting_messages_evicted_from_the_middle_of_the_list_are_still_written(store: SessionStore) -> None:
+    flaky = Flaky(store)
+    recorder = Recorder(flaky)
+    recorder.record("s", [user("a")])
+    flaky.mode = "refused"
+    with pytest.raises(StoreError):
+        recorder.record("s", [user("a"), assistant("b"), user("c")])
+    flaky.mode = None
+    recorder.record("s", [user("a"), user("c"), assistant("d")])  # b evicted, the first message kept
+    assert texts(store) == ["a", "b", "c", "d"]
+
+
+def test_the_first_messages_of_a_session_wait_when_the_store_refuses_them(store: SessionStore) -> None:
+    flaky = Flaky(store)
+    recorder = Recorder(flaky)
+    flaky.mode = "refused"
+    with pytest.raises(StoreError):
+        recorder.record("s", [user("q1"), assistant("r1")])
+    flaky.mode = None
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
+    assert texts(store) == ["q1", "r1", "q2"]
+
+
 def test_a_write_that_landed_but_was_reported_failed_is_not_written_again(store: SessionStore) -> None:
     flaky = Flaky(store)
     recorder = Recorder(flaky)
@@ -444,6 +482,12 @@ def test_add_retrying_the_end_of_a_failed_batch_records_it_once(store: SessionSt
     flaky.mode = None
     recorder.add("s", [user("d"), user("e")])
     assert texts(store) == ["a", "b", "c", "d", "e"]
+    flaky.mode = "refused"
+    with pytest.raises(StoreError):
+        recorder.add("s", [user("f"), user("g")])
+    flaky.mode = None
+    recorder.add("s", [user("g"), user("h")])  # the end of the failed batch, then a new one
+    assert texts(store) == ["a", "b", "c", "d", "e", "f", "g", "h"]
 
 
 def test_add_retrying_a_batch_whose_write_landed_records_it_once(store: SessionStore) -> None:
