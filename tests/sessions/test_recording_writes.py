@@ -298,7 +298,10 @@ def test_callers_sharing_a_view_each_continue_their_own_list(store: SessionStore
     assert [(r.op, r.message["content"]) for r in written] == [(ADD, "more 1")]
     written = recorder.record("s", [*second, assistant("step 2")])
     assert [(r.op, r.message["content"]) for r in written] == [(ADD, "step 2")]
-    assert texts(store) == ["task 1", "step 1", "task 2", "more 1", "step 2"]
+    # the first caller's list now holds what the second one recorded meanwhile: not written again
+    joined = [*first, user("more 1"), assistant("step 2"), user("both")]
+    assert [(r.op, r.message["content"]) for r in recorder.record("s", joined)] == [(ADD, "both")]
+    assert texts(store) == ["task 1", "step 1", "task 2", "more 1", "step 2", "both"]
 
 
 # -- edits and removals ---------------------------------------------------------------------------------
