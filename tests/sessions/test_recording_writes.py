@@ -823,6 +823,37 @@ def test_file_corrupt_line_is_named_when_strict_and_skipped_when_lenient(tmp_pat
     ] == [("raw_record_skipped", "error", "file", "s", "s_raw.jsonl", 2, "invalid JSON")]
     assert [r.message["content"] for r in fresh.read_records("s", 2, strict=False)] == ["c"]
     assert fresh.head("s") == 3
+    store.append("s", [user("d")], view="w")
+    assert [r.message["content"] for r in _file(tmp_path).read_records("s", 3, strict=False)] == ["d"]
+    assert [r.message["content"] for r in _file(tmp_path).read_records("s", 0, view="", strict=False)] == ["a", "c"]
+
+
+def test_file_line_holding_two_records_is_corruption_not_two_records(tmp_path: Path) -> None:
+    store = _file(tmp_path)
+    store.append("s", [user("a"), user("b"), user("c")])
+    lines = _raw(tmp_path).read_text().splitlines(keepends=True)
+    lines[1] = lines[1].rstrip("\n") + "," + lines[2]
+    _raw(tmp_path).write_text("".join(lines))
+    with pytest.raises(StoreError, match=r"corrupt at line 2: invalid JSON"):
+        _file(tmp_path).read_records("s")
+
+
+def test_file_raw_history_is_private_and_an_unwritable_one_is_named(tmp_path: Path) -> None:
+    store = _file(tmp_path)
+    store.append("s", [user("a")])
+    assert _raw(tmp_path).stat().st_mode & 0o777 == 0o600
+    planted = tmp_path / "sessions" / "t_raw.jsonl"
+    planted.symlink_to(tmp_path / "elsewhere.jsonl")
+    with pytest.raises(StoreError, match=rf"^cannot append 1 message\(s\) to {planted}: Too many levels"):
+        store.append("t", [user("a")])
+
+
+def test_file_append_to_an_expired_session_starts_it_over(tmp_path: Path) -> None:
+    store = _file(tmp_path, ttl=3600)
+    store.append("s", [user("old")])
+    os.utime(_raw(tmp_path), (0, 0))
+    store.append("s", [user("new")])
+    assert [(r.seq, r.message["content"]) for r in store.read_records("s")] == [(1, "new")]
 
 
 def test_file_line_that_is_json_but_not_a_record_is_named(tmp_path: Path) -> None:
@@ -899,7 +930,9 @@ def test_file_invalid_last_lines_are_skipped_with_a_warning_naming_the_line(
     assert [(e["event"], e["store"], e["session_id"], e["file"], e["reason"], e["line"]) for e in logs] == [
         ("raw_torn_record_skipped", "file", "s", "s_raw.jsonl", reason, 3)
     ]
-    fresh.append("s", [user("c")])
+    with capture_logs() as logs:
+        fresh.append("s", [user("c")])
+    assert [(e["event"], e["session_id"]) for e in logs] == [("raw_torn_record_repaired", "s")]  # cut quietly
     assert [(r.seq, r.message["content"]) for r in _file(tmp_path).read_records("s", 1)] == [(2, "b"), (3, "c")]
 
 
