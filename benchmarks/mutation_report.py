@@ -76,8 +76,11 @@ def main() -> None:
         "`src/ctxlife/messages/`, config precedence in `src/ctxlife/config.py`, the recorder's edit script",
         "in `src/ctxlife/sessions/diff.py`, token accounting in `src/ctxlife/tokens.py`, the `bootstrap`",
         "and `truncate_last_n` strategies, `llm_summary`'s fallback when its summarizer fails, `recall`'s",
-        "filtering of what it may show: nothing in view, nothing deleted, within the block's budget)",
-        "with only the test files that cover them (`[tool.mutmut]` in",
+        "filtering of what it may show (nothing in view, nothing deleted, within the block's budget), and",
+        "sessions recording and stores: the recorder's write path in `src/ctxlife/sessions/recording.py`",
+        "(which messages are new, the messages kept waiting after a failed write and their retry, edits and",
+        "removals) and the file and SQLite stores' append, record reads and snapshot loads) with only the",
+        "test files that cover them (`[tool.mutmut]` in",
         "pyproject.toml says which functions and tests). A mutant is one small plausible bug (an operator, "
         "a constant, a condition, a call argument changed); it is *killed* when a test fails.",
         "",

@@ -1,0 +1,1080 @@
+"""The recorder's write path over real file and SQLite stores: each message recorded exactly once.
+
+Fast, focused checks (``make mutate`` runs them for every mutant of the recorder and the stores):
+which of a caller's messages are new (equal messages at two places, one message object reused, a
+list rebuilt from JSON), edits and removals, the messages kept waiting when the store fails and
+their retry (a write that landed but was reported failed is never written twice), and the stores'
+append, record reads and snapshot loads that the recorder and the restore rely on.
+
+Faults are injected by :class:`Flaky`, a wrapper that fails a real store's ``append``; the recorder
+under test is always the real one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from ctxlife.errors import StoreError
+from ctxlife.messages import BOOTSTRAP_END, BOOTSTRAP_START, mark_inserted
+from ctxlife.sessions import SessionStore, open_store
+from ctxlife.sessions.base import (
+    ADD,
+    REMOVE,
+    REPLACE,
+    AppendConflictError,
+    Event,
+    RawRecord,
+    Snapshot,
+    conflict,
+    fingerprint,
+)
+from ctxlife.sessions.file import FileStore
+from ctxlife.sessions.recording import Recorder
+from ctxlife.sessions.restore import restore_view
+from ctxlife.testing import assistant, system, tool_call, tool_result, user
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SessionStore]:
+    """The store the recorder tests write to (the default kind; no fsync, for speed)."""
+    s = FileStore(tmp_path / "sessions", fsync=False)
+    yield s
+    s.close()
+
+
+@pytest.fixture(params=["file", "sqlite"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
+    url = f"file://{tmp_path / 'sessions'}" if request.param == "file" else f"sqlite:///{tmp_path / 'sessions.db'}"
+    s = open_store(url)
+    yield s
+    s.close()
+
+
+class Flaky(SessionStore):
+    """A real store whose ``append`` can be made to fail: ``"refused"`` (nothing written),
+    ``"landed"`` (written, then reported failed, as when a connection drops after the write) or
+    ``"down"`` (reads fail too) or ``"conflict"`` (another writer always appends first)."""
+
+    def __init__(self, inner: SessionStore) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.mode: str | None = None
+        self.failures = 0
+        self.reads = 0
+
+    def append(self, session_id: str, messages: list[dict[str, Any]], **kwargs: Any) -> list[RawRecord]:
+        if self.mode == "conflict":  # another writer always appends first
+            self.failures += 1
+            raise conflict(session_id, kwargs["if_head"], self.inner.head(session_id))
+        if self.mode in ("refused", "down"):
+            self.failures += 1
+            raise StoreError(f"{self.url}: append: No space left on device")
+        records = self.inner.append(session_id, messages, **kwargs)
+        if self.mode == "landed":
+            self.failures += 1
+            raise StoreError(f"{self.url}: append: connection lost after the write was sent")
+        return records
+
+    def load_snapshot(self, session_id: str, view: str = "") -> Snapshot | None:
+        return self.inner.load_snapshot(session_id, view)
+
+    def save_snapshot(self, snapshot: Snapshot) -> None:
+        self.inner.save_snapshot(snapshot)
+
+    def read_records(
+        self, session_id: str, after_seq: int = 0, *, view: str | None = None, strict: bool = True
+    ) -> list[RawRecord]:
+        self.reads += 1
+        if self.mode == "down":
+            raise StoreError(f"{self.url}: read_records: connection refused")
+        return self.inner.read_records(session_id, after_seq, view=view, strict=strict)
+
+    def head(self, session_id: str) -> int:
+        return self.inner.head(session_id)
+
+    def pop_last(self, session_id: str, *, view: str = "") -> RawRecord | None:
+        return self.inner.pop_last(session_id, view=view)
+
+    def list_sessions(self) -> list[Any]:
+        return self.inner.list_sessions()
+
+    def delete(self, session_id: str) -> bool:
+        return self.inner.delete(session_id)
+
+    def lock(self, session_id: str, ttl_seconds: float = 30.0, timeout: float | None = 10.0) -> Any:
+        return self.inner.lock(session_id, ttl_seconds, timeout)
+
+    def put_blob(self, session_id: str, key: str, text: str) -> None:
+        self.inner.put_blob(session_id, key, text)
+
+    def get_blob(self, session_id: str, key: str) -> str | None:
+        return self.inner.get_blob(session_id, key)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def texts(store: SessionStore, sid: str = "s", view: str = "") -> list[str]:
+    """The view's current conversation, as the contents of its messages."""
+    return [r.message["content"] for r in store.current(sid, view)]
+
+
+def log(store: SessionStore, sid: str = "s") -> list[tuple[str, str]]:
+    """Every record of the session: (op, content)."""
+    return [(r.op, r.message.get("content", "")) for r in store.read_records(sid)]
+
+
+def rebuilt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The list as a stateless caller sends it: new dicts every call."""
+    return json.loads(json.dumps(messages))
+
+
+# -- which messages are new ------------------------------------------------------------------------------
+
+
+def test_a_growing_list_records_only_what_is_new_and_a_repeat_records_nothing(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    history = [system("sys"), user("q1")]
+    first = recorder.record("s", history)
+    assert [(r.seq, r.message["content"]) for r in first] == [(1, "q1")]
+    assert recorder.record("s", history) == []
+    assert recorder.holds("s", history) and recorder.holds("s", rebuilt(history))
+    assert not recorder.holds("s", [user("something else")])
+    history += [assistant("r1"), user("q2")]
+    second = recorder.record("s", history)
+    assert [(r.seq, r.op, r.message["content"]) for r in second] == [(2, ADD, "r1"), (3, ADD, "q2")]
+    assert recorder.record("s", rebuilt(history)) == []
+    assert recorder.record("s", [*rebuilt(history), assistant("r2")])[0].message["content"] == "r2"
+    assert log(store) == [(ADD, "q1"), (ADD, "r1"), (ADD, "q2"), (ADD, "r2")]
+
+
+def test_equal_messages_at_different_places_stay_separate_records(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    history = [user("do a"), assistant("ok"), user("do b"), assistant("ok")]
+    recorder.record("s", history)
+    history += [user("do b"), assistant("ok")]
+    recorder.record("s", rebuilt(history))
+    assert texts(store) == ["do a", "ok", "do b", "ok", "do b", "ok"]
+
+
+def test_one_message_object_reused_is_recorded_at_each_place(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    again = user("continue")
+    history = [system("sys"), user("start")]
+    recorder.record("s", history)
+    for i in range(3):
+        history += [assistant(f"part {i}"), again]
+        recorder.record("s", history)
+        recorder.leave("s", history)
+    assert texts(store) == ["start", "part 0", "continue", "part 1", "continue", "part 2", "continue"]
+    assert recorder.record("s", history) == []
+
+
+def test_system_prompts_and_inserted_messages_are_never_recorded(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    summary = mark_inserted({"role": "user", "content": "summary of before"}, "summary")
+    history = [system("sys"), summary, user("q1"), assistant("r1")]
+    recorder.record("s", history)
+    assert texts(store) == ["q1", "r1"]
+
+
+def test_the_bootstrap_section_is_stored_without_the_users_words_changing(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    section = f"{BOOTSTRAP_START}\nyou are the planner\n{BOOTSTRAP_END}\n\n"
+    recorder.record("s", [{"role": "user", "content": section + "plan it"}])
+    assert texts(store) == ["plan it"]
+    # a new rendering of the section is not an edit of the user's words
+    section2 = f"{BOOTSTRAP_START}\nyou are the planner, day 2\n{BOOTSTRAP_END}\n\n"
+    assert recorder.record("s", [{"role": "user", "content": section2 + "plan it"}, assistant("done")])[0].op == ADD
+    assert log(store) == [(ADD, "plan it"), (ADD, "done")]
+
+
+def test_parallel_tool_results_sent_back_in_another_order_are_not_recorded_again(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    calls = assistant(None, [tool_call("a", {}, "c1"), tool_call("b", {}, "c2")])
+    history = [user("q"), calls, tool_result("c1", "A"), tool_result("c2", "B")]
+    recorder.record("s", history)
+    swapped = [user("q"), calls, tool_result("c2", "B"), tool_result("c1", "A"), assistant("done")]
+    assert [r.message["content"] for r in recorder.record("s", rebuilt(swapped))] == ["done"]
+    assert len(store.read_records("s")) == 5
+
+
+def test_a_new_recorder_on_the_same_store_records_nothing_twice(store: SessionStore) -> None:
+    history = [system("sys"), user("q1"), assistant("r1")]
+    Recorder(store).record("s", history)
+    restarted = Recorder(store)
+    assert restarted.record("s", rebuilt(history)) == []
+    assert [r.message["content"] for r in restarted.record("s", [*rebuilt(history), user("q2")])] == ["q2"]
+    assert texts(store) == ["q1", "r1", "q2"]
+
+
+def test_messages_another_writer_recorded_meanwhile_are_not_written_again(store: SessionStore) -> None:
+    mine, theirs = Recorder(store), Recorder(store)
+    mine.record("s", [user("q1")])
+    theirs.record("s", [user("q1"), assistant("r1")])
+    written = mine.record("s", [user("q1"), assistant("r1"), user("q2")])
+    assert [r.message["content"] for r in written] == ["q2"]
+    assert texts(store) == ["q1", "r1", "q2"]
+
+
+def test_views_are_recorded_separately(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    recorder.record("s", [user("main q")])
+    recorder.record("s", [user("side q"), assistant("side r")], view="worker")
+    recorder.record("s", [user("main q"), assistant("main r")])
+    assert texts(store) == ["main q", "main r"]
+    assert texts(store, view="worker") == ["side q", "side r"]
+    assert [r.seq for r in store.read_records("s", view="")] == [1, 4]
+
+
+def test_recording_in_several_views_reads_each_view_once(store: SessionStore) -> None:
+    counting = Flaky(store)
+    recorder = Recorder(counting)
+    main, side = [user("main q")], [user("side q")]
+    recorder.record("s", main)
+    recorder.record("s", side, view="worker")
+    reads = counting.reads
+    for i in range(3):
+        main.append(assistant(f"main {i}"))
+        side.append(assistant(f"side {i}"))
+        recorder.record("s", main)
+        recorder.record("s", side, view="worker")
+    assert counting.reads == reads  # only the records this recorder wrote since: nothing to read
+    assert texts(store) == ["main q", "main 0", "main 1", "main 2"]
+
+
+def test_a_message_that_is_not_json_is_recorded_safely_and_named(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    with capture_logs() as logs:
+        written = recorder.record("s", [user("fine"), assistant(float("nan"))])  # type: ignore[arg-type]
+    assert [r.quarantined for r in written] == [None, "$.content: non-finite number nan"]
+    events = [e for e in logs if e["event"] == "ctxlife.session_record_quarantined"]
+    assert len(events) == 1
+    assert {k: events[0][k] for k in ("log_level", "session_id", "view", "seq", "role", "problem")} == {
+        "log_level": "error",
+        "session_id": "s",
+        "view": "",
+        "seq": 2,
+        "role": "assistant",
+        "problem": "$.content: non-finite number nan",
+    }
+    assert "fix what produced it" in events[0]["hint"]
+    assert texts(store) == ["fine", "NaN"]
+
+
+def test_after_a_restart_a_list_missing_evicted_messages_removes_nothing(store: SessionStore) -> None:
+    Recorder(store).record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
+    restarted = Recorder(store)
+    # r1 was evicted by a compaction the new process never saw: not a removal
+    written = restarted.record("s", [user("q1"), user("q2"), assistant("r2"), user("q3")])
+    assert [(r.op, r.message["content"]) for r in written] == [(ADD, "q3")]
+    assert texts(store) == ["q1", "r1", "q2", "r2", "q3"]
+
+
+def test_after_a_restart_a_fresh_list_repeating_an_old_first_message_is_new(store: SessionStore) -> None:
+    Recorder(store).record("s", [user("hi"), assistant("hello"), user("bye"), assistant("ciao")])
+    restarted = Recorder(store)
+    assert [r.message["content"] for r in restarted.record("s", [user("hi")])] == ["hi"]
+    assert texts(store) == ["hi", "hello", "bye", "ciao", "hi"]
+
+
+def test_callers_sharing_a_view_each_continue_their_own_list(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    first = [user("task 1"), assistant("step 1")]
+    second = [user("task 2")]
+    recorder.record("s", first)
+    recorder.record("s", second)
+    written = recorder.record("s", [*first, user("more 1")])
+    assert [(r.op, r.message["content"]) for r in written] == [(ADD, "more 1")]
+    written = recorder.record("s", [*second, assistant("step 2")])
+    assert [(r.op, r.message["content"]) for r in written] == [(ADD, "step 2")]
+    # the first caller's list now holds what the second one recorded meanwhile: not written again
+    joined = [*first, user("more 1"), assistant("step 2"), user("both")]
+    assert [(r.op, r.message["content"]) for r in recorder.record("s", joined)] == [(ADD, "both")]
+    assert texts(store) == ["task 1", "step 1", "task 2", "more 1", "step 2", "both"]
+
+
+# -- edits and removals ---------------------------------------------------------------------------------
+
+
+def test_an_edited_earlier_message_is_one_replace_and_a_dropped_one_a_remove(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    history = [user("q1"), assistant("r1"), user("q2"), assistant("r2")]
+    recorder.record("s", history)
+    edited = rebuilt(history)
+    edited[2]["content"] = "q2, better"
+    written = recorder.record("s", edited)
+    assert [(r.op, r.target) for r in written] == [(REPLACE, 3)]
+    assert texts(store) == ["q1", "r1", "q2, better", "r2"]
+    recorder.record("s", edited[:3])  # the caller dropped the last reply (a regeneration)
+    assert texts(store) == ["q1", "r1", "q2, better"]
+    assert log(store)[-1] == (REMOVE, "")
+
+
+def test_an_edit_made_in_place_on_a_kept_list_is_a_replace(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    history = [user("q1"), assistant("r1")]
+    recorder.record("s", history)
+    history[1]["content"] = "r1 (edited)"
+    written = recorder.record("s", history)
+    assert [(r.op, r.target, r.message["content"]) for r in written] == [(REPLACE, 2, "r1 (edited)")]
+
+
+def test_explicit_replace_and_remove_by_slot(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
+    replaced = recorder.replace("s", 2, assistant("r1 again"))
+    assert [(r.seq, r.op, r.target) for r in replaced] == [(4, REPLACE, 2)]
+    removed = recorder.remove("s", [1])
+    assert [(r.seq, r.op, r.target) for r in removed] == [(5, REMOVE, 1)]
+    assert texts(store) == ["r1 again", "q2"]
+    with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[1\]"):
+        recorder.remove("s", [1])
+    # the edited list is diffed anew: the caller's list with the edit records nothing more
+    assert recorder.record("s", [assistant("r1 again"), user("q2")]) == []
+
+
+def test_an_edit_after_another_writer_appended_is_written_after_its_records(store: SessionStore) -> None:
+    mine, theirs = Recorder(store), Recorder(store)
+    mine.record("s", [user("q1"), assistant("r1")])
+    theirs.record("s", [user("w1")], view="w")
+    theirs.record("s", [user("q1"), assistant("r1"), user("q2")])
+    replaced = mine.replace("s", 2, assistant("r1, better"))
+    assert [(r.seq, r.op, r.target) for r in replaced] == [(5, REPLACE, 2)]
+    assert [(r.seq, r.op, r.target) for r in mine.remove("s", [4])] == [(6, REMOVE, 4)]  # theirs, now known
+    with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[3\]"):
+        mine.remove("s", [3])  # w1, in the other view
+    assert texts(store) == ["q1", "r1, better"]
+
+
+def test_after_another_writer_appended_the_callers_edit_is_a_replace(store: SessionStore) -> None:
+    mine, theirs = Recorder(store), Recorder(store)
+    mine.record("s", [user("q1"), assistant("r1")])
+    theirs.record("s", [user("q1"), assistant("r1"), user("q2")])
+    written = mine.record("s", [user("q1"), assistant("r1, better"), user("q2"), assistant("r2")])
+    assert [(r.op, r.target, r.message["content"]) for r in written] == [(REPLACE, 2, "r1, better"), (ADD, None, "r2")]
+    assert texts(store) == ["q1", "r1, better", "q2", "r2"]
+
+
+def test_explicit_edits_read_nothing_when_no_one_else_wrote(store: SessionStore) -> None:
+    counting = Flaky(store)
+    recorder = Recorder(counting)
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
+    reads = counting.reads
+    recorder.replace("s", 2, assistant("r1 again"))
+    recorder.remove("s", [3])
+    assert counting.reads == reads
+
+
+# -- when the store fails ------------------------------------------------------------------------------------
+
+
+def test_new_messages_wait_while_the_store_refuses_and_go_first_when_it_is_back(store: SessionStore) -> None:
+    flaky = Flaky(store)
+    recorder = Recorder(flaky)
+    history = [user("q1"), assistant("r1")]
+    recorder.record("s", history)
+    flaky.mode = "refused"
+    history += [user("q2")]
+    with pytest.raises(StoreError, match="No space left"):
+        recorder.record("s", history)
+    assert recorder.pending("s") == 1
+    history += [assistant("r2")]
+    with pytest.raises(StoreError):
+        recorder.record("s", history)
+    assert recorder.pending("s") == 2
+    flaky.mode = None
+    history += [user("q3")]
+    written = recorder.record("s", history)
+    assert [r.message["content"] for r in written] == ["q2", "r2", "q3"]
+    assert recorder.pending("s") == 0
+    assert log(store) == [(ADD, t) for t in ("q1", "r1", "q2", "r2", "q3")]
+    assert recorder.record("s", history) == []
+
+
+def test_waiting_messages_a_compaction_evicted_from_the_list_are_still_written(store: SessionStore) -> None:
+    flaky = Flaky(store)
+    recorder = Recorder(flaky)
+    recorder.record("s", [user("a")])
+    flaky.mode = "refused"
+    with pytest.raises(StoreError):
+        recorder.record("s", [user("a"), assistant("b"), user("c")])
+    flaky.mode = None
+    recorder.record("s", [user("c"), assistant("d")])  # a and b evicted meanwhile
+    assert texts(store) == ["a", "b", "c", "d"]
+
+
+def test_waiting_messages_evicted_from_the_middle_of_the_list_are_still_written(store: SessionStore) -> None:
+    flaky = Flaky(store)
+    recorder = Recorder(flaky)
+    recorder.record("s", [user("a")])
+    flaky.mode = "refused"
+    with pytest.raises(StoreError):
+        recorder.record("s", [user("a"), assistant("b"), user("c")])
+    flaky.mode = None
+    recorder.record("s", [user("a"), user("c"), assistant("d")])  # b evicted, the first message kept
+    assert texts(store) == ["a", "b", "c", "d"]
+
+
+def test_the_first_messages_of_a_session_wait_when_the_store_refuses_them(store: SessionStore) -> None:
+    flaky = Flaky(store)
+    recorder = Recorder(flaky)
+    flaky.mode = "refused"
+    with pytest.raises(StoreError):
+        recorder.record("s", [user("q1"), assistant("r1")])
+    flaky.mode = None
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
+    assert texts(store) == ["q1", "r1", "q2"]
+
+
+def test_a_write_that_landed_but_was_reported_failed_is_not_written_again(store: SessionStore) -> None:
+    flaky = Flaky(store)
+    recorder = Recorder(flaky)
+    first = [user("q1"), assistant("r1")]
+    recorder.record("s", first)
+    flaky.mode = "landed"
+    with pytest.raises(StoreError):
+        recorder.record("s", [*first, user("q2")])
+    assert flaky.failures == 1
+    flaky.mode = None
+    recorder.record("s", [*first, user("q2"), assistant("r2")])
+    assert log(store) == [(ADD, t) for t in ("q1", "r1", "q2", "r2")]
+    assert recorder.pending("s") == 0
+
+
+def test_add_after_an_outage_writes_the_waiting_batch_first(store: SessionStore) -> None:
+    flaky = Flaky(store)
+    recorder = Recorder(flaky)
+    recorder.add("s", [user("a")])
+    flaky.mode = "refused"
+    with pytest.raises(StoreError):
+        recorder.add("s", [user("b"), user("c")])
+    assert recorder.pending("s") == 2
+    Recorder(store).add("s", [user("b")], view="w")  # another writer, in another view, meanwhile
+    flaky.mode = None
+    written = recorder.add("s", [user("d")])
+    assert [r.message["content"] for r in written] == ["b", "c", "d"]
+    assert texts(store) == ["a", "b", "c", "d"] and recorder.pending("s") == 0
+    with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[2\]"):
+        recorder.remove("s", [2])  # theirs, in the other view
+
+
+def test_add_retrying_the_end_of_a_failed_batch_records_it_once(store: SessionStore) -> None:
+    flaky = Flaky(store)
+    recorder = Recorder(flaky)
+    flaky.mode = "refused"
+    with pytest.raises(StoreError):
+        recorder.add("s", [user("a"), user("b"), user("c")])
+    assert recorder.pending("s") == 3
+    flaky.mode = None
+    recorder.add("s", [user("b"), user("c")])
+    assert texts(store) == ["a", "b", "c"]
+    flaky.mode = "refused"
+    with pytest.raises(StoreError):
+        recorder.add("s", [user("d"), user("e")])
+    flaky.mode = None
+    recorder.add("s", [user("d"), user("e")])
+    assert texts(store) == ["a", "b", "c", "d", "e"]
+    flaky.mode = "refused"
+    with pytest.raises(StoreError):
+        recorder.add("s", [user("f"), user("g")])
+    flaky.mode = None
+    recorder.add("s", [user("g"), user("h")])  # the end of the failed batch, then a new one
+    assert texts(store) == ["a", "b", "c", "d", "e", "f", "g", "h"]
+
+
+def test_add_retrying_a_batch_whose_write_landed_records_it_once(store: SessionStore) -> None:
+    flaky = Flaky(store)
+    recorder = Recorder(flaky)
+    recorder.add("s", [user("before")])
+    flaky.mode = "landed"
+    with pytest.raises(StoreError):
+        recorder.add("s", [user("a"), user("b"), user("c")])
+    flaky.mode = None
+    assert recorder.add("s", [user("a"), user("b"), user("c")]) == []
+    assert recorder.pending("s") == 0
+    assert texts(store) == ["before", "a", "b", "c"]
+    # added messages are part of the list: the caller's next list records only what follows them
+    recorder.record("s", [user("before"), user("a"), user("b"), user("c")])
+    written = recorder.record("s", [user("before"), user("a"), user("b"), user("c"), assistant("r")])
+    assert [r.message["content"] for r in written] == ["r"]
+
+
+def test_add_then_the_callers_list_continuing_it_records_nothing_twice(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    history = [user("q1")]
+    recorder.record("s", history)
+    recorder.leave("s", history)
+    recorder.add("s", [assistant("r1")])
+    assert recorder.record("s", [user("q1"), assistant("r1"), user("q2")])[0].message["content"] == "q2"
+    assert texts(store) == ["q1", "r1", "q2"]
+    edited = recorder.record("s", [user("q1"), assistant("r1, edited"), user("q2")])
+    assert [(r.op, r.target) for r in edited] == [(REPLACE, 2)]
+
+
+def test_at_most_ten_thousand_messages_wait_and_dropping_more_is_an_error_event(store: SessionStore) -> None:
+    flaky = Flaky(store)
+    recorder = Recorder(flaky)
+    flaky.mode = "refused"
+    with capture_logs() as logs, pytest.raises(StoreError):
+        recorder.add("s", [user(str(i)) for i in range(10_001)])
+    assert recorder.pending("s") == 10_000
+    dropped = [e for e in logs if e["event"] == "ctxlife.session_pending_dropped"]
+    assert [(e["log_level"], e["session_id"], e["view"], e["dropped"]) for e in dropped] == [("error", "s", "", 1)]
+
+
+def test_add_and_record_while_the_store_is_down_keep_every_message_waiting(store: SessionStore) -> None:
+    flaky = Flaky(store)
+    recorder = Recorder(flaky)
+    recorder.record("s", [user("q1")])
+    flaky.mode = "down"
+    with pytest.raises(StoreError, match="No space left"):
+        recorder.add("s", [assistant("r1")])
+    with pytest.raises(StoreError, match="No space left"):  # the failed read is not the error
+        recorder.add("s", [user("q2")])
+    with pytest.raises(StoreError, match="No space left"):
+        recorder.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
+    assert recorder.pending("s") == 3
+    flaky.mode = None
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
+    assert texts(store) == ["q1", "r1", "q2", "r2"]
+
+
+def test_add_after_another_writer_appended_goes_after_its_records(store: SessionStore) -> None:
+    mine, theirs = Recorder(store), Recorder(store)
+    mine.add("s", [user("a")])
+    theirs.add("s", [user("w")], view="w")
+    theirs.add("s", [user("b")])
+    written = mine.add("s", [user("c")])
+    assert [(r.seq, r.message["content"]) for r in written] == [(4, "c")]
+    assert mine.covered("s") == 4
+    assert texts(store) == ["a", "b", "c"]
+    with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[2\]"):
+        mine.remove("s", [2])  # w is in the other view
+
+
+def test_what_another_writer_did_in_one_view_is_read_before_writing_in_another(store: SessionStore) -> None:
+    """A recorder that learns the head moved (a conflict in one view) reads the other views' new
+    records before it writes there: the caller's next list then records only what is new."""
+    mine, theirs = Recorder(store), Recorder(store)
+    mine.record("s", [user("q1")])
+    mine.record("s", [user("w1")], view="w")
+    theirs.record("s", [user("q1"), assistant("r1")])
+    mine.record("s", [user("w1"), assistant("w2")], view="w")  # conflict: mine learns the new head
+    mine.add("s", [user("q2")])
+    with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[4\]"):
+        mine.remove("s", [4])  # w2 is in the other view
+    mine.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
+    assert texts(store) == ["q1", "r1", "q2", "r2"]
+    assert texts(store, view="w") == ["w1", "w2"]
+
+
+def test_an_edit_in_one_view_after_learning_of_another_writer_sees_its_records(store: SessionStore) -> None:
+    mine, theirs = Recorder(store), Recorder(store)
+    mine.record("s", [user("q1")])
+    mine.record("s", [user("w1")], view="w")
+    theirs.record("s", [user("q1"), assistant("r1")])
+    mine.record("s", [user("w1"), assistant("w2")], view="w")
+    with pytest.raises(StoreError, match=r"view '' has no message at sequence number\(s\) \[4\]"):
+        mine.remove("s", [4])  # w2 is in the other view
+    assert [(r.op, r.target) for r in mine.remove("s", [3])] == [(REMOVE, 3)]  # r1, theirs
+    assert [(r.op, r.target) for r in mine.remove("s", [1])] == [(REMOVE, 1)]
+    with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[1\]"):
+        mine.remove("s", [1])
+    with pytest.raises(StoreError, match=r"view 'w' has no message at sequence number\(s\) \[3\]"):
+        mine.remove("s", [3], view="w")
+    assert texts(store) == [] and texts(store, view="w") == ["w1", "w2"]
+
+
+def test_a_corrupt_record_another_writer_left_is_skipped_not_fatal(tmp_path: Path) -> None:
+    store = _file(tmp_path, fsync=False)
+    mine, theirs = Recorder(store), Recorder(_file(tmp_path, fsync=False))
+    mine.record("s", [user("q1")])
+    theirs.record("s", [user("q1"), assistant("r1"), user("q2")])
+    lines = _raw(tmp_path).read_text().splitlines(keepends=True)
+    _raw(tmp_path).write_text(lines[0] + "garbage\n" + lines[2])
+    mine.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
+    assert store.read_records("s", strict=False)[-1].message["content"] == "r2"
+
+
+def test_a_writer_that_always_loses_the_race_gives_up_with_an_error(store: SessionStore) -> None:
+    flaky = Flaky(store)
+    recorder = Recorder(flaky)
+    recorder.record("s", [user("q1")])
+    flaky.mode = "conflict"
+    with pytest.raises(StoreError, match=r"^session 's': could not append after 64 attempts, other writers"):
+        recorder.record("s", [user("q1"), user("q2")])
+    with pytest.raises(StoreError, match=r"^session 's': could not append after 64 attempts; retry later"):
+        recorder.add("s", [user("q3")])
+    with pytest.raises(StoreError, match=r"^session 's': could not write after 64 attempts; retry later"):
+        recorder.remove("s", [1])
+    assert flaky.failures == 3 * 64
+
+
+def test_record_in_one_view_after_learning_of_another_writer_records_only_what_is_new(store: SessionStore) -> None:
+    mine, theirs = Recorder(store), Recorder(store)
+    mine.record("s", [user("q1")])
+    mine.record("s", [user("w1")], view="w")
+    theirs.record("s", [user("q1"), assistant("r1")])
+    mine.record("s", [user("w1"), assistant("w2")], view="w")
+    written = mine.record("s", [user("q1"), assistant("r1 edited"), user("q2")])
+    assert [(r.op, r.target, r.message["content"]) for r in written] == [(REPLACE, 3, "r1 edited"), (ADD, None, "q2")]
+
+
+# -- the stores: append, reading records back, snapshots --------------------------------------------------
+
+
+def test_append_numbers_records_after_the_head_and_reads_them_back(any_store: SessionStore) -> None:
+    store = any_store
+    assert store.head("s") == 0 and store.read_records("s") == []
+    first = store.append("s", [user("a"), assistant("b")])
+    assert all(r.recorded_at is not None for r in first)
+    assert [(r.seq, r.view, r.fingerprint) for r in first] == [
+        (1, "", fingerprint(user("a"))),
+        (2, "", fingerprint(assistant("b"))),
+    ]
+    store.append("s", [user("c")], view="w", if_head=2)
+    assert store.head("s") == 3
+    back = store.read_records("s")
+    assert [(r.seq, r.view, r.message, r.op) for r in back] == [
+        (1, "", user("a"), ADD),
+        (2, "", assistant("b"), ADD),
+        (3, "w", user("c"), ADD),
+    ]
+    assert [r.fingerprint for r in back] == [fingerprint(m) for m in (user("a"), assistant("b"), user("c"))]
+    assert all(r.recorded_at is not None for r in back)
+    assert [r.seq for r in store.read_records("s", 1)] == [2, 3]
+    assert [r.seq for r in store.read_records("s", 0, view="w")] == [3]
+    assert store.append("s", []) == []
+
+
+def test_append_with_a_stale_head_writes_nothing_and_says_the_head(any_store: SessionStore) -> None:
+    store = any_store
+    store.append("s", [user("a"), user("b")])
+    with pytest.raises(
+        AppendConflictError, match=r"session 's' moved on: its last sequence number is 2, not 1"
+    ) as caught:
+        store.append("s", [user("c")], if_head=1)
+    assert caught.value.head == 2
+    with pytest.raises(AppendConflictError):
+        store.append("s", [], if_head=1)
+    assert store.append("s", [], if_head=2) == []
+    assert store.head("s") == 2
+
+
+def test_messages_with_line_breaks_and_unicode_read_back_exactly(any_store: SessionStore) -> None:
+    store = any_store
+    odd = [user("line 1\nline 2\r\n}\n{"), assistant('{"not": "a record"}'), user("caf\u00e9 \U0001f600 \u2028")]
+    store.append("s", odd)
+    store.append("s", [user("more")])
+    assert [r.message for r in store.read_records("s")] == [*odd, user("more")]
+    assert [r.message for r in store.read_records("s", 3)] == [user("more")]
+
+
+def test_another_handles_appends_are_read_incrementally(any_store: SessionStore) -> None:
+    store = any_store
+    other = open_store(store.url)
+    try:
+        store.append("s", [user("a")])
+        assert [r.seq for r in other.read_records("s")] == [1]
+        store.append("s", [user("b"), user("c")])
+        assert [r.message["content"] for r in other.read_records("s", 1)] == ["b", "c"]
+        assert [r.message["content"] for r in other.read_records("s", 2)] == ["c"]
+        assert other.head("s") == 3
+        other.append("s", [user("d")], if_head=3)
+        assert [r.seq for r in store.read_records("s", 3)] == [4]
+        assert store.head("s") == 4
+    finally:
+        other.close()
+
+
+def test_snapshot_save_and_load(any_store: SessionStore) -> None:
+    store = any_store
+    assert store.load_snapshot("s") is None
+    snap = Snapshot(session_id="s", view="w", messages=[user("a")], raw_length=3, meta={"k": 1})
+    store.save_snapshot(snap)
+    loaded = store.load_snapshot("s", "w")
+    assert loaded is not None and loaded.to_dict() == snap.to_dict()
+    assert store.load_snapshot("s") is None
+    store.save_snapshot(Snapshot(session_id="s", view="w", messages=[], raw_length=4))
+    again = store.load_snapshot("s", "w")
+    assert again is not None and again.raw_length == 4 and again.messages == []
+
+
+def test_a_restore_is_the_snapshot_plus_the_records_after_it(any_store: SessionStore) -> None:
+    store = any_store
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1"), assistant("r1")])
+    store.save_snapshot(Snapshot(session_id="s", messages=[user("summary")], raw_length=2))
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
+    restored = restore_view(store, "s")
+    assert restored.messages == [user("summary"), user("q2")]
+
+
+def test_append_validates_if_head_and_keeps_the_callers_fingerprints(any_store: SessionStore) -> None:
+    store = any_store
+    with pytest.raises(StoreError, match=r"if_head must be an int >= 0 or None, got -1"):
+        store.append("s", [user("a")], if_head=-1)
+    with pytest.raises(StoreError, match=r"append to session 's': 1 fingerprints for 2 messages"):
+        store.append("s", [user("a"), user("b")], fingerprints=["f"])
+    written = store.append("s", [user("a")], fingerprints=["known-fp"])
+    assert [r.fingerprint for r in written] == ["known-fp"]
+    assert [r.fingerprint for r in store.read_records("s")] == ["known-fp"]
+    with pytest.raises(AppendConflictError, match=r"session 's' moved on: its last sequence number is 1, not 0"):
+        store.append("s", [], if_head=0)
+
+
+def test_edit_events_read_back_with_their_targets(any_store: SessionStore) -> None:
+    store = any_store
+    store.append("s", [user("a"), user("b")])
+    store.append_events("s", [Event(REPLACE, user("a2"), 1), Event(REMOVE, {}, 2)], if_head=2)
+    back = store.read_records("s", 2)
+    assert [(r.seq, r.op, r.target, r.message.get("content")) for r in back] == [
+        (3, REPLACE, 1, "a2"),
+        (4, REMOVE, 2, None),
+    ]
+    assert [r.message["content"] for r in store.current("s")] == ["a2"]
+    store.erase("s", [1])
+    assert [(r.seq, r.erased) for r in store.read_records("s")][:3] == [(1, True), (2, False), (3, True)]
+
+
+def test_a_quarantined_message_reads_back_with_its_reason(any_store: SessionStore) -> None:
+    store = any_store
+    store.append("s", [assistant(float("nan"))])  # type: ignore[arg-type]
+    assert [(r.message["content"], r.quarantined) for r in store.read_records("s")] == [
+        ("NaN", "$.content: non-finite number nan")
+    ]
+
+
+# -- the file store: fsync, corrupt lines -------------------------------------------------------------------
+
+
+def _file(tmp_path: Path, **options: Any) -> FileStore:
+    return FileStore(tmp_path / "sessions", **options)
+
+
+def _fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths ``os.fsync`` is called on from now on (the calls still happen)."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return synced
+
+
+def test_file_append_is_fsynced_before_it_returns_unless_turned_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced = _fsyncs(monkeypatch)
+    store = _file(tmp_path)
+    store.append("s", [user("a")])
+    raw = str(tmp_path / "sessions" / "s_raw.jsonl")
+    assert synced == [raw, str(tmp_path / "sessions")]  # the file, then the folder that got a new file
+    store.append("s", [user("b")])
+    assert synced[2:] == [raw]
+    synced.clear()
+    _file(tmp_path, fsync=False).append("s", [user("c")])
+    assert synced == []
+    assert FileStore.from_url(f"file://{tmp_path / 'sessions'}?fsync=false").fsync is False
+
+
+def test_file_snapshot_is_fsynced_and_replaced_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _file(tmp_path)
+    store.save_snapshot(Snapshot(session_id="s", messages=[user("old")], raw_length=1))
+    synced = _fsyncs(monkeypatch)
+    store.save_snapshot(Snapshot(session_id="s", messages=[user("new")], raw_length=2))
+    assert len(synced) == 2 and synced[1] == str(tmp_path / "sessions")
+    assert [p.name for p in (tmp_path / "sessions").iterdir()] == ["s_ctx.json"]
+    loaded = store.load_snapshot("s")
+    assert loaded is not None and loaded.messages == [user("new")]
+
+
+def _raw(tmp_path: Path) -> Path:
+    return tmp_path / "sessions" / "s_raw.jsonl"
+
+
+def test_file_corrupt_line_is_named_when_strict_and_skipped_when_lenient(tmp_path: Path) -> None:
+    store = _file(tmp_path)
+    store.append("s", [user("a"), user("b"), user("c")])
+    lines = _raw(tmp_path).read_text().splitlines(keepends=True)
+    lines[1] = '{"not": "a record"} {"two": "documents"}\n'
+    _raw(tmp_path).write_text("".join(lines))
+    fresh = _file(tmp_path)
+    with pytest.raises(StoreError, match=r"s_raw\.jsonl\) is corrupt at line 2: invalid JSON"):
+        fresh.read_records("s")
+    with capture_logs() as logs:
+        assert [r.message["content"] for r in fresh.read_records("s", strict=False)] == ["a", "c"]
+    assert [
+        (e["event"], e["log_level"], e["store"], e["session_id"], e["file"], e["line"], e["problem"]) for e in logs
+    ] == [("raw_record_skipped", "error", "file", "s", "s_raw.jsonl", 2, "invalid JSON")]
+    assert [r.message["content"] for r in fresh.read_records("s", 2, strict=False)] == ["c"]
+    assert fresh.head("s") == 3
+    store.append("s", [user("d")], view="w")
+    assert [r.message["content"] for r in _file(tmp_path).read_records("s", 3, strict=False)] == ["d"]
+    assert [r.message["content"] for r in _file(tmp_path).read_records("s", 0, view="", strict=False)] == ["a", "c"]
+
+
+def test_file_line_holding_two_records_is_corruption_not_two_records(tmp_path: Path) -> None:
+    store = _file(tmp_path)
+    store.append("s", [user("a"), user("b"), user("c")])
+    lines = _raw(tmp_path).read_text().splitlines(keepends=True)
+    lines[1] = lines[1].rstrip("\n") + "," + lines[2]
+    _raw(tmp_path).write_text("".join(lines))
+    with pytest.raises(StoreError, match=r"corrupt at line 2: invalid JSON"):
+        _file(tmp_path).read_records("s")
+
+
+def test_file_raw_history_is_private_and_an_unwritable_one_is_named(tmp_path: Path) -> None:
+    store = _file(tmp_path)
+    store.append("s", [user("a")])
+    assert _raw(tmp_path).stat().st_mode & 0o777 == 0o600
+    planted = tmp_path / "sessions" / "t_raw.jsonl"
+    planted.symlink_to(tmp_path / "elsewhere.jsonl")
+    with pytest.raises(StoreError, match=rf"^cannot append 1 message\(s\) to {planted}: Too many levels"):
+        store.append("t", [user("a")])
+
+
+def test_file_append_to_an_expired_session_starts_it_over(tmp_path: Path) -> None:
+    store = _file(tmp_path, ttl=3600)
+    store.append("s", [user("old")])
+    os.utime(_raw(tmp_path), (0, 0))
+    store.append("s", [user("new")])
+    assert [(r.seq, r.message["content"]) for r in store.read_records("s")] == [(1, "new")]
+
+
+def test_file_line_that_is_json_but_not_a_record_is_named(tmp_path: Path) -> None:
+    store = _file(tmp_path)
+    store.append("s", [user("a"), user("b")])
+    lines = _raw(tmp_path).read_text().splitlines(keepends=True)
+    lines[0] = '{"seq": 0, "view": "", "at": 1.0, "fp": "x", "msg": {}}\n'
+    _raw(tmp_path).write_text("".join(lines))
+    with pytest.raises(StoreError, match=r"corrupt at line 1: sequence number 0 is not an int >= 1"):
+        _file(tmp_path).read_records("s")
+    lines[0] = "\n"
+    _raw(tmp_path).write_text("".join(lines))
+    with pytest.raises(StoreError, match=r"corrupt at line 1: blank line"):
+        _file(tmp_path).read_records("s")
+
+
+def test_file_written_by_ctxlife_0_1_reads_with_line_numbers_as_sequence_numbers(tmp_path: Path) -> None:
+    (tmp_path / "sessions").mkdir()
+    _raw(tmp_path).write_text(json.dumps(user("old 1")) + "\n" + json.dumps(assistant("old 2")) + "\n")
+    store = _file(tmp_path)
+    assert [(r.seq, r.message["content"]) for r in store.read_records("s")] == [(1, "old 1"), (2, "old 2")]
+    assert store.head("s") == 2
+    store.append("s", [user("new")])
+    assert [(r.seq, r.message["content"]) for r in _file(tmp_path).read_records("s", 1)] == [(2, "old 2"), (3, "new")]
+
+
+def test_file_torn_last_line_is_skipped_with_a_warning_and_cut_by_the_next_append(tmp_path: Path) -> None:
+    store = _file(tmp_path)
+    store.append("s", [user("a")])
+    torn = '{"seq": 2, "view": "", "at'
+    with _raw(tmp_path).open("a") as f:
+        f.write(torn)
+    fresh = _file(tmp_path)
+    with capture_logs() as logs:
+        assert [r.seq for r in fresh.read_records("s")] == [1]
+    assert [
+        {k: e[k] for k in ("event", "log_level", "store", "session_id", "file", "reason", "bytes")} for e in logs
+    ] == [
+        {
+            "event": "raw_torn_record_skipped",
+            "log_level": "warning",
+            "store": "file",
+            "session_id": "s",
+            "file": "s_raw.jsonl",
+            "reason": "no trailing newline",
+            "bytes": len(torn),
+        }
+    ]
+    assert fresh.head("s") == 1
+    with capture_logs() as logs:
+        fresh.append("s", [user("b")], if_head=1)
+    assert [e["event"] for e in logs] == ["raw_torn_record_repaired"]  # cut quietly, one event saying so
+    assert [(r.seq, r.message["content"]) for r in _file(tmp_path).read_records("s")] == [(1, "a"), (2, "b")]
+
+
+@pytest.mark.parametrize(
+    ("garbage", "reason"),
+    [
+        ("not json\n", "invalid JSON in the last line"),
+        ("[1, 2]\n", "invalid last line (not a JSON object but list)"),
+        ("\n", "invalid last line (blank line)"),
+    ],
+)
+def test_file_invalid_last_lines_are_skipped_with_a_warning_naming_the_line(
+    tmp_path: Path, garbage: str, reason: str
+) -> None:
+    store = _file(tmp_path)
+    store.append("s", [user("a"), user("b")])
+    with _raw(tmp_path).open("a") as f:
+        f.write(garbage)
+    fresh = _file(tmp_path)
+    with capture_logs() as logs:
+        assert [r.message["content"] for r in fresh.read_records("s")] == ["a", "b"]
+    assert [(e["event"], e["store"], e["session_id"], e["file"], e["reason"], e["line"]) for e in logs] == [
+        ("raw_torn_record_skipped", "file", "s", "s_raw.jsonl", reason, 3)
+    ]
+    with capture_logs() as logs:
+        fresh.append("s", [user("c")])
+    assert [(e["event"], e["session_id"]) for e in logs] == [("raw_torn_record_repaired", "s")]  # cut quietly
+    assert [(r.seq, r.message["content"]) for r in _file(tmp_path).read_records("s", 1)] == [(2, "b"), (3, "c")]
+
+
+def test_file_rewritten_by_another_process_is_read_again(tmp_path: Path) -> None:
+    reader, writer = _file(tmp_path), _file(tmp_path)
+    writer.append("s", [user("x" * 200) for _ in range(3)])
+    assert len(reader.read_records("s")) == 3
+    writer.pop_last("s")
+    writer.append("s", [user("replacement")])
+    assert [(r.seq, r.message["content"]) for r in reader.read_records("s", 2)] == [(3, "replacement")]
+
+
+def test_file_snapshot_that_is_corrupt_names_the_file(tmp_path: Path) -> None:
+    store = _file(tmp_path)
+    store.save_snapshot(Snapshot(session_id="s", messages=[], raw_length=0))
+    (tmp_path / "sessions" / "s_ctx.json").write_text("{not json")
+    with pytest.raises(StoreError, match=r"s_ctx\.json"):
+        store.load_snapshot("s")
+
+
+def test_file_snapshot_of_an_expired_session_is_gone_and_an_unreadable_one_is_named(tmp_path: Path) -> None:
+    store = _file(tmp_path, ttl=3600)
+    store.save_snapshot(Snapshot(session_id="s", messages=[], raw_length=0))
+    assert store.load_snapshot("s") is not None
+    os.utime(_raw(tmp_path), (0, 0))
+    assert store.load_snapshot("s") is None
+    snapshot = tmp_path / "sessions" / "t_ctx.json"
+    snapshot.symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(StoreError, match=rf"^cannot read snapshot file {snapshot}: Too many levels of symbolic links"):
+        _file(tmp_path).load_snapshot("t")
+
+
+# -- the SQLite store: corrupt rows -------------------------------------------------------------------------
+
+
+def test_sqlite_corrupt_row_is_named_when_strict_and_skipped_when_lenient(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    store = open_store(f"sqlite:///{path}")
+    store.append("s", [user("a"), user("b"), user("c"), user("d")])
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE ctxlife_raw SET json = '[1, 2]' WHERE seq = 2")
+        conn.execute(f'UPDATE ctxlife_raw SET json = \'{{"ctxlife_event": "{"bogus" * 40}"}}\' WHERE seq = 3')
+        conn.execute("UPDATE ctxlife_raw SET fp = NULL WHERE seq = 4")
+    conn.close()
+    with pytest.raises(
+        StoreError, match=r"raw record seq=2 of session 's' in .*sessions\.db is corrupt: not a JSON object"
+    ):
+        store.read_records("s")
+    with pytest.raises(StoreError, match=r"seq=3 .* is corrupt: malformed"):
+        store.read_records("s", 2)
+    with capture_logs() as logs:
+        lenient = store.read_records("s", strict=False)
+    assert [(r.seq, r.message["content"]) for r in lenient] == [(1, "a"), (4, "d")]
+    assert [(e["event"], e["log_level"], e["store"], e["session_id"], e["seq"], e["problem"]) for e in logs] == [
+        ("raw_record_skipped", "error", "sqlite", "s", 2, "not a JSON object"),
+        ("raw_record_skipped", "error", "sqlite", "s", 3, f"malformed ctxlife_event record (op '{'bogus' * 40}"[:120]),
+    ]
+    assert lenient[1].fingerprint == fingerprint(user("d"))  # a row without one gets it computed
+    with sqlite3.connect(path) as conn:
+        conn.execute('UPDATE ctxlife_raw SET json = \'{"role": "user"\' WHERE seq = 2')
+    conn.close()
+    with pytest.raises(StoreError, match=r"seq=2 .* is corrupt: invalid JSON"):
+        store.read_records("s")
+    store.close()
+
+
+def test_sqlite_rows_that_together_look_like_one_array_are_not_misread(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    store = open_store(f"sqlite:///{path}")
+    store.append("s", [user("a"), user("b"), user("c")])
+    with sqlite3.connect(path) as conn:
+        conn.execute("""UPDATE ctxlife_raw SET json = '{"role": "user"' WHERE seq = 1""")
+        conn.execute("""UPDATE ctxlife_raw SET json = '"content": "x"}' WHERE seq = 2""")
+        conn.execute("""UPDATE ctxlife_raw SET json = '{"role": "user", "content": "y"},{"z": 1}' WHERE seq = 3""")
+    conn.close()
+    with capture_logs() as logs:
+        assert store.read_records("s", strict=False) == []
+    assert [(e["event"], e["store"], e["session_id"], e["seq"]) for e in logs] == [
+        ("raw_record_skipped", "sqlite", "s", 1),
+        ("raw_record_skipped", "sqlite", "s", 2),
+        ("raw_record_skipped", "sqlite", "s", 3),
+    ]
+    store.close()
+
+
+def test_sqlite_text_holding_two_documents_is_one_corrupt_record(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    store = open_store(f"sqlite:///{path}")
+    store.append("s", [user("a"), user("b"), user("c")])
+    with sqlite3.connect(path) as conn:
+        conn.execute("""UPDATE ctxlife_raw SET json = '{"role": "user", "content": "x"},{"z": 1}' WHERE seq = 2""")
+        conn.execute("""UPDATE ctxlife_raw SET json = '{"ctxlife_event": "bogus"}' WHERE seq = 3""")
+    conn.close()
+    with capture_logs() as logs:
+        assert [r.message["content"] for r in store.read_records("s", strict=False)] == ["a"]
+    assert [(e["session_id"], e["seq"]) for e in logs] == [("s", 2), ("s", 3)]
+    with pytest.raises(StoreError, match=r"seq=3 of session 's' in .* is corrupt: malformed"):
+        store.read_records("s", 2)
+    assert store.read_records("s", 2, strict=False) == []
+    store.close()
+
+
+def test_sqlite_expired_session_reads_as_absent(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    store = open_store(f"sqlite:///{path}?ttl=1h")
+    store.append("s", [user("a")])
+    store.save_snapshot(Snapshot(session_id="s", messages=[user("a")], raw_length=1))
+    assert store.load_snapshot("s") is not None
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE ctxlife_sessions SET touched_at = 0")
+    conn.close()
+    assert store.load_snapshot("s") is None
+    assert store.read_records("s") == []
+    store.append("s", [user("b")])  # starts the session over, active now
+    assert [(r.seq, r.message["content"]) for r in store.read_records("s")] == [(1, "b")]
+    store.close()
+
+
+def test_sqlite_errors_name_the_operation_and_the_snapshot(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    store = open_store(f"sqlite:///{path}")
+    store.save_snapshot(Snapshot(session_id="s", view="w", messages=[], raw_length=0))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE ctxlife_snapshots SET json = '{not json'")
+    conn.close()
+    with pytest.raises(StoreError, match=rf"^snapshot of view 'w' of session 's' in {path} is not valid JSON"):
+        store.load_snapshot("s", "w")
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE ctxlife_snapshots SET view = ''")
+    conn.close()
+    with pytest.raises(StoreError, match=rf"^snapshot of session 's' in {path} is not valid JSON"):
+        store.load_snapshot("s")
+    with sqlite3.connect(path) as conn:  # another program broke the database
+        conn.execute("DROP TABLE ctxlife_snapshots")
+        conn.execute("DROP TABLE ctxlife_raw")
+    conn.close()
+    with pytest.raises(StoreError, match=r"append failed: no such table"):
+        store.append("s", [user("x")])
+    with pytest.raises(StoreError, match=r"load_snapshot failed: no such table"):
+        store.load_snapshot("s")
+    with pytest.raises(StoreError, match=r"read_records failed: no such table"):
+        store.read_records("s")
+    with pytest.raises(StoreError, match=r"read_records failed: no such table"):
+        store.read_records("s", view="w")
+    store.close()
