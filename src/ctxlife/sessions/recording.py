@@ -355,20 +355,18 @@ class Recorder:
         Does nothing once the view is loaded. Records written after them are read on the next
         write (the recorder then catches up, or the store reports the head moved)."""
         with self._lock:
-            if (session_id, view) in self._views:
-                return
-            tail: list[_Entry] = []
-            _apply(tail, list(records))
-            top = records[-1].seq if records else 0
-            self._heads[session_id] = max(self._heads.get(session_id, 0), top)
-            last = tail[-1].seq if tail else 0
-            self._views[(session_id, view)] = _View(tail, top, True, [last] if last else [], last)
+            if (session_id, view) not in self._views:
+                top = records[-1].seq if records else 0
+                self._views[(session_id, view)] = self._loaded(session_id, records, top)
 
     def _load(self, session_id: str, view: str) -> _View:
         """Read the view's current state: one pass over its records (the first time a view is seen)."""
         head = self.store.head(session_id)
         records = self.store.read_slots(session_id, 0, view=view)
-        top = max(head, records[-1].seq if records else 0)
+        return self._loaded(session_id, records, max(head, records[-1].seq if records else 0))
+
+    def _loaded(self, session_id: str, records: Sequence[RawRecord | RecordSlot], top: int) -> _View:
+        """A view's state from all its records, synced up to ``top`` (which the session's head reaches too)."""
         self._heads[session_id] = max(self._heads.get(session_id, 0), top)
         tail: list[_Entry] = []
         _apply(tail, records)

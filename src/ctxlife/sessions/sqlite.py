@@ -553,43 +553,38 @@ class SQLiteStore(SessionStore):
     def read_records(
         self, session_id: str, after_seq: int = 0, *, view: str | None = None, strict: bool = True
     ) -> list[RawRecord]:
-        validate_session_id(session_id)
-        check_after_seq(after_seq)
-        if view is not None:
-            validate_view(view)
-        if self._expired(session_id):
-            return []
-        # One statement = one consistent read snapshot in WAL mode.
-        if view is None:
-            rows = self._query(
-                "read_records",
-                f"SELECT {_RAW_COLUMNS} FROM ctxlife_raw WHERE session_id = ? AND seq > ? ORDER BY seq",
-                (session_id, after_seq),
-            )
-        else:
-            rows = self._query(
-                "read_records",
-                f"SELECT {_RAW_COLUMNS} FROM ctxlife_raw WHERE session_id = ? AND view = ? AND seq > ? ORDER BY seq",
-                (session_id, view, after_seq),
-            )
+        rows = self._raw_rows("read_records", _RAW_COLUMNS, session_id, after_seq, view)
         return self._decode_all(session_id, rows, strict)
 
-    def read_slots(self, session_id: str, after_seq: int = 0, *, view: str | None = None) -> list[RecordSlot]:
+    def _raw_rows(
+        self, what: str, columns: str, session_id: str, after_seq: int, view: str | None, where: str = ""
+    ) -> list[tuple[Any, ...]]:
+        """``columns`` of the session's raw rows after ``after_seq`` (of ``view``, None: all), in order."""
         validate_session_id(session_id)
         check_after_seq(after_seq)
         if view is not None:
             validate_view(view)
         if self._expired(session_id):
             return []
+        lane = "" if view is None else " AND view = ?"
+        params = (session_id, after_seq) if view is None else (session_id, after_seq, view)
+        # One statement = one consistent read snapshot in WAL mode.
+        return self._query(
+            what,
+            f"SELECT {columns} FROM ctxlife_raw WHERE session_id = ? AND seq > ?{lane}{where} ORDER BY seq",
+            params,
+        )
+
+    def read_slots(self, session_id: str, after_seq: int = 0, *, view: str | None = None) -> list[RecordSlot]:
         # Only an event (an edit, a removal, an insertion) needs its JSON in Python; a row that is not
         # a JSON object is left out, as read_records(strict=False) skips it.
-        where = "session_id = ? AND seq > ?" if view is None else "session_id = ? AND view = ? AND seq > ?"
-        params = (session_id, after_seq) if view is None else (session_id, view, after_seq)
-        rows = self._query(
+        rows = self._raw_rows(
             "read_slots",
-            f"SELECT seq, fp, CASE WHEN json_extract(json, '$.{EVENT_KEY}') IS NOT NULL THEN json END FROM ctxlife_raw "
-            f"WHERE {where} AND json_valid(json) AND json_type(json) = 'object' ORDER BY seq",
-            params,
+            f"seq, fp, CASE WHEN json_extract(json, '$.{EVENT_KEY}') IS NOT NULL THEN json END",
+            session_id,
+            after_seq,
+            view,
+            " AND json_valid(json) AND json_type(json) = 'object'",
         )
         if any(fp is None for _, fp, _ in rows):  # rows written before fingerprints were stored
             return super().read_slots(session_id, after_seq, view=view)
