@@ -861,20 +861,24 @@ def test_any_json_messages_round_trip(store: SessionStore, messages: list[dict[s
     assert canonical(loaded.meta) == canonical({"m": messages})
 
 
-def test_sqlite_record_that_is_not_one_json_object_is_named_not_misread(tmp_path: Path) -> None:
-    # A read decodes every record in one go; a record whose text is corrupt (or holds two
-    # documents) must still be reported as that record, never shift the others.
+@pytest.mark.parametrize(("count", "corrupt"), [(4, 2), (5000, 2), (5000, 4500)])
+def test_sqlite_record_that_is_not_one_json_object_is_named_not_misread(
+    tmp_path: Path, count: int, corrupt: int
+) -> None:
+    # A read decodes records in large batches; a record whose text is corrupt (or holds two
+    # documents) must still be reported as that record, never shift the others, in any batch.
     import sqlite3
 
     url = f"sqlite:///{tmp_path / 's.db'}"
     store = open_store(url)
-    store.append("t", [{"role": "user", "content": f"m{i}"} for i in range(4)])
+    store.append("t", [{"role": "user", "content": f"m{i}"} for i in range(count)])
     store.close()
     with sqlite3.connect(tmp_path / "s.db") as conn:
-        conn.execute('UPDATE ctxlife_raw SET json = \'{"role":"user"},{"role":"x"}\' WHERE seq = 2')
+        conn.execute(f'UPDATE ctxlife_raw SET json = \'{{"role":"user"}},{{"role":"x"}}\' WHERE seq = {corrupt}')
     conn.close()
     store = open_store(url)
-    with pytest.raises(StoreError, match="seq=2"):
+    with pytest.raises(StoreError, match=f"seq={corrupt}"):
         store.read_records("t")
-    assert [r.message["content"] for r in store.read_records("t", strict=False)] == ["m0", "m2", "m3"]
+    read = [r.message["content"] for r in store.read_records("t", strict=False)]
+    assert read == [f"m{i}" for i in range(count) if i != corrupt - 1]
     store.close()

@@ -160,6 +160,28 @@ def test_a_cold_session_reads_its_raw_history_once(tmp_path: Path) -> None:
         host.close()
 
 
+def test_appending_to_a_long_session_reads_none_of_its_history(tmp_path: Path) -> None:
+    """``add_items`` on a session another process wrote needs the head, not the messages; what the
+    session does next (pop, prepare) reads the history then, once, and records nothing twice."""
+    history = _history(30)
+    store = _CountingReads(tmp_path / "sessions")
+    store.append("s", history)
+    host = Host(settings_from_dict({"strategies": []}), context_window=100_000, session_id="s")
+    host.store = store
+    turn = [{"role": "user", "content": "and parcel 1003?"}, {"role": "assistant", "content": "In depot 3."}]
+    try:
+        with Session("s", host=host) as session:
+            session.add_items(turn)
+            session.add_items([{"role": "user", "content": "and 1004?"}])
+            assert store.full_reads == 0
+            assert session.pop_item() == {"role": "user", "content": "and 1004?"}
+            listing = session.prepare({"role": "user", "content": "and parcel 1005?"})
+            assert listing == [*history, *turn, {"role": "user", "content": "and parcel 1005?"}]
+        assert [r.message for r in store.current("s")] == listing
+    finally:
+        host.close()
+
+
 def test_manage_with_snapshot_restore_reads_and_counts_a_cold_history_once(tmp_path: Path) -> None:
     """The same for ``manage()``-style hosts: the strategy's restore feeds the recorder and the counter."""
     history = _history(30)

@@ -130,7 +130,7 @@ class Alignment:
     fingerprints: list[str]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)  # one per message of a view: 100k of them in a long session
 class _Entry:
     seq: int  # the slot
     fp: str  # the fingerprint of its current message
@@ -212,6 +212,19 @@ class _View:
     # Bumped when the tail changes other than by appending at its end (see order()).
     reorders: int = 0
     _order: tuple[list[_Entry], int, dict[int, int]] | None = dataclasses.field(default=None, repr=False)
+    # Only appended to (Recorder.add on a view not read yet): the tail holds only what this recorder
+    # wrote, and the view's records are read the first time anything else needs them.
+    partial: bool = False
+
+    def take_over(self, partial: _View) -> _View:
+        """This fully read state, with what a partial state of the same view learned meanwhile."""
+        self.pending = partial.pending
+        self.covered = partial.covered or self.covered
+        self.mirrors = partial.mirrors
+        self.reseed = partial.reseed
+        self.fresh = partial.fresh
+        self.hint = partial.hint
+        return self
 
     def order(self) -> dict[int, int]:
         """The place of each of the view's current slots in :attr:`tail`; kept from call to call and
@@ -293,7 +306,7 @@ class Recorder:
     # -- state ------------------------------------------------------------------------------------
 
     def known(self, session_id: str, view: str = "") -> bool:
-        """Whether this recorder has read the view's tail already (False: the next call reads the store)."""
+        """Whether this recorder keeps a state for the view (False: the next call reads the store)."""
         return (session_id, view) in self._views
 
     def head(self, session_id: str) -> int:
@@ -345,8 +358,18 @@ class Recorder:
 
     def _view(self, session_id: str, view: str) -> _View:
         state = self._views.get((session_id, view))
+        if state is None or state.partial:
+            loaded = self._load(session_id, view)
+            state = self._views[(session_id, view)] = loaded if state is None else loaded.take_over(state)
+        return state
+
+    def _appending_view(self, session_id: str, view: str) -> _View:
+        """The view's state for :meth:`add`: an append needs the session's head, not the view's
+        messages, so a view not read yet is not read (a 100k-message history costs nothing here)."""
+        state = self._views.get((session_id, view))
         if state is None:
-            state = self._views[(session_id, view)] = self._load(session_id, view)
+            head = self.head(session_id)
+            state = self._views[(session_id, view)] = _View([], head, False, partial=True)
         return state
 
     def prime(self, session_id: str, view: str, records: Sequence[RawRecord]) -> None:
@@ -355,9 +378,11 @@ class Recorder:
         Does nothing once the view is loaded. Records written after them are read on the next
         write (the recorder then catches up, or the store reports the head moved)."""
         with self._lock:
-            if (session_id, view) not in self._views:
+            state = self._views.get((session_id, view))
+            if state is None or state.partial:
                 top = records[-1].seq if records else 0
-                self._views[(session_id, view)] = self._loaded(session_id, records, top)
+                loaded = self._loaded(session_id, records, top)
+                self._views[(session_id, view)] = loaded if state is None else loaded.take_over(state)
 
     def _load(self, session_id: str, view: str) -> _View:
         """Read the view's current state: one pass over its records (the first time a view is seen)."""
@@ -813,16 +838,17 @@ class Recorder:
                 for i, slot in zip(rest, slots, strict=True)
             ]
             newest = max((s for s in slots if s is not None), default=0)
+            previous = state.mirrors[0] if state.mirrors else None
             if base is not None:
                 mirror: _Mirror | None = _Mirror(
-                    base.messages + _copies(messages[start:]),
+                    base.messages + _copies(messages[start:], previous),
                     base.slots + slots,
                     base.fps + fps,
                     last=max(base.last, newest),
                     originals=list(messages),
                 )
             else:
-                mirror = _Mirror(_copies(messages), slots, fps, originals=list(messages))
+                mirror = _Mirror(_copies(messages, previous), slots, fps, originals=list(messages))
         else:
             mirror = self._mirror_of(state, messages)  # map what alignment did not place
         if mirror is None:
@@ -837,7 +863,7 @@ class Recorder:
         caller's next list that continues with them records nothing twice.
         """
         with self._lock:
-            state = self._view(session_id, view)
+            state = self._appending_view(session_id, view)
             fresh = [(m, _fp(m)) for m in messages]
             for _ in range(_MAX_RETRIES):
                 waiting = [f for _, f in state.pending]
@@ -1084,11 +1110,22 @@ def _known_fp(mirror: _Mirror, message: Any) -> str:
     return _fp(message)
 
 
-def _copies(messages: Sequence[Any]) -> list[Any]:
+def _copies(messages: Sequence[Any], reuse: _Mirror | None = None) -> list[Any]:
     """Shallow copies of the messages: a caller that later edits one in place (``m["content"] = ...``)
     then differs from the mirror, as an edit must. (An edit deep inside a content part list is not
-    seen: copying every part of every message would cost more than the diff.)"""
-    return [dict(m) if isinstance(m, dict) else m for m in messages]
+    seen: copying every part of every message would cost more than the diff.)
+
+    A message the mirror ``reuse`` copied, unchanged since, shares that copy: copies are never
+    edited, so a restored 100k history and the first list recorded from it hold one set, not two.
+    """
+    if reuse is None or reuse.originals is None:
+        return [dict(m) if isinstance(m, dict) else m for m in messages]
+    copied = reuse.messages
+    out = []
+    for m in messages:
+        i = reuse.index_of(m)
+        out.append(copied[i] if i is not None else dict(m) if isinstance(m, dict) else m)
+    return out
 
 
 def _same_kind(mirror: _Mirror, messages: Sequence[Any]) -> Callable[[int, int], bool]:

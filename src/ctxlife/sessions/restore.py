@@ -95,7 +95,7 @@ def restore_view(store: SessionStore, session_id: str, view: str = "", *, strict
             error,
             [None if r.quarantined else r.fingerprint for r in current],
             records[-1].fingerprint if records else None,
-            [(r.tokens, r.token_encoding) for r in current],
+            _token_counts(current),
             records,
         )
     messages = list(snapshot.messages)
@@ -151,8 +151,15 @@ def restore_after(
         if previous.fingerprints
         else [],
         later[-1].fingerprint,
-        previous.tokens + [(r.tokens, r.token_encoding) for r in later] if previous.tokens else [],
+        previous.tokens + _token_counts(later) if previous.tokens else [],
     )
+
+
+def _token_counts(records: list[RawRecord]) -> list[tuple[int | None, str | None]]:
+    """``(tokens, encoding)`` of each record; equal pairs share one tuple (a 100k-message history
+    holds a few thousand distinct ones, and one encoding name instead of one per record)."""
+    shared: dict[tuple[int | None, str | None], tuple[int | None, str | None]] = {}
+    return [shared.setdefault(pair, pair) for pair in [(r.tokens, r.token_encoding) for r in records]]
 
 
 def _slots(
