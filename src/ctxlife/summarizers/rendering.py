@@ -30,7 +30,9 @@ def compact_json(value: Any, depth: int = 0) -> str:
     """A quote-free compact rendering of JSON data: ``{a: 1, b: [x, y]}``."""
     if depth > 30:
         return "…"
-    if isinstance(value, Mapping):
+    if type(value) is str:  # the usual leaf, decided before the slower ABC checks below
+        return value if value and _SIMPLE_VALUE_RE.match(value) else json.dumps(value, ensure_ascii=False)
+    if type(value) is dict or isinstance(value, Mapping):
         return "{" + ", ".join(f"{k}: {compact_json(v, depth + 1)}" for k, v in value.items()) + "}"
     if isinstance(value, list):
         return "[" + ", ".join(compact_json(v, depth + 1) for v in value) + "]"
