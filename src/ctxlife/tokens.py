@@ -27,6 +27,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from ctxlife.errors import ConfigError
 from ctxlife.events import emit
 from ctxlife.messages import countable, nested_stamp, restamp
 
@@ -59,7 +60,14 @@ def _load_encoding(name: str) -> Any:
         if encoding is None:
             import tiktoken  # lazy: slow to import; it loads on first use
 
-            encoding = tiktoken.get_encoding(name)
+            try:
+                encoding = tiktoken.get_encoding(name)
+            except ValueError:
+                offline = sorted(n for n in tiktoken.list_encoding_names() if n.endswith("_offline"))
+                raise ConfigError(
+                    f"token counter: unknown tiktoken encoding {name!r}; the offline ones are {offline} "
+                    "(or give a model name and let ctxlife pick its encoding)"
+                ) from None
             _encodings[name] = encoding
         return encoding
 

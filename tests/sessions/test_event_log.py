@@ -16,6 +16,7 @@ import structlog
 
 import ctxlife
 from ctxlife.config import settings_from_dict
+from ctxlife.errors import StoreError
 from ctxlife.host import Host
 from ctxlife.messages import BOOTSTRAP_START
 from ctxlife.sessions import SessionStore, open_store
@@ -443,3 +444,21 @@ def test_text_a_redaction_plugin_removes_never_comes_back_through_a_restore(stor
     with ctxlife.Session("red", settings(store_url, "redact"), context_window=WINDOW) as session:
         assert key not in json.dumps(session.get_items())
         assert key not in json.dumps(session.prepare(user("what was my key?")))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"ctxlife_event": "bogus"},
+        {"ctxlife_event": "replace", "message": {"role": "user", "content": "x"}, "target": "3"},
+        {"ctxlife_event": "add", "message": "not a message", "target": 1},
+    ],
+)
+def test_a_malformed_event_is_refused_before_anything_is_written(store: SessionStore, value: dict[str, Any]) -> None:
+    """A message carrying ctxlife's event key is read back as an edit: one that is not a valid edit is
+    refused with the batch, and the history stays as it was (readable, nothing half-written)."""
+    store.append("s", [{"role": "user", "content": "kept"}])
+    with pytest.raises(StoreError, match=r"append to session 's': message 1 is a malformed ctxlife_event record"):
+        store.append("s", [{"role": "user", "content": "not written either"}, value])
+    assert [r.message["content"] for r in store.read_records("s")] == ["kept"]
+    assert store.head("s") == 1

@@ -453,6 +453,15 @@ def prepare_messages(
     spares every later restore from tokenizing the history again.
     """
     validate_messages(session_id, messages)
+    for i, m in enumerate(messages):
+        if EVENT_KEY in m:  # read back as an edit, so it must be one: checked before anything is written
+            try:
+                unwrap_event(m)
+            except ValueError as exc:
+                raise StoreError(
+                    f"append to session {session_id!r}: message {i} is a {exc}; the {EVENT_KEY!r} key is "
+                    "ctxlife's own: record edits with SessionStore.append_events (or Session.edit/remove)"
+                ) from None
     fps = list(fingerprints) if fingerprints is not None else None
     if fps is not None and len(fps) != len(messages):
         raise StoreError(f"append to session {session_id!r}: {len(fps)} fingerprints for {len(messages)} messages")
@@ -481,11 +490,8 @@ def prepare_messages(
 
 
 def _tokens_of(counter: Any, value: dict[str, Any]) -> int | None:
-    """The tokens of a stored value's message (None for a removal, or a value that is not a valid event)."""
-    try:
-        message, op, _, _ = unwrap_event(value) if EVENT_KEY in value else (value, ADD, None, False)
-    except ValueError:
-        return None
+    """The tokens of a stored value's message, a message or an event checked already (None for a removal)."""
+    message, op, _, _ = unwrap_event(value)
     return None if op == REMOVE else int(counter.count_message(message))
 
 
