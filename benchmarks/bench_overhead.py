@@ -457,7 +457,8 @@ def section(results: dict[str, Any]) -> str:
         out.append("")
         out.append(
             "A span over 1.5 x a usual compaction's span ((threshold - target) x window: 28,800 tokens here) is "
-            "read only up to `max_read_tokens` (default 8,000), its most recent messages; older ones are dropped "
+            "read only up to `max_read_tokens` (default 8,000; at most half the window), its most recent messages; "
+            "older ones are dropped "
             "unread, as truncation drops them. A usual compaction reads its whole span. The cost is below."
         )
         out.append("")

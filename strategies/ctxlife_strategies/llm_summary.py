@@ -152,7 +152,7 @@ class LLMSummary(ctxlife.Strategy):
             ge=100,
             description="A span far larger than usual (over 1.5 x (threshold - target) x window: a restored "
             "session, a framework handing over thousands of messages at once) is read only up to its most recent "
-            "max_read_tokens tokens; older messages are dropped unread, as truncation drops them (their facts are "
+            "max_read_tokens tokens (at most half the window); older messages are dropped unread, as truncation drops them (their facts are "
             "neither summarized nor listed). A trade-off: it bounds the time of such a first compaction at the cost "
             "of what the unread part held. A usual compaction reads its whole span, at any window. None reads every "
             "message: the time of a first compaction then grows with the span (seconds at 10,000 messages).",
@@ -249,13 +249,15 @@ class LLMSummary(ctxlife.Strategy):
         return complete
 
     def _read_limit(self, ctx: ctxlife.LLMCallContext, span_tokens: int) -> int | None:
-        """How many tokens of an evicted span of ``span_tokens`` the summarizer reads (None: all of it)."""
+        """How many tokens of an evicted span of ``span_tokens`` the summarizer reads (None: all of it):
+        a handover is read up to ``max_read_tokens``, and at most half the window (what one summarizer
+        call on a model of that window can take)."""
         limit = self.options.max_read_tokens
         threshold = self.options.threshold or ctx.threshold
         usual_span = (threshold - self.options.target) * ctx.context_window
         if limit is None or span_tokens <= max(limit, 1.5 * usual_span):
             return None  # a usual compaction reads everything: only a handover is cut
-        return limit
+        return max(min(limit, ctx.context_window // 2), 100)
 
     # -- choosing the summarizer ----------------------------------------------------------
 

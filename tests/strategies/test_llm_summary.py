@@ -171,7 +171,28 @@ def test_a_usual_compaction_is_read_whole_at_any_window_and_only_a_handover_is_c
         host = Host(settings(summarizer="recording"), context_window=window)
         _, action = compact(list(chat(1_000)), host)
         assert action is not None and action.details["unread_messages"] > 0
-        assert host.counter().count_messages(seen[-1]) - 3 <= 8_000
+        assert 7_000 < host.counter().count_messages(seen[-1]) - 3 <= 8_000
+    finally:
+        unregister_summarizer("recording")
+
+
+def test_a_handover_at_a_small_window_is_read_up_to_half_the_window():
+    """At a window under twice max_read_tokens, a handover is read up to half the window (what one
+    summarizer call on a model of that window can take), not max_read_tokens."""
+    seen: list[list[dict]] = []
+
+    class Recording:
+        def summarize(self, request):
+            seen.append(list(request.messages))
+            return "The user checked reservations."
+
+    register_summarizer("recording", lambda **kw: Recording(), replace=True)
+    try:
+        for window in (8_000, 12_000):
+            host = Host(settings(summarizer="recording"), context_window=window)
+            _, action = compact(list(chat(150)), host)
+            assert action is not None and action.details["unread_messages"] > 0
+            assert window // 2 - 1_000 < host.counter().count_messages(seen[-1]) - 3 <= window // 2
     finally:
         unregister_summarizer("recording")
 
