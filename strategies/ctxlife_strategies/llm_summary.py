@@ -152,7 +152,8 @@ class LLMSummary(ctxlife.Strategy):
             ge=100,
             description="A span far larger than usual (over 1.5 x (threshold - target) x window: a restored "
             "session, a framework handing over thousands of messages at once) is read only up to its most recent "
-            "max_read_tokens tokens (at most half the window); older messages are dropped unread, as truncation drops them (their facts are "
+            "max_read_tokens tokens (at most half the window); older messages are dropped unread, as truncation "
+            "drops them (their facts are "
             "neither summarized nor listed). A trade-off: it bounds the time of such a first compaction at the cost "
             "of what the unread part held. A usual compaction reads its whole span, at any window. None reads every "
             "message: the time of a first compaction then grows with the span (seconds at 10,000 messages).",
