@@ -1075,3 +1075,24 @@ def test_sqlite_errors_name_the_operation_and_the_snapshot(tmp_path: Path) -> No
     with pytest.raises(StoreError, match=r"read_records failed: no such table"):
         store.read_records("s", view="w")
     store.close()
+
+
+def test_sqlite_a_stored_count_that_is_not_a_count_is_ignored(tmp_path: Path) -> None:
+    """A row's token count is trusted only as a whole number >= 0 with its encoding's name: any
+    other value (another program's, a damaged file) reads as no count, so the message is counted
+    again instead of the context being mis-sized."""
+    path = tmp_path / "sessions.db"
+    store = open_store(f"sqlite:///{path}")
+    written = store.append("s", [user(str(i)) for i in range(7)])
+    encoding = written[0].token_encoding
+    assert isinstance(encoding, str) and all(r.tokens is not None for r in written)
+    # valid: 7 and 0; not a count: negative, fractional, text; no encoding name, or one as bytes
+    stored = [(7, encoding), (0, encoding), (-1, encoding), (2.5, encoding), ("many", encoding)]
+    stored += [(7, None), (7, encoding.encode())]
+    with sqlite3.connect(path) as conn:
+        for seq, (tokens, name) in enumerate(stored, 1):
+            conn.execute("UPDATE ctxlife_raw SET tokens = ?, token_encoding = ? WHERE seq = ?", (tokens, name, seq))
+    conn.close()
+    expected = [(7, encoding), (0, encoding)] + [(None, None)] * 5
+    assert [(r.tokens, r.token_encoding) for r in store.read_records("s")] == expected
+    store.close()
