@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import signal
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -835,6 +837,26 @@ def test_file_line_holding_two_records_is_corruption_not_two_records(tmp_path: P
         _file(tmp_path).read_records("s")
 
 
+def test_file_batch_the_disk_cannot_hold_whole_is_cut_back_and_the_next_append_continues(tmp_path: Path) -> None:
+    """A batch is all or nothing: when the write stops part way (here EFBIG from a file size limit,
+    as a full disk would), the part written is cut off and the next batch follows the last whole one."""
+    store = _file(tmp_path)
+    store.append("s", [user("a")])
+    size = _raw(tmp_path).stat().st_size
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    ignored = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of being killed
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size + 100, hard))
+        with pytest.raises(StoreError, match="File too large"):
+            store.append("s", [user("b" * 500), user("c")])
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, ignored)
+    assert _raw(tmp_path).stat().st_size == size
+    store.append("s", [user("d")])
+    assert [(r.seq, r.message["content"]) for r in _file(tmp_path).read_records("s")] == [(1, "a"), (2, "d")]
+
+
 def test_file_raw_history_is_private_and_an_unwritable_one_is_named(tmp_path: Path) -> None:
     store = _file(tmp_path)
     store.append("s", [user("a")])
@@ -931,6 +953,41 @@ def test_file_invalid_last_lines_are_skipped_with_a_warning_naming_the_line(
         fresh.append("s", [user("c")])
     assert [(e["event"], e["session_id"]) for e in logs] == [("raw_torn_record_repaired", "s")]  # cut quietly
     assert [(r.seq, r.message["content"]) for r in _file(tmp_path).read_records("s", 1)] == [(2, "b"), (3, "c")]
+
+
+def test_file_lines_are_numbered_right_when_reading_on_from_where_the_store_was(tmp_path: Path) -> None:
+    """A store reads on from the end it remembers (after its own appends and reads, another writer's
+    lines, an invalid last line cut by the next append): the line a warning names is still the file's."""
+    store = _file(tmp_path)
+
+    def garbage_at(after_seq: int) -> int:
+        with _raw(tmp_path).open("a") as f:
+            f.write("not json\n")
+        with capture_logs() as logs:
+            assert store.read_records("s", after_seq) == []
+        [event] = logs
+        return int(event["line"])
+
+    store.append("s", [user("a"), user("b")])
+    store.append("s", [user("c")])
+    assert garbage_at(3) == 4  # after the store's own appends
+    store.append("s", [user("d")])  # cuts the invalid line
+    _file(tmp_path).append("s", [user("e"), user("f")])  # another writer, then an invalid line again
+    with _raw(tmp_path).open("a") as f:
+        f.write("not json\n")
+    with capture_logs() as logs:
+        assert [r.message["content"] for r in store.read_records("s", 4)] == ["e", "f"]
+    assert [e["line"] for e in logs] == [7]
+    store.append("s", [user("g")])
+    assert garbage_at(7) == 8  # after reading the other writer's lines and an invalid one
+
+
+def test_file_written_by_ctxlife_0_1_with_an_invalid_last_line_still_numbers_records_by_line(tmp_path: Path) -> None:
+    (tmp_path / "sessions").mkdir()
+    _raw(tmp_path).write_text(json.dumps(user("old 1")) + "\n" + json.dumps(user("old 2")) + "\nnot json\n")
+    with capture_logs():
+        records = _file(tmp_path).read_records("s")
+    assert [(r.seq, r.message["content"]) for r in records] == [(1, "old 1"), (2, "old 2")]
 
 
 def test_file_rewritten_by_another_process_is_read_again(tmp_path: Path) -> None:
