@@ -1153,3 +1153,22 @@ def test_sqlite_a_stored_count_that_is_not_a_count_is_ignored(tmp_path: Path) ->
     expected = [(7, encoding), (0, encoding)] + [(None, None)] * 5
     assert [(r.tokens, r.token_encoding) for r in store.read_records("s")] == expected
     store.close()
+
+
+def test_a_view_never_recorded_has_nothing_waiting(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    assert recorder.pending("s") == 0 and recorder.pending("s", view="worker") == 0
+
+
+def test_an_edit_and_a_new_message_in_a_named_view_are_written_to_that_view(store: SessionStore) -> None:
+    """Edits and additions written together stay in the caller's view, and the added message is
+    stored without ctxlife's bootstrap section, as a plain addition is."""
+    recorder = Recorder(store)
+    history = [user("q1"), assistant("r1")]
+    recorder.record("s", history, view="worker")
+    section = f"{BOOTSTRAP_START}\nyou are the worker\n{BOOTSTRAP_END}\n\n"
+    edited = [user("q1, better"), assistant("r1"), {"role": "user", "content": section + "q2"}]
+    written = recorder.record("s", edited, view="worker")
+    assert [(r.op, r.view) for r in written] == [(REPLACE, "worker"), (ADD, "worker")]
+    assert texts(store, view="worker") == ["q1, better", "r1", "q2"]
+    assert texts(store) == []
