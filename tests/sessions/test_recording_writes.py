@@ -1172,3 +1172,21 @@ def test_an_edit_and_a_new_message_in_a_named_view_are_written_to_that_view(stor
     assert [(r.op, r.view) for r in written] == [(REPLACE, "worker"), (ADD, "worker")]
     assert texts(store, view="worker") == ["q1, better", "r1", "q2"]
     assert texts(store) == []
+
+
+def test_add_to_a_view_already_read_covers_what_it_wrote(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    recorder.record("s", [user("a")])
+    recorder.add("s", [user("b"), user("c")])
+    assert recorder.covered("s") == 3
+
+
+def test_add_in_a_named_view_after_a_conflict_reads_only_that_view(store: SessionStore) -> None:
+    mine, theirs = Recorder(store), Recorder(store)
+    mine.record("s", [user("a")], view="v")  # the view read whole
+    theirs.add("s", [user("b")], view="v")
+    theirs.add("s", [user("x")])  # another view
+    assert [r.seq for r in mine.add("s", [user("c")], view="v")] == [4]
+    with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[3\]"):
+        mine.remove("s", [3], view="v")  # x is in the other view
+    assert texts(store, view="v") == ["a", "b", "c"]
