@@ -1190,3 +1190,22 @@ def test_add_in_a_named_view_after_a_conflict_reads_only_that_view(store: Sessio
     with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[3\]"):
         mine.remove("s", [3], view="v")  # x is in the other view
     assert texts(store, view="v") == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("write", ["record", "add"])
+def test_writing_in_a_view_read_before_others_wrote_elsewhere_reads_only_that_view(
+    store: SessionStore, write: str
+) -> None:
+    mine, theirs = Recorder(store), Recorder(store)
+    mine.record("s", [user("a")], view="v")
+    theirs.add("s", [user("x")])
+    mine.record("s", [user("y")])  # the session's head moved twice, in another view
+    written = (
+        mine.record("s", [user("a"), user("b")], view="v")
+        if write == "record"
+        else mine.add("s", [user("b")], view="v")
+    )
+    assert [r.seq for r in written] == [4]
+    with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[2\]"):
+        mine.remove("s", [2], view="v")
+    assert texts(store, view="v") == ["a", "b"] and texts(store) == ["x", "y"]
