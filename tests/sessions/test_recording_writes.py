@@ -972,14 +972,18 @@ def test_file_lines_are_numbered_right_when_reading_on_from_where_the_store_was(
     store.append("s", [user("c")])
     assert garbage_at(3) == 4  # after the store's own appends
     store.append("s", [user("d")])  # cuts the invalid line
-    _file(tmp_path).append("s", [user("e"), user("f")])  # another writer, then an invalid line again
+    other = _file(tmp_path)  # another writer
+    other.append("s", [user("e"), user("f")])
+    assert [r.message["content"] for r in store.read_records("s", 4)] == ["e", "f"]
+    assert garbage_at(6) == 7  # after reading the other writer's lines
+    other.append("s", [user("g")])  # cuts it, then an invalid line again after a valid one
     with _raw(tmp_path).open("a") as f:
         f.write("not json\n")
     with capture_logs() as logs:
-        assert [r.message["content"] for r in store.read_records("s", 4)] == ["e", "f"]
-    assert [e["line"] for e in logs] == [7]
-    store.append("s", [user("g")])
-    assert garbage_at(7) == 8  # after reading the other writer's lines and an invalid one
+        assert [r.message["content"] for r in store.read_records("s", 6)] == ["g"]
+    assert [e["line"] for e in logs] == [8]
+    store.append("s", [user("h")])
+    assert garbage_at(8) == 9  # after reading a valid line and an invalid one
 
 
 def test_file_written_by_ctxlife_0_1_with_an_invalid_last_line_still_numbers_records_by_line(tmp_path: Path) -> None:
