@@ -15,6 +15,7 @@ from ctxlife.errors import ConfigError
 from ctxlife.host import Host
 from ctxlife.messages import (
     BOOTSTRAP_START,
+    OPENAI,
     apply_bootstrap,
     bootstrap_section,
     calls_of,
@@ -22,11 +23,13 @@ from ctxlife.messages import (
     current_turn_index,
     inserted_kind,
     inserted_text,
+    is_user_turn,
     last_user_index,
     mark_inserted,
     pair_tool_calls,
     pair_tool_results,
     round_starts,
+    split_units,
     strip_summary_marker,
     tool_results_by_call,
     validate,
@@ -517,3 +520,100 @@ def test_a_system_message_ctxlife_inserted_stays_marked_as_such_when_re_rendered
     assert inserted_kind(messages[0]) == "bootstrap"
     assert "2099-01-02" in content_text(messages[0]) and "2099-01-01" not in content_text(messages[0])
     assert messages[1] == {"role": "user", "content": "hi"}
+
+
+# -- found by the mutation run of issue 26 (docs/mutation.md) ---------------------------------------
+
+
+@pytest.mark.parametrize("system_prompt", [True, False])
+def test_a_new_rendering_inside_the_old_one_still_replaces_it(system_prompt):
+    """The text already in the prompt is ctxlife's own section, not the user's words: a shorter
+    rendering contained in the old one replaces it."""
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    if system_prompt:
+        messages.insert(0, {"role": "system", "content": "You are the app."})
+    assert apply_bootstrap(messages, "Rules: be precise and brief.", system_prompt=system_prompt) is True
+    assert apply_bootstrap(messages, "Rules: be precise", system_prompt=system_prompt) is True
+    text = content_text(messages[0])
+    assert bootstrap_section("Rules: be precise") in text and "brief" not in text
+
+
+def test_a_system_message_marked_as_bootstrap_stays_marked_when_its_section_is_re_rendered():
+    prompt = mark_inserted({"role": "system", "content": "Project notes."}, "bootstrap")
+    messages = [prompt, {"role": "user", "content": "hi"}]
+    assert apply_bootstrap(messages, "Today is 2099-01-01.") is True
+    assert inserted_kind(messages[0]) == "bootstrap"
+    assert bootstrap_section("Today is 2099-01-01.") in content_text(messages[0])
+
+
+def test_an_openai_list_without_a_system_message_gets_one_for_the_section():
+    messages = [{"role": "user", "content": "hi"}]
+    assert apply_bootstrap(messages, "RULES", fmt=OPENAI) is True
+    assert messages[0]["role"] == "system" and inserted_kind(messages[0]) == "bootstrap"
+    assert messages[1] == {"role": "user", "content": "hi"}
+
+
+def test_a_summary_ctxlife_made_a_user_message_is_no_user_turn():
+    summary = mark_inserted({"role": "user", "content": "Earlier: the order shipped."}, "summary")
+    assert is_user_turn(summary) is False
+    assert last_user_index([{"role": "user", "content": "q"}, summary]) == 0
+
+
+def test_user_turns_with_the_same_text_and_other_media_are_different_turns():
+    def look(url):
+        return {"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": url}]}
+
+    reply = {"role": "assistant", "content": "ok"}
+    messages = [{"role": "user", "content": "q1"}, reply, look("a.png"), reply, look("b.png")]
+    assert current_turn_index(messages) == 4
+
+
+def test_a_call_left_unanswered_right_before_another_call_does_not_hide_it():
+    messages = [
+        {"role": "assistant", "content": None, "tool_calls": [_openai_call("c1", "a", "")]},
+        {"role": "assistant", "content": None, "tool_calls": [_openai_call("c2", "b", "")]},
+        {"role": "tool", "tool_call_id": "c2", "content": "done"},
+    ]
+    assert pair_tool_calls(messages) == ({(1, 0): 2}, set())
+
+
+def test_units_keep_tool_results_with_their_call_only():
+    unanswered = [{"role": "user", "content": "q"}, _tool_use("t1"), {"role": "user", "content": "q2"}]
+    assert [(u.start, u.end) for u in split_units(unanswered)] == [(0, 1), (1, 2), (2, 3)]
+    orphan = [{"role": "user", "content": "q"}, {"role": "tool", "tool_call_id": "c9", "content": "x"}]
+    assert [(u.start, u.end) for u in split_units(orphan)] == [(0, 1), (1, 2)]
+
+
+def test_a_result_without_content_is_none_not_empty_text():
+    messages = [
+        {"role": "assistant", "content": None, "tool_calls": [_openai_call("c1", "a", "")]},
+        {"role": "tool", "tool_call_id": "c1", "content": None},
+    ]
+    assert tool_results_by_call(messages) == {(0, 0): None}
+
+
+def test_where_a_value_came_from_names_the_default_when_nothing_set_it():
+    settings = settings_from_dict({"threshold": 0.7}, source="ctxlife.toml")
+    assert settings.source_of(None, "threshold") == "in ctxlife.toml, key 'threshold'"
+    assert settings.source_of(None, "model") == "the default of 'model'"
+    assert settings.source_of("llm_summary", "target") == "the default of [llm_summary] 'target'"
+
+
+def test_a_strategy_without_a_table_gets_its_default_options():
+    settings = settings_from_dict({"strategies": []})
+    options = settings.options_for("truncate_last_n")
+    assert options is settings.options_for("truncate_last_n")  # built once
+    assert options.model_dump() == type(options)().model_dump()
+
+
+def test_a_message_with_a_lone_surrogate_can_be_marked_and_is_recognised():
+    message = mark_inserted({"role": "user", "content": "broken text \ud800 from a tool"}, "summary")
+    assert inserted_kind(message) == "summary"
+
+
+def test_marking_again_replaces_the_mark_line():
+    message = mark_inserted({"role": "user", "content": "Earlier: the order shipped."}, "summary")
+    mark_inserted(message, "recall")
+    assert inserted_kind(message) == "recall"
+    assert message["content"].count("<!-- ctxlife:") == 1
+    assert inserted_text(message["content"]) == "Earlier: the order shipped."

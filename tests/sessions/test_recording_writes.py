@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import signal
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -835,6 +837,26 @@ def test_file_line_holding_two_records_is_corruption_not_two_records(tmp_path: P
         _file(tmp_path).read_records("s")
 
 
+def test_file_batch_the_disk_cannot_hold_whole_is_cut_back_and_the_next_append_continues(tmp_path: Path) -> None:
+    """A batch is all or nothing: when the write stops part way (here EFBIG from a file size limit,
+    as a full disk would), the part written is cut off and the next batch follows the last whole one."""
+    store = _file(tmp_path)
+    store.append("s", [user("a")])
+    size = _raw(tmp_path).stat().st_size
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    ignored = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of being killed
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size + 100, hard))
+        with pytest.raises(StoreError, match="File too large"):
+            store.append("s", [user("b" * 500), user("c")])
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, ignored)
+    assert _raw(tmp_path).stat().st_size == size
+    store.append("s", [user("d")])
+    assert [(r.seq, r.message["content"]) for r in _file(tmp_path).read_records("s")] == [(1, "a"), (2, "d")]
+
+
 def test_file_raw_history_is_private_and_an_unwritable_one_is_named(tmp_path: Path) -> None:
     store = _file(tmp_path)
     store.append("s", [user("a")])
@@ -931,6 +953,45 @@ def test_file_invalid_last_lines_are_skipped_with_a_warning_naming_the_line(
         fresh.append("s", [user("c")])
     assert [(e["event"], e["session_id"]) for e in logs] == [("raw_torn_record_repaired", "s")]  # cut quietly
     assert [(r.seq, r.message["content"]) for r in _file(tmp_path).read_records("s", 1)] == [(2, "b"), (3, "c")]
+
+
+def test_file_lines_are_numbered_right_when_reading_on_from_where_the_store_was(tmp_path: Path) -> None:
+    """A store reads on from the end it remembers (after its own appends and reads, another writer's
+    lines, an invalid last line cut by the next append): the line a warning names is still the file's."""
+    store = _file(tmp_path)
+
+    def garbage_at(after_seq: int) -> int:
+        with _raw(tmp_path).open("a") as f:
+            f.write("not json\n")
+        with capture_logs() as logs:
+            assert store.read_records("s", after_seq) == []
+        [event] = logs
+        return int(event["line"])
+
+    store.append("s", [user("a"), user("b")])
+    store.append("s", [user("c")])
+    assert garbage_at(3) == 4  # after the store's own appends
+    store.append("s", [user("d")])  # cuts the invalid line
+    other = _file(tmp_path)  # another writer
+    other.append("s", [user("e"), user("f")])
+    assert [r.message["content"] for r in store.read_records("s", 4)] == ["e", "f"]
+    assert garbage_at(6) == 7  # after reading the other writer's lines
+    other.append("s", [user("g")])  # cuts it, then an invalid line again after a valid one
+    with _raw(tmp_path).open("a") as f:
+        f.write("not json\n")
+    with capture_logs() as logs:
+        assert [r.message["content"] for r in store.read_records("s", 6)] == ["g"]
+    assert [e["line"] for e in logs] == [8]
+    store.append("s", [user("h")])
+    assert garbage_at(8) == 9  # after reading a valid line and an invalid one
+
+
+def test_file_written_by_ctxlife_0_1_with_an_invalid_last_line_still_numbers_records_by_line(tmp_path: Path) -> None:
+    (tmp_path / "sessions").mkdir()
+    _raw(tmp_path).write_text(json.dumps(user("old 1")) + "\n" + json.dumps(user("old 2")) + "\nnot json\n")
+    with capture_logs():
+        records = _file(tmp_path).read_records("s")
+    assert [(r.seq, r.message["content"]) for r in records] == [(1, "old 1"), (2, "old 2")]
 
 
 def test_file_rewritten_by_another_process_is_read_again(tmp_path: Path) -> None:
@@ -1075,3 +1136,80 @@ def test_sqlite_errors_name_the_operation_and_the_snapshot(tmp_path: Path) -> No
     with pytest.raises(StoreError, match=r"read_records failed: no such table"):
         store.read_records("s", view="w")
     store.close()
+
+
+def test_sqlite_a_stored_count_that_is_not_a_count_is_ignored(tmp_path: Path) -> None:
+    """A row's token count is trusted only as a whole number >= 0 with its encoding's name: any
+    other value (another program's, a damaged file) reads as no count, so the message is counted
+    again instead of the context being mis-sized."""
+    path = tmp_path / "sessions.db"
+    store = open_store(f"sqlite:///{path}")
+    written = store.append("s", [user(str(i)) for i in range(7)])
+    encoding = written[0].token_encoding
+    assert isinstance(encoding, str) and all(r.tokens is not None for r in written)
+    # valid: 7 and 0; not a count: negative, fractional, text; no encoding name, or one as bytes
+    stored = [(7, encoding), (0, encoding), (-1, encoding), (2.5, encoding), ("many", encoding)]
+    stored += [(7, None), (7, encoding.encode())]
+    with sqlite3.connect(path) as conn:
+        for seq, (tokens, name) in enumerate(stored, 1):
+            conn.execute("UPDATE ctxlife_raw SET tokens = ?, token_encoding = ? WHERE seq = ?", (tokens, name, seq))
+    conn.close()
+    expected = [(7, encoding), (0, encoding)] + [(None, None)] * 5
+    assert [(r.tokens, r.token_encoding) for r in store.read_records("s")] == expected
+    store.close()
+
+
+def test_a_view_never_recorded_has_nothing_waiting(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    assert recorder.pending("s") == 0 and recorder.pending("s", view="worker") == 0
+
+
+def test_an_edit_and_a_new_message_in_a_named_view_are_written_to_that_view(store: SessionStore) -> None:
+    """Edits and additions written together stay in the caller's view, and the added message is
+    stored without ctxlife's bootstrap section, as a plain addition is."""
+    recorder = Recorder(store)
+    history = [user("q1"), assistant("r1")]
+    recorder.record("s", history, view="worker")
+    section = f"{BOOTSTRAP_START}\nyou are the worker\n{BOOTSTRAP_END}\n\n"
+    edited = [user("q1, better"), assistant("r1"), {"role": "user", "content": section + "q2"}]
+    written = recorder.record("s", edited, view="worker")
+    assert [(r.op, r.view) for r in written] == [(REPLACE, "worker"), (ADD, "worker")]
+    assert texts(store, view="worker") == ["q1, better", "r1", "q2"]
+    assert texts(store) == []
+
+
+def test_add_to_a_view_already_read_covers_what_it_wrote(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    recorder.record("s", [user("a")])
+    recorder.add("s", [user("b"), user("c")])
+    assert recorder.covered("s") == 3
+
+
+def test_add_in_a_named_view_after_a_conflict_reads_only_that_view(store: SessionStore) -> None:
+    mine, theirs = Recorder(store), Recorder(store)
+    mine.record("s", [user("a")], view="v")  # the view read whole
+    theirs.add("s", [user("b")], view="v")
+    theirs.add("s", [user("x")])  # another view
+    assert [r.seq for r in mine.add("s", [user("c")], view="v")] == [4]
+    with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[3\]"):
+        mine.remove("s", [3], view="v")  # x is in the other view
+    assert texts(store, view="v") == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("write", ["record", "add"])
+def test_writing_in_a_view_read_before_others_wrote_elsewhere_reads_only_that_view(
+    store: SessionStore, write: str
+) -> None:
+    mine, theirs = Recorder(store), Recorder(store)
+    mine.record("s", [user("a")], view="v")
+    theirs.add("s", [user("x")])
+    mine.record("s", [user("y")])  # the session's head moved twice, in another view
+    written = (
+        mine.record("s", [user("a"), user("b")], view="v")
+        if write == "record"
+        else mine.add("s", [user("b")], view="v")
+    )
+    assert [r.seq for r in written] == [4]
+    with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[2\]"):
+        mine.remove("s", [2], view="v")
+    assert texts(store, view="v") == ["a", "b"] and texts(store) == ["x", "y"]

@@ -389,3 +389,34 @@ def test_while_the_model_rests_its_own_failure_is_named_not_the_fallbacks(broken
     assert action.what == "truncated" and len(events) == 1
     cause = events[0]["error"].split(" | ")[0]
     assert re.fullmatch(r"SummaryFailed: not asked: it failed \d\d:\d\d:\d\d: RuntimeError: model down", cause)
+
+
+def _one_long_task(fmt: str) -> list[dict[str, Any]]:
+    """Two user turns; the first one's many tool steps fill the window (no round can be cut off)."""
+    out: list[dict[str, Any]] = [user("Check every reservation of mia_li and tell me which are unpaid.")]
+    for r in range(24):
+        code, notes = f"RS{r:03d}X", json.dumps({"reservation": f"RS{r:03d}X", "notes": "ok " * 60})
+        if fmt == "anthropic":
+            use = {"type": "tool_use", "id": f"toolu_{r}", "name": "get_reservation", "input": {"id": code}}
+            out.append({"role": "assistant", "content": [use]})
+            result = {"type": "tool_result", "tool_use_id": f"toolu_{r}", "content": notes}
+            out.append({"role": "user", "content": [result]})
+        else:
+            call = tool_call("get_reservation", {"id": code}, call_id=f"call_{r}")
+            out += [assistant(None, [call]), tool_result(call["id"], notes)]
+    out += [assistant("All checked."), user("And which of them fly on Friday?")]
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai"])
+def test_a_truncation_inside_a_turn_keeps_an_anthropic_list_opening_with_the_user(broken_extractive, fmt):
+    """Without a summary the span is cut off: an Anthropic conversation must still open with a user
+    turn (the tool steps before the kept question go too); an OpenAI one keeps them."""
+    messages = _one_long_task(fmt)
+    before = list(messages)
+    _, action, _ = compact(host_with(Model(RuntimeError("model down")), pin_first_user=False), messages)
+    assert action.what == "truncated" and validate(messages) == []
+    if fmt == "anthropic":
+        assert messages == before[-1:]
+    else:
+        assert messages[0]["role"] == "assistant" and messages[-1] == before[-1] and len(messages) > 1
