@@ -1213,3 +1213,121 @@ def test_writing_in_a_view_read_before_others_wrote_elsewhere_reads_only_that_vi
     with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[2\]"):
         mine.remove("s", [2], view="v")
     assert texts(store, view="v") == ["a", "b"] and texts(store) == ["x", "y"]
+
+
+# -- the diff against the caller's last list ------------------------------------------------------------
+
+
+def test_a_tool_call_and_results_appended_after_a_system_note_are_recorded(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    history = [user("q")]
+    recorder.record("s", history)
+    calls = assistant(None, [tool_call("search", {}, "c1")])
+    note = mark_inserted({"role": "user", "content": "recalled: nothing"}, "recall")
+    history += [calls, system("tool output follows"), tool_result("c1", "found"), note, assistant("done")]
+    written = recorder.record("s", history)
+    assert [(r.op, r.message["role"], r.message.get("content")) for r in written] == [
+        (ADD, "assistant", None),
+        (ADD, "tool", "found"),
+        (ADD, "assistant", "done"),
+    ]
+    assert recorder.record("s", rebuilt(history)) == []
+
+
+def test_a_message_put_where_the_list_held_a_system_note_is_recorded_there(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1"), system("be brief"), assistant("r1")])
+    written = recorder.record("s", [user("q1"), user("and be kind"), assistant("r1")])
+    assert [(r.op, r.message["content"]) for r in written] == [(ADD, "and be kind")]
+    assert texts(store) == ["q1", "and be kind", "r1"]
+
+
+def test_a_recorded_message_the_caller_replaced_by_a_system_note_is_removed(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1"), assistant("a long tool dump"), user("q2")])
+    written = recorder.record("s", [user("q1"), system("(output elided)"), user("q2")])
+    assert [(r.op, r.target) for r in written] == [(REMOVE, 2)]
+    assert texts(store) == ["q1", "q2"]
+
+
+def test_a_message_inserted_between_recorded_ones_keeps_its_place(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
+    written = recorder.record("s", [user("q1"), assistant("r1"), user("aside"), user("q2"), assistant("r2")])
+    assert [(r.op, r.target, r.message["content"]) for r in written] == [(ADD, 2, "aside")]
+    assert texts(store) == ["q1", "r1", "aside", "q2", "r2"]
+
+
+def test_a_reply_replaced_by_a_question_is_a_removal_and_an_add_not_an_edit(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1"), assistant("r1")])
+    written = recorder.record("s", [user("q1"), user("q1, again")])
+    assert sorted((r.op, r.target) for r in written if r.op != ADD) == [(REMOVE, 2)]
+    assert [r.message["content"] for r in written if r.op == ADD] == ["q1, again"]
+    assert texts(store) == ["q1", "q1, again"]
+
+
+def test_a_reply_regenerated_after_the_conversation_went_on_drops_what_followed(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1"), assistant("r1")])
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
+    written = recorder.record("s", [user("q1"), assistant("r1, regenerated")])
+    assert sorted((r.op, r.target) for r in written) == [(REMOVE, 3), (REMOVE, 4), (REPLACE, 2)]
+    assert texts(store) == ["q1", "r1, regenerated"]
+
+
+def test_a_callers_edit_beside_what_another_caller_recorded_writes_that_message_once(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    recorder.record("s", [user("task A"), assistant("a1")])
+    recorder.record("s", [user("task B")])  # another caller sharing the view
+    written = recorder.record("s", [user("task A"), assistant("a1, better"), user("task B"), assistant("a2")])
+    assert [(r.op, r.target, r.message["content"]) for r in written] == [
+        (REPLACE, 2, "a1, better"),
+        (ADD, None, "a2"),
+    ]
+    assert texts(store) == ["task A", "a1, better", "task B", "a2"]
+
+
+def _two_callers(recorder: Recorder, theirs: list[dict[str, Any]]) -> None:
+    """Caller A records its task; caller B, sharing the view, records its own list meanwhile."""
+    recorder.record("s", [user("task A")])
+    recorder.record("s", [theirs[0]])
+    if len(theirs) > 1:
+        recorder.record("s", theirs)
+
+
+def test_a_callers_list_holding_some_of_another_callers_messages_writes_only_its_own(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    _two_callers(recorder, [user("task B"), assistant("b1"), assistant("b2")])
+    written = recorder.record("s", [user("task A"), assistant("b1"), user("mine")])
+    assert [r.message["content"] for r in written] == ["mine"]
+    # the message B wrote is known at its place: an edit of it is a replace of that record
+    edited = recorder.record("s", [user("task A"), assistant("b1, edited"), user("mine")])
+    assert [(r.op, r.target) for r in edited] == [(REPLACE, 3)]
+    assert texts(store) == ["task A", "task B", "b1, edited", "b2", "mine"]
+
+
+def test_a_callers_list_holding_all_of_another_callers_messages_writes_only_its_own(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    _two_callers(recorder, [user("task B"), assistant("b1"), assistant("b2")])
+    joined = [user("task A"), user("task B"), assistant("b1"), assistant("b2"), user("mine")]
+    assert [r.message["content"] for r in recorder.record("s", joined)] == ["mine"]
+    assert texts(store) == ["task A", "task B", "b1", "b2", "mine"]
+
+
+def test_a_caller_repeating_another_callers_message_records_the_repeat(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    _two_callers(recorder, [user("go")])
+    written = recorder.record("s", [user("task A"), user("go"), user("go")])
+    assert [(r.seq, r.message["content"]) for r in written] == [(3, "go")]
+    assert texts(store) == ["task A", "go", "go"]
+
+
+def test_parallel_results_of_another_callers_calls_out_of_order_and_a_new_one(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    calls = assistant(None, [tool_call("a", {}, "c1"), tool_call("b", {}, "c2"), tool_call("c", {}, "c3")])
+    _two_callers(recorder, [user("task B"), calls, tool_result("c1", "A"), tool_result("c2", "B")])
+    mine = [user("task A"), calls, tool_result("c2", "B"), tool_result("c1", "A"), tool_result("c3", "C")]
+    written = recorder.record("s", rebuilt(mine))
+    assert [(r.message["role"], r.message["content"]) for r in written] == [("tool", "C")]
+    assert len(store.read_records("s")) == 6
