@@ -1432,3 +1432,71 @@ def test_waiting_messages_after_a_message_the_list_changed_do_not_drop_that_mess
     flaky.mode = None
     recorder.record("s", [user("a, reworded"), assistant("b"), user("c")])
     assert "a, reworded" in texts(store)
+
+
+def test_a_message_passed_again_keeps_its_slot_when_an_equal_one_was_recorded_later(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    task, ok, more, ok_again = user("task"), assistant("ok"), user("more"), assistant("ok")
+    recorder.record("s", [task, ok, more, ok_again])
+    # the caller reworded its task and dropped the rest: its "ok" is the first one, not the equal later one
+    assert recorder.slots_of("s", [user("task, reworded"), ok]) == [None, 2]
+
+
+def test_slots_stay_right_after_messages_are_inserted_in_the_middle_twice(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    q1, r1, x, y, q2, r2 = user("q1"), assistant("r1"), user("x"), user("y"), user("q2"), assistant("r2")
+    recorder.record("s", [q1, r1, q2, r2])
+    recorder.record("s", [q1, r1, x, q2, r2])
+    recorder.record("s", [q1, r1, x, y, q2, r2])
+    assert texts(store) == ["q1", "r1", "x", "y", "q2", "r2"]
+    assert recorder.slots_of("s", [user("q1, reworded"), r1, x, y, q2, r2]) == [None, 2, 5, 6, 3, 4]
+
+
+def test_slots_stay_right_after_reading_another_writers_inserts_twice(store: SessionStore) -> None:
+    mine, theirs = Recorder(store), Recorder(store)
+    q1, r1, x, y, q2, r2 = user("q1"), assistant("r1"), user("x"), user("y"), user("q2"), assistant("r2")
+    mine.record("s", [q1, r1, q2, r2])
+    theirs.record("s", [q1, r1, x, q2, r2])
+    assert mine.record("s", [q1, r1, x, q2, r2]) == []  # x is theirs: read, not written again
+    assert mine.slots_of("s", [q1, r1, x]) == [1, 2, 5]
+    theirs.record("s", [q1, r1, x, y, q2, r2])
+    assert mine.record("s", [q1, r1, x, y, q2, r2]) == []
+    # a repeat of the first question after y is a new message, not the record before y
+    assert mine.slots_of("s", [q1, r1, x, y, user("q1")]) == [1, 2, 5, 6, None]
+    assert texts(store) == ["q1", "r1", "x", "y", "q2", "r2"]
+
+
+def test_a_message_passed_again_after_an_add_keeps_its_slot(store: SessionStore) -> None:
+    recorder = Recorder(store)
+    task, ok = user("task"), assistant("ok")
+    recorder.record("s", [task, ok])
+    recorder.add("s", [user("more"), assistant("ok")])
+    assert recorder.slots_of("s", [user("task, reworded"), ok]) == [None, 2]
+
+
+def test_a_caller_continuing_its_list_while_another_callers_messages_wait_writes_only_its_new_one(
+    store: SessionStore,
+) -> None:
+    flaky = Flaky(store)
+    recorder = Recorder(flaky)
+    recorder.record("s", [user("task A")])
+    recorder.record("s", [user("task B")])  # another caller sharing the view
+    flaky.mode = "refused"
+    with pytest.raises(StoreError):
+        recorder.record("s", [user("task B"), assistant("b1")])
+    flaky.mode = None
+    recorder.record("s", [user("task A"), assistant("a1")])
+    assert texts(store) == ["task A", "task B", "b1", "a1"]
+
+
+def test_a_waiting_message_another_view_holds_too_is_still_written_in_its_own(store: SessionStore) -> None:
+    flaky = Flaky(store)
+    recorder = Recorder(flaky)
+    recorder.record("s", [user("a")])
+    flaky.mode = "refused"
+    with pytest.raises(StoreError):
+        recorder.record("s", [user("a"), assistant("b")])
+    Recorder(store).record("s", [assistant("b")], view="w")  # another writer, in another view
+    flaky.mode = None
+    recorder.record("s", [user("a"), user("c")])  # b evicted from the list meanwhile
+    assert texts(store) == ["a", "b", "c"] and texts(store, view="w") == ["b"]
