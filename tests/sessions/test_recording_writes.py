@@ -431,6 +431,9 @@ def test_the_first_messages_of_a_session_wait_when_the_store_refuses_them(store:
     flaky.mode = "refused"
     with pytest.raises(StoreError):
         recorder.record("s", [user("q1"), assistant("r1")])
+    with pytest.raises(StoreError):
+        recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
+    assert recorder.covered("s") == 0  # the list holds no stored record yet
     flaky.mode = None
     recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
     assert texts(store) == ["q1", "r1", "q2"]
