@@ -100,101 +100,83 @@ def test_running_summary_folds_the_previous_one_without_nesting_and_keeps_its_fa
     assert validate(messages) == []
 
 
-def test_a_long_history_handed_over_at_once_is_read_only_up_to_max_read_tokens():
+@pytest.fixture
+def seen():
+    """The messages each compaction handed to the summarizer ``recording`` (registered for the test)."""
+    read: list[list[dict]] = []
+
+    class Recording:
+        def summarize(self, request):
+            read.append(list(request.messages))
+            return "The user checked reservations."
+
+    register_summarizer("recording", lambda **kw: Recording(), replace=True)
+    yield read
+    unregister_summarizer("recording")
+
+
+def test_a_long_history_handed_over_at_once_is_read_only_up_to_max_read_tokens(seen: list[list[dict]]):
     """The first compaction of a long list reads the most recent max_read_tokens of the evicted span;
     older messages are dropped unread (neither summarized nor in the key facts). Unbounded, it reads
     them all. A span within the bound is read whole, the same either way."""
-    seen: list[list[dict]] = []
+    window = 40_000
+    original = chat(150)  # about 90k tokens: far over the window
+    bounded = Host(settings(summarizer="recording", max_read_tokens=2_000), context_window=window)
+    messages = list(original)
+    _, action = compact(messages, bounded)
+    assert action is not None and action.what == "compacted"
+    read = seen[-1]
+    assert 0 < len(read) < action.details["evicted_messages"]
+    assert action.details["unread_messages"] == action.details["evicted_messages"] - len(read)
+    assert bounded.counter().count_messages(read) - 3 <= 2_000
+    assert read[-1] is original[original.index(read[-1])]  # the most recent evicted messages
+    text = messages[1]["content"]
+    last_read = next(m for m in reversed(read) if m["role"] == "user")["content"].split()[3]  # "RS0..X"
+    assert "RS001X" not in text and last_read in text  # unread: not even a key fact; read: kept
+    assert validate(messages) == []
 
-    class Recording:
-        def summarize(self, request):
-            seen.append(list(request.messages))
-            return "The user checked reservations."
+    unbounded = Host(settings(summarizer="recording", max_read_tokens=None), context_window=window)
+    messages = list(original)
+    _, action = compact(messages, unbounded)
+    assert action.details["unread_messages"] == 0 and len(seen[-1]) == action.details["evicted_messages"]
+    assert "RS001X" in messages[1]["content"]  # from the key facts
 
-    register_summarizer("recording", lambda **kw: Recording(), replace=True)
-    try:
-        window = 40_000
-        original = chat(150)  # about 90k tokens: far over the window
-        bounded = Host(settings(summarizer="recording", max_read_tokens=2_000), context_window=window)
-        messages = list(original)
-        _, action = compact(messages, bounded)
-        assert action is not None and action.what == "compacted"
-        read = seen[-1]
-        assert 0 < len(read) < action.details["evicted_messages"]
-        assert action.details["unread_messages"] == action.details["evicted_messages"] - len(read)
-        assert bounded.counter().count_messages(read) - 3 <= 2_000
-        assert read[-1] is original[original.index(read[-1])]  # the most recent evicted messages
-        text = messages[1]["content"]
-        last_read = next(m for m in reversed(read) if m["role"] == "user")["content"].split()[3]  # "RS0..X"
-        assert "RS001X" not in text and last_read in text  # unread: not even a key fact; read: kept
-        assert validate(messages) == []
-
-        unbounded = Host(settings(summarizer="recording", max_read_tokens=None), context_window=window)
-        messages = list(original)
-        _, action = compact(messages, unbounded)
-        assert action.details["unread_messages"] == 0 and len(seen[-1]) == action.details["evicted_messages"]
-        assert "RS001X" in messages[1]["content"]  # from the key facts
-
-        small = chat(12)
-        for limit in (8_000, None):
-            host = Host(settings(summarizer="recording", max_read_tokens=limit), context_window=WINDOW)
-            messages = list(small)
-            _, action = compact(messages, host)
-            assert action.details["unread_messages"] == 0
-        assert seen[-1] == seen[-2]
-    finally:
-        unregister_summarizer("recording")
+    small = chat(12)
+    for limit in (8_000, None):
+        host = Host(settings(summarizer="recording", max_read_tokens=limit), context_window=WINDOW)
+        messages = list(small)
+        _, action = compact(messages, host)
+        assert action.details["unread_messages"] == 0
+    assert seen[-1] == seen[-2]
 
 
-def test_a_usual_compaction_is_read_whole_at_any_window_and_only_a_handover_is_cut():
+def test_a_usual_compaction_is_read_whole_at_any_window_and_only_a_handover_is_cut(seen: list[list[dict]]):
     """A usual compaction reads its whole span at any window: at 128k it evicts ~19k tokens, more than
     max_read_tokens (8,000), and is read whole. A list of ~1.4x the window handed over at once (a span
     over 1.5 x (threshold - target) x window) is read only up to max_read_tokens."""
-    seen: list[list[dict]] = []
+    window = 128_000
+    host = Host(settings(summarizer="recording"), context_window=window)
+    usual = chat(300)  # just over the 40% threshold
+    assert host.counter().count_messages(usual) > 0.4 * window
+    _, action = compact(list(usual), host)
+    assert action is not None and action.what == "compacted"
+    assert action.details["unread_messages"] == 0
+    assert host.counter().count_messages(seen[-1]) > 8_000  # more than the old fixed bound
 
-    class Recording:
-        def summarize(self, request):
-            seen.append(list(request.messages))
-            return "The user checked reservations."
-
-    register_summarizer("recording", lambda **kw: Recording(), replace=True)
-    try:
-        window = 128_000
-        host = Host(settings(summarizer="recording"), context_window=window)
-        usual = chat(300)  # just over the 40% threshold
-        assert host.counter().count_messages(usual) > 0.4 * window
-        _, action = compact(list(usual), host)
-        assert action is not None and action.what == "compacted"
-        assert action.details["unread_messages"] == 0
-        assert host.counter().count_messages(seen[-1]) > 8_000  # more than the old fixed bound
-
-        host = Host(settings(summarizer="recording"), context_window=window)
-        _, action = compact(list(chat(1_000)), host)
-        assert action is not None and action.details["unread_messages"] > 0
-        assert 7_000 < host.counter().count_messages(seen[-1]) - 3 <= 8_000
-    finally:
-        unregister_summarizer("recording")
+    host = Host(settings(summarizer="recording"), context_window=window)
+    _, action = compact(list(chat(1_000)), host)
+    assert action is not None and action.details["unread_messages"] > 0
+    assert 7_000 < host.counter().count_messages(seen[-1]) - 3 <= 8_000
 
 
-def test_a_handover_at_a_small_window_is_read_up_to_half_the_window():
+def test_a_handover_at_a_small_window_is_read_up_to_half_the_window(seen: list[list[dict]]):
     """At a window under twice max_read_tokens, a handover is read up to half the window (what one
     summarizer call on a model of that window can take), not max_read_tokens."""
-    seen: list[list[dict]] = []
-
-    class Recording:
-        def summarize(self, request):
-            seen.append(list(request.messages))
-            return "The user checked reservations."
-
-    register_summarizer("recording", lambda **kw: Recording(), replace=True)
-    try:
-        for window in (8_000, 12_000):
-            host = Host(settings(summarizer="recording"), context_window=window)
-            _, action = compact(list(chat(150)), host)
-            assert action is not None and action.details["unread_messages"] > 0
-            assert window // 2 - 1_000 < host.counter().count_messages(seen[-1]) - 3 <= window // 2
-    finally:
-        unregister_summarizer("recording")
+    for window in (8_000, 12_000):
+        host = Host(settings(summarizer="recording"), context_window=window)
+        _, action = compact(list(chat(150)), host)
+        assert action is not None and action.details["unread_messages"] > 0
+        assert window // 2 - 1_000 < host.counter().count_messages(seen[-1]) - 3 <= window // 2
 
 
 def test_the_key_fact_ledger_restores_facts_the_summarizer_dropped():
