@@ -84,6 +84,23 @@ def _tmp_entries(folder: Path) -> set[str]:
         return set()
 
 
+# The run's private system temp folder, and for each entry in it the test after which it was first
+# seen: a leftover is reported with the test that wrote it (or the one running when a background
+# thread or child process of an earlier test did).
+_private_tmp: Path | None = None
+_tmp_first_seen: dict[str, str] = {}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
+    try:
+        return (yield)
+    finally:
+        if _private_tmp is not None:
+            for name in _tmp_entries(_private_tmp) - _tmp_first_seen.keys():
+                _tmp_first_seen[name] = item.nodeid
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Hypothesis keeps its caches (unicode tables, the constants it finds in the source) in
     .hypothesis/ of the working directory, the checkout, and its pytest plugin fills them while
@@ -114,8 +131,10 @@ def _nothing_written_outside_tmp_path(tmp_path_factory: pytest.TempPathFactory):
     ``tmp_path``. On CI (``CI`` set) the real temp folder is checked too (a path written as
     ``/tmp/...``); on a developer's machine other programs write there, so it is not.
     """
+    global _private_tmp
     real_tmp = Path(tempfile.gettempdir())
     private = tmp_path_factory.mktemp("system-temp-folder")
+    _private_tmp = private
     saved = (tempfile.tempdir, os.environ.get("TMPDIR"))
     tempfile.tempdir = str(private)
     os.environ["TMPDIR"] = str(private)
@@ -138,7 +157,8 @@ def _nothing_written_outside_tmp_path(tmp_path_factory: pytest.TempPathFactory):
             problems.append(f"the tests wrote into the checkout {REPO_ROOT}: {new[:20]}")
     left = sorted(_tmp_entries(private))
     if left:
-        problems.append(f"the tests left files in the system temp folder ({private}): {left[:20]}")
+        named = [f"{name} (first seen after {_tmp_first_seen.get(name, 'the last test')})" for name in left[:20]]
+        problems.append(f"the tests left files in the system temp folder ({private}): {named}")
     if strict:
         new_tmp = sorted(_tmp_entries(real_tmp) - tmp_before)
         if new_tmp:

@@ -29,7 +29,8 @@ def test_cleans_up_after_itself(tmp_path):
 
 def test_a_run_that_leaves_files_outside_tmp_path_fails(pytester: pytest.Pytester, monkeypatch) -> None:
     """The session check of tests/conftest.py names the files a test left in the checkout and in the
-    system temp folder, and turns the run red; what a test writes under tmp_path is fine."""
+    system temp folder (with the test after which each was first seen), and turns the run red; what a
+    test writes under tmp_path is fine."""
     for variable in ("CI", "CTXLIFE_STRICT_TMP"):  # the strict /tmp check: not under test here
         monkeypatch.delenv(variable, raising=False)
     checkout = pytester.path / "checkout"  # a git checkout of its own; pytest's basetemp lies beside it
@@ -43,7 +44,10 @@ def test_a_run_that_leaves_files_outside_tmp_path_fails(pytester: pytest.Pyteste
 
     result.assert_outcomes(passed=3, errors=1)
     result.stdout.fnmatch_lines(
-        ["*wrote into the checkout*stray-in-checkout.txt*left files in the system temp folder*stray-in-temp.txt*"]
+        [
+            "*wrote into the checkout*stray-in-checkout.txt*left files in the system temp folder*"
+            "stray-in-temp.txt (first seen after *test_stray.py::test_writes_into_the_temp_folder)*"
+        ]
     )
     assert "fine.txt" not in result.stdout.str()
 
