@@ -1420,11 +1420,6 @@ def test_waiting_messages_after_a_message_the_list_changed_are_written_once(stor
     assert texts(store).count("b") == 1 and texts(store)[-2:] == ["b", "c"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 26: a list that aligns nowhere is new as a whole, but _after_pending returns batch[start:] when "
-    "the batch holds the waiting messages, dropping what comes before them",
-)
 def test_waiting_messages_after_a_message_the_list_changed_do_not_drop_that_message(store: SessionStore) -> None:
     flaky = Flaky(store)
     recorder = Recorder(flaky)
@@ -1518,11 +1513,6 @@ def test_add_retrying_a_refused_batch_another_view_holds_too_still_writes_it(sto
     assert texts(store) == ["a", "b"] and texts(store, view="w") == ["b"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 26: record() clears `fresh` after a list with no recordable message (only a system prompt), so "
-    "the run's next list is aligned with the old conversation and its repeated opening is not recorded",
-)
 def test_lists_built_from_scratch_stay_new_after_a_list_with_only_a_system_prompt(store: SessionStore) -> None:
     recorder = Recorder(store)
     recorder.record("s", [user("hi"), assistant("hello")])

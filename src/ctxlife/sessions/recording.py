@@ -794,7 +794,10 @@ class Recorder:
                     events = [Event(ADD, m, None, f) for m, f in batch]
                 if not events:
                     self._seen(state, messages, plan, [])
-                    state.fresh = False
+                    # A list with nothing to record (only a system prompt) does not use up "built
+                    # from scratch": the run's next list is new as a whole too.
+                    if state.fresh and any(recordable(m) for m in messages):
+                        state.fresh = False
                     return []
                 try:
                     records = self._write(session_id, view, state, events)
@@ -1187,10 +1190,11 @@ def _after_pending(
     for overlap in range(min(len(pfps), len(bfps)), 0, -1):
         if pfps[len(pfps) - overlap :] == bfps[:overlap]:
             return pending + batch[overlap:]
-    # The batch may hold all of pending (the list still carries it): then it is the batch alone.
+    # The batch may hold all of pending (the list still carries it): then it is the batch alone,
+    # what comes before the waiting messages included (it is new too: a list that aligns nowhere).
     for start in range(len(bfps) - len(pfps) + 1):
         if bfps[start : start + len(pfps)] == pfps:
-            return batch[start:]
+            return batch
     return pending + batch
 
 
