@@ -54,7 +54,10 @@ _CACHES = ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv"
 
 def _checkout_entries() -> set[str] | None:
     """``git status`` of the checkout, ignored files included (a test writing into a git-ignored
-    folder such as ``workspace/`` is caught too); None outside a git checkout."""
+    folder such as ``workspace/`` is caught too); None outside a git checkout (also for a copy of the
+    tests inside another repository, such as ``make mutate``'s stage: that repository is not theirs)."""
+    if not (REPO_ROOT / ".git").exists():
+        return None
     try:
         done = subprocess.run(
             ["git", "status", "--porcelain", "--ignored=matching", "--untracked-files=all"],
