@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import time
 import tomllib
 from pathlib import Path
@@ -102,7 +103,12 @@ def main() -> None:
 
     took = ""
     if args.started is not None:
-        took = f"; `make mutate` took {(time.time() - args.started) / 60:.1f} minutes on 2 shared cores (niced)"
+        # mutmut keeps 2 children busy: a 15-minute load average well above 2 means others shared the cores.
+        load = os.getloadavg()[2]
+        took = (
+            f"; `make mutate` took {(time.time() - args.started) / 60:.1f} minutes on 2 cores (niced; 15-minute"
+            f" load average {load:.1f} at the end)"
+        )
         if args.mutmut_seconds is not None:
             took += f", `mutmut run` {args.mutmut_seconds / 60:.1f} of them"
     lines = [

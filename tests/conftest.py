@@ -104,27 +104,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
                 _tmp_first_seen[name] = item.nodeid
 
 
-def _mutmut_test_durations() -> dict[str, float]:
-    """The test durations mutmut recorded (``mutmut-stats.json`` in the folder it runs from); empty
-    when there are none or the file's format is not the one known."""
-    try:
-        durations = json.loads(Path("mutmut-stats.json").read_text(encoding="utf-8"))["duration_by_test"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-    return durations if isinstance(durations, dict) else {}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``make mutate`` a mutant's tests stop at the first failure (mutmut runs pytest with
-    ``-x``): the quickest run first, so a killed mutant costs about its quickest failing test. The
-    order changes no outcome (the tests share no state); outside a mutant's run nothing is reordered."""
-    if "__mutmut_" not in os.environ.get("MUTANT_UNDER_TEST", ""):
-        return
-    durations = _mutmut_test_durations()
-    if durations:
-        items.sort(key=lambda item: durations.get(item.nodeid, 0.0))
-
-
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Hypothesis keeps its caches (unicode tables, the constants it finds in the source) in
     .hypothesis/ of the working directory, the checkout, and its pytest plugin fills them while

@@ -60,23 +60,30 @@ def store(store_url: str):
     s.close()
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(temp_folder: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH", "")) if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # A temp folder of the test's own: these children are killed at any moment, and one killed while
+    # Python's tempfile probes the temp folder (it writes and deletes a file with a random 8-letter
+    # name) leaves that file behind, where the run's check of the system temp folder would find it.
+    env["TMPDIR"] = str(temp_folder)
     return env
 
 
 @pytest.fixture
-def spawn() -> Iterator[Callable[..., subprocess.Popen[str]]]:
+def spawn(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
     """``spawn(code, *args)``: start ``python -c code args...`` that can import this checkout's
-    ctxlife (stdin/stdout/stderr piped, text mode). Children still running at teardown are killed."""
+    ctxlife (stdin/stdout/stderr piped, text mode; ``TMPDIR`` under the test's ``tmp_path``).
+    Children still running at teardown are killed."""
     procs: list[subprocess.Popen[str]] = []
+    temp_folder = tmp_path / "children-temp"
+    temp_folder.mkdir(exist_ok=True)
 
     def start(code: str, *args: str) -> subprocess.Popen[str]:
         proc = subprocess.Popen(
             [sys.executable, "-c", code, *args],
-            env=_child_env(),
+            env=_child_env(temp_folder),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
