@@ -184,6 +184,49 @@ def test_parallel_tool_results_in_another_order_are_recorded_once_and_restore(st
     assert len([m for m in sent if m.get("role") == "tool"]) == 2
 
 
+def test_a_list_built_on_an_older_one_is_diffed_against_the_view_as_it_is_now(store_url: str) -> None:
+    """A list that agrees longest with a list from before an edit (here: the results back in the
+    order of an older list) is diffed against what the view holds now: what the edit replaced or
+    removed since is not a place to write to (found by the session state machine: a removal later
+    hit a slot removed before, and the message the caller dropped stayed in the raw history)."""
+    host = Host(settings(store_url), context_window=WINDOW, session_id="back")
+    calls = [tool_call("lookup", {"n": 1}, call_id="c1"), tool_call("lookup", {"n": 2}, call_id="c2")]
+    head = [system("sys"), user("q1"), assistant(None, calls)]
+    completion_order = [tool_result("c2", "two"), tool_result("c1", "one")]
+    call_order = [tool_result("c1", "one"), tool_result("c2", "two")]
+
+    def turn(messages: list[dict[str, Any]], reply: str | None) -> None:
+        report = host.manage(messages)
+        assert not report.failures, report.failures
+        if reply is not None:
+            messages.append(assistant(reply))
+            host.record_reply(messages)
+
+    try:
+        turn([*head, *completion_order, assistant("a1"), user("q2")], "a2")
+        turn([*head, *call_order, assistant("a1"), user("q2"), assistant("a2"), user("q3")], "a3")
+        turn([*head, *call_order, assistant("a1"), user("q2, edited")], "a2 again")  # a fork at q2
+        # Rebuilt with the results in completion order: the first list's order, not the newest's.
+        later = [*head, *completion_order, assistant("a1"), user("q2, edited"), assistant("a2 again"), user("q4")]
+        turn(later, None)
+        # The user deletes the last exchange but one, and asks again.
+        final = [*head, *completion_order, assistant("a1"), user("q5")]
+        turn(final, None)
+    finally:
+        host.close()
+    records = log(store_url, "back")
+    live: set[int] = set()
+    for record in records:
+        assert record.op == "add" or record.target in live, f"{record.op} of slot {record.target}, not in the view"
+        if record.op == "add":
+            live.add(record.seq)
+        elif record.op == "remove":
+            live.discard(record.target)
+    assert not [r for r in records if r.op == "replace" and r.message == records[r.target - 1].message]
+    in_order = [*head[1:], *call_order, assistant("a1"), user("q5")]
+    assert sorted(map(json.dumps, current(store_url, "back"))) == sorted(map(json.dumps, in_order))
+
+
 # -- a one-message conversation restored in front of a list that holds it -----------------------------
 
 

@@ -687,14 +687,20 @@ class Recorder:
                 plan.events.append(Event(ADD, message, None, fp))
                 plan.adds.append(i)
             return plan
-        mirrored = _results_in_order(
-            [(s, f) for s, f in zip(mirror.slots, mirror.fps, strict=True) if s is not None and f is not None],
-            [m for m, s in zip(mirror.messages, mirror.slots, strict=True) if s is not None],
-        )
+        # An older mirror (the list agrees with it longest) may predate edits: its slots are taken as
+        # the view holds them now (a slot removed since is no place to write to; one replaced since
+        # holds its new message), so the diff is against the view's current state.
+        order = state.order()
+        tail = state.tail
+        live = [
+            (s, tail[order[s]].fp, m)
+            for s, f, m in zip(mirror.slots, mirror.fps, mirror.messages, strict=True)
+            if s is not None and f is not None and s in order
+        ]
+        mirrored = _results_in_order([(s, f) for s, f, _ in live], [m for _, _, m in live])
         kept = [(i, m) for i, m in enumerate(messages) if recordable(m)]
         caller = _results_in_order([(i, _known_fp(mirror, m)) for i, m in kept], [m for _, m in kept])
-        hidden = _TailHidden(state.tail, {s for s, _ in mirrored})
-        order = state.order()
+        hidden = _TailHidden(tail, {s for s, _ in mirrored})
         script = edit_script(
             mirrored, caller, hidden, order, removals=mirror.trusted, same_kind=_same_kind(mirror, messages)
         )
