@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 
@@ -182,12 +183,31 @@ def test_the_demo_runs_from_any_folder_after_installing_the_crewai_and_plot_extr
     # pip found every requirement of the two extras already met, and installed only the wheel
     assert "Requirement already satisfied: crewai" in done.stdout and "matplotlib" in done.stdout, done.stdout
     assert "Successfully installed ctxlife-" in done.stdout and not list(site.glob("crewai*")), done.stdout
+    # The README's main job (`make demo` runs the same command from the checkout), offline.
     work = tmp_path / "anywhere"
     work.mkdir()
+    started = time.perf_counter()
     done = _run(
         [str(bin_dir / "ctxlife"), "demo", "--workspace", str(work / "ws")], cwd=work, timeout=600, COLUMNS="160"
     )
+    elapsed = time.perf_counter() - started
     out = " ".join(done.stdout.split())
     assert "ctxlife/configs/demo.toml" in out and str(REPO) not in out  # the packaged config, not the checkout's
-    assert "simulated restart" in out and "snapshot_restore: restored" in out and "Session summary" in out
+    for expected in (
+        "bootstrap:",
+        "crossed the 40% line",
+        "llm_summary: compacted",
+        "snapshot written",
+        "simulated restart",
+        "snapshot_restore: restored",
+        "ctxlife_recall: the agent read back",
+        "Session summary",
+        "they go UP at a restore",
+        "facts kept 8/8",
+        "facts kept = values the agent's answers state",
+    ):
+        assert expected in out, expected
+    assert out.count("turn ") >= 12
     assert (work / "ws" / "demo_context.png").stat().st_size > 10_000
+    assert list((work / "ws" / "sessions").glob("*_raw.jsonl"))
+    assert elapsed < 60

@@ -163,8 +163,11 @@ def without_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    kind, url, sid, rnd, out = sys.argv[1:6]
-    Path(out).write_text(json.dumps(run_crew(kind, url, sid, int(rnd))), encoding="utf-8")
+    # KINDS (comma-separated) URL SESSION ROUND OUT: one kickoff of each kind of crew, each in the
+    # session "SESSION-KIND" (one process, CrewAI imported once); OUT gets {kind: log}.
+    kinds, url, sid, rnd, out = sys.argv[1:6]
+    logs = {kind: run_crew(kind, url, f"{sid}-{kind}", int(rnd)) for kind in kinds.split(",")}
+    Path(out).write_text(json.dumps(logs), encoding="utf-8")
     sys.exit(0)
 
 import pytest  # noqa: E402
@@ -204,14 +207,14 @@ def test_every_message_is_recorded_once_in_its_agents_view(kind: str, store_url:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["async", "hierarchical"])
-def test_a_restart_in_a_new_process_gives_each_agent_its_own_context(kind: str, make_url: Any, tmp_path: Path) -> None:
+def test_a_restart_in_a_new_process_gives_each_agent_its_own_context(make_url: Any, tmp_path: Path) -> None:
     url = make_url("file")
+    kinds = ["async", "hierarchical"]
     logs = []
     for round_ in (1, 2):
         out = tmp_path / f"round{round_}.json"
         proc = subprocess.run(
-            [sys.executable, __file__, kind, url, "crew", str(round_), str(out)],
+            [sys.executable, __file__, ",".join(kinds), url, "crew", str(round_), str(out)],
             capture_output=True,
             text=True,
             env=dict(
@@ -222,13 +225,14 @@ def test_a_restart_in_a_new_process_gives_each_agent_its_own_context(kind: str, 
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         logs.append(json.loads(out.read_text(encoding="utf-8")))
-    before = {agent: without_system(c) for agent, c in conversations(logs[0]).items()}
-    assert len(before) == (3 if kind == "async" else 2)
-    for agent, own in before.items():
-        opening = next(c for c in logs[1] if agent_of(c) == agent)  # its first call after the restart
-        sent = without_system(opening[:-1])
-        assert shown(sent[: len(own)]) == shown(own), agent  # its own conversation, exactly
-        assert len(sent) == len(own) + 1 and "(round 2)" in str(sent[-1]["content"]), agent  # + the new task
+    for kind in kinds:
+        before = {agent: without_system(c) for agent, c in conversations(logs[0][kind]).items()}
+        assert len(before) == (3 if kind == "async" else 2), kind
+        for agent, own in before.items():
+            opening = next(c for c in logs[1][kind] if agent_of(c) == agent)  # its first call after the restart
+            sent = without_system(opening[:-1])
+            assert shown(sent[: len(own)]) == shown(own), (kind, agent)  # its own conversation, exactly
+            assert len(sent) == len(own) + 1 and "(round 2)" in str(sent[-1]["content"]), (kind, agent)  # + the task
 
 
 @pytest.mark.slow

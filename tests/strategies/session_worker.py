@@ -1,9 +1,11 @@
 """A worker process for the restore tests: runs kickoffs of a chat crew in one session.
 
-    python session_worker.py STORE_URL SESSION OUT.json MESSAGE [MESSAGE ...]
+    python session_worker.py STORE_URLS SESSION OUT.json MESSAGE [MESSAGE ...]
 
-Each MESSAGE is one kickoff (one user turn). Writes to OUT.json the message lists the
-scripted model received, so the parent process can compare them with the store.
+STORE_URLS is a JSON list of store URLs: the same kickoffs run once per store, each with its own
+crew (one process imports CrewAI once for all of them). Each MESSAGE is one kickoff (one user
+turn). Writes to OUT.json, for each store URL, the message lists the scripted model received, so
+the parent process can compare them with the store.
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ from ctxlife.config import settings_from_dict  # noqa: E402
 
 
 def main() -> None:
-    store, session, out, *turns = sys.argv[1:]
+    stores, session, out, *turns = sys.argv[1:]
+    calls = {store: run(store, session, turns) for store in json.loads(stores)}
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(calls, f)
+
+
+def run(store: str, session: str, turns: list[str]) -> list[object]:
+    """The kickoffs on a crew wrapped with snapshot_restore on ``store``; the model's calls."""
     from crewai import Agent, Crew, Task
     from crewai.tools import tool
 
@@ -47,8 +56,7 @@ def main() -> None:
     ctxlife.wrap(crew, settings, session_id=session)
     for message in turns:
         crew.kickoff(inputs={"message": message})
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump(llm.calls, f)
+    return list(llm.calls)
 
 
 if __name__ == "__main__":

@@ -124,38 +124,46 @@ def test_unsafe_session_ids_are_refused_before_anything_is_written(tmp_path):
 
 @pytest.mark.e2e
 @pytest.mark.slow
-def test_crew_session_restores_exactly_in_a_new_process(store_url, tmp_path):
+def test_crew_session_restores_exactly_in_a_new_process(request, tmp_path):
+    # One process runs the crew on each store in turn (CrewAI is imported once, not once per store).
+    urls = [f"file://{tmp_path / 'sessions'}", f"sqlite:///{tmp_path / 'sessions.db'}"]
+    urls.append(f"{request.getfixturevalue('redis_url')}?prefix=t{abs(hash(str(tmp_path))) % 10**8}:")
+
     def run(out, *turns):
         done = subprocess.run(
-            [sys.executable, str(WORKER), store_url, "chat7", str(out), *turns],
+            [sys.executable, str(WORKER), json.dumps(urls), "chat7", str(out), *turns],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=180,
         )
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(out.read_text())
 
     run(tmp_path / "p1.json", "How many A0?", "And how many A1?")
-    store = open_store(store_url)
-    views = {r.view for r in store.read_records("chat7")}
-    assert len(views) == 1  # one agent on one task: one view (its role and task)
-    saved = store.load_snapshot("chat7", views.pop())
-    raw = store.read_raw("chat7")
-    store.close()
-    assert saved is not None and saved.raw_length == len(raw)
-    # Two turns of [task, tool step, analyse prompt, final answer]: nothing lost, nothing twice.
-    assert [m["role"] for m in raw] == ["user", "assistant", "user", "assistant"] * 2
-    assert raw[3]["content"] == "Answer 0: A0 has 12 units."
+    saved = {}
+    for store_url in urls:
+        store = open_store(store_url)
+        views = {r.view for r in store.read_records("chat7")}
+        assert len(views) == 1, store_url  # one agent on one task: one view (its role and task)
+        saved[store_url] = store.load_snapshot("chat7", views.pop())
+        raw = store.read_raw("chat7")
+        store.close()
+        assert saved[store_url] is not None and saved[store_url].raw_length == len(raw), store_url
+        # Two turns of [task, tool step, analyse prompt, final answer]: nothing lost, nothing twice.
+        assert [m["role"] for m in raw] == ["user", "assistant", "user", "assistant"] * 2, store_url
+        assert raw[3]["content"] == "Answer 0: A0 has 12 units.", store_url
 
     calls = run(tmp_path / "p2.json", "What did I ask first?")
-    first = calls[0]
-    new_user = first[-1]
-    assert new_user["role"] == "user" and "What did I ask first?" in new_user["content"]
-    # Exactly the saved conversation plus the new user message, under the current system
-    # message (the same prompt text here; CrewAI marks its live copy with a cache breakpoint).
-    assert first[0]["role"] == "system" and first[0]["content"] == saved.messages[0]["content"]
-    assert canonical(first[1:]) == canonical([*saved.messages[1:], new_user])
-    assert any("How many A0?" in (m.get("content") or "") for m in first)
+    for store_url in urls:
+        first = calls[store_url][0]
+        new_user = first[-1]
+        assert new_user["role"] == "user" and "What did I ask first?" in new_user["content"]
+        # Exactly the saved conversation plus the new user message, under the current system
+        # message (the same prompt text here; CrewAI marks its live copy with a cache breakpoint).
+        snapshot = saved[store_url]
+        assert first[0]["role"] == "system" and first[0]["content"] == snapshot.messages[0]["content"], store_url
+        assert canonical(first[1:]) == canonical([*snapshot.messages[1:], new_user]), store_url
+        assert any("How many A0?" in (m.get("content") or "") for m in first), store_url
 
 
 # -- one store, owned by the host ------------------------------------------------------------------
