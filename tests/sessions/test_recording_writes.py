@@ -323,6 +323,29 @@ def test_an_edited_earlier_message_is_one_replace_and_a_dropped_one_a_remove(sto
     assert log(store)[-1] == (REMOVE, "")
 
 
+def test_a_list_built_on_an_older_list_is_diffed_against_the_view_as_it_is_now(store: SessionStore) -> None:
+    """A list that agrees longest with an older list (results back in its order) predating an edit:
+    the slots that edit replaced hold their new messages, the ones it removed are no place to write
+    to (found by the session state machine: a replace of a removed slot, and later a removal that
+    missed, left a message the caller dropped in the raw history)."""
+    recorder = Recorder(store)
+    calls = [tool_call("lookup", {"n": 1}, call_id="c1"), tool_call("lookup", {"n": 2}, call_id="c2")]
+    head = [user("q1"), assistant(None, calls)]
+    completion_order = [tool_result("c2", "two"), tool_result("c1", "one")]
+    call_order = [tool_result("c1", "one"), tool_result("c2", "two")]
+    recorder.record("s", rebuilt([*head, *completion_order, assistant("a1"), user("q2"), assistant("a2")]))
+    recorder.record("s", rebuilt([*head, *call_order, assistant("a1"), user("q2"), assistant("a2"), user("q3")]))
+    forked = [*head, *call_order, assistant("a1"), user("q2, edited")]  # q2 edited: what followed it goes
+    recorder.record("s", rebuilt(forked))
+    recorder.record("s", rebuilt([*forked, assistant("a2 again")]))
+    later = [*head, *completion_order, assistant("a1"), user("q2, edited"), assistant("a2 again"), user("q4")]
+    written = recorder.record("s", rebuilt(later))
+    assert [(r.op, r.message.get("content")) for r in written] == [(ADD, "q4")]
+    dropped = [*head, *completion_order, assistant("a1"), user("q2, edited"), user("q5")]  # "a2 again", "q4" go
+    recorder.record("s", rebuilt(dropped))
+    assert texts(store) == ["q1", None, "two", "one", "a1", "q2, edited", "q5"]
+
+
 def test_an_edit_made_in_place_on_a_kept_list_is_a_replace(store: SessionStore) -> None:
     recorder = Recorder(store)
     history = [user("q1"), assistant("r1")]
