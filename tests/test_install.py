@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 import venv
 from pathlib import Path
@@ -156,7 +157,7 @@ def _packages_but_ctxlife(target: Path) -> Path:
     """A folder that shows every package of this environment but ctxlife's own (the editable
     checkout and the docs' example plugin), as links: nothing of this environment is copied or changed."""
     target.mkdir()
-    for site in {Path(p) for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()}:
+    for site in {Path(sysconfig.get_paths()[kind]) for kind in ("purelib", "platlib")}:
         for entry in site.iterdir():
             name = entry.name.lower()
             if name.startswith(("ctxlife", "__editable__")) or name.endswith(".pth") or name == "__pycache__":

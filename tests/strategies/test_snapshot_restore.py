@@ -19,14 +19,22 @@ from ctxlife.testing import assistant, system, tool_call, tool_result, user
 WORKER = Path(__file__).with_name("session_worker.py")
 
 
-@pytest.fixture(params=["file", "sqlite", "redis"])
-def store_url(request, tmp_path):
-    if request.param == "file":
+STORE_KINDS = ["file", "sqlite", "redis"]
+
+
+def url_of(kind, request, tmp_path):
+    """A store URL of ``kind`` private to this test (Redis: a key prefix on the run's server)."""
+    if kind == "file":
         return f"file://{tmp_path / 'sessions'}"
-    if request.param == "sqlite":
+    if kind == "sqlite":
         return f"sqlite:///{tmp_path / 'sessions.db'}"
     base = request.getfixturevalue("redis_url")
     return f"{base}?prefix=t{abs(hash(str(tmp_path))) % 10**8}:"
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store_url(request, tmp_path):
+    return url_of(request.param, request, tmp_path)
 
 
 def canonical(messages):
@@ -126,8 +134,7 @@ def test_unsafe_session_ids_are_refused_before_anything_is_written(tmp_path):
 @pytest.mark.slow
 def test_crew_session_restores_exactly_in_a_new_process(request, tmp_path):
     # One process runs the crew on each store in turn (CrewAI is imported once, not once per store).
-    urls = [f"file://{tmp_path / 'sessions'}", f"sqlite:///{tmp_path / 'sessions.db'}"]
-    urls.append(f"{request.getfixturevalue('redis_url')}?prefix=t{abs(hash(str(tmp_path))) % 10**8}:")
+    urls = [url_of(kind, request, tmp_path) for kind in STORE_KINDS]
 
     def run(out, *turns):
         done = subprocess.run(
