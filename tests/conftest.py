@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import itertools
 import json
 import os
@@ -43,6 +44,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="print the reliability suite's table of hypothesis examples per invariant (and the soak figures)",
     )
+
+
+# -- tests that import a heavy optional package ------------------------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``@pytest.mark.imports("crewai")``: the test imports that top-level package in the test process
+    (in the test, not at module level). Skipped when it is not installed; under ``--dist loadgroup`` every
+    test that imports it runs on one worker. Imported at module level, CrewAI cost every xdist worker
+    about 5 s of its 12 s of collection (2-core machine); now only the worker that runs these pays."""
+    for item in items:
+        mark = item.get_closest_marker("imports")
+        if mark is None:
+            continue
+        package = mark.args[0]  # a top-level name: find_spec of a submodule would import its package
+        item.add_marker(pytest.mark.xdist_group(f"imports-{package}"))
+        if importlib.util.find_spec(package) is None:
+            item.add_marker(pytest.mark.skip(reason=mark.kwargs.get("reason", f"{package} is not installed")))
 
 
 # -- tests write only under their temporary folders -------------------------------------------------

@@ -12,14 +12,13 @@ from ctxlife.config import settings_from_dict
 from ctxlife.integrations.crewai import host_of
 from ctxlife.testing import HookRecorder, react_action, react_final, scripted_llm
 
-pytestmark = pytest.mark.e2e
-
-crewai = pytest.importorskip("crewai")
-from crewai import Agent, Crew, Task  # noqa: E402
-from crewai.tools import tool  # noqa: E402
+pytestmark = [pytest.mark.e2e, pytest.mark.imports("crewai")]
 
 
 def make_crew(llm, executions: list[str] | None = None, role: str = "Inventory clerk"):
+    from crewai import Agent, Crew, Task
+    from crewai.tools import tool
+
     runs = executions if executions is not None else []
 
     @tool("lookup")

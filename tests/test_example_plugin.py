@@ -30,6 +30,7 @@ def test_the_example_is_installed_as_its_own_distribution_and_listed():
 
 
 @pytest.mark.e2e
+@pytest.mark.imports("crewai")
 def test_the_example_runs_from_a_toml_config_on_a_real_crew(tmp_path):
     from crewai import Agent, Crew, Task
     from crewai.tools import tool

@@ -160,3 +160,42 @@ def test_hook_wrappers_are_refused_with_the_alternative():
 
     with pytest.raises(PluginError, match="as a hook wrapper; .*tryfirst=True or trylast=True"):
         Host(settings_from_dict({"strategies": []}), plugins=[Wrapper()])
+
+
+def test_each_host_reads_its_plugins_hooks_as_they_are_now():
+    """Hook markers are read once per class and reused: a method replaced on the class, a hook
+    set on one instance, and a second instance of the class are each seen by the next host."""
+    calls: list[str] = []
+
+    class Probe:
+        @ctxlife.hookimpl
+        def ctxlife_before_llm_call(self, ctx):
+            calls.append("original")
+
+    def run(*plugins: object) -> list[str]:
+        calls.clear()
+        host = Host(settings_from_dict({"strategies": []}), context_window=8000, plugins=plugins)
+        try:
+            host.before_llm_call([{"role": "user", "content": "hi"}])
+        finally:
+            host.close()
+        return list(calls)
+
+    assert run(Probe(), Probe()) == ["original", "original"]
+
+    @ctxlife.hookimpl
+    def replaced(self, ctx):
+        calls.append("replaced")
+
+    Probe.ctxlife_before_llm_call = replaced  # type: ignore[method-assign]
+    assert run(Probe()) == ["replaced"]
+
+    def unmarked(self, ctx):
+        calls.append("unmarked")
+
+    Probe.ctxlife_before_llm_call = unmarked  # type: ignore[method-assign]
+    assert run(Probe()) == []
+
+    own = Probe()
+    own.ctxlife_before_llm_call = ctxlife.hookimpl(lambda ctx: calls.append("instance"))  # type: ignore[method-assign]
+    assert run(own, Probe()) == ["instance"]

@@ -61,3 +61,13 @@ def test_an_xdist_group_keeps_its_tests_on_one_worker(request: pytest.FixtureReq
     if not getattr(request.config.option, "loadgroup", False):  # set on the workers of --dist loadgroup
         pytest.skip("runs under `pytest -n N --dist loadgroup` (make test)")
     assert request.node.nodeid.endswith("@hygiene"), request.node.nodeid
+
+
+@pytest.mark.imports("pytest")  # any installed package: the mark, not the package, is under test
+def test_the_tests_that_import_a_heavy_package_share_one_worker(request: pytest.FixtureRequest) -> None:
+    """``@pytest.mark.imports(package)`` (tests/conftest.py) puts the test in the package's xdist group,
+    so only one worker imports CrewAI; the mark must be turned into a group before pytest-xdist reads
+    the groups."""
+    if not getattr(request.config.option, "loadgroup", False):
+        pytest.skip("runs under `pytest -n N --dist loadgroup` (make test)")
+    assert request.node.nodeid.endswith("@imports-pytest"), request.node.nodeid

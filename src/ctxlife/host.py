@@ -15,9 +15,11 @@ import datetime as _dt
 import functools
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import Any, ClassVar
 
 import pluggy
 
@@ -83,6 +85,32 @@ class Report:
         return self.tokens_before - self.tokens_after
 
 
+class _PluginManager(pluggy.PluginManager):
+    """pluggy's manager, reading the hook markers of a plugin class's attributes once per process.
+
+    pluggy looks every attribute of a plugin up with ``inspect.getattr_static`` at ``register``
+    (about 3 of a Host's 4.5 ms). A strategy's markers live on its class: each (class, name) is
+    read the first time and reused while the class holds the same attribute (a method replaced
+    later is read again). Modules, classes and attributes of the instance itself are read each
+    time, as pluggy does.
+    """
+
+    _markers: ClassVar[weakref.WeakKeyDictionary[type, dict[str, tuple[object, Any]]]] = weakref.WeakKeyDictionary()
+
+    def parse_hookimpl_opts(self, plugin: object, name: str) -> Any:
+        if isinstance(plugin, type | ModuleType) or name in getattr(plugin, "__dict__", ()):
+            return super().parse_hookimpl_opts(plugin, name)
+        cls = type(plugin)
+        attribute = next((klass.__dict__[name] for klass in cls.__mro__ if name in klass.__dict__), None)
+        known = self._markers.get(cls)
+        if known is None:
+            known = self._markers.setdefault(cls, {})
+        found = known.get(name)
+        if found is None or found[0] is not attribute:
+            found = known[name] = (attribute, super().parse_hookimpl_opts(plugin, name))
+        return found[1]
+
+
 class Host:
     """Dispatches the six lifecycle nodes to the strategies a config selects.
 
@@ -146,7 +174,7 @@ class Host:
         self.session_id = session_id if session_id is not None else settings.session_id
         if self.session_id is not None:
             validate_session_id(self.session_id)
-        self._pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self._pm = _PluginManager(hookspecs.PROJECT)
         self._pm.add_hookspecs(hookspecs)
         reg = registry()
         shared = settings.shared()

@@ -17,12 +17,7 @@ from structlog.testing import capture_logs
 import ctxlife
 from ctxlife.config import settings_from_dict
 
-pytestmark = pytest.mark.e2e
-
-crewai = pytest.importorskip("crewai")
-from crewai import LLM, Agent, Crew, Task  # noqa: E402
-from crewai.events import crewai_event_bus  # noqa: E402
-from crewai.tools import tool  # noqa: E402
+pytestmark = [pytest.mark.e2e, pytest.mark.imports("crewai")]
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_endpoint import completion, error, serve, tool_call  # noqa: E402
@@ -63,7 +58,10 @@ def lookups_then_answer(lookups: int):
     return reply
 
 
-def verbose_crew(base_url: str) -> Crew:
+def verbose_crew(base_url: str) -> Any:
+    from crewai import LLM, Agent, Crew, Task
+    from crewai.tools import tool
+
     @tool("lookup")
     def lookup(item: str) -> str:
         """Look up an item in the inventory."""
@@ -83,6 +81,8 @@ def crewai_error_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def printed(capfd: pytest.CaptureFixture[str]) -> str:
+    from crewai.events import crewai_event_bus
+
     crewai_event_bus.flush()  # CrewAI prints its panels from event handler threads
     out, err = capfd.readouterr()
     return out + err

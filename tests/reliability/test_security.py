@@ -163,9 +163,9 @@ def test_unsafe_session_id_from_the_environment(env_value, monkeypatch, tmp_path
 
 
 @pytest.mark.e2e
+@pytest.mark.imports("crewai")
 @pytest.mark.parametrize("bad", ["../x", "/etc/passwd", "a\x00b", "x" * 500, "a:b"], ids=_id)
 def test_wrap_refuses_unsafe_session_ids_and_leaves_the_crew_untouched(bad, tmp_path):
-    pytest.importorskip("crewai")
     from crewai import Agent, Crew, Task
 
     from ctxlife.integrations.crewai import host_of

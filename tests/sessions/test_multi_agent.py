@@ -172,8 +172,7 @@ if __name__ == "__main__":
 
 import pytest  # noqa: E402
 
-pytestmark = pytest.mark.e2e
-pytest.importorskip("crewai")
+pytestmark = [pytest.mark.e2e, pytest.mark.imports("crewai")]
 
 from ctxlife.sessions import open_store  # noqa: E402
 

@@ -3,18 +3,16 @@ framework-neutral bootstrap tests are in test_bootstrap.py and run on a core-onl
 
 from __future__ import annotations
 
-import pytest
-
-pytest.importorskip("crewai")
-
 import datetime as dt
 from pathlib import Path
 
-from crewai import Agent, Crew, Task
+import pytest
 
 import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.testing import scripted_llm
+
+pytestmark = pytest.mark.imports("crewai")
 
 REPO = Path(__file__).resolve().parents[2]
 TODAY = dt.date.today().isoformat()
@@ -23,6 +21,8 @@ BLOCK = "PROFILE for {agent_role} (session {session_id}, {date}): weekly reports
 
 
 def _crew(llm):
+    from crewai import Agent, Crew, Task
+
     writer = Agent(role="Writer", goal="write reports", backstory="You write about {topic}.", llm=llm)
     researcher = Agent(role="Researcher", goal="find facts", backstory="You dig.", llm=llm)
     research = Task(name="research", description="Research {topic}.", expected_output="facts", agent=researcher)
@@ -77,6 +77,8 @@ def test_only_the_listed_agents_get_the_text():
 
 @pytest.mark.e2e
 def test_xiaopaw_reaches_the_first_model_call(tmp_path, monkeypatch):
+    from crewai import Agent, Crew, Task
+
     monkeypatch.setenv("CTXLIFE_STORE", f"file://{tmp_path / 'sessions'}")  # not configs/workspace
     llm = scripted_llm()
     agent = Agent(role="Assistant", goal="help the user with their tasks", backstory="You help.", llm=llm)
@@ -91,6 +93,8 @@ def test_xiaopaw_reaches_the_first_model_call(tmp_path, monkeypatch):
 
 @pytest.mark.e2e
 def test_use_system_prompt_false_gets_no_system_message_and_the_text_once_in_the_first_user_turn():
+    from crewai import Agent, Crew, Task
+
     llm = scripted_llm()
     agent = Agent(role="Writer", goal="write", backstory="You write.", llm=llm, use_system_prompt=False)
     task = Task(description="Write about tea.", expected_output="a report", agent=agent)

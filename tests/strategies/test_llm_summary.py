@@ -348,6 +348,7 @@ def test_tau_bench_trajectories_stay_valid_and_are_compacted(tau_bench):
 
 
 @pytest.mark.e2e
+@pytest.mark.imports("crewai")
 @pytest.mark.slow
 def test_real_llm_path_through_crewai_over_http_success_slow_and_failing_servers():
     base = {"summarizer": None, "model": "openai/test-summarizer", "api": "crewai", "timeout_seconds": 20.0}
@@ -418,6 +419,7 @@ def _crewai_summarized(llm):
 
 
 @pytest.mark.e2e
+@pytest.mark.imports("crewai")
 def test_under_crewai_ctxlife_compacts_before_crewai_would_summarize():
     replies = [react_action("read_file", {"name": f"f{i}.csv"}) for i in range(8)] + [react_final("All files read.")]
     # Control: the same crew unmanaged hits CrewAI's own flatten-everything summarization.

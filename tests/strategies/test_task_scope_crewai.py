@@ -4,15 +4,13 @@ framework-neutral task_scope tests are in test_task_scope.py and run on a core-o
 from __future__ import annotations
 
 import pytest
-
-pytest.importorskip("crewai")
-
-from crewai import Agent, Crew, Task
 from strategy_helpers import FILLER, research_output
 
 import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.testing import react_final, scripted_llm
+
+pytestmark = pytest.mark.imports("crewai")
 
 CONTEXT_HEAD = "This is the context you're working with:\n"
 
@@ -20,6 +18,8 @@ PLAN = "Plan: rebook mia_li_3668 on HAT101 on 2024-05-11 and refund $121. " + FI
 
 
 def _crew(llm):
+    from crewai import Agent, Crew, Task
+
     agent = Agent(role="Travel agent", goal="help travellers", backstory="You plan trips.", llm=llm)
     research = Task(name="research", description="Research flights.", expected_output="findings", agent=agent)
     plan = Task(name="plan", description="Make a plan.", expected_output="a plan", agent=agent)

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("crewai")
-
-from crewai import Agent, Crew, Task
-from crewai.tools import tool
-
 import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.testing import react_action, react_final, scripted_llm, tool_call
+
+pytestmark = pytest.mark.imports("crewai")
 
 CONFIG = {"strategies": ["tool_cache"], "tool_cache": {"tools": ["get_flight_status"]}}
 
 
 def _crew(llm, runs: dict[str, int]):
+    from crewai import Agent, Crew, Task
+    from crewai.tools import tool
+
     @tool("get_flight_status")
     def get_flight_status(flight: str, date: str) -> str:
         """Read a flight's status (read-only)."""

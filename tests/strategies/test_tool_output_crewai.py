@@ -3,21 +3,18 @@ framework-neutral tool_output tests are in test_tool_output.py and run on a core
 
 from __future__ import annotations
 
-import pytest
-
-pytest.importorskip("crewai")
-
 import re
 import stat
 
-from crewai import Agent, Crew, Task
-from crewai.tools import tool
+import pytest
 from strategy_helpers import MARK_RE, big_text
 
 import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.testing import react_action, react_final, scripted_llm, tool_call
 from ctxlife_strategies.tool_output import RECALL_TOOL
+
+pytestmark = pytest.mark.imports("crewai")
 
 
 def _observation(message: dict) -> str:
@@ -26,6 +23,9 @@ def _observation(message: dict) -> str:
 
 
 def _dump_crew(llm, text: str, runs: list[int]):
+    from crewai import Agent, Crew, Task
+    from crewai.tools import tool
+
     @tool("dump_table")
     def dump_table(table: str) -> str:
         """Dump a whole database table."""
