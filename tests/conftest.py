@@ -54,7 +54,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """``@pytest.mark.imports("crewai")``: the test imports that top-level package in the test process
     (in the test, not at module level). Skipped when it is not installed; under ``--dist loadgroup`` every
     test that imports it runs on one worker. Imported at module level, CrewAI cost every xdist worker
-    about 5 s of its 12 s of collection (2-core machine); now only the worker that runs these pays."""
+    about 3 s of its 12 s of collection (2-core machine); now only the worker that runs these pays."""
     for item in items:
         mark = item.get_closest_marker("imports")
         if mark is None:
