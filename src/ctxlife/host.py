@@ -42,7 +42,8 @@ from ctxlife.messages import ANTHROPIC, check_shape, last_user_index, list_forma
 from ctxlife.models import as_completion
 from ctxlife.plugins import registry
 from ctxlife.sessions import open_store, store_schemes
-from ctxlife.sessions.base import RawRecord, SessionStore
+from ctxlife.sessions.base import RawRecord, SessionStore, json_safe
+from ctxlife.sessions.calls import calls_for
 from ctxlife.sessions.ids import validate_session_id, validate_view
 from ctxlife.sessions.recording import recorder_for
 from ctxlife.strategy import Strategy, ToolSpec, create_strategy
@@ -626,8 +627,52 @@ class Host:
                 failures,
                 (time.perf_counter() - start) * 1000,
             )
+            self._record_call(live, session, ctx, report)
             self._emit_node(report, ctx)
             return report
+
+    def _record_call(
+        self, messages: list[dict[str, Any]], session: str | None, ctx: LLMCallContext, report: Report
+    ) -> None:
+        """Write the call record of the list as sent (:mod:`ctxlife.sessions.calls`): each message by
+        its recorded slot, or by text when ctxlife inserted it (or it is the system prompt). Only for a
+        view a recorder keeps (else nothing of the list is recorded to point at). A failed write is an
+        error event and a failure in ``report``; the call goes on. After a strategy's store failure in
+        the same call it is skipped (and said so), so a frozen store costs the agent no second timeout."""
+        if self.store is None or session is None:
+            return
+        view = getattr(ctx, "view", "") or ""
+        recorder = recorder_for(self.store)
+        if not recorder.known(session, view):
+            return
+        if any(f.error.startswith("StoreError:") for f in report.failures):
+            # The store failed in this very call (down, frozen, full): a write would only add its
+            # timeout to the agent's wait. Said, not written.
+            report.failures.append(
+                StrategyFailure("call_record", report.node, "skipped: the store failed in this call")
+            )
+            emit("warning", "ctxlife.call_record_skipped", session_id=session, view=view)
+            return
+        try:
+            slots = recorder.slots_of(session, messages, view)
+            head = recorder.head(session)  # the recorder read or wrote every slot it gives: head >= each
+            details = {
+                "tokens": [report.tokens_before, report.tokens_after],
+                "window": report.context_window,
+                "budget": report.budget,
+                "model": self.model or ctx.tokens.model,
+                "actions": json_safe([{"strategy": a.strategy, "what": a.what, **a.details} for a in report.actions]),
+                # the exception's type only: its message may quote the conversation, and logs keep the rest
+                "failures": [
+                    {"strategy": f.strategy, "node": f.node, "error": f.error.partition(":")[0]}
+                    for f in report.failures
+                ],
+            }
+            calls_for(self.store).record(session, view, messages, slots, head=head, details=details)
+        except Exception as exc:  # noqa: BLE001 - the call record is for people: never break the call
+            error = f"{type(exc).__name__}: {exc}"
+            report.failures.append(StrategyFailure("call_record", report.node, error))
+            emit("error", "ctxlife.call_record_failed", session_id=session, view=view, error=error)
 
     def _leave(self, messages: list[dict[str, Any]], session: str | None, ctx: LLMCallContext) -> None:
         """Tell the session's recorder the list as the call hands it back, after every strategy: the

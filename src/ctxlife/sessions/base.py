@@ -13,9 +13,10 @@ each agent (or task, or caller) has its own *view*: a lane of conversation named
   next (after compaction), and ``raw_length``, the sequence number of the last record it reflects.
   Restoring a view = its snapshot + its records after ``raw_length``.
 
-Plus small per-session **blobs** (named texts, e.g. full tool outputs that were cut from the context)
-and a per-session **lock** (mutual exclusion between processes or machines, e.g. so two workers never
-compact the same session at once).
+Plus the **call records** (:class:`CallRecord`: per model call, what it was sent, written by the host
+after every strategy ran; see :mod:`ctxlife.sessions.calls`), small per-session **blobs** (named
+texts, e.g. full tool outputs that were cut from the context) and a per-session **lock** (mutual
+exclusion between processes or machines, e.g. so two workers never compact the same session at once).
 
 Writing a store
 ---------------
@@ -33,6 +34,9 @@ entry-point group). The docstrings below are the contract. Rules shared by all m
 * Messages are JSON values (``dict`` with ``str`` keys, lists, str, int, float, bool, None); they must
   round-trip exactly. Encode with :func:`prepare_messages` / :func:`record_json` and decode with
   :func:`decode_record`, so every store writes the same bytes and reads the same records.
+* :meth:`SessionStore.append_call` / :meth:`SessionStore.read_calls` (and ``_rewrite_calls``, for
+  :meth:`~SessionStore.erase`) have a default that keeps the call log in one blob (rewritten on
+  every call, O(calls)); override them to append in place, as the built-in stores do.
 * :meth:`SessionStore.read_slots` has a default (it reads the records); override it when the store
   can list ``(seq, fingerprint, op, target)`` without decoding messages, as the SQLite store does:
   a recorder's first look at a long view then costs no message decoding and little memory.
@@ -73,6 +77,7 @@ __all__ = [
     "materialize",
     "TRANSPORT_KEYS",
     "AppendConflictError",
+    "CallRecord",
     "LockTimeoutError",
     "PreparedMessage",
     "RawRecord",
@@ -413,6 +418,25 @@ class Event:
     message: dict[str, Any]
     target: int | None = None
     fingerprint: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One model call of a session as the store keeps it (:meth:`SessionStore.read_calls`).
+
+    Attributes:
+        n: its number in the session's call log (1, 2, 3, ... in the order written, every view).
+        view: the view the call belongs to.
+        doc: the JSON object the host wrote (:mod:`ctxlife.sessions.calls` says what it holds).
+    """
+
+    n: int
+    view: str
+    doc: dict[str, Any]
+
+
+#: The blob the default call log of :class:`SessionStore` lives in (one JSON line per call).
+_CALLS_BLOB = "ctxlife_calls"
 
 
 class RecordSlot(NamedTuple):
@@ -875,6 +899,54 @@ class SessionStore(abc.ABC):
         validate_session_id(session_id)
         return None
 
+    # -- call records ----------------------------------------------------------------------------
+
+    def append_call(self, session_id: str, view: str, doc: dict[str, Any]) -> int:
+        """Append one call record (a JSON object, see :mod:`ctxlife.sessions.calls`) to the session's
+        call log; return its number (1, 2, 3, ... per session, over every view).
+
+        Deleted with the session (:meth:`delete`, TTL expiry), scrubbed by :meth:`erase` and
+        :meth:`erase_matching`. This default keeps the log in one blob and rewrites it on every call
+        (O(calls) per call, not safe for two processes writing one session at once): a store
+        overrides it with an append in place (and :meth:`read_calls`, ``_rewrite_calls``).
+        """
+        validate_view(view)
+        line = json_text({"view": view, "doc": doc}, what=f"call record of session {session_id!r}")
+        text = self.get_blob(session_id, _CALLS_BLOB) or ""
+        self.put_blob(session_id, _CALLS_BLOB, text + line + "\n")
+        return text.count("\n") + 1
+
+    def read_calls(self, session_id: str, view: str | None = None) -> list[CallRecord]:
+        """The session's call records in the order written (``view``: only that view's; None: all).
+
+        An unknown session, or one recorded before call records existed, gives ``[]``. An unreadable
+        record is skipped with a ``call_record_skipped`` error event (call records are a log for
+        people: one bad line must not hide the others)."""
+        if view is not None:
+            validate_view(view)
+        return decode_calls(session_id, (self.get_blob(session_id, _CALLS_BLOB) or "").splitlines(), view)
+
+    def _rewrite_calls(self, session_id: str, docs: dict[int, dict[str, Any]]) -> int:
+        """Overwrite the documents of the call records ``{n: doc}`` in place (for :meth:`erase`)."""
+        if not docs:
+            return 0
+        lines = (self.get_blob(session_id, _CALLS_BLOB) or "").splitlines()
+        changed = 0
+        for n, doc in docs.items():
+            if 0 < n <= len(lines):
+                view = json.loads(lines[n - 1]).get("view", "")
+                lines[n - 1] = json_text({"view": view, "doc": doc}, what=f"call record of session {session_id!r}")
+                changed += 1
+        if changed:
+            self.put_blob(session_id, _CALLS_BLOB, "".join(line + "\n" for line in lines))
+        return changed
+
+    def _scrub_calls(self, session_id: str, slots: set[int], regex: re.Pattern[str] | None) -> None:
+        """Erase from the call records the texts of erased ``slots`` and every match of ``regex``."""
+        from ctxlife.sessions.calls import scrubbed_calls  # the call-record format lives there
+
+        self._rewrite_calls(session_id, scrubbed_calls(self.read_calls(session_id), slots, regex))
+
     def _rewrite_records(self, session_id: str, values: dict[int, dict[str, Any]]) -> int:
         """Overwrite the stored value of the records ``{seq: value}`` in place (for :meth:`erase`)."""
         raise StoreError(
@@ -887,6 +959,8 @@ class SessionStore(abc.ABC):
         records) is overwritten with a tombstone (the role only), the messages leave every
         snapshot, tool-output blobs they reference are overwritten, and a ``remove`` event per slot
         still live is appended (so incremental readers, such as the recall index, drop them too).
+        Call records keep no message text of a recorded slot (they name it), except a message sent
+        in another form (with the bootstrap section): that copy is overwritten too.
 
         Returns the slots erased (unknown slots are ignored). Text a summary already took from
         the messages stays in that summary: use :meth:`erase_matching` to scrub a value everywhere.
@@ -902,6 +976,7 @@ class SessionStore(abc.ABC):
             {r.seq: event_value(Event(r.op, erased_message(r.message), r.target)) for r in affected if not r.erased},
         )
         self._scrub_blobs(session_id, [r.message for r in affected])
+        self._scrub_calls(session_id, set(found), None)
         by_view: dict[str, list[RawRecord]] = {}
         for r in records:
             by_view.setdefault(r.view, []).append(r)
@@ -916,7 +991,8 @@ class SessionStore(abc.ABC):
 
     def erase_matching(self, session_id: str, pattern: str | re.Pattern[str]) -> list[int]:
         """:meth:`erase` every message whose text matches ``pattern`` (a regular expression), and
-        replace the matches with ``[erased]`` in every snapshot (summaries included). Returns the slots."""
+        replace the matches with ``[erased]`` in every snapshot and every call record (summaries,
+        recall blocks and system prompts included). Returns the slots."""
         regex = re.compile(pattern) if isinstance(pattern, str) else pattern
         slots = [
             r.slot
@@ -927,6 +1003,7 @@ class SessionStore(abc.ABC):
         views = {r.view for r in self.read_records(session_id)}
         for view in views:
             self._drop_from_snapshot(session_id, view, set(), set(), regex)
+        self._scrub_calls(session_id, set(), regex)
         return erased
 
     def _drop_from_snapshot(
@@ -1000,7 +1077,7 @@ class SessionStore(abc.ABC):
 
     @abc.abstractmethod
     def delete(self, session_id: str) -> bool:
-        """Delete the session's snapshots, raw history and blobs; return whether anything existed.
+        """Delete the session's snapshots, raw history, call records and blobs; return whether anything existed.
 
         Deleting an unknown session is not an error. A lock currently held on the session is not
         broken.
@@ -1077,6 +1154,26 @@ def _scrubbed(value: Any, regex: re.Pattern[str]) -> Any:
     if isinstance(value, list):
         return [_scrubbed(v, regex) for v in value]
     return value
+
+
+def decode_calls(session_id: str, lines: Iterable[str | bytes], view: str | None) -> list[CallRecord]:
+    """Call records from stored lines ``{"view": ..., "doc": {...}}`` (numbered from 1, every line
+    counted); an unreadable line is skipped with a ``call_record_skipped`` error event."""
+    out = []
+    for n, line in enumerate(lines, 1):
+        try:
+            value = json.loads(line)
+            lane, doc = value["view"], value["doc"]
+            if not isinstance(lane, str) or not isinstance(doc, dict):
+                raise ValueError("fields of the wrong types")
+        except (ValueError, KeyError, TypeError) as exc:
+            from ctxlife.events import emit  # lazy, as in prepare_messages: the store layer stays light
+
+            emit("error", "ctxlife.call_record_skipped", session_id=session_id, call=n, error=str(exc)[:200])
+            continue
+        if view is None or lane == view:
+            out.append(CallRecord(n, lane, doc))
+    return out
 
 
 def check_after_seq(after_seq: object) -> int:
