@@ -42,6 +42,7 @@ from ctxlife.messages import (
 )
 from ctxlife.sessions import base
 from ctxlife.sessions.base import fingerprint, redact_url
+from ctxlife.sessions.calls import sent_calls
 from ctxlife.sessions.ids import validate_session_id, validate_view
 
 if TYPE_CHECKING:
@@ -529,9 +530,9 @@ def last_recorded_call(
     settings: Settings, store: SessionStore, session_id: str, *, view: str = "", model: str | None = None
 ) -> NextCall | None:
     """The last call of the view as its call record says it was sent (None without call records)."""
-    from ctxlife.contexts import Action  # lazy, as in next_context
+    # lazy: the CLI builds its parser from this module; the host and tiktoken load per command
+    from ctxlife.contexts import Action
     from ctxlife.host import Report, StrategyFailure
-    from ctxlife.sessions.calls import sent_calls
     from ctxlife.tokens import TokenCounter
 
     calls = sent_calls(store, session_id, view)

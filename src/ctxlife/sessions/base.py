@@ -943,8 +943,6 @@ class SessionStore(abc.ABC):
 
     def _scrub_calls(self, session_id: str, slots: set[int], regex: re.Pattern[str] | None) -> None:
         """Erase from the call records the texts of erased ``slots`` and every match of ``regex``."""
-        from ctxlife.sessions.calls import scrubbed_calls  # the call-record format lives there
-
         self._rewrite_calls(session_id, scrubbed_calls(self.read_calls(session_id), slots, regex))
 
     def _rewrite_records(self, session_id: str, values: dict[int, dict[str, Any]]) -> int:
@@ -1156,6 +1154,37 @@ def _scrubbed(value: Any, regex: re.Pattern[str]) -> Any:
     return value
 
 
+def scrubbed_calls(
+    calls: Iterable[CallRecord], slots: set[int], regex: re.Pattern[str] | None
+) -> dict[int, dict[str, Any]]:
+    """The call-record documents to write back so none holds the text of an erased slot (a recorded
+    message sent in another form, ``[slot, key]`` in ``m``: see :mod:`ctxlife.sessions.calls`) nor a
+    match of ``regex`` (replaced by ``[erased]``, roles kept): ``{n: doc}``, the changed ones only."""
+    calls = list(calls)
+    erased_keys: set[str] = set()
+    if slots:
+        for call in calls:
+            for entry in call.doc.get("m") or ():
+                if isinstance(entry, list) and len(entry) == 2 and entry[0] in slots:
+                    erased_keys.add(str(entry[1]))
+    out: dict[int, dict[str, Any]] = {}
+    for call in calls:
+        found = call.doc.get("t")
+        if not isinstance(found, dict):
+            continue
+        texts = dict(found)
+        for key, message in found.items():
+            if key in erased_keys and isinstance(message, dict):
+                texts[key] = erased_message(message)
+            elif regex is not None and regex.search(canonical_json(message)) is not None:
+                texts[key] = _scrubbed(message, regex)
+                if isinstance(message, dict) and "role" in message:
+                    texts[key]["role"] = message["role"]  # what the text said goes, not who said it
+        if texts != found:
+            out[call.n] = {**call.doc, "t": texts}
+    return out
+
+
 def decode_calls(session_id: str, lines: Iterable[str | bytes], view: str | None) -> list[CallRecord]:
     """Call records from stored lines ``{"view": ..., "doc": {...}}`` (numbered from 1, every line
     counted); an unreadable line is skipped with a ``call_record_skipped`` error event."""
@@ -1167,7 +1196,7 @@ def decode_calls(session_id: str, lines: Iterable[str | bytes], view: str | None
             if not isinstance(lane, str) or not isinstance(doc, dict):
                 raise ValueError("fields of the wrong types")
         except (ValueError, KeyError, TypeError) as exc:
-            from ctxlife.events import emit  # lazy, as in prepare_messages: the store layer stays light
+            from ctxlife.events import emit  # lazy: structlog (and rich) only when a record is unreadable
 
             emit("error", "ctxlife.call_record_skipped", session_id=session_id, call=n, error=str(exc)[:200])
             continue

@@ -36,26 +36,18 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import re
 import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ctxlife.messages import has_bootstrap_section
-from ctxlife.sessions.base import (
-    REMOVE,
-    CallRecord,
-    SessionStore,
-    _scrubbed,
-    canonical_json,
-    erased_message,
-)
+from ctxlife.sessions.base import REMOVE, CallRecord, SessionStore, canonical_json
 
-__all__ = ["CALL_FORMAT", "CallLog", "SentCall", "calls_for", "scrubbed_calls", "sent_calls", "text_key"]
+__all__ = ["CALL_FORMAT", "CallLog", "SentCall", "calls_for", "sent_calls", "text_key"]
 
 #: The call-record format this version writes (the ``"v"`` field).
 CALL_FORMAT = 1
@@ -290,37 +282,4 @@ def sent_calls(store: SessionStore, session_id: str, view: str = "") -> list[Sen
             messages.append(message)
             slots.append(slot if isinstance(slot, int) else None)
         out.append(SentCall(number, call, messages, slots, missing))
-    return out
-
-
-# -- privacy ----------------------------------------------------------------------------------------
-
-
-def scrubbed_calls(
-    calls: Iterable[CallRecord], slots: set[int], regex: re.Pattern[str] | None
-) -> dict[int, dict[str, Any]]:
-    """The documents to write back so no call record holds the text of an erased slot (a message sent
-    in another form) nor a match of ``regex`` (replaced by ``[erased]``): ``{n: doc}``, changed only."""
-    calls = list(calls)
-    erased_keys: set[str] = set()
-    if slots:
-        for call in calls:
-            for entry in call.doc.get("m") or ():
-                if isinstance(entry, list) and len(entry) == 2 and entry[0] in slots:
-                    erased_keys.add(str(entry[1]))
-    out: dict[int, dict[str, Any]] = {}
-    for call in calls:
-        found = call.doc.get("t")
-        if not isinstance(found, dict):
-            continue
-        texts = dict(found)
-        for key, message in found.items():
-            if key in erased_keys and isinstance(message, dict):
-                texts[key] = erased_message(message)
-            elif regex is not None and regex.search(canonical_json(message)) is not None:
-                texts[key] = _scrubbed(message, regex)
-                if isinstance(message, dict) and "role" in message:
-                    texts[key]["role"] = message["role"]  # what the text said goes, not who said it
-        if texts != found:
-            out[call.n] = {**call.doc, "t": texts}
     return out

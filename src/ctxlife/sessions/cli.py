@@ -364,7 +364,7 @@ def _write_json(out: IO[str], value: Any) -> None:
 def _export(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: Any) -> int:
     sid = args.session_id
     if getattr(args, "calls", False):
-        from ctxlife.sessions.calls import sent_calls  # lazy, as the recall command
+        from ctxlife.sessions.calls import sent_calls  # lazy: the CLI builds its parser from this module
 
         calls = sent_calls(store, sid, getattr(args, "view", "") or "")
         if not calls and not store.head(sid):
