@@ -59,7 +59,7 @@ from ctxlife.report import write_report
 from ctxlife.retention import NeedIndex, reused_arguments
 from ctxlife.session import Session
 from ctxlife.sessions import open_store
-from ctxlife.sessions.base import RawRecord, decode_record, fingerprint, materialize, redact_url
+from ctxlife.sessions.base import ADD, RawRecord, decode_record, fingerprint, materialize, redact_url
 from ctxlife.sessions.calls import sent_calls
 from ctxlife.sessions.ids import validate_session_id, validate_view
 from ctxlife.tokens import TokenCounter
@@ -601,6 +601,23 @@ def recorded_replay(
         source=RECORDED,
         note=f"{len(calls)} call(s) as recorded: exactly what the model was sent at each call",
     )
+    # Replies recorded before the first call record: calls made before call records existed (or
+    # while the view's messages were not recorded): not shown, and said so.
+    first_at = calls[0].doc.get("at")
+    earlier = sum(
+        1
+        for r in records
+        if r.op == ADD
+        and role(r.message) == "assistant"
+        and r.recorded_at is not None
+        and isinstance(first_at, (int, float))
+        and r.recorded_at < first_at
+    )
+    if earlier:
+        result.note += (
+            f"; {earlier} earlier call(s) have no call record (made before call records existed) and are "
+            "not shown: --simulate replays the whole session"
+        )
     previous: list[dict[str, Any]] = []
     previous_slots: list[int | None] = []
     for call in calls:

@@ -166,3 +166,21 @@ def test_a_session_without_call_records_is_shown_simulated(store_url: str, tmp_p
 def _no_shared_hosts() -> Any:
     yield
     clear_hosts()
+
+
+def test_calls_before_call_records_existed_are_said_to_be_missing(store_url: str, tmp_path: Path, capsys: Any) -> None:
+    with open_store(store_url) as store:  # four turns recorded by a ctxlife without call records
+        store.append(SID, [m for i in range(4) for m in (_turn(i), {"role": "assistant", "content": f"ok {i}"})])
+    settings = settings_from_dict(_config(store_url, ["bootstrap"]), source="t")
+    agent = Agent()
+    with ctxlife.Session(SID, settings) as session:
+        for i in range(4, 7):
+            session.record_reply(agent(session.messages(_turn(i))))
+    with open_store(store_url) as store:
+        result = replay_session(settings, store, SID)
+    assert result.source == "recorded"
+    assert [f.composition.messages for f in result.frames] == agent.received
+    assert "4 earlier call(s) have no call record" in result.note
+    config = _config_file(tmp_path, store_url)
+    assert main(["session", "show", SID, "--config", str(config)]) == 0
+    assert "Recorded calls" in (out := capsys.readouterr().out) and "3 (what each call sent" in out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -211,3 +212,18 @@ def test_export_lists_the_calls(make_url: Callable[[str], str], capsys: Any) -> 
     assert [c["call"] for c in data] == list(range(1, 7))
     assert [c["messages"] for c in data] == sent
     assert all(c["tokens"][0] >= c["tokens"][1] for c in data)
+
+
+def test_they_expire_with_the_session(make_url: Callable[[str], str], redis_client: Any) -> None:
+    url = make_url("redis") + "&ttl=60"
+    with open_store(url) as store:
+        _summarizing(store, "s1", "LEDGER: refunds asked.", 2)
+        keys = {k.decode() for k in redis_client.keys(f"{url.split('prefix=')[1].split('&')[0]}*")}
+        calls = next(k for k in keys if k.endswith(":calls"))
+        assert 0 < redis_client.ttl(calls) <= 60
+    with open_store(make_url("sqlite") + "?ttl=1") as store:
+        store.append_call("s1", "", _doc(1))
+        assert [c.n for c in store.read_calls("s1")] == [1]
+        time.sleep(1.2)  # idle longer than its ttl: gone, and the next write starts it over
+        assert store.read_calls("s1") == []
+        assert store.append_call("s1", "", _doc(2)) == 1
