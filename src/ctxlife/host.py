@@ -645,13 +645,13 @@ class Host:
         recorder = recorder_for(self.store)
         if not recorder.known(session, view):
             return
-        if any(f.error.startswith("StoreError:") for f in report.failures):
+        failed = next((f for f in report.failures if f.error.startswith("StoreError:")), None)
+        if failed is not None:
             # The store failed in this very call (down, frozen, full): a write would only add its
             # timeout to the agent's wait. Said, not written.
-            report.failures.append(
-                StrategyFailure("call_record", report.node, "skipped: the store failed in this call")
-            )
-            emit("warning", "ctxlife.call_record_skipped", session_id=session, view=view)
+            why = f"skipped: the store failed in this call ({failed.strategy}: {failed.error})"
+            report.failures.append(StrategyFailure("call_record", report.node, why))
+            emit("warning", "ctxlife.call_record_skipped", session_id=session, view=view, error=why)
             return
         try:
             slots = recorder.slots_of(session, messages, view)
