@@ -1,7 +1,7 @@
 """Call records: what writing "what the model was sent" costs per model call, on every store.
 
-For each store (file with fsync, SQLite with synchronous=FULL, a real redis-server this script
-starts) and conversation size (1,000 and 5,000 tau-bench messages, recorded first), a
+For each store (file with fsync, file without, SQLite with synchronous=FULL, a real redis-server
+this script starts) and conversation size (1,000 and 5,000 tau-bench messages, recorded first), a
 ``ctxlife.Session`` on a host with no strategies and a window far above the conversation (nothing
 is compacted) makes ``--calls`` calls, each with one new user message, then records a reply. Timed:
 ``Host._record_call`` alone (the recorder's slots of the list, the record's encoding and the one
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out: dict[str, Any] = {"calls": args.calls, "stores": {}}
     with tempfile.TemporaryDirectory() as tmp, redis_server(Path(tmp)) as redis_url:
-        for kind in ("file", "sqlite", "redis"):
+        for kind in ("file", "file-nofsync", "sqlite", "redis"):
             row = out["stores"][kind] = {}
             for size in SIZES:
                 url = store_url(kind, Path(tmp), redis_url, f"calls-{kind}-{size}")
