@@ -44,7 +44,7 @@ from ctxlife.plugins import registry
 from ctxlife.sessions import open_store, store_schemes
 from ctxlife.sessions.base import RawRecord, SessionStore
 from ctxlife.sessions.ids import validate_session_id, validate_view
-from ctxlife.sessions.recording import recorder_for
+from ctxlife.sessions.keeper import keeper_for
 from ctxlife.strategy import Strategy, ToolSpec, create_strategy
 from ctxlife.telemetry import NO_SPAN, host_tracer
 from ctxlife.tokens import REPLY_PRIMING_TOKENS, TokenCounter
@@ -529,6 +529,7 @@ class Host:
         first_call_of_run: bool | None = None,
         system_prompt: bool = True,
         view: str | None = None,
+        recorded_by_caller: bool = False,
     ) -> Report:
         """Node 2: run the ``before_llm_call`` pipeline on a live message list, in place.
 
@@ -540,13 +541,21 @@ class Host:
         the first user turn. ``model``/``context_window`` are what the framework reports (used
         when neither this host nor the config sets one); ``complete`` lets strategies call the
         agent's model (``llm_summary`` with ``summarizer = "llm"``). ``view`` names the lane of the
-        session this call belongs to (an agent's or task's; default ``""``).
+        session this call belongs to (an agent's or task's; default ``""``). ``recorded_by_caller``
+        says the caller restored and recorded the list itself and saves its snapshot
+        (``ctxlife.Session``, through :mod:`ctxlife.sessions.keeper`): strategies then leave the
+        session's persistence alone (:attr:`~ctxlife.contexts.LLMCallContext.recorded_by_caller`).
         """
         start = time.perf_counter()
         with self._lock:
             session = session_id or self.session_id
             ctx = LLMCallContext(
-                messages=messages, agent_role=agent_role, task_name=task_name, task_index=task_index, complete=complete
+                messages=messages,
+                agent_role=agent_role,
+                task_name=task_name,
+                task_index=task_index,
+                complete=complete,
+                recorded_by_caller=recorded_by_caller,
             )
             self._fill(
                 ctx, "before_llm_call", model=model, context_window=context_window, session_id=session, view=view
@@ -570,8 +579,8 @@ class Host:
             counts = _counts(counter, messages, agreement, previous.counts_of(counter))
             tokens_before = REPLY_PRIMING_TOKENS + sum(counts)
             before = list(messages)  # to tell whether anything changed (then tokens_after = tokens_before)
-            if self.store is not None and session is not None:
-                recorder_for(self.store).expect(session, messages, agreement, ctx.view)
+            if self.store is not None and session is not None and not recorded_by_caller:
+                keeper_for(self.store).recorder.expect(session, messages, agreement, ctx.view)
             ctx._count_memo = (before, tokens_before)
             fmt = ctx.message_format = self.message_format(messages, session)
             text = self.bootstrap_text(agent_role=agent_role, goal=goal, backstory=backstory, session_id=session)
@@ -633,12 +642,12 @@ class Host:
         """Tell the session's recorder the list as the call hands it back, after every strategy: the
         caller's next list is diffed against it, so what a strategy cut (a compaction, room made for
         recall) is never taken for the caller's deletion. Only for a view a recorder keeps."""
-        if self.store is None or session is None:
+        if self.store is None or session is None or ctx.recorded_by_caller:
             return
         view = getattr(ctx, "view", "") or ""
-        recorder = recorder_for(self.store)
-        if recorder.known(session, view):
-            recorder.leave(session, messages, view)
+        keeper = keeper_for(self.store)
+        if keeper.recorder.known(session, view):
+            keeper.leave(session, messages, view)
 
     def manage(
         self, messages: list[dict[str, Any]], *, context_window: int | None = None, model: str | None = None
@@ -847,7 +856,7 @@ class Host:
         """
         session = session_id or self.session_id
         if session is not None and self.store is not None:
-            recorder_for(self.store).new_lists(session, None if view is None else validate_view(view))
+            keeper_for(self.store).recorder.new_lists(session, None if view is None else validate_view(view))
 
     def record_reply(
         self,
@@ -861,7 +870,9 @@ class Host:
         Call it after the model answered, with the reply message, or better with the whole list
         the reply was appended to: a list is recorded by alignment (what is already recorded is
         skipped, so calling it and then passing the same list to the next :meth:`manage` records
-        nothing twice); a single message is appended after the view's recorded conversation.
+        nothing twice); a single message is appended after the view's recorded conversation
+        (:meth:`Keeper.append <ctxlife.sessions.keeper.Keeper.append>`: when the store fails the
+        error propagates, and calling again records it once).
         Returns the new records (``[]`` without a session). A message that is not
         JSON is recorded in a JSON-safe form, never refused.
         """
@@ -871,13 +882,13 @@ class Host:
         validate_session_id(session)
         lane = validate_view(view or "")
         with self._lock:
-            recorder = recorder_for(self.open_store())
+            keeper = keeper_for(self.open_store())
             if isinstance(reply, dict):
-                return recorder.add(session, [reply], lane)
+                return keeper.append(session, [reply], lane)
             if not isinstance(reply, list):
                 raise CtxlifeError(f"record_reply takes a message dict or a list of them, got {type(reply).__name__}")
-            records = recorder.record(session, reply, lane)
-            recorder.leave(session, reply, lane)  # the caller's next list continues this one
+            records = keeper.record_list(session, reply, lane)
+            keeper.leave(session, reply, lane)  # the caller's next list continues this one
             return records
 
     def open_store(self) -> SessionStore:

@@ -215,6 +215,9 @@ class _View:
     # Only appended to (Recorder.add on a view not read yet): the tail holds only what this recorder
     # wrote, and the view's records are read the first time anything else needs them.
     partial: bool = False
+    # An explicit append whose write failed without telling whether it landed: (the head it was
+    # written at, its fingerprints). A retry of the same messages looks for them first.
+    unsure: tuple[int, list[str]] | None = None
 
     def take_over(self, partial: _View) -> _View:
         """This fully read state, with what a partial state of the same view learned meanwhile."""
@@ -224,6 +227,7 @@ class _View:
         self.reseed = partial.reseed
         self.fresh = partial.fresh
         self.hint = partial.hint
+        self.unsure = partial.unsure
         return self
 
     def order(self) -> dict[int, int]:
@@ -865,15 +869,24 @@ class Recorder:
         self._keep_mirror(state, mirror)
         state.covered = max([mirror.last, *(r.seq for r in written)]) if written else mirror.last or state.covered
 
-    def add(self, session_id: str, messages: Sequence[dict[str, Any]], view: str = "") -> list[RawRecord]:
+    def add(
+        self, session_id: str, messages: Sequence[dict[str, Any]], view: str = "", *, wait: bool = True
+    ) -> list[RawRecord]:
         """Append ``messages`` to the view as they are (no diff: each call adds them again).
 
         For explicit APIs (a session's ``add``, a model's reply). The newest mirror follows, so the
         caller's next list that continues with them records nothing twice.
+
+        ``wait=False`` (the keeper's explicit appends): a failed write keeps nothing waiting, so a
+        message is never written later after messages that came after it; the error propagates for
+        the caller to retry. A write that failed but landed (a connection lost after the store
+        wrote) is found on the retry of the same messages and returned, not written twice.
         """
         with self._lock:
             state = self._appending_view(session_id, view)
             fresh = [(m, _fp(m)) for m in messages]
+            if not wait:
+                return self._add_now(session_id, view, state, messages, fresh)
             for _ in range(_MAX_RETRIES):
                 waiting = [f for _, f in state.pending]
                 if state.synced < self._heads.get(session_id, 0):
@@ -904,6 +917,69 @@ class Recorder:
                         )
                 return records
             raise StoreError(f"session {session_id!r}: could not append after {_MAX_RETRIES} attempts; retry later")
+
+    def _add_now(
+        self,
+        session_id: str,
+        view: str,
+        state: _View,
+        messages: Sequence[dict[str, Any]],
+        fresh: list[tuple[dict[str, Any], str]],
+    ) -> list[RawRecord]:
+        fps = [f for _, f in fresh]
+        if state.unsure is not None and state.unsure[1] == fps:
+            found = self._landed(session_id, view, state, state.unsure[0], fps)
+            if found:
+                return found
+        for _ in range(_MAX_RETRIES):
+            if state.synced < self._heads.get(session_id, 0):
+                self._catch_up(session_id, view, state)
+            head = self._heads.get(session_id, 0)
+            waiting = state.pending
+            try:
+                records = self._write(session_id, view, state, [Event(ADD, m, None, f) for m, f in fresh])
+            except AppendConflictError as exc:
+                state.pending = waiting
+                state = self._after_conflict(session_id, view, state, exc)
+                continue
+            except Exception:
+                state.pending = waiting  # nothing waits: the caller is told and retries
+                landed: list[RawRecord] | None = None
+                with contextlib.suppress(Exception):
+                    landed = self._landed(session_id, view, state, head, fps)
+                if landed:
+                    return landed
+                if landed is None:  # could not look: the retry of these messages looks first
+                    state.unsure = (head, fps)
+                raise
+            state.unsure = None
+            state.pending = waiting
+            if records:
+                state.covered = records[-1].seq
+                if state.mirrors:
+                    newest = state.mirrors[0]
+                    state.mirrors[0] = _Mirror(
+                        [*newest.messages, *_copies(messages)],
+                        [*newest.slots, *(r.seq for r in records)],
+                        [*newest.fps, *(r.fingerprint for r in records)],
+                        originals=[*(newest.originals or newest.messages), *messages],
+                        head=state.synced,
+                    )
+            return records
+        raise StoreError(f"session {session_id!r}: could not append after {_MAX_RETRIES} attempts; retry later")
+
+    def _landed(self, session_id: str, view: str, state: _View, head: int, fps: list[str]) -> list[RawRecord]:
+        """The records of ``fps`` when a write made at ``head`` landed after all (the view's adds after
+        ``head`` end with them); ``[]`` when it did not. Reads the store."""
+        after = self.store.read_records(session_id, head, view=view, strict=False)
+        adds = [r for r in after if r.op == ADD and r.target is None]
+        state.unsure = None
+        if len(adds) < len(fps) or [r.fingerprint for r in adds[len(adds) - len(fps) :]] != fps:
+            return []
+        self._catch_up(session_id, view, state)
+        landed = adds[len(adds) - len(fps) :]
+        state.covered = max(state.covered, landed[-1].seq)
+        return landed
 
     def remove(self, session_id: str, slots: Sequence[int], view: str = "") -> list[RawRecord]:
         """Remove messages (by slot) from the view's conversation: a ``remove`` record each."""
