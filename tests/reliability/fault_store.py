@@ -114,9 +114,6 @@ class FaultyStore(SessionStore):
     def head(self, session_id: str) -> int:
         return self._call("head", session_id)  # type: ignore[no-any-return]
 
-    def pop_last(self, session_id: str, *, view: str = "") -> RawRecord | None:
-        return self.inner.pop_last(session_id, view=view)
-
     def list_sessions(self) -> list[SessionInfo]:
         return self.inner.list_sessions()
 

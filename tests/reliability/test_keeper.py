@@ -107,7 +107,10 @@ def compacting(store_url: str, *strategies: str) -> Settings:
 
 def test_a_failed_snapshot_write_is_reported_and_a_retry_records_nothing_twice(store_url: str) -> None:
     plan = FaultPlan()
-    with faulty_scheme(store_url, plan) as url, ctxlife.Session("snap", compacting(url), context_window=2000) as session:
+    with (
+        faulty_scheme(store_url, plan) as url,
+        ctxlife.Session("snap", compacting(url), context_window=2000) as session,
+    ):
         for turn in range(4):
             session.prepare(user(f"question {turn} " + "words " * 60))
             session.record_reply(f"answer {turn}")

@@ -826,14 +826,6 @@ class SessionStore(abc.ABC):
     def head(self, session_id: str) -> int:
         """The session's last sequence number (0 for an empty or unknown session)."""
 
-    @abc.abstractmethod
-    def pop_last(self, session_id: str, *, view: str = "") -> RawRecord | None:
-        """Remove and return the session's last record if it belongs to ``view`` (None if empty).
-
-        Only the very last record of the session can be removed, so sequence numbers stay without
-        gaps; when the last record belongs to another view, :class:`StoreError` says so.
-        """
-
     def append_events(
         self, session_id: str, events: list[Event], *, view: str = "", if_head: int | None = None
     ) -> list[RawRecord]:

@@ -649,39 +649,6 @@ class FileStore(SessionStore):
         self._remember(session_id, parsed.tail)
         return parsed.tail
 
-    def pop_last(self, session_id: str, *, view: str = "") -> RawRecord | None:
-        path = self._path(session_id, _RAW_SUFFIX)
-        validate_view(view)
-        if self._expired(session_id):
-            return None
-        try:
-            fd = os.open(path, os.O_RDWR | _O_SAFE)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StoreError(f"cannot open {path}: {exc.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            tail = self._repair_and_tail(session_id, path, fd)
-            if tail.seq == 0:
-                return None
-            line = os.pread(fd, tail.offset - tail.last_start, tail.last_start)
-            record = decode_record(json.loads(line), tail.lines)
-            if record.view != view:
-                raise StoreError(
-                    f"cannot pop the last message of view {view!r} in session {session_id!r}: the session's "
-                    f"last record (seq {record.seq}) belongs to view {record.view!r}"
-                )
-            os.ftruncate(fd, tail.last_start)
-            if self.fsync:
-                os.fsync(fd)
-            self._forget(session_id)
-            return record
-        except OSError as exc:
-            raise StoreError(f"cannot pop from {path}: {exc.strerror}") from None
-        finally:
-            os.close(fd)
-
     # -- sessions --------------------------------------------------------------------------------
 
     def _session_ids(self) -> set[str]:

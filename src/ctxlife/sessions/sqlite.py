@@ -618,28 +618,6 @@ class SQLiteStore(SessionStore):
         rows = self._query("head", "SELECT COALESCE(MAX(seq), 0) FROM ctxlife_raw WHERE session_id = ?", (session_id,))
         return int(rows[0][0]) if rows else 0
 
-    def pop_last(self, session_id: str, *, view: str = "") -> RawRecord | None:
-        validate_session_id(session_id)
-        validate_view(view)
-        if self._conn(create=False) is None or self._expired(session_id):
-            return None
-        with self._tx("pop_last") as conn:
-            row = conn.execute(
-                f"SELECT {_RAW_COLUMNS} FROM ctxlife_raw WHERE session_id = ? ORDER BY seq DESC LIMIT 1", (session_id,)
-            ).fetchone()
-            if row is None:
-                return None
-            record = self._decode(session_id, row, strict=True)
-            assert record is not None
-            if record.view != view:
-                raise StoreError(
-                    f"cannot pop the last message of view {view!r} in session {session_id!r}: the session's "
-                    f"last record (seq {record.seq}) belongs to view {record.view!r}"
-                )
-            conn.execute("DELETE FROM ctxlife_raw WHERE session_id = ? AND seq = ?", (session_id, record.seq))
-            self._touch(conn, session_id)
-        return record
-
     # -- sessions --------------------------------------------------------------------------------
 
     def list_sessions(self) -> list[SessionInfo]:
