@@ -217,20 +217,20 @@ class Session:
             return self._keeper().append(self.session_id, [as_message(reply)], self.view)[0]
 
     def pop(self) -> Message | None:
-        """Remove and return the view's latest message (None when it has none).
+        """Remove and return the view's latest recorded message (None when it has none).
 
         The raw history keeps a ``remove`` record (the message stays in the log for audit until
         :meth:`erase`); restores and :meth:`get_items` no longer show it. A summary that already
         folded it in stays as it is.
         """
         with self._lock:
-            restored = self._restored()
-            for message, slot in zip(reversed(restored.messages), reversed(restored.slots), strict=True):
-                if slot is not None:
-                    self._keeper().remove(self.session_id, [slot], self.view)
-                    popped: Message = message
-                    return popped
-            return None
+            # The latest recorded message, whether or not a compaction left it in the context.
+            latest = self.store.current(self.session_id, self.view)
+            if not latest:
+                return None
+            self._keeper().remove(self.session_id, [latest[-1].seq], self.view)
+            popped: Message = latest[-1].message
+            return popped
 
     def records(self) -> list[RawRecord]:
         """The view's current messages with their sequence numbers (``record.seq``), oldest first.

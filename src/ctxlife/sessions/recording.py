@@ -997,6 +997,10 @@ class Recorder:
                     self._catch_up(session_id, view, state)
                 live = {e.seq for e in state.tail}
                 missing = [e.target for e in events if e.target not in live]
+                if missing:  # written by another writer since this recorder last looked?
+                    self._catch_up(session_id, view, state)
+                    live = {e.seq for e in state.tail}
+                    missing = [e.target for e in events if e.target not in live]
                 if missing:
                     raise StoreError(
                         f"session {session_id!r} view {view!r} has no message at sequence number(s) {missing}; "
