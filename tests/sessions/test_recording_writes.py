@@ -280,6 +280,26 @@ def test_after_a_restart_a_list_missing_evicted_messages_removes_nothing(store: 
     assert texts(store) == ["q1", "r1", "q2", "r2", "q3"]
 
 
+def test_what_a_compaction_evicted_is_never_removed_even_by_a_diff_against_an_older_list(
+    store: SessionStore,
+) -> None:
+    """Issue 37: a caller's list of another shape than the one handed back (here without the system
+    prompt, as LangChain's state is) agrees longest with the list from before the compaction; the
+    messages the compaction evicted are still not the caller's removal."""
+    recorder = Recorder(store)
+    prompt = system("You are a clerk.")
+    recorder.record("s", [prompt, user("q1"), assistant("r1"), user("q2"), assistant("r2"), user("q3")])
+    summary = mark_inserted(system("History summary: q1 and q2 were answered."), "summary")
+    recorder.leave("s", [prompt, summary, user("q1"), user("q3")])  # compacted, q1 pinned
+    written = recorder.record("s", rebuilt([summary, user("q1"), user("q3"), assistant("r3")]))
+    assert [(r.op, r.message.get("content")) for r in written] == [(ADD, "r3")]
+    assert texts(store) == ["q1", "r1", "q2", "r2", "q3", "r3"]
+    # The caller's own removal is still one.
+    written = recorder.record("s", rebuilt([summary, user("q1"), assistant("r3")]))
+    assert [(r.op, r.target) for r in written] == [(REMOVE, 5)]  # q3's slot
+    assert texts(store) == ["q1", "r1", "q2", "r2", "r3"]
+
+
 def test_after_a_restart_a_fresh_list_repeating_an_old_first_message_is_new(store: SessionStore) -> None:
     Recorder(store).record("s", [user("hi"), assistant("hello"), user("bye"), assistant("ciao")])
     restarted = Recorder(store)

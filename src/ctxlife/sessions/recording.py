@@ -19,6 +19,9 @@ comparison in C; otherwise an edit script over fingerprints gives the events. A 
 has not seen from the caller (a new host, or after another writer changed the view) is the view as
 the store has it (:func:`~ctxlife.sessions.restore.restore_view`); a diff against it removes
 nothing before the conversation's end, since the store may hold what a compaction evicted.
+What a call received and handed back without (a strategy's cut) is *evicted*: no diff removes it,
+not even one against a list older than the cut (a caller whose next list has another shape, e.g.
+without the system prompt, may agree longest with it), until the caller sends it again.
 
 Alignment, for lists no mirror relates to
 -----------------------------------------
@@ -218,6 +221,9 @@ class _View:
     # An explicit append whose write failed without telling whether it landed: (the head it was
     # written at, its fingerprints). A retry of the same messages looks for them first.
     unsure: tuple[int, list[str]] | None = None
+    # Slots a strategy cut from a list it handed back (a compaction, room made for recall) that the
+    # caller has not sent since: a diff never removes them (compaction is not deletion).
+    evicted: set[int] = dataclasses.field(default_factory=set)
 
     def take_over(self, partial: _View) -> _View:
         """This fully read state, with what a partial state of the same view learned meanwhile."""
@@ -228,6 +234,7 @@ class _View:
         self.fresh = partial.fresh
         self.hint = partial.hint
         self.unsure = partial.unsure
+        self.evicted = partial.evicted
         return self
 
     def order(self) -> dict[int, int]:
@@ -535,6 +542,10 @@ class Recorder:
                     return
             mirror = self._mirror_of(state, messages)
             if mirror is not None:
+                if newest is not None and newest.trusted:
+                    # What the call received and does not hand back was evicted, not deleted.
+                    state.evicted.update(s for s in newest.slots if s is not None)
+                    state.evicted.difference_update(mirror.slots)
                 self._keep_mirror(state, mirror)
 
     def _mirror_of(self, state: _View, messages: Sequence[Any]) -> _Mirror | None:
@@ -696,10 +707,13 @@ class Recorder:
         # holds its new message), so the diff is against the view's current state.
         order = state.order()
         tail = state.tail
+        # A slot ctxlife evicted since is not in the caller's list either: hidden, never removed (an
+        # older mirror predates the compaction; the caller's list continues the compacted one).
+        evicted = state.evicted
         live = [
             (s, tail[order[s]].fp, m)
             for s, f, m in zip(mirror.slots, mirror.fps, mirror.messages, strict=True)
-            if s is not None and f is not None and s in order
+            if s is not None and f is not None and s in order and s not in evicted
         ]
         mirrored = _results_in_order([(s, f) for s, f, _ in live], [m for _, _, m in live])
         kept = [(i, m) for i, m in enumerate(messages) if recordable(m)]
@@ -840,6 +854,8 @@ class Recorder:
         known = dict(plan.slots)
         for index, record in zip(plan.adds, written, strict=False):
             known[index] = record.seq
+        if state.evicted:
+            state.evicted.difference_update(known.values())  # the caller holds them again: its own
         base = plan.base
         start = len(base.messages) if base is not None else 0
         rest = range(start, len(messages))
