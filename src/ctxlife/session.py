@@ -183,7 +183,9 @@ class Session:
             expected = None if configured == "auto" else configured
             where = f"session {self.session_id!r}"
             if turn:  # a turn that would make the list invalid is refused before anything is recorded
-                items, _ = self._items(self._restored())
+                # (against the conversation as last read: the read after the append sees the rest)
+                known = self._last_read
+                items, _ = self._items(known if known is not None else self._restored())
                 check_shape(prompt + items + turn, where=where, expected=expected)
                 keeper.append(self.session_id, turn, self.view)
             restored = self._restored(for_host=True)
