@@ -494,56 +494,44 @@ def test_a_write_that_landed_but_was_reported_failed_is_not_written_again(store:
     assert recorder.pending("s") == 0
 
 
-def test_add_after_an_outage_writes_the_waiting_batch_first(store: SessionStore) -> None:
+def test_a_refused_add_leaves_nothing_waiting(store: SessionStore) -> None:
+    # A message whose write failed is never written later, after messages that came after it: the
+    # caller is told (StoreError) and decides.
     flaky = Flaky(store)
     recorder = Recorder(flaky)
     recorder.add("s", [user("a")])
     flaky.mode = "refused"
     with pytest.raises(StoreError):
         recorder.add("s", [user("b"), user("c")])
-    assert recorder.pending("s") == 2
-    Recorder(store).add("s", [user("b")], view="w")  # another writer, in another view, meanwhile
+    assert recorder.pending("s") == 0
+    Recorder(store).add("s", [user("x")], view="w")  # another writer, in another view, meanwhile
     flaky.mode = None
     written = recorder.add("s", [user("d")])
-    assert [r.message["content"] for r in written] == ["b", "c", "d"]
-    assert texts(store) == ["a", "b", "c", "d"] and recorder.pending("s") == 0
+    assert [r.message["content"] for r in written] == ["d"]
+    assert texts(store) == ["a", "d"] and texts(store, view="w") == ["x"]
     with pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[2\]"):
         recorder.remove("s", [2])  # theirs, in the other view
 
 
-def test_add_retrying_the_end_of_a_failed_batch_records_it_once(store: SessionStore) -> None:
+def test_add_retrying_a_refused_batch_records_it_once(store: SessionStore) -> None:
     flaky = Flaky(store)
     recorder = Recorder(flaky)
     flaky.mode = "refused"
     with pytest.raises(StoreError):
         recorder.add("s", [user("a"), user("b"), user("c")])
-    assert recorder.pending("s") == 3
     flaky.mode = None
-    recorder.add("s", [user("b"), user("c")])
+    recorder.add("s", [user("a"), user("b"), user("c")])  # the caller retries what it was told failed
     assert texts(store) == ["a", "b", "c"]
-    flaky.mode = "refused"
-    with pytest.raises(StoreError):
-        recorder.add("s", [user("d"), user("e")])
-    flaky.mode = None
-    recorder.add("s", [user("d"), user("e")])
-    assert texts(store) == ["a", "b", "c", "d", "e"]
-    flaky.mode = "refused"
-    with pytest.raises(StoreError):
-        recorder.add("s", [user("f"), user("g")])
-    flaky.mode = None
-    recorder.add("s", [user("g"), user("h")])  # the end of the failed batch, then a new one
-    assert texts(store) == ["a", "b", "c", "d", "e", "f", "g", "h"]
 
 
-def test_add_retrying_a_batch_whose_write_landed_records_it_once(store: SessionStore) -> None:
+def test_add_whose_write_landed_is_recorded_once(store: SessionStore) -> None:
     flaky = Flaky(store)
     recorder = Recorder(flaky)
     recorder.add("s", [user("before")])
     flaky.mode = "landed"
-    with pytest.raises(StoreError):
-        recorder.add("s", [user("a"), user("b"), user("c")])
+    written = recorder.add("s", [user("a"), user("b"), user("c")])  # found in the store: no error
     flaky.mode = None
-    assert recorder.add("s", [user("a"), user("b"), user("c")]) == []
+    assert [r.message["content"] for r in written] == ["a", "b", "c"]
     assert recorder.pending("s") == 0
     assert texts(store) == ["before", "a", "b", "c"]
     # added messages are part of the list: the caller's next list records only what follows them
@@ -569,7 +557,7 @@ def test_at_most_ten_thousand_messages_wait_and_dropping_more_is_an_error_event(
     recorder = Recorder(flaky)
     flaky.mode = "refused"
     with capture_logs() as logs, pytest.raises(StoreError):
-        recorder.add("s", [user(str(i)) for i in range(10_001)])
+        recorder.record("s", [user(str(i)) for i in range(10_001)])
     assert recorder.pending("s") == 10_000
     dropped = [e for e in logs if e["event"] == "ctxlife.session_pending_dropped"]
     assert [(e["log_level"], e["session_id"], e["view"], e["dropped"]) for e in dropped] == [("error", "s", "", 1)]

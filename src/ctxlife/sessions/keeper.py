@@ -85,7 +85,7 @@ class Keeper:
         """
         if not messages:
             return []
-        return self.recorder.add(session_id, messages, view, wait=False)
+        return self.recorder.add(session_id, messages, view)
 
     def replace(self, session_id: str, slot: int, message: Message, view: str = "") -> RawRecord:
         """The caller's edit: the message recorded as ``slot`` becomes ``message`` (a ``replace`` record)."""

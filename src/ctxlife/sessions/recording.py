@@ -885,54 +885,20 @@ class Recorder:
         self._keep_mirror(state, mirror)
         state.covered = max([mirror.last, *(r.seq for r in written)]) if written else mirror.last or state.covered
 
-    def add(
-        self, session_id: str, messages: Sequence[dict[str, Any]], view: str = "", *, wait: bool = True
-    ) -> list[RawRecord]:
+    def add(self, session_id: str, messages: Sequence[dict[str, Any]], view: str = "") -> list[RawRecord]:
         """Append ``messages`` to the view as they are (no diff: each call adds them again).
 
-        For explicit APIs (a session's ``add``, a model's reply). The newest mirror follows, so the
-        caller's next list that continues with them records nothing twice.
-
-        ``wait=False`` (the keeper's explicit appends): a failed write keeps nothing waiting, so a
-        message is never written later after messages that came after it; the error propagates for
-        the caller to retry. A write that failed but landed (a connection lost after the store
-        wrote) is found on the retry of the same messages and returned, not written twice.
+        For explicit APIs (a session's ``add``, a model's reply; see
+        :meth:`ctxlife.sessions.keeper.Keeper.append`). The newest mirror follows, so the caller's
+        next list that continues with them records nothing twice. A failed write keeps nothing
+        waiting, so a message is never written later after messages that came after it: the error
+        propagates for the caller to retry. A write that failed but landed (a connection lost after
+        the store wrote) is found at once, or on the retry of the same messages when the store could
+        not be read, and returned, not written twice.
         """
         with self._lock:
             state = self._appending_view(session_id, view)
-            fresh = [(m, _fp(m)) for m in messages]
-            if not wait:
-                return self._add_now(session_id, view, state, messages, fresh)
-            for _ in range(_MAX_RETRIES):
-                waiting = [f for _, f in state.pending]
-                if state.synced < self._heads.get(session_id, 0):
-                    self._catch_up(session_id, view, state)
-                elif waiting:
-                    # after a failed write, read what landed: a write reported failed may have landed
-                    with contextlib.suppress(Exception):
-                        self._catch_up(session_id, view, state)
-                    if not state.pending and waiting[-len(fresh) :] == [f for _, f in fresh]:
-                        return []  # the caller retries a batch whose write landed: it is recorded once
-                batch = _after_pending(state.pending, fresh)
-                try:
-                    records = self._write(session_id, view, state, [Event(ADD, m, None, f) for m, f in batch])
-                except AppendConflictError as exc:
-                    state = self._after_conflict(session_id, view, state, exc)
-                    continue
-                if records:
-                    state.covered = records[-1].seq
-                    if state.mirrors:
-                        newest = state.mirrors[0]
-                        tail = records[len(records) - len(messages) :]
-                        state.mirrors[0] = _Mirror(
-                            [*newest.messages, *_copies(messages)],
-                            [*newest.slots, *(r.seq for r in tail)],
-                            [*newest.fps, *(r.fingerprint for r in tail)],
-                            originals=[*(newest.originals or newest.messages), *messages],
-                            head=state.synced,
-                        )
-                return records
-            raise StoreError(f"session {session_id!r}: could not append after {_MAX_RETRIES} attempts; retry later")
+            return self._add_now(session_id, view, state, messages, [(m, _fp(m)) for m in messages])
 
     def _add_now(
         self,
