@@ -28,8 +28,9 @@ Exit codes: ``0`` done, ``1`` no such session, ``2`` bad input, a config that is
 or a store error (message on stderr): a script can take ``1``, and only ``1``, as "already gone".
 
 A session ``ID`` is the id as the application passed it (a LangGraph thread id such as
-``slack:C01:17.5``, an e-mail address) or its store key: it is mapped with
-:func:`ctxlife.sessions.session_key`, and ``list`` shows ids, not keys.
+``slack:C01:17.5``, an e-mail address): it is mapped with :func:`ctxlife.sessions.session_key`, and
+``list`` shows ids, not keys. A store key as seen in a file name (``_-alice_40example_2Ecom``) works
+too when no session has that string as its id.
 
 The stores load when a command opens one, and ``rich``'s tables when a command prints one.
 """
@@ -51,7 +52,7 @@ from ctxlife.messages import SUMMARY_PREFIX, content_text, inserted_text, is_sum
 from ctxlife.sessions import DEFAULT_STORE_URL, open_store, session_key
 from ctxlife.sessions.base import materialize
 from ctxlife.sessions.durations import parse_duration
-from ctxlife.sessions.ids import original_session_id, validate_view
+from ctxlife.sessions.ids import original_session_id, validate_session_id, validate_view
 
 __all__ = ["add_session_parser", "run_session_command"]
 
@@ -190,7 +191,7 @@ def run_session_command(
     try:
         with open_store(url) as store:
             if getattr(args, "session_id", None) is not None:
-                args.session_id = session_key(args.session_id)  # the id as the app passed it, or its key
+                args.session_id = _key_of(store, args.session_id)
             return handler(store, args, out, err, count_tokens, token_encoding)
     except (CtxlifeError, OSError) as exc:
         err.write(f"error: {exc}\n")
@@ -213,6 +214,24 @@ def _not_found(store: Any, sid: str, err: IO[str]) -> int:
     sid = _shown(sid)
     err.write(f"error: no session {sid!r} in {store.url}; `ctxlife session list` shows the sessions\n")
     return _EXIT_NOT_FOUND
+
+
+def _key_of(store: Any, typed: str) -> str:
+    """The key of the session ``typed`` names: the id as the app passed it, else a key typed as it is stored."""
+    key = session_key(typed)
+    if key != typed and _is_plain_key(typed):
+        stored = {info.session_id for info in store.list_sessions()}
+        if key not in stored and typed in stored:
+            return typed  # no session has that id, but one has that key (a file name copied from the store)
+    return key
+
+
+def _is_plain_key(text: str) -> bool:
+    try:
+        validate_session_id(text)
+    except CtxlifeError:
+        return False
+    return True
 
 
 def _shown(key: str) -> str:
