@@ -59,6 +59,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ctxlife.errors import CtxlifeError, StoreError
+from ctxlife.messages import has_calls, is_tool_result, split_units
 from ctxlife.sessions.durations import parse_duration
 from ctxlife.sessions.ids import validate_session_id, validate_view
 
@@ -316,6 +317,33 @@ def erased_message(message: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"role": message.get("role", "user"), "content": ERASED_TEXT, _ERASED_KEY: True}
     if "tool_call_id" in message:
         out["tool_call_id"] = message["tool_call_id"]
+    return out
+
+
+def whole_units(records: list[RawRecord], slots: set[int]) -> set[int]:
+    """``slots`` with the rest of every tool call/result unit they touch, in each view's current list.
+
+    Erasing half of a unit (the call without its results, or one result) leaves a list providers
+    reject; results left alone right after an erased unit go with it too.
+    """
+    if not slots:
+        return slots
+    by_view: dict[str, list[RawRecord]] = {}
+    for r in records:
+        by_view.setdefault(r.view, []).append(r)
+    out = set(slots)
+    for mine in by_view.values():
+        live = materialize(mine)
+        messages = [r.message for r in live]
+        dropped = False
+        for unit in split_units(messages):
+            members = {live[i].seq for i in range(unit.start, unit.end)}
+            orphan = not has_calls(messages[unit.start]) and is_tool_result(messages[unit.start])
+            if members & out or (dropped and orphan):
+                out |= members
+                dropped = True
+            else:
+                dropped = False
     return out
 
 
@@ -888,11 +916,16 @@ class SessionStore(abc.ABC):
         snapshot, tool-output blobs they reference are overwritten, and a ``remove`` event per slot
         still live is appended (so incremental readers, such as the recall index, drop them too).
 
+        A slot that is part of a tool call/result unit (an assistant message making tool calls and
+        the results that answer it, :func:`ctxlife.messages.split_units`) erases the whole unit: the
+        call and every result of it, so the view's list stays valid (no orphan tool result, no call
+        without its result) for restore and :meth:`ctxlife.Session.prepare`.
+
         Returns the slots erased (unknown slots are ignored). Text a summary already took from
         the messages stays in that summary: use :meth:`erase_matching` to scrub a value everywhere.
         """
-        wanted = {int(s) for s in slots}
         records = self.read_records(session_id)
+        wanted = whole_units(records, {int(s) for s in slots})
         affected = [r for r in records if r.op != REMOVE and r.slot in wanted]
         if not affected:
             return []
