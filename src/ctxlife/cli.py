@@ -263,16 +263,25 @@ def cmd_session(args: argparse.Namespace) -> int:
     # The config's top-level store (CTXLIFE_STORE, relative paths against the config's folder).
     # A config that is missing or invalid is a usage error (2): exit code 1 means "no such session".
     try:
-        default_store = load_settings(args.config).store_url() if args.store is None else None
+        settings = load_settings(args.config) if args.store is None or args.config is not None else None
+        default_store = settings.store_url() if settings is not None and args.store is None else None
     except (CtxlifeError, OSError) as exc:
         print(f"ctxlife session: error: {exc}", file=sys.stderr)
         return 2
+    index_dirs = []
+    if settings is not None and args.session_command in ("rm", "erase"):
+        from ctxlife.recall import configured_index_dir  # lazy: as above
+
+        folder = configured_index_dir(settings)
+        index_dirs = [folder] if folder is not None else []
     counter = None
     if getattr(args, "session_command", None) == "show":
         from ctxlife.tokens import TokenCounter  # lazy: tiktoken loads only for the commands that count
 
         counter = TokenCounter()
-    return run_session_command(args, default_store, count_tokens=counter.count_messages if counter else None)
+    return run_session_command(
+        args, default_store, count_tokens=counter.count_messages if counter else None, index_dirs=index_dirs
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -37,6 +37,7 @@ from ctxlife.errors import InvalidMessagesError
 from ctxlife.host import Host, Report
 from ctxlife.messages import check_shape, inserted_meta, is_inserted, is_recall_block, is_system, same_messages
 from ctxlife.messages.previous import frozen_copy
+from ctxlife.recall import configured_index_dir, remove_index
 from ctxlife.sessions.base import RawRecord, SessionStore, Snapshot
 from ctxlife.sessions.ids import session_key, validate_view
 from ctxlife.sessions.recording import Recorder, recorder_for
@@ -240,23 +241,29 @@ class Session:
         history, snapshots, tool-output blobs) and they leave the conversation (and the recall
         index). Returns the sequence numbers erased. See :meth:`SessionStore.erase`."""
         erased = self.store.erase(self.session_id, seqs)
-        self._recorder().forget(self.session_id)
-        self.host.forget_lists(self.session_id)
+        self._forget_everywhere()
         return erased
 
     def erase_matching(self, pattern: str) -> list[int]:
         """:meth:`erase` every message matching the regular expression ``pattern``, and scrub the
         matches from summaries. Returns the sequence numbers erased."""
         erased = self.store.erase_matching(self.session_id, pattern)
-        self._recorder().forget(self.session_id)
-        self.host.forget_lists(self.session_id)
+        self._forget_everywhere()
         return erased
 
     def clear(self) -> None:
         """Delete the whole session (every view's snapshot and records, and its blobs)."""
         self.store.delete(self.session_id)
+        self._forget_everywhere()
+
+    def _forget_everywhere(self) -> None:
+        """After an erase or delete: what this process and the config keep of the session outside
+        the store go too (the recorder's state, the host's lists, a recall index in ``index_dir``)."""
         self._recorder().forget(self.session_id)
         self.host.forget_lists(self.session_id)
+        folder = configured_index_dir(self.host.settings)
+        if folder is not None:
+            remove_index(folder, self.session_id)
 
     # -- lifetime ---------------------------------------------------------------------------------
 

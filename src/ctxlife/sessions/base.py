@@ -50,6 +50,7 @@ import hashlib
 import json
 import math
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -924,16 +925,45 @@ class SessionStore(abc.ABC):
         Returns the slots erased (unknown slots are ignored). Text a summary already took from
         the messages stays in that summary: use :meth:`erase_matching` to scrub a value everywhere.
         """
+        return self._erase(session_id, [int(s) for s in slots], None)
+
+    def erase_matching(self, session_id: str, pattern: str | re.Pattern[str]) -> list[int]:
+        """:meth:`erase` every message whose text matches ``pattern`` (a regular expression), or that
+        refers to a kept tool output (a blob) whose text does, and replace the matches with
+        ``[erased]`` in every snapshot (summaries included). Returns the slots."""
+        regex = re.compile(pattern) if isinstance(pattern, str) else pattern
+        blobs: dict[str, bool] = {}
+
+        def in_blob(ref: str) -> bool:  # a full tool output kept aside holds the match
+            if ref not in blobs:
+                try:
+                    text = self.get_blob(session_id, ref)
+                except StoreError:
+                    text = None
+                blobs[ref] = text is not None and regex.search(text) is not None
+            return blobs[ref]
+
+        slots = []
+        for r in self.read_records(session_id):
+            if r.op == REMOVE:
+                continue
+            text = canonical_json(r.message)
+            if regex.search(text) is not None or any(in_blob(ref) for ref in _BLOB_REF.findall(text)):
+                slots.append(r.slot)
+        return self._erase(session_id, slots, regex)
+
+    def _erase(self, session_id: str, slots: list[int], regex: re.Pattern[str] | None) -> list[int]:
+        """Erase ``slots`` (whole units) and scrub ``regex`` from the snapshots.
+
+        The order makes a run killed at any point complete when run again: the blobs, the ``remove``
+        events and the snapshots go first, while the raw records still hold the text that finds
+        them again; the raw records are rewritten last but one, and the derived data (the index)
+        deleted last (every run deletes it).
+        """
         records = self.read_records(session_id)
-        wanted = whole_units(records, {int(s) for s in slots})
+        wanted = whole_units(records, set(slots))
         affected = [r for r in records if r.op != REMOVE and r.slot in wanted]
-        if not affected:
-            return []
         found = sorted({r.slot for r in affected})
-        self._rewrite_records(
-            session_id,
-            {r.seq: event_value(Event(r.op, erased_message(r.message), r.target)) for r in affected if not r.erased},
-        )
         self._scrub_blobs(session_id, [r.message for r in affected])
         by_view: dict[str, list[RawRecord]] = {}
         for r in records:
@@ -943,24 +973,22 @@ class SessionStore(abc.ABC):
             gone = {r.fingerprint for r in affected if r.view == view}
             if live:
                 self.append_events(session_id, [Event(REMOVE, {}, target=s) for s in live], view=view)
-            if gone:
-                self._drop_from_snapshot(session_id, view, set(found), gone, None)
+            if gone or regex is not None:
+                self._drop_from_snapshot(session_id, view, set(found), gone, regex)
+        self._rewrite_records(
+            session_id,
+            {r.seq: event_value(Event(r.op, erased_message(r.message), r.target)) for r in affected if not r.erased},
+        )
+        if found or regex is not None:
+            self._erased(session_id)
         return found
 
-    def erase_matching(self, session_id: str, pattern: str | re.Pattern[str]) -> list[int]:
-        """:meth:`erase` every message whose text matches ``pattern`` (a regular expression), and
-        replace the matches with ``[erased]`` in every snapshot (summaries included). Returns the slots."""
-        regex = re.compile(pattern) if isinstance(pattern, str) else pattern
-        slots = [
-            r.slot
-            for r in self.read_records(session_id)
-            if r.op != REMOVE and regex.search(canonical_json(r.message)) is not None
-        ]
-        erased = self.erase(session_id, slots)
-        views = {r.view for r in self.read_records(session_id)}
-        for view in views:
-            self._drop_from_snapshot(session_id, view, set(), set(), regex)
-        return erased
+    def _erased(self, session_id: str) -> None:
+        """After an erase: delete the session's derived data (the recall index, a cache of the raw
+        history that still holds the erased text; it is rebuilt from the scrubbed history on use)."""
+        folder = self.derived_dir(session_id)
+        if folder is not None and folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _drop_from_snapshot(
         self, session_id: str, view: str, slots: set[int], fps: set[str], regex: re.Pattern[str] | None

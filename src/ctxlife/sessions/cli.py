@@ -42,8 +42,9 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import IO, Any
 
 from ctxlife.errors import CtxlifeError
@@ -167,12 +168,15 @@ def run_session_command(
     token_encoding: str | None = None,
     stdout: IO[str] | None = None,
     stderr: IO[str] | None = None,
+    index_dirs: Sequence[str | Path] = (),
 ) -> int:
     """Run the ``session`` subcommand parsed into ``args``; return the exit code.
 
     Args:
         args: the namespace from a parser built with :func:`add_session_parser`.
         default_store_url: the store to use when ``--store`` is not given (from the config).
+        index_dirs: folders holding recall indexes outside the store (the config's ``[recall]
+            index_dir``): ``rm`` and ``erase`` delete a session's index there too.
         count_tokens: ``f(messages) -> int``; when given, ``show`` reports the snapshot's tokens.
         token_encoding: a label for the counter (e.g. ``"cl100k_base"``) shown beside the count.
         stdout, stderr: streams to write to (default ``sys.stdout`` / ``sys.stderr``).
@@ -184,6 +188,8 @@ def run_session_command(
     from ctxlife.recall.cli import search_command  # lazy: as in add_session_parser
 
     handlers = {"list": _list, "show": _show, "export": _export, "erase": _erase, "rm": _rm, "search": search_command}
+    if command in ("rm", "erase"):
+        handlers[command] = _dropping_indexes(handlers[command], index_dirs)
     handler = handlers.get(command or "")
     if handler is None:
         err.write(f"error: unknown session command {command!r}; use one of: {', '.join(handlers)}\n")
@@ -196,6 +202,26 @@ def run_session_command(
     except (CtxlifeError, OSError) as exc:
         err.write(f"error: {exc}\n")
         return _EXIT_ERROR
+
+
+def _dropping_indexes(handler: Callable[..., int], index_dirs: Sequence[str | Path]) -> Callable[..., int]:
+    """``handler`` (rm, erase), then the recall indexes of the sessions it touched deleted from
+    ``index_dirs`` (outside the store, so its delete and erase cannot reach them)."""
+
+    def run(store: Any, args: argparse.Namespace, *rest: Any) -> int:
+        before = {i.session_id for i in store.list_sessions()} if args.session_id is None else {args.session_id}
+        code = handler(store, args, *rest)
+        if code == _EXIT_OK and not getattr(args, "dry_run", False):
+            after = {i.session_id for i in store.list_sessions()} if args.session_id is None else set()
+            # lazy: the recall package loads sqlite3 and its index; only rm and erase need it
+            from ctxlife.recall import remove_index
+
+            for sid in before - after if args.session_id is None else before:
+                for folder in index_dirs:
+                    remove_index(folder, sid)
+        return code
+
+    return run
 
 
 def _console(out: IO[str]) -> Any:
