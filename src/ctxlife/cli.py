@@ -21,6 +21,7 @@ from typing import Any
 
 from ctxlife import __version__
 from ctxlife.errors import ConfigError, CtxlifeError
+from ctxlife.events import redact_text, redacted
 from ctxlife.inspection import add_session_replay_arguments
 from ctxlife.report.cli import add_report_parser
 from ctxlife.sessions.cli import add_session_parser, run_session_command
@@ -60,7 +61,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from ctxlife.config import load_settings  # lazy: each command loads what it needs (`ctxlife --help` stays fast)
 
     settings = load_settings(args.config)
-    resolved = settings.resolved()
+    # Printed: store URL passwords (also from CTXLIFE_STORE) and secret options (api_key) as ***.
+    resolved = redacted(settings.resolved())
     # Build the strategies too: some options (files, summarizers, stores) are checked only then.
     from ctxlife.host import Host  # lazy: each command loads what it needs (`ctxlife --help` stays fast)
 
@@ -72,6 +74,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         route_problem = getattr(strategy, "route_problem", None)
         problem = route_problem() if callable(route_problem) else None
         if problem:
+            problem = redact_text(problem)
             print(f"ctxlife check: {settings.source}: strategy {strategy.name!r}: {problem}", file=sys.stderr)
             return 1
     if args.json:
@@ -266,7 +269,7 @@ def cmd_session(args: argparse.Namespace) -> int:
         settings = load_settings(args.config) if args.store is None or args.config is not None else None
         default_store = settings.store_url() if settings is not None and args.store is None else None
     except (CtxlifeError, OSError) as exc:
-        print(f"ctxlife session: error: {exc}", file=sys.stderr)
+        print(f"ctxlife session: error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
     index_dirs = []
     if settings is not None and args.session_command in ("rm", "erase"):
@@ -369,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except CtxlifeError as exc:
-        print(f"ctxlife {args.command}: error: {exc}", file=sys.stderr)
+        print(f"ctxlife {args.command}: error: {redact_text(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

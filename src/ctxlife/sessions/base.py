@@ -55,11 +55,12 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple, Self
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ctxlife.errors import CtxlifeError, StoreError
+from ctxlife.events import redact_url
 from ctxlife.messages import has_calls, is_tool_result, split_units
 from ctxlife.sessions.durations import parse_duration
 from ctxlife.sessions.ids import validate_session_id, validate_view
@@ -1226,33 +1227,13 @@ def parse_bool(value: str, name: str, url: str) -> bool:
     raise StoreError(f"store URL {url!r}: option {name}={value!r} must be true or false")
 
 
-def redact_url(url: str) -> str:
-    """Return ``url`` with any password replaced by ``***`` (for messages and logs)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    netloc = f"{user}:***@{host}" + (f":{port}" if port is not None else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
 def parse_query(url: str, query: str, allowed: tuple[str, ...]) -> dict[str, str]:
     """Parse a store URL's query string, rejecting options not in ``allowed`` by name."""
 
     try:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
-        raise StoreError(f"store URL {redact_url(url)!r} has a malformed query string {query!r}") from None
+        raise StoreError(f"store URL {redact_url(url)!r} has a malformed query string") from None
     opts: dict[str, str] = {}
     for k, v in pairs:
         if k not in allowed:
