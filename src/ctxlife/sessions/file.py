@@ -753,7 +753,7 @@ class FileStore(SessionStore):
             fcntl.flock(fd, fcntl.LOCK_EX)
             # Only a rewrite, under this lock, writes a temporary copy of the raw history: one found
             # now is a killed erase's, whose original was never replaced (rolled back: erase again).
-            self._remove_temps(session_id, raw=True)
+            self._remove_temps(session_id, snapshots=False)
             self._repair_and_tail(session_id, path, fd)
             lines = _read_file(path).splitlines(keepends=True)
             changed = 0
@@ -782,14 +782,15 @@ class FileStore(SessionStore):
         finally:
             os.close(fd)
 
-    def _remove_temps(self, session_id: str, *, raw: bool) -> None:
+    def _remove_temps(self, session_id: str, *, snapshots: bool) -> None:
         """Delete the session's temporary files (``_atomic_write``'s, left by a process killed while
-        writing): full copies of its snapshots and, with ``raw``, of its raw history (an erase's)."""
+        writing): copies of its raw history (an erase's) and, with ``snapshots``, of its snapshots
+        (only when deleting the session: another process may be saving one now)."""
         if not self.directory.is_dir():
             return
-        prefixes = [f".{session_id}{_CTX_SUFFIX}.", f".{session_id}{_VIEW_MARK}"]
-        if raw:
-            prefixes.append(f".{session_id}{_RAW_SUFFIX}.")
+        prefixes = [f".{session_id}{_RAW_SUFFIX}."]
+        if snapshots:
+            prefixes += [f".{session_id}{_CTX_SUFFIX}.", f".{session_id}{_VIEW_MARK}"]
         for entry in os.scandir(self.directory):
             name = entry.name
             if name.endswith(".tmp") and name.startswith(tuple(prefixes)):
@@ -827,7 +828,7 @@ class FileStore(SessionStore):
             if blobs.is_dir():
                 shutil.rmtree(blobs)
                 existed = True
-            self._remove_temps(session_id, raw=True)
+            self._remove_temps(session_id, snapshots=True)
             self._remove_lock_file(session_id)
         except OSError as exc:
             raise StoreError(f"cannot delete session {session_id!r} in {self.directory}: {exc.strerror}") from None
