@@ -60,7 +60,7 @@ from urllib.parse import parse_qsl
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ctxlife.errors import CtxlifeError, StoreError
-from ctxlife.events import redact_url
+from ctxlife.events import redact_url as redact_url  # re-exported: the stores and tools import it from here
 from ctxlife.messages import has_calls, is_tool_result, split_units
 from ctxlife.sessions.durations import parse_duration
 from ctxlife.sessions.ids import validate_session_id, validate_view
