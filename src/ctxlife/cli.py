@@ -21,6 +21,7 @@ from typing import Any
 
 from ctxlife import __version__
 from ctxlife.errors import ConfigError, CtxlifeError
+from ctxlife.events import redact_text, redacted
 from ctxlife.inspection import add_session_replay_arguments
 from ctxlife.report.cli import add_report_parser
 from ctxlife.sessions.cli import add_session_parser, run_session_command
@@ -60,7 +61,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from ctxlife.config import load_settings  # lazy: each command loads what it needs (`ctxlife --help` stays fast)
 
     settings = load_settings(args.config)
-    resolved = settings.resolved()
+    # Printed: store URL passwords (also from CTXLIFE_STORE) and secret options (api_key) as ***.
+    resolved = redacted(settings.resolved())
     # Build the strategies too: some options (files, summarizers, stores) are checked only then.
     from ctxlife.host import Host  # lazy: each command loads what it needs (`ctxlife --help` stays fast)
 
@@ -72,6 +74,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         route_problem = getattr(strategy, "route_problem", None)
         problem = route_problem() if callable(route_problem) else None
         if problem:
+            problem = redact_text(problem)
             print(f"ctxlife check: {settings.source}: strategy {strategy.name!r}: {problem}", file=sys.stderr)
             return 1
     if args.json:
@@ -263,16 +266,25 @@ def cmd_session(args: argparse.Namespace) -> int:
     # The config's top-level store (CTXLIFE_STORE, relative paths against the config's folder).
     # A config that is missing or invalid is a usage error (2): exit code 1 means "no such session".
     try:
-        default_store = load_settings(args.config).store_url() if args.store is None else None
+        settings = load_settings(args.config) if args.store is None or args.config is not None else None
+        default_store = settings.store_url() if settings is not None and args.store is None else None
     except (CtxlifeError, OSError) as exc:
-        print(f"ctxlife session: error: {exc}", file=sys.stderr)
+        print(f"ctxlife session: error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
+    index_dirs = []
+    if settings is not None and args.session_command in ("rm", "erase"):
+        from ctxlife.recall import configured_index_dir  # lazy: as above
+
+        folder = configured_index_dir(settings)
+        index_dirs = [folder] if folder is not None else []
     counter = None
     if getattr(args, "session_command", None) == "show":
         from ctxlife.tokens import TokenCounter  # lazy: tiktoken loads only for the commands that count
 
         counter = TokenCounter()
-    return run_session_command(args, default_store, count_tokens=counter.count_messages if counter else None)
+    return run_session_command(
+        args, default_store, count_tokens=counter.count_messages if counter else None, index_dirs=index_dirs
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -360,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except CtxlifeError as exc:
-        print(f"ctxlife {args.command}: error: {exc}", file=sys.stderr)
+        print(f"ctxlife {args.command}: error: {redact_text(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -58,7 +58,7 @@ from ctxlife.retention import NeedIndex, reused_arguments
 from ctxlife.session import Session
 from ctxlife.sessions import open_store
 from ctxlife.sessions.base import RawRecord, decode_record, fingerprint, redact_url
-from ctxlife.sessions.ids import validate_session_id, validate_view
+from ctxlife.sessions.ids import SessionKey, validate_session_id, validate_view
 
 #: How "facts kept" is defined wherever replay shows it (ctxlife.retention; never ctxlife's own extractor).
 FACTS_KEPT_DEFINITION = (
@@ -461,7 +461,7 @@ def replay_session(
             )
             tools = _tool_names(conversation)
             policy = host.implements("ctxlife_after_tool_call")
-            with Session(session_id, host=host, view=view, system=system) as session:
+            with Session(SessionKey(session_id), host=host, view=view, system=system) as session:
 
                 def call(new: list[dict[str, Any]], label: str, upto: list[dict[str, Any]]) -> None:
                     before = prompt + session.get_items() + new

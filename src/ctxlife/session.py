@@ -39,6 +39,7 @@ from ctxlife.events import emit
 from ctxlife.host import Host, Report, StrategyFailure
 from ctxlife.messages import check_shape, is_inserted, is_recall_block, is_system, same_messages
 from ctxlife.messages.previous import frozen_copy
+from ctxlife.recall import configured_index_dir, remove_index
 from ctxlife.sessions.base import RawRecord, SessionStore
 from ctxlife.sessions.ids import session_key, validate_view
 from ctxlife.sessions.keeper import Keeper, keeper_for
@@ -303,9 +304,14 @@ class Session:
         return keeper_for(self.store)
 
     def _forget(self) -> None:
+        """After an erase or delete: what this process and the config keep of the session outside
+        the store go too (the keeper's state, the host's lists, a recall index in ``index_dir``)."""
         self._last_read = None
         self._keeper().forget(self.session_id)
         self.host.forget_lists(self.session_id)
+        folder = configured_index_dir(self.host.settings)
+        if folder is not None:
+            remove_index(folder, self.session_id)
 
     def _call_keywords(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "view": self.view}

@@ -53,6 +53,34 @@ def default_index_dir(store_url: str) -> Path | None:
     return None
 
 
+def configured_index_dir(settings: Any) -> Path | None:
+    """The folder a config's ``[recall] index_dir`` names (None: unset, ``"memory"``, or recall off).
+
+    Index files there are not the store's derived data: whoever deletes or erases a session deletes
+    its index there with :func:`remove_index`.
+    """
+    if "recall" not in getattr(settings, "strategies", ()):
+        return None
+    index_dir = getattr(settings.options_for("recall"), "index_dir", None)
+    if index_dir is None or str(index_dir) == MEMORY:
+        return None
+    return Path(index_dir).expanduser()
+
+
+def remove_index(index_dir: str | Path, session_id: str) -> bool:
+    """Delete a session's index files in ``index_dir`` (the database, its write-ahead log and shared
+    memory); return whether any existed. An open index notices and rebuilds from the raw history."""
+    base = Path(index_dir) / f"{session_id}.sqlite"
+    removed = False
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            base.with_name(base.name + suffix).unlink()
+            removed = True
+        except FileNotFoundError:
+            pass
+    return removed
+
+
 def _beside_database(path: Path) -> Path:
     return path.with_name(path.name + ".recall_index")
 

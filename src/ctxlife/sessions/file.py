@@ -718,6 +718,9 @@ class FileStore(SessionStore):
             raise StoreError(f"cannot open {path}: {exc.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            # Only a rewrite, under this lock, writes a temporary copy of the raw history: one found
+            # now is a killed erase's, whose original was never replaced (rolled back: erase again).
+            self._remove_temps(session_id, snapshots=False)
             self._repair_and_tail(session_id, path, fd)
             lines = _read_file(path).splitlines(keepends=True)
             changed = 0
@@ -745,6 +748,21 @@ class FileStore(SessionStore):
             raise StoreError(f"cannot erase records in {path}: {exc.strerror}") from None
         finally:
             os.close(fd)
+
+    def _remove_temps(self, session_id: str, *, snapshots: bool) -> None:
+        """Delete the session's temporary files (``_atomic_write``'s, left by a process killed while
+        writing): copies of its raw history (an erase's) and, with ``snapshots``, of its snapshots
+        (only when deleting the session: another process may be saving one now)."""
+        if not self.directory.is_dir():
+            return
+        prefixes = [f".{session_id}{_RAW_SUFFIX}."]
+        if snapshots:
+            prefixes += [f".{session_id}{_CTX_SUFFIX}.", f".{session_id}{_VIEW_MARK}"]
+        for entry in os.scandir(self.directory):
+            name = entry.name
+            if name.endswith(".tmp") and name.startswith(tuple(prefixes)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
 
     def delete(self, session_id: str) -> bool:
         raw = self._path(session_id, _RAW_SUFFIX)
@@ -777,20 +795,7 @@ class FileStore(SessionStore):
             if blobs.is_dir():
                 shutil.rmtree(blobs)
                 existed = True
-            if self.directory.is_dir():
-                prefix = f".{session_id}_ctx"
-                for entry in os.scandir(self.directory):
-                    name = entry.name
-                    if (
-                        name.startswith(prefix)
-                        and name.endswith(".tmp")
-                        and (
-                            name.startswith(f".{session_id}{_CTX_SUFFIX}.")
-                            or name.startswith(f".{session_id}{_VIEW_MARK}")
-                        )
-                    ):
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(entry.path)
+            self._remove_temps(session_id, snapshots=True)
             self._remove_lock_file(session_id)
         except OSError as exc:
             raise StoreError(f"cannot delete session {session_id!r} in {self.directory}: {exc.strerror}") from None

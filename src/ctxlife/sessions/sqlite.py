@@ -271,6 +271,9 @@ class SQLiteStore(SessionStore):
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             self._retry_busy(lambda: self._enable_wal(conn))
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            # Freed space (a replaced snapshot, an erased record or blob) is overwritten with zeros,
+            # so old text does not linger in the file's free pages.
+            conn.execute("PRAGMA secure_delete = ON")
             if not self._schema_ready:
                 self._retry_busy(lambda: self._create_schema(conn))
                 self._schema_ready = True
@@ -538,8 +541,6 @@ class SQLiteStore(SessionStore):
         if not values or self._conn(create=False) is None:
             return 0
         with self._tx("erase") as conn:
-            # Freed pages are overwritten with zeros, so the old text does not linger in the file.
-            conn.execute("PRAGMA secure_delete = ON")
             changed = 0
             for seq, value in values.items():
                 message, _, _, _ = unwrap_event(value)
@@ -548,13 +549,17 @@ class SQLiteStore(SessionStore):
                     "WHERE session_id = ? AND seq = ?",
                     (json_text(value, what="erased record"), fingerprint(message), session_id, seq),
                 ).rowcount
-        after = self._conn()
+        return changed
+
+    def _erased(self, session_id: str) -> None:
+        super()._erased(session_id)
+        after = self._conn(create=False)
         if after is not None:
-            # Copy the change into the database file and empty the write-ahead log, which still
-            # holds the old pages (best effort: a reader in another process may delay it).
+            # Copy the erase's writes (records, snapshots, blobs) into the database file, where they
+            # overwrite the old text, and empty the write-ahead log, which still holds old pages
+            # (best effort: a reader in another process may delay it).
             with contextlib.suppress(sqlite3.Error):
                 after.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return changed
 
     def derived_dir(self, session_id: str) -> Path | None:
         validate_session_id(session_id)
