@@ -8,7 +8,8 @@ objects sharing its host (two requests in one process). Hypothesis picks the ste
   a long turn makes the config's strategy compact (a snapshot is written);
 * **simultaneous turns** — both sessions of one process take a turn at the same moment (threads);
 * **edit**, **regenerate** (pop the last reply, record another), **pop**, **remove**, **erase** — the
-  caller's own edits, through any session;
+  caller's own edits, through any session; **delete the session** — the id then goes on, on either
+  worker, and nothing of the deleted conversation may come back;
 * **crash and restart** — a worker is killed (SIGKILL) and another is started in its place;
 * **failed write** — the store refuses the next append (the call raises, nothing is recorded) or
   writes it and loses the reply (recorded once, whether the call then succeeds or is retried).
@@ -111,6 +112,7 @@ def _serve(url: str, sid: str, conn: Connection) -> None:
             "regenerate": lambda s, answer: (sessions[s].pop(), sessions[s].record_reply(answer).seq)[0],
             "remove": lambda s, seq: [r.seq for r in sessions[s].remove(seq)],
             "erase": lambda s, seq: sessions[s].erase(seq),
+            "clear": lambda s: sessions[s].clear(),
             "refused": refused,
             "lost": lost,
         }
@@ -224,6 +226,13 @@ def fleet_machine(url: str) -> type[RuleBasedStateMachine]:
             else:
                 self.workers[p].call("remove", s, seq)
             del self.model[index]
+
+        @rule(p=st.integers(0, 1), s=st.integers(0, 1))
+        def delete_the_session(self, p: int, s: int) -> None:
+            # The id goes on afterwards, on either worker: nothing of the deleted conversation may
+            # come back from what the other worker (or the other session object) still holds.
+            self.workers[p].call("clear", s)
+            self.model = []
 
         # -- failures and restarts ---------------------------------------------------------------------
 
