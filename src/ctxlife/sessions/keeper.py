@@ -37,7 +37,7 @@ from typing import Any
 
 from ctxlife.events import emit
 from ctxlife.messages import inserted_meta, is_recall_block
-from ctxlife.sessions.base import RawRecord, SessionStore, Snapshot, fingerprint, json_safe
+from ctxlife.sessions.base import REMOVE, RawRecord, SessionStore, Snapshot, fingerprint, json_safe
 from ctxlife.sessions.recording import Recorder, recorder_for
 from ctxlife.sessions.restore import Restored, restore_after, restore_view
 
@@ -165,10 +165,27 @@ class Keeper:
 
     # -- forgetting -------------------------------------------------------------------------------
 
-    def forget(self, session_id: str | None = None) -> None:
+    def erase(self, session_id: str, slots: Sequence[int] | None = None, pattern: str | None = None) -> list[int]:
+        """Erase messages (by slot, or every one whose text matches the regular expression ``pattern``)
+        from every copy the store keeps (:meth:`SessionStore.erase`); a caller's list that still
+        holds one never records it again in this process (a ``ctxlife.removed_message_not_recorded``
+        warning asks to drop it). Returns the slots erased."""
+        latest: dict[int, str] = {}
+        for record in self.store.read_records(session_id, strict=False):
+            if record.op != REMOVE:
+                latest[record.slot] = record.fingerprint  # the text the caller's list holds now
+        if pattern is not None:
+            erased = self.store.erase_matching(session_id, pattern)
+        else:
+            erased = self.store.erase(session_id, slots or ())
+        self.forget(session_id, removed=[latest[s] for s in erased if s in latest])
+        return erased
+
+    def forget(self, session_id: str | None = None, *, removed: Sequence[str] = ()) -> None:
         """Drop what this process knows of a session (every session: None) after it was erased or
-        deleted: the next call reads the store."""
-        self.recorder.forget(session_id)
+        deleted: the next call reads the store. ``removed``: fingerprints of erased messages, never
+        recorded again from a caller's list (without it, a deleted session's memory goes too)."""
+        self.recorder.forget(session_id, removed=removed)
         with self._lock:
             for key in [k for k in self._saved if session_id is None or k[0] == session_id]:
                 del self._saved[key]

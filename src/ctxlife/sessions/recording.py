@@ -52,7 +52,7 @@ import contextlib
 import dataclasses
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ctxlife.errors import StoreError
@@ -313,6 +313,10 @@ class Recorder:
         self._lock = threading.RLock()
         self._views: dict[tuple[str, str], _View] = {}
         self._heads: dict[str, int] = {}
+        # Fingerprints of messages removed or erased by another writer (or this process's erase) that
+        # a caller's list may still hold: never recorded again from a list (kept in memory only: a
+        # hash of an erased text is never written anywhere).
+        self._removed: dict[str, set[str]] = {}
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -343,13 +347,50 @@ class Recorder:
             state = self._views.get((session_id, view))
             return len(state.pending) if state is not None else 0
 
-    def forget(self, session_id: str | None = None) -> None:
-        """Drop what is known about a session (all sessions: None); the next call reads the store."""
+    def forget(self, session_id: str | None = None, *, removed: Iterable[str] = ()) -> None:
+        """Drop what is known about a session (all sessions: None); the next call reads the store.
+
+        ``removed``: fingerprints of messages just erased from the session; a caller's list that
+        still holds them does not record them again (the session's earlier ones are kept too).
+        Without it the session's memory of removed messages goes as well (the session was deleted).
+        """
         with self._lock:
             for key in [k for k in self._views if session_id is None or k[0] == session_id]:
                 del self._views[key]
             for sid in [s for s in self._heads if session_id is None or s == session_id]:
                 del self._heads[sid]
+            gone = set(removed)
+            if session_id is not None and gone:
+                self._removed.setdefault(session_id, set()).update(gone)
+            else:
+                for sid in [s for s in self._removed if session_id is None or s == session_id]:
+                    del self._removed[sid]
+
+    def _note_removed(self, session_id: str, state: _View, records: Sequence[RawRecord | RecordSlot]) -> None:
+        """Remember the fingerprints of the view's messages that ``records`` remove (another writer's)."""
+        targets = {r.target for r in records if r.op == REMOVE and r.target is not None}
+        if targets:
+            self._removed.setdefault(session_id, set()).update(e.fp for e in state.tail if e.seq in targets)
+
+    def _not_again(self, session_id: str, view: str, plan: _Plan) -> _Plan:
+        """``plan`` without the adds of messages removed or erased meanwhile that the list still holds."""
+        removed = self._removed.get(session_id)
+        if not removed or not plan.adds:
+            return plan
+        adds = [e for e in plan.events if e.op == ADD]
+        dropped = {i for i, e in zip(plan.adds, adds, strict=True) if e.fingerprint in removed}
+        if not dropped:
+            return plan
+        emit(
+            "warning",
+            "ctxlife.removed_message_not_recorded",
+            session_id=session_id,
+            view=view,
+            messages=len(dropped),
+            hint="the list still holds messages removed or erased from the session: drop them from it",
+        )
+        kept = [e for e in plan.events if not (e.op == ADD and e.fingerprint in removed)]
+        return dataclasses.replace(plan, events=kept, adds=[i for i in plan.adds if i not in dropped])
 
     def new_lists(self, session_id: str, view: str | None = None) -> None:
         """The session's next lists are built from scratch (a CrewAI kickoff): each view's next
@@ -414,6 +455,7 @@ class Recorder:
         # The head first: records of other views move it too (then this view may have none to read).
         head = self.store.head(session_id)
         records = self.store.read_slots(session_id, state.synced, view=view)
+        self._note_removed(session_id, state, records)
         if _apply(state.tail, records):
             state.reorders += 1
         if records:
@@ -812,6 +854,7 @@ class Recorder:
                     plan = _all_new(messages)
                 if plan is None:
                     plan = self._plan_by_alignment(state, messages)
+                plan = self._not_again(session_id, view, plan)
                 events = plan.events
                 if state.pending:
                     batch = _after_pending(state.pending, [(e.message, e.fingerprint or "") for e in events])
