@@ -317,6 +317,10 @@ class Recorder:
         # a caller's list may still hold: never recorded again from a list (kept in memory only: a
         # hash of an erased text is never written anywhere).
         self._removed: dict[str, set[str]] = {}
+        # (seq, fingerprint, recorded_at) of the session's last record this recorder wrote: a catch-up
+        # that finds another record at that seq knows the session was deleted (or expired) and
+        # written again by another process since.
+        self._head_marks: dict[str, tuple[int, str, float | None]] = {}
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -359,6 +363,8 @@ class Recorder:
                 del self._views[key]
             for sid in [s for s in self._heads if session_id is None or s == session_id]:
                 del self._heads[sid]
+            for sid in [s for s in self._head_marks if session_id is None or s == session_id]:
+                del self._head_marks[sid]
             gone = set(removed)
             if session_id is not None and gone:
                 self._removed.setdefault(session_id, set()).update(gone)
@@ -454,6 +460,9 @@ class Recorder:
         """Read the view's records another writer appended after what the tail holds."""
         # The head first: records of other views move it too (then this view may have none to read).
         head = self.store.head(session_id)
+        if head < state.synced or not self._same_session(session_id):
+            self._started_again(session_id, view, state)
+            return
         records = self.store.read_slots(session_id, state.synced, view=view)
         self._note_removed(session_id, state, records)
         if _apply(state.tail, records):
@@ -473,6 +482,37 @@ class Recorder:
         top = max(self._heads.get(session_id, 0), head, records[-1].seq if records else 0)
         self._heads[session_id] = top
         state.synced = top
+
+    def _same_session(self, session_id: str) -> bool:
+        """Whether the last record this recorder wrote is still in the session as it wrote it."""
+        mark = self._head_marks.get(session_id)
+        if mark is None:
+            return True  # nothing to compare: the head check alone
+        seq, fp, recorded_at = mark
+        records = self.store.read_records(session_id, seq - 1, strict=False)
+        first = records[0] if records and records[0].seq == seq else None
+        if first is None or first.recorded_at != recorded_at:
+            return False
+        return first.erased or first.fingerprint == fp  # (an erase rewrites the record's text)
+
+    def _started_again(self, session_id: str, view: str, state: _View) -> None:
+        """The session was deleted and written again by another process: read it anew, in place
+        (callers hold ``state``); what waits to be written still does."""
+        emit("info", "ctxlife.session_started_again", session_id=session_id, view=view)
+        pending, unsure = state.pending, state.unsure
+        for key in [k for k in self._views if k[0] == session_id]:
+            del self._views[key]
+        self._heads.pop(session_id, None)
+        self._head_marks.pop(session_id, None)
+        fresh = self._load(session_id, view)
+        if pending and [e.fp for e in fresh.tail[-len(pending) :]] == [f for _, f in pending]:
+            pending = []  # the write reported failed had landed
+        for f in dataclasses.fields(_View):
+            if not f.name.startswith("_"):
+                setattr(state, f.name, getattr(fresh, f.name))
+        state._order = None
+        state.pending, state.unsure, state.mirrors, state.reseed = pending, unsure, [], True
+        self._views[(session_id, view)] = state
 
     # -- alignment ----------------------------------------------------------------------------------
 
@@ -1099,6 +1139,8 @@ class Recorder:
             if sid == session_id and other.synced == head:
                 other.synced = new_head
         self._heads[session_id] = new_head
+        if records:
+            self._head_marks[session_id] = (records[-1].seq, records[-1].fingerprint, records[-1].recorded_at)
         state.synced = new_head
         if _apply(state.tail, records):
             state.reorders += 1
