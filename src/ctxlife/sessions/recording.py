@@ -332,13 +332,22 @@ class Recorder:
             state = self._views.get((session_id, view))
             return len(state.pending) if state is not None else 0
 
-    def forget(self, session_id: str | None = None) -> None:
-        """Drop what is known about a session (all sessions: None); the next call reads the store."""
+    def forget(self, session_id: str | None = None, *, keep_pending: bool = False) -> None:
+        """Drop what is known about a session (all sessions: None); the next call reads the store.
+
+        ``keep_pending``: keep the views whose messages still wait for the store (a host dropping an
+        idle session from memory; they are written on the view's next call).
+        """
         with self._lock:
+            kept = False
             for key in [k for k in self._views if session_id is None or k[0] == session_id]:
-                del self._views[key]
-            for sid in [s for s in self._heads if session_id is None or s == session_id]:
-                del self._heads[sid]
+                if keep_pending and self._views[key].pending:
+                    kept = True
+                else:
+                    del self._views[key]
+            if not kept:
+                for sid in [s for s in self._heads if session_id is None or s == session_id]:
+                    del self._heads[sid]
 
     def new_lists(self, session_id: str, view: str | None = None) -> None:
         """The session's next lists are built from scratch (a CrewAI kickoff): each view's next
