@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+import ctxlife
+from ctxlife import api
 from ctxlife import host as host_module
 from ctxlife.config import settings_from_dict
 from ctxlife.host import Host, Report
@@ -162,3 +164,28 @@ def test_a_session_dropped_from_a_shared_host_behaves_as_a_fresh_host_would(
     assert (report.tokens_before, report.tokens_after) == (fresh_report.tokens_before, fresh_report.tokens_after)
     assert stored(shared_url, "alpha") == stored(fresh_url, "alpha")
 
+
+def test_manage_with_a_summary_model_made_per_request_keeps_one_host() -> None:
+    settings = settings_from_dict({"strategies": ["llm_summary"]})
+    asked: list[int] = []
+
+    def model_for(request: int) -> Callable[[list[dict[str, Any]], int], str]:
+        def complete(messages: list[dict[str, Any]], max_tokens: int) -> str:
+            asked.append(request)
+            return f"Goal: request {request}'s reservations were checked."
+
+        return complete
+
+    api.clear_hosts()
+    try:
+        for request in range(3):
+            messages = [system("You are an airline agent."), *rounds("alpha", 0, 20)]
+            report = ctxlife.manage(
+                messages, config=settings, context_window=WINDOW, session_id="u1", summary_model=model_for(request)
+            )
+            assert compacted_by(report) == "compacted by agent_llm"
+            assert f"request {request}'s reservations" in str(messages[1]["content"])
+        assert asked == [0, 1, 2]  # each call summarized with its own request's model...
+        assert len(api._hosts) == 1  # ...on the one host of its config and session
+    finally:
+        api.clear_hosts()
