@@ -80,7 +80,7 @@ def test_a_cancelled_call_leaves_the_list_as_it_was_and_what_follows_is_recorded
         # The user goes on: a new message while the abandoned call is still running.
         messages.append({"role": "user", "content": "Actually, cancel order 18."})
         slow.release.set()
-        # asyncio.run() returns once the worker thread is done: the abandoned call has finished.
+        # The abandoned call may still run in ctxlife's pool: the session's next call waits for it.
 
     asyncio.run(cancel_mid_call())
     assert contents(messages) == contents(conversation()) + ["Actually, cancel order 18."]
