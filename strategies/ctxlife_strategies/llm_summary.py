@@ -203,7 +203,6 @@ class LLMSummary(ctxlife.Strategy):
                 raise ctxlife.StrategyOptionsError(message) from None
         self._model_summarizer: Summarizer | None = None
         self._extractive: Summarizer = self._named("extractive")
-        self._running: Future[str] | None = None  # the summary of the last compaction
         self._model_failed_at: float | None = None  # when the model last failed (then extractive for a while)
         self._model_error: str = ""
 
@@ -514,7 +513,7 @@ class LLMSummary(ctxlife.Strategy):
                 request = SummaryRequest(
                     read, previous_text, prose_budget, tokens.count_text, _most_useful(facts, budget)
                 )
-                text = self._summary_text(summarizer, request, used == "extractive")
+                text = self._summary_text(summarizer, request, used == "extractive", ctx.state)
                 text = self._with_key_facts(text, facts, tokens.count_text, budget)
                 text = escape_surrogates(text)  # lone surrogates from the span cannot be sent as UTF-8
                 size = tokens.count_text(text)
@@ -635,38 +634,40 @@ class LLMSummary(ctxlife.Strategy):
         else:
             ctx.state.pop("backoff_from", None)
 
-    def _summary_text(self, summarizer: Summarizer, request: SummaryRequest, local: bool) -> str:
+    def _summary_text(self, summarizer: Summarizer, request: SummaryRequest, local: bool, state: dict[str, Any]) -> str:
         """The summary of ``request`` within its budget: an over-budget one is condensed by the model
         (asked once for less), then cut at a line; never discarded."""
         count = request.count_tokens
-        text = self._summarize(lambda: summarizer.summarize(request), local)
+        text = self._summarize(lambda: summarizer.summarize(request), state, local)
         if count(text) <= request.max_tokens:
             return text
         condense = getattr(summarizer, "condense", None)
         if callable(condense) and not local:
             try:
-                shorter = self._summarize(lambda: condense(text, int(request.max_tokens * 0.8)), local)
+                shorter = self._summarize(lambda: condense(text, int(request.max_tokens * 0.8)), state, local)
                 if count(shorter) < count(text):
                     text = shorter
             except Exception:  # noqa: BLE001 - the longer summary is still good: cut it instead
                 pass
         return cut_at_lines(text, request.max_tokens, count)
 
-    def _summarize(self, work_fn: Callable[[], str], local: bool = False) -> str:
+    def _summarize(self, work_fn: Callable[[], str], state: dict[str, Any], local: bool = False) -> str:
         """Run a summarizer call with a time limit; anything but a non-empty string is a failure.
 
         The extractive summarizer (``local``) runs inline. A model runs in one summary thread at a
-        time: while a summary that timed out is still running, the next compaction falls back
+        time per session (``state``, the session's ctx.state; other sessions' summaries run at the
+        same time): while a summary that timed out is still running, the next compaction falls back
         instead of piling up blocked threads. The thread is a daemon (not a ThreadPoolExecutor
         worker, which the interpreter joins at exit), so a model call that hangs never keeps the
         program from exiting.
         """
         if local:
             return _checked_text(work_fn())
-        if self._running is not None and not self._running.done():
+        running = state.get("running")  # per session: other sessions summarize at the same time
+        if running is not None and not running.done():
             raise SummaryFailed("the previous summary has not finished yet (it timed out)")
         future: Future[str] = Future()
-        self._running = future
+        state["running"] = future
 
         def work() -> None:
             if future.set_running_or_notify_cancel():

@@ -253,7 +253,11 @@ class HistorySearch:
                 )
             self._indexes.move_to_end(session_id)
             while len(self._indexes) > self.max_open:
-                evicted.append(self._indexes.popitem(last=False)[1])
+                closed, old = self._indexes.popitem(last=False)
+                # What is kept of a session goes with its index (a server sees endless sessions):
+                # held-back records are read from the store again.
+                self._deferred.pop(closed, None)
+                evicted.append(old)
         for old in evicted:
             old.close()
         self._sync(session_id, index, defer)

@@ -181,6 +181,14 @@ class Keeper:
         self.forget(session_id, removed=[latest[s] for s in erased if s in latest])
         return erased
 
+    def drop_idle(self, session_id: str) -> None:
+        """Drop what this process keeps of an idle session to bound memory (a host evicting it): the
+        next call reads the store again; messages still waiting for the store stay."""
+        self.recorder.forget(session_id, keep_pending=True)
+        with self._lock:
+            for key in [k for k in self._saved if k[0] == session_id]:
+                del self._saved[key]
+
     def forget(self, session_id: str | None = None, *, removed: Sequence[str] = ()) -> None:
         """Drop what this process knows of a session (every session: None) after it was erased or
         deleted: the next call reads the store. ``removed``: fingerprints of erased messages, never

@@ -351,24 +351,32 @@ class Recorder:
             state = self._views.get((session_id, view))
             return len(state.pending) if state is not None else 0
 
-    def forget(self, session_id: str | None = None, *, removed: Iterable[str] = ()) -> None:
+    def forget(self, session_id: str | None = None, *, removed: Iterable[str] = (), keep_pending: bool = False) -> None:
         """Drop what is known about a session (all sessions: None); the next call reads the store.
 
         ``removed``: fingerprints of messages just erased from the session; a caller's list that
         still holds them does not record them again (the session's earlier ones are kept too).
-        Without it the session's memory of removed messages goes as well (the session was deleted).
+        Without it the session's memory of removed messages goes as well (the session was deleted),
+        unless ``keep_pending``: keep the views whose messages still wait for the store (a host
+        dropping an idle session from memory; they are written on the view's next call), and what
+        is known of removed messages.
         """
         with self._lock:
+            kept = False
             for key in [k for k in self._views if session_id is None or k[0] == session_id]:
-                del self._views[key]
-            for sid in [s for s in self._heads if session_id is None or s == session_id]:
-                del self._heads[sid]
-            for sid in [s for s in self._head_marks if session_id is None or s == session_id]:
-                del self._head_marks[sid]
+                if keep_pending and self._views[key].pending:
+                    kept = True
+                else:
+                    del self._views[key]
+            if not kept:
+                for sid in [s for s in self._heads if session_id is None or s == session_id]:
+                    del self._heads[sid]
+                for sid in [s for s in self._head_marks if session_id is None or s == session_id]:
+                    del self._head_marks[sid]
             gone = set(removed)
             if session_id is not None and gone:
                 self._removed.setdefault(session_id, set()).update(gone)
-            else:
+            elif not keep_pending:
                 for sid in [s for s in self._removed if session_id is None or s == session_id]:
                     del self._removed[sid]
 
