@@ -1,7 +1,7 @@
 """The ``ctxlife`` command.
 
     ctxlife strategies [--json]       installed strategies: name, hooks, package, version
-    ctxlife check CONFIG              validate a config and print the resolved settings
+    ctxlife check CONFIG              validate a config (every error at once; calls a configured model once)
     ctxlife replay FILE --config CFG  dry-run a recorded conversation through a config
     ctxlife replay --session ID       the same for a stored session (on a copy), recall included
     ctxlife report ID -o FILE         a self-contained HTML report of a stored session, call by call
@@ -66,14 +66,17 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     host = Host(settings, context_window=settings.context_window or 8000)
     host.close()
-    # A configured summary model that cannot be called (a missing extra, no endpoint): the strategy
-    # would fall back at every compaction, so the config is not OK.
+    # A configured summary model that cannot be called (a missing extra, no endpoint, a server that
+    # does not answer): the strategy would fall back at every compaction, so the config is not OK.
+    problems = []
     for strategy in host.strategies:
         route_problem = getattr(strategy, "route_problem", None)
-        problem = route_problem() if callable(route_problem) else None
+        problem = route_problem(connect=not args.no_connect) if callable(route_problem) else None
         if problem:
-            print(f"ctxlife check: {settings.source}: strategy {strategy.name!r}: {problem}", file=sys.stderr)
-            return 1
+            problems.append(f"ctxlife check: {settings.source}: strategy {strategy.name!r}: {problem}")
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps(resolved, indent=2))
     else:
@@ -289,6 +292,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="validate a config and print the resolved settings")
     p.add_argument("config", help="a ctxlife TOML file or a pyproject.toml with [tool.ctxlife]")
     p.add_argument("--json", action="store_true", help="print only the resolved settings as JSON")
+    p.add_argument(
+        "--no-connect",
+        action="store_true",
+        help="do not call a configured summary model's endpoint (by default it is asked for one token)",
+    )
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser(

@@ -48,7 +48,7 @@ from ctxlife.messages import (
     summary_message,
     text_of,
 )
-from ctxlife.models import Complete, model_route_problem, openai_completion
+from ctxlife.models import Complete, model_route_problem, openai_completion, openai_route_unreachable
 from ctxlife.sessions import LockTimeoutError
 from ctxlife.summarizers import (
     LLMSummarizer,
@@ -219,13 +219,29 @@ class LLMSummary(ctxlife.Strategy):
             return "openai"
         return "crewai" if importlib.util.find_spec("crewai") is not None else "openai"
 
-    def route_problem(self) -> str | None:
-        """Why the configured ``model`` cannot be called (with the fix), None if it can (``ctxlife check``)."""
+    def route_problem(self, connect: bool = False) -> str | None:
+        """Why the configured ``model`` cannot be called (with the fix), None if it can (``ctxlife check``).
+
+        With ``connect``, the client is imported and the openai route's endpoint is asked for one token."""
         api = self.model_api()
         if api is None:
             return None
-        return model_route_problem(
-            api, model=self.options.model, base_url=self.options.base_url, api_key_env=self.options.api_key_env
+        model, base_url, key_env = str(self.options.model), self.options.base_url, self.options.api_key_env
+        problem = model_route_problem(api, model=model, base_url=base_url, api_key_env=key_env)
+        if problem is not None or not connect:
+            return problem
+        if api == "crewai":
+            try:
+                from crewai import LLM  # noqa: F401 - the import is the check
+            except ImportError as exc:
+                return f"llm_summary model {model!r}: crewai does not import ({exc}); pip install -U 'ctxlife[crewai]'"
+            return None
+        return openai_route_unreachable(
+            model,
+            base_url=base_url,
+            api_key_env=key_env,
+            timeout=self.options.timeout_seconds,
+            connect_timeout=self.options.connect_timeout_seconds,
         )
 
     def _model_completion(self, prose_budget: int) -> Complete:

@@ -202,7 +202,30 @@ def test_model_without_crewai_and_without_endpoint_keeps_compacting_and_check_na
     path.write_text('strategies = ["llm_summary"]\n[llm_summary]\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\n')
     assert main(["check", str(path)]) == 1
     monkeypatch.delitem(sys.modules, "openai")
-    assert main(["check", str(path)]) == 0
+    assert main(["check", "--no-connect", str(path)]) == 0  # installed and configured; not called
+
+
+def test_check_calls_the_endpoint_once_and_fails_with_the_fix_when_it_does_not_answer(tmp_path, capsys):
+    from ctxlife.cli import main
+
+    path = tmp_path / "ctxlife.toml"
+    with serve(completion("OK")) as server:
+        path.write_text(
+            f'strategies = ["llm_summary"]\n[llm_summary]\nmodel = "m"\nbase_url = "{server["base_url"]}"\n'
+        )
+        assert main(["check", str(path)]) == 0
+        assert [(r["model"], r["max_tokens"]) for r in server["requests"]] == [("m", 1)]
+    capsys.readouterr()
+    assert main(["check", str(path)]) == 1  # the same config, the server gone
+    err = capsys.readouterr().err
+    assert "strategy 'llm_summary': llm_summary could not call its model: model 'm' at http://127.0.0.1:" in err
+    assert "cannot connect" in err and "Fix: start the server, or correct base_url or model" in err
+    with serve(error(404, "model 'm' not found", "model_not_found")) as server:
+        path.write_text(
+            f'strategies = ["llm_summary"]\n[llm_summary]\nmodel = "m"\nbase_url = "{server["base_url"]}"\n'
+        )
+        assert main(["check", str(path)]) == 1
+    assert "HTTP 404" in capsys.readouterr().err
 
 
 def test_check_messages_name_the_fix(monkeypatch, tmp_path, capsys):
