@@ -45,6 +45,7 @@ from ctxlife.messages import (
     is_user_turn,
     round_starts,
     split_units,
+    strip_inserted_marks,
     summary_message,
     text_of,
 )
@@ -497,6 +498,7 @@ class LLMSummary(ctxlife.Strategy):
             return
 
         read = _most_recent(evicted, sizes_of=tokens, limit=self._read_limit(ctx, replaced_tokens))
+        read = [_without_marks(m) for m in read]
         facts: list[Fact] = extract_facts(read)  # from real messages only
         if previous_text:
             known = {f.key for f in facts}
@@ -715,6 +717,15 @@ def _checked_text(text: object) -> str:
     if not text:
         raise SummaryFailed("summarizer returned an empty summary")
     return text
+
+
+def _without_marks(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` without ctxlife's mark lines in its text (a framework folded an inserted message into
+    it): neither the summary nor the ledger reads them."""
+    content = message.get("content")
+    if isinstance(content, str) and "ctxlife:" in content:
+        return {**message, "content": strip_inserted_marks(content)}
+    return message
 
 
 def _opening_with_a_user_turn(kept: list[dict[str, Any]]) -> list[dict[str, Any]]:
