@@ -65,6 +65,10 @@ class SummaryFailed(ctxlife.CtxlifeError):
     """A summarizer failed; the strategy fell back to truncation."""
 
 
+class SummaryLacksFacts(SummaryFailed):
+    """A summary that carries none of the facts of the span it would replace ("Sure! Here is the summary.")."""
+
+
 class LLMSummary(ctxlife.Strategy):
     name = "llm_summary"
 
@@ -500,6 +504,7 @@ class LLMSummary(ctxlife.Strategy):
         read = _most_recent(evicted, sizes_of=tokens, limit=self._read_limit(ctx, replaced_tokens))
         read = [_without_marks(m) for m in read]
         facts: list[Fact] = extract_facts(read)  # from real messages only
+        span_facts = list(facts)
         if previous_text:
             known = {f.key for f in facts}
             for fact in self._carried_facts(ctx, previous_text):
@@ -529,6 +534,8 @@ class LLMSummary(ctxlife.Strategy):
                     read, previous_text, prose_budget, tokens.count_text, _most_useful(facts, budget)
                 )
                 text = self._summary_text(summarizer, request, used == "extractive")
+                if used.startswith(("model:", "agent_llm")):  # a model's prose, not a summarizer's code
+                    _carries_some_facts(text, span_facts)
                 text = self._with_key_facts(text, facts, tokens.count_text, budget)
                 text = escape_surrogates(text)  # lone surrogates from the span cannot be sent as UTF-8
                 size = tokens.count_text(text)
@@ -545,7 +552,7 @@ class LLMSummary(ctxlife.Strategy):
                 break
             except Exception as exc:  # noqa: BLE001 - any failure falls back, loudly
                 errors.append((used, exc))
-                if used != "extractive":
+                if used != "extractive" and not isinstance(exc, SummaryLacksFacts):  # a useless reply: ask again
                     self._model_failed_at = time.monotonic()
                     self._model_error = f"{time.strftime('%H:%M:%S')}: {type(exc).__name__}: {exc}"[:300]
         contents = [text_of(m) for m in (*evicted, *previous, *system, *kept_tail)]
@@ -708,6 +715,20 @@ class LLMSummary(ctxlife.Strategy):
 
 
 _LEDGER_LIMIT = 2_000  # facts carried from one summary to the next (the most recent ones)
+
+
+def _carries_some_facts(text: str, span_facts: list[Fact]) -> None:
+    """Raise :class:`SummaryLacksFacts` when the span had facts and ``text`` carries none of them: such
+    a summary would replace the span and lose what it held (the extractive summary is used instead)."""
+    if not span_facts:
+        return
+    missing = facts_missing_from(span_facts, text)
+    if len(missing) == len(span_facts):
+        kinds = ", ".join(sorted({f.kind for f in span_facts}))  # kinds only: facts are message content
+        raise SummaryLacksFacts(
+            f"the summary carries none of the {len(span_facts)} facts of the span it would replace ({kinds}); "
+            "the extractive summary is used instead"
+        )
 
 
 def _checked_text(text: object) -> str:
