@@ -61,7 +61,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.config)
     resolved = settings.resolved()
-    # Build the strategies too: some options (files, summarizers, stores) are checked only then.
+    # Build the strategies too: some options (files, summarizers, stores) are checked only then. Each
+    # on its own first, so that one strategy's problem does not hide another's.
+    built = _strategy_problems(settings)
+    if built:
+        listed = built[0] if len(built) == 1 else f"{len(built)} problems:\n" + "\n".join(f"  - {p}" for p in built)
+        print(f"ctxlife check: error: {listed}", file=sys.stderr)
+        return 1
     from ctxlife.host import Host  # lazy: each command loads what it needs (`ctxlife --help` stays fast)
 
     host = Host(settings, context_window=settings.context_window or 8000)
@@ -84,6 +90,22 @@ def cmd_check(args: argparse.Namespace) -> int:
         console.print(f"[green]OK[/green] {settings.source}")
         console.print_json(json.dumps(resolved))
     return 0
+
+
+def _strategy_problems(settings: Any) -> list[str]:
+    """What each active strategy's own checks (run when it is built) say is wrong, one message each."""
+    # lazy: each command loads what it needs (`ctxlife --help` stays fast)
+    from ctxlife.plugins import registry
+    from ctxlife.strategy import create_strategy
+
+    shared = settings.shared()
+    problems = []
+    for name in settings.strategies:
+        try:
+            create_strategy(registry().get(name), settings.options_for(name), shared).close()
+        except CtxlifeError as exc:
+            problems.append(str(exc))
+    return problems
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
