@@ -292,12 +292,6 @@ def append_restore(url: str, messages: list[dict[str, Any]], single: int, repeat
         restores.append(t1 - t0)
         restored = len(fresh)
         host.close()
-        with open_store(url) as store:  # keep the session as it was (the restore call recorded the new user turn)
-            while store.raw_length(sid) > len(messages):
-                pop = getattr(store, "pop_last", None)
-                if pop is None:
-                    break
-                pop(sid)
     return {
         "append_1_per_call_msgs_per_s": round(single / t_single) if single else None,
         "append_batch50_msgs_per_s": round(len(rest) / t_batch) if rest else None,

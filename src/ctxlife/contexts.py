@@ -46,7 +46,9 @@ class HookContext:
         context_window: the model's context window in tokens.
         threshold: the share of the window that counts as "too full" (config).
         state: this strategy's own scratch dict, kept for the session across
-            calls and nodes. Each strategy sees only its own.
+            calls and nodes. Each strategy sees only its own, and only the calls of
+            this session (which run one at a time) see it; dropped when the host
+            drops the idle session (past 256 sessions).
         complete: a callable that makes one call to the agent's own model
             (``complete(messages, max_tokens) -> str``), or None when the
             adapter has no model to offer (as under :func:`ctxlife.manage`).
@@ -144,6 +146,10 @@ class LLMCallContext(HookContext):
         message_format: the list's format, ``"openai"`` (OpenAI chat) or ``"anthropic"``
             (Anthropic Messages); see :mod:`ctxlife.messages`. Messages a strategy adds must be
             in it (``ctxlife.messages.summary_message`` builds a summary that is).
+        recorded_by_caller: True when the caller keeps the session itself (``ctxlife.Session``):
+            it restored the list and recorded this call's new messages, and saves the snapshot
+            after the call. Strategies that restore, record or snapshot lists
+            (``snapshot_restore``) leave this call to it.
     """
 
     messages: list[dict[str, Any]] = field(default_factory=list)
@@ -151,6 +157,7 @@ class LLMCallContext(HookContext):
     call_index: int = 0
     first_call_of_run: bool = False
     first_call_of_task: bool = False
+    recorded_by_caller: bool = False
     _count_memo: tuple[list[dict[str, Any]], int] | None = field(default=None, repr=False)
 
     def count(self) -> int:

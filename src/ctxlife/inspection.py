@@ -43,7 +43,7 @@ from ctxlife.messages import (
 from ctxlife.sessions import base
 from ctxlife.sessions.base import fingerprint, redact_url
 from ctxlife.sessions.calls import sent_calls
-from ctxlife.sessions.ids import validate_session_id, validate_view
+from ctxlife.sessions.ids import SessionKey, validate_session_id, validate_view
 
 if TYPE_CHECKING:
     from ctxlife.config import Settings
@@ -496,7 +496,7 @@ def next_context(
         try:
             snapshot = scratch.load_snapshot(session_id, view)
             system = stored_system_prompt(scratch, session_id, view)
-            with Session(session_id, host=host, view=view, system=system) as session:
+            with Session(SessionKey(session_id), host=host, view=view, system=system) as session:
                 restored = session.get_items()
                 new = [{"role": "user", "content": ask}] if ask else []
                 before = ([{"role": "system", "content": system}] if system else []) + restored + new

@@ -61,7 +61,7 @@ from ctxlife.session import Session
 from ctxlife.sessions import open_store
 from ctxlife.sessions.base import ADD, RawRecord, decode_record, fingerprint, materialize, redact_url
 from ctxlife.sessions.calls import sent_calls
-from ctxlife.sessions.ids import validate_session_id, validate_view
+from ctxlife.sessions.ids import SessionKey, validate_session_id, validate_view
 from ctxlife.tokens import TokenCounter
 
 #: How "facts kept" is defined wherever replay shows it (ctxlife.retention; never ctxlife's own extractor).
@@ -478,7 +478,7 @@ def replay_session(
             )
             tools = _tool_names(conversation)
             policy = host.implements("ctxlife_after_tool_call")
-            with Session(session_id, host=host, view=view, system=system) as session:
+            with Session(SessionKey(session_id), host=host, view=view, system=system) as session:
 
                 def call(new: list[dict[str, Any]], label: str, upto: list[dict[str, Any]]) -> None:
                     before = prompt + session.get_items() + new

@@ -28,19 +28,22 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any, Self
 
 from ctxlife.api import as_message, resolve_settings
 from ctxlife.config import Settings
-from ctxlife.errors import InvalidMessagesError
-from ctxlife.host import Host, Report
-from ctxlife.messages import check_shape, inserted_meta, is_inserted, is_recall_block, is_system, same_messages
+from ctxlife.errors import InvalidMessagesError, StoreError
+from ctxlife.events import emit
+from ctxlife.host import Host, Report, StrategyFailure
+from ctxlife.messages import check_shape, is_inserted, is_recall_block, is_system, same_messages
 from ctxlife.messages.previous import frozen_copy
-from ctxlife.sessions.base import RawRecord, SessionStore, Snapshot
+from ctxlife.recall import configured_index_dir, remove_index
+from ctxlife.sessions.base import RawRecord, SessionStore
 from ctxlife.sessions.ids import session_key, validate_view
-from ctxlife.sessions.recording import Recorder, recorder_for
-from ctxlife.sessions.restore import Restored, restore_after, restore_view
+from ctxlife.sessions.keeper import Keeper, keeper_for
+from ctxlife.sessions.restore import Restored
 
 __all__ = ["AsyncSession", "Session"]
 
@@ -61,7 +64,9 @@ class Session:
         context_window, model, plugins, summary_model: as for :class:`ctxlife.Host`.
         host: an existing host to use (shared by many sessions); it is not closed by :meth:`close`.
 
-    Thread-safe as far as the store and host are; one object per conversation is the usual shape.
+    Safe to share between threads and concurrent requests: calls on one object run one at a time.
+    Several objects (processes, workers) on one session never lose or reorder each other's
+    messages: each records its messages by appending after what the others recorded.
     """
 
     def __init__(
@@ -105,6 +110,9 @@ class Session:
         # The view's conversation as last read: the next read adds the records written since
         # (see restore_after) instead of reading the whole history again. Callers get copies.
         self._last_read: Restored | None = None
+        # One call at a time per object: requests sharing it (threads, AsyncSession's to_thread)
+        # queue instead of interleaving a restore of one with the write of another.
+        self._lock = threading.RLock()
 
     # -- the Agents SDK protocol (sync) -----------------------------------------------------------
 
@@ -142,47 +150,58 @@ class Session:
     # -- ctxlife's own names ----------------------------------------------------------------------
 
     def add(self, *messages: Message) -> list[RawRecord]:
-        """Record ``messages`` in the view, in order; return their records (sequence numbers).
+        """Record ``messages`` in the view, in order, exactly as given; return their records.
 
-        A message that is not JSON (NaN, bytes) is recorded in a JSON-safe form (the record's
-        ``quarantined`` says why) and never blocks the others.
+        Appended after whatever other writers (workers, requests) recorded meanwhile, never over
+        it. A message that is not JSON (NaN, bytes) is recorded in a JSON-safe form (the record's
+        ``quarantined`` says why) and never blocks the others. When the store fails,
+        :class:`~ctxlife.errors.StoreError` propagates and nothing is left to be written later:
+        call again (messages whose write landed despite the error are not written twice).
         """
         batch = [_checked(m, i) for i, m in enumerate(messages)]
         if not batch:
             return []
-        return self._recorder().add(self.session_id, batch, view=self.view)
+        with self._lock:
+            return self._keeper().append(self.session_id, batch, self.view)
 
     def messages(self, *new: Message) -> list[Message]:
         """Return what the model should be sent next, with the ``new`` messages; record them.
 
-        That is the system prompt (``system=``), the restored conversation (the view's snapshot
-        and the records after it) and the new turn, run through the config's strategies (the
-        ``before_llm_call`` node: compaction, recall, ...). When a strategy compacted it, the
-        result is saved as the view's snapshot, so the next call starts from it. The list is
-        yours: send it as it is.
+        The ``new`` messages are appended to the view's raw history as they are (after whatever
+        another writer recorded meanwhile). The result is the system prompt (``system=``) and the
+        view's conversation (its snapshot and the records after it, the new turn included), run
+        through the config's strategies (the ``before_llm_call`` node: compaction, recall, ...).
+        When a strategy compacted it, the result is saved as the view's snapshot, so the next call
+        starts from it; a snapshot that could not be written is reported in
+        :attr:`last_report`'s ``failures`` (the turn is recorded: do not send it again). The
+        list is yours: send it as it is.
         """
         turn = [_checked(m, i) for i, m in enumerate(new)]
-        items, _ = self._restore(for_host=True)
-        listing: list[Message] = [{"role": "system", "content": self.system}] if self.system else []
-        listing += items
-        listing += turn
-        configured = self.host.settings.message_format
-        check_shape(
-            listing, where=f"session {self.session_id!r}", expected=None if configured == "auto" else configured
-        )
-        before = list(listing)
-        # Record the new turn first (diffed against what was restored), so the list the host hands
-        # back after its strategies is all recorded (a strategy that records, such as
-        # snapshot_restore, finds nothing new: nothing is recorded twice).
-        recorder = self._recorder()
-        recorder.record(self.session_id, before, self.view)
-        report = self.host.before_llm_call(listing, **self._call_keywords())
-        self.last_report = report
-        saved = any(action.what == "snapshot_saved" for action in report.actions)
-        if not saved and not same_messages(before, listing):
-            self._save(listing, recorder.covered(self.session_id, self.view))
-        recorder.leave(self.session_id, listing, self.view)
-        return listing
+        with self._lock:
+            keeper = self._keeper()
+            prompt: list[Message] = [{"role": "system", "content": self.system}] if self.system else []
+            configured = self.host.settings.message_format
+            expected = None if configured == "auto" else configured
+            where = f"session {self.session_id!r}"
+            if turn:  # a turn that would make the list invalid is refused before anything is recorded
+                # (against the conversation as last read: the read after the append sees the rest)
+                known = self._last_read
+                items, _ = self._items(known if known is not None else self._restored())
+                check_shape(prompt + items + turn, where=where, expected=expected)
+                keeper.append(self.session_id, turn, self.view)
+            restored = self._restored(for_host=True)
+            items, slots = self._items(restored)
+            listing = prompt + items
+            if not turn:
+                check_shape(listing, where=where, expected=expected)
+            slot_of = {id(m): slot for m, slot in zip(items, slots, strict=True)}
+            keeper.note_list(self.session_id, listing, [None] * len(prompt) + slots, self.view)  # for the call record
+            before = list(listing)
+            report = self.host.before_llm_call(listing, recorded_by_caller=True, **self._call_keywords())
+            self.last_report = report
+            if not same_messages(before, listing):
+                self._save(report, listing, [slot_of.get(id(m)) for m in listing], restored)
+            return listing
 
     def prepare(self, *new: Message) -> list[Message]:
         """:meth:`messages`: record the new turn and return the managed list to send to the model.
@@ -195,25 +214,27 @@ class Session:
         """Record the model's reply (text, message dict or SDK message object) in the view.
 
         Record every reply, the last one of a process included: after a restart the conversation
-        then continues after it (not after two user turns in a row).
+        then continues after it (not after two user turns in a row). As :meth:`add` when the
+        store fails.
         """
-        records = self.host.record_reply(as_message(reply), session_id=self.session_id, view=self.view)
-        return records[0]
+        with self._lock:
+            return self._keeper().append(self.session_id, [as_message(reply)], self.view)[0]
 
     def pop(self) -> Message | None:
-        """Remove and return the view's latest message (None when it has none).
+        """Remove and return the view's latest recorded message (None when it has none).
 
         The raw history keeps a ``remove`` record (the message stays in the log for audit until
         :meth:`erase`); restores and :meth:`get_items` no longer show it. A summary that already
         folded it in stays as it is.
         """
-        restored = self._restored()
-        for message, slot in zip(reversed(restored.messages), reversed(restored.slots), strict=True):
-            if slot is not None:
-                self._recorder().remove(self.session_id, [slot], self.view)
-                popped: Message = message
-                return popped
-        return None
+        with self._lock:
+            # The latest recorded message, whether or not a compaction left it in the context.
+            latest = self.store.current(self.session_id, self.view)
+            if not latest:
+                return None
+            self._keeper().remove(self.session_id, [latest[-1].seq], self.view)
+            popped: Message = latest[-1].message
+            return popped
 
     def records(self) -> list[RawRecord]:
         """The view's current messages with their sequence numbers (``record.seq``), oldest first.
@@ -229,34 +250,38 @@ class Session:
 
         A ``replace`` record is written; the next restore and :meth:`messages` show the new text.
         """
-        return self._recorder().replace(self.session_id, seq, _checked(message, 0), self.view)[0]
+        with self._lock:
+            return self._keeper().replace(self.session_id, seq, _checked(message, 0), self.view)
 
     def remove(self, *seqs: int) -> list[RawRecord]:
         """Remove the messages recorded as ``seqs`` from the conversation (``remove`` records)."""
-        return self._recorder().remove(self.session_id, list(seqs), self.view)
+        with self._lock:
+            return self._keeper().remove(self.session_id, list(seqs), self.view)
 
     def erase(self, *seqs: int) -> list[int]:
         """Delete messages for privacy: their text is overwritten everywhere the store keeps it (raw
         history, snapshots, tool-output blobs) and they leave the conversation (and the recall
-        index). Returns the sequence numbers erased. See :meth:`SessionStore.erase`."""
-        erased = self.store.erase(self.session_id, seqs)
-        self._recorder().forget(self.session_id)
-        self.host.forget_lists(self.session_id)
-        return erased
+        index). Returns the sequence numbers erased. See :meth:`SessionStore.erase`. A list of
+        yours that still holds an erased message (``manage()`` on it) does not record it again in
+        this process; drop it from the list."""
+        with self._lock:
+            erased = self._keeper().erase(self.session_id, list(seqs))
+            self._forget(erased=True)
+            return erased
 
     def erase_matching(self, pattern: str) -> list[int]:
         """:meth:`erase` every message matching the regular expression ``pattern``, and scrub the
         matches from summaries. Returns the sequence numbers erased."""
-        erased = self.store.erase_matching(self.session_id, pattern)
-        self._recorder().forget(self.session_id)
-        self.host.forget_lists(self.session_id)
-        return erased
+        with self._lock:
+            erased = self._keeper().erase(self.session_id, pattern=pattern)
+            self._forget(erased=True)
+            return erased
 
     def clear(self) -> None:
         """Delete the whole session (every view's snapshot and records, and its blobs)."""
-        self.store.delete(self.session_id)
-        self._recorder().forget(self.session_id)
-        self.host.forget_lists(self.session_id)
+        with self._lock:
+            self.store.delete(self.session_id)
+            self._forget()
 
     # -- lifetime ---------------------------------------------------------------------------------
 
@@ -278,20 +303,27 @@ class Session:
 
     # -- internals --------------------------------------------------------------------------------
 
-    def _recorder(self) -> Recorder:
-        return recorder_for(self.store)
+    def _keeper(self) -> Keeper:
+        return keeper_for(self.store)
+
+    def _forget(self, *, erased: bool = False) -> None:
+        """After an erase or delete: what this process and the config keep of the session outside
+        the store go too (the keeper's state, the host's lists, a recall index in ``index_dir``)."""
+        self._last_read = None
+        if not erased:  # (the keeper's erase forgot what it had to, keeping what was erased)
+            self._keeper().forget(self.session_id)
+        self.host.forget_lists(self.session_id)
+        folder = configured_index_dir(self.host.settings)
+        if folder is not None:
+            remove_index(folder, self.session_id)
 
     def _call_keywords(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "view": self.view}
 
     def _restored(self, for_host: bool = False) -> Restored:
-        last = self._last_read
-        current = restore_after(self.store, self.session_id, self.view, last) if last is not None else None
-        if current is None:
-            current = restore_view(self.store, self.session_id, self.view)
-            if current.records:  # one read of the raw history, for the recorder too
-                self._recorder().prime(self.session_id, self.view, current.records)
-                current = dataclasses.replace(current, records=[])
+        current = self._keeper().restore(self.session_id, self.view, self._last_read)
+        if current.records:
+            current = dataclasses.replace(current, records=[])  # handed to the recorder; not kept twice
         self._last_read = current
         # The caller's messages are its own to edit: copies, never the ones kept for the next read.
         restored = dataclasses.replace(
@@ -301,33 +333,47 @@ class Session:
         )
         if for_host and restored.tokens:  # the counts the store kept: the host does not tokenize the history again
             self.host.counter().remember(restored.messages, restored.tokens)
-        self._recorder().seed(self.session_id, restored.messages, restored.slots, self.view, restored.fingerprints)
         return restored
 
-    def _restore(self, for_host: bool = False) -> tuple[list[Message], int]:
-        """The view's conversation (snapshot + the events after it) and the last sequence number it covers;
-        ``for_host``: it goes to the host next, which then takes the token counts the store kept."""
-        restored = self._restored(for_host)
-        items = [
+    def _items(self, restored: Restored) -> tuple[list[Message], list[int | None]]:
+        """The conversation as items (no system prompt of the caller's, no recall block), each with its slot."""
+        items: list[Message] = []
+        slots: list[int | None] = []
+        for message, slot in zip(restored.messages, restored.slots, strict=True):
+            if is_recall_block(message) or (is_system(message) and not is_inserted(message)):
+                continue
             # text a redaction strategy removes never comes back (ctxlife_filter_text, where="restore")
-            self.host.filter_message(m, where="restore", session_id=self.session_id, view=self.view)
-            for m in restored.messages
-            if not is_recall_block(m) and not (is_system(m) and not is_inserted(m))
-        ]
-        return items, restored.covered
+            items.append(self.host.filter_message(message, where="restore", session_id=self.session_id, view=self.view))
+            slots.append(slot)
+        return items, slots
 
-    def _save(self, listing: list[Message], covered: int) -> None:
-        kept = [m for m in listing if not is_recall_block(m)]
-        slots = self._recorder().slots_of(self.session_id, kept, self.view)
-        self.store.save_snapshot(
-            Snapshot(
+    def _restore(self) -> tuple[list[Message], int]:
+        """The view's conversation (snapshot + the events after it) and the last sequence number it covers."""
+        with self._lock:
+            restored = self._restored()
+            return self._items(restored)[0], restored.covered
+
+    def _save(self, report: Report, listing: list[Message], slots: list[int | None], restored: Restored) -> None:
+        """The one snapshot write of a call that compacted; a failed write is reported, not raised."""
+        try:
+            self._keeper().save_snapshot(
+                self.session_id,
+                self.view,
+                listing,
+                slots=slots,
+                covered=restored.covered,
+                covered_fp=restored.covered_fp,
+            )
+        except StoreError as exc:
+            report.failures.append(StrategyFailure("session", "before_llm_call", f"{type(exc).__name__}: {exc}"))
+            emit(
+                "error",
+                "ctxlife.snapshot_save_failed",
                 session_id=self.session_id,
                 view=self.view,
-                messages=kept,
-                raw_length=covered,
-                meta={"inserted": inserted_meta(kept), "slots": slots},
+                error=f"{type(exc).__name__}: {exc}"[:300],
+                hint="the turn is recorded (do not send it again); the next call compacts from the raw history",
             )
-        )
 
 
 def _refuse_responses_item(item: object, index: int) -> None:

@@ -31,17 +31,10 @@ from pydantic import Field, field_validator
 
 import ctxlife
 from ctxlife.events import emit
-from ctxlife.messages import (
-    inserted_meta,
-    is_recall_block,
-    is_summary,
-    is_system,
-    same_messages,
-    validate,
-)
-from ctxlife.sessions import SessionStore, Snapshot
-from ctxlife.sessions.base import json_safe
-from ctxlife.sessions.recording import Recorder, recordable, recorder_for
+from ctxlife.messages import is_summary, is_system, same_messages, validate
+from ctxlife.sessions import SessionStore
+from ctxlife.sessions.keeper import Keeper, keeper_for
+from ctxlife.sessions.recording import recordable
 from ctxlife.sessions.restore import restore_view
 
 #: How many calls in a row a restore that failed for a passing reason (the store down) is tried.
@@ -90,6 +83,8 @@ class SnapshotRestore(ctxlife.Strategy):
     @ctxlife.hookimpl(tryfirst=True)
     def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
         session = ctx.session_id
+        if ctx.recorded_by_caller:
+            return  # the caller (ctxlife.Session) restored and recorded the list, and saves the snapshot
         if session is None:
             if not ctx.state.get("warned"):
                 ctx.state["warned"] = True
@@ -106,16 +101,16 @@ class SnapshotRestore(ctxlife.Strategy):
             return
         view = _view(ctx)
         state = _state(ctx, view)
-        recorder = recorder_for(store)
+        keeper = keeper_for(store)
         failed: Exception | None = None
         restored = False
         if (ctx.first_call_of_run or not state.get("started") or state.get("retry_restore")) and self.options.restore:
-            failed = self._restore(ctx, store, recorder, session, view, state)
+            failed = self._restore(ctx, store, keeper, session, view, state)
             restored = failed is None and bool(ctx.actions) and ctx.actions[-1].what == "restored"
         state["started"] = True
         state["unrecorded"] = True  # until the list is recorded: no snapshot of it (see _save)
         try:
-            recorder.record(session, ctx.messages, view)
+            keeper.record_list(session, ctx.messages, view)
             state["unrecorded"] = False
         except Exception:
             # The store failed (down, disk full): the new messages wait in the recorder for the
@@ -132,14 +127,14 @@ class SnapshotRestore(ctxlife.Strategy):
         self,
         ctx: ctxlife.LLMCallContext,
         store: SessionStore,
-        recorder: Recorder,
+        keeper: Keeper,
         session: str,
         view: str,
         state: dict[str, Any],
     ) -> Exception | None:
         """Restore the list by alignment; return the error when the restore failed (list left alone)."""
         try:
-            restored = self._restored_list(ctx, store, recorder, session, view)
+            restored = self._restored_list(ctx, store, keeper, session, view)
         except Exception as exc:  # noqa: BLE001 - a failed restore must leave the list alone and never block recording
             # A record that is not a message stays bad: give up for this host. Anything else (the
             # store unreachable, a read failing) is retried on the next calls, a few times.
@@ -169,9 +164,10 @@ class SnapshotRestore(ctxlife.Strategy):
         return None
 
     def _restored_list(
-        self, ctx: ctxlife.LLMCallContext, store: SessionStore, recorder: Recorder, session: str, view: str
+        self, ctx: ctxlife.LLMCallContext, store: SessionStore, keeper: Keeper, session: str, view: str
     ) -> tuple[list[dict[str, Any]], int, int] | None:
         """The restored list, or None when there is nothing to restore or the list holds the conversation."""
+        recorder = keeper.recorder
         restored_view = restore_view(store, session, view)
         if restored_view.tokens:  # counted once at append: the history is not tokenized again
             ctx.tokens.remember(restored_view.messages, restored_view.tokens)
@@ -223,7 +219,7 @@ class SnapshotRestore(ctxlife.Strategy):
 
     @ctxlife.hookimpl(specname="ctxlife_before_llm_call", trylast=True)
     def save_after_compaction(self, ctx: ctxlife.LLMCallContext) -> None:
-        if ctx.session_id is None:
+        if ctx.session_id is None or ctx.recorded_by_caller:
             return
         store = _store(ctx)
         if store is None:
@@ -235,7 +231,7 @@ class SnapshotRestore(ctxlife.Strategy):
             return
         # Everything in the list is recorded now (or ctxlife's own): note it as the caller's next
         # list starts, so a stateless caller sending it back is continued exactly.
-        recorder_for(store).leave(ctx.session_id, ctx.messages, view)
+        keeper_for(store).leave(ctx.session_id, ctx.messages, view)
         if same_messages(seen, ctx.messages):
             return
         # Another strategy rewrote the context: messages it added (a summary) are not raw history,
@@ -256,7 +252,7 @@ class SnapshotRestore(ctxlife.Strategy):
         state = _state(ctx, view)
         # The task's final messages are copies of the live list; what is new (the final answer)
         # is found by alignment like any other list.
-        recorder_for(store).record(ctx.session_id, ctx.messages, view)
+        keeper_for(store).record_list(ctx.session_id, ctx.messages, view)
         state["unrecorded"] = False
         self._save(ctx, store, ctx.session_id, view, state, ctx.messages)
         state.pop("seen", None)
@@ -270,44 +266,20 @@ class SnapshotRestore(ctxlife.Strategy):
         state: dict[str, Any],
         messages: list[dict[str, Any]],
     ) -> None:
-        recorder = recorder_for(store)
+        keeper = keeper_for(store)
         if state.get("restore_failed"):
             # The list lacks the saved conversation: writing it would destroy the good snapshot.
             ctx.record("skipped", reason="restore_failed")
             return
-        if recorder.pending(session, view) or state.get("unrecorded"):
+        pending = keeper.recorder.pending(session, view)
+        if pending or state.get("unrecorded"):
             # The raw history must hold everything a snapshot shows first, or a restore would
             # read the pending messages twice (in the snapshot and in the raw tail after it).
-            ctx.record("skipped", reason="raw_history_pending", pending=recorder.pending(session, view))
+            ctx.record("skipped", reason="raw_history_pending", pending=pending)
             return
-        # Messages a strategy inserts for one call only (the recall block) are not part of the session.
-        kept = [m for m in messages if not is_recall_block(m)]
-        safe: list[Any] = []
-        for index, message in enumerate(kept):
-            problems: list[str] = []
-            clean = json_safe(message, problems)
-            if problems:
-                emit(
-                    "error",
-                    "ctxlife.snapshot_message_quarantined",
-                    strategy=self.name,
-                    session_id=session,
-                    view=view,
-                    index=index,
-                    problem="; ".join(problems)[:500],
-                )
-            safe.append(clean if problems else message)
-        snapshot = Snapshot(
-            session_id=session,
-            view=view,
-            messages=safe,
-            # The sequence number of the latest record this list holds (the store's, not a count).
-            raw_length=recorder.covered(session, view),
-            # the slot of each message: later edits (replace/remove records) apply to the snapshot
-            meta={"inserted": inserted_meta(kept), "slots": recorder.slots_of(session, kept, view)},
-        )
-        store.save_snapshot(snapshot)
-        ctx.record("snapshot_saved", messages=len(messages), raw_length=snapshot.raw_length)
+        snapshot = keeper.save_snapshot(session, view, messages)
+        if snapshot is not None:
+            ctx.record("snapshot_saved", messages=len(messages), raw_length=snapshot.raw_length)
 
 
 def _filtered(ctx: ctxlife.HookContext, message: dict[str, Any]) -> dict[str, Any]:

@@ -67,4 +67,12 @@ def test_the_agent_answers_about_an_early_turn_after_compactions_and_a_restart(t
     assert holding and all(is_recall_block(m) for m in holding)
     with open_store(store) as s:
         raw = s.read_raw("crew-chat")
+        records = s.read_records("crew-chat")
+        (view,) = {r.view for r in records}  # the agent's lane
+        current = [r.message for r in s.current("crew-chat", view)]
     assert not any(is_recall_block(m) for m in raw)
+    # Compaction is not deletion (issue 37): no record removes what a compaction evicted, and every
+    # turn of both processes is in the raw history.
+    assert [r.op for r in records if r.op == "remove"] == []
+    said = [str(m.get("content")) for m in current if m.get("role") == "user"]
+    assert all(any(turn in text for text in said) for turn in [*turns, "Where did I say the spare key is hidden?"])

@@ -18,13 +18,14 @@ import contextlib
 import errno
 import itertools
 import os
+import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ctxlife import sessions
 from ctxlife.errors import StoreError
-from ctxlife.sessions.base import RawRecord, SessionInfo, SessionStore, Snapshot
+from ctxlife.sessions.base import Event, RawRecord, SessionInfo, SessionStore, Snapshot
 
 #: The store methods the recorder, snapshot_restore, llm_summary, tool_output and task_scope call.
 METHODS = ("append", "read_records", "head", "load_snapshot", "save_snapshot", "put_blob", "get_blob", "lock")
@@ -114,8 +115,16 @@ class FaultyStore(SessionStore):
     def head(self, session_id: str) -> int:
         return self._call("head", session_id)  # type: ignore[no-any-return]
 
-    def pop_last(self, session_id: str, *, view: str = "") -> RawRecord | None:
-        return self.inner.pop_last(session_id, view=view)
+    def append_events(
+        self, session_id: str, events: list[Event], *, view: str = "", if_head: int | None = None
+    ) -> list[RawRecord]:
+        return self.inner.append_events(session_id, events, view=view, if_head=if_head)
+
+    def erase(self, session_id: str, slots: Iterable[int]) -> list[int]:
+        return self.inner.erase(session_id, slots)
+
+    def erase_matching(self, session_id: str, pattern: str | re.Pattern[str]) -> list[int]:
+        return self.inner.erase_matching(session_id, pattern)
 
     def list_sessions(self) -> list[SessionInfo]:
         return self.inner.list_sessions()

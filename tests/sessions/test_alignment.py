@@ -143,9 +143,6 @@ class CountingStore(SessionStore):
     def save_snapshot(self, snapshot: Snapshot) -> None:
         self.inner.save_snapshot(snapshot)
 
-    def pop_last(self, session_id: str, *, view: str = "") -> RawRecord | None:
-        return self.inner.pop_last(session_id, view=view)
-
     def list_sessions(self) -> Any:
         return self.inner.list_sessions()
 

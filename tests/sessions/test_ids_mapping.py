@@ -16,6 +16,7 @@ from ctxlife.config import settings_from_dict
 from ctxlife.errors import SessionIdError
 from ctxlife.sessions import (
     MAX_SESSION_ID_LENGTH,
+    SessionKey,
     open_store,
     original_session_id,
     session_key,
@@ -47,7 +48,8 @@ def test_other_ids_map_to_a_valid_key_and_back(sid: str) -> None:
     assert key != sid and key.startswith(KEY_PREFIX)
     assert validate_session_id(key) == key
     assert original_session_id(key) == sid
-    assert session_key(key) == key  # mapping twice (a layer above another) is harmless
+    assert session_key(key) == key  # a key already made (a SessionKey) is its own key
+    assert session_key(str(key)) != key  # the same text as a plain str is an id: it is mapped
 
 
 def test_a_valid_id_that_looks_encoded_does_not_collide() -> None:
@@ -55,18 +57,60 @@ def test_a_valid_id_that_looks_encoded_does_not_collide() -> None:
     assert session_key("x") != session_key("_-x")
 
 
+def test_an_id_spelled_as_another_ids_key_gets_a_key_of_its_own(store_url: str) -> None:
+    # The attack of issue 38: sign up as the victim's key, read and write the victim's session.
+    victim, attacker = "alice.smith@example.com", "_-alice_2Esmith_40example_2Ecom"
+    assert session_key(victim) == attacker  # the key the earlier version gave both of them
+    assert session_key(attacker) != session_key(victim)
+    assert original_session_id(session_key(attacker)) == attacker
+    settings = settings_from_dict({"strategies": ["snapshot_restore"], "store": store_url, "context_window": 100_000})
+    with ctxlife.Session(victim, config=settings) as session:
+        session.prepare({"role": "user", "content": "My IBAN is DE89370400440532013000."})
+    with ctxlife.Session(attacker, config=settings) as session:
+        sent = session.prepare({"role": "user", "content": "What is my IBAN?"})
+    assert [m["content"] for m in sent] == ["What is my IBAN?"]
+
+
+def test_keys_written_by_the_earlier_version_are_still_found(store_url: str) -> None:
+    # Migration: the store holds keys as the earlier session_key wrote them; nothing is rewritten.
+    settings = settings_from_dict({"strategies": ["snapshot_restore"], "store": store_url, "context_window": 100_000})
+    old = {"alice@example.com": "_-alice_40example_2Ecom", "slack:C01": "_-slack_3AC01", "_-x": "_-_5F-x"}
+    with open_store(store_url) as store:
+        for sid, key in old.items():
+            store.append_raw(key, [{"role": "user", "content": f"hello from {sid}"}])
+    for sid in old:
+        with ctxlife.Session(sid, config=settings) as session:
+            assert [m["content"] for m in session.get_items()] == [f"hello from {sid}"]
+    with ctxlife.Session(SessionKey("_-alice_40example_2Ecom"), config=settings) as session:  # a key read back
+        assert [m["content"] for m in session.get_items()] == ["hello from alice@example.com"]
+
+
+@given(st.text(min_size=1, max_size=40), st.text(min_size=1, max_size=40))
+def test_distinct_strings_never_share_a_key(a: str, b: str) -> None:
+    keys = []
+    for text in (a, b, KEY_PREFIX + a):
+        try:
+            keys.append((text, session_key(text)))
+        except SessionIdError as exc:
+            assert "limit is" in str(exc)  # only too long a key is refused
+    for text, key in keys:
+        assert validate_session_id(key) == key
+        assert original_session_id(key) == text
+        assert session_key(text) == key  # the same id always gives the same key
+    assert len({k for _, k in keys}) == len({t for t, _ in keys})
+
+
 @given(st.text(min_size=1, max_size=40))
-def test_any_string_maps_reversibly_or_is_a_key_itself(text: str) -> None:
+def test_any_string_maps_reversibly(text: str) -> None:
     try:
         key = session_key(text)
     except SessionIdError as exc:
         assert "limit is" in str(exc)  # only too long a key is refused
         return
     assert validate_session_id(key) == key
-    assert session_key(key) == key
+    assert original_session_id(key) == text
     assert session_key(original_session_id(key)) == key
-    if key != text:
-        assert original_session_id(key) == text
+    assert session_key(key) == key and session_key(SessionKey(str(key))) == key
 
 
 @pytest.mark.parametrize("bad", ["", b"u42", 42, "x" * (MAX_SESSION_ID_LENGTH + 1), "日本" * 30])

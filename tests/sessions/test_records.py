@@ -146,19 +146,6 @@ def test_a_message_that_is_not_json_is_quarantined_and_never_blocks_the_batch(st
         store.append_raw("q", [msg("user", math.inf)])  # the strict 0.1 API still refuses
 
 
-def test_pop_last_removes_only_the_sessions_last_record_of_its_view(store: SessionStore) -> None:
-    assert store.pop_last("p") is None
-    store.append("p", [msg("user", "q0"), msg("assistant", "a0")], view="v")
-    store.append("p", [msg("user", "other")], view="w")
-    with pytest.raises(StoreError, match="belongs to view 'w'"):
-        store.pop_last("p", view="v")
-    popped = store.pop_last("p", view="w")
-    assert popped is not None and (popped.seq, popped.message["content"]) == (3, "other")
-    assert store.pop_last("p", view="v").message["content"] == "a0"
-    assert store.head("p") == 1
-    assert store.append("p", [msg("assistant", "a0 again")], view="v")[0].seq == 2  # numbering continues
-
-
 def test_each_view_has_its_own_snapshot(store: SessionStore) -> None:
     store.save_snapshot(Snapshot(session_id="v", messages=[msg("user", "default")], raw_length=1))
     store.save_snapshot(
@@ -264,7 +251,7 @@ def test_opening_and_reading_create_nothing(store_url: str, tmp_path: Path) -> N
         assert store.list_sessions() == []
         assert store.read_records("s") == [] and store.head("s") == 0
         assert store.load_snapshot("s", "v") is None and store.get_blob("s", "k") is None
-        assert store.pop_last("s") is None and store.delete("s") is False
+        assert store.delete("s") is False
     assert sorted(tmp_path.rglob("*")) == before
 
 
@@ -298,10 +285,15 @@ def test_file_store_reads_only_new_bytes_and_notices_a_rewrite_by_another_proces
     assert len(reader.read_records("s")) == 50
     writer.append("s", [msg("user", "new")])
     assert [r.message["content"] for r in reader.read_records("s", after_seq=50)] == ["new"]
-    # Another handle pops the last record and appends a longer one: same file, different bytes
+    # Another process drops the last record and appends a longer one: same file, different bytes
     # after the offset the reader remembered. The reader must notice.
-    writer.pop_last("s")
+    _drop_last_line(tmp_path / "s_raw.jsonl")
     writer.append("s", [msg("user", "replacement " * 50)])
     got = reader.read_records("s", after_seq=50)
     assert [(r.seq, r.message["content"][:11]) for r in got] == [(51, "replacement")]
     assert isinstance(got[0], RawRecord)
+
+
+def _drop_last_line(path: Path) -> None:
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:-1]))

@@ -18,9 +18,15 @@ wrap_model_call           -> ctxlife_bootstrap (into the system prompt) + ctxlif
                              list), so the next call starts from it and nothing is compacted twice
 wrap_tool_call            -> ctxlife_before_tool_call (a result set there answers without the tool)
                              and ctxlife_after_tool_call (what the model sees of the result)
-after_agent               -> ctxlife_task_end (snapshots), with the state's messages
+after_agent               -> ctxlife_task_end (snapshots), with [system prompt, *state messages]:
+                             the shape of every model call's list, so the recorder sees the
+                             list the last call handed back plus the reply
 ``middleware.tools``      -> the tools strategies offer (``host.provided_tools()``, e.g. the recall
                              tool of ``tool_output``), registered by ``create_agent`` itself
+
+Compaction is not deletion: what the write-back drops from the state (a compaction's evictions)
+stays in the raw history; the user's own removal (a ``RemoveMessage`` through ``update_state``, a
+message dropped from the middle of the list a stateless app sends) is recorded as one.
 
 The session is the explicit ``session_id=`` argument, else the config's (or
 ``CTXLIFE_SESSION_ID``), else the LangGraph ``thread_id`` of the call; any string works
@@ -224,6 +230,9 @@ class CtxlifeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self._converted: dict[int, tuple[BaseMessage, dict[str, Any]]] = {}
         self._converted_old: dict[int, tuple[BaseMessage, dict[str, Any]]] = {}
         self._calls = 0
+        # The system prompt of each running agent's latest model call (as the model got it), until the
+        # run ends: node 6 gets the same list shape as node 2 (see after_agent).
+        self._prompts: dict[str | None, dict[str, Any]] = {}
 
     def _as_dicts(self, messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
         """The messages as OpenAI-format dicts; the same message object gives the same dict object."""
@@ -268,9 +277,17 @@ class CtxlifeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         messages = list(state.get("messages") or [])
         last = messages[-1] if messages else None
         output = _text(last.content) if isinstance(last, AIMessage) else None
+        session = self.session()
+        prompt = self._prompts.pop(session, None)
         wanted = self.host.implements("ctxlife_task_end")  # converting a long history costs: only when used
-        ctx = TaskContext(output=output, messages=[dict(m) for m in self._as_dicts(messages)] if wanted else [])
-        self.host.task_end(ctx, session_id=self.session())
+        # [system prompt, *state messages], as at every model call: the recorder then finds this list
+        # continuing the one the last call handed back (after a compaction too) and records the reply
+        # alone, instead of diffing it against an older list.
+        head = [dict(prompt)] if prompt is not None else []
+        ctx = TaskContext(
+            output=output, messages=[*head, *(dict(m) for m in self._as_dicts(messages))] if wanted else []
+        )
+        self.host.task_end(ctx, session_id=session)
         if isinstance(last, AIMessage) and ctx.output is not None and ctx.output != output and last.id is not None:
             return {"messages": [last.model_copy(update={"content": ctx.output})]}  # same id: replaced in place
         return None
@@ -289,15 +306,14 @@ class CtxlifeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         by_identity = {id(d): m for d, m in zip(dicts, originals, strict=True)}
         live = list(dicts)
         model_name, window = _model_facts(request.model)
+        session = self.session()
         report = self.host.before_llm_call(
             live,
             model=model_name,
             context_window=window,
-            session_id=self.session(),
+            session_id=session,
             complete=_completion(request.model),
         )
-        if len(live) == len(dicts) and all(a is b for a, b in zip(live, dicts, strict=True)):
-            return _Prepared(request, None, report)
         # The first system message is the system prompt when the agent has one, or when ctxlife
         # created it for the bootstrap text; a system message from the state, or a summary a
         # strategy inserted, belongs to the conversation (the state).
@@ -307,6 +323,12 @@ class CtxlifeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             and (system is not None or (id(live[0]) not in by_identity and not is_summary(live[0])))
         )
         new_system = live[0] if head_is_prompt else None
+        if new_system is not None:
+            self._prompts[session] = new_system
+        else:
+            self._prompts.pop(session, None)
+        if len(live) == len(dicts) and all(a is b for a, b in zip(live, dicts, strict=True)):
+            return _Prepared(request, None, report)
         rest = live[1:] if head_is_prompt else live
         messages: list[AnyMessage] = [by_identity.get(id(d)) or _from_dict(d) for d in rest]  # type: ignore[misc]
         if new_system is None:

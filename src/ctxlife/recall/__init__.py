@@ -18,6 +18,7 @@ from ctxlife.recall.history import (
     RECALL_HEADER,
     HistorySearch,
     Passage,
+    configured_index_dir,
     default_index_dir,
     excerpt,
     live_keys,
@@ -25,6 +26,7 @@ from ctxlife.recall.history import (
     position,
     quote,
     read_records,
+    remove_index,
     render,
     split_question,
 )
@@ -48,6 +50,7 @@ __all__ = [
     "StoredRecord",
     "bigrams",
     "chunks",
+    "configured_index_dir",
     "dates_in",
     "default_index_dir",
     "documents",
@@ -61,6 +64,7 @@ __all__ = [
     "quote",
     "query_terms",
     "read_records",
+    "remove_index",
     "render",
     "split_question",
 ]

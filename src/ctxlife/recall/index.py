@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxlife.errors import CtxlifeError
+from ctxlife.messages import escape_surrogates
 from ctxlife.recall.records import CHUNK_CHARS, Document, IndexableRecord, message_text, text_documents
 from ctxlife.recall.text import dates_in, index_text, query_terms, term_pattern
 
@@ -270,10 +271,15 @@ class HistoryIndex:
                     self._set_meta("last_seq", str(last))
                     self._set_meta("last_fp", fp or "")
                 self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
+            except BaseException as exc:
+                # Whatever failed (a write, a text SQLite cannot take, an interrupt), the transaction is
+                # rolled back: one left open would refuse every later write ("cannot start a
+                # transaction within a transaction") and recall would stay broken for the session.
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 self._docs = docs  # nothing was written
+                if not isinstance(exc, (sqlite3.Error, ValueError)):
+                    raise
                 raise IndexError_(f"cannot write the history index {self.path or ':memory:'}: {exc}") from None
             self._last_seq = last
             if edited:
@@ -348,8 +354,9 @@ class HistoryIndex:
                 continue
             taken.add(at)
             message = record.message if isinstance(record.message, dict) else {}
-            role = str(message.get("role") or "")
-            text = message_text(message).strip()
+            # Lone surrogates (a non-UTF-8 file name) cannot go to SQLite: escaped, as the stores do.
+            role = escape_surrogates(str(message.get("role") or ""))
+            text = escape_surrogates(message_text(message).strip())
             at_time, view = record.recorded_at, record.view
             rows.append((at, role, at_time, _month_day(at_time), view, int(_calls_tools(message)), text))
             if view not in self._views:
@@ -388,6 +395,7 @@ class HistoryIndex:
         keeps only the records of that view (None: every view).
         """
         excluded = set(exclude)
+        query = escape_surrogates(query)  # as the texts were indexed
         if view is not None and self._views <= {view}:
             view = None  # one view only (the usual case): no filter to apply
         terms = query_terms(query)

@@ -9,6 +9,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ctxlife.errors import CtxlifeError
+from ctxlife.messages import escape_surrogates
+
 if TYPE_CHECKING:
     from ctxlife.inspection import Frame, SessionReplay
 
@@ -328,9 +331,22 @@ def render_html(replay: SessionReplay, *, title: str | None = None) -> str:
 
 
 def write_report(replay: SessionReplay, path: str | os.PathLike[str], *, title: str | None = None) -> Path:
-    """Write :func:`render_html` of ``replay`` to ``path`` (UTF-8); return the path."""
+    """Write :func:`render_html` of ``replay`` to ``path`` (UTF-8); return the path.
+
+    Raises :class:`~ctxlife.errors.CtxlifeError` naming the path when it is a folder or cannot be
+    written. Lone surrogates in stored text (a non-UTF-8 file name) are written as ``\\udXXX``.
+    """
     target = Path(path)
-    if target.parent != Path("."):
-        target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(render_html(replay, title=title), encoding="utf-8")
+    if target.is_dir():
+        raise CtxlifeError(
+            f"cannot write the report to {str(target)!r}: it is a folder; pass a file name "
+            f"(for example -o {str(target / 'report.html')!r})"
+        )
+    text = escape_surrogates(render_html(replay, title=title))
+    try:
+        if target.parent != Path("."):
+            target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CtxlifeError(f"cannot write the report to {str(target)!r}: {exc.strerror or exc}") from None
     return target

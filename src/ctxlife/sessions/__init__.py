@@ -50,6 +50,7 @@ from ctxlife.sessions.base import (
 )
 from ctxlife.sessions.ids import (
     MAX_SESSION_ID_LENGTH,
+    SessionKey,
     original_session_id,
     session_key,
     validate_session_id,
@@ -71,6 +72,7 @@ __all__ = [
     "RawRecord",
     "RecordSlot",
     "SessionInfo",
+    "SessionKey",
     "SessionStore",
     "Snapshot",
     "StoreFactory",

@@ -54,15 +54,18 @@ import hashlib
 import json
 import math
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple, Self
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ctxlife.errors import CtxlifeError, StoreError
+from ctxlife.events import redact_url as redact_url  # re-exported: the stores and tools import it from here
+from ctxlife.messages import has_calls, is_tool_result, split_units
 from ctxlife.sessions.durations import parse_duration
 from ctxlife.sessions.ids import validate_session_id, validate_view
 
@@ -321,6 +324,33 @@ def erased_message(message: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"role": message.get("role", "user"), "content": ERASED_TEXT, _ERASED_KEY: True}
     if "tool_call_id" in message:
         out["tool_call_id"] = message["tool_call_id"]
+    return out
+
+
+def whole_units(records: list[RawRecord], slots: set[int]) -> set[int]:
+    """``slots`` with the rest of every tool call/result unit they touch, in each view's current list.
+
+    Erasing half of a unit (the call without its results, or one result) leaves a list providers
+    reject; results left alone right after an erased unit go with it too.
+    """
+    if not slots:
+        return slots
+    by_view: dict[str, list[RawRecord]] = {}
+    for r in records:
+        by_view.setdefault(r.view, []).append(r)
+    out = set(slots)
+    for mine in by_view.values():
+        live = materialize(mine)
+        messages = [r.message for r in live]
+        dropped = False
+        for unit in split_units(messages):
+            members = {live[i].seq for i in range(unit.start, unit.end)}
+            orphan = not has_calls(messages[unit.start]) and is_tool_result(messages[unit.start])
+            if members & out or (dropped and orphan):
+                out |= members
+                dropped = True
+            else:
+                dropped = False
     return out
 
 
@@ -850,14 +880,6 @@ class SessionStore(abc.ABC):
     def head(self, session_id: str) -> int:
         """The session's last sequence number (0 for an empty or unknown session)."""
 
-    @abc.abstractmethod
-    def pop_last(self, session_id: str, *, view: str = "") -> RawRecord | None:
-        """Remove and return the session's last record if it belongs to ``view`` (None if empty).
-
-        Only the very last record of the session can be removed, so sequence numbers stay without
-        gaps; when the last record belongs to another view, :class:`StoreError` says so.
-        """
-
     def append_events(
         self, session_id: str, events: list[Event], *, view: str = "", if_head: int | None = None
     ) -> list[RawRecord]:
@@ -960,21 +982,55 @@ class SessionStore(abc.ABC):
         Call records keep no message text of a recorded slot (they name it), except a message sent
         in another form (with the bootstrap section): that copy is overwritten too.
 
+        A slot that is part of a tool call/result unit (an assistant message making tool calls and
+        the results that answer it, :func:`ctxlife.messages.split_units`) erases the whole unit: the
+        call and every result of it, so the view's list stays valid (no orphan tool result, no call
+        without its result) for restore and :meth:`ctxlife.Session.prepare`.
+
         Returns the slots erased (unknown slots are ignored). Text a summary already took from
         the messages stays in that summary: use :meth:`erase_matching` to scrub a value everywhere.
         """
-        wanted = {int(s) for s in slots}
+        return self._erase(session_id, [int(s) for s in slots], None)
+
+    def erase_matching(self, session_id: str, pattern: str | re.Pattern[str]) -> list[int]:
+        """:meth:`erase` every message whose text matches ``pattern`` (a regular expression), or that
+        refers to a kept tool output (a blob) whose text does, and replace the matches with
+        ``[erased]`` in every snapshot (summaries included). Returns the slots."""
+        regex = re.compile(pattern) if isinstance(pattern, str) else pattern
+        blobs: dict[str, bool] = {}
+
+        def in_blob(ref: str) -> bool:  # a full tool output kept aside holds the match
+            if ref not in blobs:
+                try:
+                    text = self.get_blob(session_id, ref)
+                except StoreError:
+                    text = None
+                blobs[ref] = text is not None and regex.search(text) is not None
+            return blobs[ref]
+
+        slots = []
+        for r in self.read_records(session_id):
+            if r.op == REMOVE:
+                continue
+            text = canonical_json(r.message)
+            if regex.search(text) is not None or any(in_blob(ref) for ref in _BLOB_REF.findall(text)):
+                slots.append(r.slot)
+        return self._erase(session_id, slots, regex)
+
+    def _erase(self, session_id: str, slots: list[int], regex: re.Pattern[str] | None) -> list[int]:
+        """Erase ``slots`` (whole units) and scrub ``regex`` from the snapshots.
+
+        The order makes a run killed at any point complete when run again: the blobs, the ``remove``
+        events and the snapshots go first, while the raw records still hold the text that finds
+        them again; the raw records are rewritten last but one, and the derived data (the index)
+        deleted last (every run deletes it).
+        """
         records = self.read_records(session_id)
+        wanted = whole_units(records, set(slots))
         affected = [r for r in records if r.op != REMOVE and r.slot in wanted]
-        if not affected:
-            return []
         found = sorted({r.slot for r in affected})
-        self._rewrite_records(
-            session_id,
-            {r.seq: event_value(Event(r.op, erased_message(r.message), r.target)) for r in affected if not r.erased},
-        )
         self._scrub_blobs(session_id, [r.message for r in affected])
-        self._scrub_calls(session_id, set(found), None)
+        self._scrub_calls(session_id, set(found), regex)
         by_view: dict[str, list[RawRecord]] = {}
         for r in records:
             by_view.setdefault(r.view, []).append(r)
@@ -983,26 +1039,22 @@ class SessionStore(abc.ABC):
             gone = {r.fingerprint for r in affected if r.view == view}
             if live:
                 self.append_events(session_id, [Event(REMOVE, {}, target=s) for s in live], view=view)
-            if gone:
-                self._drop_from_snapshot(session_id, view, set(found), gone, None)
+            if gone or regex is not None:
+                self._drop_from_snapshot(session_id, view, set(found), gone, regex)
+        self._rewrite_records(
+            session_id,
+            {r.seq: event_value(Event(r.op, erased_message(r.message), r.target)) for r in affected if not r.erased},
+        )
+        if found or regex is not None:
+            self._erased(session_id)
         return found
 
-    def erase_matching(self, session_id: str, pattern: str | re.Pattern[str]) -> list[int]:
-        """:meth:`erase` every message whose text matches ``pattern`` (a regular expression), and
-        replace the matches with ``[erased]`` in every snapshot and every call record (summaries,
-        recall blocks and system prompts included). Returns the slots."""
-        regex = re.compile(pattern) if isinstance(pattern, str) else pattern
-        slots = [
-            r.slot
-            for r in self.read_records(session_id)
-            if r.op != REMOVE and regex.search(canonical_json(r.message)) is not None
-        ]
-        erased = self.erase(session_id, slots)
-        views = {r.view for r in self.read_records(session_id)}
-        for view in views:
-            self._drop_from_snapshot(session_id, view, set(), set(), regex)
-        self._scrub_calls(session_id, set(), regex)
-        return erased
+    def _erased(self, session_id: str) -> None:
+        """After an erase: delete the session's derived data (the recall index, a cache of the raw
+        history that still holds the erased text; it is rebuilt from the scrubbed history on use)."""
+        folder = self.derived_dir(session_id)
+        if folder is not None and folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _drop_from_snapshot(
         self, session_id: str, view: str, slots: set[int], fps: set[str], regex: re.Pattern[str] | None
@@ -1291,33 +1343,13 @@ def parse_bool(value: str, name: str, url: str) -> bool:
     raise StoreError(f"store URL {url!r}: option {name}={value!r} must be true or false")
 
 
-def redact_url(url: str) -> str:
-    """Return ``url`` with any password replaced by ``***`` (for messages and logs)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    netloc = f"{user}:***@{host}" + (f":{port}" if port is not None else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
 def parse_query(url: str, query: str, allowed: tuple[str, ...]) -> dict[str, str]:
     """Parse a store URL's query string, rejecting options not in ``allowed`` by name."""
 
     try:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
-        raise StoreError(f"store URL {redact_url(url)!r} has a malformed query string {query!r}") from None
+        raise StoreError(f"store URL {redact_url(url)!r} has a malformed query string") from None
     opts: dict[str, str] = {}
     for k, v in pairs:
         if k not in allowed:

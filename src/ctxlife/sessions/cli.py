@@ -28,8 +28,9 @@ Exit codes: ``0`` done, ``1`` no such session, ``2`` bad input, a config that is
 or a store error (message on stderr): a script can take ``1``, and only ``1``, as "already gone".
 
 A session ``ID`` is the id as the application passed it (a LangGraph thread id such as
-``slack:C01:17.5``, an e-mail address) or its store key: it is mapped with
-:func:`ctxlife.sessions.session_key`, and ``list`` shows ids, not keys.
+``slack:C01:17.5``, an e-mail address): it is mapped with :func:`ctxlife.sessions.session_key`, and
+``list`` shows ids, not keys. A store key as seen in a file name (``_-alice_40example_2Ecom``) works
+too when no session has that string as its id.
 
 The stores load when a command opens one, and ``rich``'s tables when a command prints one.
 """
@@ -41,8 +42,9 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import IO, Any
 
 from ctxlife.errors import CtxlifeError
@@ -51,7 +53,7 @@ from ctxlife.messages import SUMMARY_PREFIX, content_text, inserted_text, is_sum
 from ctxlife.sessions import DEFAULT_STORE_URL, open_store, session_key
 from ctxlife.sessions.base import materialize
 from ctxlife.sessions.durations import parse_duration
-from ctxlife.sessions.ids import original_session_id, validate_view
+from ctxlife.sessions.ids import original_session_id, validate_session_id, validate_view
 
 __all__ = ["add_session_parser", "run_session_command"]
 
@@ -173,12 +175,15 @@ def run_session_command(
     token_encoding: str | None = None,
     stdout: IO[str] | None = None,
     stderr: IO[str] | None = None,
+    index_dirs: Sequence[str | Path] = (),
 ) -> int:
     """Run the ``session`` subcommand parsed into ``args``; return the exit code.
 
     Args:
         args: the namespace from a parser built with :func:`add_session_parser`.
         default_store_url: the store to use when ``--store`` is not given (from the config).
+        index_dirs: folders holding recall indexes outside the store (the config's ``[recall]
+            index_dir``): ``rm`` and ``erase`` delete a session's index there too.
         count_tokens: ``f(messages) -> int``; when given, ``show`` reports the snapshot's tokens.
         token_encoding: a label for the counter (e.g. ``"cl100k_base"``) shown beside the count.
         stdout, stderr: streams to write to (default ``sys.stdout`` / ``sys.stderr``).
@@ -190,6 +195,8 @@ def run_session_command(
     from ctxlife.recall.cli import search_command  # lazy: as in add_session_parser
 
     handlers = {"list": _list, "show": _show, "export": _export, "erase": _erase, "rm": _rm, "search": search_command}
+    if command in ("rm", "erase"):
+        handlers[command] = _dropping_indexes(handlers[command], index_dirs)
     handler = handlers.get(command or "")
     if handler is None:
         err.write(f"error: unknown session command {command!r}; use one of: {', '.join(handlers)}\n")
@@ -197,11 +204,31 @@ def run_session_command(
     try:
         with open_store(url) as store:
             if getattr(args, "session_id", None) is not None:
-                args.session_id = session_key(args.session_id)  # the id as the app passed it, or its key
+                args.session_id = _key_of(store, args.session_id)
             return handler(store, args, out, err, count_tokens, token_encoding)
     except (CtxlifeError, OSError) as exc:
         err.write(f"error: {exc}\n")
         return _EXIT_ERROR
+
+
+def _dropping_indexes(handler: Callable[..., int], index_dirs: Sequence[str | Path]) -> Callable[..., int]:
+    """``handler`` (rm, erase), then the recall indexes of the sessions it touched deleted from
+    ``index_dirs`` (outside the store, so its delete and erase cannot reach them)."""
+
+    def run(store: Any, args: argparse.Namespace, *rest: Any) -> int:
+        before = {i.session_id for i in store.list_sessions()} if args.session_id is None else {args.session_id}
+        code = handler(store, args, *rest)
+        if code == _EXIT_OK and not getattr(args, "dry_run", False):
+            after = {i.session_id for i in store.list_sessions()} if args.session_id is None else set()
+            # lazy: the recall package loads sqlite3 and its index; only rm and erase need it
+            from ctxlife.recall import remove_index
+
+            for sid in before - after if args.session_id is None else before:
+                for folder in index_dirs:
+                    remove_index(folder, sid)
+        return code
+
+    return run
 
 
 def _console(out: IO[str]) -> Any:
@@ -220,6 +247,24 @@ def _not_found(store: Any, sid: str, err: IO[str]) -> int:
     sid = _shown(sid)
     err.write(f"error: no session {sid!r} in {store.url}; `ctxlife session list` shows the sessions\n")
     return _EXIT_NOT_FOUND
+
+
+def _key_of(store: Any, typed: str) -> str:
+    """The key of the session ``typed`` names: the id as the app passed it, else a key typed as it is stored."""
+    key = session_key(typed)
+    if key != typed and _is_plain_key(typed):
+        stored = {info.session_id for info in store.list_sessions()}
+        if key not in stored and typed in stored:
+            return typed  # no session has that id, but one has that key (a file name copied from the store)
+    return key
+
+
+def _is_plain_key(text: str) -> bool:
+    try:
+        validate_session_id(text)
+    except CtxlifeError:
+        return False
+    return True
 
 
 def _shown(key: str) -> str:

@@ -655,39 +655,6 @@ class FileStore(SessionStore):
         self._remember(session_id, parsed.tail)
         return parsed.tail
 
-    def pop_last(self, session_id: str, *, view: str = "") -> RawRecord | None:
-        path = self._path(session_id, _RAW_SUFFIX)
-        validate_view(view)
-        if self._expired(session_id):
-            return None
-        try:
-            fd = os.open(path, os.O_RDWR | _O_SAFE)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StoreError(f"cannot open {path}: {exc.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            tail = self._repair_and_tail(session_id, path, fd)
-            if tail.seq == 0:
-                return None
-            line = os.pread(fd, tail.offset - tail.last_start, tail.last_start)
-            record = decode_record(json.loads(line), tail.lines)
-            if record.view != view:
-                raise StoreError(
-                    f"cannot pop the last message of view {view!r} in session {session_id!r}: the session's "
-                    f"last record (seq {record.seq}) belongs to view {record.view!r}"
-                )
-            os.ftruncate(fd, tail.last_start)
-            if self.fsync:
-                os.fsync(fd)
-            self._forget(session_id)
-            return record
-        except OSError as exc:
-            raise StoreError(f"cannot pop from {path}: {exc.strerror}") from None
-        finally:
-            os.close(fd)
-
     # -- sessions --------------------------------------------------------------------------------
 
     def _session_ids(self) -> set[str]:
@@ -757,6 +724,9 @@ class FileStore(SessionStore):
             raise StoreError(f"cannot open {path}: {exc.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            # Only a rewrite, under this lock, writes a temporary copy of the raw history: one found
+            # now is a killed erase's, whose original was never replaced (rolled back: erase again).
+            self._remove_temps(session_id, snapshots=False)
             self._repair_and_tail(session_id, path, fd)
             lines = _read_file(path).splitlines(keepends=True)
             changed = 0
@@ -880,6 +850,21 @@ class FileStore(SessionStore):
         finally:
             os.close(fd)
 
+    def _remove_temps(self, session_id: str, *, snapshots: bool) -> None:
+        """Delete the session's temporary files (``_atomic_write``'s, left by a process killed while
+        writing): copies of its raw history (an erase's) and, with ``snapshots``, of its snapshots
+        (only when deleting the session: another process may be saving one now)."""
+        if not self.directory.is_dir():
+            return
+        prefixes = [f".{session_id}{_RAW_SUFFIX}."]
+        if snapshots:
+            prefixes += [f".{session_id}{_CTX_SUFFIX}.", f".{session_id}{_VIEW_MARK}"]
+        for entry in os.scandir(self.directory):
+            name = entry.name
+            if name.endswith(".tmp") and name.startswith(tuple(prefixes)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+
     def delete(self, session_id: str) -> bool:
         raw = self._path(session_id, _RAW_SUFFIX)
         blobs = self._path(session_id, _BLOB_SUFFIX)
@@ -915,20 +900,7 @@ class FileStore(SessionStore):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._path(session_id, _CALLS_SUFFIX))
                 existed = True
-            if self.directory.is_dir():
-                prefix = f".{session_id}_ctx"
-                for entry in os.scandir(self.directory):
-                    name = entry.name
-                    if (
-                        name.startswith(prefix)
-                        and name.endswith(".tmp")
-                        and (
-                            name.startswith(f".{session_id}{_CTX_SUFFIX}.")
-                            or name.startswith(f".{session_id}{_VIEW_MARK}")
-                        )
-                    ):
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(entry.path)
+            self._remove_temps(session_id, snapshots=True)
             self._remove_lock_file(session_id)
         except OSError as exc:
             raise StoreError(f"cannot delete session {session_id!r} in {self.directory}: {exc.strerror}") from None

@@ -13,17 +13,29 @@ no ``:`` (the Redis key separator) and no glob metacharacter.
 
 Ids that come from elsewhere (a LangGraph ``thread_id`` such as ``slack:C01:1700000000.1``, an e-mail
 address, an Agents SDK session id) go through :func:`session_key` first, which maps *any* non-empty
-string to a store key safely and reversibly:
+string to a store key safely, reversibly and injectively (two different strings never share a key):
 
-* an id that is already valid is its own key, so existing sessions keep their names (and a key is its
-  own key: mapping twice is harmless);
-* any other string becomes :data:`KEY_PREFIX` (``"_-"``) followed by its UTF-8 bytes, with letters,
-  digits and ``-`` kept as they are and every other byte written as ``_`` and two upper-case hex digits:
-  ``alice@example.com`` -> ``_-alice_40example_2Ecom``, ``slack:C01`` -> ``_-slack_3AC01``;
-* a valid id that starts with ``_-`` but is not such a key is encoded too (``_-x`` -> ``_-_5F-x``), so
-  two different ids never share a key (only a string that *is* the key of another id names that id);
+* a valid id that does not start with :data:`KEY_PREFIX` (``"_-"``) is its own key, so existing
+  sessions keep their names;
+* any other string, *including every valid id that starts with* ``_-``, becomes ``_-`` followed by its
+  UTF-8 bytes, with letters, digits and ``-`` kept as they are and every other byte (``_`` too) written
+  as ``_`` and two upper-case hex digits: ``alice@example.com`` -> ``_-alice_40example_2Ecom``,
+  ``slack:C01`` -> ``_-slack_3AC01``, ``_-x`` -> ``_-_5F-x``. Plain keys never start with ``_-`` and
+  encoded keys always do, and the byte encoding is injective, so the map is injective for every str
+  (lone surrogates included: they are encoded with ``surrogatepass``);
 * a string whose key would be longer than :data:`MAX_SESSION_ID_LENGTH` is refused with a
   :class:`~ctxlife.errors.SessionIdError` at the call (pass a shorter id, or a hash of it).
+
+No map can be both injective and idempotent on strings (a key that is its own key would share it with
+the id it encodes), so a string is always taken as an id: ``session_key("_-alice_40example_2Ecom")``
+is ``_-_5F-alice_5F40example_5F2Ecom``, not alice's key. Code that already holds a key says so with
+:class:`SessionKey` (what :func:`session_key` returns): a ``SessionKey`` is its own key.
+
+Migration: every key the earlier version wrote is still the key of the same id, except that an id
+that itself started with ``_-`` and read as an encoded key (``_-alice_40example_2Ecom``) used to be
+stored under that very key, i.e. in the session of the id it decodes to (``alice@example.com``).
+Such a key stays with the id it decodes to; the look-alike id now gets a key of its own. No store
+needs rewriting.
 
 :func:`original_session_id` turns a key back into the id it was made from (``ctxlife session list``
 shows that).
@@ -38,6 +50,7 @@ from ctxlife.errors import SessionIdError
 
 __all__ = [
     "KEY_PREFIX",
+    "SessionKey",
     "MAX_SESSION_ID_LENGTH",
     "original_session_id",
     "session_key",
@@ -96,23 +109,39 @@ _KEPT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345678
 _ESCAPED = re.compile(r"(?:[A-Za-z0-9-]|_[0-9A-F]{2})*")
 
 
-def session_key(session_id: object) -> str:
+class SessionKey(str):
+    """A store key, as :func:`session_key` returns it: passed where an id is taken, it is used as it is.
+
+    Wrap a key read from a store (``SessionKey(info.session_id)``) to open that session with an API
+    that maps ids (:class:`ctxlife.Session`); a plain ``str`` is always an id and is mapped.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, key: str) -> SessionKey:
+        return super().__new__(cls, validate_session_id(key))
+
+
+def session_key(session_id: object) -> SessionKey:
     """The store key for a session id from anywhere (a framework's thread id, a user name, an e-mail).
 
-    A valid id (see :func:`validate_session_id`) is returned unchanged; any other non-empty string is
-    encoded reversibly into the id alphabet (the module doc says how; :func:`original_session_id`
-    decodes it). A key is its own key, so mapping an id twice is harmless. Raises
-    :class:`SessionIdError` for a non-string, an empty string, or a string whose key would be longer
-    than :data:`MAX_SESSION_ID_LENGTH` characters.
+    A valid id (see :func:`validate_session_id`) that does not start with ``_-`` is returned unchanged;
+    any other non-empty string is encoded reversibly into the id alphabet (the module doc says how;
+    :func:`original_session_id` decodes it). Two different strings never share a key. A
+    :class:`SessionKey` (a key already made) is returned as it is. Raises :class:`SessionIdError` for a
+    non-string, an empty string, or a string whose key would be longer than
+    :data:`MAX_SESSION_ID_LENGTH` characters.
     """
+    if isinstance(session_id, SessionKey):
+        return session_id
     if not isinstance(session_id, str):
         raise SessionIdError(
             f"session id must be a str, got {type(session_id).__name__} {session_id!r}; pass the id as a string"
         )
     if not session_id:
         raise SessionIdError(f"session id is empty; pass a non-empty id ({_FIX})")
-    if _is_valid(session_id) and (not session_id.startswith(KEY_PREFIX) or _decoded(session_id) is not None):
-        return session_id
+    if _is_plain(session_id):
+        return SessionKey(session_id)
     key = _encoded(session_id)
     if len(key) > MAX_SESSION_ID_LENGTH:
         shown = session_id if len(session_id) <= 40 else session_id[:40] + "..."
@@ -121,7 +150,7 @@ def session_key(session_id: object) -> str:
             f"(characters other than letters, digits and '-' take 3 characters each, more outside ASCII); "
             f"the limit is {MAX_SESSION_ID_LENGTH}. Use a shorter id (a hash of a long name works)"
         )
-    return key
+    return SessionKey(key)
 
 
 def original_session_id(key: str) -> str:
@@ -153,12 +182,15 @@ def _decoded(key: str) -> str | None:
         text = data.decode("utf-8", "surrogatepass")
     except UnicodeDecodeError:
         return None
-    if not text or _encoded(text) != key or (_is_valid(text) and not text.startswith(KEY_PREFIX)):
+    if not text or _encoded(text) != key or _is_plain(text):
         return None
     return text
 
 
-def _is_valid(value: str) -> bool:
+def _is_plain(value: str) -> bool:
+    """Whether ``value`` is its own key: a valid id that cannot be mistaken for an encoded one."""
+    if value.startswith(KEY_PREFIX):
+        return False
     try:
         _check(value, "session id")
     except SessionIdError:

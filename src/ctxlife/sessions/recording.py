@@ -19,6 +19,9 @@ comparison in C; otherwise an edit script over fingerprints gives the events. A 
 has not seen from the caller (a new host, or after another writer changed the view) is the view as
 the store has it (:func:`~ctxlife.sessions.restore.restore_view`); a diff against it removes
 nothing before the conversation's end, since the store may hold what a compaction evicted.
+What a call received and handed back without (a strategy's cut) is *evicted*: no diff removes it,
+not even one against a list older than the cut (a caller whose next list has another shape, e.g.
+without the system prompt, may agree longest with it), until the caller sends it again.
 
 Alignment, for lists no mirror relates to
 -----------------------------------------
@@ -49,7 +52,7 @@ import contextlib
 import dataclasses
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ctxlife.errors import StoreError
@@ -215,6 +218,12 @@ class _View:
     # Only appended to (Recorder.add on a view not read yet): the tail holds only what this recorder
     # wrote, and the view's records are read the first time anything else needs them.
     partial: bool = False
+    # An explicit append whose write failed without telling whether it landed: (the head it was
+    # written at, its fingerprints). A retry of the same messages looks for them first.
+    unsure: tuple[int, list[str]] | None = None
+    # Slots a strategy cut from a list it handed back (a compaction, room made for recall) that the
+    # caller has not sent since: a diff never removes them (compaction is not deletion).
+    evicted: set[int] = dataclasses.field(default_factory=set)
 
     def take_over(self, partial: _View) -> _View:
         """This fully read state, with what a partial state of the same view learned meanwhile."""
@@ -224,6 +233,8 @@ class _View:
         self.reseed = partial.reseed
         self.fresh = partial.fresh
         self.hint = partial.hint
+        self.unsure = partial.unsure
+        self.evicted = partial.evicted
         return self
 
     def order(self) -> dict[int, int]:
@@ -302,6 +313,14 @@ class Recorder:
         self._lock = threading.RLock()
         self._views: dict[tuple[str, str], _View] = {}
         self._heads: dict[str, int] = {}
+        # Fingerprints of messages removed or erased by another writer (or this process's erase) that
+        # a caller's list may still hold: never recorded again from a list (kept in memory only: a
+        # hash of an erased text is never written anywhere).
+        self._removed: dict[str, set[str]] = {}
+        # (seq, fingerprint, recorded_at) of the session's last record this recorder wrote: a catch-up
+        # that finds another record at that seq knows the session was deleted (or expired) and
+        # written again by another process since.
+        self._head_marks: dict[str, tuple[int, str, float | None]] = {}
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -332,13 +351,60 @@ class Recorder:
             state = self._views.get((session_id, view))
             return len(state.pending) if state is not None else 0
 
-    def forget(self, session_id: str | None = None) -> None:
-        """Drop what is known about a session (all sessions: None); the next call reads the store."""
+    def forget(self, session_id: str | None = None, *, removed: Iterable[str] = (), keep_pending: bool = False) -> None:
+        """Drop what is known about a session (all sessions: None); the next call reads the store.
+
+        ``removed``: fingerprints of messages just erased from the session; a caller's list that
+        still holds them does not record them again (the session's earlier ones are kept too).
+        Without it the session's memory of removed messages goes as well (the session was deleted),
+        unless ``keep_pending``: keep the views whose messages still wait for the store (a host
+        dropping an idle session from memory; they are written on the view's next call), and what
+        is known of removed messages.
+        """
         with self._lock:
+            kept = False
             for key in [k for k in self._views if session_id is None or k[0] == session_id]:
-                del self._views[key]
-            for sid in [s for s in self._heads if session_id is None or s == session_id]:
-                del self._heads[sid]
+                if keep_pending and self._views[key].pending:
+                    kept = True
+                else:
+                    del self._views[key]
+            if not kept:
+                for sid in [s for s in self._heads if session_id is None or s == session_id]:
+                    del self._heads[sid]
+                for sid in [s for s in self._head_marks if session_id is None or s == session_id]:
+                    del self._head_marks[sid]
+            gone = set(removed)
+            if session_id is not None and gone:
+                self._removed.setdefault(session_id, set()).update(gone)
+            elif not keep_pending:
+                for sid in [s for s in self._removed if session_id is None or s == session_id]:
+                    del self._removed[sid]
+
+    def _note_removed(self, session_id: str, state: _View, records: Sequence[RawRecord | RecordSlot]) -> None:
+        """Remember the fingerprints of the view's messages that ``records`` remove (another writer's)."""
+        targets = {r.target for r in records if r.op == REMOVE and r.target is not None}
+        if targets:
+            self._removed.setdefault(session_id, set()).update(e.fp for e in state.tail if e.seq in targets)
+
+    def _not_again(self, session_id: str, view: str, plan: _Plan) -> _Plan:
+        """``plan`` without the adds of messages removed or erased meanwhile that the list still holds."""
+        removed = self._removed.get(session_id)
+        if not removed or not plan.adds:
+            return plan
+        adds = [e for e in plan.events if e.op == ADD]
+        dropped = {i for i, e in zip(plan.adds, adds, strict=True) if e.fingerprint in removed}
+        if not dropped:
+            return plan
+        emit(
+            "warning",
+            "ctxlife.removed_message_not_recorded",
+            session_id=session_id,
+            view=view,
+            messages=len(dropped),
+            hint="the list still holds messages removed or erased from the session: drop them from it",
+        )
+        kept = [e for e in plan.events if not (e.op == ADD and e.fingerprint in removed)]
+        return dataclasses.replace(plan, events=kept, adds=[i for i in plan.adds if i not in dropped])
 
     def new_lists(self, session_id: str, view: str | None = None) -> None:
         """The session's next lists are built from scratch (a CrewAI kickoff): each view's next
@@ -402,7 +468,11 @@ class Recorder:
         """Read the view's records another writer appended after what the tail holds."""
         # The head first: records of other views move it too (then this view may have none to read).
         head = self.store.head(session_id)
+        if head < state.synced or not self._same_session(session_id):
+            self._started_again(session_id, view, state)
+            return
         records = self.store.read_slots(session_id, state.synced, view=view)
+        self._note_removed(session_id, state, records)
         if _apply(state.tail, records):
             state.reorders += 1
         if records:
@@ -420,6 +490,37 @@ class Recorder:
         top = max(self._heads.get(session_id, 0), head, records[-1].seq if records else 0)
         self._heads[session_id] = top
         state.synced = top
+
+    def _same_session(self, session_id: str) -> bool:
+        """Whether the last record this recorder wrote is still in the session as it wrote it."""
+        mark = self._head_marks.get(session_id)
+        if mark is None:
+            return True  # nothing to compare: the head check alone
+        seq, fp, recorded_at = mark
+        records = self.store.read_records(session_id, seq - 1, strict=False)
+        first = records[0] if records and records[0].seq == seq else None
+        if first is None or first.recorded_at != recorded_at:
+            return False
+        return first.erased or first.fingerprint == fp  # (an erase rewrites the record's text)
+
+    def _started_again(self, session_id: str, view: str, state: _View) -> None:
+        """The session was deleted and written again by another process: read it anew, in place
+        (callers hold ``state``); what waits to be written still does."""
+        emit("info", "ctxlife.session_started_again", session_id=session_id, view=view)
+        pending, unsure = state.pending, state.unsure
+        for key in [k for k in self._views if k[0] == session_id]:
+            del self._views[key]
+        self._heads.pop(session_id, None)
+        self._head_marks.pop(session_id, None)
+        fresh = self._load(session_id, view)
+        if pending and [e.fp for e in fresh.tail[-len(pending) :]] == [f for _, f in pending]:
+            pending = []  # the write reported failed had landed
+        for f in dataclasses.fields(_View):
+            if not f.name.startswith("_"):
+                setattr(state, f.name, getattr(fresh, f.name))
+        state._order = None
+        state.pending, state.unsure, state.mirrors, state.reseed = pending, unsure, [], True
+        self._views[(session_id, view)] = state
 
     # -- alignment ----------------------------------------------------------------------------------
 
@@ -531,6 +632,10 @@ class Recorder:
                     return
             mirror = self._mirror_of(state, messages)
             if mirror is not None:
+                if newest is not None and newest.trusted:
+                    # What the call received and does not hand back was evicted, not deleted.
+                    state.evicted.update(s for s in newest.slots if s is not None)
+                    state.evicted.difference_update(mirror.slots)
                 self._keep_mirror(state, mirror)
 
     def _mirror_of(self, state: _View, messages: Sequence[Any]) -> _Mirror | None:
@@ -619,6 +724,17 @@ class Recorder:
                 self._reseed(session_id, view, state)
             return self._plan(state, messages) is not None
 
+    def note(self, session_id: str, messages: Sequence[Any], slots: Sequence[int | None], view: str = "") -> None:
+        """Take ``messages``, whose slots the caller knows (a restored conversation it recorded
+        explicitly), as the view's newest list: :meth:`slots_of` then maps the list a call hands back
+        from it (the very objects, or the few a compaction made) instead of fingerprinting it."""
+        with self._lock:
+            state = self._view(session_id, view)
+            state.reseed = False
+            self._keep_mirror(
+                state, _Mirror(_copies(messages), list(slots), [None] * len(messages), originals=list(messages))
+            )
+
     def slots_of(self, session_id: str, messages: Sequence[Any], view: str = "") -> list[int | None]:
         """The slot of each message of a list this recorder recorded or saw (None: not raw history)."""
         with self._lock:
@@ -695,10 +811,13 @@ class Recorder:
         # holds its new message), so the diff is against the view's current state.
         order = state.order()
         tail = state.tail
+        # A slot ctxlife evicted since is not in the caller's list either: hidden, never removed (an
+        # older mirror predates the compaction; the caller's list continues the compacted one).
+        evicted = state.evicted
         live = [
             (s, tail[order[s]].fp, m)
             for s, f, m in zip(mirror.slots, mirror.fps, mirror.messages, strict=True)
-            if s is not None and f is not None and s in order
+            if s is not None and f is not None and s in order and s not in evicted
         ]
         mirrored = _results_in_order([(s, f) for s, f, _ in live], [m for _, _, m in live])
         kept = [(i, m) for i, m in enumerate(messages) if recordable(m)]
@@ -797,6 +916,7 @@ class Recorder:
                     plan = _all_new(messages)
                 if plan is None:
                     plan = self._plan_by_alignment(state, messages)
+                plan = self._not_again(session_id, view, plan)
                 events = plan.events
                 if state.pending:
                     batch = _after_pending(state.pending, [(e.message, e.fingerprint or "") for e in events])
@@ -839,6 +959,8 @@ class Recorder:
         known = dict(plan.slots)
         for index, record in zip(plan.adds, written, strict=False):
             known[index] = record.seq
+        if state.evicted:
+            state.evicted.difference_update(known.values())  # the caller holds them again: its own
         base = plan.base
         start = len(base.messages) if base is not None else 0
         rest = range(start, len(messages))
@@ -871,42 +993,80 @@ class Recorder:
     def add(self, session_id: str, messages: Sequence[dict[str, Any]], view: str = "") -> list[RawRecord]:
         """Append ``messages`` to the view as they are (no diff: each call adds them again).
 
-        For explicit APIs (a session's ``add``, a model's reply). The newest mirror follows, so the
-        caller's next list that continues with them records nothing twice.
+        For explicit APIs (a session's ``add``, a model's reply; see
+        :meth:`ctxlife.sessions.keeper.Keeper.append`). The newest mirror follows, so the caller's
+        next list that continues with them records nothing twice. A failed write keeps nothing
+        waiting, so a message is never written later after messages that came after it: the error
+        propagates for the caller to retry. A write that failed but landed (a connection lost after
+        the store wrote) is found at once, or on the retry of the same messages when the store could
+        not be read, and returned, not written twice.
         """
         with self._lock:
             state = self._appending_view(session_id, view)
-            fresh = [(m, _fp(m)) for m in messages]
-            for _ in range(_MAX_RETRIES):
-                waiting = [f for _, f in state.pending]
-                if state.synced < self._heads.get(session_id, 0):
-                    self._catch_up(session_id, view, state)
-                elif waiting:
-                    # after a failed write, read what landed: a write reported failed may have landed
-                    with contextlib.suppress(Exception):
-                        self._catch_up(session_id, view, state)
-                    if not state.pending and waiting[-len(fresh) :] == [f for _, f in fresh]:
-                        return []  # the caller retries a batch whose write landed: it is recorded once
-                batch = _after_pending(state.pending, fresh)
-                try:
-                    records = self._write(session_id, view, state, [Event(ADD, m, None, f) for m, f in batch])
-                except AppendConflictError as exc:
-                    state = self._after_conflict(session_id, view, state, exc)
-                    continue
-                if records:
-                    state.covered = records[-1].seq
-                    if state.mirrors:
-                        newest = state.mirrors[0]
-                        tail = records[len(records) - len(messages) :]
-                        state.mirrors[0] = _Mirror(
-                            [*newest.messages, *_copies(messages)],
-                            [*newest.slots, *(r.seq for r in tail)],
-                            [*newest.fps, *(r.fingerprint for r in tail)],
-                            originals=[*(newest.originals or newest.messages), *messages],
-                            head=state.synced,
-                        )
-                return records
-            raise StoreError(f"session {session_id!r}: could not append after {_MAX_RETRIES} attempts; retry later")
+            return self._add_now(session_id, view, state, messages, [(m, _fp(m)) for m in messages])
+
+    def _add_now(
+        self,
+        session_id: str,
+        view: str,
+        state: _View,
+        messages: Sequence[dict[str, Any]],
+        fresh: list[tuple[dict[str, Any], str]],
+    ) -> list[RawRecord]:
+        fps = [f for _, f in fresh]
+        if state.unsure is not None and state.unsure[1] == fps:
+            found = self._landed(session_id, view, state, state.unsure[0], fps)
+            if found:
+                return found
+        for _ in range(_MAX_RETRIES):
+            if state.synced < self._heads.get(session_id, 0):
+                self._catch_up(session_id, view, state)
+            head = self._heads.get(session_id, 0)
+            waiting = state.pending
+            try:
+                records = self._write(session_id, view, state, [Event(ADD, m, None, f) for m, f in fresh])
+            except AppendConflictError as exc:
+                state.pending = waiting
+                state = self._after_conflict(session_id, view, state, exc)
+                continue
+            except Exception:
+                state.pending = waiting  # nothing waits: the caller is told and retries
+                landed: list[RawRecord] | None = None
+                with contextlib.suppress(Exception):
+                    landed = self._landed(session_id, view, state, head, fps)
+                if landed:
+                    return landed
+                if landed is None:  # could not look: the retry of these messages looks first
+                    state.unsure = (head, fps)
+                raise
+            state.unsure = None
+            state.pending = waiting
+            if records:
+                state.covered = records[-1].seq
+                if state.mirrors:
+                    newest = state.mirrors[0]
+                    state.mirrors[0] = _Mirror(
+                        [*newest.messages, *_copies(messages)],
+                        [*newest.slots, *(r.seq for r in records)],
+                        [*newest.fps, *(r.fingerprint for r in records)],
+                        originals=[*(newest.originals or newest.messages), *messages],
+                        head=state.synced,
+                    )
+            return records
+        raise StoreError(f"session {session_id!r}: could not append after {_MAX_RETRIES} attempts; retry later")
+
+    def _landed(self, session_id: str, view: str, state: _View, head: int, fps: list[str]) -> list[RawRecord]:
+        """The records of ``fps`` when a write made at ``head`` landed after all (the view's adds after
+        ``head`` end with them); ``[]`` when it did not. Reads the store."""
+        after = self.store.read_records(session_id, head, view=view, strict=False)
+        adds = [r for r in after if r.op == ADD and r.target is None]
+        state.unsure = None
+        if len(adds) < len(fps) or [r.fingerprint for r in adds[len(adds) - len(fps) :]] != fps:
+            return []
+        self._catch_up(session_id, view, state)
+        landed = adds[len(adds) - len(fps) :]
+        state.covered = max(state.covered, landed[-1].seq)
+        return landed
 
     def remove(self, session_id: str, slots: Sequence[int], view: str = "") -> list[RawRecord]:
         """Remove messages (by slot) from the view's conversation: a ``remove`` record each."""
@@ -924,6 +1084,10 @@ class Recorder:
                     self._catch_up(session_id, view, state)
                 live = {e.seq for e in state.tail}
                 missing = [e.target for e in events if e.target not in live]
+                if missing:  # written by another writer since this recorder last looked?
+                    self._catch_up(session_id, view, state)
+                    live = {e.seq for e in state.tail}
+                    missing = [e.target for e in events if e.target not in live]
                 if missing:
                     raise StoreError(
                         f"session {session_id!r} view {view!r} has no message at sequence number(s) {missing}; "
@@ -997,6 +1161,8 @@ class Recorder:
             if sid == session_id and other.synced == head:
                 other.synced = new_head
         self._heads[session_id] = new_head
+        if records:
+            self._head_marks[session_id] = (records[-1].seq, records[-1].fingerprint, records[-1].recorded_at)
         state.synced = new_head
         if _apply(state.tail, records):
             state.reorders += 1

@@ -392,37 +392,6 @@ class RedisStore(SessionStore):
         key = self._key(session_id, "raw")
         return int(self._call("head", lambda: self._client.llen(key)))
 
-    def pop_last(self, session_id: str, *, view: str = "") -> RawRecord | None:
-        key = self._key(session_id, "raw")
-        validate_view(view)
-
-        def run() -> RawRecord | None:
-            with self._client.pipeline(transaction=True) as pipe:
-                while True:
-                    try:
-                        pipe.watch(key)
-                        n = pipe.llen(key)
-                        if n == 0:
-                            pipe.unwatch()
-                            return None
-                        record = self._decode(session_id, key, pipe.lindex(key, -1), n, strict=True)
-                        assert record is not None
-                        if record.view != view:
-                            pipe.unwatch()
-                            raise StoreError(
-                                f"cannot pop the last message of view {view!r} in session {session_id!r}: the "
-                                f"session's last record (seq {record.seq}) belongs to view {record.view!r}"
-                            )
-                        pipe.multi()
-                        pipe.rpop(key)
-                        self._refresh_ttl(pipe, session_id)
-                        pipe.execute()
-                        return record
-                    except self._redis.WatchError:
-                        continue
-
-        return self._call("pop_last", run)
-
     # -- sessions --------------------------------------------------------------------------------
 
     def list_sessions(self) -> list[SessionInfo]:

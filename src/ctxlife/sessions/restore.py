@@ -98,8 +98,34 @@ def restore_view(store: SessionStore, session_id: str, view: str = "", *, strict
             _token_counts(current),
             records,
         )
+    later = _after_snapshot(store, session_id, view, snapshot, strict)
+    if later is None:
+        # The snapshot reflects records the raw history does not hold (a store that lost its last
+        # writes, e.g. a file store with fsync=false after a power loss, then went on recording):
+        # the raw history is the source of truth.
+        emit(
+            "warning",
+            "ctxlife.snapshot_ahead_of_history",
+            session_id=session_id,
+            view=view,
+            raw_length=snapshot.raw_length,
+            hint="restored from the raw history; the next snapshot replaces this one",
+        )
+        records = store.read_records(session_id, 0, view=view, strict=strict)
+        current = materialize(records)
+        return Restored(
+            [r.message for r in current],
+            [r.seq for r in current],
+            records[-1].seq if records else 0,
+            0,
+            None,
+            "the snapshot is ahead of the raw history",
+            [None if r.quarantined else r.fingerprint for r in current],
+            records[-1].fingerprint if records else None,
+            _token_counts(current),
+            records,
+        )
     messages = list(snapshot.messages)
-    later = store.read_records(session_id, snapshot.raw_length, view=view, strict=strict)
     slots = _slots(store, session_id, view, snapshot, strict, later)
     _apply(messages, slots, later)
     covered = later[-1].seq if later else snapshot.raw_length
@@ -153,6 +179,28 @@ def restore_after(
         later[-1].fingerprint,
         previous.tokens + _token_counts(later) if previous.tokens else [],
     )
+
+
+def _after_snapshot(
+    store: SessionStore, session_id: str, view: str, snapshot: Snapshot, strict: bool
+) -> list[RawRecord] | None:
+    """The view's records after the snapshot's ``raw_length``; None when the record the snapshot
+    ends at is not in the raw history as the snapshot saw it (its fingerprint is kept in
+    ``meta["covered_fp"]``), or, for a snapshot without one, when the session's head is below it."""
+    start = snapshot.raw_length
+    covered_fp = snapshot.meta.get("covered_fp")
+    if start <= 0:
+        return store.read_records(session_id, 0, view=view, strict=strict)
+    if not isinstance(covered_fp, str):
+        later = store.read_records(session_id, start, view=view, strict=strict)
+        return later if later or store.head(session_id) >= start else None
+    records = store.read_records(session_id, start - 1, view=view, strict=strict)
+    if not records or records[0].seq != start:
+        return None
+    first = records[0]
+    if first.fingerprint != covered_fp and not first.erased:  # an erase rewrites the record's text
+        return None
+    return records[1:]
 
 
 def _token_counts(records: list[RawRecord]) -> list[tuple[int | None, str | None]]:

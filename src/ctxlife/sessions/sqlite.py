@@ -280,6 +280,9 @@ class SQLiteStore(SessionStore):
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             self._retry_busy(lambda: self._enable_wal(conn))
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            # Freed space (a replaced snapshot, an erased record or blob) is overwritten with zeros,
+            # so old text does not linger in the file's free pages.
+            conn.execute("PRAGMA secure_delete = ON")
             if not self._schema_ready:
                 self._retry_busy(lambda: self._create_schema(conn))
                 self._schema_ready = True
@@ -547,8 +550,6 @@ class SQLiteStore(SessionStore):
         if not values or self._conn(create=False) is None:
             return 0
         with self._tx("erase") as conn:
-            # Freed pages are overwritten with zeros, so the old text does not linger in the file.
-            conn.execute("PRAGMA secure_delete = ON")
             changed = 0
             for seq, value in values.items():
                 message, _, _, _ = unwrap_event(value)
@@ -557,13 +558,17 @@ class SQLiteStore(SessionStore):
                     "WHERE session_id = ? AND seq = ?",
                     (json_text(value, what="erased record"), fingerprint(message), session_id, seq),
                 ).rowcount
-        after = self._conn()
+        return changed
+
+    def _erased(self, session_id: str) -> None:
+        super()._erased(session_id)
+        after = self._conn(create=False)
         if after is not None:
-            # Copy the change into the database file and empty the write-ahead log, which still
-            # holds the old pages (best effort: a reader in another process may delay it).
+            # Copy the erase's writes (records, snapshots, blobs) into the database file, where they
+            # overwrite the old text, and empty the write-ahead log, which still holds old pages
+            # (best effort: a reader in another process may delay it).
             with contextlib.suppress(sqlite3.Error):
                 after.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return changed
 
     def derived_dir(self, session_id: str) -> Path | None:
         validate_session_id(session_id)
@@ -626,28 +631,6 @@ class SQLiteStore(SessionStore):
             return 0
         rows = self._query("head", "SELECT COALESCE(MAX(seq), 0) FROM ctxlife_raw WHERE session_id = ?", (session_id,))
         return int(rows[0][0]) if rows else 0
-
-    def pop_last(self, session_id: str, *, view: str = "") -> RawRecord | None:
-        validate_session_id(session_id)
-        validate_view(view)
-        if self._conn(create=False) is None or self._expired(session_id):
-            return None
-        with self._tx("pop_last") as conn:
-            row = conn.execute(
-                f"SELECT {_RAW_COLUMNS} FROM ctxlife_raw WHERE session_id = ? ORDER BY seq DESC LIMIT 1", (session_id,)
-            ).fetchone()
-            if row is None:
-                return None
-            record = self._decode(session_id, row, strict=True)
-            assert record is not None
-            if record.view != view:
-                raise StoreError(
-                    f"cannot pop the last message of view {view!r} in session {session_id!r}: the session's "
-                    f"last record (seq {record.seq}) belongs to view {record.view!r}"
-                )
-            conn.execute("DELETE FROM ctxlife_raw WHERE session_id = ? AND seq = ?", (session_id, record.seq))
-            self._touch(conn, session_id)
-        return record
 
     # -- call records ------------------------------------------------------------------------------
 

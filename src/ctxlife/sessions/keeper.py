@@ -1,0 +1,250 @@
+"""The keeper: the one owner of a session's persistence in a process.
+
+Everything that writes a session goes through the :class:`Keeper` of its store (:func:`keeper_for`:
+one per store object and process): ``ctxlife.Session``, the host, the ``snapshot_restore``
+strategy and every adapter. It keeps three rules in one place:
+
+* **Explicit events where the caller knows them.** :meth:`Keeper.append` writes exactly the
+  messages it is given, as ``add`` records, with compare-and-append on the session's head: when
+  another writer appended first, the keeper reads what it wrote and appends again after it, never
+  rewriting another writer's record. A failed write is retried in place, then surfaced (the error
+  propagates); nothing is kept to be written later after messages that came after it. A write that
+  failed but landed is found when the caller retries the same messages: recorded once.
+  :meth:`Keeper.replace` and :meth:`Keeper.remove` write the caller's own edits.
+* **A list is diffed in one place only**, for callers that hand over nothing but their list
+  (``manage()`` on a list, CrewAI's live list): :meth:`Keeper.record_list`
+  (:mod:`ctxlife.sessions.recording`). Compaction is never a deletion: a message a strategy evicted
+  is not in the list the host handed back (:meth:`Keeper.leave`), so the caller's next list lacking
+  it removes nothing.
+* **A record of each call.** :meth:`Keeper.record_call` writes what a model call was sent: each
+  recorded message by its slot, what ctxlife inserted by its text, once
+  (:mod:`ctxlife.sessions.calls`); ``ctxlife session show --context``, ``replay --session`` and
+  ``ctxlife report`` show those records, and say when they simulate instead.
+* **One snapshot writer.** :meth:`Keeper.save_snapshot` writes a view's working context after a
+  compaction, with one quarantine rule for values that are not JSON, the fingerprint of the record
+  it ends at (a restore then tells a snapshot that is ahead of the raw history, and the raw history
+  wins), and nothing written twice for the same list. A failed write raises
+  :class:`~ctxlife.errors.StoreError` *after* the records were written: callers report it
+  (``Report.failures``) instead of failing the call, so a retry records nothing twice.
+
+Reading is :meth:`Keeper.restore`: the view's snapshot with the events after it applied
+(:mod:`ctxlife.sessions.restore`), brought up to date incrementally from the last read.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from ctxlife.events import emit
+from ctxlife.messages import inserted_meta, is_recall_block
+from ctxlife.sessions.base import REMOVE, RawRecord, SessionStore, Snapshot, fingerprint, json_safe
+from ctxlife.sessions.calls import calls_for
+from ctxlife.sessions.recording import Recorder, recorder_for
+from ctxlife.sessions.restore import Restored, restore_after, restore_view
+
+__all__ = ["Keeper", "keeper_for"]
+
+Message = dict[str, Any]
+
+#: Views whose last saved snapshot a keeper remembers (to skip writing the same one twice); the
+#: oldest are forgotten first, and a forgotten one costs one extra write at most.
+_SAVED_VIEWS = 1024
+
+
+class Keeper:
+    """Owns the persistence of one store's sessions in this process (see the module docs). Thread-safe."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self.recorder: Recorder = recorder_for(store)
+        self._lock = threading.RLock()
+        # (session, view) -> (fingerprints of the snapshot's messages, raw_length) last written here
+        self._saved: OrderedDict[tuple[str, str], tuple[list[str], int]] = OrderedDict()
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def restore(self, session_id: str, view: str = "", previous: Restored | None = None) -> Restored:
+        """The view's conversation now: ``previous`` brought up to date when it can be (O(new
+        records)), else the snapshot with the events after it applied (one read). The raw records
+        read on the way are handed to the recorder, so it does not read them again."""
+        current = restore_after(self.store, session_id, view, previous) if previous is not None else None
+        if current is None:
+            current = restore_view(self.store, session_id, view)
+            if current.records:
+                self.recorder.prime(session_id, view, current.records)
+        return current
+
+    # -- explicit events --------------------------------------------------------------------------
+
+    def append(self, session_id: str, messages: Sequence[Message], view: str = "") -> list[RawRecord]:
+        """Append exactly ``messages`` to the view (``add`` records, in order); return their records.
+
+        Compare-and-append: appended after whatever other writers wrote, never over it. A message
+        that is not JSON is recorded in a JSON-safe form (``RawRecord.quarantined``). When the store
+        fails the error propagates and nothing waits to be written later; calling again with the
+        same messages writes them once (a write that landed despite the error is found).
+        """
+        if not messages:
+            return []
+        return self.recorder.add(session_id, messages, view)
+
+    def replace(self, session_id: str, slot: int, message: Message, view: str = "") -> RawRecord:
+        """The caller's edit: the message recorded as ``slot`` becomes ``message`` (a ``replace`` record)."""
+        return self.recorder.replace(session_id, slot, message, view)[0]
+
+    def remove(self, session_id: str, slots: Sequence[int], view: str = "") -> list[RawRecord]:
+        """The caller's own removal of the messages recorded as ``slots`` (``remove`` records)."""
+        return self.recorder.remove(session_id, slots, view)
+
+    # -- lists (callers that hand over nothing else) ------------------------------------------------
+
+    def record_list(self, session_id: str, messages: Sequence[Any], view: str = "") -> list[RawRecord]:
+        """Record what is new or edited in a caller's whole list (see :meth:`Recorder.record`)."""
+        return self.recorder.record(session_id, messages, view)
+
+    def leave(self, session_id: str, messages: Sequence[Any], view: str = "") -> None:
+        """Note the list as a call hands it back: the caller's next list is diffed against it, so
+        what a strategy evicted is never taken for the caller's removal."""
+        self.recorder.leave(session_id, messages, view)
+
+    def note_list(self, session_id: str, messages: Sequence[Any], slots: Sequence[int | None], view: str = "") -> None:
+        """The caller's list before a call, with the slot of each message it knows (a ``Session``'s
+        restored conversation): the call's record then names them without fingerprinting the list."""
+        self.recorder.note(session_id, messages, slots, view)
+
+    def record_call(
+        self, session_id: str, messages: Sequence[Message], view: str = "", *, details: dict[str, Any]
+    ) -> int:
+        """Write the record of one model call: what ``messages`` (the list as sent) were, each by its
+        recorded slot or, for what ctxlife inserted, by its text (:mod:`ctxlife.sessions.calls`).
+        ``details``: the call's tokens, window, actions and failures. Returns the record's number."""
+        slots = self.recorder.slots_of(session_id, messages, view)
+        head = self.recorder.head(session_id)  # the recorder read or wrote every slot it gives: head >= each
+        return calls_for(self.store).record(session_id, view, messages, slots, head=head, details=details)
+
+    # -- the snapshot -----------------------------------------------------------------------------
+
+    def save_snapshot(
+        self,
+        session_id: str,
+        view: str,
+        messages: Sequence[Message],
+        *,
+        slots: Sequence[int | None] | None = None,
+        covered: int | None = None,
+        covered_fp: str | None = None,
+    ) -> Snapshot | None:
+        """Save ``messages`` (a view's working context after a compaction) as the view's snapshot.
+
+        ``slots`` gives each message's record (None: not raw history, e.g. a summary) and
+        ``covered`` the latest record the list reflects; both default to what the recorder knows
+        of a list it recorded. ``covered_fp`` is the fingerprint of the record ``covered`` (read
+        from the store when not given). Recall blocks (one call's insert) are left out. A value that is not
+        JSON is kept in a JSON-safe form and named in a ``ctxlife.snapshot_message_quarantined``
+        error event. Returns the snapshot written, or None when the same one was written last.
+        Raises :class:`~ctxlife.errors.StoreError` when the write fails.
+        """
+        indexed = [(i, m) for i, m in enumerate(messages) if not is_recall_block(m)]
+        kept = [m for _, m in indexed]
+        if slots is None:
+            marks = self.recorder.slots_of(session_id, kept, view)
+        else:
+            marks = [slots[i] if i < len(slots) else None for i, _ in indexed]
+        raw_length = self.recorder.covered(session_id, view) if covered is None else covered
+        safe = [_quarantined(session_id, view, i, m) for i, m in enumerate(kept)]
+        fps = [fingerprint(m) for m in safe]
+        key = (session_id, view)
+        with self._lock:
+            if self._saved.get(key) == (fps, raw_length):
+                self._saved.move_to_end(key)
+                return None
+        meta: dict[str, Any] = {"inserted": inserted_meta(kept), "slots": list(marks)}
+        if covered_fp is None:
+            covered_fp = self._fingerprint_at(session_id, view, raw_length)
+        if covered_fp is not None:
+            meta["covered_fp"] = covered_fp
+        snapshot = Snapshot(session_id=session_id, view=view, messages=safe, raw_length=raw_length, meta=meta)
+        self.store.save_snapshot(snapshot)
+        with self._lock:
+            self._saved[key] = (fps, raw_length)
+            self._saved.move_to_end(key)
+            while len(self._saved) > _SAVED_VIEWS:
+                self._saved.popitem(last=False)
+        return snapshot
+
+    def _fingerprint_at(self, session_id: str, view: str, seq: int) -> str | None:
+        """The fingerprint of the view's record ``seq`` (None: not one of the view's, or unreadable)."""
+        if seq <= 0:
+            return None
+        records = self.store.read_records(session_id, seq - 1, view=view, strict=False)
+        return records[0].fingerprint if records and records[0].seq == seq else None
+
+    # -- forgetting -------------------------------------------------------------------------------
+
+    def erase(self, session_id: str, slots: Sequence[int] | None = None, pattern: str | None = None) -> list[int]:
+        """Erase messages (by slot, or every one whose text matches the regular expression ``pattern``)
+        from every copy the store keeps (:meth:`SessionStore.erase`); a caller's list that still
+        holds one never records it again in this process (a ``ctxlife.removed_message_not_recorded``
+        warning asks to drop it). Returns the slots erased."""
+        latest: dict[int, str] = {}
+        for record in self.store.read_records(session_id, strict=False):
+            if record.op != REMOVE:
+                latest[record.slot] = record.fingerprint  # the text the caller's list holds now
+        if pattern is not None:
+            erased = self.store.erase_matching(session_id, pattern)
+        else:
+            erased = self.store.erase(session_id, slots or ())
+        self.forget(session_id, removed=[latest[s] for s in erased if s in latest])
+        return erased
+
+    def drop_idle(self, session_id: str) -> None:
+        """Drop what this process keeps of an idle session to bound memory (a host evicting it): the
+        next call reads the store again; messages still waiting for the store stay."""
+        self.recorder.forget(session_id, keep_pending=True)
+        with self._lock:
+            for key in [k for k in self._saved if k[0] == session_id]:
+                del self._saved[key]
+
+    def forget(self, session_id: str | None = None, *, removed: Sequence[str] = ()) -> None:
+        """Drop what this process knows of a session (every session: None) after it was erased or
+        deleted: the next call reads the store. ``removed``: fingerprints of erased messages, never
+        recorded again from a caller's list (without it, a deleted session's memory goes too)."""
+        self.recorder.forget(session_id, removed=removed)
+        with self._lock:
+            for key in [k for k in self._saved if session_id is None or k[0] == session_id]:
+                del self._saved[key]
+
+
+def _quarantined(session_id: str, view: str, index: int, message: Message) -> Message:
+    """``message`` when it is JSON, else its JSON-safe form (named in an error event)."""
+    problems: list[str] = []
+    clean = json_safe(message, problems)
+    if not problems:
+        return message
+    emit(
+        "error",
+        "ctxlife.snapshot_message_quarantined",
+        session_id=session_id,
+        view=view,
+        index=index,
+        problem="; ".join(problems)[:500],
+    )
+    safe: Message = clean
+    return safe
+
+
+_keepers: weakref.WeakKeyDictionary[SessionStore, Keeper] = weakref.WeakKeyDictionary()
+_keepers_lock = threading.Lock()
+
+
+def keeper_for(store: SessionStore) -> Keeper:
+    """The :class:`Keeper` of a store object (one per store object and process, made on first use)."""
+    with _keepers_lock:
+        found = _keepers.get(store)
+        if found is None:
+            found = _keepers[store] = Keeper(store)
+        return found

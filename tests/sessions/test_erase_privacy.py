@@ -1,0 +1,296 @@
+"""Erase for privacy (issue 38): the list stays valid, and the erased text is gone from every copy.
+
+On the file, SQLite and Redis stores. Erasing part of a tool call/result unit erases the whole unit
+(the call and its results), so restore and ``Session.prepare`` never send an orphan tool result.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ctxlife
+from ctxlife.config import settings_from_dict
+from ctxlife.contexts import ToolCallContext
+from ctxlife.messages import is_summary, validate
+from ctxlife.sessions import open_store
+from ctxlife.testing import assistant, tool_call, tool_result, user
+
+WINDOW = 100_000
+SECRET = "DE89370400440532013000"
+# Session with snapshot_restore warns that task_end is not called: expected here.
+pytestmark = pytest.mark.filterwarnings("ignore::ctxlife.CtxlifeWarning")
+
+
+def settings(url: str, *strategies: str, **tables: Any) -> Any:
+    return settings_from_dict({"strategies": ["snapshot_restore", *strategies], "store": url, **tables})
+
+
+def tool_turn(session: ctxlife.Session) -> None:
+    """A conversation with a tool call whose arguments hold the secret, then more turns."""
+    session.prepare(user("Hello, I need to pay my landlord."))
+    session.record_reply("Sure, which account?")
+    session.prepare(user("Use my usual account."))
+    call = tool_call("pay", {"iban": SECRET, "amount": 900}, call_id="call_pay")
+    session.record_reply(assistant(None, [call]))
+    session.prepare(tool_result("call_pay", '{"status": "paid"}'))
+    session.record_reply("Paid 900 to your landlord.")
+
+
+@pytest.mark.parametrize("how", ["match", "call", "result"])
+def test_erasing_part_of_a_tool_unit_erases_the_whole_unit(store_url: str, how: str) -> None:
+    cfg = settings(store_url)
+    with ctxlife.Session("pay", cfg, system="sys", context_window=WINDOW) as session:
+        tool_turn(session)
+        records = session.records()
+        call_seq = next(r.seq for r in records if r.message.get("tool_calls"))
+        result_seq = next(r.seq for r in records if r.message.get("role") == "tool")
+        if how == "match":
+            erased = session.erase_matching(SECRET)  # the value is only in the call's arguments
+        else:
+            erased = session.erase(call_seq if how == "call" else result_seq)
+        assert erased == [call_seq, result_seq]
+        items = session.get_items()
+        assert validate(items) == [] and SECRET not in json.dumps(items)
+        sent = session.prepare(user("Thanks!"))
+        assert validate(sent) == []
+    with ctxlife.Session("pay", cfg, system="sys", context_window=WINDOW) as again:  # a restart
+        sent = again.prepare(user("What did we do today?"))
+    assert validate(sent) == [], validate(sent)
+    contents = [m.get("content") for m in sent]
+    # The rest of the conversation is restored (not dropped for an orphan tool result).
+    assert contents == [
+        "sys",
+        "Hello, I need to pay my landlord.",
+        "Sure, which account?",
+        "Use my usual account.",
+        "Paid 900 to your landlord.",
+        "Thanks!",
+        "What did we do today?",
+    ]
+    assert not any(m.get("role") == "tool" or m.get("tool_calls") for m in sent)
+
+
+def test_erase_leaves_other_units_alone(store_url: str) -> None:
+    with open_store(store_url) as store:
+        store.append(
+            "two",
+            [
+                user("look both up"),
+                assistant(None, [tool_call("a", {"x": SECRET}, "c1")]),
+                tool_result("c1", "A"),
+                assistant(None, [tool_call("b", {"x": 2}, "c2")]),
+                tool_result("c2", "B"),
+                assistant("done"),
+            ],
+        )
+        assert store.erase_matching("two", SECRET) == [2, 3]
+        left = [r.message for r in store.current("two")]
+    assert validate(left) == []
+    assert [m.get("content") for m in left] == ["look both up", None, "B", "done"]
+
+
+# -- the erased text is gone from every copy: store files and keys, derived folders, the index -------
+
+
+def holders(store_url: str, tmp_path: Path, text: str = SECRET) -> list[str]:
+    """Every file under tmp_path (the store, its derived folders, the index) and every Redis key of
+    the store that holds ``text`` (or its first 6 characters: a cut copy counts too)."""
+    needle = text[:6].encode()
+    prefix = store_url.partition("prefix=")[2]
+    found = [
+        str(p.relative_to(tmp_path)) for p in sorted(tmp_path.rglob("*")) if p.is_file() and needle in p.read_bytes()
+    ]
+    if not prefix:
+        return found
+    import redis
+
+    client = redis.Redis.from_url(store_url.partition("?")[0])
+    try:
+        for key in client.scan_iter(match=f"{prefix}*"):
+            kind = client.type(key).decode()
+            if kind == "string":
+                values = [client.get(key) or b""]
+            elif kind == "list":
+                values = client.lrange(key, 0, -1)
+            elif kind == "hash":
+                values = [b for kv in client.hgetall(key).items() for b in kv]
+            elif kind == "zset":
+                values = [m for m, _ in client.zrange(key, 0, -1, withscores=True)]
+            elif kind == "set":
+                values = list(client.smembers(key))
+            else:
+                raise AssertionError(f"unexpected Redis type {kind} of {key!r}")
+            if any(needle in v for v in [key, *values]):
+                found.append(key.decode())
+    finally:
+        client.close()
+    return found
+
+
+def planted(store_url: str, tmp_path: Path, sid: str = "victim") -> tuple[Any, ctxlife.Session]:
+    """A session with SECRET in a user message, tool arguments, a tool result over the cap (only in
+    the full output kept as a blob), a summary, the recall index and the snapshot."""
+    cfg = settings_from_dict(
+        {
+            "strategies": ["snapshot_restore", "tool_output", "llm_summary", "recall"],
+            "store": store_url,
+            "threshold": 0.3,
+            "tool_output": {"max_tokens": 120, "store_dir": str(tmp_path / "workspace")},
+            "llm_summary": {"summarizer": "extractive", "target": 0.05},
+        }
+    )
+    session = ctxlife.Session(sid, cfg, system="sys", context_window=2000)
+    session.prepare(user(f"My IBAN is {SECRET}, please remember it for the rent."))
+    session.record_reply(f"Noted: your IBAN {SECRET} is saved for the rent.")
+    session.prepare(user("Pay the rent now."))
+    session.record_reply(assistant(None, [tool_call("pay", {"iban": SECRET}, "call_pay")]))
+    session.prepare(tool_result("call_pay", '{"status": "paid"}'))
+    session.record_reply("Paid.")
+    session.prepare(user("Fetch my bank statement."))
+    session.record_reply(assistant(None, [tool_call("statement", {}, "call_st")]))
+    filler = " ".join(f"line {i}: groceries 12.50 EUR at the corner shop." for i in range(60))
+    full = f"{filler} Transfer from {SECRET} to landlord 900 EUR. {filler}"
+    ctx = ToolCallContext(tool_name="statement", tool_input={}, result=full, raw_result=full)
+    session.host.after_tool_call(ctx, session_id=session.session_id)
+    assert SECRET not in ctx.result and "to_" in ctx.result  # only the blob holds it
+    session.prepare(tool_result("call_st", ctx.result))
+    session.record_reply("Here is your statement.")
+    for i in range(14):  # enough turns for a compaction (the summary) and the index
+        session.prepare(user(f"Question {i}: what about the weather in town and the delivery times today?"))
+        session.record_reply(f"Answer {i}: sunny, deliveries arrive between nine and five, as usual here.")
+    return cfg, session
+
+
+@pytest.mark.parametrize("kind", ["file", "sqlite", "redis"])
+def test_an_erased_secret_is_gone_from_every_copy(kind: str, make_url: Any, tmp_path: Path) -> None:
+    store_url = make_url(kind)
+    _, session = planted(store_url, tmp_path)
+    with session:
+        store = session.store
+        snapshot = store.load_snapshot(session.session_id)
+        assert snapshot is not None
+        summaries = [m for m in snapshot.messages if is_summary(m)]
+        assert summaries and SECRET in json.dumps(summaries)  # a compaction quoted it
+        index = store.derived_dir(session.session_id)
+        if index is not None:  # file and SQLite: the recall index is a file beside the store
+            assert any(SECRET.encode() in p.read_bytes() for p in index.rglob("*") if p.is_file())
+        assert holders(store_url, tmp_path)
+
+        erased = session.erase_matching(SECRET)
+        assert erased
+        assert holders(store_url, tmp_path) == []
+        sent = session.prepare(user("What is my IBAN?"))
+        assert validate(sent) == [] and SECRET not in json.dumps(sent)
+        assert holders(store_url, tmp_path) == []  # nor written back
+
+
+# An erase killed halfway (SIGKILL in a child): at ``replace``, the file store had written the
+# rewritten raw history to a hidden temporary file and not yet put it in place; else right after the
+# store method named (the erase's steps: blobs, remove events, snapshots, raw records).
+KILLED_ERASE = r"""
+import os, signal, sys
+from ctxlife.sessions import open_store
+
+url, sid, secret, where = sys.argv[1:]
+store = open_store(url)
+if where == "replace":
+    real_replace = os.replace
+
+    def replace(src, dst, *args, **kwargs):
+        if str(dst).endswith("_raw.jsonl"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real_replace(src, dst, *args, **kwargs)
+
+    os.replace = replace
+else:
+    cls = type(store)
+    real = getattr(cls, where)
+
+    def killed_after(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    setattr(cls, where, killed_after)
+store.erase_matching(sid, secret)
+"""
+
+
+def killed_erase(spawn: Any, store_url: str, where: str) -> None:
+    child = spawn(KILLED_ERASE, store_url, "victim", SECRET, where)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == -signal.SIGKILL, err
+
+
+@pytest.mark.parametrize("step", ["_scrub_blobs", "append_events", "save_snapshot", "_rewrite_records"])
+@pytest.mark.parametrize("kind", ["file", "sqlite", "redis"])
+def test_an_erase_killed_halfway_is_completed_by_erasing_again(
+    kind: str, step: str, make_url: Any, tmp_path: Path, spawn: Any
+) -> None:
+    store_url = make_url(kind)
+    planted(store_url, tmp_path)[1].close()
+    killed_erase(spawn, store_url, step)
+    # Not all of it was erased (after the raw records only the index file is left: none on Redis).
+    assert holders(store_url, tmp_path) or (kind, step) == ("redis", "_rewrite_records")
+    with open_store(store_url) as store:
+        store.erase_matching("victim", SECRET)
+        assert validate([r.message for r in store.current("victim")]) == []
+    assert holders(store_url, tmp_path) == []
+
+
+def test_a_killed_erase_leaves_no_hidden_copy_that_session_rm_misses(make_url: Any, tmp_path: Path, spawn: Any) -> None:
+    from ctxlife.cli import main
+
+    store_url = make_url("file")
+    planted(store_url, tmp_path)[1].close()
+    folder = Path(store_url.removeprefix("file://"))
+    killed_erase(spawn, store_url, "replace")
+    hidden = [p.name for p in folder.iterdir() if p.name.startswith(".victim_raw.jsonl.")]
+    assert hidden  # the rewritten copy, never put in place: the original still holds the secret
+    assert main(["session", "rm", "victim", "--store", store_url]) == 0
+    assert [p.name for p in folder.iterdir() if "victim" in p.name] == []
+    assert holders(store_url, tmp_path) == []
+
+
+def test_a_killed_erase_is_rolled_back_by_the_next_erase(make_url: Any, tmp_path: Path, spawn: Any) -> None:
+    store_url = make_url("file")
+    planted(store_url, tmp_path)[1].close()
+    folder = Path(store_url.removeprefix("file://"))
+    killed_erase(spawn, store_url, "replace")
+    with open_store(store_url) as store:
+        assert store.erase_matching("victim", SECRET)
+    assert [p.name for p in folder.iterdir() if p.name.endswith(".tmp")] == []
+    assert holders(store_url, tmp_path) == []
+
+
+def test_rm_and_erase_delete_an_index_kept_in_index_dir(make_url: Any, tmp_path: Path) -> None:
+    from ctxlife.cli import main
+
+    store_url = make_url("file")
+    index_dir = tmp_path / "indexes"
+    config = tmp_path / "ctxlife.toml"
+    config.write_text(
+        f'strategies = ["snapshot_restore", "recall"]\nstore = "{store_url}"\n[recall]\nindex_dir = "{index_dir}"\n'
+    )
+    cfg = settings_from_dict(
+        {"strategies": ["snapshot_restore", "recall"], "store": store_url, "recall": {"index_dir": str(index_dir)}}
+    )
+    for sid in ("a1", "b2"):
+        with ctxlife.Session(sid, cfg, system="sys", context_window=WINDOW) as session:
+            session.prepare(user(f"My IBAN is {SECRET}."))
+            session.record_reply("Noted.")
+            for i in range(3):
+                session.prepare(user(f"Where did I put it, question {i}?"))
+                session.record_reply("In your notes.")
+            if sid == "a1":
+                assert (index_dir / "a1.sqlite").exists()
+                session.erase_matching(SECRET)  # the API
+                assert not (index_dir / "a1.sqlite").exists()
+    assert (index_dir / "b2.sqlite").exists()
+    assert main(["session", "rm", "b2", "--config", str(config)]) == 0  # the command
+    assert list(index_dir.iterdir()) == []
+    assert holders(store_url, tmp_path) == []
