@@ -84,7 +84,7 @@ class Session:
     ) -> None:
         session_id = session_key(session_id)  # any string: a framework's id is mapped to a store key
         validate_view(view)
-        self.session_id = session_id
+        self.session_id: str = session_id
         self.view = view
         self.system = system
         self._owns_host = host is None
@@ -423,7 +423,7 @@ class AsyncSession:
     ) -> None:
         session_id = session_key(session_id)  # any string: a framework's id is mapped to a store key
         validate_view(view)
-        self.session_id = session_id
+        self.session_id: str = session_id
         self.view = view
         self._args = (config,)
         self._kwargs: dict[str, Any] = {

@@ -9,6 +9,8 @@ store and behaves exactly as a fresh host would.
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +40,13 @@ def rounds(who: str, start: int, count: int) -> list[dict[str, Any]]:
     return out
 
 
+def keeping(text: str, prompt: list[dict[str, Any]]) -> str:
+    """A model's summary: ``text`` and the newest reservation code of its prompt (a summary that carries
+    none of its span's facts is not used)."""
+    codes = re.findall(r"[A-Z]{2}\d{3}X", json.dumps(prompt))
+    return f"{text} Last: {max(codes)}." if codes else text
+
+
 class GatedModel:
     """A summary model ``(messages, max_tokens) -> str`` that waits for ``release`` when it summarizes
     alpha's conversation, and logs when each summary starts and ends."""
@@ -57,7 +66,7 @@ class GatedModel:
             self.release.wait(WAIT)
         with self._lock:
             self.log.append(("end", who))
-        return f"Goal: {who}'s reservations were checked and confirmed."
+        return keeping(f"Goal: {who}'s reservations were checked and confirmed.", messages)
 
 
 def wait_until(condition: Callable[[], bool]) -> None:
@@ -172,7 +181,7 @@ def test_manage_with_a_summary_model_made_per_request_keeps_one_host() -> None:
     def model_for(request: int) -> Callable[[list[dict[str, Any]], int], str]:
         def complete(messages: list[dict[str, Any]], max_tokens: int) -> str:
             asked.append(request)
-            return f"Goal: request {request}'s reservations were checked."
+            return keeping(f"Goal: request {request}'s reservations were checked.", messages)
 
         return complete
 
