@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import importlib.util
 import itertools
@@ -11,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -349,6 +351,138 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.fail(str(exc))
     yield server.url()
     server.stop()
+
+
+# -- a real PostgreSQL server for the run (the postgres store's tests) -------------------------------
+
+#: The password of the test server's user: every postgres test runs with it in its URL, so an error
+#: or a repr that printed it would show.
+PG_PASSWORD = "pg-secret-4f1d"
+
+
+def postgres_bin(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    for version in ("17", "16", "15"):
+        path = f"/usr/lib/postgresql/{version}/bin/{name}"
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+class PostgresServer:
+    """A throw-away PostgreSQL cluster in ``workdir``: initdb, ``pg_ctl start`` on a free port of
+    127.0.0.1 with its socket in ``workdir``, ``stop()`` at the end. Run as root, the server runs as
+    the ``postgres`` system user (PostgreSQL refuses to run as root): ``workdir`` is given to it and
+    its parent folders made traversable (not readable) by it."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.data = workdir / "data"
+        self.port = free_port()
+        self.log = workdir / "server.log"
+        self.user: str | None = "postgres" if os.geteuid() == 0 else None
+
+    def _run(self, *args: str, timeout: float = 120) -> None:
+        cmd = list(args)
+        if self.user is not None:
+            cmd = ["runuser", "-u", self.user, "--", *cmd]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=self.workdir)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{args[0]} failed ({proc.returncode}): {proc.stderr[-1500:]} {proc.stdout[-500:]}")
+
+    def start(self) -> None:
+        initdb, pg_ctl = postgres_bin("initdb"), postgres_bin("pg_ctl")
+        assert initdb and pg_ctl
+        import pwd
+
+        if self.user is not None:
+            entry = pwd.getpwnam(self.user)
+            os.chown(self.workdir, entry.pw_uid, entry.pw_gid)
+            for parent in self.workdir.parents:  # traverse only (o+x), up to the system root
+                if parent.stat().st_uid == os.geteuid() and not parent.stat().st_mode & 0o001:
+                    parent.chmod(parent.stat().st_mode | 0o001)
+        pwfile = self.workdir / "pw"
+        pwfile.write_text(PG_PASSWORD)
+        if self.user is not None:
+            os.chown(pwfile, pwd.getpwnam(self.user).pw_uid, -1)
+        self._run(
+            initdb, "-D", str(self.data), "-U", "ctxlife", "--pwfile", str(pwfile), "-E", "UTF8", "--no-locale",
+            "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync",
+        )  # fmt: skip
+        options = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.workdir} "
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
+        self._run(pg_ctl, "start", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "-o", options)
+
+    def stop(self) -> None:
+        pg_ctl = postgres_bin("pg_ctl")
+        if pg_ctl and (self.data / "postmaster.pid").exists():
+            with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
+                self._run(pg_ctl, "stop", "-D", str(self.data), "-m", "immediate", "-w", timeout=60)
+
+    def url(self, query: str = "") -> str:
+        base = f"postgresql://ctxlife:{PG_PASSWORD}@127.0.0.1:{self.port}/postgres"
+        return base + (f"?{query}" if query else "")
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    """A throw-away PostgreSQL server shared by the run, stopped at the end."""
+    if postgres_bin("initdb") is None or postgres_bin("pg_ctl") is None:
+        pytest.skip(
+            "PostgreSQL is not installed, so the postgres store tests cannot run here; install it with "
+            "`apt-get install postgresql-15` (CI's .ci/run does)"
+        )
+    pytest.importorskip(
+        "psycopg_pool", reason="psycopg and psycopg-pool are not installed: pip install 'ctxlife[postgres]'"
+    )
+    server = PostgresServer(tmp_path_factory.mktemp("postgres-server"))
+    try:
+        server.start()
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        pytest.fail(str(exc))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_scheme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Make ``postgres://`` open in this process and its children when the installed ctxlife predates
+    the store (a checkout run against an older editable install): a distribution of the test run's
+    own, found on ``sys.path`` and ``PYTHONPATH``, offers the entry points pyproject.toml declares."""
+    from importlib.metadata import entry_points
+
+    from ctxlife.sessions import ENTRY_POINT_GROUP, REGISTRY
+
+    if {"postgres", "postgresql"} <= {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}:
+        yield
+        return
+    folder = tmp_path_factory.mktemp("postgres-entry-points")
+    info = folder / "ctxlife_postgres_tests-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxlife-postgres-tests\nVersion: 0\n")
+    target = "ctxlife.sessions.postgres:PostgresStore.from_url"
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\npostgres = {target}\npostgresql = {target}\n")
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (saved, str(folder)) if p)
+    sys.path.append(str(folder))
+    REGISTRY.refresh()
+    yield
+    sys.path.remove(str(folder))
+    if saved is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = saved
+    REGISTRY.refresh()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server: PostgresServer, postgres_scheme: None) -> str:
+    """URL of the run's PostgreSQL server (its password included); add ``schema=`` to isolate a test."""
+    return postgres_server.url()
 
 
 # -- the tau-bench trajectories kept in tests/data (MIT, license beside them) --------------------
