@@ -342,7 +342,7 @@ def test_lock_released_when_the_body_raises(store: SessionStore) -> None:
         pass
 
 
-@pytest.mark.parametrize("store_kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("store_kind", ["sqlite", "redis", "postgres"])
 def test_expired_lock_is_taken_over_and_not_deleted_by_its_old_holder(store: SessionStore, store_url: str) -> None:
     other = open_store(store_url)
     try:

@@ -219,6 +219,8 @@ class PostgresStore(SessionStore):
                 f"postgres store {self.url}: schema={schema!r} must be 1-63 lowercase letters, digits or '_', "
                 f"not starting with a digit"
             )
+        if schema.startswith("pg_"):
+            raise StoreError(f"postgres store {self.url}: schema={schema!r}: names starting with 'pg_' are reserved")
         self.schema = schema
         self._s = f'"{schema}"'
         self.ttl = parse_ttl(opts, url)
@@ -250,6 +252,7 @@ class PostgresStore(SessionStore):
             )
 
         self._closed = False
+        self._outdated: int | None = None  # the database's older schema version, until migrated
         self._shared = _SharedPool.acquire(conninfo, settings, make)
         try:
             self._check_version(create=False)
@@ -279,6 +282,8 @@ class PostgresStore(SessionStore):
         """A pooled connection (autocommit) for one call; driver and pool errors become StoreError."""
         if self._closed:
             raise StoreError(f"session store {self.url} is closed")
+        if self._outdated is not None and what not in ("schema check", "migrate"):
+            self._refuse(self._outdated)
         import psycopg_pool
 
         try:
@@ -332,13 +337,13 @@ class PostgresStore(SessionStore):
             yield conn, int(row[0])
         self._maybe_sweep()
 
-    def _alive(self, alias: str = "") -> tuple[str, tuple[Any, ...]]:
-        """A WHERE clause (and its parameter) keeping only sessions that have not expired."""
+    def _alive(self, alias: str) -> tuple[str, tuple[Any, ...]]:
+        """A WHERE clause (and its parameter) keeping only the rows of ``alias`` (a table alias in the
+        query: an unqualified column would name the subquery's own) whose session has not expired."""
         if self.ttl is None:
             return "", ()
-        col = f"{alias}session_id" if alias else "session_id"
         return (
-            f" AND EXISTS (SELECT 1 FROM {self._s}.ctxlife_sessions t WHERE t.session_id = {col} "
+            f" AND EXISTS (SELECT 1 FROM {self._s}.ctxlife_sessions t WHERE t.session_id = {alias}.session_id "
             f"AND t.touched_at >= {_NOW} - %s)",
             (self.ttl,),
         )
@@ -379,6 +384,9 @@ class PostgresStore(SessionStore):
             return
         with self._connection("schema check") as conn:
             version = self._version(conn)
+            if version is not None and version < SCHEMA_VERSION and not create:
+                self._outdated = version  # opened (for `ctxlife store migrate`); every call refuses
+                return
             self._refuse(version)
             if version is None and create:
                 with conn.transaction():
@@ -431,6 +439,7 @@ class PostgresStore(SessionStore):
                 conn.execute(f"INSERT INTO {self._s}.ctxlife_schema_version (version) VALUES (%s)", (version,))
                 log.info("postgres_schema_migrated", store="postgres", schema=self.schema, version=version)
         self._shared.ready.add(self.schema)
+        self._outdated = None
         return before, version
 
     # -- TTL sweeper -------------------------------------------------------------------------------
@@ -477,10 +486,10 @@ class PostgresStore(SessionStore):
     def load_snapshot(self, session_id: str, view: str = "") -> Snapshot | None:
         validate_session_id(session_id)
         validate_view(view)
-        alive, extra = self._alive()
+        alive, extra = self._alive("n")
         rows = self._query(
             "load_snapshot",
-            "SELECT json FROM {s}.ctxlife_snapshots WHERE session_id = %s AND view = %s" + alive,
+            "SELECT json FROM {s}.ctxlife_snapshots n WHERE n.session_id = %s AND n.view = %s" + alive,
             (session_id, view, *extra),
             session_id,
         )
@@ -558,8 +567,8 @@ class PostgresStore(SessionStore):
         check_after_seq(after_seq)
         if view is not None:
             validate_view(view)
-        lane = "" if view is None else " AND view = %s"
-        alive, extra = self._alive("r.")
+        lane = "" if view is None else " AND r.view = %s"
+        alive, extra = self._alive("r")
         params = (session_id, after_seq) if view is None else (session_id, after_seq, view)
         return self._query(
             what,
@@ -645,10 +654,10 @@ class PostgresStore(SessionStore):
 
     def head(self, session_id: str) -> int:
         validate_session_id(session_id)
-        alive, extra = self._alive()
+        alive, extra = self._alive("h")
         rows = self._query(
             "head",
-            "SELECT head FROM {s}.ctxlife_sessions WHERE session_id = %s" + alive,
+            "SELECT head FROM {s}.ctxlife_sessions h WHERE h.session_id = %s" + alive,
             (session_id, *extra),
             session_id,
         )
@@ -677,7 +686,7 @@ class PostgresStore(SessionStore):
 
     def list_sessions(self) -> list[SessionInfo]:
         self.sweep()
-        alive, extra = self._alive("s.")
+        alive, extra = self._alive("s")
         rows = self._query(
             "list_sessions",
             "SELECT s.session_id, s.head, "
@@ -756,10 +765,10 @@ class PostgresStore(SessionStore):
     def get_blob(self, session_id: str, key: str) -> str | None:
         validate_session_id(session_id)
         validate_blob_key(key)
-        alive, extra = self._alive()
+        alive, extra = self._alive("b")
         rows = self._query(
             "get_blob",
-            "SELECT data FROM {s}.ctxlife_blobs WHERE session_id = %s AND key = %s" + alive,
+            "SELECT data FROM {s}.ctxlife_blobs b WHERE b.session_id = %s AND b.key = %s" + alive,
             (session_id, key, *extra),
             session_id,
         )
