@@ -112,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
             appends: dict[str, list[float]] = {k: [] for k in stores}
             for i in range(args.calls):
                 for kind, store in stores.items():
-                    head = store.head("append")
-                    appends[kind].append(timed(lambda s=store, h=head: s.append("append", [message(i)], if_head=h)))
+                    head, m = store.head("append"), message(i)
+                    appends[kind].append(timed(lambda s=store, h=head, m=m: s.append("append", [m], if_head=h)))
             out["append_one_if_head"] = {k: summary(v) for k, v in appends.items()}
             for size in (1000, 10000):
                 sid = f"read{size}"
@@ -124,10 +124,13 @@ def main(argv: list[str] | None = None) -> int:
                 for _ in range(args.repeat):
                     for kind, store in stores.items():
                         for what, fn in (
-                            ("read_records", lambda s=store: s.read_records(sid)),
-                            ("read_slots", lambda s=store: s.read_slots(sid)),
-                            ("read_records_after_head_minus_2", lambda s=store: s.read_records(sid, size - 2)),
-                            ("head", lambda s=store: s.head(sid)),
+                            ("read_records", lambda s=store, i=sid: s.read_records(i)),
+                            ("read_slots", lambda s=store, i=sid: s.read_slots(i)),
+                            (
+                                "read_records_after_head_minus_2",
+                                lambda s=store, i=sid, a=size - 2: s.read_records(i, a),
+                            ),
+                            ("head", lambda s=store, i=sid: s.head(i)),
                         ):
                             reads[kind].setdefault(what, []).append(timed(fn))
                 out[f"reads_at_{size}"] = {k: {w: summary(v) for w, v in r.items()} for k, r in reads.items()}

@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -323,3 +324,24 @@ def test_url_options_are_checked_by_name(url: str) -> None:
     with open_store(f"{url}&pgbouncer=true&pool_min=0&pool_max=2&application_name=ctxlife-test") as store:
         store.append("s", [msg("x")])
         assert [r.seq for r in store.read_records("s")] == [1]
+
+
+def test_a_forked_child_uses_a_pool_of_its_own(url: str) -> None:
+    import os
+
+    with open_store(url) as store:
+        store.append("f", [msg("parent")])
+        with warnings.catch_warnings():  # Python 3.12+ warns about fork() beside threads (the pool's)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # the child: write through the store object it inherited, then leave at once
+            code = 0
+            try:
+                store.append("f", [msg("child")])
+            except BaseException:
+                code = 1
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        store.append("f", [msg("parent again")])  # the parent's connections still work
+        assert [r.message["content"] for r in store.read_records("f")] == ["parent", "child", "parent again"]

@@ -759,7 +759,9 @@ def test_file_store_ignores_foreign_files(tmp_path: Path) -> None:
 def test_open_store_errors_name_the_fix() -> None:
     with pytest.raises(StoreError, match="no scheme.*file://workspace/sessions"):
         open_store("workspace/sessions")
-    with pytest.raises(StoreError, match=r"unknown session store scheme 'nope'.*file, redis, rediss, sqlite"):
+    with pytest.raises(
+        StoreError, match=r"unknown session store scheme 'nope'.*file, (postgres, postgresql, )?redis, rediss, sqlite"
+    ):
         open_store("nope://x")
 
 

@@ -253,6 +253,7 @@ class PostgresStore(SessionStore):
 
         self._closed = False
         self._outdated: int | None = None  # the database's older schema version, until migrated
+        self._pool_args = (conninfo, settings, make)
         self._shared = _SharedPool.acquire(conninfo, settings, make)
         try:
             self._check_version(create=False)
@@ -284,6 +285,9 @@ class PostgresStore(SessionStore):
             raise StoreError(f"session store {self.url} is closed")
         if self._outdated is not None and what not in ("schema check", "migrate"):
             self._refuse(self._outdated)
+        if self._shared.key[0] != os.getpid():
+            # forked: the parent's pool (its threads, its sockets) is not this process's to use
+            self._shared = _SharedPool.acquire(*self._pool_args)
         import psycopg_pool
 
         try:
