@@ -372,10 +372,14 @@ def postgres_bin(name: str) -> str | None:
 
 
 class PostgresServer:
-    """A throw-away PostgreSQL cluster in ``workdir``: initdb, ``pg_ctl start`` on a free port of
-    127.0.0.1 with its socket in ``workdir``, ``stop()`` at the end. Run as root, the server runs as
-    the ``postgres`` system user (PostgreSQL refuses to run as root): ``workdir`` is given to it and
-    its parent folders made traversable (not readable) by it."""
+    """A throw-away PostgreSQL cluster in ``workdir``: initdb, then the ``postgres`` server as a child
+    process on a free port of 127.0.0.1 with its socket in ``workdir``; ``stop()`` at the end.
+
+    Run as root, the server runs as the ``postgres`` system user (PostgreSQL refuses root):
+    ``workdir`` is given to it and its parent folders made traversable (not readable) by it. pytest
+    takes that back from its own root folder whenever another run starts (it keeps it ``0700``), so
+    initdb is retried, the server is started without pg_ctl (it only needs the paths while it starts:
+    then it works inside its data folder) and stopped by its pid."""
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -383,45 +387,71 @@ class PostgresServer:
         self.port = free_port()
         self.log = workdir / "server.log"
         self.user: str | None = "postgres" if os.geteuid() == 0 else None
+        self.proc: subprocess.Popen[bytes] | None = None
 
-    def _run(self, *args: str, timeout: float = 120) -> None:
-        cmd = list(args)
-        if self.user is not None:
-            cmd = ["runuser", "-u", self.user, "--", *cmd]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=self.workdir)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{args[0]} failed ({proc.returncode}): {proc.stderr[-1500:]} {proc.stdout[-500:]}")
+    def _as_server_user(self, args: list[str]) -> list[str]:
+        return args if self.user is None else ["runuser", "-u", self.user, "--", *args]
 
-    def start(self) -> None:
-        initdb, pg_ctl = postgres_bin("initdb"), postgres_bin("pg_ctl")
-        assert initdb and pg_ctl
+    def _reach(self) -> None:
+        """Let the server's user reach ``workdir`` (root only)."""
+        if self.user is None:
+            return
         import pwd
 
-        if self.user is not None:
-            entry = pwd.getpwnam(self.user)
-            os.chown(self.workdir, entry.pw_uid, entry.pw_gid)
-            for parent in self.workdir.parents:  # traverse only (o+x), up to the system root
-                if parent.stat().st_uid == os.geteuid() and not parent.stat().st_mode & 0o001:
-                    parent.chmod(parent.stat().st_mode | 0o001)
+        entry = pwd.getpwnam(self.user)
+        os.chown(self.workdir, entry.pw_uid, entry.pw_gid)
+        for parent in self.workdir.parents:  # traverse only (o+x), up to the system root
+            if parent.stat().st_uid == os.geteuid() and not parent.stat().st_mode & 0o001:
+                parent.chmod(parent.stat().st_mode | 0o001)
+
+    def start(self, timeout: float = 60.0) -> None:
+        initdb, server = postgres_bin("initdb"), postgres_bin("postgres")
+        assert initdb and server
         pwfile = self.workdir / "pw"
         pwfile.write_text(PG_PASSWORD)
-        if self.user is not None:
-            os.chown(pwfile, pwd.getpwnam(self.user).pw_uid, -1)
-        self._run(
-            initdb, "-D", str(self.data), "-U", "ctxlife", "--pwfile", str(pwfile), "-E", "UTF8", "--no-locale",
-            "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync",
-        )  # fmt: skip
-        options = (
-            f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.workdir} "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-        )
-        self._run(pg_ctl, "start", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "-o", options)
+        pwfile.chmod(0o644)
+        error = ""
+        for _ in range(3):
+            self._reach()
+            shutil.rmtree(self.data, ignore_errors=True)
+            args = [initdb, "-D", str(self.data), "-U", "ctxlife", "--pwfile", str(pwfile), "-E", "UTF8",
+                    "--no-locale", "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync"]  # fmt: skip
+            done = subprocess.run(self._as_server_user(args), capture_output=True, text=True, timeout=120)
+            if done.returncode == 0:
+                break
+            error = done.stderr[-1500:]
+        else:
+            raise RuntimeError(f"initdb failed three times: {error}")
+        self._reach()
+        args = [server, "-D", str(self.data), "-p", str(self.port), "-c", "listen_addresses=127.0.0.1",
+                "-c", f"unix_socket_directories={self.workdir}", "-c", "fsync=off", "-c", "synchronous_commit=off",
+                "-c", "full_page_writes=off", "-c", "max_connections=200"]  # fmt: skip
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(self._as_server_user(args), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        import psycopg
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"postgres exited with {self.proc.returncode}: {self.log.read_text()[-1500:]}")
+            try:
+                psycopg.connect(self.url(), connect_timeout=2).close()
+                return
+            except psycopg.OperationalError:
+                time.sleep(0.05)
+        raise RuntimeError(f"postgres not ready within {timeout} s: {self.log.read_text()[-1500:]}")
 
     def stop(self) -> None:
-        pg_ctl = postgres_bin("pg_ctl")
-        if pg_ctl and (self.data / "postmaster.pid").exists():
-            with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
-                self._run(pg_ctl, "stop", "-D", str(self.data), "-m", "immediate", "-w", timeout=60)
+        """Immediate shutdown (SIGQUIT to the server's pid, from its pid file), then wait for it."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            os.kill(int((self.data / "postmaster.pid").read_text().split()[0]), signal.SIGQUIT)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
 
     def url(self, query: str = "") -> str:
         base = f"postgresql://ctxlife:{PG_PASSWORD}@127.0.0.1:{self.port}/postgres"
