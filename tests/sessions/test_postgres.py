@@ -85,11 +85,12 @@ def test_workers_migrating_at_once_migrate_once(url: str, spawn: Any) -> None:
 
 
 def test_a_newer_schema_is_refused_when_the_store_opens(url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with open_store(url) as store:
-        store.append("s", [msg("x")])
+    before = open_store(url)  # stays open: its pool knows the schema was fine when it wrote
+    before.append("s", [msg("x")])
     pg_sql(url, "INSERT INTO {s}.ctxlife_schema_version (version) VALUES (7)")
     with pytest.raises(StoreError, match=r"schema .* is version 7, newer than this ctxlife understands \(1\)") as info:
         open_store(url)
+    before.close()
     assert "pg-secret" not in str(info.value)
     assert main(["store", "migrate", url]) == 1  # migrate refuses it too: nothing is changed
     assert "upgrade ctxlife" in capsys.readouterr().err
@@ -277,8 +278,9 @@ def test_sweepers_on_many_workers_delete_each_expired_session_once(url: str, spa
 def test_stores_on_one_database_share_one_pool(postgres_url: str) -> None:
     from ctxlife.sessions.postgres import _SharedPool
 
-    a = open_store(f"{postgres_url}?schema=pool_a")
-    b = open_store(f"{postgres_url}?schema=pool_b")
+    # pool settings of this test's own: a pool that other tests' stores use is not this test's to close
+    a = open_store(f"{postgres_url}?schema=pool_a&pool_max=3")
+    b = open_store(f"{postgres_url}?schema=pool_b&pool_max=3")
     try:
         assert a._shared is b._shared  # type: ignore[attr-defined]
         pool = a._shared.pool  # type: ignore[attr-defined]

@@ -383,13 +383,18 @@ class PostgresStore(SessionStore):
             )
 
     def _check_version(self, create: bool) -> None:
-        """Refuse a database at another schema version; with ``create``, create version 1 if absent."""
-        if self.schema in self._shared.ready:
+        """Refuse a database at another schema version; with ``create``, create version 1 if absent.
+
+        Opening a store always checks (one query): a worker started after a newer ctxlife migrated
+        the database refuses it at once, even if the process opened stores on it before.
+        """
+        if create and self.schema in self._shared.ready:
             return
         with self._connection("schema check") as conn:
             version = self._version(conn)
             if version is not None and version < SCHEMA_VERSION and not create:
                 self._outdated = version  # opened (for `ctxlife store migrate`); every call refuses
+                self._shared.ready.discard(self.schema)
                 return
             self._refuse(version)
             if version is None and create:
