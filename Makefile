@@ -11,7 +11,8 @@ EXAMPLE := docs/examples/ctxlife-redact
 $(STAMP): pyproject.toml $(EXAMPLE)/pyproject.toml $(EXAMPLE)/src/ctxlife_redact/__init__.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,plot]'
+	@echo "Installing ctxlife with its test tools and CrewAI (a few minutes the first time; pip shows each package)"
+	$(BIN)/pip install -e '.[test,plot]'
 	# The third-party example plugin of docs/writing-a-strategy.md, installed as a user would.
 	$(BIN)/pip install --quiet ./$(EXAMPLE)
 	touch $(STAMP)

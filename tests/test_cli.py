@@ -51,6 +51,19 @@ def test_check_prints_resolved_settings_or_fails_with_the_error(tmp_path):
     assert failed.stderr.startswith(f"ctxlife check: error: unknown strategy 'nope' in 'strategies' (in {bad})")
 
 
+def test_check_reports_the_problems_of_every_strategy_at_once(tmp_path):
+    config = tmp_path / "ctxlife.toml"
+    config.write_text(
+        'strategies = ["bootstrap", "llm_summary"]\n[bootstrap]\nfiles = ["missing.md"]\n[llm_summary]\ntarget = 0.5\n'
+    )
+    failed = run("check", str(config))
+    assert failed.returncode == 1
+    lines = failed.stderr.splitlines()
+    assert lines[0] == "ctxlife check: error: 2 problems:"
+    assert lines[1].startswith("  - strategy 'bootstrap': file 'missing.md' does not exist")
+    assert lines[2].startswith("  - strategy 'llm_summary' option 'target' (0.5) must be below the threshold (0.4)")
+
+
 def test_session_commands_use_the_configs_store(tmp_path):
     from ctxlife.sessions import Snapshot, open_store
 

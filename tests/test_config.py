@@ -104,14 +104,37 @@ def test_unknown_option_and_out_of_range_values(tmp_path):
 
 
 def test_unknown_top_level_key_table_and_duplicates(tmp_path):
-    with pytest.raises(ConfigError, match="unknown setting 'treshold'"):
+    with pytest.raises(ConfigError, match=r"unknown setting 'treshold' .*\(did you mean 'threshold'\?\)"):
         settings_from_dict({"treshold": 0.3})
     with pytest.raises(
-        UnknownStrategyError, match=r"options table \[summary\] .*names no installed strategy; available: "
+        UnknownStrategyError,
+        match=r"options table \[summary\] .*names no installed strategy \(did you mean 'llm_summary'\?\); available: ",
     ):
         settings_from_dict({"summary": {"x": 1}})
+    with pytest.raises(
+        UnknownStrategyError, match=r"options table \[zzz\] \(in a dict\) names no installed strategy; "
+    ):
+        settings_from_dict({"zzz": {"x": 1}})  # nothing close: no suggestion
     with pytest.raises(ConfigError, match="strategy 'truncate_last_n' is listed twice"):
         settings_from_dict({"strategies": ["truncate_last_n", "truncate_last_n"]})
+
+
+def test_every_error_of_a_file_is_reported_at_once_with_the_names_it_meant(tmp_path):
+    path = write(
+        tmp_path,
+        'strategies = ["llm_sumary", "truncate_last_n"]\nthreshhold = 0.5\n'
+        "[truncate_last_n]\nround = 3\n[tool_ouptut]\nmax_tokens = 100\n",
+    )
+    with pytest.raises(UnknownStrategyError) as raised:
+        load_settings(path)
+    lines = str(raised.value).splitlines()
+    assert lines[0] == f"4 problems in the config (in {path}):"
+    assert lines[1].startswith("  - unknown strategy 'llm_sumary' in 'strategies' (in ")
+    assert "(did you mean 'llm_summary'?)" in lines[1]
+    assert "unknown setting 'threshhold'" in lines[2] and "(did you mean 'threshold'?)" in lines[2]
+    assert lines[3] == f"  - strategy 'truncate_last_n' has no option 'round' (in {path}) (did you mean 'rounds'?)"
+    assert "options table [tool_ouptut]" in lines[4] and "(did you mean 'tool_output'?)" in lines[4]
+    assert len(lines) == 5
 
 
 def test_missing_file_and_pyproject_without_table(tmp_path):

@@ -2,18 +2,19 @@
 
 1. The core (``pip install ctxlife``): no CrewAI, no LangChain; ``manage()`` and ``ctxlife check``
    work, ``wrap()`` names the extra to install. Its size and package count are printed (``-s``)
-   and bounded. It installs from the package index pip is configured with (warm from ``make``'s
-   own install).
-2. ``ctxlife[crewai,plot]`` from the same wheel: ``ctxlife demo`` runs from an empty folder (its
-   config ships inside the package). The environment sees the packages ``make`` installed (every
-   one but ctxlife's own), and pip installs the wheel with ``--no-index``: pip itself checks that
-   each requirement of the two extras is met, and fails on any it would have to fetch. Resolving
-   CrewAI's dependencies from the index again made this test take 76 s instead of 23 s (idle 2-core
-   machine); ``make``'s install of ``.[test,plot]`` resolves the same requirements (``test`` holds
-   ``crewai``).
+   and bounded.
+2. The install matrix: every extra (openai, langchain, redis, otel, plot, agents, crewai) in a fresh
+   venv with the newest versions pip resolves within the declared bounds; in each, every module of
+   ctxlife imports (or names an extra not installed there) and a smoke test of each extra runs
+   through the public API (tests/install/smoke.py): the model route against a local fake
+   OpenAI-compatible server with no fallback, on openai 3 and on openai 2 (the agents venv), and
+   ``ctxlife check`` failing once the server is down; the middleware across a restart; a Redis
+   session; an Agents SDK run; ``ctxlife demo`` (a crew) from an empty folder. The resolved
+   versions and install times are printed (``-s``).
 
-These are marked slow; CI runs them as part of ``make test``. ``--no-compile``: what is installed is
-the same, and only the modules a test imports get compiled.
+Everything installs from the package index pip is configured with. These are marked slow; CI runs
+them as part of ``make test``. ``--no-compile``: what is installed is the same, and only the
+modules a test imports get compiled.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import time
 import venv
 from pathlib import Path
@@ -160,30 +160,100 @@ def test_the_core_installs_without_any_framework_and_manages_lists(wheel: Path, 
     }
 
 
-def _packages_but_ctxlife(target: Path) -> Path:
-    """A folder that shows every package of this environment but ctxlife's own (the editable
-    checkout and the docs' example plugin), as links: nothing of this environment is copied or changed."""
-    target.mkdir()
-    for site in {Path(sysconfig.get_paths()[kind]) for kind in ("purelib", "platlib")}:
-        for entry in site.iterdir():
-            name = entry.name.lower()
-            if name.startswith(("ctxlife", "__editable__")) or name.endswith(".pth") or name == "__pycache__":
-                continue
-            if not (target / entry.name).exists():
-                (target / entry.name).symlink_to(entry)
-    return target
+# -- the install matrix ---------------------------------------------------------------------------
+# Each extra in a fresh venv with the newest versions pip resolves within the declared bounds (from the
+# index pip is configured with; nothing of this environment is seen). openai has a venv of its own, so
+# that nothing another extra brings (langchain brings httpx) hides an undeclared import of its route.
+# Extras whose resolutions agree share a venv: `pip install --dry-run --report` on 2026-12-06 resolved
+# langchain, redis, otel and plot together exactly as each alone (langchain 1.5.2, redis 8.2.0, ...);
+# agents holds openai at 2.x and crewai pydantic at 2.12, so each has its own. The agents venv also
+# runs the openai check: the model route on openai 2 (2.54), as the openai venv runs it on openai 3.
+# The index is local files: pip's cache holds nothing of it, so a cache folder would not help.
+MATRIX = {
+    "openai": ["openai"],
+    "langchain,redis,otel,plot": ["langchain", "redis", "otel", "plot"],
+    "agents": ["agents", "openai"],
+    "crewai,plot": ["crewai", "plot"],
+}
+SMOKE = REPO / "tests" / "install" / "smoke.py"
+SUMMARY = "SMOKE MODEL SUMMARY: reservations RS000X onwards were checked and confirmed."
+_matrix: dict[str, Path] = {}
 
 
-def test_the_demo_runs_from_any_folder_after_installing_the_crewai_and_plot_extras(wheel: Path, tmp_path: Path) -> None:
-    bin_dir = _fresh_venv(tmp_path / "demo-venv")
-    site = _site_packages(bin_dir)
-    (site / "make-installed.pth").write_text(f"{_packages_but_ctxlife(tmp_path / 'installed')}\n")
-    done = _run(
-        _pip(bin_dir, "install", "--no-index", "--no-compile", f"ctxlife[crewai,plot] @ {wheel.as_uri()}"), cwd=tmp_path
+def _matrix_venv(extras: str, wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with ``ctxlife[extras]`` from the wheel and the newest versions the index offers
+    (made once per run); prints the resolved versions and the install time (``-s``)."""
+    if extras not in _matrix:
+        root = tmp_path_factory.mktemp("matrix")
+        bin_dir = _fresh_venv(root / "venv")
+        started = time.perf_counter()
+        _run(_pip(bin_dir, "install", "--quiet", "--no-compile", f"ctxlife[{extras}] @ {wheel.as_uri()}"), cwd=root)
+        seconds = time.perf_counter() - started
+        listed = json.loads(_run(_pip(bin_dir, "list", "--format", "json"), cwd=root).stdout)
+        versions = {p["name"].lower(): p["version"] for p in listed}
+        shown = ", ".join(f"{n} {versions[n]}" for n in sorted(versions) if n in RESOLVED_SHOWN)
+        print(f"\nctxlife[{extras}]: {len(versions)} packages in {seconds:.0f} s: {shown}")
+        _matrix[extras] = bin_dir
+    return _matrix[extras]
+
+
+RESOLVED_SHOWN = {
+    "openai",
+    "httpx",
+    "httpx2",
+    "pydantic",
+    "langchain",
+    "langchain-core",
+    "langgraph",
+    "redis",
+    "opentelemetry-api",
+    "matplotlib",
+    "openai-agents",
+    "crewai",
+}
+
+
+def _smoke(bin_dir: Path, extras: list[str], cwd: Path, **env: str) -> str:
+    done = _run([str(bin_dir / "python"), str(SMOKE), *extras], cwd=cwd, timeout=300, **env)
+    return done.stdout
+
+
+@pytest.mark.parametrize("extras", ["openai", "langchain,redis,otel,plot", "agents"])
+def test_each_extra_installs_fresh_imports_every_module_and_works(
+    extras: str, wheel: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> None:
+    sys.path.insert(0, str(REPO / "tests" / "models"))
+    from fake_endpoint import completion, serve
+
+    redis_url = request.getfixturevalue("redis_url") if "redis" in MATRIX[extras] else ""
+    bin_dir = _matrix_venv(extras, wheel, tmp_path_factory)
+    with serve(completion(SUMMARY)) as server:
+        out = _smoke(
+            bin_dir, MATRIX[extras], tmp_path, CTXLIFE_SMOKE_BASE_URL=server["base_url"], CTXLIFE_SMOKE_REDIS=redis_url
+        )
+        assert bool(server["requests"]) == ("openai" in MATRIX[extras]), (
+            "the endpoint was called only by the openai check"
+        )
+    print(out)
+    for extra in MATRIX[extras]:
+        assert f"\n{extra}: " in f"\n{out}", out
+    if "openai" not in MATRIX[extras]:
+        return
+    # the same config with the server gone: `ctxlife check` fails and says what to do
+    config = tmp_path / "ctxlife.toml"
+    done = subprocess.run(
+        [str(bin_dir / "ctxlife"), "check", str(config)], capture_output=True, text=True, cwd=tmp_path
     )
-    # pip found every requirement of the two extras already met, and installed only the wheel
-    assert "Requirement already satisfied: crewai" in done.stdout and "matplotlib" in done.stdout, done.stdout
-    assert "Successfully installed ctxlife-" in done.stdout and not list(site.glob("crewai*")), done.stdout
+    assert done.returncode == 1, done.stdout
+    assert "could not call its model: model 'smoke-model' at http://127.0.0.1:" in done.stderr, done.stderr
+    assert "cannot connect" in done.stderr and "Fix: start the server" in done.stderr, done.stderr
+
+
+def test_the_demo_runs_from_any_folder_after_installing_the_crewai_and_plot_extras(
+    wheel: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    bin_dir = _matrix_venv("crewai,plot", wheel, tmp_path_factory)
+    print(_smoke(bin_dir, MATRIX["crewai,plot"], tmp_path))
     # The README's main job (`make demo` runs the same command from the checkout), offline.
     work = tmp_path / "anywhere"
     work.mkdir()

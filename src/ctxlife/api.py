@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import os
 import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,12 +18,22 @@ from typing import TYPE_CHECKING, Any
 from ctxlife.config import Settings, find_default_config, load_settings, validate_context_window
 from ctxlife.errors import ConfigError, InvalidMessagesError
 from ctxlife.host import Host, Report
+from ctxlife.models import as_completion
 from ctxlife.sessions.ids import session_key
 
 if TYPE_CHECKING:
     from ctxlife.sessions.base import RawRecord
 
 _MAX_HOSTS = 32
+#: Threads :func:`amanage` runs pipelines in: its own pool, not the event loop's default executor
+#: (which the app's other ``to_thread`` calls share), so calls abandoned mid-pipeline (a timeout, a
+#: client gone) can hold at most these; more calls at once queue. A call cancelled while queued never
+#: runs; one cancelled while it waits behind another call of its session gives its thread back
+#: within :data:`_POLL_SECONDS`.
+_ASYNC_WORKERS = 32
+_POLL_SECONDS = 0.05
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
 
 
 @dataclass(eq=False)
@@ -33,7 +45,7 @@ class _Shared:
     """
 
     key: tuple[Any, ...]
-    keep: tuple[Any, ...]  # the config, plugins and summary model, alive with the host so their ids are not reused
+    keep: tuple[Any, ...]  # the config and plugins, alive with the host so their ids are not reused
     host: Host | None = None
     users: int = 0
     cached: bool = True
@@ -87,9 +99,12 @@ def _acquire(
     model: str | None,
     session_id: str | None,
     plugins: Sequence[object],
-    summary_model: object | None = None,
 ) -> _Shared:
-    """The shared host for these arguments, built on first use, with one more user (see :func:`_release`)."""
+    """The shared host for these arguments, built on first use, with one more user (see :func:`_release`).
+
+    The summary model is not one of them: it is given per call, so a model object made per request
+    does not build a host per request.
+    """
     to_close: list[Host] = []
     with _hosts_lock:
         key = (
@@ -98,11 +113,10 @@ def _acquire(
             model,
             session_id,
             tuple(id(p) for p in plugins),
-            id(summary_model),
         )
         shared = _hosts.get(key)
         if shared is None:
-            shared = _hosts[key] = _Shared(key, (config, tuple(plugins), summary_model))
+            shared = _hosts[key] = _Shared(key, (config, tuple(plugins)))
         else:
             _hosts.move_to_end(key)
         shared.users += 1
@@ -117,7 +131,6 @@ def _acquire(
                     model=model,
                     session_id=session_id,
                     plugins=plugins,
-                    summary_model=summary_model,
                 )
                 warn_unreachable_nodes(host)
                 shared.host = host
@@ -213,15 +226,44 @@ def _managed(
     """:func:`manage` on a shared host; with ``cancelled`` set before the call starts, nothing is run (None)."""
     validate_context_window(context_window, "context_window")  # before it becomes part of a cache key
     key = _session_key(session_id)  # before it becomes part of a cache key
-    shared = _acquire(config, context_window, model, key, plugins, summary_model)
+    complete = as_completion(summary_model) if summary_model is not None else None
+    if cancelled is not None and cancelled.is_set():
+        return None
+    shared = _acquire(config, context_window, model, key, plugins)
     try:
-        with shared.calls:  # calls on one host run one at a time (the host would serialize them anyway)
-            if cancelled is not None and cancelled.is_set():
-                return None
+        # A host serves one session: its calls run one at a time, and one given up while waiting
+        # for its turn runs nothing.
+        if not _take_turn(shared.calls, cancelled):
+            return None
+        try:
             assert shared.host is not None
-            return shared.host.manage(messages, context_window=context_window, model=model)
+            return shared.host.manage(messages, context_window=context_window, model=model, complete=complete)
+        finally:
+            shared.calls.release()
     finally:
         _release(shared)
+
+
+def _take_turn(lock: threading.RLock, cancelled: threading.Event | None) -> bool:
+    """Acquire ``lock``; False, without it, once ``cancelled`` is set (checked while waiting)."""
+    if cancelled is None:
+        return lock.acquire()
+    while not lock.acquire(timeout=_POLL_SECONDS):
+        if cancelled.is_set():
+            return False
+    if cancelled.is_set():
+        lock.release()
+        return False
+    return True
+
+
+def _async_executor() -> ThreadPoolExecutor:
+    """The pool :func:`amanage` runs in (created on first use; see :data:`_ASYNC_WORKERS`)."""
+    global _executor  # noqa: PLW0603 - one pool per process, created lazily (no import-time threads)
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(_ASYNC_WORKERS, thread_name_prefix="ctxlife-amanage")
+        return _executor
 
 
 def record_reply(
@@ -324,20 +366,22 @@ async def amanage(
 ) -> Report:
     """:func:`manage` for asyncio apps: the same pipeline in a worker thread, so the event loop keeps
     running while a strategy works (an LLM summary can take seconds). Concurrent calls for different
-    sessions run in parallel.
+    sessions run in parallel, in ctxlife's own pool of threads (not the event loop's default executor).
 
     The pipeline works on a copy of ``messages``, written back into your list when the call
     returns. A cancelled call (``task.cancel()``, a timeout) leaves your list exactly as it was, and
     a call cancelled before its pipeline started (waiting behind another call of the same session)
-    runs nothing and records nothing; one cancelled while its pipeline runs finishes on its copy
-    (a thread cannot be stopped midway), and what it made is dropped.
+    runs nothing, records nothing and gives its thread back; one cancelled while its pipeline runs
+    finishes on its copy (a thread cannot be stopped midway), and what it made is dropped.
     """
     work = list(messages)
     cancelled = threading.Event()
+    call = functools.partial(
+        _managed, work, config, context_window, model, session_id, tuple(plugins), cancelled, summary_model
+    )
     try:
-        report = await asyncio.to_thread(
-            _managed, work, config, context_window, model, session_id, tuple(plugins), cancelled, summary_model
-        )
+        loop = asyncio.get_running_loop()
+        report = await loop.run_in_executor(_async_executor(), contextvars.copy_context().run, call)
     except asyncio.CancelledError:
         cancelled.set()
         raise

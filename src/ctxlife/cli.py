@@ -1,7 +1,7 @@
 """The ``ctxlife`` command.
 
     ctxlife strategies [--json]       installed strategies: name, hooks, package, version
-    ctxlife check CONFIG              validate a config and print the resolved settings
+    ctxlife check CONFIG              validate a config (every error at once; calls a configured model once)
     ctxlife replay FILE --config CFG  dry-run a recorded conversation through a config
     ctxlife replay --session ID       the same for a stored session (on a copy), recall included
     ctxlife report ID -o FILE         a self-contained HTML report of a stored session, call by call
@@ -64,20 +64,29 @@ def cmd_check(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     # Printed: store URL passwords (also from CTXLIFE_STORE) and secret options (api_key) as ***.
     resolved = redacted(settings.resolved())
-    # Build the strategies too: some options (files, summarizers, stores) are checked only then.
+    # Build the strategies too: some options (files, summarizers, stores) are checked only then. Each
+    # on its own first, so that one strategy's problem does not hide another's.
+    built = [redact_text(p) for p in _strategy_problems(settings)]
+    if built:
+        listed = built[0] if len(built) == 1 else f"{len(built)} problems:\n" + "\n".join(f"  - {p}" for p in built)
+        print(f"ctxlife check: error: {listed}", file=sys.stderr)
+        return 1
     from ctxlife.host import Host  # lazy: each command loads what it needs (`ctxlife --help` stays fast)
 
     host = Host(settings, context_window=settings.context_window or 8000)
     host.close()
-    # A configured summary model that cannot be called (a missing extra, no endpoint): the strategy
-    # would fall back at every compaction, so the config is not OK.
+    # A configured summary model that cannot be called (a missing extra, no endpoint, a server that
+    # does not answer): the strategy would fall back at every compaction, so the config is not OK.
+    problems = []
     for strategy in host.strategies:
         route_problem = getattr(strategy, "route_problem", None)
-        problem = route_problem() if callable(route_problem) else None
+        problem = route_problem(connect=not args.no_connect) if callable(route_problem) else None
         if problem:
             problem = redact_text(problem)
-            print(f"ctxlife check: {settings.source}: strategy {strategy.name!r}: {problem}", file=sys.stderr)
-            return 1
+            problems.append(f"ctxlife check: {settings.source}: strategy {strategy.name!r}: {problem}")
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps(resolved, indent=2))
     else:
@@ -85,6 +94,22 @@ def cmd_check(args: argparse.Namespace) -> int:
         console.print(f"[green]OK[/green] {settings.source}")
         console.print_json(json.dumps(resolved))
     return 0
+
+
+def _strategy_problems(settings: Any) -> list[str]:
+    """What each active strategy's own checks (run when it is built) say is wrong, one message each."""
+    # lazy: each command loads what it needs (`ctxlife --help` stays fast)
+    from ctxlife.plugins import registry
+    from ctxlife.strategy import create_strategy
+
+    shared = settings.shared()
+    problems = []
+    for name in settings.strategies:
+        try:
+            create_strategy(registry().get(name), settings.options_for(name), shared).close()
+        except CtxlifeError as exc:
+            problems.append(str(exc))
+    return problems
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -302,6 +327,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="validate a config and print the resolved settings")
     p.add_argument("config", help="a ctxlife TOML file or a pyproject.toml with [tool.ctxlife]")
     p.add_argument("--json", action="store_true", help="print only the resolved settings as JSON")
+    p.add_argument(
+        "--no-connect",
+        action="store_true",
+        help="do not call a configured summary model's endpoint (by default it is asked for one token)",
+    )
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser(

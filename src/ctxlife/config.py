@@ -19,6 +19,7 @@ naming the file, the strategy, the key and the expected type.
 from __future__ import annotations
 
 import contextvars
+import difflib
 import json
 import os
 import re
@@ -226,32 +227,69 @@ class Settings(BaseSettings):
         return data
 
     def _validate_strategies(self) -> None:
+        """Every unknown strategy, setting, table and bad option of the config, raised at once (the
+        first one's error type; each misspelled name with its closest known names)."""
         reg = registry()
         where = f" (in {self._source})" if self._source != "built-in defaults" else ""
+        problems: list[tuple[type[ConfigError], str]] = []
         for name in self.strategies:
             if name not in reg:
                 from_env = f"{ENV_PREFIX}STRATEGIES" in os.environ
                 listed = f" ({self.source_of(None, 'strategies')})" if from_env else where
-                raise UnknownStrategyError(f"unknown strategy {name!r} in 'strategies'{listed}; {reg.available()}")
+                hint = did_you_mean(name, reg.names())
+                problems.append(
+                    (
+                        UnknownStrategyError,
+                        f"unknown strategy {name!r} in 'strategies'{listed}{hint}; {reg.available()}",
+                    )
+                )
         for key, value in (self.model_extra or {}).items():
             if not isinstance(value, dict):
-                raise ConfigError(
-                    f"unknown setting {key!r}{where}; top-level settings are "
-                    f"{', '.join(type(self).model_fields)}, and strategy options go in a "
-                    f"[strategy_name] table"
+                hint = did_you_mean(key, [*type(self).model_fields, *reg.names()])
+                problems.append(
+                    (
+                        ConfigError,
+                        f"unknown setting {key!r}{where}{hint}; top-level settings are "
+                        f"{', '.join(type(self).model_fields)}, and strategy options go in a "
+                        f"[strategy_name] table",
+                    )
                 )
+                continue
             if key not in reg:
                 variables = sorted(v for v in os.environ if v.startswith(f"{ENV_PREFIX}{key.upper()}__"))
                 plural = "s" if len(variables) > 1 else ""
                 origin = f" (from the environment variable{plural} {', '.join(variables)})" if variables else where
-                raise UnknownStrategyError(
-                    f"options table [{key}]{origin} names no installed strategy; {reg.available()}"
+                hint = did_you_mean(key, reg.names())
+                problems.append(
+                    (
+                        UnknownStrategyError,
+                        f"options table [{key}]{origin} names no installed strategy{hint}; {reg.available()}",
+                    )
                 )
+                continue
             cls = reg.get(key)
             try:
                 self._options[key] = cls.Options.model_validate(value)
             except ValidationError as exc:
-                raise StrategyOptionsError(_explain_option_errors(key, exc, self._source)) from None
+                problems.append(
+                    (
+                        StrategyOptionsError,
+                        _explain_option_errors(key, exc, self._source, list(cls.Options.model_fields)),
+                    )
+                )
+        if len(problems) == 1:
+            raise problems[0][0](problems[0][1])
+        if problems:
+            listed = "\n".join(f"  - {message}" for _, message in problems)
+            raise problems[0][0](f"{len(problems)} problems in the config{where}:\n{listed}")
+
+
+def did_you_mean(name: str, known: list[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the closest of ``known`` to a misspelled ``name`` (difflib), else ``""``."""
+    close = difflib.get_close_matches(name, known, n=2, cutoff=0.75)
+    if not close:
+        return ""
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)"
 
 
 class _StrategyEnvSource(PydanticBaseSettingsSource):
@@ -284,7 +322,7 @@ def _parse_env_value(raw: str) -> Any:
         return raw
 
 
-def _explain_option_errors(strategy: str, exc: ValidationError, source: str) -> str:
+def _explain_option_errors(strategy: str, exc: ValidationError, source: str, options: list[str] | None = None) -> str:
     # "strategy 'x' option 'k' (in FILE)" names the file, the table ([x]) and the key (k).
     where = f" (in {source})" if source != "built-in defaults" else ""
     lines = []
@@ -295,7 +333,7 @@ def _explain_option_errors(strategy: str, exc: ValidationError, source: str) -> 
         origin = f" (from the environment variable {variable})" if from_env else where
         message = _message(error, in_file=not from_env and bool(where))
         if error["type"] == "extra_forbidden":
-            lines.append(f"strategy {strategy!r} has no option {key!r}{origin}")
+            lines.append(f"strategy {strategy!r} has no option {key!r}{origin}{did_you_mean(key, options or [])}")
         else:
             lines.append(f"strategy {strategy!r} option {key!r}{origin}: {message}")
     return "; ".join(lines)

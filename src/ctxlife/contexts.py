@@ -46,7 +46,9 @@ class HookContext:
         context_window: the model's context window in tokens.
         threshold: the share of the window that counts as "too full" (config).
         state: this strategy's own scratch dict, kept for the session across
-            calls and nodes. Each strategy sees only its own.
+            calls and nodes. Each strategy sees only its own, and only the calls of
+            this session (which run one at a time) see it; dropped when the host
+            drops the idle session (past 256 sessions).
         complete: a callable that makes one call to the agent's own model
             (``complete(messages, max_tokens) -> str``), or None when the
             adapter has no model to offer (as under :func:`ctxlife.manage`).

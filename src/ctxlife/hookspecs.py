@@ -17,6 +17,13 @@ How the host calls them (the same for every hook):
   ``strategy_failed`` error event names the strategy, the node and the cause.
 * ``ctx.record(what, **details)`` reports an action; ``ctx.state`` is the
   strategy's own scratch dict for the session.
+* Calls for one session run one at a time; calls for different sessions may run
+  at the same time on the same strategy object (one host serves every thread of
+  the LangChain middleware). Keep per-session data in ``ctx.state``, which only
+  that session's calls see; whatever lives on ``self`` is shared by them all and
+  must be safe to use from several threads. A host drops the ``ctx.state`` of
+  an idle session past its bound (256 sessions): its next call starts fresh,
+  as in a new process.
 
 Hooks only grow: arguments may be added in later versions, never renamed or
 removed, so an implementation written today keeps working.

@@ -11,11 +11,13 @@ time taken); every failure an ``ctxlife.strategy_failed`` or
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as _dt
 import functools
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -42,7 +44,7 @@ from ctxlife.messages import ANTHROPIC, check_shape, last_user_index, list_forma
 from ctxlife.models import as_completion
 from ctxlife.plugins import registry
 from ctxlife.sessions import open_store, store_schemes
-from ctxlife.sessions.base import RawRecord, SessionStore
+from ctxlife.sessions.base import RawRecord, SessionStore, json_safe
 from ctxlife.sessions.ids import validate_session_id, validate_view
 from ctxlife.sessions.keeper import keeper_for
 from ctxlife.strategy import Strategy, ToolSpec, create_strategy
@@ -83,6 +85,66 @@ class Report:
     @property
     def tokens_saved(self) -> int:
         return self.tokens_before - self.tokens_after
+
+
+@dataclass(eq=False)
+class _Session:
+    """What a host keeps for one session between calls, and the lock its calls take.
+
+    Calls for one session (every view of it) run one at a time under ``lock``; calls for different
+    sessions run at once, each on its own state. The whole of it is dropped when the session
+    leaves the host's LRU (:data:`_SESSIONS`), never while ``users`` > 0.
+    """
+
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    users: int = 0  # calls holding or waiting for the lock (and an eviction in progress)
+    calls: int = 0  # model calls since the run started (the next call's ctx.call_index)
+    anthropic: bool = False  # the session showed Anthropic blocks (see Host.message_format)
+    state: dict[str, dict[str, Any]] = field(default_factory=dict)  # each strategy's ctx.state
+    bootstrap: dict[str | None, str] = field(default_factory=dict)  # the bootstrap text per agent role
+    bootstrap_actions: dict[str | None, list[Action]] = field(default_factory=dict)
+    task_started: set[str | None] = field(default_factory=set)  # tasks whose first model call is next
+    # The list handed back at the end of the last call of each view, most recent last: the next
+    # list is compared with it once, and only what differs is checked, counted, diffed.
+    previous: OrderedDict[str, message_model.PreviousList] = field(default_factory=OrderedDict)
+
+
+class _Held:
+    """A session's lock held, with its state (see :meth:`Host._locked`); a class, not a generator:
+    it is taken on every call."""
+
+    __slots__ = ("entry", "host", "session")
+
+    def __init__(self, host: Host, session: str | None) -> None:
+        self.host = host
+        self.session = session
+
+    def __enter__(self) -> _Session:
+        host, session = self.host, self.session
+        with host._sessions_lock:
+            entry = host._sessions.get(session)
+            if entry is None:
+                entry = host._sessions[session] = _Session()
+            else:
+                host._sessions.move_to_end(session)
+            entry.users += 1
+        try:
+            entry.lock.acquire()
+        except BaseException:
+            with host._sessions_lock:
+                entry.users -= 1
+            raise
+        self.entry = entry
+        return entry
+
+    def __exit__(self, *exc_info: object) -> None:
+        host, entry = self.host, self.entry
+        entry.lock.release()
+        with host._sessions_lock:
+            entry.users -= 1
+            victim = host._idle_session()
+        if victim is not None:
+            host._evict(*victim)
 
 
 class _PluginManager(pluggy.PluginManager):
@@ -222,17 +284,11 @@ class Host:
         if provided is None and (settings.store_configured or any(s.needs_store for s in self.strategies)):
             self.store = _open_store(settings)
         self._counters: dict[str | None, TokenCounter] = {}
-        self._state: dict[tuple[str, str | None], dict[str, Any]] = {}
-        self._bootstrap: dict[tuple[str | None, str | None], str] = {}
-        self._bootstrap_actions: dict[tuple[str | None, str | None], list[Action]] = {}
-        self._calls: dict[str | None, int] = {}
-        self._task_started: set[tuple[str | None, str | None]] = set()
-        self._formats: dict[str | None, str] = {}
-        self._shapes = message_model.ShapeMemo()
-        # The list handed back at the end of the last call of each (session, view), most recent last:
-        # the next list is compared with it once, and only what differs is checked, counted, diffed.
-        self._previous: dict[tuple[str | None, str], message_model.PreviousList] = {}
-        self._lock = threading.RLock()
+        self._shapes = message_model.ShapeMemo()  # manage() only: it serves the default session alone
+        # Per session: its state and its lock, least recently used first (see _Session, _SESSIONS).
+        self._sessions: OrderedDict[str | None, _Session] = OrderedDict()
+        self._sessions_lock = threading.Lock()  # guards the table only: held for a lookup, never a call
+        self._lock = threading.RLock()  # host-wide, rare: opening the store, making a token counter
         self.complete: Complete | None = None
         self.summary_model: Complete | None = None
         if summary_model is not None:
@@ -252,12 +308,55 @@ class Host:
     # -- shared plumbing ----------------------------------------------------------------
 
     def counter(self, model: str | None = None) -> TokenCounter:
-        """The token counter for this host's model, else ``model`` (what the framework reports); cached."""
+        """The token counter for this host's model, else ``model`` (what the framework reports); cached.
+
+        One counter serves every session at once: its caches are keyed by the text or message they
+        hold (checked on each hit), so concurrent calls at worst count a message twice, never wrongly.
+        """
         key = self.model or model
         found = self._counters.get(key)
         if found is None:
-            found = self._counters[key] = TokenCounter(key)
+            with self._lock:  # not the sessions' table: loading an encoding can take 0.2 s
+                found = self._counters.get(key)
+                if found is None:
+                    found = self._counters[key] = TokenCounter(key)
         return found
+
+    # -- per-session locking and the sessions' LRU ----------------------------------------
+
+    def _locked(self, session: str | None) -> _Held:
+        """``with host._locked(session) as state``: hold the session's lock (re-entrant) and get its
+        state; the other sessions' calls go on. On the way out, a session past the LRU's bound that
+        nobody uses is dropped."""
+        return _Held(self, session)
+
+    def _idle_session(self) -> tuple[str | None, _Session] | None:
+        """Over :data:`_SESSIONS`: the least recently used session nobody uses, reserved for
+        :meth:`_evict` (call with the table's lock held)."""
+        if len(self._sessions) <= _SESSIONS:
+            return None
+        for key, entry in self._sessions.items():
+            if entry.users == 0:
+                entry.users += 1  # a call arriving meanwhile waits for the drop, then starts fresh
+                return key, entry
+        return None
+
+    def _evict(self, session: str | None, entry: _Session) -> None:
+        """Drop what this host and the store's recorder keep of an idle session: its next call
+        reads the store as a fresh host would. Messages still waiting for the store are kept."""
+        try:
+            with entry.lock:
+                if self.store is not None and session is not None:
+                    keeper_for(self.store).drop_idle(session)
+                fresh = _Session()
+                for kept in dataclasses.fields(_Session):
+                    if kept.name not in ("lock", "users"):  # a call arriving meanwhile starts fresh
+                        setattr(entry, kept.name, getattr(fresh, kept.name))
+        finally:
+            with self._sessions_lock:
+                entry.users -= 1
+                if entry.users == 0 and self._sessions.get(session) is entry:
+                    del self._sessions[session]
 
     def provided_tools(self) -> list[ToolSpec]:
         """The tools the active strategies offer to agents, in config order."""
@@ -305,6 +404,8 @@ class Host:
         restore: Callable[[Any], None],
         check: Callable[[Any], str | None] | None = None,
         stop: Callable[[], bool] | None = None,
+        *,
+        session: _Session,
     ) -> list[StrategyFailure]:
         failures: list[StrategyFailure] = []
         tracer = self.tracer
@@ -313,7 +414,7 @@ class Host:
         for name, impl in self._impls[hook]:
             saved = snapshot()
             ctx._strategy = name
-            ctx.state = self._state.setdefault((name, ctx.session_id), {})
+            ctx.state = session.state.setdefault(name, {})
             n_actions = len(ctx.actions)
             kwargs = {"ctx": ctx}
             try:
@@ -394,39 +495,43 @@ class Host:
     ) -> str:
         """Dispatch ``ctxlife_bootstrap`` once per (agent role, session); return the text to inject."""
         session = session_id or self.session_id
-        key = (agent_role, session)
-        with self._lock:
-            text = self._bootstrap.get(key)
-            if text is not None:
-                return text
-            start = time.perf_counter()
-            ctx = BootstrapContext(
-                agent_role=agent_role,
-                goal=goal,
-                backstory=backstory,
-                variables={
-                    "agent_role": agent_role or "",
-                    "session_id": session or "",
-                    "date": _dt.date.today().isoformat(),
-                },
-            )
-            self._fill(ctx, "bootstrap", model=None, context_window=None, session_id=session)
-            failures = self._run(
-                "ctxlife_bootstrap",
-                ctx,
-                snapshot=lambda: list(ctx.blocks),
-                restore=lambda saved: ctx.blocks.__setitem__(slice(None), saved),
-            )
-            text = "\n\n".join(b.strip() for b in ctx.blocks if isinstance(b, str) and b.strip())
-            self._bootstrap[key] = text
-            self._bootstrap_actions[key] = list(ctx.actions)
-            counter = ctx.tokens
-            report = Report(
-                "bootstrap", 0, counter.count_text(text), ctx.context_window, ctx.budget, ctx.actions, failures
-            )
-            report.duration_ms = (time.perf_counter() - start) * 1000
-            self._emit_node(report, ctx)
+        with self._locked(session) as state:
+            return self._bootstrap_text(state, session, agent_role, goal, backstory)
+
+    def _bootstrap_text(
+        self, state: _Session, session: str | None, agent_role: str | None, goal: str | None, backstory: str | None
+    ) -> str:
+        """:meth:`bootstrap_text` with the session's lock held."""
+        text = state.bootstrap.get(agent_role)
+        if text is not None:
             return text
+        start = time.perf_counter()
+        ctx = BootstrapContext(
+            agent_role=agent_role,
+            goal=goal,
+            backstory=backstory,
+            variables={
+                "agent_role": agent_role or "",
+                "session_id": session or "",
+                "date": _dt.date.today().isoformat(),
+            },
+        )
+        self._fill(ctx, "bootstrap", model=None, context_window=None, session_id=session)
+        failures = self._run(
+            "ctxlife_bootstrap",
+            ctx,
+            snapshot=lambda: list(ctx.blocks),
+            restore=lambda saved: ctx.blocks.__setitem__(slice(None), saved),
+            session=state,
+        )
+        text = "\n\n".join(b.strip() for b in ctx.blocks if isinstance(b, str) and b.strip())
+        state.bootstrap[agent_role] = text
+        state.bootstrap_actions[agent_role] = list(ctx.actions)
+        counter = ctx.tokens
+        report = Report("bootstrap", 0, counter.count_text(text), ctx.context_window, ctx.budget, ctx.actions, failures)
+        report.duration_ms = (time.perf_counter() - start) * 1000
+        self._emit_node(report, ctx)
+        return text
 
     @staticmethod
     def apply_bootstrap(
@@ -450,15 +555,18 @@ class Host:
         configured = self.settings.message_format
         if configured != "auto":
             return configured
-        session = session_id or self.session_id
+        with self._locked(session_id or self.session_id) as state:
+            return self._format_of(messages, state)
+
+    @staticmethod
+    def _format_of(messages: list[dict[str, Any]], state: _Session) -> str:
+        """:meth:`message_format` when detected, with the session's lock held."""
         found = list_format(messages)
         if found == ANTHROPIC:
-            self._formats[session] = ANTHROPIC
+            state.anthropic = True
             return found
         openai_only = any(m.get("role") in ("tool", "function", "developer") or m.get("tool_calls") for m in messages)
-        if self._formats.get(session) == ANTHROPIC and not openai_only:
-            return ANTHROPIC
-        return found
+        return ANTHROPIC if state.anthropic and not openai_only else found
 
     # -- the privacy filter: text leaving the store -------------------------------------
 
@@ -481,8 +589,10 @@ class Host:
         def check(saved: str) -> str | None:
             return None if isinstance(ctx.text, str) else f"set ctx.text to a {type(ctx.text).__name__}, not a str"
 
-        with self._lock:
-            self._run("ctxlife_filter_text", ctx, snapshot=lambda: ctx.text, restore=restore, check=check)
+        with self._locked(ctx.session_id) as state:
+            self._run(
+                "ctxlife_filter_text", ctx, snapshot=lambda: ctx.text, restore=restore, check=check, session=state
+            )
         return ctx.text
 
     def filter_message(
@@ -547,8 +657,8 @@ class Host:
         session's persistence alone (:attr:`~ctxlife.contexts.LLMCallContext.recorded_by_caller`).
         """
         start = time.perf_counter()
-        with self._lock:
-            session = session_id or self.session_id
+        session = session_id or self.session_id
+        with self._locked(session) as state:
             ctx = LLMCallContext(
                 messages=messages,
                 agent_role=agent_role,
@@ -565,16 +675,15 @@ class Host:
                     "no context window is known for this call; pass context_window= "
                     "(or set context_window in the config)"
                 )
-            index = self._calls.get(session, 0)
-            self._calls[session] = index + 1
+            index = state.calls
+            state.calls = index + 1
             ctx.call_index = index
             ctx.first_call_of_run = index == 0 if first_call_of_run is None else first_call_of_run
-            task_key = (session, task_name)
-            ctx.first_call_of_task = task_name is not None and task_key in self._task_started
-            self._task_started.discard(task_key)
+            ctx.first_call_of_task = task_name is not None and task_name in state.task_started
+            state.task_started.discard(task_name)
             counter = ctx.tokens
             counter.new_generation()
-            previous = self._previous_list(session, ctx.view)
+            previous = self._previous_list(state, ctx.view)
             agreement = previous.compare(messages)
             counts = _counts(counter, messages, agreement, previous.counts_of(counter))
             tokens_before = REPLY_PRIMING_TOKENS + sum(counts)
@@ -582,10 +691,11 @@ class Host:
             if self.store is not None and session is not None and not recorded_by_caller:
                 keeper_for(self.store).recorder.expect(session, messages, agreement, ctx.view)
             ctx._count_memo = (before, tokens_before)
-            fmt = ctx.message_format = self.message_format(messages, session)
-            text = self.bootstrap_text(agent_role=agent_role, goal=goal, backstory=backstory, session_id=session)
+            configured = self.settings.message_format
+            fmt = ctx.message_format = configured if configured != "auto" else self._format_of(messages, state)
+            text = self._bootstrap_text(state, session, agent_role, goal, backstory)
             # What the bootstrap did shows in the report of the agent's first call.
-            ctx.actions.extend(self._bootstrap_actions.pop((agent_role, session), ()))
+            ctx.actions.extend(state.bootstrap_actions.pop(agent_role, ()))
             self.apply_bootstrap(messages, text, system_prompt=system_prompt, fmt=fmt)
             problems_before: int | None = None  # validated lazily: most calls change nothing
             live = messages
@@ -616,7 +726,7 @@ class Host:
                 live[:] = saved
 
             failures = self._run(
-                "ctxlife_before_llm_call", ctx, snapshot=lambda: list(live), restore=restore, check=check
+                "ctxlife_before_llm_call", ctx, snapshot=lambda: list(live), restore=restore, check=check, session=state
             )
             self.apply_bootstrap(messages, text, system_prompt=system_prompt, fmt=fmt)
             self._leave(live, session, ctx)
@@ -635,8 +745,49 @@ class Host:
                 failures,
                 (time.perf_counter() - start) * 1000,
             )
+            self._record_call(live, session, ctx, report)
             self._emit_node(report, ctx)
             return report
+
+    def _record_call(
+        self, messages: list[dict[str, Any]], session: str | None, ctx: LLMCallContext, report: Report
+    ) -> None:
+        """Write the call record of the list as sent (:mod:`ctxlife.sessions.calls`): each message by
+        its recorded slot, or by text when ctxlife inserted it (or it is the system prompt). Only for a
+        view a recorder keeps (else nothing of the list is recorded to point at). A failed write is an
+        error event and a failure in ``report``; the call goes on. After a strategy's store failure in
+        the same call it is skipped (and said so), so a frozen store costs the agent no second timeout."""
+        if self.store is None or session is None:
+            return
+        view = getattr(ctx, "view", "") or ""
+        if not keeper_for(self.store).recorder.known(session, view):
+            return
+        failed = next((f for f in report.failures if f.error.startswith("StoreError:")), None)
+        if failed is not None:
+            # The store failed in this very call (down, frozen, full): a write would only add its
+            # timeout to the agent's wait. Said, not written.
+            why = f"skipped: the store failed in this call ({failed.strategy}: {failed.error})"
+            report.failures.append(StrategyFailure("call_record", report.node, why))
+            emit("warning", "ctxlife.call_record_skipped", session_id=session, view=view, error=why)
+            return
+        try:
+            details = {
+                "tokens": [report.tokens_before, report.tokens_after],
+                "window": report.context_window,
+                "budget": report.budget,
+                "model": self.model or ctx.tokens.model,
+                "actions": json_safe([{"strategy": a.strategy, "what": a.what, **a.details} for a in report.actions]),
+                # the exception's type only: its message may quote the conversation, and logs keep the rest
+                "failures": [
+                    {"strategy": f.strategy, "node": f.node, "error": f.error.partition(":")[0]}
+                    for f in report.failures
+                ],
+            }
+            keeper_for(self.store).record_call(session, messages, view, details=details)
+        except Exception as exc:  # noqa: BLE001 - the call record is for people: never break the call
+            error = f"{type(exc).__name__}: {exc}"
+            report.failures.append(StrategyFailure("call_record", report.node, error))
+            emit("error", "ctxlife.call_record_failed", session_id=session, view=view, error=error)
 
     def _leave(self, messages: list[dict[str, Any]], session: str | None, ctx: LLMCallContext) -> None:
         """Tell the session's recorder the list as the call hands it back, after every strategy: the
@@ -650,12 +801,22 @@ class Host:
             keeper.leave(session, messages, view)
 
     def manage(
-        self, messages: list[dict[str, Any]], *, context_window: int | None = None, model: str | None = None
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        context_window: int | None = None,
+        model: str | None = None,
+        complete: Complete | None = None,
     ) -> Report:
-        """:func:`ctxlife.manage` for this host: validate the list's shape, then run node 2."""
+        """:func:`ctxlife.manage` for this host: validate the list's shape, then run node 2.
+
+        ``complete``: the model strategies summarize with in this call (as :meth:`before_llm_call`'s;
+        the host's ``summary_model`` beats it), e.g. a ``summary_model`` made per request.
+        """
         expected = None if self.settings.message_format == "auto" else self.settings.message_format
-        with self._lock:  # only messages new or edited since the last call are classified
-            previous = self._previous_list(self.session_id, "") if isinstance(messages, list) else None
+        # Only messages new or edited since the last call are classified.
+        with self._locked(self.session_id) as state:
+            previous = self._previous_list(state, "") if isinstance(messages, list) else None
             unchanged = None
             if previous is not None and previous.shape is not None:
                 unchanged = (previous.compare(messages, keep=True), previous.shape)
@@ -663,21 +824,22 @@ class Host:
                 check_shape(messages, expected=expected, memo=self._shapes, unchanged=unchanged)
                 if previous is not None:
                     previous.checked(messages, self._shapes.found)
-                return self.before_llm_call(messages, context_window=context_window, model=model)
+                return self.before_llm_call(messages, context_window=context_window, model=model, complete=complete)
             finally:
                 if previous is not None:
                     previous.drop()  # the comparison kept for this call is used up (or the call failed)
 
-    def _previous_list(self, session: str | None, view: str) -> message_model.PreviousList:
-        """The list handed back at the end of the last call of this conversation (kept for the
-        :data:`_PREVIOUS_LISTS` most recent ones)."""
-        key = (session, view)
-        found = self._previous.pop(key, None)
+    @staticmethod
+    def _previous_list(state: _Session, view: str) -> message_model.PreviousList:
+        """The list handed back at the end of the last call of this view of the session (kept for
+        its :data:`_PREVIOUS_LISTS` most recent views; call with the session's lock held)."""
+        kept = state.previous
+        found = kept.pop(view, None)
         if found is None:
             found = message_model.PreviousList()
-            if len(self._previous) >= _PREVIOUS_LISTS:
-                del self._previous[next(iter(self._previous))]
-        self._previous[key] = found
+            if len(kept) >= _PREVIOUS_LISTS:
+                kept.popitem(last=False)
+        kept[view] = found
         return found
 
     # -- nodes 3 and 4: around a tool call ----------------------------------------------
@@ -686,7 +848,7 @@ class Host:
         self, hook: str, ctx: ToolCallContext, session_id: str | None, model: str | None, context_window: int | None
     ) -> Report:
         start = time.perf_counter()
-        with self._lock:
+        with self._locked(session_id or self.session_id) as state:
             node = hook.removeprefix("ctxlife_")
             self._fill(ctx, node, model=model, context_window=context_window, session_id=session_id)
             counter = ctx.tokens
@@ -715,6 +877,7 @@ class Host:
                 restore,
                 check=check,
                 stop=(lambda: ctx.result is not None) if is_before else None,
+                session=state,
             )
             report = Report(
                 node,
@@ -766,14 +929,14 @@ class Host:
         self, hook: str, ctx: TaskContext, session_id: str | None, model: str | None, context_window: int | None
     ) -> Report:
         start = time.perf_counter()
-        with self._lock:
+        with self._locked(session_id or self.session_id) as state:
             node = hook.removeprefix("ctxlife_")
             self._fill(ctx, node, model=model, context_window=context_window, session_id=session_id, view=ctx.view)
             attr = "context_text" if hook == "ctxlife_task_start" else "output"
             counter = ctx.tokens
             before_tokens = counter.count_text(getattr(ctx, attr))
             if hook == "ctxlife_task_start":
-                self._task_started.add((ctx.session_id, ctx.task_name))
+                state.task_started.add(ctx.task_name)
 
             def check(saved: Any) -> str | None:
                 value = getattr(ctx, attr)
@@ -787,6 +950,7 @@ class Host:
                 snapshot=lambda: getattr(ctx, attr),
                 restore=lambda saved: setattr(ctx, attr, saved),
                 check=check,
+                session=state,
             )
             report = Report(
                 node,
@@ -841,8 +1005,8 @@ class Host:
         run's answers. Leave it False for a caller that sends its kept conversation each run.
         """
         session = session_id or self.session_id
-        with self._lock:
-            self._calls[session] = 0
+        with self._locked(session) as state:
+            state.calls = 0
         if new_lists:
             self.new_lists(session)
 
@@ -881,7 +1045,7 @@ class Host:
             return []
         validate_session_id(session)
         lane = validate_view(view or "")
-        with self._lock:
+        with self._locked(session):
             keeper = keeper_for(self.open_store())
             if isinstance(reply, dict):
                 return keeper.append(session, [reply], lane)
@@ -911,9 +1075,15 @@ class Host:
     def forget_lists(self, session_id: str | None = None) -> None:
         """Drop the copies this host keeps of a session's last lists (every session: None), after
         its messages were erased or deleted; the next call looks at its whole list again."""
-        with self._lock:
-            for key in [k for k in self._previous if session_id is None or k[0] == session_id]:
-                del self._previous[key]
+        if session_id is not None:
+            with self._locked(session_id) as state:
+                state.previous.clear()
+            return
+        with self._sessions_lock:
+            sessions = list(self._sessions.values())
+        for state in sessions:
+            with state.lock:
+                state.previous.clear()
 
     def close(self) -> None:
         """Close every strategy (stores, files) and the host's store. The host is not used after this."""
@@ -977,9 +1147,17 @@ class Host:
         return await asyncio.to_thread(functools.partial(self.task_end, ctx, **kwargs))
 
 
-#: Conversations (session, view) whose last list a host keeps: a host serves one session, or the
-#: agents and tasks of a crew; a conversation it forgot costs one full check on its next call.
+#: Views of a session whose last list a host keeps: a session has one view, or one per agent and
+#: task of a crew; a view it forgot costs one full check on its next call.
 _PREVIOUS_LISTS = 64
+#: Sessions a host keeps state for (see :class:`_Session`; the recorder's views go with them). A
+#: shared host (the LangChain middleware, one per process) serves every conversation: the least
+#: recently used idle one past this bound is dropped, and its next call reads the store as a fresh
+#: host would (one read of its records). A finished session of six calls costs about 25 kB when
+#: kept (benchmarks/bench_host_memory.py --unbounded: +45 MB of RSS over 1,800 sessions), so the
+#: bound keeps that under ~7 MB (with it: +0.5 MB over the last 1,600 of 2,000 sessions), while
+#: 256 conversations active at once all stay warm.
+_SESSIONS = 256
 
 
 def _counts(

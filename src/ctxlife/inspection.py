@@ -1,4 +1,10 @@
-"""See what the model sees: the context the next call of a stored session would send, part by part.
+"""See what the model sees: the context each call of a stored session sent, part by part.
+
+A session recorded with call records (:mod:`ctxlife.sessions.calls`: every call made through a host
+that records the session) shows exactly what was sent: :func:`last_recorded_call` is its last call,
+``ctxlife replay --session`` and ``ctxlife report`` show every call. Everything else here is a
+*simulation* (:data:`SIMULATED`), and says so: a session recorded before call records existed, the
+next call (``--ask``), or a config tried on purpose (``--simulate``).
 
 :func:`next_context` answers "what did the model actually get?" for a stored session: it copies the
 session into a scratch store (a temporary folder; the original store is only read), restores it
@@ -36,6 +42,7 @@ from ctxlife.messages import (
 )
 from ctxlife.sessions import base
 from ctxlife.sessions.base import fingerprint, redact_url
+from ctxlife.sessions.calls import sent_calls
 from ctxlife.sessions.ids import SessionKey, validate_session_id, validate_view
 
 if TYPE_CHECKING:
@@ -46,6 +53,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PART_KINDS",
+    "RECORDED",
+    "SIMULATED",
     "Composition",
     "Frame",
     "SessionReplay",
@@ -55,6 +64,7 @@ __all__ = [
     "copy_session",
     "host_on",
     "isolated_settings",
+    "last_recorded_call",
     "next_context",
     "scratch_session",
     "stored_system_prompt",
@@ -63,6 +73,27 @@ __all__ = [
 
 #: The kinds of part a context is made of, in the order they usually appear.
 PART_KINDS = ("system", "bootstrap", "summary", "recall", "recent")
+
+#: What a call shown comes from: its call record (what the model was sent), or a run of the strategies now.
+RECORDED, SIMULATED = "recorded", "simulated"
+
+
+def simulated_because(settings: Settings, *, asked: bool = False, on_purpose: bool = False) -> str:
+    """The sentence that says why (and that) what is shown is a simulation, not what the model was sent."""
+    if on_purpose:
+        why = "on purpose (--simulate)"
+    elif asked:
+        why = "because the question has not been asked yet (--ask)"
+    else:
+        why = (
+            "because this session has no call records (recorded before ctxlife kept them, or by a caller "
+            "that records nothing)"
+        )
+    return (
+        f"SIMULATED {why}: the config's strategies were run again on a copy of the session "
+        f"({settings.source}); compactions and summaries may differ from what the model was sent"
+    )
+
 
 Message = dict[str, Any]
 
@@ -379,6 +410,8 @@ class NextCall:
         restored_from_records: records after the snapshot that were restored too.
         context_window, threshold: what the strategies worked with.
         evicted: messages of the restored list that the strategies left out (a compaction).
+        source: :data:`RECORDED` (a call record: what the model was sent, ``call_number``) or
+            :data:`SIMULATED` (``note`` says why).
     """
 
     session_id: str
@@ -395,9 +428,15 @@ class NextCall:
     asked: str | None = None
     evicted: list[Message] = field(default_factory=list)
     restored: list[Message] = field(default_factory=list)
+    source: str = SIMULATED
+    note: str = ""
+    call_number: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "source": self.source,
+            "note": self.note,
+            "call": self.call_number,
             "session_id": self.session_id,
             "view": self.view,
             "store": self.store_url,
@@ -481,9 +520,58 @@ def next_context(
                 asked=ask,
                 evicted=evicted_messages(before, sent),
                 restored=restored,
+                note=simulated_because(settings, asked=ask is not None, on_purpose=ask is None),
             )
         finally:
             host.close()
+
+
+def last_recorded_call(
+    settings: Settings, store: SessionStore, session_id: str, *, view: str = "", model: str | None = None
+) -> NextCall | None:
+    """The last call of the view as its call record says it was sent (None without call records)."""
+    # lazy: the CLI builds its parser from this module; the host and tiktoken load per command
+    from ctxlife.contexts import Action
+    from ctxlife.host import Report, StrategyFailure
+    from ctxlife.tokens import TokenCounter
+
+    calls = sent_calls(store, session_id, view)
+    if not calls:
+        return None
+    last = calls[-1]
+    doc = last.doc
+    before, after = last.tokens
+    window = int(doc.get("window") or 0)
+    report = Report(
+        "before_llm_call",
+        before,
+        after,
+        window,
+        int(doc.get("budget") or 0),
+        [Action(str(a.get("strategy")), "before_llm_call", str(a.get("what")), _details(a)) for a in last.actions],
+        [StrategyFailure(str(f.get("strategy")), str(f.get("node")), str(f.get("error"))) for f in last.failures],
+    )
+    counter = TokenCounter(model or settings.model or doc.get("model") or None)
+    return NextCall(
+        session_id=session_id,
+        view=view,
+        composition=compose(last.messages, counter),
+        report=report,
+        restored_from_snapshot=0,
+        snapshot_covers=0,
+        restored_from_records=0,
+        context_window=window,
+        threshold=(int(doc.get("budget") or 0) / window) if window else settings.threshold,
+        store_url=_redacted(store.url),
+        config=settings.source,
+        source=RECORDED,
+        note=f"call {last.number} of {len(calls)} as recorded: exactly what the model was sent",
+        call_number=last.number,
+    )
+
+
+def _details(action: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in action.items() if k not in ("strategy", "what")}
 
 
 def evicted_messages(before: Sequence[Message], after: Sequence[Message]) -> list[Message]:
@@ -527,17 +615,23 @@ def print_next_call(call: NextCall, out: Any, *, width: int = 160) -> None:
     comp = call.composition
     budget = int(call.threshold * call.context_window)
     view = f" view {call.view!r}" if call.view else ""
-    restored = (
-        f"restored {call.restored_from_snapshot} message(s) from the snapshot (covers raw message "
-        f"{call.snapshot_covers}) + {call.restored_from_records} record(s) after it"
-        if call.restored_from_snapshot
-        else f"restored {call.restored_from_records} record(s) (no snapshot)"
-    )
+    if call.source == RECORDED:
+        what = f"Call {call.call_number} of session {call.session_id!r}{view} in {call.store_url}, as recorded"
+        restored = call.note
+    else:
+        what = f"Next call of session {call.session_id!r}{view} in {call.store_url} (config {call.config})"
+        restored = (
+            f"restored {call.restored_from_snapshot} message(s) from the snapshot (covers raw message "
+            f"{call.snapshot_covers}) + {call.restored_from_records} record(s) after it"
+            if call.restored_from_snapshot
+            else f"restored {call.restored_from_records} record(s) (no snapshot)"
+        )
+    if call.source != RECORDED and call.note:
+        console.print(Text(call.note, style="bold"))
     console.print(
         Text(
-            f"Next call of session {call.session_id!r}{view} in {call.store_url} (config {call.config}): "
-            f"{len(comp.messages)} messages, {comp.total:,} tokens ({comp.encoding}) of a {call.context_window:,} "
-            f"window (threshold line {budget:,}); {restored}"
+            f"{what}: {len(comp.messages)} messages, {comp.total:,} tokens ({comp.encoding}) of a "
+            f"{call.context_window:,} window (threshold line {budget:,}); {restored}"
         )
     )
     if call.asked:
@@ -583,6 +677,7 @@ class Frame:
         recall_block: the recall block's text (None without one).
         restored: ``{"from_snapshot", "snapshot_covers", "from_records"}`` for a restore from the store.
         problems: why the list would be refused by the provider (empty when valid).
+        source: :data:`RECORDED` (from the call's record: what was sent) or :data:`SIMULATED`.
     """
 
     index: int
@@ -599,6 +694,7 @@ class Frame:
     recall_block: str | None = None
     restored: dict[str, int] | None = None
     problems: list[str] = field(default_factory=list)
+    source: str = SIMULATED
 
     @property
     def compacted(self) -> bool:
@@ -609,6 +705,7 @@ class Frame:
         return {
             "index": self.index,
             "label": self.label,
+            "source": self.source,
             "unmanaged_tokens": self.unmanaged_tokens,
             "tokens_before": self.tokens_before,
             "tokens_after": self.tokens_after,
@@ -626,7 +723,8 @@ class Frame:
 
 @dataclass
 class SessionReplay:
-    """A stored session replayed call by call under a config (:func:`replay_session`)."""
+    """A stored session call by call (:func:`ctxlife.replay.replay_session`): its calls as recorded
+    (``source`` :data:`RECORDED`), or replayed under a config (:data:`SIMULATED`; ``note`` says why)."""
 
     session_id: str
     view: str
@@ -637,9 +735,13 @@ class SessionReplay:
     encoding: str
     frames: list[Frame] = field(default_factory=list)
     messages: int = 0
+    source: str = SIMULATED
+    note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "source": self.source,
+            "note": self.note,
             "session_id": self.session_id,
             "view": self.view,
             "store": self.store_url,
@@ -660,8 +762,9 @@ def add_context_arguments(parser: Any) -> None:
     parser.add_argument(
         "--context",
         action="store_true",
-        help="show the exact list the next model call would send (restored and run through the config's "
-        "strategies on a copy of the session), each part with its token count",
+        help="show the exact list the last model call sent (its call record), each part with its token count; "
+        "with --ask or --simulate, or for a session without call records: the list the next call would send "
+        "(restored and run through the config's strategies on a copy of the session), marked SIMULATED",
     )
     parser.add_argument(
         "--ask", metavar="TEXT", default=None, help="with --context: the next user message (default: none)"
@@ -671,13 +774,20 @@ def add_context_arguments(parser: Any) -> None:
     )
     parser.add_argument("--model", default=None, help="with --context: the model name (picks the tokenizer)")
     parser.add_argument("--json", action="store_true", help="with --context: print JSON")
+    parser.add_argument(
+        "--simulate",
+        action="store_true",
+        default=None,
+        help="with --context: run the config's strategies for the next call instead of showing the last "
+        "recorded call (what the model was sent)",
+    )
 
 
 def wants_context(args: Any) -> bool:
     """Whether ``session show`` was asked for the next call's context (``--ask`` etc. only go with ``--context``)."""
     if getattr(args, "context", False):
         return True
-    given = [f"--{name}" for name in ("ask", "window", "model") if getattr(args, name, None) is not None]
+    given = [f"--{name}" for name in ("ask", "window", "model", "simulate") if getattr(args, name, None) is not None]
     given += ["--json"] if getattr(args, "json", False) else []
     if given:
         raise ConfigError(f"{', '.join(given)} go with --context (the next call's list): add --context")
@@ -685,21 +795,28 @@ def wants_context(args: Any) -> bool:
 
 
 def show_context(store: SessionStore, args: Any, out: Any) -> int:
-    """``ctxlife session show ID --context``: print :func:`next_context` for the session (exit code)."""
+    """``ctxlife session show ID --context``: print the last recorded call (:func:`last_recorded_call`), else
+    (``--ask``, ``--simulate``, no call records) :func:`next_context`, marked simulated (exit code)."""
     from ctxlife.config import (
         load_settings,
     )  # lazy: the CLI builds its parser from this module; config loads per command
 
     settings = load_settings(getattr(args, "config", None))
-    call = next_context(
+    view = pick_view(store, args.session_id, getattr(args, "view", None))
+    found = None
+    if getattr(args, "ask", None) is None and not getattr(args, "simulate", None):
+        found = last_recorded_call(settings, store, args.session_id, view=view, model=getattr(args, "model", None))
+    call = found or next_context(
         settings,
         store,
         args.session_id,
-        view=pick_view(store, args.session_id, getattr(args, "view", None)),
+        view=view,
         ask=getattr(args, "ask", None),
         context_window=getattr(args, "window", None),
         model=getattr(args, "model", None),
     )
+    if found is None and getattr(args, "ask", None) is None and not getattr(args, "simulate", None):
+        call.note = simulated_because(settings)  # no call records: the next call is all there is to show
     if getattr(args, "json", False):
         out.write(json.dumps(call.to_dict(), ensure_ascii=False, indent=2) + "\n")
     else:
@@ -729,4 +846,10 @@ def add_session_replay_arguments(parser: Any) -> None:
     )
     parser.add_argument(
         "--html", metavar="FILE", default=None, help="with --session: also write the HTML report to FILE"
+    )
+    parser.add_argument(
+        "--simulate",
+        action="store_true",
+        help="with --session: run the config's strategies call by call instead of showing the recorded calls "
+        "(what the model was sent); the output says SIMULATED",
     )

@@ -8,7 +8,8 @@ the ``llm_summary`` strategy calls from its summary thread:
   text (sync or ``async``), a LangChain chat model (``invoke``) or a CrewAI LLM (``call``).
 * :func:`openai_completion` calls an OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp's server,
   Ollama, LM Studio, ...) through the official ``openai`` client (``pip install 'ctxlife[openai]'``).
-* :func:`model_route_problem` says why a configured route cannot work (for ``ctxlife check``).
+* :func:`model_route_problem` says why a configured route cannot work (for ``ctxlife check``);
+  :func:`openai_route_unreachable` calls the endpoint once to prove it answers.
 
 Failures raise :class:`ModelError` (:class:`ContextLengthExceeded` when the endpoint says the prompt
 is over its window): the strategy then falls back to the extractive summary, never to an overflow.
@@ -36,6 +37,7 @@ __all__ = [
     "as_completion",
     "model_route_problem",
     "openai_completion",
+    "openai_route_unreachable",
 ]
 
 Complete = Callable[[list[dict[str, Any]], int], str]
@@ -203,14 +205,15 @@ def openai_completion(
             raise MissingDependencyError(problem)
         raise ModelError(problem)
     # lazy: the openai extra (ctxlife[openai]) loads only when this route is used
-    import httpx
     import openai
 
     def client() -> openai.OpenAI:
         return openai.OpenAI(
             base_url=base_url,
             api_key=os.environ.get(api_key_env) or _NO_KEY,
-            timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
+            # openai.Timeout is the Timeout of the HTTP client this openai version uses (httpx's in
+            # openai 1-2, httpx2's in openai 3): never import either client directly (undeclared).
+            timeout=openai.Timeout(timeout, connect=min(connect_timeout, timeout)),
             max_retries=0,
         )
 
@@ -284,3 +287,37 @@ def model_route_problem(
             )
         return None
     return f"unknown model api {api!r}; use 'openai' or 'crewai'"
+
+
+def openai_route_unreachable(
+    model: str,
+    *,
+    base_url: str | None = None,
+    api_key_env: str = "OPENAI_API_KEY",
+    timeout: float = 60.0,
+    connect_timeout: float = 5.0,
+) -> str | None:
+    """Why ``model`` cannot be called on its OpenAI-compatible endpoint, with the fix; None once it answered.
+
+    Imports the client and asks for one token (``ctxlife check``): this proves the endpoint, the key
+    and the model name together, as a compaction would use them.
+    """
+    where = f"llm_summary model {model!r} at {base_url or 'api.openai.com'}"
+    try:
+        complete = openai_completion(
+            model, base_url=base_url, api_key_env=api_key_env, timeout=timeout, connect_timeout=connect_timeout
+        )
+    except ImportError as exc:  # an openai install that cannot load (a missing dependency of its own)
+        return f"{where}: the openai client does not import ({exc}); reinstall it: pip install -U 'ctxlife[openai]'"
+    except ModelError as exc:
+        return str(exc)
+    try:
+        complete([{"role": "user", "content": "Reply with OK."}], 1)
+    except ModelError as exc:
+        fix = (
+            "start the server, or correct base_url or model"
+            if base_url
+            else f"check model and the key in {api_key_env}"
+        )
+        return f"llm_summary could not call its model: {exc}. Fix: {fix} (ctxlife check --no-connect skips this call)"
+    return None

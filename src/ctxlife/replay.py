@@ -27,6 +27,7 @@ from ctxlife.errors import ConfigError, CtxlifeError
 from ctxlife.host import Host
 from ctxlife.inspection import (
     PART_KINDS,
+    RECORDED,
     Frame,
     SessionReplay,
     check_view,
@@ -37,6 +38,7 @@ from ctxlife.inspection import (
     pick_view,
     require_window,
     scratch_session,
+    simulated_because,
     stored_system_prompt,
     view_messages,
 )
@@ -57,8 +59,10 @@ from ctxlife.report import write_report
 from ctxlife.retention import NeedIndex, reused_arguments
 from ctxlife.session import Session
 from ctxlife.sessions import open_store
-from ctxlife.sessions.base import RawRecord, decode_record, fingerprint, redact_url
+from ctxlife.sessions.base import ADD, RawRecord, decode_record, fingerprint, materialize, redact_url
+from ctxlife.sessions.calls import sent_calls
 from ctxlife.sessions.ids import SessionKey, validate_session_id, validate_view
+from ctxlife.tokens import TokenCounter
 
 #: How "facts kept" is defined wherever replay shows it (ctxlife.retention; never ctxlife's own extractor).
 FACTS_KEPT_DEFINITION = (
@@ -419,8 +423,14 @@ def replay_session(
     context_window: int | None = None,
     model: str | None = None,
     next_call: bool = False,
+    simulate: bool = False,
 ) -> SessionReplay:
-    """Replay a stored session (one view) through ``settings``, call by call, on a scratch store.
+    """A stored session (one view) call by call: as recorded, else replayed through ``settings``.
+
+    A session with call records (:mod:`ctxlife.sessions.calls`) shows each call exactly as it was
+    sent (:func:`recorded_replay`; ``ask`` adds one simulated call at the end). Without them, or with
+    ``simulate`` (a config tried on purpose), the session is replayed, and the result says so
+    (``source`` :data:`~ctxlife.inspection.SIMULATED`, ``note``):
 
     The view's conversation as it stands (edits resolved) is fed to :class:`ctxlife.Session` on a
     scratch file store in a temporary folder, the way an application's loop feeds it: before each
@@ -433,6 +443,12 @@ def replay_session(
     """
     validate_session_id(session_id)
     validate_view(view)
+    if not simulate:
+        found = recorded_replay(settings, store, session_id, view=view, context_window=context_window, model=model)
+        if found is not None:
+            if ask:
+                found.frames.append(_next_frame(settings, store, session_id, view, found, ask, model))
+            return found
     window = require_window(settings, context_window)
     check_view(store, session_id, view)
     records = view_messages(store, session_id, view)
@@ -458,6 +474,7 @@ def replay_session(
                 settings.threshold,
                 counter.encoding_name,
                 messages=len(conversation),
+                note=simulated_because(settings, on_purpose=simulate),
             )
             tools = _tool_names(conversation)
             policy = host.implements("ctxlife_after_tool_call")
@@ -505,27 +522,138 @@ def replay_session(
         finally:
             host.close()
     if next_call:
-        found = next_context(settings, store, session_id, view=view, context_window=window, model=model)
+        result.frames.append(_next_frame(settings, store, session_id, view, result, None, model))
+    return result
+
+
+def _next_frame(
+    settings: Settings,
+    store: Any,
+    session_id: str,
+    view: str,
+    result: SessionReplay,
+    ask: str | None,
+    model: str | None,
+) -> Frame:
+    """The (simulated) next call of the stored session, restored from a copy of it; with ``ask``, the question."""
+    found = next_context(
+        settings, store, session_id, view=view, ask=ask, context_window=result.context_window, model=model
+    )
+    counter = TokenCounter(model or settings.model)
+    conversation = [r.message for r in view_messages(store, session_id, view)]
+    system = stored_system_prompt(store, session_id, view)
+    prompt = [{"role": "system", "content": system}] if system else []
+    asked = [{"role": "user", "content": ask}] if ask else []
+    frame = Frame(
+        len(result.frames),
+        "asked (simulated)" if ask else "next call (simulated)",
+        found.composition,
+        counter.count_messages(prompt + conversation + asked),
+        found.report.tokens_before,
+        found.report.tokens_after,
+        _actions(found.report),
+        [f.__dict__ for f in found.report.failures],
+        [_shown(m, counter) for m in found.evicted],
+        restored={
+            "from_snapshot": found.restored_from_snapshot,
+            "snapshot_covers": found.snapshot_covers,
+            "from_records": found.restored_from_records,
+        },
+        problems=[str(p) for p in validate(found.composition.messages)],
+    )
+    _fill_inserted(frame, found.composition.messages, found.restored, store, session_id)
+    return frame
+
+
+def recorded_replay(
+    settings: Settings,
+    store: Any,
+    session_id: str,
+    *,
+    view: str = "",
+    context_window: int | None = None,
+    model: str | None = None,
+) -> SessionReplay | None:
+    """The view's calls exactly as recorded (their call records), or None when it has none.
+
+    Per call: the list sent, labelled part by part, the tokens before and after the strategies, what
+    they did, the summary a compaction wrote at that call (a summary not in the previous call's list),
+    the conversation messages the previous call sent and this one does not (evicted), the recall
+    block and its passages. Nothing is run again: the window and model are the recorded ones unless
+    given.
+    """
+    calls = sent_calls(store, session_id, view)
+    if not calls:
+        return None
+    last = calls[-1].doc
+    window = int(context_window or last.get("window") or settings.context_window or 0)  # what the run used
+    counter = TokenCounter(model or last.get("model") or settings.model or None)
+    records = sorted(store.read_records(session_id, view=view, strict=False), key=lambda r: r.seq)
+    result = SessionReplay(
+        session_id,
+        view,
+        _redact(store.url),
+        settings.source,
+        window,
+        (int(last.get("budget") or 0) / window) if window and last.get("budget") else settings.threshold,
+        counter.encoding_name,
+        messages=len(materialize(records)),
+        source=RECORDED,
+        note=f"{len(calls)} call(s) as recorded: exactly what the model was sent at each call",
+    )
+    # Replies recorded before the first call record: calls made before call records existed (or
+    # while the view's messages were not recorded): not shown, and said so.
+    first_at = calls[0].doc.get("at")
+    earlier = sum(
+        1
+        for r in records
+        if r.op == ADD
+        and role(r.message) == "assistant"
+        and r.recorded_at is not None
+        and isinstance(first_at, (int, float))
+        and r.recorded_at < first_at
+    )
+    if earlier:
+        result.note += (
+            f"; {earlier} earlier call(s) have no call record (made before call records existed) and are "
+            "not shown: --simulate replays the whole session"
+        )
+    previous: list[dict[str, Any]] = []
+    previous_slots: list[int | None] = []
+    for call in calls:
+        sent = call.messages
+        before, after = call.tokens
+        upto = materialize_upto(records, call.head)
+        system = [m for m, slot in zip(sent, call.slots, strict=True) if slot is None and role(m) == "system"]
+        kept = set(call.slots)
+        alive = {r.slot for r in upto}
+        evicted = [
+            m
+            for m, slot in zip(previous, previous_slots, strict=True)
+            if slot is not None and slot not in kept and slot in alive
+        ]
         frame = Frame(
             len(result.frames),
-            "next call",
-            found.composition,
-            counter.count_messages(prompt + conversation),
-            found.report.tokens_before,
-            found.report.tokens_after,
-            _actions(found.report),
-            [f.__dict__ for f in found.report.failures],
-            [_shown(m, counter) for m in found.evicted],
-            restored={
-                "from_snapshot": found.restored_from_snapshot,
-                "snapshot_covers": found.snapshot_covers,
-                "from_records": found.restored_from_records,
-            },
-            problems=[str(p) for p in validate(found.composition.messages)],
+            f"call {call.number}",
+            compose(sent, counter),
+            counter.count_messages(system[:1] + [r.message for r in upto]),
+            before,
+            after,
+            call.actions,
+            call.failures,
+            [_shown(m, counter) for m in evicted],
+            problems=[str(p) for p in validate(sent)],
+            source=RECORDED,
         )
-        _fill_inserted(frame, found.composition.messages, found.restored, store, session_id)
+        _fill_inserted(frame, sent, previous, store, session_id)
         result.frames.append(frame)
+        previous, previous_slots = sent, call.slots
     return result
+
+
+def materialize_upto(records: list[RawRecord], head: int) -> list[RawRecord]:
+    """The view's conversation as it stood when the session's last sequence number was ``head``."""
+    return materialize([r for r in records if r.seq <= head])
 
 
 def _actions(report: Any) -> list[dict[str, Any]]:
@@ -619,6 +747,7 @@ def run_session_replay(args: Any) -> int:
             ask=args.ask,
             context_window=args.window,
             model=args.model,
+            simulate=bool(getattr(args, "simulate", False)),
         )
     if args.html:
         write_report(result, args.html)
@@ -643,14 +772,21 @@ def print_session_replay(result: SessionReplay, out: Any = None) -> None:
         console.width = 160  # a file or a pipe: wide enough for the table
     budget = int(result.threshold * result.context_window)
     view = f" view {result.view!r}" if result.view else ""
+    if result.source == RECORDED:
+        how = "as recorded (each call's call record: what the model was sent)"
+        title = "What each call sent (tokens per part)"
+    else:
+        console.print(Text(result.note, style="bold"))
+        how = f"SIMULATED: replayed on a scratch copy with {result.config}"
+        title = "What each call would have sent in this simulation (tokens per part)"
     console.print(
         Text(
-            f"Session {result.session_id!r}{view} from {result.store_url}, replayed on a scratch copy with "
-            f"{result.config}: window {result.context_window:,}, threshold line {budget:,}, tokens counted with "
-            f"{result.encoding}; {result.messages} stored messages, {len(result.frames)} calls"
+            f"Session {result.session_id!r}{view} from {result.store_url}, {how}: window {result.context_window:,}, "
+            f"threshold line {budget:,}, tokens counted with {result.encoding}; {result.messages} stored messages, "
+            f"{len(result.frames)} calls"
         )
     )
-    table = Table(title="What each call would have sent (tokens per part)")
+    table = Table(title=title)
     for column in ("call", "msgs", "unmanaged", "sent", *PART_KINDS, "what the strategies did", "valid"):
         table.add_column(column, justify="left" if column == "what the strategies did" else "right")
     for frame in result.frames:

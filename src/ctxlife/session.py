@@ -195,6 +195,7 @@ class Session:
             if not turn:
                 check_shape(listing, where=where, expected=expected)
             slot_of = {id(m): slot for m, slot in zip(items, slots, strict=True)}
+            keeper.note_list(self.session_id, listing, [None] * len(prompt) + slots, self.view)  # for the call record
             before = list(listing)
             report = self.host.before_llm_call(listing, recorded_by_caller=True, **self._call_keywords())
             self.last_report = report
@@ -260,18 +261,20 @@ class Session:
     def erase(self, *seqs: int) -> list[int]:
         """Delete messages for privacy: their text is overwritten everywhere the store keeps it (raw
         history, snapshots, tool-output blobs) and they leave the conversation (and the recall
-        index). Returns the sequence numbers erased. See :meth:`SessionStore.erase`."""
+        index). Returns the sequence numbers erased. See :meth:`SessionStore.erase`. A list of
+        yours that still holds an erased message (``manage()`` on it) does not record it again in
+        this process; drop it from the list."""
         with self._lock:
-            erased = self.store.erase(self.session_id, seqs)
-            self._forget()
+            erased = self._keeper().erase(self.session_id, list(seqs))
+            self._forget(erased=True)
             return erased
 
     def erase_matching(self, pattern: str) -> list[int]:
         """:meth:`erase` every message matching the regular expression ``pattern``, and scrub the
         matches from summaries. Returns the sequence numbers erased."""
         with self._lock:
-            erased = self.store.erase_matching(self.session_id, pattern)
-            self._forget()
+            erased = self._keeper().erase(self.session_id, pattern=pattern)
+            self._forget(erased=True)
             return erased
 
     def clear(self) -> None:
@@ -303,11 +306,12 @@ class Session:
     def _keeper(self) -> Keeper:
         return keeper_for(self.store)
 
-    def _forget(self) -> None:
+    def _forget(self, *, erased: bool = False) -> None:
         """After an erase or delete: what this process and the config keep of the session outside
         the store go too (the keeper's state, the host's lists, a recall index in ``index_dir``)."""
         self._last_read = None
-        self._keeper().forget(self.session_id)
+        if not erased:  # (the keeper's erase forgot what it had to, keeping what was erased)
+            self._keeper().forget(self.session_id)
         self.host.forget_lists(self.session_id)
         folder = configured_index_dir(self.host.settings)
         if folder is not None:

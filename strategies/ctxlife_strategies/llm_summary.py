@@ -45,10 +45,11 @@ from ctxlife.messages import (
     is_user_turn,
     round_starts,
     split_units,
+    strip_inserted_marks,
     summary_message,
     text_of,
 )
-from ctxlife.models import Complete, model_route_problem, openai_completion
+from ctxlife.models import Complete, model_route_problem, openai_completion, openai_route_unreachable
 from ctxlife.sessions import LockTimeoutError
 from ctxlife.summarizers import (
     LLMSummarizer,
@@ -62,6 +63,10 @@ from ctxlife.summarizers import (
 
 class SummaryFailed(ctxlife.CtxlifeError):
     """A summarizer failed; the strategy fell back to truncation."""
+
+
+class SummaryLacksFacts(SummaryFailed):
+    """A summary that carries none of the facts of the span it would replace ("Sure! Here is the summary.")."""
 
 
 class LLMSummary(ctxlife.Strategy):
@@ -203,7 +208,6 @@ class LLMSummary(ctxlife.Strategy):
                 raise ctxlife.StrategyOptionsError(message) from None
         self._model_summarizer: Summarizer | None = None
         self._extractive: Summarizer = self._named("extractive")
-        self._running: Future[str] | None = None  # the summary of the last compaction
         self._model_failed_at: float | None = None  # when the model last failed (then extractive for a while)
         self._model_error: str = ""
 
@@ -219,13 +223,25 @@ class LLMSummary(ctxlife.Strategy):
             return "openai"
         return "crewai" if importlib.util.find_spec("crewai") is not None else "openai"
 
-    def route_problem(self) -> str | None:
-        """Why the configured ``model`` cannot be called (with the fix), None if it can (``ctxlife check``)."""
+    def route_problem(self, connect: bool = False) -> str | None:
+        """Why the configured ``model`` cannot be called (with the fix), None if it can (``ctxlife check``).
+
+        With ``connect``, the client is imported and the openai route's endpoint is asked for one token."""
         api = self.model_api()
         if api is None:
             return None
-        return model_route_problem(
-            api, model=self.options.model, base_url=self.options.base_url, api_key_env=self.options.api_key_env
+        model, base_url, key_env = str(self.options.model), self.options.base_url, self.options.api_key_env
+        problem = model_route_problem(api, model=model, base_url=base_url, api_key_env=key_env)
+        if problem is not None or not connect:
+            return problem
+        if api == "crewai":
+            return None  # check calls only the openai route's endpoint; crewai.LLM is not called here
+        return openai_route_unreachable(
+            model,
+            base_url=base_url,
+            api_key_env=key_env,
+            timeout=self.options.timeout_seconds,
+            connect_timeout=self.options.connect_timeout_seconds,
         )
 
     def _model_completion(self, prose_budget: int) -> Complete:
@@ -485,7 +501,9 @@ class LLMSummary(ctxlife.Strategy):
             return
 
         read = _most_recent(evicted, sizes_of=tokens, limit=self._read_limit(ctx, replaced_tokens))
+        read = [_without_marks(m) for m in read]
         facts: list[Fact] = extract_facts(read)  # from real messages only
+        span_facts = list(facts)
         if previous_text:
             known = {f.key for f in facts}
             for fact in self._carried_facts(ctx, previous_text):
@@ -514,7 +532,9 @@ class LLMSummary(ctxlife.Strategy):
                 request = SummaryRequest(
                     read, previous_text, prose_budget, tokens.count_text, _most_useful(facts, budget)
                 )
-                text = self._summary_text(summarizer, request, used == "extractive")
+                text = self._summary_text(summarizer, request, used == "extractive", ctx.state)
+                if used.startswith(("model:", "agent_llm")):  # a model's prose, not a summarizer's code
+                    _carries_some_facts(text, span_facts)
                 text = self._with_key_facts(text, facts, tokens.count_text, budget)
                 text = escape_surrogates(text)  # lone surrogates from the span cannot be sent as UTF-8
                 size = tokens.count_text(text)
@@ -531,7 +551,7 @@ class LLMSummary(ctxlife.Strategy):
                 break
             except Exception as exc:  # noqa: BLE001 - any failure falls back, loudly
                 errors.append((used, exc))
-                if used != "extractive":
+                if used != "extractive" and not isinstance(exc, SummaryLacksFacts):  # a useless reply: ask again
                     self._model_failed_at = time.monotonic()
                     self._model_error = f"{time.strftime('%H:%M:%S')}: {type(exc).__name__}: {exc}"[:300]
         contents = [text_of(m) for m in (*evicted, *previous, *system, *kept_tail)]
@@ -635,38 +655,40 @@ class LLMSummary(ctxlife.Strategy):
         else:
             ctx.state.pop("backoff_from", None)
 
-    def _summary_text(self, summarizer: Summarizer, request: SummaryRequest, local: bool) -> str:
+    def _summary_text(self, summarizer: Summarizer, request: SummaryRequest, local: bool, state: dict[str, Any]) -> str:
         """The summary of ``request`` within its budget: an over-budget one is condensed by the model
         (asked once for less), then cut at a line; never discarded."""
         count = request.count_tokens
-        text = self._summarize(lambda: summarizer.summarize(request), local)
+        text = self._summarize(lambda: summarizer.summarize(request), state, local)
         if count(text) <= request.max_tokens:
             return text
         condense = getattr(summarizer, "condense", None)
         if callable(condense) and not local:
             try:
-                shorter = self._summarize(lambda: condense(text, int(request.max_tokens * 0.8)), local)
+                shorter = self._summarize(lambda: condense(text, int(request.max_tokens * 0.8)), state, local)
                 if count(shorter) < count(text):
                     text = shorter
             except Exception:  # noqa: BLE001 - the longer summary is still good: cut it instead
                 pass
         return cut_at_lines(text, request.max_tokens, count)
 
-    def _summarize(self, work_fn: Callable[[], str], local: bool = False) -> str:
+    def _summarize(self, work_fn: Callable[[], str], state: dict[str, Any], local: bool = False) -> str:
         """Run a summarizer call with a time limit; anything but a non-empty string is a failure.
 
         The extractive summarizer (``local``) runs inline. A model runs in one summary thread at a
-        time: while a summary that timed out is still running, the next compaction falls back
+        time per session (``state``, the session's ctx.state; other sessions' summaries run at the
+        same time): while a summary that timed out is still running, the next compaction falls back
         instead of piling up blocked threads. The thread is a daemon (not a ThreadPoolExecutor
         worker, which the interpreter joins at exit), so a model call that hangs never keeps the
         program from exiting.
         """
         if local:
             return _checked_text(work_fn())
-        if self._running is not None and not self._running.done():
+        running = state.get("running")  # per session: other sessions summarize at the same time
+        if running is not None and not running.done():
             raise SummaryFailed("the previous summary has not finished yet (it timed out)")
         future: Future[str] = Future()
-        self._running = future
+        state["running"] = future
 
         def work() -> None:
             if future.set_running_or_notify_cancel():
@@ -696,6 +718,20 @@ class LLMSummary(ctxlife.Strategy):
 _LEDGER_LIMIT = 2_000  # facts carried from one summary to the next (the most recent ones)
 
 
+def _carries_some_facts(text: str, span_facts: list[Fact]) -> None:
+    """Raise :class:`SummaryLacksFacts` when the span had facts and ``text`` carries none of them: such
+    a summary would replace the span and lose what it held (the extractive summary is used instead)."""
+    if not span_facts:
+        return
+    missing = facts_missing_from(span_facts, text)
+    if len(missing) == len(span_facts):
+        kinds = ", ".join(sorted({f.kind for f in span_facts}))  # kinds only: facts are message content
+        raise SummaryLacksFacts(
+            f"the summary carries none of the {len(span_facts)} facts of the span it would replace ({kinds}); "
+            "the extractive summary is used instead"
+        )
+
+
 def _checked_text(text: object) -> str:
     if not isinstance(text, str):
         raise SummaryFailed(f"summarizer returned {type(text).__name__}, not text")
@@ -703,6 +739,15 @@ def _checked_text(text: object) -> str:
     if not text:
         raise SummaryFailed("summarizer returned an empty summary")
     return text
+
+
+def _without_marks(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` without ctxlife's mark lines in its text (a framework folded an inserted message into
+    it): neither the summary nor the ledger reads them."""
+    content = message.get("content")
+    if isinstance(content, str) and "ctxlife:" in content:
+        return {**message, "content": strip_inserted_marks(content)}
+    return message
 
 
 def _opening_with_a_user_turn(kept: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -71,10 +71,20 @@ def test_session_show_context_command(stored: dict[str, Any], store_url: str, co
         assert kind in out
     assert "Tokens by part:" in out
 
+    assert "SIMULATED because the question has not been asked yet" in out
+
+    # Without --ask: the last call as recorded, exactly the list the session sent.
     code = main(["session", "show", SESSION, "--context", "--json", "--config", str(config_file)])
     data = json.loads(capsys.readouterr().out)
     assert code == 0
+    assert data["source"] == "recorded" and data["call"] == len(stored["sent"])
+    assert data["messages"] == stored["sent"][-1]
     assert data["total_tokens"] == sum(p["tokens"] for p in data["parts"]) + data["priming_tokens"]
+
+    # --simulate: the next call, restored from the snapshot and run through the config.
+    code = main(["session", "show", SESSION, "--context", "--json", "--simulate", "--config", str(config_file)])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["source"] == "simulated" and "SIMULATED on purpose" in data["note"]
     assert data["restored"]["from_snapshot"] > 0
     assert fingerprint_store(store_url) == before
 

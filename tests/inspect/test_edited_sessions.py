@@ -37,7 +37,10 @@ def edited(stored: dict[str, Any]) -> dict[str, Any]:
 def test_edits_reach_the_next_context_and_the_replay(edited: dict[str, Any], store_url: str, store) -> None:
     before = fingerprint_store(store_url)
     call = next_context(edited["settings"], store, SESSION, ask="What is falcon's release code name?")
-    result = replay_session(edited["settings"], store, SESSION, ask="What is falcon's release code name?")
+    # simulated: the conversation as it stands now (the recorded calls show what was sent before the edits)
+    result = replay_session(
+        edited["settings"], store, SESSION, ask="What is falcon's release code name?", simulate=True
+    )
     page = render_html(result)
     assert fingerprint_store(store_url) == before
     # The replay sends the conversation as it stands: the edited turn, never the superseded or removed ones.

@@ -19,7 +19,7 @@ CHROMEDRIVER = shutil.which("chromedriver")
 
 
 def _report(stored: dict[str, Any], store) -> tuple[SessionReplay, str]:
-    result = replay_session(stored["settings"], store, SESSION, next_call=True)
+    result = replay_session(stored["settings"], store, SESSION, next_call=True, simulate=True)
     return result, render_html(result)
 
 
@@ -30,8 +30,9 @@ def test_report_command_writes_a_self_contained_page(
     out = tmp_path / "report.html"
     assert main(["report", SESSION, "-o", str(out), "--config", str(config_file)]) == 0
     assert fingerprint_store(store_url) == before  # the store is only read
-    assert f"{len(turns()) + 1} calls" in capsys.readouterr().out  # each recorded reply, then the next call
+    assert f"{len(turns())} recorded calls" in capsys.readouterr().out  # one per recorded reply
     page = out.read_text(encoding="utf-8")
+    assert '<p class="mode recorded">' in page and "SIMULATED" not in page
     # Nothing is fetched: no external scripts, styles, images, fonts or frames; a policy forbids them too.
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page, re.I)
     assert "<link" not in page and "@import" not in page and "url(" not in page
@@ -45,7 +46,8 @@ def test_report_command_writes_a_self_contained_page(
 def test_report_shows_compactions_recalls_and_the_restore(stored: dict[str, Any], store) -> None:
     result, page = _report(stored, store)
     assert page.count('class="bar"') == len(result.frames)
-    assert result.frames[-1].label == "next call" and result.frames[-1].restored is not None
+    assert result.frames[-1].label == "next call (simulated)" and result.frames[-1].restored is not None
+    assert '<p class="mode simulated">SIMULATED on purpose (--simulate)' in page
     assert result.frames[-1].restored["from_snapshot"] > 0
     compacted = [f for f in result.frames if f.summary is not None]
     assert compacted

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -48,6 +49,13 @@ def chat(rounds: int, words: int = 60) -> list[dict]:
     for r in range(rounds):
         messages += turn(r, words)
     return messages
+
+
+def keeping(text: str, prompt: list[dict]) -> str:
+    """A model's summary: ``text`` and the newest reservation code of its prompt (a summary that carries
+    none of its span's facts is not used)."""
+    codes = re.findall(r"RS\d{3}X", json.dumps(prompt))
+    return f"{text} Last: {max(codes)}." if codes else text
 
 
 def acted(report):
@@ -167,7 +175,7 @@ def test_the_prompt_is_structured_and_in_the_conversations_language():
 
 def test_the_fact_ledger_never_takes_identifiers_the_model_invented():
     replies = iter(["Goal: checks. The model invented ZQ7777Y and INV-998877 here.", "Goal: more checks."])
-    with serve(lambda body: completion(next(replies, "Goal: checks."))(body)) as server:
+    with serve(lambda body: completion(keeping(next(replies, "Goal: checks."), body["messages"]))(body)) as server:
         host = Host(config(model="local", base_url=server["base_url"], min_gain_tokens=0), context_window=WINDOW)
         messages = chat(12)
         host.manage(messages)
@@ -202,7 +210,30 @@ def test_model_without_crewai_and_without_endpoint_keeps_compacting_and_check_na
     path.write_text('strategies = ["llm_summary"]\n[llm_summary]\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\n')
     assert main(["check", str(path)]) == 1
     monkeypatch.delitem(sys.modules, "openai")
-    assert main(["check", str(path)]) == 0
+    assert main(["check", "--no-connect", str(path)]) == 0  # installed and configured; not called
+
+
+def test_check_calls_the_endpoint_once_and_fails_with_the_fix_when_it_does_not_answer(tmp_path, capsys):
+    from ctxlife.cli import main
+
+    path = tmp_path / "ctxlife.toml"
+    with serve(completion("OK")) as server:
+        path.write_text(
+            f'strategies = ["llm_summary"]\n[llm_summary]\nmodel = "m"\nbase_url = "{server["base_url"]}"\n'
+        )
+        assert main(["check", str(path)]) == 0
+        assert [(r["model"], r["max_tokens"]) for r in server["requests"]] == [("m", 1)]
+    capsys.readouterr()
+    assert main(["check", str(path)]) == 1  # the same config, the server gone
+    err = capsys.readouterr().err
+    assert "strategy 'llm_summary': llm_summary could not call its model: model 'm' at http://127.0.0.1:" in err
+    assert "cannot connect" in err and "Fix: start the server, or correct base_url or model" in err
+    with serve(error(404, "model 'm' not found", "model_not_found")) as server:
+        path.write_text(
+            f'strategies = ["llm_summary"]\n[llm_summary]\nmodel = "m"\nbase_url = "{server["base_url"]}"\n'
+        )
+        assert main(["check", str(path)]) == 1
+    assert "HTTP 404" in capsys.readouterr().err
 
 
 def test_check_messages_name_the_fix(monkeypatch, tmp_path, capsys):
@@ -225,12 +256,12 @@ def test_a_completion_function_reaches_the_summary_through_manage_and_sessions(k
 
     def sync_model(messages, max_tokens):
         seen.append(max_tokens)
-        return "Goal: reservations checked by my own model."
+        return keeping("Goal: reservations checked by my own model.", messages)
 
     async def async_model(messages, max_tokens):
         await asyncio.sleep(0)
         seen.append(max_tokens)
-        return "Goal: reservations checked by my own model."
+        return keeping("Goal: reservations checked by my own model.", messages)
 
     model = sync_model if kind == "sync" else async_model
     settings = config()
@@ -270,7 +301,7 @@ def test_a_model_that_is_down_is_rested_then_asked_again():
         calls.append(1)
         if len(calls) == 1:
             raise ConnectionError("down")
-        return "Goal: back up."
+        return keeping("Goal: back up.", messages)
 
     host = Host(config(retry_model_after_seconds=0.0, min_gain_tokens=0), context_window=WINDOW, summary_model=flaky)
     messages = chat(12)
@@ -302,7 +333,7 @@ def test_background_compaction_keeps_the_model_off_the_critical_path():
 
     def slow_model(messages, max_tokens):
         time.sleep(1.0)
-        return "Goal: reservations checked in the background."
+        return keeping("Goal: reservations checked in the background.", messages)
 
     def waits(background: bool) -> tuple[list[float], list[dict]]:
         """How long each of the first two compactions kept the call waiting (the first comes after
@@ -346,7 +377,7 @@ def test_a_window_the_endpoint_names_in_a_400_is_learnt_and_the_summary_planned_
                 f"This model's maximum context length is 1024 tokens; you requested {prompt}.",
                 "context_length_exceeded",
             )(body)
-        return completion("Goal: reservations checked.")(body)
+        return completion(keeping("Goal: reservations checked.", body["messages"]))(body)
 
     with serve(reply) as server:
         host = Host(config(model="local", base_url=server["base_url"], max_read_tokens=None), context_window=16_000)

@@ -496,3 +496,19 @@ def test_a_removal_is_applied_at_once_even_while_records_are_held_back(tmp_path)
         store.erase("s", [1])
         assert search.passages("s", "PIN", in_view=lambda r: r.text in visible, min_score=0.0) == []
         search.close()
+
+
+def test_a_session_whose_index_was_closed_holds_nothing_back_and_is_found_in_full_later(tmp_path):
+    """A server sees endless sessions: what is kept of one goes when its index is closed (max_open)."""
+    from ctxlife.recall import HistorySearch
+    from ctxlife.sessions import open_store
+
+    with open_store(f"file://{tmp_path}/sessions") as store:
+        search = HistorySearch(store, index_dir="memory", max_open=2)
+        for sid in ("a", "b", "c"):
+            store.append(sid, chat(("user", f"My locker code is 44{ord(sid)}."), ("assistant", "Noted.")))
+            assert search.index(sid, defer=lambda record: True).last_seq == 0  # in view: held back
+        assert sorted(search._deferred) == ["b", "c"]  # a's index was closed, and what it held back went with it
+        found = [r.text for p in search.passages("a", "locker code", min_score=0.0) for r in p.records]
+        assert "My locker code is 4497." in found
+        search.close()

@@ -90,3 +90,38 @@ def test_two_workers_on_redis(redis_url, tmp_path):
 def test_two_workers_on_a_file_store(tmp_path):
     two_workers(f"file://{tmp_path / 'sessions'}", tmp_path, "shared")
     assert (tmp_path / "sessions" / "shared_derived" / "recall.sqlite").exists()  # the session's derived data
+
+
+def test_a_session_deleted_and_started_again_on_another_worker_is_not_recalled(redis_url, tmp_path):
+    # Worker B keeps the session's index in memory. The session is deleted and its id started again
+    # by worker A, with a history at least as long as the old one: B's next recall must not quote
+    # the deleted conversation into the new one.
+    from ctxlife.sessions import open_store
+
+    session = f"reborn-{tmp_path.name[-12:]}"
+    run_worker(redis_url, session, script("the boat is moored at pier nineteen.", 1), tmp_path, "a1")
+    settings = settings_from_dict(
+        {
+            "strategies": ["snapshot_restore", "truncate_last_n", "recall"],
+            "store": redis_url,
+            "truncate_last_n": {"rounds": 3, "always": False},
+        }
+    )
+    host = Host(settings, context_window=2000, session_id=session)
+    try:
+        live = [{"role": "system", "content": "You are a friendly companion."}]
+        host.manage(live)
+        assert "pier nineteen" in ask(host, live, "Where is the boat moored?")
+        with open_store(redis_url) as store:
+            old_head = store.head(session)
+            assert store.delete(session)
+        run_worker(redis_url, session, script("the boat is moored at dock four.", 100, turns=30), tmp_path, "a2")
+        with open_store(redis_url) as store:
+            assert store.head(session) >= old_head  # longer than what B indexed: no shorter-history hint
+        live = [{"role": "system", "content": "You are a friendly companion."}]
+        host.start_run(session)
+        host.manage(live)
+        block = ask(host, live, "Where is the boat moored?")
+        assert "pier nineteen" not in block and "dock four" in block
+    finally:
+        host.close()

@@ -439,7 +439,8 @@ class Driver:
 
     def model_call(self) -> Any:
         before = list(self.live)
-        restored_now = self.host._calls.get(self.session_id, 0) == 0 and any(
+        kept = self.host._sessions.get(self.session_id)
+        restored_now = (kept is None or kept.calls == 0) and any(
             s.name == "snapshot_restore" for s in self.host.strategies
         )
         report = self.host.manage(self.live)

@@ -7,6 +7,7 @@ objects sharing its host (two requests in one process). Hypothesis picks the ste
 * **turn** — one session records a user turn (``prepare``) and the model's reply (``record_reply``);
   a long turn makes the config's strategy compact (a snapshot is written);
 * **simultaneous turns** — both sessions of one process take a turn at the same moment (threads);
+  **concurrent requests** — two coroutines share one ``AsyncSession`` and take a turn each at once;
 * **edit**, **regenerate** (pop the last reply, record another), **pop**, **remove**, **erase** — the
   caller's own edits, through any session; **delete the session** — the id then goes on, on either
   worker, and nothing of the deleted conversation may come back;
@@ -22,6 +23,7 @@ new session restores nothing the model no longer holds, and nothing out of its o
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import threading
@@ -59,6 +61,17 @@ def _serve(url: str, sid: str, conn: Connection) -> None:
         )
         host = ctxlife.Host(cfg, context_window=WINDOW)
         sessions = [ctxlife.Session(sid, host=host) for _ in range(2)]
+        shared = ctxlife.AsyncSession(sid, host=host)  # one object, two concurrent requests
+
+        def coroutines(pairs: list[tuple[str, str]]) -> None:
+            async def request(question: str, answer: str) -> None:
+                await shared.prepare({"role": "user", "content": question})
+                await shared.record_reply(answer)
+
+            async def both() -> None:
+                await asyncio.gather(*(request(q, a) for q, a in pairs))
+
+            asyncio.run(both())
 
         def turn(s: int, question: str, answer: str) -> list[str]:
             sessions[s].prepare({"role": "user", "content": question})
@@ -107,6 +120,7 @@ def _serve(url: str, sid: str, conn: Connection) -> None:
         commands: dict[str, Any] = {
             "turn": turn,
             "simultaneous": simultaneous,
+            "coroutines": coroutines,
             "edit": lambda s, seq, message: sessions[s].edit(seq, message).seq,
             "pop": lambda s: sessions[s].pop(),
             "regenerate": lambda s, answer: (sessions[s].pop(), sessions[s].record_reply(answer).seq)[0],
@@ -183,6 +197,17 @@ def fleet_machine(url: str) -> type[RuleBasedStateMachine]:
             pairs = [(self.text("question"), self.text("answer")) for _ in range(2)]
             assert self.workers[p].call("simultaneous", pairs) == []
             # Any interleaving of the two requests is right, as long as each reply follows its question.
+            with open_store(url) as store:
+                tail = [str(r.message["content"]) for r in store.current(self.sid)][len(self.model) :]
+            assert Counter(tail) == Counter(t for pair in pairs for t in pair)
+            for question, answer in pairs:
+                assert tail.index(question) < tail.index(answer)
+            self.model += tail
+
+        @rule(p=st.integers(0, 1))
+        def concurrent_requests_on_one_async_session(self, p: int) -> None:
+            pairs = [(self.text("question"), self.text("answer")) for _ in range(2)]
+            self.workers[p].call("coroutines", pairs)
             with open_store(url) as store:
                 tail = [str(r.message["content"]) for r in store.current(self.sid)][len(self.model) :]
             assert Counter(tail) == Counter(t for pair in pairs for t in pair)

@@ -209,3 +209,35 @@ def test_one_snapshot_writer_whatever_the_config(store_url: str, strategies: tup
         assert snapshot is not None and "covered_fp" in snapshot.meta
         assert [r.op for r in store.read_records("nan")] == ["add"] * 8
     assert contents(items)[-1] == "answer 2"
+
+
+@pytest.mark.parametrize("where", ["this process", "another process"])
+def test_an_erased_message_the_app_still_holds_is_not_recorded_again(
+    store_url: str, where: str, events: list[dict[str, Any]]
+) -> None:
+    # A running app keeps its list (manage() on it) after the session's secret was erased, here
+    # (ctxlife.Session on the same host) or by another process (its own store object).
+    cfg = config(store_url, "snapshot_restore")
+    host = ctxlife.Host(cfg, context_window=100_000, session_id="app")
+    live = [{"role": "system", "content": "You are a clerk."}, user("hello")]
+    try:
+        host.manage(live)
+        live += [{"role": "assistant", "content": "Hi."}, user("my IBAN is DE89370400440532013000")]
+        host.manage(live)  # the secret is the latest message when it is erased
+        if where == "this process":
+            erased = ctxlife.Session("app", host=host).erase_matching("DE89[0-9]+")
+        else:
+            with open_store(store_url) as other:
+                erased = other.erase_matching("app", "DE89[0-9]+")
+        assert erased
+        for turn in range(3):
+            live.append({"role": "assistant", "content": f"reply {turn}"})
+            live.append(user(f"next {turn}"))
+            assert host.manage(live).failures == []
+    finally:
+        host.close()
+    with open_store(store_url) as store:
+        texts = [str(r.message.get("content")) for r in store.read_records("app")]
+    assert not any("DE89370400440532013000" in t for t in texts)
+    assert current(store_url, "app")[-2:] == ["reply 2", "next 2"]
+    assert any(e["event"] == "ctxlife.removed_message_not_recorded" for e in events)

@@ -106,7 +106,7 @@ def test_nothing_to_inject_is_an_error():
             "strategy 'bootstrap' option 'agents.1' (in a dict): Value error, must be a non-empty string (got '')",
         ),
         ({"text": 42}, "strategy 'bootstrap' option 'text' (in a dict): Input should be a valid string (got 42)"),
-        ({"txt": "x"}, "strategy 'bootstrap' has no option 'txt' (in a dict)"),
+        ({"txt": "x"}, "strategy 'bootstrap' has no option 'txt' (in a dict) (did you mean 'text'?)"),
     ],
 )
 def test_bad_options_give_clear_errors(options, message):

@@ -337,7 +337,10 @@ def test_cjk_tool_names_select_their_own_caps(tmp_path):
             "strategy 'tool_output' option 'tools' (in a dict): Value error, the cap of tool 'dump_table' must be "
             "an integer number of tokens, got 'lots' (got {'dump_table': 'lots'})",
         ),
-        ({"max_token": 500}, "strategy 'tool_output' has no option 'max_token' (in a dict)"),
+        (
+            {"max_token": 500},
+            "strategy 'tool_output' has no option 'max_token' (in a dict) (did you mean 'max_tokens'?)",
+        ),
     ],
 )
 def test_bad_options_give_clear_errors(options, message):

@@ -13,7 +13,14 @@ from ctxlife.facts.formatting import FACT_LIST_HEADER, KIND_LABELS
 from ctxlife.facts.normalise import canonical_number
 from ctxlife.facts.scanner import scan_text
 from ctxlife.facts.vocabulary import AMOUNT_KEY_RE, COUNT_KEY_RE, ID_KEY_RE
-from ctxlife.messages import content_text, json_payload, pair_tool_calls, raw_calls, tool_call_arguments
+from ctxlife.messages import (
+    content_text,
+    json_payload,
+    pair_tool_calls,
+    raw_calls,
+    strip_inserted_marks,
+    tool_call_arguments,
+)
 
 _FACT_BLOCK_RE = re.compile(re.escape(FACT_LIST_HEADER) + r"([^\n]*)")
 _KIND_OF_LABEL = {label: kind for kind, label in KIND_LABELS.items()}
@@ -128,6 +135,7 @@ class _Ledger:
             return
         if "[ctxlife" in s:
             s = _OWN_NOTE_RE.sub(" ", s)
+        s = strip_inserted_marks(s)  # an inserted message's mark line: its check is no id
         if "to_" in s or "blob" in s or "sha256:" in s:
             s = _OWN_REF_RE.sub(" ", s)
         data = json_payload(s) if s.lstrip()[:1] in ("{", "[") else None

@@ -89,6 +89,7 @@ from ctxlife.messages.inserted import (
     mark_inserted,
     restore_inserted,
     starts_with_summary_marker,
+    strip_inserted_marks,
     strip_summary_marker,
     summary_message,
 )
@@ -208,6 +209,7 @@ __all__ = [
     "split_units",
     "starts_with_summary_marker",
     "strip_bootstrap",
+    "strip_inserted_marks",
     "strip_summary_marker",
     "summary_message",
     "system_role_allowed",

@@ -228,12 +228,24 @@ def starts_with_summary_marker(message: Mapping[str, Any]) -> bool:
     return _SUMMARY_MARKER_AT_START_RE.match(content_text(message.get("content"))) is not None
 
 
+# A mark line anywhere in a text: where an inserted message's text was quoted or folded into another.
+_MARK_LINE_RE = re.compile(r"\n?[ \t]*<!-- /?ctxlife:(?:summary|recall|bootstrap)(?: [0-9a-f]{12})? -->[ \t]*")
+
+
+def strip_inserted_marks(text: str) -> str:
+    """``text`` without any of ctxlife's mark lines (``<!-- ctxlife:KIND CHECK -->``, the bootstrap
+    section's delimiters), wherever they are: ctxlife's notes to itself are never a fact, nor
+    something a summary should quote."""
+    return _MARK_LINE_RE.sub("", text) if "ctxlife:" in text else text
+
+
 def strip_summary_marker(text: str | None) -> str:
-    """Remove every ``History summary:`` marker (leading or nested) from ``text``,
-    so that folding a previous summary never nests one summary inside another."""
+    """Remove every ``History summary:`` marker (leading or nested) and every mark line
+    (:func:`strip_inserted_marks`) from ``text``, so that folding a previous summary never nests
+    one summary inside another nor carries its mark."""
     if not text:
         return ""
-    s = text
+    s = strip_inserted_marks(text)
     while (m := _SUMMARY_MARKER_AT_START_RE.match(s)) is not None:
         s = s[m.end() :]
     s = _SUMMARY_MARKER_ANYWHERE_RE.sub("", s)

@@ -144,12 +144,6 @@ def _as_stored(record: IndexableRecord) -> StoredRecord:
     )
 
 
-def _head(store: Any, session_id: str) -> int:
-    """The sequence number of the session's latest record (0 when it has none)."""
-    head = getattr(store, "head", None)
-    return int(head(session_id)) if callable(head) else int(store.raw_length(session_id))
-
-
 def _view_name(view: Any) -> str | None:
     if view is None or isinstance(view, str):
         return view
@@ -203,7 +197,6 @@ class HistorySearch:
         else:
             self.index_dir = Path(index_dir).expanduser()
         self._indexes: OrderedDict[str, HistoryIndex] = OrderedDict()
-        self._verified: set[str] = set()  # sessions whose index was checked against the history
         self._deferred: dict[str, list[IndexableRecord]] = {}  # new records in view, not indexed yet (see index)
         self._lock = threading.Lock()
         self._reader: Any = None
@@ -254,14 +247,17 @@ class HistorySearch:
                 index.close()  # the file was deleted with the session: start over from the raw history
                 index = None
             if index is None:
-                self._verified.discard(session_id)
                 self._deferred.pop(session_id, None)
                 index = self._indexes[session_id] = HistoryIndex(
                     self.index_path(session_id), chunk_chars=self.chunk_chars
                 )
             self._indexes.move_to_end(session_id)
             while len(self._indexes) > self.max_open:
-                evicted.append(self._indexes.popitem(last=False)[1])
+                closed, old = self._indexes.popitem(last=False)
+                # What is kept of a session goes with its index (a server sees endless sessions):
+                # held-back records are read from the store again.
+                self._deferred.pop(closed, None)
+                evicted.append(old)
         for old in evicted:
             old.close()
         self._sync(session_id, index, defer)
@@ -270,37 +266,35 @@ class HistorySearch:
     def _sync(self, session_id: str, index: HistoryIndex, defer: Callable[[StoredRecord], bool] | None = None) -> None:
         """Apply the records recorded since the index's last one; rebuild when the history changed under it.
 
-        When the history is shorter than the index (the session was deleted), and when an index is
-        first opened in this process (its file may describe a session deleted and written again:
-        the record at its last sequence number is read again and compared by fingerprint), the
-        index no longer describes this history and is rebuilt from it. A store that keeps derived
-        data per session (``derived_dir``) deletes the index with the session, which covers a
-        session deleted and written again while this process runs.
+        Every call reads the record the index ends at again, with the new ones, and compares its
+        fingerprint: when it is gone or differs (the session was deleted and written again, here or on
+        another worker, or rewritten under the index), the index no longer describes this history
+        and is rebuilt from it. One extra record per call buys that.
         """
         if index.path is not None:
             index.refresh()  # another process may have indexed records already
         last = index.last_seq
         reader = self._records_reader()
-        verify = last > 0 and session_id not in self._verified
         with self._lock:
             held = [r for r in self._deferred.pop(session_id, []) if r.seq > last]
-        if verify or (held and held[0].seq != last + 1):
+        if held and held[0].seq != last + 1:
             held = []  # they no longer follow the index (another process indexed part of them)
-        read_from = held[-1].seq if held else last
-        records = read_records(reader, session_id, max(last - 1, 0) if verify else read_from)
-        if read_from > 0 and not verify and not records and _head(reader, session_id) < read_from:
-            verify = True  # the history is shorter than the index: the session was deleted
-            records = held = []
-        if verify:
-            known = index.last_fingerprint
-            head = records[0] if records and records[0].seq == last else None
-            if head is None or (known and head.fingerprint and head.fingerprint != known):
+        # The last record the index (or the held records) ends at is read again with the new ones
+        # and compared by fingerprint: a session deleted and written again (on any worker, however
+        # long its new history), erased or rewritten under the index is seen on the next call.
+        anchor = held[-1] if held else None
+        anchor_seq = anchor.seq if anchor is not None else last
+        anchor_fp = anchor.fingerprint if anchor is not None else index.last_fingerprint
+        records = read_records(reader, session_id, max(anchor_seq - 1, 0))
+        if anchor_seq > 0:
+            first = records[0] if records and records[0].seq == anchor_seq else None
+            if first is None or (anchor_fp and first.fingerprint and first.fingerprint != anchor_fp):
                 emit("info", "ctxlife.recall_index_rebuilt", session_id=session_id, reason="history_changed")
                 index.reset()
+                held = []
                 records = read_records(reader, session_id, 0)
             else:
                 records = records[1:]
-        self._verified.add(session_id)
         records = held + records
         if (
             records

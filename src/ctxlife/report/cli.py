@@ -16,8 +16,10 @@ def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "report",
         help="write a self-contained HTML report of a stored session, call by call",
-        description="Replay a stored session through a config on a scratch copy (the store is only read) and "
-        "write one HTML file: per call, the context's parts as stacked bars against the window and the "
+        description="Write one HTML file of a stored session's calls as recorded (each call's call record: what "
+        "the model was sent), or, for a session without call records or with --simulate, replayed through a "
+        "config on a scratch copy (the store is only read; the page says SIMULATED): per call, the context's "
+        "parts as stacked bars against the window and the "
         "threshold line; each compaction with its summary and what it evicted, each recall with its passages "
         "and scores, the restore of the next call, and failures. Nothing in the file is fetched from anywhere.",
     )
@@ -37,6 +39,11 @@ def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--model", default=None, help="the model name (picks the tokenizer)")
     parser.add_argument("--ask", metavar="TEXT", default=None, help="one more call with this user message at the end")
     parser.add_argument("--title", default=None, help="the page title")
+    parser.add_argument(
+        "--simulate",
+        action="store_true",
+        help="replay the session through the config instead of showing its recorded calls (the page says SIMULATED)",
+    )
     parser.set_defaults(func=cmd_report)
     return parser
 
@@ -57,8 +64,11 @@ def cmd_report(args: argparse.Namespace) -> int:
             context_window=args.window,
             model=args.model,
             next_call=args.ask is None,
+            simulate=bool(args.simulate),
         )
     path = write_report(result, args.output, title=args.title)
     compactions = sum(1 for f in result.frames if f.compacted)
-    print(f"wrote {path}: {len(result.frames)} calls, {compactions} compaction(s)")
+    print(f"wrote {path}: {len(result.frames)} {result.source} calls, {compactions} compaction(s)")
+    if result.source != "recorded":
+        print(result.note)
     return 0

@@ -60,6 +60,8 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f5f7f9;border-radius:
 font:12.5px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;max-height:420px;overflow:auto}
 .kind{display:inline-block;padding:0 6px;border-radius:3px;color:#fff;font-size:12px}
 .fail{color:#b00}.muted{color:#666}
+.mode{padding:6px 10px;border-radius:4px;margin:0 0 10px}.mode.recorded{background:#e8f4ea}
+.mode.simulated{background:#fff3cd;border:1px solid #e0a800;font-weight:bold}
 details{margin:4px 0}summary{cursor:pointer}
 """
 
@@ -181,6 +183,14 @@ def _chart(replay: SessionReplay) -> str:
     return "".join(parts)
 
 
+def _mode_text(replay: SessionReplay) -> str:
+    if replay.source == "recorded":
+        simulated = [f.label for f in replay.frames if f.source != "recorded"]
+        extra = f" ({', '.join(simulated)}: simulated)" if simulated else ""
+        return f"Recorded: {replay.note}{extra}."
+    return replay.note + "."
+
+
 def _kind_badge(kind: str) -> str:
     return f'<span class="kind" style="background:{KIND_COLORS.get(kind, "#999")}">{_e(kind)}</span>'
 
@@ -293,6 +303,7 @@ def render_html(replay: SessionReplay, *, title: str | None = None) -> str:
         f"tokens counted with <b>{_e(replay.encoding)}</b> &middot; {replay.messages:,} stored messages, "
         f"<b>{len(frames)}</b> calls, peak {peak:,} tokens, {compactions} compaction(s), {recalls} recall(s), "
         f"{failures} failure(s)</p>",
+        f'<p class="mode {_e(replay.source)}">{_e(_mode_text(replay))}</p>',
         '<div class="legend">'
         + "".join(
             f'<span><i class="swatch" style="background:{c}"></i>{_e(_KIND_LABELS[k])}</span>'

@@ -13,9 +13,10 @@ each agent (or task, or caller) has its own *view*: a lane of conversation named
   next (after compaction), and ``raw_length``, the sequence number of the last record it reflects.
   Restoring a view = its snapshot + its records after ``raw_length``.
 
-Plus small per-session **blobs** (named texts, e.g. full tool outputs that were cut from the context)
-and a per-session **lock** (mutual exclusion between processes or machines, e.g. so two workers never
-compact the same session at once).
+Plus the **call records** (:class:`CallRecord`: per model call, what it was sent, written by the host
+after every strategy ran; see :mod:`ctxlife.sessions.calls`), small per-session **blobs** (named
+texts, e.g. full tool outputs that were cut from the context) and a per-session **lock** (mutual
+exclusion between processes or machines, e.g. so two workers never compact the same session at once).
 
 Writing a store
 ---------------
@@ -33,6 +34,9 @@ entry-point group). The docstrings below are the contract. Rules shared by all m
 * Messages are JSON values (``dict`` with ``str`` keys, lists, str, int, float, bool, None); they must
   round-trip exactly. Encode with :func:`prepare_messages` / :func:`record_json` and decode with
   :func:`decode_record`, so every store writes the same bytes and reads the same records.
+* :meth:`SessionStore.append_call` / :meth:`SessionStore.read_calls` (and ``_rewrite_calls``, for
+  :meth:`~SessionStore.erase`) have a default that keeps the call log in one blob (rewritten on
+  every call, O(calls)); override them to append in place, as the built-in stores do.
 * :meth:`SessionStore.read_slots` has a default (it reads the records); override it when the store
   can list ``(seq, fingerprint, op, target)`` without decoding messages, as the SQLite store does:
   a recorder's first look at a long view then costs no message decoding and little memory.
@@ -76,6 +80,7 @@ __all__ = [
     "materialize",
     "TRANSPORT_KEYS",
     "AppendConflictError",
+    "CallRecord",
     "LockTimeoutError",
     "PreparedMessage",
     "RawRecord",
@@ -443,6 +448,25 @@ class Event:
     message: dict[str, Any]
     target: int | None = None
     fingerprint: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One model call of a session as the store keeps it (:meth:`SessionStore.read_calls`).
+
+    Attributes:
+        n: its number in the session's call log (1, 2, 3, ... in the order written, every view).
+        view: the view the call belongs to.
+        doc: the JSON object the host wrote (:mod:`ctxlife.sessions.calls` says what it holds).
+    """
+
+    n: int
+    view: str
+    doc: dict[str, Any]
+
+
+#: The blob the default call log of :class:`SessionStore` lives in (one JSON line per call).
+_CALLS_BLOB = "ctxlife_calls"
 
 
 class RecordSlot(NamedTuple):
@@ -897,6 +921,52 @@ class SessionStore(abc.ABC):
         validate_session_id(session_id)
         return None
 
+    # -- call records ----------------------------------------------------------------------------
+
+    def append_call(self, session_id: str, view: str, doc: dict[str, Any]) -> int:
+        """Append one call record (a JSON object, see :mod:`ctxlife.sessions.calls`) to the session's
+        call log; return its number (1, 2, 3, ... per session, over every view).
+
+        Deleted with the session (:meth:`delete`, TTL expiry), scrubbed by :meth:`erase` and
+        :meth:`erase_matching`. This default keeps the log in one blob and rewrites it on every call
+        (O(calls) per call, not safe for two processes writing one session at once): a store
+        overrides it with an append in place (and :meth:`read_calls`, ``_rewrite_calls``).
+        """
+        validate_view(view)
+        line = json_text({"view": view, "doc": doc}, what=f"call record of session {session_id!r}")
+        text = self.get_blob(session_id, _CALLS_BLOB) or ""
+        self.put_blob(session_id, _CALLS_BLOB, text + line + "\n")
+        return text.count("\n") + 1
+
+    def read_calls(self, session_id: str, view: str | None = None) -> list[CallRecord]:
+        """The session's call records in the order written (``view``: only that view's; None: all).
+
+        An unknown session, or one recorded before call records existed, gives ``[]``. An unreadable
+        record is skipped with a ``call_record_skipped`` error event (call records are a log for
+        people: one bad line must not hide the others)."""
+        if view is not None:
+            validate_view(view)
+        return decode_calls(session_id, (self.get_blob(session_id, _CALLS_BLOB) or "").splitlines(), view)
+
+    def _rewrite_calls(self, session_id: str, docs: dict[int, dict[str, Any]]) -> int:
+        """Overwrite the documents of the call records ``{n: doc}`` in place (for :meth:`erase`)."""
+        if not docs:
+            return 0
+        lines = (self.get_blob(session_id, _CALLS_BLOB) or "").splitlines()
+        changed = 0
+        for n, doc in docs.items():
+            if 0 < n <= len(lines):
+                view = json.loads(lines[n - 1]).get("view", "")
+                lines[n - 1] = json_text({"view": view, "doc": doc}, what=f"call record of session {session_id!r}")
+                changed += 1
+        if changed:
+            self.put_blob(session_id, _CALLS_BLOB, "".join(line + "\n" for line in lines))
+        return changed
+
+    def _scrub_calls(self, session_id: str, slots: set[int], regex: re.Pattern[str] | None) -> None:
+        """Erase from the call records the texts of erased ``slots`` and every match of ``regex``."""
+        self._rewrite_calls(session_id, scrubbed_calls(self.read_calls(session_id), slots, regex))
+
     def _rewrite_records(self, session_id: str, values: dict[int, dict[str, Any]]) -> int:
         """Overwrite the stored value of the records ``{seq: value}`` in place (for :meth:`erase`)."""
         raise StoreError(
@@ -909,6 +979,8 @@ class SessionStore(abc.ABC):
         records) is overwritten with a tombstone (the role only), the messages leave every
         snapshot, tool-output blobs they reference are overwritten, and a ``remove`` event per slot
         still live is appended (so incremental readers, such as the recall index, drop them too).
+        Call records keep no message text of a recorded slot (they name it), except a message sent
+        in another form (with the bootstrap section): that copy is overwritten too.
 
         A slot that is part of a tool call/result unit (an assistant message making tool calls and
         the results that answer it, :func:`ctxlife.messages.split_units`) erases the whole unit: the
@@ -958,6 +1030,7 @@ class SessionStore(abc.ABC):
         affected = [r for r in records if r.op != REMOVE and r.slot in wanted]
         found = sorted({r.slot for r in affected})
         self._scrub_blobs(session_id, [r.message for r in affected])
+        self._scrub_calls(session_id, set(found), regex)
         by_view: dict[str, list[RawRecord]] = {}
         for r in records:
             by_view.setdefault(r.view, []).append(r)
@@ -1054,7 +1127,7 @@ class SessionStore(abc.ABC):
 
     @abc.abstractmethod
     def delete(self, session_id: str) -> bool:
-        """Delete the session's snapshots, raw history and blobs; return whether anything existed.
+        """Delete the session's snapshots, raw history, call records and blobs; return whether anything existed.
 
         Deleting an unknown session is not an error. A lock currently held on the session is not
         broken.
@@ -1131,6 +1204,57 @@ def _scrubbed(value: Any, regex: re.Pattern[str]) -> Any:
     if isinstance(value, list):
         return [_scrubbed(v, regex) for v in value]
     return value
+
+
+def scrubbed_calls(
+    calls: Iterable[CallRecord], slots: set[int], regex: re.Pattern[str] | None
+) -> dict[int, dict[str, Any]]:
+    """The call-record documents to write back so none holds the text of an erased slot (a recorded
+    message sent in another form, ``[slot, key]`` in ``m``: see :mod:`ctxlife.sessions.calls`) nor a
+    match of ``regex`` (replaced by ``[erased]``, roles kept): ``{n: doc}``, the changed ones only."""
+    calls = list(calls)
+    erased_keys: set[str] = set()
+    if slots:
+        for call in calls:
+            for entry in call.doc.get("m") or ():
+                if isinstance(entry, list) and len(entry) == 2 and entry[0] in slots:
+                    erased_keys.add(str(entry[1]))
+    out: dict[int, dict[str, Any]] = {}
+    for call in calls:
+        found = call.doc.get("t")
+        if not isinstance(found, dict):
+            continue
+        texts = dict(found)
+        for key, message in found.items():
+            if key in erased_keys and isinstance(message, dict):
+                texts[key] = erased_message(message)
+            elif regex is not None and regex.search(canonical_json(message)) is not None:
+                texts[key] = _scrubbed(message, regex)
+                if isinstance(message, dict) and "role" in message:
+                    texts[key]["role"] = message["role"]  # what the text said goes, not who said it
+        if texts != found:
+            out[call.n] = {**call.doc, "t": texts}
+    return out
+
+
+def decode_calls(session_id: str, lines: Iterable[str | bytes], view: str | None) -> list[CallRecord]:
+    """Call records from stored lines ``{"view": ..., "doc": {...}}`` (numbered from 1, every line
+    counted); an unreadable line is skipped with a ``call_record_skipped`` error event."""
+    out = []
+    for n, line in enumerate(lines, 1):
+        try:
+            value = json.loads(line)
+            lane, doc = value["view"], value["doc"]
+            if not isinstance(lane, str) or not isinstance(doc, dict):
+                raise ValueError("fields of the wrong types")
+        except (ValueError, KeyError, TypeError) as exc:
+            from ctxlife.events import emit  # lazy: structlog (and rich) only when a record is unreadable
+
+            emit("error", "ctxlife.call_record_skipped", session_id=session_id, call=n, error=str(exc)[:200])
+            continue
+        if view is None or lane == view:
+            out.append(CallRecord(n, lane, doc))
+    return out
 
 
 def check_after_seq(after_seq: object) -> int:

@@ -108,7 +108,7 @@ def add_session_parser(subparsers: Any) -> argparse.ArgumentParser:
         parents=[common],
         help="print a session's snapshot (or raw history) as JSON",
         description="Print the session's snapshot as JSON to stdout; with --raw, its raw history "
-        "(a JSON array of messages).",
+        "(a JSON array of messages); with --calls, what each model call sent.",
     )
     export.add_argument("session_id", metavar="ID", help="the session id")
     export.add_argument(
@@ -120,6 +120,12 @@ def add_session_parser(subparsers: Any) -> argparse.ArgumentParser:
         dest="log",
         help="export the whole event log: every record with its seq, view, op (add/replace/remove) and target, "
         "superseded and removed messages included (for audit)",
+    )
+    export.add_argument(
+        "--calls",
+        action="store_true",
+        help="export the call records: per model call (of --view), the exact list it sent, its tokens and what the "
+        "strategies did",
     )
     export.add_argument(
         "--view", metavar="VIEW", default="", help="the view whose snapshot to export (default: the default view)"
@@ -140,7 +146,8 @@ def add_session_parser(subparsers: Any) -> argparse.ArgumentParser:
         "rm",
         parents=[common],
         help="delete a session, the sessions idle longer than a duration, or all of them",
-        description="Delete sessions (snapshots, raw history and blobs): one by id, those idle for longer than "
+        description="Delete sessions (snapshots, raw history, call records and blobs): one by id, those idle for "
+        "longer than "
         "--older-than, or --all (with --yes). --dry-run only lists them.",
     )
     rm.add_argument("session_id", metavar="ID", nargs="?", default=None, help="the session id")
@@ -379,6 +386,13 @@ def _show(
     table.add_row("Session", Text(_shown(sid)))
     table.add_row("Store", Text(store.url))
     table.add_row("Raw messages", str(raw_count))
+    calls = store.read_calls(sid, only)
+    table.add_row(
+        "Recorded calls",
+        f"{len(calls)} (what each call sent: --context, export --calls, ctxlife report)"
+        if calls
+        else "none (--context and ctxlife report simulate this session)",
+    )
     named = [view for view in counts if view]
     if named and only is None:
         table.add_row(
@@ -432,6 +446,14 @@ def _write_json(out: IO[str], value: Any) -> None:
 
 def _export(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: Any) -> int:
     sid = args.session_id
+    if getattr(args, "calls", False):
+        from ctxlife.sessions.calls import sent_calls  # lazy: the CLI builds its parser from this module
+
+        calls = sent_calls(store, sid, getattr(args, "view", "") or "")
+        if not calls and not store.head(sid):
+            return _not_found(store, sid, err)
+        _write_json(out, [_call_doc(call) for call in calls])
+        return _EXIT_OK
     if args.raw or getattr(args, "log", False):
         records = store.read_records(sid)
         if not records and store.load_snapshot(sid) is None:
@@ -466,6 +488,19 @@ def _record_doc(record: Any) -> dict[str, Any]:
         doc["erased"] = True
     doc["message"] = record.message
     return doc
+
+
+def _call_doc(call: Any) -> dict[str, Any]:
+    doc = call.doc
+    keys = ("at", "head", "tokens", "window", "budget", "model", "actions", "failures")
+    return {
+        "call": call.number,
+        "n": call.record.n,
+        "view": call.record.view,
+        **{k: doc.get(k) for k in keys},
+        "slots": call.slots,
+        "messages": call.messages,
+    }
 
 
 def _erase(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: Any) -> int:

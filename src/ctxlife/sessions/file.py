@@ -4,8 +4,8 @@ URL: ``file://workspace/sessions`` (a path relative to the current directory whe
 opened) or ``file:///abs/path``. Everything after ``file://`` is the path (percent-decoded), so there
 is no host part. Query options:
 
-* ``fsync=false`` skips the ``fsync`` after each raw append (default ``true``: an append is on disk
-  when ``append`` returns; snapshots are always fsynced);
+* ``fsync=false`` skips the ``fsync`` after each raw append and call record (default ``true``: an
+  append is on disk when ``append`` returns; snapshots are always fsynced);
 * ``ttl=SECONDS`` or a duration (``ttl=30d``, ``12h``, ``90m``, ``2w``): a session nobody wrote to
   for that long is gone (like the Redis store's ``ttl``): reads treat it as absent and the next
   write or listing deletes its files.
@@ -15,6 +15,7 @@ Layout of the folder (created on the first write, owner-only ``0700``; files ``0
     {SESSION_ID}_raw.jsonl          the raw history: one record per line, append-only
     {SESSION_ID}_ctx.json           the snapshot of the default view, replaced atomically
     {SESSION_ID}_ctx@{VIEW}.json    the snapshot of another view
+    {SESSION_ID}_calls.jsonl        the call records (what each model call was sent), one per line
     {SESSION_ID}_blobs/{KEY}        blobs, one file each, replaced atomically
     {SESSION_ID}.lock               the lock file of :meth:`FileStore.lock`
     .{SESSION_ID}_ctx*.json.*.tmp   temporary files of a snapshot write in progress (or a crash)
@@ -79,6 +80,7 @@ from urllib.parse import unquote
 from ctxlife.errors import SessionIdError, StoreError
 from ctxlife.events import Logger
 from ctxlife.sessions.base import (
+    CallRecord,
     LockTimeoutError,
     RawRecord,
     SessionInfo,
@@ -90,6 +92,7 @@ from ctxlife.sessions.base import (
     check_if_head,
     check_lock_args,
     conflict,
+    decode_calls,
     decode_record,
     fingerprint,
     json_text,
@@ -109,6 +112,7 @@ log = Logger("ctxlife.sessions")
 _CTX_SUFFIX = "_ctx.json"
 _VIEW_MARK = "_ctx@"
 _RAW_SUFFIX = "_raw.jsonl"
+_CALLS_SUFFIX = "_calls.jsonl"
 _BLOB_SUFFIX = "_blobs"
 _DERIVED_SUFFIX = "_derived"  # data derived from the session (the recall index), deleted with it
 _LOCK_SUFFIX = ".lock"
@@ -229,6 +233,8 @@ class FileStore(SessionStore):
         self._closed = False
         self._tails: dict[str, _Tail] = {}
         self._tails_lock = threading.Lock()
+        # per session: (dev, inode, size, lines) of its calls file after this process's last append
+        self._call_counts: dict[str, tuple[int, int, int, int]] = {}
 
     @classmethod
     def from_url(cls, url: str) -> FileStore:
@@ -749,6 +755,101 @@ class FileStore(SessionStore):
         finally:
             os.close(fd)
 
+    # -- call records ------------------------------------------------------------------------------
+
+    def append_call(self, session_id: str, view: str, doc: dict[str, Any]) -> int:
+        """One line appended under an exclusive ``flock`` of the calls file (its number: the lines before
+        it, counted once per process and then remembered by size)."""
+        path = self._path(session_id, _CALLS_SUFFIX)
+        validate_view(view)
+        line = (json_text({"view": view, "doc": doc}, what=f"call record of session {session_id!r}") + "\n").encode()
+        self._drop_if_expired(session_id)
+        self._ensure_dir()
+        try:
+            while True:
+                created = not path.exists()
+                fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _O_SAFE, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    if not _same_file(fd, path):
+                        continue  # deleted or rewritten (erase) while we waited: append to the new file
+                    st = os.fstat(fd)
+                    known = self._call_counts.get(session_id)
+                    if known is not None and known[:3] == (st.st_dev, st.st_ino, st.st_size):
+                        lines = known[3]
+                    else:
+                        data = _read_range(fd, 0, st.st_size)
+                        if data and not data.endswith(b"\n"):
+                            _write_all(fd, b"\n")  # a torn last line (a crash) stays one unreadable line
+                            data += b"\n"
+                        lines = data.count(b"\n")
+                    _write_all(fd, line)
+                    if self.fsync:
+                        os.fsync(fd)
+                    if created:
+                        _fsync_dir(path.parent)
+                    st = os.fstat(fd)
+                    self._call_counts[session_id] = (st.st_dev, st.st_ino, st.st_size, lines + 1)
+                    break
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            self._call_counts.pop(session_id, None)
+            raise StoreError(f"cannot append a call record to {path}: {exc.strerror}") from None
+        self._touch(session_id)
+        return lines + 1
+
+    def read_calls(self, session_id: str, view: str | None = None) -> list[CallRecord]:
+        path = self._path(session_id, _CALLS_SUFFIX)
+        if view is not None:
+            validate_view(view)
+        if self._expired(session_id):
+            return []
+        try:
+            fd = os.open(path, os.O_RDONLY | _O_SAFE)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StoreError(f"cannot open {path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            data = _read_range(fd, 0, os.fstat(fd).st_size)
+        except OSError as exc:
+            raise StoreError(f"cannot read {path}: {exc.strerror}") from None
+        finally:
+            os.close(fd)
+        return decode_calls(session_id, data.splitlines(), view)
+
+    def _rewrite_calls(self, session_id: str, docs: dict[int, dict[str, Any]]) -> int:
+        if not docs:
+            return 0
+        path = self._path(session_id, _CALLS_SUFFIX)
+        try:
+            fd = os.open(path, os.O_RDWR | _O_SAFE)
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise StoreError(f"cannot open {path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            lines = _read_range(fd, 0, os.fstat(fd).st_size).splitlines(keepends=True)
+            changed = 0
+            for n, doc in docs.items():
+                if 0 < n <= len(lines):
+                    view = json.loads(lines[n - 1]).get("view", "")
+                    text = json_text({"view": view, "doc": doc}, what=f"call record of session {session_id!r}")
+                    lines[n - 1] = (text + "\n").encode("utf-8")
+                    changed += 1
+            if changed:
+                # Appenders wait on this file's lock, then see it was replaced (_same_file) and retry.
+                self._atomic_write(path, b"".join(lines))
+                self._call_counts.pop(session_id, None)
+            return changed
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"cannot erase call records in {path}: {exc}") from None
+        finally:
+            os.close(fd)
+
     def _remove_temps(self, session_id: str, *, snapshots: bool) -> None:
         """Delete the session's temporary files (``_atomic_write``'s, left by a process killed while
         writing): copies of its raw history (an erase's) and, with ``snapshots``, of its snapshots
@@ -794,6 +895,10 @@ class FileStore(SessionStore):
                     existed = True
             if blobs.is_dir():
                 shutil.rmtree(blobs)
+                existed = True
+            self._call_counts.pop(session_id, None)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._path(session_id, _CALLS_SUFFIX))
                 existed = True
             self._remove_temps(session_id, snapshots=True)
             self._remove_lock_file(session_id)

@@ -16,6 +16,10 @@ strategy and every adapter. It keeps three rules in one place:
   (:mod:`ctxlife.sessions.recording`). Compaction is never a deletion: a message a strategy evicted
   is not in the list the host handed back (:meth:`Keeper.leave`), so the caller's next list lacking
   it removes nothing.
+* **A record of each call.** :meth:`Keeper.record_call` writes what a model call was sent: each
+  recorded message by its slot, what ctxlife inserted by its text, once
+  (:mod:`ctxlife.sessions.calls`); ``ctxlife session show --context``, ``replay --session`` and
+  ``ctxlife report`` show those records, and say when they simulate instead.
 * **One snapshot writer.** :meth:`Keeper.save_snapshot` writes a view's working context after a
   compaction, with one quarantine rule for values that are not JSON, the fingerprint of the record
   it ends at (a restore then tells a snapshot that is ahead of the raw history, and the raw history
@@ -37,7 +41,8 @@ from typing import Any
 
 from ctxlife.events import emit
 from ctxlife.messages import inserted_meta, is_recall_block
-from ctxlife.sessions.base import RawRecord, SessionStore, Snapshot, fingerprint, json_safe
+from ctxlife.sessions.base import REMOVE, RawRecord, SessionStore, Snapshot, fingerprint, json_safe
+from ctxlife.sessions.calls import calls_for
 from ctxlife.sessions.recording import Recorder, recorder_for
 from ctxlife.sessions.restore import Restored, restore_after, restore_view
 
@@ -106,6 +111,21 @@ class Keeper:
         what a strategy evicted is never taken for the caller's removal."""
         self.recorder.leave(session_id, messages, view)
 
+    def note_list(self, session_id: str, messages: Sequence[Any], slots: Sequence[int | None], view: str = "") -> None:
+        """The caller's list before a call, with the slot of each message it knows (a ``Session``'s
+        restored conversation): the call's record then names them without fingerprinting the list."""
+        self.recorder.note(session_id, messages, slots, view)
+
+    def record_call(
+        self, session_id: str, messages: Sequence[Message], view: str = "", *, details: dict[str, Any]
+    ) -> int:
+        """Write the record of one model call: what ``messages`` (the list as sent) were, each by its
+        recorded slot or, for what ctxlife inserted, by its text (:mod:`ctxlife.sessions.calls`).
+        ``details``: the call's tokens, window, actions and failures. Returns the record's number."""
+        slots = self.recorder.slots_of(session_id, messages, view)
+        head = self.recorder.head(session_id)  # the recorder read or wrote every slot it gives: head >= each
+        return calls_for(self.store).record(session_id, view, messages, slots, head=head, details=details)
+
     # -- the snapshot -----------------------------------------------------------------------------
 
     def save_snapshot(
@@ -165,10 +185,35 @@ class Keeper:
 
     # -- forgetting -------------------------------------------------------------------------------
 
-    def forget(self, session_id: str | None = None) -> None:
+    def erase(self, session_id: str, slots: Sequence[int] | None = None, pattern: str | None = None) -> list[int]:
+        """Erase messages (by slot, or every one whose text matches the regular expression ``pattern``)
+        from every copy the store keeps (:meth:`SessionStore.erase`); a caller's list that still
+        holds one never records it again in this process (a ``ctxlife.removed_message_not_recorded``
+        warning asks to drop it). Returns the slots erased."""
+        latest: dict[int, str] = {}
+        for record in self.store.read_records(session_id, strict=False):
+            if record.op != REMOVE:
+                latest[record.slot] = record.fingerprint  # the text the caller's list holds now
+        if pattern is not None:
+            erased = self.store.erase_matching(session_id, pattern)
+        else:
+            erased = self.store.erase(session_id, slots or ())
+        self.forget(session_id, removed=[latest[s] for s in erased if s in latest])
+        return erased
+
+    def drop_idle(self, session_id: str) -> None:
+        """Drop what this process keeps of an idle session to bound memory (a host evicting it): the
+        next call reads the store again; messages still waiting for the store stay."""
+        self.recorder.forget(session_id, keep_pending=True)
+        with self._lock:
+            for key in [k for k in self._saved if k[0] == session_id]:
+                del self._saved[key]
+
+    def forget(self, session_id: str | None = None, *, removed: Sequence[str] = ()) -> None:
         """Drop what this process knows of a session (every session: None) after it was erased or
-        deleted: the next call reads the store."""
-        self.recorder.forget(session_id)
+        deleted: the next call reads the store. ``removed``: fingerprints of erased messages, never
+        recorded again from a caller's list (without it, a deleted session's memory goes too)."""
+        self.recorder.forget(session_id, removed=removed)
         with self._lock:
             for key in [k for k in self._saved if session_id is None or k[0] == session_id]:
                 del self._saved[key]

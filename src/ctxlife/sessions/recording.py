@@ -52,7 +52,7 @@ import contextlib
 import dataclasses
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ctxlife.errors import StoreError
@@ -313,6 +313,14 @@ class Recorder:
         self._lock = threading.RLock()
         self._views: dict[tuple[str, str], _View] = {}
         self._heads: dict[str, int] = {}
+        # Fingerprints of messages removed or erased by another writer (or this process's erase) that
+        # a caller's list may still hold: never recorded again from a list (kept in memory only: a
+        # hash of an erased text is never written anywhere).
+        self._removed: dict[str, set[str]] = {}
+        # (seq, fingerprint, recorded_at) of the session's last record this recorder wrote: a catch-up
+        # that finds another record at that seq knows the session was deleted (or expired) and
+        # written again by another process since.
+        self._head_marks: dict[str, tuple[int, str, float | None]] = {}
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -343,13 +351,60 @@ class Recorder:
             state = self._views.get((session_id, view))
             return len(state.pending) if state is not None else 0
 
-    def forget(self, session_id: str | None = None) -> None:
-        """Drop what is known about a session (all sessions: None); the next call reads the store."""
+    def forget(self, session_id: str | None = None, *, removed: Iterable[str] = (), keep_pending: bool = False) -> None:
+        """Drop what is known about a session (all sessions: None); the next call reads the store.
+
+        ``removed``: fingerprints of messages just erased from the session; a caller's list that
+        still holds them does not record them again (the session's earlier ones are kept too).
+        Without it the session's memory of removed messages goes as well (the session was deleted),
+        unless ``keep_pending``: keep the views whose messages still wait for the store (a host
+        dropping an idle session from memory; they are written on the view's next call), and what
+        is known of removed messages.
+        """
         with self._lock:
+            kept = False
             for key in [k for k in self._views if session_id is None or k[0] == session_id]:
-                del self._views[key]
-            for sid in [s for s in self._heads if session_id is None or s == session_id]:
-                del self._heads[sid]
+                if keep_pending and self._views[key].pending:
+                    kept = True
+                else:
+                    del self._views[key]
+            if not kept:
+                for sid in [s for s in self._heads if session_id is None or s == session_id]:
+                    del self._heads[sid]
+                for sid in [s for s in self._head_marks if session_id is None or s == session_id]:
+                    del self._head_marks[sid]
+            gone = set(removed)
+            if session_id is not None and gone:
+                self._removed.setdefault(session_id, set()).update(gone)
+            elif not keep_pending:
+                for sid in [s for s in self._removed if session_id is None or s == session_id]:
+                    del self._removed[sid]
+
+    def _note_removed(self, session_id: str, state: _View, records: Sequence[RawRecord | RecordSlot]) -> None:
+        """Remember the fingerprints of the view's messages that ``records`` remove (another writer's)."""
+        targets = {r.target for r in records if r.op == REMOVE and r.target is not None}
+        if targets:
+            self._removed.setdefault(session_id, set()).update(e.fp for e in state.tail if e.seq in targets)
+
+    def _not_again(self, session_id: str, view: str, plan: _Plan) -> _Plan:
+        """``plan`` without the adds of messages removed or erased meanwhile that the list still holds."""
+        removed = self._removed.get(session_id)
+        if not removed or not plan.adds:
+            return plan
+        adds = [e for e in plan.events if e.op == ADD]
+        dropped = {i for i, e in zip(plan.adds, adds, strict=True) if e.fingerprint in removed}
+        if not dropped:
+            return plan
+        emit(
+            "warning",
+            "ctxlife.removed_message_not_recorded",
+            session_id=session_id,
+            view=view,
+            messages=len(dropped),
+            hint="the list still holds messages removed or erased from the session: drop them from it",
+        )
+        kept = [e for e in plan.events if not (e.op == ADD and e.fingerprint in removed)]
+        return dataclasses.replace(plan, events=kept, adds=[i for i in plan.adds if i not in dropped])
 
     def new_lists(self, session_id: str, view: str | None = None) -> None:
         """The session's next lists are built from scratch (a CrewAI kickoff): each view's next
@@ -413,7 +468,11 @@ class Recorder:
         """Read the view's records another writer appended after what the tail holds."""
         # The head first: records of other views move it too (then this view may have none to read).
         head = self.store.head(session_id)
+        if head < state.synced or not self._same_session(session_id):
+            self._started_again(session_id, view, state)
+            return
         records = self.store.read_slots(session_id, state.synced, view=view)
+        self._note_removed(session_id, state, records)
         if _apply(state.tail, records):
             state.reorders += 1
         if records:
@@ -431,6 +490,37 @@ class Recorder:
         top = max(self._heads.get(session_id, 0), head, records[-1].seq if records else 0)
         self._heads[session_id] = top
         state.synced = top
+
+    def _same_session(self, session_id: str) -> bool:
+        """Whether the last record this recorder wrote is still in the session as it wrote it."""
+        mark = self._head_marks.get(session_id)
+        if mark is None:
+            return True  # nothing to compare: the head check alone
+        seq, fp, recorded_at = mark
+        records = self.store.read_records(session_id, seq - 1, strict=False)
+        first = records[0] if records and records[0].seq == seq else None
+        if first is None or first.recorded_at != recorded_at:
+            return False
+        return first.erased or first.fingerprint == fp  # (an erase rewrites the record's text)
+
+    def _started_again(self, session_id: str, view: str, state: _View) -> None:
+        """The session was deleted and written again by another process: read it anew, in place
+        (callers hold ``state``); what waits to be written still does."""
+        emit("info", "ctxlife.session_started_again", session_id=session_id, view=view)
+        pending, unsure = state.pending, state.unsure
+        for key in [k for k in self._views if k[0] == session_id]:
+            del self._views[key]
+        self._heads.pop(session_id, None)
+        self._head_marks.pop(session_id, None)
+        fresh = self._load(session_id, view)
+        if pending and [e.fp for e in fresh.tail[-len(pending) :]] == [f for _, f in pending]:
+            pending = []  # the write reported failed had landed
+        for f in dataclasses.fields(_View):
+            if not f.name.startswith("_"):
+                setattr(state, f.name, getattr(fresh, f.name))
+        state._order = None
+        state.pending, state.unsure, state.mirrors, state.reseed = pending, unsure, [], True
+        self._views[(session_id, view)] = state
 
     # -- alignment ----------------------------------------------------------------------------------
 
@@ -634,10 +724,24 @@ class Recorder:
                 self._reseed(session_id, view, state)
             return self._plan(state, messages) is not None
 
+    def note(self, session_id: str, messages: Sequence[Any], slots: Sequence[int | None], view: str = "") -> None:
+        """Take ``messages``, whose slots the caller knows (a restored conversation it recorded
+        explicitly), as the view's newest list: :meth:`slots_of` then maps the list a call hands back
+        from it (the very objects, or the few a compaction made) instead of fingerprinting it."""
+        with self._lock:
+            state = self._view(session_id, view)
+            state.reseed = False
+            self._keep_mirror(
+                state, _Mirror(_copies(messages), list(slots), [None] * len(messages), originals=list(messages))
+            )
+
     def slots_of(self, session_id: str, messages: Sequence[Any], view: str = "") -> list[int | None]:
         """The slot of each message of a list this recorder recorded or saw (None: not raw history)."""
         with self._lock:
             state = self._view(session_id, view)
+            newest = state.mirrors[0] if state.mirrors else None
+            if newest is not None and newest.originals is not None and same_messages(newest.originals, messages):
+                return list(newest.slots)  # the list left by the call (leave): the very objects, in C
             mirror = self._mirror_of(state, messages)
             return list(mirror.slots) if mirror is not None else [None] * len(messages)
 
@@ -812,6 +916,7 @@ class Recorder:
                     plan = _all_new(messages)
                 if plan is None:
                     plan = self._plan_by_alignment(state, messages)
+                plan = self._not_again(session_id, view, plan)
                 events = plan.events
                 if state.pending:
                     batch = _after_pending(state.pending, [(e.message, e.fingerprint or "") for e in events])
@@ -1056,6 +1161,8 @@ class Recorder:
             if sid == session_id and other.synced == head:
                 other.synced = new_head
         self._heads[session_id] = new_head
+        if records:
+            self._head_marks[session_id] = (records[-1].seq, records[-1].fingerprint, records[-1].recorded_at)
         state.synced = new_head
         if _apply(state.tail, records):
             state.reorders += 1

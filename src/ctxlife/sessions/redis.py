@@ -16,6 +16,7 @@ session can name another session's key or escape the prefix)::
     ctxlife:{SID}:views   HASH    view -> that view's snapshot JSON
     ctxlife:{SID}:raw     LIST    one record per element: element i has sequence number i + 1
     ctxlife:{SID}:blobs   HASH    blob key -> text
+    ctxlife:{SID}:calls   LIST    the call records (what each model call was sent): element i is call i + 1
     ctxlife:{SID}:lock    STRING  the session lock (redis-py's ``Lock``: token, expiry, owner-only release)
 
 An append is one Lua script: it checks the list's length (the session's last sequence number)
@@ -46,6 +47,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ctxlife.errors import SessionIdError, StoreError
 from ctxlife.events import Logger
 from ctxlife.sessions.base import (
+    CallRecord,
     RawRecord,
     SessionInfo,
     SessionStore,
@@ -56,6 +58,7 @@ from ctxlife.sessions.base import (
     check_if_head,
     check_lock_args,
     conflict,
+    decode_calls,
     decode_record,
     fingerprint,
     json_text,
@@ -98,7 +101,7 @@ end
 return n + #ARGV - 2
 """
 
-_SESSION_KINDS = ("ctx", "views", "raw", "blobs")
+_SESSION_KINDS = ("ctx", "views", "raw", "blobs", "calls")
 
 
 def _text(value: Any) -> str:
@@ -327,6 +330,56 @@ class RedisStore(SessionStore):
                             doc["msg"] = values[seq]
                             doc["fp"] = fingerprint(message)
                             pipe.lset(key, seq - 1, json_text(doc, what="erased record").encode("utf-8"))
+                            changed += 1
+                        pipe.execute()
+                        return changed
+                    except self._redis.WatchError:
+                        continue
+
+        return self._call("erase", run)
+
+    # -- call records ------------------------------------------------------------------------------
+
+    def append_call(self, session_id: str, view: str, doc: dict[str, Any]) -> int:
+        """One ``RPUSH`` onto ``...:calls`` (its number: the list's new length), TTLs refreshed."""
+        key = self._key(session_id, "calls")
+        validate_view(view)
+        data = json_text({"view": view, "doc": doc}, what=f"call record of session {session_id!r}").encode("utf-8")
+
+        def run() -> int:
+            pipe = self._client.pipeline(transaction=True)
+            pipe.rpush(key, data)
+            self._refresh_ttl(pipe, session_id)
+            return int(pipe.execute()[0])
+
+        return self._call("append_call", run)
+
+    def read_calls(self, session_id: str, view: str | None = None) -> list[CallRecord]:
+        key = self._key(session_id, "calls")
+        if view is not None:
+            validate_view(view)
+        items = self._call("read_calls", lambda: self._client.lrange(key, 0, -1))
+        return decode_calls(session_id, items, view)
+
+    def _rewrite_calls(self, session_id: str, docs: dict[int, dict[str, Any]]) -> int:
+        key = self._key(session_id, "calls")
+        if not docs:
+            return 0
+
+        def run() -> int:
+            with self._client.pipeline(transaction=True) as pipe:
+                while True:
+                    try:
+                        pipe.watch(key)
+                        items = {n: pipe.lindex(key, n - 1) for n in docs}
+                        pipe.multi()
+                        changed = 0
+                        for n, item in items.items():
+                            if item is None:
+                                continue
+                            view = json.loads(item).get("view", "")
+                            text = json_text({"view": view, "doc": docs[n]}, what="erased call record")
+                            pipe.lset(key, n - 1, text.encode("utf-8"))
                             changed += 1
                         pipe.execute()
                         return changed

@@ -21,6 +21,7 @@ database file is created on the first write, never by opening the store or readi
                                               seq = 1, 2, 3, ... per session; json = the message
     ctxlife_sessions(session_id PK, touched_at)   last write, for ttl and listings
     ctxlife_blobs(session_id, key, text, PK(session_id, key))
+    ctxlife_calls(session_id, n, view, json, PK(session_id, n))   one row per model call (call records)
     ctxlife_locks(session_id PK, token, expires_at)               lock rows with expiry
     ctxlife_meta(key PK, value)                                   schema_version
 
@@ -52,6 +53,7 @@ from ctxlife.errors import StoreError
 from ctxlife.events import Logger
 from ctxlife.sessions.base import (
     EVENT_KEY,
+    CallRecord,
     RawRecord,
     RecordSlot,
     SessionInfo,
@@ -107,6 +109,13 @@ CREATE TABLE IF NOT EXISTS ctxlife_blobs (
     key TEXT NOT NULL,
     text TEXT NOT NULL,
     PRIMARY KEY (session_id, key)
+);
+CREATE TABLE IF NOT EXISTS ctxlife_calls (
+    session_id TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    view TEXT NOT NULL DEFAULT '',
+    json TEXT NOT NULL,
+    PRIMARY KEY (session_id, n)
 );
 CREATE TABLE IF NOT EXISTS ctxlife_locks (
     session_id TEXT PRIMARY KEY,
@@ -623,6 +632,60 @@ class SQLiteStore(SessionStore):
         rows = self._query("head", "SELECT COALESCE(MAX(seq), 0) FROM ctxlife_raw WHERE session_id = ?", (session_id,))
         return int(rows[0][0]) if rows else 0
 
+    # -- call records ------------------------------------------------------------------------------
+
+    def append_call(self, session_id: str, view: str, doc: dict[str, Any]) -> int:
+        validate_session_id(session_id)
+        validate_view(view)
+        text = json_text(doc, what=f"call record of session {session_id!r}")
+        with self._tx("append_call") as conn:
+            self._touch(conn, session_id)
+            row = conn.execute("SELECT MAX(n) FROM ctxlife_calls WHERE session_id = ?", (session_id,)).fetchone()
+            n = int(row[0] or 0) + 1
+            conn.execute(
+                "INSERT INTO ctxlife_calls (session_id, n, view, json) VALUES (?, ?, ?, ?)", (session_id, n, view, text)
+            )
+        return n
+
+    def read_calls(self, session_id: str, view: str | None = None) -> list[CallRecord]:
+        validate_session_id(session_id)
+        if view is not None:
+            validate_view(view)
+        if self._expired(session_id):
+            return []
+        sql = "SELECT n, view, json FROM ctxlife_calls WHERE session_id = ?"
+        params: tuple[Any, ...] = (session_id,)
+        if view is not None:
+            sql, params = sql + " AND view = ?", (session_id, view)
+        out = []
+        for n, lane, text in self._query("read_calls", sql + " ORDER BY n", params):
+            try:
+                doc = json.loads(text)
+                if not isinstance(doc, dict):
+                    raise ValueError(f"not a JSON object but {type(doc).__name__}")
+            except ValueError as exc:
+                log.error("call_record_skipped", store="sqlite", session_id=session_id, call=n, error=str(exc)[:200])
+                continue
+            out.append(CallRecord(int(n), lane, doc))
+        return out
+
+    def _rewrite_calls(self, session_id: str, docs: dict[int, dict[str, Any]]) -> int:
+        if not docs:
+            return 0
+        changed = 0
+        with self._tx("erase") as conn:
+            conn.execute("PRAGMA secure_delete = ON")  # as _rewrite_records: freed pages are zeroed
+            for n, doc in docs.items():
+                text = json_text(doc, what=f"call record of session {session_id!r}")
+                changed += conn.execute(
+                    "UPDATE ctxlife_calls SET json = ? WHERE session_id = ? AND n = ?", (text, session_id, n)
+                ).rowcount
+        after = self._conn()
+        if after is not None:
+            with contextlib.suppress(sqlite3.Error):  # the write-ahead log still holds the old pages
+                after.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return changed
+
     # -- sessions --------------------------------------------------------------------------------
 
     def list_sessions(self) -> list[SessionInfo]:
@@ -650,7 +713,7 @@ class SQLiteStore(SessionStore):
     def _delete_rows(self, conn: sqlite3.Connection, session_id: str) -> int:
         self._delete_derived(session_id)
         changed = 0
-        for table in ("ctxlife_snapshots", "ctxlife_raw", "ctxlife_blobs", "ctxlife_sessions"):
+        for table in ("ctxlife_snapshots", "ctxlife_raw", "ctxlife_blobs", "ctxlife_calls", "ctxlife_sessions"):
             changed += conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,)).rowcount
         return changed
 
@@ -668,7 +731,7 @@ class SQLiteStore(SessionStore):
         derived = self._delete_derived(session_id)
         with self._tx("delete") as conn:
             changed = int(derived)
-            for table in ("ctxlife_snapshots", "ctxlife_raw", "ctxlife_blobs"):
+            for table in ("ctxlife_snapshots", "ctxlife_raw", "ctxlife_blobs", "ctxlife_calls"):
                 changed += conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,)).rowcount
             conn.execute("DELETE FROM ctxlife_sessions WHERE session_id = ?", (session_id,))
         return changed > 0
