@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import importlib.util
 import itertools
@@ -11,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -349,6 +351,168 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.fail(str(exc))
     yield server.url()
     server.stop()
+
+
+# -- a real PostgreSQL server for the run (the postgres store's tests) -------------------------------
+
+#: The password of the test server's user: every postgres test runs with it in its URL, so an error
+#: or a repr that printed it would show.
+PG_PASSWORD = "pg-secret-4f1d"
+
+
+def postgres_bin(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    for version in ("17", "16", "15"):
+        path = f"/usr/lib/postgresql/{version}/bin/{name}"
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+class PostgresServer:
+    """A throw-away PostgreSQL cluster in ``workdir``: initdb, then the ``postgres`` server as a child
+    process on a free port of 127.0.0.1 with its socket in ``workdir``; ``stop()`` at the end.
+
+    Run as root, the server runs as the ``postgres`` system user (PostgreSQL refuses root):
+    ``workdir`` is given to it and its parent folders made traversable (not readable) by it. pytest
+    takes that back from its own root folder whenever another run starts (it keeps it ``0700``), so
+    initdb is retried, the server is started without pg_ctl (it only needs the paths while it starts:
+    then it works inside its data folder) and stopped by its pid."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.data = workdir / "data"
+        self.port = free_port()
+        self.log = workdir / "server.log"
+        self.user: str | None = "postgres" if os.geteuid() == 0 else None
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def _as_server_user(self, args: list[str]) -> list[str]:
+        return args if self.user is None else ["runuser", "-u", self.user, "--", *args]
+
+    def _reach(self) -> None:
+        """Let the server's user reach ``workdir`` (root only)."""
+        if self.user is None:
+            return
+        import pwd
+
+        entry = pwd.getpwnam(self.user)
+        os.chown(self.workdir, entry.pw_uid, entry.pw_gid)
+        for parent in self.workdir.parents:  # traverse only (o+x), up to the system root
+            if parent.stat().st_uid == os.geteuid() and not parent.stat().st_mode & 0o001:
+                parent.chmod(parent.stat().st_mode | 0o001)
+
+    def start(self, timeout: float = 60.0) -> None:
+        initdb, server = postgres_bin("initdb"), postgres_bin("postgres")
+        assert initdb and server
+        pwfile = self.workdir / "pw"
+        pwfile.write_text(PG_PASSWORD)
+        pwfile.chmod(0o644)
+        error = ""
+        for _ in range(3):
+            self._reach()
+            shutil.rmtree(self.data, ignore_errors=True)
+            args = [initdb, "-D", str(self.data), "-U", "ctxlife", "--pwfile", str(pwfile), "-E", "UTF8",
+                    "--no-locale", "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync"]  # fmt: skip
+            done = subprocess.run(self._as_server_user(args), capture_output=True, text=True, timeout=120)
+            if done.returncode == 0:
+                break
+            error = done.stderr[-1500:]
+        else:
+            raise RuntimeError(f"initdb failed three times: {error}")
+        self._reach()
+        args = [server, "-D", str(self.data), "-p", str(self.port), "-c", "listen_addresses=127.0.0.1",
+                "-c", f"unix_socket_directories={self.workdir}", "-c", "fsync=off", "-c", "synchronous_commit=off",
+                "-c", "full_page_writes=off", "-c", "max_connections=200"]  # fmt: skip
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(self._as_server_user(args), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        import psycopg
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"postgres exited with {self.proc.returncode}: {self.log.read_text()[-1500:]}")
+            try:
+                psycopg.connect(self.url(), connect_timeout=2).close()
+                return
+            except psycopg.OperationalError:
+                time.sleep(0.05)
+        raise RuntimeError(f"postgres not ready within {timeout} s: {self.log.read_text()[-1500:]}")
+
+    def stop(self) -> None:
+        """Immediate shutdown (SIGQUIT to the server's pid, from its pid file), then wait for it."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            os.kill(int((self.data / "postmaster.pid").read_text().split()[0]), signal.SIGQUIT)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def url(self, query: str = "") -> str:
+        base = f"postgresql://ctxlife:{PG_PASSWORD}@127.0.0.1:{self.port}/postgres"
+        return base + (f"?{query}" if query else "")
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    """A throw-away PostgreSQL server shared by the run, stopped at the end."""
+    if postgres_bin("initdb") is None or postgres_bin("pg_ctl") is None:
+        pytest.skip(
+            "PostgreSQL is not installed, so the postgres store tests cannot run here; install it with "
+            "`apt-get install postgresql-15` (CI's .ci/run does)"
+        )
+    pytest.importorskip(
+        "psycopg_pool", reason="psycopg and psycopg-pool are not installed: pip install 'ctxlife[postgres]'"
+    )
+    server = PostgresServer(tmp_path_factory.mktemp("postgres-server"))
+    try:
+        server.start()
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        pytest.fail(str(exc))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_scheme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Make ``postgres://`` open in this process and its children when the installed ctxlife predates
+    the store (a checkout run against an older editable install): a distribution of the test run's
+    own, found on ``sys.path`` and ``PYTHONPATH``, offers the entry points pyproject.toml declares."""
+    from importlib.metadata import entry_points
+
+    from ctxlife.sessions import ENTRY_POINT_GROUP, REGISTRY
+
+    if {"postgres", "postgresql"} <= {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}:
+        yield
+        return
+    folder = tmp_path_factory.mktemp("postgres-entry-points")
+    info = folder / "ctxlife_postgres_tests-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxlife-postgres-tests\nVersion: 0\n")
+    target = "ctxlife.sessions.postgres:PostgresStore.from_url"
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\npostgres = {target}\npostgresql = {target}\n")
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (saved, str(folder)) if p)
+    sys.path.append(str(folder))
+    REGISTRY.refresh()
+    yield
+    sys.path.remove(str(folder))
+    if saved is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = saved
+    REGISTRY.refresh()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server: PostgresServer, postgres_scheme: None) -> str:
+    """URL of the run's PostgreSQL server (its password included); add ``schema=`` to isolate a test."""
+    return postgres_server.url()
 
 
 # -- the tau-bench trajectories kept in tests/data (MIT, license beside them) --------------------

@@ -6,6 +6,7 @@
     ctxlife replay --session ID       the same for a stored session (on a copy), recall included
     ctxlife report ID -o FILE         a self-contained HTML report of a stored session, call by call
     ctxlife session list|show|export|rm   inspect stored sessions
+    ctxlife store migrate URL         bring a store's schema to this version (a deploy step)
     ctxlife demo [--config] [--model] a real CrewAI crew on a scripted offline LLM, managed by ctxlife
 
 Imports stay lazy so the command starts fast; CrewAI is imported only by ``demo``.
@@ -24,7 +25,7 @@ from ctxlife.errors import ConfigError, CtxlifeError
 from ctxlife.events import redact_text, redacted
 from ctxlife.inspection import add_session_replay_arguments
 from ctxlife.report.cli import add_report_parser
-from ctxlife.sessions.cli import add_session_parser, run_session_command
+from ctxlife.sessions.cli import add_session_parser, add_store_parser, run_session_command, run_store_command
 
 
 def _console() -> Any:
@@ -389,6 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_parser(sub)  # ctxlife report ID -o report.html
     session = add_session_parser(sub)  # with --config, before or after the subcommand
     session.set_defaults(func=cmd_session)
+    add_store_parser(sub).set_defaults(func=lambda args: run_store_command(args))  # ctxlife store migrate URL
     return parser
 
 

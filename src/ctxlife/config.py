@@ -77,8 +77,9 @@ class Settings(BaseSettings):
     store: str | None = Field(
         None,
         description="Where sessions live (snapshots, raw history, blobs, locks): one store, opened by the host and "
-        'used by every strategy (ctx.store). "file://DIR", "sqlite:///PATH.db", "redis://HOST:PORT/DB" or '
-        '"rediss://..." (?ttl=SECONDS for expiry); relative paths resolve against the config file\'s folder. Unset: '
+        'used by every strategy (ctx.store). "file://DIR", "sqlite:///PATH.db", "redis://HOST:PORT/DB", '
+        '"rediss://..." or "postgres://USER@HOST:PORT/DB" (?ttl=SECONDS for expiry); relative paths resolve '
+        "against the config file's folder. Unset: "
         f'"{DEFAULT_STORE_URL}", opened only when an active strategy keeps sessions (snapshot_restore).',
     )
 

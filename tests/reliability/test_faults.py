@@ -256,12 +256,14 @@ def test_hanging_summarizer_releases_the_session_lock(tmp_path):
 # caller is told it failed). Every test asserts the faults happened (FaultPlan counts them).
 
 
-@pytest.fixture(params=["file", "sqlite", "redis"])
+@pytest.fixture(params=["file", "sqlite", "redis", "postgres"])
 def real_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "file":
         return f"file://{tmp_path / 'sessions'}"
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'sessions.db'}"
+    if request.param == "postgres":
+        return f"{request.getfixturevalue('postgres_url')}?schema=faults_{uuid.uuid4().hex[:8]}"
     url = request.getfixturevalue("redis_url")
     return f"{url}?prefix=faults-{uuid.uuid4().hex[:8]}:"
 

@@ -322,6 +322,11 @@ def test_fleet_on_a_redis_store(redis_url: str, tmp_path: Path) -> None:
     run(f"{redis_url}?prefix=fleet-{tmp_path.name}:")
 
 
+@pytest.mark.slow
+def test_fleet_on_a_postgres_store(postgres_url: str) -> None:
+    run(f"{postgres_url}?schema=fleet_{uuid.uuid4().hex[:12]}")
+
+
 def test_the_model_is_not_the_product(tmp_path: Path) -> None:
     # The machine's oracle reads the store's own current state and nothing of the keeper's: a
     # store that loses an append must fail it (a guard against a machine that cannot fail).

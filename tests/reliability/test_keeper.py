@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,14 @@ from ctxlife.errors import StoreError
 from ctxlife.sessions import open_store
 
 
-@pytest.fixture(params=["file", "sqlite", "redis"])
+@pytest.fixture(params=["file", "sqlite", "redis", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "file":
         return f"file://{tmp_path / 'sessions'}"
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'sessions.db'}"
+    if request.param == "postgres":
+        return f"{request.getfixturevalue('postgres_url')}?schema=keeper_{uuid.uuid4().hex[:12]}"
     return f"{request.getfixturevalue('redis_url')}?prefix=keeper-{tmp_path.name}:"
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-STORE_KINDS = ("file", "sqlite", "redis")
+sys.path.insert(0, str(Path(__file__).parent))  # pg_sql
+STORE_KINDS = ("file", "sqlite", "redis", "postgres")
 
 
 @pytest.fixture
@@ -41,6 +42,9 @@ def make_url(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], 
         if kind == "redis":
             base = request.getfixturevalue("redis_url")
             return f"{base}?prefix=test-{uuid.uuid4().hex[:12]}:"
+        if kind == "postgres":  # a schema of the test's own in the run's server
+            base = request.getfixturevalue("postgres_url")
+            return f"{base}?schema=t_{uuid.uuid4().hex[:12]}"
         raise ValueError(kind)
 
     return make

@@ -96,7 +96,7 @@ def _run_together(spawn: Any, code: str, args: list[list[str]], go: Path) -> lis
     return outputs
 
 
-@pytest.mark.parametrize("store_kind", ["file", "sqlite", "redis"])
+@pytest.mark.parametrize("store_kind", ["file", "sqlite", "redis", "postgres"])
 def test_two_processes_appending_never_interleave_or_lose(store_url: str, spawn: Any, tmp_path: Path) -> None:
     batches = 150
     _run_together(
@@ -128,7 +128,7 @@ def test_two_processes_appending_never_interleave_or_lose(store_url: str, spawn:
     assert switches > 0  # the two writers really ran at the same time
 
 
-@pytest.mark.parametrize("store_kind", ["redis", "sqlite", "file"])
+@pytest.mark.parametrize("store_kind", ["redis", "sqlite", "file", "postgres"])
 def test_two_workers_never_hold_the_lock_at_once(store_url: str, spawn: Any, tmp_path: Path) -> None:
     rounds = 40
     outputs = _run_together(

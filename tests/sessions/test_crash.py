@@ -67,7 +67,7 @@ for line in sys.stdin:
     print("dead", pid, status, flush=True)
 """
 
-KILLS = {"file": 30, "sqlite": 20, "redis": 10}
+KILLS = {"file": 30, "sqlite": 20, "redis": 10, "postgres": 10}
 
 
 def _check_file_tail(folder: Path, sid: str, readable: int) -> bool:
@@ -109,7 +109,7 @@ def _read_until(proc: Any, word: str, seen: list[str]) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("store_kind", ["file", "sqlite", "redis"])
+@pytest.mark.parametrize("store_kind", ["file", "sqlite", "redis", "postgres"])
 def test_sigkill_at_random_moments_never_loses_or_corrupts(store_kind: str, store_url: str, spawn: Any) -> None:
     rng = random.Random(20240531)
     sid = "crashy"

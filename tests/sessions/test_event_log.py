@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import structlog
+from pg_sql import pg_sql
 
 import ctxlife
 from ctxlife.config import settings_from_dict
@@ -312,6 +313,8 @@ def _corrupt_snapshot(store: SessionStore, store_url: str, sid: str) -> None:
     elif store_url.startswith("sqlite://"):
         with sqlite3.connect(store_url[len("sqlite:///") :]) as conn:
             conn.execute("UPDATE ctxlife_snapshots SET json = '{not json' WHERE session_id = ?", (sid,))
+    elif store_url.startswith("postgres"):
+        pg_sql(store_url, "UPDATE {s}.ctxlife_snapshots SET json = '{not json' WHERE session_id = %s", (sid,))
     else:
         client, key = store._client, store._key(sid, "ctx")  # type: ignore[attr-defined]
         kind = client.type(key).decode()
@@ -377,6 +380,13 @@ def _stored_text(store: SessionStore, store_url: str, sid: str) -> str:
         return "".join(
             p.read_bytes().decode(errors="replace") for p in path.parent.glob(path.name + "*") if p.is_file()
         )
+    if store_url.startswith("postgres"):  # every row of the session, as an outsider reads them
+        rows = pg_sql(store_url, "SELECT json FROM {s}.ctxlife_raw WHERE session_id = %s", (sid,))
+        rows += pg_sql(store_url, "SELECT json FROM {s}.ctxlife_snapshots WHERE session_id = %s", (sid,))
+        rows += pg_sql(
+            store_url, "SELECT convert_from(data, 'UTF8') FROM {s}.ctxlife_blobs WHERE session_id = %s", (sid,)
+        )
+        return "".join(str(r[0]) for r in rows)
     client = store._client  # type: ignore[attr-defined]
     out = []
     for key in client.scan_iter(match=store._key(sid, "*")):  # type: ignore[attr-defined]
@@ -426,7 +436,7 @@ def test_derived_data_goes_with_the_session(store_url: str) -> None:
         store.append("gone", [user("x")])
         folder = store.derived_dir("gone")
         if folder is None:
-            assert store_url.startswith("redis")
+            assert store_url.startswith(("redis", "postgres"))
             return
         folder.mkdir(parents=True)
         (folder / "index.db").write_text("derived")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pg_sql import pg_sql
 
 from ctxlife.errors import StoreError
 from ctxlife.sessions import Snapshot, open_store
@@ -192,7 +193,8 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 def cli(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """The real ``ctxlife`` command in a fresh process (nothing registered in this one helps it)."""
-    env = dict(os.environ, PYTHONPATH=str(SRC))
+    # the run's PYTHONPATH after the checkout's (the postgres_scheme fixture may put entry points there)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p))
     return subprocess.run([*CLI, *argv], capture_output=True, text=True, cwd=cwd, env=env, timeout=120, check=False)
 
 
@@ -219,6 +221,10 @@ def age(url: str, sid: str, seconds: float) -> None:
         with conn:
             conn.execute("UPDATE ctxlife_sessions SET touched_at = ? WHERE session_id = ?", (then, sid))
         conn.close()
+    elif url.startswith("postgres"):  # the store keeps the server's clock
+        pg_sql(
+            url, "UPDATE {s}.ctxlife_sessions SET touched_at = touched_at - %s WHERE session_id = %s", (seconds, sid)
+        )
     else:  # redis knows no write time: a snapshot-only session is as old as its snapshot
         with open_store(url) as store:
             assert store.head(sid) == 0, "age() on redis needs a snapshot-only session"

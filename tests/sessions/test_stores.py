@@ -342,7 +342,7 @@ def test_lock_released_when_the_body_raises(store: SessionStore) -> None:
         pass
 
 
-@pytest.mark.parametrize("store_kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("store_kind", ["sqlite", "redis", "postgres"])
 def test_expired_lock_is_taken_over_and_not_deleted_by_its_old_holder(store: SessionStore, store_url: str) -> None:
     other = open_store(store_url)
     try:
@@ -759,7 +759,9 @@ def test_file_store_ignores_foreign_files(tmp_path: Path) -> None:
 def test_open_store_errors_name_the_fix() -> None:
     with pytest.raises(StoreError, match="no scheme.*file://workspace/sessions"):
         open_store("workspace/sessions")
-    with pytest.raises(StoreError, match=r"unknown session store scheme 'nope'.*file, redis, rediss, sqlite"):
+    with pytest.raises(
+        StoreError, match=r"unknown session store scheme 'nope'.*file, (postgres, postgresql, )?redis, rediss, sqlite"
+    ):
         open_store("nope://x")
 
 

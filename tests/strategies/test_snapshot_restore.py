@@ -12,6 +12,7 @@ import pytest
 import ctxlife
 from ctxlife.config import load_settings, settings_from_dict
 from ctxlife.errors import SessionIdError
+from ctxlife.events import redact_url
 from ctxlife.host import Host
 from ctxlife.sessions import open_store
 from ctxlife.testing import assistant, system, tool_call, tool_result, user
@@ -19,15 +20,17 @@ from ctxlife.testing import assistant, system, tool_call, tool_result, user
 WORKER = Path(__file__).with_name("session_worker.py")
 
 
-STORE_KINDS = ["file", "sqlite", "redis"]
+STORE_KINDS = ["file", "sqlite", "redis", "postgres"]
 
 
 def url_of(kind, request, tmp_path):
-    """A store URL of ``kind`` private to this test (Redis: a key prefix on the run's server)."""
+    """A store URL of ``kind`` private to this test (Redis: a key prefix on the run's server; Postgres: a schema)."""
     if kind == "file":
         return f"file://{tmp_path / 'sessions'}"
     if kind == "sqlite":
         return f"sqlite:///{tmp_path / 'sessions.db'}"
+    if kind == "postgres":  # a schema of the test's own on the run's server
+        return f"{request.getfixturevalue('postgres_url')}?schema=t{abs(hash(str(tmp_path))) % 10**8}"
     base = request.getfixturevalue("redis_url")
     return f"{base}?prefix=t{abs(hash(str(tmp_path))) % 10**8}:"
 
@@ -185,7 +188,8 @@ def test_the_host_opens_the_top_level_store_and_every_strategy_uses_it(store_url
         }
     )
     host = Host(cfg, context_window=100_000, session_id="owned")
-    assert host.store is not None and host.store.url.split("?")[0] == store_url.split("?")[0]
+    # (the store's url never shows a password: the test server's postgres URL has one)
+    assert host.store is not None and host.store.url.split("?")[0] == redact_url(store_url).split("?")[0]
     ctx = ctxlife.ToolCallContext(tool_name="dump", tool_input={}, result="word " * 2000, raw_result=None)
     host.after_tool_call(ctx)
     assert ctx.actions[0].details["saved_in"] == "session"  # a blob of the session, in the one store

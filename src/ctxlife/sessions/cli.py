@@ -167,6 +167,44 @@ def add_session_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def add_store_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``store`` command (``store migrate URL``) to ``subparsers``; returns its parser."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "store",
+        help="operate on a session store itself (schema migrations)",
+        description="Operations on a session store as a whole.",
+    )
+    sub = parser.add_subparsers(dest="store_command", metavar="COMMAND")
+    sub.required = True
+    migrate = sub.add_parser(
+        "migrate",
+        help="bring a store's schema to this ctxlife's version (a deploy step, before starting workers)",
+        description="Bring the store's schema to the version this ctxlife writes, under the store's own lock "
+        "(several deploys at once migrate once). Stores without a schema step (file, sqlite, redis) have "
+        "nothing to do. Prints the versions before and after.",
+    )
+    migrate.add_argument("url", metavar="URL", help="the store URL, e.g. postgres://user@db:5432/app")
+    return parser
+
+
+def run_store_command(args: argparse.Namespace, out: IO[str] | None = None) -> int:
+    """Run a parsed ``store`` command; a store error propagates (the CLI prints it, exit code 1)."""
+    from ctxlife.sessions import open_store
+
+    out = out or sys.stdout
+    with open_store(args.url) as store:
+        migrate = getattr(store, "migrate", None)
+        if migrate is None:
+            print(f"{store.url}: nothing to migrate ({type(store).__name__} upgrades itself when opened)", file=out)
+            return _EXIT_OK
+        before, after = migrate()
+        if before == after:
+            print(f"{store.url}: schema at version {after}, nothing to do", file=out)
+        else:
+            print(f"{store.url}: schema migrated from {before or 'none'} to version {after}", file=out)
+    return _EXIT_OK
+
+
 def run_session_command(
     args: argparse.Namespace,
     default_store_url: str | None,
