@@ -29,7 +29,10 @@ Methods, each as its docs tell users to run it:
   tiktoken encoding and per-message accounting;
 * ``recent+bm25``: the obvious alternative (issue 21), about thirty lines with no ctxlife code: at the
   same budget, the most recent messages in half of it and BM25 over each earlier user message with
-  its reply in the other half (``run_recent_bm25``).
+  its reply in the other half (``run_recent_bm25``);
+* ``pair-doc``: the stronger baseline of issue 40, as short and as independent: the recent messages in half
+  the budget, BM25 over every earlier message together with the next one (both directions), stopwords
+  removed, in the other half (``run_pair_doc``).
 
 Reported per method, window, language and half: the share of questions whose answer is in the
 context sent, the mean context tokens at those calls, and the mean wall time of a call (question
@@ -67,6 +70,7 @@ from grading import answered
 from memorybank import (
     LANGUAGES,
     SYSTEM_PROMPT,
+    WORDINGS,
     Conversation,
     Question,
     chat_pool,
@@ -74,14 +78,25 @@ from memorybank import (
     load_answer_keys,
     load_bank,
     question_texts,
+    reworded,
 )
 from peers import langchain_counter
 from provenance import stamp
 
 REPO = Path(__file__).resolve().parent.parent
 WINDOWS = (4_000, 8_000)
-METHODS = ("unmanaged", "truncate_last_n", "llm_summary", "llm_summary+recall", "trim_messages", "recent+bm25")
+METHODS = (
+    "unmanaged",
+    "truncate_last_n",
+    "llm_summary",
+    "llm_summary+recall",
+    "trim_messages",
+    "recent+bm25",
+    "pair-doc",
+)
+BASELINES = ("trim_messages", "recent+bm25", "pair-doc")  # run at llm_summary+recall's budget of each question
 SYNTHETIC_SEEDS = {"dev": (1, 2, 3), "heldout": (101, 102, 103)}
+RECALL_HEADER = "Recalled from earlier in this conversation"  # docs/strategies/recall.md: the block's first line
 AGENT_PROMPT = "You are the front-desk assistant of a veterinary clinic. Use the tools to look things up."
 
 
@@ -132,6 +147,7 @@ class Run:
     outcomes: list[Outcome] = field(default_factory=list)
     replay_seconds: list[float] = field(default_factory=list)
     budgets: dict[str, int] = field(default_factory=dict)  # question label -> tokens sent (for trim)
+    replay_blocks: list[int] = field(default_factory=list)  # tokens of the recall block at each replay call (0: none)
 
 
 def run_ctxlife(conv: Conversation, method: str, window: int, workdir: Path) -> Run:
@@ -164,6 +180,7 @@ def run_ctxlife(conv: Conversation, method: str, window: int, workdir: Path) -> 
                 ask(conv.interleaved[i], messages)
             else:
                 run.replay_seconds.append(call(messages))
+                run.replay_blocks.append(block_tokens(messages, counter))
             messages.extend(after)
     for n, question in enumerate(conv.questions):
         with clock_at(conv.question_day):
@@ -184,6 +201,12 @@ def run_ctxlife(conv: Conversation, method: str, window: int, workdir: Path) -> 
                 ask(question, [*messages, {"role": "user", "content": question.text}])
     clear_hosts()
     return run
+
+
+def block_tokens(messages: list[dict[str, Any]], counter: Any) -> int:
+    """Tokens of the recall block in a context sent (0 when there is none), found by its documented header."""
+    blocks = [m for m in messages if RECALL_HEADER in str(m.get("content") or "")]
+    return sum(counter.count_each(blocks))
 
 
 def fork_session(settings: Any, session: str, fork: str) -> str:
@@ -317,6 +340,71 @@ def run_recent_bm25(conv: Conversation, budgets: dict[str, int]) -> Run:
     return run
 
 
+# Stopwords of the pair-doc baseline, written for it (not ctxlife's list): English function words, and
+# Chinese function words (as the bigrams a question is cut into).
+PAIR_DOC_STOPWORDS = frozenset(
+    """a an the and or but if of to in on at by for with from as is am are was were be been being do does did
+    have has had i me my mine you your yours he him his she her it its we us our they them their this that these
+    those what which who whom whose when where why how can could would should will shall may might must not no
+    so than then too very just about into over again there here any some all each more most other such only own
+    same s t don did didn ll ve re d m o y let tell give please know remember recall
+    什么 我们 你们 他们 一个 一下 这个 那个 可以 没有 就是 还是 是不 不是 的是 了吗 是什 么时 时候""".split()
+)
+
+
+def run_pair_doc(conv: Conversation, budgets: dict[str, int]) -> Run:
+    """ "pair-doc" (issue 40), at each question's budget: the recent messages in half of it, and BM25 over every
+    earlier message *together with the next one* (either role starts a pair), stopwords removed, in the other
+    half (best first, shown in order, a message sent once). Written without ctxlife code: words lower-cased,
+    Chinese/Japanese as character bigrams; BM25 k1=1.5, b=0.75 (the Okapi defaults of rank-bm25)."""
+    from ctxlife.tokens import TokenCounter
+
+    counter = TokenCounter(None)
+    run = Run()
+
+    def terms(text: str) -> list[str]:
+        text = text.lower()
+        out = re.findall(r"[^\W\d_]+|\d+", re.sub(r"[\u3040-\u30ff\u3400-\u9fff]", " ", text))
+        for cjk in re.findall(r"[\u3040-\u30ff\u3400-\u9fff]+", text):
+            out += [cjk[i : i + 2] for i in range(max(len(cjk) - 1, 1))]
+        return [t for t in out if t not in PAIR_DOC_STOPWORDS]
+
+    def ask(question: Question, listing: list[dict[str, Any]]) -> None:
+        started = time.perf_counter()
+        system, rest, last = listing[0], listing[1:-1], listing[-1]
+        room = budgets[question.label] - counter.count_messages([system, last])
+        cut = len(rest)
+        while cut and counter.count_messages(rest[cut - 1 :]) <= room // 2:
+            cut -= 1
+        older, recent = rest[:cut], rest[cut:]
+        bags = [Counter(terms(" ".join(str(m.get("content") or "") for m in older[i : i + 2]))) for i in range(cut)]
+        average = statistics.fmean(sum(b.values()) for b in bags) if bags else 1.0
+        scores = [0.0] * len(bags)
+        for term in set(terms(str(last.get("content") or ""))):
+            df = sum(1 for b in bags if term in b)
+            idf = math.log((len(bags) - df + 0.5) / (df + 0.5) + 1)
+            for k, bag in enumerate(bags):
+                if term in bag:
+                    tf = bag[term]
+                    scores[k] += idf * tf * 2.5 / (tf + 1.5 * (0.25 + 0.75 * sum(bag.values()) / average))
+        chosen: set[int] = set()
+        left = room - counter.count_messages(recent)
+        for k in sorted(range(len(bags)), key=lambda k: -scores[k]):
+            new = [i for i in (k, k + 1) if i < cut and i not in chosen]
+            cost = sum(counter.count_each([older[i] for i in new]))
+            if scores[k] > 0 and cost <= left:
+                chosen.update(new)
+                left -= cost
+        sent = [system, *[older[i] for i in sorted(chosen)], *recent, last]
+        seconds = time.perf_counter() - started
+        run.outcomes.append(
+            Outcome(question.label, answered(question.answers, sent), counter.count_messages(sent), seconds)
+        )
+
+    ask_each(conv, ask)
+    return run
+
+
 # -- the table -------------------------------------------------------------------------------------
 
 
@@ -335,11 +423,25 @@ def summarize(runs: list[tuple[Conversation, Run]], window: int) -> dict[str, An
         "ms_per_question_call": round(statistics.fmean(o.seconds for o in outcomes) * 1000, 2),
         "ms_per_replay_call": round(statistics.fmean(replay) * 1000, 2) if replay else None,
         "missed": [o.label for o in outcomes if not o.answered],
+        **(
+            {
+                # Ordinary chat turns (the replay, no question asked): how many got a recall block.
+                "replay_calls": len(blocks),
+                "replay_share_with_block": round(sum(1 for b in blocks if b) / len(blocks), 3),
+                "replay_mean_block_tokens": round(statistics.fmean([b for b in blocks if b] or [0])),
+            }
+            if (blocks := [b for _, run in runs for b in run.replay_blocks])
+            else {}
+        ),
     }
 
 
 def bench_answers(
-    conversations: list[Conversation], windows: Sequence[int], methods: Sequence[str], progress: Callable[[str], None]
+    conversations: list[Conversation],
+    windows: Sequence[int],
+    methods: Sequence[str],
+    progress: Callable[[str], None],
+    wording: str = "question",
 ) -> list[dict[str, Any]]:
     rows = []
     for window in windows:
@@ -348,7 +450,7 @@ def bench_answers(
             with tempfile.TemporaryDirectory(prefix="ctxlife-bench-recall-") as tmp:
                 recall_run = None
                 for method in methods:
-                    if method in ("trim_messages", "recent+bm25"):
+                    if method in BASELINES:
                         continue
                     run = run_ctxlife(conv, method, window, Path(tmp))
                     per_method[method].append((conv, run))
@@ -358,6 +460,8 @@ def bench_answers(
                     per_method["trim_messages"].append((conv, run_trim(conv, recall_run.budgets)))
                 if "recent+bm25" in methods and recall_run is not None:
                     per_method["recent+bm25"].append((conv, run_recent_bm25(conv, recall_run.budgets)))
+                if "pair-doc" in methods and recall_run is not None:
+                    per_method["pair-doc"].append((conv, run_pair_doc(conv, recall_run.budgets)))
             progress(f"{conv.name} @ {window}")
         for method, runs in per_method.items():
             groups: dict[tuple[str, str, str], list[tuple[Conversation, Run]]] = {}
@@ -372,6 +476,7 @@ def bench_answers(
                         "split": split,
                         "method": method,
                         "window": window,
+                        "wording": wording,
                         **summarize(group, window),
                     }
                 )
@@ -668,6 +773,11 @@ def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -
         replayed = [c for i, c in enumerate(replayed) if i % 5 == 0]
     started = time.perf_counter()
     answers = bench_answers(replayed, WINDOWS, METHODS, progress)
+    # The MemoryBank questions asked again as requests and as statements (recall must not hinge on the
+    # wording): ctxlife with recall and the pair-doc baseline only.
+    for wording in WORDINGS[1:]:
+        again = [reworded(c, wording) for c in replayed if c.name.startswith("memorybank")]
+        answers += bench_answers(again, WINDOWS, ("llm_summary+recall", "pair-doc"), progress, wording=wording)
     overhead = bench_overhead((1_000, 10_000), calls=20 if quick else 60)
     return stamp(
         {
@@ -699,12 +809,14 @@ def print_table(result: dict[str, Any]) -> None:
         "lang",
         "half",
         "window",
+        "wording",
         "method",
         "answered",
         "mean tokens",
         "share",
         "ms/question",
         "ms/replay call",
+        "chat turns with a block",
     ):
         table.add_column(column)
     for row in result["answers"]:
@@ -713,12 +825,14 @@ def print_table(result: dict[str, Any]) -> None:
             row["language"],
             row["split"],
             str(row["window"]),
+            row.get("wording", "question"),
             row["method"],
             f"{row['answer_in_context']:.0%} ({row['answered']}/{row['questions']})",
             str(row["mean_tokens"]),
             f"{row['mean_share_of_window']:.0%}",
             f"{row['ms_per_question_call']:.1f}",
             "-" if row["ms_per_replay_call"] is None else f"{row['ms_per_replay_call']:.1f}",
+            f"{row['replay_share_with_block']:.0%}" if "replay_share_with_block" in row else "-",
         )
     console = Console()
     console.print(table)

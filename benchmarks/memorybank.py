@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,31 @@ def conversations(language: str, users: Sequence[str] | None = None) -> list[Con
             Conversation(name, language, split_of[user], SYSTEM_PROMPT[language], calls, questions, QUESTION_DAY)
         )
     return out
+
+
+WORDINGS = ("question", "request", "statement")
+
+
+def reword(text: str, language: str, wording: str) -> str:
+    """A probing question asked another way, mechanically, to see whether recall hinges on the phrasing:
+    ``"request"`` ("Tell me ...", "告诉我……") or ``"statement"`` ("I'm trying to think of ...", "我在想……"), without
+    a question mark or a leading question word. ``"question"``: the text as written."""
+    if wording == "question":
+        return text
+    bare = text.strip().rstrip("?？").strip()
+    if language == "cn":
+        bare = bare.rstrip("吗呢吧").rstrip("，,")
+        return ("告诉我" if wording == "request" else "我在想") + bare + "。"
+    bare = bare[0].lower() + bare[1:]
+    return ("Tell me " if wording == "request" else "I'm trying to think of this: ") + bare + "."
+
+
+def reworded(conv: Conversation, wording: str) -> Conversation:
+    """``conv`` with its final questions asked in ``wording`` (see :func:`reword`)."""
+    if wording == "question":
+        return conv
+    questions = [Question(reword(q.text, conv.language, wording), q.answers, q.label) for q in conv.questions]
+    return replace(conv, name=f"{conv.name}-{wording}", questions=questions)
 
 
 def chat_pool(language: str = "en") -> list[Message]:

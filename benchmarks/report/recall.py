@@ -14,6 +14,7 @@ METHOD_LABELS = {
     "llm_summary+recall": "`llm_summary` + `recall`",
     "trim_messages": "`trim_messages` (same budget)",
     "recent+bm25": "recent half + BM25 over message-with-reply (same budget)",
+    "pair-doc": "pair-doc: recent half + BM25 over each message with the next, stopwords removed (same budget)",
 }
 DATA_LABELS = {
     ("memorybank", "en"): "MemoryBank, English",
@@ -23,7 +24,43 @@ DATA_LABELS = {
 
 
 def _rows(results: dict[str, Any], split: str) -> dict[tuple[str, str, int, str], dict[str, Any]]:
-    return {(r["data"], r["language"], r["window"], r["method"]): r for r in results["answers"] if r["split"] == split}
+    return {
+        (r["data"], r["language"], r["window"], r["method"]): r
+        for r in results["answers"]
+        if r["split"] == split and r.get("wording", "question") == "question"
+    }
+
+
+def _worded(results: dict[str, Any]) -> list[list[str]]:
+    """Held-out MemoryBank rows of ctxlife with recall and pair-doc, by wording (question / request / statement)."""
+    rows = []
+    by = {
+        (r["language"], r["window"], r.get("wording", "question"), r["method"]): r
+        for r in results["answers"]
+        if r["split"] == "heldout" and r["data"] == "memorybank"
+    }
+    for language in ("en", "cn"):
+        for w in results["windows"]:
+            for wording in ("question", "request", "statement"):
+                ours, base = (
+                    by.get((language, w, wording, "llm_summary+recall")),
+                    by.get((language, w, wording, "pair-doc")),
+                )
+                if ours is None or base is None:
+                    continue
+                chat = ours.get("replay_share_with_block")
+                rows.append(
+                    [
+                        DATA_LABELS[("memorybank", language)],
+                        window(w),
+                        wording,
+                        _cell(ours),
+                        _cell(base),
+                        f"{(ours['answer_in_context'] - base['answer_in_context']) * 100:+.1f}",
+                        "–" if chat is None else pct(chat, 0),
+                    ]
+                )
+    return rows
 
 
 def _cell(row: dict[str, Any] | None) -> str:
@@ -58,6 +95,28 @@ def section(results: dict[str, Any]) -> str:
                 + [_cell(held.get((data, language, w, m))) for m in methods]
             )
     out.append(table(["data", "window", *[METHOD_LABELS[m] for m in methods]], rows, "ll" + "r" * len(methods)))
+    worded = _worded(results)
+    if worded:
+        out.append(
+            'Held-out MemoryBank questions asked three ways (as written, as a request "Tell me ...", as a '
+            'statement "I\'m trying to think of this: ..."), `llm_summary` + `recall` against pair-doc at the same '
+            "tokens per question, and the share of ordinary chat turns (the replay) that got a recall block:\n"
+        )
+        out.append(
+            table(
+                [
+                    "data",
+                    "window",
+                    "wording",
+                    "`llm_summary` + `recall`",
+                    "pair-doc",
+                    "lead (points)",
+                    "chat turns with a block",
+                ],
+                worded,
+                "lllrrrr",
+            )
+        )
     best = "llm_summary+recall"
     if best in methods:
         out.append(

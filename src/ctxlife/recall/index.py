@@ -138,10 +138,11 @@ class HistoryIndex:
         self._last_seq = self._read_last_seq()
         self._docs = self._count_docs()
         self._views = self._read_views()
-        # Document frequencies, kept while the index has grown by less than a tenth: they only
-        # weigh terms, and recomputing them on every add made every search pay for them again.
+        # Document frequencies of the index as it is now (last_seq, documents): a search ranks the
+        # same in a fresh process as in a long-running one. Between writes the same terms are
+        # looked up on every call of a conversation.
         self._df: dict[str, int] = {}
-        self._df_docs = self._docs
+        self._df_state = (self._last_seq, self._docs)
         # Rows read lately (see _rows) and the records made of them: a write that replaces or removes
         # a record empties both; an addition forgets only the slots it filled.
         self._memo: dict[int, tuple[Any, ...] | None] = {}
@@ -402,7 +403,6 @@ class HistoryIndex:
         days = dates_in(query) if use_dates else []
         hits: list[Hit] = []
         with self._lock:
-            terms = self._discriminating(terms)
             if days:
                 hits = self._dated(terms, days, limit, excluded, tool_weight, view)
             if len(hits) < limit and terms:
@@ -526,39 +526,11 @@ class HistoryIndex:
         hits.sort(key=lambda h: (-h.score, h.seq))
         return hits[:limit]
 
-    #: Search terms in more than this share of the documents are left out of the search (when others
-    #: remain): they barely change the ranking and cost the most (every document that has them is scored).
-    COMMON_SHARE = 0.03
-
-    #: FTS5 scores every document a search matches (about 3 µs each): past this many matches, the
-    #: search keeps the rarest terms that stay under it (at least one). This bounds a search's cost
-    #: as a history grows (it rarely binds below 10,000 documents); the turns found are then ranked
-    #: with every term of the question.
-    MAX_MATCHES = 1500
-
-    def _discriminating(self, terms: Sequence[str]) -> list[str]:
-        if len(terms) < 2:
-            return list(terms)
-        total = self._docs
-        if total < 200:  # small histories are cheap to search whole
-            return list(terms)
-        limit = self.COMMON_SHARE * total
-        kept = [t for t in terms if self._doc_freq(t) <= limit] or list(terms)
-        if sum(self._doc_freq(t) for t in kept) <= self.MAX_MATCHES:
-            return kept
-        rarest: list[str] = []
-        matches = 0
-        for term in sorted(kept, key=self._doc_freq):
-            matches += self._doc_freq(term)
-            if rarest and matches > self.MAX_MATCHES:
-                break
-            rarest.append(term)
-        return [t for t in kept if t in rarest]  # in the question's order
-
     def _doc_freq(self, term: str) -> int:
-        if abs(self._docs - self._df_docs) * 10 > self._df_docs + 100:
+        state = (self._last_seq, self._docs)
+        if state != self._df_state:
             self._df.clear()
-            self._df_docs = self._docs
+            self._df_state = state
         found = self._df.get(term)
         if found is None:
             try:
