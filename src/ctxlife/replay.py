@@ -29,6 +29,7 @@ from ctxlife.inspection import (
     PART_KINDS,
     Frame,
     SessionReplay,
+    Shown,
     check_view,
     compose,
     evicted_messages,
@@ -502,30 +503,60 @@ def replay_session(
                     call([*pending, question], "asked", [*shown, question])
                 elif pending:
                     call(pending, f"call {len(result.frames) + 1}", shown)
+            if next_call:
+                result.frames.append(
+                    _next_frame(
+                        settings,
+                        store,
+                        session_id,
+                        view,
+                        window,
+                        model,
+                        counter,
+                        len(result.frames),
+                        prompt + conversation,
+                    )
+                )
+            # What the report shows leaves the store: through the config's privacy filter, once.
+            filtered = Shown(host, session_id, view)
+            result.frames = [filtered.frame(f) for f in result.frames]
         finally:
             host.close()
-    if next_call:
-        found = next_context(settings, store, session_id, view=view, context_window=window, model=model)
-        frame = Frame(
-            len(result.frames),
-            "next call",
-            found.composition,
-            counter.count_messages(prompt + conversation),
-            found.report.tokens_before,
-            found.report.tokens_after,
-            _actions(found.report),
-            [f.__dict__ for f in found.report.failures],
-            [_shown(m, counter) for m in found.evicted],
-            restored={
-                "from_snapshot": found.restored_from_snapshot,
-                "snapshot_covers": found.snapshot_covers,
-                "from_records": found.restored_from_records,
-            },
-            problems=[str(p) for p in validate(found.composition.messages)],
-        )
-        _fill_inserted(frame, found.composition.messages, found.restored, store, session_id)
-        result.frames.append(frame)
     return result
+
+
+def _next_frame(
+    settings: Settings,
+    store: Any,
+    session_id: str,
+    view: str,
+    window: int,
+    model: str | None,
+    counter: Any,
+    index: int,
+    conversation: list[dict[str, Any]],
+) -> Frame:
+    """The call the stored session itself would make next (restored from a copy of its store)."""
+    found = next_context(settings, store, session_id, view=view, context_window=window, model=model, filtered=False)
+    frame = Frame(
+        index,
+        "next call",
+        found.composition,
+        counter.count_messages(conversation),
+        found.report.tokens_before,
+        found.report.tokens_after,
+        _actions(found.report),
+        [f.__dict__ for f in found.report.failures],
+        [_shown(m, counter) for m in found.evicted],
+        restored={
+            "from_snapshot": found.restored_from_snapshot,
+            "snapshot_covers": found.snapshot_covers,
+            "from_records": found.restored_from_records,
+        },
+        problems=[str(p) for p in validate(found.composition.messages)],
+    )
+    _fill_inserted(frame, found.composition.messages, found.restored, store, session_id)
+    return frame
 
 
 def _actions(report: Any) -> list[dict[str, Any]]:
