@@ -310,6 +310,20 @@ class Host:
         check: Callable[[Any], str | None] | None = None,
         stop: Callable[[], bool] | None = None,
     ) -> list[StrategyFailure]:
+        # The marks strategies put on what they insert (summaries, recall blocks) are keyed with
+        # the store's secret: every worker on the store recognises them, no third party can forge one.
+        with message_model.MARK_KEYS.marking_with(self.store):
+            return self._dispatch(hook, ctx, snapshot, restore, check, stop)
+
+    def _dispatch(
+        self,
+        hook: str,
+        ctx: HookContext,
+        snapshot: Callable[[], Any],
+        restore: Callable[[Any], None],
+        check: Callable[[Any], str | None] | None,
+        stop: Callable[[], bool] | None,
+    ) -> list[StrategyFailure]:
         failures: list[StrategyFailure] = []
         tracer = self.tracer
         if tracer is not None:
@@ -525,7 +539,8 @@ class Host:
         kind = message_model.inserted_kind(message) if cleaned is not message else None
         if kind is not None and message_model.inserted_kind(cleaned) is None:
             # a summary or recall block whose text was filtered is still ctxlife's
-            message_model.mark_inserted(cleaned, kind)
+            with message_model.MARK_KEYS.marking_with(self.store):
+                message_model.mark_inserted(cleaned, kind)
         return cleaned
 
     # -- node 2: before each model call -------------------------------------------------

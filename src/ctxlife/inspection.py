@@ -219,7 +219,11 @@ RecordedAt = Callable[["RawRecord"], "float | None"]
 
 @contextlib.contextmanager
 def scratch_session(
-    source: SessionStore | None = None, session_id: str | None = None, *, recorded_at: RecordedAt | None = None
+    source: SessionStore | None = None,
+    session_id: str | None = None,
+    *,
+    recorded_at: RecordedAt | None = None,
+    marks_of: SessionStore | None = None,
 ) -> Iterator[SessionStore]:
     """A file store in a new temporary folder, holding a copy of ``session_id`` from ``source`` (if given).
 
@@ -227,7 +231,9 @@ def scratch_session(
     temporary folder, removed on exit; the source store is only read. The copy's records carry the
     time they are written; ``recorded_at`` gives them another (the original's), which is what a
     recalled passage shows ("[2024-05-02 14:05, message 17]"). With a ``source`` and no
-    ``recorded_at``, each copied record keeps its original's time.
+    ``recorded_at``, each copied record keeps its original's time. The copy marks what ctxlife
+    inserts with the secret of ``marks_of`` (default: ``source``; read, never made there), so a
+    summary or recall block reads exactly as the original store's would.
     """
     with tempfile.TemporaryDirectory(prefix="ctxlife-scratch-") as folder:
         times = recorded_at
@@ -237,7 +243,7 @@ def scratch_session(
             def times(record: RawRecord) -> float | None:
                 return original.get(record.seq, record.recorded_at)
 
-        store = _scratch_store(Path(folder) / "sessions", times)
+        store = _scratch_store(Path(folder) / "sessions", times, marks_of or source)
         try:
             if source is not None and session_id is not None:
                 copy_session(source, store, session_id)
@@ -246,8 +252,9 @@ def scratch_session(
             store.close()
 
 
-def _scratch_store(directory: Path, recorded_at: RecordedAt | None) -> SessionStore:
-    """A :class:`~ctxlife.sessions.file.FileStore` (no fsync: it is thrown away) showing ``recorded_at`` times."""
+def _scratch_store(directory: Path, recorded_at: RecordedAt | None, marks_of: SessionStore | None) -> SessionStore:
+    """A :class:`~ctxlife.sessions.file.FileStore` (no fsync: it is thrown away) showing ``recorded_at``
+    times, marking with the secret of ``marks_of`` when it has one."""
 
     # lazy: the CLI builds its parser from this module; a store module loads when a command opens it
     from ctxlife.sessions.file import FileStore
@@ -266,6 +273,10 @@ def _scratch_store(directory: Path, recorded_at: RecordedAt | None) -> SessionSt
             if recorded_at is None:
                 return records
             return [dataclasses.replace(r, recorded_at=recorded_at(r)) for r in records]
+
+        def _read_mark_key(self, create: bool) -> bytes | None:
+            found = marks_of.mark_key() if marks_of is not None else None
+            return found if found is not None else super()._read_mark_key(create)
 
     return ScratchStore()
 

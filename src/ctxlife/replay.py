@@ -446,7 +446,7 @@ def replay_session(
     def recorded_at(record: RawRecord) -> float | None:
         return times[record.seq - 1] if 0 < record.seq <= len(times) else record.recorded_at
 
-    with scratch_session(recorded_at=recorded_at) as scratch:
+    with scratch_session(recorded_at=recorded_at, marks_of=store) as scratch:
         host = host_on(settings, scratch, context_window=window, model=model, session_id=session_id)
         try:
             counter = host.counter()
