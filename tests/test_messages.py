@@ -204,8 +204,13 @@ def test_summaries_are_recognised_by_their_mark_not_by_their_prefix():
     assert not is_inserted(tool_result("c1", written["content"]))
 
 
-def test_marks_survive_other_processes_and_busy_ones():
-    written = summary_message([system("s")], "a summary only the old process wrote")
+def test_marks_survive_other_processes_and_busy_ones(tmp_path):
+    from ctxlife.messages import MARK_KEYS
+    from ctxlife.sessions import open_store
+
+    url = f"file://{tmp_path / 'sessions'}"
+    with open_store(url) as store, MARK_KEYS.marking_with(store):  # as the host marks: with its store's secret
+        written = summary_message([system("s")], "a summary only the old process wrote")
     saved = json.loads(json.dumps([system("s"), written, user("u")]))
     for _ in range(10_000):  # a busy process marks many others meanwhile (there is no registry to evict it)
         mark_inserted({"role": "user", "content": f"recall {_}"}, "recall")
@@ -213,11 +218,16 @@ def test_marks_survive_other_processes_and_busy_ones():
     code = (
         "import json, sys\n"
         "from ctxlife.messages import is_summary\n"
+        "from ctxlife.sessions import open_store\n"
         "saved = json.loads(sys.argv[1])\n"
-        "print(is_summary(saved[0]), is_summary(saved[1]), is_summary(saved[2]))\n"
+        "print(is_summary(saved[1]))\n"  # a process that has not opened the store does not know its secret
+        "with open_store(sys.argv[2]):\n"
+        "    print(is_summary(saved[0]), is_summary(saved[1]), is_summary(saved[2]))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, json.dumps(saved)], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "True", "False"]
+    out = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(saved), url], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["False", "False", "True", "False"]
 
 
 class LangChainLike:  # what a langchain_core message looks like to ctxlife

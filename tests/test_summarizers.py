@@ -192,7 +192,7 @@ def test_extractive_tool_calls_as_called_with_returned():
     assert "called get_order(order_id=ORD-12345) -> " in out and "status: pending" in out
     assert (
         "called cancel_order(order_id=ORD-12345, reason=mistake) -> "
-        "Error: order ORD-12345 cannot be cancelled after shipping"
+        "\u2502 Error: order ORD-12345 cannot be cancelled after shipping"  # what a tool returned is quoted
     ) in out
     assert "called send_email(to=bob@example.com, body=sorry) -> (no result yet, call id c3)" in out
     assert "User: Please cancel order ORD-12345" in out
@@ -205,7 +205,9 @@ def test_extractive_prefers_requests_decisions_and_errors_over_filler():
     assert "Please cancel order ORD-12345" in out
     assert "cannot be cancelled after shipping" in out
     # The error a call returned is kept with its call; a plain lookup's result goes first.
-    assert "cancel_order(order_id=ORD-12345, reason=mistake) -> Error: order ORD-12345 cannot be cancelled" in out
+    assert (
+        "cancel_order(order_id=ORD-12345, reason=mistake) -> \u2502 Error: order ORD-12345 cannot be cancelled" in out
+    )
     assert "status: pending" not in out and "status: pending" in summarize(ORDER_SPAN, 400)
     # every ledger fact survives, in context or in the Key facts block
     assert facts_missing_from(extract_facts(ORDER_SPAN), out) == []

@@ -72,6 +72,7 @@ class HookContext:
     view: str = ""
     actions: list[Action] = field(default_factory=list, repr=False)
     _text_filter: Callable[..., str] | None = field(default=None, repr=False)
+    _message_filter: Callable[..., dict[str, Any]] | None = field(default=None, repr=False)
     _strategy: str = field(default="", repr=False)
     _tokens: TokenCounter | None = field(default=None, repr=False)
 
@@ -100,6 +101,13 @@ class HookContext:
         if self._text_filter is None:
             return text
         return self._text_filter(text, where=where, session_id=self.session_id, view=self.view)
+
+    def filter_message(self, message: dict[str, Any], where: str) -> dict[str, Any]:
+        """``message`` with every text in it (content, text parts, tool-call arguments, ``tool_use``
+        inputs) through :meth:`filter_text`: the same dict when nothing changed, else a new one."""
+        if self._message_filter is None:
+            return message
+        return self._message_filter(message, where=where, session_id=self.session_id, view=self.view)
 
     def record(self, what: str, **details: Any) -> None:
         """Record that the calling strategy acted (``ctx.record("truncated", removed=12)``).
@@ -225,7 +233,7 @@ class TextContext(HookContext):
         text: the text (as stored, or as the previous filter left it). Assign a
             new string to change it.
         where: which path it leaves by: ``"recall"``, ``"search"``, ``"restore"``,
-            ``"show"``, ``"export"``, or ``"record"`` (the write-time filter).
+            ``"show"``, ``"export"``, ``"report"``, or ``"record"`` (the write-time filter).
     """
 
     text: str = ""

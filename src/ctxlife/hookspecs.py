@@ -184,14 +184,19 @@ def ctxlife_filter_text(ctx: TextContext) -> None:
     """Privacy filter: change (redact) text before it leaves the session store.
 
     When: every time ctxlife hands stored text to the model or to a person: a
-    passage the ``recall`` strategy puts into the context or the
-    ``ctxlife_search_history`` tool returns (``where="recall"``) and
-    ``ctxlife session search`` output (``where="search"``); any other path that
-    calls :meth:`ctxlife.host.Host.filter_text` / ``filter_message`` or
-    :meth:`ctxlife.HookContext.filter_text` goes through it too (restore,
-    ``session show/export``: ``"restore"``, ``"show"``, ``"export"``).
-    ``where="record"`` is the optional write-time filter: a caller that records
-    a message may pass it through here first so a secret never reaches disk.
+    passage the ``recall`` strategy puts into the context, or the
+    ``ctxlife_search_history`` or ``ctxlife_recall`` tool returns
+    (``where="recall"``); a restored conversation (``"restore"``); what
+    ``ctxlife session show`` and ``session export`` print, ``--raw`` and
+    ``--all`` included (``"show"``, ``"export"``); ``ctxlife session search``
+    output (``"search"``); ``ctxlife report``, ``ctxlife replay --session``
+    (table, ``--json``, ``--html``) and ``session show --context``
+    (``"report"``). ``tests/reliability/test_redaction_paths.py`` enumerates
+    these places. A message's text is its content, text parts, tool-call
+    arguments and ``tool_use`` inputs (:meth:`ctxlife.host.Host.filter_message`,
+    :meth:`ctxlife.HookContext.filter_message`). ``where="record"`` is the
+    optional write-time filter: a caller that records a message may pass it
+    through here first so a secret never reaches disk.
 
     Context: :class:`~ctxlife.contexts.TextContext` with ``text`` (as stored, or
     as the previous filter left it), ``where`` (the path, see above),

@@ -51,6 +51,9 @@ from ctxlife.strategy import Strategy, ToolSpec, create_strategy
 from ctxlife.telemetry import NO_SPAN, host_tracer
 from ctxlife.tokens import REPLY_PRIMING_TOKENS, TokenCounter
 
+#: The keys of a message (and of its parts and tool calls) that hold text a model or a person reads.
+_TEXT_KEYS = frozenset({"content", "text", "tool_calls", "function", "function_call", "arguments", "input"})
+
 
 @dataclass
 class StrategyFailure:
@@ -391,6 +394,7 @@ class Host:
         ctx.threshold = self.settings.threshold
         ctx.store = self.store
         ctx._text_filter = self.filter_text
+        ctx._message_filter = self.filter_message
         if self.summary_model is not None:
             ctx.complete = self.summary_model
         elif ctx.complete is None:
@@ -405,6 +409,21 @@ class Host:
         check: Callable[[Any], str | None] | None = None,
         stop: Callable[[], bool] | None = None,
         *,
+        session: _Session,
+    ) -> list[StrategyFailure]:
+        # The marks strategies put on what they insert (summaries, recall blocks) are keyed with
+        # the store's secret: every worker on the store recognises them, no third party can forge one.
+        with message_model.MARK_KEYS.marking_with(self.store):
+            return self._dispatch(hook, ctx, snapshot, restore, check, stop, session)
+
+    def _dispatch(
+        self,
+        hook: str,
+        ctx: HookContext,
+        snapshot: Callable[[], Any],
+        restore: Callable[[Any], None],
+        check: Callable[[Any], str | None] | None,
+        stop: Callable[[], bool] | None,
         session: _Session,
     ) -> list[StrategyFailure]:
         failures: list[StrategyFailure] = []
@@ -574,7 +593,7 @@ class Host:
         """``text`` after every ``ctxlife_filter_text`` implementation (redaction), in dispatch order.
 
         Call it on any text taken out of the session store before a model or a person sees it
-        (``where``: ``"recall"``, ``"search"``, ``"restore"``, ``"show"``, ``"export"``, or
+        (``where``: ``"recall"``, ``"search"``, ``"restore"``, ``"show"``, ``"export"``, ``"report"``, or
         ``"record"`` before writing). Free when no active strategy filters text.
         """
         if not self._impls["ctxlife_filter_text"] or not text:
@@ -598,27 +617,41 @@ class Host:
     def filter_message(
         self, message: dict[str, Any], *, where: str, session_id: str | None = None, view: str = ""
     ) -> dict[str, Any]:
-        """``message`` with its text (string content, text parts, tool-result text) through :meth:`filter_text`.
+        """``message`` with every text a model or a person reads through :meth:`filter_text`.
 
-        Returns the same dict when nothing changed, else a new one (the original is never edited).
+        The text is the string content, text parts, tool-result text, tool-call arguments
+        (OpenAI ``tool_calls``/``function_call``) and ``tool_use`` inputs (Anthropic); ids, names
+        and roles are left as they are. Returns the same dict when nothing changed, else a new
+        one (the original is never edited).
         """
         if not self._impls["ctxlife_filter_text"]:
             return message
 
-        def clean(value: Any) -> Any:
+        def text(value: str) -> str:
+            return self.filter_text(value, where=where, session_id=session_id, view=view)
+
+        def clean(value: Any, every_key: bool = False) -> Any:
             if isinstance(value, str):
-                return self.filter_text(value, where=where, session_id=session_id, view=view)
+                return text(value)
             if isinstance(value, list):
-                out = [clean(part) for part in value]
+                out = [clean(part, every_key) for part in value]
                 return value if all(a is b for a, b in zip(out, value, strict=True)) else out
             if isinstance(value, dict):
-                changed = {k: clean(v) for k, v in value.items() if k in ("content", "text")}
+                # a tool_use block's input is the model's arguments: every value in it is text
+                changed = {
+                    k: clean(v, every_key or k == "input") for k, v in value.items() if every_key or k in _TEXT_KEYS
+                }
                 if all(changed[k] is value[k] for k in changed):
                     return value
                 return {**value, **changed}
             return value
 
         cleaned: dict[str, Any] = clean(message)
+        kind = message_model.inserted_kind(message) if cleaned is not message else None
+        if kind is not None and message_model.inserted_kind(cleaned) is None:
+            # a summary or recall block whose text was filtered is still ctxlife's
+            with message_model.MARK_KEYS.marking_with(self.store):
+                message_model.mark_inserted(cleaned, kind)
         return cleaned
 
     # -- node 2: before each model call -------------------------------------------------

@@ -59,6 +59,7 @@ __all__ = [
     "Frame",
     "SessionReplay",
     "NextCall",
+    "Shown",
     "Part",
     "compose",
     "copy_session",
@@ -249,7 +250,11 @@ RecordedAt = Callable[["RawRecord"], "float | None"]
 
 @contextlib.contextmanager
 def scratch_session(
-    source: SessionStore | None = None, session_id: str | None = None, *, recorded_at: RecordedAt | None = None
+    source: SessionStore | None = None,
+    session_id: str | None = None,
+    *,
+    recorded_at: RecordedAt | None = None,
+    marks_of: SessionStore | None = None,
 ) -> Iterator[SessionStore]:
     """A file store in a new temporary folder, holding a copy of ``session_id`` from ``source`` (if given).
 
@@ -257,7 +262,9 @@ def scratch_session(
     temporary folder, removed on exit; the source store is only read. The copy's records carry the
     time they are written; ``recorded_at`` gives them another (the original's), which is what a
     recalled passage shows ("[2024-05-02 14:05, message 17]"). With a ``source`` and no
-    ``recorded_at``, each copied record keeps its original's time.
+    ``recorded_at``, each copied record keeps its original's time. The copy marks what ctxlife
+    inserts with the secret of ``marks_of`` (default: ``source``; read, never made there), so a
+    summary or recall block reads exactly as the original store's would.
     """
     with tempfile.TemporaryDirectory(prefix="ctxlife-scratch-") as folder:
         times = recorded_at
@@ -267,7 +274,7 @@ def scratch_session(
             def times(record: RawRecord) -> float | None:
                 return original.get(record.seq, record.recorded_at)
 
-        store = _scratch_store(Path(folder) / "sessions", times)
+        store = _scratch_store(Path(folder) / "sessions", times, marks_of or source)
         try:
             if source is not None and session_id is not None:
                 copy_session(source, store, session_id)
@@ -276,8 +283,9 @@ def scratch_session(
             store.close()
 
 
-def _scratch_store(directory: Path, recorded_at: RecordedAt | None) -> SessionStore:
-    """A :class:`~ctxlife.sessions.file.FileStore` (no fsync: it is thrown away) showing ``recorded_at`` times."""
+def _scratch_store(directory: Path, recorded_at: RecordedAt | None, marks_of: SessionStore | None) -> SessionStore:
+    """A :class:`~ctxlife.sessions.file.FileStore` (no fsync: it is thrown away) showing ``recorded_at``
+    times, marking with the secret of ``marks_of`` when it has one."""
 
     # lazy: the CLI builds its parser from this module; a store module loads when a command opens it
     from ctxlife.sessions.file import FileStore
@@ -296,6 +304,10 @@ def _scratch_store(directory: Path, recorded_at: RecordedAt | None) -> SessionSt
             if recorded_at is None:
                 return records
             return [dataclasses.replace(r, recorded_at=recorded_at(r)) for r in records]
+
+        def _read_mark_key(self, create: bool) -> bytes | None:
+            found = marks_of.mark_key() if marks_of is not None else None
+            return found if found is not None else super()._read_mark_key(create)
 
     return ScratchStore()
 
@@ -476,6 +488,7 @@ def next_context(
     ask: str | None = None,
     context_window: int | None = None,
     model: str | None = None,
+    filtered: bool = True,
 ) -> NextCall:
     """The exact list the next call of ``session_id`` (view ``view``) would send, labelled part by part.
 
@@ -483,7 +496,9 @@ def next_context(
     view (its snapshot and the records after it) and the config's strategies run on it, so a
     compaction, a recall block or the bootstrap text show exactly as they would. ``ask`` is the next
     user message (without it, the call is made on the stored conversation as it is). The original
-    store is only read: nothing is recorded or written there.
+    store is only read: nothing is recorded or written there. Its texts have been through the
+    config's privacy filter (:class:`Shown`) unless ``filtered`` is False (a caller that filters
+    the result itself).
     """
     from ctxlife.session import Session  # lazy: the CLI builds its parser from this module; the host loads per command
 
@@ -505,7 +520,7 @@ def next_context(
                 assert report is not None
             covers = snapshot.raw_length if snapshot is not None else 0
             from_records = len(scratch.read_records(session_id, covers, view=view))
-            return NextCall(
+            call = NextCall(
                 session_id=session_id,
                 view=view,
                 composition=compose(sent, host.counter()),
@@ -522,6 +537,7 @@ def next_context(
                 restored=restored,
                 note=simulated_because(settings, asked=ask is not None, on_purpose=ask is None),
             )
+            return Shown(host, session_id, view).next_call(call) if filtered else call
         finally:
             host.close()
 
@@ -572,6 +588,104 @@ def last_recorded_call(
 
 def _details(action: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in action.items() if k not in ("strategy", "what")}
+
+
+class Shown:
+    """The privacy filter (``ctxlife_filter_text``) over what an inspection or a command shows.
+
+    Every text a report, a replay, ``session show|export|search`` print comes from the store (or
+    from strategies that read it), so it goes through the config's text filters here (``where``:
+    ``"report"``, ``"show"``, ``"export"``, ``"search"``): a redaction strategy's secrets reach
+    no terminal, JSON or HTML file. Free when no strategy filters text.
+    """
+
+    def __init__(
+        self, host: Host | None, session_id: str, view: str = "", where: str = "report", *, owned: bool = False
+    ) -> None:
+        self._session_id, self._view, self._where, self._owned = session_id, view, where, owned
+        self._host = host if host is not None and host.implements("ctxlife_filter_text") else None
+        self.active = self._host is not None
+        if owned and host is not None and self._host is None:
+            host.close()
+
+    @classmethod
+    def from_config(cls, args: Any, session_id: str, where: str) -> Shown:
+        """The filter of the strategies of the config a command was given (``args.config``); close it after use."""
+        # lazy: the CLI builds its parser from this module; config and host load when a command prints
+        from ctxlife.config import load_settings
+        from ctxlife.host import Host
+
+        return cls(Host(load_settings(getattr(args, "config", None))), session_id, where=where, owned=True)
+
+    def text(self, text: str, view: str | None = None) -> str:
+        if self._host is None:
+            return text
+        view = self._view if view is None else view
+        return self._host.filter_text(text, where=self._where, session_id=self._session_id, view=view)
+
+    def message(self, message: Message, view: str | None = None) -> Message:
+        if self._host is None or not isinstance(message, dict):
+            return message
+        view = self._view if view is None else view
+        return self._host.filter_message(message, where=self._where, session_id=self._session_id, view=view)
+
+    def value(self, value: Any, view: str | None = None) -> Any:
+        """Every string in a JSON value (a snapshot's meta) through :meth:`text`."""
+        if isinstance(value, str):
+            return self.text(value, view)
+        if isinstance(value, list):
+            return [self.value(v, view) for v in value]
+        if isinstance(value, dict):
+            return {k: self.value(v, view) for k, v in value.items()}
+        return value
+
+    def close(self) -> None:
+        if self._owned and self._host is not None:
+            self._host.close()
+
+    def __enter__(self) -> Shown:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def rows(self, rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+        """``rows`` with each row's ``key`` filtered (evicted or recalled passages, failures)."""
+        return [{**r, key: self.text(r[key])} if isinstance(r.get(key), str) else r for r in rows]
+
+    def composition(self, composition: Composition) -> Composition:
+        return dataclasses.replace(
+            composition,
+            messages=[self.message(m) for m in composition.messages],
+            parts=[dataclasses.replace(p, text=self.text(p.text)) for p in composition.parts],
+        )
+
+    def next_call(self, call: NextCall) -> NextCall:
+        if not self.active:
+            return call
+        return dataclasses.replace(
+            call,
+            composition=self.composition(call.composition),
+            report=dataclasses.replace(
+                call.report,
+                failures=[dataclasses.replace(f, error=self.text(f.error)) for f in call.report.failures],
+            ),
+            evicted=[self.message(m) for m in call.evicted],
+            restored=[self.message(m) for m in call.restored],
+        )
+
+    def frame(self, frame: Frame) -> Frame:
+        if not self.active:
+            return frame
+        return dataclasses.replace(
+            frame,
+            composition=self.composition(frame.composition),
+            failures=self.rows(frame.failures, "error"),
+            evicted=self.rows(frame.evicted, "text"),
+            recalled=self.rows(frame.recalled, "text"),
+            summary=None if frame.summary is None else self.text(frame.summary),
+            recall_block=None if frame.recall_block is None else self.text(frame.recall_block),
+        )
 
 
 def evicted_messages(before: Sequence[Message], after: Sequence[Message]) -> list[Message]:
@@ -806,6 +920,11 @@ def show_context(store: SessionStore, args: Any, out: Any) -> int:
     found = None
     if getattr(args, "ask", None) is None and not getattr(args, "simulate", None):
         found = last_recorded_call(settings, store, args.session_id, view=view, model=getattr(args, "model", None))
+    if found is not None:  # what is shown leaves the store: through the config's privacy filter
+        from ctxlife.host import Host  # lazy: the CLI builds its parser from this module
+
+        with Shown(Host(settings), args.session_id, view, owned=True) as privacy:
+            found = privacy.next_call(found)
     call = found or next_context(
         settings,
         store,

@@ -30,6 +30,7 @@ from ctxlife.inspection import (
     RECORDED,
     Frame,
     SessionReplay,
+    Shown,
     check_view,
     compose,
     evicted_messages,
@@ -447,7 +448,11 @@ def replay_session(
         found = recorded_replay(settings, store, session_id, view=view, context_window=context_window, model=model)
         if found is not None:
             if ask:
-                found.frames.append(_next_frame(settings, store, session_id, view, found, ask, model))
+                found.frames.append(_simulated_next_frame(settings, store, session_id, view, found, ask, model))
+            # What the report shows leaves the store: through the config's privacy filter, once.
+            host = Host(settings, context_window=found.context_window or None)
+            with Shown(host, session_id, view, owned=True) as privacy:
+                found.frames = [privacy.frame(f) for f in found.frames]
             return found
     window = require_window(settings, context_window)
     check_view(store, session_id, view)
@@ -461,7 +466,7 @@ def replay_session(
     def recorded_at(record: RawRecord) -> float | None:
         return times[record.seq - 1] if 0 < record.seq <= len(times) else record.recorded_at
 
-    with scratch_session(recorded_at=recorded_at) as scratch:
+    with scratch_session(recorded_at=recorded_at, marks_of=store) as scratch:
         host = host_on(settings, scratch, context_window=window, model=model, session_id=session_id)
         try:
             counter = host.counter()
@@ -519,14 +524,17 @@ def replay_session(
                     call([*pending, question], "asked", [*shown, question])
                 elif pending:
                     call(pending, f"call {len(result.frames) + 1}", shown)
+            if next_call:
+                result.frames.append(_simulated_next_frame(settings, store, session_id, view, result, None, model))
+            # What the report shows leaves the store: through the config's privacy filter, once.
+            filtered = Shown(host, session_id, view)
+            result.frames = [filtered.frame(f) for f in result.frames]
         finally:
             host.close()
-    if next_call:
-        result.frames.append(_next_frame(settings, store, session_id, view, result, None, model))
     return result
 
 
-def _next_frame(
+def _simulated_next_frame(
     settings: Settings,
     store: Any,
     session_id: str,
@@ -537,7 +545,14 @@ def _next_frame(
 ) -> Frame:
     """The (simulated) next call of the stored session, restored from a copy of it; with ``ask``, the question."""
     found = next_context(
-        settings, store, session_id, view=view, ask=ask, context_window=result.context_window, model=model
+        settings,
+        store,
+        session_id,
+        view=view,
+        ask=ask,
+        context_window=result.context_window,
+        model=model,
+        filtered=False,  # (the caller filters every frame once)
     )
     counter = TokenCounter(model or settings.model)
     conversation = [r.message for r in view_messages(store, session_id, view)]

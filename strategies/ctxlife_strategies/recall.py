@@ -49,7 +49,7 @@ def _tool_key(name: str) -> str:
 
 
 #: About what the mark line of an inserted message (``<!-- ctxlife:recall ... -->``) costs in tokens.
-_MARK_TOKENS = 16
+_MARK_TOKENS = 20
 
 
 class Recall(ctxlife.Strategy):

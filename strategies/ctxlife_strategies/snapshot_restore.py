@@ -201,7 +201,7 @@ class SnapshotRestore(ctxlife.Strategy):
         # before it) follows the restored conversation.
         current = [m for m in messages if not is_system(m) or is_summary(m)]
         # Text a redaction strategy removes never comes back through a restore (ctxlife_filter_text).
-        restored = [_filtered(ctx, m) for m in saved if not (is_system(m) and not is_summary(m))]
+        restored = [ctx.filter_message(m, "restore") for m in saved if not (is_system(m) and not is_summary(m))]
         if not current_system:  # nothing newer to prefer: keep the saved prompt
             current_system = [m for m in saved if is_system(m) and not is_summary(m)]
         result = current_system + restored + current
@@ -280,24 +280,6 @@ class SnapshotRestore(ctxlife.Strategy):
         snapshot = keeper.save_snapshot(session, view, messages)
         if snapshot is not None:
             ctx.record("snapshot_saved", messages=len(messages), raw_length=snapshot.raw_length)
-
-
-def _filtered(ctx: ctxlife.HookContext, message: dict[str, Any]) -> dict[str, Any]:
-    """``message`` with its text through the text filters (the same dict when nothing changed)."""
-
-    def clean(value: Any, key: str | None) -> Any:
-        if isinstance(value, str):
-            return ctx.filter_text(value, "restore") if key in ("content", "text") else value
-        if isinstance(value, list):
-            parts = [clean(part, key) for part in value]
-            return value if all(a is b for a, b in zip(parts, value, strict=True)) else parts
-        if isinstance(value, dict):
-            changed = {k: clean(v, k) for k, v in value.items() if k in ("content", "text")}
-            return value if all(changed[k] is value[k] for k in changed) else {**value, **changed}
-        return value
-
-    cleaned: dict[str, Any] = clean(message, None)
-    return cleaned
 
 
 def _store(ctx: ctxlife.HookContext) -> SessionStore | None:

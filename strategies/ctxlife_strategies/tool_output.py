@@ -192,6 +192,7 @@ class ToolOutput(ctxlife.Strategy):
             str(args.get("query", "") or ""),
             store=ctx.store,
             session_id=ctx.session_id,
+            text_filter=lambda text: ctx.filter_text(text, "recall"),
         )
         ctx.record("recalled", query=bool(str(args.get("query", "") or "").strip()))
 
@@ -301,9 +302,20 @@ class ToolOutput(ctxlife.Strategy):
         ]
 
     def recall(
-        self, ref: str = "", start: str | int = "", query: str = "", *, store: Any = None, session_id: str | None = None
+        self,
+        ref: str = "",
+        start: str | int = "",
+        query: str = "",
+        *,
+        store: Any = None,
+        session_id: str | None = None,
+        text_filter: Callable[[str], str] | None = None,
     ) -> str:
-        """``ctxlife_recall``: a page of a stored result, or its passages matching ``query``."""
+        """``ctxlife_recall``: a page of a stored result, or its passages matching ``query``.
+
+        ``text_filter`` is the privacy filter (``ctxlife_filter_text``) the stored text goes
+        through before it is paged or searched.
+        """
         ref = str(ref or "").strip().strip("\"'")
         found = self.load(ref, store, session_id)
         if found is None:
@@ -313,6 +325,8 @@ class ToolOutput(ctxlife.Strategy):
             )
         text, meta = found
         text = escape_surrogates(text)  # results stored before they were escaped
+        if text_filter is not None:
+            text = text_filter(text)
         try:
             offset = int(str(start).strip() or 0)
         except ValueError:

@@ -23,7 +23,7 @@ from ctxlife.summarizers import ExtractiveSummarizer, register_summarizer, unreg
 from ctxlife.testing import assistant, system, tool_call, tool_result, user
 
 WINDOW = 4000
-MARKS = 20  # a summary message's tokens besides its text: the "History summary:" prefix and ctxlife's mark line
+MARKS = 24  # a summary message's tokens besides its text: the "History summary:" prefix and ctxlife's mark line
 
 
 def rounds(start: int, count: int) -> list[dict[str, Any]]:

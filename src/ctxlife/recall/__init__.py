@@ -12,9 +12,9 @@ for Chinese and other scripts written without spaces. The ``recall`` strategy an
         print(passage.hit.seq, [r.text for r in passage.records])
 """
 
+from ctxlife.messages import QUOTE_MARK, quote
 from ctxlife.recall.history import (
     MEMORY,
-    QUOTE_MARK,
     RECALL_HEADER,
     HistorySearch,
     Passage,
@@ -24,7 +24,6 @@ from ctxlife.recall.history import (
     live_keys,
     passages_from,
     position,
-    quote,
     read_records,
     remove_index,
     render,

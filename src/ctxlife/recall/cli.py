@@ -36,19 +36,6 @@ def add_search_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.Arg
     return search
 
 
-def _filter_host(args: argparse.Namespace) -> Any:
-    """A host of the config's strategies, for their privacy filter (None when none filters text)."""
-    # lazy: the CLI builds its parser from this module; config and host load when a search runs
-    from ctxlife.config import load_settings
-    from ctxlife.host import Host
-
-    host = Host(load_settings(getattr(args, "config", None)))
-    if host.implements("ctxlife_filter_text"):
-        return host
-    host.close()
-    return None
-
-
 def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: Any) -> int:
     """Run ``session search`` on an open store; return the exit code."""
     sid = args.session_id
@@ -61,21 +48,15 @@ def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[s
         err.write(f"error: --limit must be at least 1, got {args.limit}\n")
         return 2
     # lazy: the index loads sqlite3 and rich; `ctxlife session` builds its parser from this module
+    from ctxlife.inspection import Shown
     from ctxlife.recall.history import HistorySearch, position
 
-    host = _filter_host(args)
     search = HistorySearch(store)
     try:
-        passages = search.passages(
-            sid,
-            args.query,
-            limit=args.limit,
-            text_filter=None if host is None else lambda text: host.filter_text(text, where="search", session_id=sid),
-        )
+        with Shown.from_config(args, sid, "search") as shown:
+            passages = search.passages(sid, args.query, limit=args.limit, text_filter=shown.text)
     finally:
         search.close()
-        if host is not None:
-            host.close()
     if args.json:
         rows = [
             {

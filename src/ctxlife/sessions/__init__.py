@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ctxlife.errors import StoreError
+from ctxlife.messages.inserted import MARK_KEYS
 from ctxlife.registry import Registry
 from ctxlife.sessions.base import (
     ADD,
@@ -153,4 +154,5 @@ def open_store(url: str) -> SessionStore:
     store = REGISTRY.get(scheme)(url)
     if not isinstance(store, SessionStore):
         raise StoreError(f"the factory for store scheme {scheme!r} returned {type(store).__name__}, not a SessionStore")
+    MARK_KEYS.add_source(store)  # marks keyed with its secret are recognised in this process
     return store

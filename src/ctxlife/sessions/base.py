@@ -911,6 +911,29 @@ class SessionStore(abc.ABC):
         """The view's current conversation: one record per live message (see :func:`materialize`)."""
         return materialize(self.read_records(session_id, view=view))
 
+    def mark_key(self, create: bool = False) -> bytes | None:
+        """The store's secret that keys the marks on the messages ctxlife inserts (summaries, recall blocks).
+
+        Made on the first call with ``create`` (the first mark; reading never creates it) and
+        kept in the store, so every process on the store recognises the marks and text from
+        anywhere else (a tool result ending with a line that looks like a mark) never passes for
+        one (:mod:`ctxlife.messages.inserted`). None: none yet (``create`` false), or a store
+        that keeps none (a third-party store that does not implement :meth:`_read_mark_key`:
+        its marks use a secret of the process, and a restart re-marks a snapshot's inserted
+        messages from its meta).
+        """
+        key: bytes | None = getattr(self, "_mark_key_cache", None)
+        if key is None:
+            key = self._read_mark_key(create)
+            if key is not None:
+                self._mark_key_cache = key
+        return key
+
+    def _read_mark_key(self, create: bool) -> bytes | None:
+        """The stored secret of :meth:`mark_key` (made and stored first when ``create`` and there is
+        none, without ever replacing one another process stored); None when the store keeps none."""
+        return None
+
     def derived_dir(self, session_id: str) -> Path | None:
         """A folder for data derived from the session (a search index), deleted with the session.
 

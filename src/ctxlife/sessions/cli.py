@@ -20,6 +20,9 @@ that outlived the store's ``?ttl=``, as any listing does).
 applied); ``--all`` the whole event log, superseded and removed messages included. ``erase ID --seq N``
 or ``erase ID --match REGEX`` deletes messages for privacy (:meth:`SessionStore.erase`).
 
+What ``show``, ``export`` and ``search`` print goes through the config's privacy filter (the
+``ctxlife_filter_text`` hook, :class:`Shown`): a redaction strategy's secrets reach no terminal.
+
 ``rm`` deletes one session (``rm ID``), the sessions idle for longer than a duration
 (``rm --older-than 30d``), or every session (``rm --all --yes``; without ``--yes`` it only says what it
 would delete). ``--dry-run`` lists what would be deleted and deletes nothing.
@@ -48,7 +51,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ctxlife.errors import CtxlifeError
-from ctxlife.inspection import add_context_arguments, show_context, wants_context
+from ctxlife.inspection import Shown, add_context_arguments, show_context, wants_context
 from ctxlife.messages import SUMMARY_PREFIX, content_text, inserted_text, is_summary, restore_inserted
 from ctxlife.sessions import DEFAULT_STORE_URL, open_store, session_key
 from ctxlife.sessions.base import materialize
@@ -363,10 +366,6 @@ def _show(
     count_tokens: TokenCounter | None,
     token_encoding: str | None,
 ) -> int:
-    # lazy: rich's tables load only when a table is printed
-    from rich.table import Table
-    from rich.text import Text
-
     sid = args.session_id
     only = getattr(args, "view", None)
     if only is not None:
@@ -380,6 +379,27 @@ def _show(
     snapshots = {view: store.load_snapshot(sid, view) for view in counts}
     if raw_count == 0 and all(snap is None for snap in snapshots.values()):
         return _not_found(store, sid, err)
+    with Shown.from_config(args, sid, "show") as shown:
+        table = _show_table(store, sid, only, raw_count, counts, snapshots, shown, count_tokens, token_encoding)
+    _console(out).print(table)
+    return _EXIT_OK
+
+
+def _show_table(
+    store: Any,
+    sid: str,
+    only: str | None,
+    raw_count: int,
+    counts: dict[str, int],
+    snapshots: dict[str, Any],
+    shown: Shown,
+    count_tokens: TokenCounter | None,
+    token_encoding: str | None,
+) -> Any:
+    # lazy: rich's tables load only when a table is printed
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
@@ -420,12 +440,13 @@ def _show(
         table.add_row("Last update", _when(snapshot.updated_at))
         table.add_row("Format version", str(snapshot.format_version))
         summary = current_summary(snapshot)
+        if summary is not None:
+            summary = shown.text(summary, view)
         table.add_row("Summary", Text(summary) if summary is not None else "none (not compacted yet)")
         others = sorted(k for k in snapshot.meta if k not in ("summary", "inserted"))
         if others:
             table.add_row("Meta keys", Text(", ".join(others)))
-    _console(out).print(table)
-    return _EXIT_OK
+    return table
 
 
 def _write_json(out: IO[str], value: Any) -> None:
@@ -458,15 +479,16 @@ def _export(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_
         records = store.read_records(sid)
         if not records and store.load_snapshot(sid) is None:
             return _not_found(store, sid, err)
-        if getattr(args, "log", False):
-            _write_json(out, [_record_doc(r) for r in records])
-        else:
-            views = sorted({r.view for r in records})
-            current = sorted(
-                (r for view in views for r in materialize([x for x in records if x.view == view])),
-                key=lambda r: r.seq,
-            )
-            _write_json(out, [r.message for r in current])
+        with Shown.from_config(args, sid, "export") as shown:
+            if getattr(args, "log", False):
+                _write_json(out, [_record_doc(r, shown) for r in records])
+            else:
+                views = sorted({r.view for r in records})
+                current = sorted(
+                    (r for view in views for r in materialize([x for x in records if x.view == view])),
+                    key=lambda r: r.seq,
+                )
+                _write_json(out, [shown.message(r.message, r.view) for r in current])
         return _EXIT_OK
     snapshot = store.load_snapshot(sid, getattr(args, "view", "") or "")
     if snapshot is None:
@@ -475,18 +497,22 @@ def _export(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_
         else:
             return _not_found(store, sid, err)
         return _EXIT_NOT_FOUND
-    _write_json(out, snapshot.to_dict())
+    doc = snapshot.to_dict()
+    with Shown.from_config(args, sid, "export") as shown:
+        doc["messages"] = [shown.message(m, snapshot.view) for m in doc.get("messages", [])]
+        doc["meta"] = shown.value(doc.get("meta", {}), snapshot.view)  # strategies keep text there too
+    _write_json(out, doc)
     return _EXIT_OK
 
 
-def _record_doc(record: Any) -> dict[str, Any]:
+def _record_doc(record: Any, shown: Shown) -> dict[str, Any]:
     doc: dict[str, Any] = {"seq": record.seq, "view": record.view, "op": record.op}
     if record.target is not None:
         doc["target"] = record.target
     doc["at"] = record.recorded_at
     if record.erased:
         doc["erased"] = True
-    doc["message"] = record.message
+    doc["message"] = shown.message(record.message, record.view)
     return doc
 
 

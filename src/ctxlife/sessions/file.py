@@ -19,6 +19,7 @@ Layout of the folder (created on the first write, owner-only ``0700``; files ``0
     {SESSION_ID}_blobs/{KEY}        blobs, one file each, replaced atomically
     {SESSION_ID}.lock               the lock file of :meth:`FileStore.lock`
     .{SESSION_ID}_ctx*.json.*.tmp   temporary files of a snapshot write in progress (or a crash)
+    .ctxlife_mark_key               the store's secret for the marks on inserted messages (hex)
 
 A raw record is one line ``{"seq":N,"view":"...","at":T,"fp":"...","msg":{...}}``. Files written by
 ctxlife 0.1 hold a plain message per line; such a line is read as the record whose sequence number
@@ -68,6 +69,7 @@ import fcntl
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import tempfile
 import threading
@@ -116,6 +118,7 @@ _CALLS_SUFFIX = "_calls.jsonl"
 _BLOB_SUFFIX = "_blobs"
 _DERIVED_SUFFIX = "_derived"  # data derived from the session (the recall index), deleted with it
 _LOCK_SUFFIX = ".lock"
+_MARK_KEY_FILE = ".ctxlife_mark_key"  # SessionStore.mark_key; no session id starts with "."
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 # Session files are never symlinks: refuse to follow one planted in the folder.
 _O_SAFE = _O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
@@ -980,6 +983,32 @@ class FileStore(SessionStore):
             return None
         except (OSError, UnicodeDecodeError) as exc:
             raise StoreError(f"cannot read blob {path}: {exc}") from None
+
+    def _read_mark_key(self, create: bool) -> bytes | None:
+        path = self.directory / _MARK_KEY_FILE
+        try:
+            return bytes.fromhex(_read_file(path).decode("ascii").strip())
+        except FileNotFoundError:
+            if not create:
+                return None
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"cannot read the store's mark key {path}: {exc}") from None
+        self._ensure_dir()
+        # Written whole to a temporary file, then linked in place: link never replaces a key
+        # another process stored first (both then use the one that is there).
+        fd, temp = tempfile.mkstemp(dir=self.directory, prefix=f"{_MARK_KEY_FILE}.")
+        try:
+            _write_all(fd, secrets.token_bytes(32).hex().encode("ascii"))
+            os.fsync(fd)
+            os.close(fd)
+            with contextlib.suppress(FileExistsError):
+                os.link(temp, path)
+        except OSError as exc:
+            raise StoreError(f"cannot write the store's mark key {path}: {exc.strerror}") from None
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+        return self._read_mark_key(create=False)
 
     def close(self) -> None:
         self._closed = True

@@ -18,6 +18,7 @@ session can name another session's key or escape the prefix)::
     ctxlife:{SID}:blobs   HASH    blob key -> text
     ctxlife:{SID}:calls   LIST    the call records (what each model call was sent): element i is call i + 1
     ctxlife:{SID}:lock    STRING  the session lock (redis-py's ``Lock``: token, expiry, owner-only release)
+    ctxlife:mark_key      STRING  the store's secret for the marks on inserted messages (hex, SET NX)
 
 An append is one Lua script: it checks the list's length (the session's last sequence number)
 against the one the records were numbered from and pushes the batch only if it still holds, so
@@ -39,6 +40,7 @@ import contextlib
 import functools
 import json
 import math
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -393,6 +395,20 @@ class RedisStore(SessionStore):
         return int(self._call("head", lambda: self._client.llen(key)))
 
     # -- sessions --------------------------------------------------------------------------------
+
+    def _read_mark_key(self, create: bool) -> bytes | None:
+        key = f"{self.prefix}mark_key"  # not a session's key: those are {prefix}{{id}}:kind
+
+        def read() -> bytes | None:
+            if create:  # NX: a key another worker stored first stays
+                self._client.set(key, secrets.token_bytes(32).hex(), nx=True)
+            value = self._client.get(key)
+            return None if value is None else bytes.fromhex(_text(value))
+
+        try:
+            return self._call("mark_key", read)
+        except ValueError:
+            raise StoreError(f"redis store {self.url}: the stored mark key {key!r} is not hex") from None
 
     def list_sessions(self) -> list[SessionInfo]:
         pattern = _glob_escape(self.prefix) + "*"

@@ -16,6 +16,7 @@ from typing import Any
 
 from ctxlife.errors import StoreError
 from ctxlife.events import emit
+from ctxlife.messages import MARK_KEYS, restore_inserted
 from ctxlife.sessions.base import ADD, REMOVE, REPLACE, RawRecord, SessionStore, Snapshot, fingerprint, materialize
 
 __all__ = ["Restored", "restore_after", "restore_view", "snapshot_slots"]
@@ -126,6 +127,10 @@ def restore_view(store: SessionStore, session_id: str, view: str = "", *, strict
             records,
         )
     messages = list(snapshot.messages)
+    # A snapshot written before marks were keyed with the store's secret (issue 38): its meta
+    # names its inserted messages; they are marked again, with the store's secret.
+    with MARK_KEYS.marking_with(store):
+        restore_inserted(messages, snapshot.meta.get("inserted"))
     slots = _slots(store, session_id, view, snapshot, strict, later)
     _apply(messages, slots, later)
     covered = later[-1].seq if later else snapshot.raw_length

@@ -23,7 +23,7 @@ database file is created on the first write, never by opening the store or readi
     ctxlife_blobs(session_id, key, text, PK(session_id, key))
     ctxlife_calls(session_id, n, view, json, PK(session_id, n))   one row per model call (call records)
     ctxlife_locks(session_id PK, token, expires_at)               lock rows with expiry
-    ctxlife_meta(key PK, value)                                   schema_version
+    ctxlife_meta(key PK, value)                                   schema_version, mark_key (hex)
 
 Databases written by ctxlife 0.1 (schema 1: 0-based ``seq``, one snapshot per session) are upgraded
 in one transaction when first opened.
@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import sqlite3
 import threading
@@ -801,6 +802,21 @@ class SQLiteStore(SessionStore):
             (session_id, key),
         )
         return rows[0][0] if rows else None
+
+    def _read_mark_key(self, create: bool) -> bytes | None:
+        read = "SELECT value FROM ctxlife_meta WHERE key = 'mark_key'"
+        rows = self._query("mark_key", read)
+        if not rows and create:
+            with self._tx("mark_key") as conn:  # OR IGNORE: a key another process stored first stays
+                conn.execute(
+                    "INSERT OR IGNORE INTO ctxlife_meta (key, value) VALUES ('mark_key', ?)",
+                    (secrets.token_bytes(32).hex(),),
+                )
+            rows = self._query("mark_key", read)
+        try:
+            return bytes.fromhex(rows[0][0]) if rows else None
+        except (TypeError, ValueError):
+            raise StoreError(f"sqlite store {self.path}: the stored mark key is not hex") from None
 
     def close(self) -> None:
         self._closed = True

@@ -21,6 +21,7 @@ from ctxlife.messages import (
     json_payload,
     own_text,
     pair_tool_calls,
+    quote,
     raw_calls,
     safe_cut,
     tool_call_arguments,
@@ -376,7 +377,8 @@ class Candidates:
                 and all(v == "…" for v in shown.values())
             ):
                 line.head_value = 0.3  # e.g. think(thought=…) -> (no output): the thought is kept as prose
-            self.set_call_head(line, call, f" -> {rendered}")
+            shown_result = rendered if rendered == "(no output)" else quote(rendered)  # third-party text
+            self.set_call_head(line, call, f" -> {shown_result}")
             return
         self.set_call_head(line, call, "")
         if data is not None:

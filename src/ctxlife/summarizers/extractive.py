@@ -7,6 +7,7 @@ from math import fsum
 
 from ctxlife.errors import ConfigError
 from ctxlife.facts import FACT_LIST_HEADER, Fact, extract_facts, facts_missing_from, format_fact_list
+from ctxlife.messages import QUOTE_MARK, QUOTED_NOTE, quote
 from ctxlife.summarizers.base import SummaryRequest, running_summary_and_span
 from ctxlife.summarizers.candidates import Candidates, FactKey, Snippet, SummaryLine
 from ctxlife.summarizers.rendering import fit_to_tokens
@@ -131,6 +132,9 @@ class _Draft:
         c.add_span(span)
 
         budget = self.budget
+        if any(line.kind == "call" and line.has_result for line in c.lines):
+            # room for the line that says what the quote bar on tool output means (added last)
+            budget = max(budget - self.count(QUOTED_NOTE + "\n"), 0)
         covered: set[FactKey] = set()
         # 1) the narrative, leaving room for a Key facts block (at most fact_share of the budget)
         reserve = 0
@@ -168,7 +172,9 @@ class _Draft:
             if self._chosen_count() == before:
                 break
             text = self._compose(budget)
-        return fit_to_tokens(text, budget, self.count)
+        if QUOTE_MARK in text:
+            text = f"{QUOTED_NOTE}\n{text}"
+        return fit_to_tokens(text, self.budget, self.count)
 
     def _pin_stated(self, room: int, covered: set[FactKey]) -> int:
         """Put in the sentences stating a decision, a constraint or a person's name, within ``room``
@@ -257,7 +263,9 @@ class _Draft:
             parts = [s.text for s in sorted(by_line.get(line.order, []), key=lambda x: x.order)]
             if line.kind == "call":
                 if parts:
-                    out.append(f"{line.head} -> " + "; ".join(parts))
+                    # what a tool returned is third-party text: each part quoted (a later fold that
+                    # splits the line into sentences keeps the bar on every one)
+                    out.append(f"{line.head} -> " + "; ".join(quote(p) for p in parts))
                 else:
                     out.append(line.head)
             elif parts:
@@ -349,6 +357,6 @@ def _split_previous(previous: str) -> tuple[list[str], list[Fact]]:
         idx = line.find(FACT_LIST_HEADER)
         if idx >= 0:
             line = line[:idx].strip()
-        if line:
+        if line and line != QUOTED_NOTE:  # the note is the summary's own, written again if needed
             lines.append(line)
     return lines, extract_facts(previous)

@@ -6,10 +6,10 @@ two nodes:
 * after a tool returns (node 4): the result the model will see is redacted;
 * before each model call (node 2): every message is redacted, so secrets typed by the user
   or restored from a session never reach the provider either;
-* whenever text leaves the session store (``ctxlife_filter_text``): passages the ``recall``
-  strategy brings back from the raw history, ``ctxlife session search`` output, and any other
-  path that asks the host to filter (restore, ``session show/export``), so a secret written
-  to the history before redaction ran never comes back by another way.
+* whenever text leaves the session store (``ctxlife_filter_text``): a restored conversation,
+  passages the ``recall`` strategy and the recall tools bring back, and what ``ctxlife session
+  show/export/search``, ``ctxlife report`` and ``ctxlife replay --session`` print, so a secret
+  written to the history before redaction ran never comes back by another way.
 
 Each secret becomes ``[REDACTED:<kind>]``. Actions record counts per kind, never the secrets.
 """
