@@ -114,6 +114,7 @@ NO_STORED_TEXT = {
     "demo": "runs its own scripted crew in a workspace of its own, not a stored session",
     "session erase": "prints how many messages it erased and their sequence numbers",
     "session rm": "prints the ids of the sessions it deletes",
+    "store migrate": "prints the store's schema versions (a deploy step; no session is read)",
 }
 
 

@@ -53,6 +53,7 @@ def test_opening_and_reading_create_nothing_and_the_first_write_creates_version_
         store.append("s", [msg("hi")])
     assert tables(url) == [
         "ctxlife_blobs",
+        "ctxlife_meta",
         "ctxlife_raw",
         "ctxlife_schema_version",
         "ctxlife_sessions",

@@ -354,11 +354,13 @@ def starts_with_summary_marker(message: Mapping[str, Any]) -> bool:
 
 
 # A mark line anywhere in a text: where an inserted message's text was quoted or folded into another.
-_MARK_LINE_RE = re.compile(r"\n?[ \t]*<!-- /?ctxlife:(?:summary|recall|bootstrap)(?: [0-9a-f]{12})? -->[ \t]*")
+_MARK_LINE_RE = re.compile(
+    r"\n?[ \t]*<!-- /?ctxlife:(?:summary|recall|bootstrap)(?: [0-9a-f]{12}| [0-9]{10}\.[0-9]{20})? -->[ \t]*"
+)
 
 
 def strip_inserted_marks(text: str) -> str:
-    """``text`` without any of ctxlife's mark lines (``<!-- ctxlife:KIND CHECK -->``, the bootstrap
+    """``text`` without any of ctxlife's mark lines (``<!-- ctxlife:KIND KEYID.CHECK -->``, the bootstrap
     section's delimiters), wherever they are: ctxlife's notes to itself are never a fact, nor
     something a summary should quote."""
     return _MARK_LINE_RE.sub("", text) if "ctxlife:" in text else text

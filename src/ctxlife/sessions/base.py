@@ -101,6 +101,9 @@ __all__ = [
     "validate_messages",
 ]
 
+#: How long a store whose mark key could not be read is not asked again (marks use the process's key).
+_MARK_KEY_RETRY_SECONDS = 30.0
+
 #: The snapshot format this version of ctxlife writes (2: one snapshot per view, with ``view``).
 FORMAT_VERSION = 2
 
@@ -924,7 +927,16 @@ class SessionStore(abc.ABC):
         """
         key: bytes | None = getattr(self, "_mark_key_cache", None)
         if key is None:
-            key = self._read_mark_key(create)
+            failed_at: float | None = getattr(self, "_mark_key_failed_at", None)
+            if failed_at is not None and time.monotonic() - failed_at < _MARK_KEY_RETRY_SECONDS:
+                # The store failed to give it a moment ago (down, frozen): not another timeout per mark.
+                raise StoreError(f"{self.url}: the mark key could not be read a moment ago; retried later")
+            try:
+                key = self._read_mark_key(create)
+            except Exception:
+                self._mark_key_failed_at: float | None = time.monotonic()
+                raise
+            self._mark_key_failed_at = None
             if key is not None:
                 self._mark_key_cache = key
         return key

@@ -192,6 +192,7 @@ def add_store_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run_store_command(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     """Run a parsed ``store`` command; a store error propagates (the CLI prints it, exit code 1)."""
+    # lazy: each command loads what it needs (`ctxlife --help` stays fast)
     from ctxlife.sessions import open_store
 
     out = out or sys.stdout

@@ -33,6 +33,7 @@ Reading is :meth:`Keeper.restore`: the view's snapshot with the events after it 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections import OrderedDict
@@ -64,6 +65,7 @@ class Keeper:
         self._lock = threading.RLock()
         # (session, view) -> (fingerprints of the snapshot's messages, raw_length) last written here
         self._saved: OrderedDict[tuple[str, str], tuple[list[str], int]] = OrderedDict()
+        self._mark_key_made = False
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -90,7 +92,9 @@ class Keeper:
         """
         if not messages:
             return []
-        return self.recorder.add(session_id, messages, view)
+        records = self.recorder.add(session_id, messages, view)
+        self._ensure_mark_key()
+        return records
 
     def replace(self, session_id: str, slot: int, message: Message, view: str = "") -> RawRecord:
         """The caller's edit: the message recorded as ``slot`` becomes ``message`` (a ``replace`` record)."""
@@ -104,7 +108,18 @@ class Keeper:
 
     def record_list(self, session_id: str, messages: Sequence[Any], view: str = "") -> list[RawRecord]:
         """Record what is new or edited in a caller's whole list (see :meth:`Recorder.record`)."""
-        return self.recorder.record(session_id, messages, view)
+        records = self.recorder.record(session_id, messages, view)
+        self._ensure_mark_key()
+        return records
+
+    def _ensure_mark_key(self) -> None:
+        """Make the store's mark secret with the first write that worked (once per store object), so
+        a summary made while the store is down later marks with it without waiting on the store."""
+        if self._mark_key_made:
+            return
+        self._mark_key_made = True
+        with contextlib.suppress(Exception):  # then the first mark makes it (or uses the process's key)
+            self.store.mark_key(create=True)
 
     def leave(self, session_id: str, messages: Sequence[Any], view: str = "") -> None:
         """Note the list as a call hands it back: the caller's next list is diffed against it, so

@@ -61,6 +61,7 @@ import json
 import math
 import os
 import re
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -133,6 +134,8 @@ _V1 = [
     " key text NOT NULL,"
     " data bytea NOT NULL,"
     " PRIMARY KEY (session_id, key))",
+    # the store's own values (the secret keying the marks on inserted messages), not a session's
+    "CREATE TABLE IF NOT EXISTS {s}.ctxlife_meta (key text PRIMARY KEY, value text NOT NULL)",
 ]
 
 _OPTIONS = ("schema", "ttl", "pool_min", "pool_max", "pool_idle", "pool_lifetime", "pool_timeout", "pgbouncer")
@@ -203,6 +206,7 @@ class PostgresStore(SessionStore):
 
     def __init__(self, url: str) -> None:
         try:
+            # lazy: the optional driver (ctxlife[postgres]) loads only when a postgres store is opened
             import psycopg
             import psycopg_pool
         except ImportError:
@@ -288,6 +292,7 @@ class PostgresStore(SessionStore):
         if self._shared.key[0] != os.getpid():
             # forked: the parent's pool (its threads, its sockets) is not this process's to use
             self._shared = _SharedPool.acquire(*self._pool_args)
+        # lazy: the optional driver (ctxlife[postgres]), imported when the store was opened
         import psycopg_pool
 
         try:
@@ -782,6 +787,23 @@ class PostgresStore(SessionStore):
             session_id,
         )
         return bytes(rows[0][0]).decode("utf-8") if rows else None
+
+    def _read_mark_key(self, create: bool) -> bytes | None:
+        read = "SELECT value FROM {s}.ctxlife_meta WHERE key = 'mark_key'"
+        rows = self._query("mark_key", read)
+        if not rows and create:
+            self._ensure_schema()
+            with self._connection("mark_key", None) as conn, conn.transaction():
+                # ON CONFLICT: a key another worker stored first stays
+                conn.execute(
+                    f"INSERT INTO {self._s}.ctxlife_meta (key, value) VALUES ('mark_key', %s) ON CONFLICT DO NOTHING",
+                    (secrets.token_bytes(32).hex(),),
+                )
+            rows = self._query("mark_key", read)
+        try:
+            return bytes.fromhex(rows[0][0]) if rows else None
+        except (TypeError, ValueError):
+            raise StoreError(f"postgres store {redact_url(self.url)}: the stored mark key is not hex") from None
 
     def close(self) -> None:
         if self._closed:
