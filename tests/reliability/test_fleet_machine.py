@@ -164,8 +164,12 @@ class Worker:
 
 def fleet_machine(url: str) -> type[RuleBasedStateMachine]:
     class Fleet(RuleBasedStateMachine):
+        examples = 0  # (counted for the run's report)
+        checks = 0
+
         def __init__(self) -> None:
             super().__init__()
+            type(self).examples += 1
             self.sid = f"fleet-{uuid.uuid4().hex[:10]}"
             self.workers = [Worker(url, self.sid) for _ in range(2)]
             self.model: list[str] = []
@@ -280,6 +284,7 @@ def fleet_machine(url: str) -> type[RuleBasedStateMachine]:
 
         @invariant()
         def the_store_holds_the_conversation(self) -> None:
+            type(self).checks += 1
             with open_store(url) as store:
                 assert [str(r.message["content"]) for r in store.current(self.sid)] == self.model
 
@@ -304,7 +309,13 @@ FLEET = settings(
 
 
 def run(url: str) -> None:
-    run_state_machine_as_test(fleet_machine(url), settings=FLEET)
+    machine = fleet_machine(url)
+    run_state_machine_as_test(machine, settings=FLEET)
+    # The depth the run reached (pytest -s shows it): invariants are checked once after each
+    # example's start and once after each step.
+    steps = machine.checks - machine.examples  # type: ignore[attr-defined]
+    print(f"\n[fleet {url.split(':', 1)[0]}] {machine.examples} examples, {steps} steps")  # type: ignore[attr-defined]
+    assert steps >= machine.examples  # type: ignore[attr-defined]  # a machine that runs no steps proves nothing
 
 
 @pytest.mark.slow
