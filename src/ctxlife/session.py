@@ -37,7 +37,7 @@ from ctxlife.config import Settings
 from ctxlife.errors import InvalidMessagesError, StoreError
 from ctxlife.events import emit
 from ctxlife.host import Host, Report, StrategyFailure
-from ctxlife.messages import check_shape, is_inserted, is_recall_block, is_system, same_messages
+from ctxlife.messages import Problem, check_shape, is_inserted, is_recall_block, is_system, same_messages, validate
 from ctxlife.messages.previous import frozen_copy
 from ctxlife.recall import configured_index_dir, remove_index
 from ctxlife.sessions.base import RawRecord, SessionStore
@@ -113,6 +113,9 @@ class Session:
         # One call at a time per object: requests sharing it (threads, AsyncSession's to_thread)
         # queue instead of interleaving a restore of one with the write of another.
         self._lock = threading.RLock()
+        # Messages this object recorded since its last read (add, record_reply): a new turn is checked
+        # against the conversation as last read plus these.
+        self._appended: list[Message] = []
 
     # -- the Agents SDK protocol (sync) -----------------------------------------------------------
 
@@ -162,7 +165,9 @@ class Session:
         if not batch:
             return []
         with self._lock:
-            return self._keeper().append(self.session_id, batch, self.view)
+            records = self._keeper().append(self.session_id, batch, self.view)
+            self._appended += [r.message for r in records]
+            return records
 
     def messages(self, *new: Message) -> list[Message]:
         """Return what the model should be sent next, with the ``new`` messages; record them.
@@ -187,7 +192,10 @@ class Session:
                 # (against the conversation as last read: the read after the append sees the rest)
                 known = self._last_read
                 items, _ = self._items(known if known is not None else self._restored())
+                items += self._appended  # recorded by this object since that read
                 check_shape(prompt + items + turn, where=where, expected=expected)
+                if _new_problem(items[-_TAIL:], turn) is not None:  # confirmed on the conversation as it is now
+                    _refuse_invalid_turn(self._items(self._restored())[0][-_TAIL:], turn, where)
                 keeper.append(self.session_id, turn, self.view)
             restored = self._restored(for_host=True)
             items, slots = self._items(restored)
@@ -218,7 +226,9 @@ class Session:
         store fails.
         """
         with self._lock:
-            return self._keeper().append(self.session_id, [as_message(reply)], self.view)[0]
+            record = self._keeper().append(self.session_id, [as_message(reply)], self.view)[0]
+            self._appended.append(record.message)
+            return record
 
     def pop(self) -> Message | None:
         """Remove and return the view's latest recorded message (None when it has none).
@@ -322,6 +332,7 @@ class Session:
 
     def _restored(self, for_host: bool = False) -> Restored:
         current = self._keeper().restore(self.session_id, self.view, self._last_read)
+        self._appended = []  # what this object recorded since is in what was just read
         if current.records:
             current = dataclasses.replace(current, records=[])  # handed to the recorder; not kept twice
         self._last_read = current
@@ -374,6 +385,27 @@ class Session:
                 error=f"{type(exc).__name__}: {exc}"[:300],
                 hint="the turn is recorded (do not send it again); the next call compacts from the raw history",
             )
+
+
+#: How many of the conversation's last messages a new turn is validated with (a unit's calls and results).
+_TAIL = 16
+
+
+def _new_problem(tail: list[Message], turn: list[Message]) -> Problem | None:
+    """The problem a provider would reject ``turn`` for after ``tail`` (None: it adds none)."""
+    added = validate(tail + turn)
+    return added[-1] if len(added) > len(validate(tail)) else None
+
+
+def _refuse_invalid_turn(tail: list[Message], turn: list[Message], where: str) -> None:
+    """Refuse a turn a provider would reject after the conversation (an orphan tool result, a user
+    turn before a call's result): nothing of it is recorded."""
+    problem = _new_problem(tail, turn)
+    if problem is not None:
+        raise InvalidMessagesError(
+            f"{where}: the new turn would make the conversation invalid ({problem.code}: {problem.detail}); "
+            f"nothing was recorded. Send tool results right after the assistant message that made the calls"
+        )
 
 
 def _refuse_responses_item(item: object, index: int) -> None:

@@ -241,3 +241,16 @@ def test_an_erased_message_the_app_still_holds_is_not_recorded_again(
     assert not any("DE89370400440532013000" in t for t in texts)
     assert current(store_url, "app")[-2:] == ["reply 2", "next 2"]
     assert any(e["event"] == "ctxlife.removed_message_not_recorded" for e in events)
+
+
+def test_a_turn_that_would_make_the_conversation_invalid_is_refused_before_it_is_recorded(store_url: str) -> None:
+    with ctxlife.Session("invalid", config(store_url), context_window=8000) as session:
+        session.prepare(user("hello"))
+        session.record_reply("hi")
+        with pytest.raises(ctxlife.InvalidMessagesError, match="orphan_tool_result.*nothing was recorded"):
+            session.prepare({"role": "tool", "tool_call_id": "call_1", "content": "a result nobody asked for"})
+        call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+        session.prepare(user("look it up"))
+        session.record_reply({"role": "assistant", "content": None, "tool_calls": [call]})
+        session.prepare({"role": "tool", "tool_call_id": "call_1", "content": "found"})  # answers the call: fine
+    assert current(store_url, "invalid") == ["hello", "hi", "look it up", "None", "found"]
