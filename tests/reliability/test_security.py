@@ -137,8 +137,12 @@ def test_unsafe_session_ids_are_refused_everywhere(bad, tmp_path):
                 with pytest.raises(SessionIdError):
                     call()
     made = tree(tmp_path) - {"ctxlife.toml", "db", "db/s.db", "db/s.db-wal", "db/s.db-shm"}
-    if key is not None:  # only the mapped key's own files, inside the store's folder
-        made = {p for p in made if p != "sessions" and not p.startswith(f"sessions/{key}")}
+    if key is not None:  # only the mapped key's own files, inside the store's folder (and the store's mark secret)
+        made = {
+            p
+            for p in made
+            if p not in ("sessions", "sessions/.ctxlife_mark_key") and not p.startswith(f"sessions/{key}")
+        }
     assert made == set(), f"files created for an unsafe id: {sorted(made)}"
 
 

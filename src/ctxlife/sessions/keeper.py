@@ -93,7 +93,8 @@ class Keeper:
         if not messages:
             return []
         records = self.recorder.add(session_id, messages, view)
-        self._ensure_mark_key()
+        if records:
+            self._ensure_mark_key()
         return records
 
     def replace(self, session_id: str, slot: int, message: Message, view: str = "") -> RawRecord:
@@ -109,11 +110,12 @@ class Keeper:
     def record_list(self, session_id: str, messages: Sequence[Any], view: str = "") -> list[RawRecord]:
         """Record what is new or edited in a caller's whole list (see :meth:`Recorder.record`)."""
         records = self.recorder.record(session_id, messages, view)
-        self._ensure_mark_key()
+        if records:
+            self._ensure_mark_key()
         return records
 
     def _ensure_mark_key(self) -> None:
-        """Make the store's mark secret with the first write that worked (once per store object), so
+        """Make the store's mark secret after the first write that recorded something (once per store object), so
         a summary made while the store is down later marks with it without waiting on the store."""
         if self._mark_key_made:
             return
