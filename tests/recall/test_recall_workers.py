@@ -57,11 +57,8 @@ def ask(host: Host, live: list[dict[str, Any]], question: str) -> str:
     return found[0]
 
 
-def two_workers(store: str, tmp: Path, session: str) -> None:
-    # Worker A (its own process) chats and compacts the first fact away.
-    out = run_worker(store, session, script("the boat is moored at pier nineteen.", 1), tmp, "a1")
-    assert not any("pier nineteen" in str(m.get("content")) for m in out if not is_recall_block(m))
-    # Worker B (this process, a stateless service's fresh host) restores the session and asks.
+def worker_b(store: str, session: str) -> Host:
+    """Worker B: this process, a stateless service's host with the workers' config (recall_worker.py's)."""
     settings = settings_from_dict(
         {
             "strategies": ["snapshot_restore", "truncate_last_n", "recall"],
@@ -69,7 +66,15 @@ def two_workers(store: str, tmp: Path, session: str) -> None:
             "truncate_last_n": {"rounds": 3, "always": False},
         }
     )
-    host = Host(settings, context_window=2000, session_id=session)
+    return Host(settings, context_window=2000, session_id=session)
+
+
+def two_workers(store: str, tmp: Path, session: str) -> None:
+    # Worker A (its own process) chats and compacts the first fact away.
+    out = run_worker(store, session, script("the boat is moored at pier nineteen.", 1), tmp, "a1")
+    assert not any("pier nineteen" in str(m.get("content")) for m in out if not is_recall_block(m))
+    # Worker B (this process, a stateless service's fresh host) restores the session and asks.
+    host = worker_b(store, session)
     try:
         live = [{"role": "system", "content": "You are a friendly companion."}]
         host.manage(live)
@@ -100,14 +105,7 @@ def test_a_session_deleted_and_started_again_on_another_worker_is_not_recalled(r
 
     session = f"reborn-{tmp_path.name[-12:]}"
     run_worker(redis_url, session, script("the boat is moored at pier nineteen.", 1), tmp_path, "a1")
-    settings = settings_from_dict(
-        {
-            "strategies": ["snapshot_restore", "truncate_last_n", "recall"],
-            "store": redis_url,
-            "truncate_last_n": {"rounds": 3, "always": False},
-        }
-    )
-    host = Host(settings, context_window=2000, session_id=session)
+    host = worker_b(redis_url, session)
     try:
         live = [{"role": "system", "content": "You are a friendly companion."}]
         host.manage(live)
