@@ -141,7 +141,14 @@ class LLMSummary(ctxlife.Strategy):
             30.0,
             ge=0,
             description="After a model summary failed, use the extractive summary for this long before asking "
-            "the model again.",
+            "the model again (or sooner: retry_model_after_compactions).",
+        )
+        retry_model_after_compactions: int | None = Field(
+            3,
+            ge=1,
+            description="After a model summary failed, ask the model again at the latest once this many "
+            "compactions used the extractive summary without asking it, even before retry_model_after_seconds "
+            "passed (a fast loop compacts many times in 30 s). None: only the seconds count.",
         )
         summary_role: Literal["system", "user", "assistant"] = Field(
             "system",
@@ -210,6 +217,7 @@ class LLMSummary(ctxlife.Strategy):
         self._extractive: Summarizer = self._named("extractive")
         self._model_failed_at: float | None = None  # when the model last failed (then extractive for a while)
         self._model_error: str = ""
+        self._rested = 0  # compactions that did not ask the model since it last failed
 
     # -- the configured model route ---------------------------------------------------------
 
@@ -521,6 +529,7 @@ class LLMSummary(ctxlife.Strategy):
         used = name
         for used, make in attempts:
             if used.startswith(("model:", "agent_llm")) and self._resting():
+                self._rested += 1
                 errors.append((used, SummaryFailed(f"not asked: it failed {self._model_error}")))
                 continue
             try:
@@ -553,6 +562,7 @@ class LLMSummary(ctxlife.Strategy):
                 errors.append((used, exc))
                 if used != "extractive" and not isinstance(exc, SummaryLacksFacts):  # a useless reply: ask again
                     self._model_failed_at = time.monotonic()
+                    self._rested = 0
                     self._model_error = f"{time.strftime('%H:%M:%S')}: {type(exc).__name__}: {exc}"[:300]
         contents = [text_of(m) for m in (*evicted, *previous, *system, *kept_tail)]
         if summary is None:
@@ -606,9 +616,13 @@ class LLMSummary(ctxlife.Strategy):
     # -- pieces of a compaction -----------------------------------------------------------
 
     def _resting(self) -> bool:
-        """Whether the model failed less than ``retry_model_after_seconds`` ago (then it is not asked)."""
+        """Whether the model is not asked: it failed less than ``retry_model_after_seconds`` ago, and fewer
+        than ``retry_model_after_compactions`` compactions went without it since."""
         failed = self._model_failed_at
-        return failed is not None and time.monotonic() - failed < self.options.retry_model_after_seconds
+        if failed is None or time.monotonic() - failed >= self.options.retry_model_after_seconds:
+            return False
+        most = self.options.retry_model_after_compactions
+        return most is None or self._rested < most
 
     def _carried_facts(self, ctx: ctxlife.LLMCallContext, previous_text: str) -> list[Fact]:
         """The ledger of the previous summary: kept in this strategy's state with the summary it belongs

@@ -179,6 +179,27 @@ def test_once_retry_model_after_seconds_passed_the_model_is_asked_again_and_used
     assert "Goal: check RS012X on." in json.dumps(model.calls[2][0])
 
 
+@pytest.mark.parametrize("after, asked_again_at", [(3, 5), (1, 3), (None, None)])
+def test_a_fast_loop_asks_the_model_again_after_retry_model_after_compactions(after, asked_again_at):
+    # Compactions seconds apart: retry_model_after_seconds alone would leave the model out for the whole run.
+    def carrying_a_fact(messages: list[dict[str, Any]], max_tokens: int) -> str:
+        return "Goal: check " + max(re.findall(r"RS\d{3}X", json.dumps(messages))) + "."
+
+    model = Model(RuntimeError("model down"), carrying_a_fact)
+    host = host_with(model, retry_model_after_seconds=3600, retry_model_after_compactions=after)
+    messages = conversation()
+    used = []
+    for compaction in range(1, 7):
+        _, action, _ = compact(host, messages)
+        used.append(action.details["summarizer"])
+        messages += rounds(12 * compaction, 10)
+    if asked_again_at is None:
+        assert used == ["extractive"] * 6 and len(model.calls) == 1
+    else:  # the failure, `after` compactions without the model, then the model each time (a success ends the rest)
+        assert used == ["extractive"] * (asked_again_at - 1) + ["agent_llm"] * (7 - asked_again_at)
+        assert len(model.calls) == 1 + 7 - asked_again_at
+
+
 def test_a_model_slower_than_timeout_seconds_is_given_up_and_never_waited_for_twice():
     release = threading.Event()
     model = Model(lambda messages, max_tokens: release.wait(10) and "Goal: late.")
