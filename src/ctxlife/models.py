@@ -10,6 +10,8 @@ the ``llm_summary`` strategy calls from its summary thread:
   Ollama, LM Studio, ...) through the official ``openai`` client (``pip install 'ctxlife[openai]'``).
 * :func:`model_route_problem` says why a configured route cannot work (for ``ctxlife check``);
   :func:`openai_route_unreachable` calls the endpoint once to prove it answers.
+* :func:`preload_client` starts importing the openai client in a background thread when a strategy
+  that will call it is built (the import takes seconds: never on the first compaction's clock).
 
 Failures raise :class:`ModelError` (:class:`ContextLengthExceeded` when the endpoint says the prompt
 is over its window): the strategy then falls back to the extractive summary, never to an overflow.
@@ -22,6 +24,7 @@ import importlib.util
 import inspect
 import os
 import re
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -38,6 +41,7 @@ __all__ = [
     "model_route_problem",
     "openai_completion",
     "openai_route_unreachable",
+    "preload_client",
 ]
 
 Complete = Callable[[list[dict[str, Any]], int], str]
@@ -78,6 +82,38 @@ def _installed(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
+
+
+_preloads: dict[str, threading.Thread] = {}
+_preloads_lock = threading.Lock()
+
+
+def _import_quietly(module: str) -> None:
+    try:
+        importlib.import_module(module)
+    except Exception:  # noqa: BLE001 - the route's own import, when it is used, reports the failure
+        pass
+
+
+def preload_client(api: str) -> threading.Thread | None:
+    """Start importing the client of route ``api`` in a daemon thread, once per process; the thread,
+    or None when there is nothing to import (already imported, not installed, a route without one).
+
+    Only ``"openai"``: ``import openai`` takes 1-20 s (a loaded machine), which the first compaction
+    would otherwise wait for. A route's own import then waits for this one to finish (Python's
+    import lock) instead of starting over. crewai is not preloaded: it expects the main thread.
+    """
+    if api != "openai" or "openai" in sys.modules or not _installed("openai"):
+        return None
+    with _preloads_lock:
+        thread = _preloads.get("openai")
+        if thread is None:
+            thread = threading.Thread(
+                target=_import_quietly, args=("openai",), name="ctxlife-import-openai", daemon=True
+            )
+            _preloads["openai"] = thread
+            thread.start()
+        return thread
 
 
 def _run_coroutine(awaitable: Awaitable[str]) -> str:

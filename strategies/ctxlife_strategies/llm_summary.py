@@ -49,7 +49,7 @@ from ctxlife.messages import (
     summary_message,
     text_of,
 )
-from ctxlife.models import Complete, model_route_problem, openai_completion, openai_route_unreachable
+from ctxlife.models import Complete, model_route_problem, openai_completion, openai_route_unreachable, preload_client
 from ctxlife.sessions import LockTimeoutError
 from ctxlife.summarizers import (
     LLMSummarizer,
@@ -116,7 +116,10 @@ class LLMSummary(ctxlife.Strategy):
             "extra_body (sent as they are).",
         )
         timeout_seconds: float = Field(
-            60.0, gt=0, description="Give up on a model summary after this long and fall back to the extractive one."
+            60.0,
+            gt=0,
+            description="Give up on a model summary call after this long and fall back to the extractive one "
+            "(importing and building the model's client are not counted).",
         )
         connect_timeout_seconds: float = Field(
             5.0, gt=0, description="The openai route: give up connecting to the endpoint after this long."
@@ -218,6 +221,8 @@ class LLMSummary(ctxlife.Strategy):
         self._model_failed_at: float | None = None  # when the model last failed (then extractive for a while)
         self._model_error: str = ""
         self._rested = 0  # compactions that did not ask the model since it last failed
+        if self.model_api() == "openai":
+            preload_client("openai")  # the import is slow: not on the first compaction's clock
 
     # -- the configured model route ---------------------------------------------------------
 

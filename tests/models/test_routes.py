@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -387,3 +388,37 @@ def test_a_window_the_endpoint_names_in_a_400_is_learnt_and_the_summary_planned_
         assert "Goal: reservations checked." in messages[1]["content"]
         refused = [b for b in server["requests"] if counter.count_messages(b["messages"]) + b["max_tokens"] > 1024]
         assert len(refused) == 1  # the first, too long for the model; every prompt after it fits
+
+
+# A fresh interpreter (openai not imported yet): build the host, then compact once with a timeout far
+# shorter than `import openai` takes (0.5-20 s) but far longer than a local call (~0.1 s loaded).
+_FIRST_CALL = """
+import json, sys, threading
+from ctxlife.config import settings_from_dict
+from ctxlife.host import Host
+from ctxlife.testing import assistant, system, user
+
+assert "openai" not in sys.modules
+options = {"model": "m", "base_url": sys.argv[1], "timeout_seconds": 0.3, "min_gain_tokens": 20}
+host = Host(settings_from_dict({"strategies": ["llm_summary"], "llm_summary": options}), context_window=1000)
+preloading = [t.name for t in threading.enumerate() if t.name == "ctxlife-import-openai"]
+messages = [system("You are an airline agent.")]
+for r in range(12):
+    messages += [user(f"Check reservation RS{r:03d}X. " + "ok " * 20), assistant(f"RS{r:03d}X is confirmed.")]
+report = host.manage(messages)
+done = [a.details for a in report.actions if a.what == "compacted"]
+print(json.dumps({"preloading": preloading, "compactions": done}))
+"""
+
+
+def test_the_first_compaction_does_not_count_the_client_import_against_timeout_seconds():
+    with serve(completion("Goal: check RS010X and RS011X.")) as endpoint:
+        run = subprocess.run(
+            [sys.executable, "-c", _FIRST_CALL, endpoint["base_url"]], capture_output=True, text=True, timeout=120
+        )
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.splitlines()[-1])
+    assert out["preloading"] == ["ctxlife-import-openai"]  # started when the host was built
+    [compaction] = out["compactions"]
+    assert compaction["summarizer"] == "model:m" and "fallback_from" not in compaction, compaction
+    assert endpoint["requests"], "the model was not asked"
