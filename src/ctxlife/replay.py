@@ -16,7 +16,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -425,6 +425,7 @@ def replay_session(
     model: str | None = None,
     next_call: bool = False,
     simulate: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SessionReplay:
     """A stored session (one view) call by call: as recorded, else replayed through ``settings``.
 
@@ -441,11 +442,15 @@ def replay_session(
     through the after-tool strategies first. ``ask`` adds one last call with that user message.
     ``next_call`` adds the call the stored session itself would make next (restored from a copy of
     its snapshot and records: :func:`ctxlife.inspection.next_context`). The original store is only read.
+    ``progress(done, total)`` is called after each recorded call read, or each message replayed
+    (``ctxlife report`` draws a progress bar with it on a terminal).
     """
     validate_session_id(session_id)
     validate_view(view)
     if not simulate:
-        found = recorded_replay(settings, store, session_id, view=view, context_window=context_window, model=model)
+        found = recorded_replay(
+            settings, store, session_id, view=view, context_window=context_window, model=model, progress=progress
+        )
         if found is not None:
             if ask:
                 found.frames.append(_simulated_next_frame(settings, store, session_id, view, found, ask, model))
@@ -509,6 +514,8 @@ def replay_session(
                 pending: list[dict[str, Any]] = []
                 shown: list[dict[str, Any]] = []  # the conversation as the model saw it (tool policy applied)
                 for i, message in enumerate(conversation):
+                    if progress is not None:
+                        progress(i, len(conversation))
                     if role(message) == "assistant" and (pending or i > 0):
                         call(pending, f"call {len(result.frames) + 1}", shown)
                         pending = []
@@ -524,6 +531,8 @@ def replay_session(
                     call([*pending, question], "asked", [*shown, question])
                 elif pending:
                     call(pending, f"call {len(result.frames) + 1}", shown)
+                if progress is not None:
+                    progress(len(conversation), len(conversation))
             if next_call:
                 result.frames.append(_simulated_next_frame(settings, store, session_id, view, result, None, model))
             # What the report shows leaves the store: through the config's privacy filter, once.
@@ -588,6 +597,7 @@ def recorded_replay(
     view: str = "",
     context_window: int | None = None,
     model: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SessionReplay | None:
     """The view's calls exactly as recorded (their call records), or None when it has none.
 
@@ -595,7 +605,7 @@ def recorded_replay(
     they did, the summary a compaction wrote at that call (a summary not in the previous call's list),
     the conversation messages the previous call sent and this one does not (evicted), the recall
     block and its passages. Nothing is run again: the window and model are the recorded ones unless
-    given.
+    given. ``progress(done, total)`` is called after each call.
     """
     calls = sent_calls(store, session_id, view)
     if not calls:
@@ -663,6 +673,8 @@ def recorded_replay(
         _fill_inserted(frame, sent, previous, store, session_id)
         result.frames.append(frame)
         previous, previous_slots = sent, call.slots
+        if progress is not None:
+            progress(len(result.frames), len(calls))
     return result
 
 

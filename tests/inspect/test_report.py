@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import pty
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +147,52 @@ def test_report_picks_the_only_view_and_names_the_views_otherwise(store_url: str
     assert main(args) == 1
     assert "its views are 'Editor.task1', 'Writer.task0': pass --view" in capsys.readouterr().err
     assert main([*args, "--view", "Editor.task1"]) == 0
+
+
+@pytest.mark.parametrize("simulate", [False, True], ids=["recorded", "simulated"])
+def test_replay_session_reports_its_progress_up_to_the_total(stored: dict[str, Any], store, simulate: bool) -> None:
+    seen: list[tuple[int, int]] = []
+    result = replay_session(stored["settings"], store, SESSION, simulate=simulate, progress=lambda *p: seen.append(p))
+    total = len(result.frames) if not simulate else result.messages
+    assert seen[-1] == (total, total) and total > 1
+    assert all(t == total for _, t in seen)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)  # never backwards
+
+
+@pytest.mark.parametrize("store_kind", ["file"])
+def test_report_command_draws_a_progress_bar_on_a_terminal_only(
+    stored: dict[str, Any], config_file: Path, tmp_path: Path
+) -> None:
+    code = "import sys; from ctxlife.cli import main; sys.exit(main(sys.argv[1:]))"
+    command = [
+        sys.executable,
+        "-c",
+        code,
+        "report",
+        SESSION,
+        "-o",
+        str(tmp_path / "r.html"),
+        "--config",
+        str(config_file),
+    ]
+    env = {**os.environ, "COLUMNS": "100", "TERM": "xterm"}
+    piped = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    assert piped.returncode == 0 and piped.stderr == "", piped.stderr
+    leader, follower = pty.openpty()  # stderr on a terminal
+    try:
+        run = subprocess.run(command, stdout=subprocess.PIPE, stderr=follower, timeout=120, env=env)
+        os.close(follower)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal closed
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(leader)
+    assert run.returncode == 0
+    assert f"reading {SESSION}".encode() in drawn and f"{len(turns())}/{len(turns())}".encode() in drawn, drawn[-500:]
+    assert b"wrote " in run.stdout  # the summary line still goes to stdout

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ctxlife.inspection import pick_view
@@ -48,13 +51,34 @@ def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+@contextmanager
+def _progress_bar(description: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A rich progress bar on stderr while the block runs, when stderr is a terminal (a long session
+    takes a while to read or replay); None otherwise, so that pipes and logs get no control codes."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    # lazy: rich's progress loads only when a terminal will show it
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     # lazy: the CLI builds its parser from this module; config and host load when a report is made
     from ctxlife.config import load_settings
     from ctxlife.replay import open_session_store, replay_session
 
     settings = load_settings(args.config)
-    with open_session_store(settings, args.store) as store:
+    with open_session_store(settings, args.store) as store, _progress_bar(f"reading {args.session_id}") as progress:
         result = replay_session(
             settings,
             store,
@@ -65,6 +89,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             model=args.model,
             next_call=args.ask is None,
             simulate=bool(args.simulate),
+            progress=progress,
         )
     path = write_report(result, args.output, title=args.title)
     compactions = sum(1 for f in result.frames if f.compacted)
