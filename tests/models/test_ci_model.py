@@ -172,6 +172,8 @@ def test_summaries_come_from_the_real_model_and_fall_back_once_it_is_killed(serv
         assert compaction["summarizer"] == "extractive" and compaction.get("fallback_from") == "model:smollm2"
         [failure] = compaction["failures"]
         assert failure["fallback"] == "extractive" and "cannot connect" in failure["error"], failure
+    # Budgets: every summary within max_summary_tokens (each list within the window: run_turns).
+    assert all(c["summary_tokens"] <= 90 for c in up + down), [c["summary_tokens"] for c in up + down]
     assert not [e for e in logs if e["event"] == "ctxlife.strategy_failed"]
 
 
