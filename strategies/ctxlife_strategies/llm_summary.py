@@ -3,8 +3,11 @@
 When the context passes ``threshold`` × window before a model call, the span between the
 system messages and the last ``keep_rounds`` rounds is replaced by one summary message
 ("History summary: ...") placed right after the system messages, bringing the context down
-to about ``target`` × window. The next compaction folds the previous summary and the newly
-evicted messages into a new one (a running summary, never nested). Ids, codes, amounts,
+to about ``target`` × window, or lower when the recent calls grew fast: the next ``headroom_calls``
+calls (each sized as the 75th percentile of the last 8 calls' growth) must fit under the threshold,
+as far as the latest unit allows (hysteresis: a compaction buys room). The next compaction
+folds the previous summary and the newly evicted messages into a new one (a running summary,
+never nested). Ids, codes, amounts,
 dates, emails, URLs and paths found in the evicted span are checked against the summary and
 the missing ones appended as a "Key facts" list; that ledger is carried from real messages only
 (never re-extracted from a model's prose).
@@ -22,11 +25,14 @@ from __future__ import annotations
 import contextvars
 import copy
 import importlib.util
+import math
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
@@ -76,7 +82,20 @@ class LLMSummary(ctxlife.Strategy):
         threshold: float | None = Field(
             None, gt=0, le=1, description="Compact above this share of the window (default: the global threshold)."
         )
-        target: float = Field(0.25, gt=0, lt=1, description="Share of the window to compact down to.")
+        target: float = Field(
+            0.25,
+            gt=0,
+            lt=1,
+            description="Share of the window to compact down to at most (lower when the recent calls grew fast: "
+            "see headroom_calls).",
+        )
+        headroom_calls: int = Field(
+            4,
+            ge=0,
+            description="After a compaction, leave room under the threshold for this many calls, each sized as the "
+            "75th percentile of the tokens the last 8 calls added (the target goes down when that room is more "
+            "than the target leaves; never below the latest unit). 0: the fixed target only.",
+        )
         keep_rounds: int = Field(
             2,
             ge=1,
@@ -175,12 +194,16 @@ class LLMSummary(ctxlife.Strategy):
         )
         background: bool = Field(
             False,
-            description="Start the summary in the background once the context passes background_start x the "
-            "threshold, and swap it in when the threshold is crossed; that call waits only when the window itself "
-            "would overflow (else it proceeds above the threshold until the summary is ready).",
+            description="Summarize in the background, starting early enough to be ready before the threshold, and "
+            "swap the summary in when the threshold is crossed; a call over the threshold whose summary is not "
+            "ready gets the extractive summary at once (no call waits for the model or goes above the threshold).",
         )
         background_start: float = Field(
-            0.8, gt=0, lt=1, description="With background on: start summarizing at this share of the threshold."
+            0.8,
+            gt=0,
+            lt=1,
+            description="With background on: start summarizing at this share of the threshold at the latest; earlier "
+            "when the recent calls' growth times the calls a summary takes (measured) would pass the threshold.",
         )
         lock_timeout_seconds: float = Field(
             2.0, ge=0, description="With sessions on: wait this long for the session lock, else skip this compaction."
@@ -329,19 +352,33 @@ class LLMSummary(ctxlife.Strategy):
 
     @ctxlife.hookimpl
     def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
-        threshold = self.options.threshold or ctx.threshold
+        pace = _pace_of(ctx)
         tokens_before = ctx.count()
+        pace.called(tokens_before)
+        try:
+            self._before_call(ctx, tokens_before)
+        except BaseException:
+            pace.last_count = None  # the host discards this call's edit: the next count is no growth sample
+            raise
+        pace.last_count = ctx.count()
+        if pace.last_count < tokens_before:  # compacted: an earlier "too little to gain" no longer holds
+            ctx.state.pop("background_skipped", None)
+
+    def _before_call(self, ctx: ctxlife.LLMCallContext, tokens_before: int) -> None:
+        threshold = self.options.threshold or ctx.threshold
         limit = threshold * ctx.context_window
+        extractive_only = False
         if self.options.background:
-            swapped = tokens_before > limit and self._swap_background(ctx, tokens_before)
+            swapped = self._swap_background(ctx, tokens_before, limit)
             if swapped:
                 tokens_before = ctx.count()
-            if tokens_before <= ctx.context_window:  # the call never waits while the window holds
-                if tokens_before > self.options.background_start * limit:
+            if tokens_before <= limit:
+                if not swapped and tokens_before > self._background_start(ctx, limit):  # (a fresh list: no gain)
                     self._start_background(ctx, tokens_before)
-                if tokens_before > limit and not swapped:
-                    ctx.record("skipped", reason="summary_in_background", tokens=tokens_before)
                 return
+            # Over the threshold and no summary ready: compact now with the extractive summary (milliseconds)
+            # rather than send the call above the line or wait for the model.
+            extractive_only = True
         elif tokens_before <= limit:
             return
         backoff = ctx.state.get("backoff_from")
@@ -369,7 +406,31 @@ class LLMSummary(ctxlife.Strategy):
                         session_id=ctx.session_id,
                         error=type(exc).__name__,
                     )
-            self._compact(ctx, tokens_before)
+            self._compact(ctx, tokens_before, extractive_only=extractive_only)
+
+    # -- hysteresis: room for the next calls -----------------------------------------------
+
+    def _target_tokens(self, ctx: ctxlife.LLMCallContext) -> int:
+        """What a compaction aims for: ``target`` x window, lowered so that the next ``headroom_calls``
+        calls, each adding what the recent ones added (75th percentile), fit under the threshold."""
+        fixed = int(self.options.target * ctx.context_window)
+        per_call = _pace_of(ctx).per_call()
+        if per_call is None or self.options.headroom_calls == 0:
+            return fixed
+        limit = int((self.options.threshold or ctx.threshold) * ctx.context_window)
+        return max(0, min(fixed, limit - self.options.headroom_calls * per_call))
+
+    def _background_start(self, ctx: ctxlife.LLMCallContext, limit: float) -> float:
+        """Where a background summary starts: early enough that it is ready before the threshold (the
+        calls a summary took, times the tokens a call adds, under it), at the latest at
+        ``background_start`` x the threshold. A summary that would gain too little is skipped by the
+        compaction itself (then none starts until the context grew by ``min_gain_tokens``)."""
+        latest = self.options.background_start * limit
+        pace = _pace_of(ctx)
+        per_call, calls = pace.per_call(), pace.calls_per_summary()
+        if per_call is None or calls is None:
+            return latest
+        return max(min(latest, limit - calls * per_call), 0.0)
 
     # -- background compaction -----------------------------------------------------------
 
@@ -383,60 +444,59 @@ class LLMSummary(ctxlife.Strategy):
         shadow._count_memo = None
         future: Future[ctxlife.LLMCallContext] = Future()
 
+        started = time.perf_counter()
+
         def work() -> None:
             if future.set_running_or_notify_cancel():
                 try:
                     self._compact(shadow, tokens)
+                    shadow.state["background_ready_after"] = time.perf_counter() - started
                     future.set_result(shadow)
                 except BaseException as exc:  # noqa: BLE001 - handed back at the swap
                     future.set_exception(exc)
 
-        ctx.state["background"] = (list(ctx.messages), future, time.perf_counter())
+        ctx.state["background"] = (list(ctx.messages), future, tokens)
         context = contextvars.copy_context()
         threading.Thread(target=context.run, args=(work,), name="ctxlife-background-summary", daemon=True).start()
 
-    def _swap_background(self, ctx: ctxlife.LLMCallContext, tokens_before: int) -> bool:
+    def _swap_background(self, ctx: ctxlife.LLMCallContext, tokens_before: int, limit: float) -> bool:
         """Put a finished background compaction in place of the list it was made from (the messages
-        added since stay after it). Waits for an unfinished one only when the list is over the window."""
+        added since stay after it) once the context passes the threshold; drop one that failed, found
+        nothing worth compacting or no longer describes the list as soon as it is done. Never waits
+        for an unfinished one."""
         job = ctx.state.get("background")
         if job is None:
             return False
-        base, future, started = job
-        waited = 0.0
+        base, future, base_tokens = job
         if not future.done():
-            if tokens_before <= ctx.context_window:
-                return False
-            begin = time.perf_counter()
-            try:
-                future.result(timeout=self.options.timeout_seconds)
-            except Exception:  # noqa: BLE001 - the synchronous path below takes over
-                pass
-            waited = time.perf_counter() - begin
-        del ctx.state["background"]
+            return False
         try:
             shadow = future.result(timeout=0)
-        except Exception:  # noqa: BLE001 - a failed background compaction: compact now instead
+        except Exception:  # noqa: BLE001 - a failed background compaction: the next one starts afresh
+            del ctx.state["background"]
             return False
         done = next((a for a in shadow.actions if a.what in ("compacted", "truncated")), None)
         messages = ctx.messages
-        if done is None:
-            ctx.state["background_skipped"] = tokens_before + self.options.min_gain_tokens
+        if done is None:  # too little to gain: none starts again until the context grew by min_gain_tokens
+            del ctx.state["background"]
+            ctx.state["background_skipped"] = base_tokens + self.options.min_gain_tokens
             return False
         if len(messages) < len(base) or messages[: len(base)] != base:
-            return False  # the list was edited since: this summary no longer describes it
+            del ctx.state["background"]  # the list was edited since: this summary no longer describes it
+            return False
+        if tokens_before <= limit:
+            return False  # kept until the threshold: the prompt's start stays the same until then
+        del ctx.state["background"]
         messages[:] = shadow.messages + messages[len(base) :]
         details = dict(done.details)
         details.update(tokens_before=tokens_before, tokens_after=ctx.count())
-        ctx.record(
-            done.what,
-            **details,
-            background=True,
-            waited_seconds=round(waited, 3),
-            ready_after_seconds=round(time.perf_counter() - started, 3),
-        )
+        ready_after = round(ctx.state.pop("background_ready_after", 0.0), 3)
+        ctx.record(done.what, **details, background=True, ready_after_seconds=ready_after)
         return True
 
-    def _compact(self, ctx: ctxlife.LLMCallContext, tokens_before: int) -> None:
+    def _compact(self, ctx: ctxlife.LLMCallContext, tokens_before: int, *, extractive_only: bool = False) -> None:
+        """Replace the span before the kept tail with one summary (``extractive_only``: the offline one,
+        the model is not asked: a background summary is not ready)."""
         messages = ctx.messages
         tokens = ctx.tokens
         system = [m for m in messages if is_system(m) and not is_summary(m)]
@@ -460,7 +520,9 @@ class LLMSummary(ctxlife.Strategy):
         floor = round_cuts[-1] if round_cuts else first
         unit_cuts = [c for c in unit_starts if floor < c <= last_allowed and c not in round_cuts]
         cuts = round_cuts + unit_cuts
-        if not cuts:
+        # Down to the latest unit, when keeping keep_units would not reach the target (below).
+        deeper = sorted(set(cuts) | {c for c in unit_starts if floor < c <= unit_starts[-1]})
+        if not deeper:
             ctx.record("skipped", reason="nothing_to_evict")
             return
 
@@ -471,7 +533,7 @@ class LLMSummary(ctxlife.Strategy):
             # are summarized.
             return [rest[i] for i in kept_users if first <= i < cut] + rest[cut:]
 
-        target_tokens = int(self.options.target * ctx.context_window)
+        target_tokens = self._target_tokens(ctx)
         fixed = tokens.count_messages(system) + tokens.count_messages(pinned) - 3
         # Each message is counted once (cached by the counter); the tail after each cut is a suffix sum.
         sizes = tokens.count_each(rest)  # each as count_messages((m,)) - 3, in one pass
@@ -490,11 +552,10 @@ class LLMSummary(ctxlife.Strategy):
         if found is None and keep_units > 1 and len(unit_starts) > 1:
             # The recent units alone are over the target (large tool results): reach the target down to
             # the latest unit rather than compact again on the next calls (churn).
-            deeper = sorted(set(cuts) | {c for c in unit_starts if floor < c <= unit_starts[-1]})
             found = fitting(deeper)
             if found is None:
                 found = deeper[-1]  # as near the target as the latest unit allows
-        cut = found if found is not None else cuts[-1]
+        cut = found if found is not None else (cuts or deeper)[-1]
         kept_tail = tail_for(cut)
         evicted = [m for i, m in enumerate(rest[first:cut], first) if i not in kept_users]
         if not evicted:
@@ -503,9 +564,12 @@ class LLMSummary(ctxlife.Strategy):
         # What the summary message costs besides its text (its prefix and ctxlife's mark line) counts too.
         envelope = tokens.count_message(summary_message(messages, "", self.options.summary_role, ctx.message_format))
         kept_tokens = fixed + tokens.count_messages(kept_tail) + envelope
-        # Aim for the target; when what must stay already fills it, still allow half the summary budget.
+        # Aim for the target; when what must stay already fills it, still allow half the summary budget (a
+        # quarter when the target was lowered to leave room for the next calls: the summary stays too).
+        share = 4 if target_tokens < int(self.options.target * ctx.context_window) else 2
         budget = min(
-            self.options.max_summary_tokens, max(target_tokens - kept_tokens, self.options.max_summary_tokens // 2)
+            self.options.max_summary_tokens,
+            max(target_tokens - kept_tokens, self.options.max_summary_tokens // share),
         )
         previous_text = "\n".join(strip_summary_marker(m.get("content")) for m in previous) or None
         replaced_tokens = tokens.count_messages(evicted) + (tokens.count_messages(previous) if previous else 0) - 3
@@ -525,8 +589,8 @@ class LLMSummary(ctxlife.Strategy):
                     facts.append(fact)
         name, factory = self._summarizer(ctx)
         started = time.perf_counter()
-        attempts: list[tuple[str, Callable[[], Summarizer]]] = [(name, factory)]
-        if name != "extractive":
+        attempts: list[tuple[str, Callable[[], Summarizer]]] = [] if extractive_only else [(name, factory)]
+        if name != "extractive" or extractive_only:
             attempts.append(("extractive", lambda: self._extractive))
         errors: list[tuple[str, BaseException]] = []
         summary: dict[str, Any] | None = None
@@ -569,6 +633,9 @@ class LLMSummary(ctxlife.Strategy):
                     self._model_failed_at = time.monotonic()
                     self._rested = 0
                     self._model_error = f"{time.strftime('%H:%M:%S')}: {type(exc).__name__}: {exc}"[:300]
+            finally:
+                if used == name != "extractive":  # how long the model takes: when a background summary starts
+                    _pace_of(ctx).summary_seconds = time.perf_counter() - started
         contents = [text_of(m) for m in (*evicted, *previous, *system, *kept_tail)]
         if summary is None:
             original = list(messages)
@@ -615,6 +682,7 @@ class LLMSummary(ctxlife.Strategy):
             facts_kept=kept_facts,
             seconds=round(time.perf_counter() - started, 3),
             **({"fallback_from": name} if used != name else {}),
+            **({"reason": "summary_not_ready"} if extractive_only and name != "extractive" else {}),
         )
         self._note_result(ctx, tokens_before)
 
@@ -735,6 +803,49 @@ class LLMSummary(ctxlife.Strategy):
 
 
 _LEDGER_LIMIT = 2_000  # facts carried from one summary to the next (the most recent ones)
+_PACE_CALLS = 8  # the recent calls whose growth sizes the room a compaction leaves
+_MAX_LEAD_CALLS = 64  # a background summary starts at most this many calls before the threshold
+
+
+@dataclass
+class _Pace:
+    """How one view's context grows: the tokens each recent call added (what came in between two
+    calls, not this strategy's own edits), the seconds between calls and how long the model took
+    to summarize."""
+
+    last_count: int | None = None
+    last_call: float | None = None
+    growth: tuple[int, ...] = ()  # replaced whole (a background thread reads it)
+    gaps: tuple[float, ...] = ()
+    summary_seconds: float | None = None
+
+    def called(self, tokens: int) -> None:
+        now = time.monotonic()
+        if self.last_count is not None and tokens >= self.last_count:  # a smaller list was edited: no sample
+            self.growth = (*self.growth, tokens - self.last_count)[-_PACE_CALLS:]
+        if self.last_call is not None:
+            self.gaps = (*self.gaps, now - self.last_call)[-_PACE_CALLS:]
+        self.last_call = now
+
+    def per_call(self) -> int | None:
+        """The tokens one call adds: the 75th percentile of the recent calls' (None before two calls)."""
+        growth = self.growth
+        if len(growth) < 2:
+            return None
+        return int(statistics.quantiles(growth, n=4, method="inclusive")[2])
+
+    def calls_per_summary(self) -> int | None:
+        """How many calls go by while the model summarizes (None before it did once), plus the one that
+        starts it."""
+        gaps = self.gaps
+        if self.summary_seconds is None or not gaps:
+            return None
+        return min(1 + math.ceil(self.summary_seconds / max(statistics.median(gaps), 1e-3)), _MAX_LEAD_CALLS)
+
+
+def _pace_of(ctx: ctxlife.LLMCallContext) -> _Pace:
+    paces: dict[str, _Pace] = ctx.state.setdefault("pace", {})  # per view: each lane grows on its own
+    return paces.setdefault(ctx.view, _Pace())
 
 
 def _carries_some_facts(text: str, span_facts: list[Fact]) -> None:

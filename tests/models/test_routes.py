@@ -330,41 +330,52 @@ def test_tool_heavy_turns_at_a_small_window_do_not_compact_on_most_calls():
 
 
 def test_background_compaction_keeps_the_model_off_the_critical_path():
+    import threading
     import time
 
-    def slow_model(messages, max_tokens):
-        time.sleep(1.0)
-        return keeping("Goal: reservations checked in the background.", messages)
-
-    def waits(background: bool) -> tuple[list[float], list[dict]]:
-        """How long each of the first two compactions kept the call waiting (the first comes after
-        about 10 turns, the background one about 1 s of turns later)."""
-        host = Host(config(background=background, min_gain_tokens=0), context_window=WINDOW, summary_model=slow_model)
+    def run(background: bool, model) -> list[dict]:
+        """The first three compactions of a loop whose calls are 0.15 s apart."""
+        host = Host(
+            config(background=background, min_gain_tokens=0),
+            context_window=WINDOW,
+            summary_model=model,
+        )
         messages = [system("You are an airline agent.")]
         counter = TokenCounter(None)
-        compaction_waits, actions = [], []
+        actions: list[dict] = []
         for r in range(40):
-            if len(actions) == 2:
+            if len(actions) == 3:
                 break
             messages += turn(r)[:3]
-            started = time.perf_counter()
             report = host.manage(messages)
-            elapsed = time.perf_counter() - started
-            assert counter.count_messages(messages) <= WINDOW and validate(messages) == []
+            assert counter.count_messages(messages) <= 0.4 * WINDOW and validate(messages) == []
             done = acted(report)
-            if done is not None:
-                compaction_waits.append(elapsed)
-                actions.append(done.details)
+            actions += [done.details] if done is not None else []
             messages += turn(r)[3:]
             time.sleep(0.15)  # the agent's own model call
-        return compaction_waits, actions
+        return actions
 
-    sync_waits, _ = waits(False)
-    background_waits, actions = waits(True)
-    assert len(sync_waits) == 2 and min(sync_waits) >= 1.0  # each compaction waited for the model
-    assert len(actions) == 2 and all(a["background"] for a in actions)
-    assert all(a["summarizer"] == "agent_llm" and a["waited_seconds"] == 0 for a in actions)
-    assert max(background_waits) < 0.9  # the summary was ready (or the call went on) without waiting
+    def slow_model(messages, max_tokens):
+        time.sleep(0.5)
+        return keeping("Goal: reservations checked.", messages)
+
+    actions = run(False, slow_model)
+    assert [a["summarizer"] for a in actions] == ["agent_llm"] * 3 and not any(a.get("background") for a in actions)
+    # A model that answers only when the test ends: a call that waited for it would time out (60 s, an error
+    # event; the background summary's own time-out comes long after this loop).
+    answer = threading.Event()
+
+    def stuck_model(messages, max_tokens):
+        answer.wait()
+        return keeping("Goal: reservations checked.", messages)
+
+    try:
+        with capture_logs() as logs:
+            actions = run(True, stuck_model)
+    finally:
+        answer.set()
+    assert len(actions) == 3 and not [e for e in logs if e["event"] == "ctxlife.summary_failed"]
+    assert all(a["summarizer"] == "extractive" and a["reason"] == "summary_not_ready" for a in actions), actions
 
 
 def test_a_window_the_endpoint_names_in_a_400_is_learnt_and_the_summary_planned_again():

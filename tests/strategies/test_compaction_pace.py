@@ -1,0 +1,164 @@
+"""Compaction that buys room (issue 39): the tool-heavy conversation of benchmarks/tool_heavy.py.
+
+60 agent turns at a 4,000-token window, tool results of 266-785 tokens, two model calls per turn,
+with a scripted summary model (real threads, real sleeps; no network). What a user sees is the
+list handed back by ``manage`` before each call, counted with an independent token counter.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from ctxlife.config import settings_from_dict
+from ctxlife.host import Host
+from ctxlife.messages import validate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import tool_heavy  # noqa: E402 - the scenario the real-model benchmark measures too
+
+LINE = tool_heavy.THRESHOLD * tool_heavy.WINDOW
+
+
+def host(model: Any, **options: Any) -> Host:
+    settings = settings_from_dict({"strategies": ["llm_summary"], "llm_summary": options})
+    return Host(settings, context_window=tool_heavy.WINDOW, summary_model=model)
+
+
+def summary_of(messages: list[dict[str, Any]]) -> str:
+    """A model's summary: short, carrying the newest reservation code of its prompt (a fact of the span)."""
+    codes = re.findall(r"RS\d{3}X", json.dumps(messages))
+    return f"Goal: check the user's reservations. Last checked: {max(codes)}." if codes else "Goal: check reservations."
+
+
+def checked(managed: Host) -> Any:
+    """``managed.manage``, asserting that every list it hands back is valid."""
+
+    def manage(messages: list[dict[str, Any]]) -> Any:
+        report = managed.manage(messages)
+        assert validate(messages) == []
+        return report
+
+    return manage
+
+
+def test_a_small_window_with_large_tool_results_compacts_every_few_turns_and_stays_under_the_line():
+    def model(messages, max_tokens):
+        return summary_of(messages)
+
+    paced = tool_heavy.run(checked(host(model)))
+    fixed = tool_heavy.run(checked(host(model, headroom_calls=0)))  # the fixed target of before (issue 39)
+    # Every call the model would be sent is under the 40% line (1,600 tokens), with and without hysteresis.
+    assert paced["calls_over_the_line"] == 0 and max(paced["sent_tokens"]) <= LINE
+    assert fixed["calls_over_the_line"] == 0
+    # A compaction at the line keeps the latest unit (a tool call and its result, up to ~800 tokens), the
+    # question, the task and a summary cut to a quarter of max_summary_tokens: ~1,000 tokens at worst,
+    # ~800 on average, so the turn after it (~600 tokens: a reply, a user turn, a call, a result) fits
+    # most of the time and a compaction comes every ~3.5 calls. The fixed target kept as much as 1,000
+    # tokens allowed (a 300-token summary and older units), leaving room for one call or two: 3.08.
+    assert paced["calls_per_compaction"] >= 3.4, paced["calls_per_compaction"]
+    assert paced["compactions"] < fixed["compactions"], (paced["compactions"], fixed["compactions"])
+    assert paced["model_summaries"] == paced["compactions"]  # the scripted model's summaries were used
+
+
+def test_with_a_smaller_summary_budget_the_room_is_larger():
+    def model(messages, max_tokens):
+        return summary_of(messages)
+
+    # max_summary_tokens = 400 (what bench_real_model.py configures): a 100-token summary floor.
+    paced = tool_heavy.run(checked(host(model, max_summary_tokens=400)))
+    assert paced["calls_over_the_line"] == 0
+    assert paced["calls_per_compaction"] >= 3.8, paced["calls_per_compaction"]
+
+
+class HeldModel:
+    """A summary model that answers only once ``release()`` is called (a model far slower than the
+    agent's loop), or at once when ``held`` is False; counts its calls."""
+
+    def __init__(self, held: bool) -> None:
+        self.calls = 0
+        self.answer = threading.Event()
+        if not held:
+            self.answer.set()
+
+    def __call__(self, messages: list[dict[str, Any]], max_tokens: int) -> str:
+        self.calls += 1
+        self.answer.wait()
+        return summary_of(messages)
+
+    def release(self) -> None:
+        self.answer.set()
+
+
+@pytest.fixture
+def held_model():
+    made: list[HeldModel] = []
+
+    def make(held: bool) -> HeldModel:
+        made.append(HeldModel(held))
+        return made[-1]
+
+    yield make
+    for model in made:
+        model.release()  # no summary thread outlives its test
+
+
+def test_background_compaction_never_sends_a_call_above_the_line_while_a_slow_summary_is_pending(held_model):
+    model = held_model(True)
+    with capture_logs() as logs:
+        out = tool_heavy.run(checked(host(model, background=True)), turns=30, pause=0.02)
+    assert out["calls_over_the_line"] == 0 and max(out["sent_tokens"]) <= LINE  # before: 36 of 60 above it
+    assert model.calls >= 1 and out["compactions"] > 0
+    # No call waited for the model: one that did would have timed out (timeout_seconds, 60 s) with an error
+    # event; the background summary's own time-out comes long after this loop.
+    assert not [e for e in logs if e["event"] == "ctxlife.summary_failed"]
+    log = out["compaction_log"]
+    assert all(
+        (c["summarizer"], c["reason"], c["background"]) == ("extractive", "summary_not_ready", False) for c in log
+    )
+
+
+def test_background_summaries_that_keep_up_are_used_and_the_line_still_holds(held_model):
+    model = held_model(False)  # answers at once, in its thread; the loop's calls are 0.3 s apart
+    with capture_logs() as logs:
+        out = tool_heavy.run(checked(host(model, background=True)), turns=20, pause=0.3)
+    assert out["calls_over_the_line"] == 0
+    assert not [e for e in logs if e["event"] == "ctxlife.summary_failed"]
+    swapped = [c for c in out["compaction_log"] if c["background"]]
+    assert swapped and all(c["summarizer"] == "agent_llm" for c in swapped)
+    assert len(swapped) >= out["compactions"] // 2, out["compaction_log"]
+
+
+def test_the_room_a_compaction_leaves_follows_the_recent_growth_not_a_fixed_target():
+    def model(messages, max_tokens):
+        return summary_of(messages)
+
+    def left(result_words: int, **options: Any) -> list[int]:
+        """The tokens each compaction left, over 20 turns whose tool results are ``result_words`` long."""
+        managed = host(model, **options)
+        messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an airline agent."}]
+        after = []
+        for r, turn in enumerate(tool_heavy.conversation(20)):
+            turn[2]["content"] = json.dumps({"reservation_id": f"RS{r:03d}X", "notes": "ok " * result_words})
+            for before_call, after_call in ((turn[:1], []), (turn[1:3], turn[3:])):
+                messages += before_call
+                report = checked(managed)(messages)
+                after += [int(report.tokens_after)] if any(a.what == "compacted" for a in report.actions) else []
+                messages += after_call
+        return after
+
+    # Small steps (~25-token results: four calls add ~200 tokens): the fixed target (1,000 tokens)
+    # already leaves that room; the compactions are the same as with the fixed target alone.
+    assert left(20) == left(20, headroom_calls=0)
+    # Large steps (~400-token results: four calls add ~1,700 tokens, more than the line): the compactions go
+    # further down than the fixed target, as far as the latest unit allows (a smaller summary, no older unit).
+    paced, fixed = left(400), left(400, headroom_calls=0)
+    assert statistics.median(paced) < statistics.median(fixed), (paced, fixed)
