@@ -136,7 +136,8 @@ _V2 = [
     " terms tsvector NOT NULL,"
     " PRIMARY KEY (session_id, slot, part),"
     " FOREIGN KEY (session_id, slot) REFERENCES {s}.ctxlife_recall ON DELETE CASCADE)",
-    "CREATE INDEX IF NOT EXISTS ctxlife_recall_docs_terms ON {s}.ctxlife_recall_docs USING gin (terms)",
+    "CREATE INDEX IF NOT EXISTS ctxlife_recall_docs_terms ON {s}.ctxlife_recall_docs USING gin (terms)"
+    " WITH (fastupdate = off)",  # searched on every call: no pending list to scan (see ctxlife.recall.pg)
 ]
 
 #: ``{version: statements}`` bringing a database from ``version - 1`` to ``version`` (run by
