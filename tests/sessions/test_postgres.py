@@ -361,3 +361,25 @@ def test_a_forked_child_uses_a_pool_of_its_own(url: str) -> None:
         assert os.waitstatus_to_exitcode(status) == 0
         store.append("f", [msg("parent again")])  # the parent's connections still work
         assert [r.message["content"] for r in store.read_records("f")] == ["parent", "child", "parent again"]
+
+
+# -- through PgBouncer (transaction pooling) ---------------------------------------------------------------
+
+
+def test_recall_searches_the_database_through_pgbouncer(pgbouncer_url: str) -> None:
+    # Each search statement runs in a transaction of its own with SET LOCAL, sent in one pipeline.
+    from ctxlife.recall import HistorySearch
+
+    url = f"{pgbouncer_url}?schema=t_pgb_{uuid.uuid4().hex[:12]}&pgbouncer=true"
+    with open_store(url) as store:
+        store.append("s", [msg(f"day {i}: small talk about the weather") for i in range(50)])
+        store.append("s", [msg("the harbour ferry leaves at nine"), msg("我想订一家酒店")])
+        search = HistorySearch(store)
+        try:
+            for _ in range(3):  # more than one statement per pooled server connection
+                assert [p.hit.seq for p in search.passages("s", "when does the ferry leave?")][:1] == [51]
+                assert [p.hit.seq for p in search.passages("s", "酒店")][:1] == [52]
+            assert store.erase("s", [51]) == [51]
+            assert search.passages("s", "when does the ferry leave?") == []
+        finally:
+            search.close()
