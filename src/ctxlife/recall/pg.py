@@ -72,7 +72,7 @@ def terms_of(text: str, session_id: str) -> tuple[str, int]:
     positions: dict[str, list[str]] = {session_lexeme(session_id): []}
     tokens = TERM.findall(index_text(text).casefold())
     for at, token in enumerate(tokens, start=1):
-        kept = positions.setdefault(token[:512], [])  # a lexeme is at most 2 kB
+        kept = positions.setdefault(token[:256], [])  # a lexeme is under 2 kB (256 characters of 4 bytes at most)
         if len(kept) < _MAX_POSITIONS:
             kept.append(str(min(at, _MAX_POS)))
     literal = " ".join(f"{_lexeme(t)}:{','.join(p)}" if p else _lexeme(t) for t, p in positions.items())
