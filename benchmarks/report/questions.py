@@ -52,6 +52,11 @@ QUESTIONS: tuple[Question, ...] = (
     Question(
         "scale", "bench_scale", "Sessions at scale: 1k / 10k / 100k messages, next to the Agents SDK and LangGraph"
     ),
+    Question(
+        "fleet",
+        "bench_pg_store",
+        "Fleet stores: PostgreSQL beside SQLite and Redis (append, read, recall, a new worker's first call)",
+    ),
 )
 BY_NAME = {q.name: q for q in QUESTIONS}
 

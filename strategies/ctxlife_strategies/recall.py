@@ -97,7 +97,8 @@ class Recall(ctxlife.Strategy):
         index_dir: str | None = Field(
             None,
             description='Where the search index lives: a folder, "memory", or (default) beside a file or '
-            "SQLite store (in memory for Redis: each worker rebuilds it from the raw history once).",
+            "SQLite store (in memory for Redis: each worker rebuilds it from the raw history once; with "
+            "PostgreSQL, in the database, and this is not used).",
         )
         chunk_chars: int = Field(
             1200, ge=200, description="Long messages (tool results) are indexed and recalled in chunks of this size."

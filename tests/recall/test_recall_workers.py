@@ -123,3 +123,9 @@ def test_a_session_deleted_and_started_again_on_another_worker_is_not_recalled(r
         assert "pier nineteen" not in block and "dock four" in block
     finally:
         host.close()
+
+
+def test_two_workers_on_postgres(postgres_url, tmp_path):
+    # Recall searches the database: no worker keeps an index of its own, in memory or on disk.
+    two_workers(f"{postgres_url}?schema=t_rw_{tmp_path.name[-12:].lower()}", tmp_path, "shared")
+    assert not list(tmp_path.rglob("*.sqlite*"))

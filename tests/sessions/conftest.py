@@ -8,12 +8,14 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 sys.path.insert(0, str(Path(__file__).parent))  # pg_sql
-STORE_KINDS = ("file", "sqlite", "redis", "postgres")
+#: pgbouncer: the postgres store through a real PgBouncer in transaction mode (skipped where it is not installed)
+STORE_KINDS = ("file", "sqlite", "redis", "postgres", "pgbouncer")
 
 
 @pytest.fixture
@@ -45,9 +47,73 @@ def make_url(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], 
         if kind == "postgres":  # a schema of the test's own in the run's server
             base = request.getfixturevalue("postgres_url")
             return f"{base}?schema=t_{uuid.uuid4().hex[:12]}"
+        if kind == "pgbouncer":  # PgBouncer 1.18 (Debian 12): no prepared statements through it
+            base = request.getfixturevalue("pgbouncer_url")
+            return f"{base}?schema=t_{uuid.uuid4().hex[:12]}&pgbouncer=true"
         raise ValueError(kind)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_url(
+    postgres_server: Any, postgres_scheme: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The run's PostgreSQL server behind a PgBouncer of the run's own, ``pool_mode = transaction``, with
+    the settings docs/sessions.md recommends; run as the ``postgres`` user when the tests run as root
+    (PgBouncer refuses root), as the server is."""
+    import shutil
+    import socket
+    import time
+    from urllib.parse import urlsplit
+
+    binary = shutil.which("pgbouncer") or ("/usr/sbin/pgbouncer" if os.access("/usr/sbin/pgbouncer", os.X_OK) else None)
+    if binary is None:
+        pytest.skip("PgBouncer is not installed, so the store is not tested through it: apt-get install pgbouncer")
+    import psycopg
+
+    folder = tmp_path_factory.mktemp("pgbouncer")
+    password = urlsplit(postgres_server.url()).password
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (folder / "users.txt").write_text(f'"ctxlife" "{password}"\n')
+    (folder / "pgbouncer.ini").write_text(
+        "[databases]\n"
+        f"postgres = host=127.0.0.1 port={postgres_server.port} dbname=postgres\n"
+        "[pgbouncer]\n"
+        f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+        f"auth_type = plain\nauth_file = {folder / 'users.txt'}\n"
+        "pool_mode = transaction\nmax_client_conn = 400\ndefault_pool_size = 40\n"
+        "server_idle_timeout = 600\nignore_startup_parameters = extra_float_digits\n"
+        f"logfile = {folder / 'pgbouncer.log'}\npidfile = {folder / 'pgbouncer.pid'}\n"
+    )
+    args = [binary, str(folder / "pgbouncer.ini")]
+    if postgres_server.user is not None:  # root: as the server's user
+        import pwd
+
+        entry = pwd.getpwnam(postgres_server.user)
+        for path in (folder, *folder.iterdir()):
+            os.chown(path, entry.pw_uid, entry.pw_gid)
+        for parent in folder.parents:  # traverse only (o+x), as for the server's folder
+            if parent.stat().st_uid == os.geteuid() and not parent.stat().st_mode & 0o001:
+                parent.chmod(parent.stat().st_mode | 0o001)
+        args = ["runuser", "-u", postgres_server.user, "--", *args]
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"postgresql://ctxlife:{password}@127.0.0.1:{port}/postgres"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            psycopg.connect(url, connect_timeout=2, prepare_threshold=None).close()
+            break
+        except psycopg.OperationalError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log = folder / "pgbouncer.log"
+                pytest.fail(f"pgbouncer did not start: {log.read_text()[-1500:] if log.exists() else proc.returncode}")
+            time.sleep(0.05)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
 
 
 @pytest.fixture

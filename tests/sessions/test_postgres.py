@@ -44,7 +44,7 @@ def tables(url: str) -> list[str]:
 # -- schema versions and migrations ----------------------------------------------------------------------
 
 
-def test_opening_and_reading_create_nothing_and_the_first_write_creates_version_1(url: str) -> None:
+def test_opening_and_reading_create_nothing_and_the_first_write_creates_the_current_version(url: str) -> None:
     with open_store(url) as store:
         assert store.list_sessions() == [] and store.read_records("s") == [] and store.head("s") == 0
         assert store.load_snapshot("s") is None and store.get_blob("s", "k") is None
@@ -55,20 +55,22 @@ def test_opening_and_reading_create_nothing_and_the_first_write_creates_version_
         "ctxlife_blobs",
         "ctxlife_meta",
         "ctxlife_raw",
+        "ctxlife_recall",
+        "ctxlife_recall_docs",
         "ctxlife_schema_version",
         "ctxlife_sessions",
         "ctxlife_snapshots",
     ]
-    assert pg_sql(url, "SELECT version FROM {s}.ctxlife_schema_version") == [(1,)]
+    assert pg_sql(url, "SELECT version FROM {s}.ctxlife_schema_version ORDER BY version") == [(1,), (2,)]
 
 
 def test_store_migrate_is_a_deploy_step_that_runs_once(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["store", "migrate", url]) == 0
     out = capsys.readouterr().out
-    assert "migrated from none to version 1" in out and "pg-secret" not in out
+    assert "migrated from none to version 2" in out and "pg-secret" not in out
     assert main(["store", "migrate", url]) == 0
-    assert "at version 1, nothing to do" in capsys.readouterr().out
-    assert pg_sql(url, "SELECT version FROM {s}.ctxlife_schema_version") == [(1,)]
+    assert "at version 2, nothing to do" in capsys.readouterr().out
+    assert pg_sql(url, "SELECT version FROM {s}.ctxlife_schema_version ORDER BY version") == [(1,), (2,)]
     with open_store(url) as store:
         assert store.append("s", [msg("x")])[0].seq == 1
 
@@ -81,15 +83,15 @@ def test_workers_migrating_at_once_migrate_once(url: str, spawn: Any) -> None:
     procs = [spawn(code, url) for _ in range(4)]
     results = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in results]
-    assert sorted(out.strip() for out, _ in results) == ["(1, 1)"] * 3 + ["(None, 1)"]
-    assert pg_sql(url, "SELECT version FROM {s}.ctxlife_schema_version") == [(1,)]
+    assert sorted(out.strip() for out, _ in results) == ["(2, 2)"] * 3 + ["(None, 2)"]
+    assert pg_sql(url, "SELECT version FROM {s}.ctxlife_schema_version ORDER BY version") == [(1,), (2,)]
 
 
 def test_a_newer_schema_is_refused_when_the_store_opens(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     before = open_store(url)  # stays open: its pool knows the schema was fine when it wrote
     before.append("s", [msg("x")])
     pg_sql(url, "INSERT INTO {s}.ctxlife_schema_version (version) VALUES (7)")
-    with pytest.raises(StoreError, match=r"schema .* is version 7, newer than this ctxlife understands \(1\)") as info:
+    with pytest.raises(StoreError, match=r"schema .* is version 7, newer than this ctxlife understands \(2\)") as info:
         open_store(url)
     before.close()
     assert "pg-secret" not in str(info.value)
@@ -98,14 +100,22 @@ def test_a_newer_schema_is_refused_when_the_store_opens(url: str, capsys: pytest
     assert pg_sql(url, "SELECT max(version) FROM {s}.ctxlife_schema_version") == [(7,)]
 
 
-def test_an_older_schema_is_refused_until_migrated(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def as_version_1(url: str) -> None:
+    """Turn the database back into what ctxlife's schema version 1 wrote (its history kept)."""
+    pg_sql(url, "DROP TABLE {s}.ctxlife_recall_docs, {s}.ctxlife_recall")
+    pg_sql(url, "ALTER TABLE {s}.ctxlife_sessions DROP COLUMN recall_docs, DROP COLUMN recall_len")
+    pg_sql(url, "DELETE FROM {s}.ctxlife_schema_version WHERE version > 1")
+
+
+def test_an_older_schema_is_refused_until_migrated_and_migrating_indexes_its_history(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxlife.recall import HistorySearch
     from ctxlife.sessions import postgres
 
     with open_store(url) as store:
-        store.append("s", [msg("x")])
-    # This ctxlife as if it were the next version, with one migration step.
-    monkeypatch.setattr(postgres, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(postgres._MIGRATIONS, 2, ["ALTER TABLE {s}.ctxlife_raw ADD COLUMN note text"])
+        store.append("s", [msg("the harbour ferry leaves at nine"), msg("我想订一家酒店")])
+    as_version_1(url)
     monkeypatch.setattr(postgres._SharedPool, "_pools", {})  # a new process: nothing known ready
     store = open_store(url)  # opening still works (so that `ctxlife store migrate` can run) ...
     try:
@@ -113,14 +123,17 @@ def test_an_older_schema_is_refused_until_migrated(url: str, monkeypatch: pytest
             store.read_records("s")  # ... but every call refuses: no DDL past version 1 on its own
         with pytest.raises(StoreError, match="ctxlife store migrate"):
             store.append("s", [msg("y")])
-        assert "ctxlife_raw" in tables(url) and not pg_sql(
-            url,
-            "SELECT 1 FROM information_schema.columns WHERE table_schema = %s AND column_name = 'note'",
-            (url.rsplit("schema=", 1)[1],),
-        )
+        assert "ctxlife_raw" in tables(url) and "ctxlife_recall" not in tables(url)
         assert store.migrate() == (1, 2)  # type: ignore[attr-defined]
-        assert [r.message["content"] for r in store.read_records("s")] == ["x"]
-        assert store.append("s", [msg("y")])[0].seq == 2
+        assert [r.message["content"] for r in store.read_records("s")] == [
+            "the harbour ferry leaves at nine",
+            "我想订一家酒店",
+        ]
+        assert store.append("s", [msg("y")])[0].seq == 3
+        search = HistorySearch(store)
+        # the history recorded before the migration is searchable: the migration indexed it
+        assert [p.hit.seq for p in search.passages("s", "when does the ferry leave?")] == [1]
+        assert [p.hit.seq for p in search.passages("s", "酒店")] == [2]
     finally:
         store.close()
     assert pg_sql(url, "SELECT version FROM {s}.ctxlife_schema_version ORDER BY version") == [(1,), (2,)]
@@ -348,3 +361,25 @@ def test_a_forked_child_uses_a_pool_of_its_own(url: str) -> None:
         assert os.waitstatus_to_exitcode(status) == 0
         store.append("f", [msg("parent again")])  # the parent's connections still work
         assert [r.message["content"] for r in store.read_records("f")] == ["parent", "child", "parent again"]
+
+
+# -- through PgBouncer (transaction pooling) ---------------------------------------------------------------
+
+
+def test_recall_searches_the_database_through_pgbouncer(pgbouncer_url: str) -> None:
+    # Each search statement runs in a transaction of its own with SET LOCAL, sent in one pipeline.
+    from ctxlife.recall import HistorySearch
+
+    url = f"{pgbouncer_url}?schema=t_pgb_{uuid.uuid4().hex[:12]}&pgbouncer=true"
+    with open_store(url) as store:
+        store.append("s", [msg(f"day {i}: small talk about the weather") for i in range(50)])
+        store.append("s", [msg("the harbour ferry leaves at nine"), msg("我想订一家酒店")])
+        search = HistorySearch(store)
+        try:
+            for _ in range(3):  # more than one statement per pooled server connection
+                assert [p.hit.seq for p in search.passages("s", "when does the ferry leave?")][:1] == [51]
+                assert [p.hit.seq for p in search.passages("s", "酒店")][:1] == [52]
+            assert store.erase("s", [51]) == [51]
+            assert search.passages("s", "when does the ferry leave?") == []
+        finally:
+            search.close()

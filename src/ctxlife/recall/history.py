@@ -239,7 +239,13 @@ class HistorySearch:
         :attr:`MAX_DEFERRED`: a search would skip them anyway, and each write to the index costs a
         transaction. They are written together when one leaves the view (compaction dropped it),
         when an edit or removal comes, and by any call without ``defer``.
+
+        A store that keeps the index itself, written with the history (``search_index(session_id)``:
+        postgres, :mod:`ctxlife.recall.pg`), is searched there: nothing is built, read or held here.
         """
+        in_store = getattr(self.store, "search_index", None)
+        if callable(in_store):
+            return in_store(session_id)  # type: ignore[no-any-return]
         evicted: list[HistoryIndex] = []
         with self._lock:
             index = self._indexes.get(session_id)

@@ -34,6 +34,14 @@ with ``ON DELETE CASCADE``, so deleting that row deletes everything of the sessi
     ctxlife_snapshots(session_id FK, view, updated_at, json, PK(session_id, view))
     ctxlife_blobs(session_id FK, key, data bytea, PK(session_id, key))
 
+Schema version 2 adds recall's rows (:mod:`ctxlife.recall.pg`), written in the transaction of the
+append or erase that changes them, deleted with the session by the cascade::
+
+    ctxlife_sessions.recall_docs, recall_len             documents and terms of the session (BM25)
+    ctxlife_recall(session_id FK, slot, role, recorded_at, md, view, calls, text, PK(session_id, slot))
+    ctxlife_recall_docs(session_id, slot, part, view, len, terms tsvector,
+                        PK(session_id, slot, part), FK(session_id, slot) -> ctxlife_recall)   GIN(terms)
+
 Messages are kept as the JSON text every store writes (``text``, not ``jsonb``: ``jsonb`` reorders keys
 and cannot hold ``\\u0000``, and messages must round-trip exactly); blobs as UTF-8 ``bytea`` (any
 ``str``, NUL included).
@@ -46,8 +54,9 @@ workers. :meth:`PostgresStore.lock` is a transaction-scoped advisory lock
 holder's connection, and the holder's transaction is ended by the server after ``ttl_seconds`` idle
 (``idle_in_transaction_session_timeout``), which is how a stuck holder loses it.
 
-Migrations: opening a store never changes the schema. The first write creates version 1 when the
-database has no ctxlife tables (under an advisory lock, so workers starting together create it once);
+Migrations: opening a store never changes the schema. The first write creates the current version
+when the database has no ctxlife tables (version 1 and every later step, with no data to convert;
+under an advisory lock, so workers starting together create it once);
 a database at an older version is refused until ``ctxlife store migrate URL`` (:meth:`PostgresStore.migrate`)
 has run, and one at a newer version (written by a newer ctxlife) is refused with the versions named.
 ``psycopg`` is imported only when this store is opened (``pip install 'ctxlife[postgres]'``).
@@ -99,11 +108,42 @@ __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 log = Logger("ctxlife.sessions")
 
 #: The schema version this ctxlife writes and reads.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: Version 2: recall's rows next to the raw history (:mod:`ctxlife.recall.pg`). The session's
+#: counters are BM25's N and average length; a document hangs off its slot's row, which hangs off
+#: the session's (``ON DELETE CASCADE`` both).
+_V2 = [
+    "ALTER TABLE {s}.ctxlife_sessions ADD COLUMN IF NOT EXISTS recall_docs bigint NOT NULL DEFAULT 0,"
+    " ADD COLUMN IF NOT EXISTS recall_len bigint NOT NULL DEFAULT 0",
+    "CREATE TABLE IF NOT EXISTS {s}.ctxlife_recall ("
+    " session_id text NOT NULL REFERENCES {s}.ctxlife_sessions ON DELETE CASCADE,"
+    " slot bigint NOT NULL,"
+    " role text NOT NULL,"
+    " recorded_at double precision,"
+    " md integer,"
+    " view text NOT NULL,"
+    " calls boolean NOT NULL,"
+    " text text NOT NULL,"
+    " PRIMARY KEY (session_id, slot))",
+    "CREATE INDEX IF NOT EXISTS ctxlife_recall_by_day ON {s}.ctxlife_recall (session_id, md) WHERE md IS NOT NULL",
+    "CREATE TABLE IF NOT EXISTS {s}.ctxlife_recall_docs ("
+    " session_id text NOT NULL,"
+    " slot bigint NOT NULL,"
+    " part integer NOT NULL,"
+    " view text NOT NULL,"
+    " len integer NOT NULL,"
+    " terms tsvector NOT NULL,"
+    " PRIMARY KEY (session_id, slot, part),"
+    " FOREIGN KEY (session_id, slot) REFERENCES {s}.ctxlife_recall ON DELETE CASCADE)",
+    "CREATE INDEX IF NOT EXISTS ctxlife_recall_docs_terms ON {s}.ctxlife_recall_docs USING gin (terms)"
+    " WITH (fastupdate = off)",  # searched on every call: no pending list to scan (see ctxlife.recall.pg)
+]
 
 #: ``{version: statements}`` bringing a database from ``version - 1`` to ``version`` (run by
-#: :meth:`PostgresStore.migrate` only). ``{s}`` is the quoted schema name.
-_MIGRATIONS: dict[int, list[str]] = {}
+#: :meth:`PostgresStore.migrate`, and when the first write creates the schema in an empty database).
+#: ``{s}`` is the quoted schema name.
+_MIGRATIONS: dict[int, list[str]] = {2: _V2}
 
 _V1 = [
     "CREATE TABLE IF NOT EXISTS {s}.ctxlife_sessions ("
@@ -409,7 +449,7 @@ class PostgresStore(SessionStore):
                     self._refuse(version)
                     if version is None:
                         self._create_v1(conn)
-                        version = 1
+                        version = self._upgrade(conn, 1)
         if version == SCHEMA_VERSION:
             self._shared.ready.add(self.schema)
 
@@ -442,19 +482,41 @@ class PostgresStore(SessionStore):
             before = self._version(conn)
             if before is not None and before > SCHEMA_VERSION:
                 self._refuse(before)
-            version = before
-            if version is None:
+            if before is None:
                 self._create_v1(conn)
-                version = 1
-            while version < SCHEMA_VERSION:
-                version += 1
-                for stmt in _MIGRATIONS[version]:
-                    conn.execute(stmt.replace("{s}", self._s))
-                conn.execute(f"INSERT INTO {self._s}.ctxlife_schema_version (version) VALUES (%s)", (version,))
-                log.info("postgres_schema_migrated", store="postgres", schema=self.schema, version=version)
+            version = self._upgrade(conn, before or 1)
         self._shared.ready.add(self.schema)
         self._outdated = None
         return before, version
+
+    def _upgrade(self, conn: Any, version: int) -> int:
+        """Run the steps from ``version`` to :data:`SCHEMA_VERSION` on ``conn`` (in its transaction)."""
+        while version < SCHEMA_VERSION:
+            version += 1
+            for stmt in _MIGRATIONS[version]:
+                conn.execute(stmt.replace("{s}", self._s))
+            if version == 2:
+                self._index_history(conn)
+            conn.execute(f"INSERT INTO {self._s}.ctxlife_schema_version (version) VALUES (%s)", (version,))
+            log.info("postgres_schema_migrated", store="postgres", schema=self.schema, version=version)
+        return version
+
+    def _index_history(self, conn: Any) -> None:
+        """Version 2: recall's rows for the history recorded before it (one session at a time)."""
+        # lazy: recall's tokenizer, for the stores that search (and for this step)
+        from ctxlife.recall.pg import index_records
+
+        s = self._s
+        for (session_id,) in conn.execute(f"SELECT session_id FROM {s}.ctxlife_sessions").fetchall():
+            rows = conn.execute(
+                f"SELECT {_RAW_COLUMNS} FROM {s}.ctxlife_raw WHERE session_id = %s ORDER BY seq", (session_id,)
+            ).fetchall()
+            records = [r for row in rows if (r := self._decode(session_id, row, _loads(row[5]), False)) is not None]
+            docs, length = index_records(conn, s, session_id, records)
+            conn.execute(
+                f"UPDATE {s}.ctxlife_sessions SET recall_docs = %s, recall_len = %s WHERE session_id = %s",
+                (docs, length, session_id),
+            )
 
     # -- TTL sweeper -------------------------------------------------------------------------------
 
@@ -545,9 +607,13 @@ class PostgresStore(SessionStore):
                     raise conflict(session_id, if_head, head)
             return []
         now = time.time()
+        # lazy: recall's tokenizer (its rows are written with the records, see ctxlife.recall.pg)
+        from ctxlife.recall.pg import index_records
+
         with self._write("append", session_id) as (conn, head):
             if if_head is not None and head != if_head:
                 raise conflict(session_id, if_head, head)
+            records = appended_records(head + 1, messages, prepared, view, now)
             with conn.cursor() as cur:
                 cur.executemany(
                     f"INSERT INTO {self._s}.ctxlife_raw "
@@ -568,11 +634,13 @@ class PostgresStore(SessionStore):
                         for i, p in enumerate(prepared)
                     ],
                 )
+            docs, length = index_records(conn, self._s, session_id, records)
             conn.execute(
-                f"UPDATE {self._s}.ctxlife_sessions SET head = %s WHERE session_id = %s",
-                (head + len(prepared), session_id),
+                f"UPDATE {self._s}.ctxlife_sessions SET head = %s, recall_docs = recall_docs + %s, "
+                "recall_len = recall_len + %s WHERE session_id = %s",
+                (head + len(prepared), docs, length, session_id),
             )
-        return appended_records(head + 1, messages, prepared, view, now)
+        return records
 
     def _raw_rows(
         self, what: str, columns: str, session_id: str, after_seq: int, view: str | None
@@ -681,19 +749,31 @@ class PostgresStore(SessionStore):
         validate_session_id(session_id)
         if not values:
             return 0
+        # lazy: as in append
+        from ctxlife.recall.pg import drop_slots
+
         rows = []
+        slots = set()
         for seq, value in values.items():
-            message, _, _, _ = unwrap_event(value)
+            message, op, target, _ = unwrap_event(value)
             rows.append((json_text(value, what="erased record"), fingerprint(message), session_id, seq))
-        with self._write("erase", session_id) as (conn, _), conn.cursor() as cur:
-            # one transaction: every record of the erase, or none
-            cur.executemany(
-                f"UPDATE {self._s}.ctxlife_raw SET json = %s, fp = %s, bad = NULL, tokens = NULL, "
-                "token_encoding = NULL WHERE session_id = %s AND seq = %s",
-                rows,
-                returning=False,
+            slots.add(target if op != "add" and target is not None else seq)
+        with self._write("erase", session_id) as (conn, _):
+            # one transaction: every record of the erase and recall's rows of its slots, or none
+            with conn.cursor() as cur:
+                cur.executemany(
+                    f"UPDATE {self._s}.ctxlife_raw SET json = %s, fp = %s, bad = NULL, tokens = NULL, "
+                    "token_encoding = NULL WHERE session_id = %s AND seq = %s",
+                    rows,
+                    returning=False,
+                )
+                changed = int(cur.rowcount)
+            docs, length = drop_slots(conn, self._s, session_id, slots)
+            conn.execute(
+                f"UPDATE {self._s}.ctxlife_sessions SET recall_docs = recall_docs - %s, recall_len = recall_len - %s "
+                "WHERE session_id = %s",
+                (docs, length, session_id),
             )
-            changed = int(cur.rowcount)
         return max(changed, 0)
 
     # -- sessions --------------------------------------------------------------------------------
@@ -722,6 +802,17 @@ class PostgresStore(SessionStore):
             except (self._pg.errors.UndefinedTable, self._pg.errors.InvalidSchemaName):
                 return False
             return bool(cur.rowcount > 0)
+
+    # -- recall ----------------------------------------------------------------------------------
+
+    def search_index(self, session_id: str) -> Any:
+        """The session's recall index: its rows in the database, written with the history (see
+        :mod:`ctxlife.recall.pg`); :class:`ctxlife.recall.HistorySearch` searches it instead of an
+        index of its own. One object per call: it keeps nothing across calls."""
+        validate_session_id(session_id)
+        from ctxlife.recall.pg import PostgresIndex  # lazy: as in append
+
+        return PostgresIndex(self, session_id)
 
     # -- lock ------------------------------------------------------------------------------------
 
