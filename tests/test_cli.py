@@ -69,7 +69,7 @@ def test_session_commands_use_the_configs_store(tmp_path):
 
     url = f"file://{tmp_path / 'sessions'}"
     store = open_store(url)
-    store.append_raw("u42", [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
+    store.append("u42", [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
     store.save_snapshot(Snapshot(session_id="u42", messages=[{"role": "user", "content": "hello"}], raw_length=2))
     store.close()
     (tmp_path / "ctxlife.toml").write_text(f'strategies = ["snapshot_restore"]\nstore = "{url}"\n')

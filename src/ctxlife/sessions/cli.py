@@ -493,7 +493,7 @@ def _export(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_
         return _EXIT_OK
     snapshot = store.load_snapshot(sid, getattr(args, "view", "") or "")
     if snapshot is None:
-        if store.raw_length(sid):
+        if store.head(sid):
             err.write(f"error: session {sid!r} has no snapshot yet, only raw history; use --raw\n")
         else:
             return _not_found(store, sid, err)
