@@ -154,7 +154,7 @@ def test_no_module_imports_a_private_name_of_another():
 def test_only_the_framework_adapters_and_the_demo_app_import_crewai():
     # The demo is an application built on CrewAI (it uses ctxlife as a user would); the library
     # outside ctxlife/integrations/ must stay framework neutral.
-    allowed = {SRC / "ctxlife" / "demo.py"}
+    allowed = {SRC / "ctxlife" / "cli" / "_demo.py"}
     offenders = [
         f"{path.relative_to(REPO)}:{line}"
         for path in PRODUCT + STRATEGIES
@@ -202,5 +202,21 @@ def test_the_message_model_modules_import_only_the_ones_below_them():
         for module, _, line in imports(package / f"{layer}.py")
         if module == "ctxlife.messages"
         or (module.startswith("ctxlife.messages.") and module.rpartition(".")[2] not in layers[:k])
+    ]
+    assert offenders == []
+
+
+CLI = SRC / "ctxlife" / "cli"
+
+
+def test_the_command_line_lives_in_one_package_that_no_library_module_imports():
+    """Every command's argparse and printing is under ctxlife/cli/ (the demo application too, as the
+    private cli/_demo.py); the library never imports the CLI, so it can change without the library."""
+    outside = [p for p in PRODUCT if CLI not in p.parents]
+    offenders = [
+        f"{path.relative_to(REPO)}:{line}: {module}"
+        for path in outside + STRATEGIES
+        for module, _, line in imports(path)
+        if module in ("argparse", "ctxlife.cli") or module.startswith(("ctxlife.cli.", "rich"))
     ]
     assert offenders == []

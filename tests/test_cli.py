@@ -83,7 +83,7 @@ def test_session_commands_use_the_configs_store(tmp_path):
 
 
 def test_the_demo_config_ships_inside_the_package_and_configs_points_at_it():
-    from ctxlife.demo import default_config_path
+    from ctxlife.cli._demo import default_config_path
 
     packaged = default_config_path()
     assert packaged.is_file() and packaged.parent.name == "configs" and packaged.parent.parent.name == "ctxlife"

@@ -152,7 +152,7 @@ def test_sessions_with_such_ids_record_and_restore_on_every_store(store_url: str
 
 def test_the_session_command_shows_and_takes_the_original_id(store_url: str) -> None:
     from ctxlife.cli import build_parser
-    from ctxlife.sessions.cli import run_session_command
+    from ctxlife.cli.session import run_session_command
 
     sid = "alice@example.com"
     with open_store(store_url) as store:

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from pg_sql import pg_sql
 
+from ctxlife.cli.session import add_session_parser, run_session_command
 from ctxlife.errors import StoreError
 from ctxlife.sessions import Snapshot, open_store
-from ctxlife.sessions.cli import add_session_parser, run_session_command
 
 MESSAGES = [
     {"role": "system", "content": "rules"},
@@ -167,7 +167,7 @@ def test_parser_requires_a_subcommand() -> None:
 def test_export_writes_utf8_json_to_a_real_stdout(filled: str) -> None:
     code = (
         "import argparse, sys\n"
-        "from ctxlife.sessions.cli import add_session_parser, run_session_command\n"
+        "from ctxlife.cli.session import add_session_parser, run_session_command\n"
         "p = argparse.ArgumentParser(); add_session_parser(p.add_subparsers(dest='command'))\n"
         "sys.exit(run_session_command(p.parse_args(sys.argv[1:]), None))\n"
     )

@@ -818,7 +818,7 @@ def test_importing_sessions_has_no_side_effects(tmp_path: Path) -> None:
     # Whatever the package root imports is not this module's doing: compare against it.
     code = (
         "import sys, ctxlife; before = set(sys.modules);"
-        "import ctxlife.sessions, ctxlife.sessions.cli;"
+        "import ctxlife.sessions, ctxlife.cli.session;"
         "new = set(sys.modules) - before;"
         "print(','.join(sorted(m for m in new if m.split('.')[0] in ('redis', 'rich', 'sqlite3'))))"
     )

@@ -570,7 +570,7 @@ def run_demo(
         cmd = [
             sys.executable,
             "-m",
-            "ctxlife.demo",
+            "ctxlife.cli._demo",
             "--phase2",
             str(config_path),
             str(ws),
