@@ -220,3 +220,81 @@ def test_the_command_line_lives_in_one_package_that_no_library_module_imports():
         if module in ("argparse", "ctxlife.cli") or module.startswith(("ctxlife.cli.", "rich"))
     ]
     assert offenders == []
+
+
+# -- the layer table of docs/architecture.md, as an import contract ------------------------------
+
+
+def layer_table() -> list[tuple[str, list[str]]]:
+    """(layer, module paths) per row of docs/architecture.md's layer table, top row first."""
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("## The layers", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| layer")]
+    return [(row.split("|")[1].strip(), re.findall(r"`([\w/]+(?:\.py|/))`", row.split("|")[2])) for row in rows]
+
+
+def layer_of(path: Path, table: list[tuple[str, list[str]]]) -> int | None:
+    """The row a source file belongs to: the longest module path of the table that names it."""
+    relative = path.relative_to(SRC / "ctxlife" if SRC in path.parents else REPO).as_posix()
+    found = [
+        (len(entry), k)
+        for k, (_, entries) in enumerate(table)
+        for entry in entries
+        if relative == entry or (entry.endswith("/") and relative.startswith(entry))
+    ]
+    return max(found)[1] if found else None
+
+
+def imported_modules(path: Path) -> list[tuple[str, int]]:
+    """The ctxlife modules a file imports: ``from ctxlife import Name`` is the module defining Name."""
+    init = SRC / "ctxlife" / "__init__.py"
+    defined = {name: module for module, names, _ in imports(init) for name in names}
+    for node in ast.walk(ast.parse(init.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.AnnAssign | ast.Assign) and "_LAZY" in ast.unparse(node).split("=")[0]:
+            defined.update(ast.literal_eval(node.value))  # type: ignore[arg-type]
+    out = []
+    for module, names, line in imports(path):
+        if module == "ctxlife" and names:
+            out.extend((defined[name], line) for name in names if name in defined)
+        elif module == "ctxlife":  # `import ctxlife`: the modules behind the names used (ctxlife.Strategy)
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            used = {
+                (node.attr, node.lineno)
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "ctxlife"
+            }
+            out.extend((defined.get(name, f"ctxlife.{name}"), at) for name, at in sorted(used) if name != "__version__")
+        elif module.startswith("ctxlife"):
+            out.append((module, line))
+    return out
+
+
+def module_path(module: str) -> Path:
+    base = SRC.joinpath(*module.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+#: The one import against the table, named in docs/architecture.md: llm_summary builds a CrewAI-named
+#: summary model with the public ``ctxlife.completion_for_model`` (defined by the CrewAI adapter).
+LAYER_EXCEPTIONS = {("strategies/ctxlife_strategies/llm_summary.py", "ctxlife.integrations.crewai")}
+
+
+def test_every_module_is_in_one_layer_and_imports_only_its_own_and_those_below():
+    table = layer_table()
+    assert [name for name, _ in table][0] == "public API" and len(table) >= 10
+    unplaced = [str(p.relative_to(REPO)) for p in PRODUCT + STRATEGIES if layer_of(p, table) is None]
+    assert unplaced == []
+    offenders = []
+    for path in PRODUCT + STRATEGIES:
+        mine = layer_of(path, table)
+        assert mine is not None
+        for module, line in imported_modules(path):
+            theirs = layer_of(module_path(module), table)
+            if (path.relative_to(REPO).as_posix(), module) in LAYER_EXCEPTIONS:
+                continue
+            if theirs is None or theirs < mine:
+                where = "no layer" if theirs is None else f"layer {table[theirs][0]!r}"
+                offenders.append(
+                    f"{path.relative_to(REPO)}:{line} (layer {table[mine][0]!r}) imports {module} ({where})"
+                )
+    assert offenders == []
