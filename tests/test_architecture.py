@@ -298,3 +298,36 @@ def test_every_module_is_in_one_layer_and_imports_only_its_own_and_those_below()
                     f"{path.relative_to(REPO)}:{line} (layer {table[mine][0]!r}) imports {module} ({where})"
                 )
     assert offenders == []
+
+
+# -- the public surface: docs/api.md ----------------------------------------------------------------
+
+
+def dunder_all(path: Path) -> list[str] | None:
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and target.id == "__all__":
+            return list(ast.literal_eval(node.value))  # type: ignore[arg-type]
+    return None
+
+
+def test_every_public_name_is_documented_and_every_module_is_public_or_internal():
+    """docs/api.md declares the public surface: a section per public module listing its ``__all__``,
+    then the internal modules. A new public name, a name gone, or a module on neither list fails."""
+    text = (REPO / "docs" / "api.md").read_text(encoding="utf-8")
+    body, internal = text.split("\n## Internal modules\n", 1)
+    sections = {
+        heading: set(re.findall(r"`(\w+)`", section.split("\n\n", 2)[-1]))
+        for heading, section in re.findall(r"\n## `([\w.]+)`\n(.*?)(?=\n## |\Z)", body, re.S)
+    }
+    assert "ctxlife" in sections and "ctxlife.messages" in sections
+    for module, listed in sections.items():
+        exported = dunder_all(module_path(module))
+        assert exported is not None, f"{module} is documented as public but declares no __all__"
+        assert sorted(set(exported) - listed) == [], f"{module}: public names not in docs/api.md"
+        assert sorted(listed - set(exported)) == [], f"{module}: docs/api.md lists names it does not export"
+    declared_internal = set(re.findall(r"`(ctxlife[\w.]*)`", internal))
+    every = {module_name(p) for p in PRODUCT}
+    assert sorted(every - declared_internal - set(sections)) == [], "modules on neither list of docs/api.md"
+    assert sorted(declared_internal & set(sections)) == []
+    assert sorted(declared_internal - every) == [], "docs/api.md lists modules that no longer exist"
