@@ -507,7 +507,7 @@ def bench_overhead(sizes: Sequence[int], calls: int = 40) -> list[dict[str, Any]
                 url = f"file://{tmp}/sessions"
                 store = open_store(url)
                 history = [dict(pool[i % len(pool)]) for i in range(size)]
-                store.append_raw("long", history)
+                store.append("long", history)
                 store.close()
                 strategies = ["snapshot_restore", "llm_summary"] + (["recall"] if with_recall else [])
                 settings = settings_from_dict(

@@ -13,9 +13,9 @@ Two questions, on every store (file, SQLite, a real redis-server this script sta
   with the history. ``records_after`` = the store's head after the run (= messages passed when every
   message is recorded once).
 * **Append and restore** on a fresh session of 10,000 messages (also on ``file?fsync=false`` and
-  ``sqlite?synchronous=NORMAL``): ``append_raw`` one message per
+  ``sqlite?synchronous=NORMAL``): ``append`` one message per
   call (msg/s), then in batches of 50 (msg/s), ``save_snapshot`` of all of them, the store-level
-  restore (``load_snapshot`` + ``read_raw`` of the whole history, median of 5), and the ctxlife-level
+  restore (``load_snapshot`` + ``read_records`` of the whole history, median of 5), and the ctxlife-level
   restore: a fresh ``Host``'s first call with ``[system, new user]`` on a session whose snapshot holds
   the first half and whose raw tail holds the rest (median of 3). Restores are timed without garbage
   collection inside (collected before each).
@@ -231,7 +231,7 @@ def recording_cost(url: str, history: list[dict[str, Any]], calls: int, budget: 
         text = json.dumps(messages)
         if time.perf_counter() - started > budget and len(times) >= 3:
             break
-    records = host.store.raw_length("rec") if host.store is not None else None
+    records = host.store.head("rec") if host.store is not None else None
     host.close()
     bare.close()
     return {
@@ -256,12 +256,12 @@ def append_restore(url: str, messages: list[dict[str, Any]], single: int, repeat
         single = min(single, len(messages))
         t0 = time.perf_counter()
         for m in messages[:single]:
-            store.append_raw(sid, [m])
+            store.append(sid, [m])
         t_single = time.perf_counter() - t0
         rest = messages[single:]
         t0 = time.perf_counter()
         for i in range(0, len(rest), 50):
-            store.append_raw(sid, rest[i : i + 50])
+            store.append(sid, rest[i : i + 50])
         t_batch = time.perf_counter() - t0
         half = len(messages) // 2
         t0 = time.perf_counter()
@@ -273,7 +273,7 @@ def append_restore(url: str, messages: list[dict[str, Any]], single: int, repeat
                 t0 = time.perf_counter()
                 loaded = store.load_snapshot(sid)
                 t1 = time.perf_counter()
-                raw = store.read_raw(sid)
+                raw = [r.message for r in store.read_records(sid)]
                 t2 = time.perf_counter()
             loads.append(t1 - t0)
             reads.append(t2 - t1)
@@ -416,7 +416,7 @@ def section(results: dict[str, Any]) -> str:
         "",
         f"Append and restore, {results['append_restore_messages']:,} messages per session"
         + (" (before → after)" if before else "")
-        + "; store restore = `load_snapshot` + `read_raw` of everything; host restore = a fresh host's first "
+        + "; store restore = `load_snapshot` + `read_records` of everything; host restore = a fresh host's first "
         "call with `[system, new user]` (median / p95 ms).",
         "",
         "| store | append 1/call msg/s | append x50 msg/s | save snapshot ms | store restore ms | host restore ms |",

@@ -25,6 +25,7 @@ from ctxlife.testing import OFFLINE_ENV
 
 for _key, _value in OFFLINE_ENV.items():
     os.environ[_key] = _value
+sys.path.insert(0, str(Path(__file__).parent))  # delegating_store, for every test folder
 
 import hypothesis  # noqa: E402
 import pytest  # noqa: E402

@@ -154,7 +154,7 @@ def test_no_module_imports_a_private_name_of_another():
 def test_only_the_framework_adapters_and_the_demo_app_import_crewai():
     # The demo is an application built on CrewAI (it uses ctxlife as a user would); the library
     # outside ctxlife/integrations/ must stay framework neutral.
-    allowed = {SRC / "ctxlife" / "demo.py"}
+    allowed = {SRC / "ctxlife" / "cli" / "_demo.py"}
     offenders = [
         f"{path.relative_to(REPO)}:{line}"
         for path in PRODUCT + STRATEGIES
@@ -204,3 +204,130 @@ def test_the_message_model_modules_import_only_the_ones_below_them():
         or (module.startswith("ctxlife.messages.") and module.rpartition(".")[2] not in layers[:k])
     ]
     assert offenders == []
+
+
+CLI = SRC / "ctxlife" / "cli"
+
+
+def test_the_command_line_lives_in_one_package_that_no_library_module_imports():
+    """Every command's argparse and printing is under ctxlife/cli/ (the demo application too, as the
+    private cli/_demo.py); the library never imports the CLI, so it can change without the library."""
+    outside = [p for p in PRODUCT if CLI not in p.parents]
+    offenders = [
+        f"{path.relative_to(REPO)}:{line}: {module}"
+        for path in outside + STRATEGIES
+        for module, _, line in imports(path)
+        if module in ("argparse", "ctxlife.cli") or module.startswith(("ctxlife.cli.", "rich"))
+    ]
+    assert offenders == []
+
+
+# -- the layer table of docs/architecture.md, as an import contract ------------------------------
+
+
+def layer_table() -> list[tuple[str, list[str]]]:
+    """(layer, module paths) per row of docs/architecture.md's layer table, top row first."""
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("## The layers", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| layer")]
+    return [(row.split("|")[1].strip(), re.findall(r"`([\w/]+(?:\.py|/))`", row.split("|")[2])) for row in rows]
+
+
+def layer_of(path: Path, table: list[tuple[str, list[str]]]) -> int | None:
+    """The row a source file belongs to: the longest module path of the table that names it."""
+    relative = path.relative_to(SRC / "ctxlife" if SRC in path.parents else REPO).as_posix()
+    found = [
+        (len(entry), k)
+        for k, (_, entries) in enumerate(table)
+        for entry in entries
+        if relative == entry or (entry.endswith("/") and relative.startswith(entry))
+    ]
+    return max(found)[1] if found else None
+
+
+def imported_modules(path: Path) -> list[tuple[str, int]]:
+    """The ctxlife modules a file imports: ``from ctxlife import Name`` is the module defining Name."""
+    init = SRC / "ctxlife" / "__init__.py"
+    defined = {name: module for module, names, _ in imports(init) for name in names}
+    for node in ast.walk(ast.parse(init.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.AnnAssign | ast.Assign) and "_LAZY" in ast.unparse(node).split("=")[0]:
+            defined.update(ast.literal_eval(node.value))  # type: ignore[arg-type]
+    out = []
+    for module, names, line in imports(path):
+        if module == "ctxlife" and names:
+            out.extend((defined[name], line) for name in names if name in defined)
+        elif module == "ctxlife":  # `import ctxlife`: the modules behind the names used (ctxlife.Strategy)
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            used = {
+                (node.attr, node.lineno)
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "ctxlife"
+            }
+            out.extend((defined.get(name, f"ctxlife.{name}"), at) for name, at in sorted(used) if name != "__version__")
+        elif module.startswith("ctxlife"):
+            out.append((module, line))
+    return out
+
+
+def module_path(module: str) -> Path:
+    base = SRC.joinpath(*module.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+#: The one import against the table, named in docs/architecture.md: llm_summary builds a CrewAI-named
+#: summary model with the public ``ctxlife.completion_for_model`` (defined by the CrewAI adapter).
+LAYER_EXCEPTIONS = {("strategies/ctxlife_strategies/llm_summary.py", "ctxlife.integrations.crewai")}
+
+
+def test_every_module_is_in_one_layer_and_imports_only_its_own_and_those_below():
+    table = layer_table()
+    assert [name for name, _ in table][0] == "public API" and len(table) >= 10
+    unplaced = [str(p.relative_to(REPO)) for p in PRODUCT + STRATEGIES if layer_of(p, table) is None]
+    assert unplaced == []
+    offenders = []
+    for path in PRODUCT + STRATEGIES:
+        mine = layer_of(path, table)
+        assert mine is not None
+        for module, line in imported_modules(path):
+            theirs = layer_of(module_path(module), table)
+            if (path.relative_to(REPO).as_posix(), module) in LAYER_EXCEPTIONS:
+                continue
+            if theirs is None or theirs < mine:
+                where = "no layer" if theirs is None else f"layer {table[theirs][0]!r}"
+                offenders.append(
+                    f"{path.relative_to(REPO)}:{line} (layer {table[mine][0]!r}) imports {module} ({where})"
+                )
+    assert offenders == []
+
+
+# -- the public surface: docs/api.md ----------------------------------------------------------------
+
+
+def dunder_all(path: Path) -> list[str] | None:
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and target.id == "__all__":
+            return list(ast.literal_eval(node.value))  # type: ignore[arg-type]
+    return None
+
+
+def test_every_public_name_is_documented_and_every_module_is_public_or_internal():
+    """docs/api.md declares the public surface: a section per public module listing its ``__all__``,
+    then the internal modules. A new public name, a name gone, or a module on neither list fails."""
+    text = (REPO / "docs" / "api.md").read_text(encoding="utf-8")
+    body, internal = text.split("\n## Internal modules\n", 1)
+    sections = {
+        heading: set(re.findall(r"`(\w+)`", section.split("\n\n", 2)[-1]))
+        for heading, section in re.findall(r"\n## `([\w.]+)`\n(.*?)(?=\n## |\Z)", body, re.S)
+    }
+    assert "ctxlife" in sections and "ctxlife.messages" in sections
+    for module, listed in sections.items():
+        exported = dunder_all(module_path(module))
+        assert exported is not None, f"{module} is documented as public but declares no __all__"
+        assert sorted(set(exported) - listed) == [], f"{module}: public names not in docs/api.md"
+        assert sorted(listed - set(exported)) == [], f"{module}: docs/api.md lists names it does not export"
+    declared_internal = set(re.findall(r"`(ctxlife[\w.]*)`", internal))
+    every = {module_name(p) for p in PRODUCT}
+    assert sorted(every - declared_internal - set(sections)) == [], "modules on neither list of docs/api.md"
+    assert sorted(declared_internal & set(sections)) == []
+    assert sorted(declared_internal - every) == [], "docs/api.md lists modules that no longer exist"

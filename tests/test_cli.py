@@ -69,7 +69,7 @@ def test_session_commands_use_the_configs_store(tmp_path):
 
     url = f"file://{tmp_path / 'sessions'}"
     store = open_store(url)
-    store.append_raw("u42", [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
+    store.append("u42", [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
     store.save_snapshot(Snapshot(session_id="u42", messages=[{"role": "user", "content": "hello"}], raw_length=2))
     store.close()
     (tmp_path / "ctxlife.toml").write_text(f'strategies = ["snapshot_restore"]\nstore = "{url}"\n')
@@ -83,7 +83,7 @@ def test_session_commands_use_the_configs_store(tmp_path):
 
 
 def test_the_demo_config_ships_inside_the_package_and_configs_points_at_it():
-    from ctxlife.demo import default_config_path
+    from ctxlife.cli._demo import default_config_path
 
     packaged = default_config_path()
     assert packaged.is_file() and packaged.parent.name == "configs" and packaged.parent.parent.name == "ctxlife"

@@ -10,8 +10,6 @@ from ctxlife.config import load_settings, settings_from_dict
 from ctxlife.errors import ConfigError, StrategyOptionsError, UnknownStrategyError
 
 REPO = Path(__file__).resolve().parents[1]
-# The error messages of the deprecated settings are tested too; their deprecation warning is expected there.
-USES_A_DEPRECATED_SETTING = pytest.mark.filterwarnings("ignore:.*is deprecated:DeprecationWarning")
 
 
 def write(tmp_path: Path, text: str, name: str = "ctxlife.toml") -> Path:
@@ -174,11 +172,6 @@ def test_a_bad_environment_value_names_its_variable(monkeypatch):
             "[truncate_last_n]\nrounds = true\n",
             "option 'rounds' (in {path}): Value error, expected a number, got the boolean true",
         ),
-        pytest.param(
-            "[truncate_last_n]\nonly_above_threshold = 1\n",
-            "option 'only_above_threshold' (in {path}): Value error, expected true or false, got the number 1",
-            marks=USES_A_DEPRECATED_SETTING,
-        ),
         ('[truncate_last_n]\nrounds = "3"\n', "expected a number, got the text '3'; write it without quotes"),
         ("threshold = true\n", "setting 'threshold' (in {path}): Value error, expected a number, got the boolean true"),
         (
@@ -219,12 +212,6 @@ def test_strict_scalars_in_a_file(tmp_path, toml, fragment):
             'strategies = ["llm_summary"]\n[llm_summary]\nsummarizer = "nope"\n',
             "option 'summarizer' (in {path}, table [llm_summary], key 'summarizer'): "
             "unknown summarizer 'nope'; available: extractive",
-        ),
-        pytest.param(
-            'strategies = ["snapshot_restore"]\n[snapshot_restore]\nstore = "ftp://host/x"\n',
-            "option 'store' (in {path}, table [snapshot_restore], key 'store'): "
-            "unknown session store scheme 'ftp'; known schemes: file",
-            marks=USES_A_DEPRECATED_SETTING,
         ),
     ],
 )

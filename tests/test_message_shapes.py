@@ -194,7 +194,7 @@ def test_a_restored_summary_is_still_a_summary_in_a_new_process(tmp_path):
     second = host("llm_summary", "snapshot_restore", window=2000, tmp_path=tmp_path, llm_summary=SUMMARY)
     live = [system("s"), user("after the restart " + "more " * 400)]
     second.manage(live)
-    raw = second.store.read_raw("shapes")
+    raw = [r.message for r in second.store.read_records("shapes")]
     assert not [m for m in raw if str(m.get("content", "")).startswith("History summary:")]
     assert sum(is_summary(m) for m in live) == 1  # the restored one is recognised (and folded)
     second.close()

@@ -38,28 +38,6 @@ from ctxlife.messages import (
 # -- which store a config names -----------------------------------------------------------------
 
 
-def test_the_top_level_store_wins_over_the_deprecated_snapshot_restore_store(tmp_path):
-    settings = settings_from_dict(
-        {
-            "store": "sqlite:////data/top.db",
-            "strategies": ["snapshot_restore"],
-            "snapshot_restore": {"store": "file:///data/legacy"},
-        }
-    )
-    assert settings.store_url() == "sqlite:////data/top.db"
-    assert settings.store_configured
-    assert settings.store_origin().startswith("setting 'store'")
-
-
-def test_the_deprecated_store_is_used_only_when_the_top_level_one_is_unset():
-    settings = settings_from_dict(
-        {"strategies": ["snapshot_restore"], "snapshot_restore": {"store": "file:///data/legacy"}}
-    )
-    assert settings.store_url() == "file:///data/legacy"
-    assert settings.store_configured
-    assert settings.store_origin().startswith("strategy 'snapshot_restore' option 'store'")
-
-
 def test_without_any_store_the_default_is_used_and_nothing_is_configured():
     settings = settings_from_dict({"strategies": ["truncate_last_n"]})
     assert settings.store_url() == "file://workspace/sessions"

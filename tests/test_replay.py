@@ -74,7 +74,7 @@ def test_a_json_list_replays_call_by_call_with_totals(tmp_path, config):
 
 def test_a_raw_session_history_replays(tmp_path, config):
     store = open_store(f"file://{tmp_path / 'sessions'}")
-    store.append_raw("u42", conversation(8, tools_per_round=2)[1:])
+    store.append("u42", conversation(8, tools_per_round=2)[1:])
     store.close()
     raw = tmp_path / "sessions" / "u42_raw.jsonl"
     with raw.open("a") as f:

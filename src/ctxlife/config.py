@@ -174,29 +174,18 @@ class Settings(BaseSettings):
     def store_url(self) -> str:
         """The session store URL in effect, relative paths resolved against the config file's folder.
 
-        The top-level ``store`` setting (or ``CTXLIFE_STORE``); when it is not set, the deprecated
-        ``[snapshot_restore] store`` option if present; else :data:`DEFAULT_STORE_URL`.
+        The top-level ``store`` setting (or ``CTXLIFE_STORE``); else :data:`DEFAULT_STORE_URL`.
         """
-        legacy = self._legacy_store()
-        url = legacy if legacy is not None else self.store or DEFAULT_STORE_URL
-        return resolve_store_url(url, self.config_dir())
+        return resolve_store_url(self.store or DEFAULT_STORE_URL, self.config_dir())
 
     @property
     def store_configured(self) -> bool:
-        """Whether the config or the environment names a store (``store``, or the deprecated
-        ``[snapshot_restore] store``): then the host opens it whatever the strategies."""
-        return self.store is not None or self._legacy_store() is not None
-
-    def _legacy_store(self) -> str | None:
-        if self.store is not None:
-            return None
-        legacy = self.strategy_tables().get("snapshot_restore", {}).get("store")
-        return legacy if isinstance(legacy, str) and "://" in legacy else None
+        """Whether the config or the environment names a store (``store``): then the host opens it
+        whatever the strategies."""
+        return self.store is not None
 
     def store_origin(self) -> str:
         """Which setting names the store and where it was set, for error messages."""
-        if self._legacy_store() is not None:
-            return f"strategy 'snapshot_restore' option 'store' ({self.source_of('snapshot_restore', 'store')})"
         return f"setting 'store' ({self.source_of(None, 'store')})"
 
     def _origins(self) -> dict[str, str]:

@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+__all__ = ["describe_error", "emit"]
+
 _stdlib_loggers: dict[str, Any] = {}
 
 

@@ -279,12 +279,9 @@ class Host:
 
             self._impls[hook] = sorted(impls, key=order)
         # One store per host (the top-level ``store`` setting), shared by every strategy as ctx.store:
-        # opened when the config names one or an active strategy keeps sessions (needs_store). A
-        # strategy that still provides its own (Strategy.session_store) wins, for compatibility.
-        provided = next((s for s in (strategy.session_store() for strategy in self.strategies) if s is not None), None)
-        self._owns_store = provided is None
-        self.store: SessionStore | None = provided
-        if provided is None and (settings.store_configured or any(s.needs_store for s in self.strategies)):
+        # opened when the config names one or an active strategy keeps sessions (needs_store).
+        self.store: SessionStore | None = None
+        if settings.store_configured or any(s.needs_store for s in self.strategies):
             self.store = _open_store(settings)
         self._counters: dict[str | None, TokenCounter] = {}
         self._shapes = message_model.ShapeMemo()  # manage() only: it serves the default session alone
@@ -1098,7 +1095,6 @@ class Host:
         with self._lock:
             if self.store is None:
                 self.store = _open_store(self.settings)
-                self._owns_store = True
             return self.store
 
     async def arecord_reply(self, reply: dict[str, Any] | list[dict[str, Any]], **kwargs: Any) -> list[RawRecord]:
@@ -1131,7 +1127,7 @@ class Host:
                     strategy=strategy.name,
                     error=f"{type(exc).__name__}: {exc}",
                 )
-        if self._owns_store and self.store is not None:
+        if self.store is not None:
             try:
                 self.store.close()
             except Exception as exc:  # noqa: BLE001 - closing must not mask the caller's outcome

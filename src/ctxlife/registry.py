@@ -66,10 +66,6 @@ class Listing:
     offer: PluginOffer
     clashes_with: tuple[PluginOffer, ...] = ()
 
-    @property
-    def contested(self) -> bool:
-        return bool(self.clashes_with)
-
 
 class Registry(Generic[T]):
     """The plugins of one kind, by name.

@@ -21,12 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxlife.config import Settings, load_settings
+from ctxlife.config import Settings
 from ctxlife.contexts import ToolCallContext
 from ctxlife.errors import ConfigError, CtxlifeError
 from ctxlife.host import Host
 from ctxlife.inspection import (
-    PART_KINDS,
     RECORDED,
     Frame,
     SessionReplay,
@@ -36,7 +35,6 @@ from ctxlife.inspection import (
     evicted_messages,
     host_on,
     next_context,
-    pick_view,
     require_window,
     scratch_session,
     simulated_because,
@@ -56,10 +54,8 @@ from ctxlife.messages import (
     text_of,
     validate,
 )
-from ctxlife.report import write_report
 from ctxlife.retention import NeedIndex, reused_arguments
 from ctxlife.session import Session
-from ctxlife.sessions import open_store
 from ctxlife.sessions.base import ADD, RawRecord, decode_record, fingerprint, materialize, redact_url
 from ctxlife.sessions.calls import sent_calls
 from ctxlife.sessions.ids import SessionKey, validate_session_id, validate_view
@@ -752,101 +748,3 @@ def _fill_inserted(
 
 def _redact(url: str) -> str:
     return redact_url(url)
-
-
-# -- the command line for stored sessions -----------------------------------------------------
-
-
-def open_session_store(settings: Settings, url: str | None) -> Any:
-    """The store a stored-session command reads: ``url`` (``--store``), else the config's."""
-    return open_store(url or settings.store_url())
-
-
-def run_session_replay(args: Any) -> int:
-    """``ctxlife replay --session ID``: print what each call would have sent (exit 1 if a list is invalid)."""
-    settings = load_settings(args.config)
-    with open_session_store(settings, args.store) as store:
-        result = replay_session(
-            settings,
-            store,
-            args.session,
-            view=pick_view(store, args.session, args.view),
-            ask=args.ask,
-            context_window=args.window,
-            model=args.model,
-            simulate=bool(getattr(args, "simulate", False)),
-        )
-    if args.html:
-        write_report(result, args.html)
-    if args.json:
-        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
-    else:
-        print_session_replay(result)
-        if args.html:
-            print(f"HTML report: {args.html}")
-    return 1 if any(f.problems for f in result.frames) else 0
-
-
-def print_session_replay(result: SessionReplay, out: Any = None) -> None:
-    """A table of the replay: per call the tokens of each part, what the strategies did; then the last list."""
-    # lazy: rich's console and tables load only when a table is printed
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    console = Console(file=out, highlight=False)
-    if not console.is_terminal:
-        console.width = 160  # a file or a pipe: wide enough for the table
-    budget = int(result.threshold * result.context_window)
-    view = f" view {result.view!r}" if result.view else ""
-    if result.source == RECORDED:
-        how = "as recorded (each call's call record: what the model was sent)"
-        title = "What each call sent (tokens per part)"
-    else:
-        console.print(Text(result.note, style="bold"))
-        how = f"SIMULATED: replayed on a scratch copy with {result.config}"
-        title = "What each call would have sent in this simulation (tokens per part)"
-    console.print(
-        Text(
-            f"Session {result.session_id!r}{view} from {result.store_url}, {how}: window {result.context_window:,}, "
-            f"threshold line {budget:,}, tokens counted with {result.encoding}; {result.messages} stored messages, "
-            f"{len(result.frames)} calls"
-        )
-    )
-    table = Table(title=title)
-    for column in ("call", "msgs", "unmanaged", "sent", *PART_KINDS, "what the strategies did", "valid"):
-        table.add_column(column, justify="left" if column == "what the strategies did" else "right")
-    for frame in result.frames:
-        kinds = frame.composition.tokens_by_kind()
-        acted = [f"{a['strategy']}:{a['what']}" for a in frame.actions if a["what"] != "skipped"]
-        acted += [f"FAILED {f['strategy']}" for f in frame.failures]
-        table.add_row(
-            frame.label,
-            str(len(frame.composition.messages)),
-            f"{frame.unmanaged_tokens:,}",
-            f"{frame.composition.total:,}",
-            *(f"{kinds[k]:,}" if kinds[k] else "-" for k in PART_KINDS),
-            Text(", ".join(acted) or "-"),
-            "yes" if not frame.problems else "NO: " + frame.problems[0],
-        )
-    console.print(table)
-    if not result.frames:
-        return
-    last = result.frames[-1]
-    parts = Table(title=f"The list sent at {last.label}")
-    for column in ("#", "part", "role", "tokens", "text"):
-        parts.add_column(column, justify="right" if column in ("#", "tokens") else "left", overflow="fold")
-    for part in last.composition.parts:
-        preview = " ".join(part.text.split())
-        parts.add_row(
-            str(part.index),
-            part.kind,
-            part.role,
-            f"{part.tokens:,}",
-            Text(preview if len(preview) <= 160 else preview[:157] + "..."),
-        )
-    console.print(parts)
-    for passage in last.recalled:
-        score = passage.get("score")
-        shown = f"{score:.2f}" if isinstance(score, (int, float)) else "-"
-        console.print(Text(f"recalled message {passage['seq']} (score {shown}): {passage['text'][:120]}"))

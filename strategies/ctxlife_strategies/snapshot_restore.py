@@ -24,10 +24,9 @@ The last reply of a process is recorded with :meth:`ctxlife.Host.record_reply` (
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 import ctxlife
 from ctxlife.events import emit
@@ -50,33 +49,9 @@ class SnapshotRestore(ctxlife.Strategy):
     needs_store = True  # the host opens its session store (the `store` setting) for this strategy
 
     class Options(ctxlife.Options):
-        store: str | None = Field(
-            None,
-            description="Deprecated: set the top-level `store` setting instead (this value is used when "
-            "`store` is not set).",
-        )
         restore: bool = Field(True, description="Restore the saved context on the first model call of a run.")
 
-        @field_validator("store")
-        @classmethod
-        def _has_scheme(cls, value: str | None) -> str | None:
-            if value is not None and "://" not in value:
-                raise ValueError(f"expected a store URL such as 'file://workspace/sessions', got {value!r}")
-            return value
-
     options: Options
-
-    def __init__(
-        self, options: SnapshotRestore.Options | None = None, settings: ctxlife.SharedSettings | None = None
-    ) -> None:
-        super().__init__(options, settings)
-        if self.options.store is not None:
-            warnings.warn(
-                "[snapshot_restore] store is deprecated: set the top-level setting store = "
-                f"{self.options.store!r} (or CTXLIFE_STORE) instead; the host opens one store for every strategy",
-                DeprecationWarning,
-                stacklevel=2,
-            )
 
     # -- node 2, first: restore and record ------------------------------------------------
 

@@ -10,10 +10,7 @@ on (the last user message that is not a repeated framework prompt such as CrewAI
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
-from pydantic import Field, model_validator
+from pydantic import Field
 
 import ctxlife
 from ctxlife.messages import current_turn_index, is_inserted, is_system, round_starts
@@ -29,34 +26,10 @@ class TruncateLastN(ctxlife.Strategy):
             description="Cut on every call, even below the threshold (default: only when the context exceeds "
             "threshold x context window).",
         )
-        only_above_threshold: bool | None = Field(
-            None,
-            exclude=True,
-            description="Deprecated, use `always`: only_above_threshold = false is always = true.",
-        )
         pin_first_user: bool = Field(
             True,
             description="Always keep the first user message (the task statement under CrewAI).",
         )
-
-        @model_validator(mode="before")
-        @classmethod
-        def _migrate_only_above_threshold(cls, data: Any) -> Any:
-            """Configs written for 0.1 (``only_above_threshold``) keep their meaning under ``always``."""
-            if not isinstance(data, dict) or data.get("only_above_threshold") is None:
-                return data
-            old = bool(data["only_above_threshold"])
-            if "always" in data and bool(data["always"]) == old:
-                raise ValueError(
-                    f"only_above_threshold = {str(old).lower()} contradicts always = {str(data['always']).lower()}; "
-                    "keep only `always` (only_above_threshold is deprecated)"
-                )
-            warnings.warn(
-                f"truncate_last_n: only_above_threshold is deprecated; write `always = {str(not old).lower()}` instead",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            return {**data, "always": not old}
 
     options: Options
 

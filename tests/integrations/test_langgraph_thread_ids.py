@@ -57,7 +57,7 @@ def test_thread_ids_with_any_characters_record_and_restore(store_url: str) -> No
         assert sorted(original_session_id(i.session_id) for i in store.list_sessions()) == sorted(THREAD_IDS)
 
     from ctxlife.cli import build_parser
-    from ctxlife.sessions.cli import run_session_command
+    from ctxlife.cli.session import run_session_command
 
     out = io.StringIO()
     args = build_parser().parse_args(["session", "list", "--store", store_url])

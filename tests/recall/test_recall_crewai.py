@@ -66,7 +66,7 @@ def test_the_agent_answers_about_an_early_turn_after_compactions_and_a_restart(t
     holding = [m for m in sent if "ceramic frog" in str(m.get("content"))]
     assert holding and all(is_recall_block(m) for m in holding)
     with open_store(store) as s:
-        raw = s.read_raw("crew-chat")
+        raw = [r.message for r in s.read_records("crew-chat")]
         records = s.read_records("crew-chat")
         (view,) = {r.view for r in records}  # the agent's lane
         current = [r.message for r in s.current("crew-chat", view)]

@@ -154,7 +154,7 @@ def test_the_block_is_replaced_on_every_call_and_never_recorded_or_summarized(ho
     from ctxlife.sessions import open_store
 
     with open_store(f"file://{tmp_path / 'sessions'}") as store:
-        raw = store.read_raw("s1")
+        raw = [r.message for r in store.read_records("s1")]
     assert raw and not any(is_recall_block(m) for m in raw)
     assert sum(1 for m in raw if m.get("content") == "Where did I say the spare key is hidden?") == 1
 

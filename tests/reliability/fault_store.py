@@ -25,7 +25,8 @@ from typing import Any
 
 from ctxlife import sessions
 from ctxlife.errors import StoreError
-from ctxlife.sessions.base import Event, RawRecord, SessionInfo, SessionStore, Snapshot
+from ctxlife.sessions.base import Event, RawRecord, SessionStore, Snapshot
+from delegating_store import DelegatingStore
 
 #: The store methods the recorder, snapshot_restore, llm_summary, tool_output and task_scope call.
 METHODS = ("append", "read_records", "head", "load_snapshot", "save_snapshot", "put_blob", "get_blob", "lock")
@@ -71,11 +72,11 @@ class FaultPlan:
         return StoreError(f"{store.url}: {method}: cannot write: {CAUSE}")
 
 
-class FaultyStore(SessionStore):
+class FaultyStore(DelegatingStore):
     """Forwards to ``inner`` (a real store), failing the methods ``plan`` marks as broken."""
 
     def __init__(self, inner: SessionStore, plan: FaultPlan) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.plan = plan
         self.url = f"faulty+{inner.url}"
 
@@ -126,12 +127,6 @@ class FaultyStore(SessionStore):
     def erase_matching(self, session_id: str, pattern: str | re.Pattern[str]) -> list[int]:
         return self.inner.erase_matching(session_id, pattern)
 
-    def list_sessions(self) -> list[SessionInfo]:
-        return self.inner.list_sessions()
-
-    def delete(self, session_id: str) -> bool:
-        return self.inner.delete(session_id)
-
     @contextlib.contextmanager
     def lock(self, session_id: str, ttl_seconds: float = 30.0, timeout: float | None = 10.0) -> Iterator[None]:
         if self.plan._enter("lock", self):
@@ -144,9 +139,6 @@ class FaultyStore(SessionStore):
 
     def get_blob(self, session_id: str, key: str) -> str | None:
         return self._call("get_blob", session_id, key)  # type: ignore[no-any-return]
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 _ids = itertools.count()

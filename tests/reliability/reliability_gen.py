@@ -534,7 +534,7 @@ class Driver:
         return [m for m in self.produced[: self.recorded_upto] if not is_system(m) and not is_summary(m)]
 
     def check_raw_history(self, store: Any) -> None:
-        raw = store.read_raw(self.session_id)
+        raw = [r.message for r in store.read_records(self.session_id)]
         expected = self.expected_raw()
         assert len(raw) == len(expected), f"raw history has {len(raw)} messages, {len(expected)} were produced"
         assert canon(raw) == canon(expected), "raw history differs from what was produced"

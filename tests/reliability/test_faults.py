@@ -95,7 +95,7 @@ def summary_settings(store: str, **llm: Any) -> Any:
 
 
 def raw_ids(store: Any, session: str) -> list[str]:
-    return [canon(m) for m in store.read_raw(session)]
+    return [canon(m) for m in [r.message for r in store.read_records(session)]]
 
 
 def assert_raw_complete(store: Any, session: str, seen: list[dict[str, Any]]) -> None:
@@ -659,7 +659,7 @@ _FSIZE_CHILD = textwrap.dedent(
     """
     import json, resource, signal, sys
     from structlog.testing import capture_logs
-    sys.path.insert(0, sys.argv[3])
+    sys.path[:0] = [sys.argv[3], sys.argv[3] + "/.."]  # test_faults, and tests/ (delegating_store)
     from test_faults import Session, session_messages, summary_settings, raw_ids
     from ctxlife.host import Host
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # get EFBIG instead of being killed

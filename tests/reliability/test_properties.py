@@ -110,12 +110,9 @@ def tables(tmp: Path) -> dict[str, dict[str, Any]]:
     for path in sorted((REPO / "configs").glob("*.toml")):
         data = read_toml(path)
         # Every store goes to the temporary folder: the top-level ``store`` (relative paths in a
-        # shipped config name a folder beside it), also for a recording config that names none, and
-        # the deprecated per-strategy one only where a config still sets it (setting it warns).
+        # shipped config name a folder beside it), also for a recording config that names none.
         if "store" in data or "snapshot_restore" in data.get("strategies", []):
             data["store"] = store["store"]
-        if data.get("snapshot_restore", {}).get("store") is not None:
-            data["snapshot_restore"]["store"] = store["store"]
         if "tool_output" in data.get("strategies", []):
             data.setdefault("tool_output", {})["store_dir"] = str(tmp / "tool_outputs")
         data.pop("session_id", None)
@@ -315,7 +312,10 @@ def test_crewai_shaped_sessions(config_id, tmp_path, stats):
                     first_of_run = session not in host._sessions or host._sessions[session].calls == 0
                     if first_of_run:
                         snap = host.store.load_snapshot(session)
-                        tail = host.store.read_raw(session, start=snap.raw_length if snap else 0)
+                        tail = [
+                            r.message
+                            for r in host.store.read_records(session, after_seq=snap.raw_length if snap else 0)
+                        ]
                     driver = Driver(host, checks, session_id=session, system=system, tool_results=tool_results)
                     # CrewAI starts every task with [system, user]: one user message before the first call.
                     steps = script[1:]
@@ -343,7 +343,7 @@ def test_crewai_shaped_sessions(config_id, tmp_path, stats):
                     snap = host.store.load_snapshot(session)
                     assert canon(snap.messages) == canon(driver.live), "task-end snapshot is not the task's final list"
                     checks.hit("snapshot_is_final_list")
-            raw = host.store.read_raw(session)
+            raw = [r.message for r in host.store.read_records(session)]
             assert canon(raw) == canon(produced), f"raw history: {len(raw)} messages, produced {len(produced)}"
             checks.hit("raw_exactly_once")
         finally:
@@ -696,7 +696,7 @@ def test_a_user_message_that_looks_like_a_summary_is_still_recorded(tmp_path):
     checks = Checks()
     driver = Driver(host, checks, session_id="lookalike", system=[{"role": "system", "content": "sys"}])
     driver.play([User("History summary: here is what we did last week; please continue."), Chat("ok"), User("next")])
-    raw = host.store.read_raw("lookalike")
+    raw = [r.message for r in host.store.read_records("lookalike")]
     assert [m["content"] for m in raw][:1] == ["History summary: here is what we did last week; please continue."]
 
 
@@ -714,7 +714,7 @@ def test_restore_keeps_every_message_of_the_new_list(tmp_path):
     ]
     new.manage(live)
     contents = [m["content"] for m in live]
-    raw = [m["content"] for m in new.store.read_raw("multi")]
+    raw = [m["content"] for m in [r.message for r in new.store.read_records("multi")]]
     assert "two questions:" in contents and "Welcome back! (greeting added by the app)" in contents
     assert "two questions:" in raw
 

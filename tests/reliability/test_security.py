@@ -124,9 +124,9 @@ def test_unsafe_session_ids_are_refused_everywhere(bad, tmp_path):
             for call in (
                 lambda: store.load_snapshot(bad),
                 lambda: store.save_snapshot(Snapshot(session_id=bad, messages=[], raw_length=0)),
-                lambda: store.append_raw(bad, [{"role": "user", "content": "x"}]),
-                lambda: store.read_raw(bad),
-                lambda: store.raw_length(bad),
+                lambda: store.append(bad, [{"role": "user", "content": "x"}]),
+                lambda: [r.message for r in store.read_records(bad)],
+                lambda: store.head(bad),
                 lambda: store.delete(bad),
                 lambda: store.lock(bad).__enter__(),
                 lambda: store.put_blob(bad, "k", "v"),
@@ -219,7 +219,7 @@ def test_any_string_is_refused_or_stays_inside_the_folder(sid):
         folder = root / "sessions"
         store = open_store(f"file://{folder}")
         try:
-            store.append_raw(sid, [{"role": "user", "content": "x"}])
+            store.append(sid, [{"role": "user", "content": "x"}])
             store.save_snapshot(Snapshot(session_id=sid, messages=[], raw_length=1))
             store.put_blob(sid, "k", "v")
         except SessionIdError:
@@ -241,14 +241,14 @@ def test_redis_keys_never_leave_the_prefix(redis_server):
     store = open_store(server.url(query="prefix=app1:"))
     try:
         for good in GOOD_IDS:
-            store.append_raw(good, [{"role": "user", "content": "x"}])
+            store.append(good, [{"role": "user", "content": "x"}])
             store.save_snapshot(Snapshot(session_id=good, messages=[], raw_length=1))
             store.put_blob(good, "k", "v")
             with store.lock(good):
                 pass
         for bad in BAD_IDS:
             with pytest.raises(SessionIdError):
-                store.append_raw(bad, [{"role": "user", "content": "x"}])
+                store.append(bad, [{"role": "user", "content": "x"}])
         keys = sorted(k.decode() for k in client.scan_iter(count=1000))
         ours = [k for k in keys if k != "unrelated:key"]
         assert ours and all(re.fullmatch(r"app1:\{[A-Za-z0-9._-]+\}:(ctx|raw|blobs)", k) for k in ours), ours
@@ -273,7 +273,7 @@ def test_planted_symlinks_are_never_followed(tmp_path):
         (folder / name).symlink_to(target)
     store = open_store(f"file://{folder}")
     with pytest.raises(StoreError, match="Too many levels of symbolic links"):
-        store.append_raw("s1", [{"role": "user", "content": "evil"}])
+        store.append("s1", [{"role": "user", "content": "evil"}])
     with pytest.raises(StoreError):
         store.load_snapshot("s1")
     store.save_snapshot(Snapshot(session_id="s1", messages=[], raw_length=0))
@@ -371,7 +371,7 @@ def test_session_files_are_owner_only_whatever_the_umask(mask, tmp_path):
 def test_sqlite_and_tool_output_workspace_are_owner_only(mask, tmp_path):
     with umask(mask):
         store = open_store(f"sqlite:///{tmp_path / 'db' / 'nested' / 'sessions.db'}")
-        store.append_raw("s", [{"role": "user", "content": "x"}])
+        store.append("s", [{"role": "user", "content": "x"}])
         store.save_snapshot(Snapshot(session_id="s", messages=[], raw_length=1))
         found = modes(tmp_path / "db")
         store.close()

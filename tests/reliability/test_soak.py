@@ -180,7 +180,7 @@ def run_soak(store_dir: str, out: str, calls: int = CALLS, window: int = WINDOW)
             }
     host = next(s.host for s in _hosts.values())
     raw_digest = hashlib.sha256()
-    raw = host.store.read_raw(session)
+    raw = [r.message for r in host.store.read_records(session)]
     raw_messages = len(raw)
     for m in raw:
         raw_digest.update(json.dumps(m, sort_keys=True, ensure_ascii=True).encode())

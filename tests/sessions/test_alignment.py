@@ -20,6 +20,7 @@ from ctxlife.config import settings_from_dict
 from ctxlife.host import Host
 from ctxlife.sessions import RawRecord, SessionStore, Snapshot, open_store
 from ctxlife.testing import assistant, system, tool_call, tool_result, user
+from delegating_store import DelegatingStore
 
 WINDOW = 100_000
 
@@ -117,12 +118,11 @@ def test_steady_state_recording_reads_nothing_from_the_store(store_url: str) -> 
         assert store.head("steady") == 120
 
 
-class CountingStore(SessionStore):
+class CountingStore(DelegatingStore):
     """A real store that counts the calls made to it."""
 
     def __init__(self, inner: SessionStore) -> None:
-        self.inner = inner
-        self.url = inner.url
+        super().__init__(inner)
         self.calls: dict[str, int] = {"read_records": 0, "head": 0, "append": 0}
 
     def read_records(self, *args: Any, **kwargs: Any) -> list[RawRecord]:
@@ -136,27 +136,6 @@ class CountingStore(SessionStore):
     def append(self, *args: Any, **kwargs: Any) -> list[RawRecord]:
         self.calls["append"] += 1
         return self.inner.append(*args, **kwargs)
-
-    def load_snapshot(self, session_id: str, view: str = "") -> Snapshot | None:
-        return self.inner.load_snapshot(session_id, view)
-
-    def save_snapshot(self, snapshot: Snapshot) -> None:
-        self.inner.save_snapshot(snapshot)
-
-    def list_sessions(self) -> Any:
-        return self.inner.list_sessions()
-
-    def delete(self, session_id: str) -> bool:
-        return self.inner.delete(session_id)
-
-    def lock(self, session_id: str, ttl_seconds: float = 30.0, timeout: float | None = 10.0) -> Any:
-        return self.inner.lock(session_id, ttl_seconds, timeout)
-
-    def put_blob(self, session_id: str, key: str, text: str) -> None:
-        self.inner.put_blob(session_id, key, text)
-
-    def get_blob(self, session_id: str, key: str) -> str | None:
-        return self.inner.get_blob(session_id, key)
 
     def close(self) -> None:
         pass

@@ -21,53 +21,17 @@ from ctxlife.errors import StoreError
 from ctxlife.messages import BOOTSTRAP_END, BOOTSTRAP_START
 from ctxlife.sessions import SessionStore, open_store
 from ctxlife.sessions.calls import calls_for, sent_calls
+from delegating_store import DelegatingStore
 
 KINDS = ("file", "sqlite", "redis", "default")
 
 
-class Delegating(SessionStore):
-    """A store that implements only the abstract methods (as a third party would): call records use the
-    default of :class:`SessionStore` (one blob)."""
+class Delegating(DelegatingStore):
+    """Only the abstract methods (as a third party would): call records use the default of
+    :class:`SessionStore` (one blob); erasing needs ``_rewrite_records``."""
 
-    def __init__(self, inner: SessionStore) -> None:
-        self.inner = inner
-        self.url = inner.url
-
-    def load_snapshot(self, *a: Any, **k: Any) -> Any:
-        return self.inner.load_snapshot(*a, **k)
-
-    def save_snapshot(self, *a: Any, **k: Any) -> Any:
-        return self.inner.save_snapshot(*a, **k)
-
-    def append(self, *a: Any, **k: Any) -> Any:
-        return self.inner.append(*a, **k)
-
-    def read_records(self, *a: Any, **k: Any) -> Any:
-        return self.inner.read_records(*a, **k)
-
-    def head(self, *a: Any, **k: Any) -> Any:
-        return self.inner.head(*a, **k)
-
-    def list_sessions(self) -> Any:
-        return self.inner.list_sessions()
-
-    def delete(self, *a: Any, **k: Any) -> Any:
-        return self.inner.delete(*a, **k)
-
-    def lock(self, *a: Any, **k: Any) -> Any:
-        return self.inner.lock(*a, **k)
-
-    def put_blob(self, *a: Any, **k: Any) -> Any:
-        return self.inner.put_blob(*a, **k)
-
-    def get_blob(self, *a: Any, **k: Any) -> Any:
-        return self.inner.get_blob(*a, **k)
-
-    def _rewrite_records(self, *a: Any, **k: Any) -> Any:
-        return self.inner._rewrite_records(*a, **k)
-
-    def close(self) -> None:
-        self.inner.close()
+    def _rewrite_records(self, session_id: str, values: dict[int, dict[str, Any]]) -> int:
+        return self.inner._rewrite_records(session_id, values)
 
 
 @pytest.fixture(params=KINDS)

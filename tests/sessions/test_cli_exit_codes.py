@@ -32,7 +32,7 @@ def folder(tmp_path: Path) -> Path:
     (tmp_path / "bad-url.toml").write_text('store = "sessions-without-scheme"\n', encoding="utf-8")
     (tmp_path / "unknown-scheme.toml").write_text('store = "nosuch://x"\n', encoding="utf-8")
     with open_store(f"file://{tmp_path / 'sessions'}") as store:
-        store.append_raw("u42", [{"role": "user", "content": "where is order 17?"}])
+        store.append("u42", [{"role": "user", "content": "where is order 17?"}])
     return tmp_path
 
 

@@ -28,7 +28,7 @@ while not os.path.exists(go):
     time.sleep(0.001)
 for b in range(batches):
     size = rng.randint(1, 5)
-    store.append_raw(sid, [
+    store.append(sid, [
         {"role": "assistant", "w": worker, "b": b, "i": i, "n": size,
          "content": "ü" * rng.choice([1, 100, 3000, 70000])}
         for i in range(size)
@@ -106,8 +106,8 @@ def test_two_processes_appending_never_interleave_or_lose(store_url: str, spawn:
         tmp_path / "go",
     )
     with open_store(store_url) as store:
-        raw = store.read_raw("shared")
-        assert store.raw_length("shared") == len(raw)
+        raw = [r.message for r in store.read_records("shared")]
+        assert store.head("shared") == len(raw)
     # Walk the history batch by batch: each batch must be whole and contiguous.
     next_batch = {"A": 0, "B": 0}
     pos = 0

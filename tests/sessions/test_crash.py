@@ -35,8 +35,8 @@ from ctxlife.sessions import Snapshot, open_store
 def write_forever(url, sid, seed):
     rng = random.Random(seed)
     store = open_store(url)
-    n = store.raw_length(sid)
-    recent = deque(store.read_raw(sid, max(0, n - 3)), maxlen=3)
+    n = store.head(sid)
+    recent = deque([r.message for r in store.read_records(sid, max(0, n - 3))], maxlen=3)
     announced = False
     while True:
         batch = []
@@ -45,7 +45,7 @@ def write_forever(url, sid, seed):
             batch.append({"role": "tool", "seq": n, "tool_call_id": f"call_{n}",
                           "content": "é😀" + "x" * size})
             n += 1
-        store.append_raw(sid, batch)
+        store.append(sid, batch)
         recent.extend(batch)
         store.save_snapshot(Snapshot(session_id=sid, messages=list(recent), raw_length=n,
                                      meta={"summary": f"{n} messages so far"}))
@@ -138,8 +138,8 @@ def test_sigkill_at_random_moments_never_loses_or_corrupts(store_kind: str, stor
             t_check = time.monotonic()
             with structlog.testing.capture_logs() as logs:
                 snapshot = reader.load_snapshot(sid)
-                raw = reader.read_raw(sid)
-                length = reader.raw_length(sid)
+                raw = [r.message for r in reader.read_records(sid)]
+                length = reader.head(sid)
             assert {e["event"] for e in logs} <= {"raw_torn_record_skipped"}
             assert snapshot is not None
             assert [m["seq"] for m in raw] == list(range(len(raw))), "gap, duplicate or glued record"

@@ -77,7 +77,7 @@ def test_keys_written_by_the_earlier_version_are_still_found(store_url: str) -> 
     old = {"alice@example.com": "_-alice_40example_2Ecom", "slack:C01": "_-slack_3AC01", "_-x": "_-_5F-x"}
     with open_store(store_url) as store:
         for sid, key in old.items():
-            store.append_raw(key, [{"role": "user", "content": f"hello from {sid}"}])
+            store.append(key, [{"role": "user", "content": f"hello from {sid}"}])
     for sid in old:
         with ctxlife.Session(sid, config=settings) as session:
             assert [m["content"] for m in session.get_items()] == [f"hello from {sid}"]
@@ -152,11 +152,11 @@ def test_sessions_with_such_ids_record_and_restore_on_every_store(store_url: str
 
 def test_the_session_command_shows_and_takes_the_original_id(store_url: str) -> None:
     from ctxlife.cli import build_parser
-    from ctxlife.sessions.cli import run_session_command
+    from ctxlife.cli.session import run_session_command
 
     sid = "alice@example.com"
     with open_store(store_url) as store:
-        store.append_raw(session_key(sid), [{"role": "user", "content": "hi"}])
+        store.append(session_key(sid), [{"role": "user", "content": "hi"}])
 
     def run(*argv: str) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()

@@ -42,6 +42,7 @@ from ctxlife.sessions.file import FileStore
 from ctxlife.sessions.recording import Recorder
 from ctxlife.sessions.restore import restore_view
 from ctxlife.testing import assistant, system, tool_call, tool_result, user
+from delegating_store import DelegatingStore
 
 # -- helpers ---------------------------------------------------------------------------------------
 
@@ -62,14 +63,13 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sessio
     s.close()
 
 
-class Flaky(SessionStore):
+class Flaky(DelegatingStore):
     """A real store whose ``append`` can be made to fail: ``"refused"`` (nothing written),
     ``"landed"`` (written, then reported failed, as when a connection drops after the write) or
     ``"down"`` (reads fail too) or ``"conflict"`` (another writer always appends first)."""
 
     def __init__(self, inner: SessionStore) -> None:
-        self.inner = inner
-        self.url = inner.url
+        super().__init__(inner)
         self.mode: str | None = None
         self.failures = 0
         self.reads = 0
@@ -87,12 +87,6 @@ class Flaky(SessionStore):
             raise StoreError(f"{self.url}: append: connection lost after the write was sent")
         return records
 
-    def load_snapshot(self, session_id: str, view: str = "") -> Snapshot | None:
-        return self.inner.load_snapshot(session_id, view)
-
-    def save_snapshot(self, snapshot: Snapshot) -> None:
-        self.inner.save_snapshot(snapshot)
-
     def read_records(
         self, session_id: str, after_seq: int = 0, *, view: str | None = None, strict: bool = True
     ) -> list[RawRecord]:
@@ -100,27 +94,6 @@ class Flaky(SessionStore):
         if self.mode == "down":
             raise StoreError(f"{self.url}: read_records: connection refused")
         return self.inner.read_records(session_id, after_seq, view=view, strict=strict)
-
-    def head(self, session_id: str) -> int:
-        return self.inner.head(session_id)
-
-    def list_sessions(self) -> list[Any]:
-        return self.inner.list_sessions()
-
-    def delete(self, session_id: str) -> bool:
-        return self.inner.delete(session_id)
-
-    def lock(self, session_id: str, ttl_seconds: float = 30.0, timeout: float | None = 10.0) -> Any:
-        return self.inner.lock(session_id, ttl_seconds, timeout)
-
-    def put_blob(self, session_id: str, key: str, text: str) -> None:
-        self.inner.put_blob(session_id, key, text)
-
-    def get_blob(self, session_id: str, key: str) -> str | None:
-        return self.inner.get_blob(session_id, key)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def texts(store: SessionStore, sid: str = "s", view: str = "") -> list[str]:
@@ -421,77 +394,99 @@ def test_explicit_edits_read_nothing_when_no_one_else_wrote(store: SessionStore)
 # -- when the store fails ------------------------------------------------------------------------------------
 
 
-def test_new_messages_wait_while_the_store_refuses_and_go_first_when_it_is_back(store: SessionStore) -> None:
+def said(words: str) -> list[dict[str, Any]]:
+    """Messages from words: ``r1``, ``b``, ``d`` are the assistant's, every other word the user's."""
+    return [assistant(w) if w[0] == "r" or w in ("b", "d") else user(w) for w in words.split()]
+
+
+# One outage scenario, many shapes: calls before the outage, calls during it (each refused with a
+# StoreError), what waits after it, and the calls once the store is back. Every message the caller
+# sent is recorded exactly once, in order, whatever failed.
+OUTAGES = {
+    "new messages wait and go first when the store is back": (
+        "refused",
+        [("record", "q1 r1")],
+        [("record", "q1 r1 q2"), ("record", "q1 r1 q2 r2")],
+        2,
+        [("record", "q1 r1 q2 r2 q3")],
+        "q1 r1 q2 r2 q3",
+    ),
+    "a and b evicted from the front while waiting": (
+        "refused",
+        [("record", "a")],
+        [("record", "a b c")],
+        2,
+        [("record", "c d")],
+        "a b c d",
+    ),
+    "b evicted from the middle while waiting": (
+        "refused",
+        [("record", "a")],
+        [("record", "a b c")],
+        2,
+        [("record", "a c d")],
+        "a b c d",
+    ),
+    "the first messages of a session wait": (
+        "refused",
+        [],
+        [("record", "q1 r1"), ("record", "q1 r1 q2")],
+        3,
+        [("record", "q1 r1 q2")],
+        "q1 r1 q2",
+    ),
+    "a write that landed but was reported failed is not written again": (
+        "landed",
+        [("record", "q1 r1")],
+        [("record", "q1 r1 q2")],
+        1,  # the recorder cannot know it landed: it waits, and is found in the store
+        [("record", "q1 r1 q2 r2")],
+        "q1 r1 q2 r2",
+    ),
+    "add retrying a refused batch records it once": (
+        "refused",
+        [],
+        [("add", "a b c")],
+        0,
+        [("add", "a b c")],
+        "a b c",
+    ),
+    "add and record while the store is down keep every message waiting": (
+        "down",
+        [("record", "q1")],
+        [("add", "r1"), ("add", "q2"), ("record", "q1 r1 q2 r2")],
+        3,
+        [("record", "q1 r1 q2 r2")],
+        "q1 r1 q2 r2",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(OUTAGES))
+def test_an_outage_loses_no_message_and_records_none_twice(store: SessionStore, name: str) -> None:
+    mode, before, during, waiting, after, recorded = OUTAGES[name]
     flaky = Flaky(store)
     recorder = Recorder(flaky)
-    history = [user("q1"), assistant("r1")]
-    recorder.record("s", history)
-    flaky.mode = "refused"
-    history += [user("q2")]
-    with pytest.raises(StoreError, match="No space left"):
-        recorder.record("s", history)
-    assert recorder.pending("s") == 1
-    history += [assistant("r2")]
-    with pytest.raises(StoreError):
-        recorder.record("s", history)
-    assert recorder.pending("s") == 2
+
+    def call(op: str, words: str) -> list[Any]:
+        return getattr(recorder, op)("s", said(words))  # type: ignore[no-any-return]
+
+    for op, words in before:
+        call(op, words)
+    flaky.mode = mode
+    for op, words in during:
+        failure = "connection lost" if mode == "landed" else "No space left"  # a failed read is not the error
+        with pytest.raises(StoreError, match=failure):
+            call(op, words)
+    assert recorder.pending("s") == waiting
+    assert flaky.failures == len(during)
     flaky.mode = None
-    history += [user("q3")]
-    written = recorder.record("s", history)
-    assert [r.message["content"] for r in written] == ["q2", "r2", "q3"]
+    for op, words in after:
+        call(op, words)
+    assert log(store) == [(ADD, t) for t in recorded.split()]
     assert recorder.pending("s") == 0
-    assert log(store) == [(ADD, t) for t in ("q1", "r1", "q2", "r2", "q3")]
-    assert recorder.record("s", history) == []
-
-
-@pytest.mark.parametrize(
-    "kept",
-    [
-        pytest.param(["c"], id="a and b evicted from the front"),
-        pytest.param(["a", "c"], id="b evicted from the middle"),
-    ],
-)
-def test_waiting_messages_a_compaction_evicted_from_the_list_are_still_written(
-    store: SessionStore, kept: list[str]
-) -> None:
-    flaky = Flaky(store)
-    recorder = Recorder(flaky)
-    recorder.record("s", [user("a")])
-    flaky.mode = "refused"
-    with pytest.raises(StoreError):
-        recorder.record("s", [user("a"), assistant("b"), user("c")])
-    flaky.mode = None
-    recorder.record("s", [*(user(t) for t in kept), assistant("d")])
-    assert texts(store) == ["a", "b", "c", "d"]
-
-
-def test_the_first_messages_of_a_session_wait_when_the_store_refuses_them(store: SessionStore) -> None:
-    flaky = Flaky(store)
-    recorder = Recorder(flaky)
-    flaky.mode = "refused"
-    with pytest.raises(StoreError):
-        recorder.record("s", [user("q1"), assistant("r1")])
-    with pytest.raises(StoreError):
-        recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
-    assert recorder.covered("s") == 0  # the list holds no stored record yet
-    flaky.mode = None
-    recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
-    assert texts(store) == ["q1", "r1", "q2"]
-
-
-def test_a_write_that_landed_but_was_reported_failed_is_not_written_again(store: SessionStore) -> None:
-    flaky = Flaky(store)
-    recorder = Recorder(flaky)
-    first = [user("q1"), assistant("r1")]
-    recorder.record("s", first)
-    flaky.mode = "landed"
-    with pytest.raises(StoreError):
-        recorder.record("s", [*first, user("q2")])
-    assert flaky.failures == 1
-    flaky.mode = None
-    recorder.record("s", [*first, user("q2"), assistant("r2")])
-    assert log(store) == [(ADD, t) for t in ("q1", "r1", "q2", "r2")]
-    assert recorder.pending("s") == 0
+    if after[-1][0] == "record":
+        assert call(*after[-1]) == []  # the same list again: nothing left to write
 
 
 def test_a_refused_add_leaves_nothing_waiting(store: SessionStore) -> None:

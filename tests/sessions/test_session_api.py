@@ -40,7 +40,7 @@ def contents(messages: list[dict[str, Any]]) -> list[str]:
 
 def raw(store_url: str, sid: str) -> list[dict[str, Any]]:
     with open_store(store_url) as store:
-        return store.read_raw(sid)
+        return [r.message for r in store.read_records(sid)]
 
 
 def test_a_conversation_continues_in_a_new_session_object(store_url: str) -> None:
@@ -230,7 +230,7 @@ def test_sessions_share_one_host(tmp_path: Path) -> None:
             session.prepare(user(f"hello from {sid}"))
             session.record_reply("hi")
     assert host.store is not None  # not closed by the sessions
-    assert contents(host.store.read_raw("b")) == ["hello from b", "hi"]
+    assert contents([r.message for r in host.store.read_records("b")]) == ["hello from b", "hi"]
     host.close()
 
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from pg_sql import pg_sql
 
+from ctxlife.cli.session import add_session_parser, run_session_command
 from ctxlife.errors import StoreError
 from ctxlife.sessions import Snapshot, open_store
-from ctxlife.sessions.cli import add_session_parser, run_session_command
 
 MESSAGES = [
     {"role": "system", "content": "rules"},
@@ -41,7 +41,7 @@ def run(*argv: str, default: str | None = None, **kw: Any) -> tuple[int, str, st
 @pytest.fixture
 def filled(store_url: str) -> str:
     with open_store(store_url) as store:
-        store.append_raw("u42", MESSAGES + [{"role": "assistant", "content": "Salut"}])
+        store.append("u42", MESSAGES + [{"role": "assistant", "content": "Salut"}])
         store.save_snapshot(
             Snapshot(
                 session_id="u42",
@@ -51,7 +51,7 @@ def filled(store_url: str) -> str:
                 meta={"summary": "User greets [red]politely[/red].", "tasks": []},
             )
         )
-        store.append_raw("raw-only", [{"role": "user", "content": "x"}])
+        store.append("raw-only", [{"role": "user", "content": "x"}])
     return store_url
 
 
@@ -152,7 +152,7 @@ def test_store_url_defaults(filled: str, tmp_path: Path, monkeypatch: pytest.Mon
     assert code == 0 and "u42" in out
     monkeypatch.chdir(tmp_path)
     with open_store("file://workspace/sessions") as store:
-        store.append_raw("in-default", [{"n": 1}])
+        store.append("in-default", [{"n": 1}])
     code, out, _ = run("session", "list")  # neither: the documented default
     assert code == 0 and "in-default" in out
 
@@ -167,7 +167,7 @@ def test_parser_requires_a_subcommand() -> None:
 def test_export_writes_utf8_json_to_a_real_stdout(filled: str) -> None:
     code = (
         "import argparse, sys\n"
-        "from ctxlife.sessions.cli import add_session_parser, run_session_command\n"
+        "from ctxlife.cli.session import add_session_parser, run_session_command\n"
         "p = argparse.ArgumentParser(); add_session_parser(p.add_subparsers(dest='command'))\n"
         "sys.exit(run_session_command(p.parse_args(sys.argv[1:]), None))\n"
     )
@@ -335,18 +335,13 @@ def test_rm_takes_exactly_one_selection(filled: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["file", "sqlite"])
-@pytest.mark.parametrize("where", ["top-level", "legacy snapshot_restore option"])
-@pytest.mark.filterwarnings("ignore:.*is deprecated:DeprecationWarning")  # the legacy option, on purpose
 def test_reading_commands_and_check_never_create_a_folder_or_database(
-    kind: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     target = "not-yet/" + ("sessions" if kind == "file" else "sessions.db")  # relative: against the config's folder
     url = f"file://{target}" if kind == "file" else f"sqlite:///{target}"
     config = tmp_path / "ctxlife.toml"
-    if where == "top-level":
-        config.write_text(f'store = "{url}"\nstrategies = ["snapshot_restore"]\n', encoding="utf-8")
-    else:
-        config.write_text(f'strategies = ["snapshot_restore"]\n[snapshot_restore]\nstore = "{url}"\n', encoding="utf-8")
+    config.write_text(f'store = "{url}"\nstrategies = ["snapshot_restore"]\n', encoding="utf-8")
     for argv in (
         ("session", "list", "--config", str(config)),
         ("session", "show", "u1", "--config", str(config)),

@@ -200,53 +200,51 @@ def test_a_failing_migration_is_a_store_error(monkeypatch: pytest.MonkeyPatch) -
 # -- raw history -----------------------------------------------------------------------------
 
 
-def test_append_and_read_raw(store: SessionStore) -> None:
-    assert store.read_raw("r") == []
-    assert store.raw_length("r") == 0
-    store.append_raw("r", TOOL_CALL_TRACE[:3])
-    store.append_raw("r", [])  # no-op
-    store.append_raw("r", TOOL_CALL_TRACE[3:])
-    got = store.read_raw("r")
-    assert canonical(got) == canonical(TOOL_CALL_TRACE)
-    assert store.raw_length("r") == len(TOOL_CALL_TRACE)
-    assert canonical(store.read_raw("r", start=3)) == canonical(TOOL_CALL_TRACE[3:])
-    assert store.read_raw("r", start=len(TOOL_CALL_TRACE)) == []
-    assert store.read_raw("r", start=100) == []
-    with pytest.raises(StoreError, match="start"):
-        store.read_raw("r", start=-1)
+def test_append_and_read_records(store: SessionStore) -> None:
+    def messages(after_seq: int = 0) -> list[dict[str, Any]]:
+        return [r.message for r in store.read_records("r", after_seq)]
+
+    assert messages() == []
+    assert store.head("r") == 0
+    store.append("r", TOOL_CALL_TRACE[:3])
+    assert store.append("r", []) == []  # no-op
+    store.append("r", TOOL_CALL_TRACE[3:])
+    assert canonical(messages()) == canonical(TOOL_CALL_TRACE)
+    assert store.head("r") == len(TOOL_CALL_TRACE)
+    assert canonical(messages(3)) == canonical(TOOL_CALL_TRACE[3:])
+    assert messages(len(TOOL_CALL_TRACE)) == []
+    assert messages(100) == []
 
 
-def test_append_rejects_bad_batches_whole(store: SessionStore) -> None:
-    store.append_raw("r", [{"role": "user", "content": "first"}])
+def test_append_rejects_a_batch_that_is_not_a_list_of_dicts_whole(store: SessionStore) -> None:
+    store.append("r", [{"role": "user", "content": "first"}])
     with pytest.raises(StoreError, match="list of dicts"):
-        store.append_raw("r", {"role": "user"})  # type: ignore[arg-type]
+        store.append("r", {"role": "user"})  # type: ignore[arg-type]
     with pytest.raises(StoreError, match="message 1"):
-        store.append_raw("r", [{"ok": 1}, "not a dict"])  # type: ignore[list-item]
-    with pytest.raises(StoreError, match="message 1 .*not JSON-serializable"):
-        store.append_raw("r", [{"ok": 1}, {"bad": {1, 2}}])
-    assert store.read_raw("r") == [{"role": "user", "content": "first"}]  # nothing half-appended
+        store.append("r", [{"ok": 1}, "not a dict"])  # type: ignore[list-item]
+    assert [r.message for r in store.read_records("r")] == [{"role": "user", "content": "first"}]
 
 
 def test_sessions_are_independent(store: SessionStore) -> None:
-    store.append_raw("a", [{"n": 1}])
-    store.append_raw("a.b", [{"n": 2}, {"n": 3}])
-    store.append_raw("a_b-c", [{"n": 4}])
-    assert store.read_raw("a") == [{"n": 1}]
-    assert store.read_raw("a.b") == [{"n": 2}, {"n": 3}]
-    assert store.read_raw("a_b-c") == [{"n": 4}]
+    store.append("a", [{"n": 1}])
+    store.append("a.b", [{"n": 2}, {"n": 3}])
+    store.append("a_b-c", [{"n": 4}])
+    assert [r.message for r in store.read_records("a")] == [{"n": 1}]
+    assert [r.message for r in store.read_records("a.b")] == [{"n": 2}, {"n": 3}]
+    assert [r.message for r in store.read_records("a_b-c")] == [{"n": 4}]
 
 
 def test_one_store_shared_by_threads(store: SessionStore) -> None:
     def work(t: int) -> None:
         for i in range(25):
-            store.append_raw("shared", [{"t": t, "i": i}, {"t": t, "i": i, "second": True}])
+            store.append("shared", [{"t": t, "i": i}, {"t": t, "i": i, "second": True}])
 
     threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
-    got = store.read_raw("shared")
+    got = [r.message for r in store.read_records("shared")]
     assert len(got) == 200
     for first, second in zip(got[::2], got[1::2], strict=True):  # each batch stayed together
         assert second == {**first, "second": True}
@@ -259,9 +257,9 @@ def test_one_store_shared_by_threads(store: SessionStore) -> None:
 
 def test_list_sessions(store: SessionStore) -> None:
     assert store.list_sessions() == []
-    store.append_raw("only-raw", [{"n": 1}, {"n": 2}])
+    store.append("only-raw", [{"n": 1}, {"n": 2}])
     store.save_snapshot(snap("only-snap", raw_length=0, updated_at=100.5))
-    store.append_raw("both", [{"n": 1}])
+    store.append("both", [{"n": 1}])
     store.save_snapshot(snap("both", raw_length=1, updated_at=200.25))
     assert store.list_sessions() == [
         SessionInfo("both", 1, 200.25),
@@ -271,19 +269,19 @@ def test_list_sessions(store: SessionStore) -> None:
 
 
 def test_delete(store: SessionStore) -> None:
-    store.append_raw("gone", [{"n": 1}])
+    store.append("gone", [{"n": 1}])
     store.save_snapshot(snap("gone"))
     store.put_blob("gone", "out-1", "big output")
-    store.append_raw("kept", [{"n": 2}])
+    store.append("kept", [{"n": 2}])
     assert store.delete("gone") is True
     assert store.delete("gone") is False
     assert store.delete("never-existed") is False
     assert store.load_snapshot("gone") is None
-    assert store.read_raw("gone") == []
+    assert [r.message for r in store.read_records("gone")] == []
     assert store.get_blob("gone", "out-1") is None
     assert [i.session_id for i in store.list_sessions()] == ["kept"]
-    store.append_raw("gone", [{"n": 3}])  # a deleted session can start over
-    assert store.read_raw("gone") == [{"n": 3}]
+    store.append("gone", [{"n": 3}])  # a deleted session can start over
+    assert [r.message for r in store.read_records("gone")] == [{"n": 3}]
 
 
 # -- blobs -------------------------------------------------------------------------------------
@@ -434,14 +432,14 @@ def test_bad_ids_never_touch_storage(
     redis_client = request.getfixturevalue("redis_client") if store_kind == "redis" else None
     store = open_store(make_url(store_kind))
     try:
-        store.append_raw("ok", [{"n": 1}])  # make sure the folder / db / prefix exist
+        store.append("ok", [{"n": 1}])  # make sure the folder / db / prefix exist
         before = _snapshot_of_storage(store_kind, tmp_path, redis_client)
         operations = [
             lambda: store.load_snapshot(bad),
             lambda: store.save_snapshot(_forged_snapshot(bad)),
-            lambda: store.append_raw(bad, [{"role": "user", "content": "x"}]),
-            lambda: store.read_raw(bad),
-            lambda: store.raw_length(bad),
+            lambda: store.append(bad, [{"role": "user", "content": "x"}]),
+            lambda: [r.message for r in store.read_records(bad)],
+            lambda: store.head(bad),
             lambda: store.delete(bad),
             lambda: store.lock(bad, timeout=0).__enter__(),
             lambda: store.put_blob(bad, "k", "text"),
@@ -470,7 +468,7 @@ def test_file_store_layout_and_permissions(tmp_path: Path) -> None:
     store = open_store(f"file://{folder}")
     assert not folder.exists()  # nothing is created before the first write
     assert store.list_sessions() == []
-    store.append_raw("u42", [{"role": "user", "content": "hi"}])
+    store.append("u42", [{"role": "user", "content": "hi"}])
     store.save_snapshot(snap("u42"))
     store.put_blob("u42", "out", "text")
     with store.lock("u42"):
@@ -492,7 +490,7 @@ def test_file_store_relative_url_resolves_against_cwd(tmp_path: Path, monkeypatc
     monkeypatch.chdir(tmp_path)
     store = open_store("file://workspace/sessions?fsync=false")
     monkeypatch.chdir("/")  # a later chdir must not move the store
-    store.append_raw("s", [{"n": 1}])
+    store.append("s", [{"n": 1}])
     assert (tmp_path / "workspace" / "sessions" / "s_raw.jsonl").is_file()
     with pytest.raises(StoreError, match="unknown option 'fsnyc'"):
         open_store("file://x?fsnyc=0")
@@ -503,14 +501,18 @@ def test_file_store_relative_url_resolves_against_cwd(tmp_path: Path, monkeypatc
 def test_sqlite_store_file_permissions_and_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     rel = open_store("sqlite:///data/rel.db?synchronous=normal&busy_timeout=2")
-    rel.append_raw("s", [{"n": 1}])
+    rel.append("s", [{"n": 1}])
     assert _mode(tmp_path / "data") == 0o700
     assert _mode(tmp_path / "data" / "rel.db") == 0o600
     assert _mode(tmp_path / "data" / "rel.db-wal") == 0o600
     rel.close()
     absolute = open_store(f"sqlite:///{tmp_path}/abs.db")  # sqlite:////tmp/... = absolute
     assert f"sqlite:///{tmp_path}/abs.db".startswith("sqlite:////")
-    assert absolute.list_sessions() == [] and absolute.read_raw("s") == [] and absolute.load_snapshot("s") is None
+    assert (
+        absolute.list_sessions() == []
+        and [r.message for r in absolute.read_records("s")] == []
+        and absolute.load_snapshot("s") is None
+    )
     assert not (tmp_path / "abs.db").exists()  # opening and reading never create the database
     absolute.put_blob("s", "k", "v")
     absolute.close()
@@ -533,7 +535,7 @@ def test_sqlite_store_refuses_a_newer_schema(tmp_path: Path) -> None:
     import sqlite3
 
     store = open_store(f"sqlite:///{tmp_path}/s.db")
-    store.append_raw("s", [{"n": 1}])
+    store.append("s", [{"n": 1}])
     store.close()
     with sqlite3.connect(tmp_path / "s.db") as conn:
         conn.execute("UPDATE ctxlife_meta SET value = '99' WHERE key = 'schema_version'")
@@ -544,7 +546,7 @@ def test_sqlite_store_refuses_a_newer_schema(tmp_path: Path) -> None:
 def test_redis_url_options_ttl_and_prefix(redis_url: str, redis_client: Any) -> None:
     store = open_store(f"{redis_url}?prefix=ttltest:&ttl=100&socket_timeout=5")
     try:
-        store.append_raw("t", [{"n": 1}])
+        store.append("t", [{"n": 1}])
         assert 90 < redis_client.ttl("ttltest:{t}:raw") <= 100
         redis_client.expire("ttltest:{t}:raw", 5)
         store.save_snapshot(snap("t"))  # any write refreshes the whole session
@@ -559,7 +561,7 @@ def test_redis_url_options_ttl_and_prefix(redis_url: str, redis_client: Any) -> 
         store.close()
     no_ttl = open_store(f"{redis_url}?prefix=nottl:")
     try:
-        no_ttl.append_raw("t", [{"n": 1}])
+        no_ttl.append("t", [{"n": 1}])
         assert redis_client.ttl("nottl:{t}:raw") == -1
         no_ttl.delete("t")
     finally:
@@ -572,8 +574,8 @@ def test_redis_prefix_with_glob_characters_lists_only_its_own_sessions(redis_url
     a = open_store(f"{redis_url}?prefix=glob[1]*:")
     b = open_store(f"{redis_url}?prefix=glob1x:")
     try:
-        a.append_raw("mine", [{"n": 1}])
-        b.append_raw("theirs", [{"n": 1}])
+        a.append("mine", [{"n": 1}])
+        b.append("theirs", [{"n": 1}])
         assert [i.session_id for i in a.list_sessions()] == ["mine"]
         assert [i.session_id for i in b.list_sessions()] == ["theirs"]
     finally:
@@ -592,12 +594,12 @@ def test_redis_credentials_pass_through_and_are_never_shown(redis_url: str, redi
         store = open_store(url)
         assert "s3cr3t-pw" not in repr(store) and "***" in store.url
         try:
-            store.append_raw("s", [{"n": 1}])
+            store.append("s", [{"n": 1}])
             store.save_snapshot(snap("s"))
             store.put_blob("s", "k", "v")
             with store.lock("s", timeout=1):
                 pass
-            assert store.read_raw("s") == [{"n": 1}]
+            assert [r.message for r in store.read_records("s")] == [{"n": 1}]
             assert [i.session_id for i in store.list_sessions()] == ["s"]
             assert store.delete("s")
         finally:
@@ -638,25 +640,25 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 def test_file_torn_last_line_is_skipped_then_repaired(tmp_path: Path) -> None:
     store = open_store(f"file://{tmp_path}")
-    store.append_raw("t", [{"n": 0}, {"n": 1}])
+    store.append("t", [{"n": 0}, {"n": 1}])
     raw = tmp_path / "t_raw.jsonl"
     with open(raw, "ab") as f:
         f.write(b'{"seq":3,"view":"","at":1.0,"fp":"x","msg":{"n": 2, "content": "half a rec')  # a crash mid-write
     with structlog.testing.capture_logs() as logs:
-        assert store.read_raw("t") == [{"n": 0}, {"n": 1}]
-        assert store.raw_length("t") == 2
+        assert [r.message for r in store.read_records("t")] == [{"n": 0}, {"n": 1}]
+        assert store.head("t") == 2
     skipped = [e for e in logs if e["event"] == "raw_torn_record_skipped"]
     assert skipped and skipped[0]["log_level"] == "warning"
     assert skipped[0]["session_id"] == "t" and "half" not in repr(skipped[0])  # no contents
     with structlog.testing.capture_logs() as logs:
-        store.append_raw("t", [{"n": 2}, {"n": 3}])
+        store.append("t", [{"n": 2}, {"n": 3}])
     assert [e["event"] for e in logs] == ["raw_torn_record_repaired"]
     assert logs[0]["bytes_removed"] == len(
         b'{"seq":3,"view":"","at":1.0,"fp":"x","msg":{"n": 2, "content": "half a rec'
     )
     assert [(r["seq"], r["msg"]) for r in _lines(raw)] == [(i + 1, {"n": i}) for i in range(4)]
     with structlog.testing.capture_logs() as logs:
-        assert store.read_raw("t") == [{"n": i} for i in range(4)]
+        assert [r.message for r in store.read_records("t")] == [{"n": i} for i in range(4)]
     assert logs == []
 
 
@@ -664,14 +666,14 @@ def test_file_torn_first_line_and_invalid_last_line(tmp_path: Path) -> None:
     store = open_store(f"file://{tmp_path}")
     raw = tmp_path / "t_raw.jsonl"
     raw.write_bytes(b'{"n":')
-    assert store.read_raw("t") == []
-    store.append_raw("t", [{"n": 0}])
+    assert [r.message for r in store.read_records("t")] == []
+    store.append("t", [{"n": 0}])
     assert [r["msg"] for r in _lines(raw)] == [{"n": 0}]
     with open(raw, "ab") as f:
         f.write(b'{"n":1,\x00\x00\n')  # newline-terminated garbage as the last line
     with structlog.testing.capture_logs() as logs:
-        assert store.read_raw("t") == [{"n": 0}]
-        assert store.raw_length("t") == 1
+        assert [r.message for r in store.read_records("t")] == [{"n": 0}]
+        assert store.head("t") == 1
     assert {e["reason"] for e in logs} == {"invalid JSON in the last line"}
 
 
@@ -682,16 +684,19 @@ def test_file_invalid_complete_last_lines_are_cut_before_the_next_append(tmp_pat
     """Bug: an invalid but newline-terminated last line was skipped by readers but kept by the repair,
     so the next append glued valid records after garbage and the whole history became unreadable."""
     store = open_store(f"file://{tmp_path}")
-    store.append_raw("t", [{"role": "user", "content": "q0"}])
+    store.append("t", [{"role": "user", "content": "q0"}])
     raw = tmp_path / "t_raw.jsonl"
     with open(raw, "ab") as f:
         f.write(garbage + garbage)  # two invalid lines at the end
-    assert store.read_raw("t") == [{"role": "user", "content": "q0"}]
+    assert [r.message for r in store.read_records("t")] == [{"role": "user", "content": "q0"}]
     with structlog.testing.capture_logs() as logs:
-        store.append_raw("t", [{"role": "assistant", "content": "a0"}])
+        store.append("t", [{"role": "assistant", "content": "a0"}])
     assert "raw_torn_record_repaired" in [e["event"] for e in logs]
     assert [r.seq for r in store.read_records("t")] == [1, 2]  # strict read: no StoreError
-    assert store.read_raw("t") == [{"role": "user", "content": "q0"}, {"role": "assistant", "content": "a0"}]
+    assert [r.message for r in store.read_records("t")] == [
+        {"role": "user", "content": "q0"},
+        {"role": "assistant", "content": "a0"},
+    ]
     fresh = open_store(f"file://{tmp_path}")  # another process, no cached state
     assert [r.message["content"] for r in fresh.read_records("t")] == ["q0", "a0"]
 
@@ -700,10 +705,10 @@ def test_file_corruption_before_the_last_line_raises(tmp_path: Path) -> None:
     store = open_store(f"file://{tmp_path}")
     (tmp_path / "t_raw.jsonl").write_bytes(b'{"n":0}\nGARBAGE\n{"n":2}\n')
     with pytest.raises(StoreError, match="corrupt at line 2"):
-        store.read_raw("t")
+        [r.message for r in store.read_records("t")]
     (tmp_path / "u_raw.jsonl").write_bytes(b'{"n":0}\n[1, 2]\n{"n":2}\n')
     with pytest.raises(StoreError, match="line 2"):
-        store.read_raw("u")
+        [r.message for r in store.read_records("u")]
 
 
 def test_file_line_holding_two_documents_is_corruption_not_two_records(tmp_path: Path) -> None:
@@ -711,14 +716,14 @@ def test_file_line_holding_two_documents_is_corruption_not_two_records(tmp_path:
     store = open_store(f"file://{tmp_path}")
     (tmp_path / "t_raw.jsonl").write_bytes(b'{"n":0}\n{"n":1},{"n":2}\n{"n":3}\n')
     with pytest.raises(StoreError, match="corrupt at line 2"):
-        store.read_raw("t")
+        [r.message for r in store.read_records("t")]
     (tmp_path / "u_raw.jsonl").write_bytes(b'{"n":0}\n{"n":1}\n')
-    assert store.read_raw("u") == [{"n": 0}, {"n": 1}]
+    assert [r.message for r in store.read_records("u")] == [{"n": 0}, {"n": 1}]
 
 
 def test_file_corrupt_snapshot_raises_but_listing_survives(tmp_path: Path) -> None:
     store = open_store(f"file://{tmp_path}")
-    store.append_raw("ok", [{"n": 1}])
+    store.append("ok", [{"n": 1}])
     (tmp_path / "bad_ctx.json").write_text('{"format_version": 1, "sess')
     with pytest.raises(StoreError, match="bad_ctx.json"):
         store.load_snapshot("bad")
@@ -730,15 +735,15 @@ def test_file_corrupt_snapshot_raises_but_listing_survives(tmp_path: Path) -> No
 def test_file_store_refuses_to_follow_symlinks(tmp_path: Path) -> None:
     folder = tmp_path / "sessions"
     store = open_store(f"file://{folder}")
-    store.append_raw("real", [{"n": 1}])
+    store.append("real", [{"n": 1}])
     outside = tmp_path / "outside.jsonl"
     outside.write_bytes(b'{"secret":1}\n')
     (folder / "evil_raw.jsonl").symlink_to(outside)
     (folder / "evil_ctx.json").symlink_to(outside)
     with pytest.raises(StoreError):
-        store.append_raw("evil", [{"n": 2}])
+        store.append("evil", [{"n": 2}])
     with pytest.raises(StoreError):
-        store.read_raw("evil")
+        [r.message for r in store.read_records("evil")]
     with pytest.raises(StoreError):
         store.load_snapshot("evil")
     assert outside.read_bytes() == b'{"secret":1}\n'
@@ -779,14 +784,14 @@ def test_register_store_scheme(tmp_path: Path) -> None:
     try:
         register_store_scheme("mem-test", factory)
         store = open_store("mem-test://x")
-        store.append_raw("s", [{"n": 1}])
+        store.append("s", [{"n": 1}])
         assert opened == ["mem-test://x"]
         assert (tmp_path / "x" / "s_raw.jsonl").exists()
         assert "mem-test" in sessions.store_schemes()
         with pytest.raises(PluginConflictError, match="already offered by ctxlife"):
             register_store_scheme("file", factory)
         register_store_scheme("file", factory, replace=True)
-        assert open_store("file://y").read_raw("s") == []
+        assert [r.message for r in open_store("file://y").read_records("s")] == []
         for bad in ["", "UPPER", "1abc", "a b"]:
             with pytest.raises(StoreError, match="invalid session store scheme name"):
                 register_store_scheme(bad, factory)
@@ -803,7 +808,7 @@ def test_closed_store_refuses_work(store: SessionStore) -> None:
     store.close()
     store.close()  # idempotent
     with pytest.raises(StoreError, match="closed"):
-        store.append_raw("s", [{"n": 1}])
+        store.append("s", [{"n": 1}])
 
 
 def test_importing_sessions_has_no_side_effects(tmp_path: Path) -> None:
@@ -813,7 +818,7 @@ def test_importing_sessions_has_no_side_effects(tmp_path: Path) -> None:
     # Whatever the package root imports is not this module's doing: compare against it.
     code = (
         "import sys, ctxlife; before = set(sys.modules);"
-        "import ctxlife.sessions, ctxlife.sessions.cli;"
+        "import ctxlife.sessions, ctxlife.cli.session;"
         "new = set(sys.modules) - before;"
         "print(','.join(sorted(m for m in new if m.split('.')[0] in ('redis', 'rich', 'sqlite3'))))"
     )
@@ -854,9 +859,9 @@ messages_strategy = st.lists(
 def test_any_json_messages_round_trip(store: SessionStore, messages: list[dict[str, Any]]) -> None:
     sid = "prop"
     store.delete(sid)
-    store.append_raw(sid, messages)
+    store.append(sid, messages)
     store.save_snapshot(Snapshot(session_id=sid, messages=messages, raw_length=len(messages), meta={"m": messages}))
-    assert canonical(store.read_raw(sid)) == canonical(messages)
+    assert canonical([r.message for r in store.read_records(sid)]) == canonical(messages)
     loaded = store.load_snapshot(sid)
     assert loaded is not None
     assert canonical(loaded.messages) == canonical(messages)

@@ -63,7 +63,7 @@ def test_manage_session_restores_exactly_in_a_new_host(store_url):
     host.close()
 
     store = open_store(store_url)
-    raw = store.read_raw("u42")
+    raw = [r.message for r in store.read_records("u42")]
     assert raw == messages[1:]  # every non-system message exactly once, although the list was seen 3 times
     assert store.load_snapshot("u42") is None  # no compaction, no task end yet: the raw tail carries it
     store.close()
@@ -86,7 +86,7 @@ def test_compaction_saves_a_snapshot_and_the_raw_history_keeps_what_was_cut(stor
         messages += [assistant(f"a{i}")]
     host.close()
     store = open_store(store_url)
-    raw = store.read_raw("s1")
+    raw = [r.message for r in store.read_records("s1")]
     assert [m["content"] for m in raw] == ["q0", "a0", "q1", "a1", "q2", "a2", "q3"]
     snapshot = store.load_snapshot("s1")
     assert [m["content"] for m in snapshot.messages] == ["sys", "q3"]  # the truncated working context
@@ -100,7 +100,7 @@ def test_compaction_saves_a_snapshot_and_the_raw_history_keeps_what_was_cut(stor
     assert [m["content"] for m in fresh] == ["sys v2", "q4"]  # truncate_last_n keeps the last round only
     restarted.close()
     store = open_store(store_url)
-    assert [m["content"] for m in store.read_raw("s1")][-1] == "q4"
+    assert [m["content"] for m in [r.message for r in store.read_records("s1")]][-1] == "q4"
     store.close()
 
 
@@ -112,7 +112,7 @@ def test_current_system_message_wins_over_the_saved_one(store_url):
     store.save_snapshot(
         Snapshot(session_id="s2", messages=[system("old prompt"), user("hi"), assistant("hello")], raw_length=2)
     )
-    store.append_raw("s2", [user("hi"), assistant("hello")])
+    store.append("s2", [user("hi"), assistant("hello")])
     store.close()
     messages = [system("new prompt"), user("again")]
     ctxlife.manage(messages, config=cfg, context_window=10_000, session_id="s2")
@@ -157,7 +157,7 @@ def test_crew_session_restores_exactly_in_a_new_process(request, tmp_path):
         views = {r.view for r in store.read_records("chat7")}
         assert len(views) == 1, store_url  # one agent on one task: one view (its role and task)
         saved[store_url] = store.load_snapshot("chat7", views.pop())
-        raw = store.read_raw("chat7")
+        raw = [r.message for r in store.read_records("chat7")]
         store.close()
         assert saved[store_url] is not None and saved[store_url].raw_length == len(raw), store_url
         # Two turns of [task, tool step, analyse prompt, final answer]: nothing lost, nothing twice.
@@ -215,7 +215,7 @@ def test_ctxlife_store_environment_variable_names_the_store(tmp_path, monkeypatc
     messages = [system("sys"), user("hi")]
     ctxlife.manage(messages, config=cfg, context_window=1000, session_id="env")
     with open_store(url) as store:
-        assert store.read_raw("env") == [user("hi")]
+        assert [r.message for r in store.read_records("env")] == [user("hi")]
 
 
 def test_relative_store_paths_resolve_against_the_config_files_folder(tmp_path, monkeypatch):
@@ -236,17 +236,6 @@ def test_relative_store_paths_resolve_against_the_config_files_folder(tmp_path, 
     ctxlife.manage([system("s"), user("u")], config=path, context_window=1000, session_id="rel")
     assert (folder / "state" / "sessions" / "rel_raw.jsonl").exists()
     assert not (elsewhere / "state").exists()
-
-
-def test_the_deprecated_snapshot_restore_store_option_still_works_with_a_warning(tmp_path):
-    url = f"file://{tmp_path / 'legacy'}"
-    cfg = settings_from_dict({"strategies": ["snapshot_restore"], "snapshot_restore": {"store": url}})
-    with pytest.warns(DeprecationWarning, match="top-level setting store"):
-        host = Host(cfg, context_window=1000, session_id="old")
-    host.manage([system("s"), user("u")])
-    host.close()
-    with open_store(url) as store:
-        assert store.read_raw("old") == [user("u")]
 
 
 @pytest.mark.parametrize("kind", ["file", "sqlite"])

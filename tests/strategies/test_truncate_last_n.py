@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import pytest
-
 import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.messages import validate
@@ -80,23 +78,6 @@ def test_the_shipped_default_config_leaves_a_small_conversation_alone():
     before = list(messages)
     report = ctxlife.manage(messages, config=repo / "configs" / "default.toml", context_window=128_000)
     assert messages == before and report.acted == [] and report.tokens_before < 100
-
-
-@pytest.mark.parametrize("old, always", [(True, False), (False, True)])
-def test_only_above_threshold_migrates_to_always(old, always):
-    with pytest.warns(DeprecationWarning, match="only_above_threshold is deprecated"):
-        settings = settings_from_dict(
-            {"strategies": ["truncate_last_n"], "truncate_last_n": {"only_above_threshold": old}}
-        )
-    assert settings.options_for("truncate_last_n").always is always
-    assert "only_above_threshold" not in settings.resolved()["truncate_last_n"]
-
-
-def test_contradicting_old_and_new_option_is_an_error():
-    with pytest.raises(ctxlife.StrategyOptionsError, match="contradicts always"):
-        settings_from_dict(
-            {"strategies": ["truncate_last_n"], "truncate_last_n": {"only_above_threshold": True, "always": True}}
-        )
 
 
 def test_the_report_names_the_cut_and_a_cut_that_removes_nothing_is_no_action():

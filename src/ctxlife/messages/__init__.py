@@ -51,7 +51,6 @@ from ctxlife.messages.bootstrap import (
     bootstrap_section,
     has_bootstrap_section,
     strip_bootstrap,
-    system_role_allowed,
 )
 from ctxlife.messages.cutting import (
     CJK,
@@ -60,13 +59,10 @@ from ctxlife.messages.cutting import (
 )
 from ctxlife.messages.formats import (
     ANTHROPIC,
-    FORMAT_NAMES,
     OPENAI,
-    SYSTEM_ROLES,
     Message,
     ShapeMemo,
     check_shape,
-    detect_format,
     is_system,
     list_format,
     nested_stamp,
@@ -77,7 +73,6 @@ from ctxlife.messages.formats import (
 from ctxlife.messages.inserted import (
     BOOTSTRAP_END,
     BOOTSTRAP_START,
-    INSERTED_KINDS,
     MARK_KEYS,
     QUOTE_MARK,
     QUOTED_NOTE,
@@ -104,15 +99,12 @@ from ctxlife.messages.previous import (
     differences,
 )
 from ctxlife.messages.text import (
-    ANTHROPIC_IMAGE_TOKENS,
-    FILE_TOKENS,
     IMAGE_TOKENS,
     IMAGE_TOKENS_LOW,
     TOKENS_PER_TOOL_CALL,
     content_text,
     countable,
     escape_surrogates,
-    iter_texts,
     json_payload,
     own_text,
     text_of,
@@ -121,7 +113,6 @@ from ctxlife.messages.text import (
 )
 from ctxlife.messages.turns import (
     ToolCall,
-    ToolPairing,
     Unit,
     calls_of,
     current_turn_index,
@@ -140,7 +131,6 @@ from ctxlife.messages.turns import (
 )
 from ctxlife.messages.validation import (
     Problem,
-    is_valid,
     same_messages,
     validate,
 )
@@ -151,16 +141,12 @@ __all__ = [
     "common_prefix",
     "differences",
     "ANTHROPIC",
-    "ANTHROPIC_IMAGE_TOKENS",
     "BOOTSTRAP_END",
     "BOOTSTRAP_START",
     "CJK",
     "CJK_PUNCTUATION",
-    "FILE_TOKENS",
-    "FORMAT_NAMES",
     "IMAGE_TOKENS",
     "IMAGE_TOKENS_LOW",
-    "INSERTED_KINDS",
     "MARK_KEYS",
     "QUOTED_NOTE",
     "QUOTE_MARK",
@@ -169,11 +155,9 @@ __all__ = [
     "Problem",
     "RECALL_PREFIX",
     "SUMMARY_PREFIX",
-    "SYSTEM_ROLES",
     "ShapeMemo",
     "TOKENS_PER_TOOL_CALL",
     "ToolCall",
-    "ToolPairing",
     "Unit",
     "apply_bootstrap",
     "bootstrap_section",
@@ -182,7 +166,6 @@ __all__ = [
     "content_text",
     "countable",
     "current_turn_index",
-    "detect_format",
     "escape_surrogates",
     "has_bootstrap_section",
     "has_calls",
@@ -195,8 +178,6 @@ __all__ = [
     "is_system",
     "is_tool_result",
     "is_user_turn",
-    "is_valid",
-    "iter_texts",
     "json_payload",
     "last_user_index",
     "list_format",
@@ -220,7 +201,6 @@ __all__ = [
     "strip_inserted_marks",
     "strip_summary_marker",
     "summary_message",
-    "system_role_allowed",
     "text_of",
     "tool_call_arguments",
     "tool_call_name",

@@ -30,7 +30,7 @@ from ctxlife.messages import QUOTE_MARK, RECALL_PREFIX, quote
 from ctxlife.recall.index import HistoryIndex, Hit, StoredRecord
 from ctxlife.recall.records import CHUNK_CHARS, IndexableRecord, Record, message_text
 from ctxlife.recall.text import TermCounts, count_term, dates_in, query_terms, term_pattern
-from ctxlife.sessions import RawRecord, fingerprint
+from ctxlife.sessions import RawRecord
 
 MEMORY = "memory"
 
@@ -102,33 +102,26 @@ def _local_index_dir(store: Any) -> Path | None:
 def read_records(store: Any, session_id: str, after_seq: int) -> list[IndexableRecord]:
     """The raw-history records of a session after ``after_seq`` (all of them with ``0``).
 
-    Uses the store's incremental reader (``read_records``) when it has one, else ``read_raw``
-    (records are numbered from 1 in order; no timestamp).
+    Uses the store's incremental reader (``read_records``, part of the store contract).
     """
-    reader = getattr(store, "read_records", None)
-    if callable(reader):
-        raws = reader(session_id, after_seq=after_seq)
-        if all(type(raw) is RawRecord for raw in raws):
-            return list(raws)  # a ctxlife store's records: the index reads them as they are
-        out: list[IndexableRecord] = []
-        for raw in raws:
-            target = getattr(raw, "target", None)
-            out.append(
-                Record(
-                    seq=int(raw.seq),
-                    message=raw.message if isinstance(raw.message, dict) else {},
-                    recorded_at=getattr(raw, "recorded_at", None),
-                    view=_view_name(getattr(raw, "view", None)),
-                    op=str(getattr(raw, "op", "add") or "add"),
-                    target=int(target) if target is not None else None,
-                    fingerprint=getattr(raw, "fingerprint", None),
-                )
+    raws = store.read_records(session_id, after_seq=after_seq)
+    if all(type(raw) is RawRecord for raw in raws):
+        return list(raws)  # a ctxlife store's records: the index reads them as they are
+    out: list[IndexableRecord] = []
+    for raw in raws:
+        target = getattr(raw, "target", None)
+        out.append(
+            Record(
+                seq=int(raw.seq),
+                message=raw.message if isinstance(raw.message, dict) else {},
+                recorded_at=getattr(raw, "recorded_at", None),
+                view=_view_name(getattr(raw, "view", None)),
+                op=str(getattr(raw, "op", "add") or "add"),
+                target=int(target) if target is not None else None,
+                fingerprint=getattr(raw, "fingerprint", None),
             )
-        return out
-    return [
-        Record(after_seq + 1 + i, message, fingerprint=fingerprint(message))
-        for i, message in enumerate(store.read_raw(session_id, start=after_seq))
-    ]
+        )
+    return out
 
 
 def _as_stored(record: IndexableRecord) -> StoredRecord:

@@ -1131,29 +1131,6 @@ class SessionStore(abc.ABC):
                 if self.get_blob(session_id, ref) is not None:
                     self.put_blob(session_id, ref, ERASED_TEXT)
 
-    def append_raw(self, session_id: str, messages: list[dict[str, Any]]) -> None:
-        """Append ``messages`` to the default view, refusing (``StoreError``) any that is not JSON.
-
-        The strict, pre-sequence-number form of :meth:`append`, kept for callers of ctxlife 0.1.
-        """
-        validate_messages(session_id, messages)
-        for i, m in enumerate(messages):
-            json_text(m, what=f"message {i} for session {session_id!r}")
-        self.append(session_id, messages)
-
-    def read_raw(self, session_id: str, start: int = 0) -> list[dict[str, Any]]:
-        """The messages of the records with sequence number > ``start`` (all views), in order.
-
-        Sequence numbers count records from 1 without gaps, so ``start`` is also the number of
-        records to skip.
-        """
-        check_start(start)
-        return [r.message for r in self.read_records(session_id, start)]
-
-    def raw_length(self, session_id: str) -> int:
-        """The number of records in the raw history (= :meth:`head`)."""
-        return self.head(session_id)
-
     # -- sessions ----------------------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -1313,13 +1290,6 @@ def conflict(session_id: str, if_head: int, head: int) -> AppendConflictError:
         f"read the records after {if_head} and retry",
         head,
     )
-
-
-def check_start(start: object) -> int:
-    """Validate :meth:`SessionStore.read_raw`'s ``start`` argument."""
-    if isinstance(start, bool) or not isinstance(start, int) or start < 0:
-        raise StoreError(f"read_raw start must be an int >= 0, got {start!r}")
-    return start
 
 
 def check_blob_text(session_id: str, key: str, text: object) -> bytes:

@@ -296,11 +296,6 @@ class _Reversed:
             found = self._fps[k] = _fp(self._messages[i])
         return found
 
-    def count_up_to(self, k: int) -> int:
-        """How many recordable messages there are from the start up to and including the ``k``-th from the end."""
-        self.index(1 << 62)  # walk to the start (only on the rare no-anchor path)
-        return len(self._idx) - k
-
 
 class Recorder:
     """Records callers' lists into one store's sessions exactly once (see the module docs).
@@ -416,11 +411,6 @@ class Recorder:
                     state.mirrors = []  # a restore seeds the conversation it puts back
                     state.reseed = False
                     state.fresh = True
-
-    def tail_records(self, session_id: str, view: str = "") -> list[tuple[int, str]]:
-        """``(seq, fingerprint)`` of the view's tail as this recorder holds it (for tests and tools)."""
-        with self._lock:
-            return [(e.seq, e.fp) for e in self._view(session_id, view).tail]
 
     def _view(self, session_id: str, view: str) -> _View:
         state = self._views.get((session_id, view))

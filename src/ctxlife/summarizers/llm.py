@@ -211,11 +211,6 @@ class LLMSummarizer:
             total = int(total * 0.85)  # pieces cut between lines hold a little less than their budget
         return language, prev, pieces[-self.max_pieces :], fact_block
 
-    def build_messages(self, request: SummaryRequest) -> list[dict[str, Any]]:
-        """The prompt of the first (often the only) call to ``complete`` (exposed for tests and debugging)."""
-        language, prev, pieces, fact_block = self._plan(request)
-        return self._prompt(language, prev, pieces[0], fact_block, request.max_tokens, (1, len(pieces)))
-
     # -- calls --------------------------------------------------------------------------------------
 
     def summarize(self, request: SummaryRequest) -> str:

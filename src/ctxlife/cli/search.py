@@ -39,7 +39,7 @@ def add_search_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.Arg
 def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: Any) -> int:
     """Run ``session search`` on an open store; return the exit code."""
     sid = args.session_id
-    if store.head(sid) == 0 if hasattr(store, "head") else store.raw_length(sid) == 0:
+    if store.head(sid) == 0:
         err.write(
             f"error: no raw history for session {sid!r} in {store.url}; `ctxlife session list` shows the sessions\n"
         )

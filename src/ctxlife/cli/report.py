@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ctxlife.cli.replay import open_session_store
 from ctxlife.inspection import pick_view
-from ctxlife.report.html import write_report
 
 __all__ = ["add_report_parser", "cmd_report"]
 
@@ -75,7 +75,8 @@ def _progress_bar(description: str) -> Iterator[Callable[[int, int], None] | Non
 def cmd_report(args: argparse.Namespace) -> int:
     # lazy: the CLI builds its parser from this module; config and host load when a report is made
     from ctxlife.config import load_settings
-    from ctxlife.replay import open_session_store, replay_session
+    from ctxlife.replay import replay_session
+    from ctxlife.report import write_report
 
     settings = load_settings(args.config)
     with open_session_store(settings, args.store) as store, _progress_bar(f"reading {args.session_id}") as progress:

@@ -412,7 +412,7 @@ class Tracker:
         if report.node != "before_llm_call":
             return
         store = self.host.store
-        raw = store.read_raw(SESSION_ID) if store is not None else []
+        raw = [r.message for r in store.read_records(SESSION_ID)] if store is not None else []
         unmanaged = max(
             report.tokens_before, self.system_tokens + self.host.counter().count_messages(raw) + self.tool_extra
         )
@@ -570,7 +570,7 @@ def run_demo(
         cmd = [
             sys.executable,
             "-m",
-            "ctxlife.demo",
+            "ctxlife.cli._demo",
             "--phase2",
             str(config_path),
             str(ws),

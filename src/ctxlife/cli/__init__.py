@@ -9,7 +9,11 @@
     ctxlife store migrate URL         bring a store's schema to this version (a deploy step)
     ctxlife demo [--config] [--model] a real CrewAI crew on a scripted offline LLM, managed by ctxlife
 
-Imports stay lazy so the command starts fast; CrewAI is imported only by ``demo``.
+One package holds every command's argparse and printing: this module (the parser, ``strategies``,
+``check``), :mod:`~ctxlife.cli.replay`, :mod:`~ctxlife.cli.report`, :mod:`~ctxlife.cli.session`
+(``session``, ``store``; ``session search`` in :mod:`~ctxlife.cli.search`) and the ``demo``
+application (``cli/_demo.py``, a private module only ``ctxlife demo`` loads: no library code
+imports it). Imports stay lazy so the command starts fast; CrewAI is imported only by ``demo``.
 """
 
 from __future__ import annotations
@@ -21,11 +25,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxlife import __version__
-from ctxlife.errors import ConfigError, CtxlifeError
+from ctxlife.cli.replay import add_session_replay_arguments, cmd_replay
+from ctxlife.cli.report import add_report_parser
+from ctxlife.cli.session import add_session_parser, add_store_parser, run_session_command, run_store_command
+from ctxlife.errors import CtxlifeError
 from ctxlife.events import redact_text, redacted
-from ctxlife.inspection import add_session_replay_arguments
-from ctxlife.report.cli import add_report_parser
-from ctxlife.sessions.cli import add_session_parser, add_store_parser, run_session_command, run_store_command
 
 
 def _console() -> Any:
@@ -112,176 +116,8 @@ def _strategy_problems(settings: Any) -> list[str]:
     return problems
 
 
-def cmd_replay(args: argparse.Namespace) -> int:
-    # lazy: each command loads what it needs (`ctxlife --help` stays fast)
-    from ctxlife.config import load_settings
-    from ctxlife.replay import FACTS_KEPT_DEFINITION, load_conversations, replay, run_session_replay
-
-    if (args.file is None) == (args.session is None):
-        raise ConfigError("replay takes a recording FILE or --session ID (a stored session), one of the two")
-    if args.session is not None:
-        return run_session_replay(args)
-    settings = load_settings(args.config)
-    if not (args.window or settings.context_window):
-        raise ConfigError("replay needs a context window: pass --window N or set context_window in the config")
-    conversations = load_conversations(args.file)
-    if args.conversation is not None:
-        if not 0 <= args.conversation < len(conversations):
-            raise ConfigError(
-                f"no conversation {args.conversation} in {args.file}; it holds {len(conversations)} "
-                f"(0..{len(conversations) - 1})"
-            )
-        conversations = [conversations[args.conversation]]
-    # Explicit --window/--model beat the environment and the config (one precedence everywhere).
-    results = [replay(c, settings, context_window=args.window, model=args.model) for c in conversations]
-    window, encoding, source = results[0].context_window, results[0].encoding, results[0].window_source
-    if args.plot:
-        _plot_replay(results[0], args.plot)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "config": settings.source,
-                    "context_window": window,
-                    "window_source": source,
-                    "threshold": settings.threshold,
-                    "encoding": encoding,
-                    "facts_kept_definition": FACTS_KEPT_DEFINITION,
-                    "conversations": [r.to_dict() for r in results],
-                },
-                indent=2,
-            )
-        )
-        return 1 if any(r.violations for r in results) else 0
-    from rich.table import Table  # lazy: rich's tables load only when a table is printed
-
-    console = _console()
-    console.print(
-        f"window {window:,} tokens (from {source}); "
-        f"threshold {settings.threshold:.0%} = {int(settings.threshold * window):,} tokens; "
-        f"tokens counted with {encoding}; config {settings.source}"
-    )
-    if len(results) == 1:
-        result = results[0]
-        table = Table(
-            title=f"{result.name}: what the model would have received, call by call (window "
-            f"{window:,}, threshold line {int(settings.threshold * window):,})"
-        )
-        for column in (
-            "call",
-            "msgs",
-            "unmanaged",
-            "managed",
-            "saved",
-            "facts kept",
-            "what the strategies did",
-            "valid",
-        ):
-            table.add_column(column, justify="left" if column == "what the strategies did" else "right")
-        for row in result.rows:
-            actions = ", ".join(a for a in row.actions if not a.endswith(":skipped")) or "-"
-            table.add_row(
-                str(row.index + 1),
-                str(row.messages),
-                f"{row.unmanaged_tokens:,}",
-                f"{row.managed_tokens:,}",
-                f"{row.unmanaged_tokens - row.managed_tokens:,}",
-                f"{row.facts_kept}/{row.facts_needed}" if row.facts_needed else "-",
-                actions,
-                "yes" if not row.problems else "NO: " + row.problems[0],
-            )
-        console.print(table)
-    else:
-        table = Table(
-            title=f"{len(results)} conversations (window {window:,}); --conversation N shows one call by call"
-        )
-        for column in (
-            "#",
-            "name",
-            "calls",
-            "unmanaged",
-            "managed",
-            "saved",
-            "peak",
-            "compactions",
-            "facts kept",
-            "invalid",
-        ):
-            table.add_column(column, justify="left" if column == "name" else "right")
-        for i, r in enumerate(results):
-            table.add_row(
-                str(i),
-                r.name,
-                str(len(r.rows)),
-                f"{r.unmanaged_total:,}",
-                f"{r.managed_total:,}",
-                f"{r.unmanaged_total - r.managed_total:,}",
-                f"{r.peak_managed:,}",
-                str(r.compactions),
-                f"{r.facts_kept}/{r.facts_total}" if r.facts_total else "-",
-                str(r.violations),
-            )
-        console.print(table)
-    unmanaged = sum(r.unmanaged_total for r in results)
-    managed = sum(r.managed_total for r in results)
-    calls = sum(len(r.rows) for r in results)
-    invalid = sum(r.violations for r in results)
-    facts_total = sum(r.facts_total for r in results)
-    facts_kept = sum(r.facts_kept for r in results)
-    share = 1 - managed / unmanaged if unmanaged else 0.0
-    console.print(
-        f"[bold]Totals[/bold]: {calls} calls; prompt tokens {unmanaged:,} unmanaged -> {managed:,} "
-        f"managed ({share:.1%} saved); "
-        f"peak {max(r.peak_unmanaged for r in results):,} -> {max(r.peak_managed for r in results):,}; "
-        f"compactions {sum(r.compactions for r in results)}; facts kept {facts_kept}/{facts_total}"
-        + (f" ({facts_kept / facts_total:.0%})" if facts_total else "")
-    )
-    console.print(
-        f"[dim]{FACTS_KEPT_DEFINITION} (ctxlife.retention; independent of ctxlife's own fact extractor)[/dim]"
-    )
-    if invalid:
-        console.print(f"[red]Validity: {invalid} call(s) would have sent a provider-invalid message list[/red]")
-        return 1
-    console.print("[green]Validity: every call's message list is provider-valid[/green]")
-    return 0
-
-
-def _plot_replay(result: Any, path: str) -> None:
-    try:
-        import matplotlib  # lazy: an optional extra (ctxlife[plot]), and slow to import
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # lazy: as above, once the backend is set
-    except ImportError:
-        raise CtxlifeError("--plot needs matplotlib: pip install 'ctxlife[plot]'") from None
-    calls = [r.index + 1 for r in result.rows]
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    ax.plot(calls, [r.unmanaged_tokens for r in result.rows], label="unmanaged", color="#999999")
-    ax.plot(calls, [r.managed_tokens for r in result.rows], label="managed by ctxlife", color="#1f77b4")
-    ax.axhline(
-        result.context_window,
-        linestyle="-",
-        color="#444444",
-        linewidth=1,
-        label=f"context window ({result.context_window:,}, {result.window_source or 'as used'})",
-    )
-    ax.axhline(
-        result.threshold * result.context_window,
-        linestyle="--",
-        color="#d62728",
-        label=f"threshold ({result.threshold:.0%} of {result.context_window:,})",
-    )
-    ax.set_xlabel("model call")
-    ax.set_ylabel("context tokens")
-    ax.set_title(f"{result.name}: context tokens per call")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
-    from ctxlife.demo import run_demo  # lazy: each command loads what it needs (`ctxlife --help` stays fast)
+    from ctxlife.cli._demo import run_demo  # lazy: each command loads what it needs (`ctxlife --help` stays fast)
 
     return run_demo(config=args.config, model=args.model, turns=args.turns, workspace=args.workspace, chart=args.chart)
 
@@ -408,7 +244,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

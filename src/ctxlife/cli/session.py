@@ -2,7 +2,7 @@
 
 The main CLI hooks it up with::
 
-    from ctxlife.sessions.cli import add_session_parser, run_session_command
+    from ctxlife.cli.session import add_session_parser, run_session_command
 
     add_session_parser(subparsers)          # adds "session {list,show,export,erase,rm,search}"
     ...
@@ -50,11 +50,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-from ctxlife.errors import CtxlifeError
-from ctxlife.inspection import Shown, add_context_arguments, show_context, wants_context
+from ctxlife.errors import ConfigError, CtxlifeError
+from ctxlife.inspection import (
+    RECORDED,
+    NextCall,
+    Shown,
+    last_recorded_call,
+    next_context,
+    pick_view,
+    simulated_because,
+)
 from ctxlife.messages import SUMMARY_PREFIX, content_text, inserted_text, is_summary, restore_inserted
 from ctxlife.sessions import DEFAULT_STORE_URL, open_store, session_key
-from ctxlife.sessions.base import materialize
+from ctxlife.sessions.base import SessionStore, materialize
 from ctxlife.sessions.durations import parse_duration
 from ctxlife.sessions.ids import original_session_id, validate_session_id, validate_view
 
@@ -164,7 +172,7 @@ def add_session_parser(subparsers: Any) -> argparse.ArgumentParser:
     rm.add_argument("--yes", action="store_true", help="confirm --all")
     rm.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
     # lazy: the recall package loads its index (sqlite3, rich); importing this module stays light
-    from ctxlife.recall.cli import add_search_parser
+    from ctxlife.cli.search import add_search_parser
 
     add_search_parser(sub, common)  # the history search (recall)
     return parser
@@ -234,7 +242,7 @@ def run_session_command(
     err = stderr if stderr is not None else sys.stderr
     command = getattr(args, "session_command", None)
     url = getattr(args, "store", None) or default_store_url or DEFAULT_STORE_URL
-    from ctxlife.recall.cli import search_command  # lazy: as in add_session_parser
+    from ctxlife.cli.search import search_command  # lazy: as in add_session_parser
 
     handlers = {"list": _list, "show": _show, "export": _export, "erase": _erase, "rm": _rm, "search": search_command}
     if command in ("rm", "erase"):
@@ -493,7 +501,7 @@ def _export(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_
         return _EXIT_OK
     snapshot = store.load_snapshot(sid, getattr(args, "view", "") or "")
     if snapshot is None:
-        if store.raw_length(sid):
+        if store.head(sid):
             err.write(f"error: session {sid!r} has no snapshot yet, only raw history; use --raw\n")
         else:
             return _not_found(store, sid, err)
@@ -611,3 +619,132 @@ def _rm(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: An
         out.write(f"{verb} session {_shown(name)!r}\n")
     out.write(f"{verb} {len(chosen)} session(s) from {store.url}\n")
     return _EXIT_OK
+
+
+# -- session show --context ---------------------------------------------------------------------
+
+
+def print_next_call(call: NextCall, out: Any, *, width: int = 160) -> None:
+    """Print a :class:`NextCall` as a table (part, role, tokens, text) with the totals per part kind."""
+    # lazy: rich's console and tables load only when a table is printed
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(file=out, highlight=False, soft_wrap=False)
+    if not console.is_terminal:
+        console.width = max(width, 60)  # a file or a pipe
+    comp = call.composition
+    budget = int(call.threshold * call.context_window)
+    view = f" view {call.view!r}" if call.view else ""
+    if call.source == RECORDED:
+        what = f"Call {call.call_number} of session {call.session_id!r}{view} in {call.store_url}, as recorded"
+        restored = call.note
+    else:
+        what = f"Next call of session {call.session_id!r}{view} in {call.store_url} (config {call.config})"
+        restored = (
+            f"restored {call.restored_from_snapshot} message(s) from the snapshot (covers raw message "
+            f"{call.snapshot_covers}) + {call.restored_from_records} record(s) after it"
+            if call.restored_from_snapshot
+            else f"restored {call.restored_from_records} record(s) (no snapshot)"
+        )
+    if call.source != RECORDED and call.note:
+        console.print(Text(call.note, style="bold"))
+    console.print(
+        Text(
+            f"{what}: {len(comp.messages)} messages, {comp.total:,} tokens ({comp.encoding}) of a "
+            f"{call.context_window:,} window (threshold line {budget:,}); {restored}"
+        )
+    )
+    if call.asked:
+        console.print(Text(f"with the question: {call.asked}"))
+    table = Table(show_lines=False)
+    for column in ("#", "part", "role", "tokens", "text"):
+        table.add_column(column, justify="right" if column in ("#", "tokens") else "left", overflow="fold")
+    for part in comp.parts:
+        preview = " ".join(part.text.split())
+        if len(preview) > 160:
+            preview = preview[:157] + "..."
+        table.add_row(str(part.index), part.kind, part.role, f"{part.tokens:,}", Text(preview))
+    console.print(table)
+    totals = ", ".join(f"{kind} {tokens:,}" for kind, tokens in comp.tokens_by_kind().items())
+    console.print(Text(f"Tokens by part: {totals}; reply priming {comp.priming}; total {comp.total:,}"))
+    acted = [f"{a.strategy}:{a.what}" for a in call.report.actions if a.what != "skipped"]
+    if acted:
+        console.print(Text(f"Strategies: {', '.join(acted)}"))
+    if call.evicted:
+        console.print(Text(f"Left out of this call by the strategies: {len(call.evicted)} message(s)"))
+    for failure in call.report.failures:
+        console.print(Text(f"FAILED: {failure.strategy} at {failure.node}: {failure.error}", style="red"))
+
+
+def add_context_arguments(parser: Any) -> None:
+    """Add ``--context``, ``--ask``, ``--window`` and ``--model`` to ``ctxlife session show``."""
+    parser.add_argument(
+        "--context",
+        action="store_true",
+        help="show the exact list the last model call sent (its call record), each part with its token count; "
+        "with --ask or --simulate, or for a session without call records: the list the next call would send "
+        "(restored and run through the config's strategies on a copy of the session), marked SIMULATED",
+    )
+    parser.add_argument(
+        "--ask", metavar="TEXT", default=None, help="with --context: the next user message (default: none)"
+    )
+    parser.add_argument(
+        "--window", type=int, default=None, metavar="N", help="with --context: the context window in tokens"
+    )
+    parser.add_argument("--model", default=None, help="with --context: the model name (picks the tokenizer)")
+    parser.add_argument("--json", action="store_true", help="with --context: print JSON")
+    parser.add_argument(
+        "--simulate",
+        action="store_true",
+        default=None,
+        help="with --context: run the config's strategies for the next call instead of showing the last "
+        "recorded call (what the model was sent)",
+    )
+
+
+def wants_context(args: Any) -> bool:
+    """Whether ``session show`` was asked for the next call's context (``--ask`` etc. only go with ``--context``)."""
+    if getattr(args, "context", False):
+        return True
+    given = [f"--{name}" for name in ("ask", "window", "model", "simulate") if getattr(args, name, None) is not None]
+    given += ["--json"] if getattr(args, "json", False) else []
+    if given:
+        raise ConfigError(f"{', '.join(given)} go with --context (the next call's list): add --context")
+    return False
+
+
+def show_context(store: SessionStore, args: Any, out: Any) -> int:
+    """``ctxlife session show ID --context``: print the last recorded call (:func:`last_recorded_call`), else
+    (``--ask``, ``--simulate``, no call records) :func:`next_context`, marked simulated (exit code)."""
+    from ctxlife.config import (
+        load_settings,
+    )  # lazy: the CLI builds its parser from this module; config loads per command
+
+    settings = load_settings(getattr(args, "config", None))
+    view = pick_view(store, args.session_id, getattr(args, "view", None))
+    found = None
+    if getattr(args, "ask", None) is None and not getattr(args, "simulate", None):
+        found = last_recorded_call(settings, store, args.session_id, view=view, model=getattr(args, "model", None))
+    if found is not None:  # what is shown leaves the store: through the config's privacy filter
+        from ctxlife.host import Host  # lazy: the CLI builds its parser from this module
+
+        with Shown(Host(settings), args.session_id, view, owned=True) as privacy:
+            found = privacy.next_call(found)
+    call = found or next_context(
+        settings,
+        store,
+        args.session_id,
+        view=view,
+        ask=getattr(args, "ask", None),
+        context_window=getattr(args, "window", None),
+        model=getattr(args, "model", None),
+    )
+    if found is None and getattr(args, "ask", None) is None and not getattr(args, "simulate", None):
+        call.note = simulated_because(settings)  # no call records: the next call is all there is to show
+    if getattr(args, "json", False):
+        out.write(json.dumps(call.to_dict(), ensure_ascii=False, indent=2) + "\n")
+    else:
+        print_next_call(call, out)
+    return 0
