@@ -9,6 +9,7 @@ last writes. The oracle is the store's own raw history (``store.current``), read
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import threading
 import uuid
@@ -238,8 +239,37 @@ def test_an_erased_message_the_app_still_holds_is_not_recorded_again(
         host.close()
     with open_store(store_url) as store:
         texts = [str(r.message.get("content")) for r in store.read_records("app")]
-    assert not any("DE89370400440532013000" in t for t in texts)
+        calls = [json.dumps(c.doc) for c in store.read_calls("app")]  # what each call was sent
+    assert not any("DE89370400440532013000" in t for t in texts + calls)
     assert current(store_url, "app")[-2:] == ["reply 2", "next 2"]
+    assert any(e["event"] == "ctxlife.removed_message_not_recorded" for e in events)
+
+
+def test_erased_messages_leave_memory_with_the_session_and_are_read_back(
+    store_url: str, events: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The host's LRU drops an idle session: what this process knew was erased from it goes too
+    # (memory stays bounded), and the next call on the session reads it back from the store.
+    import ctxlife.host
+    from ctxlife.sessions.keeper import keeper_for
+
+    monkeypatch.setattr(ctxlife.host, "_SESSIONS", 2)
+    host = ctxlife.Host(config(store_url, "snapshot_restore"), context_window=100_000)
+    live = [{"role": "system", "content": "sys"}, user("hello"), {"role": "assistant", "content": "Hi."}]
+    live.append(user("my IBAN is DE89370400440532013000"))
+    try:
+        host.before_llm_call(live, session_id="app")
+        assert ctxlife.Session("app", host=host).erase_matching("DE89[0-9]+") == [3]
+        recorder = keeper_for(host.open_store()).recorder
+        assert recorder._removed.get("app")
+        for other in ("beta", "gamma", "delta"):  # other sessions push it out of the LRU
+            host.before_llm_call([user(f"hi {other}")], session_id=other)
+        assert not recorder._removed.get("app") and "app" not in recorder._erased
+        live += [{"role": "assistant", "content": "Noted."}, user("next")]
+        assert host.before_llm_call(live, session_id="app").failures == []
+    finally:
+        host.close()
+    assert current(store_url, "app") == ["hello", "Hi.", "Noted.", "next"]
     assert any(e["event"] == "ctxlife.removed_message_not_recorded" for e in events)
 
 

@@ -42,7 +42,15 @@ from typing import Any
 
 from ctxlife.events import emit
 from ctxlife.messages import inserted_meta, is_recall_block
-from ctxlife.sessions.base import REMOVE, RawRecord, SessionStore, Snapshot, fingerprint, json_safe
+from ctxlife.sessions.base import (
+    REMOVE,
+    RawRecord,
+    SessionStore,
+    Snapshot,
+    erased_message,
+    fingerprint,
+    json_safe,
+)
 from ctxlife.sessions.calls import calls_for
 from ctxlife.sessions.recording import Recorder, recorder_for
 from ctxlife.sessions.restore import Restored, restore_after, restore_view
@@ -140,6 +148,11 @@ class Keeper:
         recorded slot or, for what ctxlife inserted, by its text (:mod:`ctxlife.sessions.calls`).
         ``details``: the call's tokens, window, actions and failures. Returns the record's number."""
         slots = self.recorder.slots_of(session_id, messages, view)
+        erased = self.recorder.erased_among(session_id, messages, slots)
+        if erased:  # the caller's list still holds erased messages: the record keeps only their role
+            messages = list(messages)
+            for i in erased:
+                messages[i] = erased_message(messages[i])
         head = self.recorder.head(session_id)  # the recorder read or wrote every slot it gives: head >= each
         return calls_for(self.store).record(session_id, view, messages, slots, head=head, details=details)
 
