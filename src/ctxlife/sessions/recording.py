@@ -381,7 +381,7 @@ class Recorder:
             gone = set(removed)
             if session_id is not None and gone:
                 self._removed.setdefault(session_id, set()).update(gone)
-            elif not keep_pending or self._erased_kept_in_store():
+            elif self._removed and (not keep_pending or self._erased_kept_in_store()):
                 for sid in [s for s in self._removed if session_id is None or s == session_id]:
                     del self._removed[sid]
 
