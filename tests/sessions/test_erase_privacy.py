@@ -277,8 +277,8 @@ def test_an_erase_killed_halfway_is_completed_on_the_next_open(
     items = next_use("session", store_url, tmp_path)
     assert validate(items) == [] and SECRET not in json.dumps(items)
     assert holders(store_url, tmp_path) == []
-    with open_store(store_url) as store:  # the intent is gone: a later erase is a new one
-        assert store.finish_erase("victim") == []
+    with open_store(store_url) as store:  # the intent is deleted: a later erase is a new one
+        assert store.get_blob("victim", "ctxlife_erase") is None and store.finish_erase("victim") == []
 
 
 @pytest.mark.parametrize("how", ["host", "cli show", "report"])
@@ -290,6 +290,18 @@ def test_any_next_use_completes_a_killed_erase(kind: str, how: str, make_url: An
     messages = next_use(how, store_url, tmp_path)
     assert validate(messages) == [] and SECRET not in json.dumps(messages)
     assert holders(store_url, tmp_path) == []
+
+
+def test_an_unreadable_erase_intent_is_a_clear_error(make_url: Any) -> None:
+    from ctxlife.errors import StoreError
+
+    with open_store(make_url("file")) as store:
+        store.append("victim", [user("hello")])
+        store.put_blob("victim", "ctxlife_erase", "{not json")
+        with pytest.raises(StoreError, match=r"interrupted erase of session 'victim' is unreadable.*session erase"):
+            store.finish_erase("victim")
+        assert store.erase_matching("victim", "hel+o") == [1]  # a new erase replaces it
+        assert store.get_blob("victim", "ctxlife_erase") is None
 
 
 def test_an_erase_killed_halfway_is_completed_by_erasing_again(make_url: Any, tmp_path: Path, spawn: Any) -> None:

@@ -1062,7 +1062,7 @@ class SessionStore(abc.ABC):
         the messages stays in that summary: use :meth:`erase_matching` to scrub a value everywhere.
         """
         wanted = [int(s) for s in slots]
-        self.finish_erase(session_id)  # one erase at a time: an interrupted one's intent is not overwritten
+        self.finish_erase(session_id, replacing=True)  # one at a time: an interrupted erase's intent is kept
         return self._erase(session_id, wanted, None)
 
     def erase_matching(self, session_id: str, pattern: str | re.Pattern[str]) -> list[int]:
@@ -1070,7 +1070,7 @@ class SessionStore(abc.ABC):
         refers to a kept tool output (a blob) whose text does, and replace the matches with
         ``[erased]`` in every snapshot (summaries included). Returns the slots."""
         regex = re.compile(pattern) if isinstance(pattern, str) else pattern
-        self.finish_erase(session_id)  # one erase at a time: an interrupted one's intent is not overwritten
+        self.finish_erase(session_id, replacing=True)  # one at a time: an interrupted erase's intent is kept
         blobs: dict[str, bool] = {}
 
         def in_blob(ref: str) -> bool:  # a full tool output kept aside holds the match
@@ -1133,12 +1133,15 @@ class SessionStore(abc.ABC):
         self._delete_blob(session_id, _ERASE_INTENT_BLOB)
         return found
 
-    def finish_erase(self, session_id: str) -> list[int]:
+    def finish_erase(self, session_id: str, *, replacing: bool = False) -> list[int]:
         """Complete an erase that was interrupted (killed, or stopped by a store error) before it
         finished: its intent is still in the store (see :meth:`erase`). Every restore of the
         session runs it first (:func:`ctxlife.sessions.restore.restore_view`), as do ``ctxlife
         session`` commands, so whichever process uses the session next finishes the erase; costs
-        one blob read when there is none. Returns the slots erased ([] without an intent)."""
+        one blob read when there is none. Returns the slots erased ([] without an intent).
+
+        An unreadable intent raises :class:`StoreError`; with ``replacing`` (a new erase, which
+        then stores its own) it is dropped with an error event instead."""
         text = self.get_blob(session_id, _ERASE_INTENT_BLOB)
         if not text:
             return []
@@ -1148,10 +1151,18 @@ class SessionStore(abc.ABC):
             pattern = doc.get("pattern")
             regex = None if pattern is None else re.compile(str(pattern), int(doc.get("flags", 0)))
         except (ValueError, TypeError, KeyError, re.error) as exc:
-            raise StoreError(
-                f"{self.url}: the intent of an interrupted erase of session {session_id!r} is unreadable ({exc}); "
-                f"erase the session's messages again (ctxlife session erase) or delete it (ctxlife session rm)"
-            ) from None
+            problem = (
+                f"{self.url}: the intent of an interrupted erase of session {session_id!r} is unreadable "
+                f"({str(exc)[:200]})"
+            )
+            if not replacing:
+                raise StoreError(
+                    f"{problem}; erase the value again (ctxlife session erase ID --match REGEX replaces the "
+                    f"intent) or delete the session (ctxlife session rm ID)"
+                ) from None
+            emit("error", "ctxlife.erase_intent_unreadable", session_id=session_id, error=problem)
+            self._delete_blob(session_id, _ERASE_INTENT_BLOB)
+            return []
         emit("warning", "ctxlife.interrupted_erase_completed", session_id=session_id, messages=len(found))
         return self._erase(session_id, found, regex)
 
