@@ -397,7 +397,11 @@ def pick_view(store: SessionStore, session_id: str, view: str | None) -> str:
 
 
 def session_views(store: SessionStore, session_id: str) -> list[str]:
-    """The views of a session that have records or a snapshot, the default view first."""
+    """The views of a session that have records or a snapshot, the default view first.
+
+    The first read of every command on a stored session (report, replay, inspect): an erase of the
+    session that was killed before it finished is completed first (:meth:`SessionStore.finish_erase`)."""
+    store.finish_erase(session_id)
     views: dict[str, None] = {}
     for record in store.read_records(session_id, strict=False):
         views[record.view] = None

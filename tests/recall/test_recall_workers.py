@@ -129,3 +129,26 @@ def test_two_workers_on_postgres(postgres_url, tmp_path):
     # Recall searches the database: no worker keeps an index of its own, in memory or on disk.
     two_workers(f"{postgres_url}?schema=t_rw_{tmp_path.name[-12:].lower()}", tmp_path, "shared")
     assert not list(tmp_path.rglob("*.sqlite*"))
+
+
+def test_a_value_erased_on_one_worker_is_not_recalled_by_another(redis_url, tmp_path):
+    # Worker B keeps the session's index in memory; an operator erases a value (another process's
+    # store object): B's next recall must not quote it, though B indexed it before.
+    from ctxlife.sessions import open_store
+
+    session = f"erased-{tmp_path.name[-12:]}"
+    run_worker(redis_url, session, script("the boat is moored at pier nineteen.", 1), tmp_path, "a1")
+    host = worker_b(redis_url, session)
+    try:
+        live = [{"role": "system", "content": "You are a friendly companion."}]
+        host.manage(live)
+        assert "pier nineteen" in ask(host, live, "Where is the boat moored?")
+        with open_store(redis_url) as store:
+            assert store.erase_matching(session, "pier nineteen")
+        live = [m for m in live if not is_recall_block(m)]  # as an app keeps its list: without the block
+        live.append({"role": "assistant", "content": "I cannot say."})
+        live.append({"role": "user", "content": "Where is the boat moored? Tell me again."})
+        assert host.manage(live).failures == []
+        assert "pier nineteen" not in json.dumps(live)
+    finally:
+        host.close()

@@ -9,6 +9,7 @@ last writes. The oracle is the store's own raw history (``store.current``), read
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import threading
 import uuid
@@ -238,8 +239,69 @@ def test_an_erased_message_the_app_still_holds_is_not_recorded_again(
         host.close()
     with open_store(store_url) as store:
         texts = [str(r.message.get("content")) for r in store.read_records("app")]
-    assert not any("DE89370400440532013000" in t for t in texts)
+        calls = [json.dumps(c.doc) for c in store.read_calls("app")]  # what each call was sent
+    assert not any("DE89370400440532013000" in t for t in texts + calls)
     assert current(store_url, "app")[-2:] == ["reply 2", "next 2"]
+    assert any(e["event"] == "ctxlife.removed_message_not_recorded" for e in events)
+
+
+def test_a_compaction_of_a_list_still_holding_an_erased_message_does_not_snapshot_it(store_url: str) -> None:
+    # A running app keeps its list after an operator erased a message of it; the next compaction
+    # saves a snapshot of that list: without the erased message, so a restart does not restore it.
+    secret = "DE89370400440532013000"
+    summary = {"summarizer": "extractive", "target": 0.05}
+    cfg = config(store_url, "snapshot_restore", "llm_summary", threshold=0.3, llm_summary=summary)
+    host = ctxlife.Host(cfg, context_window=2000, session_id="app")
+    live = [{"role": "system", "content": "sys"}, user(f"My IBAN is {secret}, keep it.")]
+    try:
+        host.manage(live)
+        live.append({"role": "assistant", "content": "Saved."})
+        with open_store(store_url) as other:
+            assert other.erase_matching("app", secret) == [1]
+        for i in range(30):  # enough turns for compactions after the erase
+            live.append(user(f"Question {i}: what is the weather and the delivery time in town today?"))
+            assert host.manage(live).failures == []
+            live.append({"role": "assistant", "content": f"Answer {i}: sunny, deliveries from nine to five."})
+    finally:
+        host.close()
+    with open_store(store_url) as store:
+        snapshot = store.load_snapshot("app")
+        assert snapshot is not None  # a compaction saved one
+        assert secret not in json.dumps(snapshot.messages)
+    again = ctxlife.Host(cfg, context_window=2000, session_id="app")  # a restart restores the session
+    try:
+        restored = [{"role": "system", "content": "sys"}, user("What is my IBAN?")]
+        again.manage(restored)
+    finally:
+        again.close()
+    assert secret not in json.dumps(restored)
+
+
+def test_erased_messages_leave_memory_with_the_session_and_are_read_back(
+    store_url: str, events: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The host's LRU drops an idle session: what this process knew was erased from it goes too
+    # (memory stays bounded), and the next call on the session reads it back from the store.
+    import ctxlife.host
+    from ctxlife.sessions.keeper import keeper_for
+
+    monkeypatch.setattr(ctxlife.host, "_SESSIONS", 2)
+    host = ctxlife.Host(config(store_url, "snapshot_restore"), context_window=100_000)
+    live = [{"role": "system", "content": "sys"}, user("hello"), {"role": "assistant", "content": "Hi."}]
+    live.append(user("my IBAN is DE89370400440532013000"))
+    try:
+        host.before_llm_call(live, session_id="app")
+        assert ctxlife.Session("app", host=host).erase_matching("DE89[0-9]+") == [3]
+        recorder = keeper_for(host.open_store()).recorder
+        assert recorder._removed.get("app")
+        for other in ("beta", "gamma", "delta"):  # other sessions push it out of the LRU
+            host.before_llm_call([user(f"hi {other}")], session_id=other)
+        assert not recorder._removed.get("app") and "app" not in recorder._erased
+        live += [{"role": "assistant", "content": "Noted."}, user("next")]
+        assert host.before_llm_call(live, session_id="app").failures == []
+    finally:
+        host.close()
+    assert current(store_url, "app") == ["hello", "Hi.", "Noted.", "next"]
     assert any(e["event"] == "ctxlife.removed_message_not_recorded" for e in events)
 
 

@@ -98,10 +98,10 @@ def test_erase_leaves_other_units_alone(store_url: str) -> None:
 # -- the erased text is gone from every copy: store files and keys, derived folders, the index -------
 
 
-def holders(store_url: str, tmp_path: Path, text: str = SECRET) -> list[str]:
+def holders(store_url: str, tmp_path: Path, text: str = SECRET, cut: int = 6) -> list[str]:
     """Every file under tmp_path (the store, its derived folders, the index) and every Redis key of
-    the store that holds ``text`` (or its first 6 characters: a cut copy counts too)."""
-    needle = text[:6].encode()
+    the store that holds ``text`` (or its first ``cut`` characters: a cut copy counts too)."""
+    needle = text[:cut].encode()
     prefix = store_url.partition("prefix=")[2]
     found = [
         str(p.relative_to(tmp_path)) for p in sorted(tmp_path.rglob("*")) if p.is_file() and needle in p.read_bytes()
@@ -200,7 +200,8 @@ def test_an_erased_secret_is_gone_from_every_copy(kind: str, make_url: Any, tmp_
 
 # An erase killed halfway (SIGKILL in a child): at ``replace``, the file store had written the
 # rewritten raw history to a hidden temporary file and not yet put it in place; else right after the
-# store method named (the erase's steps: blobs, remove events, snapshots, raw records).
+# store method named (the erase's steps: its intent and the erased messages' marks, blobs, remove
+# events, snapshots, raw records, derived data; the intent is deleted last).
 KILLED_ERASE = r"""
 import os, signal, sys
 from ctxlife.sessions import open_store
@@ -228,6 +229,8 @@ else:
 store.erase_matching(sid, secret)
 """
 
+ERASE_STEPS = ["_remember_erased", "_scrub_blobs", "append_events", "save_snapshot", "_rewrite_records", "_erased"]
+
 
 def killed_erase(spawn: Any, store_url: str, where: str) -> None:
     child = spawn(KILLED_ERASE, store_url, "victim", SECRET, where)
@@ -235,21 +238,78 @@ def killed_erase(spawn: Any, store_url: str, where: str) -> None:
     assert child.returncode == -signal.SIGKILL, err
 
 
-@pytest.mark.parametrize("step", ["_scrub_blobs", "append_events", "save_snapshot", "_rewrite_records"])
+def next_use(how: str, store_url: str, tmp_path: Path) -> list[Any]:
+    """Use the session once after the kill, as an app or a person would; return the list it shows."""
+    from ctxlife.cli import main
+
+    cfg = settings(store_url)
+    if how == "session":  # an app opening the session again
+        with ctxlife.Session("victim", cfg, system="sys", context_window=WINDOW) as session:
+            return session.get_items()
+    if how == "host":  # an app's first call on the session (snapshot_restore restores it)
+        host = ctxlife.Host(cfg, context_window=WINDOW, session_id="victim")
+        try:
+            messages: list[Any] = [{"role": "system", "content": "sys"}, user("Hello again.")]
+            host.manage(messages)
+            return messages
+        finally:
+            host.close()
+    with open_store(store_url) as store:  # the CLI: an operator looking at the session
+        if how == "cli show":
+            assert main(["session", "show", "victim", "--store", store_url]) == 0
+        elif how == "report":
+            assert main(["report", "victim", "--store", store_url, "-o", str(tmp_path / "r.html")]) == 0
+            (tmp_path / "r.html").unlink()
+        else:
+            raise ValueError(how)
+        return [r.message for r in store.current("victim")]
+
+
+@pytest.mark.parametrize("step", ERASE_STEPS)
 @pytest.mark.parametrize("kind", ["file", "sqlite", "redis", "postgres"])
-def test_an_erase_killed_halfway_is_completed_by_erasing_again(
+def test_an_erase_killed_halfway_is_completed_on_the_next_open(
     kind: str, step: str, make_url: Any, tmp_path: Path, spawn: Any
 ) -> None:
     store_url = make_url(kind)
     planted(store_url, tmp_path)[1].close()
     killed_erase(spawn, store_url, step)
-    # Not all of it was erased (after the raw records only the index file is left: none on Redis, Postgres).
-    assert holders(store_url, tmp_path) or (kind, step) in (
-        ("redis", "_rewrite_records"),
-        ("postgres", "_rewrite_records"),
-    )
+    assert holders(store_url, tmp_path)  # not all erased yet (the erase's intent holds the pattern until done)
+    items = next_use("session", store_url, tmp_path)
+    assert validate(items) == [] and SECRET not in json.dumps(items)
+    assert holders(store_url, tmp_path) == []
+    with open_store(store_url) as store:  # the intent is deleted: a later erase is a new one
+        assert store.get_blob("victim", "ctxlife_erase") is None and store.finish_erase("victim") == []
+
+
+@pytest.mark.parametrize("how", ["host", "cli show", "report"])
+@pytest.mark.parametrize("kind", ["file", "redis"])
+def test_any_next_use_completes_a_killed_erase(kind: str, how: str, make_url: Any, tmp_path: Path, spawn: Any) -> None:
+    store_url = make_url(kind)
+    planted(store_url, tmp_path)[1].close()
+    killed_erase(spawn, store_url, "append_events")
+    messages = next_use(how, store_url, tmp_path)
+    assert validate(messages) == [] and SECRET not in json.dumps(messages)
+    assert holders(store_url, tmp_path) == []
+
+
+def test_an_unreadable_erase_intent_is_a_clear_error(make_url: Any) -> None:
+    from ctxlife.errors import StoreError
+
+    with open_store(make_url("file")) as store:
+        store.append("victim", [user("hello")])
+        store.put_blob("victim", "ctxlife_erase", "{not json")
+        with pytest.raises(StoreError, match=r"interrupted erase of session 'victim' is unreadable.*session erase"):
+            store.finish_erase("victim")
+        assert store.erase_matching("victim", "hel+o") == [1]  # a new erase replaces it
+        assert store.get_blob("victim", "ctxlife_erase") is None
+
+
+def test_an_erase_killed_halfway_is_completed_by_erasing_again(make_url: Any, tmp_path: Path, spawn: Any) -> None:
+    store_url = make_url("sqlite")
+    planted(store_url, tmp_path)[1].close()
+    killed_erase(spawn, store_url, "save_snapshot")
     with open_store(store_url) as store:
-        store.erase_matching("victim", SECRET)
+        store.erase_matching("victim", "nothing matches this")  # finishes the killed one first
         assert validate([r.message for r in store.current("victim")]) == []
     assert holders(store_url, tmp_path) == []
 
@@ -268,13 +328,15 @@ def test_a_killed_erase_leaves_no_hidden_copy_that_session_rm_misses(make_url: A
     assert holders(store_url, tmp_path) == []
 
 
-def test_a_killed_erase_is_rolled_back_by_the_next_erase(make_url: Any, tmp_path: Path, spawn: Any) -> None:
+def test_a_killed_erase_is_completed_and_its_temporary_copy_dropped_on_the_next_open(
+    make_url: Any, tmp_path: Path, spawn: Any
+) -> None:
     store_url = make_url("file")
     planted(store_url, tmp_path)[1].close()
     folder = Path(store_url.removeprefix("file://"))
     killed_erase(spawn, store_url, "replace")
-    with open_store(store_url) as store:
-        assert store.erase_matching("victim", SECRET)
+    items = next_use("session", store_url, tmp_path)
+    assert validate(items) == [] and SECRET not in json.dumps(items)
     assert [p.name for p in folder.iterdir() if p.name.endswith(".tmp")] == []
     assert holders(store_url, tmp_path) == []
 
@@ -306,3 +368,55 @@ def test_rm_and_erase_delete_an_index_kept_in_index_dir(make_url: Any, tmp_path:
     assert main(["session", "rm", "b2", "--config", str(config)]) == 0  # the command
     assert list(index_dir.iterdir()) == []
     assert holders(store_url, tmp_path) == []
+
+
+# -- an app restarted with an erased message still in its list does not record it again -----------
+
+RESTARTED_APP = r"""
+import json, sys
+import ctxlife
+from ctxlife.config import settings_from_dict
+
+url, sid, secret, turn = sys.argv[1:]
+cfg = settings_from_dict({"strategies": ["snapshot_restore"], "store": url})
+live = [
+    {"role": "system", "content": "You are a clerk."},
+    {"role": "user", "content": "hello"},
+    {"role": "assistant", "content": "Hi."},
+    {"role": "user", "content": f"my IBAN is {secret}"},
+]
+if turn == "after":  # the app's list as it kept it (a file, a framework's state), one turn later
+    live += [{"role": "assistant", "content": "Noted."}, {"role": "user", "content": "next"}]
+host = ctxlife.Host(cfg, context_window=100_000, session_id=sid)
+try:
+    assert host.manage(live).failures == []
+finally:
+    host.close()
+"""
+
+
+def run_app(spawn: Any, store_url: str, turn: str) -> str:
+    child = spawn(RESTARTED_APP, store_url, "app", SECRET, turn)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err
+    return err
+
+
+@pytest.mark.parametrize("kind", ["file", "sqlite", "redis", "postgres"])
+def test_a_restarted_app_holding_an_erased_message_does_not_record_it_again(
+    kind: str, make_url: Any, tmp_path: Path, spawn: Any
+) -> None:
+    from ctxlife.sessions.base import fingerprint
+
+    store_url = make_url(kind)
+    run_app(spawn, store_url, "before")
+    with open_store(store_url) as store:  # erased by another process (an operator, a GDPR job)
+        assert store.erase_matching("app", SECRET) == [3]
+    err = run_app(spawn, store_url, "after")  # the app, restarted, still holds the message
+    assert "removed_message_not_recorded" in err
+    with open_store(store_url) as store:
+        assert [r.message.get("content") for r in store.current("app")] == ["hello", "Hi.", "Noted.", "next"]
+    assert holders(store_url, tmp_path) == []
+    # The store keeps keyed marks of what was erased, never the message's fingerprint.
+    plain = fingerprint(user(f"my IBAN is {SECRET}"))
+    assert holders(store_url, tmp_path, plain, cut=len(plain)) == []

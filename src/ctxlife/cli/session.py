@@ -255,6 +255,8 @@ def run_session_command(
         with open_store(url) as store:
             if getattr(args, "session_id", None) is not None:
                 args.session_id = _key_of(store, args.session_id)
+                if command != "rm":  # an erase killed before it finished is completed before anything is read
+                    store.finish_erase(args.session_id, replacing=command == "erase")
             return handler(store, args, out, err, count_tokens, token_encoding)
     except (CtxlifeError, OSError) as exc:
         err.write(f"error: {exc}\n")

@@ -51,6 +51,7 @@ import abc
 import contextlib
 import dataclasses
 import hashlib
+import hmac
 import json
 import math
 import re
@@ -64,6 +65,7 @@ from urllib.parse import parse_qsl
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ctxlife.errors import CtxlifeError, StoreError
+from ctxlife.events import emit
 from ctxlife.events import redact_url as redact_url  # re-exported: the stores and tools import it from here
 from ctxlife.messages import has_calls, is_tool_result, split_units
 from ctxlife.sessions.durations import parse_duration
@@ -73,6 +75,7 @@ __all__ = [
     "ADD",
     "ERASED_TEXT",
     "EVENT_KEY",
+    "ErasedMessages",
     "FORMAT_VERSION",
     "REMOVE",
     "REPLACE",
@@ -470,6 +473,35 @@ class CallRecord:
 
 #: The blob the default call log of :class:`SessionStore` lives in (one JSON line per call).
 _CALLS_BLOB = "ctxlife_calls"
+#: The blob an erase's intent lives in while it runs (:meth:`SessionStore.finish_erase`).
+_ERASE_INTENT_BLOB = "ctxlife_erase"
+#: The blob of a session's erased messages, one keyed mark a line (:meth:`SessionStore.erased`).
+_ERASED_BLOB = "ctxlife_erased"
+
+
+def erased_mark(key: bytes, fp: str) -> str:
+    """What :meth:`SessionStore.erased` keeps of an erased message: an HMAC of its fingerprint
+    keyed with the store's secret (128 bits, hex), so the store never holds the fingerprint."""
+    return hmac.new(key, fp.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
+
+
+@dataclasses.dataclass(frozen=True)
+class ErasedMessages:
+    """The messages erased from a session, as :meth:`SessionStore.erased` reads them."""
+
+    key: bytes | None
+    marks: frozenset[str]
+
+    def __contains__(self, fp: object) -> bool:
+        return (
+            bool(self.marks)
+            and isinstance(fp, str)
+            and self.key is not None
+            and erased_mark(self.key, fp) in self.marks
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.marks)
 
 
 class RecordSlot(NamedTuple):
@@ -1022,16 +1054,23 @@ class SessionStore(abc.ABC):
         call and every result of it, so the view's list stays valid (no orphan tool result, no call
         without its result) for restore and :meth:`ctxlife.Session.prepare`.
 
+        Interrupted (the process killed, a store error), the erase is completed on the session's
+        next use by any process (:meth:`finish_erase`). A caller's list that still holds an erased
+        message never records it again, in any process (:meth:`erased`).
+
         Returns the slots erased (unknown slots are ignored). Text a summary already took from
         the messages stays in that summary: use :meth:`erase_matching` to scrub a value everywhere.
         """
-        return self._erase(session_id, [int(s) for s in slots], None)
+        wanted = [int(s) for s in slots]
+        self.finish_erase(session_id, replacing=True)  # one at a time: an interrupted erase's intent is kept
+        return self._erase(session_id, wanted, None)
 
     def erase_matching(self, session_id: str, pattern: str | re.Pattern[str]) -> list[int]:
         """:meth:`erase` every message whose text matches ``pattern`` (a regular expression), or that
         refers to a kept tool output (a blob) whose text does, and replace the matches with
         ``[erased]`` in every snapshot (summaries included). Returns the slots."""
         regex = re.compile(pattern) if isinstance(pattern, str) else pattern
+        self.finish_erase(session_id, replacing=True)  # one at a time: an interrupted erase's intent is kept
         blobs: dict[str, bool] = {}
 
         def in_blob(ref: str) -> bool:  # a full tool output kept aside holds the match
@@ -1055,15 +1094,25 @@ class SessionStore(abc.ABC):
     def _erase(self, session_id: str, slots: list[int], regex: re.Pattern[str] | None) -> list[int]:
         """Erase ``slots`` (whole units) and scrub ``regex`` from the snapshots.
 
-        The order makes a run killed at any point complete when run again: the blobs, the ``remove``
-        events and the snapshots go first, while the raw records still hold the text that finds
-        them again; the raw records are rewritten last but one, and the derived data (the index)
-        deleted last (every run deletes it).
+        A journal first: the erase's *intent* (its slots and pattern, in the blob
+        ``ctxlife_erase``) is stored before anything changes and deleted when all of it is done,
+        so an erase killed at any point is completed on the session's next use
+        (:meth:`finish_erase`, which every restore runs). Then the fingerprints of the erased
+        messages are remembered (:meth:`erased`), the blobs, the ``remove`` events and the
+        snapshots go, while the raw records still hold the text; the raw records are rewritten
+        last but one, and the derived data (the index) deleted last (every run deletes it).
         """
         records = self.read_records(session_id)
         wanted = whole_units(records, set(slots))
         affected = [r for r in records if r.op != REMOVE and r.slot in wanted]
         found = sorted({r.slot for r in affected})
+        if not found and regex is None:
+            return found
+        intent: dict[str, Any] = {"slots": found, "pattern": None if regex is None else regex.pattern}
+        if regex is not None:
+            intent["flags"] = int(regex.flags)
+        self.put_blob(session_id, _ERASE_INTENT_BLOB, json_text(intent, what="erase intent"))
+        self._remember_erased(session_id, [r.fingerprint for r in affected if not r.erased])
         self._scrub_blobs(session_id, [r.message for r in affected])
         self._scrub_calls(session_id, set(found), regex)
         by_view: dict[str, list[RawRecord]] = {}
@@ -1080,9 +1129,69 @@ class SessionStore(abc.ABC):
             session_id,
             {r.seq: event_value(Event(r.op, erased_message(r.message), r.target)) for r in affected if not r.erased},
         )
-        if found or regex is not None:
-            self._erased(session_id)
+        self._erased(session_id)
+        self._delete_blob(session_id, _ERASE_INTENT_BLOB)
         return found
+
+    def finish_erase(self, session_id: str, *, replacing: bool = False) -> list[int]:
+        """Complete an erase that was interrupted (killed, or stopped by a store error) before it
+        finished: its intent is still in the store (see :meth:`erase`). Every restore of the
+        session runs it first (:func:`ctxlife.sessions.restore.restore_view`), as do ``ctxlife
+        session`` commands, so whichever process uses the session next finishes the erase; costs
+        one blob read when there is none. Returns the slots erased ([] without an intent).
+
+        An unreadable intent raises :class:`StoreError`; with ``replacing`` (a new erase, which
+        then stores its own) it is dropped with an error event instead."""
+        text = self.get_blob(session_id, _ERASE_INTENT_BLOB)
+        if not text:
+            return []
+        try:
+            doc = json.loads(text)
+            found = [int(s) for s in doc["slots"]]
+            pattern = doc.get("pattern")
+            regex = None if pattern is None else re.compile(str(pattern), int(doc.get("flags", 0)))
+        except (ValueError, TypeError, KeyError, re.error) as exc:
+            problem = (
+                f"{self.url}: the intent of an interrupted erase of session {session_id!r} is unreadable "
+                f"({str(exc)[:200]})"
+            )
+            if not replacing:
+                raise StoreError(
+                    f"{problem}; erase the value again (ctxlife session erase ID --match REGEX replaces the "
+                    f"intent) or delete the session (ctxlife session rm ID)"
+                ) from None
+            emit("error", "ctxlife.erase_intent_unreadable", session_id=session_id, error=problem)
+            self._delete_blob(session_id, _ERASE_INTENT_BLOB)
+            return []
+        emit("warning", "ctxlife.interrupted_erase_completed", session_id=session_id, messages=len(found))
+        return self._erase(session_id, found, regex)
+
+    def erased(self, session_id: str) -> ErasedMessages:
+        """The messages erased from the session, to tell a caller's list that still holds one
+        (:meth:`ErasedMessages.__contains__` takes a fingerprint). Stored by every erase with the
+        session, as HMACs of the fingerprints keyed with the store's secret (:meth:`mark_key`),
+        never the fingerprints or the text; deleted with the session. Empty for a store that keeps
+        no secret (then only the process that erased remembers them)."""
+        key = self.mark_key()
+        text = self.get_blob(session_id, _ERASED_BLOB) if key is not None else None
+        return ErasedMessages(key, frozenset(text.split()) if text else frozenset())
+
+    def _remember_erased(self, session_id: str, fps: list[str]) -> None:
+        """Add the fingerprints of messages being erased to the session's :meth:`erased` (one blob)."""
+        if not fps:
+            return
+        key = self.mark_key(create=True)
+        if key is None:
+            return
+        known = set((self.get_blob(session_id, _ERASED_BLOB) or "").split())
+        marks = known | {erased_mark(key, fp) for fp in fps}
+        if marks != known:
+            self.put_blob(session_id, _ERASED_BLOB, "".join(m + "\n" for m in sorted(marks)))
+
+    def _delete_blob(self, session_id: str, key: str) -> None:
+        """Delete a blob of ctxlife's own (the erase intent); stores override it to delete for
+        real, this default leaves it empty (read as none)."""
+        self.put_blob(session_id, key, "")
 
     def _erased(self, session_id: str) -> None:
         """After an erase: delete the session's derived data (the recall index, a cache of the raw

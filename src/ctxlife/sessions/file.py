@@ -984,6 +984,13 @@ class FileStore(SessionStore):
         except (OSError, UnicodeDecodeError) as exc:
             raise StoreError(f"cannot read blob {path}: {exc}") from None
 
+    def _delete_blob(self, session_id: str, key: str) -> None:
+        path = self._path(session_id, _BLOB_SUFFIX) / validate_blob_key(key)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot delete blob {path}: {exc.strerror}") from None
+
     def _read_mark_key(self, create: bool) -> bytes | None:
         path = self.directory / _MARK_KEY_FILE
         try:

@@ -42,7 +42,15 @@ from typing import Any
 
 from ctxlife.events import emit
 from ctxlife.messages import inserted_meta, is_recall_block
-from ctxlife.sessions.base import REMOVE, RawRecord, SessionStore, Snapshot, fingerprint, json_safe
+from ctxlife.sessions.base import (
+    REMOVE,
+    RawRecord,
+    SessionStore,
+    Snapshot,
+    erased_message,
+    fingerprint,
+    json_safe,
+)
 from ctxlife.sessions.calls import calls_for
 from ctxlife.sessions.recording import Recorder, recorder_for
 from ctxlife.sessions.restore import Restored, restore_after, restore_view
@@ -140,6 +148,11 @@ class Keeper:
         recorded slot or, for what ctxlife inserted, by its text (:mod:`ctxlife.sessions.calls`).
         ``details``: the call's tokens, window, actions and failures. Returns the record's number."""
         slots = self.recorder.slots_of(session_id, messages, view)
+        erased = self.recorder.erased_among(session_id, messages, slots)
+        if erased:  # the caller's list still holds erased messages: the record keeps only their role
+            messages = list(messages)
+            for i in erased:
+                messages[i] = erased_message(messages[i])
         head = self.recorder.head(session_id)  # the recorder read or wrote every slot it gives: head >= each
         return calls_for(self.store).record(session_id, view, messages, slots, head=head, details=details)
 
@@ -160,7 +173,8 @@ class Keeper:
         ``slots`` gives each message's record (None: not raw history, e.g. a summary) and
         ``covered`` the latest record the list reflects; both default to what the recorder knows
         of a list it recorded. ``covered_fp`` is the fingerprint of the record ``covered`` (read
-        from the store when not given). Recall blocks (one call's insert) are left out. A value that is not
+        from the store when not given). Recall blocks (one call's insert) are left out, and so are
+        messages erased from the session that the caller's list still holds. A value that is not
         JSON is kept in a JSON-safe form and named in a ``ctxlife.snapshot_message_quarantined``
         error event. Returns the snapshot written, or None when the same one was written last.
         Raises :class:`~ctxlife.errors.StoreError` when the write fails.
@@ -171,6 +185,10 @@ class Keeper:
             marks = self.recorder.slots_of(session_id, kept, view)
         else:
             marks = [slots[i] if i < len(slots) else None for i, _ in indexed]
+        erased = set(self.recorder.erased_among(session_id, kept, marks))
+        if erased:  # the caller's list still holds erased messages: a restore must not bring them back
+            kept = [m for i, m in enumerate(kept) if i not in erased]
+            marks = [slot for i, slot in enumerate(marks) if i not in erased]
         raw_length = self.recorder.covered(session_id, view) if covered is None else covered
         safe = [_quarantined(session_id, view, i, m) for i, m in enumerate(kept)]
         fps = [fingerprint(m) for m in safe]

@@ -867,6 +867,12 @@ class PostgresStore(SessionStore):
                 (session_id, key, data),
             )
 
+    def _delete_blob(self, session_id: str, key: str) -> None:
+        validate_session_id(session_id)
+        validate_blob_key(key)
+        with self._write("delete_blob", session_id) as (conn, _):
+            conn.execute(f"DELETE FROM {self._s}.ctxlife_blobs WHERE session_id = %s AND key = %s", (session_id, key))
+
     def get_blob(self, session_id: str, key: str) -> str | None:
         validate_session_id(session_id)
         validate_blob_key(key)

@@ -71,6 +71,7 @@ from ctxlife.sessions.base import (
     REMOVE,
     REPLACE,
     AppendConflictError,
+    ErasedMessages,
     Event,
     RawRecord,
     RecordSlot,
@@ -309,9 +310,11 @@ class Recorder:
         self._views: dict[tuple[str, str], _View] = {}
         self._heads: dict[str, int] = {}
         # Fingerprints of messages removed or erased by another writer (or this process's erase) that
-        # a caller's list may still hold: never recorded again from a list (kept in memory only: a
-        # hash of an erased text is never written anywhere).
+        # a caller's list may still hold: never recorded again from a list. Erased ones are also in
+        # the store (SessionStore.erased: keyed HMACs, read once per session into _erased), so both
+        # go when the host's LRU drops the session and a restarted process still knows them.
         self._removed: dict[str, set[str]] = {}
+        self._erased: dict[str, ErasedMessages] = {}
         # (seq, fingerprint, recorded_at) of the session's last record this recorder wrote: a catch-up
         # that finds another record at that seq knows the session was deleted (or expired) and
         # written again by another process since.
@@ -368,28 +371,54 @@ class Recorder:
                     del self._heads[sid]
                 for sid in [s for s in self._head_marks if session_id is None or s == session_id]:
                     del self._head_marks[sid]
+            for sid in [s for s in self._erased if session_id is None or s == session_id]:
+                del self._erased[sid]  # read again from the store when next needed
             gone = set(removed)
             if session_id is not None and gone:
                 self._removed.setdefault(session_id, set()).update(gone)
-            elif not keep_pending:
+            elif self._removed and (not keep_pending or self._erased_kept_in_store()):
                 for sid in [s for s in self._removed if session_id is None or s == session_id]:
                     del self._removed[sid]
+
+    def _erased_kept_in_store(self) -> bool:
+        """Whether the store keeps what was erased (:meth:`SessionStore.erased`: it has a secret)."""
+        try:
+            return self.store.mark_key() is not None
+        except StoreError:
+            return False
+
+    def _erased_of(self, session_id: str) -> ErasedMessages | None:
+        """What the store says was erased from the session (read once, then kept until forgotten)."""
+        found = self._erased.get(session_id)
+        if found is None:
+            if self._heads.get(session_id) == 0:
+                return None  # nothing recorded yet: nothing erased (read when the session has records)
+            try:
+                found = self._erased[session_id] = self.store.erased(session_id)
+            except StoreError:
+                return None  # read again on the next call; this process's own erases are in _removed
+        return found
 
     def _note_removed(self, session_id: str, state: _View, records: Sequence[RawRecord | RecordSlot]) -> None:
         """Remember the fingerprints of the view's messages that ``records`` remove (another writer's)."""
         targets = {r.target for r in records if r.op == REMOVE and r.target is not None}
         if targets:
             self._removed.setdefault(session_id, set()).update(e.fp for e in state.tail if e.seq in targets)
+            self._erased.pop(session_id, None)  # another writer's erase: read what it stored on next use
 
     def _not_again(self, session_id: str, view: str, plan: _Plan) -> _Plan:
         """``plan`` without the adds of messages removed or erased meanwhile that the list still holds."""
-        removed = self._removed.get(session_id)
-        if not removed or not plan.adds:
+        if not plan.adds:
+            return plan
+        removed = self._removed.get(session_id, set())
+        erased = self._erased_of(session_id)
+        if not removed and not erased:
             return plan
         adds = [e for e in plan.events if e.op == ADD]
-        dropped = {i for i, e in zip(plan.adds, adds, strict=True) if e.fingerprint in removed}
-        if not dropped:
+        gone = {e.fingerprint for e in adds if e.fingerprint in removed or (erased and e.fingerprint in erased)}
+        if not gone:
             return plan
+        dropped = {i for i, e in zip(plan.adds, adds, strict=True) if e.fingerprint in gone}
         emit(
             "warning",
             "ctxlife.removed_message_not_recorded",
@@ -398,8 +427,26 @@ class Recorder:
             messages=len(dropped),
             hint="the list still holds messages removed or erased from the session: drop them from it",
         )
-        kept = [e for e in plan.events if not (e.op == ADD and e.fingerprint in removed)]
+        kept = [e for e in plan.events if not (e.op == ADD and e.fingerprint in gone)]
         return dataclasses.replace(plan, events=kept, adds=[i for i in plan.adds if i not in dropped])
+
+    def erased_among(self, session_id: str, messages: Sequence[Any], slots: Sequence[int | None]) -> list[int]:
+        """Indices of the messages without a slot that were removed or erased from the session (a
+        caller's list still holding them): what a call record must not write again."""
+        loose = [i for i, slot in enumerate(slots) if slot is None and i < len(messages) and recordable(messages[i])]
+        if not loose:
+            return []
+        with self._lock:
+            removed = self._removed.get(session_id, set())
+            erased = self._erased_of(session_id)
+            if not removed and not erased:
+                return []
+            out = []
+            for i in loose:
+                fp = _fp(messages[i])
+                if fp in removed or (erased and fp in erased):
+                    out.append(i)
+            return out
 
     def new_lists(self, session_id: str, view: str | None = None) -> None:
         """The session's next lists are built from scratch (a CrewAI kickoff): each view's next

@@ -506,6 +506,11 @@ class RedisStore(SessionStore):
         value = self._call("get_blob", lambda: self._client.hget(hkey, key))
         return None if value is None else _text(value)
 
+    def _delete_blob(self, session_id: str, key: str) -> None:
+        hkey = self._key(session_id, "blobs")
+        validate_blob_key(key)
+        self._call("delete_blob", lambda: self._client.hdel(hkey, key))
+
     def close(self) -> None:
         if self._closed:
             return

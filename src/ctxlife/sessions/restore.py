@@ -6,7 +6,8 @@ ctxlife last left it, compacted) followed by the records written after it, where
 swaps the message of its slot, a ``remove`` drops it and an ``add`` appends (or goes in after its
 target). Superseded and removed messages are never part of the result. Without a usable snapshot
 (none yet, or one that cannot be read: a corrupt snapshot is reported and then rebuilt from the
-raw history, the source of truth) the result is the raw history's current state.
+raw history, the source of truth) the result is the raw history's current state. An erase
+that was killed before it finished is completed first (:meth:`SessionStore.finish_erase`).
 """
 
 from __future__ import annotations
@@ -70,6 +71,16 @@ def restore_view(store: SessionStore, session_id: str, view: str = "", *, strict
     ``strict`` as for :meth:`~ctxlife.sessions.SessionStore.read_records` (an unreadable record
     raises; with False it is skipped).
     """
+    try:  # an erase killed halfway is completed before any of the session is read (one blob read)
+        store.finish_erase(session_id)
+    except StoreError as exc:
+        emit(
+            "error",
+            "ctxlife.erase_not_completed",
+            session_id=session_id,
+            error=str(exc)[:300],
+            hint="an interrupted erase could not be completed now; it is tried again on the next restore",
+        )
     snapshot: Snapshot | None = None
     error: str | None = None
     try:

@@ -803,6 +803,18 @@ class SQLiteStore(SessionStore):
         )
         return rows[0][0] if rows else None
 
+    def _delete_blob(self, session_id: str, key: str) -> None:
+        validate_session_id(session_id)
+        validate_blob_key(key)
+        if self._conn(create=False) is None:
+            return
+        with self._tx("delete_blob") as conn:
+            conn.execute("DELETE FROM ctxlife_blobs WHERE session_id = ? AND key = ?", (session_id, key))
+        after = self._conn()
+        if after is not None:
+            with contextlib.suppress(sqlite3.Error):  # the write-ahead log still holds the blob's page
+                after.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def _read_mark_key(self, create: bool) -> bytes | None:
         read = "SELECT value FROM ctxlife_meta WHERE key = 'mark_key'"
         rows = self._query("mark_key", read)
