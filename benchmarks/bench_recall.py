@@ -571,7 +571,7 @@ def bench_candidates() -> list[dict[str, Any]]:
     """Each index candidate: recall@k on the dev half (a hit with one message either side holds the
     answer), time to add messages, and query time at 1,000 and 10,000 messages (CPU time)."""
     from ctxlife.recall import HistoryIndex, Record, index_text, query_terms
-    from ctxlife.recall.text import _NO_SPACE_RUN, _TERM, STOPWORDS
+    from ctxlife.recall.text import _TERM, NO_SPACE_RUN, STOPWORDS
 
     try:
         import Stemmer  # PyStemmer, for the candidates that need a stemmer of their own
@@ -615,7 +615,7 @@ def bench_candidates() -> list[dict[str, Any]]:
         def search(self, query: str, k: int) -> list[int]:
             terms: list[str] = []
             for t in re.findall(r"[^\W_]+", query.casefold()):
-                if _NO_SPACE_RUN.fullmatch(t):
+                if NO_SPACE_RUN.fullmatch(t):
                     terms += [t[i : i + 3] for i in range(len(t) - 2)]
                 elif len(t) >= 3 and t not in STOPWORDS:
                     terms.append(t)

@@ -423,23 +423,30 @@ class PostgresServer:
             error = done.stderr[-1500:]
         else:
             raise RuntimeError(f"initdb failed three times: {error}")
-        self._reach()
         args = [server, "-D", str(self.data), "-p", str(self.port), "-c", "listen_addresses=127.0.0.1",
                 "-c", f"unix_socket_directories={self.workdir}", "-c", "fsync=off", "-c", "synchronous_commit=off",
                 "-c", "full_page_writes=off", "-c", "max_connections=200"]  # fmt: skip
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(self._as_server_user(args), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         import psycopg
 
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"postgres exited with {self.proc.returncode}: {self.log.read_text()[-1500:]}")
-            try:
-                psycopg.connect(self.url(), connect_timeout=2).close()
-                return
-            except psycopg.OperationalError:
-                time.sleep(0.05)
+        for _ in range(3):
+            # Another pytest session starting meanwhile sets /tmp/pytest-of-USER back to 0700, and the
+            # server user then cannot reach its folder: make it reachable again and start again.
+            self._reach()
+            with open(self.log, "ab") as log:
+                self.proc = subprocess.Popen(
+                    self._as_server_user(args), stdin=subprocess.DEVNULL, stdout=log, stderr=log
+                )
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                try:
+                    psycopg.connect(self.url(), connect_timeout=2).close()
+                    return
+                except psycopg.OperationalError:
+                    time.sleep(0.05)
+            if self.proc.poll() is None:
+                break
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"postgres exited with {self.proc.returncode}: {self.log.read_text()[-1500:]}")
         raise RuntimeError(f"postgres not ready within {timeout} s: {self.log.read_text()[-1500:]}")
 
     def stop(self) -> None:

@@ -564,12 +564,12 @@ class LLMSummary(ctxlife.Strategy):
         # What the summary message costs besides its text (its prefix and ctxlife's mark line) counts too.
         envelope = tokens.count_message(summary_message(messages, "", self.options.summary_role, ctx.message_format))
         kept_tokens = fixed + tokens.count_messages(kept_tail) + envelope
-        # Aim for the target; when what must stay already fills it, still allow half the summary budget (a
-        # quarter when the target was lowered to leave room for the next calls: the summary stays too).
-        share = 4 if target_tokens < int(self.options.target * ctx.context_window) else 2
+        # Aim for the target; when what must stay already fills it, still allow half the summary budget.
+        # (A quarter bought 0.4 calls per compaction in a 4k window but a model's summary no longer fit:
+        # it was condensed without its facts and replaced by the extractive one, issue 39.)
         budget = min(
             self.options.max_summary_tokens,
-            max(target_tokens - kept_tokens, self.options.max_summary_tokens // share),
+            max(target_tokens - kept_tokens, self.options.max_summary_tokens // 2),
         )
         previous_text = "\n".join(strip_summary_marker(m.get("content")) for m in previous) or None
         replaced_tokens = tokens.count_messages(evicted) + (tokens.count_messages(previous) if previous else 0) - 3

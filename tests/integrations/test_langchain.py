@@ -87,8 +87,10 @@ def test_compaction_is_written_back_into_the_agent_state_and_not_redone_on_every
     # Compacted when the context crossed the line, then the next call started from the compacted
     # state (without the write-back the natural loop compacts on every call above the line).
     assert 1 <= len(compacted_at) <= 3
-    for k in compacted_at:
-        assert k + 1 < len(reports) and reports[k + 1].tokens_before < reports[k].tokens_before
+    followed = [k for k in compacted_at if k + 1 < len(reports)]  # the last call may compact too
+    assert followed
+    for k in followed:
+        assert reports[k + 1].tokens_before < reports[k].tokens_before
         assert "llm_summary" not in reports[k + 1].acted
     # What the model received is the state: the system prompt (with the bootstrap text once) + the state's
     # messages at that call; the final state starts with the running summary, in LangChain's own types.

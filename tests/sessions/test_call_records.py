@@ -73,9 +73,10 @@ def _summarizing(store: SessionStore, sid: str, summary: str, turns: int) -> lis
     )
 
     def model(messages: list[dict[str, Any]], max_tokens: int) -> str:
-        # A summary that carries one fact of its span (one that carries none is not used).
-        tickets = re.findall(r"TCK-\d+", json.dumps(messages))
-        return f"{summary} Last: {tickets[-1]}." if tickets else summary
+        # A summary that carries one fact of its span (one that carries none is not used): the first of
+        # the facts the prompt lists (the span's come before those carried from an earlier summary).
+        listed = re.search(r"codes: (TCK-\d+)", json.dumps(messages))
+        return f"{summary} Span: {listed.group(1)}." if listed else summary
 
     host = ctxlife.Host(settings, summary_model=model)
     host.store = store

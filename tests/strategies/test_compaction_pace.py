@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 import sys
 import threading
 from pathlib import Path
@@ -60,12 +59,12 @@ def test_a_small_window_with_large_tool_results_compacts_every_few_turns_and_sta
     assert paced["calls_over_the_line"] == 0 and max(paced["sent_tokens"]) <= LINE
     assert fixed["calls_over_the_line"] == 0
     # A compaction at the line keeps the latest unit (a tool call and its result, up to ~800 tokens), the
-    # question, the task and a summary cut to a quarter of max_summary_tokens: ~1,000 tokens at worst,
-    # ~800 on average, so the turn after it (~600 tokens: a reply, a user turn, a call, a result) fits
-    # most of the time and a compaction comes every ~3.5 calls. The fixed target kept as much as 1,000
-    # tokens allowed (a 300-token summary and older units), leaving room for one call or two: 3.08.
-    assert paced["calls_per_compaction"] >= 3.4, paced["calls_per_compaction"]
-    assert paced["compactions"] < fixed["compactions"], (paced["compactions"], fixed["compactions"])
+    # question, the task and a summary of at least half max_summary_tokens (one that still fits a model's
+    # summary with its facts): the turn after it (~600 tokens) fits about every other time. The recent
+    # growth lowers the target only as far as the latest unit and that summary allow: 3.16 calls per
+    # compaction against 3.08 with the fixed target; never more compactions, never a call over the line.
+    assert paced["calls_per_compaction"] >= 3.1, paced["calls_per_compaction"]
+    assert paced["compactions"] <= fixed["compactions"], (paced["compactions"], fixed["compactions"])
     assert paced["model_summaries"] == paced["compactions"]  # the scripted model's summaries were used
 
 
@@ -73,10 +72,10 @@ def test_with_a_smaller_summary_budget_the_room_is_larger():
     def model(messages, max_tokens):
         return summary_of(messages)
 
-    # max_summary_tokens = 400 (what bench_real_model.py configures): a 100-token summary floor.
+    # max_summary_tokens = 400 (what bench_real_model.py configures): a 200-token summary floor.
     paced = tool_heavy.run(checked(host(model, max_summary_tokens=400)))
     assert paced["calls_over_the_line"] == 0
-    assert paced["calls_per_compaction"] >= 3.8, paced["calls_per_compaction"]
+    assert paced["calls_per_compaction"] >= 3.3, paced["calls_per_compaction"]
 
 
 class HeldModel:
@@ -159,6 +158,7 @@ def test_the_room_a_compaction_leaves_follows_the_recent_growth_not_a_fixed_targ
     # already leaves that room; the compactions are the same as with the fixed target alone.
     assert left(20) == left(20, headroom_calls=0)
     # Large steps (~400-token results: four calls add ~1,700 tokens, more than the line): the compactions go
-    # further down than the fixed target, as far as the latest unit allows (a smaller summary, no older unit).
+    # no higher than the fixed target's, and lower where an older unit can go (the latest unit and half the
+    # summary budget stay): 5,196 tokens left over 8 compactions against 5,218.
     paced, fixed = left(400), left(400, headroom_calls=0)
-    assert statistics.median(paced) < statistics.median(fixed), (paced, fixed)
+    assert len(paced) <= len(fixed) and sum(paced) < sum(fixed), (paced, fixed)

@@ -312,7 +312,7 @@ class HistoryIndex:
         docs = text_documents(slot, row[0], row[1], self.chunk_chars)
         self._db.executemany(
             "INSERT INTO fts (fts, rowid, body) VALUES ('delete', ?, ?)",
-            [(_doc_id(doc), index_text(_body(doc))) for doc in docs],
+            [(_doc_id(doc), index_text(document_body(doc))) for doc in docs],
         )
         self._docs -= len(docs)
         self._db.execute("DELETE FROM records WHERE seq = ?", (slot,))
@@ -359,7 +359,7 @@ class HistoryIndex:
             role = escape_surrogates(str(message.get("role") or ""))
             text = escape_surrogates(message_text(message).strip())
             at_time, view = record.recorded_at, record.view
-            rows.append((at, role, at_time, _month_day(at_time), view, int(_calls_tools(message)), text))
+            rows.append((at, role, at_time, month_day_of(at_time), view, int(calls_tools(message)), text))
             if view not in self._views:
                 self._note_view(view)
             if len(text) <= chunk_chars:  # one document, numbered as its record (text_documents' rule)
@@ -367,7 +367,8 @@ class HistoryIndex:
                     bodies.append((at, index_text(text)))
             else:
                 bodies += [
-                    (_doc_id(doc), index_text(_body(doc))) for doc in text_documents(at, role, text, chunk_chars)
+                    (_doc_id(doc), index_text(document_body(doc)))
+                    for doc in text_documents(at, role, text, chunk_chars)
                 ]
         self._db.executemany(
             "INSERT INTO records (seq, role, recorded_at, md, view, calls, text) VALUES (?, ?, ?, ?, ?, ?, ?)", rows
@@ -486,7 +487,7 @@ class HistoryIndex:
             text, head = doc.text, doc.head
         else:
             head = ""
-        return Hit(seq, part, score, text, role, at, _day(at), view, head)
+        return Hit(seq, part, score, text, role, at, day_of(at), view, head)
 
     #: A dated question looks at this many documents of the days it names, at most.
     DAY_DOCS = 500
@@ -520,7 +521,7 @@ class HistoryIndex:
         for row, doc in docs[: self.DAY_DOCS]:
             if doc.seq in excluded:
                 continue
-            lower = _body(doc).casefold()
+            lower = document_body(doc).casefold()
             score = sum(w for pattern, w in patterns if pattern.search(lower))
             hits.append(self._hit(row, doc.part, score * (tool_weight if doc.role == "tool" else 1.0), doc))
         hits.sort(key=lambda h: (-h.score, h.seq))
@@ -559,7 +560,7 @@ class HistoryIndex:
             if missing:
                 for seq, role, at, view, calls, text in self._rows(missing).values():
                     stored[seq] = StoredRecord(
-                        seq=seq, role=role, text=text, recorded_at=at, day=_day(at), view=view, calls=bool(calls)
+                        seq=seq, role=role, text=text, recorded_at=at, day=day_of(at), view=view, calls=bool(calls)
                     )
                 if len(stored) > self._MEMO_ROWS:
                     self._stored = stored = {seq: stored[seq] for seq in asked if seq in stored}
@@ -579,7 +580,7 @@ class HistoryIndex:
                 pass
 
 
-def _calls_tools(message: dict[str, Any]) -> bool:
+def calls_tools(message: dict[str, Any]) -> bool:
     if message.get("role") != "assistant":
         return False
     if message.get("tool_calls") or isinstance(message.get("function_call"), dict):
@@ -615,13 +616,13 @@ def _local_day(recorded_at: float | None) -> tuple[str, int] | None:
     return found  # type: ignore[return-value]
 
 
-def _day(recorded_at: float | None) -> str | None:
+def day_of(recorded_at: float | None) -> str | None:
     found = _local_day(recorded_at)
     return found[0] if found else None
 
 
-def _month_day(recorded_at: float | None) -> int | None:
-    """What the ``md`` column holds: month * 100 + day of :func:`_day`."""
+def month_day_of(recorded_at: float | None) -> int | None:
+    """What the ``md`` column holds: month * 100 + day of :func:`day_of`."""
     found = _local_day(recorded_at)
     return found[1] if found else None
 
@@ -638,7 +639,7 @@ def _doc_id(doc: Document) -> int:
     return doc.seq + doc.part * PART_STRIDE
 
 
-def _body(doc: Document) -> str:
+def document_body(doc: Document) -> str:
     """What the index holds of a document: its text, after the record's head for a later chunk."""
     return f"{doc.head}\n{doc.text}" if doc.head else doc.text
 

@@ -35,9 +35,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ctxlife.messages import escape_surrogates
-from ctxlife.recall.index import Hit, StoredRecord, _body, _calls_tools, _day, _month_day
+from ctxlife.recall.index import Hit, StoredRecord, calls_tools, day_of, document_body, month_day_of
 from ctxlife.recall.records import CHUNK_CHARS, Document, IndexableRecord, message_text, text_documents
-from ctxlife.recall.text import _NO_SPACE_RUN, TERM, dates_in, index_text, query_terms, stem, term_pattern
+from ctxlife.recall.text import NO_SPACE_RUN, TERM, dates_in, index_text, query_terms, stem, term_pattern
 
 __all__ = ["PostgresIndex", "drop_slots", "index_records", "terms_of"]
 
@@ -128,9 +128,9 @@ def _insert(conn: Any, s: str, session_id: str, records: Sequence[IndexableRecor
         text = escape_surrogates(message_text(message).strip()).replace("\x00", "")  # text columns take no NUL
         view = record.view or ""
         at = record.recorded_at
-        rows.append((session_id, slot, role, at, _month_day(at), view, _calls_tools(message), text))
+        rows.append((session_id, slot, role, at, month_day_of(at), view, calls_tools(message), text))
         for doc in text_documents(slot or 0, role, text, CHUNK_CHARS):
-            terms, n = terms_of(_body(doc), session_id)
+            terms, n = terms_of(document_body(doc), session_id)
             docs.append((session_id, slot, doc.part, view, n, terms))
             length += n
     with conn.cursor() as cur:
@@ -169,7 +169,7 @@ def drop_slots(conn: Any, s: str, session_id: str, slots: Iterable[int]) -> tupl
 
 def _query_term(term: str) -> tuple[str, bool]:
     """``(lexeme, prefix)``: how a search term is looked for (as :func:`term_pattern` finds it)."""
-    if _NO_SPACE_RUN.match(term):
+    if NO_SPACE_RUN.match(term):
         return term, False
     root = stem(term)
     return (root, True) if len(root) >= 3 and not root.isdigit() else (term, False)
@@ -364,7 +364,7 @@ class PostgresIndex:
         for row, doc in docs[: self.DAY_DOCS]:
             if doc.seq in excluded:
                 continue
-            lower = _body(doc).casefold()
+            lower = document_body(doc).casefold()
             score = sum(w for pattern, w in patterns if pattern.search(lower))
             hits.append(self._hit(row, doc.part, score * (tool_weight if doc.role == "tool" else 1.0), doc))
         hits.sort(key=lambda h: (-h.score, h.seq))
@@ -396,12 +396,14 @@ class PostgresIndex:
         head = ""
         if doc is not None:
             text, head = doc.text, doc.head
-        return Hit(int(seq), part, score, text, role, at, _day(at), view, head)
+        return Hit(int(seq), part, score, text, role, at, day_of(at), view, head)
 
     def records(self, seqs: Iterable[int]) -> dict[int, StoredRecord]:
         """The stored records of these slots (those the session has)."""
         return {
-            seq: StoredRecord(seq=seq, role=role, text=text, recorded_at=at, day=_day(at), view=view, calls=bool(calls))
+            seq: StoredRecord(
+                seq=seq, role=role, text=text, recorded_at=at, day=day_of(at), view=view, calls=bool(calls)
+            )
             for seq, (_, role, at, view, calls, text) in self._rows(s for s in seqs if s > 0).items()
         }
 

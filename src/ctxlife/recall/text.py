@@ -31,7 +31,7 @@ _NO_SPACE_CLASS = (
     "\uac00-\ud7af"  # Hangul syllables
     "\U00020000-\U0003134f"  # Han extensions
 )
-_NO_SPACE_RUN = re.compile(f"[{_NO_SPACE_CLASS}]+")
+NO_SPACE_RUN = re.compile(f"[{_NO_SPACE_CLASS}]+")
 TERM = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer keeps: letters and digits
 
 # English function words: frequent in every question, useless to rank by (and slow to search).
@@ -106,9 +106,9 @@ def index_text(text: str) -> str:
     if text.isascii():
         return text  # already NFKC, and no no-space script: the common case, without a scan
     text = normalize(text)
-    if not _NO_SPACE_RUN.search(text):
+    if not NO_SPACE_RUN.search(text):
         return text
-    return _NO_SPACE_RUN.sub(lambda m: " " + " ".join(bigrams(m.group())) + " ", text)
+    return NO_SPACE_RUN.sub(lambda m: " " + " ".join(bigrams(m.group())) + " ", text)
 
 
 def query_terms(text: str, *, limit: int = 32) -> list[str]:
@@ -118,7 +118,7 @@ def query_terms(text: str, *, limit: int = 32) -> list[str]:
     for term in TERM.findall(index_text(text).casefold()):
         if term in STOPWORDS or (len(term) == 1 and term.isascii()):
             continue
-        if _NO_SPACE_RUN.fullmatch(term) and any(c in CJK_FUNCTION_CHARS for c in term):
+        if NO_SPACE_RUN.fullmatch(term) and any(c in CJK_FUNCTION_CHARS for c in term):
             dropped.setdefault(term, None)
             continue
         seen.setdefault(term, None)
@@ -144,7 +144,7 @@ def stem(word: str) -> str:
 @functools.lru_cache(maxsize=4096)  # the same terms are looked for on every call of a conversation
 def term_pattern(term: str) -> re.Pattern[str]:
     """Where a search term occurs in a case-folded text: a bigram anywhere, a word by its stem at a word start."""
-    if _NO_SPACE_RUN.match(term):
+    if NO_SPACE_RUN.match(term):
         return re.compile(re.escape(term))
     return re.compile(r"(?<![^\W_])" + re.escape(stem(term)))
 
@@ -190,7 +190,7 @@ def count_term(lower: str, term: str, *, first: bool = False) -> int:
 @functools.lru_cache(maxsize=4096)
 def _term_literal(term: str) -> tuple[bool, str]:
     """Whether :func:`term_pattern` finds ``term`` anywhere (a bigram), and the text every match holds."""
-    if _NO_SPACE_RUN.match(term):
+    if NO_SPACE_RUN.match(term):
         return True, term
     return False, stem(term)
 
