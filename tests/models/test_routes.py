@@ -329,41 +329,39 @@ def test_tool_heavy_turns_at_a_small_window_do_not_compact_on_most_calls():
 
 
 def test_background_compaction_keeps_the_model_off_the_critical_path():
-    import time
+    """The summary model is held (it waits for an event the test sets) while the agent goes on: every
+    call under the window returns without it; once it is released and done, the next call swaps the
+    summary in without waiting. No clock: a call that waited for the held model would never return."""
+    import threading
 
-    def slow_model(messages, max_tokens):
-        time.sleep(1.0)
+    release = threading.Event()
+
+    def held_model(messages, max_tokens):
+        assert release.wait(60), "the test never released the model"
         return keeping("Goal: reservations checked in the background.", messages)
 
-    def waits(background: bool) -> tuple[list[float], list[dict]]:
-        """How long each of the first two compactions kept the call waiting (the first comes after
-        about 10 turns, the background one about 1 s of turns later)."""
-        host = Host(config(background=background, min_gain_tokens=0), context_window=WINDOW, summary_model=slow_model)
-        messages = [system("You are an airline agent.")]
-        counter = TokenCounter(None)
-        compaction_waits, actions = [], []
-        for r in range(40):
-            if len(actions) == 2:
-                break
-            messages += turn(r)[:3]
-            started = time.perf_counter()
-            report = host.manage(messages)
-            elapsed = time.perf_counter() - started
-            assert counter.count_messages(messages) <= WINDOW and validate(messages) == []
-            done = acted(report)
-            if done is not None:
-                compaction_waits.append(elapsed)
-                actions.append(done.details)
-            messages += turn(r)[3:]
-            time.sleep(0.15)  # the agent's own model call
-        return compaction_waits, actions
-
-    sync_waits, _ = waits(False)
-    background_waits, actions = waits(True)
-    assert len(sync_waits) == 2 and min(sync_waits) >= 1.0  # each compaction waited for the model
-    assert len(actions) == 2 and all(a["background"] for a in actions)
-    assert all(a["summarizer"] == "agent_llm" and a["waited_seconds"] == 0 for a in actions)
-    assert max(background_waits) < 0.9  # the summary was ready (or the call went on) without waiting
+    host = Host(config(background=True, min_gain_tokens=0), context_window=WINDOW, summary_model=held_model)
+    counter = TokenCounter(None)
+    messages = [system("You are an airline agent.")]
+    went_on = 0  # calls that returned while the summary was under way (the model held)
+    r = 0
+    while went_on < 2:
+        messages += turn(r)[:3]
+        report = host.manage(messages)
+        assert acted(report) is None and counter.count_messages(messages) <= WINDOW
+        went_on += any(a.details.get("reason") == "summary_in_background" for a in report.actions)
+        messages += turn(r)[3:]
+        r += 1
+        assert r < 40, "no background compaction started"
+    release.set()
+    for thread in threading.enumerate():
+        if thread.name == "ctxlife-background-summary":
+            thread.join(60)
+    messages += turn(r)[:3]
+    done = acted(host.manage(messages))
+    assert done is not None and done.details["background"] and done.details["summarizer"] == "agent_llm"
+    assert done.details["waited_seconds"] == 0  # it was ready: the call did not wait for the model
+    assert counter.count_messages(messages) <= WINDOW and validate(messages) == []
 
 
 def test_a_window_the_endpoint_names_in_a_400_is_learnt_and_the_summary_planned_again():
@@ -387,3 +385,55 @@ def test_a_window_the_endpoint_names_in_a_400_is_learnt_and_the_summary_planned_
         assert "Goal: reservations checked." in messages[1]["content"]
         refused = [b for b in server["requests"] if counter.count_messages(b["messages"]) + b["max_tokens"] > 1024]
         assert len(refused) == 1  # the first, too long for the model; every prompt after it fits
+
+
+@pytest.mark.parametrize("edit", ["replaced", "edited in place"])
+def test_a_background_summary_of_a_list_edited_since_is_not_swapped_in(edit):
+    """Issue 44: no test failed when background compaction swapped in a summary made before the caller
+    edited its list (the correction silently reverted). The model is held until the caller has replaced
+    turn 1's user message; the summaries quote the user ids they saw."""
+    import threading
+
+    release = threading.Event()
+
+    def model(messages, max_tokens):
+        assert release.wait(60), "the test never released the model"
+        said = json.dumps(messages)
+        return keeping("Users: " + ", ".join(sorted(set(re.findall(r"\w+_li_\d+", said)))) + ".", messages)
+
+    def join_background() -> None:
+        for thread in threading.enumerate():
+            if thread.name == "ctxlife-background-summary":
+                thread.join(60)
+
+    host = Host(config(background=True, min_gain_tokens=0), context_window=WINDOW, summary_model=model)
+    counter = TokenCounter(None)
+    messages = [system("You are an airline agent.")]
+    r = 0
+    while True:  # until a summary is under way (held) and the list is over the threshold
+        messages += turn(r)[:3]
+        report = host.manage(messages)
+        assert acted(report) is None
+        messages += turn(r)[3:]
+        r += 1
+        if any(a.details.get("reason") == "summary_in_background" for a in report.actions):
+            break
+        assert r < 30, "no background compaction started"
+    assert "mia_li_3601" in messages[5]["content"]  # the summary under way was made from this list
+    corrected = "Please check reservation RS001X for user CORRECTED_li_9999; I paid $101.50."
+    if edit == "replaced":
+        messages[5] = user(corrected)
+    else:  # the same dict, changed (a framework editing its list in place)
+        messages[5]["content"] = corrected
+    release.set()
+    join_background()
+    messages += turn(r)[:3]
+    report = host.manage(messages)
+    assert acted(report) is None  # the finished summary describes the list before the edit: not used
+    assert messages[5]["content"].startswith("Please check reservation RS001X for user CORRECTED_li_9999")
+    join_background()  # a new one, from the edited list
+    messages += turn(r)[3:] + turn(r + 1)[:3]
+    done = acted(host.manage(messages))
+    assert done is not None and done.details["background"]
+    assert counter.count_messages(messages) <= WINDOW and validate(messages) == []
+    assert "mia_li_3601" not in json.dumps(messages) and "CORRECTED_li_9999" in json.dumps(messages)
