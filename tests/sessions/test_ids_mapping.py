@@ -70,6 +70,9 @@ def test_a_prefixed_key_no_id_maps_to_is_shown_as_it_is() -> None:
     (make mutate, scope ids: no test failed when such a key was decoded to "abc")."""
     assert session_key("abc") == "abc"
     assert original_session_id(KEY_PREFIX + "abc") == KEY_PREFIX + "abc"
+    # "A " escaped another way than session_key escapes it: not its key, so not shown as "A "
+    assert session_key("A ") == KEY_PREFIX + "A_20"
+    assert original_session_id(KEY_PREFIX + "_41_20") == KEY_PREFIX + "_41_20"
 
 
 def test_an_id_spelled_as_another_ids_key_gets_a_key_of_its_own(store_url: str) -> None:
