@@ -564,11 +564,11 @@ class LoopWitness:
 
         return asyncio.run(watched())
 
-    def overlapping(self, n: int) -> None:
-        """The first ``n`` steps each wait until all ``n`` are in progress together."""
+    def overlapping(self, n: int, timeout: float = TIMEOUT) -> None:
+        """The first ``n`` steps each wait (at most ``timeout`` seconds) until all ``n`` are in progress."""
         import threading
 
-        self._barrier = threading.Barrier(n, timeout=self.TIMEOUT)
+        self._barrier = threading.Barrier(n, timeout=timeout)
         self._parties = n
 
     def wait_for_the_loop(self) -> None:
