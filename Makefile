@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-deep test-model lint format bench docs mutate clean bytecode
+.PHONY: demo test test-fast test-deep test-model lint format bench docs mutate mutate-changed mutate-all clean bytecode
 
 EXAMPLE := docs/examples/ctxlife-redact
 
@@ -96,17 +96,36 @@ $(MUTATE_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/pip install --quiet -e '.[mutate]'
 	touch $(MUTATE_STAMP)
 
-# Mutation testing of the core ([tool.mutmut] in pyproject.toml; the whole target, staging and report
-# included, <= 20 minutes on 2 cores, niced). mutmut runs in a staged copy, build/mutate
-# (benchmarks/mutation_stage.py: strategies beside src/ctxlife, functions outside the scope marked);
-# the report (docs/mutation.md: the score, and every survivor with its reason from
-# docs/mutation-equivalent.toml) reads mutmut's results and diffs in one process.
+# Mutation testing, one scope per run. MUTATE_SCOPE=core (the default: [tool.mutmut] in pyproject.toml,
+# report docs/mutation.md, <= 20 minutes on 2 cores, niced) or one of [tool.ctxlife-mutate.scopes]
+# (report docs/mutation/NAME.md; each meant to stay within 30 minutes): `benchmarks/mutation_scopes.py
+# list` names them. mutmut runs in a staged copy, build/mutate (benchmarks/mutation_stage.py: strategies
+# beside src/ctxlife, the scope's files and tests in its pyproject.toml, functions outside the scope
+# marked); the report (the score, and every survivor with its reason from docs/mutation-equivalent.toml)
+# reads mutmut's results and diffs in one process, and names the commit it mutated.
+# MUTATE_FILES="src/... ..." narrows the scope to some of its files (a quick look; the report then goes
+# to build/mutate/report.md, not docs/).
+# `make mutate-changed`: the incremental mode, every scope whose files or tests changed since the commit
+# its report names; `make mutate-all`: every scope, one after another (hours: run it on an idle machine).
 MUTATE_DIR := build/mutate
+MUTATE_SCOPE ?= core
+MUTATE_FILES ?=
+MUTATE_REPORT = $(if $(MUTATE_FILES),$(MUTATE_DIR)/report.md,$(if $(filter core,$(MUTATE_SCOPE)),docs/mutation.md,docs/mutation/$(MUTATE_SCOPE).md))
 mutate: $(MUTATE_STAMP)
-	started=$$(date +%s) && $(BIN)/python benchmarks/mutation_stage.py $(MUTATE_DIR) && \
+	mkdir -p docs/mutation
+	started=$$(date +%s) && $(BIN)/python benchmarks/mutation_stage.py $(MUTATE_DIR) --scope $(MUTATE_SCOPE) \
+	  $(if $(MUTATE_FILES),--files $(MUTATE_FILES)) && report=$(abspath $(MUTATE_REPORT)) && \
 	  cd $(MUTATE_DIR) && ran=$$(date +%s) && nice -n 10 $(abspath $(BIN))/mutmut run --max-children 2 && \
-	  $(abspath $(BIN))/python $(abspath benchmarks/mutation_report.py) --write $(abspath docs/mutation.md) \
+	  $(abspath $(BIN))/python $(abspath benchmarks/mutation_report.py) --write $$report --scope $(MUTATE_SCOPE) \
 	  --started $$started --mutmut-seconds $$(( $$(date +%s) - ran ))
+
+mutate-changed: $(MUTATE_STAMP)
+	for scope in $$($(BIN)/python benchmarks/mutation_scopes.py changed); do \
+	  $(MAKE) mutate MUTATE_SCOPE=$$scope || exit 1; done
+
+mutate-all: $(MUTATE_STAMP)
+	for scope in $$($(BIN)/python benchmarks/mutation_scopes.py list); do \
+	  $(MAKE) mutate MUTATE_SCOPE=$$scope || exit 1; done
 
 docs: $(STAMP)
 	$(BIN)/python -m ctxlife.docgen docs

@@ -18,23 +18,58 @@ touched):
   (``name = ctxlife.hookimpl(name)``): mutmut 3 leaves decorated functions unmutated, and a
   strategy's hook is where it acts.
 
-    python benchmarks/mutation_stage.py build/mutate
+A *scope* (``--scope NAME``) picks what one run mutates: ``core`` is ``[tool.mutmut]`` as written;
+any other is a table ``[tool.ctxlife-mutate.scopes.NAME]`` whose ``only_mutate``, ``tests_dir`` and
+``only_functions`` replace the core's (the staged pyproject.toml gets them, so ``mutmut run`` in the
+stage reads them); ``--files`` narrows a scope to some of its files (a quick run on one module).
+Each scope is sized to run within 30 minutes on 2 cores; ``benchmarks/mutation_scopes.py`` lists
+them and the ones whose files changed since their last report (``make mutate-changed``).
+
+    python benchmarks/mutation_stage.py build/mutate [--scope NAME] [--files PATH ...]
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import re
 import shutil
-import sys
 import tomllib
 from pathlib import Path
+from typing import Any
+
+import tomli_w
 
 REPO = Path(__file__).resolve().parents[1]
 COPIED = ["tests", "configs", "docs", "benchmarks", "pyproject.toml"]
 
 
-def main(stage: Path) -> None:
+def scope_config(pyproject: dict[str, Any], scope: str, files: list[str] | None = None) -> dict[str, Any]:
+    """``[tool.mutmut]`` for ``scope`` (only_mutate, tests_dir) with its ``only_functions`` under the
+    key ``only_functions`` (and ``only_lines`` for the core)."""
+    config = dict(pyproject["tool"]["mutmut"])
+    ours = pyproject["tool"].get("ctxlife-mutate", {})
+    if scope == "core":
+        config["only_functions"] = ours.get("only_functions", {})
+        config["only_lines"] = ours.get("only_lines", {})
+    else:
+        scopes = ours.get("scopes", {})
+        if scope not in scopes:
+            raise SystemExit(f"no mutation scope {scope!r}: the scopes are core, {', '.join(sorted(scopes))}")
+        table = scopes[scope]
+        config["only_mutate"] = list(table["only_mutate"])
+        config["tests_dir"] = list(table["tests_dir"])
+        config["only_functions"] = table.get("only_functions", {})
+        config["only_lines"] = {}
+    if files:
+        unknown = sorted(set(files) - set(config["only_mutate"]))
+        if unknown:
+            raise SystemExit(f"not in scope {scope!r}: {', '.join(unknown)} (its files: {config['only_mutate']})")
+        config["only_mutate"] = [f for f in config["only_mutate"] if f in files]
+    return config
+
+
+def main(stage: Path, scope: str = "core", files: list[str] | None = None) -> None:
     if stage.exists():
         shutil.rmtree(stage)
     (stage / "src").mkdir(parents=True)
@@ -47,10 +82,14 @@ def main(stage: Path) -> None:
             shutil.copytree(source, stage / name, ignore=ignore, symlinks=True)
         else:
             shutil.copy2(source, stage / name)
-    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
-    config = pyproject["mutmut"]
-    only_functions = pyproject.get("ctxlife-mutate", {}).get("only_functions", {})
-    only_lines = pyproject.get("ctxlife-mutate", {}).get("only_lines", {})
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    config = scope_config(pyproject, scope, files)
+    only_functions = config.pop("only_functions")
+    only_lines = config.pop("only_lines")
+    if scope != "core" or files:  # the staged pyproject.toml names the scope's files and tests
+        staged = dict(pyproject)
+        staged["tool"] = {**pyproject["tool"], "mutmut": config}
+        (stage / "pyproject.toml").write_text(tomli_w.dumps(staged), encoding="utf-8")
     patterns = [re.compile(p) for p in config.get("do_not_mutate_patterns", [])]
     marked = moved = 0
     for pattern_path in config.get("only_mutate", []):
@@ -71,7 +110,10 @@ def main(stage: Path) -> None:
                 lines[j] = lines[j].rstrip("\n") + "  # pragma: no mutate block\n"
                 marked += 1
         path.write_text("".join(lines), encoding="utf-8")
-    print(f"staged {stage}: {marked} functions outside the mutation scope, {moved} hooks made mutable")
+    print(
+        f"staged {stage} (scope {scope}: {len(config['only_mutate'])} files): {marked} functions outside the "
+        f"mutation scope, {moved} hooks made mutable"
+    )
 
 
 def _functions(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -172,4 +214,9 @@ def undecorate_hooks(lines: list[str]) -> tuple[list[str], int]:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("stage", type=Path)
+    parser.add_argument("--scope", default="core")
+    parser.add_argument("--files", nargs="*", default=None, help="only these files of the scope")
+    args = parser.parse_args()
+    main(args.stage, args.scope, args.files)

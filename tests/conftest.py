@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import importlib.util
-import itertools
 import json
 import os
 import shutil
@@ -538,31 +537,84 @@ def tau_bench() -> list[dict]:
 # -- is the event loop ever blocked? -------------------------------------------------------------
 
 
-@pytest.fixture
-def run_watching_the_loop():
-    """``run(main) -> (result, longest stall)``: asyncio.run(main()) beside a 20 ms heartbeat task;
-    the stall is the longest gap between heartbeats, in seconds (how long the loop was blocked)."""
-    import asyncio
-    import time
+class LoopWitness:
+    """Proof, without a clock, that the event loop runs while a slow step (a summary) is in progress.
 
-    def run(main):
-        async def watched():
-            ticks: list[float] = []
-            stop = asyncio.Event()
+    ``run(main)`` is ``asyncio.run(main())``. A slow step calls :meth:`wait_for_the_loop` instead of
+    sleeping: it schedules a callback on the loop and waits for it, so it returns only once the loop
+    ran something while the step was in progress. A step on the loop's own thread (blocking it) can
+    never see that: it is counted in ``blocked`` at once. ``overlapping(n)`` makes the first ``n``
+    steps also wait until all ``n`` are in progress together (a barrier): steps queued one after
+    another never are. Outcomes are counted (``served``, ``blocked``, ``not_overlapping``,
+    ``after_the_run``) for the test to assert on; the timeouts only bound a failing test.
+    """
 
-            async def heartbeat() -> None:
-                while not stop.is_set():
-                    ticks.append(time.perf_counter())
-                    await asyncio.sleep(0.02)
+    TIMEOUT = 30.0
 
-            beat = asyncio.create_task(heartbeat())
-            try:
-                result = await main()
-            finally:
-                stop.set()
-                await beat
-            return result, max((b - a for a, b in itertools.pairwise(ticks)), default=0.0)
+    def __init__(self) -> None:
+        import threading
+
+        self.loop: Any = None
+        self.served = 0
+        self.blocked = 0
+        self.not_overlapping = 0
+        self.after_the_run = 0
+        self._lock = threading.Lock()
+        self._barrier: Any = None
+        self._parties = 0
+
+    def run(self, main: Any) -> Any:
+        import asyncio
+
+        async def watched() -> Any:
+            self.loop = asyncio.get_running_loop()
+            return await main()
 
         return asyncio.run(watched())
 
-    return run
+    def overlapping(self, n: int, timeout: float = TIMEOUT) -> None:
+        """The first ``n`` steps each wait (at most ``timeout`` seconds) until all ``n`` are in progress."""
+        import threading
+
+        self._barrier = threading.Barrier(n, timeout=timeout)
+        self._parties = n
+
+    def wait_for_the_loop(self) -> None:
+        import asyncio
+        import threading
+
+        loop = self.loop
+        assert loop is not None, "wait_for_the_loop() is for steps inside run()"
+        try:
+            on_the_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            on_the_loop = False
+        if on_the_loop:
+            with self._lock:
+                self.blocked += 1
+            return
+        ran = threading.Event()
+        try:
+            loop.call_soon_threadsafe(ran.set)
+        except RuntimeError:  # the loop is closed: a step that outlived the run proves nothing
+            with self._lock:
+                self.after_the_run += 1
+            return
+        served = ran.wait(self.TIMEOUT)
+        with self._lock:
+            self.served += served
+            self.blocked += not served
+            self._parties -= 1
+            barrier = self._barrier if self._parties >= 0 else None
+        if barrier is not None:
+            try:
+                barrier.wait()
+            except threading.BrokenBarrierError:
+                with self._lock:
+                    self.not_overlapping += 1
+
+
+@pytest.fixture
+def loop_witness() -> LoopWitness:
+    """A :class:`LoopWitness` for one test."""
+    return LoopWitness()

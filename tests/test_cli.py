@@ -13,19 +13,12 @@ def run(*args, cwd=None):
     return subprocess.run([*CTXLIFE, *args], capture_output=True, text=True, cwd=cwd, timeout=120)
 
 
-def test_import_is_fast_and_does_not_import_crewai():
-    code = (
-        "import time,sys; t=time.perf_counter(); c=time.process_time(); import ctxlife; "
-        "print(time.perf_counter()-t, time.process_time()-c, 'crewai' in sys.modules, 'pydantic' in sys.modules)"
-    )
-    wall, cpu = [], []
-    for _ in range(5):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-        wall.append(float(out[0]))
-        cpu.append(float(out[1]))
-        assert out[2:] == ["False", "False"]  # neither CrewAI nor pydantic until a name needs them
-    assert min(wall) < 0.3, wall
-    assert min(cpu) < 0.1, cpu
+def test_import_does_not_import_crewai_or_pydantic():
+    """``import ctxlife`` loads neither CrewAI nor pydantic until a name needs them (what keeps it fast;
+    the time itself is measured by `make bench`: benchmarks/bench_overhead.py, part "import")."""
+    code = "import sys; import ctxlife; print('crewai' in sys.modules, 'pydantic' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]
 
 
 def test_strategies_lists_installed_ones_as_json_and_table():

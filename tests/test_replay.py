@@ -154,6 +154,36 @@ def test_missing_window_and_missing_file(tmp_path, config):
     assert done.returncode == 1 and "cannot read" in done.stderr and "nope.json" in done.stderr
 
 
+#: A recording whose second call would send a tool result that answers no call (providers refuse it).
+ORPHAN = [
+    {"role": "system", "content": "You are an agent."},
+    {"role": "user", "content": "Look up order 4711."},
+    {"role": "assistant", "content": "Looking."},
+    {"role": "tool", "tool_call_id": "call_gone", "content": '{"order": 4711, "status": "shipped"}'},
+    {"role": "assistant", "content": "It has shipped."},
+]
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["table", "json"])
+def test_a_call_with_an_invalid_list_exits_1_with_or_without_json(tmp_path, config, capsys, as_json):
+    """docs/inspecting.md: the exit code is 1 when a call would send a list the provider refuses (issue 44:
+    no test failed when --json exited 0)."""
+    from ctxlife.cli import main
+
+    file = tmp_path / "orphan.json"
+    file.write_text(json.dumps(ORPHAN))
+    [conv] = load_conversations(file)
+    result = replay(conv, settings_from_dict({"strategies": []}), context_window=4000)
+    assert result.violations == 1  # the precondition: the recording holds an invalid call
+    code = main(["replay", str(file), "--config", str(config), "--window", "4000", *(["--json"] if as_json else [])])
+    out = capsys.readouterr().out
+    assert code == 1
+    if as_json:
+        assert json.loads(out)["conversations"][0]["totals"]["invalid_calls"] == 1
+    else:
+        assert "1 call(s) would have sent a provider-invalid message list" in " ".join(out.split())
+
+
 def test_gzipped_json_list(tmp_path, config):
     file = tmp_path / "chat.json.gz"
     file.write_bytes(gzip.compress(json.dumps(conversation(3)).encode()))

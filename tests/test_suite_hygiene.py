@@ -71,3 +71,24 @@ def test_the_tests_that_import_a_heavy_package_share_one_worker(request: pytest.
     if not getattr(request.config.option, "loadgroup", False):
         pytest.skip("runs under `pytest -n N --dist loadgroup` (make test)")
     assert request.node.nodeid.endswith("@imports-pytest"), request.node.nodeid
+
+
+def test_the_loop_witness_tells_a_blocked_loop_from_a_free_one(loop_witness) -> None:
+    """tests/conftest.py LoopWitness, which the event-loop tests rely on: a slow step on the loop's
+    own thread is counted blocked; in a worker thread, served; steps queued one by one never overlap."""
+    import asyncio
+
+    async def main() -> None:
+        loop_witness.wait_for_the_loop()  # on the loop: it blocks it
+        await asyncio.to_thread(loop_witness.wait_for_the_loop)  # in a worker: the loop runs meanwhile
+
+    loop_witness.run(main)
+    assert (loop_witness.blocked, loop_witness.served) == (1, 1)
+
+    async def queued() -> None:
+        loop_witness.overlapping(2, timeout=0.5)  # how long the first waits for a second that never comes
+        for _ in range(2):  # one after the other: the first never meets the second
+            await asyncio.to_thread(loop_witness.wait_for_the_loop)
+
+    loop_witness.run(queued)
+    assert loop_witness.not_overlapping == 2 and loop_witness.blocked == 1

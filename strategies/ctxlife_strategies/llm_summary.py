@@ -455,7 +455,8 @@ class LLMSummary(ctxlife.Strategy):
                 except BaseException as exc:  # noqa: BLE001 - handed back at the swap
                     future.set_exception(exc)
 
-        ctx.state["background"] = (list(ctx.messages), future, tokens)
+        # A copy of each message too: a caller that edits one in place must not match the list summarized.
+        ctx.state["background"] = (copy.deepcopy(ctx.messages), future, tokens)
         context = contextvars.copy_context()
         threading.Thread(target=context.run, args=(work,), name="ctxlife-background-summary", daemon=True).start()
 

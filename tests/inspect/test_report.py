@@ -196,3 +196,45 @@ def test_report_command_draws_a_progress_bar_on_a_terminal_only(
     assert run.returncode == 0
     assert f"reading {SESSION}".encode() in drawn and f"{len(turns())}/{len(turns())}".encode() in drawn, drawn[-500:]
     assert b"wrote " in run.stdout  # the summary line still goes to stdout
+
+
+@pytest.mark.parametrize("store_kind", ["file"])  # the page does not depend on the store
+def test_a_summary_that_quotes_markup_is_shown_as_text(store_url: str) -> None:
+    """Issue 44: no test failed when the report inserted a summary unescaped (the shared session's
+    extractive summaries never quote its hostile message). Here the summarizer quotes every user turn."""
+    from inspect_sessions import config_data
+
+    import ctxlife
+    from ctxlife.config import settings_from_dict
+    from ctxlife.sessions import open_store
+    from ctxlife.summarizers import register_summarizer, unregister_summarizer
+
+    class Quoting:
+        name = "quoting_for_test"
+
+        def summarize(self, request: Any) -> str:
+            said = [str(m.get("content")) for m in request.messages if m.get("role") == "user"]
+            return "The user said: " + " / ".join(s[:120] for s in said)
+
+    data = config_data(store_url)
+    data["llm_summary"] = {**data["llm_summary"], "summarizer": "quoting_for_test"}
+    settings = settings_from_dict(data, source="test config")
+    register_summarizer("quoting_for_test", Quoting)
+    try:
+        with ctxlife.Session("hostile", settings, system="You are a support clerk.") as session:
+            greeting, *rest = turns()
+            for said, reply in [greeting, (f"Please quote this exactly: {HOSTILE}", f"Quoted: {HOSTILE}"), *rest]:
+                session.messages({"role": "user", "content": said})
+                session.record_reply(reply)
+        with open_store(store_url) as store:  # the replay builds the config's strategies again
+            result = replay_session(settings, store, "hostile")
+    finally:
+        unregister_summarizer("quoting_for_test")
+    assert [f for f in result.frames if f.summary is not None and HOSTILE in f.summary], (
+        "precondition: a compaction's summary quotes the markup"
+    )
+    page = render_html(result)
+    assert "<script>window.__pwned" not in page and "<img src=x" not in page
+    shown = re.findall(r'<pre class="summary-text">(.*?)</pre>', page, re.S)
+    assert any("&lt;script&gt;window.__pwned = 1&lt;/script&gt;&lt;img src=x" in s for s in shown)
+    assert page.count("<script>") == 1  # the page's own

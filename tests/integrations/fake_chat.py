@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,15 +25,15 @@ class ScriptedChatModel(BaseChatModel):
     """Replies from ``script`` in order (then ``default``); ctxlife's own summary requests get ``summary``.
 
     ``calls`` holds a copy of every message list received from the agent, ``summary_calls``
-    those of ctxlife's own summary requests, ``delay`` sleeps
-    that long before each summary reply (to show that the event loop keeps running).
+    those of ctxlife's own summary requests; ``on_summary`` is called before each summary reply
+    (a test's slow step, e.g. ``LoopWitness.wait_for_the_loop``).
     """
 
     script: list[Any] = []
     default: str = "Done."
     window: int = 8000
     summary: str = "The user asked for several lookups; all were answered."
-    delay: float = 0.0
+    on_summary: Any = None
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
     _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _summary_calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
@@ -70,7 +69,8 @@ class ScriptedChatModel(BaseChatModel):
         if _own_call.get():  # ctxlife's own summary request, not an agent step
             with self._lock:
                 self._summary_calls.append(copy.deepcopy(messages))
-            time.sleep(self.delay)
+            if self.on_summary is not None:
+                self.on_summary()
             return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self.summary))])
         with self._lock:
             self._calls.append(copy.deepcopy(messages))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import example, given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
@@ -69,20 +69,33 @@ class RecallDriver(Driver):
         return report
 
 
+#: At 4,000 tokens, the share of generated examples that must produce a recall block (issue 44: with the
+#: random scripts alone, 1 of 21 did; each example now ends with an evicted lookup it asks about: 13 and
+#: 20 of 21 in two runs, the others skipped for lack of room).
+REACH_FLOOR = 0.5
+
+
 @pytest.mark.parametrize(("window", "exercised"), [(1000, False), (4000, True)])
 def test_the_recall_block_keeps_every_sequence_valid(window, exercised, tmp_path):
-    """At 1,000 tokens there is mostly no room for a block (it is skipped); at 4,000 there is."""
+    """At 1,000 tokens there is mostly no room for a block (it is skipped); at 4,000 there is: there,
+    each generated conversation is followed by an order lookup that later turns evict, and the
+    question asks about it, so most examples reach the block's checks (a floor, REACH_FLOOR)."""
     budget = int(0.25 * window)  # past_share: the most a turn that refers to the past gets
+    reached: list[bool] = []
 
     @examples(20)
-    # Random scripts of up to 6 turns often fit 4,000 tokens (nothing evicted, nothing to recall):
-    # this one always evicts an order lookup and then asks about it, so the block's checks run.
     @example(system=[], script=LONG_LOOKUP, question="What did the order 42 lookup return earlier?")
     @given(
         system=system_prompts(),
         script=scripts(min_turns=2, max_turns=6, max_steps=4),
         question=st.sampled_from(
             ["What did you look up earlier?", "请问之前的结果是什么？", "lookup result order 42", "ok"]
+            if not exercised
+            else [
+                "What did the order 42 lookup return earlier?",
+                "Earlier you looked up order 42: where was it shipped?",
+                "请问 order 42 之前的查询结果是什么？",
+            ]
         ),
     )
     def prop(system, script, question):
@@ -95,17 +108,24 @@ def test_the_recall_block_keeps_every_sequence_valid(window, exercised, tmp_path
             }
         )
         host = Host(settings, context_window=window, session_id=session)
+        seen = len(BLOCKS_SEEN)
         try:
             driver = RecallDriver(host, Checks(), session_id=session, system=system)
             driver.budget = budget
-            driver.play(script)
+            driver.play([*script, *LONG_LOOKUP] if exercised and script is not LONG_LOOKUP else script)
             driver.append({"role": "user", "content": question})
             driver.model_call()
             driver.check_raw_history(host.store)  # the block was never recorded
         finally:
             host.close()
+        reached.append(len(BLOCKS_SEEN) > seen)
+        event("recall block: " + ("reached" if reached[-1] else "not reached"))
 
     BLOCKS_SEEN.clear()
     prop()
     if exercised:
-        assert BLOCKS_SEEN, "no example produced a recall block: the property was never exercised"
+        share = sum(reached) / len(reached)
+        assert share >= REACH_FLOOR, (
+            f"a recall block in {sum(reached)} of {len(reached)} examples, below the floor {REACH_FLOOR:.0%}: "
+            "the block's checks are not reached"
+        )

@@ -180,6 +180,8 @@ def test_session_invariants(config_id, tmp_path, stats):
 def test_llm_summary_reaches_its_target_when_it_can(config_id, tmp_path, stats):
     """Long sessions of short messages: every compaction reaches the target whenever the messages it may
     never evict (system, first and latest user message, last keep_units units) leave room for the summary."""
+    # 11 and 17 of 25 examples reached it in one run: the floor catches a generator that stops reaching it
+    stats.require("summary_reaches_target", 0.2)
 
     @examples(25)
     @given(
@@ -397,6 +399,8 @@ def test_manage_on_whole_conversations(config_id, tmp_path, stats):
 @pytest.mark.parametrize("cap", [100, 160, 400])
 def test_tool_output_caps_and_recall_restores_every_character(cap, tmp_path, stats):
     """A capped result is within its cap; reading the recall pages in order gives the full text back."""
+    # 11, 22 and 13 of 40 examples reached it in one run (caps 100, 160, 400): a floor well below that
+    stats.require("recall_pages_exact", 0.1)
     host = Host(
         settings_from_dict(
             {"strategies": ["tool_output"], "tool_output": {"max_tokens": cap, "store_dir": str(tmp_path)}}

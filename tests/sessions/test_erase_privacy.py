@@ -7,6 +7,7 @@ On the file, SQLite and Redis stores. Erasing part of a tool call/result unit er
 from __future__ import annotations
 
 import json
+import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -196,6 +197,36 @@ def test_an_erased_secret_is_gone_from_every_copy(kind: str, make_url: Any, tmp_
         sent = session.prepare(user("What is my IBAN?"))
         assert validate(sent) == [] and SECRET not in json.dumps(sent)
         assert holders(store_url, tmp_path) == []  # nor written back
+
+
+@pytest.mark.parametrize("kind", ["file", "sqlite", "redis", "postgres"])
+def test_erasing_a_tool_result_by_its_seq_overwrites_the_full_output_it_points_to(
+    kind: str, make_url: Any, tmp_path: Path
+) -> None:
+    """``Session.erase(seq)`` (not a pattern): the capped result's full output, kept as a blob of the
+    session, is overwritten too (issue 44: no test failed when erase() left it)."""
+    store_url = make_url(kind)
+    cfg = settings(store_url, "tool_output", tool_output={"max_tokens": 120, "store_dir": str(tmp_path / "ws")})
+    with ctxlife.Session("statement", cfg, system="sys", context_window=WINDOW) as session:
+        session.prepare(user("Fetch my bank statement."))
+        session.record_reply(assistant(None, [tool_call("statement", {}, "call_st")]))
+        filler = " ".join(f"line {i}: groceries 12.50 EUR at the corner shop." for i in range(60))
+        full = f"{filler} Transfer from {SECRET} to landlord 900 EUR. {filler}"
+        ctx = ToolCallContext(tool_name="statement", tool_input={}, result=full, raw_result=full)
+        session.host.after_tool_call(ctx, session_id=session.session_id)
+        refs = re.findall(r"\bto_[0-9a-f]{16}\b", ctx.result)
+        session.prepare(tool_result("call_st", ctx.result))
+        session.record_reply("Here is your statement.")
+        result_seq = next(r.seq for r in session.records() if r.message.get("role") == "tool")
+        # The precondition: the secret is only in the full output, a blob of the session's store.
+        assert refs and SECRET not in json.dumps(session.get_items())
+        assert any(SECRET in (session.store.get_blob(session.session_id, ref) or "") for ref in refs)
+        assert not (tmp_path / "ws").exists()
+        assert holders(store_url, tmp_path)
+
+        assert session.erase(result_seq) == [result_seq - 1, result_seq]  # with its call
+        assert holders(store_url, tmp_path) == []
+        assert not any(SECRET in (session.store.get_blob(session.session_id, ref) or "") for ref in refs)
 
 
 # An erase killed halfway (SIGKILL in a child): at ``replace``, the file store had written the

@@ -57,6 +57,24 @@ def test_a_valid_id_that_looks_encoded_does_not_collide() -> None:
     assert session_key("x") != session_key("_-x")
 
 
+def test_an_id_holding_a_lone_surrogate_maps_back_to_itself() -> None:
+    """A thread id from JSON may hold a lone surrogate ("\\ud800"): its key decodes back to it (make mutate,
+    scope ids: no test failed when the key was decoded without surrogatepass)."""
+    sid = "chat-\ud800-7"
+    key = session_key(sid)
+    assert validate_session_id(key) == key and original_session_id(key) == sid
+
+
+def test_a_prefixed_key_no_id_maps_to_is_shown_as_it_is() -> None:
+    """``_-abc`` is no id's key ("abc" is its own key): shown as itself, never as another session's id
+    (make mutate, scope ids: no test failed when such a key was decoded to "abc")."""
+    assert session_key("abc") == "abc"
+    assert original_session_id(KEY_PREFIX + "abc") == KEY_PREFIX + "abc"
+    # "A " escaped another way than session_key escapes it: not its key, so not shown as "A "
+    assert session_key("A ") == KEY_PREFIX + "A_20"
+    assert original_session_id(KEY_PREFIX + "_41_20") == KEY_PREFIX + "_41_20"
+
+
 def test_an_id_spelled_as_another_ids_key_gets_a_key_of_its_own(store_url: str) -> None:
     # The attack of issue 38: sign up as the victim's key, read and write the victim's session.
     victim, attacker = "alice.smith@example.com", "_-alice_2Esmith_40example_2Ecom"

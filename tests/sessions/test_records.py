@@ -15,6 +15,7 @@ import structlog
 
 from ctxlife.errors import SessionIdError, StoreError
 from ctxlife.sessions import (
+    MAX_SESSION_ID_LENGTH,
     AppendConflictError,
     RawRecord,
     SessionStore,
@@ -165,6 +166,29 @@ def test_view_ids_are_safe_and_keep_distinct_roles_distinct() -> None:
     assert view_id("研究员") != view_id("作家")
     for v in (a, b, view_id("研究员"), view_id("../x"), view_id("." * 5)):
         Snapshot(session_id="s", view=v, messages=[], raw_length=0)  # valid view names
+
+
+@pytest.mark.parametrize(
+    ("parts", "expected"),
+    [
+        (("Senior Researcher",), "Senior-Researcher-74518d0a"),
+        (("Researcher", 0), "Researcher.0"),
+        (("研究员",), "v-6b67b631"),
+        (("../x",), "x-d42ff05c"),
+        (("." * 5,), "v-a357faf7"),
+        (("a..b",), "a.b-80a0fd92"),
+        (("-Writer-", "task 1"), "Writer-.task-1-205141b1"),
+        (("", None, "ok"), "ok"),
+        (("a" * 90 + " b",), "a" * 80 + "-1f1e163a"),
+        (("x" * 300,), "x" * MAX_SESSION_ID_LENGTH),
+        (("Xavier X",), "Xavier-X-7163b014"),
+        (("r\ud800",), "r-f109d264"),
+    ],
+)
+def test_view_ids_are_the_same_in_every_version(parts: tuple[Any, ...], expected: str) -> None:
+    """A stored session's views are found again by name after an upgrade: a wrap()'s view names (a role,
+    a task) are fixed values (make mutate, scope ids: mutants of view_id survived the test above)."""
+    assert view_id(*parts) == expected
 
 
 # -- old data written by ctxlife 0.1 ----------------------------------------------------------------

@@ -235,3 +235,23 @@ def test_a_field_a_later_version_adds_to_a_record_is_ignored(tmp_path: Path) -> 
     path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
     records = store.read_records("s")
     assert [(r.seq, r.message) for r in records] == [(1, MESSAGES[0]), (2, MESSAGES[1])]
+
+
+def test_a_restore_after_an_edit_counts_the_edited_message(store_url: str) -> None:
+    """Issue 44: no test failed when a restore kept the old message's stored count after
+    ``Session.edit`` (a 1,020-token list counted as 21): compaction and the window check would use it."""
+    settings = settings_from_dict({"strategies": [], "store": store_url})
+    counter = TokenCounter()
+    long = {"role": "user", "content": "Here is the full order log: " + "order 4411 shipped by DHL; " * 150}
+    with Session("s", config=settings, context_window=100_000) as session:
+        session.prepare({"role": "user", "content": "Hi"})
+        session.record_reply("Hello!")
+        first = session.records()[0]
+        session.edit(first.seq, long)
+    assert counter.count_message(long) > 1000 > 100 > counter.count_message({"role": "user", "content": "Hi"})
+    new = {"role": "user", "content": "and parcel 1003?"}
+    with Session("s", config=settings, context_window=100_000) as session:  # a restart: the store's counts
+        sent = session.prepare(new)
+        report = session.last_report
+    assert sent == [long, {"role": "assistant", "content": "Hello!"}, new]  # restored, nothing compacted
+    assert report is not None and report.tokens_before == counter.count_messages(sent)

@@ -456,6 +456,28 @@ def test_over_the_window_itself_it_compacts_whatever_the_gain_and_down_to_the_la
     assert messages[2]["content"] == "Check reservations RS000X to RS019X."  # the request stays
 
 
+def test_over_the_window_a_short_conversation_with_one_huge_tool_result_is_brought_under_it():
+    """Issue 44: no test failed when the guard kept keep_units units over the window (too few to cut
+    any: the call stayed at 5,013 tokens in a 4,000-token window). Two rounds, four units."""
+    call = tool_call("read_log", {"path": "/var/log/app.log"}, call_id="c1")
+    log = "\n".join(f"2026-12-06 10:{i % 60:02d}:00 INFO request {i} served in 12 ms by {i % 7}" for i in range(190))
+    messages = [
+        system("You are an agent."),
+        user("Read the app log and tell me if anything failed."),
+        assistant(None, [call]),
+        tool_result("c1", log),
+        assistant("Nothing failed: every request was served."),
+        user("And how many requests were there?"),
+    ]
+    host = Host(settings(), context_window=WINDOW)
+    assert host.counter().count_messages(messages) > WINDOW  # the precondition: over the window itself
+    report, action = compact(messages, host)
+    assert action is not None and action.what == "compacted"
+    assert report.tokens_after <= WINDOW and validate(messages) == []
+    assert all(m.get("content") != log for m in messages)  # the huge result went into the summary
+    assert messages[-1] == user("And how many requests were there?")  # the question is sent
+
+
 class _LockedStore:
     """Just enough of a session store for llm_summary's lock: the lock is taken, releasing it fails
     as a store that just went down would (or taking it times out)."""
