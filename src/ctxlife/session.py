@@ -252,11 +252,11 @@ class Session:
         """
         with self._lock:
             # The latest recorded message, whether or not a compaction left it in the context.
-            latest = self.store.current(self.session_id, self.view)
-            if not latest:
+            latest = self.store.latest(self.session_id, self.view)
+            if latest is None:
                 return None
-            self._keeper().remove(self.session_id, [latest[-1].seq], self.view)
-            popped: Message = latest[-1].message
+            self._keeper().remove(self.session_id, [latest.seq], self.view)
+            popped: Message = latest.message
             return popped
 
     def records(self) -> list[RawRecord]:
