@@ -60,9 +60,9 @@ def old_package(commit: str, into: Path) -> str:
 class Side:
     """One recorder on its own SQLite store, with the CPU its store's append takes counted."""
 
-    def __init__(self, package: str, url: str) -> None:
+    def __init__(self, package: str, path: str) -> None:
         store_class = importlib.import_module(f"{package}.sessions.sqlite").SQLiteStore
-        self.store = store_class(url)
+        self.store = store_class(path)
         self.recorder = importlib.import_module(f"{package}.sessions.recording").recorder_for(self.store)
         self.in_append = 0.0
         inner = self.store.append
@@ -108,7 +108,7 @@ class Side:
 def one_round(old: str, folder: Path, history: list[dict[str, Any]], calls: int) -> dict[str, Any]:
     from ctxlife.messages import PreviousList
 
-    new_side, old_side = Side("ctxlife", f"sqlite:///{folder / 'new.db'}"), Side(old, f"sqlite:///{folder / 'old.db'}")
+    new_side, old_side = Side("ctxlife", str(folder / "new.db")), Side(old, str(folder / "old.db"))
     text = json.dumps([SYSTEM, *history, {"role": "user", "content": "Hello again, one more question."}])
     handed_back = PreviousList()
     for side in (new_side, old_side):
