@@ -37,7 +37,17 @@ from ctxlife.config import Settings
 from ctxlife.errors import InvalidMessagesError, StoreError
 from ctxlife.events import emit
 from ctxlife.host import Host, Report, StrategyFailure
-from ctxlife.messages import Problem, check_shape, is_inserted, is_recall_block, is_system, same_messages, validate
+from ctxlife.messages import (
+    SYSTEM_ROLES,
+    Problem,
+    check_shape,
+    is_inserted,
+    is_recall_block,
+    is_system,
+    same_messages,
+    validate,
+)
+from ctxlife.messages.formats import ShapeMemo
 from ctxlife.messages.previous import frozen_copy
 from ctxlife.recall import configured_index_dir, remove_index
 from ctxlife.sessions.base import RawRecord, SessionStore
@@ -116,6 +126,9 @@ class Session:
         # Messages this object recorded since its last read (add, record_reply): a new turn is checked
         # against the conversation as last read plus these.
         self._appended: list[Message] = []
+        # What the turn checks classified: the conversation as last read keeps its message objects
+        # from read to read, so a turn's check classifies only what is new (see ShapeMemo).
+        self._shapes = ShapeMemo()
 
     # -- the Agents SDK protocol (sync) -----------------------------------------------------------
 
@@ -190,10 +203,10 @@ class Session:
             where = f"session {self.session_id!r}"
             if turn:  # a turn that would make the list invalid is refused before anything is recorded
                 # (against the conversation as last read: the read after the append sees the rest)
-                known = self._last_read
-                items, _ = self._items(known if known is not None else self._restored())
-                items += self._appended  # recorded by this object since that read
-                check_shape(prompt + items + turn, where=where, expected=expected)
+                known = self._last_read if self._last_read is not None else self._read()
+                # (unfiltered: the host's text filter changes no message's shape; it runs once, below)
+                items = [*_conversation(known.messages), *self._appended]  # + recorded by this object since
+                check_shape(prompt + items + turn, where=where, expected=expected, memo=self._shapes)
                 if _new_problem(items[-_TAIL:], turn) is not None:  # confirmed on the conversation as it is now
                     _refuse_invalid_turn(self._items(self._restored())[0][-_TAIL:], turn, where)
                 keeper.append(self.session_id, turn, self.view)
@@ -239,11 +252,11 @@ class Session:
         """
         with self._lock:
             # The latest recorded message, whether or not a compaction left it in the context.
-            latest = self.store.current(self.session_id, self.view)
-            if not latest:
+            latest = self.store.latest(self.session_id, self.view)
+            if latest is None:
                 return None
-            self._keeper().remove(self.session_id, [latest[-1].seq], self.view)
-            popped: Message = latest[-1].message
+            self._keeper().remove(self.session_id, [latest.seq], self.view)
+            popped: Message = latest.message
             return popped
 
     def records(self) -> list[RawRecord]:
@@ -330,12 +343,17 @@ class Session:
     def _call_keywords(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "view": self.view}
 
-    def _restored(self, for_host: bool = False) -> Restored:
+    def _read(self) -> Restored:
+        """The view's conversation as the store has it now, kept for the next read (never handed out)."""
         current = self._keeper().restore(self.session_id, self.view, self._last_read)
         self._appended = []  # what this object recorded since is in what was just read
         if current.records:
             current = dataclasses.replace(current, records=[])  # handed to the recorder; not kept twice
         self._last_read = current
+        return current
+
+    def _restored(self, for_host: bool = False) -> Restored:
+        current = self._read()
         # The caller's messages are its own to edit: copies, never the ones kept for the next read.
         restored = dataclasses.replace(
             current,
@@ -351,7 +369,7 @@ class Session:
         items: list[Message] = []
         slots: list[int | None] = []
         for message, slot in zip(restored.messages, restored.slots, strict=True):
-            if is_recall_block(message) or (is_system(message) and not is_inserted(message)):
+            if not _is_item(message):
                 continue
             # text a redaction strategy removes never comes back (ctxlife_filter_text, where="restore")
             items.append(self.host.filter_message(message, where="restore", session_id=self.session_id, view=self.view))
@@ -385,6 +403,20 @@ class Session:
                 error=f"{type(exc).__name__}: {exc}"[:300],
                 hint="the turn is recorded (do not send it again); the next call compacts from the raw history",
             )
+
+
+def _is_item(message: Any) -> bool:
+    """Whether a restored message is part of the conversation (not a caller's system prompt, not a recall block)."""
+    if type(message) is dict:
+        content = message.get("content")
+        if type(content) is str and not content.endswith(" -->") and message.get("role") not in SYSTEM_ROLES:
+            return True  # (the usual message, at a dict lookup: only a marked text ends with its mark line)
+    return not (is_recall_block(message) or (is_system(message) and not is_inserted(message)))
+
+
+def _conversation(messages: Sequence[Message]) -> list[Message]:
+    """The restored messages that are items, as they are (see :meth:`Session._items`, which filters their text)."""
+    return [m for m in messages if _is_item(m)]
 
 
 #: How many of the conversation's last messages a new turn is validated with (a unit's calls and results).

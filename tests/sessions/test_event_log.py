@@ -20,7 +20,7 @@ from ctxlife.config import settings_from_dict
 from ctxlife.errors import StoreError
 from ctxlife.host import Host
 from ctxlife.messages import BOOTSTRAP_START
-from ctxlife.sessions import SessionStore, open_store
+from ctxlife.sessions import ADD, REMOVE, REPLACE, Event, SessionStore, open_store
 from ctxlife.testing import assistant, system, tool_call, tool_result, user
 
 WINDOW = 100_000
@@ -246,6 +246,26 @@ def test_a_one_message_conversation_is_sent_and_recorded_once(store_url: str) ->
         host.close()
         assert request == [system("sys"), user("first question")]
     assert current(store_url, "retry") == [user("first question")]
+
+
+# -- the latest message (what Session.pop removes) -------------------------------------------------
+
+
+def test_latest_is_the_last_current_message_after_edits_inserts_and_removals(store_url: str) -> None:
+    # SQLite and PostgreSQL find it from the slots and decode only the records from it on.
+    with open_store(store_url) as store:
+        assert store.latest("s") is None
+        a, b, c = store.append("s", [user("a"), assistant("b"), user("c")])
+        store.append("s", [user("other lane")], view="lane")
+        store.append_events("s", [Event(REPLACE, user("c, edited"), c.seq)])
+        store.append_events("s", [Event(ADD, user("x, inserted after a"), a.seq), Event(REMOVE, {}, b.seq)])
+        latest = store.latest("s")
+        assert latest is not None and latest == store.current("s")[-1]
+        assert (latest.seq, latest.message) == (c.seq, user("c, edited"))
+        store.append_events("s", [Event(REMOVE, {}, c.seq)])
+        assert store.latest("s") == store.current("s")[-1]
+        assert store.latest("s").message == user("x, inserted after a")  # type: ignore[union-attr]
+        assert store.latest("s", "lane").message == user("other lane")  # type: ignore[union-attr]
 
 
 # -- Session.pop() after a compaction ---------------------------------------------------------------

@@ -946,6 +946,23 @@ class SessionStore(abc.ABC):
         """The view's current conversation: one record per live message (see :func:`materialize`)."""
         return materialize(self.read_records(session_id, view=view))
 
+    def latest(self, session_id: str, view: str = "") -> RawRecord | None:
+        """The last record of :meth:`current` (None when the view holds no message).
+
+        A store that reads slots without their messages (:meth:`read_slots` overridden: SQLite,
+        PostgreSQL) finds the slot from them and decodes only the records from that slot on, not
+        the whole view.
+        """
+        if type(self).read_slots is SessionStore.read_slots:
+            found = self.current(session_id, view)
+            return found[-1] if found else None
+        # Order only: a replace changes a slot's message, never its place.
+        live = materialize(s for s in self.read_slots(session_id, view=view) if s.op != REPLACE)  # type: ignore[misc]
+        if not live:
+            return None
+        slot = live[-1].seq
+        return next((r for r in materialize(self.read_records(session_id, slot - 1, view=view)) if r.seq == slot), None)
+
     def mark_key(self, create: bool = False) -> bytes | None:
         """The store's secret that keys the marks on the messages ctxlife inserts (summaries, recall blocks).
 

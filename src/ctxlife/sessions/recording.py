@@ -141,39 +141,103 @@ class _Entry:
     after: int | None = None  # the slot it was inserted after (None: appended)
 
 
-@dataclasses.dataclass
 class _Mirror:
-    """A list ctxlife saw (or handed back) for a view, with the slot of each recordable position."""
+    """A list ctxlife saw (or handed back) for a view, with the slot of each recordable position.
 
-    messages: list[Any]
-    slots: list[int | None]
-    fps: list[str | None]
-    # A list the caller sent or was handed back (True), or the view as the store has it (False).
-    # A diff against the latter removes nothing (the store may hold what a compaction evicted
-    # without a snapshot saying so), and a list sharing only one message with it and lacking the
-    # rest is a new conversation that repeats an old message ("hi"), not an edit.
-    trusted: bool = True
-    last: int = -1  # the newest slot the list holds (0: none); computed when not given
-    # The caller's message objects at each position (the newest mirror only; None once older): a
-    # message passed again is found by identity, then checked against the copy (the mirror keeps
-    # copies, so an edit made in place is an edit).
-    originals: list[Any] | None = None
-    # The view's records up to this seq were known when the mirror was made: only records after it
-    # (others' writes) can be in a list that continues the mirror without being new.
-    head: int = -1
+    ``messages`` (copies of the caller's), ``slots`` and ``fps`` (fingerprints), one per position.
+    A mirror of a list that continues this one appends its positions to these same lists when no
+    other mirror did (:meth:`extended`): the usual call copies nothing of the history. This mirror's
+    are the first :attr:`length` positions; it takes its own copy only when it is read after that.
+    """
 
-    def __post_init__(self) -> None:
-        if self.last < 0:
-            self.last = max((s for s in self.slots if s is not None), default=0)
+    def __init__(
+        self,
+        messages: list[Any],
+        slots: list[int | None],
+        fps: list[str | None],
+        *,
+        trusted: bool = True,
+        last: int = -1,
+        originals: list[Any] | None = None,
+        head: int = -1,
+    ) -> None:
+        self._messages, self._slots, self._fps = messages, slots, fps
+        self.length = len(messages)
+        # A list the caller sent or was handed back (True), or the view as the store has it (False).
+        # A diff against the latter removes nothing (the store may hold what a compaction evicted
+        # without a snapshot saying so), and a list sharing only one message with it and lacking the
+        # rest is a new conversation that repeats an old message ("hi"), not an edit.
+        self.trusted = trusted
+        # The newest slot the list holds (0: none).
+        self.last = last if last >= 0 else max((s for s in slots if s is not None), default=0)
+        # The caller's message objects at each position (the newest mirror only; None once older): a
+        # message passed again is found by identity, then checked against the copy (the mirror keeps
+        # copies, so an edit made in place is an edit).
+        self.originals = originals
+        # The view's records up to this seq were known when the mirror was made: only records after it
+        # (others' writes) can be in a list that continues the mirror without being new.
+        self.head = head
         self._by_source: dict[int, int] | None = None
 
-    def index_of(self, message: Any) -> int | None:
-        """The position of ``message`` when it is an object this mirror copied, unchanged since."""
-        if self.originals is None:
+    def _own(self) -> None:
+        if len(self._messages) != self.length:  # a newer mirror appended to the lists: copy this one's part
+            n = self.length
+            self._messages, self._slots, self._fps = self._messages[:n], self._slots[:n], self._fps[:n]
+
+    @property
+    def messages(self) -> list[Any]:
+        self._own()
+        return self._messages
+
+    @property
+    def slots(self) -> list[int | None]:
+        self._own()
+        return self._slots
+
+    @property
+    def fps(self) -> list[str | None]:
+        self._own()
+        return self._fps
+
+    def extended(
+        self,
+        messages: list[Any],
+        slots: list[int | None],
+        fps: list[str | None],
+        *,
+        last: int,
+        originals: list[Any],
+        head: int = -1,
+    ) -> _Mirror:
+        """A mirror of this list with positions appended (on this mirror's lists when no other mirror
+        appended to them: then it costs what is new)."""
+        n = self.length
+        if len(self._messages) == n:
+            self._messages.extend(messages)
+            self._slots.extend(slots)
+            self._fps.extend(fps)
+            lists = self._messages, self._slots, self._fps
+        else:
+            lists = self._messages[:n] + messages, self._slots[:n] + slots, self._fps[:n] + fps
+        return _Mirror(*lists, last=last, originals=originals, head=head)
+
+    def index_of(self, message: Any, at: int | None = None) -> int | None:
+        """The position of ``message`` when it is an object this mirror copied, unchanged since.
+
+        ``at``: look only there (the position the message holds in a list that continues this one),
+        unless the index of every position is built already: the usual call asks about the few new
+        messages of a list, and building that index over the whole list would cost its length.
+        """
+        originals = self.originals
+        if originals is None:
             return None
-        if self._by_source is None:
-            self._by_source = {id(m): i for i, m in enumerate(self.originals)}
-        i = self._by_source.get(id(message))
+        if self._by_source is not None:
+            i = self._by_source.get(id(message))
+        elif at is not None:
+            i = at if at < len(originals) and originals[at] is message else None
+        else:
+            self._by_source = {id(m): i for i, m in enumerate(originals)}
+            i = self._by_source.get(id(message))
         return i if i is not None and self.messages[i] == message else None
 
     def release(self) -> None:
@@ -1011,10 +1075,10 @@ class Recorder:
             newest = max((s for s in slots if s is not None), default=0)
             previous = state.mirrors[0] if state.mirrors else None
             if base is not None:
-                mirror: _Mirror | None = _Mirror(
-                    base.messages + _copies(messages[start:], previous),
-                    base.slots + slots,
-                    base.fps + fps,
+                mirror: _Mirror | None = base.extended(
+                    _copies(messages[start:], previous, start),
+                    slots,
+                    fps,
                     last=max(base.last, newest),
                     originals=list(messages),
                 )
@@ -1082,10 +1146,11 @@ class Recorder:
                 state.covered = records[-1].seq
                 if state.mirrors:
                     newest = state.mirrors[0]
-                    state.mirrors[0] = _Mirror(
-                        [*newest.messages, *_copies(messages)],
-                        [*newest.slots, *(r.seq for r in records)],
-                        [*newest.fps, *(r.fingerprint for r in records)],
+                    state.mirrors[0] = newest.extended(
+                        _copies(messages),
+                        [r.seq for r in records],
+                        [r.fingerprint for r in records],
+                        last=max(newest.last, records[-1].seq),
                         originals=[*(newest.originals or newest.messages), *messages],
                         head=state.synced,
                     )
@@ -1325,20 +1390,22 @@ def _known_fp(mirror: _Mirror, message: Any) -> str:
     return _fp(message)
 
 
-def _copies(messages: Sequence[Any], reuse: _Mirror | None = None) -> list[Any]:
+def _copies(messages: Sequence[Any], reuse: _Mirror | None = None, start: int | None = None) -> list[Any]:
     """Shallow copies of the messages: a caller that later edits one in place (``m["content"] = ...``)
     then differs from the mirror, as an edit must. (An edit deep inside a content part list is not
     seen: copying every part of every message would cost more than the diff.)
 
     A message the mirror ``reuse`` copied, unchanged since, shares that copy: copies are never
     edited, so a restored 100k history and the first list recorded from it hold one set, not two.
+    ``start``: ``messages`` are a list's positions from ``start`` on, looked up in ``reuse`` at the
+    same positions only (see :meth:`_Mirror.index_of`: the usual call costs what is new).
     """
     if reuse is None or reuse.originals is None:
         return [dict(m) if isinstance(m, dict) else m for m in messages]
     copied = reuse.messages
     out = []
-    for m in messages:
-        i = reuse.index_of(m)
+    for k, m in enumerate(messages):
+        i = reuse.index_of(m, None if start is None else start + k)
         out.append(copied[i] if i is not None else dict(m) if isinstance(m, dict) else m)
     return out
 

@@ -1,0 +1,176 @@
+"""Recording per call, this tree beside an older commit's recorder, interleaved in one process (issue 41).
+
+The older commit's ``src/ctxlife`` is taken with ``git archive`` into a temporary folder and imported as
+``ctxlife_<commit>`` (its imports renamed), so both recorders run in one process, on one machine
+load, call by call. Each side has its own SQLite store (``synchronous=FULL``, the default) in the
+same temporary folder, and records the same stateless caller: a conversation of N tau-bench messages
+(``bench_sessions.conversation``) rebuilt with ``json.loads`` before every call, with the model's
+reply and the next question appended. Each side is driven as its host drives it: this tree gets the
+host's comparison of the list with the one it handed back (``PreviousList.compare`` +
+``Recorder.expect``, untimed: the host's work, not the recorder's) before ``record``; both get
+``leave`` after it. Timed: ``Recorder.record`` alone, CPU (``time.process_time``) and wall, garbage
+collection off inside; the sides alternate which goes first. Also reported: the CPU of the store's
+``append`` inside ``record``, and the rest (the recorder's own work).
+
+Three rounds (each a fresh pair of stores); per round the medians and the ratio this tree / old; the
+spread is the lowest and highest ratio of the three. Run (prints JSON)::
+
+    PYTHONPATH=src:strategies .venv/bin/python benchmarks/ab_recording.py [--commit e03a850] [--size 10000] [--calls 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+from bench_sessions import SYSTEM, conversation
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def old_package(commit: str, into: Path) -> str:
+    """``src/ctxlife`` at ``commit`` under ``into`` as the package ``ctxlife_<commit>``; its name."""
+    name = f"ctxlife_{commit[:12]}"
+    blob = subprocess.run(["git", "archive", commit, "src/ctxlife"], cwd=REPO, capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=BytesIO(blob)) as tar:
+        tar.extractall(into, filter="data")
+    package = into / name
+    (into / "src" / "ctxlife").rename(package)
+    pattern = re.compile(r"\b(from|import) ctxlife\b")
+    for path in package.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        path.write_text(pattern.sub(rf"\1 {name}", text).replace('"ctxlife.', f'"{name}.'), encoding="utf-8")
+    sys.path.insert(0, str(into))
+    return name
+
+
+class Side:
+    """One recorder on its own SQLite store, with the CPU its store's append takes counted."""
+
+    def __init__(self, package: str, path: str) -> None:
+        store_class = importlib.import_module(f"{package}.sessions.sqlite").SQLiteStore
+        self.store = store_class(path)
+        self.recorder = importlib.import_module(f"{package}.sessions.recording").recorder_for(self.store)
+        self.in_append = 0.0
+        inner = self.store.append
+
+        def append(*args: Any, **kwargs: Any) -> Any:
+            started = time.process_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.in_append += time.process_time() - started
+
+        self.store.append = append
+        self.cpu: list[float] = []
+        self.wall: list[float] = []
+        self.store_cpu: list[float] = []
+
+    def timed(self, call: Callable[[], object]) -> None:
+        before = self.in_append
+        gc.collect()
+        gc.disable()
+        try:
+            wall, cpu = time.perf_counter(), time.process_time()
+            call()
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        finally:
+            gc.enable()
+        self.cpu.append(cpu)
+        self.wall.append(wall)
+        self.store_cpu.append(self.in_append - before)
+
+    def summary(self) -> dict[str, float]:
+        def ms(values: list[float]) -> float:
+            return round(statistics.median(values) * 1000, 3)
+
+        return {
+            "record_cpu_ms": ms(self.cpu),
+            "record_wall_ms": ms(self.wall),
+            "store_append_cpu_ms": ms(self.store_cpu),
+            "recorder_cpu_ms": ms([a - b for a, b in zip(self.cpu, self.store_cpu, strict=True)]),
+        }
+
+
+def one_round(old: str, folder: Path, history: list[dict[str, Any]], calls: int) -> dict[str, Any]:
+    from ctxlife.messages import PreviousList
+
+    new_side, old_side = Side("ctxlife", str(folder / "new.db")), Side(old, str(folder / "old.db"))
+    text = json.dumps([SYSTEM, *history, {"role": "user", "content": "Hello again, one more question."}])
+    handed_back = PreviousList()
+    for side in (new_side, old_side):
+        first = json.loads(text)
+        side.recorder.record("s", first)
+        side.recorder.leave("s", first)
+        if side is new_side:
+            handed_back.remember(first, first, handed_back.compare(first))
+    for i in range(calls):
+        grown = json.loads(text)
+        grown.append({"role": "assistant", "content": f"Reply {i}: your reservation is confirmed."})
+        grown.append({"role": "user", "content": f"Question {i + 1}: and the baggage allowance?"})
+        text = json.dumps(grown)
+        for side in (new_side, old_side) if i % 2 == 0 else (old_side, new_side):
+            messages = json.loads(text)  # the stateless caller: its list comes from JSON every call
+            recorder = side.recorder
+            if side is new_side:
+                agreement = handed_back.compare(messages)
+                recorder.expect("s", messages, agreement)
+            side.timed(lambda r=recorder, m=messages: r.record("s", m))
+            recorder.leave("s", messages)
+            if side is new_side:
+                handed_back.remember(messages, messages, agreement)
+    heads = new_side.store.head("s"), old_side.store.head("s")
+    assert heads[0] == heads[1] == len(json.loads(text)) - 1, heads  # every message recorded once, both sides
+    new, older = new_side.summary(), old_side.summary()
+    return {
+        "this_tree": new,
+        "old": older,
+        "ratio_record_cpu": round(new["record_cpu_ms"] / older["record_cpu_ms"], 2),
+        "ratio_record_wall": round(new["record_wall_ms"] / older["record_wall_ms"], 2),
+        "ratio_recorder_cpu": round(new["recorder_cpu_ms"] / older["recorder_cpu_ms"], 2),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--commit", default="e03a850")
+    parser.add_argument("--size", type=int, default=10_000)
+    parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        old = old_package(args.commit, Path(tmp) / "old")
+        history = conversation(args.size)
+        rounds = []
+        for k in range(args.rounds):
+            folder = Path(tmp) / f"round{k}"
+            folder.mkdir()
+            rounds.append(one_round(old, folder, history, args.calls))
+    spread = {
+        key: [min(r[key] for r in rounds), max(r[key] for r in rounds)]
+        for key in ("ratio_record_cpu", "ratio_record_wall", "ratio_recorder_cpu")
+    }
+    print(
+        json.dumps(
+            {"old_commit": args.commit, "size": args.size, "calls": args.calls, "rounds": rounds, "spread": spread},
+            indent=1,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
