@@ -48,10 +48,6 @@ def _tool_key(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", str(name).lower()).strip("_")
 
 
-#: About what the mark line of an inserted message (``<!-- ctxlife:recall ... -->``) costs in tokens.
-_MARK_TOKENS = 20
-
-
 class Recall(ctxlife.Strategy):
     """Bring back evicted passages of the raw history that the current question refers to."""
 
@@ -275,6 +271,7 @@ class Recall(ctxlife.Strategy):
             )
 
         block_tokens = sent(text)
+        overhead = block_tokens - ctx.tokens.count_text(text)  # the mark line and the message's own tokens
         free = ctx.budget - used
         if block_tokens > free and self.options.make_room and need == "past":
             freed = self._make_room(ctx, search, block_tokens - free)
@@ -288,7 +285,7 @@ class Recall(ctxlife.Strategy):
             ctx.record("skipped", reason="no_room")
             return
         if text is None or sent(text) > budget:
-            room = budget - 8 - _MARK_TOKENS
+            room = budget - overhead
             for _ in range(3):  # the mark's own tokens vary a little with its check digits
                 text, shown = draw(room)
                 if text is None or sent(text) <= budget:
@@ -332,6 +329,7 @@ class Recall(ctxlife.Strategy):
         pinned = {starts[0]}
         drop: list[int] = []
         freed = 0
+        empty = ctx.tokens.count_messages([])
         for k in range(last):
             end = starts[k + 1]
             if end > turn:
@@ -344,7 +342,8 @@ class Recall(ctxlife.Strategy):
             if any((str(messages[i].get("role") or ""), _text(messages[i]).strip()) not in recorded for i in round_):
                 break  # not (yet) in the raw history: dropping it would lose it
             drop += round_
-            freed += ctx.tokens.count_messages([messages[i] for i in round_])
+            # (A list's count includes the reply's priming once: a round frees its messages' tokens only.)
+            freed += ctx.tokens.count_messages([messages[i] for i in round_]) - empty
             if freed >= tokens:
                 break
         if not drop:

@@ -684,8 +684,10 @@ def render(
     if used >= budget:
         return None, []
     # Turns first, their context with what is left: a passage's neighbouring messages are shown
-    # only once every passage's turn has its place (they crowded turns out of a small block).
+    # only once every passage's turn has its place (they crowded turns out of a small block), and a
+    # turn cut short to leave room for the others gets back what they left.
     texts: dict[int, str] = {}
+    cut: set[int] = set()  # passages drawn below hit_tokens to leave room for the others
     for i, passage in enumerate(passages):
         left = budget - used - 1
         # Breadth before depth: each passage still to come gets its share of what is left, so a
@@ -697,10 +699,12 @@ def render(
             continue
         texts[i] = text
         used += count(text) + 1
+        if share < hit_tokens:
+            cut.add(i)
     for i, text in list(texts.items()):
         passage = passages[i]
-        if len(passage.records) <= len(passage.core or {passage.hit.seq}):
-            continue  # no context to add
+        if i not in cut and len(passage.records) <= len(passage.core or {passage.hit.seq}):
+            continue  # shown whole, and no context to add
         left = budget - used + count(text)
         terms = passage.weights or dict.fromkeys(query_terms(query), 1.0)
         fuller = _render_passage(passage, count, terms, min(context_tokens, left // 3), min(hit_tokens, left), left)
