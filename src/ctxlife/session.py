@@ -38,7 +38,6 @@ from ctxlife.errors import InvalidMessagesError, StoreError
 from ctxlife.events import emit
 from ctxlife.host import Host, Report, StrategyFailure
 from ctxlife.messages import (
-    SYSTEM_ROLES,
     Problem,
     check_shape,
     is_inserted,
@@ -47,7 +46,7 @@ from ctxlife.messages import (
     same_messages,
     validate,
 )
-from ctxlife.messages.formats import ShapeMemo
+from ctxlife.messages.formats import SYSTEM_ROLES, ShapeMemo
 from ctxlife.messages.previous import frozen_copy
 from ctxlife.recall import configured_index_dir, remove_index
 from ctxlife.sessions.base import RawRecord, SessionStore
