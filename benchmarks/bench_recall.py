@@ -219,7 +219,7 @@ def fork_session(settings: Any, session: str, fork: str) -> str:
 
     from ctxlife.sessions import open_store
 
-    with open_store(settings.options_for("snapshot_restore").store) as store:
+    with open_store(settings.store_url()) as store:
         for record in store.read_records(session):
             with clock_at(record.recorded_at):
                 store.append(fork, [record.message], view=record.view)
@@ -513,7 +513,8 @@ def bench_overhead(sizes: Sequence[int], calls: int = 40) -> list[dict[str, Any]
                 settings = settings_from_dict(
                     {
                         "strategies": strategies,
-                        "snapshot_restore": {"store": url, "restore": False},
+                        "store": url,
+                        "snapshot_restore": {"restore": False},
                         "llm_summary": {"summarizer": "extractive"},
                     }
                 )

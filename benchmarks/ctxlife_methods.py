@@ -34,7 +34,7 @@ def ctxlife_settings(method: str, workdir: Path, source: str = "benchmarks") -> 
     elif method == "llm_summary+recall":
         config = {
             "strategies": ["snapshot_restore", "llm_summary", "recall"],
-            "snapshot_restore": {"store": f"file://{workdir}/sessions?fsync=false"},
+            "store": f"file://{workdir}/sessions?fsync=false",
             "llm_summary": {"summarizer": "extractive"},
         }
     else:
