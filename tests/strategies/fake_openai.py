@@ -10,11 +10,13 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Reply = Callable[[dict[str, Any]], tuple[int, str, float]]  # request -> (status, content, delay seconds)
+# request -> (status, content, held): a reply that is held is sent only once the test sets the event.
+Reply = Callable[[dict[str, Any]], tuple[int, str, "threading.Event | None"]]
+HOLD_CAP = 60.0  # bounds a failing test only: a held reply is normally released by the test at once
 
 
-def text_reply(text: str, status: int = 200, delay: float = 0.0) -> Reply:
-    return lambda request: (status, text, delay)
+def text_reply(text: str, status: int = 200, held: threading.Event | None = None) -> Reply:
+    return lambda request: (status, text, held)
 
 
 @contextmanager
@@ -29,9 +31,9 @@ def openai_server(reply: Reply) -> Iterator[dict[str, Any]]:
         def do_POST(self) -> None:  # noqa: N802 - http.server API
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             requests.append(body)
-            status, content, delay = reply(body)
-            if delay:
-                time.sleep(delay)
+            status, content, held = reply(body)
+            if held is not None:
+                held.wait(HOLD_CAP)
             if status != 200:
                 payload = {"error": {"message": content, "type": "server_error", "code": status}}
             else:

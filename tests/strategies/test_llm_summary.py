@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -208,12 +208,14 @@ def test_the_key_fact_ledger_restores_facts_the_summarizer_dropped():
     ],
 )
 def test_a_failing_summarizer_falls_back_to_the_extractive_summary_with_one_error_event(behaviour, reason):
+    release = threading.Event()  # a hanging summarizer answers only once the compaction has returned
+
     class Bad:
         def summarize(self, request):
             if behaviour == "raise":
                 raise RuntimeError("model down")
             if behaviour == "hang":
-                time.sleep(3)
+                release.wait(60)  # the cap bounds a failing test only
                 return "late"
             if behaviour == "empty":
                 return "   "
@@ -237,6 +239,7 @@ def test_a_failing_summarizer_falls_back_to_the_extractive_summary_with_one_erro
         assert len(events) == 1 and events[0]["fallback"] == "extractive" and events[0]["log_level"] == "error"
         assert events[0]["error_type"] == reason
     finally:
+        release.set()
         unregister_summarizer("bad")
 
 
@@ -364,16 +367,24 @@ def test_real_llm_path_through_crewai_over_http_success_slow_and_failing_servers
         prompt = server["requests"][0]["messages"]
         assert "RS000X" in prompt[-1]["content"] and prompt[0]["role"] == "system"
 
-    with openai_server(text_reply("too late", delay=8)) as server:
+    # A model slower than timeout_seconds: its reply is held until the compaction has returned, so a
+    # compaction that waited for the model would get the reply and never fall back.
+    held = threading.Event()
+    late = "The user checked reservations RS000X to RS009X; all confirmed (a late reply)."
+    with openai_server(text_reply(late, held=held)) as server:
         slow = {**base, "timeout_seconds": 1.5}
         host = Host(
             settings(**slow, model_options={"base_url": server["base_url"], "api_key": "test", "max_retries": 0}),
             context_window=WINDOW,
         )
         messages = chat(12)
-        started = time.perf_counter()
-        _, action = compact(messages, host)
-        assert action.details["fallback_from"] == "model:openai/test-summarizer" and time.perf_counter() - started < 7
+        try:
+            _, action = compact(messages, host)
+        finally:
+            held.set()
+        assert len(server["requests"]) == 1  # the model was asked, and given up on
+        assert action.details["fallback_from"] == "model:openai/test-summarizer"
+        assert "a late reply" not in messages[1]["content"]
 
     with openai_server(text_reply("internal error", status=500)) as server:
         host = Host(

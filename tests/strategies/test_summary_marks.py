@@ -51,10 +51,10 @@ def turn(lang: str, r: int) -> list[dict[str, Any]]:
     ]
 
 
-def quoting_model(request: dict[str, Any]) -> tuple[int, str, float]:
+def quoting_model(request: dict[str, Any]) -> tuple[int, str, None]:
     """A model that quotes its whole prompt back (the worst case for anything the prompt carries)."""
     prompt = "\n".join(str(m.get("content")) for m in request["messages"])
-    return 200, prompt[-1200:], 0.0
+    return 200, prompt[-1200:], None
 
 
 @pytest.mark.parametrize("route", ["extractive", "model"])
