@@ -21,7 +21,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -140,14 +139,16 @@ class Raising:
 )
 def test_broken_summarizer_falls_back_to_truncation_and_loses_nothing(kind, tmp_path, events):
     release = threading.Event()
+    answered = threading.Event()
 
     class Broken:
         def summarize(self, request: Any) -> Any:
             if kind == "raises":
                 raise ConnectionError("summarizer backend unreachable")
             if kind == "hangs":
-                release.wait(30)
-                return "too late"
+                release.wait(60)  # released after the run; the cap bounds a failing test only
+                answered.set()
+                return "The user asked about ORD-48213 (too late)."
             replied = {
                 "none": None,
                 "int": 42,
@@ -174,14 +175,14 @@ def test_broken_summarizer_falls_back_to_truncation_and_loses_nothing(kind, tmp_
             session_id=session,
         )
         run = Session(host, session_messages())
-        started = time.perf_counter()
-        slowest = 0.0
-        while run.remaining:
-            t = time.perf_counter()
-            report = run.step()
-            slowest = max(slowest, time.perf_counter() - t)
-            assert report.failures == [], "the strategy must handle its summarizer's failure itself"
-        release.set()
+        try:
+            while run.remaining:
+                report = run.step()
+                assert report.failures == [], "the strategy must handle its summarizer's failure itself"
+                # The call returned while the hanging summarizer was still held: it did not wait for it.
+                assert not answered.is_set(), "a hanging summarizer held the agent's call until it answered"
+        finally:
+            release.set()
         compactions = [
             a for r in run.reports for a in r.actions if a.strategy == "llm_summary" and a.what == "compacted"
         ]
@@ -201,9 +202,7 @@ def test_broken_summarizer_falls_back_to_truncation_and_loses_nothing(kind, tmp_
             assert e["fallback"] == "extractive" and e["evicted_messages"] > 0 and e["session_id"] == session
         if kind == "hangs":
             assert "did not answer within 0.5 s" in failed[0]["error"]
-            assert slowest < 3.0, f"a hanging summarizer held the agent's call for {slowest:.1f} s (timeout 0.5 s)"
         assert_raw_complete(host.store, session, run.seen_by_a_call)
-        assert time.perf_counter() - started < 60
         host.close()
 
 
@@ -744,7 +743,8 @@ def test_redis_killed_mid_session_loses_nothing(redis_server):
 
 @pytest.mark.slow
 def test_frozen_redis_with_a_socket_timeout_in_the_url_fails_fast(redis_server, events):
-    """A SIGSTOPped server (a network partition) with ?socket_timeout=1: calls proceed after ~1 s."""
+    """A SIGSTOPped server (a network partition) with ?socket_timeout=1: the call proceeds, with the
+    store's failure reported, while the server is still frozen (it is thawed only after the call returned)."""
     server = redis_server()
     host = Host(
         summary_settings(server.url(query="prefix=rel:&socket_timeout=1"), lock_timeout_seconds=0.5),
@@ -753,16 +753,23 @@ def test_frozen_redis_with_a_socket_timeout_in_the_url_fails_fast(redis_server, 
     )
     run = Session(host, session_messages(40))
     run.run(5)
+    reports: list[Any] = []
+    done = threading.Event()
+
+    def call() -> None:
+        reports.append(run.step())
+        done.set()
+
     os.kill(server.proc.pid, signal.SIGSTOP)
     try:
-        started = time.perf_counter()
-        report = run.step()
-        took = time.perf_counter() - started
+        threading.Thread(target=call, daemon=True).start()
+        finished = done.wait(60)  # the cap bounds a failing test only: the socket timeout is 1 s
     finally:
         os.kill(server.proc.pid, signal.SIGCONT)
+    assert finished, "the agent's call was still blocked on a frozen Redis after 60 s (socket_timeout=1)"
+    (report,) = reports
     assert report.failures and report.failures[0].strategy == "snapshot_restore"
     assert "Timeout" in report.failures[0].error or "timed out" in report.failures[0].error
-    assert took < 10, f"the agent's call waited {took:.1f} s"
     run.run(run.remaining)
     host.close()
 
@@ -787,12 +794,14 @@ def test_frozen_redis_without_a_timeout_does_not_hang_the_agent(redis_server):
     os.kill(server.proc.pid, signal.SIGSTOP)
     try:
         threading.Thread(target=call, daemon=True).start()
-        finished = done.wait(5)
+        # The store's default socket timeout (2 s) frees the call while the server is still frozen;
+        # the cap bounds a failing test only.
+        finished = done.wait(60)
     finally:
         os.kill(server.proc.pid, signal.SIGCONT)
-    done.wait(10)
+    done.wait(60)
     host.close()
-    assert finished, "the agent's call was still blocked on a frozen Redis after 5 s"
+    assert finished, "the agent's call was still blocked on a frozen Redis after 60 s"
 
 
 def test_redis_down_when_the_host_starts(events):
