@@ -151,8 +151,9 @@ def test_two_workers_never_hold_the_lock_at_once(store_url: str, spawn: Any, tmp
 
 
 @pytest.mark.parametrize(
+    # max_wait bounds a failing test only; the file lock's TTL is far beyond it, so only the kernel frees it.
     ("store_kind", "ttl", "max_wait"),
-    [("file", 30.0, 1.0), ("sqlite", 1.0, 3.0), ("redis", 1.0, 3.0)],
+    [("file", 3600.0, 60.0), ("sqlite", 1.0, 60.0), ("redis", 1.0, 60.0)],
 )
 def test_a_dead_holders_lock_is_freed(store_kind: str, store_url: str, spawn: Any, ttl: float, max_wait: float) -> None:
     holder = spawn(HOLDER, store_url, "orphan", str(ttl))
@@ -163,12 +164,11 @@ def test_a_dead_holders_lock_is_freed(store_kind: str, store_url: str, spawn: An
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait(timeout=10)
         t0 = time.monotonic()
-        # file: the kernel drops the flock with the process (ttl 30 s would be far too long);
-        # sqlite/redis: the lock row/key expires after its TTL.
+        # file: the kernel drops the flock with the process (its TTL, 1 h, is far beyond max_wait);
+        # sqlite/redis: the lock row/key expires after its TTL (the lock raises LockTimeoutError otherwise).
         with store.lock("orphan", ttl_seconds=5, timeout=max_wait):
             waited = time.monotonic() - t0
-        assert waited <= max_wait
         if store_kind != "file":
-            assert waited >= 0.3  # it was the expiry that freed it, not a release
+            assert waited >= 0.3  # it was the expiry that freed it, not a release (a lower bound: load only adds)
         with store.lock("orphan", timeout=0):  # and it is free again afterwards
             pass
