@@ -2,10 +2,10 @@
 
 A caller hands ctxlife its message list before every model call. The recorder brings the view's
 raw history to that list: appended messages are ``add`` records, a message changed in place a
-``replace``, messages the caller dropped a ``remove`` (:mod:`ctxlife.sessions.base`). Only
+``replace``, messages the caller dropped a ``remove`` (:mod:`ctxlife.sessions.records`). Only
 recordable messages count (not system prompts, not messages ctxlife inserted: :func:`recordable`),
 in their stored form (:func:`stored_form`: without ctxlife's bootstrap section), by
-:func:`~ctxlife.sessions.base.fingerprint`, never by object identity. So the same conversation
+:func:`~ctxlife.sessions.records.fingerprint`, never by object identity. So the same conversation
 passed twice, rebuilt from JSON on every call, or passed by a fresh host records nothing twice,
 while two equal messages at different places (two ``"ok"`` replies) stay two records.
 
@@ -66,19 +66,9 @@ from ctxlife.messages import (
     same_messages,
     strip_bootstrap,
 )
-from ctxlife.sessions.base import (
-    ADD,
-    REMOVE,
-    REPLACE,
-    AppendConflictError,
-    ErasedMessages,
-    Event,
-    RawRecord,
-    RecordSlot,
-    SessionStore,
-    fingerprint,
-)
+from ctxlife.sessions.base import AppendConflictError, SessionStore
 from ctxlife.sessions.diff import common_prefix, edit_script
+from ctxlife.sessions.records import ADD, REMOVE, REPLACE, ErasedMessages, Event, RawRecord, RecordSlot, fingerprint
 from ctxlife.sessions.restore import restore_view
 
 __all__ = ["WINDOW", "Alignment", "Recorder", "recordable", "recorder_for", "stored_form"]
