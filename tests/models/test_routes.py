@@ -440,3 +440,51 @@ def test_the_first_compaction_does_not_count_the_client_import_against_timeout_s
     [compaction] = out["compactions"]
     assert compaction["summarizer"] == "model:m" and "fallback_from" not in compaction, compaction
     assert endpoint["requests"], "the model was not asked"
+
+
+def test_one_model_table_serves_llm_summary_and_task_scope(tmp_path, capsys):
+    """The [model] table is the one place the called model is configured: llm_summary's compaction
+    and task_scope's "llm" carry both call it; `ctxlife check` checks it once per strategy calling it."""
+    from ctxlife.contexts import TaskContext
+
+    with serve(completion("Goal: reservations RS000X-RS011X checked.")) as server:
+        settings = settings_from_dict(
+            {
+                "strategies": ["task_scope", "llm_summary"],
+                "llm_summary": {"min_gain_tokens": 20},
+                "task_scope": {"summarizer": "llm", "max_tokens": 60},
+                "model": {"name": "shared", "base_url": server["base_url"]},
+            }
+        )
+        host = Host(settings, context_window=WINDOW)
+        action = acted(host.manage(chat(12)))
+        assert action.what == "compacted" and action.details["summarizer"] == "model:shared"
+        compaction_requests = len(server["requests"])
+        task = TaskContext(task_name="report", task_index=1, context_text="Earlier output. " + "ok " * 400)
+        host.task_start(task)  # no framework model at all: the [model] is what task_scope calls
+        assert len(server["requests"]) > compaction_requests
+        assert {r["model"] for r in server["requests"]} == {"shared"}
+        assert "Goal: reservations RS000X-RS011X checked." in task.context_text
+        host.close()
+
+    from ctxlife.cli import main
+
+    path = tmp_path / "ctxlife.toml"
+    path.write_text(
+        'strategies = ["task_scope"]\n[task_scope]\nsummarizer = "llm"\n[model]\nname = "m"\n'
+        'base_url = "http://127.0.0.1:9/v1"\n'
+    )
+    capsys.readouterr()
+    assert main(["check", str(path)]) == 1  # nothing answers on port 9
+    assert "strategy 'task_scope': could not call the [model]" in capsys.readouterr().err
+
+
+def test_a_model_key_left_under_llm_summary_is_an_error_naming_the_model_table(tmp_path):
+    path = tmp_path / "ctxlife.toml"
+    path.write_text('strategies = ["llm_summary"]\n[llm_summary]\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    with pytest.raises(ctxlife.StrategyOptionsError) as info:
+        ctxlife.load_settings(path)
+    message = str(info.value)
+    assert "strategy 'llm_summary' has no option 'model'" in message and "write name there" in message
+    assert "strategy 'llm_summary' has no option 'base_url'" in message and "write base_url there" in message
+    assert "it moved to the [model] table, shared by every strategy that calls a model" in message
