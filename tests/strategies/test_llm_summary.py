@@ -24,8 +24,25 @@ from fake_openai import openai_server, text_reply  # noqa: E402
 WINDOW = 4000
 
 
+# The model client's keys live in the [model] table (issue 43); the helpers take them with the strategy's.
+_MODEL_KEYS = {
+    "model": "name",
+    "base_url": "base_url",
+    "timeout_seconds": "timeout_seconds",
+    "summarizer_context_window": "context_window",
+    "model_options": "options",
+}
+
+
+def _split(options: dict) -> tuple[dict, dict]:
+    model = {_MODEL_KEYS[k]: v for k, v in options.items() if k in _MODEL_KEYS}
+    return {k: v for k, v in options.items() if k not in _MODEL_KEYS}, model
+
+
 def settings(**options):
-    return settings_from_dict({"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive", **options}})
+    options, table = _split({"summarizer": "extractive", **options})
+    options.pop("api", None)  # the route follows base_url (issue 43)
+    return settings_from_dict({"strategies": ["llm_summary"], "llm_summary": options, "model": table})
 
 
 def chat(rounds: int, words: int = 60):
