@@ -8,9 +8,11 @@ a strategy calls (``llm_summary`` from its summary thread, ``task_scope``'s ``"l
   text (sync or ``async``), a LangChain chat model (``invoke``) or a CrewAI LLM (``call``).
 * :func:`openai_completion` calls an OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp's server,
   Ollama, LM Studio, ...) through the official ``openai`` client (``pip install 'ctxlife[openai]'``).
-* :func:`configured_completion` builds the route of the config's ``[model]`` table
+* :func:`model_api` says which route the config's ``[model]`` table takes
   (:class:`ctxlife.strategy.ModelSettings`, one table shared by every strategy that calls a model):
-  the openai client when ``base_url`` is set (or crewai is not installed), else ``crewai.LLM``.
+  the openai client when ``base_url`` is set (or crewai is not installed), else ``crewai.LLM``
+  (built by the strategy through ``ctxlife.completion_for_model``: only an adapter imports crewai);
+  :func:`configured_completion` builds the openai one.
 * :func:`model_route_problem` says why the ``[model]`` route cannot work (for ``ctxlife check``);
   with ``connect`` it calls the endpoint once to prove it answers.
 * :func:`preload_client` starts importing the openai client in a background thread when a strategy
@@ -30,11 +32,10 @@ import re
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from ctxlife.errors import CtxlifeError, MissingDependencyError
 from ctxlife.integrations.crewai_calls import own_model_call
-from ctxlife.strategy import ModelSettings
 
 __all__ = [
     "AsyncComplete",
@@ -53,6 +54,23 @@ Complete = Callable[[list[dict[str, Any]], int], str]
 """``complete(messages, max_tokens) -> text``: one model call."""
 AsyncComplete = Callable[[list[dict[str, Any]], int], Awaitable[str]]
 """``async complete(messages, max_tokens) -> text``."""
+
+
+class _ModelTable(Protocol):
+    """What this module reads of the config's ``[model]`` table (:class:`ctxlife.strategy.ModelSettings`,
+    a layer above: this module does not import it)."""
+
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def base_url(self) -> str | None: ...
+    @property
+    def api_key_env(self) -> str: ...
+    @property
+    def timeout_seconds(self) -> float: ...
+    @property
+    def options(self) -> dict[str, Any]: ...
+
 
 #: Put where the endpoint needs no key (a local server) but the client insists on one.
 _NO_KEY = "ctxlife-no-key"
@@ -242,7 +260,7 @@ def openai_completion(
     may have none). No retries (the strategy falls back instead); ``max_tokens`` is sent with each
     call. Needs ``pip install 'ctxlife[openai]'``.
     """
-    problem = _openai_problem(ModelSettings(name=model, base_url=base_url, api_key_env=api_key_env))
+    problem = _openai_problem(model, base_url, api_key_env)
     if problem is not None:
         if not _installed("openai"):
             raise MissingDependencyError(problem)
@@ -305,7 +323,7 @@ def openai_completion(
     return complete
 
 
-def model_api(model: ModelSettings) -> str | None:
+def model_api(model: _ModelTable) -> str | None:
     """The route the ``[model]`` table's ``name`` takes: ``"openai"`` (the official client) when
     ``base_url`` is set or crewai is not installed, else ``"crewai"`` (``crewai.LLM``); None without a name."""
     if model.name is None:
@@ -313,34 +331,27 @@ def model_api(model: ModelSettings) -> str | None:
     return "openai" if model.base_url is not None or not _installed("crewai") else "crewai"
 
 
-def configured_completion(model: ModelSettings, max_tokens: int) -> Complete:
-    """A :data:`Complete` over the ``[model]`` table's model (its ``name`` must be set).
+def configured_completion(model: _ModelTable) -> Complete:
+    """A :data:`Complete` over the ``[model]`` table's model on the openai route (:func:`model_api`
+    says ``"openai"``; the ``"crewai"`` route is ``ctxlife.completion_for_model``, an adapter's).
 
-    ``max_tokens`` is what ``crewai.LLM`` is built with (the openai route sends each call's own).
-    ``options`` go to ``crewai.LLM`` as they are; on the openai route ``temperature`` (default 0.2)
-    and ``extra_body`` are the client's, any other key is sent in the request body.
+    Of ``options``, ``temperature`` (default 0.2) and ``extra_body`` are the client's; any other key
+    is sent in the request body.
     """
-    name = str(model.name)
-    if model_api(model) == "openai":
-        extra = dict(model.options)
-        temperature = extra.pop("temperature", 0.2)
-        body = extra.pop("extra_body", None) or {}
-        return openai_completion(
-            name,
-            base_url=model.base_url,
-            api_key_env=model.api_key_env,
-            timeout=model.timeout_seconds,
-            temperature=temperature,
-            extra_body={**body, **extra} or None,
-        )
-    # lazy: the crewai extra loads only when this route is used
-    from crewai import LLM
-
-    options = {"max_tokens": max_tokens, "timeout": model.timeout_seconds, **model.options}
-    return _crewai_completion(LLM(model=name, **options))
+    extra = dict(model.options)
+    temperature = extra.pop("temperature", 0.2)
+    body = extra.pop("extra_body", None) or {}
+    return openai_completion(
+        str(model.name),
+        base_url=model.base_url,
+        api_key_env=model.api_key_env,
+        timeout=model.timeout_seconds,
+        temperature=temperature,
+        extra_body={**body, **extra} or None,
+    )
 
 
-def model_route_problem(model: ModelSettings, *, connect: bool = False) -> str | None:
+def model_route_problem(model: _ModelTable, *, connect: bool = False) -> str | None:
     """Why the ``[model]`` table's model cannot be called, with the fix; None if it can (or none is named).
 
     With ``connect``, the openai route imports the client and asks its endpoint for one token: this
@@ -350,26 +361,26 @@ def model_route_problem(model: ModelSettings, *, connect: bool = False) -> str |
         return None
     if api == "crewai":
         return None  # model_api picks crewai only when it is installed; crewai.LLM is not called here
-    problem = _openai_problem(model)
+    problem = _openai_problem(model.name, model.base_url, model.api_key_env)
     return _unreachable(model) if problem is None and connect else problem
 
 
-def _openai_problem(model: ModelSettings) -> str | None:
+def _openai_problem(name: str | None, base_url: str | None, api_key_env: str) -> str | None:
     """Why the openai route cannot be built (the client missing, no endpoint), with the fix; else None."""
-    where = f"[model] name {model.name!r}"
+    where = f"[model] name {name!r}"
     if not _installed("openai"):
         return f"{where} is called through the openai client, which is not installed: pip install 'ctxlife[openai]'" + (
-            "" if model.base_url else ", or pip install 'ctxlife[crewai]' to call it through crewai.LLM"
+            "" if base_url else ", or pip install 'ctxlife[crewai]' to call it through crewai.LLM"
         )
-    if model.base_url is None and not os.environ.get(model.api_key_env):
+    if base_url is None and not os.environ.get(api_key_env):
         return (
             f"{where} has no endpoint: set [model] base_url (an OpenAI-compatible server, e.g. "
-            f'"http://127.0.0.1:8080/v1") or the environment variable {model.api_key_env} for api.openai.com'
+            f'"http://127.0.0.1:8080/v1") or the environment variable {api_key_env} for api.openai.com'
         )
     return None
 
 
-def _unreachable(model: ModelSettings) -> str | None:
+def _unreachable(model: _ModelTable) -> str | None:
     """Why the openai route's endpoint does not answer one token, with the fix; None once it answered."""
     name, base_url = str(model.name), model.base_url
     where = f"[model] name {name!r} at {base_url or 'api.openai.com'}"

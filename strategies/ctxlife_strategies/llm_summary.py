@@ -215,6 +215,15 @@ class LLMSummary(ctxlife.Strategy):
             return None
         return model_route_problem(self.settings.model, connect=connect)
 
+    def _model_completion(self, prose_budget: int) -> Complete:
+        """The ``[model]`` table's model: the openai client, or ``crewai.LLM`` (built with the prose budget)."""
+        table = self.settings.model
+        if model_api(table) == "openai":
+            return configured_completion(table)
+        options = {"max_tokens": prose_budget, **table.options}
+        complete: Complete = ctxlife.completion_for_model(str(table.name), timeout=table.timeout_seconds, **options)
+        return complete
+
     def _read_limit(self, ctx: ctxlife.LLMCallContext, span_tokens: int) -> int | None:
         """How many tokens of an evicted span of ``span_tokens`` the summarizer reads (None: all of it):
         a handover is read up to ``max_read_tokens``, and at most half the window (what one summarizer
@@ -244,7 +253,7 @@ class LLMSummary(ctxlife.Strategy):
             def model() -> Summarizer:
                 if self._model_summarizer is None:
                     prose = int(self.options.max_summary_tokens * 0.7)
-                    self._model_summarizer = self._llm(configured_completion(self.settings.model, prose), ctx)
+                    self._model_summarizer = self._llm(self._model_completion(prose), ctx)
                 return self._model_summarizer
 
             return f"model:{self.settings.model.name}", model

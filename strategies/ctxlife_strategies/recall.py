@@ -394,7 +394,7 @@ class Recall(ctxlife.Strategy):
         if not query:
             return f'{SEARCH_TOOL}: give a query, e.g. {{"query": "refund order 4711", "limit": "5"}}.'
         if count is None:
-            count = ctxlife.TokenCounter(getattr(self.settings, "model", None)).count_text
+            count = ctxlife.TokenCounter(getattr(self.settings, "agent_model", None)).count_text
         passages = self._search_for(store).passages(
             session_id, query, limit=limit, context=self.options.context, view=view, text_filter=text_filter
         )

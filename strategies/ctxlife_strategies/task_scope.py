@@ -110,7 +110,12 @@ class TaskScope(ctxlife.Strategy):
     def _configured_model(self, budget: int) -> Complete | None:
         """The ``[model]`` table's model (built once), None when the table names none."""
         if self._model is None and model_api(self.settings.model) is not None:
-            self._model = configured_completion(self.settings.model, budget)
+            table = self.settings.model
+            if model_api(table) == "openai":
+                self._model = configured_completion(table)
+            else:  # crewai.LLM, through the adapter (only an adapter imports crewai)
+                options = {"max_tokens": budget, **table.options}
+                self._model = ctxlife.completion_for_model(str(table.name), timeout=table.timeout_seconds, **options)
         return self._model
 
     # -- policy ---------------------------------------------------------------------------
