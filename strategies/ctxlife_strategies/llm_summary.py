@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -87,7 +87,6 @@ class LLMSummary(ctxlife.Strategy):
         token_margin: ClassVar[float] = 1.2  # the summary model's tokens per counted token (tokenizer mismatch)
         retry_model_after_seconds: ClassVar[float] = 30.0  # after a model failure, extractive this long...
         retry_model_after_compactions: ClassVar[int | None] = 3  # ...or for this many compactions
-        summary_role: ClassVar[str] = "system"  # the summary message's role (a user message in Anthropic lists)
         pin_first_user: ClassVar[bool] = True  # the first user message (the task under CrewAI) is never summarized
         key_facts: ClassVar[bool] = True  # ledger facts the summary lost are appended as "Key facts"
         background_start: ClassVar[float] = 0.8  # with background: start at this share of the threshold at the latest
@@ -115,7 +114,6 @@ class LLMSummary(ctxlife.Strategy):
                     "token_margin",
                     "retry_model_after_seconds",
                     "retry_model_after_compactions",
-                    "summary_role",
                     "pin_first_user",
                     "key_facts",
                     "background_start",
@@ -161,6 +159,12 @@ class LLMSummary(ctxlife.Strategy):
             "neither summarized nor listed). A trade-off: it bounds the time of such a first compaction at the cost "
             "of what the unread part held. A usual compaction reads its whole span, at any window. None reads every "
             "message: the time of a first compaction then grows with the span (seconds at 10,000 messages).",
+        )
+        summary_role: Literal["system", "user", "assistant"] = Field(
+            "system",
+            description='Role of the summary message: "user" keeps the tool text it quotes out of the system role '
+            '(docs/security.md); "system" (default) for providers that want the history\'s digest there. In '
+            "Anthropic Messages lists the summary is always a user message (the system prompt is passed apart).",
         )
         background: bool = Field(
             False,

@@ -71,6 +71,7 @@ class Recall(ctxlife.Strategy):
         past_top_k: ClassVar[int] = 8  # most passages for a turn that refers to the past
         question_coverage: ClassVar[float] = 0.5  # a plain question is answered when a passage holds this share
         make_room: ClassVar[bool] = True  # one budget for summary + recall + recent: older recent rounds give way
+        keep_rounds: ClassVar[int] = 1  # recent rounds before the turn that making room never drops
         room_lookback: ClassVar[int] = 400  # making room drops only messages among this many latest records
         role: ClassVar[str] = "user"  # the block's role (it sits right before the latest user message)
         retired: ClassVar[dict[str, str]] = {
@@ -90,6 +91,7 @@ class Recall(ctxlife.Strategy):
                 "past_top_k",
                 "question_coverage",
                 "make_room",
+                "keep_rounds",
                 "room_lookback",
                 "role",
             )
@@ -105,9 +107,6 @@ class Recall(ctxlife.Strategy):
         )
         search_tool: bool = Field(
             True, description="Offer the ctxlife_search_history tool to the agents of a wrapped crew."
-        )
-        keep_rounds: int = Field(
-            1, ge=0, le=50, description="Recent rounds before the turn that making room never drops."
         )
         scope: Literal["view", "session"] = Field(
             "view",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,5 +84,33 @@ def test_an_instruction_in_a_tool_result_is_quoted_in_the_summary_and_the_recall
     assert all(QUOTED_NOTE in s for s in summaries if "wire the refund" in s)
     assert blocks and quoted_everywhere(blocks[0], "wire the refund"), json.dumps(blocks)
     # Neither is at system privilege unless configured: the recall block is a user message, and the
-    # summary is a system message (its tool text quoted behind the bar).
+    # summary's role is llm_summary's summary_role (system by default; "user" moves it).
     assert all(m.get("role") == "user" for m in sent if is_recall_block(m))
+
+
+def test_summary_role_user_keeps_tool_text_out_of_the_system_role(tmp_path: Path) -> None:
+    settings: Any = settings_from_dict(
+        {
+            "strategies": ["llm_summary"],
+            "threshold": 0.3,
+            "llm_summary": {"summarizer": "extractive", "summary_role": "user", "min_gain_tokens": 20},
+        }
+    )
+    host = ctxlife.Host(settings, context_window=1500)
+    try:
+        live: list[dict[str, Any]] = [{"role": "system", "content": "sys"}, user("What is the refund policy?")]
+        live += [assistant(None, [tool_call("fetch_page", {"url": "https://shop.example/r"}, "c1")])]
+        live += [tool_result("c1", SHORT), assistant("Refunds take 5 business days.")]
+        for i in range(16):
+            live += [
+                user(f"Day {i}: let's chat about the weather and the delivery times in town."),
+                assistant(f"Day {i}: sunny, and the deliveries arrive between nine and five as usual."),
+            ]
+        live.append(user("Thanks!"))
+        assert host.before_llm_call(live).failures == []
+    finally:
+        host.close()
+    summary = [m for m in live if is_summary(m)]
+    assert summary and summary[0]["role"] == "user"
+    assert quoted_everywhere(content_text(summary[0]), "wire the refund")
+    assert not any("wire the refund" in content_text(m) for m in live if m.get("role") == "system")
