@@ -140,7 +140,7 @@ class LLMSummary(ctxlife.Strategy):
             2,
             ge=1,
             description="The most recent rounds kept verbatim. When they alone are over the target (one long "
-            "agent loop on one request), their older tool steps are summarized too, down to keep_units.",
+            "agent loop on one request), their older tool steps are summarized too, down to the last 4 units.",
         )
         min_gain_tokens: int = Field(200, ge=0, description="Skip a compaction that would save fewer tokens than this.")
         max_summary_tokens: int = Field(600, ge=32, description="Budget of the summary message, key facts included.")
