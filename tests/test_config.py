@@ -21,12 +21,12 @@ def write(tmp_path: Path, text: str, name: str = "ctxlife.toml") -> Path:
 def test_the_issue_shape_loads(tmp_path):
     path = write(
         tmp_path,
-        'strategies = ["truncate_last_n"]\nthreshold = 0.4\ncontext_window = 8000\nmodel = "gpt-4o"\n'
+        'strategies = ["truncate_last_n"]\nthreshold = 0.4\ncontext_window = 8000\nagent_model = "gpt-4o"\n'
         "[truncate_last_n]\nrounds = 3\n",
     )
     settings = ctxlife.load_settings(path)
     assert settings.strategies == ["truncate_last_n"] and settings.threshold == 0.4
-    assert settings.context_window == 8000 and settings.model == "gpt-4o"
+    assert settings.context_window == 8000 and settings.agent_model == "gpt-4o"
     assert settings.options_for("truncate_last_n").rounds == 3
     assert settings.source == str(path)
     assert settings.resolved()["truncate_last_n"] == {"rounds": 3, "always": False, "pin_first_user": True}
@@ -145,9 +145,9 @@ def test_missing_file_and_pyproject_without_table(tmp_path):
 
 def test_config_files_are_read_never_executed(tmp_path):
     marker = tmp_path / "pwned"
-    path = write(tmp_path, f"model = \"__import__('os').system('touch {marker}')\"\n")
+    path = write(tmp_path, f"agent_model = \"__import__('os').system('touch {marker}')\"\n")
     settings = load_settings(path)
-    assert settings.model.startswith("__import__") and not marker.exists()
+    assert str(settings.agent_model).startswith("__import__") and not marker.exists()
 
 
 def test_a_bad_environment_value_names_its_variable(monkeypatch):
@@ -205,8 +205,8 @@ def test_strict_scalars_in_a_file(tmp_path, toml, fragment):
         ),
         (
             'strategies = ["llm_summary"]\n[llm_summary]\nthreshold = 0.1\ntarget = 0.2\n',
-            "strategy 'llm_summary' option 'target' (in {path}): "
-            "Value error, must be below this table's threshold (0.1), got 0.2",
+            "strategy 'llm_summary' has no option 'threshold' (in {path}): "
+            "llm_summary compacts above the top-level threshold",
         ),
         (
             'strategies = ["llm_summary"]\n[llm_summary]\nsummarizer = "nope"\n',
@@ -289,13 +289,13 @@ def test_environment_values_are_typed(monkeypatch):
         "CTXLIFE_THRESHOLD": "0.5",
         "CTXLIFE_CONTEXT_WINDOW": "8000",
         "CTXLIFE_LOG_CONTENT": "true",
-        "CTXLIFE_MODEL": "123",
+        "CTXLIFE_AGENT_MODEL": "123",
         "CTXLIFE_SESSION_ID": "007",
     }.items():
         monkeypatch.setenv(key, value)
     settings = load_settings()
     assert (settings.threshold, settings.context_window, settings.log_content) == (0.5, 8000, True)
-    assert settings.model == "123" and settings.session_id == "007"  # text settings stay text
+    assert settings.agent_model == "123" and settings.session_id == "007"  # text settings stay text
     monkeypatch.setenv("CTXLIFE_CONTEXT_WINDOW", "lots")
     with pytest.raises(
         ConfigError,
@@ -336,3 +336,72 @@ def test_manage_names_the_fix_when_config_is_a_dict():
 
     with pytest.raises(ctxlife.ConfigError, match="settings_from_dict"):
         ctxlife.manage([{"role": "user", "content": "hi"}], config={"strategies": ["truncate_last_n"]})
+
+
+def test_the_model_table_is_one_for_every_strategy_and_typed(tmp_path, monkeypatch):
+    path = write(
+        tmp_path,
+        'strategies = ["llm_summary", "task_scope"]\n[model]\nname = "m"\nbase_url = "http://127.0.0.1:9/v1"\n'
+        'timeout_seconds = 5\n[task_scope]\nsummarizer = "llm"\n',
+    )
+    settings = load_settings(path)
+    shared = settings.shared()
+    assert (shared.model.name, shared.model.base_url, shared.model.timeout_seconds) == ("m", "http://127.0.0.1:9/v1", 5)
+    assert shared.origin("model", "name") == f"in {path}, table [model], key 'name'"
+    assert settings.resolved()["model"]["name"] == "m"
+    monkeypatch.setenv("CTXLIFE_MODEL__TIMEOUT_SECONDS", "7")
+    assert load_settings(path).model.timeout_seconds == 7.0  # typed as JSON, like a strategy's options
+    assert load_settings(path).source_of("model", "timeout_seconds") == (
+        "from the environment variable CTXLIFE_MODEL__TIMEOUT_SECONDS"
+    )
+
+
+@pytest.mark.parametrize(
+    "toml, fragment",
+    [
+        (
+            'model = "gpt-4o"\n',
+            "setting 'model' (in {path}): Value error, expected the [model] table (the model ctxlife calls), got the "
+            "text 'gpt-4o': for the agent's model (the tokenizer) write agent_model = 'gpt-4o'",
+        ),
+        ("[model]\nnam = 'm'\n", "table [model] has no key 'nam' (in {path}) (did you mean 'name'?)"),
+        (
+            "[model]\ntimeout_seconds = '5'\n",
+            "table [model] key 'timeout_seconds' (in {path}): Value error, expected a number, got the text '5'; "
+            "write it without quotes",
+        ),
+        (
+            'strategies = ["llm_summary"]\n[llm_summary]\nmodel = "m"\n',
+            "strategy 'llm_summary' has no option 'model' (in {path}): it moved to the [model] table, shared by every "
+            "strategy that calls a model: write name there",
+        ),
+        (
+            'strategies = ["llm_summary"]\n[llm_summary]\nbase_url = "http://127.0.0.1:9/v1"\n',
+            "strategy 'llm_summary' has no option 'base_url' (in {path}): it moved to the [model] table",
+        ),
+        (
+            'strategies = ["llm_summary"]\n[llm_summary]\nsummarizer_context_window = 2048\n',
+            "has no option 'summarizer_context_window' (in {path}): it moved to the [model] table, shared by every "
+            "strategy that calls a model: write context_window there",
+        ),
+        (
+            'strategies = ["recall"]\n[recall]\nmin_score = 2.0\n',
+            "strategy 'recall' has no option 'min_score' (in {path}): it is fixed (see docs/strategies/recall.md)",
+        ),
+    ],
+)
+def test_the_model_table_and_retired_options_say_what_to_write(tmp_path, toml, fragment):
+    path = write(tmp_path, toml)
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    assert fragment.format(path=path) in str(info.value)
+
+
+def test_a_model_environment_variable_names_the_table_and_agent_model(monkeypatch):
+    monkeypatch.setenv("CTXLIFE_MODEL", "gpt-4o")
+    with pytest.raises(
+        ConfigError,
+        match=r"CTXLIFE_MODEL='gpt-4o': \[model\] is a table; set one key \(e.g. "
+        r"CTXLIFE_MODEL__NAME\) or, for the agent's model \(the tokenizer\), CTXLIFE_AGENT_MODEL",
+    ):
+        load_settings()

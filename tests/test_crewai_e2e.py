@@ -237,7 +237,7 @@ def test_akickoff_never_waits_for_an_llm_summary_on_the_event_loop(loop_witness)
     settings = settings_from_dict(
         {
             "strategies": ["llm_summary"],
-            "llm_summary": {"summarizer": "llm", "keep_rounds": 1, "keep_units": 2, "min_gain_tokens": 20},
+            "llm_summary": {"summarizer": "llm", "keep_rounds": 1, "min_gain_tokens": 20},
         }
     )
     ctxlife.wrap(crew, settings)

@@ -148,7 +148,7 @@ def test_llm_summary_never_splits_a_legacy_function_call_from_its_result():
         )
         messages.append({"role": "function", "name": "weather", "content": f"day {k}: " + "sunny and warm " * 40})
     messages.append(user("and tomorrow?"))
-    report = host("llm_summary", window=2000, llm_summary={**SUMMARY, "keep_units": 2}).manage(messages)
+    report = host("llm_summary", window=2000, llm_summary=SUMMARY).manage(messages)
     assert "compacted" in [a.what for a in report.actions]
     assert validate(messages) == []  # before: the result was kept and its call evicted
     summary = next(m for m in messages if is_summary(m))

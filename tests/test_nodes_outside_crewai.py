@@ -181,7 +181,7 @@ def test_async_host_methods_match_the_sync_ones(tmp_path):
 
 def test_precedence_explicit_beats_environment_beats_file_beats_framework(monkeypatch, tmp_path):
     config = tmp_path / "ctxlife.toml"
-    config.write_text('strategies = []\ncontext_window = 7000\nmodel = "gpt-4"\nsession_id = "from-file"\n')
+    config.write_text('strategies = []\ncontext_window = 7000\nagent_model = "gpt-4"\nsession_id = "from-file"\n')
 
     def used(**explicit: Any) -> tuple[int, str | None, str | None]:
         host = ctxlife.Host(ctxlife.load_settings(config), **explicit)

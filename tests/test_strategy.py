@@ -73,12 +73,12 @@ def test_strategies_receive_the_shared_settings_not_the_whole_configuration(
 ):
     install_strategy(Echo)
     config = tmp_path / "ctxlife.toml"
-    config.write_text('strategies = ["echo"]\nthreshold = 0.3\nmodel = "gpt-4o"\n[echo]\nsuffix = "?"\n')
+    config.write_text('strategies = ["echo"]\nthreshold = 0.3\nagent_model = "gpt-4o"\n[echo]\nsuffix = "?"\n')
     settings = load_settings(config)
     host = ctxlife.Host(settings, context_window=1000)
     echo = host.strategies[0]
     assert isinstance(echo.settings, SharedSettings)
-    assert echo.settings.threshold == 0.3 and echo.settings.model == "gpt-4o"
+    assert echo.settings.threshold == 0.3 and echo.settings.agent_model == "gpt-4o"
     assert echo.settings.config_dir == tmp_path.resolve() and echo.settings.source == str(config)
     report = host.before_llm_call([user("hi"), assistant("hello")])
     assert report.actions[0].details == {"suffix": "?", "threshold": 0.3}

@@ -5,13 +5,16 @@ Shape::
     strategies = ["truncate_last_n"]   # active strategies, called in this order
     threshold = 0.4                    # share of the context window that counts as "too full"
     # context_window = 8000            # override the model's window
-    # model = "gpt-4o"                 # picks the tokenizer when the framework does not say
+    # agent_model = "gpt-4o"           # picks the tokenizer when the framework does not say
 
     [truncate_last_n]                  # options of one strategy live under its own name
     rounds = 2
 
+    [model]                            # the model ctxlife calls (summaries), shared by every strategy
+    name = "gpt-4o-mini"               # that calls one (llm_summary, task_scope's "llm" summarizer)
+
 Precedence, highest first: environment (``CTXLIFE_THRESHOLD=0.5``,
-``CTXLIFE_TRUNCATE_LAST_N__ROUNDS=3``), the file, built-in defaults. Everything is
+``CTXLIFE_TRUNCATE_LAST_N__ROUNDS=3``, ``CTXLIFE_MODEL__NAME=gpt-4o-mini``), the file, built-in defaults. Everything is
 validated at load: an unknown strategy, option or type is a :class:`ConfigError`
 naming the file, the strategy, the key and the expected type.
 """
@@ -33,9 +36,11 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 
 from ctxlife.errors import ConfigError, StrategyOptionsError, UnknownStrategyError
 from ctxlife.plugins import registry
-from ctxlife.strategy import Options, SharedSettings, scalar_kinds, strict_scalar
+from ctxlife.strategy import ModelSettings, Options, SharedSettings, scalar_kinds, strict_scalar
 
 ENV_PREFIX = "CTXLIFE_"
+#: Top-level settings that are tables: their keys come from ``CTXLIFE_<TABLE>__<KEY>`` like a strategy's.
+_TABLES = frozenset({"model"})
 #: The session store used when the config sets none (relative: against the config file's folder).
 DEFAULT_STORE_URL = "file://workspace/sessions"
 DEFAULT_FILE = "ctxlife.toml"
@@ -64,7 +69,14 @@ class Settings(BaseSettings):
     context_window: int | None = Field(
         None, gt=0, description="Context window in tokens; overrides what the framework reports."
     )
-    model: str | None = Field(None, description="Model name; picks the tokenizer when the framework does not say.")
+    agent_model: str | None = Field(
+        None, description="The agent's model name; picks the tokenizer when the framework does not say."
+    )
+    model: ModelSettings = Field(
+        default_factory=ModelSettings,
+        description="The [model] table: the model ctxlife calls for summaries, shared by every strategy that "
+        "calls one (see its keys below).",
+    )
     session_id: str | None = Field(None, description="Default session id for wrap() and manage().")
     message_format: Literal["auto", "openai", "anthropic"] = Field(
         "auto",
@@ -91,6 +103,17 @@ class Settings(BaseSettings):
     def _no_lax_scalars(cls, value: Any, info: ValidationInfo) -> Any:
         field = cls.model_fields.get(info.field_name or "")
         return strict_scalar(field.annotation, value) if field is not None else value
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_table(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError(
+                f"expected the [model] table (the model ctxlife calls), got the text {value!r}: for the agent's "
+                f"model (the tokenizer) write agent_model = {value!r}; for the model that writes summaries, "
+                f"[model] name = {value!r}"
+            )
+        return value
 
     @field_validator("context_window", mode="before")
     @classmethod
@@ -141,6 +164,10 @@ class Settings(BaseSettings):
         variable = f"{ENV_PREFIX}{section.upper()}__{key.upper()}" if section else f"{ENV_PREFIX}{key.upper()}"
         if variable in os.environ:
             return f"from the environment variable {variable}"
+        if section == "model":
+            if key in self.model.model_fields_set and self._source != "built-in defaults":
+                return f"in {self._source}, table [model], key {key!r}"
+            return f"the default of [model] {key!r}"
         if section is not None:
             if key in self.strategy_tables().get(section, {}):
                 return f"in {self._source}, table [{section}], key {key!r}"
@@ -163,6 +190,7 @@ class Settings(BaseSettings):
         """The top-level settings every strategy receives (it gets its own table as its options)."""
         return SharedSettings(
             threshold=self.threshold,
+            agent_model=self.agent_model,
             model=self.model,
             context_window=self.context_window,
             source=self._source,
@@ -191,6 +219,8 @@ class Settings(BaseSettings):
     def _origins(self) -> dict[str, str]:
         """Where each value set by the file or the environment came from (see :meth:`source_of`)."""
         out = {key: self.source_of(None, key) for key in self.model_fields_set if key in type(self).model_fields}
+        for key in self.model.model_fields_set:
+            out[f"model.{key}"] = self.source_of("model", key)
         for section, table in self.strategy_tables().items():
             for key in table:
                 out[f"{section}.{key}"] = self.source_of(section, key)
@@ -263,7 +293,9 @@ class Settings(BaseSettings):
                 problems.append(
                     (
                         StrategyOptionsError,
-                        _explain_option_errors(key, exc, self._source, list(cls.Options.model_fields)),
+                        _explain_option_errors(
+                            key, exc, self._source, list(cls.Options.model_fields), cls.Options.retired
+                        ),
                     )
                 )
         if len(problems) == 1:
@@ -298,7 +330,7 @@ class _StrategyEnvSource(PydanticBaseSettingsSource):
             if not key.startswith(ENV_PREFIX) or "__" not in key:
                 continue
             section, _, option = key[len(ENV_PREFIX) :].lower().partition("__")
-            if section in fields or not section or not option:
+            if (section in fields and section not in _TABLES) or not section or not option:
                 continue
             tables.setdefault(section, {})[option] = _parse_env_value(raw)
         return tables
@@ -311,7 +343,13 @@ def _parse_env_value(raw: str) -> Any:
         return raw
 
 
-def _explain_option_errors(strategy: str, exc: ValidationError, source: str, options: list[str] | None = None) -> str:
+def _explain_option_errors(
+    strategy: str,
+    exc: ValidationError,
+    source: str,
+    options: list[str] | None = None,
+    retired: dict[str, str] | None = None,
+) -> str:
     # "strategy 'x' option 'k' (in FILE)" names the file, the table ([x]) and the key (k).
     where = f" (in {source})" if source != "built-in defaults" else ""
     lines = []
@@ -321,7 +359,9 @@ def _explain_option_errors(strategy: str, exc: ValidationError, source: str, opt
         from_env = variable in os.environ
         origin = f" (from the environment variable {variable})" if from_env else where
         message = _message(error, in_file=not from_env and bool(where))
-        if error["type"] == "extra_forbidden":
+        if error["type"] == "extra_forbidden" and key in (retired or {}):
+            lines.append(f"strategy {strategy!r} has no option {key!r}{origin}: {(retired or {})[key]}")
+        elif error["type"] == "extra_forbidden":
             lines.append(f"strategy {strategy!r} has no option {key!r}{origin}{did_you_mean(key, options or [])}")
         else:
             lines.append(f"strategy {strategy!r} option {key!r}{origin}: {message}")
@@ -354,13 +394,31 @@ def _shown(value: Any) -> str:
 def _explain_settings_errors(exc: ValidationError, where: str) -> str:
     lines = []
     for error in exc.errors():
-        key = ".".join(str(p) for p in error["loc"]) or "(top level)"
-        variable = ENV_PREFIX + str(error["loc"][0]).upper() if error["loc"] else ""
+        loc = error["loc"]
+        if len(loc) > 1 and loc[0] in _TABLES:
+            lines.append(_explain_table_error(str(loc[0]), error, where))
+            continue
+        key = ".".join(str(p) for p in loc) or "(top level)"
+        variable = ENV_PREFIX + str(loc[0]).upper() if loc else ""
         from_env = variable in os.environ
         source = f" (from the environment variable {variable})" if from_env else where
         message = _message(error, in_file=not from_env and where != " (in built-in defaults)")
         lines.append(f"setting {key!r}{source}: {message}")
     return "; ".join(lines)
+
+
+def _explain_table_error(table: str, error: Any, where: str) -> str:
+    """One error in a top-level table (``[model]``): its key, where it was set, and the fix."""
+    key = ".".join(str(p) for p in error["loc"][1:])
+    variable = f"{ENV_PREFIX}{table.upper()}__{str(error['loc'][1]).upper()}"
+    from_env = variable in os.environ
+    origin = f" (from the environment variable {variable})" if from_env else where
+    if error["type"] == "extra_forbidden":
+        known = list(ModelSettings.model_fields)
+        hint = did_you_mean(key, known) or f"; its keys are {', '.join(known)}"
+        return f"table [{table}] has no key {key!r}{origin}{hint}"
+    message = _message(error, in_file=not from_env and where != " (in built-in defaults)")
+    return f"table [{table}] key {key!r}{origin}: {message}"
 
 
 class _EnvSource(EnvSettingsSource):
@@ -371,6 +429,14 @@ class _EnvSource(EnvSettingsSource):
     """
 
     def prepare_field_value(self, field_name: str, field: Any, value: Any, value_is_complex: bool) -> Any:
+        if field_name in _TABLES:
+            if isinstance(value, str):
+                raise ConfigError(
+                    f"environment variable {ENV_PREFIX}{field_name.upper()}={value!r}: [{field_name}] is a table; "
+                    f"set one key (e.g. {ENV_PREFIX}MODEL__NAME) or, for the agent's model (the tokenizer), "
+                    f"{ENV_PREFIX}AGENT_MODEL"
+                )
+            return None  # its keys (CTXLIFE_MODEL__NAME) come from _StrategyEnvSource, typed as JSON
         if not isinstance(value, str):
             return super().prepare_field_value(field_name, field, value, value_is_complex)
         variable = f"{ENV_PREFIX}{field_name.upper()}"

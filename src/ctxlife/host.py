@@ -236,7 +236,7 @@ class Host:
         # Explicit argument > environment > config file (settings hold both, env applied last);
         # what a framework reports comes per call and is used only when these are None.
         self.context_window: int | None = context_window or settings.context_window
-        self.model: str | None = model or settings.model
+        self.model: str | None = model or settings.agent_model
         self.session_id = session_id if session_id is not None else settings.session_id
         if self.session_id is not None:
             validate_session_id(self.session_id)

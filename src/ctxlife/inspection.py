@@ -571,7 +571,7 @@ def last_recorded_call(
         [Action(str(a.get("strategy")), "before_llm_call", str(a.get("what")), _details(a)) for a in last.actions],
         [StrategyFailure(str(f.get("strategy")), str(f.get("node")), str(f.get("error"))) for f in last.failures],
     )
-    counter = TokenCounter(model or settings.model or doc.get("model") or None)
+    counter = TokenCounter(model or settings.agent_model or doc.get("model") or None)
     return NextCall(
         session_id=session_id,
         view=view,

@@ -1,15 +1,20 @@
 """Models for summaries: bring your own (a function, an OpenAI-compatible endpoint, the framework's model).
 
 Every route ends as one ``complete(messages, max_tokens) -> str`` callable (:data:`Complete`) that
-the ``llm_summary`` strategy calls from its summary thread:
+a strategy calls (``llm_summary`` from its summary thread, ``task_scope``'s ``"llm"`` summarizer):
 
 * :func:`as_completion` adapts what a caller hands to ``Host``, ``manage``, ``Session``, ``wrap`` or
   the LangChain middleware as ``summary_model=``: a function ``(messages, max_tokens)`` returning
   text (sync or ``async``), a LangChain chat model (``invoke``) or a CrewAI LLM (``call``).
 * :func:`openai_completion` calls an OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp's server,
   Ollama, LM Studio, ...) through the official ``openai`` client (``pip install 'ctxlife[openai]'``).
-* :func:`model_route_problem` says why a configured route cannot work (for ``ctxlife check``);
-  :func:`openai_route_unreachable` calls the endpoint once to prove it answers.
+* :func:`model_api` says which route the config's ``[model]`` table takes
+  (:class:`ctxlife.strategy.ModelSettings`, one table shared by every strategy that calls a model):
+  the openai client when ``base_url`` is set (or crewai is not installed), else ``crewai.LLM``
+  (built by the strategy through ``ctxlife.completion_for_model``: only an adapter imports crewai);
+  :func:`configured_completion` builds the openai one.
+* :func:`model_route_problem` says why the ``[model]`` route cannot work (for ``ctxlife check``);
+  with ``connect`` it calls the endpoint once to prove it answers.
 * :func:`preload_client` starts importing the openai client in a background thread when a strategy
   that will call it is built (the import takes seconds: never on the first compaction's clock).
 
@@ -27,7 +32,7 @@ import re
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from ctxlife.errors import CtxlifeError, MissingDependencyError
 from ctxlife.integrations.crewai_calls import own_model_call
@@ -38,9 +43,10 @@ __all__ = [
     "ContextLengthExceeded",
     "ModelError",
     "as_completion",
+    "configured_completion",
+    "model_api",
     "model_route_problem",
     "openai_completion",
-    "openai_route_unreachable",
     "preload_client",
 ]
 
@@ -49,8 +55,28 @@ Complete = Callable[[list[dict[str, Any]], int], str]
 AsyncComplete = Callable[[list[dict[str, Any]], int], Awaitable[str]]
 """``async complete(messages, max_tokens) -> text``."""
 
+
+class _ModelTable(Protocol):
+    """What this module reads of the config's ``[model]`` table (:class:`ctxlife.strategy.ModelSettings`,
+    a layer above: this module does not import it)."""
+
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def base_url(self) -> str | None: ...
+    @property
+    def api_key_env(self) -> str: ...
+    @property
+    def timeout_seconds(self) -> float: ...
+    @property
+    def options(self) -> dict[str, Any]: ...
+
+
 #: Put where the endpoint needs no key (a local server) but the client insists on one.
 _NO_KEY = "ctxlife-no-key"
+#: The openai route gives up connecting after this long (a server that is down answers at once; a
+#: black-holed address would otherwise take the whole timeout_seconds).
+CONNECT_TIMEOUT_SECONDS = 5.0
 
 
 class ModelError(CtxlifeError):
@@ -224,7 +250,6 @@ def openai_completion(
     base_url: str | None = None,
     api_key_env: str = "OPENAI_API_KEY",
     timeout: float = 60.0,
-    connect_timeout: float = 5.0,
     temperature: float | None = 0.2,
     extra_body: dict[str, Any] | None = None,
 ) -> Complete:
@@ -235,7 +260,7 @@ def openai_completion(
     may have none). No retries (the strategy falls back instead); ``max_tokens`` is sent with each
     call. Needs ``pip install 'ctxlife[openai]'``.
     """
-    problem = model_route_problem("openai", model=model, base_url=base_url, api_key_env=api_key_env)
+    problem = _openai_problem(model, base_url, api_key_env)
     if problem is not None:
         if not _installed("openai"):
             raise MissingDependencyError(problem)
@@ -249,7 +274,7 @@ def openai_completion(
             api_key=os.environ.get(api_key_env) or _NO_KEY,
             # openai.Timeout is the Timeout of the HTTP client this openai version uses (httpx's in
             # openai 1-2, httpx2's in openai 3): never import either client directly (undeclared).
-            timeout=openai.Timeout(timeout, connect=min(connect_timeout, timeout)),
+            timeout=openai.Timeout(timeout, connect=min(CONNECT_TIMEOUT_SECONDS, timeout)),
             max_retries=0,
         )
 
@@ -298,50 +323,70 @@ def openai_completion(
     return complete
 
 
-def model_route_problem(
-    api: str, *, model: str | None, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY"
-) -> str | None:
-    """Why the route ``api`` (``"openai"``, ``"crewai"``) cannot work as configured, with the fix; None if it can."""
-    if api == "openai":
-        if not _installed("openai"):
-            return (
-                f"llm_summary model {model!r} is called through the openai client, which is not installed: "
-                "pip install 'ctxlife[openai]'"
-            )
-        if base_url is None and not os.environ.get(api_key_env):
-            return (
-                f"llm_summary model {model!r} has no endpoint: set base_url (an OpenAI-compatible server, e.g. "
-                f'"http://127.0.0.1:8080/v1") or the environment variable {api_key_env} for api.openai.com'
-            )
+def model_api(model: _ModelTable) -> str | None:
+    """The route the ``[model]`` table's ``name`` takes: ``"openai"`` (the official client) when
+    ``base_url`` is set or crewai is not installed, else ``"crewai"`` (``crewai.LLM``); None without a name."""
+    if model.name is None:
+        return None
+    return "openai" if model.base_url is not None or not _installed("crewai") else "crewai"
+
+
+def configured_completion(model: _ModelTable) -> Complete:
+    """A :data:`Complete` over the ``[model]`` table's model on the openai route (:func:`model_api`
+    says ``"openai"``; the ``"crewai"`` route is ``ctxlife.completion_for_model``, an adapter's).
+
+    Of ``options``, ``temperature`` (default 0.2) and ``extra_body`` are the client's; any other key
+    is sent in the request body.
+    """
+    extra = dict(model.options)
+    temperature = extra.pop("temperature", 0.2)
+    body = extra.pop("extra_body", None) or {}
+    return openai_completion(
+        str(model.name),
+        base_url=model.base_url,
+        api_key_env=model.api_key_env,
+        timeout=model.timeout_seconds,
+        temperature=temperature,
+        extra_body={**body, **extra} or None,
+    )
+
+
+def model_route_problem(model: _ModelTable, *, connect: bool = False) -> str | None:
+    """Why the ``[model]`` table's model cannot be called, with the fix; None if it can (or none is named).
+
+    With ``connect``, the openai route imports the client and asks its endpoint for one token: this
+    proves the endpoint, the key and the model name together, as a summary would use them."""
+    api = model_api(model)
+    if api is None:
         return None
     if api == "crewai":
-        if not _installed("crewai"):
-            return (
-                f"llm_summary model {model!r} is called through crewai.LLM, which is not installed: "
-                "pip install 'ctxlife[crewai]', or set base_url to call an OpenAI-compatible endpoint "
-                "with pip install 'ctxlife[openai]'"
-            )
-        return None
-    return f"unknown model api {api!r}; use 'openai' or 'crewai'"
+        return None  # model_api picks crewai only when it is installed; crewai.LLM is not called here
+    problem = _openai_problem(model.name, model.base_url, model.api_key_env)
+    return _unreachable(model) if problem is None and connect else problem
 
 
-def openai_route_unreachable(
-    model: str,
-    *,
-    base_url: str | None = None,
-    api_key_env: str = "OPENAI_API_KEY",
-    timeout: float = 60.0,
-    connect_timeout: float = 5.0,
-) -> str | None:
-    """Why ``model`` cannot be called on its OpenAI-compatible endpoint, with the fix; None once it answered.
+def _openai_problem(name: str | None, base_url: str | None, api_key_env: str) -> str | None:
+    """Why the openai route cannot be built (the client missing, no endpoint), with the fix; else None."""
+    where = f"[model] name {name!r}"
+    if not _installed("openai"):
+        return f"{where} is called through the openai client, which is not installed: pip install 'ctxlife[openai]'" + (
+            "" if base_url else ", or pip install 'ctxlife[crewai]' to call it through crewai.LLM"
+        )
+    if base_url is None and not os.environ.get(api_key_env):
+        return (
+            f"{where} has no endpoint: set [model] base_url (an OpenAI-compatible server, e.g. "
+            f'"http://127.0.0.1:8080/v1") or the environment variable {api_key_env} for api.openai.com'
+        )
+    return None
 
-    Imports the client and asks for one token (``ctxlife check``): this proves the endpoint, the key
-    and the model name together, as a compaction would use them.
-    """
-    where = f"llm_summary model {model!r} at {base_url or 'api.openai.com'}"
+
+def _unreachable(model: _ModelTable) -> str | None:
+    """Why the openai route's endpoint does not answer one token, with the fix; None once it answered."""
+    name, base_url = str(model.name), model.base_url
+    where = f"[model] name {name!r} at {base_url or 'api.openai.com'}"
     try:
         complete = openai_completion(
-            model, base_url=base_url, api_key_env=api_key_env, timeout=timeout, connect_timeout=connect_timeout
+            name, base_url=base_url, api_key_env=model.api_key_env, timeout=model.timeout_seconds
         )
     except ImportError as exc:  # an openai install that cannot load (a missing dependency of its own)
         return f"{where}: the openai client does not import ({exc}); reinstall it: pip install -U 'ctxlife[openai]'"
@@ -351,9 +396,9 @@ def openai_route_unreachable(
         complete([{"role": "user", "content": "Reply with OK."}], 1)
     except ModelError as exc:
         fix = (
-            "start the server, or correct base_url or model"
+            "start the server, or correct [model] base_url or name"
             if base_url
-            else f"check model and the key in {api_key_env}"
+            else f"check [model] name and the key in {model.api_key_env}"
         )
-        return f"llm_summary could not call its model: {exc}. Fix: {fix} (ctxlife check --no-connect skips this call)"
+        return f"could not call the [model]: {exc}. Fix: {fix} (ctxlife check --no-connect skips this call)"
     return None

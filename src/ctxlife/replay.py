@@ -560,7 +560,7 @@ def _simulated_next_frame(
         model=model,
         filtered=False,  # (the caller filters every frame once)
     )
-    counter = TokenCounter(model or settings.model)
+    counter = TokenCounter(model or settings.agent_model)
     conversation = [r.message for r in view_messages(store, session_id, view)]
     system = stored_system_prompt(store, session_id, view)
     prompt = [{"role": "system", "content": system}] if system else []
@@ -609,7 +609,7 @@ def recorded_replay(
         return None
     last = calls[-1].doc
     window = int(context_window or last.get("window") or settings.context_window or 0)  # what the run used
-    counter = TokenCounter(model or last.get("model") or settings.model or None)
+    counter = TokenCounter(model or last.get("model") or settings.agent_model or None)
     records = sorted(store.read_records(session_id, view=view, strict=False), key=lambda r: r.seq)
     result = SessionReplay(
         session_id,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Generic
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from typing_extensions import TypeVar
 
 from ctxlife.errors import PluginError
@@ -63,11 +63,54 @@ class Options(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    #: Former options and what became of them (``{"key": "moved to the [model] table as name"}``): a config
+    #: that still sets one gets this in its error instead of a bare "no option" (0.x keeps no shims).
+    retired: ClassVar[dict[str, str]] = {}
+
     @field_validator("*", mode="before")
     @classmethod
     def _no_lax_scalars(cls, value: Any, info: ValidationInfo) -> Any:
         field = cls.model_fields.get(info.field_name or "")
         return strict_scalar(field.annotation, value) if field is not None else value
+
+
+class ModelSettings(Options):
+    """The ``[model]`` table: the model ctxlife itself calls (summaries), shared by every strategy that
+    calls a model (``llm_summary``, ``task_scope``'s ``"llm"`` summarizer), as ``settings.model``.
+
+    Unset ``name``: the model the host was given (``summary_model=``) or the framework's own.
+    """
+
+    name: str | None = Field(
+        default=None,
+        description="The model ctxlife calls for summaries: with base_url, its name on that OpenAI-compatible "
+        "endpoint (openai client, pip install 'ctxlife[openai]'); else any name crewai.LLM accepts (e.g. "
+        '"gpt-4o-mini"). Unset: the summary_model given to the host, else the agent\'s own model.',
+    )
+    base_url: str | None = Field(
+        default=None, description='An OpenAI-compatible endpoint for name (e.g. "http://127.0.0.1:8080/v1").'
+    )
+    api_key_env: str = Field(
+        default="OPENAI_API_KEY",
+        description="The environment variable holding the endpoint's key (none needed locally).",
+    )
+    timeout_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="Give up on a model call after this long; the strategy falls back (the extractive summary). "
+        "Also bounds a call to the agent's own model made for a summary.",
+    )
+    context_window: int | None = Field(
+        default=None,
+        ge=256,
+        description="The called model's own window in tokens: every prompt fits it (a long span is summarized in "
+        "pieces). Default: the agent's window.",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra arguments for the model: crewai.LLM's, or for the openai client temperature and "
+        "extra_body (sent as they are).",
+    )
 
 
 #: The options type of a strategy. Unparameterized (``class X(ctxlife.Strategy)``) it is ``Any``,
@@ -96,8 +139,10 @@ class SharedSettings:
 
     threshold: float = 0.4
     """Share of the context window that counts as "too full" (the config's ``threshold``)."""
-    model: str | None = None
-    """The config's ``model``, if it names one."""
+    agent_model: str | None = None
+    """The config's ``agent_model`` (the agent's model, for the tokenizer), if it names one."""
+    model: ModelSettings = field(default_factory=ModelSettings)
+    """The config's ``[model]`` table: the model ctxlife calls (see :class:`ModelSettings`)."""
     context_window: int | None = None
     """The config's ``context_window``, if it overrides the framework's."""
     source: str = "built-in defaults"
@@ -238,10 +283,12 @@ def create_strategy(cls: type[Strategy[Any]], options: _BaseOptions, settings: S
     return strategy
 
 
-def describe_options(strategy_cls: type[Strategy[Any]]) -> list[dict[str, Any]]:
-    """One dict per option of a strategy: name, type, default, description."""
+def describe_options(strategy_cls: type[Strategy[Any]] | type[Options]) -> list[dict[str, Any]]:
+    """One dict per option of a strategy (or of an options table such as :class:`ModelSettings`): name,
+    type, default, description."""
+    options_cls = strategy_cls if issubclass(strategy_cls, Options) else strategy_cls.Options
     rows = []
-    for key, info in strategy_cls.Options.model_fields.items():
+    for key, info in options_cls.model_fields.items():
         annotation = _without_metadata(info.annotation)
         if typing.get_origin(annotation) is None and isinstance(annotation, type):
             type_name = annotation.__name__

@@ -12,9 +12,10 @@ dates, emails, URLs and paths found in the evicted span are checked against the 
 the missing ones appended as a "Key facts" list; that ledger is carried from real messages only
 (never re-extracted from a model's prose).
 
-The model is, first found: the configured ``model`` (an OpenAI-compatible endpoint through the
-official client, or ``crewai.LLM``), a named ``summarizer``, the ``summary_model=`` given to the host
-(or the framework's own model), else the offline extractive summarizer. Whatever the model does
+The summarizer is, first found: a named ``summarizer`` (``"extractive"``, a registered one), the config's
+``[model]`` table (an OpenAI-compatible endpoint through the official client, or ``crewai.LLM``; the
+table every strategy that calls a model shares), the ``summary_model=`` given to the host (or the
+framework's own model), else the offline extractive summarizer. Whatever the model does
 (missing extra, down, slow, error, garbage, too long), the list handed back fits: a failed model
 summary falls back to the extractive summary, and that to truncation, with one error event. A
 summary over its budget is condensed (asked again once, then cut at a line), never discarded.
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import contextvars
 import copy
-import importlib.util
 import math
 import statistics
 import threading
@@ -33,9 +33,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field
 
 import ctxlife
 from ctxlife.events import describe_error, emit
@@ -55,7 +55,7 @@ from ctxlife.messages import (
     summary_message,
     text_of,
 )
-from ctxlife.models import Complete, model_route_problem, openai_completion, openai_route_unreachable, preload_client
+from ctxlife.models import Complete, configured_completion, model_api, model_route_problem, preload_client
 from ctxlife.sessions import LockTimeoutError
 from ctxlife.summarizers import (
     LLMSummarizer,
@@ -79,9 +79,49 @@ class LLMSummary(ctxlife.Strategy):
     name = "llm_summary"
 
     class Options(ctxlife.Options):
-        threshold: float | None = Field(
-            None, gt=0, le=1, description="Compact above this share of the window (default: the global threshold)."
-        )
+        # Fixed values, not options (issue 43: every option is set by a shipped config or documented with a
+        # measured reason). Read as self.options.X like the options, so the code that uses them is unchanged.
+        threshold: ClassVar[float | None] = None  # the global threshold
+        keep_units: ClassVar[int] = 4  # the most recent units (a message, or a tool call with its results) kept
+        max_input_tokens: ClassVar[int | None] = None  # transcript tokens per summary call: the window's
+        token_margin: ClassVar[float] = 1.2  # the summary model's tokens per counted token (tokenizer mismatch)
+        retry_model_after_seconds: ClassVar[float] = 30.0  # after a model failure, extractive this long...
+        retry_model_after_compactions: ClassVar[int | None] = 3  # ...or for this many compactions
+        pin_first_user: ClassVar[bool] = True  # the first user message (the task under CrewAI) is never summarized
+        key_facts: ClassVar[bool] = True  # ledger facts the summary lost are appended as "Key facts"
+        background_start: ClassVar[float] = 0.8  # with background: start at this share of the threshold at the latest
+        lock_timeout_seconds: ClassVar[float] = 2.0  # wait this long for the session lock, else skip the compaction
+        retired: ClassVar[dict[str, str]] = {
+            **{
+                key: f"it moved to the [model] table, shared by every strategy that calls a model: write {new} there"
+                for key, new in (
+                    ("model", "name"),
+                    ("base_url", "base_url"),
+                    ("api_key_env", "api_key_env"),
+                    ("model_options", "options"),
+                    ("timeout_seconds", "timeout_seconds"),
+                    ("summarizer_context_window", "context_window"),
+                )
+            },
+            "api": "the route follows [model] base_url (set: the openai client; unset: crewai.LLM when installed)",
+            "connect_timeout_seconds": "connecting gives up after ctxlife.models.CONNECT_TIMEOUT_SECONDS (5 s)",
+            "threshold": "llm_summary compacts above the top-level threshold",
+            **{
+                key: "it is fixed (see docs/strategies/llm_summary.md)"
+                for key in (
+                    "keep_units",
+                    "max_input_tokens",
+                    "token_margin",
+                    "retry_model_after_seconds",
+                    "retry_model_after_compactions",
+                    "pin_first_user",
+                    "key_facts",
+                    "background_start",
+                    "lock_timeout_seconds",
+                )
+            },
+        }
+
         target: float = Field(
             0.25,
             gt=0,
@@ -100,10 +140,7 @@ class LLMSummary(ctxlife.Strategy):
             2,
             ge=1,
             description="The most recent rounds kept verbatim. When they alone are over the target (one long "
-            "agent loop on one request), their older tool steps are summarized too, down to keep_units.",
-        )
-        keep_units: int = Field(
-            4, ge=1, description="The most recent units (a message, or a tool call with its results) never summarized."
+            "agent loop on one request), their older tool steps are summarized too, down to the last 4 units.",
         )
         min_gain_tokens: int = Field(200, ge=0, description="Skip a compaction that would save fewer tokens than this.")
         max_summary_tokens: int = Field(600, ge=32, description="Budget of the summary message, key facts included.")
@@ -112,75 +149,6 @@ class LLMSummary(ctxlife.Strategy):
             description='"extractive" (offline), "llm" (the agent\'s own model) or a registered summarizer name. '
             "Default: the agent's model under wrap(), extractive under manage().",
         )
-        model: str | None = Field(
-            None,
-            description="Summarize with this model instead: with base_url, the model name on that OpenAI-compatible "
-            'endpoint; else any name crewai.LLM accepts (e.g. "gpt-4o-mini").',
-        )
-        api: Literal["auto", "openai", "crewai"] = Field(
-            "auto",
-            description='How `model` is called: "openai" (the official openai client, pip install '
-            '\'ctxlife[openai]\'), "crewai" (crewai.LLM) or "auto" (openai when base_url is set or crewai is '
-            "not installed, else crewai).",
-        )
-        base_url: str | None = Field(
-            None, description='An OpenAI-compatible endpoint for `model` (e.g. "http://127.0.0.1:8080/v1").'
-        )
-        api_key_env: str = Field(
-            "OPENAI_API_KEY", description="The environment variable holding the endpoint's key (none needed locally)."
-        )
-        model_options: dict[str, Any] = Field(
-            default_factory=dict,
-            description="Extra arguments for `model`: crewai.LLM's, or for the openai route temperature and "
-            "extra_body (sent as they are).",
-        )
-        timeout_seconds: float = Field(
-            60.0,
-            gt=0,
-            description="Give up on a model summary call after this long and fall back to the extractive one "
-            "(importing and building the model's client are not counted).",
-        )
-        connect_timeout_seconds: float = Field(
-            5.0, gt=0, description="The openai route: give up connecting to the endpoint after this long."
-        )
-        summarizer_context_window: int | None = Field(
-            None,
-            ge=256,
-            description="The summary model's own window in tokens: every prompt fits it (a long span is summarized in "
-            "pieces). Default: the agent's window.",
-        )
-        max_input_tokens: int | None = Field(
-            None, ge=64, description="At most this many tokens of transcript per summary call (None: the window's)."
-        )
-        token_margin: float = Field(
-            1.2,
-            ge=1.0,
-            le=4.0,
-            description="How many of the summary model's tokens one counted token may be (tokenizer mismatch): "
-            "prompts are sized with it.",
-        )
-        retry_model_after_seconds: float = Field(
-            30.0,
-            ge=0,
-            description="After a model summary failed, use the extractive summary for this long before asking "
-            "the model again (or sooner: retry_model_after_compactions).",
-        )
-        retry_model_after_compactions: int | None = Field(
-            3,
-            ge=1,
-            description="After a model summary failed, ask the model again at the latest once this many "
-            "compactions used the extractive summary without asking it, even before retry_model_after_seconds "
-            "passed (a fast loop compacts many times in 30 s). None: only the seconds count.",
-        )
-        summary_role: Literal["system", "user", "assistant"] = Field(
-            "system",
-            description="Role of the summary message (some providers accept only one system message). In "
-            "Anthropic Messages lists the summary is always a user message (the system prompt is passed apart).",
-        )
-        pin_first_user: bool = Field(
-            True, description="Never summarize the first user message (the task under CrewAI)."
-        )
-        key_facts: bool = Field(True, description='Append ledger facts the summary lost as a compact "Key facts" list.')
         max_read_tokens: int | None = Field(
             8_000,
             ge=100,
@@ -192,30 +160,18 @@ class LLMSummary(ctxlife.Strategy):
             "of what the unread part held. A usual compaction reads its whole span, at any window. None reads every "
             "message: the time of a first compaction then grows with the span (seconds at 10,000 messages).",
         )
+        summary_role: Literal["system", "user", "assistant"] = Field(
+            "system",
+            description='Role of the summary message: "user" keeps the tool text it quotes out of the system role '
+            '(docs/security.md); "system" (default) for providers that want the history\'s digest there. In '
+            "Anthropic Messages lists the summary is always a user message (the system prompt is passed apart).",
+        )
         background: bool = Field(
             False,
             description="Summarize in the background, starting early enough to be ready before the threshold, and "
             "swap the summary in when the threshold is crossed; a call over the threshold whose summary is not "
             "ready gets the extractive summary at once (no call waits for the model or goes above the threshold).",
         )
-        background_start: float = Field(
-            0.8,
-            gt=0,
-            lt=1,
-            description="With background on: start summarizing at this share of the threshold at the latest; earlier "
-            "when the recent calls' growth times the calls a summary takes (measured) would pass the threshold.",
-        )
-        lock_timeout_seconds: float = Field(
-            2.0, ge=0, description="With sessions on: wait this long for the session lock, else skip this compaction."
-        )
-
-        @field_validator("target")
-        @classmethod
-        def _target_below_threshold(cls, target: float, info: ValidationInfo) -> float:
-            threshold = info.data.get("threshold")
-            if threshold is not None and target >= threshold:
-                raise ValueError(f"must be below this table's threshold ({threshold}), got {target}")
-            return target
 
     options: Options
 
@@ -232,7 +188,7 @@ class LLMSummary(ctxlife.Strategy):
                 f"({global_threshold}){where}; lower target or raise threshold"
             )
         self._fixed: Summarizer | None = None
-        if self.options.summarizer not in (None, "llm") and self.options.model is None:
+        if self.options.summarizer not in (None, "llm"):
             try:
                 self._fixed = self._named(self.options.summarizer)  # unknown names fail at load time
             except ctxlife.ConfigError as exc:
@@ -250,55 +206,26 @@ class LLMSummary(ctxlife.Strategy):
     # -- the configured model route ---------------------------------------------------------
 
     def model_api(self) -> str | None:
-        """The route the configured ``model`` takes ("openai" or "crewai"), None without one."""
-        if self.options.model is None:
+        """The route the ``[model]`` table's model takes ("openai" or "crewai"); None when this strategy
+        does not call it (no [model] name, or a named summarizer such as "extractive")."""
+        if self.options.summarizer not in (None, "llm"):
             return None
-        if self.options.api != "auto":
-            return self.options.api
-        if self.options.base_url is not None:
-            return "openai"
-        return "crewai" if importlib.util.find_spec("crewai") is not None else "openai"
+        return model_api(self.settings.model)
 
     def route_problem(self, connect: bool = False) -> str | None:
-        """Why the configured ``model`` cannot be called (with the fix), None if it can (``ctxlife check``).
-
-        With ``connect``, the client is imported and the openai route's endpoint is asked for one token."""
-        api = self.model_api()
-        if api is None:
+        """Why the ``[model]`` this strategy calls cannot be called (with the fix), None if it can (``ctxlife
+        check``). With ``connect``, the client is imported and the openai route's endpoint is asked for one token."""
+        if self.model_api() is None:
             return None
-        model, base_url, key_env = str(self.options.model), self.options.base_url, self.options.api_key_env
-        problem = model_route_problem(api, model=model, base_url=base_url, api_key_env=key_env)
-        if problem is not None or not connect:
-            return problem
-        if api == "crewai":
-            return None  # check calls only the openai route's endpoint; crewai.LLM is not called here
-        return openai_route_unreachable(
-            model,
-            base_url=base_url,
-            api_key_env=key_env,
-            timeout=self.options.timeout_seconds,
-            connect_timeout=self.options.connect_timeout_seconds,
-        )
+        return model_route_problem(self.settings.model, connect=connect)
 
     def _model_completion(self, prose_budget: int) -> Complete:
-        model = str(self.options.model)
-        if self.model_api() == "openai":
-            extra = dict(self.options.model_options)
-            temperature = extra.pop("temperature", 0.2)
-            body = extra.pop("extra_body", None) or {}
-            return openai_completion(
-                model,
-                base_url=self.options.base_url,
-                api_key_env=self.options.api_key_env,
-                timeout=self.options.timeout_seconds,
-                connect_timeout=self.options.connect_timeout_seconds,
-                temperature=temperature,
-                extra_body={**body, **extra} or None,
-            )
-        llm_options = {"max_tokens": prose_budget, **self.options.model_options}
-        if self.options.base_url is not None:
-            llm_options.setdefault("base_url", self.options.base_url)
-        complete: Complete = ctxlife.completion_for_model(model, timeout=self.options.timeout_seconds, **llm_options)
+        """The ``[model]`` table's model: the openai client, or ``crewai.LLM`` (built with the prose budget)."""
+        table = self.settings.model
+        if model_api(table) == "openai":
+            return configured_completion(table)
+        options = {"max_tokens": prose_budget, **table.options}
+        complete: Complete = ctxlife.completion_for_model(str(table.name), timeout=table.timeout_seconds, **options)
         return complete
 
     def _read_limit(self, ctx: ctxlife.LLMCallContext, span_tokens: int) -> int | None:
@@ -317,7 +244,7 @@ class LLMSummary(ctxlife.Strategy):
     def _llm(self, complete: Complete, ctx: ctxlife.LLMCallContext) -> LLMSummarizer:
         return LLMSummarizer(
             complete,
-            context_window=self.options.summarizer_context_window or ctx.context_window or None,
+            context_window=self.settings.model.context_window or ctx.context_window or None,
             max_input_tokens=self.options.max_input_tokens,
             token_margin=self.options.token_margin,
         )
@@ -325,7 +252,7 @@ class LLMSummary(ctxlife.Strategy):
     def _summarizer(self, ctx: ctxlife.LLMCallContext) -> tuple[str, Callable[[], Summarizer]]:
         """(name, a factory of the summarizer): the factory may raise (a missing extra): then the
         compaction falls back to the extractive summary."""
-        if self.options.model is not None:
+        if self.model_api() is not None:
 
             def model() -> Summarizer:
                 if self._model_summarizer is None:
@@ -333,7 +260,7 @@ class LLMSummary(ctxlife.Strategy):
                     self._model_summarizer = self._llm(self._model_completion(prose), ctx)
                 return self._model_summarizer
 
-            return f"model:{self.options.model}", model
+            return f"model:{self.settings.model.name}", model
         if self._fixed is not None:
             fixed = self._fixed
             return str(self.options.summarizer or "extractive"), lambda: fixed
@@ -390,7 +317,7 @@ class LLMSummary(ctxlife.Strategy):
                 return
         with ExitStack() as held:
             if ctx.store is not None and ctx.session_id is not None:
-                ttl = self.options.timeout_seconds + 30
+                ttl = self.settings.model.timeout_seconds + 30
                 try:
                     lock = ctx.store.lock(ctx.session_id, ttl_seconds=ttl, timeout=self.options.lock_timeout_seconds)
                     held.enter_context(_released_with_a_warning(lock, self.name, ctx.session_id))
@@ -788,9 +715,9 @@ class LLMSummary(ctxlife.Strategy):
         context = contextvars.copy_context()
         threading.Thread(target=context.run, args=(work,), name="ctxlife-summary", daemon=True).start()
         try:
-            text = future.result(timeout=self.options.timeout_seconds)
+            text = future.result(timeout=self.settings.model.timeout_seconds)
         except TimeoutError:
-            raise SummaryFailed(f"summarizer did not answer within {self.options.timeout_seconds} s") from None
+            raise SummaryFailed(f"summarizer did not answer within {self.settings.model.timeout_seconds} s") from None
         return _checked_text(text)
 
     def _with_key_facts(self, text: str, facts: list[Fact], count: Any, budget: int) -> str:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -54,95 +54,64 @@ class Recall(ctxlife.Strategy):
     name = "recall"
 
     class Options(ctxlife.Options):
-        max_tokens: int | None = Field(
-            None, ge=50, description="Most tokens of the recalled block (default: max_share of the window)."
-        )
+        # Fixed values, not options (issue 43: every option is set by a shipped config or documented with a
+        # measured reason); docs/strategies/recall.md says what each does. Read as self.options.X like the
+        # options, so the code that uses them is unchanged.
+        max_tokens: ClassVar[int | None] = None  # the block's budget: max_share (or past_share) of the window
+        min_score: ClassVar[float] = 1.0  # least BM25 score (FTS5's bm25, higher is better) a passage needs
+        min_coverage: ClassVar[float] = 0.0  # least share of the question's weight a passage must hold
+        context: ClassVar[int] = 1  # neighbouring messages shown on each side of a match
+        tool_weight: ClassVar[float] = 3.0  # tool results' score multiplier (BM25 ranks long results low)
+        hit_tokens: ClassVar[int] = 250  # a longer matching message is cut to its best excerpt
+        context_tokens: ClassVar[int] = 100  # a longer neighbouring message is cut the same way
+        chunk_chars: ClassVar[int] = 1200  # long messages (tool results) are indexed and recalled in chunks
+        tool_max_tokens: ClassVar[int] = 1000  # most tokens of one ctxlife_search_history answer
+        adaptive: ClassVar[bool] = True  # the block is sized by need (past / question / small talk)
+        past_share: ClassVar[float] = 0.25  # budget share for a turn that refers to the past
+        past_top_k: ClassVar[int] = 8  # most passages for a turn that refers to the past
+        question_coverage: ClassVar[float] = 0.5  # a plain question is answered when a passage holds this share
+        make_room: ClassVar[bool] = True  # one budget for summary + recall + recent: older recent rounds give way
+        keep_rounds: ClassVar[int] = 1  # recent rounds before the turn that making room never drops
+        room_lookback: ClassVar[int] = 400  # making room drops only messages among this many latest records
+        role: ClassVar[str] = "user"  # the block's role (it sits right before the latest user message)
+        retired: ClassVar[dict[str, str]] = {
+            key: "it is fixed (see docs/strategies/recall.md)"
+            for key in (
+                "max_tokens",
+                "min_score",
+                "min_coverage",
+                "context",
+                "tool_weight",
+                "hit_tokens",
+                "context_tokens",
+                "chunk_chars",
+                "tool_max_tokens",
+                "adaptive",
+                "past_share",
+                "past_top_k",
+                "question_coverage",
+                "make_room",
+                "keep_rounds",
+                "room_lookback",
+                "role",
+            )
+        }
+
         max_share: float = Field(0.1, gt=0, le=0.5, description="Budget of the block as a share of the window.")
         top_k: int = Field(4, ge=1, le=50, description="Most passages in the block.")
-        min_score: float = Field(
-            1.0,
-            ge=0,
-            description="Least BM25 score a passage needs (FTS5's bm25, higher is better): below it, the "
-            "question is not taken to refer to that passage.",
-        )
-        min_coverage: float = Field(
-            0.0,
-            ge=0,
-            le=1,
-            description="Least share of the question's weight (its words, rare ones weighing more) a passage must "
-            "hold: matches on a minor word alone (a file suffix, a common verb) are not recalled.",
-        )
-        context: int = Field(1, ge=0, le=5, description="Neighbouring messages shown on each side of a match.")
-        tool_weight: float = Field(
-            3.0,
-            gt=0,
-            le=20,
-            description="Multiply the score of tool results by this: BM25 ranks long structured results "
-            "below short chat messages that share a question's wording, yet fetched data is what users "
-            "ask about again.",
-        )
-        hit_tokens: int = Field(
-            250,
-            ge=24,
-            description="A matching message longer than this is cut to the excerpt holding most of the "
-            "question's words.",
-        )
-        context_tokens: int = Field(
-            100, ge=0, description="A neighbouring message longer than this is cut the same way."
-        )
         index_dir: str | None = Field(
             None,
             description='Where the search index lives: a folder, "memory", or (default) beside a file or '
             "SQLite store (in memory for Redis: each worker rebuilds it from the raw history once; with "
             "PostgreSQL, in the database, and this is not used).",
         )
-        chunk_chars: int = Field(
-            1200, ge=200, description="Long messages (tool results) are indexed and recalled in chunks of this size."
-        )
         search_tool: bool = Field(
             True, description="Offer the ctxlife_search_history tool to the agents of a wrapped crew."
-        )
-        tool_max_tokens: int = Field(1000, ge=100, description="Most tokens of one ctxlife_search_history answer.")
-        adaptive: bool = Field(
-            True,
-            description='Size the block by need: a turn that refers to the past ("do you remember", "last time", '
-            'a date, "上次") gets up to past_share and past_top_k; another question the same, only when one '
-            "passage holds question_coverage of its words; small talk none. false: max_share and top_k always.",
-        )
-        past_share: float = Field(
-            0.25,
-            gt=0,
-            le=0.5,
-            description="Budget of the block, as a share of the window, for a turn that refers to the past.",
-        )
-        past_top_k: int = Field(8, ge=1, le=50, description="Most passages for a turn that refers to the past.")
-        question_coverage: float = Field(
-            0.5,
-            ge=0,
-            le=1,
-            description="A question that does not say it refers to the past is answered from the history only "
-            "when a passage's turn holds this share of its weight (of the words the history holds; rare words "
-            "weigh more).",
-        )
-        make_room: bool = Field(
-            True,
-            description="When the block does not fit under the threshold with the summary and the recent messages, "
-            "drop the oldest recent rounds (those already in the raw history) to make room for it: one budget "
-            "for summary + recall + recent.",
-        )
-        keep_rounds: int = Field(
-            1, ge=0, le=50, description="Recent rounds before the turn that making room never drops."
-        )
-        room_lookback: int = Field(
-            400, ge=10, description="Making room drops only messages found among this many latest raw-history records."
         )
         scope: Literal["view", "session"] = Field(
             "view",
             description="Whose history is searched: \"view\" (default) the calling agent's or task's own view "
             'only, as docs/sessions.md promises each agent its own context; "session" every view of the session.',
-        )
-        role: Literal["user", "assistant"] = Field(
-            "user", description="Role of the recalled block (it sits right before the latest user message)."
         )
 
     def __init__(self, options: Any = None, settings: Any = None) -> None:
@@ -424,7 +393,7 @@ class Recall(ctxlife.Strategy):
         if not query:
             return f'{SEARCH_TOOL}: give a query, e.g. {{"query": "refund order 4711", "limit": "5"}}.'
         if count is None:
-            count = ctxlife.TokenCounter(getattr(self.settings, "model", None)).count_text
+            count = ctxlife.TokenCounter(getattr(self.settings, "agent_model", None)).count_text
         passages = self._search_for(store).passages(
             session_id, query, limit=limit, context=self.options.context, view=view, text_filter=text_filter
         )

@@ -8,8 +8,10 @@ decides what the task gets:
 * ``carry`` (default): a compact version of the earlier outputs within
   ``max_tokens``: left as it is when it already fits, otherwise each earlier
   output is summarized (the ``extractive`` summarizer of
-  :mod:`ctxlife.summarizers`, the machinery ``llm_summary`` uses) into its share
-  of the budget, labelled with the task it came from;
+  :mod:`ctxlife.summarizers`, the machinery ``llm_summary`` uses; with
+  ``summarizer = "llm"`` the config's ``[model]``, the table ``llm_summary`` calls
+  too, else the agent's model) into its share of the budget, labelled with the
+  task it came from;
 * ``isolate``: nothing from earlier tasks;
 * ``full``: everything, as CrewAI does.
 
@@ -33,6 +35,7 @@ from pydantic import Field
 
 import ctxlife
 from ctxlife.messages import escape_surrogates
+from ctxlife.models import Complete, configured_completion, model_api, model_route_problem
 from ctxlife.summarizers import Summarizer, SummaryRequest, available_summarizers, get_summarizer, truncate_to_tokens
 
 Policy = Literal["carry", "isolate", "full"]
@@ -72,7 +75,8 @@ class TaskScope(ctxlife.Strategy):
             min_length=1,
             description=(
                 'Summarizer for "carry" (see ctxlife.summarizers): "extractive" (offline) or "llm" '
-                "(the agent's model when the framework offers one, else extractive)."
+                "(the config's [model] when it names one, else the agent's model when the framework offers one, "
+                "else extractive)."
             ),
         )
 
@@ -94,6 +98,25 @@ class TaskScope(ctxlife.Strategy):
             self._custom: Summarizer | None = get_summarizer(opts.summarizer)
         else:
             self._custom = None
+        self._model: Complete | None = None
+
+    def route_problem(self, connect: bool = False) -> str | None:
+        """Why the ``[model]`` this strategy calls ("llm" summarizer) cannot be called, with the fix; None if it
+        can or none is called (``ctxlife check``)."""
+        if self.options.summarizer != "llm" or model_api(self.settings.model) is None:
+            return None
+        return model_route_problem(self.settings.model, connect=connect)
+
+    def _configured_model(self, budget: int) -> Complete | None:
+        """The ``[model]`` table's model (built once), None when the table names none."""
+        if self._model is None and model_api(self.settings.model) is not None:
+            table = self.settings.model
+            if model_api(table) == "openai":
+                self._model = configured_completion(table)
+            else:  # crewai.LLM, through the adapter (only an adapter imports crewai)
+                options = {"max_tokens": budget, **table.options}
+                self._model = ctxlife.completion_for_model(str(table.name), timeout=table.timeout_seconds, **options)
+        return self._model
 
     # -- policy ---------------------------------------------------------------------------
 
@@ -210,7 +233,7 @@ class TaskScope(ctxlife.Strategy):
         opts = self.options
         summarizer: Any = self._custom or self._extractive
         if opts.summarizer == "llm":
-            complete = getattr(ctx, "complete", None)
+            complete = self._configured_model(budget) or getattr(ctx, "complete", None)
             if complete is not None:
                 summarizer = get_summarizer("llm", complete=complete)
             elif ctx is not None:

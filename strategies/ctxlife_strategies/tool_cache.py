@@ -12,7 +12,7 @@ deterministic tools (a lookup, a search), never for tools with side effects
 
 Results that look like a failure (a framework error message, ``Error: ...``)
 are not stored, so a transient failure is retried next time. The cache is per
-session, in memory, bounded to ``max_entries`` (least recently used evicted),
+session, in memory, bounded to :data:`MAX_ENTRIES` (least recently used evicted),
 and entries expire after ``ttl_seconds`` if set.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -29,6 +29,8 @@ import ctxlife
 from ctxlife.messages import tool_name_key
 
 # Results starting like this are framework or tool failures; they are not cached.
+#: Most results cached per session (least recently used dropped first): a bound on memory, not a tuning knob.
+MAX_ENTRIES = 256
 _FAILURE_PREFIXES = (
     "error",
     "i encountered an error",
@@ -66,11 +68,10 @@ class ToolCache(ctxlife.Strategy):
             gt=0,
             description="Forget a cached result after this many seconds (default: keep it for the session).",
         )
-        max_entries: int = Field(
-            256,
-            ge=1,
-            description="Most results cached per session; the least recently used is dropped first.",
-        )
+        retired: ClassVar[dict[str, str]] = {
+            "max_entries": f"the cache holds at most {MAX_ENTRIES} results per session (ctxlife_strategies.tool_cache"
+            ".MAX_ENTRIES), least recently used dropped first"
+        }
 
     options: Options
 
@@ -81,7 +82,7 @@ class ToolCache(ctxlife.Strategy):
         opts = self.options
         self._tools = frozenset(normalize_tool_name(t) for t in opts.tools)
         self._ttl = opts.ttl_seconds
-        self._max = opts.max_entries
+        self._max = MAX_ENTRIES
         self.clock = time.monotonic  # replaceable in tests
 
     def _entries(self, state: dict[str, Any]) -> OrderedDict[str, tuple[str, int, float]]:

@@ -138,7 +138,7 @@ class ToolOutput(ctxlife.Strategy):
         self._counter: TokenCounter | None = None
         self._write_lock = threading.Lock()
         self._sessions: dict[str, tuple[Any, str]] = {}  # ref -> (store, session) it was saved in
-        self._model = self.settings.model
+        self._model = self.settings.agent_model
 
     # -- hooks ----------------------------------------------------------------------------
 

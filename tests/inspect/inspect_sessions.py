@@ -23,7 +23,7 @@ def config_data(store_url: str, **extra: Any) -> dict[str, Any]:
         "store": store_url,
         "bootstrap": {"text": "Working rules: answer briefly and cite ticket numbers."},
         "llm_summary": {"summarizer": "extractive", "min_gain_tokens": 50, "max_summary_tokens": 200},
-        "recall": {"min_score": 0.0, "max_tokens": 300},
+        "recall": {"max_share": 0.1},
     }
     data.update(extra)
     return data

@@ -59,8 +59,10 @@ def openai_route() -> None:
     import openai
 
     base_url = os.environ["CTXLIFE_SMOKE_BASE_URL"]
-    options = {"model": "smoke-model", "base_url": base_url, "min_gain_tokens": 20}
-    settings = settings_from_dict({"strategies": ["llm_summary"], "llm_summary": options})
+    model = {"name": "smoke-model", "base_url": base_url}  # the [model] table (issue 43)
+    settings = settings_from_dict(
+        {"strategies": ["llm_summary"], "llm_summary": {"min_gain_tokens": 20}, "model": model}
+    )
     messages = chat(30)
     report = ctxlife.manage(messages, config=settings, context_window=4000)
     [compacted] = [a for a in report.actions if a.what == "compacted"]
@@ -68,7 +70,7 @@ def openai_route() -> None:
     assert "fallback_from" not in compacted.details, compacted.details
     assert "SMOKE MODEL SUMMARY" in json.dumps(messages), "the model's summary is not in the list"
     config = HERE / "ctxlife.toml"
-    config.write_text(f'strategies = ["llm_summary"]\n[llm_summary]\nmodel = "smoke-model"\nbase_url = "{base_url}"\n')
+    config.write_text(f'strategies = ["llm_summary"]\n[model]\nname = "smoke-model"\nbase_url = "{base_url}"\n')
     ctxlife_cli = Path(sys.executable).with_name("ctxlife")
     checked = subprocess.run([ctxlife_cli, "check", str(config), "--json"], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr

@@ -96,20 +96,17 @@ def server(gguf: Path, tmp_path: Path) -> Iterator[ModelServer]:
         running.stop()
 
 
-def settings(base_url: str, **options: object) -> ctxlife.Settings:
+def settings(base_url: str, timeout_seconds: float = 120.0, **options: object) -> ctxlife.Settings:
     return settings_from_dict(
         {
             "strategies": ["llm_summary"],
-            "llm_summary": {
-                "model": "smollm2",
+            "llm_summary": {"max_summary_tokens": 90, "min_gain_tokens": 50, **options},
+            "model": {  # the model ctxlife calls (issue 43)
+                "name": "smollm2",
                 "base_url": base_url,
-                "summarizer_context_window": SUMMARIZER_WINDOW,
-                "max_summary_tokens": 90,
-                "min_gain_tokens": 50,
-                "timeout_seconds": 120.0,
-                "retry_model_after_seconds": 0.0,
-                "model_options": {"temperature": 0},
-                **options,
+                "context_window": SUMMARIZER_WINDOW,
+                "timeout_seconds": timeout_seconds,
+                "options": {"temperature": 0},
             },
         }
     )

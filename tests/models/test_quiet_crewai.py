@@ -31,7 +31,6 @@ SETTINGS = settings_from_dict(
         "llm_summary": {
             "summarizer": "llm",
             "keep_rounds": 1,
-            "keep_units": 2,
             "min_gain_tokens": 20,
             "background": False,
         },

@@ -123,13 +123,12 @@ def test_sixty_turns_through_manage_with_a_real_model_that_goes_down_and_comes_b
     settings = settings_from_dict(
         {
             "strategies": ["llm_summary"],
-            "llm_summary": {
-                "model": "smollm2",
+            "llm_summary": {"max_summary_tokens": 400},
+            "model": {  # the model ctxlife calls (issue 43)
+                "name": "smollm2",
                 "base_url": server.base_url,
-                "summarizer_context_window": SUMMARIZER_WINDOW,
-                "max_summary_tokens": 400,
+                "context_window": SUMMARIZER_WINDOW,
                 "timeout_seconds": 240.0,
-                "retry_model_after_seconds": 0.0,
             },
         }
     )

@@ -22,6 +22,7 @@ from ctxlife.host import Host
 from ctxlife.messages import is_summary, validate
 from ctxlife.testing import assistant, system, tool_call, tool_result, user
 from ctxlife.tokens import TokenCounter
+from ctxlife_strategies.llm_summary import LLMSummary
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_endpoint import completion, error, serve  # noqa: E402
@@ -29,8 +30,9 @@ from fake_endpoint import completion, error, serve  # noqa: E402
 WINDOW = 4000
 
 
-def config(**options):
-    return settings_from_dict({"strategies": ["llm_summary"], "llm_summary": options})
+def config(model: dict | None = None, **options):
+    """llm_summary with ``options``; ``model`` is the [model] table (the model ctxlife calls)."""
+    return settings_from_dict({"strategies": ["llm_summary"], "llm_summary": options, "model": model or {}})
 
 
 def turn(r: int, words: int = 60) -> list[dict]:
@@ -95,7 +97,7 @@ def run_loop(host_or_manage, turns: int, words: int = 60):
 def test_every_failure_shape_of_an_endpoint_falls_back_to_the_extractive_summary(reply, error_type):
     with serve(reply) as server:
         host = Host(
-            config(model="local", base_url=server["base_url"], timeout_seconds=3.0, connect_timeout_seconds=1.0),
+            config({"name": "local", "base_url": server["base_url"], "timeout_seconds": 3.0}),
             context_window=WINDOW,
         )
         messages = chat(12)
@@ -124,7 +126,7 @@ def test_a_huge_reply_is_cut_to_the_budget_after_one_request_to_condense_it():
         return completion(shorter if asked_to_condense else huge)(body)
 
     with serve(reply) as server:
-        host = Host(config(model="local", base_url=server["base_url"]), context_window=WINDOW)
+        host = Host(config({"name": "local", "base_url": server["base_url"]}), context_window=WINDOW)
         messages = chat(12)
         action = acted(host.manage(messages))
         assert action.what == "compacted" and action.details["summarizer"] == "model:local"
@@ -138,7 +140,7 @@ def test_prompts_fit_the_summarizers_own_window_and_max_tokens_fits_the_prose_bu
     counter = TokenCounter(None)
     with serve(completion("Goal: reservations checked.\nFacts: RS000X confirmed.")) as server:
         host = Host(
-            config(model="local", base_url=server["base_url"], summarizer_context_window=1024, max_read_tokens=None),
+            config({"name": "local", "base_url": server["base_url"], "context_window": 1024}, max_read_tokens=None),
             context_window=16_000,
         )
         messages = chat(60)  # about 11k tokens: far more than one prompt of a 1k model holds
@@ -155,7 +157,7 @@ def test_prompts_fit_the_summarizers_own_window_and_max_tokens_fits_the_prose_bu
 
 def test_the_prompt_is_structured_and_in_the_conversations_language():
     with serve(completion("目标：查询订单。")) as server:
-        host = Host(config(model="local", base_url=server["base_url"]), context_window=WINDOW)
+        host = Host(config({"name": "local", "base_url": server["base_url"]}), context_window=WINDOW)
         messages = [system("你是客服。")]
         for r in range(14):
             messages += [
@@ -167,7 +169,7 @@ def test_the_prompt_is_structured_and_in_the_conversations_language():
         system_prompt = server["requests"][0]["messages"][0]["content"]
         assert "目标" in system_prompt and "切记" in system_prompt
     with serve(completion("Goal: reservations.")) as server:
-        host = Host(config(model="local", base_url=server["base_url"]), context_window=WINDOW)
+        host = Host(config({"name": "local", "base_url": server["base_url"]}), context_window=WINDOW)
         host.manage(chat(12))
         system_prompt = server["requests"][0]["messages"][0]["content"]
         for section in ("Goal:", "Decisions:", "Facts:", "Open items:", "Do not forget:"):
@@ -177,7 +179,7 @@ def test_the_prompt_is_structured_and_in_the_conversations_language():
 def test_the_fact_ledger_never_takes_identifiers_the_model_invented():
     replies = iter(["Goal: checks. The model invented ZQ7777Y and INV-998877 here.", "Goal: more checks."])
     with serve(lambda body: completion(keeping(next(replies, "Goal: checks."), body["messages"]))(body)) as server:
-        host = Host(config(model="local", base_url=server["base_url"], min_gain_tokens=0), context_window=WINDOW)
+        host = Host(config({"name": "local", "base_url": server["base_url"]}, min_gain_tokens=0), context_window=WINDOW)
         messages = chat(12)
         host.manage(messages)
         assert "ZQ7777Y" in messages[1]["content"]
@@ -193,7 +195,7 @@ def test_the_fact_ledger_never_takes_identifiers_the_model_invented():
 def test_model_without_crewai_and_without_endpoint_keeps_compacting_and_check_names_the_fix(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "crewai", None)  # as if CrewAI were not installed
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    host = Host(config(model="gpt-4o-mini"), context_window=WINDOW)
+    host = Host(config({"name": "gpt-4o-mini"}), context_window=WINDOW)
     with capture_logs() as logs:
         sizes = run_loop(host.manage, 120)
     assert max(sizes) <= WINDOW
@@ -204,11 +206,11 @@ def test_model_without_crewai_and_without_endpoint_keeps_compacting_and_check_na
     from ctxlife.cli import main
 
     path = tmp_path / "ctxlife.toml"
-    path.write_text('strategies = ["llm_summary"]\n[llm_summary]\nmodel = "gpt-4o-mini"\n')
+    path.write_text('strategies = ["llm_summary"]\n[model]\nname = "gpt-4o-mini"\n')
     assert main(["check", str(path)]) == 1
     monkeypatch.setitem(sys.modules, "openai", None)
     assert main(["check", str(path)]) == 1
-    path.write_text('strategies = ["llm_summary"]\n[llm_summary]\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    path.write_text('strategies = ["llm_summary"]\n[model]\nname = "m"\nbase_url = "http://127.0.0.1:9/v1"\n')
     assert main(["check", str(path)]) == 1
     monkeypatch.delitem(sys.modules, "openai")
     assert main(["check", "--no-connect", str(path)]) == 0  # installed and configured; not called
@@ -219,20 +221,16 @@ def test_check_calls_the_endpoint_once_and_fails_with_the_fix_when_it_does_not_a
 
     path = tmp_path / "ctxlife.toml"
     with serve(completion("OK")) as server:
-        path.write_text(
-            f'strategies = ["llm_summary"]\n[llm_summary]\nmodel = "m"\nbase_url = "{server["base_url"]}"\n'
-        )
+        path.write_text(f'strategies = ["llm_summary"]\n[model]\nname = "m"\nbase_url = "{server["base_url"]}"\n')
         assert main(["check", str(path)]) == 0
         assert [(r["model"], r["max_tokens"]) for r in server["requests"]] == [("m", 1)]
     capsys.readouterr()
     assert main(["check", str(path)]) == 1  # the same config, the server gone
     err = capsys.readouterr().err
-    assert "strategy 'llm_summary': llm_summary could not call its model: model 'm' at http://127.0.0.1:" in err
-    assert "cannot connect" in err and "Fix: start the server, or correct base_url or model" in err
+    assert "strategy 'llm_summary': could not call the [model]: model 'm' at http://127.0.0.1:" in err
+    assert "cannot connect" in err and "Fix: start the server, or correct [model] base_url or name" in err
     with serve(error(404, "model 'm' not found", "model_not_found")) as server:
-        path.write_text(
-            f'strategies = ["llm_summary"]\n[llm_summary]\nmodel = "m"\nbase_url = "{server["base_url"]}"\n'
-        )
+        path.write_text(f'strategies = ["llm_summary"]\n[model]\nname = "m"\nbase_url = "{server["base_url"]}"\n')
         assert main(["check", str(path)]) == 1
     assert "HTTP 404" in capsys.readouterr().err
 
@@ -243,9 +241,9 @@ def test_check_messages_name_the_fix(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "crewai", None)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     path = tmp_path / "ctxlife.toml"
-    path.write_text('strategies = ["llm_summary"]\n[llm_summary]\nmodel = "gpt-4o-mini"\n')
+    path.write_text('strategies = ["llm_summary"]\n[model]\nname = "gpt-4o-mini"\n')
     assert main(["check", str(path)]) == 1
-    assert "set base_url" in capsys.readouterr().err
+    assert "set [model] base_url" in capsys.readouterr().err
     monkeypatch.setitem(sys.modules, "openai", None)
     assert main(["check", str(path)]) == 1
     assert "pip install 'ctxlife[openai]'" in capsys.readouterr().err
@@ -304,13 +302,19 @@ def test_a_model_that_is_down_is_rested_then_asked_again():
             raise ConnectionError("down")
         return keeping("Goal: back up.", messages)
 
-    host = Host(config(retry_model_after_seconds=0.0, min_gain_tokens=0), context_window=WINDOW, summary_model=flaky)
+    host = Host(config(min_gain_tokens=0), context_window=WINDOW, summary_model=flaky)
     messages = chat(12)
     assert acted(host.manage(messages)).details["summarizer"] == "extractive"
-    for r in range(12, 20):
+    used = []
+    for r in range(12, 120):  # compactions seconds apart: the model rests for 3 compactions, not 30 s
         messages += turn(r)
-    action = acted(host.manage(messages))
-    assert action.details["summarizer"] == "agent_llm" and "Goal: back up." in messages[1]["content"]
+        action = acted(host.manage(messages))
+        if action is not None:
+            used.append(action.details["summarizer"])
+        if used[-1:] == ["agent_llm"]:
+            break
+    assert used == ["extractive"] * LLMSummary.Options.retry_model_after_compactions + ["agent_llm"], used
+    assert len(calls) == 2 and "Goal: back up." in messages[1]["content"]
 
 
 def test_tool_heavy_turns_at_a_small_window_do_not_compact_on_most_calls():
@@ -392,7 +396,9 @@ def test_a_window_the_endpoint_names_in_a_400_is_learnt_and_the_summary_planned_
         return completion(keeping("Goal: reservations checked.", body["messages"]))(body)
 
     with serve(reply) as server:
-        host = Host(config(model="local", base_url=server["base_url"], max_read_tokens=None), context_window=16_000)
+        host = Host(
+            config({"name": "local", "base_url": server["base_url"]}, max_read_tokens=None), context_window=16_000
+        )
         messages = chat(60)
         action = acted(host.manage(messages))
         assert action.what == "compacted" and action.details["summarizer"] == "model:local"
@@ -410,8 +416,9 @@ from ctxlife.host import Host
 from ctxlife.testing import assistant, system, user
 
 assert "openai" not in sys.modules
-options = {"model": "m", "base_url": sys.argv[1], "timeout_seconds": 0.3, "min_gain_tokens": 20}
-host = Host(settings_from_dict({"strategies": ["llm_summary"], "llm_summary": options}), context_window=1000)
+model = {"name": "m", "base_url": sys.argv[1], "timeout_seconds": 0.3}
+config = {"strategies": ["llm_summary"], "llm_summary": {"min_gain_tokens": 20}, "model": model}
+host = Host(settings_from_dict(config), context_window=1000)
 preloading = [t.name for t in threading.enumerate() if t.name == "ctxlife-import-openai"]
 messages = [system("You are an airline agent.")]
 for r in range(12):
@@ -433,3 +440,51 @@ def test_the_first_compaction_does_not_count_the_client_import_against_timeout_s
     [compaction] = out["compactions"]
     assert compaction["summarizer"] == "model:m" and "fallback_from" not in compaction, compaction
     assert endpoint["requests"], "the model was not asked"
+
+
+def test_one_model_table_serves_llm_summary_and_task_scope(tmp_path, capsys):
+    """The [model] table is the one place the called model is configured: llm_summary's compaction
+    and task_scope's "llm" carry both call it; `ctxlife check` checks it once per strategy calling it."""
+    from ctxlife.contexts import TaskContext
+
+    with serve(completion("Goal: reservations RS000X-RS011X checked.")) as server:
+        settings = settings_from_dict(
+            {
+                "strategies": ["task_scope", "llm_summary"],
+                "llm_summary": {"min_gain_tokens": 20},
+                "task_scope": {"summarizer": "llm", "max_tokens": 60},
+                "model": {"name": "shared", "base_url": server["base_url"]},
+            }
+        )
+        host = Host(settings, context_window=WINDOW)
+        action = acted(host.manage(chat(12)))
+        assert action.what == "compacted" and action.details["summarizer"] == "model:shared"
+        compaction_requests = len(server["requests"])
+        task = TaskContext(task_name="report", task_index=1, context_text="Earlier output. " + "ok " * 400)
+        host.task_start(task)  # no framework model at all: the [model] is what task_scope calls
+        assert len(server["requests"]) > compaction_requests
+        assert {r["model"] for r in server["requests"]} == {"shared"}
+        assert "Goal: reservations RS000X-RS011X checked." in task.context_text
+        host.close()
+
+    from ctxlife.cli import main
+
+    path = tmp_path / "ctxlife.toml"
+    path.write_text(
+        'strategies = ["task_scope"]\n[task_scope]\nsummarizer = "llm"\n[model]\nname = "m"\n'
+        'base_url = "http://127.0.0.1:9/v1"\n'
+    )
+    capsys.readouterr()
+    assert main(["check", str(path)]) == 1  # nothing answers on port 9
+    assert "strategy 'task_scope': could not call the [model]" in capsys.readouterr().err
+
+
+def test_a_model_key_left_under_llm_summary_is_an_error_naming_the_model_table(tmp_path):
+    path = tmp_path / "ctxlife.toml"
+    path.write_text('strategies = ["llm_summary"]\n[llm_summary]\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    with pytest.raises(ctxlife.StrategyOptionsError) as info:
+        ctxlife.load_settings(path)
+    message = str(info.value)
+    assert "strategy 'llm_summary' has no option 'model'" in message and "write name there" in message
+    assert "strategy 'llm_summary' has no option 'base_url'" in message and "write base_url there" in message
+    assert "it moved to the [model] table, shared by every strategy that calls a model" in message

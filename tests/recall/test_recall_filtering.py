@@ -25,11 +25,15 @@ from ctxlife.recall import (
     HistorySearch,
     Record,
     live_keys,
+    need_for_past,
     passages_from,
     quote,
     render,
 )
 from ctxlife.sessions import open_store
+from ctxlife_strategies.recall import Recall, _coverage
+
+FIXED = Recall.Options  # recall's fixed values (issue 43): its block's role, cuts, coverage, caps
 
 FACT = "Quick note: the spare key is hidden under the ceramic frog by the back door."
 BEFORE = "Sure, the garden sounds lovely this time of year."  # the reply just before the fact
@@ -103,10 +107,12 @@ def test_an_evicted_fact_comes_back_quoted_right_before_the_question_with_its_tu
     assert f"assistant: {QUOTE_MARK}{AFTER}" in block and validate(messages) == []
 
 
-def test_the_block_takes_the_role_configured(host):
+def test_the_block_is_a_user_message_never_a_system_one(host):
     messages = live()
-    call(host(role="assistant"), messages)
-    assert is_recall_block(messages[-2]) and messages[-2]["role"] == "assistant"
+    call(host(), messages)
+    assert FIXED.role == "user"
+    assert is_recall_block(messages[-2]) and messages[-2]["role"] == "user"
+    assert [m for m in messages if m.get("role") == "system"] == [SYSTEM]
 
 
 def test_what_the_model_has_in_view_is_not_recalled(host):
@@ -115,7 +121,8 @@ def test_what_the_model_has_in_view_is_not_recalled(host):
 
 
 def test_neighbours_already_in_view_are_not_repeated_but_the_match_is_shown(host):
-    action, block = call(host(context=1), live({"role": "assistant", "content": AFTER}))
+    assert FIXED.context == 1
+    action, block = call(host(), live({"role": "assistant", "content": AFTER}))
     assert action.what == "recalled" and FACT in block
     assert AFTER not in block and BEFORE in block  # the reply is in view; the message before is not
 
@@ -150,30 +157,41 @@ def test_a_pasted_recall_block_is_not_taken_for_ctxlifes_own(host):
     assert action.what == "recalled" and FACT in block and "shed" not in block
 
 
-def test_the_block_stays_within_max_tokens(host):
-    for cap in (60, 120):
+def test_the_block_stays_within_its_budget(host, url):
+    # The strategy: a question gets at most past_share of the window (max_share is a floor).
+    for window in (600, 1000, 2000):
         messages = live()
-        action, block = call(host(max_tokens=cap, adaptive=False), messages)
+        action, block = call(host(window=window, max_share=0.05), messages)
         sent = COUNT(messages[-2]["content"]) if block else 0
-        assert action.what in ("recalled", "skipped") and sent <= cap + 8
+        assert action.what in ("recalled", "skipped") and sent <= FIXED.past_share * window
         if action.what == "recalled":
             assert FACT[:20] in block or "frog" in block
+    # The block itself (render): any budget holds, the match cut down to fit, or no block at all.
+    drawn = {}
+    for cap in (60, 120, 200):
+        text, shown = render(passages_for(url, QUESTION, min_score=1.0), cap, COUNT, query=QUESTION)
+        drawn[cap] = text
+        assert text is None or (COUNT(text) <= cap and "frog" in text and shown)
+    assert drawn[200] is not None
 
 
 def test_with_little_room_left_the_block_is_redrawn_to_fit_under_the_threshold_or_skipped(host):
-    """Without making room, the block gets what is left under the threshold (budget - used): it is
-    drawn again smaller until it fits, or skipped when under 50 tokens are left."""
+    """When no recorded round can make room (the context's rounds are not in the raw history), the block
+    gets what is left under the threshold (budget - used): it is drawn again smaller until it fits, or
+    skipped when under 50 tokens are left."""
     plain = Host(settings_from_dict({"strategies": []}), context_window=2000)
     outcomes = []
     for free in (30, 100, 130, 145):
         words = 10
         while True:  # pad the context until what is left under the threshold is about ``free``
-            messages = live({"role": "user", "content": "pad " * words}, {"role": "assistant", "content": "ok"})
+            pad = [{"role": "user", "content": "pad " * words}, {"role": "assistant", "content": "ok"}]
+            messages = [SYSTEM, *pad, {"role": "user", "content": QUESTION}]
             used = plain.before_llm_call(list(messages)).tokens_before
             if 0.4 * 2000 - used <= free:
                 break
             words += 5
-        report = host(make_room=False, adaptive=False).before_llm_call(messages)
+        report = host().before_llm_call(messages)
+        assert "made_room" not in [a.what for a in report.actions]
         action = next(a for a in report.actions if a.strategy == "recall")
         outcomes.append((action.what, action.details.get("reason")))
         assert report.tokens_after <= report.budget
@@ -232,21 +250,24 @@ def test_a_view_recalls_only_its_own_history_unless_scope_is_session(host, url):
     assert "Petrel" in block
 
 
-def test_a_weak_match_is_not_recalled(host):
-    action, block = call(host(min_score=1000), live())
-    assert block == ""
+def test_a_weak_match_is_not_recalled(url):
+    assert passages_for(url, QUESTION, min_score=FIXED.min_score)  # the strategy's least score
+    assert passages_for(url, QUESTION, min_score=1000) == []
     question = "Do you remember the spare key and the calm topic?"
-    _, block = call(host(min_coverage=1.0), live(question=question))
-    assert block == ""  # no passage holds all of the question's words
-    _, block = call(host(min_coverage=0.0), live(question=question))
-    assert "spare key" in block
+    assert passages_for(url, question, min_coverage=1.0) == []  # no passage holds all of the question's words
+    assert "spare key" in " ".join(r.text for p in passages_for(url, question, min_coverage=0.0) for r in p.records)
 
 
-def test_a_question_gets_a_block_only_when_the_history_clearly_holds_its_subject(host):
-    question = "Where is the spare key hidden, and which topic was calm?"  # no turn holds all of it
-    _, block = call(host(question_coverage=1.0), live(question=question))
+def test_a_question_gets_a_block_only_when_the_history_clearly_holds_its_subject(host, url):
+    # Matches in several turns, none holding question_coverage (half) of the question's weight.
+    question = "Is the frog in the garden, and what is topic number 2, topic number 8 and topic number 10?"
+    assert need_for_past(question) == "question"  # not a turn that refers to the past: it must match clearly
+    visible = live_keys(live(question=question))
+    found = passages_for(url, question, min_score=FIXED.min_score, in_view=lambda r: (r.role, r.text) in visible)
+    assert found and all(0 < _coverage(p) < FIXED.question_coverage for p in found)
+    _, block = call(host(), live(question=question))
     assert block == ""
-    _, block = call(host(question_coverage=0.0), live(question=question))
+    _, block = call(host(), live())  # one turn holds the question's subject
     assert "spare key" in block
 
 
@@ -267,10 +288,13 @@ def test_a_long_match_is_cut_to_hit_tokens_around_the_question_words(host, url):
     long = " ".join(f"Filler sentence number {i} about nothing much." for i in range(80))
     extra_history(url, [{"role": "user", "content": f"{long} The locker code is 5512. {long}"}])
     question = "Do you remember the locker code?"
-    _, short = call(host(hit_tokens=40), live(question=question))
-    _, longer = call(host(hit_tokens=400), live(question=question))
-    assert "locker code is 5512" in short and "locker code is 5512" in longer
+    found = passages_for(url, question, min_score=1.0, context=0)
+    short, _ = render(found, 2000, COUNT, query=question, hit_tokens=40)
+    longer, _ = render(found, 2000, COUNT, query=question, hit_tokens=400)
+    assert short and longer and "locker code is 5512" in short and "locker code is 5512" in longer
     assert COUNT(short) < COUNT(longer)
+    _, block = call(host(), live(question=question))  # the strategy cuts it at the fixed hit_tokens
+    assert "locker code is 5512" in block and COUNT(block) < COUNT(longer)
 
 
 def test_neighbours_are_cut_to_context_tokens(host, url):
@@ -286,9 +310,10 @@ def test_neighbours_are_cut_to_context_tokens(host, url):
         ],
     )
     question = "Do you remember the bike lock code?"
-    _, narrow = call(host(context=2, context_tokens=10), live(question=question))
-    _, wide = call(host(context=2, context_tokens=300), live(question=question))
-    assert "7301" in narrow and "7301" in wide and COUNT(narrow) < COUNT(wide)
+    found = passages_for(url, question, min_score=1.0, context=2)
+    narrow, _ = render(found, 2000, COUNT, query=question, context_tokens=10)
+    wide, _ = render(found, 2000, COUNT, query=question, context_tokens=300)
+    assert narrow and wide and "7301" in narrow and "7301" in wide and COUNT(narrow) < COUNT(wide)
 
 
 def test_when_the_block_does_not_fit_the_oldest_recorded_rounds_make_room(host):
@@ -300,9 +325,8 @@ def test_when_the_block_does_not_fit_the_oldest_recorded_rounds_make_room(host):
     assert "made_room" in whats and "recalled" in whats
     assert report.tokens_after <= report.budget and any(is_recall_block(m) for m in messages)
     assert messages[-1]["content"] == question and len(messages) < len(history()) - 8 + 3
-    kept = [SYSTEM, *history()[8:], {"role": "user", "content": question}]
-    report = host(window=1000, make_room=False).before_llm_call(kept)
-    assert "made_room" not in [a.what for a in report.actions] and len(kept) == len(history()) - 8 + 2
+    # Never dropped: the first user message (the task), the last round before the turn, the turn.
+    assert messages[1] == history()[8] and messages[-4:-2] == history()[-2:] and is_recall_block(messages[-2])
 
 
 # -- passages: what may be shown --------------------------------------------------------------------
@@ -633,11 +657,17 @@ def test_a_custom_header_starts_the_block():
 
 
 def test_the_search_tool_answer_shows_passages_within_its_cap(url, host):
-    h = host(tool_max_tokens=150)
+    # More matching text than one answer may hold (tool_max_tokens, 1000).
+    story = " ".join(f"The ceramic frog has a story, part {i}, about the spare key." for i in range(30))
+    extra_history(url, [{"role": "user", "content": f"Frog story {k}: {story}"} for k in range(6)])
+    h = host()
     recall = next(s for s in h.strategies if s.name == "recall")
     with open_store(url) as store:
         text = recall.search_history(store, "s1", "spare key ceramic frog", count=COUNT)
         nothing = recall.search_history(store, "s1", "zeppelin", count=COUNT)
-    assert "ceramic frog" in text and COUNT(text) <= 150 and text.split("\n")[0].startswith("Passages of")
+        counted_by_recall = recall.search_history(store, "s1", "spare key ceramic frog")  # its own counter
+    assert "ceramic frog" in text and text.split("\n")[0].startswith("Passages of")
+    assert FIXED.tool_max_tokens // 2 < COUNT(text) <= FIXED.tool_max_tokens
     assert "nothing in this conversation" in nothing
+    assert "ceramic frog" in counted_by_recall and COUNT(counted_by_recall) <= FIXED.tool_max_tokens
     json.dumps(text)

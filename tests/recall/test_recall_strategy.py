@@ -15,6 +15,7 @@ from ctxlife.config import settings_from_dict
 from ctxlife.contexts import ToolCallContext
 from ctxlife.host import Host
 from ctxlife.messages import RECALL_PREFIX, is_recall_block, is_summary, last_user_index, validate
+from ctxlife_strategies.recall import Recall
 
 TOPICS = [
     "the garden",
@@ -198,12 +199,13 @@ def test_a_chinese_conversation_is_searchable(host):
 
 
 def test_the_budget_holds_and_the_call_stays_under_the_window(host):
-    h = host(window=2000, max_tokens=60)
+    h = host(window=2000, max_share=0.03)  # max_share is a floor: a turn about the past gets past_share
     live = play(h, early_fact_conversation())
     report, live = ask(h, live, "Where did I say the spare key is hidden?")
     counter = h.counter()
+    assert blocks(live)
     for block in blocks(live):
-        assert counter.count_text(block["content"]) <= 60
+        assert counter.count_text(block["content"]) <= Recall.Options.past_share * 2000
     assert counter.count_messages(live) <= 2000
 
 

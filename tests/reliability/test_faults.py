@@ -88,9 +88,13 @@ class Session:
         return len(self.points) - len(self.reports)
 
 
-def summary_settings(store: str, **llm: Any) -> Any:
+def summary_settings(store: str, timeout_seconds: float | None = None, **llm: Any) -> Any:
+    """llm_summary (extractive unless told) on ``store``; ``timeout_seconds`` goes to the [model] table."""
     table = {"summarizer": "extractive", "max_summary_tokens": 200, "min_gain_tokens": 50, **llm}
-    return settings_from_dict({"strategies": ["llm_summary", "snapshot_restore"], "llm_summary": table, "store": store})
+    model = {} if timeout_seconds is None else {"timeout_seconds": timeout_seconds}
+    return settings_from_dict(
+        {"strategies": ["llm_summary", "snapshot_restore"], "llm_summary": table, "store": store, "model": model}
+    )
 
 
 def raw_ids(store: Any, session: str) -> list[str]:
@@ -235,7 +239,7 @@ def test_hanging_summarizer_releases_the_session_lock(tmp_path):
 
     with registered_summarizer("hang", lambda **kw: Hang()):
         host = Host(
-            summary_settings(f"file://{tmp_path}", summarizer="hang", timeout_seconds=0.3, lock_timeout_seconds=0.2),
+            summary_settings(f"file://{tmp_path}", summarizer="hang", timeout_seconds=0.3),
             context_window=WINDOW,
             session_id="lock",
         )
@@ -711,7 +715,7 @@ def test_file_size_limit_efbig_in_a_child_process(tmp_path):
 def test_redis_killed_mid_session_and_restarted(redis_server, events):
     server = redis_server()
     url = server.url(query="prefix=rel:")
-    host = Host(summary_settings(url, lock_timeout_seconds=0.5), context_window=WINDOW, session_id="fleet-1")
+    host = Host(summary_settings(url), context_window=WINDOW, session_id="fleet-1")
     run = Session(host, session_messages(80))
     slowest: list[float] = []
 
@@ -731,7 +735,7 @@ def test_redis_killed_mid_session_and_restarted(redis_server, events):
 def test_redis_killed_mid_session_loses_nothing(redis_server):
     server = redis_server()
     host = Host(
-        summary_settings(server.url(query="prefix=rel:"), lock_timeout_seconds=0.5),
+        summary_settings(server.url(query="prefix=rel:")),
         context_window=WINDOW,
         session_id="fleet-2",
     )
@@ -747,7 +751,7 @@ def test_frozen_redis_with_a_socket_timeout_in_the_url_fails_fast(redis_server, 
     store's failure reported, while the server is still frozen (it is thawed only after the call returned)."""
     server = redis_server()
     host = Host(
-        summary_settings(server.url(query="prefix=rel:&socket_timeout=1"), lock_timeout_seconds=0.5),
+        summary_settings(server.url(query="prefix=rel:&socket_timeout=1")),
         context_window=WINDOW,
         session_id="frozen",
     )
@@ -778,7 +782,7 @@ def test_frozen_redis_with_a_socket_timeout_in_the_url_fails_fast(redis_server, 
 def test_frozen_redis_without_a_timeout_does_not_hang_the_agent(redis_server):
     server = redis_server()
     host = Host(
-        summary_settings(server.url(query="prefix=rel:"), lock_timeout_seconds=0.5),
+        summary_settings(server.url(query="prefix=rel:")),
         context_window=WINDOW,
         session_id="frozen-2",
     )

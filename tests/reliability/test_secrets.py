@@ -24,8 +24,8 @@ def config(tmp_path: Path, store: str) -> Path:
     path = tmp_path / "ctxlife.toml"
     path.write_text(
         f'strategies = ["snapshot_restore", "llm_summary"]\nstore = "{store}"\n'
-        '[llm_summary]\nsummarizer = "extractive"\n'
-        f'model_options = {{ api_key = "{API_KEY}", temperature = 0 }}\n'
+        '[llm_summary]\nsummarizer = "extractive"\n[model]\n'
+        f'options = {{ api_key = "{API_KEY}", temperature = 0 }}\n'
     )
     return path
 
@@ -45,8 +45,8 @@ def test_check_prints_no_password_and_no_api_key(
         assert PASSWORD not in out.out + out.err and API_KEY not in out.out + out.err
     printed = json.loads(out.out)
     assert printed["store"] == redact_url(url) and ":***@" in printed["store"]
-    assert printed["llm_summary"]["model_options"] == {"api_key": "***", "temperature": 0}
-    assert printed["llm_summary"]["api_key_env"] == "OPENAI_API_KEY"  # a variable's name, not a secret
+    assert printed["model"]["options"] == {"api_key": "***", "temperature": 0}
+    assert printed["model"]["api_key_env"] == "OPENAI_API_KEY"  # a variable's name, not a secret
 
 
 def test_store_urls_lose_their_passwords_in_every_spelling() -> None:

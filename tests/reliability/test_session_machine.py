@@ -255,13 +255,8 @@ def make_settings(url: str) -> Settings:
     """snapshot_restore + llm_summary (extractive, compacting hard when the window is small) on ``url``."""
     tables: dict[str, Any] = {
         "strategies": ["snapshot_restore", "llm_summary"],
-        "llm_summary": {
-            "summarizer": "extractive",
-            "min_gain_tokens": 0,
-            "keep_rounds": 1,
-            "target": 0.3,
-            "threshold": 0.6,
-        },
+        "threshold": 0.6,  # llm_summary compacts above the top-level threshold (issue 43)
+        "llm_summary": {"summarizer": "extractive", "min_gain_tokens": 0, "keep_rounds": 1, "target": 0.3},
     }
     if "store" in Settings.model_fields:  # the host owns the store (issue 11)
         tables["store"] = url

@@ -46,7 +46,7 @@ from ctxlife.messages.formats import _detect
 
 STRATEGY_OPTIONS: dict[str, dict[str, Any]] = {
     "truncate_last_n": {"rounds": 1},
-    "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20, "keep_units": 2},
+    "llm_summary": {"summarizer": "extractive", "max_summary_tokens": 120, "min_gain_tokens": 20},
     "snapshot_restore": {},
     "bootstrap": {"text": "PROFILE: 用户偏好简洁 ✅ {agent_role} {date}"},
     "tool_output": {"max_tokens": 150},

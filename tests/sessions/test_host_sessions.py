@@ -85,7 +85,7 @@ def compacted_by(report: Report) -> str | None:
 
 def test_a_slow_summary_blocks_only_its_own_session() -> None:
     model = GatedModel()
-    settings = settings_from_dict({"strategies": ["llm_summary"], "llm_summary": {"timeout_seconds": WAIT}})
+    settings = settings_from_dict({"strategies": ["llm_summary"], "model": {"timeout_seconds": WAIT}})
     host = Host(settings, context_window=WINDOW, summary_model=model)
     reports: dict[str, Report] = {}
 

@@ -21,11 +21,30 @@ from ctxlife.testing import assistant, react_action, react_final, scripted_llm, 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_openai import openai_server, text_reply  # noqa: E402
 
+from ctxlife_strategies.llm_summary import LLMSummary  # noqa: E402
+
 WINDOW = 4000
 
 
+# The model client's keys live in the [model] table (issue 43); the helpers take them with the strategy's.
+_MODEL_KEYS = {
+    "model": "name",
+    "base_url": "base_url",
+    "timeout_seconds": "timeout_seconds",
+    "summarizer_context_window": "context_window",
+    "model_options": "options",
+}
+
+
+def _split(options: dict) -> tuple[dict, dict]:
+    model = {_MODEL_KEYS[k]: v for k, v in options.items() if k in _MODEL_KEYS}
+    return {k: v for k, v in options.items() if k not in _MODEL_KEYS}, model
+
+
 def settings(**options):
-    return settings_from_dict({"strategies": ["llm_summary"], "llm_summary": {"summarizer": "extractive", **options}})
+    options, table = _split({"summarizer": "extractive", **options})
+    options.pop("api", None)  # the route follows base_url (issue 43)
+    return settings_from_dict({"strategies": ["llm_summary"], "llm_summary": options, "model": table})
 
 
 def chat(rounds: int, words: int = 60):
@@ -451,20 +470,23 @@ def test_under_crewai_ctxlife_compacts_before_crewai_would_summarize():
 
 def test_over_the_window_itself_it_compacts_whatever_the_gain_and_down_to_the_latest_unit():
     # One request answered by a long tool loop: a single round, so only unit cuts are possible.
-    messages = [system("You are an agent."), user("Check reservations RS000X to RS019X.")]
-    for r in range(20):
+    # Each tool step is over a quarter of the window: the last keep_units (4) steps alone are over it.
+    messages = [system("You are an agent."), user("Check reservations RS000X to RS005X.")]
+    for r in range(6):
         call = tool_call("get_reservation_details", {"reservation_id": f"RS{r:03d}X"}, call_id=f"c{r}")
         messages += [
             assistant(None, [call]),
-            tool_result(call["id"], json.dumps({"id": f"RS{r:03d}X", "notes": "ok " * 200})),
+            tool_result(call["id"], json.dumps({"id": f"RS{r:03d}X", "notes": "ok " * 1200})),
         ]
-    host = Host(settings(min_gain_tokens=100_000, keep_units=8), context_window=WINDOW)
-    tokens = host.counter().count_messages(messages)
-    assert tokens > WINDOW
+    host = Host(settings(min_gain_tokens=100_000), context_window=WINDOW)
+    counter = host.counter()
+    steps = LLMSummary.Options.keep_units
+    assert counter.count_messages(messages[-2 * steps :]) > WINDOW
     report, action = compact(messages, host)
     assert action is not None and action.what == "compacted"
     assert report.tokens_after < WINDOW and validate(messages) == []
-    assert messages[2]["content"] == "Check reservations RS000X to RS019X."  # the request stays
+    assert messages[2]["content"] == "Check reservations RS000X to RS005X."  # the request stays
+    assert 1 <= sum(m.get("role") == "tool" for m in messages) < steps  # down past keep_units, to the latest
 
 
 def test_over_the_window_a_short_conversation_with_one_huge_tool_result_is_brought_under_it():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -20,6 +21,12 @@ from ctxlife.host import Host
 from ctxlife.messages import SUMMARY_PREFIX, inserted_text, is_summary, validate
 from ctxlife.summarizers import ExtractiveSummarizer, register_summarizer, unregister_summarizer
 from ctxlife.testing import assistant, system, tool_call, tool_result, user
+from ctxlife_strategies import llm_summary
+from ctxlife_strategies.llm_summary import LLMSummary
+
+#: After a model failure the model rests this long, or this many compactions (fixed since issue 43).
+REST_SECONDS = LLMSummary.Options.retry_model_after_seconds
+REST_COMPACTIONS = LLMSummary.Options.retry_model_after_compactions
 
 WINDOW = 4000
 MARKS = 24  # a summary message's tokens besides its text: the "History summary:" prefix and ctxlife's mark line
@@ -58,8 +65,24 @@ class Model:
         return behaviour(messages, max_tokens) if callable(behaviour) else behaviour
 
 
+# The model client's keys live in the [model] table (issue 43); the helpers take them with the strategy's.
+_MODEL_KEYS = {
+    "model": "name",
+    "base_url": "base_url",
+    "timeout_seconds": "timeout_seconds",
+    "summarizer_context_window": "context_window",
+    "model_options": "options",
+}
+
+
+def _split(options: dict) -> tuple[dict, dict]:
+    model = {_MODEL_KEYS[k]: v for k, v in options.items() if k in _MODEL_KEYS}
+    return {k: v for k, v in options.items() if k not in _MODEL_KEYS}, model
+
+
 def host_with(model: Any = None, **options: Any) -> Host:
-    settings = settings_from_dict({"strategies": ["llm_summary"], "llm_summary": options})
+    options, table = _split(options)
+    settings = settings_from_dict({"strategies": ["llm_summary"], "llm_summary": options, "model": table})
     return Host(settings, context_window=WINDOW, summary_model=model)
 
 
@@ -70,6 +93,30 @@ def compact(host: Host, messages: list[dict[str, Any]]) -> tuple[Any, Any, list[
     assert report.failures == []
     action = next((a for a in report.actions if a.what in ("compacted", "truncated")), None)
     return report, action, [e for e in logs if e["event"] == "ctxlife.summary_failed"]
+
+
+class _Clock:
+    """llm_summary's ``time``, with ``monotonic`` moved on by ``later()``: the model's rest (seconds) passes
+    without the test waiting for it. Only that module's name is replaced; everything else is ``time``."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def later(self, seconds: float) -> None:
+        self.offset += seconds
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    fake = _Clock()
+    monkeypatch.setattr(llm_summary, "time", fake)
+    return fake
 
 
 @pytest.fixture
@@ -148,12 +195,13 @@ def test_a_model_summary_is_used_as_written_with_the_marker_once_and_no_error():
     assert body.startswith(f"{SUMMARY_PREFIX} Goal: check reservations") and body.count(SUMMARY_PREFIX) == 1
 
 
-def test_after_a_model_failure_the_model_is_left_alone_for_retry_model_after_seconds():
+def test_after_a_model_failure_the_model_is_left_alone_for_a_while(clock):
     model = Model(RuntimeError("model down"), "Goal: check reservations.")
-    host = host_with(model, retry_model_after_seconds=3600)
+    host = host_with(model)
     messages = conversation()
     compact(host, messages)
     messages += rounds(12, 10)
+    clock.later(REST_SECONDS - 1)  # still resting (and the first compaction without it)
     _, action, events = compact(host, messages)
     assert len(model.calls) == 1  # not asked while resting
     assert action.details["summarizer"] == "extractive" and action.details["fallback_from"] == "agent_llm"
@@ -163,12 +211,13 @@ def test_after_a_model_failure_the_model_is_left_alone_for_retry_model_after_sec
     )
 
 
-def test_once_retry_model_after_seconds_passed_the_model_is_asked_again_and_used():
+def test_once_the_rest_seconds_passed_the_model_is_asked_again_and_used(clock):
     model = Model(RuntimeError("model down"), "Goal: check RS012X on.", "Goal: check RS015X and RS025X on.")
-    host = host_with(model, retry_model_after_seconds=0)
+    host = host_with(model)
     messages = conversation()
     _, first, _ = compact(host, messages)
     assert first.details["summarizer"] == "extractive"
+    clock.later(REST_SECONDS)  # the first compaction after the failure: only the seconds end the rest
     for start in (12, 22):  # a success after a failure, then another compaction
         messages += rounds(start, 10)
         _, action, events = compact(host, messages)
@@ -178,28 +227,27 @@ def test_once_retry_model_after_seconds_passed_the_model_is_asked_again_and_used
     assert "Goal: check RS012X on." in json.dumps(model.calls[2][0])
 
 
-@pytest.mark.parametrize("after, asked_again_at", [(3, 5), (1, 3), (None, None)])
-def test_a_fast_loop_asks_the_model_again_after_retry_model_after_compactions(after, asked_again_at):
-    # Compactions seconds apart: retry_model_after_seconds alone would leave the model out for the whole run.
+def test_a_fast_loop_asks_the_model_again_after_the_rest_compactions(clock):
+    # Compactions seconds apart: the rest's seconds alone would leave the model out for the whole run.
     def carrying_a_fact(messages: list[dict[str, Any]], max_tokens: int) -> str:
         return "Goal: check " + max(re.findall(r"RS\d{3}X", json.dumps(messages))) + "."
 
+    assert REST_COMPACTIONS == 3
     model = Model(RuntimeError("model down"), carrying_a_fact)
-    host = host_with(model, retry_model_after_seconds=3600, retry_model_after_compactions=after)
+    host = host_with(model)
     messages = conversation()
     used = []
     for compaction in range(1, 7):
         _, action, _ = compact(host, messages)
         used.append(action.details["summarizer"])
         messages += rounds(12 * compaction, 10)
-    if asked_again_at is None:
-        assert used == ["extractive"] * 6 and len(model.calls) == 1
-    else:  # the failure, `after` compactions without the model, then the model each time (a success ends the rest)
-        assert used == ["extractive"] * (asked_again_at - 1) + ["agent_llm"] * (7 - asked_again_at)
-        assert len(model.calls) == 1 + 7 - asked_again_at
+        clock.later(1)  # a fast loop: six compactions in a few seconds, far within the rest's seconds
+    # the failure, 3 compactions without the model, then the model each time (a success ends the rest)
+    assert used == ["extractive"] * 4 + ["agent_llm"] * 2
+    assert len(model.calls) == 1 + 2
 
 
-def test_a_model_slower_than_timeout_seconds_is_given_up_and_never_waited_for_twice():
+def test_a_model_slower_than_timeout_seconds_is_given_up_and_never_waited_for_twice(clock):
     release = threading.Event()  # the model answers only once the test is done with it
     answered = threading.Event()
 
@@ -209,7 +257,7 @@ def test_a_model_slower_than_timeout_seconds_is_given_up_and_never_waited_for_tw
         return "Goal: late."
 
     model = Model(held)
-    host = host_with(model, timeout_seconds=0.2, retry_model_after_seconds=0)
+    host = host_with(model, timeout_seconds=0.2)
     threads = set(threading.enumerate())
     try:
         messages = conversation()
@@ -219,7 +267,9 @@ def test_a_model_slower_than_timeout_seconds_is_given_up_and_never_waited_for_tw
         assert hung and all(t.daemon for t in hung)  # a hung model call never keeps the program from exiting
         assert action.details["summarizer"] == "extractive"
         assert "did not answer within 0.2 s" in events[0]["error"]
-        # The hung call still runs: the next compaction does not start another one, nor wait.
+        # The hung call still runs: once the model's rest is over, the next compaction does not start
+        # another one, nor wait.
+        clock.later(REST_SECONDS)
         messages += rounds(12, 10)
         _, action, events = compact(host, messages)
         assert action.what == "compacted" and action.details["summarizer"] == "extractive"
@@ -234,7 +284,7 @@ def test_when_the_extractive_summary_fails_too_the_span_is_truncated_and_the_pre
     broken_extractive,
 ):
     model = Model("Goal: check reservations RS000X to RS011X for mia_li.", RuntimeError("model down"))
-    host = host_with(model, retry_model_after_seconds=0)
+    host = host_with(model)
     messages = conversation()
     first_user = messages[1]
     _, action, _ = compact(host, messages)
@@ -333,12 +383,19 @@ def test_the_key_facts_the_model_summary_lost_are_appended_within_the_budget():
     assert model.calls[0][1] == int(200 * 0.7)
 
 
-def test_without_key_facts_the_model_gets_the_whole_budget_and_nothing_is_appended():
-    model = Model("Goal: the user checks reservations (RS005X).")
-    messages = conversation()
-    compact(host_with(model, max_summary_tokens=200, key_facts=False), messages)
-    assert inserted_text(messages[1]["content"]) == f"{SUMMARY_PREFIX} Goal: the user checks reservations (RS005X)."
-    assert model.calls[0][1] == 200
+def test_a_span_without_facts_gives_the_model_the_whole_budget_and_nothing_is_appended():
+    chat = "let us talk about the weather in the valley and how the garden is doing this week. " * 6
+    reply = "the garden is doing well and the weather stays mild and calm for now. " * 6
+    messages = [system("You are a friendly companion.")]
+    for _ in range(14):
+        messages += [user(chat), assistant(reply)]
+    model = Model("Goal: a calm chat about the garden and the weather.")
+    _, action, events = compact(host_with(model, max_summary_tokens=200), messages)
+    assert action.details["summarizer"] == "agent_llm" and events == []
+    assert (
+        inserted_text(messages[1]["content"]) == f"{SUMMARY_PREFIX} Goal: a calm chat about the garden and the weather."
+    )
+    assert model.calls[0][1] == 200  # no key facts to make room for
 
 
 def test_a_lone_surrogate_in_a_model_summary_cannot_break_the_request():
@@ -407,7 +464,7 @@ def test_a_summarizer_without_condense_has_its_long_summary_cut_not_replaced():
 
 
 def test_while_the_model_rests_its_own_failure_is_named_not_the_fallbacks(broken_extractive):
-    host = host_with(Model(RuntimeError("model down")), retry_model_after_seconds=3600)
+    host = host_with(Model(RuntimeError("model down")))
     messages = conversation()
     _, action, _ = compact(host, messages)
     assert action.what == "truncated"
@@ -436,17 +493,16 @@ def _one_long_task(fmt: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("fmt", ["anthropic", "openai"])
-def test_a_truncation_inside_a_turn_keeps_an_anthropic_list_opening_with_the_user(broken_extractive, fmt):
-    """Without a summary the span is cut off: an Anthropic conversation must still open with a user
-    turn (the tool steps before the kept question go too); an OpenAI one keeps them."""
+def test_a_truncation_inside_a_turn_keeps_the_task_first_and_whole_tool_steps(broken_extractive, fmt):
+    """Without a summary the span is cut off inside the one long turn: the task (the first user
+    message, never summarized) still opens the list, so an Anthropic conversation opens with a user
+    turn, and no tool result is kept without its call."""
     messages = _one_long_task(fmt)
     before = list(messages)
-    _, action, _ = compact(host_with(Model(RuntimeError("model down")), pin_first_user=False), messages)
+    _, action, _ = compact(host_with(Model(RuntimeError("model down"))), messages)
     assert action.what == "truncated" and validate(messages) == []
-    if fmt == "anthropic":
-        assert messages == before[-1:]
-    else:
-        assert messages[0]["role"] == "assistant" and messages[-1] == before[-1] and len(messages) > 1
+    assert messages[0] is before[0] and messages[-1] == before[-1] and 2 < len(messages) < len(before)
+    assert messages[1]["role"] == "assistant"  # a tool step's call, never its result alone
 
 
 def test_a_model_summary_carrying_none_of_the_spans_facts_is_replaced_by_the_extractive_one():

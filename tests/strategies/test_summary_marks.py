@@ -61,9 +61,10 @@ def quoting_model(request: dict[str, Any]) -> tuple[int, str, None]:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_no_summary_quotes_a_mark_line_or_lists_a_check_as_a_fact(lang: str, route: str, tmp_path: Path) -> None:
     with openai_server(quoting_model) as server:
-        summary: dict[str, Any] = {"min_gain_tokens": 20, "retry_model_after_seconds": 0}
+        summary: dict[str, Any] = {"min_gain_tokens": 20}
+        model: dict[str, Any] = {}  # the [model] table (issue 43)
         if route == "model":
-            summary |= {"model": "quoting", "base_url": server["base_url"]}
+            model = {"name": "quoting", "base_url": server["base_url"]}
         else:
             summary["summarizer"] = "extractive"
         settings = settings_from_dict(
@@ -72,6 +73,7 @@ def test_no_summary_quotes_a_mark_line_or_lists_a_check_as_a_fact(lang: str, rou
                 "store": f"file://{tmp_path / 'sessions'}",
                 "bootstrap": {"text": BOOTSTRAP},
                 "llm_summary": summary,
+                "model": model,
             }
         )
         host = Host(settings, context_window=3000, session_id=f"marks-{lang}-{route}")

@@ -8,7 +8,7 @@ import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.contexts import ToolCallContext
 from ctxlife.host import Host
-from ctxlife_strategies.tool_cache import ToolCache, cache_key
+from ctxlife_strategies.tool_cache import MAX_ENTRIES, ToolCache, cache_key
 
 
 def make_host(**options) -> Host:
@@ -116,18 +116,24 @@ def test_ttl_expires_entries():
 
 
 def test_cache_is_bounded_least_recently_used_first():
-    host = make_host(tools=["search"], max_entries=2)
+    host = make_host(tools=["search"])
     search = Counter()
-    for q in ("a", "b"):
+    queries = [f"q{i}" for i in range(MAX_ENTRIES)]
+    for q in queries:
         call(host, "search", {"q": q}, search)
-    call(host, "search", {"q": "a"}, search)  # a is now the most recently used
-    stored = call(host, "search", {"q": "c"}, search)  # evicts b
-    assert stored.actions[-1].details == {"tool": "search", "call": 4, "entries": 2, "evicted": 1}
-    assert search.runs == 3
-    call(host, "search", {"q": "a"}, search)
-    assert search.runs == 3
-    call(host, "search", {"q": "b"}, search)
-    assert search.runs == 4
+    call(host, "search", {"q": "q0"}, search)  # q0 is now the most recently used
+    stored = call(host, "search", {"q": "new"}, search)  # evicts q1
+    assert stored.actions[-1].details == {
+        "tool": "search",
+        "call": MAX_ENTRIES + 2,
+        "entries": MAX_ENTRIES,
+        "evicted": 1,
+    }
+    assert search.runs == MAX_ENTRIES + 1
+    call(host, "search", {"q": "q0"}, search)
+    assert search.runs == MAX_ENTRIES + 1
+    call(host, "search", {"q": "q1"}, search)
+    assert search.runs == MAX_ENTRIES + 2
 
 
 def test_failures_are_not_cached():
@@ -177,9 +183,9 @@ def test_the_cached_result_is_the_tools_own_result():
             "strategy 'tool_cache' option 'ttl_seconds' (in a dict): Input should be greater than 0 (got 0)",
         ),
         (
-            {"tools": ["search"], "max_entries": 0},
-            "strategy 'tool_cache' option 'max_entries' (in a dict): "
-            "Input should be greater than or equal to 1 (got 0)",
+            {"tools": ["search"], "max_entries": 2},
+            "strategy 'tool_cache' has no option 'max_entries' (in a dict): the cache holds at most 256 results per "
+            "session (ctxlife_strategies.tool_cache.MAX_ENTRIES), least recently used dropped first",
         ),
         ({"allow": ["search"]}, "strategy 'tool_cache' has no option 'allow' (in a dict)"),
     ],
@@ -192,7 +198,7 @@ def test_bad_options_give_clear_errors(options, message):
 
 def test_strategy_defaults():
     options = ToolCache.Options()
-    assert options.tools == [] and options.ttl_seconds is None and options.max_entries == 256
+    assert options.tools == [] and options.ttl_seconds is None
 
 
 def test_the_docs_examples_are_valid_configs(doc_examples):

@@ -193,7 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="context window in tokens; beats CTXLIFE_CONTEXT_WINDOW and the config's context_window",
     )
     p.add_argument(
-        "--model", default=None, help="model name for the tokenizer; beats CTXLIFE_MODEL and the config's model"
+        "--model",
+        default=None,
+        help="model name for the tokenizer; beats CTXLIFE_AGENT_MODEL and the config's agent_model",
     )
     p.add_argument(
         "--conversation",
