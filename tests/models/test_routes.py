@@ -412,13 +412,19 @@ from ctxlife.testing import assistant, system, user
 assert "openai" not in sys.modules
 options = {"model": "m", "base_url": sys.argv[1], "timeout_seconds": 0.3, "min_gain_tokens": 20}
 host = Host(settings_from_dict({"strategies": ["llm_summary"], "llm_summary": options}), context_window=1000)
-preloading = [t.name for t in threading.enumerate() if t.name == "ctxlife-import-openai"]
+# Building the host imports nothing (a CLI command that never calls a model does not pay for it) ...
+def loading():
+    threads = [t.name for t in threading.enumerate() if t.name == "ctxlife-import-openai"]
+    return threads or sorted({"openai"} & set(sys.modules))
+built = loading()
 messages = [system("You are an airline agent.")]
+host.manage(messages + [user("Hello.")])  # ... the first call, far under the threshold, starts the import
+preloading = loading()
 for r in range(12):
     messages += [user(f"Check reservation RS{r:03d}X. " + "ok " * 20), assistant(f"RS{r:03d}X is confirmed.")]
 report = host.manage(messages)
 done = [a.details for a in report.actions if a.what == "compacted"]
-print(json.dumps({"preloading": preloading, "compactions": done}))
+print(json.dumps({"built": built, "preloading": preloading, "compactions": done}))
 """
 
 
@@ -429,7 +435,25 @@ def test_the_first_compaction_does_not_count_the_client_import_against_timeout_s
         )
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.splitlines()[-1])
-    assert out["preloading"] == ["ctxlife-import-openai"]  # started when the host was built
+    assert out["built"] == []
+    assert out["preloading"] in (["ctxlife-import-openai"], ["openai"])  # importing, or done, before any compaction
     [compaction] = out["compactions"]
     assert compaction["summarizer"] == "model:m" and "fallback_from" not in compaction, compaction
     assert endpoint["requests"], "the model was not asked"
+
+
+def test_cli_commands_that_never_call_a_model_do_not_import_its_client(tmp_path):
+    # `ctxlife check --no-connect` builds the host (to check the strategies' options) but calls nothing:
+    # the openai client's import (1-20 s on a loaded machine) is not started.
+    config = tmp_path / "ctxlife.toml"
+    config.write_text('strategies = ["llm_summary"]\n[llm_summary]\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    script = (
+        "import sys, threading\n"
+        "from ctxlife.cli import main\n"
+        "code = main(['check', '--no-connect', sys.argv[1]])\n"
+        "names = [t.name for t in threading.enumerate()]\n"
+        "print(code, 'openai' in sys.modules or 'ctxlife-import-openai' in names)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script, str(config)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines()[-1] == "0 False"
