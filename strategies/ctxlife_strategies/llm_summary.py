@@ -372,8 +372,8 @@ class LLMSummary(ctxlife.Strategy):
         threshold = self.options.threshold or ctx.threshold
         limit = threshold * ctx.context_window
         extractive_only = False
+        self._tend_fold(ctx)
         if self.options.background:
-            self._tend_fold(ctx)
             if tokens_before <= limit:
                 return
             # Over the threshold: compact now, never waiting for the model (milliseconds): its running summary
@@ -432,10 +432,32 @@ class LLMSummary(ctxlife.Strategy):
             job = fold.job if fold is not None else None
             if job is not None:
                 job.stale = True  # finishes on its own; none starts before (one summary thread per session)
-            fold = folds[ctx.view] = _Fold(carried=_prose_of(previous_text), job=job)
+            by_model = previous_text is not None and previous_text == _pace_of(ctx).model_wrote
+            fold = folds[ctx.view] = _Fold(carried=_prose_of(previous_text), carried_by_model=by_model, job=job)
         else:
             self._harvest(ctx, fold)
         return fold
+
+    def _slower_than_the_pace(self, ctx: ctxlife.LLMCallContext) -> bool:
+        """Whether the model's last summary took longer than the agent's calls took since the last compaction
+        ended: then the foreground too compacts with the running summary (_Fold), waiting only for the span the
+        model is reading, instead of for a summary of everything (issue 39: 13.5 s at each compaction)."""
+        pace = _pace_of(ctx)
+        if pace.summary_seconds is None or pace.compacted_at is None or pace.summary_seconds < _FOLD_AFTER_SECONDS:
+            return False
+        return pace.summary_seconds > time.monotonic() - pace.compacted_at
+
+    def _wait_for_fold(self, ctx: ctxlife.LLMCallContext) -> dict[str, Any]:
+        """Wait (at most ``timeout_seconds``) for the model's summary under way; ``waited_seconds``."""
+        fold = ctx.state.get("fold", {}).get(ctx.view)
+        if fold is None or fold.job is None or fold.job.stale:
+            return {}
+        started = time.perf_counter()
+        try:
+            fold.job.future.exception(timeout=self.options.timeout_seconds)
+        except TimeoutError:
+            pass  # still running: this compaction uses the notes; the job is taken when it is done
+        return {"waited_seconds": round(time.perf_counter() - started, 3)}
 
     def _tend_fold(self, ctx: ctxlife.LLMCallContext) -> None:
         """At each call (cheap): take the model's finished summary, and start the next one over the messages
@@ -466,6 +488,7 @@ class LLMSummary(ctxlife.Strategy):
         if job.stale:
             return
         self._model_failed_at = None
+        _pace_of(ctx).summary_seconds = job.seconds
         fold.model_text, fold.carried, fold.notes = text, None, None
         fold.pending = fold.pending[job.messages :]
         fold.model_read += job.messages
@@ -481,9 +504,10 @@ class LLMSummary(ctxlife.Strategy):
         messages = list(fold.pending)
         span_facts = extract_facts(messages)
         budget = max(32, int(self.options.max_summary_tokens * 0.7 * _MODEL_SHARE))
-        request = SummaryRequest(
-            messages, fold.model_text or fold.carried, budget, ctx.tokens.count_text, _most_useful(span_facts, budget)
-        )
+        # A short prompt (the fact block alone could take 300 tokens of ~1,300): the ledger appends what the
+        # summary lost anyway.
+        facts = _most_useful(span_facts, budget)[:_JOB_FACTS]
+        request = SummaryRequest(messages, fold.model_text or fold.carried, budget, ctx.tokens.count_text, facts)
         state = ctx.state
         read_limit = self.options.max_summary_tokens  # a longer span is condensed extractively first
         future: Future[str] = Future()
@@ -498,11 +522,13 @@ class LLMSummary(ctxlife.Strategy):
                         summarizer.max_input_tokens = min(summarizer.max_input_tokens or read_limit, read_limit)
                     text = self._summary_text(summarizer, request, False, state)
                     _carries_some_facts(text, span_facts)
+                    job.seconds = time.perf_counter() - started
                     future.set_result(text)
                 except BaseException as exc:  # noqa: BLE001 - handed back at the harvest
                     future.set_exception(exc)
 
-        fold.job = _FoldJob(future, len(messages), name)
+        job = fold.job = _FoldJob(future, len(messages), name)
+        started = time.perf_counter()
         context = contextvars.copy_context()
         threading.Thread(target=context.run, args=(work,), name="ctxlife-background-summary", daemon=True).start()
 
@@ -515,6 +541,7 @@ class LLMSummary(ctxlife.Strategy):
             fold.job.stale = True
         newest = pending[len(fold.pending) :]
         fold.carried, fold.model_text, fold.notes, fold.pending = _prose_of(fold.written), None, None, []
+        fold.carried_by_model = False
         return newest
 
     def _fold_text(
@@ -634,17 +661,23 @@ class LLMSummary(ctxlife.Strategy):
         fold: _Fold | None = None
         pending: list[dict[str, Any]] = []
         notes = ""
-        if extractive_only and name != "extractive":  # background: the model's running summary + notes
-            fold = self._fold_of(ctx, previous_text)
+        waited: dict[str, Any] = {}
+        if name != "extractive" and (extractive_only or self._slower_than_the_pace(ctx)):
+            if not extractive_only:  # the foreground waits for what the model has not finished, only that
+                waited = self._wait_for_fold(ctx)
+            fold = self._fold_of(ctx, previous_text)  # the model's running summary + notes of the rest
             pending = self._unread(fold, fold.pending + read, tokens)
-        attempts: list[tuple[str, Callable[[], Summarizer]]] = [] if extractive_only else [(name, factory)]
-        if name != "extractive" or extractive_only:
+        else:
+            ctx.state.get("fold", {}).pop(ctx.view, None)  # a summary of everything: the fold starts again
+        attempts: list[tuple[str, Callable[[], Summarizer]]] = [] if fold is not None else [(name, factory)]
+        if name != "extractive" or fold is not None:
             attempts.append(("extractive", lambda: self._extractive))
         errors: list[tuple[str, BaseException]] = []
         summary: dict[str, Any] | None = None
         text = ""
         used = name
         for used, make in attempts:
+            asked = time.perf_counter()
             if used.startswith(("model:", "agent_llm")) and self._resting():
                 self._rested += 1
                 errors.append((used, SummaryFailed(f"not asked: it failed {self._model_error}")))
@@ -677,6 +710,7 @@ class LLMSummary(ctxlife.Strategy):
                 summary = candidate
                 if used != "extractive" and used == name:
                     self._model_failed_at = None
+                    _pace_of(ctx).summary_seconds = time.perf_counter() - asked  # slower than the pace: _Fold
                 break
             except Exception as exc:  # noqa: BLE001 - any failure falls back, loudly
                 errors.append((used, exc))
@@ -721,7 +755,7 @@ class LLMSummary(ctxlife.Strategy):
         folded: dict[str, Any] = {}
         if fold is not None:
             fold.pending, fold.notes, fold.written = pending, notes, strip_summary_marker(summary["content"])
-            if fold.model_text is not None:  # the summary holds the model's prose: it is the model's compaction
+            if fold.model_text is not None or fold.carried_by_model:  # the model's prose: the model's compaction
                 used = name
             folded = {"model_read_messages": fold.model_read, "extractive_messages": len(pending)}
             self._start_fold_job(ctx, fold)
@@ -737,9 +771,13 @@ class LLMSummary(ctxlife.Strategy):
             facts_kept=kept_facts,
             seconds=round(time.perf_counter() - started, 3),
             **({"fallback_from": name} if used != name else {}),
-            **({"reason": "summary_not_ready"} if extractive_only and used != name else {}),
+            **({"reason": "summary_not_ready"} if fold is not None and used != name else {}),
             **folded,
+            **waited,
         )
+        pace = _pace_of(ctx)
+        pace.compacted_at = time.monotonic()
+        pace.model_wrote = strip_summary_marker(summary["content"]) if used == name and fold is None else None
         self._note_result(ctx, tokens_before)
 
     # -- pieces of a compaction -----------------------------------------------------------
@@ -861,6 +899,8 @@ class LLMSummary(ctxlife.Strategy):
 _LEDGER_LIMIT = 2_000  # facts carried from one summary to the next (the most recent ones)
 _PACE_CALLS = 8  # the recent calls whose growth sizes the room a compaction leaves
 _MODEL_SHARE = 0.5  # of a background compaction's prose budget: the model's running summary (the rest: notes)
+_FOLD_AFTER_SECONDS = 1.0  # a foreground summary shorter than this is waited for whole (a wait no one notices)
+_JOB_FACTS = 24  # ledger facts named in a background summary's prompt
 _MAX_PENDING_TOKENS = 32_000  # evicted messages kept for the model to read (more: it is down, or far behind)
 
 
@@ -873,6 +913,9 @@ class _Pace:
     last_count: int | None = None
     last_call: float | None = None
     growth: tuple[int, ...] = ()
+    summary_seconds: float | None = None  # the model's last summary
+    compacted_at: float | None = None  # the end of the last compaction (time.monotonic())
+    model_wrote: str | None = None  # the last summary the model made of everything evicted (no notes)
 
     def called(self, tokens: int) -> None:
         if self.last_count is not None and tokens >= self.last_count:  # a smaller list was edited: no sample
@@ -894,6 +937,7 @@ class _FoldJob:
     messages: int
     name: str
     stale: bool = False  # what it reads was folded otherwise since: dropped when done
+    seconds: float = 0.0  # how long the model took (set before the future is)
 
 
 @dataclass
@@ -906,6 +950,7 @@ class _Fold:
     history started from (folded into the model's first)."""
 
     carried: str | None = None
+    carried_by_model: bool = False
     model_text: str | None = None
     model_read: int = 0
     pending: list[dict[str, Any]] = field(default_factory=list)

@@ -217,3 +217,20 @@ def test_the_room_a_compaction_leaves_follows_the_recent_growth_not_a_fixed_targ
     # summary budget stay): 5,196 tokens left over 8 compactions against 5,218.
     paced, fixed = left(400), left(400, headroom_calls=0)
     assert len(paced) <= len(fixed) and sum(paced) < sum(fixed), (paced, fixed)
+
+
+def test_a_foreground_model_slower_than_the_agents_calls_is_waited_for_only_on_the_span_it_is_reading():
+    # The model takes 1.5 s per summary, the agent calls every ~0.1 s. The first compaction waits for a summary
+    # of everything; then each compaction waits only for the summary the model started right after the last
+    # one (the span evicted then) and puts the newest span in as extractive notes until the next.
+    model = SlowModel(1.5)
+    try:
+        with capture_logs() as logs:
+            out = tool_heavy.run(checked(host(model)), turns=15, pause=0.1)
+    finally:
+        model.done.set()
+    assert out["calls_over_the_line"] == 0 and max(out["sent_tokens"]) <= LINE
+    assert not [e for e in logs if e["event"] == "ctxlife.summary_failed"]
+    first, *log = out["compaction_log"]
+    assert first["summarizer"] == "agent_llm" and first["extractive_messages"] is None  # a summary of everything
+    assert log and all(c["summarizer"] == "agent_llm" and c["extractive_messages"] > 0 for c in log), log
