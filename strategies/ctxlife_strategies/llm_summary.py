@@ -714,6 +714,9 @@ class LLMSummary(ctxlife.Strategy):
                 break
             except Exception as exc:  # noqa: BLE001 - any failure falls back, loudly
                 errors.append((used, exc))
+                slow = time.perf_counter() - asked
+                if used == name != "extractive" and slow >= _FOLD_AFTER_SECONDS:  # a time-out: slow, not down
+                    _pace_of(ctx).summary_seconds = slow
                 if used != "extractive" and not isinstance(exc, SummaryLacksFacts):  # a useless reply: ask again
                     self._model_failed_at = time.monotonic()
                     self._rested = 0
