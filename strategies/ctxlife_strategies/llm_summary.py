@@ -18,6 +18,12 @@ official client, or ``crewai.LLM``), a named ``summarizer``, the ``summary_model
 (missing extra, down, slow, error, garbage, too long), the list handed back fits: a failed model
 summary falls back to the extractive summary, and that to truncation, with one error event. A
 summary over its budget is condensed (asked again once, then cut at a line), never discarded.
+
+A model slower than the agent's calls (``background``, or a foreground model measured slower than
+the calls between compactions) summarizes each span in a daemon thread as soon as it is evicted,
+folding its running summary; a compaction puts in that running summary plus extractive notes of
+the evicted messages it has not read yet (:class:`_Fold`): the background never waits, the
+foreground waits only for the summary under way.
 """
 
 from __future__ import annotations
@@ -666,7 +672,7 @@ class LLMSummary(ctxlife.Strategy):
             if not extractive_only:  # the foreground waits for what the model has not finished, only that
                 waited = self._wait_for_fold(ctx)
             fold = self._fold_of(ctx, previous_text)  # the model's running summary + notes of the rest
-            pending = self._unread(fold, fold.pending + read, tokens)
+            pending = self._unread(fold, fold.pending + [dict(m) for m in read], tokens)  # copies: kept
         else:
             ctx.state.get("fold", {}).pop(ctx.view, None)  # a summary of everything: the fold starts again
         attempts: list[tuple[str, Callable[[], Summarizer]]] = [] if fold is not None else [(name, factory)]
@@ -677,13 +683,14 @@ class LLMSummary(ctxlife.Strategy):
         text = ""
         used = name
         for used, make in attempts:
-            asked = time.perf_counter()
             if used.startswith(("model:", "agent_llm")) and self._resting():
                 self._rested += 1
                 errors.append((used, SummaryFailed(f"not asked: it failed {self._model_error}")))
                 continue
+            asked = time.perf_counter()  # (again after make(): building the client is not the model's time)
             try:
                 summarizer = make()
+                asked = time.perf_counter()
                 # With the ledger on, a summarizer that does not keep facts itself gets 70% of the budget
                 # and the key facts the rest.
                 keeps_facts = getattr(summarizer, "fact_list", False) and fold is None
@@ -910,11 +917,10 @@ _MAX_PENDING_TOKENS = 32_000  # evicted messages kept for the model to read (mor
 @dataclass
 class _Pace:
     """How one view's context grows: the tokens each recent call added (what came in between two
-    calls, not this strategy's own edits), the seconds between calls and how long the model took
-    to summarize."""
+    calls, not this strategy's own edits), how long the model took to summarize and when the last
+    compaction ended (whether the model is slower than the agent's calls)."""
 
     last_count: int | None = None
-    last_call: float | None = None
     growth: tuple[int, ...] = ()
     summary_seconds: float | None = None  # the model's last summary
     compacted_at: float | None = None  # the end of the last compaction (time.monotonic())
