@@ -453,17 +453,29 @@ class LLMSummary(ctxlife.Strategy):
             return False
         return pace.summary_seconds > time.monotonic() - pace.compacted_at
 
-    def _wait_for_fold(self, ctx: ctxlife.LLMCallContext) -> dict[str, Any]:
-        """Wait (at most ``timeout_seconds``) for the model's summary under way; ``waited_seconds``."""
-        fold = ctx.state.get("fold", {}).get(ctx.view)
-        if fold is None or fold.job is None or fold.job.stale:
-            return {}
+    def _wait_in_foreground(
+        self, ctx: ctxlife.LLMCallContext, fold: _Fold, fresh: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], dict[str, Any], bool]:
+        """The foreground's wait, at most ``timeout_seconds``, for the model's summary under way (the span it
+        started on right after the last compaction). With none under way, the model reads what is pending
+        and the older half of ``fresh`` (the span this compaction evicts) now; the newer half is left to the
+        notes and to the summary started after this compaction (the next compaction waits only for that).
+        (The messages still unread after the wait, the event's ``waited_seconds``, whether the model failed.)"""
         started = time.perf_counter()
-        try:
-            fold.job.future.exception(timeout=self.options.timeout_seconds)
-        except TimeoutError:
-            pass  # still running: this compaction uses the notes; the job is taken when it is done
-        return {"waited_seconds": round(time.perf_counter() - started, 3)}
+        if fold.job is None:
+            later = _most_recent(fresh, sizes_of=ctx.tokens, limit=ctx.tokens.count_messages(fresh) // 2)
+            later = later if len(later) < len(fresh) else []
+            fold.pending = fold.pending + fresh[: len(fresh) - len(later)]
+            self._start_fold_job(ctx, fold)
+            fresh = later
+        job = fold.job
+        if job is not None and not job.stale:
+            try:
+                job.future.exception(timeout=self.options.timeout_seconds)
+            except TimeoutError:
+                pass  # still running: this compaction uses the notes; the summary is taken when it is done
+        failed = self._harvest(ctx, fold) is False
+        return fold.pending + fresh, {"waited_seconds": round(time.perf_counter() - started, 3)}, failed
 
     def _tend_fold(self, ctx: ctxlife.LLMCallContext) -> None:
         """At each call (cheap): take the model's finished summary, and start the next one over the messages
@@ -473,31 +485,33 @@ class LLMSummary(ctxlife.Strategy):
             self._harvest(ctx, fold)
             self._start_fold_job(ctx, fold)
 
-    def _harvest(self, ctx: ctxlife.LLMCallContext, fold: _Fold) -> None:
+    def _harvest(self, ctx: ctxlife.LLMCallContext, fold: _Fold) -> bool | None:
         """Take the finished model summary of the oldest pending messages: it becomes the running summary
-        the next compaction puts in; a failed one leaves them to the extractive notes (one error event)."""
+        the next compaction puts in; a failed one leaves them to the extractive notes (one error event).
+        True when one was taken, False when it failed, None when there was none."""
         if fold.job is None or not fold.job.future.done():
-            return
+            return None
         job, fold.job = fold.job, None
         try:
             text = job.future.result(timeout=0)
         except Exception as exc:  # noqa: BLE001 - the extractive notes still cover these messages
             if job.stale:
-                return
+                return None
             if not isinstance(exc, SummaryLacksFacts):  # a useless reply: ask again (no back-off)
                 self._model_failed_at = time.monotonic()
                 self._rested = 0
                 self._model_error = f"{time.strftime('%H:%M:%S')}: {type(exc).__name__}: {exc}"[:300]
             contents = [text_of(m) for m in fold.pending[: job.messages]]
             self._failed_event(ctx, [(job.name, exc)], contents, "extractive", job.messages)
-            return
+            return False
         if job.stale:
-            return
+            return None
         self._model_failed_at = None
         _pace_of(ctx).summary_seconds = job.seconds
         fold.model_text, fold.carried, fold.notes = text, None, None
         fold.pending = fold.pending[job.messages :]
         fold.model_read += job.messages
+        return True
 
     def _start_fold_job(self, ctx: ctxlife.LLMCallContext, fold: _Fold) -> None:
         """Summarize the pending messages with the model in a daemon thread (one at a time per view), folding
@@ -538,17 +552,18 @@ class LLMSummary(ctxlife.Strategy):
         context = contextvars.copy_context()
         threading.Thread(target=context.run, args=(work,), name="ctxlife-background-summary", daemon=True).start()
 
-    def _unread(self, fold: _Fold, pending: list[dict[str, Any]], tokens: ctxlife.TokenCounter) -> list[dict[str, Any]]:
+    def _unread(
+        self, fold: _Fold, pending: list[dict[str, Any]], fresh: list[dict[str, Any]], tokens: ctxlife.TokenCounter
+    ) -> list[dict[str, Any]]:
         """``pending``, when under ``_MAX_PENDING_TOKENS``. Over it (a model down, or far behind) the fold
         starts again from the summary in the list: the model reads the newest span next."""
         if tokens.count_messages(pending) <= _MAX_PENDING_TOKENS:
             return pending
         if fold.job is not None:
             fold.job.stale = True
-        newest = pending[len(fold.pending) :]
         fold.carried, fold.model_text, fold.notes, fold.pending = _prose_of(fold.written), None, None, []
         fold.carried_by_model = False
-        return newest
+        return fresh
 
     def _fold_text(
         self, fold: _Fold, pending: list[dict[str, Any]], read: list[dict[str, Any]], request: SummaryRequest
@@ -668,11 +683,14 @@ class LLMSummary(ctxlife.Strategy):
         pending: list[dict[str, Any]] = []
         notes = ""
         waited: dict[str, Any] = {}
-        if name != "extractive" and (extractive_only or self._slower_than_the_pace(ctx)):
-            if not extractive_only:  # the foreground waits for what the model has not finished, only that
-                waited = self._wait_for_fold(ctx)
+        model_failed = False
+        if name != "extractive" and (extractive_only or (self._slower_than_the_pace(ctx) and not self._resting())):
             fold = self._fold_of(ctx, previous_text)  # the model's running summary + notes of the rest
-            pending = self._unread(fold, fold.pending + [dict(m) for m in read], tokens)  # copies: kept
+            fresh = [dict(m) for m in read]  # copies: kept until the model has read them
+            pending = fold.pending + fresh
+            if not extractive_only:  # the foreground waits for what the model has not finished, only that
+                pending, waited, model_failed = self._wait_in_foreground(ctx, fold, fresh)
+            pending = self._unread(fold, pending, fresh, tokens)
         else:
             ctx.state.get("fold", {}).pop(ctx.view, None)  # a summary of everything: the fold starts again
         attempts: list[tuple[str, Callable[[], Summarizer]]] = [] if fold is not None else [(name, factory)]
@@ -730,6 +748,8 @@ class LLMSummary(ctxlife.Strategy):
                     self._model_error = f"{time.strftime('%H:%M:%S')}: {type(exc).__name__}: {exc}"[:300]
         contents = [text_of(m) for m in (*evicted, *previous, *system, *kept_tail)]
         if summary is None:
+            if fold is not None:
+                fold.written = None  # nothing put in: the next compaction starts a fold afresh
             original = list(messages)
             kept = pinned + kept_tail
             if ctx.message_format == ANTHROPIC and not previous:
@@ -758,6 +778,8 @@ class LLMSummary(ctxlife.Strategy):
             # Whole-list accounting can disagree with the span's (reordered turns, overheads):
             # a compaction must make the context smaller, or it is not done.
             messages[:] = original
+            if fold is not None:
+                fold.written = None  # nothing put in: the next compaction starts a fold afresh
             ctx.record("skipped", reason="no_gain", tokens=tokens_before)
             return
         ctx.state["ledger"] = (text, facts[-_LEDGER_LIMIT:])
@@ -765,10 +787,11 @@ class LLMSummary(ctxlife.Strategy):
         folded: dict[str, Any] = {}
         if fold is not None:
             fold.pending, fold.notes, fold.written = pending, notes, strip_summary_marker(summary["content"])
-            if fold.model_text is not None or fold.carried_by_model:  # the model's prose: the model's compaction
+            if (fold.model_text is not None or fold.carried_by_model) and not model_failed:  # the model's prose
                 used = name
             folded = {"model_read_messages": fold.model_read, "extractive_messages": len(pending)}
-            self._start_fold_job(ctx, fold)
+            if not model_failed:  # (after a failure the next compaction asks again, and reports it)
+                self._start_fold_job(ctx, fold)
         ctx.record(
             "compacted",
             summarizer=used,
@@ -781,7 +804,7 @@ class LLMSummary(ctxlife.Strategy):
             facts_kept=kept_facts,
             seconds=round(time.perf_counter() - started, 3),
             **({"fallback_from": name} if used != name else {}),
-            **({"reason": "summary_not_ready"} if fold is not None and used != name else {}),
+            **({"reason": "summary_not_ready"} if fold is not None and used != name and not model_failed else {}),
             **folded,
             **waited,
         )
