@@ -579,9 +579,15 @@ class LLMSummary(ctxlife.Strategy):
             head = cut_at_lines(head, int(request.max_tokens * _MODEL_SHARE), count)
         if not pending:
             return head, ""
-        rest = max(request.max_tokens - count(head) - 1, 16)
+        # (A tiny budget still gets notes: the summary is cut to max_summary_tokens after the key facts.)
+        rest = max(request.max_tokens - count(head) - 1, _MIN_NOTES_TOKENS)
         span, earlier = (read, fold.notes) if fold.notes is not None else (pending, None)
-        notes = self._summary_text(self._notes, SummaryRequest(span, earlier, rest, count, request.facts), True, {})
+        try:
+            notes = self._summary_text(self._notes, SummaryRequest(span, earlier, rest, count, request.facts), True, {})
+        except SummaryFailed:
+            if not head:
+                raise
+            return head, ""  # nothing of the span fits: the running summary and the ledger's key facts
         return (f"{head}\n{notes}" if head else notes), notes
 
     def _compact(self, ctx: ctxlife.LLMCallContext, tokens_before: int, *, extractive_only: bool = False) -> None:
@@ -933,6 +939,7 @@ _LEDGER_LIMIT = 2_000  # facts carried from one summary to the next (the most re
 _PACE_CALLS = 8  # the recent calls whose growth sizes the room a compaction leaves
 _MODEL_SHARE = 0.5  # of a background compaction's prose budget: the model's running summary (the rest: notes)
 _FOLD_AFTER_SECONDS = 1.0  # a foreground summary shorter than this is waited for whole (a wait no one notices)
+_MIN_NOTES_TOKENS = 48  # the extractive notes of a background compaction get at least this many
 _JOB_FACTS = 24  # ledger facts named in a background summary's prompt
 _MAX_PENDING_TOKENS = 32_000  # evicted messages kept for the model to read (more: it is down, or far behind)
 
