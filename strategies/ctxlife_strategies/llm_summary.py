@@ -462,6 +462,8 @@ class LLMSummary(ctxlife.Strategy):
         notes and to the summary started after this compaction (the next compaction waits only for that).
         (The messages still unread after the wait, the event's ``waited_seconds``, whether the model failed.)"""
         started = time.perf_counter()
+        if fold.job is None and fold.failed_call == _pace_of(ctx).calls:
+            return fold.pending + fresh, {}, True  # it failed in this call already (reported): not asked again
         if fold.job is None:
             later = _most_recent(fresh, sizes_of=ctx.tokens, limit=ctx.tokens.count_messages(fresh) // 2)
             later = later if len(later) < len(fresh) else []
@@ -474,7 +476,7 @@ class LLMSummary(ctxlife.Strategy):
                 job.future.exception(timeout=self.options.timeout_seconds)
             except TimeoutError:
                 pass  # still running: this compaction uses the notes; the summary is taken when it is done
-        failed = self._harvest(ctx, fold) is False
+        failed = self._harvest(ctx, fold) is False or fold.failed_call == _pace_of(ctx).calls
         return fold.pending + fresh, {"waited_seconds": round(time.perf_counter() - started, 3)}, failed
 
     def _tend_fold(self, ctx: ctxlife.LLMCallContext) -> None:
@@ -483,7 +485,8 @@ class LLMSummary(ctxlife.Strategy):
         fold = ctx.state.get("fold", {}).get(ctx.view)
         if fold is not None:
             self._harvest(ctx, fold)
-            self._start_fold_job(ctx, fold)
+            if fold.failed_call != _pace_of(ctx).calls:
+                self._start_fold_job(ctx, fold)
 
     def _harvest(self, ctx: ctxlife.LLMCallContext, fold: _Fold) -> bool | None:
         """Take the finished model summary of the oldest pending messages: it becomes the running summary
@@ -503,6 +506,7 @@ class LLMSummary(ctxlife.Strategy):
                 self._model_error = f"{time.strftime('%H:%M:%S')}: {type(exc).__name__}: {exc}"[:300]
             contents = [text_of(m) for m in fold.pending[: job.messages]]
             self._failed_event(ctx, [(job.name, exc)], contents, "extractive", job.messages)
+            fold.failed_call = _pace_of(ctx).calls  # one failure event per call: asked again from the next
             return False
         if job.stale:
             return None
@@ -951,12 +955,14 @@ class _Pace:
     compaction ended (whether the model is slower than the agent's calls)."""
 
     last_count: int | None = None
+    calls: int = 0
     growth: tuple[int, ...] = ()
     summary_seconds: float | None = None  # the model's last summary
     compacted_at: float | None = None  # the end of the last compaction (time.monotonic())
     model_wrote: str | None = None  # the last summary the model made of everything evicted (no notes)
 
     def called(self, tokens: int) -> None:
+        self.calls += 1
         if self.last_count is not None and tokens >= self.last_count:  # a smaller list was edited: no sample
             self.growth = (*self.growth, tokens - self.last_count)[-_PACE_CALLS:]
 
@@ -996,6 +1002,7 @@ class _Fold:
     notes: str | None = None  # the extractive notes of ``pending`` in the last summary (None: made again)
     written: str | None = None
     job: _FoldJob | None = None
+    failed_call: int | None = None  # the call (_Pace.calls) in which the model's summary last failed
 
 
 def _pace_of(ctx: ctxlife.LLMCallContext) -> _Pace:

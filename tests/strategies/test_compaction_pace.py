@@ -234,3 +234,37 @@ def test_a_foreground_model_slower_than_the_agents_calls_is_waited_for_only_on_t
     first, *log = out["compaction_log"]
     assert first["summarizer"] == "agent_llm" and first["extractive_messages"] is None  # a summary of everything
     assert log and all(c["summarizer"] == "agent_llm" and c["extractive_messages"] > 0 for c in log), log
+
+
+def test_a_slow_model_that_goes_down_is_reported_once_by_each_compaction_that_asked_it():
+    # Foreground, a model slower than the agent (folding) until it goes down (it then refuses at once):
+    # each compaction after that falls back to the extractive summary with one error event of its own,
+    # as without the fold (tests/models/test_ci_model.py does the same against a real server).
+    down = threading.Event()
+
+    def model(messages: list[dict[str, Any]], max_tokens: int) -> str:
+        if down.is_set():
+            raise ConnectionError("cannot connect to the summary model")
+        threading.Event().wait(1.2)
+        return summary_of(messages)
+
+    managed = host(model, retry_model_after_seconds=0)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an airline agent."}]
+    after_down: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    with capture_logs() as logs:
+        for r, turn in enumerate(tool_heavy.conversation(24)):
+            if r == 12:
+                down.set()
+            for before_call, after_call in ((turn[:1], []), (turn[1:3], turn[3:])):
+                messages += before_call
+                seen = len(logs)
+                report = checked(managed)(messages)
+                messages += after_call
+                failed = [e for e in logs[seen:] if e["event"] == "ctxlife.summary_failed"]
+                for action in report.actions:
+                    if action.what == "compacted" and r >= 13:
+                        after_down.append((action.details, failed))
+    assert after_down
+    for details, failed in after_down:
+        assert details["summarizer"] == "extractive" and details["fallback_from"] == "agent_llm", details
+        assert len(failed) == 1 and "cannot connect" in failed[0]["error"], failed
