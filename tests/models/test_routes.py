@@ -419,13 +419,19 @@ assert "openai" not in sys.modules
 model = {"name": "m", "base_url": sys.argv[1], "timeout_seconds": 0.3}
 config = {"strategies": ["llm_summary"], "llm_summary": {"min_gain_tokens": 20}, "model": model}
 host = Host(settings_from_dict(config), context_window=1000)
-preloading = [t.name for t in threading.enumerate() if t.name == "ctxlife-import-openai"]
+# Building the host imports nothing (a CLI command that never calls a model does not pay for it) ...
+def loading():
+    threads = [t.name for t in threading.enumerate() if t.name == "ctxlife-import-openai"]
+    return threads or sorted({"openai"} & set(sys.modules))
+built = loading()
 messages = [system("You are an airline agent.")]
+host.manage(messages + [user("Hello.")])  # ... the first call, far under the threshold, starts the import
+preloading = loading()
 for r in range(12):
     messages += [user(f"Check reservation RS{r:03d}X. " + "ok " * 20), assistant(f"RS{r:03d}X is confirmed.")]
 report = host.manage(messages)
 done = [a.details for a in report.actions if a.what == "compacted"]
-print(json.dumps({"preloading": preloading, "compactions": done}))
+print(json.dumps({"built": built, "preloading": preloading, "compactions": done}))
 """
 
 
@@ -436,7 +442,8 @@ def test_the_first_compaction_does_not_count_the_client_import_against_timeout_s
         )
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.splitlines()[-1])
-    assert out["preloading"] == ["ctxlife-import-openai"]  # started when the host was built
+    assert out["built"] == []
+    assert out["preloading"] in (["ctxlife-import-openai"], ["openai"])  # importing, or done, before any compaction
     [compaction] = out["compactions"]
     assert compaction["summarizer"] == "model:m" and "fallback_from" not in compaction, compaction
     assert endpoint["requests"], "the model was not asked"
@@ -488,3 +495,20 @@ def test_a_model_key_left_under_llm_summary_is_an_error_naming_the_model_table(t
     assert "strategy 'llm_summary' has no option 'model'" in message and "write name there" in message
     assert "strategy 'llm_summary' has no option 'base_url'" in message and "write base_url there" in message
     assert "it moved to the [model] table, shared by every strategy that calls a model" in message
+
+
+def test_cli_commands_that_never_call_a_model_do_not_import_its_client(tmp_path):
+    # `ctxlife check --no-connect` builds the host (to check the strategies' options) but calls nothing:
+    # the openai client's import (1-20 s on a loaded machine) is not started.
+    config = tmp_path / "ctxlife.toml"
+    config.write_text('strategies = ["llm_summary"]\n[model]\nname = "m"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    script = (
+        "import sys, threading\n"
+        "from ctxlife.cli import main\n"
+        "code = main(['check', '--no-connect', sys.argv[1]])\n"
+        "names = [t.name for t in threading.enumerate()]\n"
+        "print(code, 'openai' in sys.modules or 'ctxlife-import-openai' in names)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script, str(config)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines()[-1] == "0 False"
