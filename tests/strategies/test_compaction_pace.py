@@ -236,7 +236,7 @@ def test_a_foreground_model_slower_than_the_agents_calls_is_waited_for_only_on_t
     assert log and all(c["summarizer"] == "agent_llm" and c["extractive_messages"] > 0 for c in log), log
 
 
-def test_a_slow_model_that_goes_down_is_reported_once_by_each_compaction_that_asked_it():
+def test_a_slow_model_that_goes_down_is_reported_once_by_each_compaction_that_asked_it(monkeypatch):
     # Foreground, a model slower than the agent (folding) until it goes down (it then refuses at once):
     # each compaction after that falls back to the extractive summary with one error event of its own,
     # as without the fold (tests/models/test_ci_model.py does the same against a real server).
@@ -248,7 +248,10 @@ def test_a_slow_model_that_goes_down_is_reported_once_by_each_compaction_that_as
         threading.Event().wait(1.2)
         return summary_of(messages)
 
-    managed = host(model, retry_model_after_seconds=0)
+    from ctxlife_strategies.llm_summary import LLMSummary
+
+    monkeypatch.setattr(LLMSummary.Options, "retry_model_after_seconds", 0.0)  # no rest: every compaction asks
+    managed = host(model)
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an airline agent."}]
     after_down: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
     with capture_logs() as logs:
