@@ -16,7 +16,9 @@ Cases (CPU time of the measured call, ``time.process_time``, median over repetit
 
 * ``append``: one turn (a user message, the agent's messages) appended per call.
 * ``read``: the whole history read back before a model call (ctxlife ``Session.get_items()``, Agents SDK
-  ``get_items()``, LangGraph ``get_state().values["messages"]``).
+  ``get_items()``, LangGraph ``get_state().values["messages"]``), from a long-lived object.
+* ``read_new``: the same read from a new object each call (``Session(...)``, ``SQLiteSession(...)``), ctxlife
+  and the Agents SDK alternating call by call in one process, three runs (the ratio's median and spread).
 * ``cold``: a fresh process on a never-compacted session, until the list for the model is ready: ctxlife
   ``Session(...).prepare(new turn)`` (``llm_summary``, extractive, 128k window, threshold 0.4: the first call
   compacts); Agents SDK ``get_items()`` + one ``trim_messages`` (approximate counter, as its context-management
@@ -448,6 +450,57 @@ def first_compaction(n: int, window: int, reps: int) -> dict[str, Any]:
     }
 
 
+def read_interleaved(workdir: Path, reps: int, runs: int = 3) -> dict[str, Any]:
+    """A store read from a new object, as a request handler makes one: ctxlife ``Session(...).get_items()``
+    against the Agents SDK's ``SQLiteSession(...).get_items()``, alternating call by call in one process
+    (the order swapped every call), ``runs`` runs of ``reps`` calls each: the ratio of each run's medians,
+    its median and spread."""
+    from agents import SQLiteSession
+
+    from ctxlife import Session
+
+    settings = ctxlife_settings(workdir / "ctxlife.db")
+    loop = asyncio.new_event_loop()
+
+    def ours() -> None:
+        with Session(SESSION, config=settings) as s:
+            s.get_items()
+
+    def theirs() -> None:
+        session = SQLiteSession(SESSION, str(workdir / "agents.db"))
+        try:
+            loop.run_until_complete(session.get_items())
+        finally:
+            session.close()
+
+    ours()  # imports and the first open of each file, untimed
+    theirs()
+    mine: list[float] = []
+    peer: list[float] = []
+    ratios: list[float] = []
+    for _ in range(runs):
+        a: list[float] = []
+        b: list[float] = []
+        for i in range(reps):
+            pair = ((ours, a), (theirs, b)) if i % 2 == 0 else ((theirs, b), (ours, a))
+            for fn, acc in pair:
+                t = time.process_time()
+                fn()
+                acc.append(time.process_time() - t)
+        mine.append(statistics.median(a))
+        peer.append(statistics.median(b))
+        ratios.append(mine[-1] / peer[-1])
+    loop.close()
+    return {
+        "ctxlife_ms": round(statistics.median(mine) * 1000, 2),
+        "agents_sdk_ms": round(statistics.median(peer) * 1000, 2),
+        "ratio": round(statistics.median(ratios), 2),
+        "ratio_spread": [round(min(ratios), 2), round(max(ratios), 2)],
+        "runs": runs,
+        "reps": reps,
+    }
+
+
 # -- the run ------------------------------------------------------------------------------------------
 
 SYSTEMS = ("ctxlife", "agents_sdk", "langgraph")
@@ -510,6 +563,12 @@ def measure(quick: bool) -> dict[str, Any]:
                     shutil.rmtree(own, ignore_errors=True)
                     results["cases"].setdefault(name, {}).setdefault(system, {})[str(n)] = found
                     log(f"{n:,} {name} {system}: {found}")
+            own = Path(scratch) / f"interleaved-{n}"
+            shutil.copytree(base, own)
+            found = _subprocess(["--interleaved", "--dir", str(own), "--reps", "3" if n >= 100_000 else "5"])
+            shutil.rmtree(own, ignore_errors=True)
+            results.setdefault("read_new", {})[str(n)] = found
+            log(f"{n:,} read from a new object, interleaved: {found}")
             shutil.rmtree(base, ignore_errors=True)
         for n in (1_000, 10_000):
             for window in (SMALL_WINDOW, WINDOW):
@@ -645,6 +704,29 @@ def _tables(results: dict[str, Any]) -> str:
         "validation.\n",
         table(head, rows(results), "ll" + "r" * (len(head) - 2)),
     ]
+    read_new = {n: r for n, r in (results.get("read_new") or {}).items() if "failed" not in r}
+    if read_new:
+        text.append(
+            "\nA store read from a new object (what a request handler that opens the session per request pays): "
+            "ctxlife `Session(...).get_items()` against the Agents SDK's `SQLiteSession(...).get_items()`, the two "
+            "alternating call by call in one process; the ratio of the medians, median of three runs and their "
+            "spread.\n"
+        )
+        text.append(
+            table(
+                ["messages", "ctxlife (ms)", "Agents SDK (ms)", "ctxlife / SDK", "spread of 3 runs"],
+                [
+                    [
+                        f"{int(n):,}",
+                        f"{r['ctxlife_ms']:,}",
+                        f"{r['agents_sdk_ms']:,}",
+                        f"{r['ratio']:.2f}×",
+                        f"{r['ratio_spread'][0]:.2f}-{r['ratio_spread'][1]:.2f}×",
+                    ]
+                    for n, r in read_new.items()
+                ],
+            )
+        )
     fc = [r for r in results.get("first_compaction", []) if "failed" not in r]
     if fc:
         text.append(
@@ -668,6 +750,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--system", help=argparse.SUPPRESS)
     parser.add_argument("--compaction", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--interleaved", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--window", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--reps", type=int, default=5, help=argparse.SUPPRESS)
@@ -678,6 +761,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.case:
         args.into.write_text(json.dumps(case(args.case, args.system, args.dir, args.reps)))
+        return 0
+    if args.interleaved:
+        from ctxlife.integrations.scripted import OFFLINE_ENV
+
+        os.environ.update(OFFLINE_ENV)
+        args.into.write_text(json.dumps(read_interleaved(args.dir, args.reps)))
         return 0
     if args.compaction:
         args.into.write_text(json.dumps(first_compaction(args.compaction, args.window, args.reps)))
