@@ -244,7 +244,8 @@ def section(results: dict[str, Any]) -> str:
     lines = [
         f"{results['turns']:,} turns ({results['model_calls']:,} model calls, a fake free model), the three systems "
         f"interleaved by turn in one process, {results['window']:,}-token window; CPU time of a whole turn. "
-        "One run (the spread of repeated runs is not measured here).",
+        "One run (the spread of repeated runs is not measured here); `make bench` may run it beside another "
+        "question, which slows all three alike: the ratios hold, the milliseconds are an upper bound.",
         "",
         "| system (set up as its docs tell users) | p50 ms | p99 ms | total CPU s | ctxlife's p50 / total over it |",
         "|---|---|---|---|---|",
