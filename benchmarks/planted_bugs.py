@@ -51,7 +51,7 @@ BUGS = [
     ),
     Bug(
         "a restore after Session.edit keeps the old message's token count",
-        "src/ctxlife/sessions/base.py",
+        "src/ctxlife/sessions/records.py",
         "current[record.target] = dataclasses.replace(record, seq=record.target, op=ADD, target=None)",
         "current[record.target] = dataclasses.replace(\n"
         "                    record, seq=record.target, op=ADD, target=None, tokens=current[record.target].tokens\n"

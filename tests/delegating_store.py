@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxlife.sessions.base import RawRecord, SessionInfo, SessionStore, Snapshot
+from ctxlife.sessions.base import SessionInfo, SessionStore
+from ctxlife.sessions.records import RawRecord
+from ctxlife.sessions.snapshot import Snapshot
 
 
 class DelegatingStore(SessionStore):

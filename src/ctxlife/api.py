@@ -22,7 +22,7 @@ from ctxlife.models import as_completion
 from ctxlife.sessions.ids import session_key
 
 if TYPE_CHECKING:
-    from ctxlife.sessions.base import RawRecord
+    from ctxlife.sessions.records import RawRecord
 
 _MAX_HOSTS = 32
 #: Threads :func:`amanage` runs pipelines in: its own pool, not the event loop's default executor

@@ -44,9 +44,10 @@ from ctxlife.messages import ANTHROPIC, check_shape, last_user_index, list_forma
 from ctxlife.models import as_completion
 from ctxlife.plugins import registry
 from ctxlife.sessions import open_store, store_schemes
-from ctxlife.sessions.base import RawRecord, SessionStore, json_safe
+from ctxlife.sessions.base import SessionStore
 from ctxlife.sessions.ids import validate_session_id, validate_view
 from ctxlife.sessions.keeper import keeper_for
+from ctxlife.sessions.records import RawRecord, json_safe
 from ctxlife.strategy import Strategy, ToolSpec, create_strategy
 from ctxlife.telemetry import NO_SPAN, host_tracer
 from ctxlife.tokens import REPLY_PRIMING_TOKENS, TokenCounter

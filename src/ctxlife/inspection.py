@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctxlife.errors import ConfigError, CtxlifeError, StoreError
+from ctxlife.events import redact_url
 from ctxlife.messages import (
     BOOTSTRAP_END,
     BOOTSTRAP_START,
@@ -39,15 +40,15 @@ from ctxlife.messages import (
     strip_bootstrap,
     text_of,
 )
-from ctxlife.sessions import base
-from ctxlife.sessions.base import fingerprint, redact_url
 from ctxlife.sessions.calls import sent_calls
 from ctxlife.sessions.ids import SessionKey, validate_session_id, validate_view
+from ctxlife.sessions.records import fingerprint
 
 if TYPE_CHECKING:
     from ctxlife.config import Settings
     from ctxlife.host import Host, Report
-    from ctxlife.sessions.base import RawRecord, SessionStore
+    from ctxlife.sessions.base import SessionStore
+    from ctxlife.sessions.records import RawRecord
     from ctxlife.tokens import TokenCounter
 
 __all__ = [
@@ -203,7 +204,7 @@ def copy_session(source: SessionStore, target: SessionStore, session_id: str) ->
         if _plain(first):
             written = target.append(session_id, [r.message for r in batch], view=first.view)
         else:
-            event = getattr(base, "Event", None)
+            event = getattr(records, "Event", None)
             append_events = getattr(target, "append_events", None)
             if event is None or append_events is None:  # pragma: no cover - only before the event log
                 raise StoreError(f"session {session_id!r} holds edit events this version cannot copy")

@@ -24,6 +24,7 @@ from typing import Any
 from ctxlife.config import Settings
 from ctxlife.contexts import ToolCallContext
 from ctxlife.errors import ConfigError, CtxlifeError
+from ctxlife.events import redact_url
 from ctxlife.host import Host
 from ctxlife.inspection import (
     RECORDED,
@@ -56,9 +57,9 @@ from ctxlife.messages import (
 )
 from ctxlife.retention import NeedIndex, reused_arguments
 from ctxlife.session import Session
-from ctxlife.sessions.base import ADD, RawRecord, decode_record, fingerprint, materialize, redact_url
 from ctxlife.sessions.calls import sent_calls
 from ctxlife.sessions.ids import SessionKey, validate_session_id, validate_view
+from ctxlife.sessions.records import ADD, RawRecord, decode_record, fingerprint, materialize
 from ctxlife.tokens import TokenCounter
 
 #: How "facts kept" is defined wherever replay shows it (ctxlife.retention; never ctxlife's own extractor).

@@ -49,9 +49,10 @@ from ctxlife.messages import (
 from ctxlife.messages.formats import SYSTEM_ROLES, ShapeMemo
 from ctxlife.messages.previous import frozen_copy
 from ctxlife.recall import configured_index_dir, remove_index
-from ctxlife.sessions.base import RawRecord, SessionStore
+from ctxlife.sessions.base import SessionStore
 from ctxlife.sessions.ids import session_key, validate_view
 from ctxlife.sessions.keeper import Keeper, keeper_for
+from ctxlife.sessions.records import RawRecord
 from ctxlife.sessions.restore import Restored
 
 __all__ = ["AsyncSession", "Session"]

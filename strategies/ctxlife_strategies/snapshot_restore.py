@@ -33,8 +33,8 @@ from ctxlife.events import emit
 from ctxlife.messages import is_summary, is_system, same_messages, validate
 from ctxlife.sessions import SessionStore
 from ctxlife.sessions.keeper import Keeper, keeper_for
-from ctxlife.sessions.recording import recordable
 from ctxlife.sessions.restore import restore_view
+from ctxlife.sessions.views import recordable
 
 #: How many calls in a row a restore that failed for a passing reason (the store down) is tried.
 _RESTORE_ATTEMPTS = 3

@@ -25,7 +25,9 @@ from typing import Any
 
 from ctxlife import sessions
 from ctxlife.errors import StoreError
-from ctxlife.sessions.base import Event, RawRecord, SessionStore, Snapshot
+from ctxlife.sessions.base import SessionStore
+from ctxlife.sessions.records import Event, RawRecord
+from ctxlife.sessions.snapshot import Snapshot
 from delegating_store import DelegatingStore
 
 #: The store methods the recorder, snapshot_restore, llm_summary, tool_output and task_scope call.

@@ -6,8 +6,8 @@ recorder writes for it. Mirror slots are 10, 20, 30, ...; caller positions 0, 1,
 
 from __future__ import annotations
 
-from ctxlife.sessions.base import ADD, REMOVE, REPLACE
 from ctxlife.sessions.diff import Script, common_prefix, edit_script
+from ctxlife.sessions.records import ADD, REMOVE, REPLACE
 
 
 def mirror(texts: str) -> list[tuple[int, str]]:

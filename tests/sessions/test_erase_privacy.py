@@ -437,7 +437,7 @@ def run_app(spawn: Any, store_url: str, turn: str) -> str:
 def test_a_restarted_app_holding_an_erased_message_does_not_record_it_again(
     kind: str, make_url: Any, tmp_path: Path, spawn: Any
 ) -> None:
-    from ctxlife.sessions.base import fingerprint
+    from ctxlife.sessions.records import fingerprint
 
     store_url = make_url(kind)
     run_app(spawn, store_url, "before")

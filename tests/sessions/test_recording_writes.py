@@ -27,20 +27,12 @@ from structlog.testing import capture_logs
 from ctxlife.errors import StoreError
 from ctxlife.messages import BOOTSTRAP_END, BOOTSTRAP_START, Agreement, mark_inserted
 from ctxlife.sessions import SessionStore, open_store
-from ctxlife.sessions.base import (
-    ADD,
-    REMOVE,
-    REPLACE,
-    AppendConflictError,
-    Event,
-    RawRecord,
-    Snapshot,
-    conflict,
-    fingerprint,
-)
+from ctxlife.sessions.base import AppendConflictError, conflict
 from ctxlife.sessions.file import FileStore
 from ctxlife.sessions.recording import Recorder
+from ctxlife.sessions.records import ADD, REMOVE, REPLACE, Event, RawRecord, fingerprint
 from ctxlife.sessions.restore import restore_view
+from ctxlife.sessions.snapshot import Snapshot
 from ctxlife.testing import assistant, system, tool_call, tool_result, user
 from delegating_store import DelegatingStore
 

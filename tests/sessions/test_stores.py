@@ -25,7 +25,7 @@ from ctxlife.sessions import (
     register_store_scheme,
     validate_session_id,
 )
-from ctxlife.sessions import base as sessions_base
+from ctxlife.sessions import snapshot as sessions_snapshot
 
 TOOL_CALL_TRACE: list[dict[str, Any]] = [
     {"role": "system", "content": "You are a helpful airline agent.", "cache_breakpoint": True},
@@ -85,7 +85,7 @@ def test_snapshot_round_trip_is_exact(store: SessionStore) -> None:
     assert canonical(loaded.to_dict()) == canonical(original.to_dict())
     assert loaded.updated_at == 1_700_000_000.123456
     assert isinstance(loaded.messages[5]["extra"]["a"][3], int)
-    assert loaded.format_version == sessions_base.FORMAT_VERSION == 2
+    assert loaded.format_version == sessions_snapshot.FORMAT_VERSION == 2
     assert loaded.view == ""
 
 
@@ -136,9 +136,9 @@ def test_snapshot_from_json_rejects_corrupt_records() -> None:
 
 def test_future_snapshot_version_is_a_clear_error(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
     # Write a version-3 record as a newer ctxlife would, then read it with this one (version 2).
-    monkeypatch.setattr(sessions_base, "FORMAT_VERSION", 3)
+    monkeypatch.setattr(sessions_snapshot, "FORMAT_VERSION", 3)
     store.save_snapshot(snap(format_version=3))
-    monkeypatch.setattr(sessions_base, "FORMAT_VERSION", 2)
+    monkeypatch.setattr(sessions_snapshot, "FORMAT_VERSION", 2)
     with pytest.raises(StoreError, match=r"format_version 3.*newer ctxlife.*Upgrade"):
         store.load_snapshot("s1")
 
@@ -160,11 +160,11 @@ def test_version_1_snapshots_read_as_the_default_view() -> None:
 
 
 def test_old_snapshot_versions_are_migrated(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sessions_base, "FORMAT_VERSION", 1)
+    monkeypatch.setattr(sessions_snapshot, "FORMAT_VERSION", 1)
     store.save_snapshot(snap(meta={"summary": "old"}))  # a version-1 record
     # Pretend this ctxlife writes version 3 and knows how to migrate 1 -> 2 -> 3.
-    monkeypatch.setattr(sessions_base, "FORMAT_VERSION", 3)
-    monkeypatch.setattr(sessions_base, "_MIGRATIONS", {})
+    monkeypatch.setattr(sessions_snapshot, "FORMAT_VERSION", 3)
+    monkeypatch.setattr(sessions_snapshot, "_MIGRATIONS", {})
     seen: list[int] = []
 
     def one_to_two(doc: dict[str, Any]) -> dict[str, Any]:
@@ -177,10 +177,10 @@ def test_old_snapshot_versions_are_migrated(store: SessionStore, monkeypatch: py
         doc["meta"]["migrated"] = True
         return doc
 
-    sessions_base.register_snapshot_migration(1, one_to_two)
+    sessions_snapshot.register_snapshot_migration(1, one_to_two)
     with pytest.raises(StoreError, match="no migration from it to 3"):
         store.load_snapshot("s1")
-    sessions_base.register_snapshot_migration(2, two_to_three)
+    sessions_snapshot.register_snapshot_migration(2, two_to_three)
     loaded = store.load_snapshot("s1")
     assert loaded is not None
     assert seen == [1, 1, 2]
@@ -191,8 +191,8 @@ def test_old_snapshot_versions_are_migrated(store: SessionStore, monkeypatch: py
 
 def test_a_failing_migration_is_a_store_error(monkeypatch: pytest.MonkeyPatch) -> None:
     record = snap().to_json()
-    monkeypatch.setattr(sessions_base, "FORMAT_VERSION", 3)
-    monkeypatch.setattr(sessions_base, "_MIGRATIONS", {2: lambda doc: 1 / 0})
+    monkeypatch.setattr(sessions_snapshot, "FORMAT_VERSION", 3)
+    monkeypatch.setattr(sessions_snapshot, "_MIGRATIONS", {2: lambda doc: 1 / 0})
     with pytest.raises(StoreError, match="migrating .* from format_version 2 failed"):
         Snapshot.from_json(record)
 

@@ -62,9 +62,10 @@ from ctxlife.inspection import (
 )
 from ctxlife.messages import SUMMARY_PREFIX, content_text, inserted_text, is_summary, restore_inserted
 from ctxlife.sessions import DEFAULT_STORE_URL, open_store, session_key
-from ctxlife.sessions.base import SessionStore, materialize
+from ctxlife.sessions.base import SessionStore
 from ctxlife.sessions.durations import parse_duration
 from ctxlife.sessions.ids import original_session_id, validate_session_id, validate_view
+from ctxlife.sessions.records import materialize
 
 __all__ = ["add_session_parser", "run_session_command"]
 

@@ -31,24 +31,7 @@ from collections.abc import Callable
 from ctxlife.errors import StoreError
 from ctxlife.messages.inserted import MARK_KEYS
 from ctxlife.registry import Registry
-from ctxlife.sessions.base import (
-    ADD,
-    FORMAT_VERSION,
-    REMOVE,
-    REPLACE,
-    AppendConflictError,
-    Event,
-    LockTimeoutError,
-    RawRecord,
-    RecordSlot,
-    SessionInfo,
-    SessionStore,
-    Snapshot,
-    canonical_json,
-    fingerprint,
-    materialize,
-    register_snapshot_migration,
-)
+from ctxlife.sessions.base import AppendConflictError, LockTimeoutError, SessionInfo, SessionStore
 from ctxlife.sessions.ids import (
     MAX_SESSION_ID_LENGTH,
     SessionKey,
@@ -58,6 +41,18 @@ from ctxlife.sessions.ids import (
     validate_view,
     view_id,
 )
+from ctxlife.sessions.records import (
+    ADD,
+    REMOVE,
+    REPLACE,
+    Event,
+    RawRecord,
+    RecordSlot,
+    canonical_json,
+    fingerprint,
+    materialize,
+)
+from ctxlife.sessions.snapshot import FORMAT_VERSION, Snapshot, register_snapshot_migration
 
 __all__ = [
     "ADD",

@@ -1,22 +1,25 @@
-"""The session store interface, the records it keeps, and helpers for store implementers.
+"""The session store interface (the contract every store implements) and helpers for store implementers.
 
 A *session* is identified by a session id (see :mod:`ctxlife.sessions.ids`). Inside a session,
 each agent (or task, or caller) has its own *view*: a lane of conversation named by a view id
 (``""`` is the default view). A session holds:
 
-* the **raw history**: every message ever produced, append-only, one :class:`RawRecord` per
+* the **raw history**: every message ever produced, append-only, one :class:`~ctxlife.sessions.records.RawRecord` per
   message. The store gives each record a **sequence number** (``seq`` = 1, 2, 3, ... per session,
   assigned under the session's write lock, so two writers never get the same number and numbers
-  never have gaps), a **fingerprint** (:func:`fingerprint`: a hash of the message's canonical JSON,
+  never have gaps), a **fingerprint** (:func:`~.records.fingerprint`: a hash of the message's canonical JSON,
   its identity for alignment), the **view** it belongs to, and the time it was recorded;
-* one **snapshot** (:class:`Snapshot`) per view: the working context that view's agent should see
+* one **snapshot** (:class:`~.snapshot.Snapshot`) per view: the working context that view's agent should see
   next (after compaction), and ``raw_length``, the sequence number of the last record it reflects.
   Restoring a view = its snapshot + its records after ``raw_length``.
 
-Plus the **call records** (:class:`CallRecord`: per model call, what it was sent, written by the host
+Plus the **call records** (:class:`~.records.CallRecord`: per model call, what it was sent, written by the host
 after every strategy ran; see :mod:`ctxlife.sessions.calls`), small per-session **blobs** (named
 texts, e.g. full tool outputs that were cut from the context) and a per-session **lock** (mutual
 exclusion between processes or machines, e.g. so two workers never compact the same session at once).
+
+The records and their stored form are :mod:`ctxlife.sessions.records`, the snapshot
+:mod:`ctxlife.sessions.snapshot`, the helpers for a store's URL :mod:`ctxlife.sessions.urls`.
 
 Writing a store
 ---------------
@@ -32,8 +35,10 @@ entry-point group). The docstrings below are the contract. Rules shared by all m
 * Storage failures raise :class:`~ctxlife.errors.StoreError` (or a subclass) naming the store and the
   session; never leak a driver exception or a password.
 * Messages are JSON values (``dict`` with ``str`` keys, lists, str, int, float, bool, None); they must
-  round-trip exactly. Encode with :func:`prepare_messages` / :func:`record_json` and decode with
-  :func:`decode_record`, so every store writes the same bytes and reads the same records.
+  round-trip exactly. Encode with :func:`~ctxlife.sessions.records.prepare_messages` /
+  :func:`~ctxlife.sessions.records.record_json` and decode with
+  :func:`~ctxlife.sessions.records.decode_record`, so every store writes the same bytes and reads
+  the same records.
 * :meth:`SessionStore.append_call` / :meth:`SessionStore.read_calls` (and ``_rewrite_calls``, for
   :meth:`~SessionStore.erase`) have a default that keeps the call log in one blob (rewritten on
   every call, O(calls)); override them to append in place, as the built-in stores do.
@@ -50,8 +55,6 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-import hashlib
-import hmac
 import json
 import math
 import re
@@ -59,62 +62,40 @@ import shutil
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, NamedTuple, Self
-from urllib.parse import parse_qsl
+from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-from ctxlife.errors import CtxlifeError, StoreError
+from ctxlife.errors import StoreError
 from ctxlife.events import emit
-from ctxlife.events import redact_url as redact_url  # re-exported: the stores and tools import it from here
-from ctxlife.messages import has_calls, is_tool_result, split_units
-from ctxlife.sessions.durations import parse_duration
 from ctxlife.sessions.ids import validate_session_id, validate_view
+from ctxlife.sessions.records import (
+    ERASED_TEXT,
+    REMOVE,
+    REPLACE,
+    CallRecord,
+    ErasedMessages,
+    Event,
+    RawRecord,
+    RecordSlot,
+    canonical_json,
+    erased_mark,
+    erased_message,
+    event_value,
+    fingerprint,
+    json_text,
+    materialize,
+    whole_units,
+)
+from ctxlife.sessions.snapshot import Snapshot
 
 __all__ = [
-    "ADD",
-    "ERASED_TEXT",
-    "EVENT_KEY",
-    "ErasedMessages",
-    "FORMAT_VERSION",
-    "REMOVE",
-    "REPLACE",
-    "Event",
-    "materialize",
-    "TRANSPORT_KEYS",
     "AppendConflictError",
-    "CallRecord",
     "LockTimeoutError",
-    "PreparedMessage",
-    "RawRecord",
-    "RecordSlot",
     "SessionInfo",
     "SessionStore",
-    "Snapshot",
-    "canonical_json",
-    "decode_record",
-    "fingerprint",
-    "json_bytes",
-    "json_safe",
-    "json_text",
-    "prepare_messages",
-    "record_json",
-    "register_snapshot_migration",
-    "token_count",
-    "validate_messages",
 ]
 
 #: How long a store whose mark key could not be read is not asked again (marks use the process's key).
 _MARK_KEY_RETRY_SECONDS = 30.0
-
-#: The snapshot format this version of ctxlife writes (2: one snapshot per view, with ``view``).
-FORMAT_VERSION = 2
-
-#: ``{from_version: fn}``; ``fn(doc)`` takes a decoded snapshot document of ``from_version`` and returns
-#: one of ``from_version + 1``. Filled by :func:`register_snapshot_migration`.
-_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
-
-_SNAPSHOT_KEYS = ("format_version", "session_id", "view", "raw_length", "updated_at", "meta", "messages")
 
 
 class LockTimeoutError(StoreError):
@@ -133,688 +114,12 @@ class AppendConflictError(StoreError):
         self.head = head
 
 
-def register_snapshot_migration(from_version: int, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-    """Register ``fn`` to upgrade a decoded snapshot document from ``from_version`` to the next one.
-
-    :meth:`Snapshot.from_json` chains migrations until it reaches :data:`FORMAT_VERSION`. The function
-    receives the whole decoded JSON object (with ``format_version == from_version``) and must return
-    the upgraded object; it need not set ``format_version`` (the caller does).
-    """
-    if not isinstance(from_version, int) or from_version < 0:
-        raise ValueError(f"from_version must be a non-negative int, got {from_version!r}")
-    _MIGRATIONS[from_version] = fn
-
-
-def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
-    """Version 1 had one snapshot per session: it is the snapshot of the default view."""
-    doc.setdefault("view", "")
-    return doc
-
-
-register_snapshot_migration(1, _v1_to_v2)
-
-
-# -- JSON ------------------------------------------------------------------------------------------
-
-
-def _dumps(obj: Any, ascii_only: bool) -> str:
-    return json.dumps(obj, ensure_ascii=ascii_only, allow_nan=False, separators=(",", ":"))
-
-
-def json_text(obj: Any, *, what: str = "value") -> str:
-    """Encode ``obj`` as compact JSON text that is always valid UTF-8 (single line, no raw newline).
-
-    Non-ASCII text is kept as is (``ensure_ascii=False``) unless the value holds lone surrogates,
-    which UTF-8 cannot carry; then the value falls back to ``\\u`` escapes, which decode to the same
-    string. NaN/Infinity and non-JSON types raise :class:`StoreError` naming ``what``.
-    """
-    try:
-        text = _dumps(obj, False)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"{what} is not JSON-serializable: {exc}") from None
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = _dumps(obj, True)
-    return text
-
-
-def json_bytes(obj: Any, *, what: str = "value") -> bytes:
-    """:func:`json_text` encoded as UTF-8 bytes."""
-    try:
-        return _dumps(obj, False).encode("utf-8")
-    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError: retry ASCII-only
-        if isinstance(exc, UnicodeEncodeError):
-            return _dumps(obj, True).encode("ascii")
-        raise StoreError(f"{what} is not JSON-serializable: {exc}") from None
-
-
-def json_safe(value: Any, problems: list[str] | None = None, path: str = "$") -> Any:
-    """A JSON-encodable copy of ``value``; what had to change is appended to ``problems``.
-
-    NaN and infinities become the strings ``"NaN"``/``"Infinity"``/``"-Infinity"``, bytes are decoded
-    as UTF-8 (invalid bytes replaced), non-string keys become strings, tuples become lists and any
-    other object becomes ``str(obj)``. Values that are already JSON come back unchanged (equal).
-    """
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return value
-        if problems is not None:
-            problems.append(f"{path}: non-finite number {value!r}")
-        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            key = k if isinstance(k, str) else str(k)
-            if key is not k and problems is not None:
-                problems.append(f"{path}: non-string key {type(k).__name__}")
-            out[key] = json_safe(v, problems, f"{path}.{key}")
-        return out
-    if isinstance(value, (list, tuple)):
-        if isinstance(value, tuple) and problems is not None:
-            problems.append(f"{path}: tuple")
-        return [json_safe(v, problems, f"{path}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        if problems is not None:
-            problems.append(f"{path}: bytes")
-        return bytes(value).decode("utf-8", "replace")
-    if problems is not None:
-        problems.append(f"{path}: {type(value).__name__} object")
-    return str(value)
-
-
-def canonical_json(message: Any) -> str:
-    """The canonical JSON of a message: sorted keys, compact, non-ASCII kept; never raises.
-
-    A value that is not JSON (NaN, bytes, objects) is encoded as its :func:`json_safe` form, so a
-    message and the safe form a store recorded for it have the same canonical JSON.
-    """
-    try:
-        return json.dumps(message, sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError):
-        return json.dumps(json_safe(message), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-#: Keys that annotate a message for one request (prompt-cache markers), not part of what was said:
-#: a fingerprint ignores them at the message's top level and in its content blocks.
-TRANSPORT_KEYS = frozenset(("cache_control", "cache_breakpoint"))
-
-
-def _without_transport_keys(message: Any) -> Any:
-    if not isinstance(message, dict):
-        return message
-    content = message.get("content")
-    has_blocks = isinstance(content, list) and any(
-        isinstance(b, dict) and not TRANSPORT_KEYS.isdisjoint(b) for b in content
-    )
-    if TRANSPORT_KEYS.isdisjoint(message) and not has_blocks:
-        return message
-    out = {k: v for k, v in message.items() if k not in TRANSPORT_KEYS}
-    if has_blocks:
-        assert isinstance(content, list)
-        out["content"] = [
-            {k: v for k, v in b.items() if k not in TRANSPORT_KEYS} if isinstance(b, dict) else b for b in content
-        ]
-    return out
-
-
-def fingerprint(message: Any) -> str:
-    """A message's identity: the BLAKE2b-128 hex digest of its :func:`canonical_json`.
-
-    Equal messages (same keys and values, in any key order) have equal fingerprints; two equal
-    messages at different places in a conversation are still two records (their sequence numbers
-    differ). Prompt-cache markers (:data:`TRANSPORT_KEYS`, e.g. CrewAI's ``cache_breakpoint``,
-    Anthropic's ``cache_control``) are not part of a message's identity: frameworks move them from
-    message to message between calls.
-    """
-    data = canonical_json(_without_transport_keys(message)).encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-def validate_messages(session_id: str, messages: object) -> list[dict[str, Any]]:
-    """Check that ``messages`` is a list of dicts (as :meth:`SessionStore.append` requires)."""
-    if not isinstance(messages, list):
-        raise StoreError(f"messages for session {session_id!r} must be a list of dicts, got {type(messages).__name__}")
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise StoreError(
-                f"message {i} for session {session_id!r} must be a dict (an OpenAI-format "
-                f"message), got {type(m).__name__}"
-            )
-    return messages
-
-
-# -- raw records -------------------------------------------------------------------------------------
-
-#: Record operations of the event log (see :class:`RawRecord` and :class:`Event`).
-ADD, REPLACE, REMOVE = "add", "replace", "remove"
-_OPS = frozenset((ADD, REPLACE, REMOVE))
-#: The key of the stored form of an event other than a plain ``add`` at the end: the record's JSON
-#: value is ``{EVENT_KEY: op, "target": N, "message": {...}}``, so every store keeps events in the
-#: same column or line as messages and no store schema changes.
-EVENT_KEY = "ctxlife_event"
-#: What an erased message's text becomes (:meth:`SessionStore.erase`).
-ERASED_TEXT = "[erased]"
-
-
-def event_value(event: Event) -> dict[str, Any]:
-    """The JSON value a store keeps for ``event`` (a plain add at the end is the message itself)."""
-    if event.op not in _OPS:
-        raise StoreError(f"unknown event op {event.op!r} (expected one of {sorted(_OPS)})")
-    if event.op == ADD and event.target is None:
-        return event.message
-    if isinstance(event.target, bool) or not isinstance(event.target, int) or event.target < 1:
-        raise StoreError(f"a {event.op!r} event needs a target slot (an int >= 1), got {event.target!r}")
-    return {EVENT_KEY: event.op, "target": event.target, "message": {} if event.op == REMOVE else event.message}
-
-
-def unwrap_event(value: dict[str, Any]) -> tuple[dict[str, Any], str, int | None, bool]:
-    """``(message, op, target, erased)`` of a stored record value (see :data:`EVENT_KEY`)."""
-    op = value.get(EVENT_KEY)
-    if op is None:
-        return value, ADD, None, bool(value.get(_ERASED_KEY))
-    message, target = value.get("message"), value.get("target")
-    if op not in _OPS or not isinstance(message, dict) or isinstance(target, bool) or not isinstance(target, int):
-        raise ValueError(f"malformed {EVENT_KEY} record (op {op!r}, target {target!r})")
-    return message, op, target, bool(message.get(_ERASED_KEY))
-
-
-#: Marks an erased message (its text replaced by :data:`ERASED_TEXT`).
-_ERASED_KEY = "ctxlife_erased"
-
-
-def erased_message(message: dict[str, Any]) -> dict[str, Any]:
-    """The tombstone that replaces an erased message: its role (and tool-call id) only."""
-    out: dict[str, Any] = {"role": message.get("role", "user"), "content": ERASED_TEXT, _ERASED_KEY: True}
-    if "tool_call_id" in message:
-        out["tool_call_id"] = message["tool_call_id"]
-    return out
-
-
-def whole_units(records: list[RawRecord], slots: set[int]) -> set[int]:
-    """``slots`` with the rest of every tool call/result unit they touch, in each view's current list.
-
-    Erasing half of a unit (the call without its results, or one result) leaves a list providers
-    reject; results left alone right after an erased unit go with it too.
-    """
-    if not slots:
-        return slots
-    by_view: dict[str, list[RawRecord]] = {}
-    for r in records:
-        by_view.setdefault(r.view, []).append(r)
-    out = set(slots)
-    for mine in by_view.values():
-        live = materialize(mine)
-        messages = [r.message for r in live]
-        dropped = False
-        for unit in split_units(messages):
-            members = {live[i].seq for i in range(unit.start, unit.end)}
-            orphan = not has_calls(messages[unit.start]) and is_tool_result(messages[unit.start])
-            if members & out or (dropped and orphan):
-                out |= members
-                dropped = True
-            else:
-                dropped = False
-    return out
-
-
-def materialize(records: Iterable[RawRecord]) -> list[RawRecord]:
-    """The current state of a view from its records (in ``seq`` order): one record per live slot, in
-    conversation order, each carrying the slot's latest message (``seq`` = the slot).
-
-    ``add`` appends (or inserts right after its target slot), ``replace`` swaps a slot's message,
-    ``remove`` drops the slot. Superseded and removed messages are not in the result. An event whose
-    slot is unknown (it was added before the records given) is ignored for ``replace``/``remove``
-    and appended for ``add``.
-    """
-    order: list[int] = []
-    current: dict[int, RawRecord] = {}
-    after: dict[int, int] = {}  # slot -> the slot it was inserted after
-    inserted = False
-    for record in records:
-        if record.op == ADD:
-            current[record.seq] = record
-            if record.target is not None and record.target in current:
-                # after the target and after what was inserted after it before (adds keep their order)
-                at = order.index(record.target) + 1
-                while at < len(order) and after.get(order[at]) == record.target:
-                    at += 1
-                order.insert(at, record.seq)
-                after[record.seq] = record.target
-                inserted = True
-            else:
-                order.append(record.seq)
-        elif record.op == REPLACE:
-            if record.target in current:
-                current[record.target] = dataclasses.replace(record, seq=record.target, op=ADD, target=None)
-        elif record.op == REMOVE:
-            if record.target is not None and current.pop(record.target, None) is not None:
-                inserted = True  # order holds a removed slot now: filtered below
-    if inserted:
-        return [current[s] for s in order if s in current]
-    return [current[s] for s in order]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RawRecord:
-    """One message of a session's raw history, as the store keeps it.
-
-    Attributes:
-        seq: the sequence number the store assigned (1, 2, 3, ... per session, no gaps).
-        message: the message dict (for a quarantined message, its JSON-safe form).
-        fingerprint: :func:`fingerprint` of the message.
-        view: the view (agent/task lane) it belongs to; ``""`` is the default view.
-        recorded_at: when it was recorded (``time.time()``), or None for records written by
-            ctxlife before sequence numbers existed.
-        quarantined: why the message could not be stored as it was (e.g. ``"$.content: bytes"``), or
-            None. A quarantined message is stored in its :func:`json_safe` form.
-        tokens: the message's tokens as :meth:`ctxlife.TokenCounter.count_message` counts them in
-            ``token_encoding``, written once at append (:func:`prepare_messages`), so a restore does
-            not tokenize the history again; None for records without a count (a ``remove``, an erased
-            record, one written before counts were kept, or by a store that does not keep them).
-        token_encoding: the tiktoken encoding ``tokens`` was counted in (a counter in another
-            encoding counts the message itself).
-    """
-
-    seq: int
-    message: dict[str, Any]
-    fingerprint: str
-    view: str = ""
-    recorded_at: float | None = None
-    quarantined: str | None = None
-    op: str = ADD
-    target: int | None = None
-    erased: bool = False
-    tokens: int | None = None
-    token_encoding: str | None = None
-
-    @property
-    def slot(self) -> int:
-        """The slot this record is about: its own ``seq`` for an ``add``, else the slot it edits."""
-        return self.seq if self.op == ADD or self.target is None else self.target
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Event:
-    """One change to a view's conversation, for :meth:`SessionStore.append_events`.
-
-    Attributes:
-        op: :data:`ADD` (a new message; ``target`` None = at the end, N = right after slot N),
-            :data:`REPLACE` (slot ``target`` now holds ``message``: an edit, a cleared tool result, a
-            regenerated reply) or :data:`REMOVE` (slot ``target`` is gone: a pop, a deletion, a
-            turn discarded by a regenerate; ``message`` is ignored).
-        message: the message (for ``add`` and ``replace``).
-        target: the slot (the ``seq`` of the record that added the message), see ``op``.
-        fingerprint: :func:`fingerprint` of ``message`` when the caller has it.
-    """
-
-    op: str
-    message: dict[str, Any]
-    target: int | None = None
-    fingerprint: str | None = None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class CallRecord:
-    """One model call of a session as the store keeps it (:meth:`SessionStore.read_calls`).
-
-    Attributes:
-        n: its number in the session's call log (1, 2, 3, ... in the order written, every view).
-        view: the view the call belongs to.
-        doc: the JSON object the host wrote (:mod:`ctxlife.sessions.calls` says what it holds).
-    """
-
-    n: int
-    view: str
-    doc: dict[str, Any]
-
-
 #: The blob the default call log of :class:`SessionStore` lives in (one JSON line per call).
 _CALLS_BLOB = "ctxlife_calls"
 #: The blob an erase's intent lives in while it runs (:meth:`SessionStore.finish_erase`).
 _ERASE_INTENT_BLOB = "ctxlife_erase"
 #: The blob of a session's erased messages, one keyed mark a line (:meth:`SessionStore.erased`).
 _ERASED_BLOB = "ctxlife_erased"
-
-
-def erased_mark(key: bytes, fp: str) -> str:
-    """What :meth:`SessionStore.erased` keeps of an erased message: an HMAC of its fingerprint
-    keyed with the store's secret (128 bits, hex), so the store never holds the fingerprint."""
-    return hmac.new(key, fp.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
-
-
-@dataclasses.dataclass(frozen=True)
-class ErasedMessages:
-    """The messages erased from a session, as :meth:`SessionStore.erased` reads them."""
-
-    key: bytes | None
-    marks: frozenset[str]
-
-    def __contains__(self, fp: object) -> bool:
-        return (
-            bool(self.marks)
-            and isinstance(fp, str)
-            and self.key is not None
-            and erased_mark(self.key, fp) in self.marks
-        )
-
-    def __bool__(self) -> bool:
-        return bool(self.marks)
-
-
-class RecordSlot(NamedTuple):
-    """What a recorder keeps of a record (:meth:`SessionStore.read_slots`): no message."""
-
-    seq: int
-    fingerprint: str
-    op: str = ADD
-    target: int | None = None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PreparedMessage:
-    """A message encoded for storage by :func:`prepare_messages` (JSON text, fingerprint, problems,
-    token count and its encoding)."""
-
-    text: str
-    fingerprint: str
-    quarantined: str | None
-    tokens: int | None = None
-    token_encoding: str | None = None
-
-
-def prepare_messages(
-    session_id: str,
-    messages: list[dict[str, Any]],
-    fingerprints: Iterable[str] | None = None,
-    *,
-    strict: bool = False,
-) -> list[PreparedMessage]:
-    """Encode a batch of messages for :meth:`SessionStore.append` (before taking any lock).
-
-    A message that is not JSON (NaN, bytes, objects) is stored in its :func:`json_safe` form with a
-    ``quarantined`` reason, unless ``strict`` (then :class:`StoreError` names it and nothing of the
-    batch is written). ``fingerprints`` are the messages' :func:`fingerprint` when the caller has
-    them already. Each message is counted once here (``PreparedMessage.tokens``, in the default
-    encoding of :class:`~ctxlife.TokenCounter`): a store that writes the count with the record
-    spares every later restore from tokenizing the history again.
-    """
-    validate_messages(session_id, messages)
-    for i, m in enumerate(messages):
-        if EVENT_KEY in m:  # read back as an edit, so it must be one: checked before anything is written
-            try:
-                unwrap_event(m)
-            except ValueError as exc:
-                raise StoreError(
-                    f"append to session {session_id!r}: message {i} is a {exc}; the {EVENT_KEY!r} key is "
-                    "ctxlife's own: record edits with SessionStore.append_events (or Session.edit/remove)"
-                ) from None
-    fps = list(fingerprints) if fingerprints is not None else None
-    if fps is not None and len(fps) != len(messages):
-        raise StoreError(f"append to session {session_id!r}: {len(fps)} fingerprints for {len(messages)} messages")
-    # lazy: ctxlife.tokens brings structlog (and rich), which importing the store layer does not need
-    from ctxlife.tokens import FALLBACK_ENCODING, TokenCounter
-
-    # A counter per batch: the messages are new, so a cache kept across appends would only hold memory.
-    counter = TokenCounter(encoding=FALLBACK_ENCODING)
-    out = []
-    for i, m in enumerate(messages):
-        bad = None
-        stored = m
-        try:
-            text = json_text(m, what=f"message {i} for session {session_id!r}")
-        except StoreError:
-            if strict:
-                raise
-            problems: list[str] = []
-            stored = json_safe(m, problems)
-            text = json_text(stored, what=f"message {i} for session {session_id!r}")
-            bad = "; ".join(problems)[:500] or "not JSON-serializable"
-        tokens = _tokens_of(counter, stored)
-        fp = fps[i] if fps is not None else fingerprint(m)
-        out.append(PreparedMessage(text, fp, bad, tokens, None if tokens is None else counter.encoding_name))
-    return out
-
-
-def _tokens_of(counter: Any, value: dict[str, Any]) -> int | None:
-    """The tokens of a stored value's message, a message or an event checked already (None for a removal)."""
-    message, op, _, _ = unwrap_event(value)
-    return None if op == REMOVE else int(counter.count_message(message))
-
-
-def appended_records(
-    first_seq: int,
-    messages: list[dict[str, Any]],
-    prepared: list[PreparedMessage],
-    view: str,
-    recorded_at: float,
-) -> list[RawRecord]:
-    """The records an append just wrote, numbered from ``first_seq`` (a quarantined message as stored)."""
-    out = []
-    for i, (m, p) in enumerate(zip(messages, prepared, strict=True)):
-        value = m if p.quarantined is None else json.loads(p.text)
-        message, op, target, erased = unwrap_event(value) if EVENT_KEY in value else (value, ADD, None, False)
-        out.append(
-            RawRecord(
-                first_seq + i,
-                message,
-                p.fingerprint,
-                view,
-                recorded_at,
-                p.quarantined,
-                op,
-                target,
-                erased,
-                p.tokens,
-                p.token_encoding,
-            )
-        )
-    return out
-
-
-def record_json(seq: int, view: str, recorded_at: float, prepared: PreparedMessage) -> str:
-    """One stored record (one line): ``{"seq":..,"view":..,"at":..,"fp":..,["bad":..,]["tk":[tokens,
-    encoding],]"msg":{...}}``."""
-    bad = f',"bad":{json.dumps(prepared.quarantined)}' if prepared.quarantined else ""
-    if prepared.tokens is not None and prepared.token_encoding is not None:
-        bad += f',"tk":[{prepared.tokens},{json.dumps(prepared.token_encoding)}]'
-    head = f'"seq":{seq},"view":{json.dumps(view)},"at":{recorded_at!r},"fp":"{prepared.fingerprint}"'
-    return f'{{{head}{bad},"msg":{prepared.text}}}'
-
-
-def token_count(value: Any) -> tuple[int | None, str | None]:
-    """``(tokens, encoding)`` of a stored ``"tk"`` field; ``(None, None)`` when it is missing or not
-    ``[int >= 0, str]`` (a count is a cache: without a valid one, the message is counted again)."""
-    if (
-        isinstance(value, list)
-        and len(value) == 2
-        and type(value[0]) is int
-        and value[0] >= 0
-        and isinstance(value[1], str)
-    ):
-        return value[0], value[1]
-    return None, None
-
-
-_ENVELOPE_REQUIRED = frozenset(("seq", "view", "at", "fp", "msg"))
-
-
-def decode_record(value: Any, position: int) -> RawRecord:
-    """Turn a decoded stored record into a :class:`RawRecord`; raise ``ValueError`` naming the problem.
-
-    ``position`` is the record's 1-based place in the history: records written by ctxlife before
-    sequence numbers existed (a plain message per record) get it as their sequence number, view
-    ``""`` and a fingerprint computed now. Envelope fields this version does not know (a later
-    version's) are ignored, so an older worker reads what a newer one wrote during a rolling upgrade.
-    """
-    if not isinstance(value, dict):
-        raise ValueError(f"not a JSON object but {type(value).__name__}")
-    keys = value.keys()
-    if _ENVELOPE_REQUIRED <= keys:
-        seq, view, at, fp, msg = value["seq"], value["view"], value["at"], value["fp"], value["msg"]
-        bad = value.get("bad")
-        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
-            raise ValueError(f"sequence number {seq!r} is not an int >= 1")
-        if not isinstance(view, str) or not isinstance(fp, str) or not isinstance(msg, dict):
-            raise ValueError("record fields have the wrong types")
-        if isinstance(at, bool) or not isinstance(at, (int, float)):
-            raise ValueError(f"record time {at!r} is not a number")
-        if bad is not None and not isinstance(bad, str):
-            raise ValueError("quarantine reason is not a string")
-        message, op, target, erased = unwrap_event(msg)
-        tokens, encoding = token_count(value.get("tk"))
-        return RawRecord(seq, message, fp, view, float(at), bad, op, target, erased, tokens, encoding)
-    return RawRecord(position, value, fingerprint(value), "", None, None)
-
-
-# -- snapshots ---------------------------------------------------------------------------------------
-
-
-class Snapshot(BaseModel):
-    """The saved working context of one view of a session (validated strictly).
-
-    Attributes:
-        session_id: the session it belongs to (validated).
-        view: the view (agent/task lane) it belongs to; ``""`` is the default view.
-        messages: the OpenAI-format message dicts the agent should see next (each a dict with a
-            ``"role"``); JSON round-trips exactly.
-        raw_length: the sequence number of the last raw record this snapshot reflects (0: none).
-            Records of the view with a higher sequence number were produced after it; a restore
-            is this snapshot's messages followed by them.
-        updated_at: when it was taken, seconds since the epoch (``time.time()``).
-        meta: free-form JSON object for strategies.
-        format_version: the format of the serialized record; :data:`FORMAT_VERSION` when created.
-
-    Frozen: make a new snapshot (``snapshot.model_copy(update={...})``) rather than editing one. The
-    message dicts inside are not copied; don't mutate them after saving if you compare later.
-    Invalid fields raise :class:`StoreError` (an unsafe session id: :class:`SessionIdError`).
-    """
-
-    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
-
-    session_id: str
-    view: str = ""
-    messages: list[Any]
-    raw_length: int = Field(ge=0)
-    updated_at: float = Field(default_factory=time.time)
-    meta: dict[str, Any] = Field(default_factory=dict)
-    format_version: int = Field(default_factory=lambda: FORMAT_VERSION)
-
-    def __init__(self, **data: Any) -> None:
-        sid = data.get("session_id")
-        validate_session_id(sid)  # SessionIdError, before anything else
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            problems = []
-            for error in exc.errors():
-                where = ".".join(str(p) for p in error["loc"]) or "(snapshot)"
-                msg = error["msg"].removeprefix("Value error, ")
-                problems.append(f"{where}: {msg}" + ("" if "got" in msg else f" (got {error.get('input')!r})"[:200]))
-            raise StoreError(f"snapshot of session {sid!r} is invalid: " + "; ".join(problems)) from None
-
-    @field_validator("view")
-    @classmethod
-    def _view_is_safe(cls, value: str) -> str:
-        return validate_view(value)
-
-    @field_validator("messages")
-    @classmethod
-    def _messages_are_messages(cls, value: list[Any]) -> list[Any]:
-        for i, m in enumerate(value):
-            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-                shown = type(m).__name__ if not isinstance(m, dict) else "a dict without a str 'role'"
-                raise ValueError(f"message {i} must be a message dict with a 'role', got {shown}")
-        return value
-
-    @field_validator("updated_at")
-    @classmethod
-    def _finite(cls, value: float) -> float:
-        if not math.isfinite(value):
-            raise ValueError(f"must be a finite number (time.time()), got {value!r}")
-        return value
-
-    @field_validator("format_version")
-    @classmethod
-    def _current_version(cls, value: int) -> int:
-        if value != FORMAT_VERSION:
-            raise ValueError(
-                f"format_version {value!r} cannot be created by this ctxlife (it writes version "
-                f"{FORMAT_VERSION}); use Snapshot.from_json to read and migrate older records"
-            )
-        return value
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object that :meth:`to_json` writes (shares the message dicts, no copy)."""
-        return {
-            "format_version": self.format_version,
-            "session_id": self.session_id,
-            "view": self.view,
-            "raw_length": self.raw_length,
-            "updated_at": self.updated_at,
-            "meta": self.meta,
-            "messages": self.messages,
-        }
-
-    def to_json(self) -> str:
-        """Serialize to one line of compact UTF-8-safe JSON (see :func:`json_text`)."""
-        return json_text(self.to_dict(), what=f"snapshot of session {self.session_id!r}")
-
-    @classmethod
-    def from_json(cls, data: str | bytes, *, source: str = "snapshot") -> Snapshot:
-        """Parse a record written by :meth:`to_json`, migrating older format versions.
-
-        Raises :class:`StoreError` (naming ``source``) for malformed JSON, missing or unknown fields,
-        a version written by a newer ctxlife, or an old version with no registered migration.
-        """
-        try:
-            doc = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise StoreError(f"{source} is not valid JSON ({exc}); the record is corrupt") from None
-        return cls.from_dict(doc, source=source)
-
-    @classmethod
-    def from_dict(cls, doc: object, *, source: str = "snapshot") -> Snapshot:
-        """Like :meth:`from_json` for an already decoded object."""
-        if not isinstance(doc, dict):
-            raise StoreError(f"{source} must be a JSON object, got {type(doc).__name__}")
-        version = doc.get("format_version")
-        if isinstance(version, bool) or not isinstance(version, int):
-            raise StoreError(f"{source} has no integer 'format_version' field; the record is corrupt")
-        current = FORMAT_VERSION  # read at call time (tests and future versions patch it)
-        if version > current:
-            raise StoreError(
-                f"{source} has format_version {version}, but this ctxlife reads versions up to "
-                f"{current}; it was written by a newer ctxlife. Upgrade ctxlife to read it"
-            )
-        while version < current:
-            migrate = _MIGRATIONS.get(version)
-            if migrate is None:
-                raise StoreError(
-                    f"{source} has format_version {version} and there is no migration from it to "
-                    f"{version + 1} (this ctxlife writes {current}); the record cannot be read"
-                )
-            try:
-                doc = dict(migrate(dict(doc)))
-            except StoreError:
-                raise
-            except Exception as exc:  # a migration bug must not look like a driver error
-                raise StoreError(f"migrating {source} from format_version {version} failed: {exc!r}") from exc
-            version += 1
-            doc["format_version"] = version
-        missing = [k for k in _SNAPSHOT_KEYS if k not in doc]
-        extra = sorted(k for k in doc if k not in _SNAPSHOT_KEYS)
-        if missing or extra:
-            raise StoreError(
-                f"{source} (format_version {version}) has missing fields {missing} / unknown "
-                f"fields {extra}; the record is corrupt"
-            )
-        try:
-            return cls(**{k: doc[k] for k in _SNAPSHOT_KEYS})
-        except CtxlifeError as exc:  # e.g. a tampered session id
-            raise StoreError(f"{source} is invalid: {exc}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1462,45 +767,3 @@ def poll_until(try_once: Callable[[], bool], timeout: float | None, describe: st
         sleep = delay if deadline is None else min(delay, max(0.0, deadline - now))
         time.sleep(sleep)
         delay = min(delay * 2, 0.05)
-
-
-def parse_bool(value: str, name: str, url: str) -> bool:
-    """Parse a URL query flag (``1/0/true/false/yes/no/on/off``)."""
-    v = value.strip().lower()
-    if v in ("1", "true", "yes", "on"):
-        return True
-    if v in ("0", "false", "no", "off"):
-        return False
-    raise StoreError(f"store URL {url!r}: option {name}={value!r} must be true or false")
-
-
-def parse_query(url: str, query: str, allowed: tuple[str, ...]) -> dict[str, str]:
-    """Parse a store URL's query string, rejecting options not in ``allowed`` by name."""
-
-    try:
-        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
-    except ValueError:
-        raise StoreError(f"store URL {redact_url(url)!r} has a malformed query string") from None
-    opts: dict[str, str] = {}
-    for k, v in pairs:
-        if k not in allowed:
-            known = ", ".join(allowed) or "none"
-            raise StoreError(f"store URL {redact_url(url)!r}: unknown option {k!r} (known options: {known})")
-        opts[k] = v
-    return opts
-
-
-def parse_ttl(opts: dict[str, str], url: str) -> float | None:
-    """The ``ttl`` option of a store URL: seconds of idle life per session (None when absent).
-
-    Written as seconds (``ttl=3600``) or with a unit (``ttl=30d``, ``12h``, ``90m``, ``2w``; see
-    :func:`ctxlife.sessions.durations.parse_duration`).
-    """
-
-    raw = opts.get("ttl")
-    if raw is None or raw == "":
-        return None
-    try:
-        return parse_duration(raw)
-    except ValueError as exc:
-        raise StoreError(f"store URL {redact_url(url)!r}: ttl={raw!r}: {exc}") from None

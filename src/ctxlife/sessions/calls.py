@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxlife.messages import has_bootstrap_section
-from ctxlife.sessions.base import REMOVE, CallRecord, SessionStore, canonical_json
+from ctxlife.sessions.base import SessionStore
+from ctxlife.sessions.records import REMOVE, CallRecord, canonical_json
 
 __all__ = ["CALL_FORMAT", "CallLog", "SentCall", "calls_for", "sent_calls", "text_key"]
 

@@ -33,7 +33,7 @@ from difflib import SequenceMatcher
 from typing import Protocol
 
 from ctxlife.messages import common_prefix
-from ctxlife.sessions.base import ADD, REMOVE, REPLACE
+from ctxlife.sessions.records import ADD, REMOVE, REPLACE
 
 __all__ = ["Edit", "Hidden", "HiddenMessages", "Script", "common_prefix", "edit_script"]
 

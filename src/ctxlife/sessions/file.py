@@ -82,30 +82,30 @@ from urllib.parse import unquote
 from ctxlife.errors import SessionIdError, StoreError
 from ctxlife.events import Logger
 from ctxlife.sessions.base import (
-    CallRecord,
     LockTimeoutError,
-    RawRecord,
     SessionInfo,
     SessionStore,
-    Snapshot,
-    appended_records,
     check_after_seq,
     check_blob_text,
     check_if_head,
     check_lock_args,
     conflict,
     decode_calls,
+)
+from ctxlife.sessions.ids import validate_blob_key, validate_session_id, validate_view
+from ctxlife.sessions.records import (
+    CallRecord,
+    RawRecord,
+    appended_records,
     decode_record,
     fingerprint,
     json_text,
-    parse_bool,
-    parse_query,
-    parse_ttl,
     prepare_messages,
     record_json,
     unwrap_event,
 )
-from ctxlife.sessions.ids import validate_blob_key, validate_session_id, validate_view
+from ctxlife.sessions.snapshot import Snapshot
+from ctxlife.sessions.urls import parse_bool, parse_query, parse_ttl
 
 __all__ = ["FileStore"]
 

@@ -42,18 +42,12 @@ from typing import Any
 
 from ctxlife.events import emit
 from ctxlife.messages import inserted_meta, is_recall_block
-from ctxlife.sessions.base import (
-    REMOVE,
-    RawRecord,
-    SessionStore,
-    Snapshot,
-    erased_message,
-    fingerprint,
-    json_safe,
-)
+from ctxlife.sessions.base import SessionStore
 from ctxlife.sessions.calls import calls_for
 from ctxlife.sessions.recording import Recorder, recorder_for
+from ctxlife.sessions.records import REMOVE, RawRecord, erased_message, fingerprint, json_safe
 from ctxlife.sessions.restore import Restored, restore_after, restore_view
+from ctxlife.sessions.snapshot import Snapshot
 
 __all__ = ["Keeper", "keeper_for"]
 

@@ -78,30 +78,30 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ctxlife.errors import StoreError
-from ctxlife.events import Logger
+from ctxlife.events import Logger, redact_url
 from ctxlife.sessions.base import (
-    EVENT_KEY,
-    RawRecord,
-    RecordSlot,
     SessionInfo,
     SessionStore,
-    Snapshot,
-    appended_records,
     check_after_seq,
     check_blob_text,
     check_if_head,
     check_lock_args,
     conflict,
-    fingerprint,
-    json_text,
-    parse_bool,
-    parse_ttl,
     poll_until,
-    prepare_messages,
-    redact_url,
-    unwrap_event,
 )
 from ctxlife.sessions.ids import validate_blob_key, validate_session_id, validate_view
+from ctxlife.sessions.records import (
+    EVENT_KEY,
+    RawRecord,
+    RecordSlot,
+    appended_records,
+    fingerprint,
+    json_text,
+    prepare_messages,
+    unwrap_event,
+)
+from ctxlife.sessions.snapshot import Snapshot
+from ctxlife.sessions.urls import parse_bool, parse_ttl
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 

@@ -2,12 +2,16 @@
 
 A caller hands ctxlife its message list before every model call. The recorder brings the view's
 raw history to that list: appended messages are ``add`` records, a message changed in place a
-``replace``, messages the caller dropped a ``remove`` (:mod:`ctxlife.sessions.base`). Only
-recordable messages count (not system prompts, not messages ctxlife inserted: :func:`recordable`),
-in their stored form (:func:`stored_form`: without ctxlife's bootstrap section), by
-:func:`~ctxlife.sessions.base.fingerprint`, never by object identity. So the same conversation
+``replace``, messages the caller dropped a ``remove`` (:mod:`ctxlife.sessions.records`). Only
+recordable messages count (not system prompts, not messages ctxlife inserted: :func:`~.views.recordable`),
+in their stored form (:func:`~.views.stored_form`: without ctxlife's bootstrap section), by
+:func:`~ctxlife.sessions.records.fingerprint`, never by object identity. So the same conversation
 passed twice, rebuilt from JSON on every call, or passed by a fresh host records nothing twice,
 while two equal messages at different places (two ``"ok"`` replies) stay two records.
+
+The parts: what the recorder keeps of a view (:mod:`ctxlife.sessions.views`), the events for a
+list judged against a mirror (:mod:`ctxlife.sessions.plans`), the alignment of a list no mirror
+relates to (:mod:`ctxlife.sessions.alignment`); this module holds :class:`Recorder`, which owns them.
 
 Mirrors and the diff
 --------------------
@@ -27,7 +31,7 @@ Alignment, for lists no mirror relates to
 -----------------------------------------
 Read from its end, the caller's recordable messages ``R`` must contain a record of the view's
 current messages ``T`` (an *anchor*) before which they agree with them: the (at most
-:data:`WINDOW`) messages before it appear in ``T`` before the anchor, in the same order. Of the
+:data:`~.alignment.WINDOW`) messages before it appear in ``T`` before the anchor, in the same order. Of the
 anchors that agree, the newest record wins, then the one that explains the list at the lowest cost,
 then the one nearest the list's end; what follows it in ``R`` is new (appends only). A list that
 aligns nowhere is new as a whole (a new session, or a caller that kept none of the conversation).
@@ -52,314 +56,42 @@ import contextlib
 import dataclasses
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ctxlife.errors import StoreError
 from ctxlife.events import emit
 from ctxlife.messages import (
     Agreement,
-    differences,
-    has_bootstrap_section,
-    is_inserted,
-    is_system,
     same_messages,
-    strip_bootstrap,
 )
-from ctxlife.sessions.base import (
-    ADD,
-    REMOVE,
-    REPLACE,
-    AppendConflictError,
-    ErasedMessages,
-    Event,
-    RawRecord,
-    RecordSlot,
-    SessionStore,
-    fingerprint,
-)
-from ctxlife.sessions.diff import common_prefix, edit_script
+from ctxlife.sessions.alignment import Alignment, Reversed, align_tail, align_with_pending
+from ctxlife.sessions.base import AppendConflictError, SessionStore
+from ctxlife.sessions.diff import common_prefix
+from ctxlife.sessions.plans import Plan, all_new, diff_plan
+from ctxlife.sessions.records import ADD, REMOVE, REPLACE, ErasedMessages, Event, RawRecord, RecordSlot
 from ctxlife.sessions.restore import restore_view
+from ctxlife.sessions.views import (
+    Entry,
+    Mirror,
+    View,
+    after_pending,
+    apply_records,
+    copies,
+    keep_mirror,
+    recordable,
+    stored_form,
+    stored_fp,
+    stored_mirror,
+)
 
-__all__ = ["WINDOW", "Alignment", "Recorder", "recordable", "recorder_for", "stored_form"]
+__all__ = ["Recorder", "recorder_for"]
 
-#: How many messages before an anchor must agree with the stored tail (and how many records of a
-#: view's tail a recorder keeps per caller).
-WINDOW = 32
 #: Recent anchors kept per view (about one per caller sharing the view).
 _ANCHORS = 8
 #: Most messages kept waiting when the store refuses writes (then the oldest are dropped, logged).
 _MAX_PENDING = 10_000
 _MAX_RETRIES = 64
-#: Mirrors kept per view (about one per caller sharing the view).
-_MIRRORS = 8
-
-
-def recordable(message: Any) -> bool:
-    """Whether a message belongs in the raw history: a message dict that is neither a system prompt
-    nor one ctxlife inserted (a summary, a recall block, a bootstrap system message)."""
-    return isinstance(message, dict) and not is_system(message) and not is_inserted(message)
-
-
-def stored_form(message: dict[str, Any]) -> dict[str, Any]:
-    """What the raw history keeps of a recordable message: the message without ctxlife's bootstrap
-    section (which opens the first user turn where a list has no system prompt). A new rendering
-    of the bootstrap text is therefore never an edit of the user's words."""
-    if message.get("role") == "user" and has_bootstrap_section(message):
-        return strip_bootstrap(message)
-    return message
-
-
-def _fp(message: dict[str, Any]) -> str:
-    return fingerprint(stored_form(message))
-
-
-@dataclasses.dataclass
-class Alignment:
-    """Where a caller's list meets the view's stored tail.
-
-    Attributes:
-        overlap: how many recordable messages up to and including the anchor agree with the
-            stored tail (at most :data:`WINDOW`; 0 when the list aligns nowhere).
-        new: indices (into the caller's list) of the recordable messages after the anchor, in order.
-        anchor_seq: the sequence number of the anchor record (0 without one).
-        aligned: whether an anchor was found.
-        fingerprints: the fingerprints of the ``new`` messages.
-    """
-
-    overlap: int
-    new: list[int]
-    anchor_seq: int
-    aligned: bool
-    fingerprints: list[str]
-
-
-@dataclasses.dataclass(slots=True)  # one per message of a view: 100k of them in a long session
-class _Entry:
-    seq: int  # the slot
-    fp: str  # the fingerprint of its current message
-    after: int | None = None  # the slot it was inserted after (None: appended)
-
-
-class _Mirror:
-    """A list ctxlife saw (or handed back) for a view, with the slot of each recordable position.
-
-    ``messages`` (copies of the caller's), ``slots`` and ``fps`` (fingerprints), one per position.
-    A mirror of a list that continues this one appends its positions to these same lists when no
-    other mirror did (:meth:`extended`): the usual call copies nothing of the history. This mirror's
-    are the first :attr:`length` positions; it takes its own copy only when it is read after that.
-    """
-
-    def __init__(
-        self,
-        messages: list[Any],
-        slots: list[int | None],
-        fps: list[str | None],
-        *,
-        trusted: bool = True,
-        last: int = -1,
-        originals: list[Any] | None = None,
-        head: int = -1,
-    ) -> None:
-        self._messages, self._slots, self._fps = messages, slots, fps
-        self.length = len(messages)
-        # A list the caller sent or was handed back (True), or the view as the store has it (False).
-        # A diff against the latter removes nothing (the store may hold what a compaction evicted
-        # without a snapshot saying so), and a list sharing only one message with it and lacking the
-        # rest is a new conversation that repeats an old message ("hi"), not an edit.
-        self.trusted = trusted
-        # The newest slot the list holds (0: none).
-        self.last = last if last >= 0 else max((s for s in slots if s is not None), default=0)
-        # The caller's message objects at each position (the newest mirror only; None once older): a
-        # message passed again is found by identity, then checked against the copy (the mirror keeps
-        # copies, so an edit made in place is an edit).
-        self.originals = originals
-        # The view's records up to this seq were known when the mirror was made: only records after it
-        # (others' writes) can be in a list that continues the mirror without being new.
-        self.head = head
-        self._by_source: dict[int, int] | None = None
-
-    def _own(self) -> None:
-        if len(self._messages) != self.length:  # a newer mirror appended to the lists: copy this one's part
-            n = self.length
-            self._messages, self._slots, self._fps = self._messages[:n], self._slots[:n], self._fps[:n]
-
-    @property
-    def messages(self) -> list[Any]:
-        self._own()
-        return self._messages
-
-    @property
-    def slots(self) -> list[int | None]:
-        self._own()
-        return self._slots
-
-    @property
-    def fps(self) -> list[str | None]:
-        self._own()
-        return self._fps
-
-    def extended(
-        self,
-        messages: list[Any],
-        slots: list[int | None],
-        fps: list[str | None],
-        *,
-        last: int,
-        originals: list[Any],
-        head: int = -1,
-    ) -> _Mirror:
-        """A mirror of this list with positions appended (on this mirror's lists when no other mirror
-        appended to them: then it costs what is new)."""
-        n = self.length
-        if len(self._messages) == n:
-            self._messages.extend(messages)
-            self._slots.extend(slots)
-            self._fps.extend(fps)
-            lists = self._messages, self._slots, self._fps
-        else:
-            lists = self._messages[:n] + messages, self._slots[:n] + slots, self._fps[:n] + fps
-        return _Mirror(*lists, last=last, originals=originals, head=head)
-
-    def index_of(self, message: Any, at: int | None = None) -> int | None:
-        """The position of ``message`` when it is an object this mirror copied, unchanged since.
-
-        ``at``: look only there (the position the message holds in a list that continues this one),
-        unless the index of every position is built already: the usual call asks about the few new
-        messages of a list, and building that index over the whole list would cost its length.
-        """
-        originals = self.originals
-        if originals is None:
-            return None
-        if self._by_source is not None:
-            i = self._by_source.get(id(message))
-        elif at is not None:
-            i = at if at < len(originals) and originals[at] is message else None
-        else:
-            self._by_source = {id(m): i for i, m in enumerate(originals)}
-            i = self._by_source.get(id(message))
-        return i if i is not None and self.messages[i] == message else None
-
-    def release(self) -> None:
-        """Stop keeping the caller's objects alive (a newer mirror keeps them now)."""
-        self.originals = None
-        self._by_source = None
-
-
-@dataclasses.dataclass
-class _Plan:
-    """What :meth:`Recorder.record` writes for a list, and what it knows of the list's positions."""
-
-    events: list[Event]
-    slots: dict[int, int]  # list position -> slot, for the positions already in the view
-    adds: list[int]  # the list positions of the add events, in order
-    base: _Mirror | None = None  # the mirror the list starts with (the usual call), if any
-    fps: dict[int, str] = dataclasses.field(default_factory=dict)  # fingerprints computed for positions
-
-
-@dataclasses.dataclass
-class _View:
-    tail: list[_Entry]  # the view's current messages (slot, fingerprint), in conversation order
-    synced: int  # the tail holds every record of the view with seq <= synced
-    complete: bool  # the tail starts at the view's first record
-    anchors: list[int] = dataclasses.field(default_factory=list)  # seqs of recent anchors, newest last
-    covered: int = 0  # seq of the latest record the last recorded list holds (a snapshot's raw_length)
-    pending: list[tuple[dict[str, Any], str]] = dataclasses.field(default_factory=list)
-    # Lists seen or handed back for this view, most recent first (see :mod:`ctxlife.sessions.diff`).
-    mirrors: list[_Mirror] = dataclasses.field(default_factory=list)
-    # The mirrors must be rebuilt from the store before the next diff: the view was just read, or
-    # another writer changed it (appended, edited, or compacted it and saved a snapshot).
-    reseed: bool = True
-    # The caller's next list was built from scratch (Recorder.new_lists): one no mirror relates
-    # to is all new, not aligned with the view's messages by content (that would take a repeated
-    # first message for one already recorded).
-    fresh: bool = False
-    # What the host found comparing the caller's list with the list it handed back last (see
-    # Recorder.expect): the list object, its messages as compared, and the agreement.
-    hint: tuple[Sequence[Any], list[Any], Agreement] | None = None
-    # Bumped when the tail changes other than by appending at its end (see order()).
-    reorders: int = 0
-    _order: tuple[list[_Entry], int, dict[int, int]] | None = dataclasses.field(default=None, repr=False)
-    # Only appended to (Recorder.add on a view not read yet): the tail holds only what this recorder
-    # wrote, and the view's records are read the first time anything else needs them.
-    partial: bool = False
-    # An explicit append whose write failed without telling whether it landed: (the head it was
-    # written at, its fingerprints). A retry of the same messages looks for them first.
-    unsure: tuple[int, list[str]] | None = None
-    # Slots a strategy cut from a list it handed back (a compaction, room made for recall) that the
-    # caller has not sent since: a diff never removes them (compaction is not deletion).
-    evicted: set[int] = dataclasses.field(default_factory=set)
-
-    def take_over(self, partial: _View) -> _View:
-        """This fully read state, with what a partial state of the same view learned meanwhile."""
-        self.pending = partial.pending
-        self.covered = partial.covered or self.covered
-        self.mirrors = partial.mirrors
-        self.reseed = partial.reseed
-        self.fresh = partial.fresh
-        self.hint = partial.hint
-        self.unsure = partial.unsure
-        self.evicted = partial.evicted
-        return self
-
-    def order(self) -> dict[int, int]:
-        """The place of each of the view's current slots in :attr:`tail`; kept from call to call and
-        extended by what was appended (a diff then costs what changed, not the view's length)."""
-        tail = self.tail
-        kept = self._order
-        if kept is None or kept[0] is not tail or kept[1] != self.reorders or len(kept[2]) > len(tail):
-            order = {e.seq: i for i, e in enumerate(tail)}
-        else:
-            order = kept[2]
-            for i in range(len(order), len(tail)):
-                order[tail[i].seq] = i
-        self._order = (tail, self.reorders, order)
-        return order
-
-
-class _TailHidden:
-    """The tail's messages a mirror lacks, found by place (a :class:`~ctxlife.sessions.diff.Hidden`)."""
-
-    def __init__(self, tail: list[_Entry], in_mirror: set[int]) -> None:
-        self.tail = tail
-        self.in_mirror = in_mirror
-
-    def between(self, low: int, high: int) -> Iterator[tuple[int, int, str]]:
-        tail, in_mirror = self.tail, self.in_mirror
-        for place in range(max(low + 1, 0), min(high, len(tail))):
-            entry = tail[place]
-            if entry.seq not in in_mirror:
-                yield place, entry.seq, entry.fp
-
-
-class _Reversed:
-    """A caller's recordable messages read lazily from the end, fingerprints computed on demand."""
-
-    __slots__ = ("_fps", "_idx", "_messages", "_pos")
-
-    def __init__(self, messages: Sequence[Any]) -> None:
-        self._messages = messages
-        self._pos = len(messages)
-        self._idx: list[int] = []
-        self._fps: list[str | None] = []
-
-    def index(self, k: int) -> int | None:
-        """List index of the ``k``-th recordable message from the end (0 = last), or None."""
-        while len(self._idx) <= k and self._pos > 0:
-            self._pos -= 1
-            if recordable(self._messages[self._pos]):
-                self._idx.append(self._pos)
-                self._fps.append(None)
-        return self._idx[k] if k < len(self._idx) else None
-
-    def fp(self, k: int) -> str | None:
-        i = self.index(k)
-        if i is None:
-            return None
-        found = self._fps[k]
-        if found is None:
-            found = self._fps[k] = _fp(self._messages[i])
-        return found
 
 
 class Recorder:
@@ -371,7 +103,7 @@ class Recorder:
     def __init__(self, store: SessionStore) -> None:
         self.store = store
         self._lock = threading.RLock()
-        self._views: dict[tuple[str, str], _View] = {}
+        self._views: dict[tuple[str, str], View] = {}
         self._heads: dict[str, int] = {}
         # Fingerprints of messages removed or erased by another writer (or this process's erase) that
         # a caller's list may still hold: never recorded again from a list. Erased ones are also in
@@ -463,14 +195,14 @@ class Recorder:
                 return None  # read again on the next call; this process's own erases are in _removed
         return found
 
-    def _note_removed(self, session_id: str, state: _View, records: Sequence[RawRecord | RecordSlot]) -> None:
+    def _note_removed(self, session_id: str, state: View, records: Sequence[RawRecord | RecordSlot]) -> None:
         """Remember the fingerprints of the view's messages that ``records`` remove (another writer's)."""
         targets = {r.target for r in records if r.op == REMOVE and r.target is not None}
         if targets:
             self._removed.setdefault(session_id, set()).update(e.fp for e in state.tail if e.seq in targets)
             self._erased.pop(session_id, None)  # another writer's erase: read what it stored on next use
 
-    def _not_again(self, session_id: str, view: str, plan: _Plan) -> _Plan:
+    def _not_again(self, session_id: str, view: str, plan: Plan) -> Plan:
         """``plan`` without the adds of messages removed or erased meanwhile that the list still holds."""
         if not plan.adds:
             return plan
@@ -507,7 +239,7 @@ class Recorder:
                 return []
             out = []
             for i in loose:
-                fp = _fp(messages[i])
+                fp = stored_fp(messages[i])
                 if fp in removed or (erased and fp in erased):
                     out.append(i)
             return out
@@ -523,20 +255,20 @@ class Recorder:
                     state.reseed = False
                     state.fresh = True
 
-    def _view(self, session_id: str, view: str) -> _View:
+    def _view(self, session_id: str, view: str) -> View:
         state = self._views.get((session_id, view))
         if state is None or state.partial:
             loaded = self._load(session_id, view)
             state = self._views[(session_id, view)] = loaded if state is None else loaded.take_over(state)
         return state
 
-    def _appending_view(self, session_id: str, view: str) -> _View:
+    def _appending_view(self, session_id: str, view: str) -> View:
         """The view's state for :meth:`add`: an append needs the session's head, not the view's
         messages, so a view not read yet is not read (a 100k-message history costs nothing here)."""
         state = self._views.get((session_id, view))
         if state is None:
             head = self.head(session_id)
-            state = self._views[(session_id, view)] = _View([], head, False, partial=True)
+            state = self._views[(session_id, view)] = View([], head, False, partial=True)
         return state
 
     def prime(self, session_id: str, view: str, records: Sequence[RawRecord]) -> None:
@@ -551,21 +283,21 @@ class Recorder:
                 loaded = self._loaded(session_id, records, top)
                 self._views[(session_id, view)] = loaded if state is None else loaded.take_over(state)
 
-    def _load(self, session_id: str, view: str) -> _View:
+    def _load(self, session_id: str, view: str) -> View:
         """Read the view's current state: one pass over its records (the first time a view is seen)."""
         head = self.store.head(session_id)
         records = self.store.read_slots(session_id, 0, view=view)
         return self._loaded(session_id, records, max(head, records[-1].seq if records else 0))
 
-    def _loaded(self, session_id: str, records: Sequence[RawRecord | RecordSlot], top: int) -> _View:
+    def _loaded(self, session_id: str, records: Sequence[RawRecord | RecordSlot], top: int) -> View:
         """A view's state from all its records, synced up to ``top`` (which the session's head reaches too)."""
         self._heads[session_id] = max(self._heads.get(session_id, 0), top)
-        tail: list[_Entry] = []
-        _apply(tail, records)
+        tail: list[Entry] = []
+        apply_records(tail, records)
         last = tail[-1].seq if tail else 0
-        return _View(tail, top, True, [last] if last else [], last)
+        return View(tail, top, True, [last] if last else [], last)
 
-    def _catch_up(self, session_id: str, view: str, state: _View) -> None:
+    def _catch_up(self, session_id: str, view: str, state: View) -> None:
         """Read the view's records another writer appended after what the tail holds."""
         # The head first: records of other views move it too (then this view may have none to read).
         head = self.store.head(session_id)
@@ -574,7 +306,7 @@ class Recorder:
             return
         records = self.store.read_slots(session_id, state.synced, view=view)
         self._note_removed(session_id, state, records)
-        if _apply(state.tail, records):
+        if apply_records(state.tail, records):
             state.reorders += 1
         if records:
             # Another writer changed this view: what this recorder saw of the caller's lists may be
@@ -604,7 +336,7 @@ class Recorder:
             return False
         return first.erased or first.fingerprint == fp  # (an erase rewrites the record's text)
 
-    def _started_again(self, session_id: str, view: str, state: _View) -> None:
+    def _started_again(self, session_id: str, view: str, state: View) -> None:
         """The session was deleted and written again by another process: read it anew, in place
         (callers hold ``state``); what waits to be written still does."""
         emit("info", "ctxlife.session_started_again", session_id=session_id, view=view)
@@ -616,7 +348,7 @@ class Recorder:
         fresh = self._load(session_id, view)
         if pending and [e.fp for e in fresh.tail[-len(pending) :]] == [f for _, f in pending]:
             pending = []  # the write reported failed had landed
-        for f in dataclasses.fields(_View):
+        for f in dataclasses.fields(View):
             if not f.name.startswith("_"):
                 setattr(state, f.name, getattr(fresh, f.name))
         state._order = None
@@ -628,79 +360,7 @@ class Recorder:
     def align(self, session_id: str, messages: Sequence[Any], view: str = "") -> Alignment:
         """Align ``messages`` with the view's tail (reads the store only the first time)."""
         with self._lock:
-            return self._align(self._view(session_id, view), _Reversed(messages))
-
-    def _align_with_pending(self, state: _View, rev: _Reversed) -> Alignment:
-        """:meth:`_align`, the messages waiting for the store counting as the tail's newest records.
-
-        A list that holds them (wholly or after a compaction evicted some) then anchors on the
-        newest it holds, and what follows is new; the batch written is the waiting ones plus that.
-        """
-        if not state.pending:
-            return self._align(state, rev)
-        top = max(state.synced, state.tail[-1].seq if state.tail else 0)
-        virtual = [_Entry(top + 1 + i, fp) for i, (_, fp) in enumerate(state.pending)]
-        saved_tail, saved_anchors = state.tail, state.anchors
-        state.tail = [*saved_tail, *virtual]
-        state.anchors = [*saved_anchors, virtual[0].seq]
-        try:
-            found = self._align(state, rev)
-        finally:
-            state.tail, state.anchors = saved_tail, saved_anchors
-        if found.aligned and found.anchor_seq > top:
-            # Anchored on a waiting message: only what follows it is new (it goes after them all).
-            found.anchor_seq = top
-        return found
-
-    def _align(self, state: _View, rev: _Reversed) -> Alignment:
-        tail = state.tail
-        if not tail:
-            return self._unaligned(rev)
-        # Live records: the last one, recent anchors, and whatever came after the oldest of them.
-        floor_seq = min(state.anchors) if state.anchors else tail[-1].seq
-        lowest = len(tail) - 1
-        while lowest > 0 and tail[lowest - 1].seq >= floor_seq:
-            lowest -= 1
-        positions: dict[str, list[int]] = {}
-        for p in range(len(tail) - 1, lowest - 1, -1):  # newest first
-            positions.setdefault(tail[p].fp, []).append(p)
-        # The anchor: of the places where the list agrees with the tail, the one at the newest
-        # record (a list follows the history's end); among those, the one that explains the list
-        # at the lowest cost (new messages, twice for one equal to a live record, plus records
-        # skipped); then the one nearest the list's end.
-        # Scanning stops at a perfect fit (the newest record, nothing skipped: the steady state), or
-        # once no better anchor is possible.
-        best: tuple[int, int, int, int] | None = None  # (k, p, overlap, cost)
-        live = len(tail) - lowest
-        newest = tail[-1].seq
-        k = 0
-        repeats = 0  # how many of the messages after rev[k] equal a live record (new ones rarely do)
-        while True:
-            fp = rev.fp(k)
-            if fp is None:
-                break
-            if best is not None and ((tail[best[1]].seq == newest and k > best[3]) or k > best[0] + live):
-                break
-            if k and rev.fp(k - 1) in positions:
-                repeats += 1
-            for p in positions.get(fp, ()):
-                if best is not None and tail[p].seq < tail[best[1]].seq:
-                    break  # positions are newest first: nothing newer here
-                overlap, skipped = self._agrees(rev, k, tail, p, state.complete)
-                if overlap == 1 and k == 0 and p != len(tail) - 1 and rev.fp(1) is None:
-                    # A list of one old message and nothing after it: a fresh list whose message
-                    # repeats an earlier one (a new task's prompt), not a caller's kept place.
-                    continue
-                cost = k + repeats + skipped
-                if overlap and (best is None or tail[p].seq > tail[best[1]].seq or cost < best[3]):
-                    best = (k, p, overlap, cost)
-                    break
-            k += 1
-        if best is None:
-            return self._unaligned(rev)
-        k, p, overlap, _ = best
-        new = list(range(k - 1, -1, -1))
-        return Alignment(overlap, [rev.index(i) for i in new], tail[p].seq, True, [rev.fp(i) for i in new])  # type: ignore[misc]
+            return align_tail(self._view(session_id, view), Reversed(messages))
 
     def expect(self, session_id: str, messages: Sequence[Any], agreement: Agreement, view: str = "") -> None:
         """Note how the caller's list compares with the list last handed back (and passed to
@@ -737,9 +397,9 @@ class Recorder:
                     # What the call received and does not hand back was evicted, not deleted.
                     state.evicted.update(s for s in newest.slots if s is not None)
                     state.evicted.difference_update(mirror.slots)
-                self._keep_mirror(state, mirror)
+                keep_mirror(state, mirror)
 
-    def _mirror_of(self, state: _View, messages: Sequence[Any]) -> _Mirror | None:
+    def _mirror_of(self, state: View, messages: Sequence[Any]) -> Mirror | None:
         """A mirror of ``messages``: slots from the newest mirror where the list agrees with it (in C),
         the rest mapped onto the view's current messages by fingerprint, in order."""
         known = state.mirrors[0] if state.mirrors else None
@@ -769,7 +429,7 @@ class Recorder:
             # the same object, unchanged since (compared with the mirror's copy): its slot and fingerprint
             i = known.index_of(message) if known is not None else None
             hit = (known.slots[i], known.fps[i]) if known is not None and i is not None else None
-            fp = hit[1] if hit is not None and hit[1] is not None else _fp(message)
+            fp = hit[1] if hit is not None and hit[1] is not None else stored_fp(message)
             rest_fps[k] = fp
             slot = hit[0] if hit is not None and hit[0] is not None and hit[1] == fp and hit[0] in order else None
             if slot is not None and floor < order[slot] < ceiling:
@@ -785,7 +445,7 @@ class Recorder:
         slots += rest_slots
         fps += rest_fps
         kept = known.messages[:p] if known is not None else []
-        return _Mirror(kept + _copies(messages[p:]), slots, fps, originals=list(messages))
+        return Mirror(kept + copies(messages[p:]), slots, fps, originals=list(messages))
 
     def seed(
         self,
@@ -803,9 +463,9 @@ class Recorder:
             state.reseed = False
             if state.mirrors:
                 return
-            self._keep_mirror(state, _stored_mirror(messages, slots, fingerprints))
+            keep_mirror(state, stored_mirror(messages, slots, fingerprints))
 
-    def _reseed(self, session_id: str, view: str, state: _View) -> None:
+    def _reseed(self, session_id: str, view: str, state: View) -> None:
         """Seed the mirrors with the view's conversation as the store has it (snapshot + events)."""
         state.reseed = False
         if state.mirrors or not state.tail:
@@ -814,7 +474,7 @@ class Recorder:
             restored = restore_view(self.store, session_id, view, strict=False)
         except StoreError:
             return  # then lists are aligned by content (appends only) until a restore succeeds
-        self._keep_mirror(state, _stored_mirror(restored.messages, restored.slots, restored.fingerprints))
+        keep_mirror(state, stored_mirror(restored.messages, restored.slots, restored.fingerprints))
 
     def holds(self, session_id: str, messages: Sequence[Any], view: str = "") -> bool:
         """Whether ``messages`` is (an edited form of) the view's conversation, by the same diff as
@@ -823,7 +483,7 @@ class Recorder:
             state = self._view(session_id, view)
             if state.reseed:
                 self._reseed(session_id, view, state)
-            return self._plan(state, messages) is not None
+            return diff_plan(state, messages) is not None
 
     def note(self, session_id: str, messages: Sequence[Any], slots: Sequence[int | None], view: str = "") -> None:
         """Take ``messages``, whose slots the caller knows (a restored conversation it recorded
@@ -832,9 +492,7 @@ class Recorder:
         with self._lock:
             state = self._view(session_id, view)
             state.reseed = False
-            self._keep_mirror(
-                state, _Mirror(_copies(messages), list(slots), [None] * len(messages), originals=list(messages))
-            )
+            keep_mirror(state, Mirror(copies(messages), list(slots), [None] * len(messages), originals=list(messages)))
 
     def slots_of(self, session_id: str, messages: Sequence[Any], view: str = "") -> list[int | None]:
         """The slot of each message of a list this recorder recorded or saw (None: not raw history)."""
@@ -846,141 +504,7 @@ class Recorder:
             mirror = self._mirror_of(state, messages)
             return list(mirror.slots) if mirror is not None else [None] * len(messages)
 
-    @staticmethod
-    def _keep_mirror(state: _View, mirror: _Mirror) -> None:
-        if not any(slot is not None for slot in mirror.slots):
-            return  # a list with nothing of the view tells nothing about it
-        if mirror.head < 0:
-            mirror.head = state.synced
-        mirrors = [m for m in state.mirrors if m is not mirror]
-        for older in mirrors:  # only the newest keeps the caller's objects alive
-            older.release()
-        mirrors.insert(0, mirror)
-        del mirrors[_MIRRORS:]
-        state.mirrors = mirrors
-
     # -- diffing against a mirror -----------------------------------------------------------------
-
-    def _plan(self, state: _View, messages: Sequence[Any]) -> _Plan | None:
-        """The events that bring the view to ``messages``, judged against the best mirror; None when
-        no mirror relates to the list (align it instead)."""
-        # The mirror the list agrees with longest (the newest first on a tie): the caller's own
-        # list, when several callers share the view.
-        best: tuple[_Mirror, int] | None = None
-        mirrors = state.mirrors
-        if mirrors and _continues(state, mirrors[0], messages):
-            mirrors = []  # the host's comparison showed it: no second one
-            best = (state.mirrors[0], len(state.mirrors[0].messages))
-        for mirror in mirrors:
-            p = common_prefix(mirror.messages, messages, _soft(mirror, messages))
-            if best is None or p > best[1]:
-                best = (mirror, p)
-            if p == len(mirror.messages) and p >= best[1]:
-                break  # the list continues this mirror (the usual call: the newest one)
-        if best is None:
-            return None
-        mirror, p = best
-        if p == len(mirror.messages):
-            # The usual call: the mirror plus new messages, maybe with some others wrote meanwhile
-            # (those are theirs: matched in order, not written again). Costs what is new.
-            later = self._after(state, max(mirror.last, mirror.head))
-            plan = _Plan([], {}, [], mirror)
-            cursor = 0
-            used: set[int] = set()
-            for i in range(p, len(messages)):
-                message = messages[i]
-                if not recordable(message):
-                    continue
-                fp = plan.fps[i] = _fp(message)
-                probe = cursor
-                while probe < len(later) and later[probe][1] != fp:
-                    probe += 1
-                if probe == len(later) and message.get("role") == "tool":
-                    # Parallel tool results come back in any order: one recorded before the cursor
-                    # (and not matched yet) is this same result, not a new one.
-                    probe = next((k for k in range(cursor) if k not in used and later[k][1] == fp), len(later))
-                if probe < len(later):
-                    plan.slots[i] = later[probe][0]
-                    used.add(probe)
-                    cursor = max(cursor, probe + 1)
-                    continue
-                plan.events.append(Event(ADD, message, None, fp))
-                plan.adds.append(i)
-            return plan
-        # An older mirror (the list agrees with it longest) may predate edits: its slots are taken as
-        # the view holds them now (a slot removed since is no place to write to; one replaced since
-        # holds its new message), so the diff is against the view's current state.
-        order = state.order()
-        tail = state.tail
-        # A slot ctxlife evicted since is not in the caller's list either: hidden, never removed (an
-        # older mirror predates the compaction; the caller's list continues the compacted one).
-        evicted = state.evicted
-        live = [
-            (s, tail[order[s]].fp, m)
-            for s, f, m in zip(mirror.slots, mirror.fps, mirror.messages, strict=True)
-            if s is not None and f is not None and s in order and s not in evicted
-        ]
-        mirrored = _results_in_order([(s, f) for s, f, _ in live], [m for _, _, m in live])
-        kept = [(i, m) for i, m in enumerate(messages) if recordable(m)]
-        caller = _results_in_order([(i, _known_fp(mirror, m)) for i, m in kept], [m for _, m in kept])
-        hidden = _TailHidden(tail, {s for s, _ in mirrored})
-        script = edit_script(
-            mirrored, caller, hidden, order, removals=mirror.trusted, same_kind=_same_kind(mirror, messages)
-        )
-        if not script.related:
-            return None
-        if not mirror.trusted and script.shared < min(2, len(mirrored)) and len(script.slots) < len(mirrored):
-            return None  # one shared message and the rest gone: a new conversation, not an edit
-        plan = _Plan([], script.slots, [], None, dict(caller))
-        for edit in script.edits:
-            if edit.op == REMOVE:
-                plan.events.append(Event(REMOVE, {}, edit.target))
-            elif edit.op == REPLACE:
-                plan.events.append(Event(REPLACE, stored_form(messages[edit.index]), edit.target, plan.fps[edit.index]))
-            else:
-                plan.events.append(Event(ADD, messages[edit.index], edit.target, plan.fps[edit.index]))
-                plan.adds.append(edit.index)
-        return plan
-
-    @staticmethod
-    def _after(state: _View, slot: int) -> list[tuple[int, str]]:
-        """The view's current messages after ``slot`` (what others wrote since), oldest first."""
-        tail = state.tail
-        i = len(tail)
-        while i > 0 and tail[i - 1].seq > slot:
-            i -= 1
-        return [(e.seq, e.fp) for e in tail[i:]]
-
-    @staticmethod
-    def _agrees(rev: _Reversed, k: int, tail: list[_Entry], p: int, complete: bool) -> tuple[int, int]:
-        """How many of the list's messages up to ``rev[k]`` agree with the tail up to ``tail[p]`` (0:
-        they disagree), and how many records the agreement skips.
-
-        Agreeing means: read backwards, the list's messages (at most :data:`WINDOW`) appear in the
-        tail in the same order, possibly with records in between (a compaction evicts messages from
-        the middle of a list, never reorders them). Fewer skipped records is a better fit.
-        """
-        q = p - 1
-        skipped = 0
-        for d in range(1, WINDOW):
-            fp = rev.fp(k + d)
-            if fp is None:  # the list starts here: all of it agrees
-                return d, skipped
-            while q >= 0 and tail[q].fp != fp:
-                q -= 1
-                skipped += 1
-            if q < 0:
-                # The list holds a message the tail does not: before the view's first record, not
-                # this place; past the edge of a trimmed tail, what was checked agrees.
-                return (0, 0) if complete else (d, skipped)
-            q -= 1
-        return WINDOW, skipped
-
-    @staticmethod
-    def _unaligned(rev: _Reversed) -> Alignment:
-        rev.index(1 << 62)
-        order = list(range(len(rev._idx) - 1, -1, -1))
-        return Alignment(0, [rev.index(i) for i in order], 0, False, [rev.fp(i) for i in order])  # type: ignore[misc]
 
     # -- recording ----------------------------------------------------------------------------------
 
@@ -1012,15 +536,15 @@ class Recorder:
             for _ in range(_MAX_RETRIES):
                 if state.reseed:
                     self._reseed(session_id, view, state)
-                plan = None if state.pending else self._plan(state, messages)
+                plan = None if state.pending else diff_plan(state, messages)
                 if plan is None and state.fresh and not state.pending:
-                    plan = _all_new(messages)
+                    plan = all_new(messages)
                 if plan is None:
                     plan = self._plan_by_alignment(state, messages)
                 plan = self._not_again(session_id, view, plan)
                 events = plan.events
                 if state.pending:
-                    batch = _after_pending(state.pending, [(e.message, e.fingerprint or "") for e in events])
+                    batch = after_pending(state.pending, [(e.message, e.fingerprint or "") for e in events])
                     events = [Event(ADD, m, None, f) for m, f in batch]
                 if not events:
                     self._seen(state, messages, plan, [])
@@ -1044,18 +568,18 @@ class Recorder:
                 f"appending first; retry later"
             )
 
-    def _plan_by_alignment(self, state: _View, messages: Sequence[Any]) -> _Plan:
+    def _plan_by_alignment(self, state: View, messages: Sequence[Any]) -> Plan:
         """Appends only, by content alignment with the view's messages (the module docs)."""
-        rev = _Reversed(messages)
-        found = self._align_with_pending(state, rev)
+        rev = Reversed(messages)
+        found = align_with_pending(state, rev)
         if found.aligned and found.anchor_seq <= state.synced:
             self._anchor(state, found.anchor_seq)
         events = [Event(ADD, messages[i], None, fp) for i, fp in zip(found.new, found.fingerprints, strict=True)]
         if found.aligned:
             state.covered = found.anchor_seq
-        return _Plan(events, {}, list(found.new), None, dict(zip(found.new, found.fingerprints, strict=True)))
+        return Plan(events, {}, list(found.new), None, dict(zip(found.new, found.fingerprints, strict=True)))
 
-    def _seen(self, state: _View, messages: Sequence[Any], plan: _Plan, written: list[RawRecord]) -> None:
+    def _seen(self, state: View, messages: Sequence[Any], plan: Plan, written: list[RawRecord]) -> None:
         """Keep a mirror of the list just recorded; note the newest record it reflects (``covered``)."""
         known = dict(plan.slots)
         for index, record in zip(plan.adds, written, strict=False):
@@ -1069,26 +593,26 @@ class Recorder:
             # The base mirror's positions as they were, then what this call placed: costs what is new.
             slots = [known.get(i) if recordable(messages[i]) else None for i in rest]
             fps = [
-                (plan.fps.get(i) or _fp(messages[i])) if slot is not None else None
+                (plan.fps.get(i) or stored_fp(messages[i])) if slot is not None else None
                 for i, slot in zip(rest, slots, strict=True)
             ]
             newest = max((s for s in slots if s is not None), default=0)
             previous = state.mirrors[0] if state.mirrors else None
             if base is not None:
-                mirror: _Mirror | None = base.extended(
-                    _copies(messages[start:], previous, start),
+                mirror: Mirror | None = base.extended(
+                    copies(messages[start:], previous, start),
                     slots,
                     fps,
                     last=max(base.last, newest),
                     originals=list(messages),
                 )
             else:
-                mirror = _Mirror(_copies(messages, previous), slots, fps, originals=list(messages))
+                mirror = Mirror(copies(messages, previous), slots, fps, originals=list(messages))
         else:
             mirror = self._mirror_of(state, messages)  # map what alignment did not place
         if mirror is None:
             return
-        self._keep_mirror(state, mirror)
+        keep_mirror(state, mirror)
         state.covered = max([mirror.last, *(r.seq for r in written)]) if written else mirror.last or state.covered
 
     def add(self, session_id: str, messages: Sequence[dict[str, Any]], view: str = "") -> list[RawRecord]:
@@ -1104,13 +628,13 @@ class Recorder:
         """
         with self._lock:
             state = self._appending_view(session_id, view)
-            return self._add_now(session_id, view, state, messages, [(m, _fp(m)) for m in messages])
+            return self._add_now(session_id, view, state, messages, [(m, stored_fp(m)) for m in messages])
 
     def _add_now(
         self,
         session_id: str,
         view: str,
-        state: _View,
+        state: View,
         messages: Sequence[dict[str, Any]],
         fresh: list[tuple[dict[str, Any], str]],
     ) -> list[RawRecord]:
@@ -1147,7 +671,7 @@ class Recorder:
                 if state.mirrors:
                     newest = state.mirrors[0]
                     state.mirrors[0] = newest.extended(
-                        _copies(messages),
+                        copies(messages),
                         [r.seq for r in records],
                         [r.fingerprint for r in records],
                         last=max(newest.last, records[-1].seq),
@@ -1157,7 +681,7 @@ class Recorder:
             return records
         raise StoreError(f"session {session_id!r}: could not append after {_MAX_RETRIES} attempts; retry later")
 
-    def _landed(self, session_id: str, view: str, state: _View, head: int, fps: list[str]) -> list[RawRecord]:
+    def _landed(self, session_id: str, view: str, state: View, head: int, fps: list[str]) -> list[RawRecord]:
         """The records of ``fps`` when a write made at ``head`` landed after all (the view's adds after
         ``head`` end with them); ``[]`` when it did not. Reads the store."""
         after = self.store.read_records(session_id, head, view=view, strict=False)
@@ -1204,7 +728,7 @@ class Recorder:
                 return records
             raise StoreError(f"session {session_id!r}: could not write after {_MAX_RETRIES} attempts; retry later")
 
-    def _after_conflict(self, session_id: str, view: str, state: _View, exc: AppendConflictError) -> _View:
+    def _after_conflict(self, session_id: str, view: str, state: View, exc: AppendConflictError) -> View:
         """Another writer moved the head (maybe in another view): read what it wrote in this view,
         so the caller re-aligns and retries at the head the store reported. A head lower than known
         means the store lost records (a Redis restarted without persistence): start over from it."""
@@ -1219,7 +743,7 @@ class Recorder:
         self._catch_up(session_id, view, state)
         return state
 
-    def _write(self, session_id: str, view: str, state: _View, events: list[Event]) -> list[RawRecord]:
+    def _write(self, session_id: str, view: str, state: View, events: list[Event]) -> list[RawRecord]:
         if not events:
             return []
         head = self._heads.get(session_id, 0)
@@ -1231,7 +755,7 @@ class Recorder:
                     [stored_form(e.message) for e in events],
                     view=view,
                     if_head=head,
-                    fingerprints=[e.fingerprint or _fp(e.message) for e in events],
+                    fingerprints=[e.fingerprint or stored_fp(e.message) for e in events],
                 )
             else:
                 records = self.store.append_events(
@@ -1246,7 +770,7 @@ class Recorder:
             # The store is down or full: keep the new messages for the next call (a compaction may
             # evict them from the caller's list meanwhile), oldest dropped beyond a bound; edits are
             # found again by the next call's diff.
-            batch = [(e.message, e.fingerprint or _fp(e.message)) for e in adds]
+            batch = [(e.message, e.fingerprint or stored_fp(e.message)) for e in adds]
             if len(batch) > _MAX_PENDING:
                 emit(
                     "error",
@@ -1266,7 +790,7 @@ class Recorder:
         if records:
             self._head_marks[session_id] = (records[-1].seq, records[-1].fingerprint, records[-1].recorded_at)
         state.synced = new_head
-        if _apply(state.tail, records):
+        if apply_records(state.tail, records):
             state.reorders += 1
         last_add = next((r.seq for r in reversed(records) if r.op == ADD and r.target is None), None)
         if last_add is not None:
@@ -1285,196 +809,12 @@ class Recorder:
                 )
         return records
 
-    def _anchor(self, state: _View, seq: int) -> None:
+    def _anchor(self, state: View, seq: int) -> None:
         anchors = state.anchors
         if seq in anchors:
             anchors.remove(seq)
         anchors.append(seq)
         del anchors[:-_ANCHORS]
-
-
-def _apply(tail: list[_Entry], records: Sequence[RawRecord | RecordSlot]) -> bool:
-    """Apply a view's records (events) to its current state ``tail`` (as :func:`.base.materialize`);
-    return whether an entry moved or left (anything but appends at the end)."""
-    moved = False
-    for r in records:
-        if r.op == ADD:
-            entry = _Entry(r.seq, r.fingerprint)
-            if r.target is None:
-                tail.append(entry)
-            else:
-                at = next((i for i, e in enumerate(tail) if e.seq == r.target), None)
-                if at is None:
-                    tail.append(entry)
-                else:
-                    at += 1
-                    while at < len(tail) and tail[at].after == r.target:
-                        at += 1
-                    entry.after = r.target
-                    moved = moved or at < len(tail)
-                    tail.insert(at, entry)
-        elif r.op == REPLACE:
-            for e in tail:
-                if e.seq == r.target:
-                    e.fp = r.fingerprint
-                    break
-        elif r.op == REMOVE:
-            for i, e in enumerate(tail):
-                if e.seq == r.target:
-                    del tail[i]
-                    moved = True
-                    break
-    return moved
-
-
-def _continues(state: _View, mirror: _Mirror, messages: Sequence[Any]) -> bool:
-    """Whether the host's comparison (:meth:`Recorder.expect`) shows that ``messages`` continues
-    ``mirror``: the mirror was made from the very list the host compared against, and every message
-    of it is still there (equal, or different only in what is not an edit: see :func:`_soft`)."""
-    hint, state.hint = state.hint, None  # good for one diff of one call's list
-    if hint is None or hint[0] is not messages or mirror.originals is None:
-        return False
-    _, compared, agreement = hint
-    size = len(mirror.messages)
-    if agreement.length < size or not same_messages(mirror.originals, agreement.previous):
-        return False
-    changed = [i for i in agreement.changed if i < size]
-    if not same_messages(compared, messages):  # replaced since (the bootstrap section, applied)
-        length, also = differences(compared, messages)
-        if len(compared) != len(messages) or length < len(messages):
-            return False
-        changed = sorted({*changed, *(i for i in also if i < size)})
-    soft = _soft(mirror, messages)
-    return all(soft(i) for i in changed)
-
-
-def _all_new(messages: Sequence[Any]) -> _Plan:
-    """Every recordable message of the list is new (a list built from scratch)."""
-    plan = _Plan([], {}, [], None)
-    for i, message in enumerate(messages):
-        if recordable(message):
-            fp = plan.fps[i] = _fp(message)
-            plan.events.append(Event(ADD, message, None, fp))
-            plan.adds.append(i)
-    return plan
-
-
-def _stored_mirror(
-    messages: Sequence[Any], slots: Sequence[int | None], stored_fps: Sequence[str | None] = ()
-) -> _Mirror:
-    """A mirror of the view as the store has it (a record that is not a message has no place in a diff).
-
-    ``stored_fps``: the store's fingerprints of the messages' records, when they are the records as
-    stored; one is used where it is :func:`_fp` of the message (the stored form is the message
-    itself), which saves hashing a long history again.
-    """
-    kept = [
-        s if s is not None and isinstance(m.get("role"), str) else None for m, s in zip(messages, slots, strict=True)
-    ]
-    known = stored_fps if len(stored_fps) == len(messages) else [None] * len(messages)
-    fps = [
-        None if s is None else (fp if fp is not None and stored_form(m) is m else _fp(m))
-        for m, s, fp in zip(messages, kept, known, strict=True)
-    ]
-    return _Mirror(_copies(messages), kept, fps, trusted=False, originals=list(messages))
-
-
-def _known_fp(mirror: _Mirror, message: Any) -> str:
-    """The message's fingerprint: the mirror's, when the message is the object the mirror copied and
-    still equals the copy (a restored list handed back: no second hashing of every message)."""
-    index = mirror.index_of(message)
-    if index is not None:
-        fp = mirror.fps[index]
-        if fp is not None:
-            return fp
-    return _fp(message)
-
-
-def _copies(messages: Sequence[Any], reuse: _Mirror | None = None, start: int | None = None) -> list[Any]:
-    """Shallow copies of the messages: a caller that later edits one in place (``m["content"] = ...``)
-    then differs from the mirror, as an edit must. (An edit deep inside a content part list is not
-    seen: copying every part of every message would cost more than the diff.)
-
-    A message the mirror ``reuse`` copied, unchanged since, shares that copy: copies are never
-    edited, so a restored 100k history and the first list recorded from it hold one set, not two.
-    ``start``: ``messages`` are a list's positions from ``start`` on, looked up in ``reuse`` at the
-    same positions only (see :meth:`_Mirror.index_of`: the usual call costs what is new).
-    """
-    if reuse is None or reuse.originals is None:
-        return [dict(m) if isinstance(m, dict) else m for m in messages]
-    copied = reuse.messages
-    out = []
-    for k, m in enumerate(messages):
-        i = reuse.index_of(m, None if start is None else start + k)
-        out.append(copied[i] if i is not None else dict(m) if isinstance(m, dict) else m)
-    return out
-
-
-def _same_kind(mirror: _Mirror, messages: Sequence[Any]) -> Callable[[int, int], bool]:
-    """Whether the mirror's message at a slot and the caller's at a list index have one role (see
-    :func:`~ctxlife.sessions.diff.edit_script`); the slots' roles are looked up only when asked."""
-    roles: dict[int, Any] = {}
-
-    def same(slot: int, index: int) -> bool:
-        if not roles:
-            roles.update(
-                (s, m.get("role")) for m, s in zip(mirror.messages, mirror.slots, strict=True) if s is not None
-            )
-        return bool(roles.get(slot) == messages[index].get("role"))
-
-    return same
-
-
-def _results_in_order(items: list[tuple[int, str]], messages: list[Any]) -> list[tuple[int, str]]:
-    """``items`` with each run of consecutive tool results in call-id order: parallel results sent
-    back in another (completion) order are the same messages, not an edit."""
-    out = list(items)
-    i = 0
-    while i < len(out):
-        if messages[i].get("role") != "tool":
-            i += 1
-            continue
-        j = i
-        while j < len(out) and messages[j].get("role") == "tool":
-            j += 1
-        # by call id (an edited result keeps its place), then fingerprint (repeated ids)
-        order = sorted(range(i, j), key=lambda k: (str(messages[k].get("tool_call_id", "")), out[k][1]))
-        out[i:j] = [out[k] for k in order]
-        i = j
-    return out
-
-
-def _soft(mirror: _Mirror, messages: Sequence[Any]) -> Any:
-    """Differences at a list position that are not edits of the conversation: two messages that are
-    not recorded (a system prompt, a summary, ctxlife's bootstrap message), or the same message by
-    fingerprint (a prompt-cache marker moved, ctxlife's bootstrap section re-rendered)."""
-
-    def same(i: int) -> bool:
-        theirs = messages[i]
-        if mirror.slots[i] is None:
-            return not recordable(theirs)
-        return recordable(theirs) and mirror.fps[i] == _fp(theirs)
-
-    return same
-
-
-def _after_pending(
-    pending: list[tuple[dict[str, Any], str]], batch: list[tuple[dict[str, Any], str]]
-) -> list[tuple[dict[str, Any], str]]:
-    """``pending`` then ``batch``, without the part of ``batch`` that repeats the end of ``pending``."""
-    if not pending:
-        return batch
-    pfps = [f for _, f in pending]
-    bfps = [f for _, f in batch]
-    for overlap in range(min(len(pfps), len(bfps)), 0, -1):
-        if pfps[len(pfps) - overlap :] == bfps[:overlap]:
-            return pending + batch[overlap:]
-    # The batch may hold all of pending (the list still carries it): then it is the batch alone,
-    # what comes before the waiting messages included (it is new too: a list that aligns nowhere).
-    for start in range(len(bfps) - len(pfps) + 1):
-        if bfps[start : start + len(pfps)] == pfps:
-            return batch
-    return pending + batch
 
 
 _recorders: weakref.WeakKeyDictionary[SessionStore, Recorder] = weakref.WeakKeyDictionary()

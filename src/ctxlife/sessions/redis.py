@@ -47,31 +47,32 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ctxlife.errors import SessionIdError, StoreError
-from ctxlife.events import Logger
+from ctxlife.events import Logger, redact_url
 from ctxlife.sessions.base import (
-    CallRecord,
-    RawRecord,
     SessionInfo,
     SessionStore,
-    Snapshot,
-    appended_records,
     check_after_seq,
     check_blob_text,
     check_if_head,
     check_lock_args,
     conflict,
     decode_calls,
-    decode_record,
-    fingerprint,
-    json_text,
     poll_until,
-    prepare_messages,
-    record_json,
-    redact_url,
-    unwrap_event,
 )
 from ctxlife.sessions.durations import parse_duration
 from ctxlife.sessions.ids import validate_blob_key, validate_session_id, validate_view
+from ctxlife.sessions.records import (
+    CallRecord,
+    RawRecord,
+    appended_records,
+    decode_record,
+    fingerprint,
+    json_text,
+    prepare_messages,
+    record_json,
+    unwrap_event,
+)
+from ctxlife.sessions.snapshot import Snapshot
 
 __all__ = ["DEFAULT_PREFIX", "RedisStore"]
 

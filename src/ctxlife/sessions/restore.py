@@ -18,7 +18,9 @@ from typing import Any
 from ctxlife.errors import StoreError
 from ctxlife.events import emit
 from ctxlife.messages import MARK_KEYS, restore_inserted
-from ctxlife.sessions.base import ADD, REMOVE, REPLACE, RawRecord, SessionStore, Snapshot, fingerprint, materialize
+from ctxlife.sessions.base import SessionStore
+from ctxlife.sessions.records import ADD, REMOVE, REPLACE, RawRecord, fingerprint, materialize
+from ctxlife.sessions.snapshot import Snapshot
 
 __all__ = ["Restored", "restore_after", "restore_view", "snapshot_slots"]
 

@@ -53,28 +53,29 @@ from urllib.parse import unquote
 from ctxlife.errors import StoreError
 from ctxlife.events import Logger
 from ctxlife.sessions.base import (
-    EVENT_KEY,
-    CallRecord,
-    RawRecord,
-    RecordSlot,
     SessionInfo,
     SessionStore,
-    Snapshot,
-    appended_records,
     check_after_seq,
     check_blob_text,
     check_if_head,
     check_lock_args,
     conflict,
+    poll_until,
+)
+from ctxlife.sessions.ids import validate_blob_key, validate_session_id, validate_view
+from ctxlife.sessions.records import (
+    EVENT_KEY,
+    CallRecord,
+    RawRecord,
+    RecordSlot,
+    appended_records,
     fingerprint,
     json_text,
-    parse_query,
-    parse_ttl,
-    poll_until,
     prepare_messages,
     unwrap_event,
 )
-from ctxlife.sessions.ids import validate_blob_key, validate_session_id, validate_view
+from ctxlife.sessions.snapshot import Snapshot
+from ctxlife.sessions.urls import parse_query, parse_ttl
 
 __all__ = ["SQLiteStore"]
 
