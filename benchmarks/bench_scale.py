@@ -22,7 +22,8 @@ Cases (CPU time of the measured call, ``time.process_time``, median over repetit
 * ``cold``: a fresh process on a never-compacted session, until the list for the model is ready: ctxlife
   ``Session(...).prepare(new turn)`` (``llm_summary``, extractive, 128k window, threshold 0.4: the first call
   compacts); Agents SDK ``get_items()`` + one ``trim_messages`` (approximate counter, as its context-management
-  cookbook trims); LangGraph ``get_state()`` (the saver restores the whole list). Peak RSS of that process.
+  cookbook trims); LangGraph ``get_state()`` + the same ``trim_messages`` (its memory docs trim what the model
+  is sent; the saver restores the whole list). Peak RSS of that process.
 * ``prepare``: ctxlife ``Session.prepare(new turn)`` once warm (after the cold call compacted).
 * ``steady``: one managed call on a bounded live list (the last messages that fit 40% of a 128k window), one
   new turn per call, in place: ctxlife ``Host.manage(live)`` (``llm_summary``) against LangChain's
@@ -287,9 +288,21 @@ def cold(system: str, workdir: Path, turn: list[dict[str, Any]]) -> dict[str, An
         )
         size = len(kept)
     else:
+        from langchain_core.messages import SystemMessage, trim_messages
+
+        # As LangGraph's memory docs tell users: restore the thread, then trim what the model is sent.
         graph, conn = langgraph_graph(workdir / "langgraph.db")
         graph.invoke({"messages": lc_messages(turn)}, LG_CONFIG)
-        size = len(graph.get_state(LG_CONFIG).values["messages"])
+        kept = trim_messages(
+            [SystemMessage(SYSTEM), *graph.get_state(LG_CONFIG).values["messages"]],
+            max_tokens=int(THRESHOLD * WINDOW),
+            token_counter="approximate",
+            strategy="last",
+            start_on="human",
+            include_system=True,
+            end_on=("human", "tool"),
+        )
+        size = len(kept)
         conn.close()
     return {
         "cpu_ms": round((time.process_time() - t) * 1000, 1),
@@ -698,7 +711,8 @@ def _tables(results: dict[str, Any]) -> str:
         "CPU time per call (median), generated agent conversations (`benchmarks/bench_scale.py`); each case in its "
         "own process on its own copy of the stores (SQLite for all three), peak RSS of that process at the largest "
         "size. Growth = log10 of the 100k/10k ratio (1 = linear). Peers: the OpenAI Agents SDK `SQLiteSession` "
-        "(append, read), LangGraph `SqliteSaver` (cold), LangChain `SummarizationMiddleware`'s check (steady). "
+        "(append, read), LangGraph `SqliteSaver` restore + `trim_messages` (cold), LangChain "
+        "`SummarizationMiddleware`'s check (steady). "
         "Rows measured through the session layer (append, read, cold, `prepare()`) move with "
         "`src/ctxlife/sessions/**` and `src/ctxlife/session.py`; steady and first compaction measure counting and "
         "validation.\n",
