@@ -53,6 +53,12 @@ QUESTIONS: tuple[Question, ...] = (
         "scale", "bench_scale", "Sessions at scale: 1k / 10k / 100k messages, next to the Agents SDK and LangGraph"
     ),
     Question(
+        "loop",
+        "bench_loop",
+        # Not alone: the three systems are interleaved by turn, so load falls on all alike (the ratios hold).
+        "The 1,000-turn agent loop: ctxlife next to LangChain's SummarizationMiddleware and the Agents SDK",
+    ),
+    Question(
         "fleet",
         "bench_pg_store",
         "Fleet stores: PostgreSQL beside SQLite and Redis (append, read, recall, a new worker's first call)",

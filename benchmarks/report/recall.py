@@ -136,9 +136,16 @@ def section(results: dict[str, Any]) -> str:
     if over:
         out.append(
             "What `recall` adds to a `manage()` call (CPU time, `snapshot_restore` on a file store, `llm_summary`, "
-            "one new question per call): "
+            "one new question per call; calls with and without `recall` interleaved in one process, the median "
+            "of three runs and their spread): "
             + "; ".join(
-                f"+{ms(r['recall_adds_median_ms'])} ms median (+{ms(r['recall_adds_p95_ms'])} ms p95) at "
+                f"+{ms(r['recall_adds_median_ms'])} ms median"
+                + (
+                    f" ({ms(r['recall_adds_spread_ms'][0])}-{ms(r['recall_adds_spread_ms'][1])})"
+                    if "recall_adds_spread_ms" in r
+                    else ""
+                )
+                + f" (+{ms(r['recall_adds_p95_ms'])} ms p95) at "
                 f"{n(r['history_messages'])} messages of history, first call +{ms(r['recall_first_call_ms'])} ms"
                 for r in over
             )

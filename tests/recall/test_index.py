@@ -110,6 +110,28 @@ def test_words_are_stemmed_and_ranked():
     assert hits[0].seq == 2  # "movie" finds "movies"
 
 
+def tool_weighted_history() -> list[dict]:
+    """Twelve short chat lines about a kettle, then one long tool result that says it once (BM25
+    ranks it below all of them), chunked: its matching chunk is not its first."""
+    lines = [{"role": "user", "content": f"The kettle on shelf {i} is blue."} for i in range(12)]
+    fields = " ".join(f"field{i} value{i}" for i in range(400))
+    result = {"role": "tool", "tool_call_id": "t1", "content": f"{fields} warranty kettle {fields}"}
+    return [*lines, result]
+
+
+def test_tool_results_are_weighed_before_the_best_few_are_kept():
+    index = HistoryIndex(chunk_chars=2000)
+    index.add(records(*tool_weighted_history()))
+    unweighted = index.search("kettle", limit=2)
+    assert [h.role for h in unweighted] == ["user", "user"]
+    weighted = index.search("kettle", limit=2, tool_weight=20.0)
+    # The tool result leads although its plain score ranks it 13th (a search that kept 3x the
+    # limit by plain score before weighing never saw it), with its matching chunk.
+    assert weighted[0].seq == 13 and weighted[0].role == "tool"
+    assert weighted[0].part > 0 and "warranty kettle" in weighted[0].text
+    assert weighted[1].role == "user"
+
+
 def test_two_character_chinese_words_are_found():
     index = HistoryIndex()
     index.add(

@@ -106,6 +106,23 @@ def test_the_database_search_finds_what_the_sqlite_index_finds(url: str, tmp_pat
             on_lite.close()
 
 
+def test_the_database_weighs_tool_results_before_keeping_the_best_few(url: str) -> None:
+    lines = [user(f"The kettle on shelf {i} is blue.") for i in range(12)]
+    fields = " ".join(f"field{i} value{i}" for i in range(400))
+    messages = [*lines, {"role": "tool", "tool_call_id": "t1", "content": f"{fields} warranty kettle {fields}"}]
+    with open_store(url) as pg:
+        pg.append("s", messages)
+        search = HistorySearch(pg)
+        try:
+            index = search.index("s")
+            assert [h.role for h in index.search("kettle", limit=2)] == ["user", "user"]
+            weighted = index.search("kettle", limit=2, tool_weight=20.0)
+            assert weighted[0].seq == 13 and weighted[0].part > 0 and "warranty kettle" in weighted[0].text
+            assert weighted[1].role == "user"
+        finally:
+            search.close()
+
+
 def test_an_edit_a_removal_and_an_erase_leave_the_search_with_the_write(url: str) -> None:
     with open_store(url) as store:
         store.append("s", [user("the locker code is 4711"), reply("noted"), user("the wifi password is tulip")])

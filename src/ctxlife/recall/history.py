@@ -367,6 +367,10 @@ class HistorySearch:
         )
 
 
+#: Matches re-ranked per passage kept (see :func:`passages_from`).
+MATCHES_PER_PASSAGE = 3
+
+
 def passages_from(
     index: HistoryIndex,
     query: str,
@@ -389,11 +393,14 @@ def passages_from(
     # tool_weight: BM25's length normalization ranks long structured tool results (many field
     # names) below short chat messages that share a question's wording, yet fetched data is what
     # users come back to; tool results can be weighted up.
-    hits = index.search(query, limit=limit * 6 + 16, tool_weight=tool_weight, view=view)
+    # About two matches per passage kept (a turn's question and its answer often both match): each
+    # is re-ranked by its whole turn (its neighbours read, its terms counted), so this bound is
+    # most of what a search costs.
+    hits = index.search(query, limit=limit * MATCHES_PER_PASSAGE + 4, tool_weight=tool_weight, view=view)
     # A question in several parts ("who ...? and which ...?", one per entity or day) is also searched
     # part by part: each part's best turn is shown, not only the turns of the part with rarer words.
     parts = [
-        (part, index.search(part, limit=limit * 2 + 8, tool_weight=tool_weight, view=view))
+        (part, index.search(part, limit=limit + 4, tool_weight=tool_weight, view=view))
         for part in split_question(query)
     ]
     if not hits and not any(found for _, found in parts):

@@ -9,7 +9,8 @@ and deleted messages are never found again. It lives in a SQLite file
 memory.
 
 Storage: each record's text is stored once (``records``); the full-text table is contentless (its
-postings only). A record's documents are numbered ``seq + part * PART_STRIDE``, so a whole message
+postings only). A record's documents are numbered ``seq + part * PART_STRIDE`` (``+ TOOL_DOC`` for a
+tool result's: a search weighs tool results without reading their records), so a whole message
 is found by its own sequence number and a chunk of a long one is cut again from the record's text
 (the chunking is deterministic for a given ``chunk_chars``, which the index keeps and is rebuilt
 when it changes). Records arriving together are written in one transaction with one statement per
@@ -40,10 +41,12 @@ from ctxlife.recall.records import CHUNK_CHARS, Document, IndexableRecord, messa
 from ctxlife.recall.text import dates_in, index_text, query_terms, term_pattern
 
 #: Bumped when the schema or the tokenization changes: an index of another version is rebuilt.
-INDEX_VERSION = 6
+INDEX_VERSION = 7
 
-#: A document's row in the full-text table is ``seq + part * PART_STRIDE`` (part 0: the record's seq).
+#: A document's row in the full-text table is ``seq + part * PART_STRIDE`` (part 0: the record's seq),
+#: plus :data:`TOOL_DOC` for a tool result's: the search weighs tool results in its one query, by rowid.
 PART_STRIDE = 1 << 40
+TOOL_DOC = 1 << 62
 
 # md: month * 100 + day of the record (local time), what a dated question ("on May 2nd") looks for.
 _SCHEMA = """
@@ -364,7 +367,7 @@ class HistoryIndex:
                 self._note_view(view)
             if len(text) <= chunk_chars:  # one document, numbered as its record (text_documents' rule)
                 if text:
-                    bodies.append((at, index_text(text)))
+                    bodies.append((at + (TOOL_DOC if role == "tool" else 0), index_text(text)))
             else:
                 bodies += [
                     (_doc_id(doc), index_text(document_body(doc)))
@@ -414,40 +417,29 @@ class HistoryIndex:
 
     def _ranked(self, terms: Sequence[str], limit: int, tool_weight: float = 1.0, view: str | None = None) -> list[Hit]:
         match = " OR ".join(f'"{t}"' for t in terms)
+        # One query: FTS5 scores its matches in C, tool results weighed by their rowid (no record
+        # read), and SQLite keeps the best ``limit``; then the records of those few are read.
+        score = f"-bm25(fts) * (CASE WHEN fts.rowid >= {TOOL_DOC} THEN ? ELSE 1.0 END)"
+        order = f"ORDER BY 2 DESC, fts.rowid % {PART_STRIDE} LIMIT ?"
         try:
-            # The ranking alone first (FTS5 scores its matches in C; SQLite keeps the best few), then
-            # the few records it found.
             if view is None:
                 rows = self._db.execute(
-                    "SELECT rowid, -bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY bm25(fts) LIMIT ?",
-                    (match, limit * 3),
+                    f"SELECT fts.rowid, {score} FROM fts WHERE fts MATCH ? {order}", (tool_weight, match, limit)
                 ).fetchall()
             else:
                 rows = self._db.execute(
-                    f"SELECT fts.rowid, -bm25(fts) FROM fts JOIN records r ON r.seq = fts.rowid % {PART_STRIDE} "
-                    "WHERE fts MATCH ? AND r.view = ? ORDER BY bm25(fts) LIMIT ?",
-                    (match, view, limit * 3),
+                    f"SELECT fts.rowid, {score} FROM fts JOIN records r ON r.seq = fts.rowid % {PART_STRIDE} "
+                    f"WHERE fts MATCH ? AND r.view = ? {order}",
+                    (tool_weight, match, view, limit),
                 ).fetchall()
         except sqlite3.Error as exc:
             raise IndexError_(f"searching the history index failed: {exc}") from None
-        if not rows:
-            return []
-        # Weigh tool results by their role alone; the text is read for the best ``limit`` only.
-        marks = ",".join("?" * len(rows))
-        roles = dict(
-            self._db.execute(
-                f"SELECT seq, role FROM records WHERE seq IN ({marks})", [doc % PART_STRIDE for doc, _ in rows]
-            ).fetchall()
-        )
-        scored = [
-            (score * (tool_weight if roles[doc % PART_STRIDE] == "tool" else 1.0), doc)
+        found = self._rows(doc % PART_STRIDE for doc, _ in rows)
+        return [
+            hit_from_row(row, (doc % TOOL_DOC) // PART_STRIDE, score, self.chunk_chars)
             for doc, score in rows
-            if doc % PART_STRIDE in roles
+            if (row := found.get(doc % PART_STRIDE)) is not None
         ]
-        scored.sort(key=lambda item: (-item[0], item[1] % PART_STRIDE))
-        del scored[limit:]
-        found = self._rows(doc % PART_STRIDE for _, doc in scored)
-        return [self._hit(found[doc % PART_STRIDE], doc // PART_STRIDE, score) for score, doc in scored]
 
     def _rows(self, seqs: Iterable[int]) -> dict[int, tuple[Any, ...]]:
         """The stored rows (seq, role, recorded_at, view, calls, text) of these records.
@@ -477,18 +469,6 @@ class HistoryIndex:
         self._memo = {}
         self._stored = {}
 
-    def _hit(self, row: tuple[Any, ...], part: int, score: float, doc: Document | None = None) -> Hit:
-        """The hit for document ``part`` of a stored row (its chunk cut again from the record's text)."""
-        seq, role, at, view, _, text = row
-        if doc is None and len(text) > self.chunk_chars:  # a chunk (the first too) of a long record
-            docs = text_documents(seq, role, text, self.chunk_chars)
-            doc = docs[part] if part < len(docs) else None
-        if doc is not None:
-            text, head = doc.text, doc.head
-        else:
-            head = ""
-        return Hit(seq, part, score, text, role, at, day_of(at), view, head)
-
     #: A dated question looks at this many documents of the days it names, at most.
     DAY_DOCS = 500
 
@@ -509,23 +489,11 @@ class HistoryIndex:
             f"WHERE md IN ({','.join('?' * len(month_days))}){where_view} ORDER BY seq",
             [*month_days, *([] if view is None else [view])],
         )
-        docs: list[tuple[tuple[Any, ...], Document]] = []
-        for row in cursor:  # the first DAY_DOCS documents of those days
-            docs += [(row, doc) for doc in text_documents(row[0], row[1], row[5], self.chunk_chars)]
-            if len(docs) >= self.DAY_DOCS:
-                break
-        cursor.close()
-        weights = self.term_weights(terms) if terms else {}
-        patterns = [(term_pattern(t), w) for t, w in weights.items()]
-        hits = []
-        for row, doc in docs[: self.DAY_DOCS]:
-            if doc.seq in excluded:
-                continue
-            lower = document_body(doc).casefold()
-            score = sum(w for pattern, w in patterns if pattern.search(lower))
-            hits.append(self._hit(row, doc.part, score * (tool_weight if doc.role == "tool" else 1.0), doc))
-        hits.sort(key=lambda h: (-h.score, h.seq))
-        return hits[:limit]
+        try:
+            weights = self.term_weights(terms) if terms else {}
+            return rank_day_documents(cursor, weights, limit, excluded, tool_weight, self.chunk_chars, self.DAY_DOCS)
+        finally:
+            cursor.close()
 
     def _doc_freq(self, term: str) -> int:
         state = (self._last_seq, self._docs)
@@ -558,10 +526,8 @@ class HistoryIndex:
             stored = self._stored
             missing = [seq for seq in asked if seq not in stored]
             if missing:
-                for seq, role, at, view, calls, text in self._rows(missing).values():
-                    stored[seq] = StoredRecord(
-                        seq=seq, role=role, text=text, recorded_at=at, day=day_of(at), view=view, calls=bool(calls)
-                    )
+                for seq, row in self._rows(missing).items():
+                    stored[seq] = stored_from_row(row)
                 if len(stored) > self._MEMO_ROWS:
                     self._stored = stored = {seq: stored[seq] for seq in asked if seq in stored}
             return {seq: found for seq in asked if (found := stored.get(seq)) is not None}
@@ -587,6 +553,56 @@ def calls_tools(message: dict[str, Any]) -> bool:
         return True
     content = message.get("content")
     return isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "tool_use" for p in content)
+
+
+def hit_from_row(row: Sequence[Any], part: int, score: float, chunk_chars: int, doc: Document | None = None) -> Hit:
+    """The hit for document ``part`` of a stored row ``(seq, role, recorded_at, view, calls, text)``
+    (a chunk of a long record is cut again from its text), for this index and the postgres one."""
+    seq, role, at, view, _, text = row
+    if doc is None and len(text) > chunk_chars:  # a chunk (the first too) of a long record
+        docs = text_documents(seq, role, text, chunk_chars)
+        doc = docs[part] if part < len(docs) else None
+    head = ""
+    if doc is not None:
+        text, head = doc.text, doc.head
+    return Hit(int(seq), part, score, text, role, at, day_of(at), view, head)
+
+
+def stored_from_row(row: Sequence[Any]) -> StoredRecord:
+    """A stored row ``(seq, role, recorded_at, view, calls, text)`` as a :class:`StoredRecord`."""
+    seq, role, at, view, calls, text = row
+    return StoredRecord(
+        seq=int(seq), role=role, text=text, recorded_at=at, day=day_of(at), view=view, calls=bool(calls)
+    )
+
+
+def rank_day_documents(
+    rows: Iterable[Sequence[Any]],
+    weights: dict[str, float],
+    limit: int,
+    excluded: set[int],
+    tool_weight: float,
+    chunk_chars: int,
+    most: int,
+) -> list[Hit]:
+    """The best ``limit`` of the first ``most`` documents of stored rows (the records of the days a
+    question names, in order): those holding more (and rarer) of the query's terms (``weights``:
+    term -> idf) first, then in order. Shared by this index and the postgres one."""
+    docs: list[tuple[Sequence[Any], Document]] = []
+    for row in rows:
+        docs += [(row, doc) for doc in text_documents(int(row[0]), row[1], row[5], chunk_chars)]
+        if len(docs) >= most:
+            break
+    patterns = [(term_pattern(t), w) for t, w in weights.items()]
+    hits = []
+    for row, doc in docs[:most]:
+        if doc.seq in excluded:
+            continue
+        lower = document_body(doc).casefold()
+        score = sum(w for pattern, w in patterns if pattern.search(lower))
+        hits.append(hit_from_row(row, doc.part, score * (tool_weight if doc.role == "tool" else 1.0), chunk_chars, doc))
+    hits.sort(key=lambda h: (-h.score, h.seq))
+    return hits[:limit]
 
 
 # The local day of a quarter hour (every time zone's midnight falls on one): records of the same
@@ -636,7 +652,7 @@ def _slot(record: IndexableRecord) -> int | None:
 
 
 def _doc_id(doc: Document) -> int:
-    return doc.seq + doc.part * PART_STRIDE
+    return doc.seq + doc.part * PART_STRIDE + (TOOL_DOC if doc.role == "tool" else 0)
 
 
 def document_body(doc: Document) -> str:

@@ -35,9 +35,18 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ctxlife.messages import escape_surrogates
-from ctxlife.recall.index import Hit, StoredRecord, calls_tools, day_of, document_body, month_day_of
-from ctxlife.recall.records import CHUNK_CHARS, Document, IndexableRecord, message_text, text_documents
-from ctxlife.recall.text import NO_SPACE_RUN, TERM, dates_in, index_text, query_terms, stem, term_pattern
+from ctxlife.recall.index import (
+    Hit,
+    StoredRecord,
+    calls_tools,
+    document_body,
+    hit_from_row,
+    month_day_of,
+    rank_day_documents,
+    stored_from_row,
+)
+from ctxlife.recall.records import CHUNK_CHARS, IndexableRecord, message_text, text_documents
+from ctxlife.recall.text import NO_SPACE_RUN, TERM, dates_in, index_text, query_terms, stem
 
 __all__ = ["PostgresIndex", "drop_slots", "index_records", "terms_of"]
 
@@ -294,11 +303,13 @@ class PostgresIndex:
         lexemes = [_query_term(t) for t in terms]
         lane = "" if view is None else " AND d.view = %s"
         alive, extra = self._alive("d")
-        # BM25 of each candidate in the database (the best few leave it): per query term, its
-        # occurrences in the document (a prefix term: of every word it starts).
+        # BM25 of each candidate in the database, tool results weighed there (the best ``limit``
+        # leave it): per query term, its occurrences in the document (a prefix term: of every word
+        # it starts).
         rows = self._match(
             "recall search",
-            "SELECT d.slot, d.part, r.role, (SELECT sum(w.idf * w.tf * %s / (w.tf + %s * (%s + %s * d.len / %s))) "
+            "SELECT d.slot, d.part, (CASE WHEN r.role = 'tool' THEN %s ELSE 1.0 END) * "
+            "(SELECT sum(w.idf * w.tf * %s / (w.tf + %s * (%s + %s * d.len / %s))) "
             "FROM (SELECT q.idf, sum(cardinality(u.positions))::float8 AS tf FROM unnest(d.terms) u "
             "JOIN unnest(%s::text[], %s::bool[], %s::float8[]) WITH ORDINALITY AS q(lex, pre, idf, i) "
             "ON CASE WHEN q.pre THEN starts_with(u.lexeme, q.lex) ELSE u.lexeme = q.lex END "
@@ -307,6 +318,7 @@ class PostgresIndex:
             "JOIN {s}.ctxlife_recall r ON r.session_id = d.session_id AND r.slot = d.slot "
             f"WHERE d.terms @@ %s::tsquery{lane}{alive} ORDER BY score DESC, d.slot LIMIT %s",
             (
+                tool_weight,
                 _K1 + 1,
                 _K1,
                 1 - _B,
@@ -318,17 +330,15 @@ class PostgresIndex:
                 _tsquery(terms, self.session_id),
                 *([] if view is None else [view]),
                 *extra,
-                limit * 3,
+                limit,
             ),
         )
-        scored = [
-            (float(score or 0.0) * (tool_weight if role == "tool" else 1.0), int(slot), int(part))
-            for slot, part, role, score in rows
+        found = self._rows(int(slot) for slot, _, _ in rows)
+        return [
+            hit_from_row(found[int(slot)], int(part), float(score or 0.0), CHUNK_CHARS)
+            for slot, part, score in rows
+            if int(slot) in found
         ]
-        scored.sort(key=lambda item: (-item[0], item[1]))
-        del scored[limit:]
-        found = self._rows(slot for _, slot, _ in scored)
-        return [self._hit(found[slot], part, score) for score, slot, part in scored if slot in found]
 
     def _dated(
         self,
@@ -354,21 +364,10 @@ class PostgresIndex:
                 self.DAY_DOCS,
             ),
         )
-        docs: list[tuple[tuple[Any, ...], Document]] = []
         for row in rows:
             self._rows_read[int(row[0])] = row
-            docs += [(row, doc) for doc in text_documents(int(row[0]), row[1], row[5], CHUNK_CHARS)]
         weights = self.term_weights(terms) if terms else {}
-        patterns = [(term_pattern(t), w) for t, w in weights.items()]
-        hits = []
-        for row, doc in docs[: self.DAY_DOCS]:
-            if doc.seq in excluded:
-                continue
-            lower = document_body(doc).casefold()
-            score = sum(w for pattern, w in patterns if pattern.search(lower))
-            hits.append(self._hit(row, doc.part, score * (tool_weight if doc.role == "tool" else 1.0), doc))
-        hits.sort(key=lambda h: (-h.score, h.seq))
-        return hits[:limit]
+        return rank_day_documents(rows, weights, limit, excluded, tool_weight, CHUNK_CHARS, self.DAY_DOCS)
 
     def _rows(self, seqs: Iterable[int]) -> dict[int, tuple[Any, ...]]:
         """The rows (slot, role, recorded_at, view, calls, text) of these slots (each read once per call)."""
@@ -388,24 +387,9 @@ class PostgresIndex:
         read = self._rows_read
         return {seq: found for seq in asked if (found := read.get(seq)) is not None}
 
-    def _hit(self, row: tuple[Any, ...], part: int, score: float, doc: Document | None = None) -> Hit:
-        seq, role, at, view, _, text = row
-        if doc is None and len(text) > CHUNK_CHARS:
-            docs = text_documents(seq, role, text, CHUNK_CHARS)
-            doc = docs[part] if part < len(docs) else None
-        head = ""
-        if doc is not None:
-            text, head = doc.text, doc.head
-        return Hit(int(seq), part, score, text, role, at, day_of(at), view, head)
-
     def records(self, seqs: Iterable[int]) -> dict[int, StoredRecord]:
         """The stored records of these slots (those the session has)."""
-        return {
-            seq: StoredRecord(
-                seq=seq, role=role, text=text, recorded_at=at, day=day_of(at), view=view, calls=bool(calls)
-            )
-            for seq, (_, role, at, view, calls, text) in self._rows(s for s in seqs if s > 0).items()
-        }
+        return {seq: stored_from_row(row) for seq, row in self._rows(s for s in seqs if s > 0).items()}
 
     def recent_keys(self, count: int) -> set[tuple[str, str]]:
         """(role, text) of the ``count`` latest records (by slot)."""

@@ -24,6 +24,7 @@ from ctxlife.messages import has_calls, is_tool_result, split_units
 
 __all__ = [
     "ADD",
+    "ERASED_KEY",
     "ERASED_TEXT",
     "EVENT_KEY",
     "ErasedMessages",
@@ -208,20 +209,20 @@ def unwrap_event(value: dict[str, Any]) -> tuple[dict[str, Any], str, int | None
     """``(message, op, target, erased)`` of a stored record value (see :data:`EVENT_KEY`)."""
     op = value.get(EVENT_KEY)
     if op is None:
-        return value, ADD, None, bool(value.get(_ERASED_KEY))
+        return value, ADD, None, bool(value.get(ERASED_KEY))
     message, target = value.get("message"), value.get("target")
     if op not in _OPS or not isinstance(message, dict) or isinstance(target, bool) or not isinstance(target, int):
         raise ValueError(f"malformed {EVENT_KEY} record (op {op!r}, target {target!r})")
-    return message, op, target, bool(message.get(_ERASED_KEY))
+    return message, op, target, bool(message.get(ERASED_KEY))
 
 
 #: Marks an erased message (its text replaced by :data:`ERASED_TEXT`).
-_ERASED_KEY = "ctxlife_erased"
+ERASED_KEY = "ctxlife_erased"
 
 
 def erased_message(message: dict[str, Any]) -> dict[str, Any]:
     """The tombstone that replaces an erased message: its role (and tool-call id) only."""
-    out: dict[str, Any] = {"role": message.get("role", "user"), "content": ERASED_TEXT, _ERASED_KEY: True}
+    out: dict[str, Any] = {"role": message.get("role", "user"), "content": ERASED_TEXT, ERASED_KEY: True}
     if "tool_call_id" in message:
         out["tool_call_id"] = message["tool_call_id"]
     return out

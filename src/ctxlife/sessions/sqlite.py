@@ -64,6 +64,8 @@ from ctxlife.sessions.base import (
 )
 from ctxlife.sessions.ids import validate_blob_key, validate_session_id, validate_view
 from ctxlife.sessions.records import (
+    ADD,
+    ERASED_KEY,
     EVENT_KEY,
     CallRecord,
     RawRecord,
@@ -503,9 +505,32 @@ class SQLiteStore(SessionStore):
             values = None
         if not isinstance(values, list) or len(values) != len(rows):  # a text holding two documents
             decoded = (self._decode(session_id, row, strict) for row in rows)
-        else:
-            decoded = (self._decode(session_id, row, strict, value) for row, value in zip(rows, values, strict=True))
-        return [r for r in decoded if r is not None]
+            return [r for r in decoded if r is not None]
+        out: list[RawRecord] = []
+        for row, value in zip(rows, values, strict=True):
+            # A plain addition with its fingerprint (nearly every row): the record at once, one pass per
+            # row; anything else (an event, an erased or unreadable record, an old row) through _decode.
+            if type(value) is dict and row[2] and EVENT_KEY not in value and ERASED_KEY not in value:
+                seq, view, fp, recorded_at, bad, _, tokens, token_encoding = row
+                counted = type(tokens) is int and tokens >= 0 and type(token_encoding) is str
+                out.append(
+                    RawRecord(
+                        seq,
+                        value,
+                        fp,
+                        view or "",
+                        recorded_at,
+                        bad,
+                        ADD,
+                        None,
+                        False,
+                        tokens if counted else None,
+                        token_encoding if counted else None,
+                    )
+                )
+            elif (record := self._decode(session_id, row, strict, value)) is not None:
+                out.append(record)
+        return out
 
     def _decode(self, session_id: str, row: tuple[Any, ...], strict: bool, value: Any = _UNREAD) -> RawRecord | None:
         seq, view, fp, recorded_at, bad, text, tokens, token_encoding = row
