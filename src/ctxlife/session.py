@@ -272,6 +272,9 @@ class Session:
         """Replace the message recorded as ``seq`` (see :meth:`records`) with ``message``.
 
         A ``replace`` record is written; the next restore and :meth:`messages` show the new text.
+        A list of yours that still holds the old text, handed to ``manage()``, writes it back (as
+        another writer's list would): edit your list too. (A removed or erased message it still
+        holds is not recorded again.)
         """
         with self._lock:
             return self._keeper().replace(self.session_id, seq, _checked(message, 0), self.view)

@@ -451,3 +451,45 @@ def test_a_restarted_app_holding_an_erased_message_does_not_record_it_again(
     # The store keeps keyed marks of what was erased, never the message's fingerprint.
     plain = fingerprint(user(f"my IBAN is {SECRET}"))
     assert holders(store_url, tmp_path, plain, cut=len(plain)) == []
+
+
+def test_a_removal_through_the_apps_own_host_leaves_the_rest_recorded_once(make_url: Any) -> None:
+    # Session.remove through the host the app runs: the app's list still holds the removed message.
+    # Before the fix, the next manage() recorded the whole conversation again.
+    cfg = settings(make_url("file"))
+    host = ctxlife.Host(cfg, context_window=WINDOW, session_id="app")
+    live = [{"role": "system", "content": "You are a clerk."}, user("hello"), assistant("Hi."), user("a typo")]
+    live += [assistant("Noted."), user("what next?")]
+    try:
+        assert host.manage(live).failures == []
+        with ctxlife.Session("app", host=host) as session:
+            session.remove(next(r.seq for r in session.records() if r.message.get("content") == "a typo"))
+            live += [assistant("Saved."), user("next")]  # the app did not drop it from its list
+            assert host.manage(live).failures == []
+            contents = [r.message.get("content") for r in session.store.read_records("app") if r.op == "add"]
+    finally:
+        host.close()
+    assert contents == ["hello", "Hi.", "a typo", "Noted.", "what next?", "Saved.", "next"]
+
+
+def test_an_edit_through_the_apps_own_host_does_not_record_the_conversation_again(make_url: Any) -> None:
+    cfg = settings(make_url("file"))
+    host = ctxlife.Host(cfg, context_window=WINDOW, session_id="app")
+    live = [{"role": "system", "content": "You are a clerk."}, user("hello"), assistant("Hi."), user("a typo")]
+    live += [assistant("Noted."), user("what next?")]
+    try:
+        assert host.manage(live).failures == []
+        with ctxlife.Session("app", host=host) as session:
+            session.edit(next(r.seq for r in session.records() if r.message.get("content") == "a typo"), user("fixed"))
+            live += [assistant("Saved."), user("next")]  # the app's list still holds the old text
+            assert host.manage(live).failures == []
+            records = session.store.read_records("app")
+    finally:
+        host.close()
+    adds = [r.message.get("content") for r in records if r.op == "add"]
+    assert adds == ["hello", "Hi.", "a typo", "Noted.", "what next?", "Saved.", "next"]
+    # The list's old text is written back, as another writer's list would (Session.edit says so).
+    assert [(r.op, r.message.get("content")) for r in records if r.op == "replace"] == [
+        ("replace", "fixed"),
+        ("replace", "a typo"),
+    ]

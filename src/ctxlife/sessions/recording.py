@@ -719,12 +719,17 @@ class Recorder:
                         f"session {session_id!r} view {view!r} has no message at sequence number(s) {missing}; "
                         f"list them with `ctxlife session show {session_id} --all`"
                     )
+                removing = [e for e in events if e.op == REMOVE]
+                gone = [e.fp for e in state.tail if e.seq in {r.target for r in removing}]
                 try:
                     records = self._write(session_id, view, state, events)
                 except AppendConflictError as exc:
                     state = self._after_conflict(session_id, view, state, exc)
                     continue
-                state.mirrors = []  # the caller's lists no longer match the view: diff against it anew
+                if gone:  # as for another writer's remove: a list still holding them does not record them again
+                    self._removed.setdefault(session_id, set()).update(gone)
+                # The caller's lists no longer match the view: diff the next one against the view as stored.
+                state.mirrors, state.reseed = [], True
                 return records
             raise StoreError(f"session {session_id!r}: could not write after {_MAX_RETRIES} attempts; retry later")
 
