@@ -4,7 +4,7 @@ For each store (file with fsync, file without, SQLite with synchronous=FULL, a r
 this script starts) and conversation size (1,000 and 5,000 tau-bench messages, recorded first), a
 ``ctxlife.Session`` on a host with no strategies and a window far above the conversation (nothing
 is compacted) makes ``--calls`` calls, each with one new user message, then records a reply. Timed:
-``Host._record_call`` alone (the recorder's slots of the list, the record's encoding and the one
+``ctxlife.host_recording.record_call`` alone (the recorder's slots of the list, the record's encoding and the one
 write), per call, median and p95; beside it the whole ``Session.messages`` call, and the stored
 bytes per call record (the JSON the store keeps, its length averaged over the calls).
 
@@ -38,6 +38,7 @@ def ms(seconds: list[float]) -> dict[str, float]:
 
 def measure(url: str, history: list[dict[str, Any]], calls: int) -> dict[str, Any]:
     import ctxlife
+    from ctxlife import host_recording
     from ctxlife.config import settings_from_dict
     from ctxlife.sessions import open_store
 
@@ -47,14 +48,14 @@ def measure(url: str, history: list[dict[str, Any]], calls: int) -> dict[str, An
     settings = settings_from_dict({"strategies": [], "context_window": HUGE_WINDOW, "store": url})
     host = ctxlife.Host(settings)
     spent: list[float] = []
-    original = host._record_call
+    original = host_recording.record_call
 
     def timed(*args: Any) -> None:
         start = time.perf_counter()
         original(*args)
         spent.append(time.perf_counter() - start)
 
-    host._record_call = timed  # type: ignore[method-assign]
+    host_recording.record_call = timed  # the host looks it up at every call
     whole: list[float] = []
     with ctxlife.Session("bench", host=host) as session:
         session.messages()  # the first call restores the conversation (not timed)
@@ -66,6 +67,7 @@ def measure(url: str, history: list[dict[str, Any]], calls: int) -> dict[str, An
             session.record_reply(f"Answer {i}: your booking is confirmed.")
         docs = [c.doc for c in session.store.read_calls("bench")]
     host.close()
+    host_recording.record_call = original
     sizes = [len(json.dumps(d, ensure_ascii=False, separators=(",", ":"))) for d in docs[1:]]
     return {
         "record_call_ms": ms(spent),

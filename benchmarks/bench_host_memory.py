@@ -8,7 +8,7 @@ next call's list, ``task_end``) and is never used again. Strategies: ``snapshot_
 the conversation is long enough to be compacted once.
 
 The figure is the process's resident set (``VmRSS`` of ``/proc/self/status``, after ``gc.collect()``)
-every ``--every`` sessions. ``--unbounded`` sets the host's session bound (``ctxlife.host._SESSIONS``)
+every ``--every`` sessions. ``--unbounded`` sets the host's session bound (``ctxlife.host_sessions.SESSIONS``)
 beyond the run's session count: the host then keeps every session's state, as it did before the bound.
 
 Run: ``.venv/bin/python benchmarks/bench_host_memory.py [--sessions 2000] [--unbounded]``.
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ctxlife import host as host_module
+from ctxlife import host_sessions
 from ctxlife.config import settings_from_dict
 from ctxlife.contexts import TaskContext
 from ctxlife.host import Host
@@ -59,7 +59,7 @@ def conversation(host: Host, session: str) -> None:
 
 def run(sessions: int, every: int, unbounded: bool) -> dict[str, Any]:
     if unbounded:
-        host_module._SESSIONS = sessions + 1
+        host_sessions.SESSIONS = sessions + 1
     with tempfile.TemporaryDirectory() as folder:
         settings = settings_from_dict(
             {
@@ -80,12 +80,12 @@ def run(sessions: int, every: int, unbounded: bool) -> dict[str, Any]:
                 gc.collect()
                 samples.append((n + 1, rss_mb()))
         seconds = time.perf_counter() - started
-        kept = len(host._sessions)
+        kept = len(host._table)
         host.close()
     return {
         "sessions": sessions,
         "calls_per_session": TURNS,
-        "session_bound": host_module._SESSIONS,
+        "session_bound": host_sessions.SESSIONS,
         "sessions_kept_at_end": kept,
         "rss_mb": samples,
         "seconds": round(seconds, 1),

@@ -32,7 +32,6 @@ Run: ``.venv/bin/python benchmarks/bench_pg_store.py [--quick]`` (writes benchma
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import json
 import os
@@ -43,9 +42,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from bench_sessions import redis_server
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "fleet.json"
@@ -126,46 +127,6 @@ def question(size: int, k: int) -> str:
     return f"What was the code of locker {planted[(k * 7919) % len(planted)]}?"
 
 
-@contextlib.contextmanager
-def redis_server(folder: Path) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-    args = [
-        binary,
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        str(folder),
-    ]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        import redis
-
-        client = redis.Redis(host="127.0.0.1", port=port)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.RedisError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        client.close()
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
 def langgraph_graph(pg_url: str) -> tuple[Any, Any]:
     """A one-node MessagesState graph with a PostgresSaver (its own connection), as LangGraph's docs build one."""
     import psycopg
@@ -222,6 +183,8 @@ def measure(quick: bool) -> dict[str, Any]:
     calls, repeat = (40, 5) if quick else (200, 15)
     out: dict[str, Any] = {"sizes": list(sizes)}
     with tempfile.TemporaryDirectory(prefix="ctxlife-bench-fleet-") as tmp, redis_server(Path(tmp)) as redis_url:
+        if redis_url is None:
+            raise SystemExit("bench_pg_store needs redis-server (apt-get install redis-server)")
         pg_url, stop = start_postgres(Path(tmp) / "pg")
         try:
             urls = {"sqlite": f"sqlite:///{Path(tmp) / 's.db'}", "redis": redis_url, "postgres": pg_url}

@@ -89,7 +89,7 @@ def run(
     manage: Callable[[list[dict[str, Any]]], Any], turns: int = 60, *, pause: float = 0.0, seed: int = 39
 ) -> dict[str, Any]:
     """Run the conversation through ``manage`` (called in place before each model call; returns a
-    :class:`ctxlife.host.Report`), sleeping ``pause`` seconds after each call (the agent's own model).
+    :class:`ctxlife.host_report.Report`), sleeping ``pause`` seconds after each call (the agent's own model).
 
     Counts what the model would be sent (an independent token count of the list handed back), the
     seconds each call spent in ``manage`` (the caller's clock), compactions and which summarizer made

@@ -52,7 +52,8 @@ from ctxlife.hookspecs import hookimpl
 if TYPE_CHECKING:
     from ctxlife.api import CtxlifeWarning, amanage, arecord_reply, manage, record_reply
     from ctxlife.config import Settings, load_settings
-    from ctxlife.host import Host, Report
+    from ctxlife.host import Host
+    from ctxlife.host_report import Report
     from ctxlife.integrations.crewai import completion_for_model, host_of, unwrap, wrap
     from ctxlife.session import AsyncSession, Session
     from ctxlife.strategy import NonBlankStr, Options, SharedSettings, Strategy, ToolSpec
@@ -116,7 +117,7 @@ _LAZY = {
     "load_settings": "ctxlife.config",
     "Settings": "ctxlife.config",
     "Host": "ctxlife.host",
-    "Report": "ctxlife.host",
+    "Report": "ctxlife.host_report",
     "TokenCounter": "ctxlife.tokens",
     "completion_for_model": "ctxlife.integrations.crewai",
     "wrap": "ctxlife.integrations.crewai",

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from ctxlife.config import Settings, find_default_config, load_settings, validate_context_window
 from ctxlife.errors import ConfigError, InvalidMessagesError
-from ctxlife.host import Host, Report
+from ctxlife.host import Host
+from ctxlife.host_report import Report
 from ctxlife.models import as_completion
 from ctxlife.sessions.ids import session_key
 
@@ -194,7 +195,7 @@ def manage(
 
     For any framework (LangGraph, the OpenAI Agents SDK, your own loop): call it
     right before each model call with the list you are about to send. Returns a
-    :class:`~ctxlife.host.Report` with ``tokens_before``, ``tokens_after``,
+    :class:`~ctxlife.host_report.Report` with ``tokens_before``, ``tokens_after``,
     ``actions`` and ``failures``.
 
     ``config`` is a path, a :class:`Settings` or None (``./ctxlife.toml``, then

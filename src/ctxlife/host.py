@@ -6,30 +6,28 @@ leaves an invalid message list is rolled back alone while the others still run.
 Every dispatch emits one ``ctxlife.node`` event (tokens before/after, who acted,
 time taken); every failure an ``ctxlife.strategy_failed`` or
 ``ctxlife.invalid_sequence`` error event.
+
+Its other parts: what it keeps per session and the per-session locks
+(:mod:`ctxlife.host_sessions`), the report and node event (:mod:`ctxlife.host_report`),
+what it tells the session store's keeper (:mod:`ctxlife.host_recording`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime as _dt
 import functools
 import threading
 import time
-import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from types import ModuleType
-from typing import Any, ClassVar
+from typing import Any
 
 import pluggy
 
-from ctxlife import hookspecs
+from ctxlife import hookspecs, host_recording
 from ctxlife import messages as message_model
 from ctxlife.config import Settings, validate_context_window
 from ctxlife.contexts import (
-    Action,
     BootstrapContext,
     Complete,
     HookContext,
@@ -38,143 +36,21 @@ from ctxlife.contexts import (
     TextContext,
     ToolCallContext,
 )
-from ctxlife.errors import ConfigError, CtxlifeError, PluginError
+from ctxlife.errors import CtxlifeError, PluginError
 from ctxlife.events import describe_error, emit
-from ctxlife.messages import ANTHROPIC, check_shape, last_user_index, list_format, same_messages, text_of, validate
+from ctxlife.host_report import Report, StrategyFailure, emit_node, quotable_texts
+from ctxlife.host_sessions import SessionState, SessionTable
+from ctxlife.messages import check_shape, last_user_index, same_messages, validate
+from ctxlife.messages.text import map_texts
 from ctxlife.models import as_completion
-from ctxlife.plugins import registry
-from ctxlife.sessions import open_store, store_schemes
+from ctxlife.plugins import PluginManager, registry
 from ctxlife.sessions.base import SessionStore
 from ctxlife.sessions.ids import validate_session_id, validate_view
 from ctxlife.sessions.keeper import keeper_for
-from ctxlife.sessions.records import RawRecord, json_safe
+from ctxlife.sessions.records import RawRecord
 from ctxlife.strategy import Strategy, ToolSpec, create_strategy
 from ctxlife.telemetry import NO_SPAN, host_tracer
 from ctxlife.tokens import REPLY_PRIMING_TOKENS, TokenCounter
-
-#: The keys of a message (and of its parts and tool calls) that hold text a model or a person reads.
-_TEXT_KEYS = frozenset({"content", "text", "tool_calls", "function", "function_call", "arguments", "input"})
-
-
-@dataclass
-class StrategyFailure:
-    """A strategy whose edit was rolled back."""
-
-    strategy: str
-    node: str
-    error: str
-
-
-@dataclass
-class Report:
-    """What one dispatch did. :func:`ctxlife.manage` returns the one for its call."""
-
-    node: str
-    tokens_before: int = 0
-    tokens_after: int = 0
-    context_window: int = 0
-    budget: int = 0
-    actions: list[Action] = field(default_factory=list)
-    failures: list[StrategyFailure] = field(default_factory=list)
-    duration_ms: float = 0.0
-    session_id: str | None = None
-    agent_role: str | None = None
-    task_name: str | None = None
-
-    @property
-    def acted(self) -> list[str]:
-        """Names of the strategies that recorded an action (not a "skipped" note), in order, once each."""
-        return list(dict.fromkeys(a.strategy for a in self.actions if a.what != "skipped"))
-
-    @property
-    def tokens_saved(self) -> int:
-        return self.tokens_before - self.tokens_after
-
-
-@dataclass(eq=False)
-class _Session:
-    """What a host keeps for one session between calls, and the lock its calls take.
-
-    Calls for one session (every view of it) run one at a time under ``lock``; calls for different
-    sessions run at once, each on its own state. The whole of it is dropped when the session
-    leaves the host's LRU (:data:`_SESSIONS`), never while ``users`` > 0.
-    """
-
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    users: int = 0  # calls holding or waiting for the lock (and an eviction in progress)
-    calls: int = 0  # model calls since the run started (the next call's ctx.call_index)
-    anthropic: bool = False  # the session showed Anthropic blocks (see Host.message_format)
-    state: dict[str, dict[str, Any]] = field(default_factory=dict)  # each strategy's ctx.state
-    bootstrap: dict[str | None, str] = field(default_factory=dict)  # the bootstrap text per agent role
-    bootstrap_actions: dict[str | None, list[Action]] = field(default_factory=dict)
-    task_started: set[str | None] = field(default_factory=set)  # tasks whose first model call is next
-    # The list handed back at the end of the last call of each view, most recent last: the next
-    # list is compared with it once, and only what differs is checked, counted, diffed.
-    previous: OrderedDict[str, message_model.PreviousList] = field(default_factory=OrderedDict)
-
-
-class _Held:
-    """A session's lock held, with its state (see :meth:`Host._locked`); a class, not a generator:
-    it is taken on every call."""
-
-    __slots__ = ("entry", "host", "session")
-
-    def __init__(self, host: Host, session: str | None) -> None:
-        self.host = host
-        self.session = session
-
-    def __enter__(self) -> _Session:
-        host, session = self.host, self.session
-        with host._sessions_lock:
-            entry = host._sessions.get(session)
-            if entry is None:
-                entry = host._sessions[session] = _Session()
-            else:
-                host._sessions.move_to_end(session)
-            entry.users += 1
-        try:
-            entry.lock.acquire()
-        except BaseException:
-            with host._sessions_lock:
-                entry.users -= 1
-            raise
-        self.entry = entry
-        return entry
-
-    def __exit__(self, *exc_info: object) -> None:
-        host, entry = self.host, self.entry
-        entry.lock.release()
-        with host._sessions_lock:
-            entry.users -= 1
-            victim = host._idle_session()
-        if victim is not None:
-            host._evict(*victim)
-
-
-class _PluginManager(pluggy.PluginManager):
-    """pluggy's manager, reading the hook markers of a plugin class's attributes once per process.
-
-    pluggy looks every attribute of a plugin up with ``inspect.getattr_static`` at ``register``
-    (about 3 of a Host's 4.5 ms). A strategy's markers live on its class: each (class, name) is
-    read the first time and reused while the class holds the same attribute (a method replaced
-    later is read again). Modules, classes and attributes of the instance itself are read each
-    time, as pluggy does.
-    """
-
-    _markers: ClassVar[weakref.WeakKeyDictionary[type, dict[str, tuple[object, Any]]]] = weakref.WeakKeyDictionary()
-
-    def parse_hookimpl_opts(self, plugin: object, name: str) -> Any:
-        if isinstance(plugin, type | ModuleType) or name in getattr(plugin, "__dict__", ()):
-            return super().parse_hookimpl_opts(plugin, name)
-        cls = type(plugin)
-        attribute = next((klass.__dict__[name] for klass in cls.__mro__ if name in klass.__dict__), None)
-        known = self._markers.get(cls)
-        if known is None:
-            known = self._markers.setdefault(cls, {})
-        found = known.get(name)
-        if found is None or found[0] is not attribute:
-            found = known[name] = (attribute, super().parse_hookimpl_opts(plugin, name))
-        return found[1]
 
 
 class Host:
@@ -240,7 +116,7 @@ class Host:
         self.session_id = session_id if session_id is not None else settings.session_id
         if self.session_id is not None:
             validate_session_id(self.session_id)
-        self._pm = _PluginManager(hookspecs.PROJECT)
+        self._pm = PluginManager(hookspecs.PROJECT)
         self._pm.add_hookspecs(hookspecs)
         reg = registry()
         shared = settings.shared()
@@ -283,12 +159,11 @@ class Host:
         # opened when the config names one or an active strategy keeps sessions (needs_store).
         self.store: SessionStore | None = None
         if settings.store_configured or any(s.needs_store for s in self.strategies):
-            self.store = _open_store(settings)
+            self.store = host_recording.open_configured_store(settings)
         self._counters: dict[str | None, TokenCounter] = {}
         self._shapes = message_model.ShapeMemo()  # manage() only: it serves the default session alone
-        # Per session: its state and its lock, least recently used first (see _Session, _SESSIONS).
-        self._sessions: OrderedDict[str | None, _Session] = OrderedDict()
-        self._sessions_lock = threading.Lock()  # guards the table only: held for a lookup, never a call
+        # Per session: its state and its lock, least recently used first (see ctxlife.host_sessions).
+        self._table = SessionTable(self._drop_idle)
         self._lock = threading.RLock()  # host-wide, rare: opening the store, making a token counter
         self.complete: Complete | None = None
         self.summary_model: Complete | None = None
@@ -323,41 +198,10 @@ class Host:
                     found = self._counters[key] = TokenCounter(key)
         return found
 
-    # -- per-session locking and the sessions' LRU ----------------------------------------
-
-    def _locked(self, session: str | None) -> _Held:
-        """``with host._locked(session) as state``: hold the session's lock (re-entrant) and get its
-        state; the other sessions' calls go on. On the way out, a session past the LRU's bound that
-        nobody uses is dropped."""
-        return _Held(self, session)
-
-    def _idle_session(self) -> tuple[str | None, _Session] | None:
-        """Over :data:`_SESSIONS`: the least recently used session nobody uses, reserved for
-        :meth:`_evict` (call with the table's lock held)."""
-        if len(self._sessions) <= _SESSIONS:
-            return None
-        for key, entry in self._sessions.items():
-            if entry.users == 0:
-                entry.users += 1  # a call arriving meanwhile waits for the drop, then starts fresh
-                return key, entry
-        return None
-
-    def _evict(self, session: str | None, entry: _Session) -> None:
-        """Drop what this host and the store's recorder keep of an idle session: its next call
-        reads the store as a fresh host would. Messages still waiting for the store are kept."""
-        try:
-            with entry.lock:
-                if self.store is not None and session is not None:
-                    keeper_for(self.store).drop_idle(session)
-                fresh = _Session()
-                for kept in dataclasses.fields(_Session):
-                    if kept.name not in ("lock", "users"):  # a call arriving meanwhile starts fresh
-                        setattr(entry, kept.name, getattr(fresh, kept.name))
-        finally:
-            with self._sessions_lock:
-                entry.users -= 1
-                if entry.users == 0 and self._sessions.get(session) is entry:
-                    del self._sessions[session]
+    def _drop_idle(self, session: str) -> None:
+        """Forget the store recorder's views of a session the host dropped (see :class:`SessionTable`)."""
+        if self.store is not None:
+            keeper_for(self.store).drop_idle(session)
 
     def provided_tools(self) -> list[ToolSpec]:
         """The tools the active strategies offer to agents, in config order."""
@@ -407,7 +251,7 @@ class Host:
         check: Callable[[Any], str | None] | None = None,
         stop: Callable[[], bool] | None = None,
         *,
-        session: _Session,
+        session: SessionState,
     ) -> list[StrategyFailure]:
         # The marks strategies put on what they insert (summaries, recall blocks) are keyed with
         # the store's secret: every worker on the store recognises them, no third party can forge one.
@@ -422,7 +266,7 @@ class Host:
         restore: Callable[[Any], None],
         check: Callable[[Any], str | None] | None,
         stop: Callable[[], bool] | None,
-        session: _Session,
+        session: SessionState,
     ) -> list[StrategyFailure]:
         failures: list[StrategyFailure] = []
         tracer = self.tracer
@@ -443,7 +287,7 @@ class Host:
                 restore(saved)
                 del ctx.actions[n_actions:]
                 failures.append(StrategyFailure(name, ctx.node, f"{type(exc).__name__}: {exc}"))
-                error, safe = describe_error(exc, _contents_of(ctx, saved), log_content=self.settings.log_content)
+                error, safe = describe_error(exc, quotable_texts(ctx, saved), log_content=self.settings.log_content)
                 emit(
                     "error",
                     "ctxlife.strategy_failed",
@@ -473,32 +317,14 @@ class Host:
         ctx._strategy = ""
         return failures
 
-    def _emit_node(self, report: Report, ctx: HookContext) -> None:
-        report.session_id, report.agent_role, report.task_name = ctx.session_id, ctx.agent_role, ctx.task_name
-        if self.tracer is not None:
-            self.tracer.end_node(ctx, report)
-        for listener in self.listeners:
-            try:
-                listener(report)
-            except Exception as exc:  # noqa: BLE001 - a broken listener must not break the agent
-                emit("error", "ctxlife.listener_failed", listener=repr(listener), error=f"{type(exc).__name__}: {exc}")
-        fields: dict[str, Any] = {}
-        if self.settings.log_content:
-            fields["content"] = _content_of(ctx)
-        emit(
-            "debug",
-            "ctxlife.node",
-            node=report.node,
-            session_id=ctx.session_id,
-            agent_role=ctx.agent_role,
-            tokens_before=report.tokens_before,
-            tokens_after=report.tokens_after,
-            acted=report.acted,
-            actions=[{"strategy": a.strategy, "what": a.what, **a.details} for a in report.actions],
-            failed=[f.strategy for f in report.failures],
-            duration_ms=round(report.duration_ms, 3),
-            **fields,
-        )
+    def _finish(
+        self, ctx: HookContext, tokens_before: int, tokens_after: int, failures: list[StrategyFailure], start: float
+    ) -> Report:
+        """The dispatch's :class:`Report`, told (:func:`~ctxlife.host_report.emit_node`)."""
+        report = Report(ctx.node, tokens_before, tokens_after, ctx.context_window, ctx.budget, ctx.actions, failures)
+        report.duration_ms = (time.perf_counter() - start) * 1000
+        emit_node(report, ctx, self.tracer, self.listeners, self.settings.log_content)
+        return report
 
     # -- node 1: bootstrap --------------------------------------------------------------
 
@@ -512,11 +338,11 @@ class Host:
     ) -> str:
         """Dispatch ``ctxlife_bootstrap`` once per (agent role, session); return the text to inject."""
         session = session_id or self.session_id
-        with self._locked(session) as state:
+        with self._table.locked(session) as state:
             return self._bootstrap_text(state, session, agent_role, goal, backstory)
 
     def _bootstrap_text(
-        self, state: _Session, session: str | None, agent_role: str | None, goal: str | None, backstory: str | None
+        self, state: SessionState, session: str | None, agent_role: str | None, goal: str | None, backstory: str | None
     ) -> str:
         """:meth:`bootstrap_text` with the session's lock held."""
         text = state.bootstrap.get(agent_role)
@@ -544,10 +370,7 @@ class Host:
         text = "\n\n".join(b.strip() for b in ctx.blocks if isinstance(b, str) and b.strip())
         state.bootstrap[agent_role] = text
         state.bootstrap_actions[agent_role] = list(ctx.actions)
-        counter = ctx.tokens
-        report = Report("bootstrap", 0, counter.count_text(text), ctx.context_window, ctx.budget, ctx.actions, failures)
-        report.duration_ms = (time.perf_counter() - start) * 1000
-        self._emit_node(report, ctx)
+        self._finish(ctx, 0, ctx.tokens.count_text(text), failures, start)
         return text
 
     @staticmethod
@@ -572,18 +395,8 @@ class Host:
         configured = self.settings.message_format
         if configured != "auto":
             return configured
-        with self._locked(session_id or self.session_id) as state:
-            return self._format_of(messages, state)
-
-    @staticmethod
-    def _format_of(messages: list[dict[str, Any]], state: _Session) -> str:
-        """:meth:`message_format` when detected, with the session's lock held."""
-        found = list_format(messages)
-        if found == ANTHROPIC:
-            state.anthropic = True
-            return found
-        openai_only = any(m.get("role") in ("tool", "function", "developer") or m.get("tool_calls") for m in messages)
-        return ANTHROPIC if state.anthropic and not openai_only else found
+        with self._table.locked(session_id or self.session_id) as state:
+            return state.format_of(messages)
 
     # -- the privacy filter: text leaving the store -------------------------------------
 
@@ -606,7 +419,7 @@ class Host:
         def check(saved: str) -> str | None:
             return None if isinstance(ctx.text, str) else f"set ctx.text to a {type(ctx.text).__name__}, not a str"
 
-        with self._locked(ctx.session_id) as state:
+        with self._table.locked(ctx.session_id) as state:
             self._run(
                 "ctxlife_filter_text", ctx, snapshot=lambda: ctx.text, restore=restore, check=check, session=state
             )
@@ -628,23 +441,7 @@ class Host:
         def text(value: str) -> str:
             return self.filter_text(value, where=where, session_id=session_id, view=view)
 
-        def clean(value: Any, every_key: bool = False) -> Any:
-            if isinstance(value, str):
-                return text(value)
-            if isinstance(value, list):
-                out = [clean(part, every_key) for part in value]
-                return value if all(a is b for a, b in zip(out, value, strict=True)) else out
-            if isinstance(value, dict):
-                # a tool_use block's input is the model's arguments: every value in it is text
-                changed = {
-                    k: clean(v, every_key or k == "input") for k, v in value.items() if every_key or k in _TEXT_KEYS
-                }
-                if all(changed[k] is value[k] for k in changed):
-                    return value
-                return {**value, **changed}
-            return value
-
-        cleaned: dict[str, Any] = clean(message)
+        cleaned: dict[str, Any] = map_texts(message, text)
         kind = message_model.inserted_kind(message) if cleaned is not message else None
         if kind is not None and message_model.inserted_kind(cleaned) is None:
             # a summary or recall block whose text was filtered is still ctxlife's
@@ -689,7 +486,7 @@ class Host:
         """
         start = time.perf_counter()
         session = session_id or self.session_id
-        with self._locked(session) as state:
+        with self._table.locked(session) as state:
             ctx = LLMCallContext(
                 messages=messages,
                 agent_role=agent_role,
@@ -714,16 +511,15 @@ class Host:
             state.task_started.discard(task_name)
             counter = ctx.tokens
             counter.new_generation()
-            previous = self._previous_list(state, ctx.view)
+            previous = state.previous_list(ctx.view)
             agreement = previous.compare(messages)
             counts = _counts(counter, messages, agreement, previous.counts_of(counter))
             tokens_before = REPLY_PRIMING_TOKENS + sum(counts)
             before = list(messages)  # to tell whether anything changed (then tokens_after = tokens_before)
-            if self.store is not None and session is not None and not recorded_by_caller:
-                keeper_for(self.store).recorder.expect(session, messages, agreement, ctx.view)
+            host_recording.expect(self.store, session, messages, agreement, ctx)
             ctx._count_memo = (before, tokens_before)
             configured = self.settings.message_format
-            fmt = ctx.message_format = configured if configured != "auto" else self._format_of(messages, state)
+            fmt = ctx.message_format = configured if configured != "auto" else state.format_of(messages)
             text = self._bootstrap_text(state, session, agent_role, goal, backstory)
             # What the bootstrap did shows in the report of the agent's first call.
             ctx.actions.extend(state.bootstrap_actions.pop(agent_role, ()))
@@ -760,7 +556,7 @@ class Host:
                 "ctxlife_before_llm_call", ctx, snapshot=lambda: list(live), restore=restore, check=check, session=state
             )
             self.apply_bootstrap(messages, text, system_prompt=system_prompt, fmt=fmt)
-            self._leave(live, session, ctx)
+            host_recording.leave(self.store, live, session, ctx)
             unchanged = same_messages(before, live)
             if not unchanged:
                 length, edited = message_model.differences(before, live)
@@ -776,60 +572,9 @@ class Host:
                 failures,
                 (time.perf_counter() - start) * 1000,
             )
-            self._record_call(live, session, ctx, report)
-            self._emit_node(report, ctx)
+            host_recording.record_call(self.store, self.model, live, session, ctx, report)
+            emit_node(report, ctx, self.tracer, self.listeners, self.settings.log_content)
             return report
-
-    def _record_call(
-        self, messages: list[dict[str, Any]], session: str | None, ctx: LLMCallContext, report: Report
-    ) -> None:
-        """Write the call record of the list as sent (:mod:`ctxlife.sessions.calls`): each message by
-        its recorded slot, or by text when ctxlife inserted it (or it is the system prompt). Only for a
-        view a recorder keeps (else nothing of the list is recorded to point at). A failed write is an
-        error event and a failure in ``report``; the call goes on. After a strategy's store failure in
-        the same call it is skipped (and said so), so a frozen store costs the agent no second timeout."""
-        if self.store is None or session is None:
-            return
-        view = getattr(ctx, "view", "") or ""
-        if not keeper_for(self.store).recorder.known(session, view):
-            return
-        failed = next((f for f in report.failures if f.error.startswith("StoreError:")), None)
-        if failed is not None:
-            # The store failed in this very call (down, frozen, full): a write would only add its
-            # timeout to the agent's wait. Said, not written.
-            why = f"skipped: the store failed in this call ({failed.strategy}: {failed.error})"
-            report.failures.append(StrategyFailure("call_record", report.node, why))
-            emit("warning", "ctxlife.call_record_skipped", session_id=session, view=view, error=why)
-            return
-        try:
-            details = {
-                "tokens": [report.tokens_before, report.tokens_after],
-                "window": report.context_window,
-                "budget": report.budget,
-                "model": self.model or ctx.tokens.model,
-                "actions": json_safe([{"strategy": a.strategy, "what": a.what, **a.details} for a in report.actions]),
-                # the exception's type only: its message may quote the conversation, and logs keep the rest
-                "failures": [
-                    {"strategy": f.strategy, "node": f.node, "error": f.error.partition(":")[0]}
-                    for f in report.failures
-                ],
-            }
-            keeper_for(self.store).record_call(session, messages, view, details=details)
-        except Exception as exc:  # noqa: BLE001 - the call record is for people: never break the call
-            error = f"{type(exc).__name__}: {exc}"
-            report.failures.append(StrategyFailure("call_record", report.node, error))
-            emit("error", "ctxlife.call_record_failed", session_id=session, view=view, error=error)
-
-    def _leave(self, messages: list[dict[str, Any]], session: str | None, ctx: LLMCallContext) -> None:
-        """Tell the session's recorder the list as the call hands it back, after every strategy: the
-        caller's next list is diffed against it, so what a strategy cut (a compaction, room made for
-        recall) is never taken for the caller's deletion. Only for a view a recorder keeps."""
-        if self.store is None or session is None or ctx.recorded_by_caller:
-            return
-        view = getattr(ctx, "view", "") or ""
-        keeper = keeper_for(self.store)
-        if keeper.recorder.known(session, view):
-            keeper.leave(session, messages, view)
 
     def manage(
         self,
@@ -846,8 +591,8 @@ class Host:
         """
         expected = None if self.settings.message_format == "auto" else self.settings.message_format
         # Only messages new or edited since the last call are classified.
-        with self._locked(self.session_id) as state:
-            previous = self._previous_list(state, "") if isinstance(messages, list) else None
+        with self._table.locked(self.session_id) as state:
+            previous = state.previous_list("") if isinstance(messages, list) else None
             unchanged = None
             if previous is not None and previous.shape is not None:
                 unchanged = (previous.compare(messages, keep=True), previous.shape)
@@ -860,26 +605,13 @@ class Host:
                 if previous is not None:
                     previous.drop()  # the comparison kept for this call is used up (or the call failed)
 
-    @staticmethod
-    def _previous_list(state: _Session, view: str) -> message_model.PreviousList:
-        """The list handed back at the end of the last call of this view of the session (kept for
-        its :data:`_PREVIOUS_LISTS` most recent views; call with the session's lock held)."""
-        kept = state.previous
-        found = kept.pop(view, None)
-        if found is None:
-            found = message_model.PreviousList()
-            if len(kept) >= _PREVIOUS_LISTS:
-                kept.popitem(last=False)
-        kept[view] = found
-        return found
-
     # -- nodes 3 and 4: around a tool call ----------------------------------------------
 
     def _tool(
         self, hook: str, ctx: ToolCallContext, session_id: str | None, model: str | None, context_window: int | None
     ) -> Report:
         start = time.perf_counter()
-        with self._locked(session_id or self.session_id) as state:
+        with self._table.locked(session_id or self.session_id) as state:
             node = hook.removeprefix("ctxlife_")
             self._fill(ctx, node, model=model, context_window=context_window, session_id=session_id)
             counter = ctx.tokens
@@ -910,18 +642,7 @@ class Host:
                 stop=(lambda: ctx.result is not None) if is_before else None,
                 session=state,
             )
-            report = Report(
-                node,
-                before_tokens,
-                counter.count_text(ctx.result),
-                ctx.context_window,
-                ctx.budget,
-                ctx.actions,
-                failures,
-            )
-            report.duration_ms = (time.perf_counter() - start) * 1000
-            self._emit_node(report, ctx)
-            return report
+            return self._finish(ctx, before_tokens, counter.count_text(ctx.result), failures, start)
 
     def before_tool_call(
         self,
@@ -960,7 +681,7 @@ class Host:
         self, hook: str, ctx: TaskContext, session_id: str | None, model: str | None, context_window: int | None
     ) -> Report:
         start = time.perf_counter()
-        with self._locked(session_id or self.session_id) as state:
+        with self._table.locked(session_id or self.session_id) as state:
             node = hook.removeprefix("ctxlife_")
             self._fill(ctx, node, model=model, context_window=context_window, session_id=session_id, view=ctx.view)
             attr = "context_text" if hook == "ctxlife_task_start" else "output"
@@ -983,18 +704,7 @@ class Host:
                 check=check,
                 session=state,
             )
-            report = Report(
-                node,
-                before_tokens,
-                counter.count_text(getattr(ctx, attr)),
-                ctx.context_window,
-                ctx.budget,
-                ctx.actions,
-                failures,
-            )
-            report.duration_ms = (time.perf_counter() - start) * 1000
-            self._emit_node(report, ctx)
-            return report
+            return self._finish(ctx, before_tokens, counter.count_text(getattr(ctx, attr)), failures, start)
 
     def task_start(
         self,
@@ -1036,7 +746,7 @@ class Host:
         run's answers. Leave it False for a caller that sends its kept conversation each run.
         """
         session = session_id or self.session_id
-        with self._locked(session) as state:
+        with self._table.locked(session) as state:
             state.calls = 0
         if new_lists:
             self.new_lists(session)
@@ -1076,15 +786,8 @@ class Host:
             return []
         validate_session_id(session)
         lane = validate_view(view or "")
-        with self._locked(session):
-            keeper = keeper_for(self.open_store())
-            if isinstance(reply, dict):
-                return keeper.append(session, [reply], lane)
-            if not isinstance(reply, list):
-                raise CtxlifeError(f"record_reply takes a message dict or a list of them, got {type(reply).__name__}")
-            records = keeper.record_list(session, reply, lane)
-            keeper.leave(session, reply, lane)  # the caller's next list continues this one
-            return records
+        with self._table.locked(session):
+            return host_recording.record_reply(self.open_store(), session, reply, lane)
 
     def open_store(self) -> SessionStore:
         """The host's session store, opened now from the settings if the host has none yet.
@@ -1095,7 +798,7 @@ class Host:
         """
         with self._lock:
             if self.store is None:
-                self.store = _open_store(self.settings)
+                self.store = host_recording.open_configured_store(self.settings)
             return self.store
 
     async def arecord_reply(self, reply: dict[str, Any] | list[dict[str, Any]], **kwargs: Any) -> list[RawRecord]:
@@ -1105,15 +808,7 @@ class Host:
     def forget_lists(self, session_id: str | None = None) -> None:
         """Drop the copies this host keeps of a session's last lists (every session: None), after
         its messages were erased or deleted; the next call looks at its whole list again."""
-        if session_id is not None:
-            with self._locked(session_id) as state:
-                state.previous.clear()
-            return
-        with self._sessions_lock:
-            sessions = list(self._sessions.values())
-        for state in sessions:
-            with state.lock:
-                state.previous.clear()
+        self._table.forget_lists(session_id)
 
     def close(self) -> None:
         """Close every strategy (stores, files) and the host's store. The host is not used after this."""
@@ -1177,19 +872,6 @@ class Host:
         return await asyncio.to_thread(functools.partial(self.task_end, ctx, **kwargs))
 
 
-#: Views of a session whose last list a host keeps: a session has one view, or one per agent and
-#: task of a crew; a view it forgot costs one full check on its next call.
-_PREVIOUS_LISTS = 64
-#: Sessions a host keeps state for (see :class:`_Session`; the recorder's views go with them). A
-#: shared host (the LangChain middleware, one per process) serves every conversation: the least
-#: recently used idle one past this bound is dropped, and its next call reads the store as a fresh
-#: host would (one read of its records). A finished session of six calls costs about 25 kB when
-#: kept (benchmarks/bench_host_memory.py --unbounded: +45 MB of RSS over 1,800 sessions), so the
-#: bound keeps that under ~7 MB (with it: +0.5 MB over the last 1,600 of 2,000 sessions), while
-#: 256 conversations active at once all stay warm.
-_SESSIONS = 256
-
-
 def _counts(
     counter: TokenCounter,
     messages: Sequence[dict[str, Any]],
@@ -1207,18 +889,6 @@ def _counts(
     return counts
 
 
-def _open_store(settings: Settings) -> SessionStore:
-    """Open the settings' session store (creates nothing until the first write)."""
-    url = settings.store_url()
-    scheme = url.split("://", 1)[0].lower()
-    if scheme not in store_schemes():
-        raise ConfigError(
-            f"{settings.store_origin()}: unknown session store scheme {scheme!r}; known schemes: "
-            f"{', '.join(store_schemes())}"
-        )
-    return open_store(url)  # a StoreError (e.g. Redis unreachable) names the store itself
-
-
 def _kept_latest_user(before: list[dict[str, Any]], index: int, after: list[dict[str, Any]]) -> bool:
     """The latest user message is still there: unchanged, or edited in place (same distance from the end)."""
     target = before[index]
@@ -1226,51 +896,3 @@ def _kept_latest_user(before: list[dict[str, Any]], index: int, after: list[dict
         return True
     now = last_user_index(after)
     return now is not None and len(after) - now == len(before) - index
-
-
-_CONTENT_LIMIT = 2000
-
-
-def _contents_of(ctx: HookContext, saved: Any = None) -> list[str]:
-    """Every text of a node's context an exception could quote (to keep it out of the logs)."""
-    texts: list[str] = []
-    if isinstance(ctx, LLMCallContext):
-        seen: set[int] = set()
-        for message in [*ctx.messages, *(saved if isinstance(saved, list) else ())]:
-            if id(message) not in seen and isinstance(message, dict):
-                seen.add(id(message))
-                texts.append(text_of(message))
-    elif isinstance(ctx, ToolCallContext):
-        texts += [ctx.result or "", str(ctx.raw_result) if ctx.raw_result is not None else "", repr(ctx.tool_input)]
-        if isinstance(saved, tuple) and len(saved) == 2:
-            texts.append(saved[1] or "")
-        texts += [str(v) for v in ctx.tool_input.values()] if isinstance(ctx.tool_input, dict) else []
-    elif isinstance(ctx, TaskContext):
-        texts += [ctx.context_text or "", ctx.output or "", ctx.description or ""]
-        texts += [text_of(m) for m in ctx.messages if isinstance(m, dict)]
-        if isinstance(saved, str):
-            texts.append(saved)
-    elif isinstance(ctx, BootstrapContext):
-        texts += [*(b for b in ctx.blocks if isinstance(b, str)), ctx.goal or "", ctx.backstory or ""]
-    return texts
-
-
-def _content_of(ctx: HookContext) -> str | None:
-    """What ``log_content = true`` adds to a node event: the text the node was about, cut short."""
-    if isinstance(ctx, LLMCallContext):
-        text = text_of(ctx.messages[-1]) if ctx.messages else None
-    elif isinstance(ctx, ToolCallContext):
-        text = ctx.result
-    elif isinstance(ctx, TaskContext):
-        text = ctx.output if ctx.node == "task_end" else ctx.context_text
-    elif isinstance(ctx, BootstrapContext):
-        text = "\n\n".join(ctx.blocks)
-    else:
-        text = None
-    if not isinstance(text, str):
-        return None
-    return (
-        text
-        if len(text) <= _CONTENT_LIMIT
-        else text[:_CONTENT_LIMIT] + f"... [{len(text) - _CONTENT_LIMIT} more characters]"
-    )

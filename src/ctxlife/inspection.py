@@ -46,7 +46,8 @@ from ctxlife.sessions.records import fingerprint
 
 if TYPE_CHECKING:
     from ctxlife.config import Settings
-    from ctxlife.host import Host, Report
+    from ctxlife.host import Host
+    from ctxlife.host_report import Report
     from ctxlife.sessions.base import SessionStore
     from ctxlife.sessions.records import RawRecord
     from ctxlife.tokens import TokenCounter
@@ -552,7 +553,7 @@ def last_recorded_call(
     """The last call of the view as its call record says it was sent (None without call records)."""
     # lazy: the CLI builds its parser from this module; the host and tiktoken load per command
     from ctxlife.contexts import Action
-    from ctxlife.host import Report, StrategyFailure
+    from ctxlife.host_report import Report, StrategyFailure
     from ctxlife.tokens import TokenCounter
 
     calls = sent_calls(store, session_id, view)

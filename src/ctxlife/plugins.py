@@ -1,4 +1,4 @@
-"""Finding installed strategies.
+"""Finding installed strategies, and the plugin manager a host registers them with.
 
 Every strategy, first-party or third-party, is found the same way: an entry
 point in the ``ctxlife.strategies`` group whose name is the strategy's name and
@@ -15,7 +15,11 @@ packages offering one name fail only the configs that use it (see
 from __future__ import annotations
 
 import threading
-from typing import Any
+import weakref
+from types import ModuleType
+from typing import Any, ClassVar
+
+import pluggy
 
 from ctxlife.errors import UnknownStrategyError
 from ctxlife.hookspecs import HOOK_NAMES
@@ -98,3 +102,29 @@ def registry(*, refresh: bool = False) -> StrategyRegistry:
         if refresh:
             _registry.refresh()
         return _registry
+
+
+class PluginManager(pluggy.PluginManager):
+    """pluggy's manager, reading the hook markers of a plugin class's attributes once per process.
+
+    pluggy looks every attribute of a plugin up with ``inspect.getattr_static`` at ``register``
+    (about 3 of a Host's 4.5 ms). A strategy's markers live on its class: each (class, name) is
+    read the first time and reused while the class holds the same attribute (a method replaced
+    later is read again). Modules, classes and attributes of the instance itself are read each
+    time, as pluggy does.
+    """
+
+    _markers: ClassVar[weakref.WeakKeyDictionary[type, dict[str, tuple[object, Any]]]] = weakref.WeakKeyDictionary()
+
+    def parse_hookimpl_opts(self, plugin: object, name: str) -> Any:
+        if isinstance(plugin, type | ModuleType) or name in getattr(plugin, "__dict__", ()):
+            return super().parse_hookimpl_opts(plugin, name)
+        cls = type(plugin)
+        attribute = next((klass.__dict__[name] for klass in cls.__mro__ if name in klass.__dict__), None)
+        known = self._markers.get(cls)
+        if known is None:
+            known = self._markers.setdefault(cls, {})
+        found = known.get(name)
+        if found is None or found[0] is not attribute:
+            found = known[name] = (attribute, super().parse_hookimpl_opts(plugin, name))
+        return found[1]

@@ -36,7 +36,8 @@ from ctxlife.api import as_message, resolve_settings
 from ctxlife.config import Settings
 from ctxlife.errors import InvalidMessagesError, StoreError
 from ctxlife.events import emit
-from ctxlife.host import Host, Report, StrategyFailure
+from ctxlife.host import Host
+from ctxlife.host_report import Report, StrategyFailure
 from ctxlife.messages import (
     Problem,
     check_shape,
@@ -116,7 +117,7 @@ class Session:
             raise
         self.store: SessionStore = store
         self.last_report: Report | None = None
-        """The :class:`~ctxlife.host.Report` of the latest :meth:`messages`/:meth:`prepare` call."""
+        """The :class:`~ctxlife.host_report.Report` of the latest :meth:`messages`/:meth:`prepare` call."""
         # The view's conversation as last read: the next read adds the records written since
         # (see restore_after) instead of reading the whole history again. Callers get copies.
         self._last_read: Restored | None = None

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 
 class NodeReport(Protocol):
-    """What :meth:`Tracer.end_node` reads of a dispatch's :class:`ctxlife.host.Report`."""
+    """What :meth:`Tracer.end_node` reads of a dispatch's :class:`ctxlife.host_report.Report`."""
 
     tokens_before: int
     tokens_after: int

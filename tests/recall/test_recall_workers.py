@@ -7,9 +7,11 @@ wrote. With a file store, workers share one index file beside the store.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,21 @@ def worker_b(store: str, session: str) -> Host:
     return Host(settings, context_window=2000, session_id=session)
 
 
+@contextlib.contextmanager
+def worker_b_that_recalled(store: str, session: str, tmp: Path) -> Iterator[tuple[Host, list[dict[str, Any]]]]:
+    """Worker A records a conversation naming pier nineteen; worker B (this process) recalls it once,
+    so B's index holds it; B's host and live list, closed on the way out."""
+    run_worker(store, session, script("the boat is moored at pier nineteen.", 1), tmp, "a1")
+    host = worker_b(store, session)
+    try:
+        live = [{"role": "system", "content": "You are a friendly companion."}]
+        host.manage(live)
+        assert "pier nineteen" in ask(host, live, "Where is the boat moored?")
+        yield host, live
+    finally:
+        host.close()
+
+
 def two_workers(store: str, tmp: Path, session: str) -> None:
     # Worker A (its own process) chats and compacts the first fact away.
     out = run_worker(store, session, script("the boat is moored at pier nineteen.", 1), tmp, "a1")
@@ -104,12 +121,7 @@ def test_a_session_deleted_and_started_again_on_another_worker_is_not_recalled(r
     from ctxlife.sessions import open_store
 
     session = f"reborn-{tmp_path.name[-12:]}"
-    run_worker(redis_url, session, script("the boat is moored at pier nineteen.", 1), tmp_path, "a1")
-    host = worker_b(redis_url, session)
-    try:
-        live = [{"role": "system", "content": "You are a friendly companion."}]
-        host.manage(live)
-        assert "pier nineteen" in ask(host, live, "Where is the boat moored?")
+    with worker_b_that_recalled(redis_url, session, tmp_path) as (host, live):
         with open_store(redis_url) as store:
             old_head = store.head(session)
             assert store.delete(session)
@@ -121,8 +133,6 @@ def test_a_session_deleted_and_started_again_on_another_worker_is_not_recalled(r
         host.manage(live)
         block = ask(host, live, "Where is the boat moored?")
         assert "pier nineteen" not in block and "dock four" in block
-    finally:
-        host.close()
 
 
 def test_two_workers_on_postgres(postgres_url, tmp_path):
@@ -137,12 +147,7 @@ def test_a_value_erased_on_one_worker_is_not_recalled_by_another(redis_url, tmp_
     from ctxlife.sessions import open_store
 
     session = f"erased-{tmp_path.name[-12:]}"
-    run_worker(redis_url, session, script("the boat is moored at pier nineteen.", 1), tmp_path, "a1")
-    host = worker_b(redis_url, session)
-    try:
-        live = [{"role": "system", "content": "You are a friendly companion."}]
-        host.manage(live)
-        assert "pier nineteen" in ask(host, live, "Where is the boat moored?")
+    with worker_b_that_recalled(redis_url, session, tmp_path) as (host, live):
         with open_store(redis_url) as store:
             assert store.erase_matching(session, "pier nineteen")
         live = [m for m in live if not is_recall_block(m)]  # as an app keeps its list: without the block
@@ -150,5 +155,3 @@ def test_a_value_erased_on_one_worker_is_not_recalled_by_another(redis_url, tmp_
         live.append({"role": "user", "content": "Where is the boat moored? Tell me again."})
         assert host.manage(live).failures == []
         assert "pier nineteen" not in json.dumps(live)
-    finally:
-        host.close()

@@ -439,7 +439,7 @@ class Driver:
 
     def model_call(self) -> Any:
         before = list(self.live)
-        kept = self.host._sessions.get(self.session_id)
+        kept = self.host._table.sessions.get(self.session_id)
         restored_now = (kept is None or kept.calls == 0) and any(
             s.name == "snapshot_restore" for s in self.host.strategies
         )

@@ -282,10 +282,10 @@ def test_erased_messages_leave_memory_with_the_session_and_are_read_back(
 ) -> None:
     # The host's LRU drops an idle session: what this process knew was erased from it goes too
     # (memory stays bounded), and the next call on the session reads it back from the store.
-    import ctxlife.host
+    import ctxlife.host_sessions
     from ctxlife.sessions.keeper import keeper_for
 
-    monkeypatch.setattr(ctxlife.host, "_SESSIONS", 2)
+    monkeypatch.setattr(ctxlife.host_sessions, "SESSIONS", 2)
     host = ctxlife.Host(config(store_url, "snapshot_restore"), context_window=100_000)
     live = [{"role": "system", "content": "sys"}, user("hello"), {"role": "assistant", "content": "Hi."}]
     live.append(user("my IBAN is DE89370400440532013000"))

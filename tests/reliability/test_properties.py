@@ -311,7 +311,7 @@ def test_crewai_shaped_sessions(config_id, tmp_path, stats):
                     assert report.failures == []
                     _check_task_scope(host, report, start, context_text, checks)
                     system = [{"role": "system", "content": "You are the crew's agent."}]
-                    first_of_run = session not in host._sessions or host._sessions[session].calls == 0
+                    first_of_run = session not in host._table.sessions or host._table.sessions[session].calls == 0
                     if first_of_run:
                         snap = host.store.load_snapshot(session)
                         tail = [

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 import ctxlife
-from ctxlife import api
-from ctxlife import host as host_module
+from ctxlife import api, host_sessions
 from ctxlife.config import settings_from_dict
-from ctxlife.host import Host, Report
+from ctxlife.host import Host
+from ctxlife.host_report import Report
 from ctxlife.messages import strip_inserted_marks
 from ctxlife.sessions import open_store
 from ctxlife.sessions.recording import recorder_for
@@ -100,7 +100,7 @@ def test_a_slow_summary_blocks_only_its_own_session() -> None:
     first = call("alpha 1", "alpha", [system("You are an airline agent."), *rounds("alpha", 0, 20)])
     assert model.alpha_started.wait(WAIT)  # alpha's summary is running, and waits
     second = call("alpha 2", "alpha", [system("You are an airline agent."), *rounds("alpha", 0, 24)])
-    wait_until(lambda: host._sessions["alpha"].users == 2)  # alpha's second call waits for the first
+    wait_until(lambda: host._table.sessions["alpha"].users == 2)  # alpha's second call waits for the first
     beta = call("beta", "beta", [system("You are an airline agent."), *rounds("beta", 0, 20)])
     beta.join(WAIT)
     assert not beta.is_alive()  # beta's call, summary included, finished while alpha's summary waits
@@ -147,7 +147,7 @@ def stored(url: str, session: str) -> tuple[list[tuple[str, Any]], Any]:
 def test_a_session_dropped_from_a_shared_host_behaves_as_a_fresh_host_would(
     make_url: Callable[[str], str], store_kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(host_module, "_SESSIONS", 2)
+    monkeypatch.setattr(host_sessions, "SESSIONS", 2)
     config = {"strategies": ["snapshot_restore", "llm_summary"], "llm_summary": {"summarizer": "extractive"}}
     shared_url = make_url(store_kind)
     fresh_url = shared_url.replace("sessions", "fresh-sessions") if store_kind != "redis" else shared_url + "fresh:"
@@ -158,12 +158,12 @@ def test_a_session_dropped_from_a_shared_host_behaves_as_a_fresh_host_would(
     shared = Host(settings_from_dict({**config, "store": shared_url}), context_window=WINDOW)
     alpha = [system("You are an airline agent.")]
     converse(shared, "alpha", early, alpha)
-    assert shared._sessions["alpha"].state  # the strategies keep state for alpha
+    assert shared._table.sessions["alpha"].state  # the strategies keep state for alpha
     for other in ("beta", "gamma", "delta"):
         converse(shared, other, [rounds(other, 0, 2)], [system("You are an airline agent.")])
-    assert "alpha" not in shared._sessions
+    assert "alpha" not in shared._table.sessions
     assert not recorder_for(shared.store).known("alpha")
-    assert len(shared._sessions) <= 2
+    assert len(shared._table.sessions) <= 2
     report = converse(shared, "alpha", [later], alpha)
     shared.close()
 

@@ -111,12 +111,12 @@ def test_an_older_schema_is_refused_until_migrated_and_migrating_indexes_its_his
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ctxlife.recall import HistorySearch
-    from ctxlife.sessions import postgres
+    from ctxlife.sessions import pg_connect
 
     with open_store(url) as store:
         store.append("s", [msg("the harbour ferry leaves at nine"), msg("我想订一家酒店")])
     as_version_1(url)
-    monkeypatch.setattr(postgres._SharedPool, "_pools", {})  # a new process: nothing known ready
+    monkeypatch.setattr(pg_connect.SharedPool, "_pools", {})  # a new process: nothing known ready
     store = open_store(url)  # opening still works (so that `ctxlife store migrate` can run) ...
     try:
         with pytest.raises(StoreError, match="is version 1, this ctxlife needs 2; run `ctxlife store migrate URL`"):
@@ -290,7 +290,7 @@ def test_sweepers_on_many_workers_delete_each_expired_session_once(url: str, spa
 
 
 def test_stores_on_one_database_share_one_pool(postgres_url: str) -> None:
-    from ctxlife.sessions.postgres import _SharedPool
+    from ctxlife.sessions.pg_connect import SharedPool
 
     # pool settings of this test's own: a pool that other tests' stores use is not this test's to close
     a = open_store(f"{postgres_url}?schema=pool_a&pool_max=3")
@@ -302,7 +302,7 @@ def test_stores_on_one_database_share_one_pool(postgres_url: str) -> None:
         b.append("s", [msg("x")])  # the pool lives while a store uses it
     finally:
         b.close()
-    assert pool.closed and not any(p.pool is pool for p in _SharedPool._pools.values())
+    assert pool.closed and not any(p.pool is pool for p in SharedPool._pools.values())
 
 
 def test_errors_and_reprs_never_show_the_password(url: str, postgres_url: str) -> None:

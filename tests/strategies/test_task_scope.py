@@ -84,7 +84,7 @@ def test_carry_splits_outputs_labels_them_and_reuses_recorded_summaries(count):
     assert action.what == "recorded" and action.details["tokens"] == count(first)
     assert action.details["summary_tokens"] <= 300
     end(host, second, name="plan", index=1)
-    outputs = host._sessions[None].state["task_scope"]["outputs"]
+    outputs = host._table.sessions[None].state["task_scope"]["outputs"]
     assert [o["task_name"] for o in outputs] == ["research", "plan"]
     assert all(count(o["summary"]) <= 300 for o in outputs)
     ctx = start(host, first + "\n\n----------\n\n" + second, name="write", index=2)
@@ -105,7 +105,7 @@ def test_sessions_keep_separate_records():
     host = make_host()
     end(host, "alpha output", session_id="a")
     end(host, "beta output", session_id="b")
-    assert [o["summary"] for o in host._sessions["a"].state["task_scope"]["outputs"]] == ["alpha output"]
+    assert [o["summary"] for o in host._table.sessions["a"].state["task_scope"]["outputs"]] == ["alpha output"]
 
 
 def test_llm_summarizer_without_a_model_falls_back_to_extractive(count):
@@ -149,7 +149,7 @@ def test_with_a_session_store_records_survive_a_restart(tmp_path, count):
     try:
         ctx = start(later, research_output().strip(), name="plan", index=1, session_id="u42")
         assert "From task 'research':" in ctx.context_text and count(ctx.context_text) <= 200
-        assert [o["task_name"] for o in later._sessions["u42"].state["task_scope"]["outputs"]] == ["research"]
+        assert [o["task_name"] for o in later._table.sessions["u42"].state["task_scope"]["outputs"]] == ["research"]
     finally:
         later.store.close()
 

@@ -7,7 +7,9 @@ stored sessions) and the tables' data :mod:`ctxlife.inspection`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from ctxlife.errors import ConfigError, CtxlifeError
@@ -231,22 +233,9 @@ def open_session_store(settings: Settings, url: str | None) -> Any:
 def run_session_replay(args: Any) -> int:
     """``ctxlife replay --session ID``: print what each call would have sent (exit 1 if a list is invalid)."""
     # lazy: each command loads what it needs (`ctxlife --help` stays fast)
-    from ctxlife.config import load_settings
-    from ctxlife.replay import replay_session
     from ctxlife.report import write_report
 
-    settings = load_settings(args.config)
-    with open_session_store(settings, args.store) as store:
-        result = replay_session(
-            settings,
-            store,
-            args.session,
-            view=pick_view(store, args.session, args.view),
-            ask=args.ask,
-            context_window=args.window,
-            model=args.model,
-            simulate=bool(getattr(args, "simulate", False)),
-        )
+    result = replay_stored(args, args.session, simulate=bool(getattr(args, "simulate", False)))
     if args.html:
         write_report(result, args.html)
     if args.json:
@@ -256,6 +245,32 @@ def run_session_replay(args: Any) -> int:
         if args.html:
             print(f"HTML report: {args.html}")
     return 1 if any(f.problems for f in result.frames) else 0
+
+
+def replay_stored(
+    args: argparse.Namespace, session_id: str, bar: AbstractContextManager[Any] | None = None, **options: Any
+) -> SessionReplay:
+    """``replay_session`` of a stored session with the command's ``--config``, ``--store``, ``--view``,
+    ``--ask``, ``--window`` and ``--model`` (``replay --session`` and ``report``); ``bar`` is entered
+    once the store is open and what it yields is the progress callback; ``options`` go as they are."""
+    # lazy: each command loads what it needs (`ctxlife --help` stays fast)
+    from ctxlife.config import load_settings
+    from ctxlife.replay import replay_session
+
+    settings = load_settings(args.config)
+    with open_session_store(settings, args.store) as store, bar or contextlib.nullcontext() as progress:
+        view = pick_view(store, session_id, args.view)
+        return replay_session(
+            settings,
+            store,
+            session_id,
+            view=view,
+            ask=args.ask,
+            context_window=args.window,
+            model=args.model,
+            progress=progress,
+            **options,
+        )
 
 
 def print_session_replay(result: SessionReplay, out: Any = None) -> None:

@@ -8,8 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ctxlife.cli.replay import open_session_store
-from ctxlife.inspection import pick_view
+from ctxlife.cli.replay import replay_stored
 
 __all__ = ["add_report_parser", "cmd_report"]
 
@@ -74,24 +73,10 @@ def _progress_bar(description: str) -> Iterator[Callable[[int, int], None] | Non
 
 def cmd_report(args: argparse.Namespace) -> int:
     # lazy: the CLI builds its parser from this module; config and host load when a report is made
-    from ctxlife.config import load_settings
-    from ctxlife.replay import replay_session
     from ctxlife.report import write_report
 
-    settings = load_settings(args.config)
-    with open_session_store(settings, args.store) as store, _progress_bar(f"reading {args.session_id}") as progress:
-        result = replay_session(
-            settings,
-            store,
-            args.session_id,
-            view=pick_view(store, args.session_id, args.view),
-            ask=args.ask,
-            context_window=args.window,
-            model=args.model,
-            next_call=args.ask is None,
-            simulate=bool(args.simulate),
-            progress=progress,
-        )
+    bar = _progress_bar(f"reading {args.session_id}")
+    result = replay_stored(args, args.session_id, bar, next_call=args.ask is None, simulate=bool(args.simulate))
     path = write_report(result, args.output, title=args.title)
     compactions = sum(1 for f in result.frames if f.compacted)
     print(f"wrote {path}: {len(result.frames)} {result.source} calls, {compactions} compaction(s)")

@@ -70,7 +70,8 @@ from langgraph.types import Command  # noqa: E402
 from ctxlife.api import resolve_settings  # noqa: E402
 from ctxlife.config import Settings  # noqa: E402
 from ctxlife.contexts import TaskContext, ToolCallContext  # noqa: E402
-from ctxlife.host import Host, Report  # noqa: E402
+from ctxlife.host import Host  # noqa: E402
+from ctxlife.host_report import Report  # noqa: E402
 from ctxlife.messages import is_summary, is_system  # noqa: E402
 from ctxlife.sessions.ids import session_key  # noqa: E402
 from ctxlife.strategy import ToolSpec  # noqa: E402

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ctxlife.messages.formats import ANTHROPIC_SERVER_BLOCKS, Message, role
@@ -227,6 +227,33 @@ def escape_surrogates(text: str) -> str:
     if not _SURROGATE_RE.search(text):
         return text
     return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+#: The keys of a message (and of its parts and tool calls) that hold text a model or a person reads.
+TEXT_KEYS = frozenset({"content", "text", "tool_calls", "function", "function_call", "arguments", "input"})
+
+
+def map_texts(message: Message, text: Callable[[str], str]) -> Any:
+    """``message`` with ``text`` applied to every text a model or a person reads: the string content,
+    text parts, tool-result text, tool-call arguments (OpenAI ``tool_calls``/``function_call``) and
+    ``tool_use`` inputs (Anthropic); ids, names and roles are left as they are. Returns the same dict
+    when nothing changed, else a new one (the original is never edited)."""
+
+    def clean(value: Any, every_key: bool = False) -> Any:
+        if isinstance(value, str):
+            return text(value)
+        if isinstance(value, list):
+            out = [clean(part, every_key) for part in value]
+            return value if all(a is b for a, b in zip(out, value, strict=True)) else out
+        if isinstance(value, dict):
+            # a tool_use block's input is the model's arguments: every value in it is text
+            changed = {k: clean(v, every_key or k == "input") for k, v in value.items() if every_key or k in TEXT_KEYS}
+            if all(changed[k] is value[k] for k in changed):
+                return value
+            return {**value, **changed}
+        return value
+
+    return clean(message)
 
 
 def iter_texts(messages: Iterable[Message]) -> Iterator[str]:

@@ -63,15 +63,11 @@ Limits: session ids differing only in case collide on case-insensitive file syst
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import errno
 import fcntl
-import hashlib
 import json
 import os
 import secrets
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -91,6 +87,21 @@ from ctxlife.sessions.base import (
     check_lock_args,
     conflict,
     decode_calls,
+)
+from ctxlife.sessions.file_io import (
+    O_SAFE,
+    Parsed,
+    Tail,
+    atomic_write,
+    digest,
+    fsync_dir,
+    link_new,
+    parse_bulk,
+    read_file,
+    read_range,
+    read_shared,
+    same_file,
+    write_all,
 )
 from ctxlife.sessions.ids import validate_blob_key, validate_session_id, validate_view
 from ctxlife.sessions.records import (
@@ -119,104 +130,6 @@ _BLOB_SUFFIX = "_blobs"
 _DERIVED_SUFFIX = "_derived"  # data derived from the session (the recall index), deleted with it
 _LOCK_SUFFIX = ".lock"
 _MARK_KEY_FILE = ".ctxlife_mark_key"  # SessionStore.mark_key; no session id starts with "."
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-# Session files are never symlinks: refuse to follow one planted in the folder.
-_O_SAFE = _O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
-_CHUNK = 1 << 16
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    except OSError as exc:  # some file systems refuse fsync on directories
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
-            raise
-    finally:
-        os.close(fd)
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    """Whether ``path`` still names the file open on ``fd`` (not deleted or replaced meanwhile)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return False
-    fst = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (fst.st_dev, fst.st_ino)
-
-
-def _parse_bulk(data: bytes, end: int, lines: int) -> list[RawRecord] | None:
-    """The records of ``data[:end]`` (complete lines) decoded in one ``json.loads``, or None when a
-    line is not a valid record (the caller then reads line by line and says which).
-
-    A stored line is one JSON document and never holds a raw line break (JSON escapes it in
-    strings), so the lines joined with commas are one JSON array.
-    """
-    if end == 0:
-        return []
-    count = data.count(b"\n", 0, end)
-    if data[:1] != b"{" or data.count(b"\n{", 0, end) != count - 1 or data.count(b"}\n", 0, end) != count:
-        return None  # a line that is not one object (as written): read line by line
-    try:
-        values = json.loads(b"[" + data[: end - 1].replace(b"\n", b",") + b"]")
-        if not isinstance(values, list) or len(values) != count:
-            return None  # a line holding two documents: not a record
-        return [decode_record(value, lines + i + 1) for i, value in enumerate(values)]
-    except (ValueError, UnicodeDecodeError):
-        return None
-
-
-def _read_range(fd: int, start: int, end: int) -> bytes:
-    parts = []
-    offset = start
-    while offset < end:
-        chunk = os.pread(fd, max(end - offset, _CHUNK), offset)
-        if not chunk:
-            break
-        parts.append(chunk)
-        offset += len(chunk)
-    return b"".join(parts)
-
-
-def _read_file(path: Path) -> bytes:
-    """Read a whole session file without following a symlink (ELOOP is an OSError)."""
-    fd = os.open(path, os.O_RDONLY | _O_SAFE)
-    try:
-        return _read_range(fd, 0, os.fstat(fd).st_size)
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
-def _digest(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Tail:
-    """Where the last readable record of a raw file ends, to read only what follows next time."""
-
-    dev: int
-    ino: int
-    offset: int  # byte offset just after the last counted line
-    lines: int  # complete lines before offset (positions, for records without a sequence number)
-    seq: int  # the sequence number of the last record before offset (0: none)
-    last_start: int  # where that last line starts
-    last_digest: bytes  # a digest of that last line, to check the file was not rewritten
-
-
-@dataclasses.dataclass(slots=True)
-class _Parsed:
-    records: list[RawRecord]
-    tail: _Tail
-    invalid_end: int | None  # offset where trailing invalid lines start, if any
 
 
 class FileStore(SessionStore):
@@ -234,7 +147,7 @@ class FileStore(SessionStore):
         self.ttl = ttl
         self.url = f"file://{self.directory}"
         self._closed = False
-        self._tails: dict[str, _Tail] = {}
+        self._tails: dict[str, Tail] = {}
         self._tails_lock = threading.Lock()
         # per session: (dev, inode, size, lines) of its calls file after this process's last append
         self._call_counts: dict[str, tuple[int, int, int, int]] = {}
@@ -335,7 +248,7 @@ class FileStore(SessionStore):
             return
         path = self.directory / f"{session_id}{_RAW_SUFFIX}"
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_SAFE, 0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | O_SAFE, 0o600)
             try:
                 os.utime(fd)
             finally:
@@ -363,7 +276,7 @@ class FileStore(SessionStore):
         if self._expired(session_id):
             return None
         try:
-            data = _read_file(path)
+            data = read_file(path)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -375,40 +288,22 @@ class FileStore(SessionStore):
         data = snapshot.to_json().encode("utf-8")
         self._drop_if_expired(snapshot.session_id)
         self._ensure_dir()
-        self._atomic_write(path, data)
+        atomic_write(path, data)
         self._touch(snapshot.session_id)
-
-    def _atomic_write(self, path: Path, data: bytes) -> None:
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        except OSError as exc:
-            raise StoreError(f"cannot create a temporary file in {path.parent}: {exc.strerror}") from None
-        try:
-            try:
-                _write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-            _fsync_dir(path.parent)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise StoreError(f"cannot write {path}: {exc.strerror}") from None
 
     # -- raw history: parsing ----------------------------------------------------------------------
 
-    def _cached_tail(self, session_id: str, fd: int, st: os.stat_result) -> _Tail | None:
+    def _cached_tail(self, session_id: str, fd: int, st: os.stat_result) -> Tail | None:
         """The remembered tail of this file, if it is still valid (same file, same last line)."""
         with self._tails_lock:
             tail = self._tails.get(session_id)
         if tail is None or (tail.dev, tail.ino) != (st.st_dev, st.st_ino) or st.st_size < tail.offset:
             return None
-        if tail.offset and _digest(os.pread(fd, tail.offset - tail.last_start, tail.last_start)) != tail.last_digest:
+        if tail.offset and digest(os.pread(fd, tail.offset - tail.last_start, tail.last_start)) != tail.last_digest:
             return None  # truncated and rewritten meanwhile by another process
         return tail
 
-    def _remember(self, session_id: str, tail: _Tail) -> None:
+    def _remember(self, session_id: str, tail: Tail) -> None:
         with self._tails_lock:
             self._tails[session_id] = tail
 
@@ -422,17 +317,17 @@ class FileStore(SessionStore):
         path: Path,
         fd: int,
         st: os.stat_result,
-        start: _Tail | None,
+        start: Tail | None,
         *,
         after_seq: int,
         view: str | None,
         strict: bool,
         keep: bool,
         quiet: bool = False,
-    ) -> _Parsed:
+    ) -> Parsed:
         """Parse the records after ``start`` (None: the whole file); collect those after ``after_seq``."""
-        base = start or _Tail(st.st_dev, st.st_ino, 0, 0, 0, 0, b"")
-        data = _read_range(fd, base.offset, st.st_size)
+        base = start or Tail(st.st_dev, st.st_ino, 0, 0, 0, 0, b"")
+        data = read_range(fd, base.offset, st.st_size)
         records: list[RawRecord] = []
         lines, seq, last_start, last_line = base.lines, base.seq, base.last_start, None
         pos = 0
@@ -447,7 +342,7 @@ class FileStore(SessionStore):
                 reason="no trailing newline",
                 bytes=len(data) - complete_end,
             )
-        bulk = _parse_bulk(data, complete_end, lines)
+        bulk = parse_bulk(data, complete_end, lines)
         if bulk is not None:  # every line valid (the usual file): decoded in one call
             for record in bulk:
                 if keep and record.seq > after_seq and (view is None or record.view == view):
@@ -502,10 +397,8 @@ class FileStore(SessionStore):
         if last_line is None:
             tail = base  # no valid line after it
         else:
-            tail = _Tail(
-                st.st_dev, st.st_ino, base.offset + good_end, lines, seq, last_start, _digest(last_line + b"\n")
-            )
-        return _Parsed(records, tail, invalid_end)
+            tail = Tail(st.st_dev, st.st_ino, base.offset + good_end, lines, seq, last_start, digest(last_line + b"\n"))
+        return Parsed(records, tail, invalid_end)
 
     def _corrupt(self, session_id: str, path: Path, lineno: int, problem: str, strict: bool) -> None:
         message = (
@@ -518,10 +411,10 @@ class FileStore(SessionStore):
             "raw_record_skipped", store="file", session_id=session_id, file=path.name, line=lineno, problem=problem
         )
 
-    def _read(self, session_id: str, after_seq: int, view: str | None, strict: bool, keep: bool) -> _Parsed | None:
+    def _read(self, session_id: str, after_seq: int, view: str | None, strict: bool, keep: bool) -> Parsed | None:
         path = self._path(session_id, _RAW_SUFFIX)
         try:
-            fd = os.open(path, os.O_RDONLY | _O_SAFE)
+            fd = os.open(path, os.O_RDONLY | O_SAFE)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -533,7 +426,7 @@ class FileStore(SessionStore):
             start = tail if tail is not None and tail.seq <= after_seq else None
             if tail is not None and start is None and tail.offset and tail.seq - 1 == after_seq:
                 # From the last record read (a reader checking it is unchanged): its line again.
-                start = _Tail(tail.dev, tail.ino, tail.last_start, tail.lines - 1, after_seq, tail.last_start, b"")
+                start = Tail(tail.dev, tail.ino, tail.last_start, tail.lines - 1, after_seq, tail.last_start, b"")
             parsed = self._parse(
                 session_id, path, fd, st, start, after_seq=after_seq, view=view, strict=strict, keep=keep
             )
@@ -592,10 +485,10 @@ class FileStore(SessionStore):
     ) -> list[RawRecord]:
         while True:
             created = not path.exists()
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _O_SAFE, 0o600)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | O_SAFE, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                if not _same_file(fd, path):
+                if not same_file(fd, path):
                     continue  # deleted or replaced while we waited: retry on the new file
                 tail = self._repair_and_tail(session_id, path, fd)
                 if if_head is not None and tail.seq != if_head:
@@ -607,7 +500,7 @@ class FileStore(SessionStore):
                 data = "".join(texts).encode("utf-8")
                 size_before = tail.offset
                 try:
-                    _write_all(fd, data)  # one write() for the batch except on a short write
+                    write_all(fd, data)  # one write() for the batch except on a short write
                     if self.fsync:
                         os.fsync(fd)
                 except OSError:
@@ -617,26 +510,26 @@ class FileStore(SessionStore):
                     self._forget(session_id)
                     raise
                 if created:
-                    _fsync_dir(path.parent)
+                    fsync_dir(path.parent)
                 last = texts[-1].encode("utf-8")
                 st = os.fstat(fd)
                 self._remember(
                     session_id,
-                    _Tail(
+                    Tail(
                         st.st_dev,
                         st.st_ino,
                         size_before + len(data),
                         tail.lines + len(texts),
                         tail.seq + len(texts),
                         size_before + len(data) - len(last),
-                        _digest(last),
+                        digest(last),
                     ),
                 )
                 return appended_records(tail.seq + 1, messages, prepared, view, now)
             finally:
                 os.close(fd)  # also releases the flock
 
-    def _repair_and_tail(self, session_id: str, path: Path, fd: int) -> _Tail:
+    def _repair_and_tail(self, session_id: str, path: Path, fd: int) -> Tail:
         """Under the exclusive lock: cut torn or invalid lines at the end; return the valid tail."""
         st = os.fstat(fd)
         cached = self._cached_tail(session_id, fd, st)
@@ -720,7 +613,7 @@ class FileStore(SessionStore):
             return 0
         path = self._path(session_id, _RAW_SUFFIX)
         try:
-            fd = os.open(path, os.O_RDWR | _O_SAFE)
+            fd = os.open(path, os.O_RDWR | O_SAFE)
         except FileNotFoundError:
             return 0
         except OSError as exc:
@@ -731,7 +624,7 @@ class FileStore(SessionStore):
             # now is a killed erase's, whose original was never replaced (rolled back: erase again).
             self._remove_temps(session_id, snapshots=False)
             self._repair_and_tail(session_id, path, fd)
-            lines = _read_file(path).splitlines(keepends=True)
+            lines = read_file(path).splitlines(keepends=True)
             changed = 0
             for i, line in enumerate(lines):
                 try:
@@ -749,8 +642,8 @@ class FileStore(SessionStore):
                     lines[i] = (json_text(doc, what="erased record") + "\n").encode("utf-8")
                     changed += 1
             if changed:
-                # Appenders wait on this file's lock, then see it was replaced (_same_file) and retry.
-                self._atomic_write(path, b"".join(lines))
+                # Appenders wait on this file's lock, then see it was replaced (same_file) and retry.
+                atomic_write(path, b"".join(lines))
                 self._forget(session_id)
             return changed
         except OSError as exc:
@@ -771,26 +664,26 @@ class FileStore(SessionStore):
         try:
             while True:
                 created = not path.exists()
-                fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _O_SAFE, 0o600)
+                fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | O_SAFE, 0o600)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX)
-                    if not _same_file(fd, path):
+                    if not same_file(fd, path):
                         continue  # deleted or rewritten (erase) while we waited: append to the new file
                     st = os.fstat(fd)
                     known = self._call_counts.get(session_id)
                     if known is not None and known[:3] == (st.st_dev, st.st_ino, st.st_size):
                         lines = known[3]
                     else:
-                        data = _read_range(fd, 0, st.st_size)
+                        data = read_range(fd, 0, st.st_size)
                         if data and not data.endswith(b"\n"):
-                            _write_all(fd, b"\n")  # a torn last line (a crash) stays one unreadable line
+                            write_all(fd, b"\n")  # a torn last line (a crash) stays one unreadable line
                             data += b"\n"
                         lines = data.count(b"\n")
-                    _write_all(fd, line)
+                    write_all(fd, line)
                     if self.fsync:
                         os.fsync(fd)
                     if created:
-                        _fsync_dir(path.parent)
+                        fsync_dir(path.parent)
                     st = os.fstat(fd)
                     self._call_counts[session_id] = (st.st_dev, st.st_ino, st.st_size, lines + 1)
                     break
@@ -808,34 +701,22 @@ class FileStore(SessionStore):
             validate_view(view)
         if self._expired(session_id):
             return []
-        try:
-            fd = os.open(path, os.O_RDONLY | _O_SAFE)
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise StoreError(f"cannot open {path}: {exc.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            data = _read_range(fd, 0, os.fstat(fd).st_size)
-        except OSError as exc:
-            raise StoreError(f"cannot read {path}: {exc.strerror}") from None
-        finally:
-            os.close(fd)
-        return decode_calls(session_id, data.splitlines(), view)
+        data = read_shared(path)
+        return [] if data is None else decode_calls(session_id, data.splitlines(), view)
 
     def _rewrite_calls(self, session_id: str, docs: dict[int, dict[str, Any]]) -> int:
         if not docs:
             return 0
         path = self._path(session_id, _CALLS_SUFFIX)
         try:
-            fd = os.open(path, os.O_RDWR | _O_SAFE)
+            fd = os.open(path, os.O_RDWR | O_SAFE)
         except FileNotFoundError:
             return 0
         except OSError as exc:
             raise StoreError(f"cannot open {path}: {exc.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            lines = _read_range(fd, 0, os.fstat(fd).st_size).splitlines(keepends=True)
+            lines = read_range(fd, 0, os.fstat(fd).st_size).splitlines(keepends=True)
             changed = 0
             for n, doc in docs.items():
                 if 0 < n <= len(lines):
@@ -844,8 +725,8 @@ class FileStore(SessionStore):
                     lines[n - 1] = (text + "\n").encode("utf-8")
                     changed += 1
             if changed:
-                # Appenders wait on this file's lock, then see it was replaced (_same_file) and retry.
-                self._atomic_write(path, b"".join(lines))
+                # Appenders wait on this file's lock, then see it was replaced (same_file) and retry.
+                atomic_write(path, b"".join(lines))
                 self._call_counts.pop(session_id, None)
             return changed
         except (OSError, ValueError) as exc:
@@ -854,7 +735,7 @@ class FileStore(SessionStore):
             os.close(fd)
 
     def _remove_temps(self, session_id: str, *, snapshots: bool) -> None:
-        """Delete the session's temporary files (``_atomic_write``'s, left by a process killed while
+        """Delete the session's temporary files (``atomic_write``'s, left by a process killed while
         writing): copies of its raw history (an erase's) and, with ``snapshots``, of its snapshots
         (only when deleting the session: another process may be saving one now)."""
         if not self.directory.is_dir():
@@ -878,15 +759,15 @@ class FileStore(SessionStore):
                 shutil.rmtree(derived, ignore_errors=True)
                 existed = True
             # Hold the raw file's lock while unlinking it; an appender waiting on the old file sees it
-            # was unlinked (_same_file) and retries on a new one.
+            # was unlinked (same_file) and retries on a new one.
             try:
-                fd = os.open(raw, os.O_RDONLY | _O_SAFE)
+                fd = os.open(raw, os.O_RDONLY | O_SAFE)
             except FileNotFoundError:
                 fd = None
             if fd is not None:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX)
-                    if _same_file(fd, raw):
+                    if same_file(fd, raw):
                         os.unlink(raw)
                         existed = True
                 finally:
@@ -913,7 +794,7 @@ class FileStore(SessionStore):
         """Remove the lock file if nobody holds it (filelock re-checks the inode after locking)."""
         path = self.directory / f"{session_id}{_LOCK_SUFFIX}"
         try:
-            fd = os.open(path, os.O_RDONLY | _O_SAFE)
+            fd = os.open(path, os.O_RDONLY | O_SAFE)
         except FileNotFoundError:
             return
         try:
@@ -922,7 +803,7 @@ class FileStore(SessionStore):
             os.close(fd)
             return
         try:
-            if _same_file(fd, path):
+            if same_file(fd, path):
                 os.unlink(path)
         finally:
             os.close(fd)
@@ -968,7 +849,7 @@ class FileStore(SessionStore):
         self._drop_if_expired(session_id)
         self._ensure_dir()
         self._ensure_dir(folder)
-        self._atomic_write(folder / key, data)
+        atomic_write(folder / key, data)
         self._touch(session_id)
 
     def get_blob(self, session_id: str, key: str) -> str | None:
@@ -978,7 +859,7 @@ class FileStore(SessionStore):
             return None
         path = folder / key
         try:
-            return _read_file(path).decode("utf-8")
+            return read_file(path).decode("utf-8")
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError) as exc:
@@ -994,27 +875,14 @@ class FileStore(SessionStore):
     def _read_mark_key(self, create: bool) -> bytes | None:
         path = self.directory / _MARK_KEY_FILE
         try:
-            return bytes.fromhex(_read_file(path).decode("ascii").strip())
+            return bytes.fromhex(read_file(path).decode("ascii").strip())
         except FileNotFoundError:
             if not create:
                 return None
         except (OSError, ValueError) as exc:
             raise StoreError(f"cannot read the store's mark key {path}: {exc}") from None
         self._ensure_dir()
-        # Written whole to a temporary file, then linked in place: link never replaces a key
-        # another process stored first (both then use the one that is there).
-        fd, temp = tempfile.mkstemp(dir=self.directory, prefix=f"{_MARK_KEY_FILE}.")
-        try:
-            _write_all(fd, secrets.token_bytes(32).hex().encode("ascii"))
-            os.fsync(fd)
-            os.close(fd)
-            with contextlib.suppress(FileExistsError):
-                os.link(temp, path)
-        except OSError as exc:
-            raise StoreError(f"cannot write the store's mark key {path}: {exc.strerror}") from None
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
+        link_new(path, secrets.token_bytes(32).hex().encode("ascii"), "the store's mark key")
         return self._read_mark_key(create=False)
 
     def close(self) -> None:

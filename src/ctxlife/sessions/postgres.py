@@ -69,13 +69,11 @@ import hashlib
 import json
 import math
 import os
-import re
 import secrets
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from ctxlife.errors import StoreError
 from ctxlife.events import Logger, redact_url
@@ -90,6 +88,8 @@ from ctxlife.sessions.base import (
     poll_until,
 )
 from ctxlife.sessions.ids import validate_blob_key, validate_session_id, validate_view
+from ctxlife.sessions.pg_connect import SCHEMA_NAME, SharedPool, number_option, split_options
+from ctxlife.sessions.pg_schema import MIGRATIONS, SCHEMA_VERSION, V1
 from ctxlife.sessions.records import (
     EVENT_KEY,
     RawRecord,
@@ -107,79 +107,6 @@ __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
 log = Logger("ctxlife.sessions")
 
-#: The schema version this ctxlife writes and reads.
-SCHEMA_VERSION = 2
-
-#: Version 2: recall's rows next to the raw history (:mod:`ctxlife.recall.pg`). The session's
-#: counters are BM25's N and average length; a document hangs off its slot's row, which hangs off
-#: the session's (``ON DELETE CASCADE`` both).
-_V2 = [
-    "ALTER TABLE {s}.ctxlife_sessions ADD COLUMN IF NOT EXISTS recall_docs bigint NOT NULL DEFAULT 0,"
-    " ADD COLUMN IF NOT EXISTS recall_len bigint NOT NULL DEFAULT 0",
-    "CREATE TABLE IF NOT EXISTS {s}.ctxlife_recall ("
-    " session_id text NOT NULL REFERENCES {s}.ctxlife_sessions ON DELETE CASCADE,"
-    " slot bigint NOT NULL,"
-    " role text NOT NULL,"
-    " recorded_at double precision,"
-    " md integer,"
-    " view text NOT NULL,"
-    " calls boolean NOT NULL,"
-    " text text NOT NULL,"
-    " PRIMARY KEY (session_id, slot))",
-    "CREATE INDEX IF NOT EXISTS ctxlife_recall_by_day ON {s}.ctxlife_recall (session_id, md) WHERE md IS NOT NULL",
-    "CREATE TABLE IF NOT EXISTS {s}.ctxlife_recall_docs ("
-    " session_id text NOT NULL,"
-    " slot bigint NOT NULL,"
-    " part integer NOT NULL,"
-    " view text NOT NULL,"
-    " len integer NOT NULL,"
-    " terms tsvector NOT NULL,"
-    " PRIMARY KEY (session_id, slot, part),"
-    " FOREIGN KEY (session_id, slot) REFERENCES {s}.ctxlife_recall ON DELETE CASCADE)",
-    "CREATE INDEX IF NOT EXISTS ctxlife_recall_docs_terms ON {s}.ctxlife_recall_docs USING gin (terms)"
-    " WITH (fastupdate = off)",  # searched on every call: no pending list to scan (see ctxlife.recall.pg)
-]
-
-#: ``{version: statements}`` bringing a database from ``version - 1`` to ``version`` (run by
-#: :meth:`PostgresStore.migrate`, and when the first write creates the schema in an empty database).
-#: ``{s}`` is the quoted schema name.
-_MIGRATIONS: dict[int, list[str]] = {2: _V2}
-
-_V1 = [
-    "CREATE TABLE IF NOT EXISTS {s}.ctxlife_sessions ("
-    " session_id text PRIMARY KEY,"
-    " head bigint NOT NULL DEFAULT 0,"
-    " touched_at double precision NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS ctxlife_sessions_by_touch ON {s}.ctxlife_sessions (touched_at)",
-    "CREATE TABLE IF NOT EXISTS {s}.ctxlife_raw ("
-    " session_id text NOT NULL REFERENCES {s}.ctxlife_sessions ON DELETE CASCADE,"
-    " seq bigint NOT NULL,"
-    " view text NOT NULL,"
-    " fp text NOT NULL,"
-    " recorded_at double precision NOT NULL,"
-    " bad text,"
-    " tokens integer,"
-    " token_encoding text,"
-    " json text NOT NULL,"
-    " PRIMARY KEY (session_id, seq))",
-    "CREATE INDEX IF NOT EXISTS ctxlife_raw_by_view ON {s}.ctxlife_raw (session_id, view, seq)",
-    "CREATE TABLE IF NOT EXISTS {s}.ctxlife_snapshots ("
-    " session_id text NOT NULL REFERENCES {s}.ctxlife_sessions ON DELETE CASCADE,"
-    " view text NOT NULL,"
-    " updated_at double precision NOT NULL,"
-    " json text NOT NULL,"
-    " PRIMARY KEY (session_id, view))",
-    "CREATE TABLE IF NOT EXISTS {s}.ctxlife_blobs ("
-    " session_id text NOT NULL REFERENCES {s}.ctxlife_sessions ON DELETE CASCADE,"
-    " key text NOT NULL,"
-    " data bytea NOT NULL,"
-    " PRIMARY KEY (session_id, key))",
-    # the store's own values (the secret keying the marks on inserted messages), not a session's
-    "CREATE TABLE IF NOT EXISTS {s}.ctxlife_meta (key text PRIMARY KEY, value text NOT NULL)",
-]
-
-_OPTIONS = ("schema", "ttl", "pool_min", "pool_max", "pool_idle", "pool_lifetime", "pool_timeout", "pgbouncer")
-_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _RAW_COLUMNS = "seq, view, fp, recorded_at, bad, json, tokens, token_encoding"
 #: The server's clock in epoch seconds (one clock for every worker's TTL decisions).
 _NOW = "extract(epoch from clock_timestamp())::double precision"
@@ -197,44 +124,6 @@ def _key(*parts: str) -> int:
     """A signed 64-bit advisory-lock key for ``parts`` (BLAKE2b: collisions are negligible)."""
     digest = hashlib.blake2b("\0".join(("ctxlife",) + parts).encode("utf-8", "surrogatepass"), digest_size=8)
     return int.from_bytes(digest.digest(), "big", signed=True)
-
-
-# -- one pool per process and database -------------------------------------------------------------
-
-
-class _SharedPool:
-    """A ``ConnectionPool`` shared by the store objects of one process on one database (refcounted)."""
-
-    _lock = threading.Lock()
-    _pools: dict[tuple[int, str, tuple[Any, ...]], _SharedPool] = {}
-
-    def __init__(self, pool: Any, key: tuple[int, str, tuple[Any, ...]]) -> None:
-        self.pool = pool
-        self.key = key
-        self.users = 0
-        self.ready: set[str] = set()  # schemas known to be at SCHEMA_VERSION (checked or created)
-        self.last_sweep: dict[str, float] = {}
-
-    @classmethod
-    def acquire(cls, conninfo: str, settings: tuple[Any, ...], make: Callable[[], Any]) -> _SharedPool:
-        key = (os.getpid(), conninfo, settings)
-        with cls._lock:
-            for k in [k for k in cls._pools if k[0] != key[0]]:
-                del cls._pools[k]  # a parent's pools (after fork): its threads are not in this process
-            shared = cls._pools.get(key)
-            if shared is None:
-                shared = cls._pools[key] = cls(make(), key)
-            shared.users += 1
-            return shared
-
-    def release(self) -> None:
-        with self._lock:
-            self.users -= 1
-            if self.users > 0 or self._pools.get(self.key) is not self:
-                return
-            del self._pools[self.key]
-        if self.key[0] == os.getpid():
-            self.pool.close()
 
 
 class PostgresStore(SessionStore):
@@ -255,10 +144,10 @@ class PostgresStore(SessionStore):
             ) from None
         self._pg = psycopg
         self.url = redact_url(url)
-        conninfo, opts = _split_options(url, self.url)
+        conninfo, opts = split_options(url, self.url)
         self._password = urlsplit(url).password or ""
         schema = opts.get("schema", "public")
-        if not _SCHEMA_NAME.fullmatch(schema):
+        if not SCHEMA_NAME.fullmatch(schema):
             raise StoreError(
                 f"postgres store {self.url}: schema={schema!r} must be 1-63 lowercase letters, digits or '_', "
                 f"not starting with a digit"
@@ -268,13 +157,13 @@ class PostgresStore(SessionStore):
         self.schema = schema
         self._s = f'"{schema}"'
         self.ttl = parse_ttl(opts, url)
-        pool_min = _number(opts, "pool_min", 1, self.url, whole=True)
-        pool_max = _number(opts, "pool_max", 10, self.url, whole=True)
+        pool_min = number_option(opts, "pool_min", 1, self.url, whole=True)
+        pool_max = number_option(opts, "pool_max", 10, self.url, whole=True)
         if pool_max < 1 or pool_min > pool_max:
             raise StoreError(f"postgres store {self.url}: need 0 <= pool_min <= pool_max and pool_max >= 1")
-        idle = _number(opts, "pool_idle", 60.0, self.url)
-        lifetime = _number(opts, "pool_lifetime", 1800.0, self.url)
-        self.pool_timeout = _number(opts, "pool_timeout", 10.0, self.url)
+        idle = number_option(opts, "pool_idle", 60.0, self.url)
+        lifetime = number_option(opts, "pool_lifetime", 1800.0, self.url)
+        self.pool_timeout = number_option(opts, "pool_timeout", 10.0, self.url)
         pgbouncer = parse_bool(opts["pgbouncer"], "pgbouncer", self.url) if "pgbouncer" in opts else False
         kwargs: dict[str, Any] = {"autocommit": True}
         if pgbouncer:
@@ -298,7 +187,7 @@ class PostgresStore(SessionStore):
         self._closed = False
         self._outdated: int | None = None  # the database's older schema version, until migrated
         self._pool_args = (conninfo, settings, make)
-        self._shared = _SharedPool.acquire(conninfo, settings, make)
+        self._shared = SharedPool.acquire(conninfo, settings, make)
         try:
             self._check_version(create=False)
         except BaseException:
@@ -331,7 +220,7 @@ class PostgresStore(SessionStore):
             self._refuse(self._outdated)
         if self._shared.key[0] != os.getpid():
             # forked: the parent's pool (its threads, its sockets) is not this process's to use
-            self._shared = _SharedPool.acquire(*self._pool_args)
+            self._shared = SharedPool.acquire(*self._pool_args)
         # lazy: the optional driver (ctxlife[postgres]), imported when the store was opened
         import psycopg_pool
 
@@ -465,7 +354,7 @@ class PostgresStore(SessionStore):
             f"CREATE TABLE IF NOT EXISTS {s}.ctxlife_schema_version ("
             " version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
         )
-        for stmt in _V1:
+        for stmt in V1:
             conn.execute(stmt.replace("{s}", s))
         conn.execute(f"INSERT INTO {s}.ctxlife_schema_version (version) VALUES (1) ON CONFLICT DO NOTHING")
         log.info("postgres_schema_created", store="postgres", schema=self.schema, version=1)
@@ -493,7 +382,7 @@ class PostgresStore(SessionStore):
         """Run the steps from ``version`` to :data:`SCHEMA_VERSION` on ``conn`` (in its transaction)."""
         while version < SCHEMA_VERSION:
             version += 1
-            for stmt in _MIGRATIONS[version]:
+            for stmt in MIGRATIONS[version]:
                 conn.execute(stmt.replace("{s}", self._s))
             if version == 2:
                 self._index_history(conn)
@@ -916,33 +805,3 @@ def _loads(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return None
-
-
-def _split_options(url: str, shown: str) -> tuple[str, dict[str, str]]:
-    """Remove ctxlife's options from ``url``; return the libpq URL and them."""
-    try:
-        parts = urlsplit(url)
-        pairs = parse_qsl(parts.query, keep_blank_values=True)
-    except ValueError as exc:
-        raise StoreError(f"malformed postgres store URL {shown!r}: {exc}") from None
-    if parts.scheme.lower() not in ("postgres", "postgresql"):
-        raise StoreError(f"not a postgres store URL: {shown!r} (expected postgres://user@host:port/dbname)")
-    ours = {k: v for k, v in pairs if k in _OPTIONS}
-    rest = [(k, v) for k, v in pairs if k not in _OPTIONS]
-    if not any(k == "connect_timeout" for k, _ in rest):
-        rest.append(("connect_timeout", "5"))  # an unreachable database fails a call, never hangs it
-    return urlunsplit(parts._replace(scheme="postgresql", query=urlencode(rest))), ours
-
-
-def _number(opts: dict[str, str], name: str, default: float, shown: str, *, whole: bool = False) -> float:
-    raw = opts.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw) if whole else float(raw)
-    except ValueError:
-        value = -1
-    if not (value >= 0 and math.isfinite(value)):
-        kind = "a whole number >= 0" if whole else "a number of seconds >= 0"
-        raise StoreError(f"postgres store {shown}: {name}={raw!r} must be {kind}")
-    return value
