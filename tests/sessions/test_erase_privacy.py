@@ -451,3 +451,35 @@ def test_a_restarted_app_holding_an_erased_message_does_not_record_it_again(
     # The store keeps keyed marks of what was erased, never the message's fingerprint.
     plain = fingerprint(user(f"my IBAN is {SECRET}"))
     assert holders(store_url, tmp_path, plain, cut=len(plain)) == []
+
+
+def test_an_erase_keeps_what_this_process_knows_of_messages_removed_before(make_url: Any) -> None:
+    """A message removed from the session (``Session.remove``) that the app's list still holds is
+    not recorded again, and an erase of another message afterwards does not make this process
+    forget that (the remove leaves no mark in the store: only this process's memory keeps it out)."""
+    cfg = settings(make_url("file"))
+    host = ctxlife.Host(cfg, context_window=WINDOW, session_id="app")
+    live = [
+        {"role": "system", "content": "You are a clerk."},
+        user("hello"),
+        assistant("Hi."),
+        user("a typo I regret"),
+        assistant("Noted."),
+        user(f"my IBAN is {SECRET}"),
+    ]
+    try:
+        assert host.manage(live).failures == []
+        session = ctxlife.Session("app", host=host)
+        by_text = {r.message.get("content"): r.seq for r in session.records()}
+        session.remove(by_text["a typo I regret"])
+        live += [assistant("Saved."), user("next")]
+        assert host.manage(live).failures == []
+        current = [r.message.get("content") for r in session.records()]
+        assert "a typo I regret" not in current and "next" in current  # precondition: the remove holds
+        session.erase(by_text[f"my IBAN is {SECRET}"])
+        live += [assistant("Done."), user("and then")]  # the app still holds both messages
+        assert host.manage(live).failures == []
+        current = [r.message.get("content") for r in session.records()]
+    finally:
+        host.close()
+    assert current == ["hello", "Hi.", "Noted.", "Saved.", "next", "Done.", "and then"]
