@@ -454,9 +454,9 @@ def test_a_restarted_app_holding_an_erased_message_does_not_record_it_again(
 
 
 def test_an_erase_keeps_what_this_process_knows_of_messages_removed_before(make_url: Any) -> None:
-    """A message removed from the session (``Session.remove``) that the app's list still holds is
-    not recorded again, and an erase of another message afterwards does not make this process
-    forget that (the remove leaves no mark in the store: only this process's memory keeps it out)."""
+    """A message another writer removed (``Session.remove``) that the app's list still holds is not
+    recorded again, and an erase of another message through the app's own host afterwards does not
+    make it forget that (a remove leaves no mark in the store: only the process's memory keeps it out)."""
     cfg = settings(make_url("file"))
     host = ctxlife.Host(cfg, context_window=WINDOW, session_id="app")
     live = [
@@ -469,17 +469,43 @@ def test_an_erase_keeps_what_this_process_knows_of_messages_removed_before(make_
     ]
     try:
         assert host.manage(live).failures == []
-        session = ctxlife.Session("app", host=host)
-        by_text = {r.message.get("content"): r.seq for r in session.records()}
-        session.remove(by_text["a typo I regret"])
+        with ctxlife.Session("app", cfg) as operator:  # another writer
+            by_text = {r.message.get("content"): r.seq for r in operator.records()}
+            operator.remove(by_text["a typo I regret"])
         live += [assistant("Saved."), user("next")]
         assert host.manage(live).failures == []
-        current = [r.message.get("content") for r in session.records()]
-        assert "a typo I regret" not in current and "next" in current  # precondition: the remove holds
-        session.erase(by_text[f"my IBAN is {SECRET}"])
+        with ctxlife.Session("app", host=host) as session:
+            current = [r.message.get("content") for r in session.records()]
+            assert "a typo I regret" not in current and "next" in current  # precondition: the remove holds
+            session.erase(by_text[f"my IBAN is {SECRET}"])
         live += [assistant("Done."), user("and then")]  # the app still holds both messages
         assert host.manage(live).failures == []
-        current = [r.message.get("content") for r in session.records()]
+        with open_store(make_url("file")) as store:
+            current = [r.message.get("content") for r in store.current("app")]
     finally:
         host.close()
     assert current == ["hello", "Hi.", "Noted.", "Saved.", "next", "Done.", "and then"]
+
+
+def test_an_erased_message_leaves_a_tombstone_with_its_role_only(make_url: Any) -> None:
+    """The audit log (``ctxlife session export --all``) keeps who said an erased message, and which
+    call an erased tool result answered, never its text."""
+    with open_store(make_url("file")) as store:
+        store.append(
+            "audit",
+            [
+                user("pay my landlord"),
+                assistant(None, [tool_call("pay", {"iban": SECRET}, "call_pay")]),
+                tool_result("call_pay", f"paid from {SECRET}"),
+                assistant(f"Paid from {SECRET}."),
+            ],
+        )
+        assert store.erase_matching("audit", SECRET) == [2, 3, 4]
+        adds = {r.seq: r.message for r in store.read_records("audit") if r.op == "add"}
+    assert adds[1] == user("pay my landlord")
+    assert {s: (m["role"], m["content"], m.get("tool_call_id")) for s, m in adds.items() if s > 1} == {
+        2: ("assistant", "[erased]", None),
+        3: ("tool", "[erased]", "call_pay"),
+        4: ("assistant", "[erased]", None),
+    }
+    assert SECRET not in json.dumps(adds)
