@@ -532,3 +532,68 @@ def test_a_removal_through_the_apps_own_host_leaves_the_rest_recorded_once(make_
     finally:
         host.close()
     assert contents == ["hello", "Hi.", "a typo", "Noted.", "what next?", "Saved.", "next"]
+
+
+def test_erase_by_pattern_takes_only_the_results_whose_kept_output_holds_it(make_url: Any) -> None:
+    """A tool result pointing to a full output kept aside (a blob) is erased by pattern only when that
+    output holds the value: the other capped results of the conversation stay."""
+    with open_store(make_url("file")) as store:
+        store.put_blob("two", "to_" + "a" * 16, f"statement: transfer from {SECRET} to landlord")
+        store.put_blob("two", "to_" + "b" * 16, "statement: groceries 12.50 EUR")
+        store.append(
+            "two",
+            [
+                user("both statements"),
+                assistant(None, [tool_call("st", {"n": 1}, "c1")]),
+                tool_result("c1", "capped; the full output is to_" + "a" * 16),
+                assistant(None, [tool_call("st", {"n": 2}, "c2")]),
+                tool_result("c2", "capped; the full output is to_" + "b" * 16),
+                assistant("done"),
+            ],
+        )
+        assert store.get_blob("two", "to_" + "b" * 16) is not None  # precondition: both outputs readable
+        assert store.erase_matching("two", SECRET) == [2, 3]
+        left = [m.get("content") for m in (r.message for r in store.current("two"))]
+    assert left == ["both statements", None, "capped; the full output is to_" + "b" * 16, "done"]
+
+
+@pytest.mark.parametrize("how", ["slots", "match"])
+def test_a_new_erase_replaces_an_unreadable_erase_intent(make_url: Any, how: str) -> None:
+    from ctxlife.errors import StoreError
+
+    with open_store(make_url("file")) as store:
+        store.append("victim", [user("hello"), user("bye")])
+        store.put_blob("victim", "ctxlife_erase", "{not json")
+        with pytest.raises(StoreError, match="is unreadable"):  # precondition: reading it alone fails
+            store.finish_erase("victim")
+        erased = store.erase("victim", [1]) if how == "slots" else store.erase_matching("victim", "hel+o")
+        assert erased == [1]
+        assert store.get_blob("victim", "ctxlife_erase") is None
+        assert [r.message.get("content") for r in store.current("victim")] == ["bye"]
+
+
+def test_a_cleared_session_that_compacts_the_same_conversation_again_gets_its_snapshot(make_url: Any) -> None:
+    """``Session.clear`` (or ``ctxlife session rm``) forgets the snapshot this process wrote: the
+    same conversation sent again and compacted the same way is saved again, so a restart restores
+    the compacted context (the keeper skips a snapshot only when it wrote the same one last)."""
+    url = make_url("file")
+    compacting = {"summarizer": "extractive", "min_gain_tokens": 0, "keep_rounds": 1, "target": 0.3, "threshold": 0.6}
+    cfg = settings(url, "llm_summary", llm_summary=compacting)
+    conversation = [{"role": "system", "content": "You are a clerk."}]
+    for i in range(12):
+        conversation += [user(f"question {i} about order A{i} " * 8), assistant(f"answer {i} " * 8)]
+    conversation.append(user("and now?"))
+    host = ctxlife.Host(cfg, context_window=600, session_id="again")
+    try:
+        assert "llm_summary" in host.manage([dict(m) for m in conversation]).acted
+        with open_store(url) as store:
+            assert store.load_snapshot("again") is not None  # precondition: a compaction saved one
+        with ctxlife.Session("again", host=host) as session:
+            session.clear()
+        with open_store(url) as store:
+            assert store.load_snapshot("again") is None and store.read_records("again") == []
+        assert "llm_summary" in host.manage([dict(m) for m in conversation]).acted
+    finally:
+        host.close()
+    with open_store(url) as store:
+        assert store.load_snapshot("again") is not None
