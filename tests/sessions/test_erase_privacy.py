@@ -597,3 +597,34 @@ def test_a_cleared_session_that_compacts_the_same_conversation_again_gets_its_sn
         host.close()
     with open_store(url) as store:
         assert store.load_snapshot("again") is not None
+
+
+def test_erase_by_pattern_scrubs_a_summary_whose_text_is_in_parts(make_url: Any) -> None:
+    """A summary in a snapshot whose content is a list of parts (the Anthropic / Responses shape)
+    holding the value has it replaced by ``[erased]`` in every part; the summary stays."""
+    from ctxlife.sessions import Snapshot
+
+    summary = {
+        "role": "user",
+        "content": [{"type": "text", "text": f"Summary: the user pays from {SECRET}."}, {"type": "text", "text": "ok"}],
+    }
+    with open_store(make_url("file")) as store:
+        store.append("parts", [user("hello"), assistant("Hi.")])
+        store.save_snapshot(Snapshot(session_id="parts", view="", messages=[summary, assistant("Hi.")], raw_length=2))
+        assert SECRET in json.dumps(store.load_snapshot("parts").messages)  # precondition: the summary holds it
+        assert store.erase_matching("parts", SECRET) == []  # no recorded message holds it
+        kept = store.load_snapshot("parts").messages
+    assert kept[0]["content"] == [
+        {"type": "text", "text": "Summary: the user pays from [erased]."},
+        {"type": "text", "text": "ok"},
+    ]
+    assert kept[1] == assistant("Hi.")
+
+
+def test_erase_by_pattern_finds_the_value_after_a_removed_message(make_url: Any) -> None:
+    with ctxlife.Session("later", settings(make_url("file")), context_window=WINDOW) as session:
+        first, _ = session.add(user("hello"), assistant("Hi."))
+        session.remove(first.seq)  # a remove record in the log before the value
+        secret, _ = session.add(user(f"my IBAN is {SECRET}"), assistant("Noted."))
+        assert session.erase_matching(SECRET) == [secret.seq]
+        assert [m.get("content") for m in session.get_items()] == ["Hi.", "Noted."]
