@@ -628,3 +628,13 @@ def test_erase_by_pattern_finds_the_value_after_a_removed_message(make_url: Any)
         secret, _ = session.add(user(f"my IBAN is {SECRET}"), assistant("Noted."))
         assert session.erase_matching(SECRET) == [secret.seq]
         assert [m.get("content") for m in session.get_items()] == ["Hi.", "Noted."]
+
+
+def test_an_erased_record_without_a_role_leaves_a_user_tombstone(make_url: Any) -> None:
+    """A record another tool wrote (no role) holding the value is erased too; its tombstone reads as
+    a user message, a role every reader of the log accepts."""
+    with open_store(make_url("file")) as store:
+        store.append("foreign", [user("hello"), {"note": f"exported {SECRET}"}])
+        assert store.erase_matching("foreign", SECRET) == [2]
+        tomb = next(r.message for r in store.read_records("foreign") if r.seq == 2)
+    assert (tomb["role"], tomb["content"]) == ("user", "[erased]") and SECRET not in json.dumps(tomb)
