@@ -501,7 +501,10 @@ def test_an_erased_message_leaves_a_tombstone_with_its_role_only(make_url: Any) 
             ],
         )
         assert store.erase_matching("audit", SECRET) == [2, 3, 4]
-        adds = {r.seq: r.message for r in store.read_records("audit") if r.op == "add"}
+        records = [r for r in store.read_records("audit") if r.op == "add"]
+        adds = {r.seq: r.message for r in records}
+    # `ctxlife session export --all` marks them: "erased": true (RawRecord.erased)
+    assert [r.seq for r in records if r.erased] == [2, 3, 4]
     assert adds[1] == user("pay my landlord")
     assert {s: (m["role"], m["content"], m.get("tool_call_id")) for s, m in adds.items() if s > 1} == {
         2: ("assistant", "[erased]", None),
@@ -638,3 +641,41 @@ def test_an_erased_record_without_a_role_leaves_a_user_tombstone(make_url: Any) 
         assert store.erase_matching("foreign", SECRET) == [2]
         tomb = next(r.message for r in store.read_records("foreign") if r.seq == 2)
     assert (tomb["role"], tomb["content"]) == ("user", "[erased]") and SECRET not in json.dumps(tomb)
+
+
+def test_a_result_left_alone_right_after_an_erased_unit_goes_with_it(make_url: Any) -> None:
+    """A tool result that answers no call (an orphan, its own unit) right after an erased message is
+    erased too, so no turn of the view's list is left starting with it; one after a message that
+    stays is kept."""
+    with open_store(make_url("file")) as store:
+        store.append(
+            "orphans",
+            [
+                user("pay"),
+                assistant("Which account?"),
+                user(f"my IBAN is {SECRET}"),
+                tool_result("c8", "a result answering nothing"),
+                assistant("Noted."),
+                user("ok"),
+                tool_result("c7", "another result answering nothing"),
+                assistant("done"),
+            ],
+        )
+        assert store.erase_matching("orphans", SECRET) == [3, 4]
+        left = [m.get("content") for m in (r.message for r in store.current("orphans"))]
+    assert left == ["pay", "Which account?", "Noted.", "ok", "another result answering nothing", "done"]
+
+
+def test_erasing_a_unit_in_one_view_leaves_another_views_messages(make_url: Any) -> None:
+    """Units are a view's own: another view's list that starts with a tool result (its window
+    opened there), recorded right after the erased unit, keeps every message."""
+    with open_store(make_url("file")) as store:
+        store.append("views", [user("pay"), assistant(None, [tool_call("pay", {"iban": SECRET}, "c1")])])
+        store.append("views", [tool_result("c1", "paid")])
+        store.append("views", [tool_result("c7", "a result from before B's window"), user("b asks")], view="B")
+        store.append("views", [assistant("Paid.")])
+        assert store.erase_matching("views", SECRET) == [2, 3]
+        b = [r.message.get("content") for r in store.current("views", "B")]
+        main = [r.message.get("content") for r in store.current("views", "")]
+    assert b == ["a result from before B's window", "b asks"]
+    assert main == ["pay", "Paid."]
