@@ -679,3 +679,31 @@ def test_erasing_a_unit_in_one_view_leaves_another_views_messages(make_url: Any)
         main = [r.message.get("content") for r in store.current("views", "")]
     assert b == ["a result from before B's window", "b asks"]
     assert main == ["pay", "Paid."]
+
+
+def test_a_killed_erase_by_a_pattern_with_flags_is_completed_with_them(
+    make_url: Any, tmp_path: Path, spawn: Any
+) -> None:
+    """``store.erase_matching(id, re.compile(value, re.IGNORECASE))`` killed right after its intent
+    was stored: the next use completes it with the pattern's flags (the value a summary quotes in
+    lower case is scrubbed too; the messages holding it were named in the intent by slot)."""
+    from ctxlife.sessions import Snapshot
+
+    store_url = make_url("file")
+    summary = {"role": "user", "content": f"Summary: the user's iban is {SECRET.lower()}."}
+    with open_store(store_url) as store:
+        store.append("victim", [user("hello"), user(f"my iban is {SECRET.lower()}"), assistant("Noted.")])
+        snapshot = Snapshot(session_id="victim", view="", messages=[summary, assistant("Noted.")], raw_length=3)
+        store.save_snapshot(snapshot)
+    child_code = KILLED_ERASE.replace(
+        "store.erase_matching(sid, secret)", "import re\nstore.erase_matching(sid, re.compile(secret, re.IGNORECASE))"
+    )
+    child = spawn(child_code, store_url, "victim", SECRET, "_remember_erased")
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == -signal.SIGKILL, err
+    with open_store(store_url) as store:  # precondition: killed before anything was erased
+        assert store.get_blob("victim", "ctxlife_erase") is not None
+        assert SECRET.lower() in json.dumps([r.message for r in store.read_records("victim")])
+    messages = next_use("session", store_url, tmp_path)
+    assert [m.get("content") for m in messages] == ["Summary: the user's iban is [erased].", "Noted."]
+    assert holders(store_url, tmp_path, SECRET.lower()) == []
