@@ -707,3 +707,30 @@ def test_a_killed_erase_by_a_pattern_with_flags_is_completed_with_them(
     messages = next_use("session", store_url, tmp_path)
     assert [m.get("content") for m in messages] == ["Summary: the user's iban is [erased].", "Noted."]
     assert holders(store_url, tmp_path, SECRET.lower()) == []
+
+
+@pytest.mark.parametrize("marks", ["slots", "fingerprints"])
+def test_erasing_by_seq_drops_the_message_from_the_views_snapshot(make_url: Any, marks: str) -> None:
+    """``store.erase(id, [seq])`` (no pattern) takes the message out of the view's snapshot, found by
+    its slot or (a snapshot without slot marks) by its fingerprint; the rest of the snapshot stays."""
+    from ctxlife.sessions import Snapshot
+
+    conversation = [user("hello"), user(f"my IBAN is {SECRET}"), assistant("Noted.")]
+    meta = {"slots": [1, 2, 3]} if marks == "slots" else {}
+    with open_store(make_url("file")) as store:
+        store.append("snap", conversation)
+        store.save_snapshot(Snapshot(session_id="snap", view="", messages=conversation, raw_length=3, meta=meta))
+        assert SECRET in json.dumps(store.load_snapshot("snap").messages)  # precondition
+        assert store.erase("snap", [2]) == [2]
+        kept = store.load_snapshot("snap").messages
+    assert kept == [user("hello"), assistant("Noted.")]
+
+
+def test_erasing_in_another_view_removes_the_message_from_that_view(make_url: Any) -> None:
+    with open_store(make_url("file")) as store:
+        store.append("views", [user("main")])
+        store.append("views", [user("b asks"), user(f"b's IBAN is {SECRET}"), assistant("Noted.")], view="B")
+        assert store.erase_matching("views", SECRET) == [3]
+        b = [r.message.get("content") for r in store.current("views", "B")]
+        main = [r.message.get("content") for r in store.current("views", "")]
+    assert b == ["b asks", "Noted."] and main == ["main"]
