@@ -734,3 +734,20 @@ def test_erasing_in_another_view_removes_the_message_from_that_view(make_url: An
         b = [r.message.get("content") for r in store.current("views", "B")]
         main = [r.message.get("content") for r in store.current("views", "")]
     assert b == ["b asks", "Noted."] and main == ["main"]
+
+
+def test_erasing_an_edited_message_keeps_the_logs_shape(make_url: Any) -> None:
+    """A message edited after it was recorded (a ``replace`` record) is erased in both records; the
+    log keeps which slot the replace targeted (``ctxlife session export --all``), never the text."""
+    with ctxlife.Session("edited", settings(make_url("file")), context_window=WINDOW) as session:
+        _, typo = session.add(user("hello"), user("my IBAN is DE00"))
+        session.edit(typo.seq, user(f"my IBAN is {SECRET}"))
+        assert session.erase_matching(SECRET) == [typo.seq]
+        log = [(r.op, r.target, r.message.get("content"), r.erased) for r in session.store.read_records("edited")]
+        assert [m.get("content") for m in session.get_items()] == ["hello"]
+    assert log[:3] == [
+        ("add", None, "hello", False),
+        ("add", None, "[erased]", True),
+        ("replace", typo.seq, "[erased]", True),
+    ]
+    assert SECRET not in json.dumps(log)
