@@ -717,23 +717,40 @@ def test_erasing_by_seq_drops_the_message_from_the_views_snapshot(make_url: Any,
 
     conversation = [user("hello"), user(f"my IBAN is {SECRET}"), assistant("Noted.")]
     meta = {"slots": [1, 2, 3]} if marks == "slots" else {}
-    with open_store(make_url("file")) as store:
+    url = make_url("file")
+    with open_store(url) as store:
         store.append("snap", conversation)
         store.save_snapshot(Snapshot(session_id="snap", view="", messages=conversation, raw_length=3, meta=meta))
         assert SECRET in json.dumps(store.load_snapshot("snap").messages)  # precondition
         assert store.erase("snap", [2]) == [2]
         kept = store.load_snapshot("snap").messages
     assert kept == [user("hello"), assistant("Noted.")]
+    if marks != "slots":
+        return
+    # The snapshot's slot marks follow its messages: removing the reply afterwards removes the reply.
+    with ctxlife.Session("snap", settings(url), context_window=WINDOW) as session:
+        session.remove(3)
+        assert session.get_items() == [user("hello")]
 
 
 def test_erasing_in_another_view_removes_the_message_from_that_view(make_url: Any) -> None:
+    """The message leaves view B's records and B's snapshot; the default view's snapshot is untouched."""
+    from ctxlife.sessions import Snapshot
+
+    b_list = [user("b asks"), user(f"b's IBAN is {SECRET}"), assistant("Noted.")]
     with open_store(make_url("file")) as store:
         store.append("views", [user("main")])
-        store.append("views", [user("b asks"), user(f"b's IBAN is {SECRET}"), assistant("Noted.")], view="B")
+        store.append("views", b_list, view="B")
+        store.save_snapshot(Snapshot(session_id="views", view="", messages=[user("main")], raw_length=1))
+        store.save_snapshot(
+            Snapshot(session_id="views", view="B", messages=b_list, raw_length=4, meta={"slots": [2, 3, 4]})
+        )
         assert store.erase_matching("views", SECRET) == [3]
         b = [r.message.get("content") for r in store.current("views", "B")]
         main = [r.message.get("content") for r in store.current("views", "")]
+        snapshots = [store.load_snapshot("views", view).messages for view in ("", "B")]
     assert b == ["b asks", "Noted."] and main == ["main"]
+    assert snapshots == [[user("main")], [user("b asks"), assistant("Noted.")]]
 
 
 def test_erasing_an_edited_message_keeps_the_logs_shape(make_url: Any) -> None:
