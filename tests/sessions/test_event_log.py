@@ -535,3 +535,39 @@ def test_a_malformed_event_is_refused_before_anything_is_written(store: SessionS
         store.append("s", [{"role": "user", "content": "not written either"}, value])
     assert [r.message["content"] for r in store.read_records("s")] == ["kept"]
     assert store.head("s") == 1
+
+
+# -- a restore applies the events written after a snapshot (issue 44: mutation scope `restore`) ---------
+
+
+def test_events_after_a_snapshot_without_slot_marks_find_their_messages_by_text(tmp_path: Path) -> None:
+    """A snapshot written before slot marks existed (no ``slots`` in its meta) is mapped onto the raw
+    history by fingerprint, newest first, when an edit or a removal follows it: the edit and the
+    removal hit the right messages, also when two messages read the same."""
+    from ctxlife.sessions import Snapshot
+
+    url = f"file://{tmp_path / 'sessions'}"
+    raw = [user("ok"), assistant("first answer"), user("ok"), assistant("second answer"), user("and?")]
+    summary = {"role": "user", "content": "[summary] the user said ok twice"}
+    with open_store(url) as store:
+        store.append("old", raw)
+        store.save_snapshot(Snapshot(session_id="old", view="", messages=[summary, *raw[2:]], raw_length=5))
+        store.append_events("old", [Event(REPLACE, assistant("second answer, edited"), 4), Event(REMOVE, {}, 3)])
+    with ctxlife.Session("old", settings(url), context_window=WINDOW) as session:
+        items = session.get_items()
+    assert items == [summary, assistant("second answer, edited"), user("and?")]
+
+
+def test_messages_inserted_after_a_snapshot_go_after_their_target_in_order(tmp_path: Path) -> None:
+    from ctxlife.sessions import Snapshot
+
+    url = f"file://{tmp_path / 'sessions'}"
+    raw = [user("one"), assistant("two"), user("three")]
+    with open_store(url) as store:
+        store.append("ins", raw)
+        store.save_snapshot(Snapshot(session_id="ins", view="", messages=raw, raw_length=3, meta={"slots": [1, 2, 3]}))
+        store.append_events("ins", [Event(ADD, assistant("1a"), 1), Event(ADD, assistant("1b"), 1)])
+        store.append_events("ins", [Event(ADD, user("2a"), 2), Event(ADD, user("four"))])
+    with ctxlife.Session("ins", settings(url), context_window=WINDOW) as session:
+        contents = [m["content"] for m in session.get_items()]
+    assert contents == ["one", "1a", "1b", "two", "2a", "three", "four"]
