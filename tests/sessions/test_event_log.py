@@ -571,3 +571,37 @@ def test_messages_inserted_after_a_snapshot_go_after_their_target_in_order(tmp_p
     with ctxlife.Session("ins", settings(url), context_window=WINDOW) as session:
         contents = [m["content"] for m in session.get_items()]
     assert contents == ["one", "1a", "1b", "two", "2a", "three", "four"]
+
+
+@pytest.mark.parametrize("case", ["rewritten", "erased", "shorter"])
+def test_a_snapshot_is_used_only_on_the_history_it_was_written_from(tmp_path: Path, case: str) -> None:
+    """The snapshot's last record (``raw_length``, its fingerprint in ``meta["covered_fp"]``) must be
+    in the raw history as the snapshot saw it: a history deleted and written again (rewritten) or
+    shorter than the snapshot (a snapshot without covered_fp) restores from the raw history; a
+    covered record that was erased since keeps the snapshot (an erase rewrites the record's text)."""
+    from ctxlife.sessions import Snapshot
+    from ctxlife.sessions.base import fingerprint
+
+    folder = tmp_path / "sessions"
+    url = f"file://{folder}"
+    raw = [user("one"), assistant("two"), user("three")]
+    summary = {"role": "user", "content": "[summary] one and two"}
+    meta = {} if case == "shorter" else {"covered_fp": fingerprint(raw[2]), "slots": [None, 3]}
+    with open_store(url) as store:
+        store.append("s", raw)
+        length = 5 if case == "shorter" else 3
+        store.save_snapshot(Snapshot(session_id="s", view="", messages=[summary, raw[2]], raw_length=length, meta=meta))
+        if case == "rewritten":  # another program deleted the raw history and wrote a new one
+            (folder / "s_raw.jsonl").unlink()
+            store.append("s", [user("uno"), assistant("dos"), user("tres")])
+        elif case == "erased":
+            store.append("s", [assistant("four")])
+            assert store.erase("s", [3]) == [3]
+    with ctxlife.Session("s", settings(url), context_window=WINDOW) as session:
+        contents = [m["content"] for m in session.get_items()]
+    expected = {
+        "rewritten": ["uno", "dos", "tres"],
+        "erased": ["[summary] one and two", "four"],
+        "shorter": ["one", "two", "three"],
+    }
+    assert contents == expected[case]
