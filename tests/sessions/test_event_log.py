@@ -605,3 +605,32 @@ def test_a_snapshot_is_used_only_on_the_history_it_was_written_from(tmp_path: Pa
         "shorter": ["one", "two", "three"],
     }
     assert contents == expected[case]
+
+
+def test_a_session_object_sees_every_kind_of_write_another_writer_makes(tmp_path: Path) -> None:
+    """``Session.get_items`` brings its last read up to date (new records only when they are plain
+    adds); an edit, a removal, an insert or a new snapshot by another writer reads the view again."""
+    from ctxlife.sessions import Snapshot
+
+    url = f"file://{tmp_path / 'sessions'}"
+    with ctxlife.Session("shared", settings(url), context_window=WINDOW) as session, open_store(url) as other:
+        session.add(user("a"), assistant("b"))
+
+        def seen() -> list[str]:
+            return [m["content"] for m in session.get_items()]
+
+        assert seen() == ["a", "b"]
+        assert seen() == ["a", "b"]  # nothing new
+        other.append("shared", [user("c")])
+        assert seen() == ["a", "b", "c"]
+        other.append_events("shared", [Event(REPLACE, user("a, edited"), 1)])
+        assert seen() == ["a, edited", "b", "c"]
+        other.append_events("shared", [Event(REMOVE, {}, 2)])
+        assert seen() == ["a, edited", "c"]
+        other.append_events("shared", [Event(ADD, assistant("a2"), 1)])
+        assert seen() == ["a, edited", "a2", "c"]
+        summary = {"role": "user", "content": "[summary] a and c"}
+        other.save_snapshot(Snapshot(session_id="shared", view="", messages=[summary], raw_length=6))
+        assert seen() == ["[summary] a and c"]
+        other.append("shared", [assistant("d")])
+        assert seen() == ["[summary] a and c", "d"]
