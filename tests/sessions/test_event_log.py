@@ -597,7 +597,10 @@ def test_a_snapshot_is_used_only_on_the_history_it_was_written_from(tmp_path: Pa
         elif case == "erased":
             store.append("s", [assistant("four")])
             assert store.erase("s", [3]) == [3]
-    with ctxlife.Session("s", settings(url), context_window=WINDOW) as session:
+    with (
+        ctxlife.Session("s", settings(url), context_window=WINDOW) as session,
+        structlog.testing.capture_logs() as events,
+    ):
         contents = [m["content"] for m in session.get_items()]
     expected = {
         "rewritten": ["uno", "dos", "tres"],
@@ -605,6 +608,32 @@ def test_a_snapshot_is_used_only_on_the_history_it_was_written_from(tmp_path: Pa
         "shorter": ["one", "two", "three"],
     }
     assert contents == expected[case]
+    ahead = [e for e in events if e["event"] == "ctxlife.snapshot_ahead_of_history"]
+    if case == "erased":
+        assert ahead == []
+    else:  # the operator is told why the compacted context was not used
+        assert [(e["log_level"], e["session_id"], e["view"], e["raw_length"]) for e in ahead] == [
+            ("warning", "s", "", length)
+        ]
+        assert "restored from the raw history" in ahead[0]["hint"]
+
+
+def test_a_restore_goes_on_when_an_interrupted_erase_cannot_be_completed(tmp_path: Path) -> None:
+    """An unreadable erase intent does not stop the session from being used: the restore goes on and
+    an error event names the session and says the erase is tried again on the next restore."""
+    url = f"file://{tmp_path / 'sessions'}"
+    with open_store(url) as store:
+        store.append("stuck", [user("hello"), assistant("Hi.")])
+        store.put_blob("stuck", "ctxlife_erase", "{not json")
+    with (
+        ctxlife.Session("stuck", settings(url), context_window=WINDOW) as session,
+        structlog.testing.capture_logs() as events,
+    ):
+        contents = [m["content"] for m in session.get_items()]
+    assert contents == ["hello", "Hi."]
+    stuck = [e for e in events if e["event"] == "ctxlife.erase_not_completed"]
+    assert stuck and all(e["log_level"] == "error" and e["session_id"] == "stuck" for e in stuck)
+    assert "is unreadable" in stuck[0]["error"] and "next restore" in stuck[0]["hint"]
 
 
 def test_a_session_object_sees_every_kind_of_write_another_writer_makes(tmp_path: Path) -> None:
