@@ -383,7 +383,7 @@ def read_bound_cost(scenarios: tuple[tuple[int, int], ...] = SCENARIOS) -> dict[
 # -- the question's contract ---------------------------------------------------------------------
 
 
-PARTS = ("first_compaction", "steady_state", "read_bound_cost", "import")
+PARTS = ("first_compaction", "steady_state", "read_bound_cost", "import", "demo")
 
 _IMPORT_CODE = (
     "import time,sys; t=time.perf_counter(); c=time.process_time(); import ctxlife; "
@@ -401,6 +401,29 @@ def import_cost(reps: int) -> dict[str, Any]:
         wall.append(float(w))
         cpu.append(float(c))
     return {"reps": reps, "min_wall_ms": round(min(wall) * 1000, 1), "min_cpu_ms": round(min(cpu) * 1000, 1)}
+
+
+def demo_cost(reps: int) -> dict[str, Any]:
+    """``ctxlife demo`` (the README's first command: scripted, offline) in a fresh process and a fresh
+    workspace: the fastest of ``reps`` runs, wall seconds (moved here from tests/test_install.py,
+    where a 60 s bound on the packaged demo could fail under load)."""
+    import tempfile
+
+    from ctxlife.integrations.scripted import OFFLINE_ENV
+
+    wall = []
+    for _ in range(reps):
+        with tempfile.TemporaryDirectory(prefix="ctxlife-demo-") as work:
+            started = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-m", "ctxlife.cli", "demo", "--workspace", str(Path(work) / "ws")],
+                cwd=work,
+                env=os.environ | OFFLINE_ENV,
+                capture_output=True,
+                check=True,
+            )
+            wall.append(time.perf_counter() - started)
+    return {"reps": reps, "min_wall_s": round(min(wall), 1)}
 
 
 def run(quick: bool = False, only: tuple[str, ...] = PARTS) -> dict[str, Any]:
@@ -432,6 +455,8 @@ def run(quick: bool = False, only: tuple[str, ...] = PARTS) -> dict[str, Any]:
         results["read_bound_cost"] = read_bound_cost()
     if "import" in only:
         results["import"] = import_cost(reps=3 if quick else 5)
+    if "demo" in only:
+        results["demo"] = demo_cost(reps=1 if quick else 2)
     results["load_average_before_after"] = [load_before, [round(x, 2) for x in os.getloadavg()]]
     results["seconds"] = round(time.perf_counter() - started, 1)
     return results
@@ -535,6 +560,13 @@ def section(results: dict[str, Any]) -> str:
             f"**`import ctxlife`** in a fresh interpreter (bytecode compiled; fastest of {cost['reps']} runs): "
             f"{cost['min_wall_ms']:,.0f} ms wall, {cost['min_cpu_ms']:,.0f} ms CPU (neither CrewAI nor pydantic is "
             "imported until a name needs them: tests/test_cli.py)."
+        )
+    if "demo" in results:
+        demo = results["demo"]
+        out.append("")
+        out.append(
+            f"**`ctxlife demo`** (scripted, offline, a fresh workspace; fastest of {demo['reps']} runs): "
+            f"{demo['min_wall_s']:,.1f} s wall (tests/test_install.py runs it from the packaged wheel)."
         )
     return "\n".join(out) + "\n"
 

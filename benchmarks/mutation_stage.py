@@ -20,8 +20,9 @@ touched):
 
 A *scope* (``--scope NAME``) picks what one run mutates: ``core`` is ``[tool.mutmut]`` as written;
 any other is a table ``[tool.ctxlife-mutate.scopes.NAME]`` whose ``only_mutate``, ``tests_dir`` and
-``only_functions`` replace the core's (the staged pyproject.toml gets them, so ``mutmut run`` in the
-stage reads them); ``--files`` narrows a scope to some of its files (a quick run on one module).
+``only_functions`` replace the core's and whose ``pytest_add_cli_args`` are added to the core's (the
+staged pyproject.toml gets them, so ``mutmut run`` in the stage reads them); ``--files`` narrows a
+scope to some of its files (a quick run on one module).
 Each scope is sized to run within 30 minutes on 2 cores; ``benchmarks/mutation_scopes.py`` lists
 them and the ones whose files changed since their last report (``make mutate-changed``).
 
@@ -61,6 +62,8 @@ def scope_config(pyproject: dict[str, Any], scope: str, files: list[str] | None 
         config["tests_dir"] = list(table["tests_dir"])
         config["only_functions"] = table.get("only_functions", {})
         config["only_lines"] = {}
+        # e.g. ["-k", "not redis and not postgres"]: store-agnostic code need not run once per store
+        config["pytest_add_cli_args"] = [*config.get("pytest_add_cli_args", []), *table.get("pytest_add_cli_args", [])]
     if files:
         unknown = sorted(set(files) - set(config["only_mutate"]))
         if unknown:

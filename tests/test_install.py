@@ -257,11 +257,10 @@ def test_the_demo_runs_from_any_folder_after_installing_the_crewai_and_plot_extr
     # The README's main job (`make demo` runs the same command from the checkout), offline.
     work = tmp_path / "anywhere"
     work.mkdir()
-    started = time.perf_counter()
+    # (how long it takes is a claim for make bench: bench_overhead.py part 'demo', not a bound here)
     done = _run(
         [str(bin_dir / "ctxlife"), "demo", "--workspace", str(work / "ws")], cwd=work, timeout=600, COLUMNS="160"
     )
-    elapsed = time.perf_counter() - started
     out = " ".join(done.stdout.split())
     assert "ctxlife/configs/demo.toml" in out and str(REPO) not in out  # the packaged config, not the checkout's
     for expected in (
@@ -281,4 +280,3 @@ def test_the_demo_runs_from_any_folder_after_installing_the_crewai_and_plot_extr
     assert out.count("turn ") >= 12
     assert (work / "ws" / "demo_context.png").stat().st_size > 10_000
     assert list((work / "ws" / "sessions").glob("*_raw.jsonl"))
-    assert elapsed < 60

@@ -92,3 +92,21 @@ def test_the_loop_witness_tells_a_blocked_loop_from_a_free_one(loop_witness) -> 
 
     loop_witness.run(queued)
     assert loop_witness.not_overlapping == 2 and loop_witness.blocked == 1
+
+
+def test_every_mutation_scope_names_files_and_tests_that_exist() -> None:
+    """`make mutate MUTATE_SCOPE=NAME` mutates the files its scope names with the tests it names: a
+    file moved away (src/ctxlife/cli.py became the package src/ctxlife/cli/) is mutated by no run."""
+    import tomllib
+
+    root = CONFTEST.parents[1]
+    scopes = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["ctxlife-mutate"]["scopes"]
+    assert len(scopes) >= 10
+    missing = []
+    for name, scope in scopes.items():
+        for path in scope["only_mutate"]:  # the staged copy keeps the strategies beside src/ctxlife
+            real = path.replace("src/ctxlife_strategies/", "strategies/ctxlife_strategies/")
+            if not (root / real).is_file():
+                missing.append(f"{name}: {path}")
+        missing += [f"{name}: {test}" for test in scope["tests_dir"] if not (root / test.split("::")[0]).is_file()]
+    assert not missing, f"mutation scopes in pyproject.toml name files that do not exist: {missing}"

@@ -453,6 +453,67 @@ def test_a_restarted_app_holding_an_erased_message_does_not_record_it_again(
     assert holders(store_url, tmp_path, plain, cut=len(plain)) == []
 
 
+def test_an_erase_keeps_what_this_process_knows_of_messages_removed_before(make_url: Any) -> None:
+    """A message another writer removed (``Session.remove``) that the app's list still holds is not
+    recorded again, and an erase of another message through the app's own host afterwards does not
+    make it forget that (a remove leaves no mark in the store: only the process's memory keeps it out)."""
+    cfg = settings(make_url("file"))
+    host = ctxlife.Host(cfg, context_window=WINDOW, session_id="app")
+    live = [
+        {"role": "system", "content": "You are a clerk."},
+        user("hello"),
+        assistant("Hi."),
+        user("a typo I regret"),
+        assistant("Noted."),
+        user(f"my IBAN is {SECRET}"),
+    ]
+    try:
+        assert host.manage(live).failures == []
+        with ctxlife.Session("app", cfg) as operator:  # another writer
+            by_text = {r.message.get("content"): r.seq for r in operator.records()}
+            operator.remove(by_text["a typo I regret"])
+        live += [assistant("Saved."), user("next")]
+        assert host.manage(live).failures == []
+        with ctxlife.Session("app", host=host) as session:
+            current = [r.message.get("content") for r in session.records()]
+            assert "a typo I regret" not in current and "next" in current  # precondition: the remove holds
+            session.erase(by_text[f"my IBAN is {SECRET}"])
+        live += [assistant("Done."), user("and then")]  # the app still holds both messages
+        assert host.manage(live).failures == []
+        with open_store(make_url("file")) as store:
+            current = [r.message.get("content") for r in store.current("app")]
+    finally:
+        host.close()
+    assert current == ["hello", "Hi.", "Noted.", "Saved.", "next", "Done.", "and then"]
+
+
+def test_an_erased_message_leaves_a_tombstone_with_its_role_only(make_url: Any) -> None:
+    """The audit log (``ctxlife session export --all``) keeps who said an erased message, and which
+    call an erased tool result answered, never its text."""
+    with open_store(make_url("file")) as store:
+        store.append(
+            "audit",
+            [
+                user("pay my landlord"),
+                assistant(None, [tool_call("pay", {"iban": SECRET}, "call_pay")]),
+                tool_result("call_pay", f"paid from {SECRET}"),
+                assistant(f"Paid from {SECRET}."),
+            ],
+        )
+        assert store.erase_matching("audit", SECRET) == [2, 3, 4]
+        records = [r for r in store.read_records("audit") if r.op == "add"]
+        adds = {r.seq: r.message for r in records}
+    # `ctxlife session export --all` marks them: "erased": true (RawRecord.erased)
+    assert [r.seq for r in records if r.erased] == [2, 3, 4]
+    assert adds[1] == user("pay my landlord")
+    assert {s: (m["role"], m["content"], m.get("tool_call_id")) for s, m in adds.items() if s > 1} == {
+        2: ("assistant", "[erased]", None),
+        3: ("tool", "[erased]", "call_pay"),
+        4: ("assistant", "[erased]", None),
+    }
+    assert SECRET not in json.dumps(adds)
+
+
 def test_a_removal_through_the_apps_own_host_leaves_the_rest_recorded_once(make_url: Any) -> None:
     # Session.remove through the host the app runs: the app's list still holds the removed message.
     # Before the fix, the next manage() recorded the whole conversation again.
@@ -493,3 +554,236 @@ def test_an_edit_through_the_apps_own_host_does_not_record_the_conversation_agai
         ("replace", "fixed"),
         ("replace", "a typo"),
     ]
+
+
+def test_erase_by_pattern_takes_only_the_results_whose_kept_output_holds_it(make_url: Any) -> None:
+    """A tool result pointing to a full output kept aside (a blob) is erased by pattern only when that
+    output holds the value: the other capped results of the conversation stay."""
+    with open_store(make_url("file")) as store:
+        store.put_blob("two", "to_" + "a" * 16, f"statement: transfer from {SECRET} to landlord")
+        store.put_blob("two", "to_" + "b" * 16, "statement: groceries 12.50 EUR")
+        store.append(
+            "two",
+            [
+                user("both statements"),
+                assistant(None, [tool_call("st", {"n": 1}, "c1")]),
+                tool_result("c1", "capped; the full output is to_" + "a" * 16),
+                assistant(None, [tool_call("st", {"n": 2}, "c2")]),
+                tool_result("c2", "capped; the full output is to_" + "b" * 16),
+                assistant("done"),
+            ],
+        )
+        assert store.get_blob("two", "to_" + "b" * 16) is not None  # precondition: both outputs readable
+        assert store.erase_matching("two", SECRET) == [2, 3]
+        left = [m.get("content") for m in (r.message for r in store.current("two"))]
+    assert left == ["both statements", None, "capped; the full output is to_" + "b" * 16, "done"]
+
+
+@pytest.mark.parametrize("how", ["slots", "match"])
+def test_a_new_erase_replaces_an_unreadable_erase_intent(make_url: Any, how: str) -> None:
+    from ctxlife.errors import StoreError
+
+    with open_store(make_url("file")) as store:
+        store.append("victim", [user("hello"), user("bye")])
+        store.put_blob("victim", "ctxlife_erase", "{not json")
+        with pytest.raises(StoreError, match="is unreadable"):  # precondition: reading it alone fails
+            store.finish_erase("victim")
+        erased = store.erase("victim", [1]) if how == "slots" else store.erase_matching("victim", "hel+o")
+        assert erased == [1]
+        assert store.get_blob("victim", "ctxlife_erase") is None
+        assert [r.message.get("content") for r in store.current("victim")] == ["bye"]
+
+
+def test_a_cleared_session_that_compacts_the_same_conversation_again_gets_its_snapshot(make_url: Any) -> None:
+    """``Session.clear`` (or ``ctxlife session rm``) forgets the snapshot this process wrote: the
+    same conversation sent again and compacted the same way is saved again, so a restart restores
+    the compacted context (the keeper skips a snapshot only when it wrote the same one last)."""
+    url = make_url("file")
+    compacting = {"summarizer": "extractive", "min_gain_tokens": 0, "keep_rounds": 1, "target": 0.3, "threshold": 0.6}
+    cfg = settings(url, "llm_summary", llm_summary=compacting)
+    conversation = [{"role": "system", "content": "You are a clerk."}]
+    for i in range(12):
+        conversation += [user(f"question {i} about order A{i} " * 8), assistant(f"answer {i} " * 8)]
+    conversation.append(user("and now?"))
+    host = ctxlife.Host(cfg, context_window=600, session_id="again")
+    try:
+        assert "llm_summary" in host.manage([dict(m) for m in conversation]).acted
+        with open_store(url) as store:
+            assert store.load_snapshot("again") is not None  # precondition: a compaction saved one
+        with ctxlife.Session("again", host=host) as session:
+            session.clear()
+        with open_store(url) as store:
+            assert store.load_snapshot("again") is None and store.read_records("again") == []
+        assert "llm_summary" in host.manage([dict(m) for m in conversation]).acted
+    finally:
+        host.close()
+    with open_store(url) as store:
+        assert store.load_snapshot("again") is not None
+
+
+def test_erase_by_pattern_scrubs_a_summary_whose_text_is_in_parts(make_url: Any) -> None:
+    """A summary in a snapshot whose content is a list of parts (the Anthropic / Responses shape)
+    holding the value has it replaced by ``[erased]`` in every part; the summary stays."""
+    from ctxlife.sessions import Snapshot
+
+    summary = {
+        "role": "user",
+        "content": [{"type": "text", "text": f"Summary: the user pays from {SECRET}."}, {"type": "text", "text": "ok"}],
+    }
+    with open_store(make_url("file")) as store:
+        store.append("parts", [user("hello"), assistant("Hi.")])
+        store.save_snapshot(Snapshot(session_id="parts", view="", messages=[summary, assistant("Hi.")], raw_length=2))
+        assert SECRET in json.dumps(store.load_snapshot("parts").messages)  # precondition: the summary holds it
+        assert store.erase_matching("parts", SECRET) == []  # no recorded message holds it
+        kept = store.load_snapshot("parts").messages
+    assert kept[0]["content"] == [
+        {"type": "text", "text": "Summary: the user pays from [erased]."},
+        {"type": "text", "text": "ok"},
+    ]
+    assert kept[1] == assistant("Hi.")
+
+
+def test_erase_by_pattern_finds_the_value_after_a_removed_message(make_url: Any) -> None:
+    with ctxlife.Session("later", settings(make_url("file")), context_window=WINDOW) as session:
+        first, _ = session.add(user("hello"), assistant("Hi."))
+        session.remove(first.seq)  # a remove record in the log before the value
+        secret, _ = session.add(user(f"my IBAN is {SECRET}"), assistant("Noted."))
+        assert session.erase_matching(SECRET) == [secret.seq]
+        assert [m.get("content") for m in session.get_items()] == ["Hi.", "Noted."]
+
+
+def test_an_erased_record_without_a_role_leaves_a_user_tombstone(make_url: Any) -> None:
+    """A record another tool wrote (no role) holding the value is erased too; its tombstone reads as
+    a user message, a role every reader of the log accepts."""
+    with open_store(make_url("file")) as store:
+        store.append("foreign", [user("hello"), {"note": f"exported {SECRET}"}])
+        assert store.erase_matching("foreign", SECRET) == [2]
+        tomb = next(r.message for r in store.read_records("foreign") if r.seq == 2)
+    assert (tomb["role"], tomb["content"]) == ("user", "[erased]") and SECRET not in json.dumps(tomb)
+
+
+def test_a_result_left_alone_right_after_an_erased_unit_goes_with_it(make_url: Any) -> None:
+    """A tool result that answers no call (an orphan, its own unit) right after an erased message is
+    erased too, so no turn of the view's list is left starting with it; one after a message that
+    stays is kept."""
+    with open_store(make_url("file")) as store:
+        store.append(
+            "orphans",
+            [
+                user("pay"),
+                assistant("Which account?"),
+                user(f"my IBAN is {SECRET}"),
+                tool_result("c8", "a result answering nothing"),
+                assistant("Noted."),
+                user("ok"),
+                tool_result("c7", "another result answering nothing"),
+                assistant("done"),
+            ],
+        )
+        assert store.erase_matching("orphans", SECRET) == [3, 4]
+        left = [m.get("content") for m in (r.message for r in store.current("orphans"))]
+    assert left == ["pay", "Which account?", "Noted.", "ok", "another result answering nothing", "done"]
+
+
+def test_erasing_a_unit_in_one_view_leaves_another_views_messages(make_url: Any) -> None:
+    """Units are a view's own: another view's list that starts with a tool result (its window
+    opened there), recorded right after the erased unit, keeps every message."""
+    with open_store(make_url("file")) as store:
+        store.append("views", [user("pay"), assistant(None, [tool_call("pay", {"iban": SECRET}, "c1")])])
+        store.append("views", [tool_result("c1", "paid")])
+        store.append("views", [tool_result("c7", "a result from before B's window"), user("b asks")], view="B")
+        store.append("views", [assistant("Paid.")])
+        assert store.erase_matching("views", SECRET) == [2, 3]
+        b = [r.message.get("content") for r in store.current("views", "B")]
+        main = [r.message.get("content") for r in store.current("views", "")]
+    assert b == ["a result from before B's window", "b asks"]
+    assert main == ["pay", "Paid."]
+
+
+def test_a_killed_erase_by_a_pattern_with_flags_is_completed_with_them(
+    make_url: Any, tmp_path: Path, spawn: Any
+) -> None:
+    """``store.erase_matching(id, re.compile(value, re.IGNORECASE))`` killed right after its intent
+    was stored: the next use completes it with the pattern's flags (the value a summary quotes in
+    lower case is scrubbed too; the messages holding it were named in the intent by slot)."""
+    from ctxlife.sessions import Snapshot
+
+    store_url = make_url("file")
+    summary = {"role": "user", "content": f"Summary: the user's iban is {SECRET.lower()}."}
+    with open_store(store_url) as store:
+        store.append("victim", [user("hello"), user(f"my iban is {SECRET.lower()}"), assistant("Noted.")])
+        snapshot = Snapshot(session_id="victim", view="", messages=[summary, assistant("Noted.")], raw_length=3)
+        store.save_snapshot(snapshot)
+    child_code = KILLED_ERASE.replace(
+        "store.erase_matching(sid, secret)", "import re\nstore.erase_matching(sid, re.compile(secret, re.IGNORECASE))"
+    )
+    child = spawn(child_code, store_url, "victim", SECRET, "_remember_erased")
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == -signal.SIGKILL, err
+    with open_store(store_url) as store:  # precondition: killed before anything was erased
+        assert store.get_blob("victim", "ctxlife_erase") is not None
+        assert SECRET.lower() in json.dumps([r.message for r in store.read_records("victim")])
+    messages = next_use("session", store_url, tmp_path)
+    assert [m.get("content") for m in messages] == ["Summary: the user's iban is [erased].", "Noted."]
+    assert holders(store_url, tmp_path, SECRET.lower()) == []
+
+
+@pytest.mark.parametrize("marks", ["slots", "fingerprints"])
+def test_erasing_by_seq_drops_the_message_from_the_views_snapshot(make_url: Any, marks: str) -> None:
+    """``store.erase(id, [seq])`` (no pattern) takes the message out of the view's snapshot, found by
+    its slot or (a snapshot without slot marks) by its fingerprint; the rest of the snapshot stays."""
+    from ctxlife.sessions import Snapshot
+
+    conversation = [user("hello"), user(f"my IBAN is {SECRET}"), assistant("Noted.")]
+    meta = {"slots": [1, 2, 3]} if marks == "slots" else {}
+    url = make_url("file")
+    with open_store(url) as store:
+        store.append("snap", conversation)
+        store.save_snapshot(Snapshot(session_id="snap", view="", messages=conversation, raw_length=3, meta=meta))
+        assert SECRET in json.dumps(store.load_snapshot("snap").messages)  # precondition
+        assert store.erase("snap", [2]) == [2]
+        kept = store.load_snapshot("snap").messages
+    assert kept == [user("hello"), assistant("Noted.")]
+    if marks != "slots":
+        return
+    # The snapshot's slot marks follow its messages: removing the reply afterwards removes the reply.
+    with ctxlife.Session("snap", settings(url), context_window=WINDOW) as session:
+        session.remove(3)
+        assert session.get_items() == [user("hello")]
+
+
+def test_erasing_in_another_view_removes_the_message_from_that_view(make_url: Any) -> None:
+    """The message leaves view B's records and B's snapshot; the default view's snapshot is untouched."""
+    from ctxlife.sessions import Snapshot
+
+    b_list = [user("b asks"), user(f"b's IBAN is {SECRET}"), assistant("Noted.")]
+    with open_store(make_url("file")) as store:
+        store.append("views", [user("main")])
+        store.append("views", b_list, view="B")
+        store.save_snapshot(Snapshot(session_id="views", view="", messages=[user("main")], raw_length=1))
+        store.save_snapshot(
+            Snapshot(session_id="views", view="B", messages=b_list, raw_length=4, meta={"slots": [2, 3, 4]})
+        )
+        assert store.erase_matching("views", SECRET) == [3]
+        b = [r.message.get("content") for r in store.current("views", "B")]
+        main = [r.message.get("content") for r in store.current("views", "")]
+        snapshots = [store.load_snapshot("views", view).messages for view in ("", "B")]
+    assert b == ["b asks", "Noted."] and main == ["main"]
+    assert snapshots == [[user("main")], [user("b asks"), assistant("Noted.")]]
+
+
+def test_erasing_an_edited_message_keeps_the_logs_shape(make_url: Any) -> None:
+    """A message edited after it was recorded (a ``replace`` record) is erased in both records; the
+    log keeps which slot the replace targeted (``ctxlife session export --all``), never the text."""
+    with ctxlife.Session("edited", settings(make_url("file")), context_window=WINDOW) as session:
+        _, typo = session.add(user("hello"), user("my IBAN is DE00"))
+        session.edit(typo.seq, user(f"my IBAN is {SECRET}"))
+        assert session.erase_matching(SECRET) == [typo.seq]
+        log = [(r.op, r.target, r.message.get("content"), r.erased) for r in session.store.read_records("edited")]
+        assert [m.get("content") for m in session.get_items()] == ["hello"]
+    assert log[:3] == [
+        ("add", None, "hello", False),
+        ("add", None, "[erased]", True),
+        ("replace", typo.seq, "[erased]", True),
+    ]
+    assert SECRET not in json.dumps(log)

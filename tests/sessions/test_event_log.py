@@ -535,3 +535,131 @@ def test_a_malformed_event_is_refused_before_anything_is_written(store: SessionS
         store.append("s", [{"role": "user", "content": "not written either"}, value])
     assert [r.message["content"] for r in store.read_records("s")] == ["kept"]
     assert store.head("s") == 1
+
+
+# -- a restore applies the events written after a snapshot (issue 44: mutation scope `restore`) ---------
+
+
+def test_events_after_a_snapshot_without_slot_marks_find_their_messages_by_text(tmp_path: Path) -> None:
+    """A snapshot written before slot marks existed (no ``slots`` in its meta) is mapped onto the raw
+    history by fingerprint, newest first, when an edit or a removal follows it: the edit and the
+    removal hit the right messages, also when two messages read the same."""
+    from ctxlife.sessions import Snapshot
+
+    url = f"file://{tmp_path / 'sessions'}"
+    raw = [user("ok"), assistant("first answer"), user("ok"), assistant("second answer"), user("and?")]
+    summary = {"role": "user", "content": "[summary] the user said ok twice"}
+    with open_store(url) as store:
+        store.append("old", raw)
+        store.save_snapshot(Snapshot(session_id="old", view="", messages=[summary, *raw[2:]], raw_length=5))
+        store.append_events("old", [Event(REPLACE, assistant("second answer, edited"), 4), Event(REMOVE, {}, 3)])
+    with ctxlife.Session("old", settings(url), context_window=WINDOW) as session:
+        items = session.get_items()
+    assert items == [summary, assistant("second answer, edited"), user("and?")]
+
+
+def test_messages_inserted_after_a_snapshot_go_after_their_target_in_order(tmp_path: Path) -> None:
+    from ctxlife.sessions import Snapshot
+
+    url = f"file://{tmp_path / 'sessions'}"
+    raw = [user("one"), assistant("two"), user("three")]
+    with open_store(url) as store:
+        store.append("ins", raw)
+        store.save_snapshot(Snapshot(session_id="ins", view="", messages=raw, raw_length=3, meta={"slots": [1, 2, 3]}))
+        store.append_events("ins", [Event(ADD, assistant("1a"), 1), Event(ADD, assistant("1b"), 1)])
+        store.append_events("ins", [Event(ADD, user("2a"), 2), Event(ADD, user("four"))])
+    with ctxlife.Session("ins", settings(url), context_window=WINDOW) as session:
+        contents = [m["content"] for m in session.get_items()]
+    assert contents == ["one", "1a", "1b", "two", "2a", "three", "four"]
+
+
+@pytest.mark.parametrize("case", ["rewritten", "erased", "shorter"])
+def test_a_snapshot_is_used_only_on_the_history_it_was_written_from(tmp_path: Path, case: str) -> None:
+    """The snapshot's last record (``raw_length``, its fingerprint in ``meta["covered_fp"]``) must be
+    in the raw history as the snapshot saw it: a history deleted and written again (rewritten) or
+    shorter than the snapshot (a snapshot without covered_fp) restores from the raw history; a
+    covered record that was erased since keeps the snapshot (an erase rewrites the record's text)."""
+    from ctxlife.sessions import Snapshot
+    from ctxlife.sessions.base import fingerprint
+
+    folder = tmp_path / "sessions"
+    url = f"file://{folder}"
+    raw = [user("one"), assistant("two"), user("three")]
+    summary = {"role": "user", "content": "[summary] one and two"}
+    meta = {} if case == "shorter" else {"covered_fp": fingerprint(raw[2]), "slots": [None, 3]}
+    with open_store(url) as store:
+        store.append("s", raw)
+        length = 5 if case == "shorter" else 3
+        store.save_snapshot(Snapshot(session_id="s", view="", messages=[summary, raw[2]], raw_length=length, meta=meta))
+        if case == "rewritten":  # another program deleted the raw history and wrote a new one
+            (folder / "s_raw.jsonl").unlink()
+            store.append("s", [user("uno"), assistant("dos"), user("tres")])
+        elif case == "erased":
+            store.append("s", [assistant("four")])
+            assert store.erase("s", [3]) == [3]
+    with (
+        ctxlife.Session("s", settings(url), context_window=WINDOW) as session,
+        structlog.testing.capture_logs() as events,
+    ):
+        contents = [m["content"] for m in session.get_items()]
+    expected = {
+        "rewritten": ["uno", "dos", "tres"],
+        "erased": ["[summary] one and two", "four"],
+        "shorter": ["one", "two", "three"],
+    }
+    assert contents == expected[case]
+    ahead = [e for e in events if e["event"] == "ctxlife.snapshot_ahead_of_history"]
+    if case == "erased":
+        assert ahead == []
+    else:  # the operator is told why the compacted context was not used
+        assert [(e["log_level"], e["session_id"], e["view"], e["raw_length"]) for e in ahead] == [
+            ("warning", "s", "", length)
+        ]
+        assert "restored from the raw history" in ahead[0]["hint"]
+
+
+def test_a_restore_goes_on_when_an_interrupted_erase_cannot_be_completed(tmp_path: Path) -> None:
+    """An unreadable erase intent does not stop the session from being used: the restore goes on and
+    an error event names the session and says the erase is tried again on the next restore."""
+    url = f"file://{tmp_path / 'sessions'}"
+    with open_store(url) as store:
+        store.append("stuck", [user("hello"), assistant("Hi.")])
+        store.put_blob("stuck", "ctxlife_erase", "{not json")
+    with (
+        ctxlife.Session("stuck", settings(url), context_window=WINDOW) as session,
+        structlog.testing.capture_logs() as events,
+    ):
+        contents = [m["content"] for m in session.get_items()]
+    assert contents == ["hello", "Hi."]
+    stuck = [e for e in events if e["event"] == "ctxlife.erase_not_completed"]
+    assert stuck and all(e["log_level"] == "error" and e["session_id"] == "stuck" for e in stuck)
+    assert "is unreadable" in stuck[0]["error"] and "next restore" in stuck[0]["hint"]
+
+
+def test_a_session_object_sees_every_kind_of_write_another_writer_makes(tmp_path: Path) -> None:
+    """``Session.get_items`` brings its last read up to date (new records only when they are plain
+    adds); an edit, a removal, an insert or a new snapshot by another writer reads the view again."""
+    from ctxlife.sessions import Snapshot
+
+    url = f"file://{tmp_path / 'sessions'}"
+    with ctxlife.Session("shared", settings(url), context_window=WINDOW) as session, open_store(url) as other:
+        session.add(user("a"), assistant("b"))
+
+        def seen() -> list[str]:
+            return [m["content"] for m in session.get_items()]
+
+        assert seen() == ["a", "b"]
+        assert seen() == ["a", "b"]  # nothing new
+        other.append("shared", [user("c")])
+        assert seen() == ["a", "b", "c"]
+        other.append_events("shared", [Event(REPLACE, user("a, edited"), 1)])
+        assert seen() == ["a, edited", "b", "c"]
+        other.append_events("shared", [Event(REMOVE, {}, 2)])
+        assert seen() == ["a, edited", "c"]
+        other.append_events("shared", [Event(ADD, assistant("a2"), 1)])
+        assert seen() == ["a, edited", "a2", "c"]
+        summary = {"role": "user", "content": "[summary] a and c"}
+        other.save_snapshot(Snapshot(session_id="shared", view="", messages=[summary], raw_length=6))
+        assert seen() == ["[summary] a and c"]
+        other.append("shared", [assistant("d")])
+        assert seen() == ["[summary] a and c", "d"]

@@ -239,8 +239,11 @@ def _slots(
         return list(kept)
     if not any(r.op != ADD or r.target is not None for r in later):
         return [None] * n
-    current = materialize(store.read_records(session_id, 0, view=view, strict=strict))
-    current = [r for r in current if r.seq <= snapshot.raw_length]
+    # The history as the snapshot saw it: the events after it must not move the mapping (a message
+    # removed after it would be mapped to an earlier one with the same text).
+    current = materialize(
+        r for r in store.read_records(session_id, 0, view=view, strict=strict) if r.seq <= snapshot.raw_length
+    )
     slots: list[int | None] = [None] * n
     k = len(current) - 1
     for i in range(n - 1, -1, -1):
