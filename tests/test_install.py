@@ -245,7 +245,7 @@ def test_each_extra_installs_fresh_imports_every_module_and_works(
         [str(bin_dir / "ctxlife"), "check", str(config)], capture_output=True, text=True, cwd=tmp_path
     )
     assert done.returncode == 1, done.stdout
-    assert "could not call its model: model 'smoke-model' at http://127.0.0.1:" in done.stderr, done.stderr
+    assert "could not call the [model]: model 'smoke-model' at http://127.0.0.1:" in done.stderr, done.stderr
     assert "cannot connect" in done.stderr and "Fix: start the server" in done.stderr, done.stderr
 
 

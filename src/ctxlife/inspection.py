@@ -42,7 +42,7 @@ from ctxlife.messages import (
 )
 from ctxlife.sessions.calls import sent_calls
 from ctxlife.sessions.ids import SessionKey, validate_session_id, validate_view
-from ctxlife.sessions.records import fingerprint
+from ctxlife.sessions.records import Event, fingerprint
 
 if TYPE_CHECKING:
     from ctxlife.config import Settings
@@ -205,13 +205,9 @@ def copy_session(source: SessionStore, target: SessionStore, session_id: str) ->
         if _plain(first):
             written = target.append(session_id, [r.message for r in batch], view=first.view)
         else:
-            event = getattr(records, "Event", None)
-            append_events = getattr(target, "append_events", None)
-            if event is None or append_events is None:  # pragma: no cover - only before the event log
-                raise StoreError(f"session {session_id!r} holds edit events this version cannot copy")
-            written = append_events(
+            written = target.append_events(
                 session_id,
-                [event(_op(r), r.message, getattr(r, "target", None), r.fingerprint) for r in batch],
+                [Event(_op(r), r.message, r.target, r.fingerprint) for r in batch],
                 view=first.view,
             )
         got = [r.seq for r in written]

@@ -599,8 +599,8 @@ def test_a_cleared_session_that_compacts_the_same_conversation_again_gets_its_sn
     same conversation sent again and compacted the same way is saved again, so a restart restores
     the compacted context (the keeper skips a snapshot only when it wrote the same one last)."""
     url = make_url("file")
-    compacting = {"summarizer": "extractive", "min_gain_tokens": 0, "keep_rounds": 1, "target": 0.3, "threshold": 0.6}
-    cfg = settings(url, "llm_summary", llm_summary=compacting)
+    compacting = {"summarizer": "extractive", "min_gain_tokens": 0, "keep_rounds": 1, "target": 0.3}
+    cfg = settings(url, "llm_summary", llm_summary=compacting, threshold=0.6)
     conversation = [{"role": "system", "content": "You are a clerk."}]
     for i in range(12):
         conversation += [user(f"question {i} about order A{i} " * 8), assistant(f"answer {i} " * 8)]
