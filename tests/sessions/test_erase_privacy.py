@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -514,9 +515,9 @@ def test_an_erased_message_leaves_a_tombstone_with_its_role_only(make_url: Any) 
     assert SECRET not in json.dumps(adds)
 
 
-def test_a_removal_through_the_apps_own_host_leaves_the_rest_recorded_once(make_url: Any) -> None:
-    # Session.remove through the host the app runs: the app's list still holds the removed message.
-    # Before the fix, the next manage() recorded the whole conversation again.
+def _changed_through_the_apps_own_host(make_url: Any, change: Callable[[ctxlife.Session, int], object]) -> list:
+    """A conversation the app's host recorded, one message changed through that host (``change(session,
+    seq)`` on "a typo"), then the next manage() on the app's list, which still holds the old message."""
     cfg = settings(make_url("file"))
     host = ctxlife.Host(cfg, context_window=WINDOW, session_id="app")
     live = [{"role": "system", "content": "You are a clerk."}, user("hello"), assistant("Hi."), user("a typo")]
@@ -524,29 +525,23 @@ def test_a_removal_through_the_apps_own_host_leaves_the_rest_recorded_once(make_
     try:
         assert host.manage(live).failures == []
         with ctxlife.Session("app", host=host) as session:
-            session.remove(next(r.seq for r in session.records() if r.message.get("content") == "a typo"))
-            live += [assistant("Saved."), user("next")]  # the app did not drop it from its list
+            change(session, next(r.seq for r in session.records() if r.message.get("content") == "a typo"))
+            live += [assistant("Saved."), user("next")]  # the app did not change its list
             assert host.manage(live).failures == []
-            contents = [r.message.get("content") for r in session.store.read_records("app") if r.op == "add"]
+            return session.store.read_records("app")
     finally:
         host.close()
+
+
+def test_a_removal_through_the_apps_own_host_leaves_the_rest_recorded_once(make_url: Any) -> None:
+    # Before the fix, the next manage() recorded the whole conversation again.
+    records = _changed_through_the_apps_own_host(make_url, lambda session, seq: session.remove(seq))
+    contents = [r.message.get("content") for r in records if r.op == "add"]
     assert contents == ["hello", "Hi.", "a typo", "Noted.", "what next?", "Saved.", "next"]
 
 
 def test_an_edit_through_the_apps_own_host_does_not_record_the_conversation_again(make_url: Any) -> None:
-    cfg = settings(make_url("file"))
-    host = ctxlife.Host(cfg, context_window=WINDOW, session_id="app")
-    live = [{"role": "system", "content": "You are a clerk."}, user("hello"), assistant("Hi."), user("a typo")]
-    live += [assistant("Noted."), user("what next?")]
-    try:
-        assert host.manage(live).failures == []
-        with ctxlife.Session("app", host=host) as session:
-            session.edit(next(r.seq for r in session.records() if r.message.get("content") == "a typo"), user("fixed"))
-            live += [assistant("Saved."), user("next")]  # the app's list still holds the old text
-            assert host.manage(live).failures == []
-            records = session.store.read_records("app")
-    finally:
-        host.close()
+    records = _changed_through_the_apps_own_host(make_url, lambda session, seq: session.edit(seq, user("fixed")))
     adds = [r.message.get("content") for r in records if r.op == "add"]
     assert adds == ["hello", "Hi.", "a typo", "Noted.", "what next?", "Saved.", "next"]
     # The list's old text is written back, as another writer's list would (Session.edit says so).

@@ -20,29 +20,15 @@ from ctxlife.testing import assistant, react_action, react_final, scripted_llm, 
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_openai import openai_server, text_reply  # noqa: E402
+from strategy_helpers import split_model_keys  # noqa: E402
 
 from ctxlife_strategies.llm_summary import LLMSummary  # noqa: E402
 
 WINDOW = 4000
 
 
-# The model client's keys live in the [model] table (issue 43); the helpers take them with the strategy's.
-_MODEL_KEYS = {
-    "model": "name",
-    "base_url": "base_url",
-    "timeout_seconds": "timeout_seconds",
-    "summarizer_context_window": "context_window",
-    "model_options": "options",
-}
-
-
-def _split(options: dict) -> tuple[dict, dict]:
-    model = {_MODEL_KEYS[k]: v for k, v in options.items() if k in _MODEL_KEYS}
-    return {k: v for k, v in options.items() if k not in _MODEL_KEYS}, model
-
-
 def settings(**options):
-    options, table = _split({"summarizer": "extractive", **options})
+    options, table = split_model_keys({"summarizer": "extractive", **options})
     options.pop("api", None)  # the route follows base_url (issue 43)
     return settings_from_dict({"strategies": ["llm_summary"], "llm_summary": options, "model": table})
 

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import pytest
+from strategy_helpers import split_model_keys
 from structlog.testing import capture_logs
 
 from ctxlife.config import settings_from_dict
@@ -65,23 +66,8 @@ class Model:
         return behaviour(messages, max_tokens) if callable(behaviour) else behaviour
 
 
-# The model client's keys live in the [model] table (issue 43); the helpers take them with the strategy's.
-_MODEL_KEYS = {
-    "model": "name",
-    "base_url": "base_url",
-    "timeout_seconds": "timeout_seconds",
-    "summarizer_context_window": "context_window",
-    "model_options": "options",
-}
-
-
-def _split(options: dict) -> tuple[dict, dict]:
-    model = {_MODEL_KEYS[k]: v for k, v in options.items() if k in _MODEL_KEYS}
-    return {k: v for k, v in options.items() if k not in _MODEL_KEYS}, model
-
-
 def host_with(model: Any = None, **options: Any) -> Host:
-    options, table = _split(options)
+    options, table = split_model_keys(options)
     settings = settings_from_dict({"strategies": ["llm_summary"], "llm_summary": options, "model": table})
     return Host(settings, context_window=WINDOW, summary_model=model)
 
