@@ -245,6 +245,22 @@ def case(name: str, system: str, workdir: Path, reps: int) -> dict[str, Any]:
     return out
 
 
+def trim_as_documented(messages: list[Any], max_tokens: int, token_counter: Any = "approximate") -> list[Any]:
+    """LangChain's ``trim_messages`` as its docs tell users to keep a chat valid: the last messages,
+    starting on a human turn, the system prompt kept, ending on a human or tool message."""
+    from langchain_core.messages import trim_messages
+
+    return trim_messages(
+        messages,
+        max_tokens=max_tokens,
+        token_counter=token_counter,
+        strategy="last",
+        start_on="human",
+        include_system=True,
+        end_on=("human", "tool"),
+    )
+
+
 def cold(system: str, workdir: Path, turn: list[dict[str, Any]]) -> dict[str, Any]:
     """Modules are imported first (untimed): the time is what reading and preparing the session costs."""
     if system == "ctxlife":
@@ -268,7 +284,6 @@ def cold(system: str, workdir: Path, turn: list[dict[str, Any]]) -> dict[str, An
         size = len(listing)
     elif system == "agents_sdk":
         from agents import SQLiteSession
-        from langchain_core.messages import trim_messages
 
         async def read() -> list[Any]:
             session = SQLiteSession(SESSION, str(workdir / "agents.db"))
@@ -278,30 +293,17 @@ def cold(system: str, workdir: Path, turn: list[dict[str, Any]]) -> dict[str, An
             return items
 
         items = asyncio.run(read())
-        kept = trim_messages(
-            lc_messages([{"role": "system", "content": SYSTEM}, *items]),
-            max_tokens=int(THRESHOLD * WINDOW),
-            token_counter="approximate",
-            strategy="last",
-            start_on="human",
-            include_system=True,
-            end_on=("human", "tool"),
-        )
+        kept = trim_as_documented(lc_messages([{"role": "system", "content": SYSTEM}, *items]), int(THRESHOLD * WINDOW))
         size = len(kept)
     else:
-        from langchain_core.messages import SystemMessage, trim_messages
+        from langchain_core.messages import SystemMessage
 
         # As LangGraph's memory docs tell users: restore the thread, then trim what the model is sent
         # (the new turn with it; the checkpoint is written after the model call, not measured here).
         graph, conn = langgraph_graph(workdir / "langgraph.db")
-        kept = trim_messages(
+        kept = trim_as_documented(
             [SystemMessage(SYSTEM), *graph.get_state(LG_CONFIG).values["messages"], *lc_messages(turn)],
-            max_tokens=int(THRESHOLD * WINDOW),
-            token_counter="approximate",
-            strategy="last",
-            start_on="human",
-            include_system=True,
-            end_on=("human", "tool"),
+            int(THRESHOLD * WINDOW),
         )
         size = len(kept)
         conn.close()
@@ -422,7 +424,6 @@ def steady(system: str, workdir: Path, reps: int) -> dict[str, Any]:
 
 def first_compaction(n: int, window: int, reps: int) -> dict[str, Any]:
     """One manage() of a fresh host on ``n`` messages vs one trim_messages (tiktoken), interleaved."""
-    from langchain_core.messages import trim_messages
 
     import ctxlife
     from ctxlife.api import clear_hosts
@@ -442,15 +443,7 @@ def first_compaction(n: int, window: int, reps: int) -> dict[str, Any]:
         ctxlife.manage(copy, config=settings, context_window=window)
         ours.append(time.process_time() - t)
         t = time.process_time()
-        trim_messages(
-            lc,
-            max_tokens=int(THRESHOLD * window),
-            token_counter=counter,
-            strategy="last",
-            start_on="human",
-            include_system=True,
-            end_on=("human", "tool"),
-        )
+        trim_as_documented(lc, int(THRESHOLD * window), counter)
         theirs.append(time.process_time() - t)
     ctx_ms = statistics.median(ours) * 1000
     trim_ms = statistics.median(theirs) * 1000
