@@ -72,6 +72,7 @@ import inspect
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -834,9 +835,9 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
                 ]
             if kind == "file":
                 folder = Path(self.url.removeprefix("file://").split("?")[0])
-                found += [
-                    p.name for p in folder.glob("*raw*") if any(t in p.read_text("utf-8", "replace") for t in texts)
-                ]
+                # "cancelled #5" must not match "cancelled #56": each text ends at its number
+                erased = re.compile("|".join(re.escape(t) + r"(?!\d)" for t in texts))
+                found += [p.name for p in folder.glob("*raw*") if erased.search(p.read_text("utf-8", "replace"))]
             self.check("erased_gone", not found, f"erased text still in {found}")
 
         @precondition(lambda self: on("remove") and self.edit_ready())
