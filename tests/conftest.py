@@ -70,6 +70,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # -- tests write only under their temporary folders -------------------------------------------------
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+#: The system temp folder as it was before the run replaced it with its own (see below).
+REAL_TMP = Path(tempfile.gettempdir())
 # What running tests may leave in the checkout: interpreter and tool caches (all git-ignored).
 _CACHES = ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv", "mutants")
 
@@ -99,7 +101,9 @@ def _checkout_entries() -> set[str] | None:
 
 # Caches third-party libraries keep in the system temp folder, reused across runs: tiktoken's
 # encodings (via CrewAI/LiteLLM) and CrewAI's inter-process file locks.
-_LIBRARY_CACHES = ("pytest-of-*", "data-gym-cache", "crewai:*.lock")
+# (and, run as root, each xdist worker's PostgreSQL cluster: made and removed by ``postgres_server``
+# while other workers compare the folder before and after)
+_LIBRARY_CACHES = ("pytest-of-*", "data-gym-cache", "crewai:*.lock", "ctxlife-test-postgres-*")
 
 
 def _tmp_entries(folder: Path) -> set[str]:
@@ -376,10 +380,10 @@ class PostgresServer:
     process on a free port of 127.0.0.1 with its socket in ``workdir``; ``stop()`` at the end.
 
     Run as root, the server runs as the ``postgres`` system user (PostgreSQL refuses root):
-    ``workdir`` is given to it and its parent folders made traversable (not readable) by it. pytest
-    takes that back from its own root folder whenever another run starts (it keeps it ``0700``), so
-    initdb is retried, the server is started without pg_ctl (it only needs the paths while it starts:
-    then it works inside its data folder) and stopped by its pid."""
+    ``workdir`` is given to it and its parent folders made traversable (not readable) by it. That
+    ``workdir`` is then outside pytest's own folder (see :func:`postgres_server`); should pytest's
+    folder be used anyway, initdb is retried, the server is started without pg_ctl (it only needs the
+    paths while it starts: then it works inside its data folder) and stopped by its pid."""
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -476,13 +480,26 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Postgr
     pytest.importorskip(
         "psycopg_pool", reason="psycopg and psycopg-pool are not installed: pip install 'ctxlife[postgres]'"
     )
-    server = PostgresServer(tmp_path_factory.mktemp("postgres-server"))
+    if os.geteuid() == 0:
+        # The server runs as another user, who must traverse every folder above its own. pytest sets
+        # its root folder (/tmp/pytest-of-root) back to 0700 whenever another pytest run starts (two
+        # checkouts tested at once): the server then loses its files mid-run. So, as root only, the
+        # cluster lives in a folder of the real temp folder, removed when the run ends.
+        workdir = Path(tempfile.mkdtemp(prefix="ctxlife-test-postgres-", dir=REAL_TMP))
+    else:
+        workdir = tmp_path_factory.mktemp("postgres-server")
+    server = PostgresServer(workdir)
     try:
         server.start()
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        server.stop()
         pytest.fail(str(exc))
-    yield server
-    server.stop()
+    try:
+        yield server
+    finally:
+        server.stop()
+        if os.geteuid() == 0:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
