@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ctxlife.messages.formats import ANTHROPIC_SERVER_BLOCKS, Message, role
@@ -254,12 +254,6 @@ def map_texts(message: Message, text: Callable[[str], str]) -> Any:
         return value
 
     return clean(message)
-
-
-def iter_texts(messages: Iterable[Message]) -> Iterator[str]:
-    """The text of each message (see :func:`text_of`)."""
-    for message in messages:
-        yield text_of(message)
 
 
 def json_payload(text: str) -> Any:
