@@ -85,14 +85,9 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
     class Options(ctxlife.Options):
         # Fixed values, not options (issue 43: every option is set by a shipped config or documented with a
         # measured reason). Read as self.options.X like the options, so the code that uses them is unchanged.
-        threshold: ClassVar[float | None] = None  # the global threshold
         keep_units: ClassVar[int] = 4  # the most recent units (a message, or a tool call with its results) kept
-        max_input_tokens: ClassVar[int | None] = None  # transcript tokens per summary call: the window's
-        token_margin: ClassVar[float] = 1.2  # the summary model's tokens per counted token (tokenizer mismatch)
         retry_model_after_seconds: ClassVar[float] = 30.0  # after a model failure, extractive this long...
-        retry_model_after_compactions: ClassVar[int | None] = 3  # ...or for this many compactions
-        pin_first_user: ClassVar[bool] = True  # the first user message (the task under CrewAI) is never summarized
-        key_facts: ClassVar[bool] = True  # ledger facts the summary lost are appended as "Key facts"
+        retry_model_after_compactions: ClassVar[int] = 3  # ...or for this many compactions
         lock_timeout_seconds: ClassVar[float] = 2.0  # wait this long for the session lock, else skip the compaction
         retired: ClassVar[dict[str, str]] = {
             **{
@@ -185,7 +180,7 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
         super().__init__(options, settings)
         global_threshold = self.settings.threshold
         origin = self.settings.origin
-        if self.options.threshold is None and self.options.target >= global_threshold:
+        if self.options.target >= global_threshold:
             where = f" ({origin(self.name, 'target')}; threshold {origin(None, 'threshold')})"
             raise ctxlife.StrategyOptionsError(
                 f"strategy 'llm_summary' option 'target' ({self.options.target}) must be below the threshold "
@@ -194,13 +189,13 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
         self._fixed: Summarizer | None = None
         if self.options.summarizer not in (None, "llm"):
             try:
-                self._fixed = self._named(self.options.summarizer)  # unknown names fail at load time
+                self._fixed = get_summarizer(self.options.summarizer)  # unknown names fail at load time
             except ctxlife.ConfigError as exc:
                 where = f" ({origin(self.name, 'summarizer')})"
                 message = f"strategy 'llm_summary' option 'summarizer'{where}: {exc}"
                 raise ctxlife.StrategyOptionsError(message) from None
         self._model_summarizer: Summarizer | None = None
-        self._extractive: Summarizer = self._named("extractive")
+        self._extractive: Summarizer = get_summarizer("extractive")
         self._notes = ExtractiveSummarizer(fact_list=False)  # background notes: the ledger appends the facts once
         self._model_failed_at: float | None = None  # when the model last failed (then extractive for a while)
         self._model_error: str = ""
@@ -239,7 +234,7 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
         a handover is read up to ``max_read_tokens``, and at most half the window (what one summarizer
         call on a model of that window can take)."""
         limit = self.options.max_read_tokens
-        threshold = self.options.threshold or ctx.threshold
+        threshold = ctx.threshold
         usual_span = (threshold - self.options.target) * ctx.context_window
         if limit is None or span_tokens <= max(limit, 1.5 * usual_span):
             return None  # a usual compaction reads everything: only a handover is cut
@@ -251,8 +246,6 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
         return LLMSummarizer(
             complete,
             context_window=self.settings.model.context_window or ctx.context_window or None,
-            max_input_tokens=self.options.max_input_tokens,
-            token_margin=self.options.token_margin,
         )
 
     def _summarizer(self, ctx: ctxlife.LLMCallContext) -> tuple[str, Callable[[], Summarizer]]:
@@ -278,9 +271,6 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
         self._fixed = self._extractive
         return "extractive", lambda: self._extractive
 
-    def _named(self, name: str) -> Summarizer:
-        return get_summarizer(name)
-
     # -- the hook -------------------------------------------------------------------------
 
     @ctxlife.hookimpl
@@ -299,7 +289,7 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
         pace.last_count = ctx.count()
 
     def _before_call(self, ctx: ctxlife.LLMCallContext, tokens_before: int) -> None:
-        threshold = self.options.threshold or ctx.threshold
+        threshold = ctx.threshold
         limit = threshold * ctx.context_window
         extractive_only = False
         self._tend_fold(ctx)
@@ -347,7 +337,7 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
         per_call = pace_of(ctx).per_call()
         if per_call is None or self.options.headroom_calls == 0:
             return fixed
-        limit = int((self.options.threshold or ctx.threshold) * ctx.context_window)
+        limit = int((ctx.threshold) * ctx.context_window)
         return max(0, min(fixed, limit - self.options.headroom_calls * per_call))
 
     def _compact(self, ctx: ctxlife.LLMCallContext, tokens_before: int, *, extractive_only: bool = False) -> None:
@@ -360,7 +350,7 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
         # What ctxlife inserted for one call only (a recall block) is neither summarized nor kept.
         rest = [m for m in messages if not is_system(m) and not is_inserted(m)]
         starts = round_starts(rest)  # user turns (not carriers of tool results)
-        pinned = [rest[starts[0]]] if self.options.pin_first_user and starts else []
+        pinned = [rest[starts[0]]] if starts else []  # the first user message (the task under CrewAI) stays
         first = starts[0] + 1 if pinned else 0
         latest_user = starts[-1] if starts else None
         turn = current_turn_index(rest)  # the question being worked on (not a repeated framework prompt)
@@ -475,10 +465,9 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
             try:
                 summarizer = make()
                 asked = time.perf_counter()
-                # With the ledger on, a summarizer that does not keep facts itself gets 70% of the budget
-                # and the key facts the rest.
+                # A summarizer that does not keep facts itself gets 70% of the budget and the key facts the rest.
                 keeps_facts = getattr(summarizer, "fact_list", False) and fold is None
-                prose_budget = int(budget * 0.7) if self.options.key_facts and facts and not keeps_facts else budget
+                prose_budget = int(budget * 0.7) if facts and not keeps_facts else budget
                 request = SummaryRequest(
                     read, previous_text, prose_budget, tokens.count_text, most_useful(facts, budget)
                 )
@@ -585,8 +574,7 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
         failed = self._model_failed_at
         if failed is None or time.monotonic() - failed >= self.options.retry_model_after_seconds:
             return False
-        most = self.options.retry_model_after_compactions
-        return most is None or self._rested < most
+        return self._rested < self.options.retry_model_after_compactions
 
     def _model_failed(self, exc: Exception) -> None:
         """Rest the model (extractive summaries) after it failed; the next error names this failure."""
@@ -632,7 +620,7 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
     def _note_result(self, ctx: ctxlife.LLMCallContext, tokens_before: int) -> None:
         """Remember a compaction that could not get under the threshold (what must stay is too large):
         the next ones wait until the context grew by half the threshold-target gap (no churn)."""
-        threshold = self.options.threshold or ctx.threshold
+        threshold = ctx.threshold
         after = ctx.count()
         if after > threshold * ctx.context_window:
             ctx.state["backoff_from"] = after
@@ -679,7 +667,7 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
         return _checked_text(text)
 
     def _with_key_facts(self, text: str, facts: list[Fact], count: Any, budget: int) -> str:
-        if not self.options.key_facts or not facts:
+        if not facts:
             return text
         missing = facts_missing_from(facts, text)
         if not missing:
