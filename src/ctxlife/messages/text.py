@@ -75,21 +75,13 @@ def _block_text(block: Mapping[str, Any]) -> str:
             if isinstance(value, str):
                 return value
         return ""
-    if kind == "text":
-        text = block.get("text")
+    if kind in ("text", "refusal", "thinking"):  # the text is under the block's type
+        text = block.get(kind)
         return text if isinstance(text, str) else ""
-    if kind == "refusal":
-        text = block.get("refusal")
-        return text if isinstance(text, str) else ""
-    if kind == "thinking":
-        text = block.get("thinking")
-        return text if isinstance(text, str) else ""
-    if kind == "tool_result":
+    if kind in ("tool_result", "search_result"):
         return _result_text(block.get("content"))
     if kind == "tool_use":
         return f"{block.get('name') or ''} {arguments_text(block.get('input'))}".strip()
-    if kind == "search_result":
-        return _result_text(block.get("content"))
     if kind == "document":
         source = block.get("source")
         data = source.get("data") if isinstance(source, dict) else None
