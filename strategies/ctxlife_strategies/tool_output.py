@@ -355,8 +355,8 @@ def shorten(text: str, cap: int, count: Callable[[str], int], ref: str) -> tuple
     return _shorten_text(text, cap, count, ref), "text"
 
 
-def _recall_hint(ref: str, start: int) -> str:
-    return f'ctxlife_recall {{"ref": "{ref}", "start": "{start}", "query": ""}}'
+def _recall_hint(ref: str, start: int, query: str = "") -> str:
+    return f'ctxlife_recall {{"ref": "{ref}", "start": "{start}", "query": "{query}"}}'
 
 
 def _json_note(ref: str, before: int) -> str:
@@ -577,10 +577,7 @@ def _search_page(text: str, ref: str, query: str, offset: int, cap: int, count: 
     if not hits:
         return f'ctxlife_recall: no passage of {ref} from character {offset} on contains "{query}".'
     header = f'Passages of {ref} containing "{query}" (@ = character offset; read around one with "start"):'
-    worst_footer = (
-        f"\n[ctxlife_recall: {len(hits)} more passages. Next: "
-        f'ctxlife_recall {{"ref": "{ref}", "start": "{len(text)}", "query": "{query}"}}]'
-    )
+    worst_footer = f"\n[ctxlife_recall: {len(hits)} more passages. Next: {_recall_hint(ref, len(text), query)}]"
     budget = cap - count(header) - count(worst_footer) - 2
     lines: list[str] = []
     used = 0
@@ -596,8 +593,7 @@ def _search_page(text: str, ref: str, query: str, offset: int, cap: int, count: 
     shown = len(lines)
     if shown < len(hits):
         footer = (
-            f"\n[ctxlife_recall: {len(hits) - shown} more passages. Next: "
-            f'ctxlife_recall {{"ref": "{ref}", "start": "{hits[shown][0]}", "query": "{query}"}}]'
+            f"\n[ctxlife_recall: {len(hits) - shown} more passages. Next: {_recall_hint(ref, hits[shown][0], query)}]"
         )
     else:
         footer = f"\n[ctxlife_recall: {shown} passage(s); no more matches.]"

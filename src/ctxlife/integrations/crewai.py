@@ -30,6 +30,7 @@ would only alarm. The agent's own calls print as CrewAI always does.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import importlib
@@ -188,22 +189,22 @@ class CrewAdapter:
     def _scoped(self, name: str, original: Any) -> Any:
         """``original`` bound to the crew, run inside this adapter's hook scope."""
         crew = self.crew
+
+        def scope() -> Any:  # a kickoff inside this crew's own run is already in its scope
+            return contextlib.nullcontext() if _active.get() is self else self._scope()
+
         if inspect.iscoroutinefunction(original):
 
             @functools.wraps(original)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
-                if _active.get() is self:
-                    return await original(crew, *args, **kwargs)
-                with self._scope():
+                with scope():
                     return await original(crew, *args, **kwargs)
 
             return run_async
 
         @functools.wraps(original)
         def run(*args: Any, **kwargs: Any) -> Any:
-            if _active.get() is self:
-                return original(crew, *args, **kwargs)
-            with self._scope():
+            with scope():
                 return original(crew, *args, **kwargs)
 
         return run
