@@ -270,7 +270,7 @@ def imported_modules(path: Path) -> list[tuple[str, int]]:
 
 
 def module_path(module: str) -> Path:
-    base = SRC.joinpath(*module.split("."))
+    base = (REPO / "strategies" if module.startswith("ctxlife_strategies") else SRC).joinpath(*module.split("."))
     return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
 
 

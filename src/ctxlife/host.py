@@ -428,13 +428,8 @@ class Host:
     def filter_message(
         self, message: dict[str, Any], *, where: str, session_id: str | None = None, view: str = ""
     ) -> dict[str, Any]:
-        """``message`` with every text a model or a person reads through :meth:`filter_text`.
-
-        The text is the string content, text parts, tool-result text, tool-call arguments
-        (OpenAI ``tool_calls``/``function_call``) and ``tool_use`` inputs (Anthropic); ids, names
-        and roles are left as they are. Returns the same dict when nothing changed, else a new
-        one (the original is never edited).
-        """
+        """``message`` with every text a model or a person reads through :meth:`filter_text` (which texts,
+        and the same dict back when nothing changed: :func:`ctxlife.messages.text.map_texts`)."""
         if not self._impls["ctxlife_filter_text"]:
             return message
 

@@ -23,28 +23,23 @@ summary over its budget is condensed (asked again once, then cut at a line), nev
 A model slower than the agent's calls (``background``, or a foreground model measured slower than
 the calls between compactions) summarizes each span in a daemon thread as soon as it is evicted,
 folding its running summary; a compaction puts in that running summary plus extractive notes of
-the evicted messages it has not read yet (:class:`_Fold`): the background never waits, the
-foreground waits only for the summary under way.
+the evicted messages it has not read yet: the background never waits, the foreground waits only for
+the summary under way (:mod:`ctxlife_strategies.summary_fold`).
 """
 
 from __future__ import annotations
 
-import contextvars
-import copy
-import statistics
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 import ctxlife
 from ctxlife.events import describe_error, emit
-from ctxlife.facts import FACT_LIST_HEADER, KIND_PRIORITY, Fact, extract_facts, facts_missing_from, format_fact_list
+from ctxlife.facts import FACT_LIST_HEADER, Fact, extract_facts, facts_missing_from, format_fact_list
 from ctxlife.messages import (
     ANTHROPIC,
     current_turn_index,
@@ -52,7 +47,6 @@ from ctxlife.messages import (
     is_inserted,
     is_summary,
     is_system,
-    is_tool_result,
     is_user_turn,
     round_starts,
     split_units,
@@ -71,30 +65,29 @@ from ctxlife.summarizers import (
     get_summarizer,
     strip_summary_marker,
 )
+from ctxlife_strategies.summary_fold import (
+    FOLD_AFTER_SECONDS,
+    BackgroundFold,
+    Fold,
+    SummaryFailed,
+    SummaryLacksFacts,
+    carries_some_facts,
+    most_recent,
+    most_useful,
+    pace_of,
+    run_in_daemon,
+)
 
 
-class SummaryFailed(ctxlife.CtxlifeError):
-    """A summarizer failed; the strategy fell back to truncation."""
-
-
-class SummaryLacksFacts(SummaryFailed):
-    """A summary that carries none of the facts of the span it would replace ("Sure! Here is the summary.")."""
-
-
-class LLMSummary(ctxlife.Strategy):
+class LLMSummary(BackgroundFold, ctxlife.Strategy):
     name = "llm_summary"
 
     class Options(ctxlife.Options):
         # Fixed values, not options (issue 43: every option is set by a shipped config or documented with a
         # measured reason). Read as self.options.X like the options, so the code that uses them is unchanged.
-        threshold: ClassVar[float | None] = None  # the global threshold
         keep_units: ClassVar[int] = 4  # the most recent units (a message, or a tool call with its results) kept
-        max_input_tokens: ClassVar[int | None] = None  # transcript tokens per summary call: the window's
-        token_margin: ClassVar[float] = 1.2  # the summary model's tokens per counted token (tokenizer mismatch)
         retry_model_after_seconds: ClassVar[float] = 30.0  # after a model failure, extractive this long...
-        retry_model_after_compactions: ClassVar[int | None] = 3  # ...or for this many compactions
-        pin_first_user: ClassVar[bool] = True  # the first user message (the task under CrewAI) is never summarized
-        key_facts: ClassVar[bool] = True  # ledger facts the summary lost are appended as "Key facts"
+        retry_model_after_compactions: ClassVar[int] = 3  # ...or for this many compactions
         lock_timeout_seconds: ClassVar[float] = 2.0  # wait this long for the session lock, else skip the compaction
         retired: ClassVar[dict[str, str]] = {
             **{
@@ -187,7 +180,7 @@ class LLMSummary(ctxlife.Strategy):
         super().__init__(options, settings)
         global_threshold = self.settings.threshold
         origin = self.settings.origin
-        if self.options.threshold is None and self.options.target >= global_threshold:
+        if self.options.target >= global_threshold:
             where = f" ({origin(self.name, 'target')}; threshold {origin(None, 'threshold')})"
             raise ctxlife.StrategyOptionsError(
                 f"strategy 'llm_summary' option 'target' ({self.options.target}) must be below the threshold "
@@ -196,13 +189,13 @@ class LLMSummary(ctxlife.Strategy):
         self._fixed: Summarizer | None = None
         if self.options.summarizer not in (None, "llm"):
             try:
-                self._fixed = self._named(self.options.summarizer)  # unknown names fail at load time
+                self._fixed = get_summarizer(self.options.summarizer)  # unknown names fail at load time
             except ctxlife.ConfigError as exc:
                 where = f" ({origin(self.name, 'summarizer')})"
                 message = f"strategy 'llm_summary' option 'summarizer'{where}: {exc}"
                 raise ctxlife.StrategyOptionsError(message) from None
         self._model_summarizer: Summarizer | None = None
-        self._extractive: Summarizer = self._named("extractive")
+        self._extractive: Summarizer = get_summarizer("extractive")
         self._notes = ExtractiveSummarizer(fact_list=False)  # background notes: the ledger appends the facts once
         self._model_failed_at: float | None = None  # when the model last failed (then extractive for a while)
         self._model_error: str = ""
@@ -241,7 +234,7 @@ class LLMSummary(ctxlife.Strategy):
         a handover is read up to ``max_read_tokens``, and at most half the window (what one summarizer
         call on a model of that window can take)."""
         limit = self.options.max_read_tokens
-        threshold = self.options.threshold or ctx.threshold
+        threshold = ctx.threshold
         usual_span = (threshold - self.options.target) * ctx.context_window
         if limit is None or span_tokens <= max(limit, 1.5 * usual_span):
             return None  # a usual compaction reads everything: only a handover is cut
@@ -253,8 +246,6 @@ class LLMSummary(ctxlife.Strategy):
         return LLMSummarizer(
             complete,
             context_window=self.settings.model.context_window or ctx.context_window or None,
-            max_input_tokens=self.options.max_input_tokens,
-            token_margin=self.options.token_margin,
         )
 
     def _summarizer(self, ctx: ctxlife.LLMCallContext) -> tuple[str, Callable[[], Summarizer]]:
@@ -280,9 +271,6 @@ class LLMSummary(ctxlife.Strategy):
         self._fixed = self._extractive
         return "extractive", lambda: self._extractive
 
-    def _named(self, name: str) -> Summarizer:
-        return get_summarizer(name)
-
     # -- the hook -------------------------------------------------------------------------
 
     @ctxlife.hookimpl
@@ -290,7 +278,7 @@ class LLMSummary(ctxlife.Strategy):
         if self._preload:
             self._preload = False
             preload_client("openai")
-        pace = _pace_of(ctx)
+        pace = pace_of(ctx)
         tokens_before = ctx.count()
         pace.called(tokens_before)
         try:
@@ -301,7 +289,7 @@ class LLMSummary(ctxlife.Strategy):
         pace.last_count = ctx.count()
 
     def _before_call(self, ctx: ctxlife.LLMCallContext, tokens_before: int) -> None:
-        threshold = self.options.threshold or ctx.threshold
+        threshold = ctx.threshold
         limit = threshold * ctx.context_window
         extractive_only = False
         self._tend_fold(ctx)
@@ -309,7 +297,7 @@ class LLMSummary(ctxlife.Strategy):
             if tokens_before <= limit:
                 return
             # Over the threshold: compact now, never waiting for the model (milliseconds): its running summary
-            # of what it has read, and extractive notes of the rest (_Fold).
+            # of what it has read, and extractive notes of the rest (Fold).
             extractive_only = True
         elif tokens_before <= limit:
             return
@@ -346,179 +334,11 @@ class LLMSummary(ctxlife.Strategy):
         """What a compaction aims for: ``target`` x window, lowered so that the next ``headroom_calls``
         calls, each adding what the recent ones added (75th percentile), fit under the threshold."""
         fixed = int(self.options.target * ctx.context_window)
-        per_call = _pace_of(ctx).per_call()
+        per_call = pace_of(ctx).per_call()
         if per_call is None or self.options.headroom_calls == 0:
             return fixed
-        limit = int((self.options.threshold or ctx.threshold) * ctx.context_window)
+        limit = int((ctx.threshold) * ctx.context_window)
         return max(0, min(fixed, limit - self.options.headroom_calls * per_call))
-
-    # -- background: the model's running summary, made span by span (issue 39) ---------------
-
-    def _fold_of(self, ctx: ctxlife.LLMCallContext, previous_text: str | None) -> _Fold:
-        """This view's fold, when the list's summary is the one it last wrote; else a new one that starts
-        from that summary (the first compaction, a restored session, a list edited or handed over since:
-        a model summary of another history is never put in)."""
-        folds: dict[str, _Fold] = ctx.state.setdefault("fold", {})
-        fold = folds.get(ctx.view)
-        if fold is None or fold.written != (previous_text or ""):
-            job = fold.job if fold is not None else None
-            if job is not None:
-                job.stale = True  # finishes on its own; none starts before (one summary thread per session)
-            by_model = previous_text is not None and previous_text == _pace_of(ctx).model_wrote
-            fold = folds[ctx.view] = _Fold(carried=_prose_of(previous_text), carried_by_model=by_model, job=job)
-        else:
-            self._harvest(ctx, fold)
-        return fold
-
-    def _slower_than_the_pace(self, ctx: ctxlife.LLMCallContext) -> bool:
-        """Whether the model's last summary took longer than the agent's calls took since the last compaction
-        ended: then the foreground too compacts with the running summary (_Fold), waiting only for the span the
-        model is reading, instead of for a summary of everything (issue 39: 13.5 s at each compaction)."""
-        pace = _pace_of(ctx)
-        if pace.summary_seconds is None or pace.compacted_at is None or pace.summary_seconds < _FOLD_AFTER_SECONDS:
-            return False
-        return pace.summary_seconds > time.monotonic() - pace.compacted_at
-
-    def _wait_in_foreground(
-        self, ctx: ctxlife.LLMCallContext, fold: _Fold, fresh: list[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], dict[str, Any], bool]:
-        """The foreground's wait, at most ``timeout_seconds``, for the model's summary under way (the span it
-        started on right after the last compaction). With none under way, the model reads what is pending
-        and the older half of ``fresh`` (the span this compaction evicts) now; the newer half is left to the
-        notes and to the summary started after this compaction (the next compaction waits only for that).
-        (The messages still unread after the wait, the event's ``waited_seconds``, whether the model failed.)"""
-        started = time.perf_counter()
-        if fold.job is None and fold.failed_call == _pace_of(ctx).calls:
-            return fold.pending + fresh, {}, True  # it failed in this call already (reported): not asked again
-        if fold.job is None:
-            later = _most_recent(fresh, sizes_of=ctx.tokens, limit=ctx.tokens.count_messages(fresh) // 2)
-            later = later if len(later) < len(fresh) else []
-            fold.pending = fold.pending + fresh[: len(fresh) - len(later)]
-            self._start_fold_job(ctx, fold)
-            fresh = later
-        job = fold.job
-        if job is not None and not job.stale:
-            try:
-                job.future.exception(timeout=self.settings.model.timeout_seconds)
-            except TimeoutError:
-                pass  # still running: this compaction uses the notes; the summary is taken when it is done
-        failed = self._harvest(ctx, fold) is False or fold.failed_call == _pace_of(ctx).calls
-        return fold.pending + fresh, {"waited_seconds": round(time.perf_counter() - started, 3)}, failed
-
-    def _tend_fold(self, ctx: ctxlife.LLMCallContext) -> None:
-        """At each call (cheap): take the model's finished summary, and start the next one over the messages
-        evicted since, so that the model never idles while some are unread."""
-        fold = ctx.state.get("fold", {}).get(ctx.view)
-        if fold is not None:
-            self._harvest(ctx, fold)
-            if fold.failed_call != _pace_of(ctx).calls:
-                self._start_fold_job(ctx, fold)
-
-    def _harvest(self, ctx: ctxlife.LLMCallContext, fold: _Fold) -> bool | None:
-        """Take the finished model summary of the oldest pending messages: it becomes the running summary
-        the next compaction puts in; a failed one leaves them to the extractive notes (one error event).
-        True when one was taken, False when it failed, None when there was none."""
-        if fold.job is None or not fold.job.future.done():
-            return None
-        job, fold.job = fold.job, None
-        try:
-            text = job.future.result(timeout=0)
-        except Exception as exc:  # noqa: BLE001 - the extractive notes still cover these messages
-            if job.stale:
-                return None
-            if not isinstance(exc, SummaryLacksFacts):  # a useless reply: ask again (no back-off)
-                self._model_failed_at = time.monotonic()
-                self._rested = 0
-                self._model_error = f"{time.strftime('%H:%M:%S')}: {type(exc).__name__}: {exc}"[:300]
-            contents = [text_of(m) for m in fold.pending[: job.messages]]
-            self._failed_event(ctx, [(job.name, exc)], contents, "extractive", job.messages)
-            fold.failed_call = _pace_of(ctx).calls  # one failure event per call: asked again from the next
-            return False
-        if job.stale:
-            return None
-        self._model_failed_at = None
-        _pace_of(ctx).summary_seconds = job.seconds
-        fold.model_text, fold.carried, fold.notes = text, None, None
-        fold.pending = fold.pending[job.messages :]
-        fold.model_read += job.messages
-        return True
-
-    def _start_fold_job(self, ctx: ctxlife.LLMCallContext, fold: _Fold) -> None:
-        """Summarize the pending messages with the model in a daemon thread (one at a time per view), folding
-        the running summary: one model call, the span condensed extractively first when it is longer."""
-        if fold.job is not None or not fold.pending or self._resting():
-            return
-        name, factory = self._summarizer(ctx)
-        if name == "extractive":
-            return
-        messages = list(fold.pending)
-        span_facts = extract_facts(messages)
-        budget = max(32, int(self.options.max_summary_tokens * 0.7 * _MODEL_SHARE))
-        # A short prompt (the fact block alone could take 300 tokens of ~1,300): the ledger appends what the
-        # summary lost anyway.
-        facts = _most_useful(span_facts, budget)[:_JOB_FACTS]
-        request = SummaryRequest(messages, fold.model_text or fold.carried, budget, ctx.tokens.count_text, facts)
-        state = ctx.state
-        read_limit = self.options.max_summary_tokens  # a longer span is condensed extractively first
-        future: Future[str] = Future()
-
-        def work() -> None:
-            if future.set_running_or_notify_cancel():
-                try:
-                    summarizer = factory()
-                    if isinstance(summarizer, LLMSummarizer):  # one short call: ready a few calls later
-                        summarizer = copy.copy(summarizer)
-                        summarizer.max_pieces = 1
-                        summarizer.max_input_tokens = min(summarizer.max_input_tokens or read_limit, read_limit)
-                    text = self._summary_text(summarizer, request, False, state)
-                    _carries_some_facts(text, span_facts)
-                    job.seconds = time.perf_counter() - started
-                    future.set_result(text)
-                except BaseException as exc:  # noqa: BLE001 - handed back at the harvest
-                    future.set_exception(exc)
-
-        job = fold.job = _FoldJob(future, len(messages), name)
-        started = time.perf_counter()
-        context = contextvars.copy_context()
-        threading.Thread(target=context.run, args=(work,), name="ctxlife-background-summary", daemon=True).start()
-
-    def _unread(
-        self, fold: _Fold, pending: list[dict[str, Any]], fresh: list[dict[str, Any]], tokens: ctxlife.TokenCounter
-    ) -> list[dict[str, Any]]:
-        """``pending``, when under ``_MAX_PENDING_TOKENS``. Over it (a model down, or far behind) the fold
-        starts again from the summary in the list: the model reads the newest span next."""
-        if tokens.count_messages(pending) <= _MAX_PENDING_TOKENS:
-            return pending
-        if fold.job is not None:
-            fold.job.stale = True
-        fold.carried, fold.model_text, fold.notes, fold.pending = _prose_of(fold.written), None, None, []
-        fold.carried_by_model = False
-        return fresh
-
-    def _fold_text(
-        self, fold: _Fold, pending: list[dict[str, Any]], read: list[dict[str, Any]], request: SummaryRequest
-    ) -> tuple[str, str]:
-        """(the summary text of a background compaction, its notes): the model's running summary (or the
-        summary the history started from) in up to ``_MODEL_SHARE`` of the budget, then extractive notes
-        of ``pending`` (the evicted messages the model has not read) in the rest. The notes run too: this
-        span's are folded into the last compaction's (milliseconds), all of them made again only after
-        the model read some."""
-        count = request.count_tokens
-        head = fold.model_text or fold.carried or ""
-        if head:
-            head = cut_at_lines(head, int(request.max_tokens * _MODEL_SHARE), count)
-        if not pending:
-            return head, ""
-        # (A tiny budget still gets notes: the summary is cut to max_summary_tokens after the key facts.)
-        rest = max(request.max_tokens - count(head) - 1, _MIN_NOTES_TOKENS)
-        span, earlier = (read, fold.notes) if fold.notes is not None else (pending, None)
-        try:
-            notes = self._summary_text(self._notes, SummaryRequest(span, earlier, rest, count, request.facts), True, {})
-        except SummaryFailed:
-            if not head:
-                raise
-            return head, ""  # nothing of the span fits: the running summary and the ledger's key facts
-        return (f"{head}\n{notes}" if head else notes), notes
 
     def _compact(self, ctx: ctxlife.LLMCallContext, tokens_before: int, *, extractive_only: bool = False) -> None:
         """Replace the span before the kept tail with one summary (``extractive_only``: the offline one,
@@ -530,7 +350,7 @@ class LLMSummary(ctxlife.Strategy):
         # What ctxlife inserted for one call only (a recall block) is neither summarized nor kept.
         rest = [m for m in messages if not is_system(m) and not is_inserted(m)]
         starts = round_starts(rest)  # user turns (not carriers of tool results)
-        pinned = [rest[starts[0]]] if self.options.pin_first_user and starts else []
+        pinned = [rest[starts[0]]] if starts else []  # the first user message (the task under CrewAI) stays
         first = starts[0] + 1 if pinned else 0
         latest_user = starts[-1] if starts else None
         turn = current_turn_index(rest)  # the question being worked on (not a repeated framework prompt)
@@ -603,7 +423,7 @@ class LLMSummary(ctxlife.Strategy):
             ctx.record("skipped", reason="small_gain", replaceable_tokens=replaced_tokens)
             return
 
-        read = _most_recent(evicted, sizes_of=tokens, limit=self._read_limit(ctx, replaced_tokens))
+        read = most_recent(evicted, sizes_of=tokens, limit=self._read_limit(ctx, replaced_tokens))
         read = [_without_marks(m) for m in read]
         facts: list[Fact] = extract_facts(read)  # from real messages only
         span_facts = list(facts)
@@ -615,7 +435,7 @@ class LLMSummary(ctxlife.Strategy):
                     facts.append(fact)
         name, factory = self._summarizer(ctx)
         started = time.perf_counter()
-        fold: _Fold | None = None
+        fold: Fold | None = None
         pending: list[dict[str, Any]] = []
         notes = ""
         waited: dict[str, Any] = {}
@@ -645,19 +465,18 @@ class LLMSummary(ctxlife.Strategy):
             try:
                 summarizer = make()
                 asked = time.perf_counter()
-                # With the ledger on, a summarizer that does not keep facts itself gets 70% of the budget
-                # and the key facts the rest.
+                # A summarizer that does not keep facts itself gets 70% of the budget and the key facts the rest.
                 keeps_facts = getattr(summarizer, "fact_list", False) and fold is None
-                prose_budget = int(budget * 0.7) if self.options.key_facts and facts and not keeps_facts else budget
+                prose_budget = int(budget * 0.7) if facts and not keeps_facts else budget
                 request = SummaryRequest(
-                    read, previous_text, prose_budget, tokens.count_text, _most_useful(facts, budget)
+                    read, previous_text, prose_budget, tokens.count_text, most_useful(facts, budget)
                 )
                 if fold is not None:
                     text, notes = self._fold_text(fold, pending, read, request)
                 else:
                     text = self._summary_text(summarizer, request, used == "extractive", ctx.state)
                 if used.startswith(("model:", "agent_llm")):  # a model's prose, not a summarizer's code
-                    _carries_some_facts(text, span_facts)
+                    carries_some_facts(text, span_facts)
                 text = self._with_key_facts(text, facts, tokens.count_text, budget)
                 text = escape_surrogates(text)  # lone surrogates from the span cannot be sent as UTF-8
                 size = tokens.count_text(text)
@@ -671,17 +490,15 @@ class LLMSummary(ctxlife.Strategy):
                 summary = candidate
                 if used != "extractive" and used == name:
                     self._model_failed_at = None
-                    _pace_of(ctx).summary_seconds = time.perf_counter() - asked  # slower than the pace: _Fold
+                    pace_of(ctx).summary_seconds = time.perf_counter() - asked  # slower than the pace: Fold
                 break
             except Exception as exc:  # noqa: BLE001 - any failure falls back, loudly
                 errors.append((used, exc))
                 slow = time.perf_counter() - asked
-                if used == name != "extractive" and slow >= _FOLD_AFTER_SECONDS:  # a time-out: slow, not down
-                    _pace_of(ctx).summary_seconds = slow
+                if used == name != "extractive" and slow >= FOLD_AFTER_SECONDS:  # a time-out: slow, not down
+                    pace_of(ctx).summary_seconds = slow
                 if used != "extractive" and not isinstance(exc, SummaryLacksFacts):  # a useless reply: ask again
-                    self._model_failed_at = time.monotonic()
-                    self._rested = 0
-                    self._model_error = f"{time.strftime('%H:%M:%S')}: {type(exc).__name__}: {exc}"[:300]
+                    self._model_failed(exc)
         contents = [text_of(m) for m in (*evicted, *previous, *system, *kept_tail)]
         if summary is None:
             if fold is not None:
@@ -744,7 +561,7 @@ class LLMSummary(ctxlife.Strategy):
             **folded,
             **waited,
         )
-        pace = _pace_of(ctx)
+        pace = pace_of(ctx)
         pace.compacted_at = time.monotonic()
         pace.model_wrote = strip_summary_marker(summary["content"]) if used == name and fold is None else None
         self._note_result(ctx, tokens_before)
@@ -757,8 +574,13 @@ class LLMSummary(ctxlife.Strategy):
         failed = self._model_failed_at
         if failed is None or time.monotonic() - failed >= self.options.retry_model_after_seconds:
             return False
-        most = self.options.retry_model_after_compactions
-        return most is None or self._rested < most
+        return self._rested < self.options.retry_model_after_compactions
+
+    def _model_failed(self, exc: Exception) -> None:
+        """Rest the model (extractive summaries) after it failed; the next error names this failure."""
+        self._model_failed_at = time.monotonic()
+        self._rested = 0
+        self._model_error = f"{time.strftime('%H:%M:%S')}: {type(exc).__name__}: {exc}"[:300]
 
     def _carried_facts(self, ctx: ctxlife.LLMCallContext, previous_text: str) -> list[Fact]:
         """The ledger of the previous summary: kept in this strategy's state with the summary it belongs
@@ -798,7 +620,7 @@ class LLMSummary(ctxlife.Strategy):
     def _note_result(self, ctx: ctxlife.LLMCallContext, tokens_before: int) -> None:
         """Remember a compaction that could not get under the threshold (what must stay is too large):
         the next ones wait until the context grew by half the threshold-target gap (no churn)."""
-        threshold = self.options.threshold or ctx.threshold
+        threshold = ctx.threshold
         after = ctx.count()
         if after > threshold * ctx.context_window:
             ctx.state["backoff_from"] = after
@@ -828,9 +650,7 @@ class LLMSummary(ctxlife.Strategy):
         The extractive summarizer (``local``) runs inline. A model runs in one summary thread at a
         time per session (``state``, the session's ctx.state; other sessions' summaries run at the
         same time): while a summary that timed out is still running, the next compaction falls back
-        instead of piling up blocked threads. The thread is a daemon (not a ThreadPoolExecutor
-        worker, which the interpreter joins at exit), so a model call that hangs never keeps the
-        program from exiting.
+        instead of piling up blocked threads (daemon threads: :func:`run_in_daemon`).
         """
         if local:
             return _checked_text(work_fn())
@@ -839,16 +659,7 @@ class LLMSummary(ctxlife.Strategy):
             raise SummaryFailed("the previous summary has not finished yet (it timed out)")
         future: Future[str] = Future()
         state["running"] = future
-
-        def work() -> None:
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(work_fn())
-                except BaseException as exc:  # noqa: BLE001 - handed back to the caller
-                    future.set_exception(exc)
-
-        context = contextvars.copy_context()
-        threading.Thread(target=context.run, args=(work,), name="ctxlife-summary", daemon=True).start()
+        run_in_daemon(future, work_fn, "ctxlife-summary")
         try:
             text = future.result(timeout=self.settings.model.timeout_seconds)
         except TimeoutError:
@@ -856,7 +667,7 @@ class LLMSummary(ctxlife.Strategy):
         return _checked_text(text)
 
     def _with_key_facts(self, text: str, facts: list[Fact], count: Any, budget: int) -> str:
-        if not self.options.key_facts or not facts:
+        if not facts:
             return text
         missing = facts_missing_from(facts, text)
         if not missing:
@@ -866,96 +677,6 @@ class LLMSummary(ctxlife.Strategy):
 
 
 _LEDGER_LIMIT = 2_000  # facts carried from one summary to the next (the most recent ones)
-_PACE_CALLS = 8  # the recent calls whose growth sizes the room a compaction leaves
-_MODEL_SHARE = 0.5  # of a background compaction's prose budget: the model's running summary (the rest: notes)
-_FOLD_AFTER_SECONDS = 1.0  # a foreground summary shorter than this is waited for whole (a wait no one notices)
-_MIN_NOTES_TOKENS = 48  # the extractive notes of a background compaction get at least this many
-_JOB_FACTS = 24  # ledger facts named in a background summary's prompt
-_MAX_PENDING_TOKENS = 32_000  # evicted messages kept for the model to read (more: it is down, or far behind)
-
-
-@dataclass
-class _Pace:
-    """How one view's context grows: the tokens each recent call added (what came in between two
-    calls, not this strategy's own edits), how long the model took to summarize and when the last
-    compaction ended (whether the model is slower than the agent's calls)."""
-
-    last_count: int | None = None
-    calls: int = 0
-    growth: tuple[int, ...] = ()
-    summary_seconds: float | None = None  # the model's last summary
-    compacted_at: float | None = None  # the end of the last compaction (time.monotonic())
-    model_wrote: str | None = None  # the last summary the model made of everything evicted (no notes)
-
-    def called(self, tokens: int) -> None:
-        self.calls += 1
-        if self.last_count is not None and tokens >= self.last_count:  # a smaller list was edited: no sample
-            self.growth = (*self.growth, tokens - self.last_count)[-_PACE_CALLS:]
-
-    def per_call(self) -> int | None:
-        """The tokens one call adds: the 75th percentile of the recent calls' (None before two calls)."""
-        growth = self.growth
-        if len(growth) < 2:
-            return None
-        return int(statistics.quantiles(growth, n=4, method="inclusive")[2])
-
-
-@dataclass
-class _FoldJob:
-    """A model summary being made in the background of the first ``messages`` pending messages."""
-
-    future: Future[str]
-    messages: int
-    name: str
-    stale: bool = False  # what it reads was folded otherwise since: dropped when done
-    seconds: float = 0.0  # how long the model took (set before the future is)
-
-
-@dataclass
-class _Fold:
-    """Background compaction of one view (issue 39: a model slower than the agent's calls). The model
-    summarizes each evicted span as soon as it is evicted, folding its running summary (``model_text``,
-    of ``model_read`` messages); a compaction never waits for it: it puts in the running summary made
-    so far plus extractive notes of the evicted messages the model has not read yet (``pending``,
-    copies, oldest first). ``written`` is the summary text last put in, ``carried`` the summary the
-    history started from (folded into the model's first)."""
-
-    carried: str | None = None
-    carried_by_model: bool = False
-    model_text: str | None = None
-    model_read: int = 0
-    pending: list[dict[str, Any]] = field(default_factory=list)
-    notes: str | None = None  # the extractive notes of ``pending`` in the last summary (None: made again)
-    written: str | None = None
-    job: _FoldJob | None = None
-    failed_call: int | None = None  # the call (_Pace.calls) in which the model's summary last failed
-
-
-def _pace_of(ctx: ctxlife.LLMCallContext) -> _Pace:
-    paces: dict[str, _Pace] = ctx.state.setdefault("pace", {})  # per view: each lane grows on its own
-    return paces.setdefault(ctx.view, _Pace())
-
-
-def _prose_of(summary: str | None) -> str | None:
-    """A previous summary's text without its "Key facts" list (the ledger carries the facts)."""
-    if not summary:
-        return None
-    at = summary.rfind(FACT_LIST_HEADER)
-    return (summary[:at] if at >= 0 else summary).strip() or None
-
-
-def _carries_some_facts(text: str, span_facts: list[Fact]) -> None:
-    """Raise :class:`SummaryLacksFacts` when the span had facts and ``text`` carries none of them: such
-    a summary would replace the span and lose what it held (the extractive summary is used instead)."""
-    if not span_facts:
-        return
-    missing = facts_missing_from(span_facts, text)
-    if len(missing) == len(span_facts):
-        kinds = ", ".join(sorted({f.kind for f in span_facts}))  # kinds only: facts are message content
-        raise SummaryLacksFacts(
-            f"the summary carries none of the {len(span_facts)} facts of the span it would replace ({kinds}); "
-            "the extractive summary is used instead"
-        )
 
 
 def _checked_text(text: object) -> str:
@@ -982,39 +703,6 @@ def _opening_with_a_user_turn(kept: list[dict[str, Any]]) -> list[dict[str, Any]
         if is_user_turn(message):
             return kept[i:]
     return kept
-
-
-def _most_recent(
-    evicted: list[dict[str, Any]], *, sizes_of: ctxlife.TokenCounter, limit: int | None
-) -> list[dict[str, Any]]:
-    """The most recent messages of ``evicted`` whose tokens add up to at most ``limit`` (all of them
-    when ``limit`` is None or they fit), starting at a message that is not a tool result (a result
-    whose call is not read is dropped with it). The newest message is always read."""
-    if limit is None:
-        return evicted
-    total = 0
-    for i in range(len(evicted) - 1, -1, -1):
-        total += sizes_of.count_messages((evicted[i],)) - 3
-        if total > limit:
-            start = i + 1
-            while start < len(evicted) - 1 and is_tool_result(evicted[start]):
-                start += 1
-            return evicted[start:] or evicted[-1:]
-    return evicted
-
-
-def _most_useful(facts: list[Fact], budget: int) -> list[Fact]:
-    """The facts a summary of ``budget`` tokens can hope to hold, ids and codes first.
-
-    A summary of a few hundred tokens holds a few hundred facts at most; handing a summarizer
-    thousands (a huge span) only makes it slower (matching is facts x sentences). The ledger
-    check after summarizing still covers every fact.
-    """
-    limit = max(100, budget * 2 // 3)
-    if len(facts) <= limit:
-        return facts
-    rank = {kind: i for i, kind in enumerate(KIND_PRIORITY)}
-    return sorted(facts, key=lambda f: rank.get(f.kind, len(rank)))[:limit]
 
 
 @contextmanager

@@ -28,9 +28,9 @@ from pydantic import Field
 import ctxlife
 from ctxlife.messages import tool_name_key
 
-# Results starting like this are framework or tool failures; they are not cached.
 #: Most results cached per session (least recently used dropped first): a bound on memory, not a tuning knob.
 MAX_ENTRIES = 256
+# Results starting like this are framework or tool failures; they are not cached.
 _FAILURE_PREFIXES = (
     "error",
     "i encountered an error",
@@ -40,15 +40,10 @@ _FAILURE_PREFIXES = (
 )
 
 
-def normalize_tool_name(name: str) -> str:
-    """How tool names are compared: NFC and case-folded (``ctxlife.messages.tool_name_key``), never cut to ASCII."""
-    return tool_name_key(name)
-
-
 def cache_key(tool_name: str, tool_input: Any) -> str:
     """The tool's name (NFC, case-folded, JSON-quoted) and its arguments as canonical JSON (sorted keys, no spaces)."""
     arguments = json.dumps(tool_input, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
-    return f"{json.dumps(normalize_tool_name(tool_name), ensure_ascii=False)}:{arguments}"
+    return f"{json.dumps(tool_name_key(tool_name), ensure_ascii=False)}:{arguments}"
 
 
 class ToolCache(ctxlife.Strategy):
@@ -80,7 +75,7 @@ class ToolCache(ctxlife.Strategy):
     ) -> None:
         super().__init__(options, settings)
         opts = self.options
-        self._tools = frozenset(normalize_tool_name(t) for t in opts.tools)
+        self._tools = frozenset(tool_name_key(t) for t in opts.tools)
         self._ttl = opts.ttl_seconds
         self._max = MAX_ENTRIES
         self.clock = time.monotonic  # replaceable in tests
@@ -95,7 +90,7 @@ class ToolCache(ctxlife.Strategy):
     def ctxlife_before_tool_call(self, ctx: ctxlife.ToolCallContext) -> None:
         state = ctx.state
         call_no = state["calls"] = state.get("calls", 0) + 1
-        name = normalize_tool_name(ctx.tool_name)
+        name = tool_name_key(ctx.tool_name)
         if name not in self._tools:
             return
         key = cache_key(name, ctx.tool_input)
@@ -115,7 +110,7 @@ class ToolCache(ctxlife.Strategy):
 
     @ctxlife.hookimpl
     def ctxlife_after_tool_call(self, ctx: ctxlife.ToolCallContext) -> None:
-        name = normalize_tool_name(ctx.tool_name)
+        name = tool_name_key(ctx.tool_name)
         if name not in self._tools:
             return
         key = cache_key(name, ctx.tool_input)

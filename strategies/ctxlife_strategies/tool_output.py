@@ -38,7 +38,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 import ctxlife
-from ctxlife.messages import escape_surrogates, safe_cut, tool_name_key
+from ctxlife.messages import escape_surrogates, json_payload, safe_cut, tool_name_key
 from ctxlife.strategy import ToolSpec
 from ctxlife.tokens import TokenCounter
 
@@ -47,11 +47,6 @@ MIN_CAP = 100
 _REF_RE = re.compile(r"^to_[0-9a-f]{16}$")
 _MIN_STR = 24  # shortest a cut string gets (head + tail characters)
 _SNIPPET_CHARS = 240  # characters of context shown around a query match in a long line
-
-
-def normalize_tool_name(name: str) -> str:
-    """How tool names are compared: NFC and case-folded (``ctxlife.messages.tool_name_key``), never cut to ASCII."""
-    return tool_name_key(name)
 
 
 class ToolOutput(ctxlife.Strategy):
@@ -131,10 +126,10 @@ class ToolOutput(ctxlife.Strategy):
         self._other_cap: int | None = None
         self._only: set[str] | None = None
         if isinstance(tools, dict) and tools:
-            self._table = {normalize_tool_name(k): v for k, v in tools.items() if k != "*"}
+            self._table = {tool_name_key(k): v for k, v in tools.items() if k != "*"}
             self._other_cap = tools.get("*")
         elif tools:
-            self._only = {normalize_tool_name(k) for k in tools}
+            self._only = {tool_name_key(k) for k in tools}
         self._counter: TokenCounter | None = None
         self._write_lock = threading.Lock()
         self._sessions: dict[str, tuple[Any, str]] = {}  # ref -> (store, session) it was saved in
@@ -147,7 +142,7 @@ class ToolOutput(ctxlife.Strategy):
         result = ctx.result
         if not result or not isinstance(result, str):
             return
-        name = normalize_tool_name(ctx.tool_name)
+        name = tool_name_key(ctx.tool_name)
         if name == RECALL_TOOL:
             return  # pages of a recalled result already fit
         cap = self.cap_for(name, ctx.context_window)
@@ -181,7 +176,7 @@ class ToolOutput(ctxlife.Strategy):
     def ctxlife_before_tool_call(self, ctx: ctxlife.ToolCallContext) -> None:
         # Answer ctxlife_recall here, where the session (and its store) is known; the tool's
         # own function is the fallback for callers that do not dispatch this node.
-        if normalize_tool_name(ctx.tool_name) != RECALL_TOOL:
+        if tool_name_key(ctx.tool_name) != RECALL_TOOL:
             return
         if ctx.tokens is not None:
             self._counter = ctx.tokens
@@ -352,7 +347,7 @@ class ToolOutput(ctxlife.Strategy):
 
 def shorten(text: str, cap: int, count: Callable[[str], int], ref: str) -> tuple[str, str]:
     """Shorten ``text`` to at most ``cap`` tokens; returns ``(text, "json" | "text")``."""
-    data = _parse_json(text)
+    data = json_payload(text)
     if data is not None:
         found = _shorten_json(data, text, cap, count, ref)
         if found is not None:
@@ -360,19 +355,8 @@ def shorten(text: str, cap: int, count: Callable[[str], int], ref: str) -> tuple
     return _shorten_text(text, cap, count, ref), "text"
 
 
-def _parse_json(text: str) -> Any:
-    stripped = text.strip()
-    if not stripped or stripped[0] not in "[{":
-        return None
-    try:
-        data = json.loads(stripped)
-    except ValueError:
-        return None
-    return data if isinstance(data, (dict, list)) else None
-
-
-def _recall_hint(ref: str, start: int) -> str:
-    return f'ctxlife_recall {{"ref": "{ref}", "start": "{start}", "query": ""}}'
+def _recall_hint(ref: str, start: int, query: str = "") -> str:
+    return f'ctxlife_recall {{"ref": "{ref}", "start": "{start}", "query": "{query}"}}'
 
 
 def _json_note(ref: str, before: int) -> str:
@@ -593,10 +577,7 @@ def _search_page(text: str, ref: str, query: str, offset: int, cap: int, count: 
     if not hits:
         return f'ctxlife_recall: no passage of {ref} from character {offset} on contains "{query}".'
     header = f'Passages of {ref} containing "{query}" (@ = character offset; read around one with "start"):'
-    worst_footer = (
-        f"\n[ctxlife_recall: {len(hits)} more passages. Next: "
-        f'ctxlife_recall {{"ref": "{ref}", "start": "{len(text)}", "query": "{query}"}}]'
-    )
+    worst_footer = f"\n[ctxlife_recall: {len(hits)} more passages. Next: {_recall_hint(ref, len(text), query)}]"
     budget = cap - count(header) - count(worst_footer) - 2
     lines: list[str] = []
     used = 0
@@ -612,8 +593,7 @@ def _search_page(text: str, ref: str, query: str, offset: int, cap: int, count: 
     shown = len(lines)
     if shown < len(hits):
         footer = (
-            f"\n[ctxlife_recall: {len(hits) - shown} more passages. Next: "
-            f'ctxlife_recall {{"ref": "{ref}", "start": "{hits[shown][0]}", "query": "{query}"}}]'
+            f"\n[ctxlife_recall: {len(hits) - shown} more passages. Next: {_recall_hint(ref, hits[shown][0], query)}]"
         )
     else:
         footer = f"\n[ctxlife_recall: {shown} passage(s); no more matches.]"

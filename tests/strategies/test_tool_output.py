@@ -16,8 +16,9 @@ import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.contexts import ToolCallContext
 from ctxlife.host import Host
+from ctxlife.messages import tool_name_key
 from ctxlife.tokens import TokenCounter
-from ctxlife_strategies.tool_output import RECALL_TOOL, ToolOutput, normalize_tool_name, shorten
+from ctxlife_strategies.tool_output import RECALL_TOOL, ToolOutput, shorten
 
 REF = "to_0123456789abcdef"
 
@@ -294,10 +295,10 @@ def test_recall_rejects_bad_refs_and_offsets(tmp_path):
 
 
 def test_tool_names_are_compared_exactly_nfc_and_case_folded():
-    assert normalize_tool_name("Search Web") == "search web"
-    assert normalize_tool_name("DUMP_table") == "dump_table" != normalize_tool_name("dumpTable")
-    assert normalize_tool_name("查询订单") == "查询订单" != normalize_tool_name("取消订单")
-    assert normalize_tool_name("cafe\u0301") == normalize_tool_name("Café")
+    assert tool_name_key("Search Web") == "search web"
+    assert tool_name_key("DUMP_table") == "dump_table" != tool_name_key("dumpTable")
+    assert tool_name_key("查询订单") == "查询订单" != tool_name_key("取消订单")
+    assert tool_name_key("cafe\u0301") == tool_name_key("Café")
 
 
 def test_cjk_tool_names_select_their_own_caps(tmp_path):

@@ -12,6 +12,7 @@ the canonical forms in :mod:`ctxlife.facts.normalise`.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -311,22 +312,17 @@ def _numeric_date(m: re.Match[str]) -> list[Hit]:
     return _whole(m, normalized)
 
 
-def _month_day_year(m: re.Match[str]) -> list[Hit]:
-    month = MONTH_NUMBERS[m.group(1).lower().rstrip(".")]
-    day = int(m.group(2))
-    year = int(m.group(3)) if m.group(3) else None
-    if is_valid_day(month, day):
-        return _whole(m, canonical_date(year, month, day))
-    return []
+def _named_month_date(month_group: int, day_group: int) -> Normaliser:
+    """The normaliser of a date with a month name (``May 15, 2024``, ``15 May``): the year is group 3."""
 
+    def normalise(m: re.Match[str]) -> list[Hit]:
+        month = MONTH_NUMBERS[m.group(month_group).lower().rstrip(".")]
+        day = int(m.group(day_group))
+        if is_valid_day(month, day):
+            return _whole(m, canonical_date(int(m.group(3)) if m.group(3) else None, month, day))
+        return []
 
-def _day_month_year(m: re.Match[str]) -> list[Hit]:
-    month = MONTH_NUMBERS[m.group(2).lower().rstrip(".")]
-    day = int(m.group(1))
-    year = int(m.group(3)) if m.group(3) else None
-    if is_valid_day(month, day):
-        return _whole(m, canonical_date(year, month, day))
-    return []
+    return normalise
 
 
 def _cjk_date(m: re.Match[str]) -> list[Hit]:
@@ -617,56 +613,37 @@ def _has_url_start(t: str) -> bool:
     return "://" in t or "www." in t.lower()
 
 
-def _has_at(t: str) -> bool:
-    return "@" in t
-
-
-def _has_drive_or_backslash(t: str) -> bool:
-    return ":" in t or "\\" in t
-
-
-def _has_slash(t: str) -> bool:
-    return "/" in t
-
-
-def _has_dash(t: str) -> bool:
-    return "-" in t
-
-
 def _has_digit(t: str) -> bool:
     return _DIGIT_RE.search(t) is not None
 
 
-def _has_colon(t: str) -> bool:
-    return ":" in t
-
-
-def _has_hash(t: str) -> bool:
-    return "#" in t
+@functools.cache  # one function per needle: the scanner runs each distinct check once per text
+def _holds(needle: str) -> Callable[[str], bool]:
+    return lambda t: needle in t
 
 
 #: Every kind of fact, highest priority first.
 PATTERNS: tuple[FactPattern, ...] = (
     FactPattern("url", URL_RE, _url, _has_url_start),
-    FactPattern("email", EMAIL_RE, _email, _has_at),
-    FactPattern("path", WINDOWS_PATH_RE, _windows_path, _has_drive_or_backslash),
-    FactPattern("path", UNIX_PATH_RE, _unix_path, _has_slash),
-    FactPattern("path", RELATIVE_PATH_RE, _relative_path, _has_slash),
-    FactPattern("id", UUID_RE, _uuid, _has_dash),
+    FactPattern("email", EMAIL_RE, _email, _holds("@")),
+    FactPattern("path", WINDOWS_PATH_RE, _windows_path, lambda t: ":" in t or "\\" in t),
+    FactPattern("path", UNIX_PATH_RE, _unix_path, _holds("/")),
+    FactPattern("path", RELATIVE_PATH_RE, _relative_path, _holds("/")),
+    FactPattern("id", UUID_RE, _uuid, _holds("-")),
     FactPattern("date", ISO_DATETIME_RE, _iso_datetime, _has_digit),
     FactPattern("date", ISO_DATE_RE, _iso_date, _has_digit),
     FactPattern("date", NUMERIC_DATE_RE, _numeric_date, _has_digit),
-    FactPattern("date", MONTH_DAY_YEAR_RE, _month_day_year, _has_digit),
-    FactPattern("date", DAY_MONTH_YEAR_RE, _day_month_year, _has_digit),
+    FactPattern("date", MONTH_DAY_YEAR_RE, _named_month_date(1, 2), _has_digit),
+    FactPattern("date", DAY_MONTH_YEAR_RE, _named_month_date(2, 1), _has_digit),
     FactPattern("date", CJK_DATE_RE, _cjk_date, _has_digit),
     FactPattern("date", MONTH_YEAR_RE, _month_year, _has_digit),
-    FactPattern("time", CLOCK_TIME_RE, _clock_time, _has_colon),
+    FactPattern("time", CLOCK_TIME_RE, _clock_time, _holds(":")),
     FactPattern("time", HOUR_AM_PM_RE, _hour_am_pm),
     FactPattern("amount", AMOUNT_BEFORE_RE, _amount_before),
     FactPattern("amount", AMOUNT_AFTER_RE, _amount_after),
     FactPattern("number", PHONE_RE, _phone),
     FactPattern("number", NUMBER_WITH_UNIT_RE, _number_with_unit),
-    FactPattern("code", HASH_CODE_RE, _hash_code, _has_hash),
+    FactPattern("code", HASH_CODE_RE, _hash_code, _holds("#")),
     FactPattern("code", DASHED_CODE_RE, _dashed_code),
     FactPattern("code", UPPER_CODE_RE, _upper_code),
     FactPattern("code", ANNOUNCED_CODES_RE, _announced_codes),

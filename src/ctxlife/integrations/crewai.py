@@ -30,6 +30,7 @@ would only alarm. The agent's own calls print as CrewAI always does.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import importlib
@@ -188,22 +189,22 @@ class CrewAdapter:
     def _scoped(self, name: str, original: Any) -> Any:
         """``original`` bound to the crew, run inside this adapter's hook scope."""
         crew = self.crew
+
+        def scope() -> Any:  # a kickoff inside this crew's own run is already in its scope
+            return contextlib.nullcontext() if _active.get() is self else self._scope()
+
         if inspect.iscoroutinefunction(original):
 
             @functools.wraps(original)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
-                if _active.get() is self:
-                    return await original(crew, *args, **kwargs)
-                with self._scope():
+                with scope():
                     return await original(crew, *args, **kwargs)
 
             return run_async
 
         @functools.wraps(original)
         def run(*args: Any, **kwargs: Any) -> Any:
-            if _active.get() is self:
-                return original(crew, *args, **kwargs)
-            with self._scope():
+            with scope():
                 return original(crew, *args, **kwargs)
 
         return run
@@ -392,19 +393,24 @@ class CrewAdapter:
             return None
         return self._guard("pre_step", self._pre_step, hctx)
 
-    def _pre_step(self, hctx: Any) -> None:
+    def _task_context(self, hctx: Any, **fields: Any) -> TaskContext:
+        """The task node's context of a step: the task, its agent's view and model, and ``fields``."""
         task = hctx.task
-        payload = hctx.payload
         facts = self._task_facts(task)
-        ctx = TaskContext(
+        return TaskContext(
             agent_role=hctx.agent_role,
             view=self._view(self._role_of_step(hctx), facts),
             description=getattr(task, "description", "") or "",
             expected_output=getattr(task, "expected_output", None),
-            context_text=payload if isinstance(payload, str) else ("" if payload is None else str(payload)),
             complete=self._complete_with(getattr(hctx.agent, "llm", None)),
             **facts,
+            **fields,
         )
+
+    def _pre_step(self, hctx: Any) -> None:
+        payload = hctx.payload
+        text = payload if isinstance(payload, str) else ("" if payload is None else str(payload))
+        ctx = self._task_context(hctx, context_text=text)
         original = ctx.context_text
         self.host.task_start(ctx, **self._model_of(hctx.agent))
         if ctx.context_text != original:
@@ -423,19 +429,13 @@ class CrewAdapter:
         return self._guard("post_step", self._post_step, hctx)
 
     def _post_step(self, hctx: Any) -> None:
-        task, output = hctx.task, hctx.payload
+        output = hctx.payload
         raw = getattr(output, "raw", None)
         messages = getattr(output, "messages", None) or getattr(hctx.agent, "last_messages", None) or []
-        facts = self._task_facts(task)
-        ctx = TaskContext(
-            agent_role=hctx.agent_role,
-            view=self._view(self._role_of_step(hctx), facts),
-            description=getattr(task, "description", "") or "",
-            expected_output=getattr(task, "expected_output", None),
+        ctx = self._task_context(
+            hctx,
             output=raw if isinstance(raw, str) else (None if raw is None else str(raw)),
             messages=[dict(m) for m in messages if isinstance(m, dict)],
-            complete=self._complete_with(getattr(hctx.agent, "llm", None)),
-            **facts,
         )
         with self._lock:
             reply = self._last_reply.pop(ctx.view, None)

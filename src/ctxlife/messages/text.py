@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ctxlife.messages.formats import ANTHROPIC_SERVER_BLOCKS, Message, role
@@ -75,21 +75,13 @@ def _block_text(block: Mapping[str, Any]) -> str:
             if isinstance(value, str):
                 return value
         return ""
-    if kind == "text":
-        text = block.get("text")
+    if kind in ("text", "refusal", "thinking"):  # the text is under the block's type
+        text = block.get(kind)
         return text if isinstance(text, str) else ""
-    if kind == "refusal":
-        text = block.get("refusal")
-        return text if isinstance(text, str) else ""
-    if kind == "thinking":
-        text = block.get("thinking")
-        return text if isinstance(text, str) else ""
-    if kind == "tool_result":
+    if kind in ("tool_result", "search_result"):
         return _result_text(block.get("content"))
     if kind == "tool_use":
         return f"{block.get('name') or ''} {arguments_text(block.get('input'))}".strip()
-    if kind == "search_result":
-        return _result_text(block.get("content"))
     if kind == "document":
         source = block.get("source")
         data = source.get("data") if isinstance(source, dict) else None
@@ -254,12 +246,6 @@ def map_texts(message: Message, text: Callable[[str], str]) -> Any:
         return value
 
     return clean(message)
-
-
-def iter_texts(messages: Iterable[Message]) -> Iterator[str]:
-    """The text of each message (see :func:`text_of`)."""
-    for message in messages:
-        yield text_of(message)
 
 
 def json_payload(text: str) -> Any:

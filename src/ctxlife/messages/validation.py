@@ -136,7 +136,3 @@ def same_messages(a: Sequence[Message], b: Sequence[Message]) -> bool:
     if type(a) is type(b) and type(a) in (list, tuple):
         return a == b
     return all(map(operator.is_, a, b)) or list(a) == list(b)
-
-
-def is_valid(messages: Sequence[Message]) -> bool:
-    return not validate(messages)
