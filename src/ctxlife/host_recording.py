@@ -3,7 +3,8 @@ store's keeper around a model call.
 
 Before the strategies run, the keeper's recorder learns how the caller's list compares with the
 list handed back last (:meth:`~ctxlife.sessions.recording.Recorder.expect`); after them, the list
-as the call hands it back (:func:`leave`) and the call record of what was sent (:func:`record_call`,
+as the call hands it back (:func:`leave`), the view's snapshot when a strategy changed the list
+(:func:`settle`) and the call record of what was sent (:func:`record_call`,
 :mod:`ctxlife.sessions.calls`). Only for a view the recorder keeps, and never for a list the
 caller recorded itself (``ctxlife.Session``).
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxlife.config import Settings
-from ctxlife.contexts import LLMCallContext
+from ctxlife.contexts import Action, LLMCallContext
 from ctxlife.errors import ConfigError, CtxlifeError
 from ctxlife.events import emit
 from ctxlife.host_report import Report, StrategyFailure
@@ -23,7 +24,7 @@ from ctxlife.sessions.base import SessionStore
 from ctxlife.sessions.keeper import keeper_for
 from ctxlife.sessions.records import RawRecord, json_safe
 
-__all__ = ["expect", "leave", "open_configured_store", "record_call", "record_reply"]
+__all__ = ["expect", "leave", "open_configured_store", "record_call", "record_reply", "settle"]
 
 
 def expect(
@@ -94,6 +95,40 @@ def leave(store: SessionStore | None, messages: list[dict[str, Any]], session: s
     keeper = keeper_for(store)
     if keeper.recorder.known(session, view):
         keeper.leave(session, messages, view)
+
+
+def settle(
+    store: SessionStore | None, messages: list[dict[str, Any]], session: str | None, ctx: LLMCallContext
+) -> list[StrategyFailure]:
+    """After every strategy (and :func:`leave`): save the view's snapshot when the call changed the
+    list its keeper tracks (:meth:`~ctxlife.sessions.keeper.Keeper.settle`). Here, not in a strategy's
+    last hook, because only the host knows when every hook ran: recall's room-making and a third
+    party's trylast edit come after any one hook. What happened is an action of the strategy that
+    keeps the snapshot; a failed write its failure (with an error event), and the call goes on."""
+    if store is None or session is None or ctx.recorded_by_caller:
+        return []
+    view = getattr(ctx, "view", "") or ""
+    settled = keeper_for(store).settle(session, view, messages)
+    if settled is None:
+        return []
+    node = ctx.node
+    if settled.snapshot is not None:
+        details = {"messages": len(messages), "raw_length": settled.snapshot.raw_length}
+        ctx.actions.append(Action(settled.by, node, "snapshot_saved", details))
+    elif settled.skipped is not None:
+        ctx.actions.append(Action(settled.by, node, "skipped", {"reason": settled.skipped, "pending": settled.pending}))
+    if settled.error is None:
+        return []
+    emit(
+        "error",
+        "ctxlife.snapshot_save_failed",
+        strategy=settled.by,
+        session_id=session,
+        view=view,
+        error=settled.error[:300],
+        hint="the turn is recorded; the snapshot is saved again on the next call",
+    )
+    return [StrategyFailure(settled.by, node, settled.error)]
 
 
 def open_configured_store(settings: Settings) -> SessionStore:
