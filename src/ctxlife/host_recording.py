@@ -16,8 +16,8 @@ from typing import Any
 from ctxlife.config import Settings
 from ctxlife.contexts import Action, LLMCallContext
 from ctxlife.errors import ConfigError, CtxlifeError
-from ctxlife.events import emit
-from ctxlife.host_report import Report, StrategyFailure
+from ctxlife.events import describe_error, emit
+from ctxlife.host_report import Report, StrategyFailure, quotable_texts
 from ctxlife.messages import Agreement
 from ctxlife.sessions import open_store, store_schemes
 from ctxlife.sessions.base import SessionStore
@@ -98,17 +98,22 @@ def leave(store: SessionStore | None, messages: list[dict[str, Any]], session: s
 
 
 def settle(
-    store: SessionStore | None, messages: list[dict[str, Any]], session: str | None, ctx: LLMCallContext
+    store: SessionStore | None,
+    messages: list[dict[str, Any]],
+    session: str | None,
+    ctx: LLMCallContext,
+    *,
+    log_content: bool = False,
 ) -> list[StrategyFailure]:
     """After every strategy (and :func:`leave`): save the view's snapshot when the call changed the
     list its keeper tracks (:meth:`~ctxlife.sessions.keeper.Keeper.settle`). Here, not in a strategy's
     last hook, because only the host knows when every hook ran: recall's room-making and a third
     party's trylast edit come after any one hook. What happened is an action of the strategy that
-    keeps the snapshot; a failed write its failure (with an error event), and the call goes on."""
+    keeps the snapshot; a failed write is its failure (a ``ctxlife.strategy_failed`` event, as if
+    its hook had raised), and the call goes on."""
     if store is None or session is None or ctx.recorded_by_caller:
         return []
-    view = getattr(ctx, "view", "") or ""
-    settled = keeper_for(store).settle(session, view, messages)
+    settled = keeper_for(store).settle(session, getattr(ctx, "view", "") or "", messages)
     if settled is None:
         return []
     node = ctx.node
@@ -117,18 +122,21 @@ def settle(
         ctx.actions.append(Action(settled.by, node, "snapshot_saved", details))
     elif settled.skipped is not None:
         ctx.actions.append(Action(settled.by, node, "skipped", {"reason": settled.skipped, "pending": settled.pending}))
-    if settled.error is None:
+    exc = settled.error
+    if exc is None:
         return []
+    error, safe = describe_error(exc, quotable_texts(ctx), log_content=log_content)
     emit(
         "error",
-        "ctxlife.snapshot_save_failed",
+        "ctxlife.strategy_failed",
         strategy=settled.by,
+        node=node,
+        error=error,
+        error_type=type(exc).__name__,
         session_id=session,
-        view=view,
-        error=settled.error[:300],
-        hint="the turn is recorded; the snapshot is saved again on the next call",
+        exc_info=safe and not isinstance(exc, CtxlifeError),
     )
-    return [StrategyFailure(settled.by, node, settled.error)]
+    return [StrategyFailure(settled.by, node, f"{type(exc).__name__}: {exc}")]
 
 
 def open_configured_store(settings: Settings) -> SessionStore:

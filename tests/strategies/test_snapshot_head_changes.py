@@ -15,10 +15,13 @@ from typing import Any
 import pytest
 
 import ctxlife
+from ctxlife import sessions
 from ctxlife.config import read_toml, settings_from_dict
+from ctxlife.errors import StoreError
 from ctxlife.host import Host
 from ctxlife.messages import is_recall_block
 from ctxlife.sessions import open_store
+from delegating_store import DelegatingStore
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = {"role": "system", "content": "You are a friendly companion."}
@@ -199,3 +202,37 @@ def test_steady_calls_do_not_rewrite_the_snapshot_and_the_restore_stays_exact(tm
     with open_store(url) as store:
         assert store.load_snapshot("steady") == saved  # not written again
     assert restored(settings, 100_000, "steady") == sent_without_block(live)[:-1]
+
+
+class RefusingSnapshots(DelegatingStore):
+    """A real SQLite store whose snapshot writes fail while ``refusing`` is set (a full disk)."""
+
+    refusing = False
+
+    def save_snapshot(self, snapshot: Any) -> None:
+        if RefusingSnapshots.refusing:
+            raise StoreError("the disk is full (snapshot refused)")
+        super().save_snapshot(snapshot)
+
+
+def test_a_snapshot_save_that_failed_is_made_on_the_next_call_that_changes_nothing(tmp_path):
+    inner = f"sqlite:///{tmp_path / 'sessions.db'}"
+    with sessions.REGISTRY.registered("refusing", lambda url: RefusingSnapshots(sessions.open_store(inner))):
+        settings = settings_from_dict({"strategies": ["snapshot_restore"], "store": "refusing://x"})
+        host = Host(settings, context_window=100_000, session_id="due", plugins=[DropOnce()])
+        live = [dict(SYSTEM)]
+        try:
+            play(host, [("Hello.", "Hi."), (FACT, "Noted."), ("How are you?", "Fine.")], live)
+            RefusingSnapshots.refusing = True
+            live.append({"role": "user", "content": "Good."})
+            report = host.manage(live)  # the head change (DropOnce) whose snapshot cannot be written
+            # reported as snapshot_restore's failure (the call record after it is skipped: the store failed)
+            assert ("snapshot_restore", "StoreError") in [(f.strategy, f.error.split(":")[0]) for f in report.failures]
+            live.append({"role": "assistant", "content": "Yes."})
+            RefusingSnapshots.refusing = False
+            actions = play(host, [("Small talk.", "Sure.")], live)  # changes nothing: the due save is made
+            assert ("snapshot_restore", "snapshot_saved") in actions[0]
+        finally:
+            RefusingSnapshots.refusing = False
+            host.close()
+        assert restored(settings, 100_000, "due") == live[:-1]

@@ -73,7 +73,7 @@ class Settled:
     snapshot: Snapshot | None = None  #: the snapshot written (None: the same one was written last, or none)
     skipped: str | None = None  #: why a due save was not made (``raw_history_pending``); due on the next call
     pending: int = 0  #: with ``skipped``: how many messages wait for the store
-    error: str | None = None  #: the failed write (``"StoreError: ..."``); due on the next call
+    error: Exception | None = None  #: why the write failed (a ``StoreError``); due on the next call
 
 
 def changed(before: Sequence[Message], after: Sequence[Message]) -> bool:
@@ -265,7 +265,7 @@ class Keeper:
         try:
             snapshot = self.save_snapshot(session_id, view, messages)
         except Exception as exc:  # noqa: BLE001 - reported by the host; the call goes on
-            return Settled(by, error=f"{type(exc).__name__}: {exc}")
+            return Settled(by, error=exc)
         with self._lock:
             self._due.discard(key)  # (also when the same snapshot was written last: nothing to write)
         return Settled(by, snapshot=snapshot)
