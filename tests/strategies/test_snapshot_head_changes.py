@@ -20,6 +20,7 @@ from ctxlife.config import read_toml, settings_from_dict
 from ctxlife.errors import StoreError
 from ctxlife.host import Host
 from ctxlife.messages import is_recall_block
+from ctxlife.session import Session
 from ctxlife.sessions import open_store
 from delegating_store import DelegatingStore
 
@@ -236,3 +237,27 @@ def test_a_snapshot_save_that_failed_is_made_on_the_next_call_that_changes_nothi
             RefusingSnapshots.refusing = False
             host.close()
         assert restored(settings, 100_000, "due") == live[:-1]
+
+
+def test_a_session_saves_a_change_once_and_steady_calls_do_not_rewrite_it(tmp_path):
+    """ctxlife.Session saves its own snapshot: the bootstrap text in its system prompt (applied on
+    every call) and the recall block are no change of the conversation."""
+    settings = demo_settings(tmp_path)
+    with Session(
+        "calm", settings, system="You are a friendly companion.", context_window=100_000, plugins=[DropOnce()]
+    ) as session:
+        for i, said in enumerate(["Hello.", FACT, "How are you?", "Good."]):
+            sent = session.messages({"role": "user", "content": said})
+            session.record_reply({"role": "assistant", "content": f"Answer {i}."})
+        assert FACT not in [m["content"] for m in sent]  # dropped once (a head change), and saved
+        saved = session.store.load_snapshot("calm")
+        assert saved is not None
+        blocks = 0
+        for i in range(30):
+            sent = session.messages({"role": "user", "content": QUESTION if i % 3 == 0 else f"Small talk {i}."})
+            blocks += any(is_recall_block(m) for m in sent)
+            session.record_reply({"role": "assistant", "content": f"Reply {i}."})
+        assert blocks  # recall brought the dropped fact back (a block: no change of the conversation)
+        assert session.store.load_snapshot("calm") == saved  # not written again
+    with Session("calm", settings, context_window=100_000) as again:
+        assert again.get_items() == [*sent_without_block(sent)[1:], {"role": "assistant", "content": "Reply 29."}]
