@@ -253,8 +253,10 @@ class Keeper:
         key = (session_id, view)
         with self._lock:
             tracked = self._tracked.pop(key, None)
-            if tracked is None or not (key in self._due or changed(tracked[0], messages)):
-                return None
+            due = key in self._due
+        if tracked is None or not (due or changed(tracked[0], messages)):
+            return None
+        with self._lock:
             self._due.add(key)
         by = tracked[1]
         pending = self.recorder.pending(session_id, view)
