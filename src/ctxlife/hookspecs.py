@@ -10,7 +10,9 @@ How the host calls them (the same for every hook):
   Implementations marked ``@ctxlife.hookimpl(tryfirst=True)`` run before all
   others and ``trylast=True`` after all others (config order within each
   group); with ``specname=`` a strategy can implement one hook twice, e.g. a
-  tryfirst part that restores a session and a trylast part that saves it.
+  tryfirst part that restores a session and a trylast part. A trylast part is not
+  the last word: another strategy's or plugin's trylast part may run after it, so
+  the host itself saves a session's snapshot once every strategy ran.
 * Each strategy edits the context object in place. Return values are ignored.
 * A strategy that raises has its edit discarded (the context is restored to what
   it was before that strategy ran); the others still run, and an

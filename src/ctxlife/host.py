@@ -552,6 +552,7 @@ class Host:
             )
             self.apply_bootstrap(messages, text, system_prompt=system_prompt, fmt=fmt)
             host_recording.leave(self.store, live, session, ctx)
+            failures += host_recording.settle(self.store, live, session, ctx, log_content=self.settings.log_content)
             unchanged = same_messages(before, live)
             if not unchanged:
                 length, edited = message_model.differences(before, live)

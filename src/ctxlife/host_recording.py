@@ -3,7 +3,8 @@ store's keeper around a model call.
 
 Before the strategies run, the keeper's recorder learns how the caller's list compares with the
 list handed back last (:meth:`~ctxlife.sessions.recording.Recorder.expect`); after them, the list
-as the call hands it back (:func:`leave`) and the call record of what was sent (:func:`record_call`,
+as the call hands it back (:func:`leave`), the view's snapshot when a strategy changed the list
+(:func:`settle`) and the call record of what was sent (:func:`record_call`,
 :mod:`ctxlife.sessions.calls`). Only for a view the recorder keeps, and never for a list the
 caller recorded itself (``ctxlife.Session``).
 """
@@ -13,17 +14,17 @@ from __future__ import annotations
 from typing import Any
 
 from ctxlife.config import Settings
-from ctxlife.contexts import LLMCallContext
+from ctxlife.contexts import Action, LLMCallContext
 from ctxlife.errors import ConfigError, CtxlifeError
-from ctxlife.events import emit
-from ctxlife.host_report import Report, StrategyFailure
+from ctxlife.events import describe_error, emit
+from ctxlife.host_report import Report, StrategyFailure, quotable_texts
 from ctxlife.messages import Agreement
 from ctxlife.sessions import open_store, store_schemes
 from ctxlife.sessions.base import SessionStore
 from ctxlife.sessions.keeper import keeper_for
 from ctxlife.sessions.records import RawRecord, json_safe
 
-__all__ = ["expect", "leave", "open_configured_store", "record_call", "record_reply"]
+__all__ = ["expect", "leave", "open_configured_store", "record_call", "record_reply", "settle"]
 
 
 def expect(
@@ -94,6 +95,48 @@ def leave(store: SessionStore | None, messages: list[dict[str, Any]], session: s
     keeper = keeper_for(store)
     if keeper.recorder.known(session, view):
         keeper.leave(session, messages, view)
+
+
+def settle(
+    store: SessionStore | None,
+    messages: list[dict[str, Any]],
+    session: str | None,
+    ctx: LLMCallContext,
+    *,
+    log_content: bool = False,
+) -> list[StrategyFailure]:
+    """After every strategy (and :func:`leave`): save the view's snapshot when the call changed the
+    list its keeper tracks (:meth:`~ctxlife.sessions.keeper.Keeper.settle`). Here, not in a strategy's
+    last hook, because only the host knows when every hook ran: recall's room-making and a third
+    party's trylast edit come after any one hook. What happened is an action of the strategy that
+    keeps the snapshot; a failed write is its failure (a ``ctxlife.strategy_failed`` event, as if
+    its hook had raised), and the call goes on."""
+    if store is None or session is None or ctx.recorded_by_caller:
+        return []
+    settled = keeper_for(store).settle(session, getattr(ctx, "view", "") or "", messages)
+    if settled is None:
+        return []
+    node = ctx.node
+    if settled.snapshot is not None:
+        details = {"messages": len(messages), "raw_length": settled.snapshot.raw_length}
+        ctx.actions.append(Action(settled.by, node, "snapshot_saved", details))
+    elif settled.skipped is not None:
+        ctx.actions.append(Action(settled.by, node, "skipped", {"reason": settled.skipped, "pending": settled.pending}))
+    exc = settled.error
+    if exc is None:
+        return []
+    error, safe = describe_error(exc, quotable_texts(ctx), log_content=log_content)
+    emit(
+        "error",
+        "ctxlife.strategy_failed",
+        strategy=settled.by,
+        node=node,
+        error=error,
+        error_type=type(exc).__name__,
+        session_id=session,
+        exc_info=safe and not isinstance(exc, CtxlifeError),
+    )
+    return [StrategyFailure(settled.by, node, f"{type(exc).__name__}: {exc}")]
 
 
 def open_configured_store(settings: Settings) -> SessionStore:

@@ -221,7 +221,9 @@ class Session:
             before = list(listing)
             report = self.host.before_llm_call(listing, recorded_by_caller=True, **self._call_keywords())
             self.last_report = report
-            if not same_messages(before, listing):
+            # Saved when a strategy changed the conversation, not for the system prompt (the caller's,
+            # with the bootstrap text: never restored from the snapshot) nor the recall block alone.
+            if not same_messages(before, listing) and not same_messages(_conversation(before), _conversation(listing)):
                 self._save(report, listing, [slot_of.get(id(m)) for m in listing], restored)
             return listing
 

@@ -17,7 +17,10 @@ after it and the current user message, so the agent sees one continuous conversa
 that fails (an unreadable record, a record that is not a message, a result that would not be a
 valid message list) leaves the list alone, says so in an error event, and this host then never
 writes a snapshot for that view (the good one stays). The snapshot is saved after every call in
-which another strategy changed the context (a compaction), and at every task end.
+which a strategy changed the context (a compaction, recall making room, any other strategy's or
+plugin's edit, whatever its hook order: the host saves it once every strategy ran, with
+:meth:`ctxlife.sessions.keeper.Keeper.settle`), and at every task end. A call that changed
+nothing, or only the recall block, writes none.
 
 The last reply of a process is recorded with :meth:`ctxlife.Host.record_reply` (or the next call).
 """
@@ -30,7 +33,7 @@ from pydantic import Field
 
 import ctxlife
 from ctxlife.events import emit
-from ctxlife.messages import is_summary, is_system, same_messages, validate
+from ctxlife.messages import is_summary, is_system, validate
 from ctxlife.sessions import SessionStore
 from ctxlife.sessions.keeper import Keeper, keeper_for
 from ctxlife.sessions.restore import restore_view
@@ -83,10 +86,8 @@ class SnapshotRestore(ctxlife.Strategy):
             failed = self._restore(ctx, store, keeper, session, view, state)
             restored = failed is None and bool(ctx.actions) and ctx.actions[-1].what == "restored"
         state["started"] = True
-        state["unrecorded"] = True  # until the list is recorded: no snapshot of it (see _save)
         try:
             keeper.record_list(session, ctx.messages, view)
-            state["unrecorded"] = False
         except Exception:
             # The store failed (down, disk full): the new messages wait in the recorder for the
             # next call, and the host rolls this call's edit back; a restore made in this call is
@@ -94,7 +95,9 @@ class SnapshotRestore(ctxlife.Strategy):
             if restored:
                 state["started"] = False
             raise
-        state["seen"] = list(ctx.messages)
+        if not state.get("restore_failed"):
+            # The host saves the snapshot after every strategy ran, if one changed this list.
+            keeper.track(session, view, ctx.messages, by=self.name)
         if failed is not None:
             raise failed  # reported by the host (ctxlife.strategy_failed); the list was left alone
 
@@ -190,30 +193,6 @@ class SnapshotRestore(ctxlife.Strategy):
         from_tail = max(0, len(saved) - restored_view.from_snapshot)
         return result, len(restored) - from_tail, from_tail
 
-    # -- node 2, last: save after a compaction --------------------------------------------
-
-    @ctxlife.hookimpl(specname="ctxlife_before_llm_call", trylast=True)
-    def save_after_compaction(self, ctx: ctxlife.LLMCallContext) -> None:
-        if ctx.session_id is None or ctx.recorded_by_caller:
-            return
-        store = _store(ctx)
-        if store is None:
-            return
-        view = _view(ctx)
-        state = _state(ctx, view)
-        seen = state.get("seen")
-        if seen is None:
-            return
-        # Everything in the list is recorded now (or ctxlife's own): note it as the caller's next
-        # list starts, so a stateless caller sending it back is continued exactly.
-        keeper_for(store).leave(ctx.session_id, ctx.messages, view)
-        if same_messages(seen, ctx.messages):
-            return
-        # Another strategy rewrote the context: messages it added (a summary) are not raw history,
-        # but the snapshot must hold them.
-        state["seen"] = list(ctx.messages)
-        self._save(ctx, store, ctx.session_id, view, state, ctx.messages)
-
     # -- node 6: save at task end ---------------------------------------------------------
 
     @ctxlife.hookimpl
@@ -228,9 +207,7 @@ class SnapshotRestore(ctxlife.Strategy):
         # The task's final messages are copies of the live list; what is new (the final answer)
         # is found by alignment like any other list.
         keeper_for(store).record_list(ctx.session_id, ctx.messages, view)
-        state["unrecorded"] = False
         self._save(ctx, store, ctx.session_id, view, state, ctx.messages)
-        state.pop("seen", None)
 
     def _save(
         self,
@@ -247,7 +224,7 @@ class SnapshotRestore(ctxlife.Strategy):
             ctx.record("skipped", reason="restore_failed")
             return
         pending = keeper.recorder.pending(session, view)
-        if pending or state.get("unrecorded"):
+        if pending:
             # The raw history must hold everything a snapshot shows first, or a restore would
             # read the pending messages twice (in the snapshot and in the raw tail after it).
             ctx.record("skipped", reason="raw_history_pending", pending=pending)

@@ -21,7 +21,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from hypothesis import assume, event, given
+from hypothesis import assume, event, example, given
 from hypothesis import strategies as st
 from reliability_gen import (
     REACT_PROMPT,
@@ -30,6 +30,7 @@ from reliability_gen import (
     Chat,
     Checks,
     Driver,
+    Native,
     React,
     User,
     canon,
@@ -218,6 +219,33 @@ class Probe:
         self.seen.append(list(ctx.messages))
 
 
+# A random draw that failed (closing3.md, shrunk by hand): with configs/demo.toml, recall made room for its
+# block (dropping the empty user message a compaction had kept) after snapshot_restore's last hook had run;
+# no snapshot held that change, so a restart brought the message back. The host now saves after every hook.
+_ROW = (
+    '{"\\u4e46 2024-05-17 14:30": false, "\\ud83d\\ude00 \\u4e7bt\\u4e12\\u5354\\u92da\\u5d14u\\u9dc5": '
+    '1.7976931348623155e+308, "/data/invoices/ORD-48213.pdf": -5.2087271095410456e+16, '
+    '"$1,284.50 \\u8ba2\\u5355\\u53f7 HAT136": 130}'
+)
+RECALL_MADE_ROOM = {
+    "system": [],
+    "script": [
+        User(""),
+        Native([Call("lookup", {}, "call_0", "0 " * 10)]),
+        React(Call("lookup", {"q": 0, "order_id": 0}, "call_0", ("[" + ", ".join([_ROW] * 9))[:1763]), ""),
+        Chat(""),
+        User("", True),
+        User(
+            "丨N(亇暍春事丼 L与习\u200b雠乄 42 kg 9f~ 2024-05-17 14:30 /data/invoices/ORD-48213.pdf "
+            "🧪 🎉 椼汌亍S互五嵋飨 亓Z 42 kg $1,284.50 👨\u200d👩\u200d👧\u200d👦 42 kg"
+        ),
+    ],
+    "window": 2000,
+    "new_user": "New question.",
+    "new_system": False,
+}
+
+
 @pytest.mark.parametrize("config_id", heavy_marked_slow(RESTORE_IDS))
 def test_restore_is_exact(config_id, tmp_path, stats):
     """After a restart, the first call sees exactly the saved context (current system prompt wins) + the new
@@ -225,6 +253,7 @@ def test_restore_is_exact(config_id, tmp_path, stats):
 
     @examples(20)
     @given(system=system_prompts(), script=scripts(), window=WINDOWS, new_user=contents(), new_system=st.booleans())
+    @example(**RECALL_MADE_ROOM)
     def prop(system, script, window, new_user, new_system):
         checks = Checks()
         session = f"r-{uuid.uuid4().hex[:12]}"

@@ -26,6 +26,12 @@ strategy and every adapter. It keeps three rules in one place:
   wins), and nothing written twice for the same list. A failed write raises
   :class:`~ctxlife.errors.StoreError` *after* the records were written: callers report it
   (``Report.failures``) instead of failing the call, so a retry records nothing twice.
+  When to write is decided once the whole call is known: a strategy that keeps a view's snapshot
+  (``snapshot_restore``) :meth:`Keeper.track` s the list it recorded at the call's start, and the
+  host :meth:`Keeper.settle` s the list the call hands back after *every* strategy ran. Whatever
+  changed it (a compaction, recall making room, a third party's hook, in any order) is saved;
+  a call that changed nothing but the recall block writes nothing (:func:`changed`). A save
+  that was due and did not happen (the store failed) is due on the next call too.
 
 Reading is :meth:`Keeper.restore`: the view's snapshot with the events after it applied
 (:mod:`ctxlife.sessions.restore`), brought up to date incrementally from the last read.
@@ -37,11 +43,12 @@ import contextlib
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ctxlife.events import emit
-from ctxlife.messages import inserted_meta, is_recall_block
+from ctxlife.messages import inserted_meta, is_recall_block, same_messages
 from ctxlife.sessions.base import SessionStore
 from ctxlife.sessions.calls import calls_for
 from ctxlife.sessions.recording import Recorder, recorder_for
@@ -49,13 +56,34 @@ from ctxlife.sessions.records import REMOVE, RawRecord, erased_message, fingerpr
 from ctxlife.sessions.restore import Restored, restore_after, restore_view
 from ctxlife.sessions.snapshot import Snapshot
 
-__all__ = ["Keeper", "keeper_for"]
+__all__ = ["Keeper", "Settled", "changed", "keeper_for"]
 
 Message = dict[str, Any]
 
 #: Views whose last saved snapshot a keeper remembers (to skip writing the same one twice); the
 #: oldest are forgotten first, and a forgotten one costs one extra write at most.
 _SAVED_VIEWS = 1024
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What :meth:`Keeper.settle` did with a view's snapshot at the end of a call that was due one."""
+
+    by: str  #: the strategy that keeps the snapshot (named in :meth:`Keeper.track`)
+    snapshot: Snapshot | None = None  #: the snapshot written (None: the same one was written last, or none)
+    skipped: str | None = None  #: why a due save was not made (``raw_history_pending``); due on the next call
+    pending: int = 0  #: with ``skipped``: how many messages wait for the store
+    error: Exception | None = None  #: why the write failed (a ``StoreError``); due on the next call
+
+
+def changed(before: Sequence[Message], after: Sequence[Message]) -> bool:
+    """Whether a call changed its list in a way a snapshot must hold: anything but the recall block
+    (one call's insert, never saved). Costs one comparison in C when nothing changed."""
+    if same_messages(before, after):
+        return False
+    return not same_messages(
+        [m for m in before if not is_recall_block(m)], [m for m in after if not is_recall_block(m)]
+    )
 
 
 class Keeper:
@@ -67,6 +95,9 @@ class Keeper:
         self._lock = threading.RLock()
         # (session, view) -> (fingerprints of the snapshot's messages, raw_length) last written here
         self._saved: OrderedDict[tuple[str, str], tuple[list[str], int]] = OrderedDict()
+        # (session, view) -> (the list recorded at the call's start, the strategy keeping its snapshot)
+        self._tracked: dict[tuple[str, str], tuple[list[Message], str]] = {}
+        self._due: set[tuple[str, str]] = set()  # views whose snapshot save failed or was skipped
         self._mark_key_made = False
 
     # -- reading ----------------------------------------------------------------------------------
@@ -199,11 +230,47 @@ class Keeper:
         snapshot = Snapshot(session_id=session_id, view=view, messages=safe, raw_length=raw_length, meta=meta)
         self.store.save_snapshot(snapshot)
         with self._lock:
+            self._due.discard(key)
             self._saved[key] = (fps, raw_length)
             self._saved.move_to_end(key)
             while len(self._saved) > _SAVED_VIEWS:
                 self._saved.popitem(last=False)
         return snapshot
+
+    def track(self, session_id: str, view: str, recorded: Sequence[Message], *, by: str) -> None:
+        """Keep the view's snapshot to the list the current call hands back. ``recorded``: the call's
+        list as it was recorded (before the strategies changed it); ``by``: the strategy that keeps
+        the snapshot, named in what :meth:`settle` reports. Call it again on every call."""
+        with self._lock:
+            self._tracked[(session_id, view)] = (list(recorded), by)
+
+    def settle(self, session_id: str, view: str, messages: Sequence[Message]) -> Settled | None:
+        """After every strategy of a call ran (the host): save ``messages``, the list the call hands
+        back, as the view's snapshot when it differs from the list :meth:`track` ed (:func:`changed`),
+        or when an earlier save was due and did not happen. None: the view is not tracked in this
+        call, or nothing is due. A failed write is returned (``error``), not raised: the call goes
+        on, and the save is due on the next call."""
+        key = (session_id, view)
+        with self._lock:
+            tracked = self._tracked.pop(key, None)
+            due = key in self._due
+        if tracked is None or not (due or changed(tracked[0], messages)):
+            return None
+        with self._lock:
+            self._due.add(key)
+        by = tracked[1]
+        pending = self.recorder.pending(session_id, view)
+        if pending:
+            # The raw history must hold everything a snapshot shows first, or a restore would read
+            # the pending messages twice (in the snapshot and in the raw tail after it).
+            return Settled(by, skipped="raw_history_pending", pending=pending)
+        try:
+            snapshot = self.save_snapshot(session_id, view, messages)
+        except Exception as exc:  # noqa: BLE001 - reported by the host; the call goes on
+            return Settled(by, error=exc)
+        with self._lock:
+            self._due.discard(key)  # (also when the same snapshot was written last: nothing to write)
+        return Settled(by, snapshot=snapshot)
 
     def _fingerprint_at(self, session_id: str, view: str, seq: int) -> str | None:
         """The fingerprint of the view's record ``seq`` (None: not one of the view's, or unreadable)."""
@@ -246,6 +313,13 @@ class Keeper:
         with self._lock:
             for key in [k for k in self._saved if session_id is None or k[0] == session_id]:
                 del self._saved[key]
+            self._drop_calls(lambda key: session_id is None or key[0] == session_id)
+
+    def _drop_calls(self, which: Callable[[tuple[str, str]], bool]) -> None:
+        """Forget the tracked calls and due saves of the views ``which`` selects (lock held)."""
+        for key in [k for k in self._tracked if which(k)]:
+            del self._tracked[key]
+        self._due = {k for k in self._due if not which(k)}
 
 
 def _quarantined(session_id: str, view: str, index: int, message: Message) -> Message:
