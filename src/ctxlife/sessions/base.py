@@ -74,6 +74,7 @@ from ctxlife.sessions.records import (
     CallRecord,
     ErasedMessages,
     Event,
+    PreparedMessage,
     RawRecord,
     RecordSlot,
     canonical_json,
@@ -83,6 +84,8 @@ from ctxlife.sessions.records import (
     fingerprint,
     json_text,
     materialize,
+    prepare_messages,
+    unwrap_event,
     whole_units,
 )
 from ctxlife.sessions.snapshot import Snapshot
@@ -198,6 +201,20 @@ class SessionStore(abc.ABC):
         :func:`fingerprint`, when the caller computed them already. An empty list is a no-op
         (returns ``[]``, still checks ``if_head``).
         """
+
+    def _prepare_append(
+        self, session_id: str, messages: list[dict[str, Any]], view: str, if_head: int | None, fingerprints: Any
+    ) -> list[PreparedMessage]:
+        """What every :meth:`append` does first: validate its arguments and encode the messages
+        (:func:`prepare_messages`). An empty batch still checks ``if_head``; the caller returns ``[]``."""
+        validate_session_id(session_id)
+        validate_view(view)
+        if if_head is not None and (isinstance(if_head, bool) or not isinstance(if_head, int) or if_head < 0):
+            raise StoreError(f"if_head must be an int >= 0 or None, got {if_head!r}")
+        prepared = prepare_messages(session_id, messages, fingerprints)
+        if not prepared and if_head is not None and (head := self.head(session_id)) != if_head:
+            raise conflict(session_id, if_head, head)
+        return prepared
 
     @abc.abstractmethod
     def read_records(
@@ -680,6 +697,21 @@ def scrubbed_calls(
     return out
 
 
+def erased_doc(doc: dict[str, Any], value: dict[str, Any]) -> str:
+    """A stored record ``doc`` (``{"seq": ..., "msg": ...}``) as an erase rewrites it: ``value`` in
+    place of its message, its fingerprint anew, no token count or quarantine reason (of the text erased)."""
+    doc.pop("bad", None)
+    doc.pop("tk", None)
+    doc["msg"] = value
+    doc["fp"] = fingerprint(unwrap_event(value)[0])
+    return json_text(doc, what="erased record")
+
+
+def erased_call(line: str | bytes, doc: dict[str, Any]) -> str:
+    """A stored call-record line (``{"view": ..., "doc": ...}``) with ``doc`` in place of its own."""
+    return json_text({"view": json.loads(line).get("view", ""), "doc": doc}, what="erased call record")
+
+
 def decode_calls(session_id: str, lines: Iterable[str | bytes], view: str | None) -> list[CallRecord]:
     """Call records from stored lines ``{"view": ..., "doc": {...}}`` (numbered from 1, every line
     counted); an unreadable line is skipped with a ``call_record_skipped`` error event."""
@@ -705,13 +737,6 @@ def check_after_seq(after_seq: object) -> int:
     if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
         raise StoreError(f"after_seq must be an int >= 0, got {after_seq!r}")
     return after_seq
-
-
-def check_if_head(if_head: object) -> int | None:
-    """Validate :meth:`SessionStore.append`'s ``if_head`` argument."""
-    if if_head is not None and (isinstance(if_head, bool) or not isinstance(if_head, int) or if_head < 0):
-        raise StoreError(f"if_head must be an int >= 0 or None, got {if_head!r}")
-    return if_head
 
 
 def conflict(session_id: str, if_head: int, head: int) -> AppendConflictError:

@@ -82,7 +82,6 @@ from ctxlife.sessions.base import (
     SessionStore,
     check_after_seq,
     check_blob_text,
-    check_if_head,
     check_lock_args,
     conflict,
     poll_until,
@@ -97,7 +96,6 @@ from ctxlife.sessions.records import (
     appended_records,
     fingerprint,
     json_text,
-    prepare_messages,
     unwrap_event,
 )
 from ctxlife.sessions.snapshot import Snapshot
@@ -485,15 +483,8 @@ class PostgresStore(SessionStore):
         if_head: int | None = None,
         fingerprints: list[str] | None = None,
     ) -> list[RawRecord]:
-        validate_session_id(session_id)
-        validate_view(view)
-        check_if_head(if_head)
-        prepared = prepare_messages(session_id, messages, fingerprints)
+        prepared = self._prepare_append(session_id, messages, view, if_head, fingerprints)
         if not prepared:
-            if if_head is not None:
-                head = self.head(session_id)
-                if head != if_head:
-                    raise conflict(session_id, if_head, head)
             return []
         now = time.time()
         # lazy: recall's tokenizer (its rows are written with the records, see ctxlife.recall.pg)
