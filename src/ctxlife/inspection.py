@@ -378,7 +378,7 @@ def check_view(store: SessionStore, session_id: str, view: str) -> None:
         return
     if not views:
         raise CtxlifeError(
-            f"no session {session_id!r} in {_redacted(store.url)}; `ctxlife session list` shows the sessions"
+            f"no session {session_id!r} in {redact_url(store.url)}; `ctxlife session list` shows the sessions"
         )
     named = ", ".join(repr(v) if v else "'' (the default view)" for v in views)
     raise CtxlifeError(f"session {session_id!r} has nothing in view {view!r}; its views are {named}: pass --view")
@@ -531,7 +531,7 @@ def next_context(
                 restored_from_records=from_records,
                 context_window=window,
                 threshold=settings.threshold,
-                store_url=_redacted(store.url),
+                store_url=redact_url(store.url),
                 config=settings.source,
                 asked=ask,
                 evicted=evicted_messages(before, sent),
@@ -579,7 +579,7 @@ def last_recorded_call(
         restored_from_records=0,
         context_window=window,
         threshold=(int(doc.get("budget") or 0) / window) if window else settings.threshold,
-        store_url=_redacted(store.url),
+        store_url=redact_url(store.url),
         config=settings.source,
         source=RECORDED,
         note=f"call {last.number} of {len(calls)} as recorded: exactly what the model was sent",
@@ -708,10 +708,6 @@ def evicted_messages(before: Sequence[Message], after: Sequence[Message]) -> lis
         else:
             out.append(message)
     return out
-
-
-def _redacted(url: str) -> str:
-    return redact_url(url)
 
 
 # -- a replay's calls (ctxlife.replay.replay_session fills them, ctxlife.report draws them) ---------

@@ -203,17 +203,20 @@ class FileStore(SessionStore):
         if not target.is_dir():
             raise StoreError(f"session folder {target} exists but is not a directory")
 
+    def _entries(self) -> list[os.DirEntry[str]]:
+        """The session folder's entries (none before the first write)."""
+        try:
+            return list(os.scandir(self.directory))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StoreError(f"cannot list session folder {self.directory}: {exc.strerror}") from None
+
     def _session_files(self, session_id: str) -> list[Path]:
         """The session's raw file and snapshot files that exist (not blobs or the lock)."""
         found: list[Path] = []
-        try:
-            entries = list(os.scandir(self.directory))
-        except FileNotFoundError:
-            return found
-        except OSError as exc:
-            raise StoreError(f"cannot list session folder {self.directory}: {exc.strerror}") from None
         view_prefix = f"{session_id}{_VIEW_MARK}"
-        for entry in entries:
+        for entry in self._entries():
             name = entry.name
             if name in (f"{session_id}{_RAW_SUFFIX}", f"{session_id}{_CTX_SUFFIX}") or (
                 name.startswith(view_prefix) and name.endswith(".json")
@@ -540,13 +543,7 @@ class FileStore(SessionStore):
     def _session_ids(self) -> set[str]:
         self._check_open()
         ids: set[str] = set()
-        try:
-            entries = list(os.scandir(self.directory))
-        except FileNotFoundError:
-            return ids
-        except OSError as exc:
-            raise StoreError(f"cannot list session folder {self.directory}: {exc.strerror}") from None
-        for entry in entries:
+        for entry in self._entries():
             name = entry.name
             sid = None
             if name.endswith(_CTX_SUFFIX):
@@ -697,12 +694,10 @@ class FileStore(SessionStore):
         """Delete the session's temporary files (``atomic_write``'s, left by a process killed while
         writing): copies of its raw history (an erase's) and, with ``snapshots``, of its snapshots
         (only when deleting the session: another process may be saving one now)."""
-        if not self.directory.is_dir():
-            return
         prefixes = [f".{session_id}{_RAW_SUFFIX}."]
         if snapshots:
             prefixes += [f".{session_id}{_CTX_SUFFIX}.", f".{session_id}{_VIEW_MARK}"]
-        for entry in os.scandir(self.directory):
+        for entry in self._entries():
             name = entry.name
             if name.endswith(".tmp") and name.startswith(tuple(prefixes)):
                 with contextlib.suppress(FileNotFoundError):
