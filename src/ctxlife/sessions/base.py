@@ -359,15 +359,11 @@ class SessionStore(abc.ABC):
         if not docs:
             return 0
         lines = (self.get_blob(session_id, _CALLS_BLOB) or "").splitlines()
-        changed = 0
-        for n, doc in docs.items():
-            if 0 < n <= len(lines):
-                view = json.loads(lines[n - 1]).get("view", "")
-                lines[n - 1] = json_text({"view": view, "doc": doc}, what=f"call record of session {session_id!r}")
-                changed += 1
-        if changed:
+        found = {n: erased_call(lines[n - 1], doc) for n, doc in docs.items() if 0 < n <= len(lines)}
+        if found:
+            lines = [found.get(n, line) for n, line in enumerate(lines, 1)]
             self.put_blob(session_id, _CALLS_BLOB, "".join(line + "\n" for line in lines))
-        return changed
+        return len(found)
 
     def _scrub_calls(self, session_id: str, slots: set[int], regex: re.Pattern[str] | None) -> None:
         """Erase from the call records the texts of erased ``slots`` and every match of ``regex``."""

@@ -44,7 +44,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode, urlunsplit
 
 from ctxlife.errors import SessionIdError, StoreError
 from ctxlife.events import Logger, redact_url
@@ -71,6 +71,7 @@ from ctxlife.sessions.records import (
     record_json,
 )
 from ctxlife.sessions.snapshot import Snapshot
+from ctxlife.sessions.urls import split_query
 
 __all__ = ["DEFAULT_PREFIX", "RedisStore"]
 
@@ -113,23 +114,6 @@ def _glob_escape(text: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
-def _split_options(url: str) -> tuple[str, dict[str, str]]:
-    """Remove ctxlife's own query options from ``url``; return the redis-py URL and them."""
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:
-        raise StoreError(f"malformed redis store URL {redact_url(url)!r}: {exc}") from None
-    ours: dict[str, str] = {}
-    rest: list[tuple[str, str]] = []
-    for k, v in parse_qsl(parts.query, keep_blank_values=True):
-        if k in ("prefix", "ttl"):
-            ours[k] = v
-        else:
-            rest.append((k, v))
-    clean = urlunsplit(parts._replace(query=urlencode(rest)))
-    return clean, ours
-
-
 class RedisStore(SessionStore):
     """Sessions in Redis (see the module docstring for keys and guarantees).
 
@@ -154,7 +138,8 @@ class RedisStore(SessionStore):
             raise StoreError("the redis session store needs the 'redis' package: pip install redis") from None
         self._redis = redis
         self.url = redact_url(url)
-        clean_url, opts = _split_options(url)
+        parts, rest, opts = split_query(url, ("prefix", "ttl"), "redis")
+        clean_url = urlunsplit(parts._replace(query=urlencode(rest)))
         if prefix is None:
             prefix = opts.get("prefix", DEFAULT_PREFIX)
         if not isinstance(prefix, str) or not prefix:
