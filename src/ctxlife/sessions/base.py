@@ -41,7 +41,7 @@ entry-point group). The docstrings below are the contract. Rules shared by all m
   the same records.
 * :meth:`SessionStore.append_call` / :meth:`SessionStore.read_calls` (and ``_rewrite_calls``, for
   :meth:`~SessionStore.erase`) have a default that keeps the call log in one blob (rewritten on
-  every call, O(calls)); override them to append in place, as the built-in stores do.
+  every call, O(calls)); override them to append in place, as the file, SQLite and Redis stores do.
 * :meth:`SessionStore.read_slots` has a default (it reads the records); override it when the store
   can list ``(seq, fingerprint, op, target)`` without decoding messages, as the SQLite store does:
   a recorder's first look at a long view then costs no message decoding and little memory.

@@ -561,17 +561,10 @@ class PostgresStore(SessionStore):
 
     def _decode(self, session_id: str, row: tuple[Any, ...], value: Any, strict: bool) -> RawRecord | None:
         seq, view, fp, recorded_at, bad, _, tokens, token_encoding = row
-        try:
-            if not isinstance(value, dict):
-                raise ValueError("not a JSON object")
-            message, op, target, erased = unwrap_event(value)
-        except ValueError as exc:
-            if strict:
-                raise StoreError(
-                    f"raw record seq={seq} of session {session_id!r} in {self.url} is corrupt: {exc}"
-                ) from None
-            log.error("raw_record_skipped", store="postgres", session_id=session_id, seq=seq, problem=str(exc)[:120])
+        event = self._event(session_id, seq, value, strict)
+        if event is None:
             return None
+        message, op, target, erased = event
         counted = type(tokens) is int and tokens >= 0 and isinstance(token_encoding, str)
         return RawRecord(
             int(seq),
@@ -601,18 +594,27 @@ class PostgresStore(SessionStore):
             if event is None:
                 slots.append(RecordSlot(int(seq), fp))
                 continue
-            value = _loads(event)
-            try:
-                if not isinstance(value, dict):
-                    raise ValueError("not a JSON object")
-                _, op, target, _ = unwrap_event(value)
-            except ValueError as exc:
-                log.error(
-                    "raw_record_skipped", store="postgres", session_id=session_id, seq=seq, problem=str(exc)[:120]
-                )
-                continue
-            slots.append(RecordSlot(int(seq), fp, op, target))
+            found = self._event(session_id, seq, _loads(event), strict=False)
+            if found is not None:
+                slots.append(RecordSlot(int(seq), fp, found[1], found[2]))
         return slots
+
+    def _event(
+        self, session_id: str, seq: int, value: Any, strict: bool
+    ) -> tuple[dict[str, Any], str, int | None, bool] | None:
+        """:func:`unwrap_event` of a stored value; an unreadable one raises (``strict``) or is
+        skipped (None) with a ``raw_record_skipped`` error event."""
+        try:
+            if not isinstance(value, dict):
+                raise ValueError("not a JSON object")
+            return unwrap_event(value)
+        except ValueError as exc:
+            if strict:
+                raise StoreError(
+                    f"raw record seq={seq} of session {session_id!r} in {self.url} is corrupt: {exc}"
+                ) from None
+            log.error("raw_record_skipped", store="postgres", session_id=session_id, seq=seq, problem=str(exc)[:120])
+            return None
 
     def head(self, session_id: str) -> int:
         validate_session_id(session_id)
