@@ -35,8 +35,9 @@ entry-point group). The docstrings below are the contract. Rules shared by all m
 * Storage failures raise :class:`~ctxlife.errors.StoreError` (or a subclass) naming the store and the
   session; never leak a driver exception or a password.
 * Messages are JSON values (``dict`` with ``str`` keys, lists, str, int, float, bool, None); they must
-  round-trip exactly. Encode with :func:`~ctxlife.sessions.records.prepare_messages` /
-  :func:`~ctxlife.sessions.records.record_json` and decode with
+  round-trip exactly. Start :meth:`~SessionStore.append` with ``self._prepare_append(...)`` (the
+  arguments checked, the messages encoded by :func:`~ctxlife.sessions.records.prepare_messages`),
+  write them with :func:`~ctxlife.sessions.records.record_json` and decode with
   :func:`~ctxlife.sessions.records.decode_record`, so every store writes the same bytes and reads
   the same records.
 * :meth:`SessionStore.append_call` / :meth:`SessionStore.read_calls` (and ``_rewrite_calls``, for
