@@ -396,15 +396,16 @@ class PostgresServer:
     def _as_server_user(self, args: list[str]) -> list[str]:
         return args if self.user is None else ["runuser", "-u", self.user, "--", *args]
 
-    def _reach(self) -> None:
-        """Let the server's user reach ``workdir`` (root only)."""
+    def hand_over(self, path: Path) -> None:
+        """Give ``path`` to the server's user and let it traverse the folders above (root only);
+        the run's PgBouncer runs as that user too."""
         if self.user is None:
             return
         import pwd
 
         entry = pwd.getpwnam(self.user)
-        os.chown(self.workdir, entry.pw_uid, entry.pw_gid)
-        for parent in self.workdir.parents:  # traverse only (o+x), up to the system root
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+        for parent in path.parents:  # traverse only (o+x), up to the system root
             if parent.stat().st_uid == os.geteuid() and not parent.stat().st_mode & 0o001:
                 parent.chmod(parent.stat().st_mode | 0o001)
 
@@ -416,7 +417,7 @@ class PostgresServer:
         pwfile.chmod(0o644)
         error = ""
         for _ in range(3):
-            self._reach()
+            self.hand_over(self.workdir)
             shutil.rmtree(self.data, ignore_errors=True)
             args = [initdb, "-D", str(self.data), "-U", "ctxlife", "--pwfile", str(pwfile), "-E", "UTF8",
                     "--no-locale", "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync"]  # fmt: skip
@@ -435,7 +436,7 @@ class PostgresServer:
         for _ in range(3):
             # Another pytest session starting meanwhile sets /tmp/pytest-of-USER back to 0700, and the
             # server user then cannot reach its folder: make it reachable again and start again.
-            self._reach()
+            self.hand_over(self.workdir)
             with open(self.log, "ab") as log:
                 self.proc = subprocess.Popen(
                     self._as_server_user(args), stdin=subprocess.DEVNULL, stdout=log, stderr=log

@@ -42,7 +42,7 @@ from ctxlife.messages import (
 )
 from ctxlife.sessions.calls import sent_calls
 from ctxlife.sessions.ids import SessionKey, validate_session_id, validate_view
-from ctxlife.sessions.records import Event, fingerprint
+from ctxlife.sessions.records import ADD, Event, fingerprint
 
 if TYPE_CHECKING:
     from ctxlife.config import Settings
@@ -207,7 +207,7 @@ def copy_session(source: SessionStore, target: SessionStore, session_id: str) ->
         else:
             written = target.append_events(
                 session_id,
-                [Event(_op(r), r.message, r.target, r.fingerprint) for r in batch],
+                [Event(r.op, r.message, r.target, r.fingerprint) for r in batch],
                 view=first.view,
             )
         got = [r.seq for r in written]
@@ -232,13 +232,9 @@ def copy_session(source: SessionStore, target: SessionStore, session_id: str) ->
     return len(records)
 
 
-def _op(record: RawRecord) -> str:
-    return str(getattr(record, "op", "add"))
-
-
 def _plain(record: RawRecord) -> bool:
     """An append at the end (what :meth:`SessionStore.append` writes), not an edit event."""
-    return _op(record) == "add" and getattr(record, "target", None) is None
+    return record.op == ADD and record.target is None
 
 
 #: ``f(record) -> when it was said``: the times a scratch copy shows for its records (see :func:`scratch_session`).
@@ -365,10 +361,7 @@ def stored_system_prompt(store: SessionStore, session_id: str, view: str = "") -
 
 def view_messages(store: SessionStore, session_id: str, view: str = "") -> list[RawRecord]:
     """The view's conversation as it stands: one record per message (edited and removed ones resolved)."""
-    current = getattr(store, "current", None)
-    if callable(current):
-        return list(current(session_id, view))
-    return store.read_records(session_id, view=view)
+    return store.current(session_id, view)
 
 
 def check_view(store: SessionStore, session_id: str, view: str) -> None:
@@ -378,7 +371,7 @@ def check_view(store: SessionStore, session_id: str, view: str) -> None:
         return
     if not views:
         raise CtxlifeError(
-            f"no session {session_id!r} in {_redacted(store.url)}; `ctxlife session list` shows the sessions"
+            f"no session {session_id!r} in {redact_url(store.url)}; `ctxlife session list` shows the sessions"
         )
     named = ", ".join(repr(v) if v else "'' (the default view)" for v in views)
     raise CtxlifeError(f"session {session_id!r} has nothing in view {view!r}; its views are {named}: pass --view")
@@ -531,7 +524,7 @@ def next_context(
                 restored_from_records=from_records,
                 context_window=window,
                 threshold=settings.threshold,
-                store_url=_redacted(store.url),
+                store_url=redact_url(store.url),
                 config=settings.source,
                 asked=ask,
                 evicted=evicted_messages(before, sent),
@@ -579,7 +572,7 @@ def last_recorded_call(
         restored_from_records=0,
         context_window=window,
         threshold=(int(doc.get("budget") or 0) / window) if window else settings.threshold,
-        store_url=_redacted(store.url),
+        store_url=redact_url(store.url),
         config=settings.source,
         source=RECORDED,
         note=f"call {last.number} of {len(calls)} as recorded: exactly what the model was sent",
@@ -708,10 +701,6 @@ def evicted_messages(before: Sequence[Message], after: Sequence[Message]) -> lis
         else:
             out.append(message)
     return out
-
-
-def _redacted(url: str) -> str:
-    return redact_url(url)
 
 
 # -- a replay's calls (ctxlife.replay.replay_session fills them, ctxlife.report draws them) ---------

@@ -475,7 +475,7 @@ def replay_session(
             result = SessionReplay(
                 session_id,
                 view,
-                _redact(store.url),
+                redact_url(store.url),
                 settings.source,
                 window,
                 settings.threshold,
@@ -565,24 +565,24 @@ def _simulated_next_frame(
     system = stored_system_prompt(store, session_id, view)
     prompt = [{"role": "system", "content": system}] if system else []
     asked = [{"role": "user", "content": ask}] if ask else []
-    frame = Frame(
+    frame = _frame(
         len(result.frames),
         "asked (simulated)" if ask else "next call (simulated)",
         found.composition,
         counter.count_messages(prompt + conversation + asked),
-        found.report.tokens_before,
-        found.report.tokens_after,
-        _actions(found.report),
-        [f.__dict__ for f in found.report.failures],
-        [_shown(m, counter) for m in found.evicted],
-        restored={
-            "from_snapshot": found.restored_from_snapshot,
-            "snapshot_covers": found.snapshot_covers,
-            "from_records": found.restored_from_records,
-        },
-        problems=[str(p) for p in validate(found.composition.messages)],
+        found.report,
+        found.evicted,
+        found.composition.messages,
+        found.restored,
+        store,
+        session_id,
+        counter,
     )
-    _fill_inserted(frame, found.composition.messages, found.restored, store, session_id)
+    frame.restored = {
+        "from_snapshot": found.restored_from_snapshot,
+        "snapshot_covers": found.snapshot_covers,
+        "from_records": found.restored_from_records,
+    }
     return frame
 
 
@@ -614,7 +614,7 @@ def recorded_replay(
     result = SessionReplay(
         session_id,
         view,
-        _redact(store.url),
+        redact_url(store.url),
         settings.source,
         window,
         (int(last.get("budget") or 0) / window) if window and last.get("budget") else settings.threshold,
@@ -745,7 +745,3 @@ def _fill_inserted(
                 "score": scores[k] if k < len(scores) else None,
             }
         )
-
-
-def _redact(url: str) -> str:
-    return redact_url(url)

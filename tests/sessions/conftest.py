@@ -90,14 +90,8 @@ def pgbouncer_url(
     )
     args = [binary, str(folder / "pgbouncer.ini")]
     if postgres_server.user is not None:  # root: as the server's user
-        import pwd
-
-        entry = pwd.getpwnam(postgres_server.user)
         for path in (folder, *folder.iterdir()):
-            os.chown(path, entry.pw_uid, entry.pw_gid)
-        for parent in folder.parents:  # traverse only (o+x), as for the server's folder
-            if parent.stat().st_uid == os.geteuid() and not parent.stat().st_mode & 0o001:
-                parent.chmod(parent.stat().st_mode | 0o001)
+            postgres_server.hand_over(path)
         args = ["runuser", "-u", postgres_server.user, "--", *args]
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"postgresql://ctxlife:{password}@127.0.0.1:{port}/postgres"

@@ -12,6 +12,7 @@ import json
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from ctxlife.cli.session import parts_table
 from ctxlife.errors import ConfigError, CtxlifeError
 from ctxlife.inspection import PART_KINDS, RECORDED, SessionReplay, pick_view
 from ctxlife.sessions import open_store
@@ -319,19 +320,7 @@ def print_session_replay(result: SessionReplay, out: Any = None) -> None:
     if not result.frames:
         return
     last = result.frames[-1]
-    parts = Table(title=f"The list sent at {last.label}")
-    for column in ("#", "part", "role", "tokens", "text"):
-        parts.add_column(column, justify="right" if column in ("#", "tokens") else "left", overflow="fold")
-    for part in last.composition.parts:
-        preview = " ".join(part.text.split())
-        parts.add_row(
-            str(part.index),
-            part.kind,
-            part.role,
-            f"{part.tokens:,}",
-            Text(preview if len(preview) <= 160 else preview[:157] + "..."),
-        )
-    console.print(parts)
+    console.print(parts_table(last.composition, f"The list sent at {last.label}"))
     for passage in last.recalled:
         score = passage.get("score")
         shown = f"{score:.2f}" if isinstance(score, (int, float)) else "-"

@@ -53,6 +53,7 @@ from typing import IO, Any
 from ctxlife.errors import ConfigError, CtxlifeError
 from ctxlife.inspection import (
     RECORDED,
+    Composition,
     NextCall,
     Shown,
     last_recorded_call,
@@ -67,7 +68,7 @@ from ctxlife.sessions.durations import parse_duration
 from ctxlife.sessions.ids import original_session_id, validate_session_id, validate_view
 from ctxlife.sessions.records import materialize
 
-__all__ = ["add_session_parser", "run_session_command"]
+__all__ = ["add_session_parser", "parts_table", "run_session_command"]
 
 TokenCounter = Callable[[list[dict[str, Any]]], int]
 
@@ -631,7 +632,6 @@ def print_next_call(call: NextCall, out: Any, *, width: int = 160) -> None:
     """Print a :class:`NextCall` as a table (part, role, tokens, text) with the totals per part kind."""
     # lazy: rich's console and tables load only when a table is printed
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
     console = Console(file=out, highlight=False, soft_wrap=False)
@@ -661,15 +661,7 @@ def print_next_call(call: NextCall, out: Any, *, width: int = 160) -> None:
     )
     if call.asked:
         console.print(Text(f"with the question: {call.asked}"))
-    table = Table(show_lines=False)
-    for column in ("#", "part", "role", "tokens", "text"):
-        table.add_column(column, justify="right" if column in ("#", "tokens") else "left", overflow="fold")
-    for part in comp.parts:
-        preview = " ".join(part.text.split())
-        if len(preview) > 160:
-            preview = preview[:157] + "..."
-        table.add_row(str(part.index), part.kind, part.role, f"{part.tokens:,}", Text(preview))
-    console.print(table)
+    console.print(parts_table(comp))
     totals = ", ".join(f"{kind} {tokens:,}" for kind, tokens in comp.tokens_by_kind().items())
     console.print(Text(f"Tokens by part: {totals}; reply priming {comp.priming}; total {comp.total:,}"))
     acted = [f"{a.strategy}:{a.what}" for a in call.report.actions if a.what != "skipped"]
@@ -679,6 +671,22 @@ def print_next_call(call: NextCall, out: Any, *, width: int = 160) -> None:
         console.print(Text(f"Left out of this call by the strategies: {len(call.evicted)} message(s)"))
     for failure in call.report.failures:
         console.print(Text(f"FAILED: {failure.strategy} at {failure.node}: {failure.error}", style="red"))
+
+
+def parts_table(composition: Composition, title: str | None = None) -> Any:
+    """A table of a list sent, part by part: index, part kind, role, tokens, the text (cut at 160)."""
+    # lazy: rich's tables load only when a table is printed
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title)
+    for column in ("#", "part", "role", "tokens", "text"):
+        table.add_column(column, justify="right" if column in ("#", "tokens") else "left", overflow="fold")
+    for part in composition.parts:
+        preview = " ".join(part.text.split())
+        preview = preview if len(preview) <= 160 else preview[:157] + "..."
+        table.add_row(str(part.index), part.kind, part.role, f"{part.tokens:,}", Text(preview))
+    return table
 
 
 def add_context_arguments(parser: Any) -> None:
@@ -721,9 +729,8 @@ def wants_context(args: Any) -> bool:
 def show_context(store: SessionStore, args: Any, out: Any) -> int:
     """``ctxlife session show ID --context``: print the last recorded call (:func:`last_recorded_call`), else
     (``--ask``, ``--simulate``, no call records) :func:`next_context`, marked simulated (exit code)."""
-    from ctxlife.config import (
-        load_settings,
-    )  # lazy: the CLI builds its parser from this module; config loads per command
+    # lazy: the CLI builds its parser from this module; config loads per command
+    from ctxlife.config import load_settings
 
     settings = load_settings(getattr(args, "config", None))
     view = pick_view(store, args.session_id, getattr(args, "view", None))

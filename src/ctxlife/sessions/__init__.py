@@ -8,7 +8,8 @@ Open a store by URL::
         snap = store.load_snapshot("u42")
 
 Built-in schemes: ``file`` (:mod:`ctxlife.sessions.file`), ``sqlite``
-(:mod:`ctxlife.sessions.sqlite`), ``redis`` and ``rediss`` (:mod:`ctxlife.sessions.redis`). A third
+(:mod:`ctxlife.sessions.sqlite`), ``redis`` and ``rediss`` (:mod:`ctxlife.sessions.redis`),
+``postgres`` and ``postgresql`` (:mod:`ctxlife.sessions.postgres`). A third
 party adds a scheme with :func:`register_store_scheme`, or without any code in the host program
 through the ``ctxlife.session_stores`` entry-point group (entry point name = scheme, value = a
 factory ``f(url) -> SessionStore``, usually the store class's ``from_url``).
@@ -99,7 +100,7 @@ def _check_factory(scheme: str, factory: object) -> str | None:
     return None if callable(factory) else f"the factory must be callable, got {factory!r}"
 
 
-#: The store schemes: ctxlife's own (``file``, ``sqlite``, ``redis``, ``rediss``) and installed
+#: The store schemes: ctxlife's own (``file``, ``sqlite``, ``redis``, ``rediss``, ``postgres``) and installed
 #: packages' are entry points of ``ctxlife.session_stores``; see :mod:`ctxlife.registry`.
 REGISTRY: Registry[StoreFactory] = Registry(
     "session store scheme",

@@ -35,13 +35,14 @@ entry-point group). The docstrings below are the contract. Rules shared by all m
 * Storage failures raise :class:`~ctxlife.errors.StoreError` (or a subclass) naming the store and the
   session; never leak a driver exception or a password.
 * Messages are JSON values (``dict`` with ``str`` keys, lists, str, int, float, bool, None); they must
-  round-trip exactly. Encode with :func:`~ctxlife.sessions.records.prepare_messages` /
-  :func:`~ctxlife.sessions.records.record_json` and decode with
+  round-trip exactly. Start :meth:`~SessionStore.append` with ``self._prepare_append(...)`` (the
+  arguments checked, the messages encoded by :func:`~ctxlife.sessions.records.prepare_messages`),
+  write them with :func:`~ctxlife.sessions.records.record_json` and decode with
   :func:`~ctxlife.sessions.records.decode_record`, so every store writes the same bytes and reads
   the same records.
 * :meth:`SessionStore.append_call` / :meth:`SessionStore.read_calls` (and ``_rewrite_calls``, for
   :meth:`~SessionStore.erase`) have a default that keeps the call log in one blob (rewritten on
-  every call, O(calls)); override them to append in place, as the built-in stores do.
+  every call, O(calls)); override them to append in place, as the file, SQLite and Redis stores do.
 * :meth:`SessionStore.read_slots` has a default (it reads the records); override it when the store
   can list ``(seq, fingerprint, op, target)`` without decoding messages, as the SQLite store does:
   a recorder's first look at a long view then costs no message decoding and little memory.
@@ -74,6 +75,7 @@ from ctxlife.sessions.records import (
     CallRecord,
     ErasedMessages,
     Event,
+    PreparedMessage,
     RawRecord,
     RecordSlot,
     canonical_json,
@@ -83,6 +85,8 @@ from ctxlife.sessions.records import (
     fingerprint,
     json_text,
     materialize,
+    prepare_messages,
+    unwrap_event,
     whole_units,
 )
 from ctxlife.sessions.snapshot import Snapshot
@@ -198,6 +202,20 @@ class SessionStore(abc.ABC):
         :func:`fingerprint`, when the caller computed them already. An empty list is a no-op
         (returns ``[]``, still checks ``if_head``).
         """
+
+    def _prepare_append(
+        self, session_id: str, messages: list[dict[str, Any]], view: str, if_head: int | None, fingerprints: Any
+    ) -> list[PreparedMessage]:
+        """What every :meth:`append` does first: validate its arguments and encode the messages
+        (:func:`prepare_messages`). An empty batch still checks ``if_head``; the caller returns ``[]``."""
+        validate_session_id(session_id)
+        validate_view(view)
+        if if_head is not None and (isinstance(if_head, bool) or not isinstance(if_head, int) or if_head < 0):
+            raise StoreError(f"if_head must be an int >= 0 or None, got {if_head!r}")
+        prepared = prepare_messages(session_id, messages, fingerprints)
+        if not prepared and if_head is not None and (head := self.head(session_id)) != if_head:
+            raise conflict(session_id, if_head, head)
+        return prepared
 
     @abc.abstractmethod
     def read_records(
@@ -342,15 +360,11 @@ class SessionStore(abc.ABC):
         if not docs:
             return 0
         lines = (self.get_blob(session_id, _CALLS_BLOB) or "").splitlines()
-        changed = 0
-        for n, doc in docs.items():
-            if 0 < n <= len(lines):
-                view = json.loads(lines[n - 1]).get("view", "")
-                lines[n - 1] = json_text({"view": view, "doc": doc}, what=f"call record of session {session_id!r}")
-                changed += 1
-        if changed:
+        found = {n: erased_call(lines[n - 1], doc) for n, doc in docs.items() if 0 < n <= len(lines)}
+        if found:
+            lines = [found.get(n, line) for n, line in enumerate(lines, 1)]
             self.put_blob(session_id, _CALLS_BLOB, "".join(line + "\n" for line in lines))
-        return changed
+        return len(found)
 
     def _scrub_calls(self, session_id: str, slots: set[int], regex: re.Pattern[str] | None) -> None:
         """Erase from the call records the texts of erased ``slots`` and every match of ``regex``."""
@@ -680,6 +694,21 @@ def scrubbed_calls(
     return out
 
 
+def erased_doc(doc: dict[str, Any], value: dict[str, Any]) -> str:
+    """A stored record ``doc`` (``{"seq": ..., "msg": ...}``) as an erase rewrites it: ``value`` in
+    place of its message, its fingerprint anew, no token count or quarantine reason (of the text erased)."""
+    doc.pop("bad", None)
+    doc.pop("tk", None)
+    doc["msg"] = value
+    doc["fp"] = fingerprint(unwrap_event(value)[0])
+    return json_text(doc, what="erased record")
+
+
+def erased_call(line: str | bytes, doc: dict[str, Any]) -> str:
+    """A stored call-record line (``{"view": ..., "doc": ...}``) with ``doc`` in place of its own."""
+    return json_text({"view": json.loads(line).get("view", ""), "doc": doc}, what="erased call record")
+
+
 def decode_calls(session_id: str, lines: Iterable[str | bytes], view: str | None) -> list[CallRecord]:
     """Call records from stored lines ``{"view": ..., "doc": {...}}`` (numbered from 1, every line
     counted); an unreadable line is skipped with a ``call_record_skipped`` error event."""
@@ -705,13 +734,6 @@ def check_after_seq(after_seq: object) -> int:
     if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
         raise StoreError(f"after_seq must be an int >= 0, got {after_seq!r}")
     return after_seq
-
-
-def check_if_head(if_head: object) -> int | None:
-    """Validate :meth:`SessionStore.append`'s ``if_head`` argument."""
-    if if_head is not None and (isinstance(if_head, bool) or not isinstance(if_head, int) or if_head < 0):
-        raise StoreError(f"if_head must be an int >= 0 or None, got {if_head!r}")
-    return if_head
 
 
 def conflict(session_id: str, if_head: int, head: int) -> AppendConflictError:

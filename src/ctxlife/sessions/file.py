@@ -83,10 +83,11 @@ from ctxlife.sessions.base import (
     SessionStore,
     check_after_seq,
     check_blob_text,
-    check_if_head,
     check_lock_args,
     conflict,
     decode_calls,
+    erased_call,
+    erased_doc,
 )
 from ctxlife.sessions.file_io import (
     O_SAFE,
@@ -96,6 +97,7 @@ from ctxlife.sessions.file_io import (
     digest,
     fsync_dir,
     link_new,
+    locked,
     parse_bulk,
     read_file,
     read_range,
@@ -109,11 +111,8 @@ from ctxlife.sessions.records import (
     RawRecord,
     appended_records,
     decode_record,
-    fingerprint,
     json_text,
-    prepare_messages,
     record_json,
-    unwrap_event,
 )
 from ctxlife.sessions.snapshot import Snapshot
 from ctxlife.sessions.urls import parse_bool, parse_query, parse_ttl
@@ -204,17 +203,20 @@ class FileStore(SessionStore):
         if not target.is_dir():
             raise StoreError(f"session folder {target} exists but is not a directory")
 
+    def _entries(self) -> list[os.DirEntry[str]]:
+        """The session folder's entries (none before the first write)."""
+        try:
+            return list(os.scandir(self.directory))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StoreError(f"cannot list session folder {self.directory}: {exc.strerror}") from None
+
     def _session_files(self, session_id: str) -> list[Path]:
         """The session's raw file and snapshot files that exist (not blobs or the lock)."""
         found: list[Path] = []
-        try:
-            entries = list(os.scandir(self.directory))
-        except FileNotFoundError:
-            return found
-        except OSError as exc:
-            raise StoreError(f"cannot list session folder {self.directory}: {exc.strerror}") from None
         view_prefix = f"{session_id}{_VIEW_MARK}"
-        for entry in entries:
+        for entry in self._entries():
             name = entry.name
             if name in (f"{session_id}{_RAW_SUFFIX}", f"{session_id}{_CTX_SUFFIX}") or (
                 name.startswith(view_prefix) and name.endswith(".json")
@@ -413,14 +415,9 @@ class FileStore(SessionStore):
 
     def _read(self, session_id: str, after_seq: int, view: str | None, strict: bool, keep: bool) -> Parsed | None:
         path = self._path(session_id, _RAW_SUFFIX)
-        try:
-            fd = os.open(path, os.O_RDONLY | O_SAFE)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StoreError(f"cannot read {path}: {exc.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)  # wait for an append in progress
+        with locked(path) as fd:
+            if fd is None:
+                return None
             st = os.fstat(fd)
             tail = self._cached_tail(session_id, fd, st)
             start = tail if tail is not None and tail.seq <= after_seq else None
@@ -432,10 +429,6 @@ class FileStore(SessionStore):
             )
             self._remember(session_id, parsed.tail)
             return parsed
-        except OSError as exc:
-            raise StoreError(f"cannot read {path}: {exc.strerror}") from None
-        finally:
-            os.close(fd)
 
     # -- raw history: the interface -------------------------------------------------------------------
 
@@ -466,12 +459,8 @@ class FileStore(SessionStore):
         fingerprints: list[str] | None = None,
     ) -> list[RawRecord]:
         path = self._path(session_id, _RAW_SUFFIX)
-        validate_view(view)
-        check_if_head(if_head)
-        prepared = prepare_messages(session_id, messages, fingerprints)
+        prepared = self._prepare_append(session_id, messages, view, if_head, fingerprints)
         if not prepared:
-            if if_head is not None and self.head(session_id) != if_head:
-                raise conflict(session_id, if_head, self.head(session_id))
             return []
         self._drop_if_expired(session_id)
         self._ensure_dir()
@@ -493,8 +482,6 @@ class FileStore(SessionStore):
                 tail = self._repair_and_tail(session_id, path, fd)
                 if if_head is not None and tail.seq != if_head:
                     raise conflict(session_id, if_head, tail.seq)
-                if not prepared:
-                    return []
                 now = time.time()
                 texts = [record_json(tail.seq + 1 + i, view, now, p) + "\n" for i, p in enumerate(prepared)]
                 data = "".join(texts).encode("utf-8")
@@ -556,13 +543,7 @@ class FileStore(SessionStore):
     def _session_ids(self) -> set[str]:
         self._check_open()
         ids: set[str] = set()
-        try:
-            entries = list(os.scandir(self.directory))
-        except FileNotFoundError:
-            return ids
-        except OSError as exc:
-            raise StoreError(f"cannot list session folder {self.directory}: {exc.strerror}") from None
-        for entry in entries:
+        for entry in self._entries():
             name = entry.name
             sid = None
             if name.endswith(_CTX_SUFFIX):
@@ -609,17 +590,12 @@ class FileStore(SessionStore):
         return self._path(session_id, _DERIVED_SUFFIX)
 
     def _rewrite_records(self, session_id: str, values: dict[int, dict[str, Any]]) -> int:
+        path = self._path(session_id, _RAW_SUFFIX)
         if not values:
             return 0
-        path = self._path(session_id, _RAW_SUFFIX)
-        try:
-            fd = os.open(path, os.O_RDWR | O_SAFE)
-        except FileNotFoundError:
-            return 0
-        except OSError as exc:
-            raise StoreError(f"cannot open {path}: {exc.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with locked(path, os.O_RDWR, fcntl.LOCK_EX, "erase records in") as fd:
+            if fd is None:
+                return 0
             # Only a rewrite, under this lock, writes a temporary copy of the raw history: one found
             # now is a killed erase's, whose original was never replaced (rolled back: erase again).
             self._remove_temps(session_id, snapshots=False)
@@ -633,23 +609,13 @@ class FileStore(SessionStore):
                     continue
                 seq = doc.get("seq") if isinstance(doc, dict) else None
                 if isinstance(seq, int) and seq in values and "msg" in doc:
-                    value = values[seq]
-                    message, _, _, _ = unwrap_event(value)
-                    doc.pop("bad", None)
-                    doc.pop("tk", None)  # the count was of the text erased
-                    doc["msg"] = value
-                    doc["fp"] = fingerprint(message)
-                    lines[i] = (json_text(doc, what="erased record") + "\n").encode("utf-8")
+                    lines[i] = (erased_doc(doc, values[seq]) + "\n").encode("utf-8")
                     changed += 1
             if changed:
                 # Appenders wait on this file's lock, then see it was replaced (same_file) and retry.
                 atomic_write(path, b"".join(lines))
                 self._forget(session_id)
             return changed
-        except OSError as exc:
-            raise StoreError(f"cannot erase records in {path}: {exc.strerror}") from None
-        finally:
-            os.close(fd)
 
     # -- call records ------------------------------------------------------------------------------
 
@@ -705,45 +671,33 @@ class FileStore(SessionStore):
         return [] if data is None else decode_calls(session_id, data.splitlines(), view)
 
     def _rewrite_calls(self, session_id: str, docs: dict[int, dict[str, Any]]) -> int:
+        path = self._path(session_id, _CALLS_SUFFIX)
         if not docs:
             return 0
-        path = self._path(session_id, _CALLS_SUFFIX)
-        try:
-            fd = os.open(path, os.O_RDWR | O_SAFE)
-        except FileNotFoundError:
-            return 0
-        except OSError as exc:
-            raise StoreError(f"cannot open {path}: {exc.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with locked(path, os.O_RDWR, fcntl.LOCK_EX, "erase call records in") as fd:
+            if fd is None:
+                return 0
             lines = read_range(fd, 0, os.fstat(fd).st_size).splitlines(keepends=True)
-            changed = 0
-            for n, doc in docs.items():
-                if 0 < n <= len(lines):
-                    view = json.loads(lines[n - 1]).get("view", "")
-                    text = json_text({"view": view, "doc": doc}, what=f"call record of session {session_id!r}")
-                    lines[n - 1] = (text + "\n").encode("utf-8")
-                    changed += 1
-            if changed:
+            try:
+                found = {n: erased_call(lines[n - 1], doc) for n, doc in docs.items() if 0 < n <= len(lines)}
+            except ValueError as exc:
+                raise StoreError(f"cannot erase call records in {path}: {exc}") from None
+            for n, text in found.items():
+                lines[n - 1] = (text + "\n").encode("utf-8")
+            if found:
                 # Appenders wait on this file's lock, then see it was replaced (same_file) and retry.
                 atomic_write(path, b"".join(lines))
                 self._call_counts.pop(session_id, None)
-            return changed
-        except (OSError, ValueError) as exc:
-            raise StoreError(f"cannot erase call records in {path}: {exc}") from None
-        finally:
-            os.close(fd)
+            return len(found)
 
     def _remove_temps(self, session_id: str, *, snapshots: bool) -> None:
         """Delete the session's temporary files (``atomic_write``'s, left by a process killed while
         writing): copies of its raw history (an erase's) and, with ``snapshots``, of its snapshots
         (only when deleting the session: another process may be saving one now)."""
-        if not self.directory.is_dir():
-            return
         prefixes = [f".{session_id}{_RAW_SUFFIX}."]
         if snapshots:
             prefixes += [f".{session_id}{_CTX_SUFFIX}.", f".{session_id}{_VIEW_MARK}"]
-        for entry in os.scandir(self.directory):
+        for entry in self._entries():
             name = entry.name
             if name.endswith(".tmp") and name.startswith(tuple(prefixes)):
                 with contextlib.suppress(FileNotFoundError):
@@ -760,18 +714,10 @@ class FileStore(SessionStore):
                 existed = True
             # Hold the raw file's lock while unlinking it; an appender waiting on the old file sees it
             # was unlinked (same_file) and retries on a new one.
-            try:
-                fd = os.open(raw, os.O_RDONLY | O_SAFE)
-            except FileNotFoundError:
-                fd = None
-            if fd is not None:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                    if same_file(fd, raw):
-                        os.unlink(raw)
-                        existed = True
-                finally:
-                    os.close(fd)
+            with locked(raw, lock=fcntl.LOCK_EX, what="delete") as fd:
+                if fd is not None and same_file(fd, raw):
+                    os.unlink(raw)
+                    existed = True
             self._forget(session_id)
             for path in self._session_files(session_id):
                 with contextlib.suppress(FileNotFoundError):

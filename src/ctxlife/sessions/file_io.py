@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from ctxlife.errors import StoreError
@@ -27,6 +28,7 @@ __all__ = [
     "digest",
     "fsync_dir",
     "link_new",
+    "locked",
     "parse_bulk",
     "read_file",
     "read_range",
@@ -172,19 +174,30 @@ def link_new(path: Path, data: bytes, what: str) -> None:
             os.unlink(temp)
 
 
-def read_shared(path: Path) -> bytes | None:
-    """The whole of ``path`` read under a shared ``flock`` (an append in progress finishes first);
-    None when there is no such file."""
+@contextlib.contextmanager
+def locked(path: Path, flags: int = os.O_RDONLY, lock: int = fcntl.LOCK_SH, what: str = "read") -> Iterator[int | None]:
+    """``path`` opened (never through a symlink) and ``flock``-ed until the block ends; None when
+    there is no such file. An ``OSError`` opening it or inside the block is a :class:`StoreError`
+    ``cannot {what} {path}``."""
     try:
-        fd = os.open(path, os.O_RDONLY | O_SAFE)
+        fd: int | None = os.open(path, flags | O_SAFE)
     except FileNotFoundError:
-        return None
+        fd = None
     except OSError as exc:
-        raise StoreError(f"cannot open {path}: {exc.strerror}") from None
+        raise StoreError(f"cannot {what} {path}: {exc.strerror}") from None
+    if fd is None:
+        yield None
+        return
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        return read_range(fd, 0, os.fstat(fd).st_size)
+        fcntl.flock(fd, lock)  # LOCK_SH waits for an append in progress
+        yield fd
     except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror}") from None
+        raise StoreError(f"cannot {what} {path}: {exc.strerror}") from None
     finally:
         os.close(fd)
+
+
+def read_shared(path: Path) -> bytes | None:
+    """The whole of ``path`` read under a shared ``flock``; None when there is no such file."""
+    with locked(path) as fd:
+        return None if fd is None else read_range(fd, 0, os.fstat(fd).st_size)

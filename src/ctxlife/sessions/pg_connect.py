@@ -13,9 +13,10 @@ import re
 import threading
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode, urlunsplit
 
 from ctxlife.errors import StoreError
+from ctxlife.sessions.urls import split_query
 
 __all__ = ["OPTIONS", "SCHEMA_NAME", "SharedPool", "number_option", "split_options"]
 
@@ -63,15 +64,9 @@ class SharedPool:
 
 def split_options(url: str, shown: str) -> tuple[str, dict[str, str]]:
     """Remove ctxlife's options from ``url``; return the libpq URL and them."""
-    try:
-        parts = urlsplit(url)
-        pairs = parse_qsl(parts.query, keep_blank_values=True)
-    except ValueError as exc:
-        raise StoreError(f"malformed postgres store URL {shown!r}: {exc}") from None
+    parts, rest, ours = split_query(url, OPTIONS, "postgres")
     if parts.scheme.lower() not in ("postgres", "postgresql"):
         raise StoreError(f"not a postgres store URL: {shown!r} (expected postgres://user@host:port/dbname)")
-    ours = {k: v for k, v in pairs if k in OPTIONS}
-    rest = [(k, v) for k, v in pairs if k not in OPTIONS]
     if not any(k == "connect_timeout" for k, _ in rest):
         rest.append(("connect_timeout", "5"))  # an unreachable database fails a call, never hangs it
     return urlunsplit(parts._replace(scheme="postgresql", query=urlencode(rest))), ours

@@ -82,7 +82,6 @@ from ctxlife.sessions.base import (
     SessionStore,
     check_after_seq,
     check_blob_text,
-    check_if_head,
     check_lock_args,
     conflict,
     poll_until,
@@ -97,7 +96,6 @@ from ctxlife.sessions.records import (
     appended_records,
     fingerprint,
     json_text,
-    prepare_messages,
     unwrap_event,
 )
 from ctxlife.sessions.snapshot import Snapshot
@@ -485,15 +483,8 @@ class PostgresStore(SessionStore):
         if_head: int | None = None,
         fingerprints: list[str] | None = None,
     ) -> list[RawRecord]:
-        validate_session_id(session_id)
-        validate_view(view)
-        check_if_head(if_head)
-        prepared = prepare_messages(session_id, messages, fingerprints)
+        prepared = self._prepare_append(session_id, messages, view, if_head, fingerprints)
         if not prepared:
-            if if_head is not None:
-                head = self.head(session_id)
-                if head != if_head:
-                    raise conflict(session_id, if_head, head)
             return []
         now = time.time()
         # lazy: recall's tokenizer (its rows are written with the records, see ctxlife.recall.pg)
@@ -570,17 +561,10 @@ class PostgresStore(SessionStore):
 
     def _decode(self, session_id: str, row: tuple[Any, ...], value: Any, strict: bool) -> RawRecord | None:
         seq, view, fp, recorded_at, bad, _, tokens, token_encoding = row
-        try:
-            if not isinstance(value, dict):
-                raise ValueError("not a JSON object")
-            message, op, target, erased = unwrap_event(value)
-        except ValueError as exc:
-            if strict:
-                raise StoreError(
-                    f"raw record seq={seq} of session {session_id!r} in {self.url} is corrupt: {exc}"
-                ) from None
-            log.error("raw_record_skipped", store="postgres", session_id=session_id, seq=seq, problem=str(exc)[:120])
+        event = self._event(session_id, seq, value, strict)
+        if event is None:
             return None
+        message, op, target, erased = event
         counted = type(tokens) is int and tokens >= 0 and isinstance(token_encoding, str)
         return RawRecord(
             int(seq),
@@ -610,18 +594,27 @@ class PostgresStore(SessionStore):
             if event is None:
                 slots.append(RecordSlot(int(seq), fp))
                 continue
-            value = _loads(event)
-            try:
-                if not isinstance(value, dict):
-                    raise ValueError("not a JSON object")
-                _, op, target, _ = unwrap_event(value)
-            except ValueError as exc:
-                log.error(
-                    "raw_record_skipped", store="postgres", session_id=session_id, seq=seq, problem=str(exc)[:120]
-                )
-                continue
-            slots.append(RecordSlot(int(seq), fp, op, target))
+            found = self._event(session_id, seq, _loads(event), strict=False)
+            if found is not None:
+                slots.append(RecordSlot(int(seq), fp, found[1], found[2]))
         return slots
+
+    def _event(
+        self, session_id: str, seq: int, value: Any, strict: bool
+    ) -> tuple[dict[str, Any], str, int | None, bool] | None:
+        """:func:`unwrap_event` of a stored value; an unreadable one raises (``strict``) or is
+        skipped (None) with a ``raw_record_skipped`` error event."""
+        try:
+            if not isinstance(value, dict):
+                raise ValueError("not a JSON object")
+            return unwrap_event(value)
+        except ValueError as exc:
+            if strict:
+                raise StoreError(
+                    f"raw record seq={seq} of session {session_id!r} in {self.url} is corrupt: {exc}"
+                ) from None
+            log.error("raw_record_skipped", store="postgres", session_id=session_id, seq=seq, problem=str(exc)[:120])
+            return None
 
     def head(self, session_id: str) -> int:
         validate_session_id(session_id)

@@ -44,7 +44,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode, urlunsplit
 
 from ctxlife.errors import SessionIdError, StoreError
 from ctxlife.events import Logger, redact_url
@@ -53,10 +53,11 @@ from ctxlife.sessions.base import (
     SessionStore,
     check_after_seq,
     check_blob_text,
-    check_if_head,
     check_lock_args,
     conflict,
     decode_calls,
+    erased_call,
+    erased_doc,
     poll_until,
 )
 from ctxlife.sessions.durations import parse_duration
@@ -66,13 +67,11 @@ from ctxlife.sessions.records import (
     RawRecord,
     appended_records,
     decode_record,
-    fingerprint,
     json_text,
-    prepare_messages,
     record_json,
-    unwrap_event,
 )
 from ctxlife.sessions.snapshot import Snapshot
+from ctxlife.sessions.urls import split_query
 
 __all__ = ["DEFAULT_PREFIX", "RedisStore"]
 
@@ -115,23 +114,6 @@ def _glob_escape(text: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
-def _split_options(url: str) -> tuple[str, dict[str, str]]:
-    """Remove ctxlife's own query options from ``url``; return the redis-py URL and them."""
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:
-        raise StoreError(f"malformed redis store URL {redact_url(url)!r}: {exc}") from None
-    ours: dict[str, str] = {}
-    rest: list[tuple[str, str]] = []
-    for k, v in parse_qsl(parts.query, keep_blank_values=True):
-        if k in ("prefix", "ttl"):
-            ours[k] = v
-        else:
-            rest.append((k, v))
-    clean = urlunsplit(parts._replace(query=urlencode(rest)))
-    return clean, ours
-
-
 class RedisStore(SessionStore):
     """Sessions in Redis (see the module docstring for keys and guarantees).
 
@@ -156,7 +138,8 @@ class RedisStore(SessionStore):
             raise StoreError("the redis session store needs the 'redis' package: pip install redis") from None
         self._redis = redis
         self.url = redact_url(url)
-        clean_url, opts = _split_options(url)
+        parts, rest, opts = split_query(url, ("prefix", "ttl"), "redis")
+        clean_url = urlunsplit(parts._replace(query=urlencode(rest)))
         if prefix is None:
             prefix = opts.get("prefix", DEFAULT_PREFIX)
         if not isinstance(prefix, str) or not prefix:
@@ -261,12 +244,8 @@ class RedisStore(SessionStore):
         fingerprints: list[str] | None = None,
     ) -> list[RawRecord]:
         key = self._key(session_id, "raw")
-        validate_view(view)
-        check_if_head(if_head)
-        prepared = prepare_messages(session_id, messages, fingerprints)
+        prepared = self._prepare_append(session_id, messages, view, if_head, fingerprints)
         if not prepared:
-            if if_head is not None and self.head(session_id) != if_head:
-                raise conflict(session_id, if_head, self.head(session_id))
             return []
         keys = [key] + [self._key(session_id, kind) for kind in _SESSION_KINDS if kind != "raw"]
         head = if_head if if_head is not None else self.head(session_id)
@@ -311,8 +290,12 @@ class RedisStore(SessionStore):
         return out
 
     def _rewrite_records(self, session_id: str, values: dict[int, dict[str, Any]]) -> int:
-        key = self._key(session_id, "raw")
-        if not values:
+        return self._rewrite_list(self._key(session_id, "raw"), values, lambda item, v: erased_doc(json.loads(item), v))
+
+    def _rewrite_list(self, key: str, edits: dict[int, Any], rewrite: Callable[[bytes, Any], str]) -> int:
+        """Replace the items numbered by ``edits`` (from 1) of the list ``key`` by ``rewrite(item,
+        edit)``, atomically (retried while another client changes the list); how many were there."""
+        if not edits:
             return 0
 
         def run() -> int:
@@ -320,22 +303,13 @@ class RedisStore(SessionStore):
                 while True:
                     try:
                         pipe.watch(key)
-                        items = {seq: pipe.lindex(key, seq - 1) for seq in values}
+                        items = {n: pipe.lindex(key, n - 1) for n in edits}
                         pipe.multi()
-                        changed = 0
-                        for seq, item in items.items():
-                            if item is None:
-                                continue
-                            doc = json.loads(item)
-                            message, _, _, _ = unwrap_event(values[seq])
-                            doc.pop("bad", None)
-                            doc.pop("tk", None)  # the count was of the text erased
-                            doc["msg"] = values[seq]
-                            doc["fp"] = fingerprint(message)
-                            pipe.lset(key, seq - 1, json_text(doc, what="erased record").encode("utf-8"))
-                            changed += 1
+                        found = {n: item for n, item in items.items() if item is not None}
+                        for n, item in found.items():
+                            pipe.lset(key, n - 1, rewrite(item, edits[n]).encode("utf-8"))
                         pipe.execute()
-                        return changed
+                        return len(found)
                     except self._redis.WatchError:
                         continue
 
@@ -365,31 +339,7 @@ class RedisStore(SessionStore):
         return decode_calls(session_id, items, view)
 
     def _rewrite_calls(self, session_id: str, docs: dict[int, dict[str, Any]]) -> int:
-        key = self._key(session_id, "calls")
-        if not docs:
-            return 0
-
-        def run() -> int:
-            with self._client.pipeline(transaction=True) as pipe:
-                while True:
-                    try:
-                        pipe.watch(key)
-                        items = {n: pipe.lindex(key, n - 1) for n in docs}
-                        pipe.multi()
-                        changed = 0
-                        for n, item in items.items():
-                            if item is None:
-                                continue
-                            view = json.loads(item).get("view", "")
-                            text = json_text({"view": view, "doc": docs[n]}, what="erased call record")
-                            pipe.lset(key, n - 1, text.encode("utf-8"))
-                            changed += 1
-                        pipe.execute()
-                        return changed
-                    except self._redis.WatchError:
-                        continue
-
-        return self._call("erase", run)
+        return self._rewrite_list(self._key(session_id, "calls"), docs, erased_call)
 
     def head(self, session_id: str) -> int:
         key = self._key(session_id, "raw")

@@ -57,7 +57,6 @@ from ctxlife.sessions.base import (
     SessionStore,
     check_after_seq,
     check_blob_text,
-    check_if_head,
     check_lock_args,
     conflict,
     poll_until,
@@ -73,7 +72,6 @@ from ctxlife.sessions.records import (
     appended_records,
     fingerprint,
     json_text,
-    prepare_messages,
     unwrap_event,
 )
 from ctxlife.sessions.snapshot import Snapshot
@@ -450,13 +448,8 @@ class SQLiteStore(SessionStore):
         if_head: int | None = None,
         fingerprints: list[str] | None = None,
     ) -> list[RawRecord]:
-        validate_session_id(session_id)
-        validate_view(view)
-        check_if_head(if_head)
-        prepared = prepare_messages(session_id, messages, fingerprints)
+        prepared = self._prepare_append(session_id, messages, view, if_head, fingerprints)
         if not prepared:
-            if if_head is not None and self.head(session_id) != if_head:
-                raise conflict(session_id, if_head, self.head(session_id))
             return []
         now = time.time()
         with self._tx("append") as conn:

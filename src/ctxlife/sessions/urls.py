@@ -5,7 +5,7 @@ Passwords never appear in an error: URLs are shown through :func:`ctxlife.events
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl
+from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 from ctxlife.errors import StoreError
 from ctxlife.events import redact_url
@@ -15,6 +15,7 @@ __all__ = [
     "parse_bool",
     "parse_query",
     "parse_ttl",
+    "split_query",
 ]
 
 
@@ -58,3 +59,16 @@ def parse_ttl(opts: dict[str, str], url: str) -> float | None:
         return parse_duration(raw)
     except ValueError as exc:
         raise StoreError(f"store URL {redact_url(url)!r}: ttl={raw!r}: {exc}") from None
+
+
+def split_query(
+    url: str, names: tuple[str, ...], kind: str
+) -> tuple[SplitResult, list[tuple[str, str]], dict[str, str]]:
+    """Take ctxlife's options ``names`` out of a server store's URL: its parts, the query pairs left
+    (the driver's own) and ctxlife's."""
+    try:
+        parts = urlsplit(url)
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+    except ValueError as exc:
+        raise StoreError(f"malformed {kind} store URL {redact_url(url)!r}: {exc}") from None
+    return parts, [(k, v) for k, v in pairs if k not in names], {k: v for k, v in pairs if k in names}
