@@ -54,7 +54,7 @@ from ctxlife.recall import configured_index_dir, remove_index
 from ctxlife.sessions.base import SessionStore
 from ctxlife.sessions.ids import session_key, validate_view
 from ctxlife.sessions.keeper import Keeper, keeper_for
-from ctxlife.sessions.records import RawRecord
+from ctxlife.sessions.records import RawRecord, no_collection
 from ctxlife.sessions.restore import Restored
 
 __all__ = ["AsyncSession", "Session"]
@@ -371,13 +371,12 @@ class Session:
             restored = current
         else:
             # The caller's messages are its own to edit: copies, never the ones kept for the next read.
-            restored = dataclasses.replace(
-                current,
-                messages=[frozen_copy(m) if type(m) is dict else m for m in current.messages],
-                slots=list(current.slots),
-            )
+            with no_collection():  # (copies of JSON values: acyclic)
+                copies = [frozen_copy(m) if type(m) is dict else m for m in current.messages]
+            restored = dataclasses.replace(current, messages=copies, slots=list(current.slots))
         if for_host and restored.tokens:  # the counts the store kept: the host does not tokenize the history again
-            self.host.counter().remember(restored.messages, restored.tokens)
+            with no_collection():  # (a tuple of each message's values: acyclic)
+                self.host.counter().remember(restored.messages, restored.tokens)
         return restored
 
     def _items(self, restored: Restored) -> tuple[list[Message], list[int | None]]:
