@@ -311,7 +311,8 @@ class Recorder:
             if state is None or state.partial:
                 top = slots[-1] if slots else 0
                 self._heads[session_id] = max(self._heads.get(session_id, 0), top)
-                self._primed[(session_id, view)] = [top, slots, fingerprints]
+                # (copies of the two lists: C-speed, and whoever handed them may edit theirs)
+                self._primed[(session_id, view)] = [top, list(slots), list(fingerprints)]
                 if state is not None:
                     del self._views[(session_id, view)]
                     self._views[(session_id, view)] = cast(View, self._state(session_id, view)).take_over(state)
