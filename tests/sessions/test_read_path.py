@@ -62,6 +62,10 @@ def test_a_new_sessions_items_are_the_callers_to_edit(tmp_path: Path) -> None:
         pytest.param([user("q"), CALL, RESULT], id="text naming the event keys"),
         pytest.param([user("q"), {"role": "user", "content": math.nan}], id="a quarantined message"),
         pytest.param([{"role": "system", "content": "be brief"}, user("q")], id="a system prompt (not an item)"),
+        pytest.param(
+            [user("see <!-- a comment -->"), {"role": "user", "content": [{"type": "text", "text": "x -->"}]}],
+            id="texts ending like a mark line (items)",
+        ),
         pytest.param([], id="empty"),
     ],
 )
