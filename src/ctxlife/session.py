@@ -30,7 +30,8 @@ import dataclasses
 import os
 import threading
 from collections.abc import Iterable, Sequence
-from typing import Any, Self
+from itertools import compress, repeat
+from typing import Any, Self, cast
 
 from ctxlife.api import as_message, resolve_settings
 from ctxlife.config import Settings
@@ -53,7 +54,7 @@ from ctxlife.recall import configured_index_dir, remove_index
 from ctxlife.sessions.base import SessionStore
 from ctxlife.sessions.ids import session_key, validate_view
 from ctxlife.sessions.keeper import Keeper, keeper_for
-from ctxlife.sessions.records import RawRecord
+from ctxlife.sessions.records import RawRecord, no_collection
 from ctxlife.sessions.restore import Restored
 
 __all__ = ["AsyncSession", "Session"]
@@ -121,6 +122,9 @@ class Session:
         # The view's conversation as last read: the next read adds the records written since
         # (see restore_after) instead of reading the whole history again. Callers get copies.
         self._last_read: Restored | None = None
+        # Whether a read handed its messages to a caller as decoded (see _restored): then this object
+        # has none of its own until it reads again, and keeps what it reads from then on.
+        self._handed_out = False
         # One call at a time per object: requests sharing it (threads, AsyncSession's to_thread)
         # queue instead of interleaving a restore of one with the write of another.
         self._lock = threading.RLock()
@@ -359,28 +363,35 @@ class Session:
         return current
 
     def _restored(self, for_host: bool = False) -> Restored:
+        first = self._last_read is None and not self._handed_out
         current = self._read()
-        # The caller's messages are its own to edit: copies, never the ones kept for the next read.
-        restored = dataclasses.replace(
-            current,
-            messages=[frozen_copy(m) if type(m) is dict else m for m in current.messages],
-            slots=list(current.slots),
-        )
+        if first and current.plain:
+            # This object's first read, every message decoded just now (read_view): the caller takes
+            # them as they are, no copy; a later read of this object reads the store again and keeps that.
+            self._last_read = None
+            self._handed_out = True
+            restored = current
+        else:
+            # The caller's messages are its own to edit: copies, never the ones kept for the next read.
+            with no_collection():  # (copies of JSON values: acyclic)
+                copies = [frozen_copy(m) if type(m) is dict else m for m in current.messages]
+            restored = dataclasses.replace(current, messages=copies, slots=list(current.slots))
         if for_host and restored.tokens:  # the counts the store kept: the host does not tokenize the history again
-            self.host.counter().remember(restored.messages, restored.tokens)
+            with no_collection():  # (a tuple of each message's values: acyclic)
+                self.host.counter().remember(restored.messages, restored.tokens)
         return restored
 
     def _items(self, restored: Restored) -> tuple[list[Message], list[int | None]]:
         """The conversation as items (no system prompt of the caller's, no recall block), each with its slot."""
-        items: list[Message] = []
-        slots: list[int | None] = []
-        for message, slot in zip(restored.messages, restored.slots, strict=True):
-            if not _is_item(message):
-                continue
-            # text a redaction strategy removes never comes back (ctxlife_filter_text, where="restore")
-            items.append(self.host.filter_message(message, where="restore", session_id=self.session_id, view=self.view))
-            slots.append(slot)
-        return items, slots
+        messages, slots = restored.messages, restored.slots
+        if not _all_items(messages):  # (usually all are: then the lists as they are)
+            kept = [i for i, m in enumerate(messages) if _is_item(m)]
+            messages, slots = [messages[i] for i in kept], [slots[i] for i in kept]
+        if not self.host.implements("ctxlife_filter_text"):
+            return messages, slots
+        # text a redaction strategy removes never comes back (ctxlife_filter_text, where="restore")
+        where = {"where": "restore", "session_id": self.session_id, "view": self.view}
+        return [self.host.filter_message(m, **where) for m in messages], slots
 
     def _restore(self) -> tuple[list[Message], int]:
         """The view's conversation (snapshot + the events after it) and the last sequence number it covers."""
@@ -418,6 +429,21 @@ def _is_item(message: Any) -> bool:
         if type(content) is str and not content.endswith(" -->") and message.get("role") not in SYSTEM_ROLES:
             return True  # (the usual message, at a dict lookup: only a marked text ends with its mark line)
     return not (is_recall_block(message) or (is_system(message) and not is_inserted(message)))
+
+
+def _all_items(messages: list[Message]) -> bool:
+    """Whether every restored message is an item (:func:`_is_item`). For the usual conversation,
+    dicts without a system role whose contents are text or None, none ending like a mark line, it
+    is told in C passes over the list, without a call per message."""
+    try:
+        if set(map(type, messages)) <= {dict} and SYSTEM_ROLES.isdisjoint(map(dict.get, messages, repeat("role"))):
+            contents = list(map(dict.get, messages, repeat("content")))
+            if set(map(type, contents)) <= {str, type(None)}:
+                texts = cast("Iterable[str]", compress(contents, map(isinstance, contents, repeat(str))))
+                return not any(map(str.endswith, texts, repeat(" -->")))  # (a mark line ends so)
+    except TypeError:  # an unhashable role
+        pass
+    return all(map(_is_item, messages))
 
 
 def _conversation(messages: Sequence[Message]) -> list[Message]:

@@ -78,6 +78,7 @@ from ctxlife.sessions.records import (
     PreparedMessage,
     RawRecord,
     RecordSlot,
+    ViewRows,
     canonical_json,
     erased_mark,
     erased_message,
@@ -254,6 +255,13 @@ class SessionStore(abc.ABC):
             for e in events
         ]
         return self.append(session_id, values, view=view, if_head=if_head, fingerprints=fps)
+
+    def read_view(self, session_id: str, view: str = "") -> ViewRows | None:
+        """The view's records as columns (:class:`~.records.ViewRows`) when each is a plain ``add``
+        of a message stored as it was, in one read; None otherwise, or when the store has no such
+        read (the default): then :meth:`read_records`. Lets a restore of a never-edited view skip
+        a :class:`RawRecord` per message (the SQLite store overrides it)."""
+        return None
 
     def read_slots(self, session_id: str, after_seq: int = 0, *, view: str | None = None) -> list[RecordSlot]:
         """``(seq, fingerprint, op, target)`` of the records :meth:`read_records` (``strict=False``)

@@ -111,6 +111,8 @@ class Keeper:
             current = restore_view(self.store, session_id, view)
             if current.records:
                 self.recorder.prime(session_id, view, current.records)
+            elif current.plain:  # every record a plain add: the slots and fingerprints are the records'
+                self.recorder.prime_adds(session_id, view, current.slots, current.fingerprints)
         return current
 
     # -- explicit events --------------------------------------------------------------------------

@@ -57,7 +57,7 @@ import dataclasses
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ctxlife.errors import StoreError
 from ctxlife.events import emit
@@ -69,7 +69,7 @@ from ctxlife.sessions.alignment import Alignment, Reversed, align_tail, align_wi
 from ctxlife.sessions.base import AppendConflictError, SessionStore
 from ctxlife.sessions.diff import common_prefix
 from ctxlife.sessions.plans import Plan, all_new, diff_plan
-from ctxlife.sessions.records import ADD, REMOVE, REPLACE, ErasedMessages, Event, RawRecord, RecordSlot
+from ctxlife.sessions.records import ADD, REMOVE, REPLACE, ErasedMessages, Event, RawRecord, RecordSlot, no_collection
 from ctxlife.sessions.restore import restore_view
 from ctxlife.sessions.views import (
     Entry,
@@ -104,6 +104,9 @@ class Recorder:
         self.store = store
         self._lock = threading.RLock()
         self._views: dict[tuple[str, str], View] = {}
+        # Views primed with plain adds (prime_adds) not looked at yet: [top, slots, fingerprints],
+        # made a View on first use (a reader that never records builds no entry per message).
+        self._primed: dict[tuple[str, str], list[Any]] = {}
         self._heads: dict[str, int] = {}
         # Fingerprints of messages removed or erased by another writer (or this process's erase) that
         # a caller's list may still hold: never recorded again from a list. Erased ones are also in
@@ -120,7 +123,7 @@ class Recorder:
 
     def known(self, session_id: str, view: str = "") -> bool:
         """Whether this recorder keeps a state for the view (False: the next call reads the store)."""
-        return (session_id, view) in self._views
+        return (session_id, view) in self._views or (session_id, view) in self._primed
 
     def head(self, session_id: str) -> int:
         """The session's last sequence number as this recorder knows it (reads the store once)."""
@@ -157,6 +160,8 @@ class Recorder:
         """
         with self._lock:
             kept = False
+            for key in [k for k in self._primed if session_id is None or k[0] == session_id]:
+                del self._primed[key]
             for key in [k for k in self._views if session_id is None or k[0] == session_id]:
                 if keep_pending and self._views[key].pending:
                     kept = True
@@ -249,14 +254,28 @@ class Recorder:
         list is new messages, plus the conversation a restore put back (seeded by the restore), so a
         run that repeats the last one's first message is a new turn, not an edit or a retry."""
         with self._lock:
+            for key in [k for k in self._primed if k[0] == session_id]:
+                self._state(*key)
             for (sid, lane), state in self._views.items():
                 if sid == session_id and view in (None, lane):
                     state.mirrors = []  # a restore seeds the conversation it puts back
                     state.reseed = False
                     state.fresh = True
 
-    def _view(self, session_id: str, view: str) -> View:
+    def _state(self, session_id: str, view: str) -> View | None:
+        """The view's state if this recorder has one (a primed view's is made now)."""
         state = self._views.get((session_id, view))
+        primed = self._primed.pop((session_id, view), None) if state is None else None
+        if primed is not None:
+            top, slots, fingerprints = primed
+            with no_collection():  # (one acyclic entry per message)
+                tail = [Entry(s, f) for s, f in zip(slots, fingerprints, strict=True)]
+            last = tail[-1].seq if tail else 0
+            state = self._views[(session_id, view)] = View(tail, top, True, [last] if last else [], last)
+        return state
+
+    def _view(self, session_id: str, view: str) -> View:
+        state = self._state(session_id, view)
         if state is None or state.partial:
             loaded = self._load(session_id, view)
             state = self._views[(session_id, view)] = loaded if state is None else loaded.take_over(state)
@@ -265,7 +284,7 @@ class Recorder:
     def _appending_view(self, session_id: str, view: str) -> View:
         """The view's state for :meth:`add`: an append needs the session's head, not the view's
         messages, so a view not read yet is not read (a 100k-message history costs nothing here)."""
-        state = self._views.get((session_id, view))
+        state = self._state(session_id, view)
         if state is None:
             head = self.head(session_id)
             state = self._views[(session_id, view)] = View([], head, False, partial=True)
@@ -277,11 +296,26 @@ class Recorder:
         Does nothing once the view is loaded. Records written after them are read on the next
         write (the recorder then catches up, or the store reports the head moved)."""
         with self._lock:
+            self._primed.pop((session_id, view), None)
             state = self._views.get((session_id, view))
             if state is None or state.partial:
                 top = records[-1].seq if records else 0
                 loaded = self._loaded(session_id, records, top)
                 self._views[(session_id, view)] = loaded if state is None else loaded.take_over(state)
+
+    def prime_adds(self, session_id: str, view: str, slots: Sequence[Any], fingerprints: Sequence[Any]) -> None:
+        """:meth:`prime` for a view whose every record is a plain ``add``, given as their slots and
+        fingerprints (:meth:`SessionStore.read_view`): no record object per message."""
+        with self._lock:
+            state = self._views.get((session_id, view))
+            if state is None or state.partial:
+                top = slots[-1] if slots else 0
+                self._heads[session_id] = max(self._heads.get(session_id, 0), top)
+                # (copies of the two lists: C-speed, and whoever handed them may edit theirs)
+                self._primed[(session_id, view)] = [top, list(slots), list(fingerprints)]
+                if state is not None:
+                    del self._views[(session_id, view)]
+                    self._views[(session_id, view)] = cast(View, self._state(session_id, view)).take_over(state)
 
     def _load(self, session_id: str, view: str) -> View:
         """Read the view's current state: one pass over its records (the first time a view is seen)."""
@@ -343,6 +377,8 @@ class Recorder:
         pending, unsure = state.pending, state.unsure
         for key in [k for k in self._views if k[0] == session_id]:
             del self._views[key]
+        for key in [k for k in self._primed if k[0] == session_id]:
+            del self._primed[key]
         self._heads.pop(session_id, None)
         self._head_marks.pop(session_id, None)
         fresh = self._load(session_id, view)
@@ -367,7 +403,7 @@ class Recorder:
         :meth:`leave`): the next :meth:`record` of that list then skips comparing the messages
         ``agreement`` found unchanged. Only for a view this recorder knows; costs a copy of the list."""
         with self._lock:
-            state = self._views.get((session_id, view))
+            state = self._state(session_id, view)
             if state is not None:
                 state.hint = (messages, list(messages), agreement)
 
@@ -791,6 +827,9 @@ class Recorder:
         for (sid, _), other in self._views.items():  # our own appends do not make other views stale
             if sid == session_id and other.synced == head:
                 other.synced = new_head
+        for (sid, _), primed in self._primed.items():
+            if sid == session_id and primed[0] == head:
+                primed[0] = new_head
         self._heads[session_id] = new_head
         if records:
             self._head_marks[session_id] = (records[-1].seq, records[-1].fingerprint, records[-1].recorded_at)

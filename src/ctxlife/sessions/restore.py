@@ -13,7 +13,7 @@ that was killed before it finished is completed first (:meth:`SessionStore.finis
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 from ctxlife.errors import StoreError
 from ctxlife.events import emit
@@ -60,6 +60,11 @@ class Restored:
     #: them (:meth:`~ctxlife.sessions.recording.Recorder.prime`) instead of reading them again.
     #: Empty otherwise, and not carried by :func:`restore_after`.
     records: list[RawRecord] = dataclasses.field(default_factory=list, repr=False)
+    #: Whether every record of the view is a plain ``add``, read just now from sequence number 0
+    #: (:meth:`~ctxlife.sessions.SessionStore.read_view`; no snapshot): then ``slots`` and
+    #: ``fingerprints`` are every record's, and ``messages`` were decoded by this read, referenced
+    #: by nothing else (a reader may hand them out as they are). Not carried by :func:`restore_after`.
+    plain: bool = False
 
 
 def snapshot_slots(messages: list[Any], slots: list[int | None]) -> list[int | None]:
@@ -98,6 +103,20 @@ def restore_view(store: SessionStore, session_id: str, view: str = "", *, strict
             hint="restored from the raw history instead; the next snapshot replaces the unreadable one",
         )
     if snapshot is None:
+        plain = store.read_view(session_id, view)
+        if plain is not None:  # a view never edited (the usual one): no record object per message
+            return Restored(
+                plain.messages,
+                cast("list[int | None]", plain.seqs),
+                plain.seqs[-1] if plain.seqs else 0,
+                0,
+                None,
+                error,
+                cast("list[str | None]", plain.fingerprints),
+                plain.fingerprints[-1] if plain.fingerprints else None,
+                plain.tokens,
+                plain=True,
+            )
         records = store.read_records(session_id, 0, view=view, strict=strict)
         current = materialize(records)
         return Restored(

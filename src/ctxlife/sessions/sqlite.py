@@ -46,6 +46,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -69,9 +70,13 @@ from ctxlife.sessions.records import (
     CallRecord,
     RawRecord,
     RecordSlot,
+    ViewRows,
     appended_records,
+    decode_plain,
     fingerprint,
     json_text,
+    no_collection,
+    token_pairs,
     unwrap_event,
 )
 from ctxlife.sessions.snapshot import Snapshot
@@ -149,6 +154,7 @@ _MIGRATE_2_TO_3 = [
 ]
 
 _RAW_COLUMNS = "seq, view, fp, recorded_at, bad, json, tokens, token_encoding"
+_VIEW_COLUMNS = "seq, fp, bad, json, tokens, token_encoding"  # read_view's
 # Rows decoded per json.loads: the per-call cost is spread, and the joined copy of the texts a call
 # needs stays small (one copy of a 100k-message history's JSON would add ~45 MB to a read's peak).
 _DECODE_CHUNK = 2048
@@ -599,6 +605,24 @@ class SQLiteStore(SessionStore):
     ) -> list[RawRecord]:
         rows = self._raw_rows("read_records", _RAW_COLUMNS, session_id, after_seq, view)
         return self._decode_all(session_id, rows, strict)
+
+    def read_view(self, session_id: str, view: str = "") -> ViewRows | None:
+        # One read of the columns a restore needs and one json.loads per chunk of rows: no
+        # record object per row. Any row that is not a plain, counted-or-not add: None (read_records).
+        with no_collection():
+            rows = self._raw_rows("read_view", _VIEW_COLUMNS, session_id, 0, view)
+            seqs, fps, bads, texts, tokens, encodings = (list(map(itemgetter(i), rows)) for i in range(6))
+            del rows
+            if bads.count(None) != len(bads) or None in fps:  # quarantined, or written before fingerprints
+                return None
+            messages: list[dict[str, Any]] = []
+            for start in range(0, len(texts), _DECODE_CHUNK):
+                chunk = decode_plain(texts[start : start + _DECODE_CHUNK])
+                if chunk is None:
+                    return None
+                messages += chunk
+            pairs = token_pairs(tokens, encodings)
+        return ViewRows(seqs, fps, messages, pairs)
 
     def _raw_rows(
         self, what: str, columns: str, session_id: str, after_seq: int, view: str | None, where: str = ""
