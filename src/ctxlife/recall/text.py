@@ -45,7 +45,8 @@ STOPWORDS = frozenset(
     the their theirs them themselves then there these they this those through to too under until up us
     ve very was wasn we were weren what when where which while who whom why will with won would you your
     yours yourself yourselves remember recall earlier before ago once told tell said say asked ask
-    mentioned mention shared share
+    mentioned mention shared share across along among around behind beside beyond onto toward towards upon
+    within without
     """.split()
 )
 
@@ -53,6 +54,9 @@ STOPWORDS = frozenset(
 # holding one is mostly a word boundary ("你给", "了我") or a function word ("什么"), not what the
 # question is about. The index keeps them; only questions drop them.
 CJK_FUNCTION_CHARS = frozenset("的了吗呢吧啊么我你他她它们是在有和就都也还很把被给对这那些个一不没什曾经过")
+# Chinese words that ask for the past rather than say what it was about, as English's "tell", "remember",
+# "mention" and "share" are stopwords: "告诉我……" asks the same as "……？".
+CJK_STOPWORDS = frozenset("告诉 记得 提到 提醒 分享 知道 请问 想想 来着".split())
 
 _MONTHS = {
     name: number
@@ -118,7 +122,7 @@ def query_terms(text: str, *, limit: int = 32) -> list[str]:
     for term in TERM.findall(index_text(text).casefold()):
         if term in STOPWORDS or (len(term) == 1 and term.isascii()):
             continue
-        if NO_SPACE_RUN.fullmatch(term) and any(c in CJK_FUNCTION_CHARS for c in term):
+        if NO_SPACE_RUN.fullmatch(term) and (term in CJK_STOPWORDS or any(c in CJK_FUNCTION_CHARS for c in term)):
             dropped.setdefault(term, None)
             continue
         seen.setdefault(term, None)
@@ -231,7 +235,7 @@ _PAST_WORDS = re.compile(
 )
 _PAST_CJK = re.compile(
     r"记得|之前|以前|上次|那次|刚才|说过|提到|提过|讲过|推荐过|推荐的|分享过|告诉过|曾|前几天|那天|昨天|还记|过的|"
-    r"最近|对吗|你给我|我喜欢.*[?？]|我最.*[?？]"
+    r"对吗|你给我|我喜欢.*[?？]|我最.*[?？]"
 )
 _QUESTION = re.compile(
     r"[?？]|^(?:what|which|who|whom|whose|when|where|why|how)\b|[吗呢]\s*$|什么|哪|几|多少|谁|怎么", re.IGNORECASE
