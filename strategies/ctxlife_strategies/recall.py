@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable
+from datetime import date, timedelta
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -41,7 +43,14 @@ from ctxlife.events import emit
 from ctxlife.messages import current_turn_index, is_inserted, is_recall_block, is_system, mark_inserted, round_starts
 from ctxlife.recall import HistorySearch, live_keys, message_text, need_for_past, query_terms, quote, render
 from ctxlife.recall.history import Passage
-from ctxlife.recall.text import CJK_FUNCTION_CHARS, NO_SPACE_RUN, count_term, term_pattern
+from ctxlife.recall.text import (
+    CJK_FUNCTION_CHARS,
+    NO_SPACE_RUN,
+    count_term,
+    day_ordinals,
+    last_weekdays,
+    term_pattern,
+)
 from ctxlife.strategy import ToolSpec
 
 SEARCH_TOOL = "ctxlife_search_history"
@@ -185,6 +194,12 @@ class Recall(ctxlife.Strategy):
             # match finds decides whether it gets a block (_worth_a_block). The wording's cues
             # ("last time", a date, a question) only say how much the match must show.
             need = need_for_past(_text(messages[turn]))
+        days = self._named_days(ctx, _text(messages[turn]))
+        if days:
+            # "第3天", "the second day", "last Tuesday": that day's date, which the search prefers as it
+            # does a date the turn writes out ("May 2nd"); a turn that names a past day refers to the past.
+            query, need = f"{query} ({' '.join(days)})", "past"
+        if self.options.adaptive:
             if self.options.max_tokens is None:
                 wanted = max(wanted, int(self.options.past_share * ctx.context_window))
             top_k = max(top_k, self.options.past_top_k)
@@ -327,6 +342,25 @@ class Recall(ctxlife.Strategy):
         if need == "question":
             return any(_coverage(p) >= self.options.question_coverage for p in passages)
         return bool(coverage / total >= self.options.statement_coverage)
+
+    def _named_days(self, ctx: ctxlife.LLMCallContext, text: str) -> list[str]:
+        """The dates ("2023-04-28") of the past days the turn names by place ("第3天", "the second day": the
+        session's third or second day with records, in the calling view with scope "view") or as "last
+        Tuesday" / "上周二" (the latest such weekday before today). Today itself is left out ("今天是第七天").
+
+        The session's days are read from the raw history only when the turn names a day by place.
+        """
+        places, weekdays = day_ordinals(text), last_weekdays(text)
+        if not places and not weekdays:
+            return []
+        today = date.fromtimestamp(time.time())
+        named: list[date] = [today - timedelta(days=(today.weekday() - w) % 7 or 7) for w in weekdays]
+        if places and ctx.store is not None and ctx.session_id is not None:
+            view = ctx.view if self.options.scope == "view" else None
+            records = ctx.store.read_records(ctx.session_id, view=None if view is None else str(view))
+            days = sorted({date.fromtimestamp(r.recorded_at) for r in records if r.recorded_at is not None})
+            named += [days[n - 1] for n in places if n <= len(days)]
+        return list(dict.fromkeys(d.isoformat() for d in named if d < today))
 
     def _make_room(self, ctx: ctxlife.LLMCallContext, search: HistorySearch, tokens: int) -> int:
         """Drop the oldest recent rounds (those the raw history holds) until ``tokens`` are free; return how many are.

@@ -216,6 +216,64 @@ def dates_in(text: str) -> list[tuple[int, int]]:
     return list(out)
 
 
+_CJK_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_ORDINAL_WORDS = {
+    word: n
+    for n, word in enumerate(
+        ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"), start=1
+    )
+}
+# "第3天", "第三天", "the second day", "the 3rd day", "on day 3": a day named by its place in the conversation.
+_DAY_ORDINALS = (
+    re.compile(r"第\s*(?P<n>\d{1,3}|[零一二两三四五六七八九十]{1,3})\s*天"),
+    re.compile(rf"\bthe\s+(?P<n>{'|'.join(_ORDINAL_WORDS)}|\d{{1,3}}(?:st|nd|rd|th))\s+day\b", re.IGNORECASE),
+    re.compile(r"\b(?:on|of)\s+day\s+(?P<n>\d{1,3})\b", re.IGNORECASE),
+)
+_WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+# "last Tuesday", "上周二", "上个星期天": the latest such weekday before today.
+_LAST_WEEKDAY = (
+    re.compile(rf"\blast\s+(?P<w>{'|'.join(_WEEKDAY_NAMES)})\b", re.IGNORECASE),
+    re.compile(r"上个?(?:周|星期|礼拜)(?P<w>[一二三四五六日天])"),
+)
+_CJK_WEEKDAYS = "一二三四五六"
+
+
+def day_ordinals(text: str) -> list[int]:
+    """The days a message names by their place (1 for "第1天" / "the first day"), in order, once each."""
+    text = normalize(text)
+    found: dict[int, None] = {}
+    for pattern in _DAY_ORDINALS:
+        for match in pattern.finditer(text):
+            n = _number(match.group("n").lower())
+            if n:
+                found.setdefault(n, None)
+    return list(found)
+
+
+def last_weekdays(text: str) -> list[int]:
+    """The weekdays a message names as "last Tuesday" / "上周二" (Monday 0 ... Sunday 6), once each."""
+    found: dict[int, None] = {}
+    for pattern in _LAST_WEEKDAY:
+        for match in pattern.finditer(normalize(text)):
+            name = match.group("w").lower()
+            day = _WEEKDAY_NAMES.index(name) if name in _WEEKDAY_NAMES else _CJK_WEEKDAYS.find(name) % 7
+            found.setdefault(day, None)  # 日 and 天 (not in the six) are Sunday
+    return list(found)
+
+
+def _number(text: str) -> int:
+    """1-999 from digits ("3", "3rd"), an English ordinal ("third") or Chinese numerals ("三", "十二", "二十")."""
+    digits = re.match(r"\d+", text)
+    if digits:
+        return int(digits.group())
+    if text in _ORDINAL_WORDS:
+        return _ORDINAL_WORDS[text]
+    tens, _, ones = text.partition("十")
+    if "十" not in text:
+        return _CJK_DIGITS.get(text, 0) if len(text) == 1 else 0
+    return (_CJK_DIGITS.get(tens, 0) if tens else 1) * 10 + (_CJK_DIGITS.get(ones, 0) if ones else 0)
+
+
 def _valid(month: int, day: int) -> bool:
     try:
         date(2000, month, day)  # a leap year: 29 February is a date
