@@ -791,6 +791,7 @@ def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -
     for wording in WORDINGS[1:]:
         again = [reworded(c, wording) for c in replayed if c.name.startswith("memorybank")]
         answers += bench_answers(again, WINDOWS, ("llm_summary+recall", "pair-doc"), progress, wording=wording)
+    lead_over_pair_doc(answers)
     # 1k and 10k only: a 100k history takes ~35 s to write and index, which make bench's 10 minutes do not have
     # (bench_pg_store.py measures a recall query at 100k; docs/strategies/recall.md quotes a 100k run).
     overhead = bench_overhead((1_000, 10_000), calls=20 if quick else 40)
@@ -814,6 +815,19 @@ def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -
     )
 
 
+def lead_over_pair_doc(rows: list[dict[str, Any]]) -> None:
+    """Set ``lead_vs_pair_doc`` (points) on each ``llm_summary+recall`` row: its share answered minus pair-doc's,
+    for the same data, language, half, window and wording (pair-doc runs at that row's tokens per question)."""
+    key = ("data", "language", "split", "window", "wording")
+    pair_doc = {tuple(r[k] for k in key): r for r in rows if r["method"] == "pair-doc" and "answer_in_context" in r}
+    for row in rows:
+        other = pair_doc.get(tuple(row.get(k) for k in key))
+        if row["method"] == "llm_summary+recall" and other is not None and "answer_in_context" in row:
+            row["lead_vs_pair_doc"] = round(
+                100 * (row["answered"] / row["questions"] - other["answered"] / other["questions"]), 1
+            )
+
+
 def print_table(result: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -832,6 +846,7 @@ def print_table(result: dict[str, Any]) -> None:
         "ms/question",
         "ms/replay call",
         "chat turns with a block",
+        "lead vs pair-doc",
     ):
         table.add_column(column)
     for row in result["answers"]:
@@ -848,6 +863,7 @@ def print_table(result: dict[str, Any]) -> None:
             f"{row['ms_per_question_call']:.1f}",
             "-" if row["ms_per_replay_call"] is None else f"{row['ms_per_replay_call']:.1f}",
             f"{row['replay_share_with_block']:.0%}" if "replay_share_with_block" in row else "-",
+            f"{row['lead_vs_pair_doc']:+.1f}" if "lead_vs_pair_doc" in row else "-",
         )
     console = Console()
     console.print(table)

@@ -11,10 +11,13 @@ nothing in it can pass for a turn or an instruction::
     assistant: \u2502 That sounds like a trip worth taking. Do you have any other places in mind?
     user: \u2502 I also like the coast. If you like, you can stay at "The Harbour Lodge". ...
 
-The block is sized by need (a turn that refers to the past gets more, small talk nothing), shares
-one budget with the summary and the recent messages (the threshold), is replaced on every call
-(never accumulated), never recorded into the raw history and never summarized. Every recalled text
-goes through the privacy filter (``ctxlife_filter_text``).
+Whether a turn gets a block is read from the match: the best passage's turn must cover the turn's
+words (rare ones weighing more) better than the recent turns of the context do, so a question, a
+request and a statement of the same thing get the same block and small talk that continues the
+recent turns gets none; a turn that says it refers to the past ("last time", a date, "上次") gets
+one whenever a passage matches. The block shares one budget with the summary and the recent messages (the threshold), is
+replaced on every call (never accumulated), never recorded into the raw history and never
+summarized. Every recalled text goes through the privacy filter (``ctxlife_filter_text``).
 
 The search is lexical (SQLite FTS5, BM25, Porter stemming; Chinese and other scripts without spaces
 as character bigrams), offline, and incremental: each call indexes only the records recorded since
@@ -28,7 +31,9 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable
+from datetime import date, timedelta
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -38,7 +43,14 @@ from ctxlife.events import emit
 from ctxlife.messages import current_turn_index, is_inserted, is_recall_block, is_system, mark_inserted, round_starts
 from ctxlife.recall import HistorySearch, live_keys, message_text, need_for_past, query_terms, quote, render
 from ctxlife.recall.history import Passage
-from ctxlife.recall.text import term_pattern
+from ctxlife.recall.text import (
+    CJK_FUNCTION_CHARS,
+    NO_SPACE_RUN,
+    count_term,
+    day_ordinals,
+    last_weekdays,
+    term_pattern,
+)
 from ctxlife.strategy import ToolSpec
 
 SEARCH_TOOL = "ctxlife_search_history"
@@ -70,6 +82,13 @@ class Recall(ctxlife.Strategy):
         past_share: ClassVar[float] = 0.25  # budget share for a turn that refers to the past
         past_top_k: ClassVar[int] = 8  # most passages for a turn that refers to the past
         question_coverage: ClassVar[float] = 0.5  # a plain question is answered when a passage holds this share
+        # A turn that does not refer to the past gets a block only when the best passage's turn covers its weight
+        # (all its words, rare ones weighing more) better than the best recent turn of the context (a message and
+        # its reply) by min_gain: the block brings what the context lacks (tuned on the MemoryBank dev half).
+        min_gain: ClassVar[float] = 0.35
+        # A request or statement ("Give me the date ...") also needs this share of its weight in that turn.
+        statement_coverage: ClassVar[float] = 0.4
+        recent_messages: ClassVar[int] = 8  # the recent turns min_gain compares with: the context's last 8 messages
         make_room: ClassVar[bool] = True  # one budget for summary + recall + recent: older recent rounds give way
         keep_rounds: ClassVar[int] = 1  # recent rounds before the turn that making room never drops
         room_lookback: ClassVar[int] = 400  # making room drops only messages among this many latest records
@@ -90,6 +109,9 @@ class Recall(ctxlife.Strategy):
                 "past_share",
                 "past_top_k",
                 "question_coverage",
+                "min_gain",
+                "statement_coverage",
+                "recent_messages",
                 "make_room",
                 "keep_rounds",
                 "room_lookback",
@@ -168,20 +190,16 @@ class Recall(ctxlife.Strategy):
         top_k, min_coverage = self.options.top_k, self.options.min_coverage
         need = "past"  # without adaptive: every turn as one that may need the past
         if self.options.adaptive:
-            # The budget follows the need: a turn that refers to the past gets more passages and a
-            # larger share (taken from the recent rounds if need be); a question gets what strongly
-            # matches it; small talk gets nothing.
+            # Every turn is searched as one that refers to the past, whatever its wording; what the
+            # match finds decides whether it gets a block (_worth_a_block). The wording's cues
+            # ("last time", a date, a question) only say how much the match must show.
             need = need_for_past(_text(messages[turn]))
-            if need == "none":
-                visible = live_keys(messages)  # kept fresh: O(new records), none while they are in view
-                self._search_for(ctx.store).index(
-                    ctx.session_id, defer=lambda record: (record.role, record.text) in visible
-                )
-                ctx.record("skipped", reason="small_talk")
-                return
-            # A question that does not say it refers to the past is searched as one that does; it
-            # keeps the passages only when one of them holds question_coverage of its words (the
-            # history clearly holds what it asks about), see below.
+        days = self._named_days(ctx, _text(messages[turn]))
+        if days:
+            # "第3天", "the second day", "last Tuesday": that day's date, which the search prefers as it
+            # does a date the turn writes out ("May 2nd"); a turn that names a past day refers to the past.
+            query, need = f"{query} ({' '.join(days)})", "past"
+        if self.options.adaptive:
             if self.options.max_tokens is None:
                 wanted = max(wanted, int(self.options.past_share * ctx.context_window))
             top_k = max(top_k, self.options.past_top_k)
@@ -206,8 +224,9 @@ class Recall(ctxlife.Strategy):
             )
 
         passages = find()
-        if need == "question" and not any(_coverage(p) >= self.options.question_coverage for p in passages):
-            passages = []  # nothing in the history is clearly what the question is about
+        if passages and self.options.adaptive and not self._worth_a_block(need, passages, messages, turn):
+            ctx.record("skipped", reason="weak_match", need=need, passages=len(passages))
+            return
         if not passages:
             return
         need = "past"
@@ -281,6 +300,67 @@ class Recall(ctxlife.Strategy):
             seqs=[p.hit.seq for p in shown],
             scores=[round(p.hit.score, 3) for p in shown],
         )
+
+    def _worth_a_block(self, need: str, passages: list[Passage], messages: list[dict[str, Any]], turn: int) -> bool:
+        """Whether the passages bring what the turn is about and the context sent with it lacks.
+
+        Read from the match: ``coverage`` is the share of the weight of all the turn's words (rare
+        ones weigh more, words never said included) that the best passage's turn holds; ``recent``
+        the same share held by the best recent turn of the context (a message with its reply); the
+        gain is the difference. A turn that refers to the past (``need_for_past``: "last time", a
+        date, "上次") gets its block as it is: its words recur in the recent turns without its answer
+        (an agent asked about "the file you had open earlier" between other files' calls). Any other
+        turn needs ``min_gain``, a question also ``question_coverage`` of the words the history
+        holds, and a request or a statement ("Give me the date ...", "我在想……")
+        ``statement_coverage``: small talk that continues the recent turns, or shares a word or two
+        with an old one, gets no block.
+        """
+        if need == "past":
+            return True  # an agent's "the file you had open earlier": its words recur without its answer
+        asked = _without_seams(passages[0].asked or passages[0].weights, passages[0].weights)
+        total = sum(asked.values())
+        if not total:
+            return False
+        coverage = max(
+            _held("\n".join(r.text for r in p.records if r.seq in p.core).casefold(), asked) for p in passages
+        )
+        # Term by term per message, then by turns (a message and the reply to it, not the next
+        # user message: two questions side by side are not one turn), over the last recent_messages
+        # of the context only: small talk continues the turns just before it, and the same turn gets
+        # the same decision at any window.
+        said = [
+            (m.get("role") == "user", {t for t in asked if count_term(_text(m).casefold(), t, first=True)})
+            for i, m in enumerate(messages)
+            if i != turn and not is_system(m) and not is_inserted(m)
+        ][-self.options.recent_messages :]
+        replies = [*(terms if not asks else set() for asks, terms in said[1:]), set()][: len(said)]
+        recent = max(
+            (sum(asked[t] for t in terms | reply) for (_, terms), reply in zip(said, replies, strict=True)), default=0.0
+        )
+        if (coverage - recent) / total < self.options.min_gain:
+            return False
+        if need == "question":
+            return any(_coverage(p) >= self.options.question_coverage for p in passages)
+        return bool(coverage / total >= self.options.statement_coverage)
+
+    def _named_days(self, ctx: ctxlife.LLMCallContext, text: str) -> list[str]:
+        """The dates ("2023-04-28") of the past days the turn names by place ("第3天", "the second day": the
+        session's third or second day with records, in the calling view with scope "view") or as "last
+        Tuesday" / "上周二" (the latest such weekday before today). Today itself is left out ("今天是第七天").
+
+        The session's days are read from the raw history only when the turn names a day by place.
+        """
+        places, weekdays = day_ordinals(text), last_weekdays(text)
+        if not places and not weekdays:
+            return []
+        today = date.fromtimestamp(time.time())
+        named: list[date] = [today - timedelta(days=(today.weekday() - w) % 7 or 7) for w in weekdays]
+        if places and ctx.store is not None and ctx.session_id is not None:
+            view = ctx.view if self.options.scope == "view" else None
+            records = ctx.store.read_records(ctx.session_id, view=None if view is None else str(view))
+            days = sorted({date.fromtimestamp(r.recorded_at) for r in records if r.recorded_at is not None})
+            named += [days[n - 1] for n in places if n <= len(days)]
+        return list(dict.fromkeys(d.isoformat() for d in named if d < today))
 
     def _make_room(self, ctx: ctxlife.LLMCallContext, search: HistorySearch, tokens: int) -> int:
         """Drop the oldest recent rounds (those the raw history holds) until ``tokens`` are free; return how many are.
@@ -447,6 +527,37 @@ def _coverage(passage: Passage) -> float:
         return 0.0
     text = "\n".join(r.text for r in passage.records if r.seq in passage.core).casefold()
     return sum(w for term, w in passage.weights.items() if term_pattern(term).search(text)) / total
+
+
+def _without_seams(asked: dict[str, float], held: dict[str, float]) -> dict[str, float]:
+    """``asked`` without the bigrams that only straddle two words the matches hold ("高技" in "提高技巧").
+
+    A bigram across a word boundary is rarely said, so it weighs as a rare new word and would make
+    any Chinese turn look mostly new. A bigram no match holds counts only when one of its characters
+    (not a function character) is in no bigram a match holds: then it is part of a word the history
+    lacks ("类型" when no match says it), which is what tells a new topic from the past's. Such
+    bigrams in a row ("乐类", "类型" in "音乐类型") are one new word, counted once.
+    """
+    covered = {c for term in held if NO_SPACE_RUN.fullmatch(term) for c in term} | CJK_FUNCTION_CHARS
+    kept: dict[str, float] = {}
+    word, tail = "", ""  # the new word being read: "乐类" then "类型" are one ("音乐类型"), counted once
+    for term, weight in asked.items():
+        if term in held or not NO_SPACE_RUN.fullmatch(term):
+            kept[term], word = weight, ""
+        elif any(c not in covered for c in term):
+            if word and tail == term[0]:
+                kept[word] = max(kept[word], weight)
+            else:
+                kept[term], word = weight, term
+            tail = term[-1]
+        else:
+            word = ""
+    return kept or asked
+
+
+def _held(text: str, terms: dict[str, float]) -> float:
+    """The weight of ``terms`` that the case-folded ``text`` holds."""
+    return sum(w for term, w in terms.items() if count_term(text, term, first=True))
 
 
 def _strip(messages: list[dict[str, Any]]) -> None:

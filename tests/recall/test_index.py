@@ -43,6 +43,10 @@ def test_scripts_without_spaces_become_bigrams_and_single_characters_stay():
     assert "我喜 喜欢" in text and " 飘 " in text and "AC/DC" in text
     # Bigrams holding a function character (你, 吗, ...) are left out of a question.
     assert query_terms("你喜欢摇滚吗？") == ["喜欢", "欢摇", "摇滚"]
+    # So are the words that ask for the past rather than say what it was about, as "tell" is in English.
+    terms = query_terms("告诉我那个预算是多少来着？")
+    assert "预算" in terms and "告诉" not in terms and "来着" not in terms
+    assert query_terms("Tell me what is behind the shed.") == ["shed"]
 
 
 def test_question_terms_drop_function_words_and_repeat_nothing():

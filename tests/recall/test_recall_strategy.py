@@ -314,3 +314,174 @@ def test_the_latest_user_message_is_never_displaced(host):
     before = live[-1]
     h.manage(live)
     assert live[last_user_index(live)] is before
+
+
+# -- the wording does not decide (issue 40) ------------------------------------------------------------
+
+
+def race_conversation() -> list[list[dict[str, Any]]]:
+    hello = [{"role": "user", "content": "Hello!"}, {"role": "assistant", "content": "Hi, nice to meet you."}]
+    fact = [
+        {"role": "user", "content": "Big news: Priya ran the charity race for the animal shelter on 14 March."},
+        {"role": "assistant", "content": "That's wonderful, well done to Priya!"},
+    ]
+    return [hello, fact] + [filler(i) for i in range(1, 30)]
+
+
+def trip_conversation() -> list[list[dict[str, Any]]]:
+    """A made-up three-day trip in Chinese: the hotel of day 3 and the budget of day 2, then small talk."""
+    return [
+        [{"role": "user", "content": "你好！"}, {"role": "assistant", "content": "你好，很高兴见到你。"}],
+        [
+            {"role": "user", "content": "第2天的预算定好了：门票和餐费一共八百五十元。"},
+            {"role": "assistant", "content": "好的，第2天预算八百五十元，我记下了。"},
+        ],
+        [
+            {"role": "user", "content": "第3天我们住在江边的青柳客栈，酒店电话是两百三十号房。"},
+            {"role": "assistant", "content": "明白，第3天住青柳客栈。"},
+        ],
+    ] + [filler(i, "cn") for i in range(4, 34)]
+
+
+@pytest.mark.parametrize(
+    "wording",
+    [
+        "What was the date Priya ran the charity race?",
+        "Give me the date Priya ran a charity race.",
+        "I'm trying to think of the date Priya ran the charity race.",
+    ],
+)
+def test_a_question_a_request_and_a_statement_of_the_same_thing_get_the_same_recall(host, wording):
+    h = host()
+    live = play(h, race_conversation())
+    assert not any("14 March" in str(m.get("content")) for m in live if not is_summary(m))
+    _, live = ask(h, live, wording)
+    assert len(blocks(live)) == 1 and "14 March" in blocks(live)[0]["content"]
+
+
+@pytest.mark.parametrize(
+    ("wording", "answer"),
+    [
+        ("第3天我们住的是哪家酒店？", "青柳客栈"),
+        ("第3天住的那家酒店叫什么来着？", "青柳客栈"),
+        ("告诉我第3天住的哪家酒店。", "青柳客栈"),
+        ("上次说的第2天的预算是多少来着？", "八百五十元"),
+        ("我在想第2天的预算。", "八百五十元"),
+    ],
+)
+def test_colloquial_chinese_gets_the_same_recall_as_the_question_form(host, wording, answer):
+    h = host()
+    live = play(h, trip_conversation(), system="你是一个友好的伙伴。")
+    assert not any(answer in str(m.get("content")) for m in live if not is_summary(m))
+    _, live = ask(h, live, wording)
+    assert len(blocks(live)) == 1 and answer in blocks(live)[0]["content"]
+
+
+def test_small_talk_on_the_current_topic_gets_no_block_in_either_language(host):
+    # Each message shares words with an old turn (the filler's topics), but the turn just before it
+    # holds them too: nothing in the history is what the context lacks.
+    for language, system in (("en", "You are a friendly companion."), ("cn", "你是一个友好的伙伴。")):
+        h = host()
+        live = play(h, trip_conversation() if language == "cn" else race_conversation(), system=system)
+        said = 0
+        for i in (40, 41, 42):
+            user, reply = filler(i, language)
+            live.append(user)
+            h.manage(live)
+            said += len(blocks(live))
+            live.append(reply)
+        assert said == 0, language
+        h.close()
+
+
+@pytest.mark.parametrize(
+    "wording",
+    ["告诉我第3天住的酒店名字。", "我在想第3天住的酒店名字。", "第3天住的酒店名字是什么？"],
+)
+def test_a_chinese_turn_is_not_made_to_look_new_by_bigrams_across_its_words(host, wording):
+    # "住的酒店名字": the history holds 酒店 but never 店名 (across two words) nor 名字 (a word it never
+    # used). Counted as two rare new words they made the turn look mostly new (no block); 店名 straddles
+    # 酒店 and 名字, so the two are one new word.
+    h = host()
+    live = play(h, trip_conversation(), system="你是一个友好的伙伴。")
+    _, live = ask(h, live, wording)
+    assert len(blocks(live)) == 1 and "青柳客栈" in blocks(live)[0]["content"]
+
+
+# -- days named by their place or weekday (issue 40) ----------------------------------------------------
+
+HOTEL_DAYS = {
+    "cn": [
+        ("今天住在海边的蓝湾酒店，酒店很大，酒店的早餐也好。", "听起来不错。"),
+        ("今天换到山里的松风酒店住。", "山里一定很安静。"),
+        ("今天住在城里的金桥酒店，酒店离地铁近，酒店房间干净。", "很方便。"),
+    ],
+    "en": [
+        ("Tonight's hotel is the Bluebay Hotel by the sea, a big hotel, and the hotel breakfast is great.", "Nice."),
+        ("Tonight we moved to the Pinewind Hotel in the hills.", "Sounds quiet."),
+        ("Tonight's hotel is the Goldbridge Hotel in town, the hotel is near the metro, a clean hotel.", "Handy."),
+    ],
+}
+HOTELS = {"cn": ("蓝湾", "松风", "金桥"), "en": ("Bluebay", "Pinewind", "Goldbridge")}
+
+
+def play_days(h: Host, language: str, monkeypatch: Any) -> list[dict[str, Any]]:
+    """Monday to Wednesday a hotel a day (Tuesday's named least), Thursday small talk; the clock is then Friday."""
+    import time
+    from datetime import datetime
+
+    def at(day: int) -> None:
+        start, t0 = datetime(2024, 3, 4 + day, 9, 0).timestamp(), time.perf_counter()
+        monkeypatch.setattr(time, "time", lambda: start + (time.perf_counter() - t0))
+
+    live: list[dict[str, Any]] = [{"role": "system", "content": "You are a friendly companion."}]
+    for day, (user, reply) in enumerate(HOTEL_DAYS[language]):
+        at(day)
+        live = (
+            play(h, [[{"role": "user", "content": user}, {"role": "assistant", "content": reply}]]) if not day else live
+        )
+        if day:
+            live.append({"role": "user", "content": user})
+            h.manage(live)
+            live.append({"role": "assistant", "content": reply})
+    at(3)
+    for i in range(1, 30):
+        user, reply = filler(i, language)
+        live.append(user)
+        h.manage(live)
+        live.append(reply)
+    at(4)
+    return live
+
+
+@pytest.mark.parametrize(
+    ("language", "wording"),
+    [
+        ("cn", "第2天我们住的是哪家酒店？"),
+        ("cn", "上周二住的是哪家酒店？"),
+        ("en", "Which hotel did we stay at on the second day?"),
+        ("en", "Which hotel was it last Tuesday?"),
+    ],
+)
+def test_a_day_named_by_its_place_or_weekday_is_the_sessions_own_day(host, monkeypatch, language, wording):
+    # Tuesday's hotel message says "hotel" least: by words alone Monday's or Wednesday's ranks first.
+    h = host()
+    live = play_days(h, language, monkeypatch)
+    assert not any(HOTELS[language][1] in str(m.get("content")) for m in live if not is_summary(m))
+    _, live = ask(h, live, wording)
+    found = blocks(live)
+    assert len(found) == 1
+    text = found[0]["content"]
+    tuesday, others = HOTELS[language][1], [n for n in HOTELS[language] if n != HOTELS[language][1]]
+    assert tuesday in text and all(text.find(n) < 0 or text.find(tuesday) < text.find(n) for n in others)
+
+
+def test_day_references_are_read_in_both_languages():
+    from ctxlife.recall.text import day_ordinals, last_weekdays
+
+    assert day_ordinals("第3天住哪") == [3] and day_ordinals("第十二天") == [12] and day_ordinals("第二十三天") == [23]
+    assert day_ordinals("on the second day") == [2] and day_ordinals("the 3rd day") == [3]
+    assert day_ordinals("on day 4") == [4] and day_ordinals("Day 5: let's chat") == []
+    assert (
+        last_weekdays("last Tuesday") == [1] and last_weekdays("上周二") == [1] and last_weekdays("上个星期天") == [6]
+    )

@@ -151,6 +151,9 @@ class Passage:
     records: list[StoredRecord] = field(default_factory=list)
     weights: dict[str, float] = field(default_factory=dict)  # the query's terms and how rare they are
     core: set[int] = field(default_factory=set)  # the hit's turn; the other records are context
+    #: Every term of the query and its weight, those no match holds included (``weights`` leaves them
+    #: out): how much of what the question says the history holds at all.
+    asked: dict[str, float] = field(default_factory=dict)
 
     @property
     def first_seq(self) -> int:
@@ -412,9 +415,10 @@ def passages_from(
     def weights_of(text: str) -> dict[str, float]:
         # A term no match holds (a bigram across a word boundary, a word never said) can be held by
         # no passage: it does not count in what share of the question a passage holds.
-        weights = index.term_weights(query_terms(text))
+        weights = asked if text is query else index.term_weights(query_terms(text))
         return {t: w for t, w in weights.items() if count_term(said, t, first=True)} or weights
 
+    asked = index.term_weights(query_terms(query))
     weights = weights_of(query)
     turns = _Turns(nearby, in_view)
     chosen = _best_turns(hits, turns, weights, query, limit, min_score, min_coverage, tool_weight)
@@ -458,7 +462,7 @@ def passages_from(
                     )
             records.append(record)
         taken.update(seqs)
-        out.append(Passage(hit, records, weights, set(core)))
+        out.append(Passage(hit, records, weights, set(core), asked))
     return out
 
 

@@ -45,7 +45,8 @@ STOPWORDS = frozenset(
     the their theirs them themselves then there these they this those through to too under until up us
     ve very was wasn we were weren what when where which while who whom why will with won would you your
     yours yourself yourselves remember recall earlier before ago once told tell said say asked ask
-    mentioned mention shared share
+    mentioned mention shared share across along among around behind beside beyond onto toward towards upon
+    within without
     """.split()
 )
 
@@ -53,6 +54,9 @@ STOPWORDS = frozenset(
 # holding one is mostly a word boundary ("你给", "了我") or a function word ("什么"), not what the
 # question is about. The index keeps them; only questions drop them.
 CJK_FUNCTION_CHARS = frozenset("的了吗呢吧啊么我你他她它们是在有和就都也还很把被给对这那些个一不没什曾经过")
+# Chinese words that ask for the past rather than say what it was about, as English's "tell", "remember",
+# "mention" and "share" are stopwords: "告诉我……" asks the same as "……？".
+CJK_STOPWORDS = frozenset("告诉 记得 提到 提醒 分享 知道 请问 想想 来着".split())
 
 _MONTHS = {
     name: number
@@ -118,7 +122,7 @@ def query_terms(text: str, *, limit: int = 32) -> list[str]:
     for term in TERM.findall(index_text(text).casefold()):
         if term in STOPWORDS or (len(term) == 1 and term.isascii()):
             continue
-        if NO_SPACE_RUN.fullmatch(term) and any(c in CJK_FUNCTION_CHARS for c in term):
+        if NO_SPACE_RUN.fullmatch(term) and (term in CJK_STOPWORDS or any(c in CJK_FUNCTION_CHARS for c in term)):
             dropped.setdefault(term, None)
             continue
         seen.setdefault(term, None)
@@ -212,6 +216,64 @@ def dates_in(text: str) -> list[tuple[int, int]]:
     return list(out)
 
 
+_CJK_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_ORDINAL_WORDS = {
+    word: n
+    for n, word in enumerate(
+        ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"), start=1
+    )
+}
+# "第3天", "第三天", "the second day", "the 3rd day", "on day 3": a day named by its place in the conversation.
+_DAY_ORDINALS = (
+    re.compile(r"第\s*(?P<n>\d{1,3}|[零一二两三四五六七八九十]{1,3})\s*天"),
+    re.compile(rf"\bthe\s+(?P<n>{'|'.join(_ORDINAL_WORDS)}|\d{{1,3}}(?:st|nd|rd|th))\s+day\b", re.IGNORECASE),
+    re.compile(r"\b(?:on|of)\s+day\s+(?P<n>\d{1,3})\b", re.IGNORECASE),
+)
+_WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+# "last Tuesday", "上周二", "上个星期天": the latest such weekday before today.
+_LAST_WEEKDAY = (
+    re.compile(rf"\blast\s+(?P<w>{'|'.join(_WEEKDAY_NAMES)})\b", re.IGNORECASE),
+    re.compile(r"上个?(?:周|星期|礼拜)(?P<w>[一二三四五六日天])"),
+)
+_CJK_WEEKDAYS = "一二三四五六"
+
+
+def day_ordinals(text: str) -> list[int]:
+    """The days a message names by their place (1 for "第1天" / "the first day"), in order, once each."""
+    text = normalize(text)
+    found: dict[int, None] = {}
+    for pattern in _DAY_ORDINALS:
+        for match in pattern.finditer(text):
+            n = _number(match.group("n").lower())
+            if n:
+                found.setdefault(n, None)
+    return list(found)
+
+
+def last_weekdays(text: str) -> list[int]:
+    """The weekdays a message names as "last Tuesday" / "上周二" (Monday 0 ... Sunday 6), once each."""
+    found: dict[int, None] = {}
+    for pattern in _LAST_WEEKDAY:
+        for match in pattern.finditer(normalize(text)):
+            name = match.group("w").lower()
+            day = _WEEKDAY_NAMES.index(name) if name in _WEEKDAY_NAMES else _CJK_WEEKDAYS.find(name) % 7
+            found.setdefault(day, None)  # 日 and 天 (not in the six) are Sunday
+    return list(found)
+
+
+def _number(text: str) -> int:
+    """1-999 from digits ("3", "3rd"), an English ordinal ("third") or Chinese numerals ("三", "十二", "二十")."""
+    digits = re.match(r"\d+", text)
+    if digits:
+        return int(digits.group())
+    if text in _ORDINAL_WORDS:
+        return _ORDINAL_WORDS[text]
+    tens, _, ones = text.partition("十")
+    if "十" not in text:
+        return _CJK_DIGITS.get(text, 0) if len(text) == 1 else 0
+    return (_CJK_DIGITS.get(tens, 0) if tens else 1) * 10 + (_CJK_DIGITS.get(ones, 0) if ones else 0)
+
+
 def _valid(month: int, day: int) -> bool:
     try:
         date(2000, month, day)  # a leap year: 29 February is a date
@@ -231,7 +293,7 @@ _PAST_WORDS = re.compile(
 )
 _PAST_CJK = re.compile(
     r"记得|之前|以前|上次|那次|刚才|说过|提到|提过|讲过|推荐过|推荐的|分享过|告诉过|曾|前几天|那天|昨天|还记|过的|"
-    r"最近|对吗|你给我|我喜欢.*[?？]|我最.*[?？]"
+    r"对吗|你给我|我喜欢.*[?？]|我最.*[?？]"
 )
 _QUESTION = re.compile(
     r"[?？]|^(?:what|which|who|whom|whose|when|where|why|how)\b|[吗呢]\s*$|什么|哪|几|多少|谁|怎么", re.IGNORECASE
