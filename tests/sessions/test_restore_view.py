@@ -19,7 +19,7 @@ import structlog
 
 from ctxlife.errors import StoreError
 from ctxlife.sessions import ADD, REMOVE, REPLACE, Event, SessionStore, Snapshot, open_store
-from ctxlife.sessions.base import fingerprint
+from ctxlife.sessions.records import fingerprint
 from ctxlife.sessions.restore import Restored, restore_after, restore_view
 from ctxlife.testing import assistant, user
 
