@@ -69,6 +69,9 @@ BUGS = [
     Bug(
         "the over-the-window guard keeps more than the latest unit",
         "strategies/ctxlife_strategies/llm_summary.py",
+        # No longer a bug: since the cut goes down to the latest unit whenever keep_units would not
+        # reach the target (the `deeper` fallback), this line changes no cut (an equivalent mutant of
+        # scope `guard`); and the fallback alone planted wrong is covered by this line. No test can fail.
         "        keep_units = 1 if overflow else self.options.keep_units",
         "        keep_units = self.options.keep_units",
         ("tests/strategies/test_llm_summary.py",),
