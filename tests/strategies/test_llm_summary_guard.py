@@ -268,3 +268,82 @@ def test_when_the_recent_steps_are_over_the_target_the_most_that_fit_stay() -> N
     assert host.counter().count_messages(messages) < WINDOW  # the precondition: under the window
     compacted(messages)
     assert messages[-4:] == last_four and sum(m.get("role") == "tool" for m in messages) == 2
+
+
+def test_below_the_threshold_nothing_is_done_nor_recorded() -> None:
+    host = Host(settings(), context_window=WINDOW)
+    messages = [SYSTEM, *rounds(2)]
+    assert host.manage(messages).actions == []
+
+
+def test_a_compaction_that_cannot_get_under_the_threshold_waits_for_real_growth() -> None:
+    """What must stay (the pinned first question) fills most of the window: after one compaction the
+    next calls skip until the context grew by half the threshold-target gap (no churn)."""
+    host = Host(settings(), context_window=WINDOW)
+    messages = [SYSTEM, user("Here is the whole contract: " + "clause 7 applies to order 4411; " * 330)]
+    messages += rounds(6)
+    first = host.manage(messages)
+    assert [a.what for a in first.actions if a.strategy == "llm_summary"] == ["compacted"]
+    assert first.tokens_after > 0.8 * WINDOW  # the precondition: still over the threshold
+    messages += [user("And parcel 1003?")]
+    second = host.manage(messages)
+    assert [(a.what, a.details.get("reason")) for a in second.actions] == [("skipped", "backing_off")]
+    assert second.failures == []
+
+
+def test_in_the_background_mode_a_compaction_never_waits_for_the_model() -> None:
+    """background = true: the compaction at the threshold puts in extractive notes at once; the
+    configured summarizer's text comes in later compactions."""
+
+    class Canned:
+        def summarize(self, request: Any) -> str:
+            return "CANNED: the user checked reservations; all confirmed."
+
+    register_summarizer("canned_background", lambda **_: Canned())
+    try:
+        messages = [SYSTEM, *rounds(12)]
+        details = compacted(messages, summarizer="canned_background", background=True)
+    finally:
+        unregister_summarizer("canned_background")
+    assert "CANNED" not in messages[1]["content"] and details["reason"] == "summary_not_ready"
+
+
+def test_the_message_after_the_question_is_summarized_when_its_steps_are() -> None:
+    """The plan the agent wrote right after the question (its booking reference) goes into the
+    summary with the steps around it: the question stays, nothing else is lost."""
+    question = user("Check reservations RS000X to RS015X and tell me which are refundable.")
+    plan = assistant("I will check each reservation under booking reference BKR-55127 now.")
+    messages: list[dict[str, Any]] = [SYSTEM, user("Hi"), assistant("Hello! How can I help?"), question, plan]
+    messages += _loop([120] * 16)[2:]
+    original = list(messages)
+    details = compacted(messages)
+    assert plan in _gone(original, messages) and question in messages
+    assert details["evicted_messages"] == len(_gone(original, messages))
+    assert "BKR-55127" in messages[1]["content"]
+
+
+class _LockOnceBroken:
+    """A session store whose lock fails once with an unexpected error (not a StoreError)."""
+
+    def __init__(self) -> None:
+        self.broken = True
+
+    def lock(self, session_id: str, ttl_seconds: float = 30.0, timeout: float = 10.0) -> Any:
+        from contextlib import nullcontext
+
+        if self.broken:
+            self.broken = False
+            raise RuntimeError("the lock service answered nonsense")
+        return nullcontext()
+
+
+def test_a_call_after_a_failed_compaction_is_compacted_normally() -> None:
+    """A compaction that raised (its edit is discarded by the host) leaves no broken state behind."""
+    host = Host(settings(), context_window=WINDOW, session_id="s1")
+    host.store = _LockOnceBroken()  # type: ignore[assignment]
+    messages = [SYSTEM, *rounds(12)]
+    first = host.manage(messages)
+    assert first.failures  # the precondition: the first compaction failed
+    messages += [user("And parcel 1003?")]
+    second = host.manage(messages)
+    assert second.failures == [] and [a.what for a in second.actions] == ["compacted"]
