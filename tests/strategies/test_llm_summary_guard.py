@@ -287,8 +287,26 @@ def test_a_compaction_that_cannot_get_under_the_threshold_waits_for_real_growth(
     assert first.tokens_after > 0.8 * WINDOW  # the precondition: still over the threshold
     messages += [user("And parcel 1003?")]
     second = host.manage(messages)
-    assert [(a.what, a.details.get("reason")) for a in second.actions] == [("skipped", "backing_off")]
+    assert [(a.what, a.details) for a in second.actions] == [
+        ("skipped", {"reason": "backing_off", "tokens": second.tokens_before})
+    ]
     assert second.failures == []
+    # Real growth is half the threshold-target gap of the window (more than min_gain_tokens here).
+    gap = int((host.settings.threshold - 0.25) * WINDOW / 2)
+    assert gap > 200
+    counter = host.counter()
+
+    def grown_by(tokens: int) -> dict[str, Any]:
+        words = ["parcel 1003 was delivered to the depot;"]
+        while counter.count_messages([*messages, assistant(" ".join(words))]) < first.tokens_after + tokens:
+            words.append("parcel 1003 was delivered to the depot;")
+        return assistant(" ".join(words[:-1]))
+
+    messages.append(grown_by(gap - 60))
+    assert [a.details.get("reason") for a in host.manage(messages).actions] == ["backing_off"]
+    messages.pop()
+    messages.append(grown_by(gap + 60))  # past the gap: a compaction is tried again
+    assert [a.details.get("reason") for a in host.manage(messages).actions] != ["backing_off"]
 
 
 def test_in_the_background_mode_a_compaction_never_waits_for_the_model() -> None:
@@ -347,3 +365,26 @@ def test_a_call_after_a_failed_compaction_is_compacted_normally() -> None:
     messages += [user("And parcel 1003?")]
     second = host.manage(messages)
     assert second.failures == [] and [a.what for a in second.actions] == ["compacted"]
+
+
+def test_a_session_without_a_store_compacts_without_a_lock(tmp_path: Path) -> None:
+    host = Host(settings(), context_window=WINDOW, session_id="s1")
+    assert host.store is None
+    messages = [SYSTEM, *rounds(12)]
+    report = host.manage(messages)
+    assert report.failures == [] and [a.what for a in report.actions] == ["compacted"]
+
+
+def test_a_stored_session_compacts_under_its_lock(tmp_path: Path) -> None:
+    data = {
+        "strategies": ["llm_summary"],
+        "store": f"file://{tmp_path / 'sessions'}",
+        "llm_summary": {"summarizer": "extractive"},
+    }
+    host = Host(settings_from_dict(data), context_window=WINDOW, session_id="s1")
+    try:
+        messages = [SYSTEM, *rounds(12)]
+        report = host.manage(messages)
+    finally:
+        host.close()
+    assert report.failures == [] and [a.what for a in report.actions] == ["compacted"]
