@@ -388,3 +388,69 @@ def test_a_stored_session_compacts_under_its_lock(tmp_path: Path) -> None:
     finally:
         host.close()
     assert report.failures == [] and [a.what for a in report.actions] == ["compacted"]
+
+
+class _Lock:
+    """A session store's lock as llm_summary takes it: what it was asked, and how it fails."""
+
+    def __init__(self, fail: str = "") -> None:
+        self.fail = fail
+        self.asked: list[tuple[str, float, float]] = []
+
+    def lock(self, session_id: str, ttl_seconds: float = 30.0, timeout: float = 10.0) -> Any:
+        from contextlib import contextmanager
+
+        import ctxlife
+        from ctxlife.sessions import LockTimeoutError
+
+        self.asked.append((session_id, ttl_seconds, timeout))
+        if self.fail == "timeout":
+            raise LockTimeoutError(f"session {session_id!r} is locked")
+        if self.fail == "down":
+            raise ctxlife.StoreError("connection refused")
+
+        @contextmanager
+        def held() -> Any:
+            yield
+            if self.fail == "release":
+                raise ctxlife.StoreError("connection lost while releasing the lock")
+
+        return held()
+
+
+def _locked_compaction(fail: str) -> tuple[Any, _Lock, list[dict[str, Any]]]:
+    from structlog.testing import capture_logs
+
+    host = Host(settings(), context_window=WINDOW, session_id="s1")
+    store = host.store = _Lock(fail)  # type: ignore[assignment]
+    with capture_logs() as events:
+        report = host.manage([SYSTEM, *rounds(12)])
+    return report, store, events
+
+
+def test_the_session_lock_is_held_for_the_models_timeout_and_waited_for_two_seconds() -> None:
+    report, store, _ = _locked_compaction("")
+    assert [a.what for a in report.actions] == ["compacted"]
+    timeout = settings().model.timeout_seconds
+    assert store.asked == [("s1", timeout + 30, 2.0)]
+
+
+def test_a_session_locked_by_another_worker_skips_the_compaction_and_says_why() -> None:
+    report, _, _ = _locked_compaction("timeout")
+    assert [(a.what, a.details) for a in report.actions] == [("skipped", {"reason": "session_locked"})]
+
+
+def test_a_store_down_at_the_lock_compacts_anyway_with_a_warning() -> None:
+    report, _, events = _locked_compaction("down")
+    assert [a.what for a in report.actions] == ["compacted"]
+    warned = [e for e in events if e["event"] == "ctxlife.compacting_without_lock"]
+    assert [(e["log_level"], e["strategy"], e["session_id"], e["error"]) for e in warned] == [
+        ("warning", "llm_summary", "s1", "StoreError")
+    ]
+
+
+def test_a_lock_release_that_fails_names_the_session_in_its_warning() -> None:
+    report, _, events = _locked_compaction("release")
+    assert [a.what for a in report.actions] == ["compacted"]
+    warned = [e for e in events if e["event"] == "ctxlife.lock_release_failed"]
+    assert [(e["strategy"], e["session_id"]) for e in warned] == [("llm_summary", "s1")]
