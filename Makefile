@@ -96,12 +96,13 @@ $(MUTATE_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/pip install --quiet -e '.[mutate]'
 	touch $(MUTATE_STAMP)
 
-# Mutation testing, one scope per run. MUTATE_SCOPE=core (the default: [tool.mutmut] in pyproject.toml,
-# report docs/mutation.md, <= 20 minutes on 2 cores, niced) or one of [tool.ctxlife-mutate.scopes]
-# (report docs/mutation/NAME.md; each meant to stay within 30 minutes): `benchmarks/mutation_scopes.py
+# Mutation testing, one scope per run (docs/mutation.md: every scope's last score, by package). MUTATE_SCOPE=core
+# (the default: [tool.mutmut] in pyproject.toml, <= 20 minutes on 2 cores, niced) or one of
+# [tool.ctxlife-mutate.scopes] (each meant to stay within 30 minutes); the report is docs/mutation/NAME.md: `benchmarks/mutation_scopes.py
 # list` names them. mutmut runs in a staged copy, build/mutate (benchmarks/mutation_stage.py: strategies
 # beside src/ctxlife, the scope's files and tests in its pyproject.toml, functions outside the scope
-# marked); the report (the score, and every survivor with its reason from docs/mutation-equivalent.toml)
+# marked); the report (the score, and every survivor with its reason from docs/mutation-equivalent.toml,
+# or docs/mutation/NAME.toml for a scope that has its own)
 # reads mutmut's results and diffs in one process, and names the commit it mutated.
 # MUTATE_FILES="src/... ..." narrows the scope to some of its files (a quick look; the report then goes
 # to build/mutate/report.md, not docs/).
@@ -110,7 +111,7 @@ $(MUTATE_STAMP): $(STAMP) pyproject.toml
 MUTATE_DIR := build/mutate
 MUTATE_SCOPE ?= core
 MUTATE_FILES ?=
-MUTATE_REPORT = $(if $(MUTATE_FILES),$(MUTATE_DIR)/report.md,$(if $(filter core,$(MUTATE_SCOPE)),docs/mutation.md,docs/mutation/$(MUTATE_SCOPE).md))
+MUTATE_REPORT = $(if $(MUTATE_FILES),$(MUTATE_DIR)/report.md,docs/mutation/$(MUTATE_SCOPE).md)
 mutate: $(MUTATE_STAMP)
 	mkdir -p docs/mutation
 	started=$$(date +%s) && $(BIN)/python benchmarks/mutation_stage.py $(MUTATE_DIR) --scope $(MUTATE_SCOPE) \

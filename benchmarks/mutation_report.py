@@ -1,8 +1,9 @@
-"""Write docs/mutation.md from a finished `mutmut run` (called by `make mutate` inside build/mutate).
+"""Write a scope's report (docs/mutation/NAME.md) from a finished `mutmut run` (in build/mutate).
 
 Reads mutmut's results (the ``.meta`` files beside the mutated sources in ``mutants/``) and every
 survivor's diff in this process, with mutmut's own functions (one ``mutmut show`` process per
-survivor took minutes). ``docs/mutation-equivalent.toml`` (mutant name -> reason) sorts the survivors:
+survivor took minutes). ``docs/mutation-equivalent.toml`` (mutant name -> reason; a scope whose mutant
+names would collide with the core's has its own, ``docs/mutation/SCOPE.toml``) sorts the survivors:
 
 - ``[equivalent]``: the mutant changes no behaviour anyone can observe; left out of the score;
 - ``[accepted]``: the mutant changes behaviour, and the reason says why no test needs to see it;
@@ -12,7 +13,7 @@ survivor took minutes). ``docs/mutation-equivalent.toml`` (mutant name -> reason
 The score is killed / (total - equivalent - mutants no test reaches). Entries of the toml that this
 run did not find surviving are listed as stale (a renumbered or now killed mutant).
 
-    python benchmarks/mutation_report.py --write docs/mutation.md [--equivalent docs/mutation-equivalent.toml]
+    python benchmarks/mutation_report.py --write docs/mutation/core.md [--equivalent docs/mutation-equivalent.toml]
         [--scope NAME]
 
 A scope other than the core (``--scope``, see benchmarks/mutation_stage.py) gets a short heading
@@ -38,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Where each kind of survivor is listed, in this order (unexplained first: they need a look).
 SURVIVOR_KINDS = {
-    "unexplained": "survived without a reason in docs/mutation-equivalent.toml: kill it with a test, or say why",
+    "unexplained": "survived without a reason in the reasons file: kill it with a test, or say why",
     "accepted": "changes behaviour that no test needs to see (`[accepted]` says why)",
     "equivalent": "changes no behaviour anyone can observe (`[equivalent]` says why)",
 }
@@ -77,12 +78,25 @@ def number_of(name: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", type=Path, required=True)
-    parser.add_argument("--equivalent", type=Path, default=REPO / "docs" / "mutation-equivalent.toml")
+    parser.add_argument(
+        "--equivalent",
+        type=Path,
+        default=None,
+        help="the reasons of the survivors (default: docs/mutation/SCOPE.toml when the scope has its own, else "
+        "docs/mutation-equivalent.toml)",
+    )
     parser.add_argument("--started", type=float, default=None, help="when make mutate started (epoch seconds)")
     parser.add_argument("--mutmut-seconds", type=float, default=None, help="how long `mutmut run` took")
     parser.add_argument("--scope", default="core", help="the scope mutated (benchmarks/mutation_stage.py)")
     args = parser.parse_args()
 
+    if args.equivalent is None:
+        # A scope mutating a function the core mutates too (llm_summary's _compact: other lines) numbers
+        # its mutants anew: their names would collide with the core's entries, so it keeps its own file.
+        own = REPO / "docs" / "mutation" / f"{args.scope}.toml"
+        args.equivalent = own if own.is_file() else REPO / "docs" / "mutation-equivalent.toml"
+    equivalent = args.equivalent.resolve()
+    reasons_file = equivalent.relative_to(REPO) if equivalent.is_relative_to(REPO) else equivalent
     statuses, paths = results(Path("mutants"))
     reasons: dict[str, dict[str, str]] = {"equivalent": {}, "accepted": {}}
     if args.equivalent.exists():
@@ -165,7 +179,7 @@ def main() -> None:
         ]
     lines = [
         *intro,
-        "Every survivor is listed below with its reason from `docs/mutation-equivalent.toml`: *equivalent*",
+        f"Every survivor is listed below with its reason from `{reasons_file}`: *equivalent*",
         "mutants change no observable behaviour and are left out of the score; *accepted* ones change",
         "behaviour no test needs to see and count as not killed; *unexplained* ones have no reason yet.",
         "*No tests* are mutants in code no selected test reaches.",
@@ -210,7 +224,7 @@ def main() -> None:
     )
     if stale:
         lines += ["", f"## Stale entries ({len(stale)})", ""]
-        lines.append("Named in `docs/mutation-equivalent.toml` but not a survivor of this run (renumbered or killed):")
+        lines.append(f"Named in `{reasons_file}` but not a survivor of this run (renumbered or killed):")
         lines.append("")
         lines += [f"- `{name}` ([{kind}], {statuses.get(name, 'not in this run')})" for name, kind in stale]
     args.write.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -4,8 +4,8 @@
     python benchmarks/mutation_scopes.py changed    # the scopes whose mutated files or tests changed since
                                                     # the commit their report names (or with no report)
 
-The incremental mode of ``make mutate-changed``: a scope's report (docs/mutation.md for the core,
-docs/mutation/NAME.md for the others) says which commit it mutated (``Mutated commit: SHA``); a scope
+The incremental mode of ``make mutate-changed``: a scope's report (docs/mutation/NAME.md, the core's
+docs/mutation/core.md) says which commit it mutated (``Mutated commit: SHA``); a scope
 is run again when ``git diff SHA`` touches one of its files (the checkout's paths: the staged
 ``src/ctxlife_strategies`` is ``strategies/ctxlife_strategies`` here) or test files, or pyproject.toml.
 """
@@ -30,7 +30,7 @@ def scopes() -> list[str]:
 
 
 def report_of(scope: str) -> Path:
-    return REPO / "docs" / ("mutation.md" if scope == "core" else f"mutation/{scope}.md")
+    return REPO / "docs" / "mutation" / f"{scope}.md"
 
 
 def checkout_path(staged: str) -> str:

@@ -19,8 +19,8 @@ touched):
   strategy's hook is where it acts.
 
 A *scope* (``--scope NAME``) picks what one run mutates: ``core`` is ``[tool.mutmut]`` as written;
-any other is a table ``[tool.ctxlife-mutate.scopes.NAME]`` whose ``only_mutate``, ``tests_dir`` and
-``only_functions`` replace the core's and whose ``pytest_add_cli_args`` are added to the core's (the
+any other is a table ``[tool.ctxlife-mutate.scopes.NAME]`` whose ``only_mutate``, ``tests_dir``,
+``only_functions`` and ``only_lines`` replace the core's and whose ``pytest_add_cli_args`` are added to the core's (the
 staged pyproject.toml gets them, so ``mutmut run`` in the stage reads them); ``--files`` narrows a
 scope to some of its files (a quick run on one module).
 Each scope is sized to run within 30 minutes on 2 cores; ``benchmarks/mutation_scopes.py`` lists
@@ -46,8 +46,8 @@ COPIED = ["tests", "configs", "docs", "benchmarks", "pyproject.toml"]
 
 
 def scope_config(pyproject: dict[str, Any], scope: str, files: list[str] | None = None) -> dict[str, Any]:
-    """``[tool.mutmut]`` for ``scope`` (only_mutate, tests_dir) with its ``only_functions`` under the
-    key ``only_functions`` (and ``only_lines`` for the core)."""
+    """``[tool.mutmut]`` for ``scope`` (only_mutate, tests_dir) with its ``only_functions`` and
+    ``only_lines`` under those keys."""
     config = dict(pyproject["tool"]["mutmut"])
     ours = pyproject["tool"].get("ctxlife-mutate", {})
     if scope == "core":
@@ -61,7 +61,7 @@ def scope_config(pyproject: dict[str, Any], scope: str, files: list[str] | None 
         config["only_mutate"] = list(table["only_mutate"])
         config["tests_dir"] = list(table["tests_dir"])
         config["only_functions"] = table.get("only_functions", {})
-        config["only_lines"] = {}
+        config["only_lines"] = table.get("only_lines", {})
         # e.g. ["-k", "not redis and not postgres"]: store-agnostic code need not run once per store
         config["pytest_add_cli_args"] = [*config.get("pytest_add_cli_args", []), *table.get("pytest_add_cli_args", [])]
     if files:

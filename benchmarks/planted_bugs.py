@@ -61,13 +61,17 @@ BUGS = [
     Bug(
         "background compaction swaps in a summary of a list edited since",
         "strategies/ctxlife_strategies/llm_summary.py",
-        "        if len(messages) < len(base) or messages[: len(base)] != base:",
-        "        if len(messages) < len(base):",
-        ("tests/strategies/test_llm_summary.py", "tests/models/test_routes.py"),
+        # the fold (issue 39) starts again when the list's summary is not the one it last wrote
+        '        if fold is None or fold.written != (previous_text or ""):',
+        "        if fold is None:",
+        ("tests/strategies/test_llm_summary.py", "tests/strategies/test_compaction_pace.py"),
     ),
     Bug(
         "the over-the-window guard keeps more than the latest unit",
         "strategies/ctxlife_strategies/llm_summary.py",
+        # No longer a bug: since the cut goes down to the latest unit whenever keep_units would not
+        # reach the target (the `deeper` fallback), this line changes no cut (an equivalent mutant of
+        # scope `guard`); and the fallback alone planted wrong is covered by this line. No test can fail.
         "        keep_units = 1 if overflow else self.options.keep_units",
         "        keep_units = self.options.keep_units",
         ("tests/strategies/test_llm_summary.py",),
@@ -88,7 +92,7 @@ BUGS = [
     ),
     Bug(
         "ctxlife replay --json exits 0 when a call would send an invalid list",
-        "src/ctxlife/cli.py",
+        "src/ctxlife/cli/replay.py",
         "        return 1 if any(r.violations for r in results) else 0",
         "        return 0",
         ("tests/test_replay.py", "tests/sessions/test_cli_exit_codes.py"),
@@ -149,8 +153,8 @@ def main(argv: list[str]) -> int:
         rows.append((n, bug.name, " ".join(bug.tests), "yes" if caught else "no", seconds, last))
         print(f"{n}. {bug.name}: {'caught' if caught else 'NOT caught'} ({seconds:.0f} s) {last}", flush=True)
     print("\n| # | bug | tests run | a test failed | seconds |\n|---|---|---|---|---|")
-    for n, name, tests, caught, seconds, _ in rows:
-        print(f"| {n} | {name} | {tests} | {caught} | {seconds:.0f} |")
+    for n, name, tests, failed, seconds, _ in rows:
+        print(f"| {n} | {name} | {tests} | {failed} | {seconds:.0f} |")
     if clean:
         return 0 if all(r[3] == "no" for r in rows) else 1
     return 0 if all(r[3] == "yes" for r in rows) else 1

@@ -1,7 +1,7 @@
-"""Behaviour the mutation run (docs/mutation.md) showed no test checked: config precedence, store URL
+"""Behaviour the mutation run (docs/mutation/core.md) showed no test checked: config precedence, store URL
 resolution, the bootstrap section in a prompt that already holds the text.
 
-Each test names the user-visible promise; the mutants it kills are listed in docs/mutation.md.
+Each test names the user-visible promise; the mutants it kills are listed in docs/mutation/core.md.
 """
 
 from __future__ import annotations
@@ -500,7 +500,7 @@ def test_a_system_message_ctxlife_inserted_stays_marked_as_such_when_re_rendered
     assert messages[1] == {"role": "user", "content": "hi"}
 
 
-# -- found by the mutation run of issue 26 (docs/mutation.md) ---------------------------------------
+# -- found by the mutation run of issue 26 (docs/mutation/core.md) ---------------------------------------
 
 
 @pytest.mark.parametrize("system_prompt", [True, False])

@@ -110,3 +110,22 @@ def test_every_mutation_scope_names_files_and_tests_that_exist() -> None:
                 missing.append(f"{name}: {path}")
         missing += [f"{name}: {test}" for test in scope["tests_dir"] if not (root / test.split("::")[0]).is_file()]
     assert not missing, f"mutation scopes in pyproject.toml name files that do not exist: {missing}"
+
+
+def test_every_function_a_mutation_run_picks_is_defined_where_it_is_named() -> None:
+    """A function moved to another module (llm_summary's background fold went to summary_fold.py) would
+    silently leave its mutation scope with nothing to mutate."""
+    import re
+    import tomllib
+
+    root = CONFTEST.parents[1]
+    mutate = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["ctxlife-mutate"]
+    picks = [("core", mutate.get("only_functions", {}))]
+    picks += [(name, scope.get("only_functions", {})) for name, scope in mutate["scopes"].items()]
+    missing = []
+    for name, functions in picks:
+        for path, names in functions.items():
+            real = root / path.replace("src/ctxlife_strategies/", "strategies/ctxlife_strategies/")
+            source = real.read_text(encoding="utf-8") if real.is_file() else ""
+            missing += [f"{name}: {path}::{fn}" for fn in names if not re.search(rf"^\s*def {fn}\(", source, re.M)]
+    assert not missing, f"mutation scopes in pyproject.toml pick functions their files do not define: {missing}"

@@ -57,8 +57,10 @@ def error(status: int, message: str, code: str | None = None) -> Reply:
 
 @contextmanager
 def serve(reply: Reply) -> Iterator[dict[str, Any]]:
-    """Serve ``/v1/chat/completions``; yields ``{"base_url", "requests"}`` (the request bodies received)."""
+    """Serve ``/v1/chat/completions``; yields ``{"base_url", "requests", "headers"}`` (the request bodies
+    and headers received)."""
     requests: list[dict[str, Any]] = []
+    headers: list[dict[str, str]] = []
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
@@ -67,6 +69,7 @@ def serve(reply: Reply) -> Iterator[dict[str, Any]]:
         def do_POST(self) -> None:  # noqa: N802 - http.server API
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             requests.append(body)
+            headers.append({k.lower(): v for k, v in self.headers.items()})
             status, data, delay = reply(body)
             if delay:
                 time.sleep(delay)
@@ -84,7 +87,7 @@ def serve(reply: Reply) -> Iterator[dict[str, Any]]:
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield {"base_url": f"http://127.0.0.1:{server.server_address[1]}/v1", "requests": requests}
+        yield {"base_url": f"http://127.0.0.1:{server.server_address[1]}/v1", "requests": requests, "headers": headers}
     finally:
         server.shutdown()
         server.server_close()
