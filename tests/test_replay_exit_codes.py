@@ -68,3 +68,61 @@ def test_a_stored_session_exits_1_only_when_a_call_would_send_an_invalid_list(
     out = capsys.readouterr().out
     if code == 0:  # (an invalid stored list stops the replay with an error naming it: exit 1 too)
         assert ('"session_id": "s"' in out) is as_json  # --json prints the replay as JSON
+
+
+# -- what `ctxlife replay` is told and says back (issue 44, the replay-cli scope's survivors) -----------
+
+SHORT = [{"role": "user", "content": "Look up order 4711."}, {"role": "assistant", "content": "It has shipped."}]
+LONG = [*VALID, {"role": "user", "content": "And order 4712?"}, {"role": "assistant", "content": "Not yet."}]
+
+
+def _trajectories(tmp_path: Path) -> Path:
+    """A tau-bench file of two conversations of different lengths (2 and 5 messages)."""
+    file = tmp_path / "two.json"
+    file.write_text(json.dumps([{"task_id": 1, "traj": SHORT}, {"task_id": 2, "traj": LONG}]))
+    return file
+
+
+@pytest.mark.parametrize(("picked", "calls"), [(0, 1), (1, 2)])
+def test_conversation_n_replays_that_conversation_alone(
+    tmp_path: Path, config: Path, capsys: Any, picked: int, calls: int
+) -> None:
+    argv = ["replay", str(_trajectories(tmp_path)), "--config", str(config), "--window", "4000", "--json"]
+    assert main([*argv, "--conversation", str(picked)]) == 0
+    shown = json.loads(capsys.readouterr().out)["conversations"]
+    assert [c["totals"]["calls"] for c in shown] == [calls]
+
+
+@pytest.mark.parametrize("picked", ["2", "-1"])
+def test_a_conversation_outside_the_file_is_an_error_naming_the_range(
+    tmp_path: Path, config: Path, capsys: Any, picked: str
+) -> None:
+    file = _trajectories(tmp_path)
+    code = main(["replay", str(file), "--config", str(config), "--window", "4000", "--conversation", picked])
+    assert code == 1
+    assert f"no conversation {picked} in {file}; it holds 2 (0..1)" in capsys.readouterr().err
+
+
+def test_without_a_window_replay_says_how_to_give_one(tmp_path: Path, config: Path, capsys: Any) -> None:
+    file = tmp_path / "valid.json"
+    file.write_text(json.dumps(VALID))
+    assert main(["replay", str(file), "--config", str(config)]) == 1
+    said = capsys.readouterr().err
+    assert "replay needs a context window: pass --window N or set context_window in the config" in said
+
+
+def test_replay_takes_a_file_or_a_session_not_both(tmp_path: Path, config: Path, capsys: Any) -> None:
+    file = tmp_path / "valid.json"
+    file.write_text(json.dumps(VALID))
+    assert main(["replay", str(file), "--session", "s", "--config", str(config)]) == 1
+    assert "replay takes a recording FILE or --session ID (a stored session), one of the two" in capsys.readouterr().err
+
+
+def test_json_output_is_indented_and_keeps_non_ascii_text(tmp_path: Path, config: Path, capsys: Any) -> None:
+    """--json is read by people too: two-space indents, and a stored session's Chinese text as written."""
+    chat = [{"role": "user", "content": "订单 4711 到哪里了？"}, {"role": "assistant", "content": "已发货。"}]
+    url = _stored(tmp_path, chat)
+    code = main(["replay", "--session", "s", "--store", url, "--config", str(config), "--window", "4000", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.startswith('{\n  "') and "订单 4711" in out
