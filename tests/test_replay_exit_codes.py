@@ -108,14 +108,21 @@ def test_without_a_window_replay_says_how_to_give_one(tmp_path: Path, config: Pa
     file.write_text(json.dumps(VALID))
     assert main(["replay", str(file), "--config", str(config)]) == 1
     said = capsys.readouterr().err
-    assert "replay needs a context window: pass --window N or set context_window in the config" in said
+    assert (
+        said
+        == "ctxlife replay: error: replay needs a context window: pass --window N or set context_window in the config\n"
+    )
 
 
 def test_replay_takes_a_file_or_a_session_not_both(tmp_path: Path, config: Path, capsys: Any) -> None:
     file = tmp_path / "valid.json"
     file.write_text(json.dumps(VALID))
     assert main(["replay", str(file), "--session", "s", "--config", str(config)]) == 1
-    assert "replay takes a recording FILE or --session ID (a stored session), one of the two" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert (
+        said
+        == "ctxlife replay: error: replay takes a recording FILE or --session ID (a stored session), one of the two\n"
+    )
 
 
 def test_json_output_is_indented_and_keeps_non_ascii_text(tmp_path: Path, config: Path, capsys: Any) -> None:
@@ -126,3 +133,40 @@ def test_json_output_is_indented_and_keeps_non_ascii_text(tmp_path: Path, config
     out = capsys.readouterr().out
     assert code == 0
     assert out.startswith('{\n  "') and "订单 4711" in out
+
+
+def test_a_recordings_json_is_indented_by_two(tmp_path: Path, config: Path, capsys: Any) -> None:
+    file = tmp_path / "valid.json"
+    file.write_text(json.dumps(VALID))
+    assert main(["replay", str(file), "--config", str(config), "--window", "4000", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith('{\n  "config"') and '\n      "' in out  # two spaces per level
+
+
+def test_plot_draws_the_first_conversation_to_the_file_named(tmp_path: Path, config: Path, capsys: Any) -> None:
+    pytest.importorskip("matplotlib", reason="--plot needs the plot extra: pip install 'ctxlife[plot]'")
+    png = tmp_path / "calls.png"
+    argv = ["replay", str(_trajectories(tmp_path)), "--config", str(config), "--window", "4000", "--plot", str(png)]
+    assert main(argv) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_sessions_view_is_replayed_when_named(tmp_path: Path, config: Path, capsys: Any) -> None:
+    url = f"file://{tmp_path / 'sessions'}"
+    with open_store(url) as store:
+        store.append("s", SHORT)
+        store.append("s", [{"role": "user", "content": "Only in the lane."}], view="lane")
+    argv = ["replay", "--session", "s", "--store", url, "--config", str(config), "--window", "4000", "--json"]
+    assert main([*argv, "--view", "lane"]) == 0
+    lane = capsys.readouterr().out
+    assert main(argv) == 0
+    default = capsys.readouterr().out
+    assert "Only in the lane." in lane and "Only in the lane." not in default
+
+
+def test_html_says_where_the_report_went(tmp_path: Path, config: Path, capsys: Any) -> None:
+    page = tmp_path / "report.html"
+    url = _stored(tmp_path, VALID)
+    argv = ["replay", "--session", "s", "--store", url, "--config", str(config), "--window", "4000"]
+    assert main([*argv, "--html", str(page)]) == 0
+    assert f"HTML report: {page}" in capsys.readouterr().out and page.stat().st_size > 0
