@@ -143,11 +143,11 @@ def test_a_recordings_json_is_indented_by_two(tmp_path: Path, config: Path, caps
     assert out.startswith('{\n  "config"') and '\n      "' in out  # two spaces per level
 
 
-def test_plot_draws_the_first_conversation_to_the_file_named(tmp_path: Path, config: Path, capsys: Any) -> None:
+def test_plot_draws_the_conversation_to_the_file_named(tmp_path: Path, config: Path, capsys: Any) -> None:
     pytest.importorskip("matplotlib", reason="--plot needs the plot extra: pip install 'ctxlife[plot]'")
-    png = tmp_path / "calls.png"
-    argv = ["replay", str(_trajectories(tmp_path)), "--config", str(config), "--window", "4000", "--plot", str(png)]
-    assert main(argv) == 0
+    png, file = tmp_path / "calls.png", tmp_path / "valid.json"
+    file.write_text(json.dumps(VALID))
+    assert main(["replay", str(file), "--config", str(config), "--window", "4000", "--plot", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
