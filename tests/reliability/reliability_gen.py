@@ -24,10 +24,26 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+import ctxlife
 from ctxlife.contexts import TaskContext, ToolCallContext
 from ctxlife.messages import SUMMARY_PREFIX, inserted_text, is_summary, is_system, last_user_index, validate
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+class Probe:
+    """A plugin that sees the list right after snapshot_restore's restore: its hook is tryfirst, and it
+    is registered after the configured strategies (``plugins=[probe]``), so it runs just after them."""
+
+    name = "probe"
+
+    def __init__(self) -> None:
+        self.seen: list[list[dict[str, Any]]] = []
+
+    @ctxlife.hookimpl(tryfirst=True)
+    def ctxlife_before_llm_call(self, ctx: Any) -> None:
+        self.seen.append(list(ctx.messages))
+
 
 # CrewAI 1.15's ReAct follow-up prompt (translations/en.json, "post_tool_reasoning").
 REACT_PROMPT = (

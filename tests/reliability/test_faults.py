@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 from fault_store import CAUSE, FaultPlan, FaultyStore, faulty_scheme
-from reliability_gen import REPO, canon
+from reliability_gen import REPO, Probe, canon
 
 import ctxlife
 from ctxlife import sessions
@@ -324,16 +324,6 @@ def check_outage(run: Session, result: dict[str, Any], events: list[dict[str, An
 def restart_sees_exactly(url: str, session: str, saved: list[dict[str, Any]]) -> None:
     """A new host (a restarted process) on the store restores exactly the list ``saved`` (its
     system prompt replaced by the new process's) followed by the new user turn."""
-
-    class Probe:
-        name = "probe"
-
-        def __init__(self) -> None:
-            self.seen: list[list[dict[str, Any]]] = []
-
-        @ctxlife.hookimpl(tryfirst=True)
-        def ctxlife_before_llm_call(self, ctx: Any) -> None:
-            self.seen.append(list(ctx.messages))
 
     probe = Probe()
     new = Host(summary_settings(url), context_window=WINDOW, session_id=session, plugins=[probe])

@@ -31,6 +31,7 @@ from reliability_gen import (
     Checks,
     Driver,
     Native,
+    Probe,
     React,
     User,
     canon,
@@ -204,19 +205,6 @@ def test_llm_summary_reaches_its_target_when_it_can(config_id, tmp_path, stats):
 
 
 # -- 2. exact restore in a new process --------------------------------------------------------------
-
-
-class Probe:
-    """Sees the list right after snapshot_restore's tryfirst hook (registered after it)."""
-
-    name = "probe"
-
-    def __init__(self) -> None:
-        self.seen: list[list[dict[str, Any]]] = []
-
-    @ctxlife.hookimpl(tryfirst=True)
-    def ctxlife_before_llm_call(self, ctx: Any) -> None:
-        self.seen.append(list(ctx.messages))
 
 
 # A random draw that failed (closing3.md, shrunk by hand): with configs/demo.toml, recall made room for its

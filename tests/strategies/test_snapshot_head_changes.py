@@ -9,6 +9,7 @@ sent. Calls that change nothing (or only the recall block) write no snapshot.
 from __future__ import annotations
 
 import copy
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,9 @@ from ctxlife.messages import is_recall_block
 from ctxlife.session import Session
 from ctxlife.sessions import open_store
 from delegating_store import DelegatingStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
+from reliability_gen import Probe  # noqa: E402 - the reliability suite's probe (right after the restore)
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = {"role": "system", "content": "You are a friendly companion."}
@@ -78,19 +82,6 @@ def play(host: Host, turns: list[tuple[str, str]], live: list[dict[str, Any]]) -
         if reply:
             live.append({"role": "assistant", "content": reply})
     return actions
-
-
-class Probe:
-    """Sees the list right after snapshot_restore's restore (tryfirst, registered after it)."""
-
-    name = "probe"
-
-    def __init__(self) -> None:
-        self.seen: list[list[dict[str, Any]]] = []
-
-    @ctxlife.hookimpl(tryfirst=True)
-    def ctxlife_before_llm_call(self, ctx: Any) -> None:
-        self.seen.append(list(ctx.messages))
 
 
 def restored(settings: Any, window: int, session: str) -> list[dict[str, Any]]:
