@@ -15,6 +15,11 @@ Two kinds of conversation are replayed call by call through each method, at wind
 * **Synthetic agent** sessions (``synthetic_agent.py``): a clinic assistant fetches records with
   tools; 10+ turns later the user asks about a value from one of them. Seeds 1-3 are dev, 101-103
   held out. Answer strings are planted by the generator.
+* **MultiWOZ** (English) and **CrossWOZ** (Chinese) task dialogues strung into multi-day sessions
+  (``woz.py``; nothing was tuned on them): questions written from the dialogue acts about values the
+  assistant gave on earlier days, each asked as a question, a request and a statement; ctxlife with
+  ``recall`` against pair-doc only (``bench_woz``). Sessions cut from the sources' validation split are
+  dev, from their test split held out. Skipped when the cut is not on the machine (it is not committed).
 
 Methods, each as its docs tell users to run it:
 
@@ -49,6 +54,7 @@ Run: ``.venv/bin/python benchmarks/bench_recall.py [--quick] [--out results.json
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -65,6 +71,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import woz
 from ctxlife.integrations.scripted import offline_environment
 from ctxlife_methods import clock_at, ctxlife_settings
 from grading import answered
@@ -79,6 +86,7 @@ from memorybank import (
     load_answer_keys,
     load_bank,
     question_texts,
+    reword,
     reworded,
 )
 from peers import langchain_counter
@@ -98,6 +106,7 @@ METHODS = (
 BASELINES = ("trim_messages", "recent+bm25", "pair-doc")  # run at llm_summary+recall's budget of each question
 SYNTHETIC_SEEDS = {"dev": (1, 2, 3), "heldout": (101, 102, 103)}
 RECALL_HEADER = "Recalled from earlier in this conversation"  # docs/strategies/recall.md: the block's first line
+WOZ_SOURCES = tuple(woz.SOURCE.values())  # multiwoz (English), crosswoz (Chinese)
 AGENT_PROMPT = "You are the front-desk assistant of a veterinary clinic. Use the tools to look things up."
 
 
@@ -467,7 +476,7 @@ def bench_answers(
         for method, runs in per_method.items():
             groups: dict[tuple[str, str, str], list[tuple[Conversation, Run]]] = {}
             for conv, run in runs:
-                data = "memorybank" if conv.name.startswith("memorybank") else "synthetic_agent"
+                data = data_of(conv)
                 groups.setdefault((data, conv.language, conv.split), []).append((conv, run))
             for (data, language, split), group in sorted(groups.items()):
                 rows.append(
@@ -481,6 +490,62 @@ def bench_answers(
                         **summarize(group, window),
                     }
                 )
+    return rows
+
+
+def data_of(conv: Conversation) -> str:
+    """The source a conversation comes from (its name starts with it), for the table's ``data`` column."""
+    return next((d for d in ("memorybank", *WOZ_SOURCES) if conv.name.startswith(d)), "synthetic_agent")
+
+
+def bench_woz(windows: Sequence[int], progress: Callable[[str], None], quick: bool = False) -> list[dict[str, Any]]:
+    """MultiWOZ (English) and CrossWOZ (Chinese) sessions (``woz.py``; never tuned on): ``llm_summary+recall``
+    against pair-doc at its tokens, per window, half and wording. Each session is replayed once per window and
+    every question asked in all three wordings (each in its own fork of the session, as in ``run_ctxlife``), so
+    the wordings see the same replay. No rows (and a note why) when the cut is not there (``woz.data_dir``)."""
+    try:
+        convs = [c for language in LANGUAGES for c in woz.conversations(language)]
+    except woz.DataMissing as exc:
+        progress(f"skipped the MultiWOZ / CrossWOZ rows: {exc}")
+        return []
+    if quick:
+        convs = [c for i, c in enumerate(convs) if i % 4 == 0]
+    rows = []
+    for window in windows:
+        runs: dict[tuple[str, str], list[tuple[Conversation, Run]]] = defaultdict(list)
+        for conv in convs:
+            asked = dataclasses.replace(
+                conv,
+                questions=[
+                    Question(reword(q.text, conv.language, w), q.answers, f"{q.label}@{w}")
+                    for q in conv.questions
+                    for w in WORDINGS
+                ],
+            )
+            with tempfile.TemporaryDirectory(prefix="ctxlife-bench-recall-") as tmp:
+                ours = run_ctxlife(asked, "llm_summary+recall", window, Path(tmp))
+            theirs = run_pair_doc(asked, ours.budgets)
+            for method, run in (("llm_summary+recall", ours), ("pair-doc", theirs)):
+                for w in WORDINGS:
+                    part = [o for o in run.outcomes if o.label.endswith(f"@{w}")]
+                    runs[(method, w)].append((conv, Run(part, run.replay_seconds, {}, run.replay_blocks)))
+            progress(f"{conv.name} @ {window}")
+        for (method, wording), pairs in runs.items():
+            for split in ("dev", "heldout"):
+                for language in LANGUAGES:
+                    group = [(c, r) for c, r in pairs if c.split == split and c.language == language]
+                    if group:
+                        rows.append(
+                            {
+                                "data": data_of(group[0][0]),
+                                "language": language,
+                                "split": split,
+                                "method": method,
+                                "window": window,
+                                "wording": wording,
+                                **summarize(group, window),
+                            }
+                        )
     return rows
 
 
@@ -791,6 +856,7 @@ def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -
     for wording in WORDINGS[1:]:
         again = [reworded(c, wording) for c in replayed if c.name.startswith("memorybank")]
         answers += bench_answers(again, WINDOWS, ("llm_summary+recall", "pair-doc"), progress, wording=wording)
+    answers += bench_woz(WINDOWS, progress, quick)
     lead_over_pair_doc(answers)
     # 1k and 10k only: a 100k history takes ~35 s to write and index, which make bench's 10 minutes do not have
     # (bench_pg_store.py measures a recall query at 100k; docs/strategies/recall.md quotes a 100k run).
@@ -807,6 +873,7 @@ def run(quick: bool = False, progress: Callable[[str], None] = lambda _: None) -
             "splits": {
                 "memorybank": "users at even positions dev, odd held out",
                 "synthetic_agent": {k: list(v) for k, v in SYNTHETIC_SEEDS.items()},
+                "multiwoz, crosswoz": "sessions cut from the source's validation split dev, test split held out",
             },
             "answers": answers,
             "recall_overhead": overhead,
