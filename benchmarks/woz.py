@@ -42,7 +42,7 @@ from memorybank import Conversation, Message, Question
 
 REPO = Path(__file__).resolve().parent.parent
 # The cut is not committed here (it comes from a fetched snapshot: see tests/data/README.md): it is looked for in
-# $CTXLIFE_WOZ_DATA, then tests/data/woz/, then the shared/data/woz/ beside the clone.
+# $BENCH_WOZ_DATA, then tests/data/woz/, then the shared/data/woz/ beside the clone.
 PLACES_LOOKED = (REPO / "tests" / "data" / "woz", REPO.parent / "shared" / "data" / "woz")
 LANGUAGES = ("en", "cn")
 SOURCE = {"en": "multiwoz", "cn": "crosswoz"}
@@ -96,8 +96,8 @@ class DataMissing(FileNotFoundError):
 
 
 def data_dir() -> Path:
-    """The first of ``$CTXLIFE_WOZ_DATA`` and ``PLACES_LOOKED`` that holds both files of the cut."""
-    places = [Path(os.environ["CTXLIFE_WOZ_DATA"])] if os.environ.get("CTXLIFE_WOZ_DATA") else []
+    """The first of ``$BENCH_WOZ_DATA`` and ``PLACES_LOOKED`` that holds both files of the cut."""
+    places = [Path(os.environ["BENCH_WOZ_DATA"])] if os.environ.get("BENCH_WOZ_DATA") else []
     places += PLACES_LOOKED
     for folder in places:
         if all((folder / f"{name}.json").is_file() for name in SOURCE.values()):
@@ -106,7 +106,7 @@ def data_dir() -> Path:
     raise DataMissing(
         f"woz.py: multiwoz.json and crosswoz.json are in none of {looked}; make them with "
         "`python benchmarks/woz.py --cut CROSSWOZ_DATA MULTIWOZ_DATA` (benchmarks/README.md: where the sources are) "
-        "or point CTXLIFE_WOZ_DATA at a folder that has them"
+        "or point BENCH_WOZ_DATA at a folder that has them"
     )
 
 

@@ -180,7 +180,7 @@ def test_a_cut_keeps_text_acts_and_bookings_and_replays_one_call_per_user_messag
         "acts": [["Inform", "餐馆", "电话", "010-3"]],
     }
 
-    monkeypatch.setenv("CTXLIFE_WOZ_DATA", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("BENCH_WOZ_DATA", str(tmp_path / "nowhere"))
     monkeypatch.setattr(woz, "PLACES_LOOKED", (tmp_path / "cut",))
     convs = woz.conversations("cn")
     assert [(c.name, c.split) for c in convs] == [
@@ -197,7 +197,7 @@ def test_a_cut_keeps_text_acts_and_bookings_and_replays_one_call_per_user_messag
 
 
 def test_without_the_cut_the_error_says_where_it_looked_and_the_bench_skips_the_rows(tmp_path, monkeypatch):
-    monkeypatch.delenv("CTXLIFE_WOZ_DATA", raising=False)
+    monkeypatch.delenv("BENCH_WOZ_DATA", raising=False)
     monkeypatch.setattr(woz, "PLACES_LOOKED", (tmp_path,))
     with pytest.raises(woz.DataMissing, match="--cut CROSSWOZ_DATA MULTIWOZ_DATA") as error:
         woz.conversations("en")

@@ -178,7 +178,8 @@ def _woz_section(results: dict[str, Any]) -> list[str]:
         "from the sources' dialogue acts: a value the assistant gave on an earlier day that identifies one thing "
         "(a phone number, address, postcode, booking reference, taxi; 电话, 地址, 营业时间), found in that turn "
         "and in no other dialogue of the session. Dev sessions are cut from the sources' validation split, "
-        "held-out ones from their test split. Held out, `llm_summary` + `recall` against pair-doc at the same "
+        "held-out ones from their test split (the cut is not committed: `benchmarks/README.md` says how to make "
+        "it). Held out, `llm_summary` + `recall` against pair-doc at the same "
         "tokens per question, each question asked three ways, and the share of the replay's user turns that got "
         "a recall block:\n",
         table(
