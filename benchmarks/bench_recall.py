@@ -502,7 +502,11 @@ def bench_woz(windows: Sequence[int], progress: Callable[[str], None], quick: bo
     """MultiWOZ (English) and CrossWOZ (Chinese) sessions (``woz.py``; never tuned on): ``llm_summary+recall``
     against pair-doc at its tokens, per window, half and wording. Each session is replayed once per window and
     every question asked in all three wordings (each in its own fork of the session, as in ``run_ctxlife``), so
-    the wordings see the same replay. No rows (and a note why) when the cut is not there (``woz.data_dir``)."""
+    the wordings see the same replay. No rows (and a note why) when the cut is not there (``woz.data_dir``).
+
+    Cost: 68.5 s CPU for both windows (1 dev + 4 held-out sessions per language, 8 questions each; 203 s wall at
+    load 7-8 on 2 shared cores, measured with ``time.process_time`` around this function); the forks (one per
+    question and wording) are two thirds of it."""
     try:
         convs = [c for language in LANGUAGES for c in woz.conversations(language)]
     except woz.DataMissing as exc:
