@@ -168,8 +168,11 @@ def facts(language: str, dialogues: Sequence[dict[str, Any]]) -> list[Fact]:
     texts = [normalize("\n".join(t["content"] for t in d["turns"])) for d in dialogues]
     last_day = (len(dialogues) - 1) // PER_DAY[language]
     candidates = []
+    # A question asked of two different values (the same hotel booked twice) has no single answer: dropped below.
+    values: dict[str, set[str]] = {}
     for i, dialogue in enumerate(dialogues):
         for fact in _turn_facts(language, i, dialogue):
+            values.setdefault(question_text(language, fact), set()).add(normalize(fact.value))
             question = normalize(question_text(language, fact))
             if (
                 len(normalize(fact.value)) >= MIN_VALUE_CHARS
@@ -181,10 +184,6 @@ def facts(language: str, dialogues: Sequence[dict[str, Any]]) -> list[Fact]:
                 and not (fact.kind == "Addr" and POSTCODE.fullmatch(fact.value.replace(" ", "")))
             ):
                 candidates.append(fact)
-    # A question asked of two different values (the same hotel booked twice) has no single answer: drop it.
-    values: dict[str, set[str]] = {}
-    for fact in candidates:
-        values.setdefault(question_text(language, fact), set()).add(normalize(fact.value))
     kept: dict[str, Fact] = {}
     for fact in candidates:
         if len(values[question_text(language, fact)]) == 1:

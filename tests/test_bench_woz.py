@@ -77,6 +77,11 @@ def test_a_question_with_two_answers_is_dropped(small):
     assert questions("en", [first, second, FILLER]) == {}
 
 
+def test_a_question_whose_other_answer_comes_on_the_last_day_is_dropped_too(small):
+    first, last = hotel("a", "Warkworth House", "01223363682"), hotel("b", "Warkworth House", "01223999999")
+    assert questions("en", [first, FILLER, last]) == {}
+
+
 def test_a_place_the_dialogue_never_names_in_its_text_is_not_asked(small):
     unnamed = dialogue(
         "a",
