@@ -504,7 +504,7 @@ def bench_woz(windows: Sequence[int], progress: Callable[[str], None], quick: bo
     every question asked in all three wordings (each in its own fork of the session, as in ``run_ctxlife``), so
     the wordings see the same replay. No rows (and a note why) when the cut is not there (``woz.data_dir``).
 
-    Cost: 68.5 s CPU for both windows (1 dev + 4 held-out sessions per language, 8 questions each; 203 s wall at
+    Cost: about 70 s CPU for both windows (1 dev + 4 held-out sessions per language, 8 questions each; 210 s wall at
     load 7-8 on 2 shared cores, measured with ``time.process_time`` around this function); the forks (one per
     question and wording) are two thirds of it."""
     try:
