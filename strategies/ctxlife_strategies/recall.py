@@ -29,6 +29,7 @@ every agent of a wrapped crew (answered at node 3, where the session is known).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -46,9 +47,14 @@ from ctxlife.recall.history import Passage
 from ctxlife.recall.text import (
     CJK_FUNCTION_CHARS,
     NO_SPACE_RUN,
+    bigrams,
     count_term,
+    dates_in,
     day_ordinals,
     last_weekdays,
+    names_that_day,
+    names_yesterday,
+    normalize,
     term_pattern,
 )
 from ctxlife.strategy import ToolSpec
@@ -81,7 +87,7 @@ class Recall(ctxlife.Strategy):
         adaptive: ClassVar[bool] = True  # the block is sized by need (past / question / small talk)
         past_share: ClassVar[float] = 0.25  # budget share for a turn that refers to the past
         past_top_k: ClassVar[int] = 8  # most passages for a turn that refers to the past
-        question_coverage: ClassVar[float] = 0.5  # a plain question is answered when a passage holds this share
+        question_coverage: ClassVar[float] = 0.6  # a plain question is answered when a passage holds this share
         # A turn that does not refer to the past gets a block only when the best passage's turn covers its weight
         # (all its words, rare ones weighing more) better than the best recent turn of the context (a message and
         # its reply) by min_gain: the block brings what the context lacks (tuned on the MemoryBank dev half).
@@ -194,7 +200,7 @@ class Recall(ctxlife.Strategy):
             # match finds decides whether it gets a block (_worth_a_block). The wording's cues
             # ("last time", a date, a question) only say how much the match must show.
             need = need_for_past(_text(messages[turn]))
-        days = self._named_days(ctx, _text(messages[turn]))
+        days = self._named_days(ctx, _text(messages[turn]), messages[:turn])
         if days:
             # "第3天", "the second day", "last Tuesday": that day's date, which the search prefers as it
             # does a date the turn writes out ("May 2nd"); a turn that names a past day refers to the past.
@@ -317,7 +323,15 @@ class Recall(ctxlife.Strategy):
         """
         if need == "past":
             return True  # an agent's "the file you had open earlier": its words recur without its answer
-        asked = _without_seams(passages[0].asked or passages[0].weights, passages[0].weights)
+        held = passages[0].weights
+        # A word no match holds has the highest idf there is (said nowhere): it says the turn brings
+        # something new, not how much. It weighs as much as the rarest word a match holds, at most, so
+        # one such word ("类型" in "我想要什么样的房间类型") does not outweigh all the words the match holds.
+        top = max(held.values(), default=0.0)
+        asked = {
+            t: w if t in held else min(w, top)
+            for t, w in _without_seams(passages[0].asked or held, held, _text(messages[turn])).items()
+        }
         total = sum(asked.values())
         if not total:
             return False
@@ -343,23 +357,43 @@ class Recall(ctxlife.Strategy):
             return any(_coverage(p) >= self.options.question_coverage for p in passages)
         return bool(coverage / total >= self.options.statement_coverage)
 
-    def _named_days(self, ctx: ctxlife.LLMCallContext, text: str) -> list[str]:
-        """The dates ("2023-04-28") of the past days the turn names by place ("第3天", "the second day": the
-        session's third or second day with records, in the calling view with scope "view") or as "last
-        Tuesday" / "上周二" (the latest such weekday before today). Today itself is left out ("今天是第七天").
+    def _named_days(self, ctx: ctxlife.LLMCallContext, text: str, before: list[dict[str, Any]]) -> list[str]:
+        """The dates ("2023-04-28") of the past days the turn names: by place ("第3天", "the second day": the
+        session's third or second day with records, in the calling view with scope "view"), as "yesterday" /
+        "昨天" (the latest day with records before today), as "last Tuesday" / "上周二" (the latest such weekday
+        before today), or as "that day" / "那天" (the day the latest message of ``before`` that names one names:
+        a date or a place). Today itself is left out ("今天是第七天").
 
-        The session's days are read from the raw history only when the turn names a day by place.
+        The session's days are read from the raw history only when the turn names a day by place or as
+        yesterday (or refers to such a message with "那天").
         """
-        places, weekdays = day_ordinals(text), last_weekdays(text)
-        if not places and not weekdays:
+        places, weekdays, yesterday = day_ordinals(text), last_weekdays(text), names_yesterday(text)
+        written: list[tuple[int, int]] = []
+        if names_that_day(text):
+            for message in reversed(before):
+                if is_system(message) or is_inserted(message):
+                    continue
+                said = _text(message)
+                written, ordinals = dates_in(said), day_ordinals(said)
+                if written or ordinals:
+                    places = places + ordinals
+                    break
+        if not places and not weekdays and not yesterday and not written:
             return []
         today = date.fromtimestamp(time.time())
         named: list[date] = [today - timedelta(days=(today.weekday() - w) % 7 or 7) for w in weekdays]
-        if places and ctx.store is not None and ctx.session_id is not None:
+        # A date written without its year: the latest such date up to today.
+        for month, day in written:
+            year = today.year if (month, day) <= (today.month, today.day) else today.year - 1
+            with contextlib.suppress(ValueError):  # 29 February of a year without it
+                named.append(date(year, month, day))
+        if (places or yesterday) and ctx.store is not None and ctx.session_id is not None:
             view = ctx.view if self.options.scope == "view" else None
             records = ctx.store.read_records(ctx.session_id, view=None if view is None else str(view))
             days = sorted({date.fromtimestamp(r.recorded_at) for r in records if r.recorded_at is not None})
             named += [days[n - 1] for n in places if n <= len(days)]
+            if yesterday:
+                named += [d for d in days if d < today][-1:]
         return list(dict.fromkeys(d.isoformat() for d in named if d < today))
 
     def _make_room(self, ctx: ctxlife.LLMCallContext, search: HistorySearch, tokens: int) -> int:
@@ -529,16 +563,25 @@ def _coverage(passage: Passage) -> float:
     return sum(w for term, w in passage.weights.items() if term_pattern(term).search(text)) / total
 
 
-def _without_seams(asked: dict[str, float], held: dict[str, float]) -> dict[str, float]:
+def _without_seams(asked: dict[str, float], held: dict[str, float], text: str) -> dict[str, float]:
     """``asked`` without the bigrams that only straddle two words the matches hold ("高技" in "提高技巧").
 
     A bigram across a word boundary is rarely said, so it weighs as a rare new word and would make
     any Chinese turn look mostly new. A bigram no match holds counts only when one of its characters
     (not a function character) is in no bigram a match holds: then it is part of a word the history
     lacks ("类型" when no match says it), which is what tells a new topic from the past's. Such
-    bigrams in a row ("乐类", "类型" in "音乐类型") are one new word, counted once.
+    bigrams in a row ("乐类", "类型" in "音乐类型") are one new word, counted once. A character of a bigram the
+    question leaves out for its function character (吉 of 吉他, in ``text``, the turn) may be of a word the
+    history holds: it tells nothing new ("高吉" in "提高吉他技巧" is a seam).
     """
     covered = {c for term in held if NO_SPACE_RUN.fullmatch(term) for c in term} | CJK_FUNCTION_CHARS
+    covered |= {
+        c
+        for run in NO_SPACE_RUN.findall(normalize(text))
+        for pair in bigrams(run)
+        if len(pair) == 2 and any(c in CJK_FUNCTION_CHARS for c in pair)
+        for c in pair
+    }
     kept: dict[str, float] = {}
     word, tail = "", ""  # the new word being read: "乐类" then "类型" are one ("音乐类型"), counted once
     for term, weight in asked.items():

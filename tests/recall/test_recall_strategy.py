@@ -425,8 +425,11 @@ HOTEL_DAYS = {
 HOTELS = {"cn": ("蓝湾", "松风", "金桥"), "en": ("Bluebay", "Pinewind", "Goldbridge")}
 
 
-def play_days(h: Host, language: str, monkeypatch: Any) -> list[dict[str, Any]]:
-    """Monday to Wednesday a hotel a day (Tuesday's named least), Thursday small talk; the clock is then Friday."""
+def play_days(
+    h: Host, language: str, monkeypatch: Any, order: tuple[int, ...] = (0, 1, 2), chat_day: int = 3
+) -> list[dict[str, Any]]:
+    """From Monday a hotel a day, in ``order`` of ``HOTEL_DAYS`` (by default Monday to Wednesday, Tuesday's named
+    least), small talk on ``chat_day`` (Thursday: 3) after them; the clock is then the day after it."""
     import time
     from datetime import datetime
 
@@ -435,22 +438,21 @@ def play_days(h: Host, language: str, monkeypatch: Any) -> list[dict[str, Any]]:
         monkeypatch.setattr(time, "time", lambda: start + (time.perf_counter() - t0))
 
     live: list[dict[str, Any]] = [{"role": "system", "content": "You are a friendly companion."}]
-    for day, (user, reply) in enumerate(HOTEL_DAYS[language]):
+    night = ("晚安！", "晚安。") if language == "cn" else ("Good night!", "Sleep well.")
+    for day, (user, reply) in enumerate(HOTEL_DAYS[language][k] for k in order):
         at(day)
-        live = (
-            play(h, [[{"role": "user", "content": user}, {"role": "assistant", "content": reply}]]) if not day else live
-        )
-        if day:
-            live.append({"role": "user", "content": user})
-            h.manage(live)
-            live.append({"role": "assistant", "content": reply})
-    at(3)
+        # A reply is recorded at the next call: "good night" makes that call the same day.
+        for said, answer in ((user, reply), night):
+            live.append({"role": "user", "content": said})
+            assert h.manage(live).failures == []
+            live.append({"role": "assistant", "content": answer})
+    at(chat_day)
     for i in range(1, 30):
         user, reply = filler(i, language)
         live.append(user)
         h.manage(live)
         live.append(reply)
-    at(4)
+    at(chat_day + 1)
     return live
 
 
@@ -476,8 +478,61 @@ def test_a_day_named_by_its_place_or_weekday_is_the_sessions_own_day(host, monke
     assert tuesday in text and all(text.find(n) < 0 or text.find(tuesday) < text.find(n) for n in others)
 
 
+def first_in_block(live: list[dict[str, Any]], language: str, hotel: int = 1) -> bool:
+    """Whether the one recall block holds the hotel named least (``HOTELS[language][1]``), before any other."""
+    found = blocks(live)
+    assert len(found) == 1
+    text = found[0]["content"]
+    least, others = HOTELS[language][hotel], [n for n in HOTELS[language] if n != HOTELS[language][hotel]]
+    return least in text and all(text.find(n) < 0 or text.find(least) < text.find(n) for n in others)
+
+
+@pytest.mark.parametrize(
+    ("language", "wording"),
+    [("cn", "昨天住的是哪家酒店？"), ("en", "Which hotel did we stay at yesterday?")],
+)
+def test_yesterday_is_the_sessions_day_before_today(host, monkeypatch, language, wording):
+    # Monday to Wednesday a hotel a day, Wednesday's named least, small talk on Wednesday, the question on
+    # Thursday: yesterday is Wednesday (by words alone Tuesday's hotel ranks first).
+    h = host()
+    live = play_days(h, language, monkeypatch, order=(0, 2, 1), chat_day=2)
+    assert not any(HOTELS[language][1] in str(m.get("content")) for m in live if not is_summary(m))
+    _, live = ask(h, live, wording)
+    assert first_in_block(live, language), blocks(live)[0]["content"]
+
+
+@pytest.mark.parametrize(
+    ("language", "first", "then"),
+    [
+        ("cn", "第2天我们去了哪里玩？", "那天住的是哪家酒店？"),
+        ("en", "Where did we go on the second day?", "Which hotel did we stay at that day?"),
+    ],
+)
+def test_that_day_is_the_day_the_context_named_last(host, monkeypatch, language, first, then):
+    # "那天" / "that day" follows a turn that named the second day (Tuesday) by its place.
+    h = host()
+    live = play_days(h, language, monkeypatch)
+    _, live = ask(h, live, first)
+    live.append({"role": "assistant", "content": "Let me see." if language == "en" else "我想想。"})
+    _, live = ask(h, live, then)
+    assert first_in_block(live, language), blocks(live)[0]["content"]
+
+
+def test_that_day_names_no_day_when_no_earlier_message_names_one():
+    before = [
+        {"role": "system", "content": "Today is the 3rd day of the trip."},  # not the conversation's
+        {"role": "user", "content": "Day 3: let's chat about films."},
+        {"role": "assistant", "content": "Sure, films it is."},
+    ]
+    assert Recall()._named_days(None, "Which hotel was it that day?", before) == []  # type: ignore[arg-type]
+
+
 def test_day_references_are_read_in_both_languages():
-    from ctxlife.recall.text import day_ordinals, last_weekdays
+    from ctxlife.recall.text import day_ordinals, last_weekdays, names_that_day, names_yesterday
+
+    assert names_yesterday("昨天住哪") and names_yesterday("What did we eat yesterday?")
+    assert names_that_day("那天住哪") and names_that_day("What did we eat that day?")
+    assert not names_yesterday("今天住哪") and not names_that_day("That was a good day.")
 
     assert day_ordinals("第3天住哪") == [3] and day_ordinals("第十二天") == [12] and day_ordinals("第二十三天") == [23]
     assert day_ordinals("on the second day") == [2] and day_ordinals("the 3rd day") == [3]
@@ -485,3 +540,84 @@ def test_day_references_are_read_in_both_languages():
     assert (
         last_weekdays("last Tuesday") == [1] and last_weekdays("上周二") == [1] and last_weekdays("上个星期天") == [6]
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "need"),
+    [
+        # Telling about oneself and asking the assistant: not a reference to the past.
+        ("我最近在学游泳，但不知道怎么提高。你能给我些建议吗？", "question"),
+        ("我最喜欢的季节是秋天。你喜欢冬天吗？", "question"),
+        ("你听说过《红楼梦》吗？", "question"),
+        ("Recently, I've been learning to draw. Any tips?", "question"),
+        ("My favorite season is autumn. Do you like it?", "question"),
+        ("Thanks, talk to you again tomorrow!", "none"),
+        # Asking about oneself: it is in the past of the conversation.
+        ("在那家店里，我最喜欢哪道点心？", "past"),
+        ("我喜欢哪些颜色？", "past"),
+        ("What's my favorite café in that town?", "past"),
+        ("Which town did I plan to visit recently?", "past"),
+    ],
+)
+def test_telling_about_oneself_is_not_asking_about_the_past(text, need):
+    from ctxlife.recall import need_for_past
+
+    assert need_for_past(text) == need
+
+
+def guitar_conversation() -> list[list[dict[str, Any]]]:
+    return (
+        [
+            [{"role": "user", "content": "你好！"}, {"role": "assistant", "content": "你好，很高兴见到你。"}],
+            [
+                {"role": "user", "content": "我最近在练习弹吉他，但不知道怎么提高。你能给我些技巧建议吗？"},
+                {"role": "assistant", "content": "可以多练和弦，再试试速弹和扫弦，每天练半小时。"},
+            ],
+        ]
+        + [filler(i, "cn") for i in range(4, 34)]
+        + [
+            [
+                {"role": "user", "content": "今天我想问一个关于编程的问题。"},  # the turn before says 关于 too
+                {"role": "assistant", "content": "好的，请说。"},
+            ]
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    "wording",
+    ["关于如何提高吉他技巧，你给了我什么建议？", "告诉我关于如何提高吉他技巧，你给了我什么建议。"],
+)
+def test_a_word_the_question_search_leaves_out_does_not_make_the_turn_look_new(host, wording):
+    # 吉他 holds a function character (他) and is left out of the search; "高吉" (across 提高 and 吉他) is then
+    # in no match, and counted as a rare new word it made the turn look mostly new (no block).
+    h = host()
+    live = play(h, guitar_conversation(), system="你是一个友好的伙伴。")
+    assert not any("速弹" in str(m.get("content")) for m in live if not is_summary(m))
+    _, live = ask(h, live, wording)
+    assert len(blocks(live)) == 1 and "速弹和扫弦" in blocks(live)[0]["content"]
+
+
+@pytest.mark.parametrize("wording", ["告诉我我喜欢什么样的音乐类型。", "我在想我喜欢什么样的音乐类型。"])
+def test_one_word_the_history_never_said_does_not_outweigh_what_the_match_holds(host, wording):
+    # 类型 is said nowhere: at the highest idf there is it outweighed 喜欢 and 音乐 together, and the recent
+    # turn's 喜欢 then left the match too little to add (no block). It weighs as the rarest word a match holds.
+    h = host()
+    music = [
+        {"role": "user", "content": "其实我比较喜欢弹吉他，听摇滚音乐。"},
+        {"role": "assistant", "content": "摇滚音乐很有活力！"},
+    ]
+    work = [
+        {"role": "user", "content": "我总觉得找不到真正喜欢的工作。"},
+        {"role": "assistant", "content": "慢慢来，先多试试。"},
+    ]
+    hello = [{"role": "user", "content": "你好！"}, {"role": "assistant", "content": "你好，很高兴见到你。"}]
+    likes = [  # 喜欢 is a common word here (as in most chats), 音乐 a rare one
+        [{"role": "user", "content": f"我喜欢{thing}。"}, {"role": "assistant", "content": f"{thing}很好。"}]
+        for thing in ("做饭", "晴天", "看书", "散步")
+    ]
+    chat = [*likes, *(filler(i, "cn") for i in range(4, 34))]
+    live = play(h, [hello, music, *chat, work], system="你是一个友好的伙伴。")
+    assert not any("摇滚" in str(m.get("content")) for m in live if not is_summary(m))
+    _, live = ask(h, live, wording)
+    assert len(blocks(live)) == 1 and "摇滚音乐" in blocks(live)[0]["content"]

@@ -238,6 +238,21 @@ _LAST_WEEKDAY = (
 _CJK_WEEKDAYS = "一二三四五六"
 
 
+# "yesterday" / "昨天": the conversation's day before today; "that day" / "那天": the day the context last named.
+_YESTERDAY = re.compile(r"\byesterday\b|昨天|昨日", re.IGNORECASE)
+_THAT_DAY = re.compile(r"\bthat\s+day\b|那天", re.IGNORECASE)
+
+
+def names_yesterday(text: str) -> bool:
+    """Whether a message says "yesterday" / "昨天"."""
+    return bool(_YESTERDAY.search(normalize(text)))
+
+
+def names_that_day(text: str) -> bool:
+    """Whether a message says "that day" / "那天" (a day named before it)."""
+    return bool(_THAT_DAY.search(normalize(text)))
+
+
 def day_ordinals(text: str) -> list[int]:
     """The days a message names by their place (1 for "第1天" / "the first day"), in order, once each."""
     text = normalize(text)
@@ -288,12 +303,17 @@ _PAST_WORDS = re.compile(
     r"\b(?:remember|recall|remind|earlier|before|ago|previously|once|last\s+(?:time|week|month|year|night)|"
     r"yesterday|the\s+other\s+day|mentioned|mention|told|said|shared|asked|recommended|suggested|"
     r"did|do\s+i|have\s+i|had\s+i|was\s+(?:it|that|the)|were\s+(?:they|the)|what\s+was|"
-    r"again|back\s+then|at\s+the\s+time|which\s+one|recently|my\s+favou?rite|have\s+you|you\s+gave)\b|,\s*right\s*\?",
+    r"back\s+then|at\s+the\s+time|which\s+one|have\s+you|you\s+gave)\b|,\s*right\s*\?|"
+    # "What's my favorite café?", "Which town did I plan to visit recently?" ask about the past; "My favorite
+    # season is autumn.", "Recently, I've been learning to swim." tell the present.
+    r"\b(?:recently|my\s+favou?rite)\b[^.!?]*\?|\b(?:what|which)(?:'s|\s+(?:is|was|are|were))\s+my\s+favou?rite\b",
     re.IGNORECASE,
 )
 _PAST_CJK = re.compile(
-    r"记得|之前|以前|上次|那次|刚才|说过|提到|提过|讲过|推荐过|推荐的|分享过|告诉过|曾|前几天|那天|昨天|还记|过的|"
-    r"对吗|你给我|我喜欢.*[?？]|我最.*[?？]"
+    r"记得|之前|以前|上次|那次|刚才|(?<!听)说过|提到|提过|讲过|推荐过|你推荐的|分享过|告诉过|曾|前几天|那天|昨天|还记|过的|"
+    # A question about oneself ("我最喜欢哪家店？", "我喜欢哪些颜色？"): within one clause, not one that goes on
+    # to ask the assistant ("我最近在学游泳，你有什么建议吗？").
+    r"对吗|你给我|我(?:最|喜欢)[^，。！,.!你]*[?？]"
 )
 _QUESTION = re.compile(
     r"[?？]|^(?:what|which|who|whom|whose|when|where|why|how)\b|[吗呢]\s*$|什么|哪|几|多少|谁|怎么", re.IGNORECASE
