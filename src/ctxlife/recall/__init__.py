@@ -30,7 +30,7 @@ from ctxlife.recall.history import (
     split_question,
 )
 from ctxlife.recall.index import INDEX_VERSION, HistoryIndex, Hit, StoredRecord
-from ctxlife.recall.records import CHUNK_CHARS, Document, IndexableRecord, Record, chunks, documents, message_text
+from ctxlife.recall.records import CHUNK_CHARS, Document, chunks, documents
 from ctxlife.recall.text import bigrams, dates_in, index_text, need_for_past, query_terms
 
 __all__ = [
@@ -43,9 +43,7 @@ __all__ = [
     "HistoryIndex",
     "HistorySearch",
     "Hit",
-    "IndexableRecord",
     "Passage",
-    "Record",
     "StoredRecord",
     "bigrams",
     "chunks",
@@ -56,7 +54,6 @@ __all__ = [
     "excerpt",
     "index_text",
     "live_keys",
-    "message_text",
     "need_for_past",
     "passages_from",
     "position",

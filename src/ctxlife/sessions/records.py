@@ -305,7 +305,7 @@ class RawRecord:
     Attributes:
         seq: the sequence number the store assigned (1, 2, 3, ... per session, no gaps).
         message: the message dict (for a quarantined message, its JSON-safe form).
-        fingerprint: :func:`fingerprint` of the message.
+        fingerprint: :func:`fingerprint` of the message (``""`` in a record no store wrote).
         view: the view (agent/task lane) it belongs to; ``""`` is the default view.
         recorded_at: when it was recorded (``time.time()``), or None for records written by
             ctxlife before sequence numbers existed.
@@ -321,7 +321,7 @@ class RawRecord:
 
     seq: int
     message: dict[str, Any]
-    fingerprint: str
+    fingerprint: str = ""
     view: str = ""
     recorded_at: float | None = None
     quarantined: str | None = None
