@@ -15,13 +15,13 @@ from ctxlife.recall import (
     bigrams,
     chunks,
     dates_in,
-    documents,
     excerpt,
     index_text,
     query_terms,
 )
 from ctxlife.recall.history import RECALL_HEADER
 from ctxlife.recall.index import INDEX_VERSION
+from ctxlife.recall.records import text_documents
 from ctxlife.sessions import RawRecord
 
 
@@ -76,7 +76,7 @@ def test_long_results_are_chunked_with_overlap_and_a_head():
     assert len(pieces) > 5 and all(len(p) <= 800 for p in pieces)
     for i in range(0, len(text) - 80, 37):  # every 70-character window is whole in some chunk
         assert any(text[i : i + 70] in p for p in pieces)
-    docs = documents(RawRecord(5, {"role": "tool", "tool_call_id": "c1", "content": text}), 800)
+    docs = text_documents(5, "tool", text, 800)
     assert docs[0].head == "" and all(d.head.startswith('{"report": "inventory of warehouse W7"') for d in docs[1:])
 
 

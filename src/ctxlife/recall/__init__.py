@@ -30,7 +30,7 @@ from ctxlife.recall.history import (
     split_question,
 )
 from ctxlife.recall.index import INDEX_VERSION, HistoryIndex, Hit, StoredRecord
-from ctxlife.recall.records import CHUNK_CHARS, Document, chunks, documents
+from ctxlife.recall.records import CHUNK_CHARS, Document, chunks
 from ctxlife.recall.text import bigrams, dates_in, index_text, need_for_past, query_terms
 
 __all__ = [
@@ -50,7 +50,6 @@ __all__ = [
     "configured_index_dir",
     "dates_in",
     "default_index_dir",
-    "documents",
     "excerpt",
     "index_text",
     "live_keys",

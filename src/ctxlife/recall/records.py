@@ -1,18 +1,14 @@
 """What the index makes of a raw record: its documents.
 
-The index reads a session's :class:`~ctxlife.sessions.RawRecord` (one message with its place in the
-history, when it was recorded and which view it belongs to) and turns each into one or more
-*documents*: the text of the message (:func:`ctxlife.messages.text_of`, the one text walk replay
-and ``session show`` print too), or one chunk of a long tool result (each chunk can be found and
-recalled on its own).
+The index reads a session's :class:`~ctxlife.sessions.RawRecord` and turns its message's text
+(:func:`ctxlife.messages.text_of`, the one text walk replay and ``session show`` print too) into
+one or more *documents*: the whole text, or one chunk of a long tool result each (a chunk can be
+found and recalled on its own).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from ctxlife.messages.text import text_of
-from ctxlife.sessions.records import RawRecord
 
 #: Tool results and other long texts are split into chunks of about this many characters.
 CHUNK_CHARS = 1_200
@@ -77,15 +73,9 @@ def _break_before(text: str, low: int, high: int) -> int:
     return high
 
 
-def documents(record: RawRecord, chunk_chars: int = CHUNK_CHARS) -> list[Document]:
-    """The documents of a record: one per chunk of its text (none if it has no text)."""
-    role = str(record.message.get("role") or "")
-    return text_documents(record.seq, role, text_of(record.message).strip(), chunk_chars)
-
-
 def text_documents(seq: int, role: str, text: str, chunk_chars: int = CHUNK_CHARS) -> list[Document]:
-    """The documents of a record's (stripped) text, as :func:`documents` makes them: the index stores
-    the text once and derives its chunks again from it (to show or to delete them)."""
+    """The documents of a record's text (:func:`ctxlife.messages.text_of`, stripped): one, or one per
+    chunk of a long text. The index stores the text once and derives its chunks again from it."""
     if not text:
         return []
     if len(text) <= chunk_chars:
