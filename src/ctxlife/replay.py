@@ -207,9 +207,9 @@ def _jsonl_conversations(path: Path, text: str) -> list[Conversation]:
                 break  # a torn last line (a crash mid-write): skip it, as the session store does
             raise InputFileError(f"{path} line {number} is not JSON: {exc.msg}") from None
         try:
-            record = decode_record(value, number)  # a stored record (or a plain message) -> its message
+            record = decode_record(value)  # a stored record -> its message
         except ValueError:
-            views.setdefault("", []).append(value)  # not an object: _check names the line
+            views.setdefault("", []).append(value)  # a plain message (not an object: _check names the line)
             continue
         views.setdefault(record.view, []).append(record.message)
     conversations = []
