@@ -143,7 +143,8 @@ def test_future_snapshot_version_is_a_clear_error(store: SessionStore, monkeypat
         store.load_snapshot("s1")
 
 
-def test_version_1_snapshots_read_as_the_default_view() -> None:
+def test_version_1_snapshots_of_ctxlife_0_1_are_refused() -> None:
+    """0.1 (one snapshot per session, never released) wrote version 1: no migration reads it."""
     v1 = json.dumps(
         {
             "format_version": 1,
@@ -154,9 +155,8 @@ def test_version_1_snapshots_read_as_the_default_view() -> None:
             "messages": TOOL_CALL_TRACE[:2],
         }
     )
-    loaded = Snapshot.from_json(v1)
-    assert (loaded.view, loaded.raw_length, loaded.format_version) == ("", 2, 2)
-    assert loaded.messages == TOOL_CALL_TRACE[:2]
+    with pytest.raises(StoreError, match="format_version 1 and there is no migration from it to 2"):
+        Snapshot.from_json(v1)
 
 
 def test_old_snapshot_versions_are_migrated(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:

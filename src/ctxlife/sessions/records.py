@@ -307,8 +307,7 @@ class RawRecord:
         message: the message dict (for a quarantined message, its JSON-safe form).
         fingerprint: :func:`fingerprint` of the message (``""`` in a record no store wrote).
         view: the view (agent/task lane) it belongs to; ``""`` is the default view.
-        recorded_at: when it was recorded (``time.time()``), or None for records written by
-            ctxlife before sequence numbers existed.
+        recorded_at: when it was recorded (``time.time()``), or None when its source did not say.
         quarantined: why the message could not be stored as it was (e.g. ``"$.content: bytes"``), or
             None. A quarantined message is stored in its :func:`json_safe` form.
         tokens: the message's tokens as :meth:`ctxlife.TokenCounter.count_message` counts them in
