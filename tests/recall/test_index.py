@@ -80,7 +80,7 @@ def test_long_results_are_chunked_with_overlap_and_a_head():
     assert docs[0].head == "" and all(d.head.startswith('{"report": "inventory of warehouse W7"') for d in docs[1:])
 
 
-def test_message_text_reads_parts_tool_calls_and_anthropic_blocks():
+def test_the_index_reads_text_of_parts_tool_calls_thinking_and_refusals():
     assert text_of({"role": "user", "content": [{"type": "text", "text": "hi"}, "there"]}) == "hi\nthere"
     call = {
         "role": "assistant",
@@ -93,6 +93,18 @@ def test_message_text_reads_parts_tool_calls_and_anthropic_blocks():
         "content": [{"type": "text", "text": "checking"}, {"type": "tool_use", "name": "find", "input": {"q": "x"}}],
     }
     assert text_of(blocks) == 'checking\nfind({"q": "x"})'
+    thought = {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "the ledger says 4412", "signature": "s"},
+            {"type": "tool_use", "name": "find", "input": {"q": "x"}},
+        ],
+    }
+    refused = {"role": "assistant", "content": [{"type": "refusal", "refusal": "I cannot share the pin"}]}
+    assert text_of(thought) == 'the ledger says 4412\nfind({"q": "x"})' and text_of(refused) == "I cannot share the pin"
+    index = HistoryIndex()
+    index.add(records(thought, refused))
+    assert [h.seq for h in index.search("ledger 4412")] == [1] and [h.seq for h in index.search("pin")] == [2]
 
 
 # -- the index -------------------------------------------------------------------------------------
