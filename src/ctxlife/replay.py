@@ -40,7 +40,6 @@ from ctxlife.inspection import (
     scratch_session,
     simulated_because,
     stored_system_prompt,
-    view_messages,
 )
 from ctxlife.messages import (
     SUMMARY_PREFIX,
@@ -403,11 +402,6 @@ def _replay(conversation: Conversation, host: Host, context_window: int) -> Repl
     return result
 
 
-def context_text(messages: list[dict[str, Any]]) -> str:
-    """All the text a model would read in a context, tool-call arguments included (any format)."""
-    return "\n".join(text_of(m) for m in messages)
-
-
 # -- replaying a stored session ---------------------------------------------------------------
 
 
@@ -458,7 +452,7 @@ def replay_session(
             return found
     window = require_window(settings, context_window)
     check_view(store, session_id, view)
-    records = view_messages(store, session_id, view)
+    records = store.current(session_id, view)
     conversation = [r.message for r in records]
     system = stored_system_prompt(store, session_id, view)
     prompt = [{"role": "system", "content": system}] if system else []
@@ -561,7 +555,7 @@ def _simulated_next_frame(
         filtered=False,  # (the caller filters every frame once)
     )
     counter = TokenCounter(model or settings.agent_model)
-    conversation = [r.message for r in view_messages(store, session_id, view)]
+    conversation = [r.message for r in store.current(session_id, view)]
     system = stored_system_prompt(store, session_id, view)
     prompt = [{"role": "system", "content": system}] if system else []
     asked = [{"role": "user", "content": ask}] if ask else []
@@ -645,7 +639,7 @@ def recorded_replay(
     for call in calls:
         sent = call.messages
         before, after = call.tokens
-        upto = materialize_upto(records, call.head)
+        upto = materialize([r for r in records if r.seq <= call.head])
         system = [m for m, slot in zip(sent, call.slots, strict=True) if slot is None and role(m) == "system"]
         kept = set(call.slots)
         alive = {r.slot for r in upto}
@@ -673,11 +667,6 @@ def recorded_replay(
         if progress is not None:
             progress(len(result.frames), len(calls))
     return result
-
-
-def materialize_upto(records: list[RawRecord], head: int) -> list[RawRecord]:
-    """The view's conversation as it stood when the session's last sequence number was ``head``."""
-    return materialize([r for r in records if r.seq <= head])
 
 
 def _actions(report: Any) -> list[dict[str, Any]]:
