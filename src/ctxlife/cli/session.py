@@ -285,10 +285,15 @@ def _dropping_indexes(handler: Callable[..., int], index_dirs: Sequence[str | Pa
     return run
 
 
-def _console(out: IO[str]) -> Any:
+def console_on(out: IO[str] | None = None, *, width: int | None = None, highlight: bool = False) -> Any:
+    """The rich console every command prints with: on ``out`` (default stdout), ``width`` columns
+    when it is a file or a pipe (a table is not cut to 80)."""
     from rich.console import Console  # lazy: rich's console loads only when something is printed
 
-    return Console(file=out, highlight=False, soft_wrap=False)
+    console = Console(file=out, highlight=highlight, soft_wrap=False)
+    if width is not None and not console.is_terminal:
+        console.width = width
+    return console
 
 
 def _when(ts: float | None) -> str:
@@ -332,7 +337,7 @@ def _list(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: 
     from rich.text import Text
 
     sessions = store.list_sessions()
-    console = _console(out)
+    console = console_on(out)
     if not sessions:
         console.print(f"No sessions in {store.url}", markup=False)
         return _EXIT_OK
@@ -394,7 +399,7 @@ def _show(
         return _not_found(store, sid, err)
     with Shown.from_config(args, sid, "show") as shown:
         table = _show_table(store, sid, only, raw_count, counts, snapshots, shown, count_tokens, token_encoding)
-    _console(out).print(table)
+    console_on(out).print(table)
     return _EXIT_OK
 
 
@@ -630,13 +635,9 @@ def _rm(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: An
 
 def print_next_call(call: NextCall, out: Any, *, width: int = 160) -> None:
     """Print a :class:`NextCall` as a table (part, role, tokens, text) with the totals per part kind."""
-    # lazy: rich's console and tables load only when a table is printed
-    from rich.console import Console
-    from rich.text import Text
+    from rich.text import Text  # lazy: rich loads only when a table is printed
 
-    console = Console(file=out, highlight=False, soft_wrap=False)
-    if not console.is_terminal:
-        console.width = max(width, 60)  # a file or a pipe
+    console = console_on(out, width=max(width, 60))
     comp = call.composition
     budget = int(call.threshold * call.context_window)
     view = f" view {call.view!r}" if call.view else ""
