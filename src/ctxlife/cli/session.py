@@ -1,13 +1,4 @@
-"""The ``ctxlife session`` command: list, show, export and remove stored sessions.
-
-The main CLI hooks it up with::
-
-    from ctxlife.cli.session import add_session_parser, run_session_command
-
-    add_session_parser(subparsers)          # adds "session {list,show,export,erase,rm,search}"
-    ...
-    if args.command == "session":
-        return run_session_command(args, default_store_url=config_store_url, count_tokens=counter)
+"""The ``ctxlife session`` command (list, show, export, erase, rm, search) and ``ctxlife store``.
 
 Every subcommand takes ``--store URL`` and ``--config FILE`` (before or after the subcommand:
 ``ctxlife session --config c.toml list`` and ``ctxlife session list --config c.toml`` are the same);
@@ -16,16 +7,8 @@ failing that :data:`ctxlife.sessions.DEFAULT_STORE_URL`. No subcommand but ``rm`
 ``show``, ``export`` and ``search`` never create a folder or a database (``list`` does delete sessions
 that outlived the store's ``?ttl=``, as any listing does).
 
-``export ID`` prints the view's snapshot; ``--raw`` the conversation from the raw history (edits
-applied); ``--all`` the whole event log, superseded and removed messages included. ``erase ID --seq N``
-or ``erase ID --match REGEX`` deletes messages for privacy (:meth:`SessionStore.erase`).
-
 What ``show``, ``export`` and ``search`` print goes through the config's privacy filter (the
 ``ctxlife_filter_text`` hook, :class:`Shown`): a redaction strategy's secrets reach no terminal.
-
-``rm`` deletes one session (``rm ID``), the sessions idle for longer than a duration
-(``rm --older-than 30d``), or every session (``rm --all --yes``; without ``--yes`` it only says what it
-would delete). ``--dry-run`` lists what would be deleted and deletes nothing.
 
 Exit codes: ``0`` done, ``1`` no such session, ``2`` bad input, a config that is missing or invalid,
 or a store error (message on stderr): a script can take ``1``, and only ``1``, as "already gone".
