@@ -402,6 +402,11 @@ def _replay(conversation: Conversation, host: Host, context_window: int) -> Repl
     return result
 
 
+def context_text(messages: list[dict[str, Any]]) -> str:
+    """All the text a model would read in a context, tool-call arguments included (any format)."""
+    return "\n".join(text_of(m) for m in messages)
+
+
 # -- replaying a stored session ---------------------------------------------------------------
 
 
