@@ -638,22 +638,25 @@ def bench_overhead(sizes: Sequence[int], calls: int = 40, runs: int = 3) -> list
 
 
 def _memorybank_records(language: str, user: str) -> list[Any]:
-    from ctxlife.recall import Record
+    from ctxlife.sessions import RawRecord
 
     out = []
     for day, exchanges in load_bank(language)[user]["history"].items():
         start = datetime.fromisoformat(day + "T12:00").timestamp()
         for i, e in enumerate(exchanges):
-            out.append(Record(len(out) + 1, {"role": "user", "content": e["query"]}, start + 2 * i))
-            out.append(Record(len(out) + 1, {"role": "assistant", "content": e["response"]}, start + 2 * i + 1))
+            out.append(RawRecord(len(out) + 1, {"role": "user", "content": e["query"]}, recorded_at=start + 2 * i))
+            out.append(
+                RawRecord(len(out) + 1, {"role": "assistant", "content": e["response"]}, recorded_at=start + 2 * i + 1)
+            )
     return out
 
 
 def bench_candidates() -> list[dict[str, Any]]:
     """Each index candidate: recall@k on the dev half (a hit with one message either side holds the
     answer), time to add messages, and query time at 1,000 and 10,000 messages (CPU time)."""
-    from ctxlife.recall import HistoryIndex, Record, index_text, query_terms
+    from ctxlife.recall import HistoryIndex, index_text, query_terms
     from ctxlife.recall.text import _TERM, NO_SPACE_RUN, STOPWORDS
+    from ctxlife.sessions import RawRecord
 
     try:
         import Stemmer  # PyStemmer, for the candidates that need a stemmer of their own
@@ -820,7 +823,7 @@ def bench_candidates() -> list[dict[str, Any]]:
             "recall_at_k_dev": {lang: quality(cls, lang) for lang in LANGUAGES},
         }
         for size in (1_000, 10_000):
-            records = [Record(i + 1, pool[i % len(pool)]) for i in range(size)]
+            records = [RawRecord(i + 1, pool[i % len(pool)]) for i in range(size)]
             index = cls()
             started = time.process_time()
             index.add(records[:-200])

@@ -446,10 +446,10 @@ def test_legacy_function_calls_pair_with_the_function_message_after_them():
 
 def test_text_of_reads_every_format():
     assert "订单 A1：已发货" in text_of(OPENAI_SHAPES[4])
-    assert "查询订单 {}" in text_of(OPENAI_SHAPES[3]) and "weather {}" in text_of(OPENAI_SHAPES[6])
+    assert "查询订单({})" in text_of(OPENAI_SHAPES[3]) and "weather({})" in text_of(OPENAI_SHAPES[6])
     assert text_of(OPENAI_SHAPES[8]) == "I cannot do that."
     assert "A2: 已取消" in text_of(ANTHROPIC_SHAPES[2]) and "A1: 已发货" in text_of(ANTHROPIC_SHAPES[2])
-    assert '查询订单 {"id": "A1"}' in text_of(ANTHROPIC_SHAPES[1])
+    assert '查询订单({"id": "A1"})' in text_of(ANTHROPIC_SHAPES[1])
 
 
 def test_split_system_hands_anthropic_callers_their_system_argument():

@@ -70,7 +70,6 @@ __all__ = [
     "next_context",
     "scratch_session",
     "stored_system_prompt",
-    "view_messages",
 ]
 
 #: The kinds of part a context is made of, in the order they usually appear.
@@ -357,11 +356,6 @@ def stored_system_prompt(store: SessionStore, session_id: str, view: str = "") -
         if isinstance(content, str) and content.strip():
             return content.strip()
     return None
-
-
-def view_messages(store: SessionStore, session_id: str, view: str = "") -> list[RawRecord]:
-    """The view's conversation as it stands: one record per message (edited and removed ones resolved)."""
-    return store.current(session_id, view)
 
 
 def check_view(store: SessionStore, session_id: str, view: str) -> None:

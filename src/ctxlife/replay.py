@@ -40,7 +40,6 @@ from ctxlife.inspection import (
     scratch_session,
     simulated_because,
     stored_system_prompt,
-    view_messages,
 )
 from ctxlife.messages import (
     SUMMARY_PREFIX,
@@ -207,9 +206,9 @@ def _jsonl_conversations(path: Path, text: str) -> list[Conversation]:
                 break  # a torn last line (a crash mid-write): skip it, as the session store does
             raise InputFileError(f"{path} line {number} is not JSON: {exc.msg}") from None
         try:
-            record = decode_record(value, number)  # a stored record (or a plain message) -> its message
+            record = decode_record(value)  # a stored record -> its message
         except ValueError:
-            views.setdefault("", []).append(value)  # not an object: _check names the line
+            views.setdefault("", []).append(value)  # a plain message (not an object: _check names the line)
             continue
         views.setdefault(record.view, []).append(record.message)
     conversations = []
@@ -458,7 +457,7 @@ def replay_session(
             return found
     window = require_window(settings, context_window)
     check_view(store, session_id, view)
-    records = view_messages(store, session_id, view)
+    records = store.current(session_id, view)
     conversation = [r.message for r in records]
     system = stored_system_prompt(store, session_id, view)
     prompt = [{"role": "system", "content": system}] if system else []
@@ -561,7 +560,7 @@ def _simulated_next_frame(
         filtered=False,  # (the caller filters every frame once)
     )
     counter = TokenCounter(model or settings.agent_model)
-    conversation = [r.message for r in view_messages(store, session_id, view)]
+    conversation = [r.message for r in store.current(session_id, view)]
     system = stored_system_prompt(store, session_id, view)
     prompt = [{"role": "system", "content": system}] if system else []
     asked = [{"role": "user", "content": ask}] if ask else []
@@ -645,7 +644,7 @@ def recorded_replay(
     for call in calls:
         sent = call.messages
         before, after = call.tokens
-        upto = materialize_upto(records, call.head)
+        upto = materialize([r for r in records if r.seq <= call.head])
         system = [m for m, slot in zip(sent, call.slots, strict=True) if slot is None and role(m) == "system"]
         kept = set(call.slots)
         alive = {r.slot for r in upto}
@@ -673,11 +672,6 @@ def recorded_replay(
         if progress is not None:
             progress(len(result.frames), len(calls))
     return result
-
-
-def materialize_upto(records: list[RawRecord], head: int) -> list[RawRecord]:
-    """The view's conversation as it stood when the session's last sequence number was ``head``."""
-    return materialize([r for r in records if r.seq <= head])
 
 
 def _actions(report: Any) -> list[dict[str, Any]]:

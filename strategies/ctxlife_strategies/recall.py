@@ -42,7 +42,8 @@ from pydantic import Field
 import ctxlife
 from ctxlife.events import emit
 from ctxlife.messages import current_turn_index, is_inserted, is_recall_block, is_system, mark_inserted, round_starts
-from ctxlife.recall import HistorySearch, live_keys, message_text, need_for_past, query_terms, quote, render
+from ctxlife.messages.text import text_of
+from ctxlife.recall import HistorySearch, live_keys, need_for_past, query_terms, quote, render
 from ctxlife.recall.history import Passage
 from ctxlife.recall.text import (
     CJK_FUNCTION_CHARS,
@@ -617,4 +618,4 @@ def _same_but_blocks(before: list[dict[str, Any]], after: list[dict[str, Any]]) 
 
 
 def _text(message: dict[str, Any]) -> str:
-    return message_text(message)
+    return text_of(message)

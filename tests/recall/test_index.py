@@ -9,24 +9,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxlife.messages import text_of
 from ctxlife.recall import (
     HistoryIndex,
-    Record,
     bigrams,
     chunks,
     dates_in,
-    documents,
     excerpt,
     index_text,
-    message_text,
     query_terms,
 )
 from ctxlife.recall.history import RECALL_HEADER
 from ctxlife.recall.index import INDEX_VERSION
+from ctxlife.recall.records import text_documents
+from ctxlife.sessions import RawRecord
 
 
-def records(*messages: dict, start: int = 1) -> list[Record]:
-    return [Record(start + i, m) for i, m in enumerate(messages)]
+def records(*messages: dict, start: int = 1) -> list[RawRecord]:
+    return [RawRecord(start + i, m) for i, m in enumerate(messages)]
 
 
 def chat(*pairs: tuple[str, str]) -> list[dict]:
@@ -76,23 +76,35 @@ def test_long_results_are_chunked_with_overlap_and_a_head():
     assert len(pieces) > 5 and all(len(p) <= 800 for p in pieces)
     for i in range(0, len(text) - 80, 37):  # every 70-character window is whole in some chunk
         assert any(text[i : i + 70] in p for p in pieces)
-    docs = documents(Record(5, {"role": "tool", "tool_call_id": "c1", "content": text}), 800)
+    docs = text_documents(5, "tool", text, 800)
     assert docs[0].head == "" and all(d.head.startswith('{"report": "inventory of warehouse W7"') for d in docs[1:])
 
 
-def test_message_text_reads_parts_tool_calls_and_anthropic_blocks():
-    assert message_text({"role": "user", "content": [{"type": "text", "text": "hi"}, "there"]}) == "hi\nthere"
+def test_the_index_reads_text_of_parts_tool_calls_thinking_and_refusals():
+    assert text_of({"role": "user", "content": [{"type": "text", "text": "hi"}, "there"]}) == "hi\nthere"
     call = {
         "role": "assistant",
         "content": None,
         "tool_calls": [{"id": "1", "type": "function", "function": {"name": "lookup", "arguments": '{"sku": "A-1"}'}}],
     }
-    assert message_text(call) == 'lookup({"sku": "A-1"})'
+    assert text_of(call) == 'lookup({"sku": "A-1"})'
     blocks = {
         "role": "assistant",
         "content": [{"type": "text", "text": "checking"}, {"type": "tool_use", "name": "find", "input": {"q": "x"}}],
     }
-    assert message_text(blocks) == 'checking\nfind({"q": "x"})'
+    assert text_of(blocks) == 'checking\nfind({"q": "x"})'
+    thought = {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "the ledger says 4412", "signature": "s"},
+            {"type": "tool_use", "name": "find", "input": {"q": "x"}},
+        ],
+    }
+    refused = {"role": "assistant", "content": [{"type": "refusal", "refusal": "I cannot share the pin"}]}
+    assert text_of(thought) == 'the ledger says 4412\nfind({"q": "x"})' and text_of(refused) == "I cannot share the pin"
+    index = HistoryIndex()
+    index.add(records(thought, refused))
+    assert [h.seq for h in index.search("ledger 4412")] == [1] and [h.seq for h in index.search("pin")] == [2]
 
 
 # -- the index -------------------------------------------------------------------------------------
@@ -193,9 +205,11 @@ def test_dated_questions_prefer_what_was_said_that_day():
     index = HistoryIndex()
     index.add(
         [
-            Record(1, {"role": "user", "content": "I read a novel today."}, at("2023-04-28")),
-            Record(2, {"role": "user", "content": "I read another novel today, a long one."}, at("2023-05-02")),
-            Record(3, {"role": "user", "content": "Went to the museum."}, at("2023-05-02")),
+            RawRecord(1, {"role": "user", "content": "I read a novel today."}, recorded_at=at("2023-04-28")),
+            RawRecord(
+                2, {"role": "user", "content": "I read another novel today, a long one."}, recorded_at=at("2023-05-02")
+            ),
+            RawRecord(3, {"role": "user", "content": "Went to the museum."}, recorded_at=at("2023-05-02")),
         ]
     )
     assert index.search("Which novel did I read on April 28th?")[0].seq == 1
@@ -221,7 +235,7 @@ def test_excerpts_keep_the_part_of_a_long_text_that_matches():
 # -- storage: built at once or record by record, the same index; nothing removed stays on disk ----
 
 
-def _mixed_history() -> list[Record]:
+def _mixed_history() -> list[RawRecord]:
     """Chat, long tool results (chunked), two views, dates, then edits and deletions of earlier slots."""
     from datetime import datetime
 
@@ -241,11 +255,13 @@ def _mixed_history() -> list[Record]:
                 "role": "user" if i % 2 else "assistant",
                 "content": f"message {i} about topic{i % 9} and gardens",
             }
-        out.append(Record(i, message, start + i * 3600, view="a" if i % 3 else "b"))
-    out.append(Record(121, {"role": "user", "content": "the locker code is 5821"}, start + 121 * 3600, view="a"))
-    out.append(Record(122, {"role": "user", "content": "message 5 edited: about orchards"}, op="replace", target=5))
-    out.append(Record(123, {}, op="remove", target=121))
-    out.append(Record(124, {}, op="remove", target=20))  # a chunked tool result
+        out.append(RawRecord(i, message, recorded_at=start + i * 3600, view="a" if i % 3 else "b"))
+    out.append(
+        RawRecord(121, {"role": "user", "content": "the locker code is 5821"}, recorded_at=start + 121 * 3600, view="a")
+    )
+    out.append(RawRecord(122, {"role": "user", "content": "message 5 edited: about orchards"}, op="replace", target=5))
+    out.append(RawRecord(123, {}, op="remove", target=121))
+    out.append(RawRecord(124, {}, op="remove", target=20))  # a chunked tool result
     return out
 
 
@@ -290,12 +306,12 @@ def test_edited_and_deleted_text_is_never_found_nor_left_in_the_file_after_a_reb
 def test_pages_freed_by_merges_and_deletions_are_given_back(tmp_path):
     grown = HistoryIndex(tmp_path / "grown.sqlite")
     for i in range(1, 401):
-        grown.add([Record(i, {"role": "user", "content": f"note {i}: the parcel for order {i * 7} left the depot"})])
+        grown.add([RawRecord(i, {"role": "user", "content": f"note {i}: the parcel for order {i * 7} left the depot"})])
     grown.close()
     built = HistoryIndex(tmp_path / "built.sqlite")
     built.add(
         [
-            Record(i, {"role": "user", "content": f"note {i}: the parcel for order {i * 7} left the depot"})
+            RawRecord(i, {"role": "user", "content": f"note {i}: the parcel for order {i * 7} left the depot"})
             for i in range(1, 401)
         ]
     )
@@ -328,7 +344,7 @@ def test_workers_sharing_an_index_file_agree_on_its_size(tmp_path):
     first, second = HistoryIndex(path), HistoryIndex(path)
     first.add(records(*chat(("user", "alpha beta"), ("assistant", "gamma"))))
     second.add(records(*chat(("user", "alpha beta"), ("assistant", "gamma"), ("user", "delta")), start=1))
-    first.add([Record(4, {}, op="remove", target=1)])
+    first.add([RawRecord(4, {}, op="remove", target=1)])
     second.refresh()
     # The same idf in every worker, and in one that opens the file afresh.
     assert first.term_weights(["gamma"]) == second.term_weights(["gamma"]) == HistoryIndex(path).term_weights(["gamma"])
@@ -374,10 +390,14 @@ def test_a_question_that_names_only_a_day_recalls_what_was_said_that_day():
     index = HistoryIndex()
     index.add(
         [
-            Record(1, {"role": "user", "content": "I made a stir-fry with pork tonight."}, at("2023-05-02")),
-            Record(2, {"role": "assistant", "content": "Sounds tasty."}, at("2023-05-02")),
-            Record(3, {"role": "user", "content": "What did I cook, do you know?"}, at("2023-05-03")),
-            Record(4, {"role": "assistant", "content": "Something with pork, I think."}, at("2023-05-03")),
+            RawRecord(
+                1, {"role": "user", "content": "I made a stir-fry with pork tonight."}, recorded_at=at("2023-05-02")
+            ),
+            RawRecord(2, {"role": "assistant", "content": "Sounds tasty."}, recorded_at=at("2023-05-02")),
+            RawRecord(3, {"role": "user", "content": "What did I cook, do you know?"}, recorded_at=at("2023-05-03")),
+            RawRecord(
+                4, {"role": "assistant", "content": "Something with pork, I think."}, recorded_at=at("2023-05-03")
+            ),
         ]
     )
     found = passages_from(index, "What did I cook on May 2nd?", min_score=1.0)

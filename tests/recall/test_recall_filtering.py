@@ -23,14 +23,13 @@ from ctxlife.recall import (
     RECALL_HEADER,
     HistoryIndex,
     HistorySearch,
-    Record,
     live_keys,
     need_for_past,
     passages_from,
     quote,
     render,
 )
-from ctxlife.sessions import open_store
+from ctxlife.sessions import RawRecord, open_store
 from ctxlife_strategies.recall import Recall, _coverage
 
 FIXED = Recall.Options  # recall's fixed values (issue 43): its block's role, cuts, coverage, caps
@@ -402,7 +401,7 @@ def test_a_long_record_is_matched_with_its_head_when_coverage_is_required(tmp_pa
     head = "Invoice for Wilhelmina Harwich, order list follows."
     body = " ".join(f"line {i} item widget." for i in range(60)) + " The grand total is 4711 euros."
     try:
-        index.add([Record(1, {"role": "tool", "tool_call_id": "c1", "content": f"{head} {body}"})])
+        index.add([RawRecord(1, {"role": "tool", "tool_call_id": "c1", "content": f"{head} {body}"})])
         found = passages_from(index, "Wilhelmina grand total", min_coverage=0.9)
         assert found and "4711" in found[0].records[0].text and "Wilhelmina" in found[0].records[0].text
     finally:
@@ -416,14 +415,16 @@ def test_a_passage_shows_the_stored_records_with_only_their_text_cut_or_filtered
     try:
         index.add(
             [
-                Record(1, {"role": "user", "content": "show me the manifest seal"}, recorded_at=1.7e9, view="clerk"),
-                Record(
+                RawRecord(1, {"role": "user", "content": "show me the manifest seal"}, recorded_at=1.7e9, view="clerk"),
+                RawRecord(
                     2,
                     {"role": "assistant", "content": None, "tool_calls": [call_]},
                     recorded_at=1.7e9 + 1,
                     view="clerk",
                 ),
-                Record(3, {"role": "tool", "tool_call_id": "c1", "content": long}, recorded_at=1.7e9 + 2, view="clerk"),
+                RawRecord(
+                    3, {"role": "tool", "tool_call_id": "c1", "content": long}, recorded_at=1.7e9 + 2, view="clerk"
+                ),
             ]
         )
         for text_filter in (None, lambda text: text.replace("seal", "[x]")):
@@ -456,7 +457,7 @@ def test_a_match_already_shown_in_a_better_passage_does_not_end_the_list(tmp_pat
         ("assistant", "fine"),
     ]
     try:
-        index.add([Record(i, {"role": role, "content": text}) for i, (role, text) in enumerate(chat, 1)])
+        index.add([RawRecord(i, {"role": role, "content": text}) for i, (role, text) in enumerate(chat, 1)])
         found = passages_for_index = passages_from(index, "lighthouse", limit=5, context=0)
         seqs = [r.seq for p in found for r in p.records]
         assert 13 in seqs and len(seqs) == len(set(seqs)), passages_for_index
@@ -477,7 +478,7 @@ def test_passages_from_defaults_five_passages_one_neighbour_any_coverage_tools_u
         {"role": "tool", "tool_call_id": "c1", "content": "the ferry fee is forty"},
     ]
     try:
-        index.add([Record(i, m) for i, m in enumerate(messages, 1)])
+        index.add([RawRecord(i, m) for i, m in enumerate(messages, 1)])
         assert len(passages_from(index, "harbour tour")) == 5
         first = passages_from(index, "cedar harbour tour", limit=1)[0]
         assert first.hit.seq == 5 and [r.seq for r in first.records] == [4, 5, 6, 7]
@@ -493,18 +494,18 @@ def test_passages_from_defaults_five_passages_one_neighbour_any_coverage_tools_u
 def test_removed_and_replaced_messages_are_never_found_again(tmp_path):
     index = HistoryIndex(tmp_path / "i.sqlite")
     try:
-        assert index.add([Record(1, {"role": "user", "content": "my account is DE44 5001"}), Record(2, {})]) == 2
-        assert index.add([Record(3, {}, op="remove", target=1), Record(4, {}, op="remove", target=99)]) == 1
+        assert index.add([RawRecord(1, {"role": "user", "content": "my account is DE44 5001"}), RawRecord(2, {})]) == 2
+        assert index.add([RawRecord(3, {}, op="remove", target=1), RawRecord(4, {}, op="remove", target=99)]) == 1
         assert index.search("account") == [] and len(index) == 1
-        index.add([Record(5, {"role": "user", "content": "the hint is porridge"}, op="replace", target=2)])
+        index.add([RawRecord(5, {"role": "user", "content": "the hint is porridge"}, op="replace", target=2)])
         assert [(h.seq, h.text) for h in index.search("porridge")] == [(2, "the hint is porridge")]
-        index.add([Record(6, {"role": "user", "content": "the hint is jam"}, op="replace", target=2)])
+        index.add([RawRecord(6, {"role": "user", "content": "the hint is jam"}, op="replace", target=2)])
         assert index.search("porridge") == [] and [h.seq for h in index.search("jam")] == [2]
-        assert index.add([Record(7, {"role": "user", "content": "odd"}, op="merge", target=2)]) == 0
+        assert index.add([RawRecord(7, {"role": "user", "content": "odd"}, op="merge", target=2)]) == 0
         assert index.search("odd") == [] and [h.seq for h in index.search("jam")] == [2]
-        index.add([Record(8, {"role": "user", "content": "no op means an addition"}, op="")])
-        blank = Record(9, {"role": "user", "content": "so does a blank one"}, op="")
-        index.add([blank, Record(10, {}, op="remove", target=8)])
+        index.add([RawRecord(8, {"role": "user", "content": "no op means an addition"}, op="")])
+        blank = RawRecord(9, {"role": "user", "content": "so does a blank one"}, op="")
+        index.add([blank, RawRecord(10, {}, op="remove", target=8)])
         assert index.search("addition") == [] and [h.seq for h in index.search("blank")] == [9]
     finally:
         index.close()
@@ -516,17 +517,17 @@ def test_text_edited_or_removed_in_the_same_batch_is_never_written(tmp_path):
     try:
         changed = index.add(
             [
-                Record(1, {"role": "user", "content": "secret qzvka alpha"}),
-                Record(2, {"role": "user", "content": "keep this bread"}),
-                Record(3, {"role": "user", "content": "secret qzvkb beta"}, op="replace", target=1),
-                Record(4, {"role": "user", "content": "public toast"}, op="replace", target=1),
-                Record(5, {"role": "user", "content": "secret qzvkc gamma"}),
-                Record(6, {}, op="remove", target=5),
-                Record(7, {"role": "user", "content": "more butter"}),
+                RawRecord(1, {"role": "user", "content": "secret qzvka alpha"}),
+                RawRecord(2, {"role": "user", "content": "keep this bread"}),
+                RawRecord(3, {"role": "user", "content": "secret qzvkb beta"}, op="replace", target=1),
+                RawRecord(4, {"role": "user", "content": "public toast"}, op="replace", target=1),
+                RawRecord(5, {"role": "user", "content": "secret qzvkc gamma"}),
+                RawRecord(6, {}, op="remove", target=5),
+                RawRecord(7, {"role": "user", "content": "more butter"}),
             ]
         )
         assert changed >= 3 and index.last_seq == 7
-        assert index.add([Record(7, {"role": "user", "content": "more butter"})]) == 0  # applied once
+        assert index.add([RawRecord(7, {"role": "user", "content": "more butter"})]) == 0  # applied once
         assert index.search("secret") == [] and [h.seq for h in index.search("toast")] == [1]
         assert [h.seq for h in index.search("bread")] == [2] and [h.seq for h in index.search("butter")] == [7]
         assert len(index) == 3
@@ -553,7 +554,9 @@ def test_an_erased_message_never_comes_back_in_a_recall_block(url, host):
 def test_a_message_without_a_role_in_view_is_not_recalled(tmp_path):
     index = HistoryIndex(tmp_path / "i.sqlite")
     try:
-        index.add([Record(1, {"content": "the anchor code is 9911"}), Record(2, {"role": "user", "content": "ok"})])
+        index.add(
+            [RawRecord(1, {"content": "the anchor code is 9911"}), RawRecord(2, {"role": "user", "content": "ok"})]
+        )
         visible = live_keys([{"content": "the anchor code is 9911 "}])
         assert passages_from(index, "anchor code", in_view=lambda r: (r.role, r.text) in visible) == []
         assert [p.hit.seq for p in passages_from(index, "anchor code")] == [1]
@@ -565,14 +568,14 @@ def test_an_index_after_removals_weighs_terms_as_one_built_without_them(tmp_path
     """The removed documents leave the counts BM25 ranks by (a long record in several chunks too)."""
     long = " ".join(f"word{i} filler text" for i in range(200))
     kept = [
-        Record(2, {"role": "user", "content": "the hint is porridge"}),
-        Record(3, {"role": "assistant", "content": "porridge is a fine hint"}),
+        RawRecord(2, {"role": "user", "content": "the hint is porridge"}),
+        RawRecord(3, {"role": "assistant", "content": "porridge is a fine hint"}),
     ]
     edited = HistoryIndex(tmp_path / "edited.sqlite", chunk_chars=200)
     fresh = HistoryIndex(tmp_path / "fresh.sqlite", chunk_chars=200)
     try:
-        edited.add([Record(1, {"role": "tool", "content": long}), *kept])
-        edited.add([Record(4, {}, op="remove", target=1)])
+        edited.add([RawRecord(1, {"role": "tool", "content": long}), *kept])
+        edited.add([RawRecord(4, {}, op="remove", target=1)])
         fresh.add(kept)
         terms = ["porridge", "hint", "filler"]
         assert edited.term_weights(terms) == fresh.term_weights(terms)
@@ -600,7 +603,7 @@ def test_a_rendered_block_quotes_every_recalled_line_and_labels_roles_with_lette
     ]
     labels = tuple(f"{label}: {QUOTE_MARK}" for _, label in records)
     try:
-        index.add([Record(i, message) for i, (message, _) in enumerate(records, 1)])
+        index.add([RawRecord(i, message) for i, (message, _) in enumerate(records, 1)])
         for (message, label), query in zip(
             records, ["parcel PX-77", "courier", "depot Harwich", "van teal"], strict=True
         ):
@@ -653,9 +656,9 @@ def test_by_default_a_match_is_cut_past_250_tokens_and_a_neighbour_past_100(tmp_
     try:
         index.add(
             [
-                Record(1, {"role": "user", "content": exactly(101, "fox")}),
-                Record(2, {"role": "user", "content": exactly(251, "cat")}),
-                Record(3, {"role": "assistant", "content": "fine"}),
+                RawRecord(1, {"role": "user", "content": exactly(101, "fox")}),
+                RawRecord(2, {"role": "user", "content": exactly(251, "cat")}),
+                RawRecord(3, {"role": "assistant", "content": "fine"}),
             ]
         )
         text, _ = render(passages_from(index, "cat", context=1), 5000, COUNT)

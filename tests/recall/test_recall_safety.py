@@ -94,21 +94,22 @@ def test_after_clear_session_the_deleted_account_number_never_comes_back(tmp_pat
 
 def test_an_index_follows_remove_and_replace_events(tmp_path):
     """The session event log (issue 20): a removed or replaced message is never found again."""
-    from ctxlife.recall import HistoryIndex, Record
+    from ctxlife.recall import HistoryIndex
+    from ctxlife.sessions import RawRecord
 
     index = HistoryIndex(tmp_path / "i.sqlite")
     index.add(
         [
-            Record(1, {"role": "user", "content": f"my account is {ACCOUNT}"}),
-            Record(2, {"role": "assistant", "content": "noted, the account is stored"}),
-            Record(3, {"role": "user", "content": "the password hint is marmalade"}),
+            RawRecord(1, {"role": "user", "content": f"my account is {ACCOUNT}"}),
+            RawRecord(2, {"role": "assistant", "content": "noted, the account is stored"}),
+            RawRecord(3, {"role": "user", "content": "the password hint is marmalade"}),
         ]
     )
     assert [h.seq for h in index.search(ACCOUNT)] == [1]
     index.add(
         [
-            Record(4, {}, op="remove", target=1),
-            Record(5, {"role": "user", "content": "the password hint is porridge"}, op="replace", target=3),
+            RawRecord(4, {}, op="remove", target=1),
+            RawRecord(5, {"role": "user", "content": "the password hint is porridge"}, op="replace", target=3),
         ]
     )
     assert index.search(ACCOUNT) == [] and index.search("marmalade") == []

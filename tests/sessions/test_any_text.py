@@ -12,8 +12,8 @@ import pytest
 import ctxlife
 from ctxlife.cli import main
 from ctxlife.config import settings_from_dict
-from ctxlife.recall import HistoryIndex, HistorySearch, Record
-from ctxlife.sessions import open_store
+from ctxlife.recall import HistoryIndex, HistorySearch
+from ctxlife.sessions import RawRecord, open_store
 
 # Session with snapshot_restore warns that task_end is not called: expected here.
 pytestmark = pytest.mark.filterwarnings("ignore::ctxlife.CtxlifeWarning")
@@ -60,12 +60,12 @@ def test_a_failed_index_write_is_rolled_back(tmp_path: Path) -> None:
     index = HistoryIndex(tmp_path / "index.sqlite")
 
     def records() -> Any:
-        yield Record(1, {"role": "user", "content": "first"})
+        yield RawRecord(1, {"role": "user", "content": "first"})
         raise KeyboardInterrupt  # Ctrl-C while the batch is written
 
     with pytest.raises(KeyboardInterrupt):
         index.add(records())
-    assert index.add([Record(1, {"role": "user", "content": "first \udcff"})]) == 1
+    assert index.add([RawRecord(1, {"role": "user", "content": "first \udcff"})]) == 1
     assert [h.seq for h in index.search("first")] == [1]
     index.close()
 

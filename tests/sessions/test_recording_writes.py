@@ -47,6 +47,14 @@ def store(tmp_path: Path) -> Iterator[SessionStore]:
     s.close()
 
 
+@pytest.fixture
+def store_of_kind(store_url: str) -> Iterator[SessionStore]:
+    """The store of the test's ``store_kind`` (conftest's URLs: its own prefix or schema)."""
+    s = open_store(store_url)
+    yield s
+    s.close()
+
+
 @pytest.fixture(params=["file", "sqlite"])
 def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
     url = f"file://{tmp_path / 'sessions'}" if request.param == "file" else f"sqlite:///{tmp_path / 'sessions.db'}"
@@ -907,16 +915,6 @@ def test_file_line_that_is_json_but_not_a_record_is_named(tmp_path: Path) -> Non
         _file(tmp_path).read_records("s")
 
 
-def test_file_written_by_ctxlife_0_1_reads_with_line_numbers_as_sequence_numbers(tmp_path: Path) -> None:
-    (tmp_path / "sessions").mkdir()
-    _raw(tmp_path).write_text(json.dumps(user("old 1")) + "\n" + json.dumps(assistant("old 2")) + "\n")
-    store = _file(tmp_path)
-    assert [(r.seq, r.message["content"]) for r in store.read_records("s")] == [(1, "old 1"), (2, "old 2")]
-    assert store.head("s") == 2
-    store.append("s", [user("new")])
-    assert [(r.seq, r.message["content"]) for r in _file(tmp_path).read_records("s", 1)] == [(2, "old 2"), (3, "new")]
-
-
 def test_file_torn_last_line_is_skipped_with_a_warning_and_cut_by_the_next_append(tmp_path: Path) -> None:
     store = _file(tmp_path)
     store.append("s", [user("a")])
@@ -1004,14 +1002,6 @@ def test_file_lines_are_numbered_right_when_reading_on_from_where_the_store_was(
     assert garbage_at(8) == 9  # after reading a valid line and an invalid one
 
 
-def test_file_written_by_ctxlife_0_1_with_an_invalid_last_line_still_numbers_records_by_line(tmp_path: Path) -> None:
-    (tmp_path / "sessions").mkdir()
-    _raw(tmp_path).write_text(json.dumps(user("old 1")) + "\n" + json.dumps(user("old 2")) + "\nnot json\n")
-    with capture_logs():
-        records = _file(tmp_path).read_records("s")
-    assert [(r.seq, r.message["content"]) for r in records] == [(1, "old 1"), (2, "old 2")]
-
-
 def test_file_rewritten_by_another_process_is_read_again(tmp_path: Path) -> None:
     reader, writer = _file(tmp_path), _file(tmp_path)
     writer.append("s", [user("x" * 200) for _ in range(3)])
@@ -1093,6 +1083,31 @@ def test_sqlite_rows_that_together_look_like_one_array_are_not_misread(tmp_path:
         ("raw_record_skipped", "sqlite", "s", 3),
     ]
     store.close()
+
+
+@pytest.mark.parametrize("store_kind", ["redis", "postgres"])
+def test_server_store_corrupt_record_is_named_when_strict_and_skipped_when_lenient(
+    store_of_kind: SessionStore, store_kind: str, store_url: str, request: pytest.FixtureRequest
+) -> None:
+    """The stores' one rule for an unreadable record (``SessionStore._corrupt``), in Redis and PostgreSQL."""
+    store = store_of_kind
+    store.append("s", [user("a"), user("b"), user("c")])
+    if store_kind == "redis":
+        client = request.getfixturevalue("redis_client")
+        client.lset(store._key("s", "raw"), 1, "not json")  # type: ignore[attr-defined]
+        error, problem = r"raw record 2 of session 's' \(key .*\) is corrupt: invalid JSON", "invalid JSON"
+    else:
+        from pg_sql import pg_sql
+
+        pg_sql(store_url, "UPDATE {s}.ctxlife_raw SET json = '[1]' WHERE session_id = 's' AND seq = 2")
+        error, problem = r"raw record seq=2 of session 's' in .* is corrupt: not a JSON object", "not a JSON object"
+    with pytest.raises(StoreError, match=error):
+        store.read_records("s")
+    with capture_logs() as logs:
+        assert [r.message["content"] for r in store.read_records("s", strict=False)] == ["a", "c"]
+    assert [(e["event"], e["log_level"], e["store"], e["session_id"], e["seq"], e["problem"]) for e in logs] == [
+        ("raw_record_skipped", "error", store_kind, "s", 2, problem)
+    ]
 
 
 def test_sqlite_text_holding_two_documents_is_one_corrupt_record(tmp_path: Path) -> None:

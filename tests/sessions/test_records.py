@@ -191,76 +191,51 @@ def test_view_ids_are_the_same_in_every_version(parts: tuple[Any, ...], expected
     assert view_id(*parts) == expected
 
 
-# -- old data written by ctxlife 0.1 ----------------------------------------------------------------
+# -- stored data of other versions -----------------------------------------------------------------
 
 
-OLD_MESSAGES = [msg("user", "q0"), msg("assistant", "a0"), msg("user", "q1")]
-
-
-def _write_legacy(kind: str, url: str, tmp_path: Path, redis_client: Any) -> None:
-    """The bytes ctxlife 0.1 wrote for a session 'old' with three messages and a snapshot."""
-    snapshot = {
-        "format_version": 1,
-        "session_id": "old",
-        "raw_length": 2,
-        "updated_at": 10.0,
-        "meta": {},
-        "messages": OLD_MESSAGES[:2],
-    }
-    if kind == "file":
-        folder = Path(url.removeprefix("file://"))
-        folder.mkdir(parents=True, mode=0o700)
-        (folder / "old_raw.jsonl").write_text("".join(json.dumps(m) + "\n" for m in OLD_MESSAGES))
-        (folder / "old_ctx.json").write_text(json.dumps(snapshot))
-    elif kind == "sqlite":
-        path = Path(url.removeprefix("sqlite:///"))
-        path.parent.mkdir(parents=True, mode=0o700)
-        with sqlite3.connect(path) as conn:
-            conn.executescript(
-                """
-                CREATE TABLE ctxlife_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-                CREATE TABLE ctxlife_snapshots (session_id TEXT PRIMARY KEY, updated_at REAL NOT NULL,
-                    json TEXT NOT NULL);
-                CREATE TABLE ctxlife_raw (session_id TEXT NOT NULL, seq INTEGER NOT NULL, json TEXT NOT NULL,
-                    UNIQUE (session_id, seq));
-                CREATE TABLE ctxlife_blobs (session_id TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL,
-                    PRIMARY KEY (session_id, key));
-                CREATE TABLE ctxlife_locks (session_id TEXT PRIMARY KEY, token TEXT NOT NULL, expires_at REAL NOT NULL);
-                INSERT INTO ctxlife_meta VALUES ('schema_version', '1');
-                """
-            )
-            conn.executemany(
-                "INSERT INTO ctxlife_raw VALUES ('old', ?, ?)", [(i, json.dumps(m)) for i, m in enumerate(OLD_MESSAGES)]
-            )
-            conn.execute("INSERT INTO ctxlife_snapshots VALUES ('old', 10.0, ?)", (json.dumps(snapshot),))
-        conn.close()
-    else:
-        prefix = url.split("prefix=", 1)[1]
-        redis_client.rpush(f"{prefix}{{old}}:raw", *[json.dumps(m) for m in OLD_MESSAGES])
-        redis_client.set(f"{prefix}{{old}}:ctx", json.dumps(snapshot))
-
-
-@pytest.mark.parametrize("store_kind", ["file", "sqlite", "redis"])  # postgres: no store of 0.1 to read
-def test_history_written_by_ctxlife_0_1_reads_with_positions_as_sequence_numbers(
-    store_kind: str, store_url: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    redis_client = request.getfixturevalue("redis_client") if store_kind == "redis" else None
-    _write_legacy(store_kind, store_url, tmp_path, redis_client)
-    with open_store(store_url) as store:
-        records = store.read_records("old")
-        assert [(r.seq, r.view, r.message) for r in records] == [
-            (1, "", OLD_MESSAGES[0]),
-            (2, "", OLD_MESSAGES[1]),
-            (3, "", OLD_MESSAGES[2]),
+def test_a_sqlite_database_of_schema_2_is_upgraded_and_keeps_its_history(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with open_store(f"sqlite:///{path}") as store:
+        store.append("s", [msg("user", "q0"), msg("assistant", "a0")])
+    with sqlite3.connect(path) as conn:  # what schema 2 held: no token counts
+        conn.executescript(
+            "ALTER TABLE ctxlife_raw DROP COLUMN tokens; ALTER TABLE ctxlife_raw DROP COLUMN token_encoding;"
+            "UPDATE ctxlife_meta SET value = '2' WHERE key = 'schema_version';"
+        )
+    conn.close()
+    with open_store(f"sqlite:///{path}") as store:
+        assert [(r.seq, r.message["content"], r.tokens) for r in store.read_records("s")] == [
+            (1, "q0", None),
+            (2, "a0", None),
         ]
-        assert [r.fingerprint for r in records] == [fingerprint(m) for m in OLD_MESSAGES]
-        snapshot = store.load_snapshot("old")
-        assert snapshot is not None and (snapshot.view, snapshot.raw_length) == ("", 2)
-        assert store.read_records("old", after_seq=snapshot.raw_length)[0].message == OLD_MESSAGES[2]
-        new = store.append("old", [msg("assistant", "a1")], if_head=3)
-        assert new[0].seq == 4
-        assert [r.seq for r in store.read_records("old")] == [1, 2, 3, 4]
-        assert [i.message_count for i in store.list_sessions()] == [4]
+        assert store.append("s", [msg("user", "q1")], if_head=2)[0].seq == 3
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM ctxlife_meta WHERE key = 'schema_version'").fetchone() == ("3",)
+    conn.close()
+
+
+def test_data_of_ctxlife_0_1_is_not_read_as_records(tmp_path: Path) -> None:
+    """0.1 was never released: its plain-message lines and its schema-1 database are refused, with the fix."""
+    with open_store(f"file://{tmp_path / 'f'}") as store:
+        store.append("s", [msg("user", "q0")])
+    raw = tmp_path / "f" / "s_raw.jsonl"
+    raw.write_text(json.dumps(msg("user", "old")) + "\n" + raw.read_text())
+    with (
+        open_store(f"file://{tmp_path / 'f'}") as store,
+        pytest.raises(StoreError, match="corrupt at line 1: not a record"),
+    ):
+        store.read_records("s")
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(
+            "CREATE TABLE ctxlife_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+            "INSERT INTO ctxlife_meta VALUES ('schema_version', '1');"
+        )
+    conn.close()
+    with pytest.raises(StoreError, match=r"schema version 1; this ctxlife reads versions 2 to 3: start a new database"):
+        with open_store(f"sqlite:///{path}") as store:
+            store.append("s", [msg("user", "q0")])
 
 
 # -- reading creates nothing; ttl --------------------------------------------------------------------

@@ -143,7 +143,8 @@ def test_future_snapshot_version_is_a_clear_error(store: SessionStore, monkeypat
         store.load_snapshot("s1")
 
 
-def test_version_1_snapshots_read_as_the_default_view() -> None:
+def test_version_1_snapshots_of_ctxlife_0_1_are_refused() -> None:
+    """0.1 (one snapshot per session, never released) wrote version 1: no migration reads it."""
     v1 = json.dumps(
         {
             "format_version": 1,
@@ -154,9 +155,8 @@ def test_version_1_snapshots_read_as_the_default_view() -> None:
             "messages": TOOL_CALL_TRACE[:2],
         }
     )
-    loaded = Snapshot.from_json(v1)
-    assert (loaded.view, loaded.raw_length, loaded.format_version) == ("", 2, 2)
-    assert loaded.messages == TOOL_CALL_TRACE[:2]
+    with pytest.raises(StoreError, match="format_version 1 and there is no migration from it to 2"):
+        Snapshot.from_json(v1)
 
 
 def test_old_snapshot_versions_are_migrated(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -701,12 +701,22 @@ def test_file_invalid_complete_last_lines_are_cut_before_the_next_append(tmp_pat
     assert [r.message["content"] for r in fresh.read_records("t")] == ["q0", "a0"]
 
 
+def _record_lines(*lines: bytes) -> bytes:
+    """Raw-file lines: ``b"n"`` is the stored record of message ``{"n": n}`` (seq n + 1), anything else as it is."""
+    record = {"seq": 0, "view": "", "at": 1.0, "fp": "x", "msg": {}}
+    return b"".join(
+        (json.dumps({**record, "seq": int(line) + 1, "msg": {"n": int(line)}}).encode() if line.isdigit() else line)
+        + b"\n"
+        for line in lines
+    )
+
+
 def test_file_corruption_before_the_last_line_raises(tmp_path: Path) -> None:
     store = open_store(f"file://{tmp_path}")
-    (tmp_path / "t_raw.jsonl").write_bytes(b'{"n":0}\nGARBAGE\n{"n":2}\n')
+    (tmp_path / "t_raw.jsonl").write_bytes(_record_lines(b"0", b"GARBAGE", b"2"))
     with pytest.raises(StoreError, match="corrupt at line 2"):
         [r.message for r in store.read_records("t")]
-    (tmp_path / "u_raw.jsonl").write_bytes(b'{"n":0}\n[1, 2]\n{"n":2}\n')
+    (tmp_path / "u_raw.jsonl").write_bytes(_record_lines(b"0", b"[1, 2]", b"2"))
     with pytest.raises(StoreError, match="line 2"):
         [r.message for r in store.read_records("u")]
 
@@ -714,10 +724,11 @@ def test_file_corruption_before_the_last_line_raises(tmp_path: Path) -> None:
 def test_file_line_holding_two_documents_is_corruption_not_two_records(tmp_path: Path) -> None:
     # A whole file is decoded in one go when every line is valid; a line "a,b" must not pass for two.
     store = open_store(f"file://{tmp_path}")
-    (tmp_path / "t_raw.jsonl").write_bytes(b'{"n":0}\n{"n":1},{"n":2}\n{"n":3}\n')
+    two = _record_lines(b"1", b"2").replace(b"}\n{", b"},{").rstrip(b"\n")
+    (tmp_path / "t_raw.jsonl").write_bytes(_record_lines(b"0", two, b"3"))
     with pytest.raises(StoreError, match="corrupt at line 2"):
         [r.message for r in store.read_records("t")]
-    (tmp_path / "u_raw.jsonl").write_bytes(b'{"n":0}\n{"n":1}\n')
+    (tmp_path / "u_raw.jsonl").write_bytes(_record_lines(b"0", b"1"))
     assert [r.message for r in store.read_records("u")] == [{"n": 0}, {"n": 1}]
 
 

@@ -27,15 +27,15 @@ from typing import Any
 from ctxlife import __version__
 from ctxlife.cli.replay import add_session_replay_arguments, cmd_replay
 from ctxlife.cli.report import add_report_parser
-from ctxlife.cli.session import add_session_parser, add_store_parser, run_session_command, run_store_command
+from ctxlife.cli.session import (
+    add_session_parser,
+    add_store_parser,
+    console_on,
+    run_session_command,
+    run_store_command,
+)
 from ctxlife.errors import CtxlifeError
 from ctxlife.events import redact_text, redacted
-
-
-def _console() -> Any:
-    from rich.console import Console  # lazy: rich's console loads only when something is printed
-
-    return Console()
 
 
 def cmd_strategies(args: argparse.Namespace) -> int:
@@ -58,7 +58,7 @@ def cmd_strategies(args: argparse.Namespace) -> int:
         if row["broken"]:
             hooks = f"[red]broken: {row['broken']}[/red]"
         table.add_row(name, hooks, row["package"], row["version"])
-    _console().print(table)
+    console_on(highlight=True).print(table)
     return 0
 
 
@@ -94,7 +94,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(resolved, indent=2))
     else:
-        console = _console()
+        console = console_on(highlight=True)
         console.print(f"[green]OK[/green] {settings.source}")
         console.print_json(json.dumps(resolved))
     return 0

@@ -12,19 +12,13 @@ import json
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from ctxlife.cli.session import parts_table
+from ctxlife.cli.session import console_on, parts_table
 from ctxlife.errors import ConfigError, CtxlifeError
 from ctxlife.inspection import PART_KINDS, RECORDED, SessionReplay, pick_view
 from ctxlife.sessions import open_store
 
 if TYPE_CHECKING:
     from ctxlife.config import Settings
-
-
-def _console() -> Any:
-    from rich.console import Console  # lazy: rich's console loads only when something is printed
-
-    return Console()
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -70,7 +64,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 1 if any(r.violations for r in results) else 0
     from rich.table import Table  # lazy: rich's tables load only when a table is printed
 
-    console = _console()
+    console = console_on(highlight=True)
     console.print(
         f"window {window:,} tokens (from {source}); "
         f"threshold {settings.threshold:.0%} = {int(settings.threshold * window):,} tokens; "
@@ -277,13 +271,10 @@ def replay_stored(
 def print_session_replay(result: SessionReplay, out: Any = None) -> None:
     """A table of the replay: per call the tokens of each part, what the strategies did; then the last list."""
     # lazy: rich's console and tables load only when a table is printed
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    console = Console(file=out, highlight=False)
-    if not console.is_terminal:
-        console.width = 160  # a file or a pipe: wide enough for the table
+    console = console_on(out, width=160)
     budget = int(result.threshold * result.context_window)
     view = f" view {result.view!r}" if result.view else ""
     if result.source == RECORDED:

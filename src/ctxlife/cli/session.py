@@ -1,13 +1,4 @@
-"""The ``ctxlife session`` command: list, show, export and remove stored sessions.
-
-The main CLI hooks it up with::
-
-    from ctxlife.cli.session import add_session_parser, run_session_command
-
-    add_session_parser(subparsers)          # adds "session {list,show,export,erase,rm,search}"
-    ...
-    if args.command == "session":
-        return run_session_command(args, default_store_url=config_store_url, count_tokens=counter)
+"""The ``ctxlife session`` command (list, show, export, erase, rm, search) and ``ctxlife store``.
 
 Every subcommand takes ``--store URL`` and ``--config FILE`` (before or after the subcommand:
 ``ctxlife session --config c.toml list`` and ``ctxlife session list --config c.toml`` are the same);
@@ -16,16 +7,8 @@ failing that :data:`ctxlife.sessions.DEFAULT_STORE_URL`. No subcommand but ``rm`
 ``show``, ``export`` and ``search`` never create a folder or a database (``list`` does delete sessions
 that outlived the store's ``?ttl=``, as any listing does).
 
-``export ID`` prints the view's snapshot; ``--raw`` the conversation from the raw history (edits
-applied); ``--all`` the whole event log, superseded and removed messages included. ``erase ID --seq N``
-or ``erase ID --match REGEX`` deletes messages for privacy (:meth:`SessionStore.erase`).
-
 What ``show``, ``export`` and ``search`` print goes through the config's privacy filter (the
 ``ctxlife_filter_text`` hook, :class:`Shown`): a redaction strategy's secrets reach no terminal.
-
-``rm`` deletes one session (``rm ID``), the sessions idle for longer than a duration
-(``rm --older-than 30d``), or every session (``rm --all --yes``; without ``--yes`` it only says what it
-would delete). ``--dry-run`` lists what would be deleted and deletes nothing.
 
 Exit codes: ``0`` done, ``1`` no such session, ``2`` bad input, a config that is missing or invalid,
 or a store error (message on stderr): a script can take ``1``, and only ``1``, as "already gone".
@@ -285,10 +268,15 @@ def _dropping_indexes(handler: Callable[..., int], index_dirs: Sequence[str | Pa
     return run
 
 
-def _console(out: IO[str]) -> Any:
+def console_on(out: IO[str] | None = None, *, width: int | None = None, highlight: bool = False) -> Any:
+    """The rich console every command prints with: on ``out`` (default stdout), ``width`` columns
+    when it is a file or a pipe (a table is not cut to 80)."""
     from rich.console import Console  # lazy: rich's console loads only when something is printed
 
-    return Console(file=out, highlight=False, soft_wrap=False)
+    console = Console(file=out, highlight=highlight, soft_wrap=False)
+    if width is not None and not console.is_terminal:
+        console.width = width
+    return console
 
 
 def _when(ts: float | None) -> str:
@@ -332,7 +320,7 @@ def _list(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: 
     from rich.text import Text
 
     sessions = store.list_sessions()
-    console = _console(out)
+    console = console_on(out)
     if not sessions:
         console.print(f"No sessions in {store.url}", markup=False)
         return _EXIT_OK
@@ -394,7 +382,7 @@ def _show(
         return _not_found(store, sid, err)
     with Shown.from_config(args, sid, "show") as shown:
         table = _show_table(store, sid, only, raw_count, counts, snapshots, shown, count_tokens, token_encoding)
-    _console(out).print(table)
+    console_on(out).print(table)
     return _EXIT_OK
 
 
@@ -630,13 +618,9 @@ def _rm(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: An
 
 def print_next_call(call: NextCall, out: Any, *, width: int = 160) -> None:
     """Print a :class:`NextCall` as a table (part, role, tokens, text) with the totals per part kind."""
-    # lazy: rich's console and tables load only when a table is printed
-    from rich.console import Console
-    from rich.text import Text
+    from rich.text import Text  # lazy: rich loads only when a table is printed
 
-    console = Console(file=out, highlight=False, soft_wrap=False)
-    if not console.is_terminal:
-        console.width = max(width, 60)  # a file or a pipe
+    console = console_on(out, width=max(width, 60))
     comp = call.composition
     budget = int(call.threshold * call.context_window)
     view = f" view {call.view!r}" if call.view else ""

@@ -114,19 +114,51 @@ def content_text(message_or_content: Any) -> str:
 
 
 def text_of(message: Message) -> str:
-    """All the text a model reads in a message: its content text plus its tool calls (name and arguments)."""
-    parts = [content_text(message)]
-    for call in tool_calls(message):
-        function = call.get("function") if isinstance(call, dict) else None
-        if isinstance(function, dict):
-            parts.append(f"{function.get('name') or ''} {arguments_text(function.get('arguments'))}")
-    legacy = message.get("function_call") if role(message) == "assistant" else None
+    """All the text a model reads in a message, in order: its content (text parts and blocks, tool
+    results) and its tool calls as ``name(arguments)`` (OpenAI ``tool_calls`` and legacy
+    ``function_call``, Anthropic ``tool_use``). The one text walk: the recall index searches this
+    text, and replay and ``session show`` print it."""
+    content = message.get("content")
+    calls, legacy = message.get("tool_calls"), message.get("function_call")
+    if isinstance(content, str) and not calls and not isinstance(legacy, dict):
+        return content  # the usual chat message (the general path below gives the same)
+    pieces: list[str] = []
+    _walk(content, pieces)
+    for call in calls if isinstance(calls, list) else ():
+        if isinstance(call, dict):
+            inner = call.get("function")
+            function = inner if isinstance(inner, dict) else call
+            pieces.append(_call_text(function.get("name"), function.get("arguments")))
     if isinstance(legacy, dict):
-        parts.append(f"{legacy.get('name') or ''} {arguments_text(legacy.get('arguments'))}")
-    for block in content_blocks(message):
-        if block.get("type") == "tool_use":
-            parts.append(_block_text(block))
-    return "\n".join(p for p in parts if p)
+        pieces.append(_call_text(legacy.get("name"), legacy.get("arguments")))
+    return "\n".join(p for p in pieces if p)
+
+
+def _walk(content: Any, out: list[str]) -> None:
+    if isinstance(content, str):
+        out.append(content)
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, dict):
+                if isinstance(part.get("text"), str):  # any part with a text: input_text, output_text too
+                    out.append(part["text"])
+                elif part.get("type") == "tool_use":
+                    out.append(_call_text(part.get("name"), part.get("input")))
+                elif part.get("type") == "tool_result":
+                    _walk(part.get("content"), out)
+                else:
+                    out.append(_block_text(part))
+
+
+def _call_text(name: Any, arguments: Any) -> str:
+    if not isinstance(arguments, str):
+        try:
+            arguments = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+        except (TypeError, ValueError):
+            arguments = str(arguments)
+    return f"{name or 'tool'}({arguments})"
 
 
 def countable(message: Message) -> tuple[list[str], int]:

@@ -30,7 +30,7 @@ from ctxlife.recall.history import (
     split_question,
 )
 from ctxlife.recall.index import INDEX_VERSION, HistoryIndex, Hit, StoredRecord
-from ctxlife.recall.records import CHUNK_CHARS, Document, IndexableRecord, Record, chunks, documents, message_text
+from ctxlife.recall.records import CHUNK_CHARS, Document, chunks
 from ctxlife.recall.text import bigrams, dates_in, index_text, need_for_past, query_terms
 
 __all__ = [
@@ -43,20 +43,16 @@ __all__ = [
     "HistoryIndex",
     "HistorySearch",
     "Hit",
-    "IndexableRecord",
     "Passage",
-    "Record",
     "StoredRecord",
     "bigrams",
     "chunks",
     "configured_index_dir",
     "dates_in",
     "default_index_dir",
-    "documents",
     "excerpt",
     "index_text",
     "live_keys",
-    "message_text",
     "need_for_past",
     "passages_from",
     "position",

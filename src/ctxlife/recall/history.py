@@ -26,9 +26,9 @@ from typing import Any, TypeGuard
 from urllib.parse import unquote
 
 from ctxlife.events import emit
-from ctxlife.messages import QUOTE_MARK, RECALL_PREFIX, quote
+from ctxlife.messages import QUOTE_MARK, RECALL_PREFIX, quote, text_of
 from ctxlife.recall.index import HistoryIndex, Hit, StoredRecord
-from ctxlife.recall.records import CHUNK_CHARS, IndexableRecord, Record, message_text
+from ctxlife.recall.records import CHUNK_CHARS
 from ctxlife.recall.text import TermCounts, count_term, dates_in, query_terms, term_pattern
 from ctxlife.sessions import RawRecord
 
@@ -99,7 +99,7 @@ def _local_index_dir(store: Any) -> Path | None:
     return default_index_dir(getattr(store, "url", "") or "")
 
 
-def read_records(store: Any, session_id: str, after_seq: int) -> list[IndexableRecord]:
+def read_records(store: Any, session_id: str, after_seq: int) -> list[RawRecord]:
     """The raw-history records of a session after ``after_seq`` (all of them with ``0``).
 
     Uses the store's incremental reader (``read_records``, part of the store contract).
@@ -107,40 +107,35 @@ def read_records(store: Any, session_id: str, after_seq: int) -> list[IndexableR
     raws = store.read_records(session_id, after_seq=after_seq)
     if all(type(raw) is RawRecord for raw in raws):
         return list(raws)  # a ctxlife store's records: the index reads them as they are
-    out: list[IndexableRecord] = []
+    out: list[RawRecord] = []
     for raw in raws:
         target = getattr(raw, "target", None)
+        view = getattr(raw, "view", None)
         out.append(
-            Record(
+            RawRecord(
                 seq=int(raw.seq),
                 message=raw.message if isinstance(raw.message, dict) else {},
+                fingerprint=getattr(raw, "fingerprint", None) or "",
+                view="" if view is None else str(view),
                 recorded_at=getattr(raw, "recorded_at", None),
-                view=_view_name(getattr(raw, "view", None)),
                 op=str(getattr(raw, "op", "add") or "add"),
                 target=int(target) if target is not None else None,
-                fingerprint=getattr(raw, "fingerprint", None),
             )
         )
     return out
 
 
-def _as_stored(record: IndexableRecord) -> StoredRecord:
+def _as_stored(record: RawRecord) -> StoredRecord:
     """A new record as the index would keep it (what an ``in_view`` test reads: role and text)."""
     message = record.message
     return StoredRecord(
         seq=record.seq,
         role=str(message.get("role") or ""),
-        text=message_text(message).strip(),
+        text=text_of(message).strip(),
         recorded_at=record.recorded_at,
         day=None,
         view=record.view,
     )
-
-
-def _view_name(view: Any) -> str | None:
-    if view is None or isinstance(view, str):
-        return view
-    return str(view)
 
 
 @dataclass
@@ -193,7 +188,7 @@ class HistorySearch:
         else:
             self.index_dir = Path(index_dir).expanduser()
         self._indexes: OrderedDict[str, HistoryIndex] = OrderedDict()
-        self._deferred: dict[str, list[IndexableRecord]] = {}  # new records in view, not indexed yet (see index)
+        self._deferred: dict[str, list[RawRecord]] = {}  # new records in view, not indexed yet (see index)
         self._lock = threading.Lock()
         self._reader: Any = None
 
@@ -887,5 +882,5 @@ def live_keys(messages: Iterable[dict[str, Any]]) -> set[tuple[str, str]]:
     out = set()
     for message in messages:
         if isinstance(message, dict):
-            out.add((str(message.get("role") or ""), message_text(message).strip()))
+            out.add((str(message.get("role") or ""), text_of(message).strip()))
     return out

@@ -36,12 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from ctxlife.errors import CtxlifeError
-from ctxlife.messages import escape_surrogates
-from ctxlife.recall.records import CHUNK_CHARS, Document, IndexableRecord, message_text, text_documents
+from ctxlife.messages import escape_surrogates, text_of
+from ctxlife.recall.records import CHUNK_CHARS, Document, text_documents
 from ctxlife.recall.text import dates_in, index_text, query_terms, term_pattern
+from ctxlife.sessions.records import RawRecord
 
 #: Bumped when the schema or the tokenization changes: an index of another version is rebuilt.
-INDEX_VERSION = 7
+INDEX_VERSION = 8  # 8: a message's text is messages.text_of (refusals and thinking now read)
 
 #: A document's row in the full-text table is ``seq + part * PART_STRIDE`` (part 0: the record's seq),
 #: plus :data:`TOOL_DOC` for a tool result's: the search weighs tool results in its one query, by rowid.
@@ -229,7 +230,7 @@ class HistoryIndex:
 
     # -- adding ------------------------------------------------------------------------------
 
-    def add(self, records: Iterable[IndexableRecord]) -> int:
+    def add(self, records: Iterable[RawRecord]) -> int:
         """Apply the records past :attr:`last_seq` (add, replace, remove); return how many changed the index.
 
         Records at or below :attr:`last_seq` are skipped, so feeding the same records twice (or from
@@ -248,7 +249,7 @@ class HistoryIndex:
                 if last != self._last_seq:
                     self._docs = self._count_docs()  # another process wrote since: its count
                 fp: str | None = None
-                todo: list[IndexableRecord] = []
+                todo: list[RawRecord] = []
                 for record in records:
                     if record.seq > last:
                         todo.append(record)
@@ -259,7 +260,7 @@ class HistoryIndex:
                     changed += self._insert_many(todo)
                 else:
                     final = {_slot(record): i for i, record in enumerate(todo)}  # the last record of each slot
-                    adds: list[IndexableRecord] = []  # consecutive additions, written together
+                    adds: list[RawRecord] = []  # consecutive additions, written together
                     for i, record in enumerate(todo):
                         kept = final.get(_slot(record)) == i
                         if (record.op or "add") == "add":
@@ -296,7 +297,7 @@ class HistoryIndex:
                 self._give_back_pages()
         return changed
 
-    def _apply(self, record: IndexableRecord, *, insert: bool = True) -> int:
+    def _apply(self, record: RawRecord, *, insert: bool = True) -> int:
         """A replace or remove record (an addition goes through :meth:`_insert_many`); ``insert``:
         False when a later record replaces the new text again."""
         op = record.op or "add"
@@ -337,7 +338,7 @@ class HistoryIndex:
             return int(kept)
         return int(self._db.execute("SELECT count(*) FROM fts_docsize").fetchone()[0])
 
-    def _insert_many(self, records: Sequence[IndexableRecord], slot: int | None = None) -> int:
+    def _insert_many(self, records: Sequence[RawRecord], slot: int | None = None) -> int:
         """Insert records (at their own seq, or at ``slot`` for a replacement) and their documents.
 
         A slot that already holds a record keeps it (as ``INSERT OR IGNORE`` would): its postings
@@ -360,7 +361,7 @@ class HistoryIndex:
             message = record.message if isinstance(record.message, dict) else {}
             # Lone surrogates (a non-UTF-8 file name) cannot go to SQLite: escaped, as the stores do.
             role = escape_surrogates(str(message.get("role") or ""))
-            text = escape_surrogates(message_text(message).strip())
+            text = escape_surrogates(text_of(message).strip())
             at_time, view = record.recorded_at, record.view
             rows.append((at, role, at_time, month_day_of(at_time), view, int(calls_tools(message)), text))
             if view not in self._views:
@@ -643,7 +644,7 @@ def month_day_of(recorded_at: float | None) -> int | None:
     return found[1] if found else None
 
 
-def _slot(record: IndexableRecord) -> int | None:
+def _slot(record: RawRecord) -> int | None:
     """The slot a record writes: its own for an addition, its target for a replace or remove."""
     op = record.op or "add"
     if op == "add":

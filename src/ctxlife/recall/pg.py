@@ -10,7 +10,7 @@ delete or erase on one worker is gone for every other at once.
 Tables (schema version 2, see :mod:`ctxlife.sessions.postgres`)::
 
     ctxlife_recall(session_id, slot, role, recorded_at, md, view, calls, text, PK(session_id, slot))
-        one row per live slot: the message's searchable text (ctxlife's message_text)
+        one row per live slot: the message's searchable text (ctxlife.messages.text_of)
     ctxlife_recall_docs(session_id, slot, part, view, len, terms tsvector, PK(session_id, slot, part))
         one row per document (a message, or a chunk of a long one), GIN index on terms
     ctxlife_sessions.recall_docs / recall_len   documents and their terms, per session (BM25's N and avgdl)
@@ -34,7 +34,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ctxlife.messages import escape_surrogates
+from ctxlife.messages import escape_surrogates, text_of
 from ctxlife.recall.index import (
     Hit,
     StoredRecord,
@@ -45,8 +45,9 @@ from ctxlife.recall.index import (
     rank_day_documents,
     stored_from_row,
 )
-from ctxlife.recall.records import CHUNK_CHARS, IndexableRecord, message_text, text_documents
+from ctxlife.recall.records import CHUNK_CHARS, text_documents
 from ctxlife.recall.text import NO_SPACE_RUN, TERM, dates_in, index_text, query_terms, stem
+from ctxlife.sessions.records import RawRecord
 
 __all__ = ["PostgresIndex", "drop_slots", "index_records", "terms_of"]
 
@@ -88,18 +89,18 @@ def terms_of(text: str, session_id: str) -> tuple[str, int]:
     return literal, len(tokens)
 
 
-def _slot(record: IndexableRecord) -> int | None:
+def _slot(record: RawRecord) -> int | None:
     op = record.op or "add"
     if op == "add":
         return record.seq
     return record.target if op in ("replace", "remove") else None
 
 
-def index_records(conn: Any, s: str, session_id: str, records: Sequence[IndexableRecord]) -> tuple[int, int]:
+def index_records(conn: Any, s: str, session_id: str, records: Sequence[RawRecord]) -> tuple[int, int]:
     """Apply an append's records to the session's recall rows on ``conn`` (inside the append's
     transaction); return the change in (documents, terms) for the session's counters."""
     docs = length = 0
-    adds: list[IndexableRecord] = []
+    adds: list[RawRecord] = []
 
     def flush() -> None:
         nonlocal docs, length
@@ -126,7 +127,7 @@ def index_records(conn: Any, s: str, session_id: str, records: Sequence[Indexabl
     return docs, length
 
 
-def _insert(conn: Any, s: str, session_id: str, records: Sequence[IndexableRecord]) -> tuple[int, int]:
+def _insert(conn: Any, s: str, session_id: str, records: Sequence[RawRecord]) -> tuple[int, int]:
     rows: list[tuple[Any, ...]] = []
     docs: list[tuple[Any, ...]] = []
     length = 0
@@ -134,7 +135,7 @@ def _insert(conn: Any, s: str, session_id: str, records: Sequence[IndexableRecor
         slot = _slot(record)
         message = record.message if isinstance(record.message, dict) else {}
         role = escape_surrogates(str(message.get("role") or ""))
-        text = escape_surrogates(message_text(message).strip()).replace("\x00", "")  # text columns take no NUL
+        text = escape_surrogates(text_of(message).strip()).replace("\x00", "")  # text columns take no NUL
         view = record.view or ""
         at = record.recorded_at
         rows.append((session_id, slot, role, at, month_day_of(at), view, calls_tools(message), text))

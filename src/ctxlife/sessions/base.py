@@ -218,6 +218,15 @@ class SessionStore(abc.ABC):
             raise conflict(session_id, if_head, head)
         return prepared
 
+    @staticmethod
+    def _corrupt(strict: bool, error: str, **skipped: Any) -> None:
+        """The rule for a stored record that cannot be read (not a torn last one): a strict read raises
+        :class:`StoreError` with ``error`` (naming the record and the problem); a lenient one (a
+        recorder's) logs a ``raw_record_skipped`` error event with ``skipped`` and the caller skips it."""
+        if strict:
+            raise StoreError(error) from None
+        emit("error", "raw_record_skipped", logger="ctxlife.sessions", **skipped)
+
     @abc.abstractmethod
     def read_records(
         self, session_id: str, after_seq: int = 0, *, view: str | None = None, strict: bool = True

@@ -21,9 +21,7 @@ Layout of the folder (created on the first write, owner-only ``0700``; files ``0
     .{SESSION_ID}_ctx*.json.*.tmp   temporary files of a snapshot write in progress (or a crash)
     .ctxlife_mark_key               the store's secret for the marks on inserted messages (hex)
 
-A raw record is one line ``{"seq":N,"view":"...","at":T,"fp":"...","msg":{...}}``. Files written by
-ctxlife 0.1 hold a plain message per line; such a line is read as the record whose sequence number
-is its line number, in the default view (new records are appended after it in the new form).
+A raw record is one line ``{"seq":N,"view":"...","at":T,"fp":"...","msg":{...}}``.
 
 Crash safety:
 
@@ -230,8 +228,8 @@ class FileStore(SessionStore):
         """When the session was last written: the raw file's modification time.
 
         Every write touches the raw file (appends by writing it; with a ttl, snapshot and blob writes
-        by :meth:`_touch`), so one ``stat`` answers. Sessions written by ctxlife 0.1 without a raw
-        file fall back to their snapshot files' times.
+        by :meth:`_touch`), so one ``stat`` answers. A session with no raw file (only snapshots or
+        blobs) falls back to its files' times.
         """
         try:
             return os.stat(self.directory / f"{session_id}{_RAW_SUFFIX}", follow_symlinks=False).st_mtime
@@ -344,7 +342,7 @@ class FileStore(SessionStore):
                 reason="no trailing newline",
                 bytes=len(data) - complete_end,
             )
-        bulk = parse_bulk(data, complete_end, lines)
+        bulk = parse_bulk(data, complete_end)
         if bulk is not None:  # every line valid (the usual file): decoded in one call
             for record in bulk:
                 if keep and record.seq > after_seq and (view is None or record.view == view):
@@ -367,13 +365,22 @@ class FileStore(SessionStore):
                 pos = nl + 1
                 continue
             try:
-                record = decode_record(value, lines)
+                record = decode_record(value)
             except ValueError as exc:
                 bad.append((pos, lines, str(exc)))
                 pos = nl + 1
                 continue
             for _, lineno, problem in bad:  # invalid lines followed by a valid one: corruption
-                self._corrupt(session_id, path, lineno, problem, strict)
+                self._corrupt(
+                    strict,
+                    f"raw history of session {session_id!r} ({path}) is corrupt at line {lineno}: {problem}; only "
+                    f"invalid lines at the end are skipped automatically. Inspect or restore the file",
+                    store="file",
+                    session_id=session_id,
+                    file=path.name,
+                    line=lineno,
+                    problem=problem,
+                )
             bad.clear()
             seq = record.seq
             last_start, last_line = base.offset + pos, line
@@ -401,17 +408,6 @@ class FileStore(SessionStore):
         else:
             tail = Tail(st.st_dev, st.st_ino, base.offset + good_end, lines, seq, last_start, digest(last_line + b"\n"))
         return Parsed(records, tail, invalid_end)
-
-    def _corrupt(self, session_id: str, path: Path, lineno: int, problem: str, strict: bool) -> None:
-        message = (
-            f"raw history of session {session_id!r} ({path}) is corrupt at line {lineno}: {problem}; only "
-            f"invalid lines at the end are skipped automatically. Inspect or restore the file"
-        )
-        if strict:
-            raise StoreError(message)
-        log.error(
-            "raw_record_skipped", store="file", session_id=session_id, file=path.name, line=lineno, problem=problem
-        )
 
     def _read(self, session_id: str, after_seq: int, view: str | None, strict: bool, keep: bool) -> Parsed | None:
         path = self._path(session_id, _RAW_SUFFIX)

@@ -64,7 +64,7 @@ def same_file(fd: int, path: Path) -> bool:
     return (st.st_dev, st.st_ino) == (fst.st_dev, fst.st_ino)
 
 
-def parse_bulk(data: bytes, end: int, lines: int) -> list[RawRecord] | None:
+def parse_bulk(data: bytes, end: int) -> list[RawRecord] | None:
     """The records of ``data[:end]`` (complete lines) decoded in one ``json.loads``, or None when a
     line is not a valid record (the caller then reads line by line and says which).
 
@@ -80,7 +80,7 @@ def parse_bulk(data: bytes, end: int, lines: int) -> list[RawRecord] | None:
         values = json.loads(b"[" + data[: end - 1].replace(b"\n", b",") + b"]")
         if not isinstance(values, list) or len(values) != count:
             return None  # a line holding two documents: not a record
-        return [decode_record(value, lines + i + 1) for i, value in enumerate(values)]
+        return [decode_record(value) for value in values]
     except (ValueError, UnicodeDecodeError):
         return None
 

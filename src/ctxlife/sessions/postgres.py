@@ -609,11 +609,8 @@ class PostgresStore(SessionStore):
                 raise ValueError("not a JSON object")
             return unwrap_event(value)
         except ValueError as exc:
-            if strict:
-                raise StoreError(
-                    f"raw record seq={seq} of session {session_id!r} in {self.url} is corrupt: {exc}"
-                ) from None
-            log.error("raw_record_skipped", store="postgres", session_id=session_id, seq=seq, problem=str(exc)[:120])
+            error = f"raw record seq={seq} of session {session_id!r} in {self.url} is corrupt: {exc}"
+            self._corrupt(strict, error, store="postgres", session_id=session_id, seq=seq, problem=str(exc)[:120])
             return None
 
     def head(self, session_id: str) -> int:

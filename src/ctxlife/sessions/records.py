@@ -305,10 +305,9 @@ class RawRecord:
     Attributes:
         seq: the sequence number the store assigned (1, 2, 3, ... per session, no gaps).
         message: the message dict (for a quarantined message, its JSON-safe form).
-        fingerprint: :func:`fingerprint` of the message.
+        fingerprint: :func:`fingerprint` of the message (``""`` in a record no store wrote).
         view: the view (agent/task lane) it belongs to; ``""`` is the default view.
-        recorded_at: when it was recorded (``time.time()``), or None for records written by
-            ctxlife before sequence numbers existed.
+        recorded_at: when it was recorded (``time.time()``), or None when its source did not say.
         quarantined: why the message could not be stored as it was (e.g. ``"$.content: bytes"``), or
             None. A quarantined message is stored in its :func:`json_safe` form.
         tokens: the message's tokens as :meth:`ctxlife.TokenCounter.count_message` counts them in
@@ -321,7 +320,7 @@ class RawRecord:
 
     seq: int
     message: dict[str, Any]
-    fingerprint: str
+    fingerprint: str = ""
     view: str = ""
     recorded_at: float | None = None
     quarantined: str | None = None
@@ -599,29 +598,26 @@ def token_pairs(tokens: list[Any], encodings: list[Any]) -> list[tuple[int | Non
 _ENVELOPE_REQUIRED = frozenset(("seq", "view", "at", "fp", "msg"))
 
 
-def decode_record(value: Any, position: int) -> RawRecord:
+def decode_record(value: Any) -> RawRecord:
     """Turn a decoded stored record into a :class:`RawRecord`; raise ``ValueError`` naming the problem.
 
-    ``position`` is the record's 1-based place in the history: records written by ctxlife before
-    sequence numbers existed (a plain message per record) get it as their sequence number, view
-    ``""`` and a fingerprint computed now. Envelope fields this version does not know (a later
-    version's) are ignored, so an older worker reads what a newer one wrote during a rolling upgrade.
+    Envelope fields this version does not know (a later version's) are ignored, so an older worker
+    reads what a newer one wrote during a rolling upgrade.
     """
     if not isinstance(value, dict):
         raise ValueError(f"not a JSON object but {type(value).__name__}")
-    keys = value.keys()
-    if _ENVELOPE_REQUIRED <= keys:
-        seq, view, at, fp, msg = value["seq"], value["view"], value["at"], value["fp"], value["msg"]
-        bad = value.get("bad")
-        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
-            raise ValueError(f"sequence number {seq!r} is not an int >= 1")
-        if not isinstance(view, str) or not isinstance(fp, str) or not isinstance(msg, dict):
-            raise ValueError("record fields have the wrong types")
-        if isinstance(at, bool) or not isinstance(at, (int, float)):
-            raise ValueError(f"record time {at!r} is not a number")
-        if bad is not None and not isinstance(bad, str):
-            raise ValueError("quarantine reason is not a string")
-        message, op, target, erased = unwrap_event(msg)
-        tokens, encoding = token_count(value.get("tk"))
-        return RawRecord(seq, message, fp, view, float(at), bad, op, target, erased, tokens, encoding)
-    return RawRecord(position, value, fingerprint(value), "", None, None)
+    if not _ENVELOPE_REQUIRED <= value.keys():
+        raise ValueError(f"not a record: no {', '.join(sorted(_ENVELOPE_REQUIRED - value.keys()))}")
+    seq, view, at, fp, msg = value["seq"], value["view"], value["at"], value["fp"], value["msg"]
+    bad = value.get("bad")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+        raise ValueError(f"sequence number {seq!r} is not an int >= 1")
+    if not isinstance(view, str) or not isinstance(fp, str) or not isinstance(msg, dict):
+        raise ValueError("record fields have the wrong types")
+    if isinstance(at, bool) or not isinstance(at, (int, float)):
+        raise ValueError(f"record time {at!r} is not a number")
+    if bad is not None and not isinstance(bad, str):
+        raise ValueError("quarantine reason is not a string")
+    message, op, target, erased = unwrap_event(msg)
+    tokens, encoding = token_count(value.get("tk"))
+    return RawRecord(seq, message, fp, view, float(at), bad, op, target, erased, tokens, encoding)

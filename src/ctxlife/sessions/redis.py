@@ -22,8 +22,7 @@ session can name another session's key or escape the prefix)::
 
 An append is one Lua script: it checks the list's length (the session's last sequence number)
 against the one the records were numbered from and pushes the batch only if it still holds, so
-sequence numbers are unique and gap-free across any number of writers. Elements written by
-ctxlife 0.1 (a plain message) read as the record numbered by their position, in the default view.
+sequence numbers are unique and gap-free across any number of writers.
 
 The braces are literal: they are a Redis Cluster *hash tag*, so all keys of one session live in one
 slot and the multi-key ``MULTI/EXEC`` below also works with a ``redis.cluster.RedisCluster`` client
@@ -264,14 +263,11 @@ class RedisStore(SessionStore):
 
     def _decode(self, session_id: str, key: str, item: Any, position: int, strict: bool) -> RawRecord | None:
         try:
-            return decode_record(json.loads(item), position)
+            return decode_record(json.loads(item))
         except (ValueError, UnicodeDecodeError) as exc:
             problem = str(exc) if not isinstance(exc, json.JSONDecodeError) else "invalid JSON"
-            if strict:
-                raise StoreError(
-                    f"raw record {position} of session {session_id!r} (key {key!r} in {self.url}) is corrupt: {problem}"
-                ) from None
-            log.error("raw_record_skipped", store="redis", session_id=session_id, seq=position, problem=problem[:120])
+            error = f"raw record {position} of session {session_id!r} (key {key!r} in {self.url}) is corrupt: {problem}"
+            self._corrupt(strict, error, store="redis", session_id=session_id, seq=position, problem=problem[:120])
             return None
 
     def read_records(

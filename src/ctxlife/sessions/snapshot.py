@@ -46,15 +46,6 @@ def register_snapshot_migration(from_version: int, fn: Callable[[dict[str, Any]]
     _MIGRATIONS[from_version] = fn
 
 
-def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
-    """Version 1 had one snapshot per session: it is the snapshot of the default view."""
-    doc.setdefault("view", "")
-    return doc
-
-
-register_snapshot_migration(1, _v1_to_v2)
-
-
 # -- snapshots ---------------------------------------------------------------------------------------
 
 

@@ -25,8 +25,7 @@ database file is created on the first write, never by opening the store or readi
     ctxlife_locks(session_id PK, token, expires_at)               lock rows with expiry
     ctxlife_meta(key PK, value)                                   schema_version, mark_key (hex)
 
-Databases written by ctxlife 0.1 (schema 1: 0-based ``seq``, one snapshot per session) are upgraded
-in one transaction when first opened.
+A database of schema 2 is upgraded in one transaction when first opened.
 
 A new database file (and folders it needs) is created owner-only (``0600`` / ``0700``); SQLite gives
 its ``-wal`` and ``-shm`` files the same mode. Locks expire by the wall clock (``time.time()``) of the
@@ -130,22 +129,6 @@ CREATE TABLE IF NOT EXISTS ctxlife_locks (
     expires_at REAL NOT NULL
 );
 """
-
-# Schema 1 -> 2: sequence numbers from 1, record metadata, one snapshot per view, activity times.
-_MIGRATE_1_TO_2 = [
-    "ALTER TABLE ctxlife_raw ADD COLUMN view TEXT NOT NULL DEFAULT ''",
-    "ALTER TABLE ctxlife_raw ADD COLUMN fp TEXT",
-    "ALTER TABLE ctxlife_raw ADD COLUMN recorded_at REAL",
-    "ALTER TABLE ctxlife_raw ADD COLUMN bad TEXT",
-    "UPDATE ctxlife_raw SET seq = -(seq + 1)",  # two steps: UNIQUE(session_id, seq) holds throughout
-    "UPDATE ctxlife_raw SET seq = -seq",
-    "ALTER TABLE ctxlife_snapshots RENAME TO ctxlife_snapshots_v1",
-    "CREATE TABLE ctxlife_snapshots (session_id TEXT NOT NULL, view TEXT NOT NULL DEFAULT '', "
-    "updated_at REAL NOT NULL, json TEXT NOT NULL, PRIMARY KEY (session_id, view))",
-    "INSERT INTO ctxlife_snapshots (session_id, view, updated_at, json) "
-    "SELECT session_id, '', updated_at, json FROM ctxlife_snapshots_v1",
-    "DROP TABLE ctxlife_snapshots_v1",
-]
 
 # Schema 2 -> 3: each record's token count, written once at append (older records have none).
 _MIGRATE_2_TO_3 = [
@@ -333,16 +316,13 @@ class SQLiteStore(SessionStore):
                 else None
             )
             version = int(row[0]) if row is not None else None
-            if version is not None and version > SCHEMA_VERSION:
+            if version is not None and not 2 <= version <= SCHEMA_VERSION:
                 raise StoreError(
-                    f"sqlite database {self.path} has ctxlife schema version {version}, newer than "
-                    f"this ctxlife understands ({SCHEMA_VERSION}); upgrade ctxlife"
+                    f"sqlite database {self.path} has ctxlife schema version {version}; this ctxlife reads "
+                    f"versions 2 to {SCHEMA_VERSION}: "
+                    + ("upgrade ctxlife" if version > SCHEMA_VERSION else "start a new database (ctxlife 0.1's)")
                 )
-            if version == 1:
-                for stmt in _MIGRATE_1_TO_2:
-                    conn.execute(stmt)
-                log.info("sqlite_schema_upgraded", store="sqlite", path=str(self.path), from_version=1, to_version=2)
-            if version in (1, 2):
+            if version == 2:
                 for stmt in _MIGRATE_2_TO_3:
                     conn.execute(stmt)
                 log.info("sqlite_schema_upgraded", store="sqlite", path=str(self.path), from_version=2, to_version=3)
@@ -350,13 +330,6 @@ class SQLiteStore(SessionStore):
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     conn.execute(stmt)
-            if version == 1:
-                conn.execute(
-                    "INSERT OR IGNORE INTO ctxlife_sessions (session_id, touched_at) "
-                    "SELECT session_id, ? FROM "
-                    "(SELECT session_id FROM ctxlife_raw UNION SELECT session_id FROM ctxlife_snapshots)",
-                    (time.time(),),
-                )
             conn.execute(
                 "INSERT INTO ctxlife_meta (key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -539,22 +512,15 @@ class SQLiteStore(SessionStore):
             except (ValueError, TypeError):
                 value = None
         if not isinstance(value, dict):
-            problem = (
-                f"raw record seq={seq} of session {session_id!r} in {self.path} is corrupt: "
-                f"{'not a JSON object' if value is not None else 'invalid JSON'}"
-            )
-            if strict:
-                raise StoreError(problem)
-            log.error("raw_record_skipped", store="sqlite", session_id=session_id, seq=seq, problem="not a JSON object")
+            problem = "not a JSON object" if value is not None else "invalid JSON"
+            error = f"raw record seq={seq} of session {session_id!r} in {self.path} is corrupt: {problem}"
+            self._corrupt(strict, error, store="sqlite", session_id=session_id, seq=seq, problem="not a JSON object")
             return None
         try:
             message, op, target, erased = unwrap_event(value)
         except ValueError as exc:
-            if strict:
-                raise StoreError(
-                    f"raw record seq={seq} of session {session_id!r} in {self.path} is corrupt: {exc}"
-                ) from None
-            log.error("raw_record_skipped", store="sqlite", session_id=session_id, seq=seq, problem=str(exc)[:120])
+            error = f"raw record seq={seq} of session {session_id!r} in {self.path} is corrupt: {exc}"
+            self._corrupt(strict, error, store="sqlite", session_id=session_id, seq=seq, problem=str(exc)[:120])
             return None
         counted = type(tokens) is int and tokens >= 0 and isinstance(token_encoding, str)
         return RawRecord(
