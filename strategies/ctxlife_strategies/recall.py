@@ -43,6 +43,7 @@ from ctxlife.events import emit
 from ctxlife.messages import current_turn_index, is_inserted, is_recall_block, is_system, mark_inserted, round_starts
 from ctxlife.recall import HistorySearch, live_keys, message_text, need_for_past, query_terms, quote, render
 from ctxlife.recall.history import Passage
+from ctxlife.recall.precheck import cannot_gain
 from ctxlife.recall.text import (
     CJK_FUNCTION_CHARS,
     NO_SPACE_RUN,
@@ -223,6 +224,21 @@ class Recall(ctxlife.Strategy):
                 text_filter=lambda text: ctx.filter_text(text, "recall"),
             )
 
+        # The gain test, told before searching where it can be (the same decision without the search).
+        if (
+            need != "past"
+            and self.options.adaptive
+            and cannot_gain(
+                search,
+                ctx.session_id,
+                query,
+                messages,
+                turn,
+                min_gain=self.options.min_gain,
+                recent=self.options.recent_messages,
+            )
+        ):
+            return ctx.record("skipped", reason="weak_match", need=need, passages=None)
         passages = find()
         if passages and self.options.adaptive and not self._worth_a_block(need, passages, messages, turn):
             ctx.record("skipped", reason="weak_match", need=need, passages=len(passages))
