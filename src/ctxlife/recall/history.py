@@ -433,6 +433,7 @@ def passages_from(
             ordered.setdefault(turns.core(hit.seq)[0], hit)  # one passage per turn
         chosen = list(ordered.values())[:limit]
     out: list[Passage] = []
+    _around(index, chosen, context, nearby)
     cores = {hit.seq: _span(hit.seq, nearby, context) for hit in chosen}
     reserved = {s for core, _ in cores.values() for s in core}  # each turn is shown in its own passage
     taken: set[int] = set()
@@ -467,13 +468,13 @@ def passages_from(
 
 
 def _nearby(index: HistoryIndex, hits: Sequence[Hit], context: int) -> dict[int, StoredRecord]:
-    """The records :func:`_span` reads for these matches.
+    """The records :func:`_span` reads for these matches' turns (their context: :func:`_around`).
 
     A chat turn (a message, its reply, the user's answer to a reply that asks) lies within two
-    records of its match, plus ``context`` on each side; only a match near a tool call or result
-    needs the wider reach of a tool call and its results.
+    records of its match; only a match near a tool call or result needs the wider reach of a tool
+    call and its results (and ``context`` around them).
     """
-    near = context + 2
+    near = 2
     found = index.records(s for h in hits for s in range(h.seq - near, h.seq + near + 1))
     tools = [
         h
@@ -487,6 +488,15 @@ def _nearby(index: HistoryIndex, hits: Sequence[Hit], context: int) -> dict[int,
         reach = context + _UNIT_REACH
         found.update(index.records(s for h in tools for s in range(h.seq - reach, h.seq + reach + 1)))
     return found
+
+
+def _around(index: HistoryIndex, hits: Sequence[Hit], context: int, nearby: dict[int, StoredRecord]) -> None:
+    """Add to ``nearby`` the records shown as context around the turns of the matches kept: ``context``
+    more on each side of a chat turn (read for these few only, not for every match ranked)."""
+    near = context + 2
+    wanted = [s for h in hits for s in range(h.seq - near, h.seq + near + 1) if s not in nearby]
+    if wanted:
+        nearby.update(index.records(wanted))
 
 
 #: Where a question splits into parts: at the end of a sentence, or before a second question word
