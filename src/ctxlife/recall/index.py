@@ -153,6 +153,7 @@ class HistoryIndex:
         # Searches made since the last write (see search).
         self._found: dict[tuple[Any, ...], list[Hit]] = {}
         self._found_state: tuple[int, int, int] = (-1, -1, -1)
+        self._memo_of_state: dict[Any, Any] = {}
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -410,10 +411,7 @@ class HistoryIndex:
         with self._lock:
             # The model calls of one turn (a tool loop) search the same words, and the index usually
             # has not changed in between (new records in view are held back): the same hits.
-            state = (self._last_seq, self._docs, self._edits)
-            if state != self._found_state:
-                self._found.clear()
-                self._found_state = state
+            self._unchanged()
             found = self._found.get(key)
             if found is None:
                 found = self._search(query, limit, excluded, use_dates, tool_weight, view)
@@ -421,6 +419,21 @@ class HistoryIndex:
                     self._found.clear()
                 self._found[key] = found
         return list(found)
+
+    def _unchanged(self) -> None:
+        """Forget the searches and :meth:`memo` made of the index before its last write."""
+        state = (self._last_seq, self._docs, self._edits)
+        if state != self._found_state:
+            self._found.clear()
+            self._memo_of_state.clear()
+            self._found_state = state
+
+    def memo(self) -> dict[Any, Any]:
+        """A dict for what a caller derives from the index as it is now (the turns a search ranks),
+        emptied by the next write; the caller bounds its size."""
+        with self._lock:
+            self._unchanged()
+            return self._memo_of_state
 
     #: Searches remembered between writes (see :meth:`search`).
     _FOUND_KEPT = 64
