@@ -24,11 +24,10 @@ def recent_weight(messages: Sequence[dict[str, Any]], turn: int, asked: dict[str
     """The weight of ``asked`` the best recent turn holds: a message with the reply to it (not the next
     user message), among the last ``recent`` messages before and after ``turn`` that are neither system
     prompts nor inserted by ctxlife (the comparison recall's gate makes)."""
-    said = [
-        (m.get("role") == "user", {t for t in asked if count_term(message_text(m).casefold(), t, first=True)})
-        for i, m in enumerate(messages)
-        if i != turn and not is_system(m) and not is_inserted(m)
-    ][-recent:]
+    # The last ``recent`` such messages only, each case-folded once (a context holds hundreds).
+    kept = [m for i, m in enumerate(messages) if i != turn and not is_system(m) and not is_inserted(m)][-recent:]
+    lowers = [(m.get("role") == "user", message_text(m).casefold()) for m in kept]
+    said = [(asks, {t for t in asked if count_term(lower, t, first=True)}) for asks, lower in lowers]
     replies = [*(terms if not asks else set() for asks, terms in said[1:]), set()][: len(said)]
     return max(
         (sum(asked[t] for t in terms | reply) for (_, terms), reply in zip(said, replies, strict=True)), default=0.0
