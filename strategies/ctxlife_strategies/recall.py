@@ -43,7 +43,7 @@ from ctxlife.events import emit
 from ctxlife.messages import current_turn_index, is_inserted, is_recall_block, is_system, mark_inserted, round_starts
 from ctxlife.recall import HistorySearch, live_keys, message_text, need_for_past, query_terms, quote, render
 from ctxlife.recall.history import Passage
-from ctxlife.recall.precheck import cannot_gain
+from ctxlife.recall.precheck import cannot_gain, recent_weight
 from ctxlife.recall.text import (
     CJK_FUNCTION_CHARS,
     NO_SPACE_RUN,
@@ -344,15 +344,7 @@ class Recall(ctxlife.Strategy):
         # user message: two questions side by side are not one turn), over the last recent_messages
         # of the context only: small talk continues the turns just before it, and the same turn gets
         # the same decision at any window.
-        said = [
-            (m.get("role") == "user", {t for t in asked if count_term(_text(m).casefold(), t, first=True)})
-            for i, m in enumerate(messages)
-            if i != turn and not is_system(m) and not is_inserted(m)
-        ][-self.options.recent_messages :]
-        replies = [*(terms if not asks else set() for asks, terms in said[1:]), set()][: len(said)]
-        recent = max(
-            (sum(asked[t] for t in terms | reply) for (_, terms), reply in zip(said, replies, strict=True)), default=0.0
-        )
+        recent = recent_weight(messages, turn, asked, self.options.recent_messages)
         if (coverage - recent) / total < self.options.min_gain:
             return False
         if need == "question":
