@@ -45,6 +45,7 @@ from ctxlife.messages import current_turn_index, is_inserted, is_recall_block, i
 from ctxlife.messages.text import text_of
 from ctxlife.recall import HistorySearch, live_keys, need_for_past, query_terms, quote, render
 from ctxlife.recall.history import Passage
+from ctxlife.recall.precheck import cannot_gain, recent_weight
 from ctxlife.recall.text import (
     CJK_FUNCTION_CHARS,
     NO_SPACE_RUN,
@@ -230,6 +231,21 @@ class Recall(ctxlife.Strategy):
                 text_filter=lambda text: ctx.filter_text(text, "recall"),
             )
 
+        # The gain test, told before searching where it can be (the same decision without the search).
+        if (
+            need != "past"
+            and self.options.adaptive
+            and cannot_gain(
+                search,
+                ctx.session_id,
+                query,
+                messages,
+                turn,
+                min_gain=self.options.min_gain,
+                recent=self.options.recent_messages,
+            )
+        ):
+            return ctx.record("skipped", reason="weak_match", need=need, passages=None)
         passages = find()
         if passages and self.options.adaptive and not self._worth_a_block(need, passages, messages, turn):
             ctx.record("skipped", reason="weak_match", need=need, passages=len(passages))
@@ -343,15 +359,7 @@ class Recall(ctxlife.Strategy):
         # user message: two questions side by side are not one turn), over the last recent_messages
         # of the context only: small talk continues the turns just before it, and the same turn gets
         # the same decision at any window.
-        said = [
-            (m.get("role") == "user", {t for t in asked if count_term(_text(m).casefold(), t, first=True)})
-            for i, m in enumerate(messages)
-            if i != turn and not is_system(m) and not is_inserted(m)
-        ][-self.options.recent_messages :]
-        replies = [*(terms if not asks else set() for asks, terms in said[1:]), set()][: len(said)]
-        recent = max(
-            (sum(asked[t] for t in terms | reply) for (_, terms), reply in zip(said, replies, strict=True)), default=0.0
-        )
+        recent = recent_weight(messages, turn, asked, self.options.recent_messages)
         if (coverage - recent) / total < self.options.min_gain:
             return False
         if need == "question":

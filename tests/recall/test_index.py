@@ -183,6 +183,24 @@ def test_two_processes_sharing_one_index_file_index_each_record_once(tmp_path):
     assert [h.seq for h in first.search("gate code")] == [2]
 
 
+def test_a_search_made_again_sees_every_write_between_here_and_in_another_worker(tmp_path):
+    # The same question asked again on an unchanged index gives the same hits (from memory); any
+    # write in between, here or by another worker sharing the file, is seen by the next search.
+    path = tmp_path / "s.sqlite"
+    first, second = HistoryIndex(path), HistoryIndex(path)
+    first.add(records(*chat(("user", "the gate code is 0427"), ("assistant", "noted"))))
+    assert [h.text for h in first.search("gate code")] == ["the gate code is 0427"]
+    assert first.search("gate code") == first.search("gate code")
+    first.add([Record(3, {"role": "user", "content": "the gate code is now 9911"}, op="replace", target=1)])
+    assert [h.text for h in first.search("gate code")] == ["the gate code is now 9911"]
+    second.refresh()
+    second.add([Record(4, {}, op="remove", target=1)])
+    first.refresh()
+    assert first.search("gate code") == []
+    first.reset()
+    assert first.search("gate code") == []
+
+
 def test_an_index_of_another_version_is_emptied_to_be_rebuilt(tmp_path):
     path = tmp_path / "s.sqlite"
     index = HistoryIndex(path)

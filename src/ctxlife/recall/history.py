@@ -415,7 +415,8 @@ def passages_from(
 
     asked = index.term_weights(query_terms(query))
     weights = weights_of(query)
-    turns = _Turns(nearby, in_view)
+    memo = getattr(index, "memo", None)  # the postgres index keeps none
+    turns = _Turns(nearby, in_view, memo() if callable(memo) else None)
     chosen = _best_turns(hits, turns, weights, query, limit, min_score, min_coverage, tool_weight)
     if parts:
         firsts = [
@@ -428,6 +429,7 @@ def passages_from(
             ordered.setdefault(turns.core(hit.seq)[0], hit)  # one passage per turn
         chosen = list(ordered.values())[:limit]
     out: list[Passage] = []
+    _around(index, chosen, context, nearby)
     cores = {hit.seq: _span(hit.seq, nearby, context) for hit in chosen}
     reserved = {s for core, _ in cores.values() for s in core}  # each turn is shown in its own passage
     taken: set[int] = set()
@@ -462,13 +464,13 @@ def passages_from(
 
 
 def _nearby(index: HistoryIndex, hits: Sequence[Hit], context: int) -> dict[int, StoredRecord]:
-    """The records :func:`_span` reads for these matches.
+    """The records :func:`_span` reads for these matches' turns (their context: :func:`_around`).
 
     A chat turn (a message, its reply, the user's answer to a reply that asks) lies within two
-    records of its match, plus ``context`` on each side; only a match near a tool call or result
-    needs the wider reach of a tool call and its results.
+    records of its match; only a match near a tool call or result needs the wider reach of a tool
+    call and its results (and ``context`` around them).
     """
-    near = context + 2
+    near = 2
     found = index.records(s for h in hits for s in range(h.seq - near, h.seq + near + 1))
     tools = [
         h
@@ -482,6 +484,15 @@ def _nearby(index: HistoryIndex, hits: Sequence[Hit], context: int) -> dict[int,
         reach = context + _UNIT_REACH
         found.update(index.records(s for h in tools for s in range(h.seq - reach, h.seq + reach + 1)))
     return found
+
+
+def _around(index: HistoryIndex, hits: Sequence[Hit], context: int, nearby: dict[int, StoredRecord]) -> None:
+    """Add to ``nearby`` the records shown as context around the turns of the matches kept: ``context``
+    more on each side of a chat turn (read for these few only, not for every match ranked)."""
+    near = context + 2
+    wanted = [s for h in hits for s in range(h.seq - near, h.seq + near + 1) if s not in nearby]
+    if wanted:
+        nearby.update(index.records(wanted))
 
 
 #: Where a question splits into parts: at the end of a sentence, or before a second question word
@@ -508,13 +519,22 @@ _PARTNER_CHARS = 2 * CHUNK_CHARS
 
 
 class _Turns:
-    """The turns of one search's matches, each read once: a question and its parts rank the same turns."""
+    """The turns of one search's matches, each read once: a question and its parts rank the same turns.
 
-    def __init__(self, nearby: dict[int, StoredRecord], in_view: Callable[[StoredRecord], bool]) -> None:
+    ``texts``: the turn texts counted so far, kept by the index until its next write (by match and
+    the partners shown with it: the next calls of a conversation rank many of the same turns).
+    """
+
+    def __init__(
+        self,
+        nearby: dict[int, StoredRecord],
+        in_view: Callable[[StoredRecord], bool],
+        texts: dict[Any, Any] | None = None,
+    ) -> None:
         self.nearby = nearby
         self.in_view = in_view
         self._cores: dict[int, tuple[int, ...]] = {}
-        self._texts: dict[tuple[int, int], TermCounts] = {}
+        self._texts: dict[Any, Any] = {} if texts is None else texts
 
     def core(self, seq: int) -> tuple[int, ...]:
         found = self._cores.get(seq)
@@ -524,13 +544,21 @@ class _Turns:
 
     def text(self, hit: Hit, core: tuple[int, ...]) -> TermCounts:
         """The turn's text as a match shows it: the matching chunk, then its partners (cut short)."""
-        found = self._texts.get((hit.seq, hit.part))
+        nearby, in_view = self.nearby, self.in_view
+        partners = tuple(s for s in core if s != hit.seq and not in_view(nearby[s]))
+        key = ("turn", hit.seq, hit.part, partners)
+        found: TermCounts | None = self._texts.get(key)
         if found is None:
-            nearby, in_view = self.nearby, self.in_view
             parts = [f"{hit.head}\n{hit.text}" if hit.head else hit.text]
-            parts += [nearby[s].text[:_PARTNER_CHARS] for s in core if s != hit.seq and not in_view(nearby[s])]
-            found = self._texts[(hit.seq, hit.part)] = TermCounts("\n".join(parts).casefold())
+            parts += [nearby[s].text[:_PARTNER_CHARS] for s in partners]
+            if len(self._texts) >= _TURNS_KEPT:
+                self._texts.clear()
+            found = self._texts[key] = TermCounts("\n".join(parts).casefold())
         return found
+
+
+#: Most turn texts an index keeps counted (see :class:`_Turns`).
+_TURNS_KEPT = 2048
 
 
 def _best_turns(

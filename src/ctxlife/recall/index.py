@@ -151,6 +151,10 @@ class HistoryIndex:
         # a record empties both; an addition forgets only the slots it filled.
         self._memo: dict[int, tuple[Any, ...] | None] = {}
         self._stored: dict[int, StoredRecord] = {}
+        # Searches made since the last write (see search).
+        self._found: dict[tuple[Any, ...], list[Hit]] = {}
+        self._found_state: tuple[int, int, int] = (-1, -1, -1)
+        self._memo_of_state: dict[Any, Any] = {}
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -404,16 +408,52 @@ class HistoryIndex:
         query = escape_surrogates(query)  # as the texts were indexed
         if view is not None and self._views <= {view}:
             view = None  # one view only (the usual case): no filter to apply
+        key = (query, limit, frozenset(excluded), use_dates, tool_weight, view)
+        with self._lock:
+            # The model calls of one turn (a tool loop) search the same words, and the index usually
+            # has not changed in between (new records in view are held back): the same hits.
+            self._unchanged()
+            found = self._found.get(key)
+            if found is None:
+                found = self._search(query, limit, excluded, use_dates, tool_weight, view)
+                if len(self._found) >= self._FOUND_KEPT:
+                    self._found.clear()
+                self._found[key] = found
+        return list(found)
+
+    def _unchanged(self) -> None:
+        """Forget the searches and :meth:`memo` made of the index before its last write."""
+        state = (self._last_seq, self._docs, self._edits)
+        if state != self._found_state:
+            self._found.clear()
+            self._memo_of_state.clear()
+            self._found_state = state
+
+    def memo(self) -> dict[Any, Any]:
+        """A dict for what a caller derives from the index as it is now (the turns a search ranks),
+        emptied by the next write; the caller bounds its size."""
+        with self._lock:
+            self._unchanged()
+            return self._memo_of_state
+
+    #: Searches remembered between writes (see :meth:`search`).
+    _FOUND_KEPT = 64
+    #: Writes that replaced or removed records, or reset the index (they may leave :attr:`last_seq`
+    #: and the number of documents as they were): a remembered search is of an older index.
+    _edits = 0
+
+    def _search(
+        self, query: str, limit: int, excluded: set[int], use_dates: bool, tool_weight: float, view: str | None
+    ) -> list[Hit]:
         terms = query_terms(query)
         days = dates_in(query) if use_dates else []
         hits: list[Hit] = []
-        with self._lock:
-            if days:
-                hits = self._dated(terms, days, limit, excluded, tool_weight, view)
-            if len(hits) < limit and terms:
-                seen = {(h.seq, h.part) for h in hits}
-                more = self._ranked(terms, limit + len(excluded) + len(hits), tool_weight, view)
-                hits += [h for h in more if (h.seq, h.part) not in seen and h.seq not in excluded]
+        if days:
+            hits = self._dated(terms, days, limit, excluded, tool_weight, view)
+        if len(hits) < limit and terms:
+            seen = {(h.seq, h.part) for h in hits}
+            more = self._ranked(terms, limit + len(excluded) + len(hits), tool_weight, view)
+            hits += [h for h in more if (h.seq, h.part) not in seen and h.seq not in excluded]
         return hits[:limit]
 
     def _ranked(self, terms: Sequence[str], limit: int, tool_weight: float = 1.0, view: str | None = None) -> list[Hit]:
@@ -469,6 +509,7 @@ class HistoryIndex:
     def _forget_rows(self) -> None:
         self._memo = {}
         self._stored = {}
+        self._edits += 1
 
     #: A dated question looks at this many documents of the days it names, at most.
     DAY_DOCS = 500
