@@ -111,3 +111,27 @@ def test_the_recent_weight_pairs_a_message_with_its_reply_not_the_next_question(
     assert recent_weight(messages, 3, asked, 8) == 6.0  # "the garden?" + its reply, not "tulips?" + "the garden?"
     assert recent_weight(messages, 3, asked, 1) == 4.0  # the last message only
     assert recent_weight(messages[3:], 0, asked, 8) == 0.0
+
+
+def test_a_rare_word_only_the_recent_context_holds_does_not_skip_a_turn_the_gate_blocks(tmp_path):
+    # The gate weighs a word no match holds (here one only the context in view says) at most as much as
+    # the rarest word the best match holds. Uncapped, "quokka" (said in no indexed message of 2,000)
+    # outweighs the three common words half the history holds, and a pre-check with the uncapped
+    # weights skips the turn the gate gives a block.
+    chatter = []
+    for i in range(1000):
+        about = "garden tulips spring" if i % 2 == 0 else "nothing"
+        chatter.append({"role": "user", "content": f"Chat {i} about {about} today."})
+        chatter.append({"role": "assistant", "content": f"Reply {i}, fine."})
+    url = f"file://{tmp_path / 'sessions'}"
+    with open_store(url) as store:
+        store.append("s1", chatter)
+    with open_store(url) as store:
+        found = HistorySearch(store, index_dir="memory")
+        recent = [{"role": "user", "content": "A quokka smiled at me."}, {"role": "assistant", "content": "Cute!"}]
+        said = "Quokka, garden tulips spring."
+        messages = [SYSTEM, *chatter[-2:], *recent, {"role": "user", "content": said}]
+        turn = len(messages) - 1
+        assert gate(found, messages, turn)  # the search finds a block worth giving
+        assert not cannot_gain(found, "s1", said, messages, turn, min_gain=FIXED.min_gain, recent=FIXED.recent_messages)
+        found.close()
