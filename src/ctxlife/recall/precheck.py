@@ -5,9 +5,9 @@ covers the turn's words (their idf) better than the best recent turn of the cont
 of their total weight. No passage covers more than all of it, so when the recent turns already hold
 more than ``1 - min_gain`` of it, no search can find a block, and none is made: the decision is the
 one the search would have led to. The gate weighs each word at most as much as the rarest word the
-best match holds; that cap is one of the turn's weights, so each is tried. Only words are bounded this way; a turn with a term of a script
-written without spaces (a Chinese bigram) is searched, since the gate weighs those by what the
-matches hold.
+best match holds; that cap is one of the turn's weights, so each is tried. Only words are bounded
+this way; a turn with a term of a script written without spaces (a Chinese bigram) is searched, since
+the gate weighs those by what the matches hold.
 """
 
 from __future__ import annotations
