@@ -191,10 +191,10 @@ def test_a_search_made_again_sees_every_write_between_here_and_in_another_worker
     first.add(records(*chat(("user", "the gate code is 0427"), ("assistant", "noted"))))
     assert [h.text for h in first.search("gate code")] == ["the gate code is 0427"]
     assert first.search("gate code") == first.search("gate code")
-    first.add([Record(3, {"role": "user", "content": "the gate code is now 9911"}, op="replace", target=1)])
+    first.add([RawRecord(3, {"role": "user", "content": "the gate code is now 9911"}, op="replace", target=1)])
     assert [h.text for h in first.search("gate code")] == ["the gate code is now 9911"]
     second.refresh()
-    second.add([Record(4, {}, op="remove", target=1)])
+    second.add([RawRecord(4, {}, op="remove", target=1)])
     first.refresh()
     assert first.search("gate code") == []
     first.reset()
