@@ -5,9 +5,13 @@ report-page and report-chart, issue 44). No store and no strategy run: the page 
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import itertools
+import os
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,7 @@ from ctxlife.report import render_html, write_report
 MARKUP = '<b onclick="x()">it\'s & more</b>'
 ESCAPED = "&lt;b onclick=&quot;x()&quot;&gt;it&#x27;s &amp; more&lt;/b&gt;"
 SVG = "{http://www.w3.org/2000/svg}"
+SRC = Path(__file__).resolve().parents[2] / "src"  # the ctxlife under test, for a child process
 
 
 def _composition(*parts: tuple[str, str, int, str], total: int) -> Composition:
@@ -393,8 +398,17 @@ def test_the_chart_draws_each_call_as_a_bar_stacked_by_kind_to_scale() -> None:
     for line, tokens in ((window_line, 4000), (threshold_line, 3200)):
         assert _f(line, "y1") == _f(line, "y2") == pytest.approx(bottoms[0] - tokens * scale, abs=0.5)
         assert _f(line, "x1") <= lefts[0][0] and _f(line, "x2") > lefts[-1][1]
-    texts = ["".join(t.itertext()) for t in svg.findall(f"{SVG}text")]
-    assert "window 4,000" in texts and "threshold 3,200 (80%)" in texts and "model call" in texts
+    # every horizontal line ends where the window line does, on the page; the labels of the window and the
+    # threshold start after it, their 11-px text centred on the line (baseline 4 px below it)
+    grid = [line for line in svg.findall(f"{SVG}line") if "class" not in line.attrib]
+    assert {_f(line, "x2") for line in [*grid, threshold_line]} == {_f(window_line, "x2")}
+    assert _f(window_line, "x2") < width
+    texts = {"".join(t.itertext()): t for t in svg.findall(f"{SVG}text")}
+    for line, name in ((window_line, "window 4,000"), (threshold_line, "threshold 3,200 (80%)")):
+        label = texts[name]
+        assert _f(line, "x2") < _f(label, "x") < width
+        assert _f(label, "y") == pytest.approx(_f(line, "y1") + 4, abs=0.11)
+    assert max(_f(t, "y") for t in texts.values()) == _f(texts["model call"], "y") < height  # the axis's name
     # each bar is labelled with its call under it
     assert ["".join(b.find(f"{SVG}text").itertext()) for b in bars] == ["1", "2", "next"]  # type: ignore[union-attr]
     for bar, (left, right) in zip(bars, lefts, strict=True):
@@ -407,6 +421,20 @@ def test_the_chart_draws_each_call_as_a_bar_stacked_by_kind_to_scale() -> None:
         "call 2: 2,900 tokens (system prompt 40, bootstrap 7, summary 300, recall block 50, recent turns 2,500)",
         "next call (simulated): 1,233 tokens (system prompt 30, recent turns 1,200)",
     ]
+
+
+def test_a_small_conversations_bars_stand_on_0_and_show_a_1_token_part() -> None:
+    comp = _composition(("system", "system", 1, "."), ("recent", "user", 40, "Hi"), total=44)
+    svg = _svg(render_html(_replay([Frame(0, "call 1", comp, 44, 44, 44)], context_window=100)))
+    zero = max(_f(line, "y1") for line in svg.findall(f"{SVG}line") if "class" not in line.attrib)
+    segments = svg.findall(f".//{SVG}rect")
+    assert [s.attrib["class"] for s in segments] == ["seg seg-system", "seg seg-recent", "frame"]
+    scale = 300 / 108  # the bars' height (300 px) for the axis's top, 8% above the window
+    system, recent, outline = segments
+    assert _f(system, "y") + _f(system, "height") == pytest.approx(zero, abs=0.11)
+    assert _f(system, "height") == pytest.approx(scale, abs=0.11)
+    assert _f(recent, "y") + _f(recent, "height") == pytest.approx(_f(system, "y"), abs=0.11)
+    assert _f(outline, "y") + _f(outline, "height") == pytest.approx(zero, abs=0.11)
 
 
 def test_the_chart_axis_reaches_above_the_window_and_the_tallest_bar() -> None:
@@ -433,6 +461,9 @@ def test_an_empty_conversation_draws_an_empty_chart() -> None:
     frame = Frame(0, "call 1", Composition([], [], 0), 0, 0, 0)
     svg = _svg(render_html(_replay([frame], context_window=0, threshold=0.5)))
     assert svg.findall(f".//{SVG}rect[@class='frame']")  # drawn, no division by zero
+    ticks = [t for t in svg.findall(f"{SVG}text") if t.attrib.get("text-anchor") == "end"]
+    assert ["".join(t.itertext()) for t in ticks] == ["0", "0", "0", "0", "1"]  # an axis from 0 to 1 token
+    assert "".join(svg.find(f".//{SVG}title").itertext()) == "call 1: 0 tokens"  # type: ignore[union-attr]
     svg = _svg(render_html(_replay([])))
     assert svg.findall(f"{SVG}g") == [] and _f(svg, "width") > 0
 
@@ -466,8 +497,10 @@ def test_the_chart_marks_each_event_above_its_bar() -> None:
     assert window_line is not None
     circles = [m.find(f"{SVG}circle") for m in markers]
     ys = [_f(c, "cy") for c in circles]  # type: ignore[arg-type]
-    assert ys == sorted(ys, reverse=True) and len(set(ys)) == 4  # stacked upwards, apart
-    assert all(y - 6.5 >= 0 and y + 6.5 < _f(window_line, "y1") for y in ys)  # above the plot, on the page
+    assert all(b - a >= 13 for a, b in itertools.pairwise(sorted(ys)))  # stacked upwards, apart (r 6.5)
+    assert ys == sorted(ys, reverse=True)
+    axis_top = min(_f(line, "y1") for line in svg.findall(f"{SVG}line") if "class" not in line.attrib)
+    assert all(y - 6.5 >= 0 and y + 6.5 <= axis_top for y in ys)  # above the plot, on the page
     for marker, circle in zip(markers, circles, strict=True):
         assert circle is not None and _f(circle, "cx") == centre
         letter = marker.find(f"{SVG}text")
@@ -505,6 +538,24 @@ def test_write_report_names_the_path_it_cannot_write(tmp_path: Path) -> None:
     target = tmp_path / "file" / "report.html"  # its parent is a file
     with pytest.raises(CtxlifeError) as caught:
         write_report(_replay([_quiet()]), target)
-    message = str(caught.value)
-    assert message.startswith(f"cannot write the report to {str(target)!r}: ") and "Traceback" not in message
+    assert str(caught.value) == f"cannot write the report to {str(target)!r}: {os.strerror(errno.EEXIST)}"
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+def test_the_report_is_written_in_utf_8_whatever_the_locale(tmp_path: Path) -> None:
+    """A server in the C locale (ASCII): the page is still written, in UTF-8 (a real process, as the
+    interpreter reads the locale when it starts)."""
+    target = tmp_path / "report.html"
+    write_report(_replay([_quiet()]), target)  # here too (mutmut runs the tests that call it in its process)
+    code = (
+        "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[2]); "
+        "from test_report_page import _quiet, _replay; from ctxlife.report import write_report; "
+        "write_report(_replay([_quiet(0, summary='caf\\u00e9 \\u4e2d\\u6587')]), sys.argv[1])"
+    )
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")])
+    run = subprocess.run(
+        [sys.executable, "-c", code, str(target), str(Path(__file__).parent)], capture_output=True, text=True, env=env
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "caf\u00e9 \u4e2d\u6587" in target.read_text(encoding="utf-8")
