@@ -20,7 +20,8 @@ touched):
 
 A *scope* (``--scope NAME``) picks what one run mutates: ``core`` is ``[tool.mutmut]`` as written;
 any other is a table ``[tool.ctxlife-mutate.scopes.NAME]`` whose ``only_mutate``, ``tests_dir``,
-``only_functions`` and ``only_lines`` replace the core's and whose ``pytest_add_cli_args`` are added to the core's (the
+``only_functions``, ``only_lines``, ``timeout_constant`` and ``process_isolation`` replace the core's
+and whose ``pytest_add_cli_args`` are added to the core's (the
 staged pyproject.toml gets them, so ``mutmut run`` in the stage reads them); ``--files`` narrows a
 scope to some of its files (a quick run on one module).
 Each scope is sized to run within 30 minutes on 2 cores; ``benchmarks/mutation_scopes.py`` lists
@@ -64,6 +65,11 @@ def scope_config(pyproject: dict[str, Any], scope: str, files: list[str] | None 
         config["only_lines"] = table.get("only_lines", {})
         # e.g. ["-k", "not redis and not postgres"]: store-agnostic code need not run once per store
         config["pytest_add_cli_args"] = [*config.get("pytest_add_cli_args", []), *table.get("pytest_add_cli_args", [])]
+        # a scope whose tests need it: more time per mutant, or workers forked from a clean server
+        # (process_isolation = "forkserver": tests that leave threads behind, which a fork deadlocks on)
+        for key in ("timeout_constant", "process_isolation"):
+            if key in table:
+                config[key] = table[key]
     if files:
         unknown = sorted(set(files) - set(config["only_mutate"]))
         if unknown:

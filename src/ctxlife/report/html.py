@@ -121,7 +121,7 @@ def _chart(replay: SessionReplay) -> str:
     window = replay.context_window
     budget = int(replay.threshold * window)
     top = max([window, *(f.composition.total for f in frames)]) * 1.08 or 1
-    bar, gap, left, right, chart_h, above, below = 26, 10, 64, 150, 300, 46, 34
+    bar, gap, left, right, chart_h, above, below = 26, 10, 64, 150, 300, 66, 34
     width = left + max(len(frames), 1) * (bar + gap) + right
     height = above + chart_h + below
 
