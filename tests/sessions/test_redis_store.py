@@ -346,12 +346,15 @@ def test_an_append_after_a_stale_head_writes_nothing_and_names_the_head(store: A
     assert [r.seq for r in store.append("s", [{"role": "user", "content": "b"}], if_head=1)] == [2]
 
 
-def test_an_element_written_by_ctxlife_0_1_reads_as_the_record_at_its_place(
+def test_an_element_written_by_ctxlife_0_1_is_refused_as_corrupt_naming_its_key(
     store: Any, redis_client: Any, prefix: str
 ) -> None:
+    # 0.1 (never released) stored plain messages; they are no records, and say so rather than read as one.
     store.append("s", [{"role": "user", "content": "a"}])
     redis_client.rpush(f"{prefix}{{s}}:raw", json.dumps({"role": "assistant", "content": "old"}))
-    assert [(r.seq, r.message["content"]) for r in store.read_records("s")] == [(1, "a"), (2, "old")]
+    with pytest.raises(StoreError, match=r"is corrupt: not a record"):
+        store.read_records("s")
+    assert [(r.seq, r.message["content"]) for r in store.read_records("s", strict=False)] == [(1, "a")]
 
 
 def test_a_long_problem_is_logged_cut_at_120_characters(store: Any, redis_client: Any, prefix: str) -> None:
