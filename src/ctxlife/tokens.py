@@ -185,6 +185,37 @@ class TokenCounter:
         self._cache[text] = n
         return n
 
+    def count_lines(self, parts: Sequence[str]) -> int:
+        """Tokens of the ``parts`` joined by line breaks, exactly, from their own counts.
+
+        Every tiktoken encoding cuts a text into pieces and encodes each apart, and no piece runs
+        from a line break into a character that is neither whitespace nor "/" (o200k lets
+        punctuation take a following "\\n/"): there a text counts as its two halves. A break
+        after a part ending in a letter or digit is one token; after any other, the part's last
+        line is counted again with it (".\\n" can be one piece). Where a part starts with
+        whitespace or "/", the joined text is counted whole. The joined text's count is cached
+        like :meth:`count_text`'s.
+        """
+        joined = "\n".join(parts)
+        known = self._cache.get(joined)
+        if known is not None:
+            return known
+        heads = [(part, part[part.rfind("\n") + 1 :]) for part in parts[:-1]]  # each part but the last, its last line
+        if not all(map(_cuts_before, [*parts[1:], *(last for part, last in heads if last != part)])):
+            return self.count_text(joined)
+        n = self.count_text(parts[-1]) if parts else 0
+        for part, last in heads:
+            if part[-1:].isalnum():
+                n += self.count_text(part) + 1
+            elif last == part:
+                n += self.count_text(part + "\n")
+            else:
+                n += self.count_text(part) - self.count_text(last) + self.count_text(last + "\n")
+        if len(self._cache) >= self._limit:
+            self._rotate()
+        self._cache[joined] = n
+        return n
+
     def count_message(self, message: dict[str, Any]) -> int:
         """Tokens one message costs in a chat request, overhead included.
 
@@ -269,3 +300,8 @@ class TokenCounter:
 
     def __repr__(self) -> str:
         return f"TokenCounter(model={self.model!r}, encoding={self.encoding_name!r})"
+
+
+def _cuts_before(text: str) -> bool:
+    """Whether a line break before ``text`` ends a piece in every tiktoken encoding (see count_lines)."""
+    return bool(text) and not text[0].isspace() and text[0] != "/"

@@ -275,11 +275,10 @@ class Recall(ctxlife.Strategy):
         # never the turn itself), and the search is made again: what was dropped competes with the
         # rest of the history for the block.
         def sent(text: str) -> int:
-            # The block as the model gets it: with ctxlife's mark line (and a message's overhead).
-            return (
-                ctx.tokens.count_text(mark_inserted({"role": self.options.role, "content": text}, "recall")["content"])
-                + 8
-            )
+            # The block as the model gets it: with ctxlife's mark line (and a message's overhead);
+            # counted from the block's count (render's) and the mark line's.
+            marked = mark_inserted({"role": self.options.role, "content": text}, "recall")["content"]
+            return ctx.tokens.count_lines(marked.rsplit("\n", 1)) + 8
 
         block_tokens = sent(text)
         overhead = block_tokens - ctx.tokens.count_text(text)  # the mark line and the message's own tokens

@@ -632,6 +632,17 @@ def test_render_keeps_the_budget_and_drops_what_does_not_fit(url):
     assert small is not None and len(few) < 4
 
 
+def test_a_block_counted_from_its_lines_is_the_block_counted_whole(url):
+    # A TokenCounter's count_text lets render count a passage and the block from the lines it
+    # counted already (TokenCounter.count_lines); any other count callable counts the joined text.
+    found = passages_for(url, "topic sounds pleasant calm chat", limit=4, context=1)
+    whole = TokenCounter()
+    for budget in (60, 90, 150, 240, 400, 700, 2000):
+        text, shown = render(found, budget, COUNT, query="topic")
+        assert (text, shown) == render(found, budget, lambda t: whole.count_text(t), query="topic")
+        assert text is None or len(whole._encoding.encode_ordinary(text)) <= budget
+
+
 def test_when_the_joined_block_counts_more_than_its_parts_the_last_passages_leave(url):
     found = passages_for(url, "topic sounds pleasant calm chat", limit=4, context=0)
 

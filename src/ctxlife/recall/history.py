@@ -31,6 +31,7 @@ from ctxlife.recall.index import HistoryIndex, Hit, StoredRecord
 from ctxlife.recall.records import CHUNK_CHARS
 from ctxlife.recall.text import TermCounts, count_term, dates_in, query_terms, term_pattern
 from ctxlife.sessions import RawRecord
+from ctxlife.tokens import TokenCounter
 
 MEMORY = "memory"
 
@@ -717,6 +718,7 @@ def render(
     used = count(header)
     if used >= budget:
         return None, []
+    count_lines = _lines_counter(count)
     # Turns first, their context with what is left: a passage's neighbouring messages are shown
     # only once every passage's turn has its place (they crowded turns out of a small block), and a
     # turn cut short to leave room for the others gets back what they left.
@@ -728,7 +730,7 @@ def render(
         # long first passage cannot crowd out the others (the ranking is not always right).
         share = left if i == len(passages) - 1 else max(left * 2 // 3, min(left, _MIN_PASSAGE_TOKENS))
         terms = passage.weights or dict.fromkeys(query_terms(query), 1.0)
-        text = _render_passage(passage, count, terms, 0, min(hit_tokens, share), share, context=False)
+        text = _render_passage(passage, count, count_lines, terms, 0, min(hit_tokens, share), share, context=False)
         if text is None:
             continue
         texts[i] = text
@@ -741,16 +743,18 @@ def render(
             continue  # shown whole, and no context to add
         left = budget - used + count(text)
         terms = passage.weights or dict.fromkeys(query_terms(query), 1.0)
-        fuller = _render_passage(passage, count, terms, min(context_tokens, left // 3), min(hit_tokens, left), left)
+        fuller = _render_passage(
+            passage, count, count_lines, terms, min(context_tokens, left // 3), min(hit_tokens, left), left
+        )
         if fuller is not None and count(fuller) > count(text):
             used += count(fuller) - count(text)
             texts[i] = fuller
     # The parts were counted one by one; joined, a few tokens can merge differently: the block as
     # sent is counted and the last passages leave until it fits.
     while texts:
-        block = header + "\n" + "\n".join(texts.values())
-        if count(block) <= budget:
-            return block, [passages[i] for i in texts]
+        parts = [header, *texts.values()]
+        if count_lines(parts) <= budget:
+            return "\n".join(parts), [passages[i] for i in texts]
         del texts[max(texts)]
     return None, []
 
@@ -758,9 +762,19 @@ def render(
 _MIN_PASSAGE_TOKENS = 80
 
 
+def _lines_counter(count: Callable[[str], int]) -> Callable[[Sequence[str]], int]:
+    """Tokens of texts joined by line breaks: a TokenCounter's count from the parts' cached counts
+    (exact; see TokenCounter.count_lines), any other ``count`` on the joined text."""
+    counter = getattr(count, "__self__", None)
+    if isinstance(counter, TokenCounter) and count == counter.count_text:
+        return counter.count_lines
+    return lambda parts: count("\n".join(parts))
+
+
 def _render_passage(
     passage: Passage,
     count: Callable[[str], int],
+    count_lines: Callable[[Sequence[str]], int],
     terms: dict[str, float],
     context_tokens: int,
     hit_tokens: int,
@@ -770,9 +784,12 @@ def _render_passage(
 ) -> str | None:
     core = passage.core or {passage.hit.seq}
 
-    def assemble(items: Sequence[tuple[StoredRecord, str]]) -> str:
-        title = f"[{position(items[0][0] if items else passage.hit)}]"  # where the first message shown is
-        return title + "\n" + "\n".join(f"{_label(record.role)}: {quote(text)}" for record, text in items)
+    def assemble(items: Sequence[tuple[StoredRecord, str]]) -> list[str]:
+        """The passage's lines: a title (where the first message shown is), then each message.
+
+        Counted line by line (count_lines): a message shown again in another attempt is not counted again."""
+        title = f"[{position(items[0][0] if items else passage.hit)}]"
+        return [title, *(f"{_label(record.role)}: {quote(text)}" for record, text in items)]
 
     def lines(records: Iterable[StoredRecord], hit_share: int, partner_share: int) -> list[tuple[StoredRecord, str]]:
         out = []
@@ -797,15 +814,15 @@ def _render_passage(
     for records, hit_share, partner_share in attempts[0 if context else 1 :]:
         if not records or hit_share < 24 or (partner_share < 24 and len(records) > 1):
             continue
-        text = assemble(lines(records, hit_share, partner_share))
-        if count(text) <= left:
-            return text
+        parts = assemble(lines(records, hit_share, partner_share))
+        if count_lines(parts) <= left:
+            return "\n".join(parts)
     hit = [r for r in passage.records if r.seq == passage.hit.seq]
-    room = min(hit_tokens, left - count(assemble([(hit[0], "")])) - 2) if hit else 0
+    room = min(hit_tokens, left - count_lines(assemble([(hit[0], "")])) - 2) if hit else 0
     if room < 24:
         return None
-    text = assemble([(hit[0], excerpt(" ".join(hit[0].text.split()), room, terms, count))])
-    return text if count(text) <= left else None
+    parts = assemble([(hit[0], excerpt(" ".join(hit[0].text.split()), room, terms, count))])
+    return "\n".join(parts) if count_lines(parts) <= left else None
 
 
 def _label(role: str) -> str:
