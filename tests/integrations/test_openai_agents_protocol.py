@@ -324,11 +324,12 @@ def test_pop_item_takes_one_item_of_a_two_item_message(tmp_path):
 def test_after_a_pop_the_next_call_continues_from_the_item_before(tmp_path):
     async def main() -> None:
         async with session_in(tmp_path) as session:
-            await recorded(session, user("Where is R1?"), said("aisle 4"))
-            assert await session.pop_item() == said("aisle 4")
-            sent = await model_input(session, [user("Where is R1?"), user("And R2?")])
-            assert sent.input == [user("Where is R1?"), user("And R2?")]
-            assert await stored(session) == [user("Where is R1?"), user("And R2?")]
+            history = [user("Where is R1?"), said("aisle 4"), user("And R2?")]
+            await recorded(session, *history, said("aisle 9"))
+            assert await session.pop_item() == said("aisle 9")
+            sent = await model_input(session, [*history, user("And R3?")])
+            assert sent.input == [*history, user("And R3?")]
+            assert await stored(session) == [*history, user("And R3?")]
 
     asyncio.run(main())
 
@@ -363,6 +364,7 @@ def test_model_output_saved_without_the_filter_warns_once_and_says_the_fix(tmp_p
                 await session.add_items([output("c0", "a tool's result")])  # not the model's output
                 assert bypass_warnings(caught) == []
                 await session.add_items([call("c1", "R1")])  # the model's: it bypassed the filter
+                assert len(bypass_warnings(caught)) == 1
                 await session.add_items([said("aisle 4")])
             assert bypass_warnings(caught) == [
                 "AgentsSession 'agents:u1': the run's model calls did not go through the session's input filter, "
@@ -440,3 +442,19 @@ def test_run_config_installs_the_filter_on_a_new_or_given_config(tmp_path):
     assert session.run_config().call_model_input_filter == session.input_filter
     given = session.run_config(RunConfig(tracing_disabled=True))
     assert given.call_model_input_filter == session.input_filter and given.tracing_disabled
+
+
+def test_a_plain_filter_the_run_config_already_has_gets_the_managed_input(tmp_path):
+    def theirs(data: CallModelData[Any]) -> ModelInputData:  # not a coroutine function
+        return ModelInputData(input=[*data.model_data.input, user("(note)")], instructions=data.model_data.instructions)
+
+    async def main() -> None:
+        async with session_in(tmp_path) as session:
+            await session.get_items()
+            both = session.run_config(RunConfig(call_model_input_filter=theirs)).call_model_input_filter
+            data = ModelInputData(input=[user("Where is R1?")], instructions=BRIEF)
+            sent = await both(CallModelData(model_data=data, agent=AGENT, context=None))
+            assert sent.input == [user("Where is R1?"), user("(note)")] and sent.instructions == BRIEF
+            assert await stored(session) == [user("Where is R1?")]
+
+    asyncio.run(main())
