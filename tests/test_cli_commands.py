@@ -13,6 +13,7 @@ import pytest
 import ctxlife
 from ctxlife import cli
 from ctxlife.cli import main
+from ctxlife.config import settings_from_dict
 from ctxlife.events import redacted
 from ctxlife.plugins import registry
 from ctxlife.sessions import Snapshot, open_store
@@ -35,7 +36,9 @@ def test_strategies_json_is_the_registry_indented(capsys: Any) -> None:
 def test_strategies_table_names_each_strategy_with_its_hooks(capsys: Any) -> None:
     assert main(["strategies"]) == 0
     out = capsys.readouterr().out
-    assert "Installed ctxlife strategies (active only when a config names them)" in out
+    assert "Installed ctxlife strategies (active only when a config names them)" in [
+        line.strip() for line in out.splitlines()
+    ]
     header = next(line for line in out.splitlines() if "name" in line and "hooks" in line)
     assert [cell.strip() for cell in header.split("┃")[1:5]] == ["name", "hooks", "package", "version"]
     row = next(line for line in out.splitlines() if " truncate_last_n " in line)
@@ -83,11 +86,12 @@ def test_check_one_problem_is_one_line_several_are_listed(tmp_path: Path, capsys
 
 
 def test_check_asks_the_summary_model_unless_told_not_to(tmp_path: Path, capsys: Any) -> None:
-    """A [model] endpoint nobody answers: the config is not OK (every compaction would fall back), unless
-    --no-connect skips the call; the key in the URL is never printed."""
+    """A [model] endpoint nobody answers: the config is not OK (every compaction would fall back), one line per
+    strategy that calls it, unless --no-connect skips the call; the key in the URL is never printed."""
     config = tmp_path / "ctxlife.toml"
     config.write_text(
-        'strategies = ["llm_summary"]\n[llm_summary]\nsummarizer = "llm"\n'
+        'strategies = ["llm_summary", "task_scope"]\n'
+        '[llm_summary]\nsummarizer = "llm"\n[task_scope]\nsummarizer = "llm"\n'
         '[model]\nname = "m"\nbase_url = "http://user:s3cret@127.0.0.1:9/v1"\n'
     )
     assert main(["check", str(config), "--no-connect", "--json"]) == 0
@@ -95,9 +99,12 @@ def test_check_asks_the_summary_model_unless_told_not_to(tmp_path: Path, capsys:
     assert main(["check", str(config), "--json"]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
-    line = captured.err.strip()
-    assert line.startswith(f"ctxlife check: {config}: strategy 'llm_summary': ")
-    assert "s3cret" not in line and len(captured.err.splitlines()) == 1
+    lines = captured.err.splitlines()
+    assert [line.split(": ")[:3] for line in lines] == [
+        ["ctxlife check", str(config), "strategy 'llm_summary'"],
+        ["ctxlife check", str(config), "strategy 'task_scope'"],
+    ]
+    assert all("127.0.0.1:9" in line and "***" in line and "s3cret" not in line for line in lines)
 
 
 def test_an_error_names_the_command_and_exits_1(tmp_path: Path, capsys: Any) -> None:
@@ -124,6 +131,9 @@ def test_version_and_a_missing_command(capsys: Any) -> None:
     with pytest.raises(SystemExit) as usage:
         main([])
     assert usage.value.code == 2 and "COMMAND" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["nosuch"])
+    assert capsys.readouterr().err.startswith("usage: ctxlife [-h] [--version] COMMAND")
 
 
 def stored_session(url: str) -> None:
@@ -170,18 +180,83 @@ def test_session_rm_removes_the_recall_index_the_config_names(tmp_path: Path, ca
     assert not any(index.rglob("*u42*")) and not any(p.is_file() for p in index.rglob("*"))
 
 
+def compacted_session(url: str) -> None:
+    settings = settings_from_dict(
+        {
+            "store": url,
+            "strategies": ["llm_summary"],
+            "llm_summary": {"summarizer": "extractive", "min_gain_tokens": 20},
+        }
+    )
+    with ctxlife.Session("u42", settings, context_window=1000) as session:
+        for i in range(12):
+            session.messages({"role": "user", "content": f"Question {i} about order {i}: " + "where is it? " * 15})
+            session.add({"role": "assistant", "content": f"In aisle {i}."})
+
+
 def test_report_writes_the_page_and_says_what_it_holds(tmp_path: Path, capsys: Any) -> None:
     url = f"file://{tmp_path / 'sessions'}"
-    stored_session(url)
+    compacted_session(url)
     page = tmp_path / "r.html"
     assert main(["report", "u42", "-o", str(page), "--store", url, "--title", "Order desk"]) == 0
-    out = capsys.readouterr().out
-    assert out == f"wrote {page}: 2 recorded calls, 0 compaction(s)\n"
+    assert capsys.readouterr().out == f"wrote {page}: 12 recorded calls, 7 compaction(s)\n"
     assert "Order desk" in page.read_text(encoding="utf-8")
-    assert main(["report", "u42", "-o", str(page), "--store", url, "--simulate", "--window", "8000"]) == 0
+    assert main(["report", "u42", "-o", str(page), "--store", url, "--ask", "And order 99?"]) == 0
+    assert capsys.readouterr().out == f"wrote {page}: 13 recorded calls, 7 compaction(s)\n"  # one more call
+    assert main(["report", "u42", "-o", str(page), "--store", url, "--simulate", "--window", "1000"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith(f"wrote {page}: ") and "simulated calls" in lines[0]
-    assert len(lines) == 2 and lines[1]  # the note saying how it was replayed
+    assert lines == [
+        f"wrote {page}: 13 simulated calls, 3 compaction(s)",
+        "SIMULATED on purpose (--simulate): the config's strategies were run again on a copy of the session "
+        "(built-in defaults); compactions and summaries may differ from what the model was sent",
+    ]
+
+
+def test_report_writes_report_html_by_default(tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"file://{tmp_path / 'sessions'}"
+    stored_session(url)
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "u42", "--store", url, "--view", ""]) == 0
+    assert capsys.readouterr().out.startswith("wrote report.html: 2 recorded calls")
+    assert (tmp_path / "report.html").is_file()
+
+
+def test_store_migrate_runs_in_the_cli(tmp_path: Path, capsys: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'sessions.db'}"
+    assert main(["store", "migrate", url]) == 0
+    assert capsys.readouterr().out.strip()
+
+
+def test_check_builds_strategies_with_the_configs_folder(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bootstrap's files are relative to the config's folder, not the working directory."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "notes.md").write_text("Orders ship from aisle 4.\n")
+    config = folder / "ctxlife.toml"
+    config.write_text('strategies = ["bootstrap"]\n[bootstrap]\nfiles = ["notes.md"]\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", str(config), "--json"]) == 0, capsys.readouterr().err
+
+
+def test_session_reads_the_config_in_the_working_directory_unless_given_a_store(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"file://{tmp_path / 'sessions'}"
+    stored_session(url)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ctxlife.toml").write_text(f'store = "{url}"\n')
+    assert main(["session", "list"]) == 0  # ./ctxlife.toml's store
+    assert "u42" in capsys.readouterr().out
+    (tmp_path / "ctxlife.toml").write_text("strategies = [\n")  # broken: --store alone never reads it
+    assert main(["session", "list", "--store", url]) == 0
+    assert "u42" in capsys.readouterr().out
+    assert main(["session", "rm", "u42", "--store", url]) == 0  # rm without a config: no recall index to drop
+    capsys.readouterr()
+    assert main(["session", "list", "--config", str(tmp_path / "missing.toml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ctxlife session: error: ") and "missing.toml" in err
 
 
 def test_demo_passes_its_options_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -209,3 +284,70 @@ def test_demo_passes_its_options_on(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     ]
     assert main(argv) == 3
     assert seen == {"config": "c.toml", "model": "m", "turns": 2, "workspace": str(tmp_path), "chart": "x.png"}
+    assert main(["demo"]) == 3
+    assert seen == {"config": None, "model": None, "turns": None, "workspace": "workspace", "chart": None}
+
+
+def test_strategies_table_marks_a_clash_and_a_broken_plugin(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    rows = [
+        {
+            "name": "fine",
+            "hooks": ["ctxlife_before_llm_call", "ctxlife_after_tool_call"],
+            "package": "p",
+            "version": "1",
+            "class": "p:Fine",
+            "clashes_with": [],
+            "broken": None,
+        },
+        {
+            "name": "twice",
+            "hooks": [],
+            "package": "a",
+            "version": "2",
+            "class": "a:T",
+            "clashes_with": ["b 1.0", "c 2.0"],
+            "broken": None,
+        },
+        {
+            "name": "bad",
+            "hooks": [],
+            "package": "q",
+            "version": "3",
+            "class": "q:Bad",
+            "clashes_with": [],
+            "broken": "ImportError: no module q",
+        },
+    ]
+
+    class Registry:
+        def describe(self) -> list[dict[str, Any]]:
+            return rows
+
+    import ctxlife.plugins
+
+    monkeypatch.setattr(ctxlife.plugins, "registry", Registry)
+    assert main(["strategies"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [cell.strip() for cell in next(line for line in lines if " fine " in line).split("│")[1:5]] == [
+        "fine",
+        "before_llm_call, after_tool_call",
+        "p",
+        "1",
+    ]
+    assert "twice (clash: also in b 1.0, c 2.0)" in next(line for line in lines if " twice " in line)
+    assert "broken: ImportError: no module q" in next(line for line in lines if " bad " in line)
+
+
+def test_session_erase_drops_the_sessions_recall_index(tmp_path: Path, capsys: Any) -> None:
+    url = f"file://{tmp_path / 'sessions'}"
+    index = tmp_path / "index"
+    config = tmp_path / "ctxlife.toml"
+    config.write_text(f'store = "{url}"\nstrategies = ["recall"]\n[recall]\nindex_dir = "{index}"\n')
+    from ctxlife.config import load_settings
+
+    with ctxlife.Session("u42", load_settings(str(config)), context_window=8000) as session:
+        for n in range(3):
+            session.messages({"role": "user", "content": f"Order {n} is in aisle {n}."})
+    assert any(p.is_file() for p in index.rglob("*"))
+    assert main(["session", "erase", "u42", "--match", "aisle 1", "--config", str(config)]) == 0
+    assert not any(p.is_file() for p in index.rglob("*"))

@@ -171,7 +171,7 @@ def test_search_for_several_words_keeps_lines_holding_all_of_them(tmp_path: Path
     host = make_host(tmp_path / "store", max_tokens=400)
     text = log_lines()
     ref = capped(host, text).actions[0].details["ref"]
-    page = recall(host, {"ref": ref, "start": "0", "query": "failed depot charlie"}).result
+    page = recall(host, {"ref": ref, "start": "0", "query": "failed charlie depot"}).result
     shown = [line for line in page.split("\n") if line.startswith("@")]
     assert shown and all(" failed depot charlie " in line for line in shown)
     assert len(shown) == sum(1 for line in text.split("\n") if " failed depot charlie " in line)
@@ -216,12 +216,89 @@ def test_recall_at_node_3_reads_the_sessions_store_and_masks_the_text(tmp_path: 
         text = f"account {SECRET}\n" + log_lines()
         ref = capped(host, text, session_id="u42").actions[0].details["ref"]
         # another process: it knows nothing of the ref but the session's store
-        other = make_host(tmp_path / "elsewhere", max_tokens=200, plugins=(mask,))
+        other = make_host(tmp_path / "elsewhere", max_tokens=1000, plugins=(mask,))
         other.store = host.store
         page = recall(other, {"ref": ref, "start": "0"}, session_id="u42").result
         assert page.startswith("account [masked]\n") and SECRET not in page
+        assert other.counter().count_text(page) <= 200  # the page of the cap it was saved with
         assert "recall" in mask.where
         found = recall(other, {"ref": ref, "query": "iban"}, session_id="u42").result
         assert found.startswith(f'ctxlife_recall: no passage of {ref} from character 0 on contains "iban"')
     finally:
         host.store.close()
+
+
+def test_the_recall_tool_tells_the_model_how_to_use_it(tmp_path: Path) -> None:
+    (strategy,) = make_host(tmp_path / "store").strategies
+    (spec,) = strategy.provided_tools()
+    assert spec.name == RECALL_TOOL
+    assert spec.description == (
+        "Read a tool result that was shortened to save context. Shortened results end with a [ctxlife: ...] note "
+        'naming a ref. Give the ref; start is the character offset to read from ("0" for the beginning, or the '
+        "offset the note names); query, if not empty, returns only the passages containing those words "
+        "(case-insensitive). Long texts come back one page at a time; each page says where the next one starts."
+    )
+    assert spec.parameters == {
+        "ref": "The ref named in the note, e.g. to_0123456789abcdef.",
+        "start": 'Character offset to read from, e.g. "0"; with a query, where to search from.',
+        "query": 'Words to search for; "" to read the text itself.',
+    }
+
+
+def test_a_result_of_exactly_the_cap_is_left_as_it_is(tmp_path: Path) -> None:
+    host = make_host(tmp_path / "store", max_tokens=100)
+    count = host.counter().count_text
+    words = []
+    while count(" ".join(words)) < 100:
+        words.append(f"item{len(words)}")
+    exactly = " ".join(words)
+    assert count(exactly) == 100 and len(exactly.encode()) > 100  # the precondition: at the cap, not under
+    ctx = capped(host, exactly)
+    assert ctx.result == exactly and ctx.actions == []
+
+
+def test_caps_by_table_and_by_share_of_the_window(tmp_path: Path) -> None:
+    (table,) = make_host(tmp_path / "a", tools={"dump": 150}).strategies
+    assert table.cap_for("dump") == 150 and table.cap_for("search") is None  # no "*": other tools uncapped
+    host = make_host(tmp_path / "b", tools={"dump": 150})
+    text = log_lines()
+    ctx = ToolCallContext(tool_name="search", tool_input={}, result=text, raw_result=text)
+    assert host.after_tool_call(ctx).failures == [] and ctx.result == text
+    (share,) = make_host(tmp_path / "c", max_share=0.25).strategies
+    assert share.cap_for("dump", 8192) == 2048  # the share alone: max_tokens (1000) only bounds it when given
+    assert share.cap_for("dump") == 1000  # no window known: max_tokens
+    (both,) = make_host(tmp_path / "d", max_share=0.25, max_tokens=1500).strategies
+    assert both.cap_for("dump", 8192) == 1500
+
+
+def test_the_note_names_the_ref_and_the_size_before(tmp_path: Path) -> None:
+    host = make_host(tmp_path / "store", max_tokens=200)
+    count = host.counter().count_text
+    text = log_lines()
+    ctx = capped(host, text)
+    ref = ctx.actions[0].details["ref"]
+    assert f'ctxlife_recall {{"ref": "{ref}", "start": "' in ctx.result
+    rows = json.dumps([{"id": i, "status": "delivered", "note": "carton " * 20} for i in range(300)])
+    ctx = capped(host, rows)
+    ref = ctx.actions[0].details["ref"]
+    assert ctx.actions[0].details["kind"] == "json"
+    assert f"[ctxlife: JSON shortened from {count(rows)} tokens: " in ctx.result
+    assert f'Full result: ctxlife_recall {{"ref": "{ref}", "start": "0", "query": ""}}' in ctx.result
+
+
+def test_recall_without_ref_or_query_and_with_its_metadata_gone(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    host = make_host(store, max_tokens=150)
+    text = log_lines()
+    ref = capped(host, text).actions[0].details["ref"]
+    call = recall(host, {"start": "0"})
+    assert call.result.startswith("ctxlife_recall: no stored result with ref ''.")
+    assert recall(host, {"ref": ref}).actions[-1].details == {"query": False}
+    count = host.counter().count_text
+    for meta in ("", "[1]", None):  # emptied, not an object, deleted: pages fall back to max_tokens
+        if meta is None:
+            (store / f"{ref}.json").unlink()
+        else:
+            (store / f"{ref}.json").write_text(meta)
+        page = recall(host, {"ref": ref}).result
+        assert page.startswith(text[:40]) and 100 < count(page) <= 150
