@@ -221,6 +221,12 @@ def test_report_writes_report_html_by_default(tmp_path: Path, capsys: Any, monke
     assert (tmp_path / "report.html").is_file()
 
 
+def test_report_window_must_be_a_number(tmp_path: Path, capsys: Any) -> None:
+    with pytest.raises(SystemExit) as usage:
+        main(["report", "u42", "--store", f"file://{tmp_path}", "--window", "8k"])
+    assert usage.value.code == 2 and "argument --window: invalid int value: '8k'" in capsys.readouterr().err
+
+
 def test_store_migrate_runs_in_the_cli(tmp_path: Path, capsys: Any) -> None:
     url = f"sqlite:///{tmp_path / 'sessions.db'}"
     assert main(["store", "migrate", url]) == 0

@@ -302,3 +302,42 @@ def test_recall_without_ref_or_query_and_with_its_metadata_gone(tmp_path: Path) 
             (store / f"{ref}.json").write_text(meta)
         page = recall(host, {"ref": ref}).result
         assert page.startswith(text[:40]) and 100 < count(page) <= 150
+
+
+def test_the_text_marker_counts_exactly_what_it_leaves_out(tmp_path: Path) -> None:
+    """Head + marker + tail: the marker names the characters between head and tail and the tokens they
+    hold (the text's tokens less the head's and the tail's)."""
+    host = make_host(tmp_path / "store", max_tokens=200)
+    count = host.counter().count_text
+    text = log_lines()
+    ctx = capped(host, text)
+    ref = ctx.actions[0].details["ref"]
+    head, marker, tail = re.fullmatch(r"(.*?)\n(\[\.\.\. ctxlife: .*? \.\.\.\])\n(.*)", ctx.result, re.S).groups()
+    head, tail = head + "\n", "\n" + tail  # the marker's own line breaks belong to the text around it
+    if not text.startswith(head):
+        head = head[:-1]
+    if not text.endswith(tail):
+        tail = tail[1:]
+    assert text.startswith(head) and text.endswith(tail) and len(head) > 0 and len(tail) > 0
+    start, end = len(head), len(text) - len(tail)
+    elided = count(text) - count(head) - count(tail)
+    assert marker == (
+        f"[... ctxlife: {elided} tokens elided here (characters {start}-{end} of {len(text)}). "
+        f'Read them with ctxlife_recall {{"ref": "{ref}", "start": "{start}", "query": ""}}; '
+        'put words in "query" to search instead ...]'
+    )
+
+
+def test_when_nothing_fits_beside_the_marker_the_marker_alone_is_left() -> None:
+    from ctxlife.tokens import TokenCounter
+    from ctxlife_strategies.tool_output import shorten
+
+    count = TokenCounter().count_text
+    text = "no line breaks here " * 400
+    out, kind = shorten(text, 45, count, "to_0123456789abcdef")
+    assert kind == "text"
+    assert out == (
+        f"[... ctxlife: {count(text)} tokens elided here (characters 0-{len(text)} of {len(text)}). "
+        'Read them with ctxlife_recall {"ref": "to_0123456789abcdef", "start": "0", "query": ""}; '
+        'put words in "query" to search instead ...]'
+    )
