@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+import warnings
 from typing import Any
 
 import pytest
@@ -294,6 +295,12 @@ def test_streamed_runs_are_recorded_exactly_once_and_managed(tmp_path):
             ]
             assert max(fits(instructions, items) for instructions, items in model.inputs) <= WINDOW
             assert any(is_summary(m) for m in to_messages(model.inputs[-1][1]))
+            # the input the SDK had not saved yet reached the model: each turn's first call ends with its
+            # question, its second with the tool's result
+            assert [items[-1] for _, items in model.inputs[::2]] == [
+                {"role": "user", "content": question(turn)} for turn in range(turns)
+            ]
+            assert all(items[-1]["type"] == "function_call_output" for _, items in model.inputs[1::2])
         finally:
             await session.close()
 
@@ -397,27 +404,35 @@ def test_runs_resumed_after_a_tool_approval_are_recorded_exactly_once(tmp_path):
 
 
 def test_a_filter_the_run_config_already_has_runs_after_the_sessions(tmp_path):
+    """Theirs (here a coroutine function) gets the managed input: compacted, never over the window."""
     from agents.run_config import CallModelData, ModelInputData
 
     seen: list[list[Any]] = []
 
-    def theirs(data: CallModelData[Any]) -> ModelInputData:
+    async def theirs(data: CallModelData[Any]) -> ModelInputData:
         seen.append(list(data.model_data.input))
         return ModelInputData(input=[{"role": "user", "content": "(note)"}, *data.model_data.input], instructions="x")
 
     model = ScriptedModel()
+    turns = 12
 
     async def main() -> None:
         session = AgentsSession("chained", config(f"file://{tmp_path / 'sessions'}"), context_window=WINDOW)
         agent = Agent(name="clerk", instructions=INSTRUCTIONS, model=model, tools=[lookup])
         try:
             run_config = session.run_config(RunConfig(tracing_disabled=True, call_model_input_filter=theirs))
-            await Runner.run(agent, question(0), session=session, run_config=run_config)
-            assert len((await session.session()).records()) == 4  # their extra item is not recorded
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", ctxlife.CtxlifeWarning)  # the session's filter ran
+                for turn in range(turns):
+                    await Runner.run(agent, question(turn), session=session, run_config=run_config)
+            assert len((await session.session()).records()) == 4 * turns  # their extra item is not recorded
         finally:
             await session.close()
 
     asyncio.run(main())
-    assert len(seen) == 2 and seen[0] == [{"role": "user", "content": question(0)}]
+    assert len(seen) == 2 * turns and seen[0] == [{"role": "user", "content": question(0)}]
+    assert any(is_summary(m) for m in to_messages(seen[-1]))
+    assert max(fits(INSTRUCTIONS, items) for items in seen) <= WINDOW
+    assert [items[1:] for _, items in model.inputs] == seen
     assert all(items[0] == {"role": "user", "content": "(note)"} for _, items in model.inputs)
     assert all(instructions == "x" for instructions, _ in model.inputs)
