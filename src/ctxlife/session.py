@@ -140,7 +140,8 @@ class Session:
     def get_items(self, limit: int | None = None) -> list[Message]:
         """The conversation so far: the view's snapshot (compacted context) and every record after it.
 
-        System prompts are not items (pass them as ``system=``); a summary ctxlife wrote is one.
+        The prompt of ``system=`` is not an item; a system message added as one is, and so is a
+        summary ctxlife wrote.
         With ``limit``, only the latest ``limit`` items, oldest first.
         """
         items, _ = self._restore()
@@ -385,7 +386,9 @@ class Session:
         """The conversation as items (no system prompt of the caller's, no recall block), each with its slot."""
         messages, slots = restored.messages, restored.slots
         if not _all_items(messages):  # (usually all are: then the lists as they are)
-            kept = [i for i, m in enumerate(messages) if _is_item(m)]
+            # A system message the caller added is recorded (it has a slot) and stays; the prompt put
+            # first by ``system=`` is saved in snapshots without one.
+            kept = [i for i, m in enumerate(messages) if _is_item(m) or (slots[i] is not None and _added(m))]
             messages, slots = [messages[i] for i in kept], [slots[i] for i in kept]
         if not self.host.implements("ctxlife_filter_text"):
             return messages, slots
@@ -429,6 +432,11 @@ def _is_item(message: Any) -> bool:
         if type(content) is str and not content.endswith(" -->") and message.get("role") not in SYSTEM_ROLES:
             return True  # (the usual message, at a dict lookup: only a marked text ends with its mark line)
     return not (is_recall_block(message) or (is_system(message) and not is_inserted(message)))
+
+
+def _added(message: Any) -> bool:
+    """Whether a system message is one a caller added (not a summary or note ctxlife inserted)."""
+    return type(message) is dict and is_system(message) and not is_inserted(message)
 
 
 def _all_items(messages: list[Message]) -> bool:

@@ -61,7 +61,7 @@ def test_a_new_sessions_items_are_the_callers_to_edit(tmp_path: Path) -> None:
     [
         pytest.param([user("q"), CALL, RESULT], id="text naming the event keys"),
         pytest.param([user("q"), {"role": "user", "content": math.nan}], id="a quarantined message"),
-        pytest.param([{"role": "system", "content": "be brief"}, user("q")], id="a system prompt (not an item)"),
+        pytest.param([{"role": "system", "content": "be brief"}, user("q")], id="a system message recorded (an item)"),
         pytest.param(
             [user("see <!-- a comment -->"), {"role": "user", "content": [{"type": "text", "text": "x -->"}]}],
             id="texts ending like a mark line (items)",
@@ -73,7 +73,7 @@ def test_the_columnar_read_restores_what_the_records_hold(tmp_path: Path, histor
     url = f"sqlite:///{tmp_path / 's.db'}"
     with open_store(url) as store:
         store.append("s", history)
-    expected = [m for m in by_records(url, "s") if m.get("role") != "system"]
+    expected = by_records(url, "s")  # a system message recorded is an item (the prompt of system= is never recorded)
     with ctxlife.Session("s", config(url)) as session:
         assert session.get_items() == expected
         assert session.get_items() == expected  # the second read is the session's own

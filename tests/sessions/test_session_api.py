@@ -143,6 +143,25 @@ def test_compaction_is_saved_and_the_next_call_starts_from_it(store_url: str) ->
     assert contents(raw(store_url, "long")) == ["q0", "a0", "q1", "a1", "q2", "a2", "q3", "a3", "q4"]
 
 
+def test_a_system_message_added_as_an_item_is_kept_and_sent(store_url: str) -> None:
+    # The Agents SDK hands a system item of the run's input to add_items like any other: it was
+    # recorded, then left out of every read (never sent to the model again, missing from get_items).
+    cfg = config(store_url, "truncate_last_n", truncate_last_n={"rounds": 2, "pin_first_user": False, "always": True})
+    rule = {"role": "system", "content": "Answer in French."}
+    with ctxlife.Session("sys", cfg, system=SYSTEM, context_window=8000) as session:
+        session.add_items([user("q0"), rule])
+        session.record_reply("a0")
+        assert session.get_items() == [user("q0"), rule, assistant("a0")]
+        assert contents(session.prepare(user("q1"))) == [SYSTEM, "q0", "Answer in French.", "a0", "q1"]
+        session.record_reply("a1")
+        for i in (2, 3):  # truncated to the last rounds (the rule, a system message, is pinned): a snapshot is saved
+            session.prepare(user(f"q{i}"))
+            session.record_reply(f"a{i}")
+    with ctxlife.Session("sys", cfg, system="Another prompt.", context_window=8000) as later:
+        assert contents(later.get_items()) == ["Answer in French.", "q2", "a2", "q3", "a3"]  # not the old prompt
+        assert contents(later.prepare(user("q4"))) == ["Another prompt.", "Answer in French.", "q3", "a3", "q4"]
+
+
 def test_pop_removes_the_message_from_the_snapshot_too(store_url: str) -> None:
     cfg = config(store_url, "truncate_last_n", truncate_last_n={"rounds": 2, "pin_first_user": False, "always": True})
     with ctxlife.Session("p", cfg, context_window=8000) as session:
