@@ -682,6 +682,110 @@ def test_a_page_stays_within_the_cap_when_the_footer_costs_more_joined():
 def test_a_search_hit_on_a_line_of_120_to_240_characters_shows_the_whole_line():
     from ctxlife_strategies.tool_output import _search_page
 
-    line = "needle " + "y" * 193  # 200 characters, after an 11-character first line
-    page = _search_page("intro line\n" + line + "\nlast", REF, "needle", 0, 1000, len)
-    assert f"\n@11: {line}\n" in page
+    line = "needle " + "y" * 193  # 200 characters, after a 10- or 100-character first line
+    for first in ("intro line", "i" * 100):
+        page = _search_page(f"{first}\n{line}\nlast", REF, "needle", 0, 1000, len)
+        assert f"\n@{len(first) + 1}: {line}\n" in page
+
+
+def test_snap_prefers_a_close_line_break_to_a_word_start_for_the_tail():
+    from ctxlife_strategies.tool_output import _snap
+
+    # A word start comes first; the line break within the tail's first fifth wins.
+    assert _snap("a " * 27 + "\n" + "c" * 45, 10, 50) == (10, 45)
+    assert _snap("a " * 29 + "b\n" + "c" * 40, 10, 50) == (10, 40)  # the break 9 characters in (of 10)
+    assert _snap("a " * 47 + "x\nyyy", 10, 5) == (10, 5)  # a 5-character tail looks 1 character on
+    assert _snap("a " * 49 + "b\n", 10, 1) == (10, 1)  # the last character: the tail keeps it
+    assert _snap("a " * 49 + "\nb", 10, 2) == (10, 1)
+
+
+def test_fit_chars_grows_an_underestimate_to_the_budget():
+    from ctxlife_strategies.tool_output import _fit_chars
+
+    def words(s: str) -> int:  # about 6 characters a token: the 4-character estimate is short
+        return len(s.split())
+
+    flat = " ".join(["alpha", "beta", "gamma", "delta"] * 400)
+    cases = [(0, 25), (0, 100), (500, 100), (500, 300), (7, 60)]
+    ends = [_fit_chars(flat, s, b, words) for s, b in cases]
+    assert ends == [132, 569, 1069, 2202, 345]
+    assert all(words(flat[s:e]) <= b for (s, b), e in zip(cases, ends, strict=True))
+    assert _fit_chars(" ".join(["alpha"] * 20), 0, 25, words) == 119  # all of it
+    # A page of one long unbroken token still moves forward (a word end before it is no place to cut).
+    assert _fit_chars("aaaa " + "z" * 500, 5, 10, len) == 14
+    assert _fit_chars("line one\nline two\nend", 0, 100, len) == 21  # all of it, not up to its last line break
+    assert _fit_chars("z" * 50, 0, 1, len) == 1
+    # Within the budget, for every budget from 20 to 119.
+    assert [_fit_chars("z" * 600, 0, b, len) for b in range(20, 120)] == [
+        19, 21, 22, 23, 23, 25, 26, 23, 28, 29, 26, 27, 28, 28, 34, 30, 31, 32, 33, 34,
+        34, 36, 37, 38, 38, 39, 40, 40, 43, 43, 44, 45, 45, 47, 47, 48, 49, 51, 51, 52,
+        53, 54, 55, 56, 57, 57, 58, 60, 61, 62, 62, 63, 64, 65, 67, 67, 68, 68, 70, 71,
+        72, 73, 73, 75, 75, 76, 77, 79, 79, 80, 81, 81, 83, 84, 85, 85, 86, 87, 89, 89,
+        90, 90, 92, 93, 94, 96, 96, 96, 97, 99, 100, 101, 101, 102, 103, 105, 105, 106, 107, 107,
+    ]  # fmt: skip
+
+
+def test_pages_stay_within_the_cap_for_every_cap_when_the_footer_costs_more_joined():
+    from ctxlife_strategies.tool_output import _read_page
+
+    body = " word" * 400
+
+    def joined(s: str) -> int:
+        return len(s) + (40 if "word" in s and "[ctxlife_recall" in s else 0)
+
+    def end_and_size(offset: int, cap: int) -> tuple[int, int]:
+        page = _read_page(body, REF, offset, cap, joined)
+        end = int(re.search(r"characters \d+-(\d+) of", page).group(1))
+        assert page.startswith(body[offset:end]) and joined(page) <= cap
+        return end, joined(page)
+
+    assert [end_and_size(0, cap)[0] for cap in range(290, 330, 3)] == [
+        113, 117, 117, 121, 121, 126, 129, 129, 134, 134, 137, 153, 142, 158
+    ]  # fmt: skip
+    assert [end_and_size(10, cap)[0] for cap in range(290, 330, 3)] == [
+        123, 127, 127, 131, 131, 136, 136, 139, 139, 144, 147, 147, 152, 168
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "cap", "size", "cut"),
+    [
+        ("é " * 1000 + "a " * 4000, 300, 299, (26, 9984)),
+        ("é " * 1000 + "a " * 4000, 600, 595, (106, 9930)),
+        ("é " * 1000 + "a " * 4000, 1000, 977, (210, 9860)),
+        ("a" * 8000 + "é" * 2000, 600, 595, (90, 9940)),
+        ("a" * 8000 + "é" * 2000, 1000, 980, (178, 9881)),
+    ],
+)
+def test_text_whose_head_costs_more_per_character_is_shrunk_until_it_fits(text, cap, size, cut):
+    from ctxlife_strategies.tool_output import _text_marker
+
+    def dense(s: str) -> int:  # "é" costs 5 tokens, anything else 1: the average misjudges the head
+        return len(s) + 4 * s.count("é")
+
+    out, kind = shorten(text, cap, dense, REF)
+    assert kind == "text"
+    start, end = cut
+    elided = dense(text) - dense(text[:start]) - dense(text[end:])
+    assert out == text[:start] + _text_marker(REF, elided, start, end, len(text)) + text[end:]
+    assert dense(out) == size <= cap
+
+
+ROWS = json.dumps({"rows": [{"v": list(range(20)), "s": "é" + "q" * 60} for _ in range(30)], "flag": [1]})
+
+
+@pytest.mark.parametrize(
+    ("cap", "size", "cuts"),
+    [
+        (500, 500, ["9 more items", "9 more items", "28 more items"]),
+        (800, 790, ["13 more items"] * 5 + ["25 more items"]),
+        (1200, 1190, ["9 more items"] * 7 + ["23 more items"]),
+        (2000, 1960, ["8 more items"] * 12 + ["18 more items"]),
+    ],
+)
+def test_json_uses_what_is_left_for_more_outer_items(cap, size, cuts):
+    out, kind = shorten(ROWS, cap, len, REF)
+    assert kind == "json"
+    assert len(out) == size <= cap
+    assert re.findall(r'"\.\.\. (\d+ more items)"', out) == cuts
+    assert '"s": "é' in out
