@@ -591,6 +591,7 @@ def test_limits_are_per_nesting_level():
     assert _limits([]) == ({1: 0}, 0, 1)
     assert _limits({"k": [[1, 2], [3, [4, 5, 6, 7]]], "s": "abcdef"}) == ({2: 2, 3: 2, 4: 4}, 6, 4)
     assert _limits({"a": [1, 2, [3, 4, 5]], "bb": {"c": "xyz"}}) == ({2: 3, 3: 3}, 3, 3)
+    assert _limits({"a": [1], "b": [1, 2, 3]}) == ({2: 3}, 1, 2)  # the longest array of a level, in any order
 
 
 def test_shrink_keeps_items_per_level_and_summarizes_below_the_depth():
@@ -789,3 +790,21 @@ def test_json_uses_what_is_left_for_more_outer_items(cap, size, cuts):
     assert len(out) == size <= cap
     assert re.findall(r'"\.\.\. (\d+ more items)"', out) == cuts
     assert '"s": "é' in out
+
+
+@pytest.mark.parametrize(
+    ("text", "cap", "cut"),
+    [
+        ("x" * 1000 + " a" * 2000, 230, (0, 4993)),  # the head would cut the leading run: only a tail
+        ("x" * 1000 + " a" * 2000, 300, (54, 4965)),
+        ("x" * 5000, 230, (0, 5000)),  # neither fits beside the marker: the marker alone
+        (" a" * 2000 + "x" * 1000, 240, (17, 5000)),  # the tail would cut the trailing run: only a head
+    ],
+)
+def test_the_marker_counts_what_it_leaves_out_when_the_head_or_the_tail_is_empty(text, cap, cut):
+    from ctxlife_strategies.tool_output import _text_marker
+
+    out, kind = shorten(text, cap, len, REF)
+    start, end = cut
+    assert out == text[:start] + _text_marker(REF, end - start, start, end, len(text)) + text[end:]
+    assert len(out) <= cap
