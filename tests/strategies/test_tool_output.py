@@ -481,3 +481,330 @@ def test_cuts_split_no_word_emoji_or_id_inside_cjk_text(tmp_path):
     assert text.startswith(head) and text.endswith(tail) and len(head) > 20 and len(tail) > 20
     assert len(head) % len(unit) in boundaries, repr(head[-12:])
     assert (len(text) - len(tail)) % len(unit) in boundaries, repr(tail[:12])
+
+
+# -- exactly what the model sees, counted in characters ----------------------------------
+# With a character counter (one token per character: the strategy takes any counter) the
+# shortening's arithmetic is exact, so these tests pin where each cut falls and what the
+# marker says for a given cap. A change to the cut heuristics changes what the model sees
+# (and every cached prompt after it): these make such a change deliberate.
+
+SHORT_LINES = "\n".join(f"line {i:04d} " + "x" * 28 for i in range(300))  # 11,699 characters
+FLAT_WORDS = " ".join(["alpha", "beta", "gamma", "delta"] * 750)[:17249]
+
+
+def _parts(out: str, n: int) -> tuple[int, int, int]:
+    head, _, rest = out.partition("\n[... ctxlife: ")
+    found = re.match(r"(\d+) tokens elided here \(characters (\d+)-(\d+) of (\d+)\)", rest)
+    assert found, out
+    elided, start, end, total = map(int, found.groups())
+    assert (start, total) == (len(head), n)
+    return elided, start, end
+
+
+@pytest.mark.parametrize(
+    ("text", "cap", "size", "cut"),
+    [
+        (SHORT_LINES, 400, 366, (88, 11627)),
+        (SHORT_LINES, 1000, 987, (468, 11388)),
+        (SHORT_LINES, 2500, 2470, (1365, 10803)),
+        (FLAT_WORDS, 400, 391, (109, 17175)),
+        (FLAT_WORDS, 1000, 989, (471, 16939)),
+    ],
+)
+def test_text_cut_points_and_marker_are_exact_for_a_given_cap(text, cap, size, cut):
+    from ctxlife_strategies.tool_output import _text_marker
+
+    out, kind = shorten(text, cap, len, REF)
+    assert kind == "text"
+    elided, start, end = _parts(out, len(text))
+    assert (start, end) == cut
+    # The marker counts exactly what it leaves out, and the result is head + marker + tail.
+    assert elided == end - start
+    assert out == text[:start] + _text_marker(REF, elided, start, end, len(text)) + text[end:]
+    assert len(out) == size <= cap
+    # Cuts fall at a line end (short lines) or between words.
+    if "\n" in text and cap >= 1000:
+        assert text[start - 1] == "\n" and text[end - 1] == "\n"
+    else:
+        assert text[start - 1] in " \n" and text[end - 1] in " \n"
+
+
+def test_snap_keeps_something_out_when_head_and_tail_cover_the_whole_text():
+    from ctxlife_strategies.tool_output import _snap
+
+    spaces = " " * 100  # every position is a fine cut: the arithmetic alone decides
+    assert _snap(spaces, 50, 50) == (50, 49)
+    assert _snap(spaces, 300, 0) == (50, 49)
+    assert _snap(spaces, -5, 10) == (0, 10)
+    assert _snap(spaces, 10, -5) == (10, 0)
+    assert _snap(spaces, 20, 30) == (20, 30)
+
+
+def test_snap_moves_cuts_to_a_close_line_break():
+    from ctxlife_strategies.tool_output import _snap
+
+    # The head ends after the last line break in its last 20%.
+    assert _snap("x" * 33 + "\n" + "y" * 3 + "\n" + "z" * 62, 40, 0) == (38, 0)
+    assert _snap("a" * 35 + "\n" + "b" * 64, 40, 0) == (36, 0)
+    assert _snap("a " * 10 + "\n" + "b " * 40, 40, 0) == (39, 0)  # the break at 20 is too far: a word end
+    # The tail starts after the first line break in its first fifth.
+    assert _snap("a" * 53 + "\n" + "bb\n" + "c" * 43, 10, 50) == (0, 46)
+    assert _snap("a" * 59 + "\n" + "c" * 40, 10, 50) == (0, 40)
+    assert _snap("a " * 30 + "b" * 9 + "\n" + "c" * 30, 10, 40) == (10, 40)  # the break at 69: too far
+    assert _snap("a" * 95 + "\n" + "c" * 4, 10, 5) == (0, 4)
+    assert _snap("a" * 96 + "\n" + "cc" + "\n", 10, 4) == (0, 3)
+    # A line break that is the text's last character is no place to start the tail.
+    assert _snap("a " * 49 + "b\n", 10, 3) == (10, 2)
+    assert _snap("a " * 48 + "b\nc", 10, 2) == (10, 1)
+    # Without a line break the tail starts at a word start after the cut point.
+    words = " ".join(["word"] * 30)
+    assert _snap(words, 20, 33) == (20, 29)
+    assert _snap(words, 20, 31) == (20, 29)
+
+
+def test_a_cut_json_string_keeps_two_thirds_head_and_counts_what_it_cut():
+    from ctxlife_strategies.tool_output import _cut_string
+
+    assert _cut_string("a" * 10, 10) == "a" * 10
+    assert _cut_string("a" * 11, 10) != "a" * 11
+    value = "x" * 20 + " " + "y" * 100
+    out = _cut_string(value, 60)
+    # The head's word end is 19 characters back from 40: too far, so a cut between letters.
+    assert out == value[:40] + "…[61 chars cut]…" + value[101:]
+    out = _cut_string("y" * 100 + " " + "x" * 20, 60)
+    assert out == "y" * 40 + "…[61 chars cut]…" + "x" * 20
+    words = " ".join(["alpha", "beta", "gamma", "delta"] * 25)
+    out = _cut_string(words, 60)
+    head, _, rest = out.partition("…[")
+    cut, _, tail = rest.partition(" chars cut]…")
+    assert words.startswith(head) and words.endswith(tail)
+    assert int(cut) == len(words) - len(head) - len(tail)
+    assert head.endswith(" ") and words[len(words) - len(tail) - 1] == " "
+    assert (len(head), len(tail)) == (40, 16)
+
+
+def test_limits_are_per_nesting_level():
+    from ctxlife_strategies.tool_output import _limits
+
+    assert _limits(5) == ({}, 0, 0)
+    assert _limits([]) == ({1: 0}, 0, 1)
+    assert _limits({"k": [[1, 2], [3, [4, 5, 6, 7]]], "s": "abcdef"}) == ({2: 2, 3: 2, 4: 4}, 6, 4)
+    assert _limits({"a": [1, 2, [3, 4, 5]], "bb": {"c": "xyz"}}) == ({2: 3, 3: 3}, 3, 3)
+    assert _limits({"a": [1], "b": [1, 2, 3]}) == ({2: 3}, 1, 2)  # the longest array of a level, in any order
+
+
+def test_shrink_keeps_items_per_level_and_summarizes_below_the_depth():
+    from ctxlife_strategies.tool_output import _shrink
+
+    data = {"a": [1, 2, 3, [4, 5, 6]], "b": {"c": {"d": [1]}}, "l": [[1, 2, 3], [4]]}
+    # items(level) is called with the array's nesting level (the outer object is level 1).
+    assert _shrink(data, lambda level: level, 24, None) == {
+        "a": [1, 2, "... 2 more items"],
+        "b": {"c": {"d": [1]}},
+        "l": [[1, 2, 3], [4]],
+    }
+    assert _shrink(data, lambda level: 3, 24, 2) == {
+        "a": [1, 2, 3, "... 1 more items"],
+        "b": {"c": "{... 1 keys}"},
+        "l": ["[... 3 items]", "[... 1 items]"],
+    }
+    assert _shrink(data, lambda level: 9, 24, 1) == {"a": "[... 4 items]", "b": "{... 1 keys}", "l": "[... 2 items]"}
+    assert _shrink([1, 2], lambda level: 2, 24, None) == [1, 2]
+
+
+JSON_ITEMS = json.dumps(
+    {
+        "items": [
+            {"id": i, "name": f"item {i}", "tags": ["t"] * (i % 5), "note": "café " * (i % 7)} for i in range(40)
+        ],
+        "meta": {"source": "x" * 300},
+    },
+    ensure_ascii=False,
+)
+JSON_WIDE = json.dumps(
+    {f"key{i:02d}": {"inner": {"deep": [list(range(30))] * 3, "more": {"x": [1, 2, 3]}}} for i in range(12)}
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "cap", "size", "facts"),
+    [
+        (JSON_ITEMS, 600, 555, ['"... 37 more items"', "[239 chars cut]", '"note": "café café "']),
+        (JSON_ITEMS, 1500, 1424, ['"... 27 more items"', "[155 chars cut]", '"id": 12,']),
+        (JSON_WIDE, 700, 668, ['"inner": "{... 2 keys}"']),
+        (JSON_WIDE, 1200, 1088, ['"deep": "[... 3 items]", "more": "{... 1 keys}"']),
+        (JSON_WIDE, 1600, 1460, ['"deep": ["[... 30 items]", "... 2 more items"], "more": {"x": "[... 3 items]"}']),
+    ],
+)
+def test_json_shortening_is_exact_for_a_given_cap(text, cap, size, facts):
+    out, kind = shorten(text, cap, len, REF)
+    assert kind == "json"
+    body, _, note = out.partition("\n[ctxlife: JSON shortened from ")
+    assert note.startswith(f"{len(text)} tokens")
+    json.loads(body)
+    assert len(out) == size <= cap
+    for fact in facts:
+        assert fact in body  # non-ASCII kept as is, not \u escapes
+
+
+def test_fit_chars_ends_are_exact_with_a_character_counter():
+    from ctxlife_strategies.tool_output import _fit_chars
+
+    flat = " ".join(["alpha", "beta", "gamma", "delta"] * 400)
+    assert [_fit_chars(flat, s, b, len) for s, b in [(0, 100), (7, 100), (0, 1000), (7, 1000)]] == [86, 92, 920, 931]
+    assert [_fit_chars(SHORT_LINES, s, b, len) for s, b in [(0, 100), (7, 100), (0, 1000), (7, 1000)]] == [
+        78,
+        88,
+        897,
+        897,
+    ]
+    assert _fit_chars(flat, len(flat), 50, len) == len(flat)
+    assert _fit_chars("z" * 500, 0, 100, len) == 90
+    assert _fit_chars("z" * 40, 0, 100, len) == 40
+
+
+def test_a_page_stays_within_the_cap_when_the_footer_costs_more_joined():
+    from ctxlife_strategies.tool_output import _read_page
+
+    body = "P" + " word" * 400
+
+    def joined(s: str) -> int:  # a counter for which page + footer cost 40 more than apart
+        return len(s) + (40 if s[:1] == "P" and "[ctxlife_recall" in s else 0)
+
+    page = _read_page(body, REF, 0, 300, joined)
+    assert joined(page) == 292 <= 300
+    assert page == body[:122] + (
+        f"\n[ctxlife_recall: characters 0-122 of {len(body)}. Next page: "
+        f'ctxlife_recall {{"ref": "{REF}", "start": "122", "query": ""}}]'
+    )
+
+
+def test_a_search_hit_on_a_line_of_120_to_240_characters_shows_the_whole_line():
+    from ctxlife_strategies.tool_output import _search_page
+
+    line = "needle " + "y" * 193  # 200 characters, after a 10- or 100-character first line
+    for first in ("intro line", "i" * 100):
+        page = _search_page(f"{first}\n{line}\nlast", REF, "needle", 0, 1000, len)
+        assert f"\n@{len(first) + 1}: {line}\n" in page
+
+
+def test_snap_prefers_a_close_line_break_to_a_word_start_for_the_tail():
+    from ctxlife_strategies.tool_output import _snap
+
+    # A word start comes first; the line break within the tail's first fifth wins.
+    assert _snap("a " * 27 + "\n" + "c" * 45, 10, 50) == (10, 45)
+    assert _snap("a " * 29 + "b\n" + "c" * 40, 10, 50) == (10, 40)  # the break 9 characters in (of 10)
+    assert _snap("a " * 47 + "x\nyyy", 10, 5) == (10, 5)  # a 5-character tail looks 1 character on
+    assert _snap("a " * 49 + "b\n", 10, 1) == (10, 1)  # the last character: the tail keeps it
+    assert _snap("a " * 49 + "\nb", 10, 2) == (10, 1)
+
+
+def test_fit_chars_grows_an_underestimate_to_the_budget():
+    from ctxlife_strategies.tool_output import _fit_chars
+
+    def words(s: str) -> int:  # about 6 characters a token: the 4-character estimate is short
+        return len(s.split())
+
+    flat = " ".join(["alpha", "beta", "gamma", "delta"] * 400)
+    cases = [(0, 25), (0, 100), (500, 100), (500, 300), (7, 60)]
+    ends = [_fit_chars(flat, s, b, words) for s, b in cases]
+    assert ends == [132, 569, 1069, 2202, 345]
+    assert all(words(flat[s:e]) <= b for (s, b), e in zip(cases, ends, strict=True))
+    assert _fit_chars(" ".join(["alpha"] * 20), 0, 25, words) == 119  # all of it
+    # A page of one long unbroken token still moves forward (a word end before it is no place to cut).
+    assert _fit_chars("aaaa " + "z" * 500, 5, 10, len) == 14
+    assert _fit_chars("line one\nline two\nend", 0, 100, len) == 21  # all of it, not up to its last line break
+    assert _fit_chars("z" * 50, 0, 1, len) == 1
+    # Within the budget, for every budget from 20 to 119.
+    assert [_fit_chars("z" * 600, 0, b, len) for b in range(20, 120)] == [
+        19, 21, 22, 23, 23, 25, 26, 23, 28, 29, 26, 27, 28, 28, 34, 30, 31, 32, 33, 34,
+        34, 36, 37, 38, 38, 39, 40, 40, 43, 43, 44, 45, 45, 47, 47, 48, 49, 51, 51, 52,
+        53, 54, 55, 56, 57, 57, 58, 60, 61, 62, 62, 63, 64, 65, 67, 67, 68, 68, 70, 71,
+        72, 73, 73, 75, 75, 76, 77, 79, 79, 80, 81, 81, 83, 84, 85, 85, 86, 87, 89, 89,
+        90, 90, 92, 93, 94, 96, 96, 96, 97, 99, 100, 101, 101, 102, 103, 105, 105, 106, 107, 107,
+    ]  # fmt: skip
+
+
+def test_pages_stay_within_the_cap_for_every_cap_when_the_footer_costs_more_joined():
+    from ctxlife_strategies.tool_output import _read_page
+
+    body = " word" * 400
+
+    def joined(s: str) -> int:
+        return len(s) + (40 if "word" in s and "[ctxlife_recall" in s else 0)
+
+    def end_and_size(offset: int, cap: int) -> tuple[int, int]:
+        page = _read_page(body, REF, offset, cap, joined)
+        end = int(re.search(r"characters \d+-(\d+) of", page).group(1))
+        assert page.startswith(body[offset:end]) and joined(page) <= cap
+        return end, joined(page)
+
+    assert [end_and_size(0, cap)[0] for cap in range(290, 330, 3)] == [
+        113, 117, 117, 121, 121, 126, 129, 129, 134, 134, 137, 153, 142, 158
+    ]  # fmt: skip
+    assert [end_and_size(10, cap)[0] for cap in range(290, 330, 3)] == [
+        123, 127, 127, 131, 131, 136, 136, 139, 139, 144, 147, 147, 152, 168
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "cap", "size", "cut"),
+    [
+        ("é " * 1000 + "a " * 4000, 300, 299, (26, 9984)),
+        ("é " * 1000 + "a " * 4000, 600, 595, (106, 9930)),
+        ("é " * 1000 + "a " * 4000, 1000, 977, (210, 9860)),
+        ("a" * 8000 + "é" * 2000, 600, 595, (90, 9940)),
+        ("a" * 8000 + "é" * 2000, 1000, 980, (178, 9881)),
+    ],
+)
+def test_text_whose_head_costs_more_per_character_is_shrunk_until_it_fits(text, cap, size, cut):
+    from ctxlife_strategies.tool_output import _text_marker
+
+    def dense(s: str) -> int:  # "é" costs 5 tokens, anything else 1: the average misjudges the head
+        return len(s) + 4 * s.count("é")
+
+    out, kind = shorten(text, cap, dense, REF)
+    assert kind == "text"
+    start, end = cut
+    elided = dense(text) - dense(text[:start]) - dense(text[end:])
+    assert out == text[:start] + _text_marker(REF, elided, start, end, len(text)) + text[end:]
+    assert dense(out) == size <= cap
+
+
+ROWS = json.dumps({"rows": [{"v": list(range(20)), "s": "é" + "q" * 60} for _ in range(30)], "flag": [1]})
+
+
+@pytest.mark.parametrize(
+    ("cap", "size", "cuts"),
+    [
+        (500, 500, ["9 more items", "9 more items", "28 more items"]),
+        (800, 790, ["13 more items"] * 5 + ["25 more items"]),
+        (1200, 1190, ["9 more items"] * 7 + ["23 more items"]),
+        (2000, 1960, ["8 more items"] * 12 + ["18 more items"]),
+    ],
+)
+def test_json_uses_what_is_left_for_more_outer_items(cap, size, cuts):
+    out, kind = shorten(ROWS, cap, len, REF)
+    assert kind == "json"
+    assert len(out) == size <= cap
+    assert re.findall(r'"\.\.\. (\d+ more items)"', out) == cuts
+    assert '"s": "é' in out
+
+
+@pytest.mark.parametrize(
+    ("text", "cap", "cut"),
+    [
+        ("x" * 1000 + " a" * 2000, 230, (0, 4993)),  # the head would cut the leading run: only a tail
+        ("x" * 1000 + " a" * 2000, 300, (54, 4965)),
+        ("x" * 5000, 230, (0, 5000)),  # neither fits beside the marker: the marker alone
+        (" a" * 2000 + "x" * 1000, 240, (17, 5000)),  # the tail would cut the trailing run: only a head
+    ],
+)
+def test_the_marker_counts_what_it_leaves_out_when_the_head_or_the_tail_is_empty(text, cap, cut):
+    from ctxlife_strategies.tool_output import _text_marker
+
+    out, kind = shorten(text, cap, len, REF)
+    start, end = cut
+    assert out == text[:start] + _text_marker(REF, end - start, start, end, len(text)) + text[end:]
+    assert len(out) <= cap
