@@ -411,3 +411,54 @@ def test_erase_drops_only_its_sessions_index(
     assert main(["session", "erase", "old", "--match", "("]) == 2
     assert capsys.readouterr().err.startswith("error: --match '(' is not a regular expression: ")
     assert main(["session", "erase", "nobody", "--seq", "1"]) == 1
+
+
+def test_show_context_json_a_view_and_the_simulated_note(url: str, capsys: Any) -> None:
+    settings = settings_from_dict({"store": url, "strategies": ["truncate_last_n"]})
+    long = "y" * 160  # exactly 160 characters: shown whole
+    with ctxlife.Session("u42", settings, context_window=8000, view="b") as session:
+        session.messages({"role": "user", "content": "Où est la commande 17 ?"})
+        session.messages({"role": "assistant", "content": long}, {"role": "user", "content": "Merci."})
+    assert main(["session", "show", "u42", "--store", url, "--view", "b", "--context"]) == 0
+    out = capsys.readouterr().out
+    flat = " ".join(out.split())
+    assert f"Call 2 of session 'u42' view 'b' in {url}, as recorded: 3 messages" in flat
+    rows = _table_rows(_lines(out))
+    assert rows[1][4] + rows[2][4] == long and rows[3][4] == "Merci."
+    assert main(["session", "show", "u42", "--store", url, "--view", "b", "--context", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith('{\n  "source": "recorded",\n') and out.endswith("}\n")  # indented by 2
+    assert '"Merci."' in out and json.loads(out)["view"] == "b"
+    with open_store(url) as store:  # no call records: the next call, simulated, says so
+        store.append("plain", [{"role": "user", "content": "Où est la commande 17 ?"}])
+    assert main(["session", "show", "plain", "--store", url, "--context", "--window", "8000"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("SIMULATED because ") and "restored 1 record(s) (no snapshot)" in " ".join(out.split())
+    assert main(["session", "show", "plain", "--store", url, "--context", "--json", "--window", "8000"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["source"] != "recorded" and doc["note"].startswith("SIMULATED because ")
+    assert "Où est" in json.dumps(doc, ensure_ascii=False)
+
+
+def test_show_a_view_only_session_and_a_one_message_rm_dry_run(url: str, capsys: Any) -> None:
+    with open_store(url) as store:  # a multi-agent session: nothing in the default view
+        store.append("m", [{"role": "user", "content": "in b"}], view="b")
+        store.save_snapshot(Snapshot(session_id="s1", messages=MESSAGES, raw_length=0, updated_at=1.7e9, meta={}))
+    assert main(["session", "show", "m", "--store", url]) == 0
+    rows = _cells(capsys.readouterr().out)
+    assert ("Views", "b (1)") in rows and ("View", "b") in rows and ("View", "(default)") not in rows
+    assert main(["session", "show", "s1", "--store", url, "--view", ""]) == 0  # no raw history at all
+    assert ("View raw messages", "0") in _cells(capsys.readouterr().out)
+    assert main(["session", "rm", "m", "--store", url, "--dry-run"]) == 0  # one raw message, no snapshot
+    assert capsys.readouterr().out == f"would delete session 'm' from {url}\n"
+
+
+def test_list_right_aligns_the_counts_and_prints_a_url_as_it_is(tmp_path: Path, capsys: Any) -> None:
+    url = f"file://{tmp_path / '[bold]x[/bold]'}"
+    assert main(["session", "list", "--store", url]) == 0
+    assert capsys.readouterr().out == f"No sessions in {url}\n"  # not read as rich markup
+    with open_store(url) as store:
+        store.append("u42", MESSAGES)
+    assert main(["session", "list", "--store", url]) == 0
+    row = next(line for line in _lines(capsys.readouterr().out) if "u42" in line)
+    assert row.split("│")[2] == "            2 "  # under "Raw messages", right-aligned
