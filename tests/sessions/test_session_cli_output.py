@@ -462,3 +462,41 @@ def test_list_right_aligns_the_counts_and_prints_a_url_as_it_is(tmp_path: Path, 
     assert main(["session", "list", "--store", url]) == 0
     row = next(line for line in _lines(capsys.readouterr().out) if "u42" in line)
     assert row.split("│")[2] == "            2 "  # under "Raw messages", right-aligned
+
+
+def test_erase_then_export_all_shows_what_was_erased_and_the_removals(url: str, capsys: Any) -> None:
+    with open_store(url) as store:
+        store.append("u42", [*MESSAGES, {"role": "user", "content": "Merci."}])
+    assert main(["session", "erase", "u42", "--seq", "1", "2", "--store", url]) == 0
+    assert capsys.readouterr().out == "erased 2 message(s) of session u42: 1 2\n"
+    assert main(["session", "export", "u42", "--all", "--store", url]) == 0
+    log = json.loads(capsys.readouterr().out)
+    assert [(d["seq"], d["op"], d.get("target"), d.get("erased", False)) for d in log] == [
+        (1, "add", None, True),
+        (2, "add", None, True),
+        (3, "add", None, False),
+        (4, "remove", 1, False),
+        (5, "remove", 2, False),
+    ]
+    assert all(isinstance(d["at"], float) for d in log)
+    assert log[2]["message"] == {"role": "user", "content": "Merci."} and log[3]["message"] == {}
+    assert "Où est" not in json.dumps(log, ensure_ascii=False)
+
+
+def test_export_a_views_snapshot_and_calls(url: str, capsys: Any) -> None:
+    settings = settings_from_dict({"store": url, "strategies": ["truncate_last_n"]})
+    with ctxlife.Session("u42", settings, context_window=8000, view="b") as session:
+        session.messages(MESSAGES[0])
+    assert main(["session", "export", "u42", "--store", url, "--calls", "--view", "b"]) == 0
+    calls = json.loads(capsys.readouterr().out)
+    assert [(c["call"], c["view"], c["messages"]) for c in calls] == [(1, "b", [MESSAGES[0]])]
+    assert main(["session", "export", "u42", "--store", url, "--calls"]) == 0
+    assert json.loads(capsys.readouterr().out) == []  # the default view made no call
+    with open_store(url) as store:
+        snap = Snapshot(session_id="u42", view="b", messages=[MESSAGES[0]], raw_length=1, updated_at=1.7e9, meta={})
+        store.save_snapshot(snap)
+    assert main(["session", "export", "u42", "--store", url, "--view", "b"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["view"] == "b" and doc["messages"] == [MESSAGES[0]]
+    assert main(["session", "export", "u42", "--store", url]) == 1  # the default view has no snapshot
+    capsys.readouterr()
