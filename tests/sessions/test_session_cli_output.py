@@ -3,6 +3,7 @@ scope ``cli-session``: tests that run the command in a subprocess run unmutated 
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import os
@@ -28,6 +29,12 @@ def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
 
 
+def _doc(store: Any, sid: str) -> dict[str, Any]:
+    snapshot = store.load_snapshot(sid)
+    assert snapshot is not None
+    return dict(snapshot.to_dict())
+
+
 @pytest.fixture
 def url(tmp_path: Path) -> str:
     return f"file://{tmp_path / 'sessions'}"
@@ -37,7 +44,7 @@ def test_export_prints_the_snapshot_as_indented_utf8_json(url: str, capsys: Any)
     with open_store(url) as store:
         store.append("u42", MESSAGES)
         store.save_snapshot(Snapshot(session_id="u42", messages=MESSAGES, raw_length=2, updated_at=1.7e9, meta={}))
-        doc = store.load_snapshot("u42").to_dict()
+        doc = _doc(store, "u42")
     assert main(["session", "export", "u42", "--store", url]) == 0
     out = capsys.readouterr().out
     assert out == json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
@@ -285,7 +292,7 @@ def test_export_writes_utf8_whatever_the_terminals_encoding(url: str, monkeypatc
         store.save_snapshot(Snapshot(session_id="u42", messages=MESSAGES, raw_length=0, updated_at=1.7e9, meta={}))
         odd = [{"role": "user", "content": "a\ud800b é"}]  # a lone surrogate: not encodable as UTF-8
         store.save_snapshot(Snapshot(session_id="odd", messages=odd, raw_length=0, updated_at=1.7e9, meta={}))
-        docs = {sid: store.load_snapshot(sid).to_dict() for sid in ("u42", "odd")}
+        docs = {sid: _doc(store, sid) for sid in ("u42", "odd")}
     for sid, expected in (
         ("u42", json.dumps(docs["u42"], ensure_ascii=False, indent=2) + "\n"),
         ("odd", json.dumps(docs["odd"], ensure_ascii=True, indent=2) + "\n"),  # \u escapes: the same JSON value
@@ -500,3 +507,37 @@ def test_export_a_views_snapshot_and_calls(url: str, capsys: Any) -> None:
     assert doc["view"] == "b" and doc["messages"] == [MESSAGES[0]]
     assert main(["session", "export", "u42", "--store", url]) == 1  # the default view has no snapshot
     capsys.readouterr()
+
+
+def test_show_context_names_the_strategies_that_acted_and_cuts_text_over_160(url: str, capsys: Any) -> None:
+    settings = settings_from_dict({"store": url, "strategies": ["truncate_last_n"], "truncate_last_n": {"rounds": 1}})
+    with ctxlife.Session("u42", settings, context_window=60) as session:
+        for i in range(3):
+            session.messages({"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"})
+        session.messages({"role": "user", "content": "z" * 161})
+    assert main(["session", "show", "u42", "--store", url, "--context"]) == 0
+    out = capsys.readouterr().out
+    assert "Strategies: truncate_last_n:truncated" in _lines(out)
+    cut = "".join(r[4] for r in _table_rows(_lines(out)) if r[4].startswith("z") or r[4].endswith("..."))
+    assert cut == "z" * 157 + "..."
+
+
+def test_list_summary_text_calls_per_view_and_an_unknown_command(url: str, capsys: Any) -> None:
+    with open_store(url) as store:
+        store.append("raw-only", MESSAGES)  # no snapshot: no snapshot time
+        meta = {"summary": "the user asked for order 17"}  # a summary kept as text in meta: shown as it is
+        store.save_snapshot(Snapshot(session_id="s3", messages=MESSAGES, raw_length=0, updated_at=1.7e9, meta=meta))
+    assert main(["session", "list", "--store", url]) == 0
+    row = next(line for line in _lines(capsys.readouterr().out) if "raw-only" in line)
+    assert [c.strip() for c in row.split("│")[1:4]] == ["raw-only", "2", "-"]
+    assert main(["session", "show", "s3", "--store", url]) == 0
+    assert ("Summary", "the user asked for order 17") in _cells(capsys.readouterr().out)
+    _called(url)  # calls in the default view only
+    assert main(["session", "show", "u42", "--store", url, "--view", "b"]) == 0
+    rows = _cells(capsys.readouterr().out)
+    assert ("Recorded calls", "none (--context and ctxlife report simulate this session)") in rows
+    err = io.StringIO()
+    assert run_session_command(argparse.Namespace(session_command="nope"), url, stderr=err) == 2
+    assert (
+        err.getvalue() == "error: unknown session command 'nope'; use one of: list, show, export, erase, rm, search\n"
+    )
