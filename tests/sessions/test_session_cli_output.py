@@ -435,6 +435,7 @@ def test_show_context_json_a_view_and_the_simulated_note(url: str, capsys: Any) 
     assert main(["session", "show", "u42", "--store", url, "--view", "b", "--context", "--json"]) == 0
     out = capsys.readouterr().out
     assert out.startswith('{\n  "source": "recorded",\n') and out.endswith("}\n")  # indented by 2
+    assert "Où est la commande 17 ?" in out  # UTF-8, not \u escapes
     assert '"Merci."' in out and json.loads(out)["view"] == "b"
     with open_store(url) as store:  # no call records: the next call, simulated, says so
         store.append("plain", [{"role": "user", "content": "Où est la commande 17 ?"}])
@@ -454,6 +455,7 @@ def test_show_a_view_only_session_and_a_one_message_rm_dry_run(url: str, capsys:
     assert main(["session", "show", "m", "--store", url]) == 0
     rows = _cells(capsys.readouterr().out)
     assert ("Views", "b (1)") in rows and ("View", "b") in rows and ("View", "(default)") not in rows
+    assert [r for r in rows if r[0] == "Snapshot"] == [("Snapshot", "none")]  # b's; no row for the unused default
     assert main(["session", "show", "s1", "--store", url, "--view", ""]) == 0  # no raw history at all
     assert ("View raw messages", "0") in _cells(capsys.readouterr().out)
     assert main(["session", "rm", "m", "--store", url, "--dry-run"]) == 0  # one raw message, no snapshot
