@@ -29,7 +29,7 @@ import math
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -445,16 +445,7 @@ class HistoryIndex:
     def _search(
         self, query: str, limit: int, excluded: set[int], use_dates: bool, tool_weight: float, view: str | None
     ) -> list[Hit]:
-        terms = query_terms(query)
-        days = dates_in(query) if use_dates else []
-        hits: list[Hit] = []
-        if days:
-            hits = self._dated(terms, days, limit, excluded, tool_weight, view)
-        if len(hits) < limit and terms:
-            seen = {(h.seq, h.part) for h in hits}
-            more = self._ranked(terms, limit + len(excluded) + len(hits), tool_weight, view)
-            hits += [h for h in more if (h.seq, h.part) not in seen and h.seq not in excluded]
-        return hits[:limit]
+        return search_hits(self._dated, self._ranked, query, limit, excluded, use_dates, tool_weight, view)
 
     def _ranked(self, terms: Sequence[str], limit: int, tool_weight: float = 1.0, view: str | None = None) -> list[Hit]:
         match = " OR ".join(f'"{t}"' for t in terms)
@@ -616,6 +607,31 @@ def stored_from_row(row: Sequence[Any]) -> StoredRecord:
     return StoredRecord(
         seq=int(seq), role=role, text=text, recorded_at=at, day=day_of(at), view=view, calls=bool(calls)
     )
+
+
+def search_hits(
+    dated: Callable[[Sequence[str], Sequence[tuple[int, int]], int, set[int], float, str | None], list[Hit]],
+    ranked: Callable[[Sequence[str], int, float, str | None], list[Hit]],
+    query: str,
+    limit: int,
+    excluded: set[int],
+    use_dates: bool,
+    tool_weight: float,
+    view: str | None,
+) -> list[Hit]:
+    """A search's hits, from an index's ``dated`` and ``ranked`` queries (SQLite's and PostgreSQL's alike):
+    the documents of the days the query names first, then the best ranked ones not among them and
+    not ``excluded``."""
+    terms = query_terms(query)
+    days = dates_in(query) if use_dates else []
+    hits: list[Hit] = []
+    if days:
+        hits = dated(terms, days, limit, excluded, tool_weight, view)
+    if len(hits) < limit and terms:
+        seen = {(h.seq, h.part) for h in hits}
+        more = ranked(terms, limit + len(excluded) + len(hits), tool_weight, view)
+        hits += [h for h in more if (h.seq, h.part) not in seen and h.seq not in excluded]
+    return hits[:limit]
 
 
 def rank_day_documents(

@@ -43,10 +43,11 @@ from ctxlife.recall.index import (
     hit_from_row,
     month_day_of,
     rank_day_documents,
+    search_hits,
     stored_from_row,
 )
 from ctxlife.recall.records import CHUNK_CHARS, text_documents
-from ctxlife.recall.text import NO_SPACE_RUN, TERM, dates_in, index_text, query_terms, stem
+from ctxlife.recall.text import NO_SPACE_RUN, TERM, index_text, stem
 from ctxlife.sessions.records import RawRecord
 
 __all__ = ["PostgresIndex", "drop_slots", "index_records", "terms_of"]
@@ -283,18 +284,8 @@ class PostgresIndex:
         view: str | None = None,
     ) -> list[Hit]:
         """The documents that best match ``query``, best first (see HistoryIndex.search)."""
-        excluded = set(exclude)
         query = escape_surrogates(query)
-        terms = query_terms(query)
-        days = dates_in(query) if use_dates else []
-        hits: list[Hit] = []
-        if days:
-            hits = self._dated(terms, days, limit, excluded, tool_weight, view)
-        if len(hits) < limit and terms:
-            seen = {(h.seq, h.part) for h in hits}
-            more = self._ranked(terms, limit + len(excluded) + len(hits), tool_weight, view)
-            hits += [h for h in more if (h.seq, h.part) not in seen and h.seq not in excluded]
-        return hits[:limit]
+        return search_hits(self._dated, self._ranked, query, limit, set(exclude), use_dates, tool_weight, view)
 
     def _ranked(self, terms: Sequence[str], limit: int, tool_weight: float, view: str | None) -> list[Hit]:
         docs, average = self._counts()
