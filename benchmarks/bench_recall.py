@@ -479,18 +479,29 @@ def bench_answers(
                 data = data_of(conv)
                 groups.setdefault((data, conv.language, conv.split), []).append((conv, run))
             for (data, language, split), group in sorted(groups.items()):
-                rows.append(
-                    {
-                        "data": data,
-                        "language": language,
-                        "split": split,
-                        "method": method,
-                        "window": window,
-                        "wording": wording,
-                        **summarize(group, window),
-                    }
-                )
+                rows.append(answers_row(data, language, split, method, window, wording, group))
     return rows
+
+
+def answers_row(
+    data: str,
+    language: str,
+    split: str,
+    method: str,
+    window: int,
+    wording: str,
+    group: list[tuple[Conversation, Run]],
+) -> dict[str, Any]:
+    """One row of the answers table: which runs it sums up, then :func:`summarize` of them."""
+    return {
+        "data": data,
+        "language": language,
+        "split": split,
+        "method": method,
+        "window": window,
+        "wording": wording,
+        **summarize(group, window),
+    }
 
 
 def data_of(conv: Conversation) -> str:
@@ -539,17 +550,7 @@ def bench_woz(windows: Sequence[int], progress: Callable[[str], None], quick: bo
                 for language in LANGUAGES:
                     group = [(c, r) for c, r in pairs if c.split == split and c.language == language]
                     if group:
-                        rows.append(
-                            {
-                                "data": data_of(group[0][0]),
-                                "language": language,
-                                "split": split,
-                                "method": method,
-                                "window": window,
-                                "wording": wording,
-                                **summarize(group, window),
-                            }
-                        )
+                        rows.append(answers_row(data_of(group[0][0]), language, split, method, window, wording, group))
     return rows
 
 

@@ -108,21 +108,7 @@ def section(results: dict[str, Any]) -> str:
             'statement "I\'m trying to think of this: ..."), `llm_summary` + `recall` against pair-doc at the same '
             "tokens per question, and the share of ordinary chat turns (the replay) that got a recall block:\n"
         )
-        out.append(
-            table(
-                [
-                    "data",
-                    "window",
-                    "wording",
-                    "`llm_summary` + `recall`",
-                    "pair-doc",
-                    "lead (points)",
-                    "chat turns with a block",
-                ],
-                worded,
-                "lllrrrr",
-            )
-        )
+        out.append(_wording_table(worded, "chat turns with a block"))
     out += _woz_section(results)
     best = "llm_summary+recall"
     if best in methods:
@@ -182,19 +168,7 @@ def _woz_section(results: dict[str, Any]) -> list[str]:
         "it). Held out, `llm_summary` + `recall` against pair-doc at the same "
         "tokens per question, each question asked three ways, and the share of the replay's user turns that got "
         "a recall block:\n",
-        table(
-            [
-                "data",
-                "window",
-                "wording",
-                "`llm_summary` + `recall`",
-                "pair-doc",
-                "lead (points)",
-                "turns with a block",
-            ],
-            worded,
-            "lllrrrr",
-        ),
+        _wording_table(worded, "turns with a block"),
         "Dev sessions, `llm_summary` + `recall` as written: "
         + "; ".join(
             f"{label} "
@@ -224,3 +198,9 @@ def summary(results: dict[str, Any]) -> list[str]:
             )
             break
     return lines
+
+
+def _wording_table(worded: list[list[str]], blocks: str) -> str:
+    """ctxlife against pair-doc per wording (rows of :func:`_worded`), ``blocks`` naming the last column."""
+    header = ["data", "window", "wording", "`llm_summary` + `recall`", "pair-doc", "lead (points)", blocks]
+    return table(header, worded, "lllrrrr")
