@@ -165,7 +165,8 @@ def test_session_commands_read_the_configs_store_and_show_counts_tokens(tmp_path
     assert "u42" in capsys.readouterr().out
 
 
-def test_session_rm_removes_the_recall_index_the_config_names(tmp_path: Path, capsys: Any) -> None:
+def indexed_session(tmp_path: Path) -> tuple[Path, Path]:
+    """A config with recall's index in its own folder, and session u42 of three turns indexed there."""
     url = f"file://{tmp_path / 'sessions'}"
     index = tmp_path / "index"
     config = tmp_path / "ctxlife.toml"
@@ -175,6 +176,11 @@ def test_session_rm_removes_the_recall_index_the_config_names(tmp_path: Path, ca
     with ctxlife.Session("u42", load_settings(str(config)), context_window=8000) as session:
         for n in range(3):
             session.messages({"role": "user", "content": f"Order {n} is in aisle {n}."})
+    return config, index
+
+
+def test_session_rm_removes_the_recall_index_the_config_names(tmp_path: Path, capsys: Any) -> None:
+    config, index = indexed_session(tmp_path)
     assert any(index.iterdir())
     assert main(["session", "rm", "u42", "--config", str(config)]) == 0
     assert not any(index.rglob("*u42*")) and not any(p.is_file() for p in index.rglob("*"))
@@ -345,15 +351,7 @@ def test_strategies_table_marks_a_clash_and_a_broken_plugin(monkeypatch: pytest.
 
 
 def test_session_erase_drops_the_sessions_recall_index(tmp_path: Path, capsys: Any) -> None:
-    url = f"file://{tmp_path / 'sessions'}"
-    index = tmp_path / "index"
-    config = tmp_path / "ctxlife.toml"
-    config.write_text(f'store = "{url}"\nstrategies = ["recall"]\n[recall]\nindex_dir = "{index}"\n')
-    from ctxlife.config import load_settings
-
-    with ctxlife.Session("u42", load_settings(str(config)), context_window=8000) as session:
-        for n in range(3):
-            session.messages({"role": "user", "content": f"Order {n} is in aisle {n}."})
+    config, index = indexed_session(tmp_path)
     assert any(p.is_file() for p in index.rglob("*"))
     assert main(["session", "erase", "u42", "--match", "aisle 1", "--config", str(config)]) == 0
     assert not any(p.is_file() for p in index.rglob("*"))
