@@ -253,67 +253,54 @@ class Host:
         *,
         session: SessionState,
     ) -> list[StrategyFailure]:
-        # The marks strategies put on what they insert (summaries, recall blocks) are keyed with
-        # the store's secret: every worker on the store recognises them, no third party can forge one.
-        with message_model.MARK_KEYS.marking_with(self.store):
-            return self._dispatch(hook, ctx, snapshot, restore, check, stop, session)
-
-    def _dispatch(
-        self,
-        hook: str,
-        ctx: HookContext,
-        snapshot: Callable[[], Any],
-        restore: Callable[[Any], None],
-        check: Callable[[Any], str | None] | None,
-        stop: Callable[[], bool] | None,
-        session: SessionState,
-    ) -> list[StrategyFailure]:
         failures: list[StrategyFailure] = []
         tracer = self.tracer
         if tracer is not None:
             tracer.start_node(ctx)
-        for name, impl in self._impls[hook]:
-            saved = snapshot()
-            ctx._strategy = name
-            ctx.state = session.state.setdefault(name, {})
-            n_actions = len(ctx.actions)
-            kwargs = {"ctx": ctx}
-            try:
-                with tracer.strategy(name, ctx) if tracer is not None else NO_SPAN as span:
-                    impl.function(*[kwargs[arg] for arg in impl.argnames])
-                    problem = check(saved) if check is not None else None
-                    span.finish(problem, ctx, n_actions)
-            except Exception as exc:  # noqa: BLE001 - isolation is the point: any failure is rolled back
-                restore(saved)
-                del ctx.actions[n_actions:]
-                failures.append(StrategyFailure(name, ctx.node, f"{type(exc).__name__}: {exc}"))
-                error, safe = describe_error(exc, quotable_texts(ctx, saved), log_content=self.settings.log_content)
-                emit(
-                    "error",
-                    "ctxlife.strategy_failed",
-                    strategy=name,
-                    node=ctx.node,
-                    error=error,
-                    error_type=type(exc).__name__,
-                    session_id=ctx.session_id,
-                    exc_info=safe and not isinstance(exc, CtxlifeError),
-                )
-                continue
-            if problem is not None:
-                restore(saved)
+        # The marks strategies put on what they insert (summaries, recall blocks) are keyed with
+        # the store's secret: every worker on the store recognises them, no third party can forge one.
+        with message_model.MARK_KEYS.marking_with(self.store):
+            for name, impl in self._impls[hook]:
+                saved = snapshot()
+                ctx._strategy = name
+                ctx.state = session.state.setdefault(name, {})
+                n_actions = len(ctx.actions)
+                kwargs = {"ctx": ctx}
+                try:
+                    with tracer.strategy(name, ctx) if tracer is not None else NO_SPAN as span:
+                        impl.function(*[kwargs[arg] for arg in impl.argnames])
+                        problem = check(saved) if check is not None else None
+                        span.finish(problem, ctx, n_actions)
+                except Exception as exc:  # noqa: BLE001 - isolation is the point: any failure is rolled back
+                    restore(saved)
+                    problem = f"{type(exc).__name__}: {exc}"
+                    error, safe = describe_error(exc, quotable_texts(ctx, saved), log_content=self.settings.log_content)
+                    emit(
+                        "error",
+                        "ctxlife.strategy_failed",
+                        strategy=name,
+                        node=ctx.node,
+                        error=error,
+                        error_type=type(exc).__name__,
+                        session_id=ctx.session_id,
+                        exc_info=safe and not isinstance(exc, CtxlifeError),
+                    )
+                else:
+                    if problem is None:
+                        if stop is not None and stop():
+                            break
+                        continue
+                    restore(saved)
+                    emit(
+                        "error",
+                        "ctxlife.invalid_sequence",
+                        strategy=name,
+                        node=ctx.node,
+                        problem=problem,
+                        session_id=ctx.session_id,
+                    )
                 del ctx.actions[n_actions:]
                 failures.append(StrategyFailure(name, ctx.node, problem))
-                emit(
-                    "error",
-                    "ctxlife.invalid_sequence",
-                    strategy=name,
-                    node=ctx.node,
-                    problem=problem,
-                    session_id=ctx.session_id,
-                )
-                continue
-            if stop is not None and stop():
-                break
         ctx._strategy = ""
         return failures
 
