@@ -37,7 +37,7 @@ import importlib
 import inspect
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from ctxlife.api import resolve_settings
@@ -209,23 +209,16 @@ class CrewAdapter:
 
         return run
 
-    def _scope(self) -> Any:
-        dispatch = self._dispatch
-        adapter = self
-
-        class _Scope:
-            def __enter__(self) -> None:
-                self._hooks = dispatch.scoped_hooks()
-                self._hooks.__enter__()
-                for point, handler in adapter._points.items():
-                    dispatch.register_scoped(point, handler)
-                self._token = _active.set(adapter)
-
-            def __exit__(self, *exc: Any) -> None:
-                _active.reset(self._token)
-                self._hooks.__exit__(*exc)
-
-        return _Scope()
+    @contextlib.contextmanager
+    def _scope(self) -> Iterator[None]:
+        with self._dispatch.scoped_hooks():
+            for point, handler in self._points.items():
+                self._dispatch.register_scoped(point, handler)
+            token = _active.set(self)
+            try:
+                yield
+            finally:
+                _active.reset(token)
 
     # -- helpers ------------------------------------------------------------------------
 
