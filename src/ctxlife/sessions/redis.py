@@ -200,6 +200,17 @@ class RedisStore(SessionStore):
             for kind in _SESSION_KINDS:
                 pipe.expire(self._key(session_id, kind), self.ttl)
 
+    def _write(self, what: str, session_id: str, write: Callable[[Any], object]) -> list[Any]:
+        """``write(pipe)`` and the session's TTL refresh in one ``MULTI/EXEC``; the replies."""
+
+        def run() -> list[Any]:
+            pipe = self._client.pipeline(transaction=True)
+            write(pipe)
+            self._refresh_ttl(pipe, session_id)
+            return list(pipe.execute())
+
+        return self._call(what, run)
+
     # -- snapshot -------------------------------------------------------------------------------
 
     def load_snapshot(self, session_id: str, view: str = "") -> Snapshot | None:
@@ -219,17 +230,8 @@ class RedisStore(SessionStore):
     def save_snapshot(self, snapshot: Snapshot) -> None:
         sid, view = snapshot.session_id, snapshot.view
         data = snapshot.to_json().encode("utf-8")
-
-        def run() -> None:
-            pipe = self._client.pipeline(transaction=True)
-            if view:
-                pipe.hset(self._key(sid, "views"), view, data)
-            else:
-                pipe.set(self._key(sid, "ctx"), data)
-            self._refresh_ttl(pipe, sid)
-            pipe.execute()
-
-        self._call("save_snapshot", run)
+        key = self._key(sid, "views" if view else "ctx")
+        self._write("save_snapshot", sid, lambda pipe: pipe.hset(key, view, data) if view else pipe.set(key, data))
 
     # -- raw history -----------------------------------------------------------------------------
 
@@ -318,14 +320,7 @@ class RedisStore(SessionStore):
         key = self._key(session_id, "calls")
         validate_view(view)
         data = json_text({"view": view, "doc": doc}, what=f"call record of session {session_id!r}").encode("utf-8")
-
-        def run() -> int:
-            pipe = self._client.pipeline(transaction=True)
-            pipe.rpush(key, data)
-            self._refresh_ttl(pipe, session_id)
-            return int(pipe.execute()[0])
-
-        return self._call("append_call", run)
+        return int(self._write("append_call", session_id, lambda pipe: pipe.rpush(key, data))[0])
 
     def read_calls(self, session_id: str, view: str | None = None) -> list[CallRecord]:
         key = self._key(session_id, "calls")
@@ -438,14 +433,7 @@ class RedisStore(SessionStore):
         hkey = self._key(session_id, "blobs")
         validate_blob_key(key)
         data = check_blob_text(session_id, key, text)
-
-        def run() -> None:
-            pipe = self._client.pipeline(transaction=True)
-            pipe.hset(hkey, key, data)
-            self._refresh_ttl(pipe, session_id)
-            pipe.execute()
-
-        self._call("put_blob", run)
+        self._write("put_blob", session_id, lambda pipe: pipe.hset(hkey, key, data))
 
     def get_blob(self, session_id: str, key: str) -> str | None:
         hkey = self._key(session_id, "blobs")
