@@ -263,11 +263,13 @@ class FileStore(SessionStore):
         last = self._last_write(session_id)
         return last is not None and time.time() - last > self.ttl
 
-    def _drop_if_expired(self, session_id: str) -> None:
-        """Before a write: delete an expired session, so the write starts it over (as Redis would)."""
-        if self._expired(session_id):
-            self.delete(session_id)
-            log.info("session_expired", store="file", session_id=session_id, ttl_seconds=self.ttl)
+    def _drop_if_expired(self, session_id: str) -> bool:
+        """Before a write or a listing: delete an expired session (a write starts it over, as Redis would)."""
+        if not self._expired(session_id):
+            return False
+        self.delete(session_id)
+        log.info("session_expired", store="file", session_id=session_id, ttl_seconds=self.ttl)
+        return True
 
     # -- snapshot -------------------------------------------------------------------------------
 
@@ -566,9 +568,7 @@ class FileStore(SessionStore):
     def list_sessions(self) -> list[SessionInfo]:
         infos = []
         for sid in sorted(self._session_ids()):
-            if self._expired(sid):
-                self.delete(sid)
-                log.info("session_expired", store="file", session_id=sid, ttl_seconds=self.ttl)
+            if self._drop_if_expired(sid):
                 continue
             updated = []
             for view in self._views_with_snapshots(sid):
