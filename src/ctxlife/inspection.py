@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,13 +163,10 @@ def compose(messages: Sequence[Message], counter: TokenCounter) -> Composition:
     for index, message in enumerate(messages):
         who = role(message) or "?"
         tokens = counter.count_message(message)
-        kind = inserted_kind(message)
+        kind = inserted_kind(message)  # "summary", "recall", "bootstrap": the whole message is that part
         text = text_of(message)
-        if kind in ("summary", "recall"):
+        if kind is not None:
             parts.append(Part(kind, index, who, tokens, text))
-            continue
-        if kind == "bootstrap":
-            parts.append(Part("bootstrap", index, who, tokens, text))
             continue
         plain = "system" if is_system(message) else "recent"
         body = content_text(message)
@@ -681,16 +679,13 @@ def evicted_messages(before: Sequence[Message], after: Sequence[Message]) -> lis
 
     System prompts and what ctxlife inserted (summaries, recall blocks) are not conversation.
     """
-    left: dict[str, int] = {}
-    for message in after:
-        key = fingerprint(message)
-        left[key] = left.get(key, 0) + 1
+    left = Counter(fingerprint(m) for m in after)
     out = []
     for message in before:
         if is_system(message) or is_inserted(message):
             continue
         key = fingerprint(message)
-        if left.get(key, 0) > 0:
+        if left[key] > 0:
             left[key] -= 1
         else:
             out.append(message)
