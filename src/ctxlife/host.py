@@ -373,18 +373,6 @@ class Host:
         """
         return message_model.apply_bootstrap(messages, text, system_prompt=system_prompt, fmt=fmt)
 
-    def message_format(self, messages: list[dict[str, Any]], session_id: str | None = None) -> str:
-        """The format of a session's messages: the configured ``message_format``, else detected.
-
-        A list of plain text messages is valid in both formats; once a session showed Anthropic
-        blocks, its plain lists are taken as Anthropic too.
-        """
-        configured = self.settings.message_format
-        if configured != "auto":
-            return configured
-        with self._table.locked(session_id or self.session_id) as state:
-            return state.format_of(messages)
-
     # -- the privacy filter: text leaving the store -------------------------------------
 
     def filter_text(self, text: str, *, where: str, session_id: str | None = None, view: str = "") -> str:

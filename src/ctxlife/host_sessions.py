@@ -45,7 +45,7 @@ class SessionState:
     lock: threading.RLock = field(default_factory=threading.RLock)
     users: int = 0  # calls holding or waiting for the lock (and an eviction in progress)
     calls: int = 0  # model calls since the run started (the next call's ctx.call_index)
-    anthropic: bool = False  # the session showed Anthropic blocks (see Host.message_format)
+    anthropic: bool = False  # the session showed Anthropic blocks (see format_of)
     state: dict[str, dict[str, Any]] = field(default_factory=dict)  # each strategy's ctx.state
     bootstrap: dict[str | None, str] = field(default_factory=dict)  # the bootstrap text per agent role
     bootstrap_actions: dict[str | None, list[Action]] = field(default_factory=dict)
@@ -55,7 +55,7 @@ class SessionState:
     previous: OrderedDict[str, message_model.PreviousList] = field(default_factory=OrderedDict)
 
     def format_of(self, messages: list[dict[str, Any]]) -> str:
-        """The detected format of the session's ``messages`` (``Host.message_format``), with the lock held:
+        """The detected format of the session's ``messages`` (``ctx.message_format``), with the lock held:
         once the session showed Anthropic blocks, its plain lists are taken as Anthropic too."""
         found = message_model.list_format(messages)
         if found == message_model.ANTHROPIC:
