@@ -84,9 +84,8 @@ def apply_bootstrap(messages: list[Message], text: str, *, system_prompt: bool =
             if inserted_kind(first) == "bootstrap":
                 mark_inserted(messages[0], "bootstrap")
         return changed
-    allowed = (
-        system_role_allowed(messages) if fmt is None else (fmt == OPENAI or bool(messages) and is_system(messages[0]))
-    )
+    # No system message first here: a new one is allowed in an OpenAI list only (system_role_allowed).
+    allowed = (list_format(messages) if fmt is None else fmt) == OPENAI
     if system_prompt and allowed:
         messages.insert(0, mark_inserted({"role": "system", "content": section}, "bootstrap"))
         return True
