@@ -453,16 +453,12 @@ class _EnvSource(EnvSettingsSource):
                     f"e.g. {variable}='{example}'"
                 )
             return decoded
-        if str in _field_kinds(field):
+        if str in scalar_kinds(field.annotation):
             return value
         try:
             return json.loads(value)
         except ValueError:
             return value  # validation names the variable and what was expected
-
-
-def _field_kinds(field: Any) -> set[Any]:
-    return scalar_kinds(field.annotation)
 
 
 def resolve_store_url(url: str, base: Path | None) -> str:
