@@ -36,16 +36,12 @@ def _surface_in(text: str, hay: str) -> bool:
     start = hay.find(text)
     while start >= 0:
         end = start + n
-        ok = True
-        if check_left and start > 0 and hay[start - 1] in _ASCII_ALNUM:
-            ok = False
-        elif digit_left and start > 1 and hay[start - 1] in ".," and hay[start - 2].isdecimal():
-            ok = False
-        elif check_right and end < last and hay[end] in _ASCII_ALNUM:
-            ok = False
-        elif digit_right and end + 1 < last and hay[end] in ".," and hay[end + 1].isdecimal():
-            ok = False
-        if ok:
+        if not (
+            (check_left and start > 0 and hay[start - 1] in _ASCII_ALNUM)
+            or (digit_left and start > 1 and hay[start - 1] in ".," and hay[start - 2].isdecimal())
+            or (check_right and end < last and hay[end] in _ASCII_ALNUM)
+            or (digit_right and end + 1 < last and hay[end] in ".," and hay[end + 1].isdecimal())
+        ):
             return True
         start = hay.find(text, start + 1)
     return False
