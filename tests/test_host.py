@@ -281,3 +281,29 @@ def test_events_carry_counts_and_names_and_contents_only_when_asked():
         )
     node = next(e for e in logs if e["event"] == "ctxlife.node" and e["node"] == "before_llm_call")
     assert node["content"] == secret
+
+
+def test_a_strategy_that_fails_to_close_does_not_stop_the_host_from_closing_the_rest():
+    closed = []
+
+    class Stubborn(ctxlife.Strategy):
+        name = "stubborn_test_strategy"
+
+        def close(self):
+            raise OSError("busy")
+
+    class Tidy(ctxlife.Strategy):
+        name = "tidy_test_strategy"
+
+        def close(self):
+            closed.append(self.name)
+
+    with installed_strategy(Stubborn), installed_strategy(Tidy):
+        host = Host(settings_from_dict({"strategies": ["stubborn_test_strategy", "tidy_test_strategy"]}))
+        with capture_logs() as logs:
+            host.close()
+    assert closed == ["tidy_test_strategy"]
+    failed = [e for e in logs if e["event"] == "ctxlife.strategy_close_failed"]
+    assert [(e["strategy"], e["error"], e["log_level"]) for e in failed] == [
+        ("stubborn_test_strategy", "OSError: busy", "error")
+    ]

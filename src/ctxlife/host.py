@@ -785,25 +785,9 @@ class Host:
         """Close every strategy (stores, files) and the host's store. The host is not used after this."""
         self.forget_lists()
         for strategy in self.strategies:
-            try:
-                strategy.close()
-            except Exception as exc:  # noqa: BLE001 - closing must not mask the caller's outcome
-                emit(
-                    "error",
-                    "ctxlife.strategy_close_failed",
-                    strategy=strategy.name,
-                    error=f"{type(exc).__name__}: {exc}",
-                )
+            _close_quietly(strategy.close, "ctxlife.strategy_close_failed", strategy=strategy.name)
         if self.store is not None:
-            try:
-                self.store.close()
-            except Exception as exc:  # noqa: BLE001 - closing must not mask the caller's outcome
-                emit(
-                    "error",
-                    "ctxlife.store_close_failed",
-                    store=getattr(self.store, "url", ""),
-                    error=f"{type(exc).__name__}: {exc}",
-                )
+            _close_quietly(self.store.close, "ctxlife.store_close_failed", store=getattr(self.store, "url", ""))
 
     # -- async twins: the same dispatch in a worker thread, so the event loop never waits on it --
 
@@ -841,6 +825,14 @@ class Host:
     async def atask_end(self, ctx: TaskContext, **kwargs: Any) -> Report:
         """:meth:`task_end` without blocking the event loop."""
         return await asyncio.to_thread(functools.partial(self.task_end, ctx, **kwargs))
+
+
+def _close_quietly(close: Callable[[], None], event: str, **about: str) -> None:
+    """``close()``; a failure is an error ``event`` with ``about``, never raised."""
+    try:
+        close()
+    except Exception as exc:  # noqa: BLE001 - closing must not mask the caller's outcome
+        emit("error", event, **about, error=f"{type(exc).__name__}: {exc}")
 
 
 def _counts(
