@@ -15,22 +15,19 @@ for Chinese and other scripts written without spaces. The ``recall`` strategy an
 from ctxlife.messages import QUOTE_MARK, quote
 from ctxlife.recall.history import (
     MEMORY,
-    RECALL_HEADER,
     HistorySearch,
     Passage,
     configured_index_dir,
     default_index_dir,
-    excerpt,
     live_keys,
     passages_from,
-    position,
     read_records,
     remove_index,
-    render,
     split_question,
 )
 from ctxlife.recall.index import INDEX_VERSION, HistoryIndex, Hit, StoredRecord
 from ctxlife.recall.records import CHUNK_CHARS, Document, chunks
+from ctxlife.recall.render import RECALL_HEADER, excerpt, position, render
 from ctxlife.recall.text import bigrams, dates_in, index_text, need_for_past, query_terms
 
 __all__ = [
