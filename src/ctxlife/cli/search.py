@@ -50,7 +50,7 @@ def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[s
     # lazy: the index loads sqlite3 and rich; `ctxlife session` builds its parser from this module
     from ctxlife.inspection import Shown
     from ctxlife.recall.history import HistorySearch
-    from ctxlife.recall.render import position
+    from ctxlife.recall.block import position
 
     search = HistorySearch(store)
     try:

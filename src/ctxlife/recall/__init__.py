@@ -13,6 +13,7 @@ for Chinese and other scripts written without spaces. The ``recall`` strategy an
 """
 
 from ctxlife.messages import QUOTE_MARK, quote
+from ctxlife.recall.block import RECALL_HEADER, excerpt, position, render
 from ctxlife.recall.history import (
     MEMORY,
     HistorySearch,
@@ -27,7 +28,6 @@ from ctxlife.recall.history import (
 )
 from ctxlife.recall.index import INDEX_VERSION, HistoryIndex, Hit, StoredRecord
 from ctxlife.recall.records import CHUNK_CHARS, Document, chunks
-from ctxlife.recall.render import RECALL_HEADER, excerpt, position, render
 from ctxlife.recall.text import bigrams, dates_in, index_text, need_for_past, query_terms
 
 __all__ = [

@@ -4,7 +4,7 @@
 adds the records recorded since the last call (by sequence number, so a call costs what is new),
 rebuilds an index that is missing or no longer matches the raw history, and turns search hits into
 *passages*: the matching message (or chunk of a long tool result) with its neighbours, minus what is
-already in view (:mod:`ctxlife.recall.render` renders them with their date, position and role).
+already in view (:mod:`ctxlife.recall.block` renders them with their date, position and role).
 
 Where the index lives (``index_dir``): next to a local store by default (``file://DIR`` ->
 ``DIR/recall_index/``, ``sqlite:///PATH`` -> ``PATH.recall_index/``), in memory for other stores
