@@ -9,9 +9,10 @@ until it fits.
 
 from __future__ import annotations
 
+import functools
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from ctxlife.messages import QUOTE_MARK, RECALL_PREFIX, quote
@@ -26,11 +27,22 @@ def position(record: StoredRecord | Hit) -> str:
     where = f"message {record.seq}"
     if record.recorded_at is None:
         return where
-    try:
-        when = datetime.fromtimestamp(record.recorded_at).strftime("%Y-%m-%d %H:%M")
-    except (OverflowError, OSError, ValueError):
-        return where
-    return f"{when}, {where}"
+    when = _WHEN.get(record.recorded_at)
+    if when is None:
+        try:
+            when = datetime.fromtimestamp(record.recorded_at).strftime("%Y-%m-%d %H:%M")
+        except (OverflowError, OSError, ValueError):
+            when = ""
+        if len(_WHEN) >= _WHEN_KEPT:
+            _WHEN.clear()
+        _WHEN[record.recorded_at] = when
+    return f"{when}, {where}" if when else where
+
+
+# The local time of each record shown lately: a conversation's calls show many of the same records
+# (a date conversion and strftime cost more than the rest of a line). Bounded: emptied when full.
+_WHEN: dict[float, str] = {}
+_WHEN_KEPT = 4096
 
 
 #: The first line of a recall block: what it is, and that what it quotes is data, not instructions.
@@ -66,13 +78,16 @@ def render(
     # turn cut short to leave room for the others gets back what they left.
     texts: dict[int, str] = {}
     cut: set[int] = set()  # passages drawn below hit_tokens to leave room for the others
+    shown: dict[int, dict[tuple[int, int], str]] = {i: {} for i in range(len(passages))}
     for i, passage in enumerate(passages):
         left = budget - used - 1
         # Breadth before depth: each passage still to come gets its share of what is left, so a
         # long first passage cannot crowd out the others (the ranking is not always right).
         share = left if i == len(passages) - 1 else max(left * 2 // 3, min(left, _MIN_PASSAGE_TOKENS))
         terms = passage.weights or dict.fromkeys(query_terms(query), 1.0)
-        text = _render_passage(passage, count, count_lines, terms, 0, min(hit_tokens, share), share, context=False)
+        text = _render_passage(
+            passage, count, count_lines, terms, 0, min(hit_tokens, share), share, context=False, shown=shown[i]
+        )
         if text is None:
             continue
         texts[i] = text
@@ -86,7 +101,14 @@ def render(
         left = budget - used + count(text)
         terms = passage.weights or dict.fromkeys(query_terms(query), 1.0)
         fuller = _render_passage(
-            passage, count, count_lines, terms, min(context_tokens, left // 3), min(hit_tokens, left), left
+            passage,
+            count,
+            count_lines,
+            terms,
+            min(context_tokens, left // 3),
+            min(hit_tokens, left),
+            left,
+            shown=shown[i],
         )
         if fuller is not None and count(fuller) > count(text):
             used += count(fuller) - count(text)
@@ -123,30 +145,37 @@ def _render_passage(
     left: int,
     *,
     context: bool = True,
+    shown: dict[tuple[int, int], str] | None = None,
 ) -> str | None:
+    """``shown``: the passage's message lines drawn so far, by (seq, share): render draws a passage
+    again with more room, and most of its lines come out the same."""
     core = passage.core or {passage.hit.seq}
+    hit_seq = passage.hit.seq
+    drawn: dict[tuple[int, int], str] = {} if shown is None else shown
 
-    def assemble(items: Sequence[tuple[StoredRecord, str]]) -> list[str]:
+    def line(record: StoredRecord, share: int) -> str:
+        """A message's line: its label, then its text (cut to ``share`` tokens) as quoted data."""
+        found = drawn.get((record.seq, share))
+        if found is None:
+            text = " ".join(record.text.split()) if record.role != "tool" else record.text.strip()
+            found = drawn[(record.seq, share)] = f"{_label(record.role)}: {quote(excerpt(text, share, terms, count))}"
+        return found
+
+    def assemble(records: Sequence[StoredRecord], hit_share: int, partner_share: int) -> list[str]:
         """The passage's lines: a title (where the first message shown is), then each message.
 
         Counted line by line (count_lines): a message shown again in another attempt is not counted again."""
-        title = f"[{position(items[0][0] if items else passage.hit)}]"
-        return [title, *(f"{_label(record.role)}: {quote(text)}" for record, text in items)]
-
-    def lines(records: Iterable[StoredRecord], hit_share: int, partner_share: int) -> list[tuple[StoredRecord, str]]:
-        out = []
+        out = [f"[{position(records[0])}]"]
         for record in records:
-            text = " ".join(record.text.split()) if record.role != "tool" else record.text.strip()
-            if record.seq == passage.hit.seq or record.role == "tool":
-                share = hit_share
+            if record.seq == hit_seq or record.role == "tool":
+                out.append(line(record, hit_share))
             else:
-                share = partner_share if record.seq in core else context_tokens
-            out.append((record, excerpt(text, share, terms, count)))
+                out.append(line(record, partner_share if record.seq in core else context_tokens))
         return out
 
     turn = [r for r in passage.records if r.seq in core]
     # The match and tool results count twice when what is left is shared out.
-    weight = sum(2 if r.seq == passage.hit.seq or r.role == "tool" else 1 for r in turn) or 1
+    weight = sum(2 if r.seq == hit_seq or r.role == "tool" else 1 for r in turn) or 1
     unit = max((left - 8 * len(turn) - 8) // weight, 0)
     attempts = (
         (passage.records, hit_tokens, hit_tokens * 2 // 3),  # the turn and its context
@@ -156,17 +185,21 @@ def _render_passage(
     for records, hit_share, partner_share in attempts[0 if context else 1 :]:
         if not records or hit_share < 24 or (partner_share < 24 and len(records) > 1):
             continue
-        parts = assemble(lines(records, hit_share, partner_share))
+        parts = assemble(records, hit_share, partner_share)
         if count_lines(parts) <= left:
             return "\n".join(parts)
-    hit = [r for r in passage.records if r.seq == passage.hit.seq]
-    room = min(hit_tokens, left - count_lines(assemble([(hit[0], "")])) - 2) if hit else 0
+    hit = [r for r in passage.records if r.seq == hit_seq]
+    if not hit:
+        return None
+    title = f"[{position(hit[0])}]"
+    room = min(hit_tokens, left - count_lines([title, f"{_label(hit[0].role)}: {quote('')}"]) - 2)
     if room < 24:
         return None
-    parts = assemble([(hit[0], excerpt(" ".join(hit[0].text.split()), room, terms, count))])
+    parts = [title, f"{_label(hit[0].role)}: {quote(excerpt(' '.join(hit[0].text.split()), room, terms, count))}"]
     return "\n".join(parts) if count_lines(parts) <= left else None
 
 
+@functools.lru_cache(maxsize=256)  # a few roles, on every line of every block
 def _label(role: str) -> str:
     """A record's role as a label (the store's value, reduced to letters so it cannot carry markup)."""
     return re.sub(r"[^A-Za-z_]+", "", role)[:20] or "message"
