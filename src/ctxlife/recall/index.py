@@ -37,6 +37,7 @@ from typing import Any
 
 from ctxlife.errors import CtxlifeError
 from ctxlife.messages import escape_surrogates, text_of
+from ctxlife.recall.pruning import TermBounds
 from ctxlife.recall.records import CHUNK_CHARS, Document, text_documents
 from ctxlife.recall.text import dates_in, index_text, query_terms, term_pattern
 from ctxlife.sessions.records import RawRecord
@@ -155,6 +156,7 @@ class HistoryIndex:
         self._found: dict[tuple[Any, ...], list[Hit]] = {}
         self._found_state: tuple[int, int, int] = (-1, -1, -1)
         self._memo_of_state: dict[Any, Any] = {}
+        self._bounds = TermBounds(self._db, PART_STRIDE)
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -452,13 +454,20 @@ class HistoryIndex:
         # One query: FTS5 scores its matches in C, tool results weighed by their rowid (no record
         # read), and SQLite keeps the best ``limit``; then the records of those few are read.
         score = f"-bm25(fts) * (CASE WHEN fts.rowid >= {TOOL_DOC} THEN ? ELSE 1.0 END)"
-        order = f"ORDER BY 2 DESC, fts.rowid % {PART_STRIDE} LIMIT ?"
+        order = f"ORDER BY 2 DESC, fts.rowid % {PART_STRIDE}, fts.rowid LIMIT ?"
         try:
-            if view is None:
+            rows = None
+            # Past PRUNE_DOCS, only the documents that can make the result are scored (another
+            # process's writes since this one's last are not bounded: then every match is).
+            if view is None and self._docs >= self.PRUNE_DOCS and self._read_last_seq() == self._last_seq:
+                hits = {t: self._doc_freq(t) for t in terms}
+                state = (self._last_seq, self._edits, self._docs)
+                rows = self._bounds.ranked(terms, limit, tool_weight, state, hits, score, order)
+            if rows is None and view is None:
                 rows = self._db.execute(
                     f"SELECT fts.rowid, {score} FROM fts WHERE fts MATCH ? {order}", (tool_weight, match, limit)
                 ).fetchall()
-            else:
+            elif rows is None:
                 rows = self._db.execute(
                     f"SELECT fts.rowid, {score} FROM fts JOIN records r ON r.seq = fts.rowid % {PART_STRIDE} "
                     f"WHERE fts MATCH ? AND r.view = ? {order}",
@@ -472,6 +481,10 @@ class HistoryIndex:
             for doc, score in rows
             if (row := found.get(doc % PART_STRIDE)) is not None
         ]
+
+    #: From this many documents on, a search scores only the documents that can make its result
+    #: (:mod:`ctxlife.recall.pruning`); below, scoring every match costs less than proving which can.
+    PRUNE_DOCS = 20_000
 
     def _rows(self, seqs: Iterable[int]) -> dict[int, tuple[Any, ...]]:
         """The stored rows (seq, role, recorded_at, view, calls, text) of these records.
