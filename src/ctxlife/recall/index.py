@@ -39,7 +39,7 @@ from ctxlife.errors import CtxlifeError
 from ctxlife.messages import escape_surrogates, text_of
 from ctxlife.recall.pruning import TermBounds
 from ctxlife.recall.records import CHUNK_CHARS, Document, text_documents
-from ctxlife.recall.text import dates_in, index_text, query_terms, term_pattern
+from ctxlife.recall.text import count_term, dates_in, index_text, query_terms
 from ctxlife.sessions.records import RawRecord
 
 #: Bumped when the schema or the tokenization changes: an index of another version is rebuilt.
@@ -664,13 +664,13 @@ def rank_day_documents(
         docs += [(row, doc) for doc in text_documents(int(row[0]), row[1], row[5], chunk_chars)]
         if len(docs) >= most:
             break
-    patterns = [(term_pattern(t), w) for t, w in weights.items()]
     hits = []
     for row, doc in docs[:most]:
         if doc.seq in excluded:
             continue
         lower = document_body(doc).casefold()
-        score = sum(w for pattern, w in patterns if pattern.search(lower))
+        # count_term finds what term_pattern does, with str.find (no regex scan per term and document)
+        score = sum(w for term, w in weights.items() if count_term(lower, term, first=True))
         hits.append(hit_from_row(row, doc.part, score * (tool_weight if doc.role == "tool" else 1.0), chunk_chars, doc))
     hits.sort(key=lambda h: (-h.score, h.seq))
     return hits[:limit]
