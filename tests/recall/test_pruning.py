@@ -1,11 +1,11 @@
 """A large index's search scores only the documents that can make its result, and finds exactly
-what scoring every match finds (ctxlife.recall.pruning)."""
+what scoring every match finds (ctxlife.recall.pruning), however the history grows or is edited."""
 
 from __future__ import annotations
 
 import random
 
-from ctxlife.recall import HistoryIndex
+from ctxlife.recall import HistoryIndex, pruning
 from ctxlife.recall.index import PART_STRIDE, TOOL_DOC
 from ctxlife.sessions import RawRecord
 
@@ -60,14 +60,13 @@ def test_the_pruned_ranking_equals_scoring_every_match_as_the_history_grows_and_
         index.add(history)
     for tool_weight in (1.0, 2.5, 0.5):
         _same(pruned, full, queries, tool_weight)
-    # Added after the bounds were measured: short messages repeating common words outweigh every
-    # older document's use of them.
+    # Short messages repeating common words outweigh every older document's use of them.
     burst = [" ".join([common] * 12) for common in COMMON] + _texts(rng, 200)
     more = _records(burst, history[-1].seq + 1)
     for index in (pruned, full):
         index.add(more)
     _same(pruned, full, queries, 1.0)
-    # An edit puts new text into an old slot: the bounds are measured again.
+    # An edit puts new text into an old slot.
     edit = RawRecord(
         more[-1].seq + 1,
         {"role": "user", "content": " ".join(COMMON[:4] * 6)},
@@ -79,8 +78,8 @@ def test_the_pruned_ranking_equals_scoring_every_match_as_the_history_grows_and_
     _same(pruned, full, queries, 1.0)
 
 
-def test_a_new_message_that_outweighs_the_measured_bounds_is_still_found(tmp_path):
-    """The bounds are measured on the history as it was: a message added since is scored apart."""
+def test_a_new_message_that_outweighs_every_older_use_of_a_common_word_is_still_found(tmp_path):
+    """A short message repeating a common word outweighs every older use of it, and is found."""
     pruned, full = _pair(tmp_path)
     rng = random.Random(3)
     texts = [" ".join(rng.choices(FILLER, k=10) + ["often"]) for _ in range(20)]
@@ -97,17 +96,18 @@ def test_a_new_message_that_outweighs_the_measured_bounds_is_still_found(tmp_pat
     assert [h.seq for h in pruned._ranked(["unique", "often"], 1)] == [repeated.seq]
 
 
-def test_the_bounds_prove_a_result_without_the_full_query(tmp_path):
-    """Not a fallback in disguise: for a rare word with common ones the bounds settle it."""
+def test_the_ceilings_prove_a_result_without_the_full_query(tmp_path):
+    """Not a fallback in disguise: for a rare word with common ones the ceilings settle it."""
     rng = random.Random(11)
     index = HistoryIndex(tmp_path / "i.sqlite")
-    index.add(_records(_texts(rng, 3000), 1))
+    texts = [" ".join(rng.choices(FILLER, k=8) + rng.sample(COMMON[:3], 2)) for _ in range(2000)]
+    texts += [f"rare3 {rng.choice(FILLER)} common1" for _ in range(10)]
+    index.add(_records(texts, 1))
     terms = ["rare3", "common1", "common2"]
     score = f"-bm25(fts) * (CASE WHEN fts.rowid >= {TOOL_DOC} THEN ? ELSE 1.0 END)"
     order = f"ORDER BY 2 DESC, fts.rowid % {PART_STRIDE}, fts.rowid LIMIT ?"
     hits = {t: index._doc_freq(t) for t in terms}
-    state = (index.last_seq, index._edits, index._docs)
-    rows = index._bounds.ranked(terms, 3, 1.0, state, hits, score, order)
+    rows = pruning.ranked(index._db, terms, 3, 1.0, hits, score, order, PART_STRIDE)
     assert rows is not None
     every = index._db.execute(
         f"SELECT fts.rowid, {score} FROM fts WHERE fts MATCH ? {order}", (1.0, '"rare3" OR "common1" OR "common2"', 3)

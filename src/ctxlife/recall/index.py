@@ -37,7 +37,7 @@ from typing import Any
 
 from ctxlife.errors import CtxlifeError
 from ctxlife.messages import escape_surrogates, text_of
-from ctxlife.recall.pruning import TermBounds
+from ctxlife.recall import pruning
 from ctxlife.recall.records import CHUNK_CHARS, Document, text_documents
 from ctxlife.recall.text import count_term, dates_in, index_text, query_terms
 from ctxlife.sessions.records import RawRecord
@@ -156,7 +156,6 @@ class HistoryIndex:
         self._found: dict[tuple[Any, ...], list[Hit]] = {}
         self._found_state: tuple[int, int, int] = (-1, -1, -1)
         self._memo_of_state: dict[Any, Any] = {}
-        self._bounds = TermBounds(self._db, PART_STRIDE)
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -457,12 +456,11 @@ class HistoryIndex:
         order = f"ORDER BY 2 DESC, fts.rowid % {PART_STRIDE}, fts.rowid LIMIT ?"
         try:
             rows = None
-            # Past PRUNE_DOCS, only the documents that can make the result are scored (another
-            # process's writes since this one's last are not bounded: then every match is).
+            # Past PRUNE_DOCS, only the documents that can make the result are scored (the document
+            # frequencies are this process's: after another's write, every match is).
             if view is None and self._docs >= self.PRUNE_DOCS and self._read_last_seq() == self._last_seq:
                 hits = {t: self._doc_freq(t) for t in terms}
-                state = (self._last_seq, self._edits, self._docs)
-                rows = self._bounds.ranked(terms, limit, tool_weight, state, hits, score, order)
+                rows = pruning.ranked(self._db, terms, limit, tool_weight, hits, score, order, PART_STRIDE)
             if rows is None and view is None:
                 rows = self._db.execute(
                     f"SELECT fts.rowid, {score} FROM fts WHERE fts MATCH ? {order}", (tool_weight, match, limit)
