@@ -74,6 +74,20 @@ def unexplained_function_level_imports(path: Path) -> list[int]:
     return unexplained
 
 
+#: The most lines a module of the product or of the first-party strategies may have (issue 43): past
+#: it, a module does more than one job and is split by job.
+MAX_MODULE_LINES = 900
+
+
+def test_no_module_of_the_product_or_the_strategies_is_over_900_lines():
+    over = {
+        str(path.relative_to(REPO)): lines
+        for path in sorted((SRC / "ctxlife").rglob("*.py")) + sorted((REPO / "strategies").rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert over == {}, f"modules over {MAX_MODULE_LINES} lines (split each by job): {over}"
+
+
 def test_ctxlife_modules_import_each_other_without_a_cycle():
     graph: dict[str, set[str]] = {}
     names = {module_name(p) for p in PRODUCT}

@@ -19,7 +19,7 @@ from ctxlife.recall import (
     index_text,
     query_terms,
 )
-from ctxlife.recall.history import RECALL_HEADER
+from ctxlife.recall.block import RECALL_HEADER
 from ctxlife.recall.index import INDEX_VERSION
 from ctxlife.recall.records import text_documents
 from ctxlife.sessions import RawRecord

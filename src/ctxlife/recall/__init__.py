@@ -13,20 +13,17 @@ for Chinese and other scripts written without spaces. The ``recall`` strategy an
 """
 
 from ctxlife.messages import QUOTE_MARK, quote
+from ctxlife.recall.block import RECALL_HEADER, excerpt, position, render
 from ctxlife.recall.history import (
     MEMORY,
-    RECALL_HEADER,
     HistorySearch,
     Passage,
     configured_index_dir,
     default_index_dir,
-    excerpt,
     live_keys,
     passages_from,
-    position,
     read_records,
     remove_index,
-    render,
     split_question,
 )
 from ctxlife.recall.index import INDEX_VERSION, HistoryIndex, Hit, StoredRecord

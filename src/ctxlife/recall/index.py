@@ -37,8 +37,9 @@ from typing import Any
 
 from ctxlife.errors import CtxlifeError
 from ctxlife.messages import escape_surrogates, text_of
+from ctxlife.recall import pruning
 from ctxlife.recall.records import CHUNK_CHARS, Document, text_documents
-from ctxlife.recall.text import dates_in, index_text, query_terms, term_pattern
+from ctxlife.recall.text import count_term, dates_in, index_text, query_terms
 from ctxlife.sessions.records import RawRecord
 
 #: Bumped when the schema or the tokenization changes: an index of another version is rebuilt.
@@ -452,13 +453,19 @@ class HistoryIndex:
         # One query: FTS5 scores its matches in C, tool results weighed by their rowid (no record
         # read), and SQLite keeps the best ``limit``; then the records of those few are read.
         score = f"-bm25(fts) * (CASE WHEN fts.rowid >= {TOOL_DOC} THEN ? ELSE 1.0 END)"
-        order = f"ORDER BY 2 DESC, fts.rowid % {PART_STRIDE} LIMIT ?"
+        order = f"ORDER BY 2 DESC, fts.rowid % {PART_STRIDE}, fts.rowid LIMIT ?"
         try:
-            if view is None:
+            rows = None
+            # Past PRUNE_DOCS, only the documents that can make the result are scored (the document
+            # frequencies are this process's: after another's write, every match is).
+            if view is None and self._docs >= self.PRUNE_DOCS and self._read_last_seq() == self._last_seq:
+                hits = {t: self._doc_freq(t) for t in terms}
+                rows = pruning.ranked(self._db, terms, limit, tool_weight, hits, score, order, PART_STRIDE)
+            if rows is None and view is None:
                 rows = self._db.execute(
                     f"SELECT fts.rowid, {score} FROM fts WHERE fts MATCH ? {order}", (tool_weight, match, limit)
                 ).fetchall()
-            else:
+            elif rows is None:
                 rows = self._db.execute(
                     f"SELECT fts.rowid, {score} FROM fts JOIN records r ON r.seq = fts.rowid % {PART_STRIDE} "
                     f"WHERE fts MATCH ? AND r.view = ? {order}",
@@ -472,6 +479,10 @@ class HistoryIndex:
             for doc, score in rows
             if (row := found.get(doc % PART_STRIDE)) is not None
         ]
+
+    #: From this many documents on, a search scores only the documents that can make its result
+    #: (:mod:`ctxlife.recall.pruning`); below, scoring every match costs less than proving which can.
+    PRUNE_DOCS = 20_000
 
     def _rows(self, seqs: Iterable[int]) -> dict[int, tuple[Any, ...]]:
         """The stored rows (seq, role, recorded_at, view, calls, text) of these records.
@@ -651,13 +662,13 @@ def rank_day_documents(
         docs += [(row, doc) for doc in text_documents(int(row[0]), row[1], row[5], chunk_chars)]
         if len(docs) >= most:
             break
-    patterns = [(term_pattern(t), w) for t, w in weights.items()]
     hits = []
     for row, doc in docs[:most]:
         if doc.seq in excluded:
             continue
         lower = document_body(doc).casefold()
-        score = sum(w for pattern, w in patterns if pattern.search(lower))
+        # count_term finds what term_pattern does, with str.find (no regex scan per term and document)
+        score = sum(w for term, w in weights.items() if count_term(lower, term, first=True))
         hits.append(hit_from_row(row, doc.part, score * (tool_weight if doc.role == "tool" else 1.0), chunk_chars, doc))
     hits.sort(key=lambda h: (-h.score, h.seq))
     return hits[:limit]

@@ -1,0 +1,102 @@
+"""The best documents of a large index without scoring every match (MaxScore over FTS5's bm25), exactly.
+
+FTS5's ``bm25()`` scores every document a query matches: at 100k messages a question's common
+words match ~15k documents, and scoring them is most of what a search costs. A document's score is
+a sum over the query's terms, and a term adds less than ``idf * (k1 + 1)`` to it (BM25's ceiling:
+however often the term occurs, however short the document). So with the rarer terms ``R`` and the
+common ones ``C``, a document holding none of ``R`` scores less than the sum of the ceilings of
+``C``; when that is below the ``limit``-th best score among the documents holding some of ``R``
+(scored by FTS5 with the whole query, so exactly as the full query scores them), no other document
+can enter the result, and the common words' documents are never scored. When the ceilings do not
+prove it, ``R`` grows; when ``R`` would match most of what the query matches, the caller runs the
+full query. Nothing is kept between searches: the ceilings hold for any document, added or edited.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+#: FTS5's bm25 k1: a term adds less than ``idf * (k1 + 1)`` to a score.
+_K1 = 1.2
+
+#: Slack on the ceilings: the scores are sums in floating point.
+_MARGIN = 1e-9
+
+
+def ranked(
+    db: sqlite3.Connection,
+    terms: Sequence[str],
+    limit: int,
+    tool_weight: float,
+    hits: dict[str, int],
+    score: str,
+    order: str,
+    stride: int,
+) -> list[tuple[Any, ...]] | None:
+    """The rows ``(rowid, score)`` the full query (``terms`` OR-ed, ``ORDER BY score DESC, seq, rowid
+    LIMIT limit``) returns, or None when the ceilings cannot prove them cheaply (run the full query).
+
+    ``hits``: each term's document count; ``score`` and ``order``: the full query's SQL for the score
+    (with one ``?``: ``tool_weight``) and its ORDER BY ... LIMIT ?; ``rowid % stride``: a document's
+    record (its sequence number).
+    """
+    if len(terms) < 2:
+        return None  # nothing to leave out
+    rows = _documents(db)
+    weight = max(1.0, tool_weight)  # a tool result's score is multiplied by it
+    ceiling = {t: _idf(rows, hits[t]) * (_K1 + 1) * weight * (1 + _MARGIN) for t in terms}
+    by_ceiling = sorted(terms, key=lambda t: -ceiling[t])
+    full = _any(terms)
+    found: dict[int, float] = {}
+    rare = 1
+    while sum(hits[t] for t in by_ceiling[:rare]) * 2 <= sum(hits.values()):
+        kept = set(by_ceiling[:rare])
+        common = [t for t in terms if t not in kept]
+        # The documents holding a rare term, scored by the whole query (a NOT's phrases add nothing).
+        expression = f"({full}) NOT (({_any(common)}) NOT ({_any([t for t in terms if t in kept])}))"
+        found.update(
+            db.execute(
+                f"SELECT fts.rowid, {score} FROM fts WHERE fts MATCH ? {order}", (tool_weight, expression, limit)
+            ).fetchall()
+        )
+        best = sorted(found.items(), key=lambda row: (-row[1], row[0] % stride, row[0]))[:limit]
+        floor = best[-1][1] if len(best) >= limit else 0.0
+        if sum(ceiling[t] for t in common) < floor:
+            return best
+        while rare < len(by_ceiling) and sum(ceiling[t] for t in by_ceiling[rare:]) >= floor:
+            rare += 1
+        if rare == len(by_ceiling):
+            break
+    return None  # the rare terms match most of what the query does: no cheaper than the full query
+
+
+def _idf(rows: int, hits: int) -> float:
+    """FTS5's bm25 idf (with its floor)."""
+    idf = math.log((rows - hits + 0.5) / (hits + 0.5)) if rows else 0.0
+    return idf if idf > 0 else 1e-6
+
+
+def _any(terms: Sequence[str]) -> str:
+    return " OR ".join(f'"{t}"' for t in terms)
+
+
+def _documents(db: sqlite3.Connection) -> int:
+    """FTS5's document count, as its bm25 reads it (the first number of its ``averages`` record, id 1)."""
+    row = db.execute("SELECT block FROM fts_data WHERE id = 1").fetchone()
+    return _varint(bytes(row[0]))[0] if row is not None and row[0] else 0
+
+
+def _varint(data: bytes, at: int = 0) -> tuple[int, int]:
+    """SQLite's variable-length integer at ``at`` (FTS5's records use it) and where the next starts."""
+    value = 0
+    for i in range(9):
+        byte = data[at + i]
+        if i == 8:
+            return (value << 8) | byte, at + 9
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value, at + i + 1
+    return value, at + 9

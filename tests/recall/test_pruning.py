@@ -1,0 +1,115 @@
+"""A large index's search scores only the documents that can make its result, and finds exactly
+what scoring every match finds (ctxlife.recall.pruning), however the history grows or is edited."""
+
+from __future__ import annotations
+
+import random
+
+from ctxlife.recall import HistoryIndex, pruning
+from ctxlife.recall.index import PART_STRIDE, TOOL_DOC
+from ctxlife.sessions import RawRecord
+
+COMMON = [f"common{i}" for i in range(12)]
+RARE = [f"rare{i}" for i in range(10)]
+FILLER = [f"filler{i}" for i in range(300)]
+
+
+def _texts(rng: random.Random, n: int) -> list[str]:
+    out = []
+    for _ in range(n):
+        words = rng.choices(FILLER, k=rng.randint(3, 40))
+        words += rng.sample(COMMON, rng.randint(0, 3))
+        if rng.random() < 0.05:
+            words.append(rng.choice(RARE))
+        rng.shuffle(words)
+        out.append(" ".join(words))
+    return out
+
+
+def _records(texts: list[str], start: int) -> list[RawRecord]:
+    return [
+        RawRecord(start + i, {"role": "tool" if i % 7 == 3 else "user", "content": text}, recorded_at=None)
+        for i, text in enumerate(texts)
+    ]
+
+
+def _pair(tmp_path):
+    """Two indexes of the same history: one prunes from its first document on, one never does."""
+    pruned = HistoryIndex(tmp_path / "pruned.sqlite")
+    pruned.PRUNE_DOCS = 0
+    full = HistoryIndex(tmp_path / "full.sqlite")
+    full.PRUNE_DOCS = 10**12
+    return pruned, full
+
+
+def _same(pruned: HistoryIndex, full: HistoryIndex, queries: list[list[str]], tool_weight: float) -> None:
+    for terms in queries:
+        for limit in (1, 5, 16):
+            got = [(h.seq, h.part, h.score) for h in pruned._ranked(terms, limit, tool_weight)]
+            want = [(h.seq, h.part, h.score) for h in full._ranked(terms, limit, tool_weight)]
+            assert got == want, (terms, limit, tool_weight)
+
+
+def test_the_pruned_ranking_equals_scoring_every_match_as_the_history_grows_and_is_edited(tmp_path):
+    rng = random.Random(7)
+    pruned, full = _pair(tmp_path)
+    queries = [[rng.choice(RARE), *rng.sample(COMMON, rng.randint(1, 4))] for _ in range(25)]
+    queries += [rng.sample(COMMON, 3) for _ in range(5)]
+    history = _records(_texts(rng, 3000), 1)
+    for index in (pruned, full):
+        index.add(history)
+    for tool_weight in (1.0, 2.5, 0.5):
+        _same(pruned, full, queries, tool_weight)
+    # Short messages repeating common words outweigh every older document's use of them.
+    burst = [" ".join([common] * 12) for common in COMMON] + _texts(rng, 200)
+    more = _records(burst, history[-1].seq + 1)
+    for index in (pruned, full):
+        index.add(more)
+    _same(pruned, full, queries, 1.0)
+    # An edit puts new text into an old slot.
+    edit = RawRecord(
+        more[-1].seq + 1,
+        {"role": "user", "content": " ".join(COMMON[:4] * 6)},
+        op="replace",
+        target=history[10].seq,
+    )
+    for index in (pruned, full):
+        index.add([edit])
+    _same(pruned, full, queries, 1.0)
+
+
+def test_a_new_message_that_outweighs_every_older_use_of_a_common_word_is_still_found(tmp_path):
+    """A short message repeating a common word outweighs every older use of it, and is found."""
+    pruned, full = _pair(tmp_path)
+    rng = random.Random(3)
+    texts = [" ".join(rng.choices(FILLER, k=10) + ["often"]) for _ in range(20)]
+    texts += [" ".join(rng.choices(FILLER, k=10)) for _ in range(1040)]
+    texts.append(" ".join(rng.choices(FILLER, k=10) + ["unique"]))  # the one message with the rare word
+    history = _records(texts, 1)
+    for index in (pruned, full):
+        index.add(history)
+    assert [h.seq for h in pruned._ranked(["unique", "often"], 1)] == [history[-1].seq]
+    repeated = RawRecord(history[-1].seq + 1, {"role": "user", "content": " ".join(["often"] * 20)})
+    for index in (pruned, full):
+        index.add([repeated])
+    assert [h.seq for h in full._ranked(["unique", "often"], 1)] == [repeated.seq]
+    assert [h.seq for h in pruned._ranked(["unique", "often"], 1)] == [repeated.seq]
+
+
+def test_the_ceilings_prove_a_result_without_the_full_query(tmp_path):
+    """Not a fallback in disguise: for a rare word with common ones the ceilings settle it."""
+    rng = random.Random(11)
+    index = HistoryIndex(tmp_path / "i.sqlite")
+    texts = [" ".join(rng.choices(FILLER, k=8) + rng.sample(COMMON[:3], 2)) for _ in range(2000)]
+    texts += [f"rare3 {rng.choice(FILLER)} common1" for _ in range(10)]
+    index.add(_records(texts, 1))
+    terms = ["rare3", "common1", "common2"]
+    score = f"-bm25(fts) * (CASE WHEN fts.rowid >= {TOOL_DOC} THEN ? ELSE 1.0 END)"
+    order = f"ORDER BY 2 DESC, fts.rowid % {PART_STRIDE}, fts.rowid LIMIT ?"
+    hits = {t: index._doc_freq(t) for t in terms}
+    rows = pruning.ranked(index._db, terms, 3, 1.0, hits, score, order, PART_STRIDE)
+    assert rows is not None
+    every = index._db.execute(
+        f"SELECT fts.rowid, {score} FROM fts WHERE fts MATCH ? {order}", (1.0, '"rare3" OR "common1" OR "common2"', 3)
+    ).fetchall()
+    assert rows == every
