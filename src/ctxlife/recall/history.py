@@ -195,15 +195,15 @@ class HistorySearch:
 
         A file store remembers where its last read of a session ended, so reading what is new
         costs only the new records, but one position per store object: appends through the same
-        object (the recorder's) move it past what this index has. The index reads through a store
-        object of its own (same URL), so its position stays its own.
+        object (the recorder's) move it past what this index has. The index reads through a copy of
+        the store object with positions of its own (a subclass's reads, such as a replay's times, kept).
         """
         if self._reader is None:
             self._reader = self.store
             from ctxlife.sessions.file import FileStore  # lazy: as in _local_index_dir
 
             if isinstance(self.store, FileStore):
-                self._reader = FileStore(self.store.directory, fsync=self.store.fsync, ttl=self.store.ttl)
+                self._reader = self.store.own_reader()
         return self._reader
 
     def index_path(self, session_id: str) -> Path | None:

@@ -61,6 +61,7 @@ Limits: session ids differing only in case collide on case-insensitive file syst
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import json
 import os
@@ -826,6 +827,20 @@ class FileStore(SessionStore):
         self._ensure_dir()
         link_new(path, secrets.token_bytes(32).hex().encode("ascii"), "the store's mark key")
         return self._read_mark_key(create=False)
+
+    def own_reader(self) -> FileStore:
+        """A handle on the same folder whose read positions are its own.
+
+        The store remembers where its last read of a session ended, one position per object, so a
+        reader that must not be moved by another's appends (the recall index) reads through this.
+        It is a copy of this object, so a subclass's reads stay as they are (a replay's scratch copy
+        gives each record the time it was said).
+        """
+        reader = copy.copy(self)
+        reader._tails = {}
+        reader._tails_lock = threading.Lock()
+        reader._call_counts = {}
+        return reader
 
     def close(self) -> None:
         self._closed = True
