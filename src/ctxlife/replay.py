@@ -47,6 +47,7 @@ from ctxlife.messages import (
     check_shape,
     content_text,
     inserted_text,
+    is_inserted,
     is_recall_block,
     is_summary,
     pair_tool_results,
@@ -639,13 +640,20 @@ def recorded_replay(
             f"; {earlier} earlier call(s) have no call record (made before call records existed) and are "
             "not shown: --simulate replays the whole session"
         )
+    # recall searches every view's records: only the records of all views answer its passages
+    by_seq = {r.seq: r for r in records} if view is None else None
     previous: list[dict[str, Any]] = []
     previous_slots: list[int | None] = []
     for call in calls:
         sent = call.messages
         before, after = call.tokens
         upto = materialize([r for r in records if r.seq <= call.head])
-        system = [m for m, slot in zip(sent, call.slots, strict=True) if slot is None and role(m) == "system"]
+        # the system prompt: a system message sent that is neither recorded (no slot) nor ctxlife's (a summary)
+        system = [
+            m
+            for m, slot in zip(sent, call.slots, strict=True)
+            if slot is None and role(m) == "system" and not is_inserted(m)
+        ]
         kept = set(call.slots)
         alive = {r.slot for r in upto}
         evicted = [
@@ -666,7 +674,7 @@ def recorded_replay(
             problems=[str(p) for p in validate(sent)],
             source=RECORDED,
         )
-        _fill_inserted(frame, sent, previous, store, session_id)
+        _fill_inserted(frame, sent, previous, store, session_id, by_seq)
         result.frames.append(frame)
         previous, previous_slots = sent, call.slots
         if progress is not None:
@@ -712,9 +720,18 @@ def _frame(
 
 
 def _fill_inserted(
-    frame: Frame, sent: list[dict[str, Any]], before: list[dict[str, Any]], store: Any, session_id: str
+    frame: Frame,
+    sent: list[dict[str, Any]],
+    before: list[dict[str, Any]],
+    store: Any,
+    session_id: str,
+    records: dict[int, Any] | None = None,
 ) -> None:
-    """The summary a compaction wrote at this call, and the passages a recall block brought back."""
+    """The summary a compaction wrote at this call, and the passages a recall block brought back.
+
+    ``records`` (by seq) when the caller has read them; else they are read from ``store``, leniently
+    as every replay reads (a damaged record shows as an unknown passage, not a failed replay).
+    """
     had = {fingerprint(m) for m in before if is_summary(m)}
     for message in sent:
         if is_summary(message) and fingerprint(message) not in had:
@@ -726,9 +743,12 @@ def _fill_inserted(
         return
     seqs = [int(s) for s in recalled.get("seqs", [])]
     scores = list(recalled.get("scores", []))
-    records = {}
-    if store is not None and seqs:
-        records = {r.seq: r for r in store.read_records(session_id, min(seqs) - 1) if r.seq in set(seqs)}
+    if records is None:
+        records = {}
+        if store is not None and seqs:
+            wanted = set(seqs)
+            read = store.read_records(session_id, min(seqs) - 1, strict=False)
+            records = {r.seq: r for r in read if r.seq in wanted}
     for k, seq in enumerate(seqs):
         record = records.get(seq)
         frame.recalled.append(
