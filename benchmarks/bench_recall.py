@@ -16,7 +16,7 @@ Two kinds of conversation are replayed call by call through each method, at wind
   tools; 10+ turns later the user asks about a value from one of them. Seeds 1-3 are dev, 101-103
   held out. Answer strings are planted by the generator.
 * **MultiWOZ** (English) and **CrossWOZ** (Chinese) task dialogues strung into multi-day sessions
-  (``woz.py``; nothing was tuned on them): questions written from the dialogue acts about values the
+  (``woz.py``; tuned on the dev sessions only): questions written from the dialogue acts about values the
   assistant gave on earlier days, each asked as a question, a request and a statement; ctxlife with
   ``recall`` against pair-doc only (``bench_woz``). Sessions cut from the sources' validation split are
   dev, from their test split held out. Skipped when the cut is not on the machine (it is not committed).
@@ -510,14 +510,15 @@ def data_of(conv: Conversation) -> str:
 
 
 def bench_woz(windows: Sequence[int], progress: Callable[[str], None], quick: bool = False) -> list[dict[str, Any]]:
-    """MultiWOZ (English) and CrossWOZ (Chinese) sessions (``woz.py``; never tuned on): ``llm_summary+recall``
-    against pair-doc at its tokens, per window, half and wording. Each session is replayed once per window and
-    every question asked in all three wordings (each in its own fork of the session, as in ``run_ctxlife``), so
-    the wordings see the same replay. No rows (and a note why) when the cut is not there (``woz.data_dir``).
+    """MultiWOZ (English) and CrossWOZ (Chinese) sessions (``woz.py``; held-out ones never tuned on):
+    ``llm_summary+recall`` against pair-doc at its tokens, per window, half and wording. Each session is replayed
+    once per window and every question asked in all three wordings (each in its own fork of the session, as in
+    ``run_ctxlife``), so the wordings see the same replay. No rows (and a note why) when the cut is not there
+    (``woz.data_dir``).
 
-    Cost: about 70 s CPU for both windows (1 dev + 4 held-out sessions per language, 8 questions each; 210 s wall at
-    load 7-8 on 2 shared cores, measured with ``time.process_time`` around this function); the forks (one per
-    question and wording) are two thirds of it."""
+    Cost: about 70 s CPU for both windows (1 dev + 4 held-out sessions per language, 8 questions each, with
+    data5's cut; 210 s wall at load 7-8 on 2 shared cores, measured with ``time.process_time`` around this
+    function); the forks (one per question and wording) are two thirds of it. Each dev session more adds a ninth."""
     try:
         convs = [c for language in LANGUAGES for c in woz.conversations(language)]
     except woz.DataMissing as exc:

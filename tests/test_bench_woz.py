@@ -199,6 +199,9 @@ def test_a_cut_keeps_text_acts_and_bookings_and_replays_one_call_per_user_messag
         ("2024-03-04T13:00", [{"role": "user", "content": "第1个问题"}], [{"role": "assistant", "content": "回答1"}]),
     ]
     assert convs[1].question_day == "2024-03-05"
+    # A cut made for fewer conversations than are asked for gives the whole ones it holds.
+    monkeypatch.setattr(woz, "CONVERSATIONS", {"dev": 3, "heldout": 5})
+    assert [c.name for c in woz.conversations("cn")] == [c.name for c in convs]
 
 
 def test_without_the_cut_the_error_says_where_it_looked_and_the_bench_skips_the_rows(tmp_path, monkeypatch):

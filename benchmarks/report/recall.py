@@ -148,7 +148,8 @@ def section(results: dict[str, Any]) -> str:
 
 
 def _woz_section(results: dict[str, Any]) -> list[str]:
-    """The rows of the sources nothing was tuned on (``benchmarks/woz.py``), when the run had their data."""
+    """The rows of the second sources (``benchmarks/woz.py``; held-out sessions never tuned on), when the run had
+    their data."""
     worded = _worded(results, WOZ_LABELS)
     if not worded:
         return []
@@ -158,7 +159,8 @@ def _woz_section(results: dict[str, Any]) -> list[str]:
         if r["split"] == "dev" and r["method"] == "llm_summary+recall" and r.get("wording") == "question"
     }
     return [
-        "Two sources nothing was tuned on (`benchmarks/woz.py`): task dialogues strung into multi-day sessions, one "
+        "Two sources whose held-out sessions nothing was tuned on (`benchmarks/woz.py`): task dialogues strung "
+        "into multi-day sessions, one "
         "traveller each: MultiWOZ 2.1 (English, MIT; 36 dialogues, 3 a day) and CrossWOZ (Chinese, Apache-2.0; 20 "
         "dialogues, 2 a day), about 11,500 tokens of history per session. The questions are written mechanically "
         "from the sources' dialogue acts: a value the assistant gave on an earlier day that identifies one thing "

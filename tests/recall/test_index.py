@@ -479,6 +479,106 @@ def test_a_small_block_shows_every_turn_before_any_neighbouring_message():
     assert "Iron Harbor" in text and "Rue Verte" in text
 
 
+def _sights_chat(sights: str) -> list[tuple[str, str]]:
+    """Filler: sights named in lists, and other places' addresses and phones asked for by name."""
+    out: list[tuple[str, str]] = []
+    for i in range(6):
+        out += [
+            ("user", f"故宫周边还有哪些景点？第{i}次问。"),
+            ("assistant", f"附近有{sights}，天坛，北海公园。"),
+            ("user", f"北海{i}号店的电话是多少？"),
+            ("assistant", f"电话是6400{i}000。"),
+            ("user", f"天坛{i}号店的地址是什么？"),
+            ("assistant", f"地址是东城区天坛路{i + 1}号。"),
+            ("user", "好的，谢谢。"),
+            ("assistant", "不客气。"),
+        ]
+    return out
+
+
+def test_a_turn_that_refers_back_is_ranked_with_the_message_it_follows():
+    # "好，它的地址在哪里。" names the sight only as 它: the sight is in the message before it. Ranked as
+    # a turn of its own it holds only 地址 (as every address turn does); with the message it follows it
+    # holds the whole question, above the lists that name the sight beside other places.
+    from ctxlife.recall import passages_from
+
+    index = HistoryIndex()
+    index.add(
+        records(
+            *chat(
+                *_sights_chat("恭王府，什刹海"),
+                ("user", "我想找个景点游玩一下，时间不能太长。"),
+                ("assistant", "推荐您恭王府这个景点，游玩时间与您想要的一样。"),
+                ("user", "好，它的地址在哪里。"),
+                ("assistant", "地址是北京市西城区柳荫街甲14号。"),
+                *_sights_chat("什刹海"),
+            )
+        )
+    )
+    first = passages_from(index, "恭王府的地址是什么？", limit=4)[0]
+    assert any("柳荫街甲14号" in record.text for record in first.records)
+
+
+def test_a_question_shown_after_a_turn_is_shown_with_its_answer():
+    # The turn that names the restaurant asks about its hotels; the next question ("那这家餐馆的电话是？")
+    # is shown after it as context, and its answer with it: a question is not shown without its answer.
+    from ctxlife.recall import passages_from
+
+    index = HistoryIndex()
+    index.add(
+        records(
+            *chat(
+                *_sights_chat("恭王府"),
+                ("user", "嗯呢。还想去王婆大虾(行宫店)尝尝味道。这家餐馆的周边酒店都有啥？"),
+                ("assistant", "周边只有两家酒店，汉庭酒店和橄榄树温泉酒店。"),
+                ("user", "恩。那这家餐馆的电话是？"),
+                ("assistant", "电话是81313630。"),
+                ("user", "嗯。谢谢你啊。"),
+                *_sights_chat("恭王府"),
+            )
+        )
+    )
+    first = passages_from(index, "王婆大虾(行宫店)的电话是多少？", limit=3)[0]
+    assert any("王婆大虾" in record.text for record in first.records)
+    assert any("81313630" in record.text for record in first.records)
+
+
+def test_a_match_shown_with_a_better_passage_brings_the_rest_of_its_turn():
+    # "At noon, for the chop house." answers the question before it (shown in that turn's passage) and is
+    # answered by the reply with the taxi's number. Its own turn is reserved for it, so the reply was shown
+    # by no passage when its match, already shown, was passed over; the rest of its turn joins the passage.
+    from ctxlife.recall import passages_from
+
+    taxis = [
+        pair
+        for i in range(5)
+        for pair in (
+            ("user", f"Can you book a taxi from the hotel {i} to the museum?"),
+            ("assistant", f"Booked: a grey ford, contact number 0750000000{i}."),
+            ("user", "Thanks, that is all."),
+            ("assistant", "Enjoy your stay."),
+        )
+    ]
+    index = HistoryIndex()
+    index.add(
+        records(
+            *chat(
+                *taxis,
+                ("user", "Please book me a taxi from the Belfry to the Cambridge Chop House."),
+                ("assistant", "At what time should it pick you up?"),
+                ("user", "At noon, for the chop house."),
+                ("assistant", "I have you booked. A yellow lexus will pick you up. The contact number is 07463778759."),
+                ("user", "Could you change the time?"),
+                ("assistant", "Yes, a black honda at 10:45."),
+                *taxis,
+            )
+        )
+    )
+    first = passages_from(index, "What was the contact number of the taxi to Cambridge Chop House?", limit=4)[0]
+    assert [r.seq for r in first.records if r.seq in first.core] == [21, 22, 23, 24]
+    assert any("07463778759" in record.text for record in first.records)
+
+
 # -- cost bounds that must not change what is found -----------------------------------------------
 
 

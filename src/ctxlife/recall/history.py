@@ -426,20 +426,31 @@ def passages_from(
         for hit in [*chosen[:1], *firsts, *chosen[1:]]:
             ordered.setdefault(turns.core(hit.seq)[0], hit)  # one passage per turn
         chosen = list(ordered.values())[:limit]
-    out: list[Passage] = []
     _around(index, chosen, context, nearby)
     cores = {hit.seq: _span(hit.seq, nearby, context) for hit in chosen}
     reserved = {s for core, _ in cores.values() for s in core}  # each turn is shown in its own passage
-    taken: set[int] = set()
+    taken: dict[int, int] = {}  # seq -> the passage (index in ``shown``) that shows it
+    shown: list[tuple[Hit, set[int], set[int]]] = []  # hit, records shown, core
     for hit in chosen:
+        turn, extra = cores[hit.seq]
         if hit.seq in taken:
-            continue  # already shown with a better passage
-        core, extra = cores[hit.seq]
-        seqs = [
+            # Already shown with a better passage: the rest of its turn joins that one ("The chop house." shown
+            # as a passage's last line, its reply with the value: reserved for this turn, so shown by no other).
+            at = taken[hit.seq]
+            rest = {s for s in turn if s not in taken and not in_view(nearby[s])}
+            shown[at][1].update(rest)
+            shown[at][2].update(rest)
+            taken.update(dict.fromkeys(rest, at))
+            continue
+        seqs = {
             s
-            for s in core + [e for e in extra if e not in reserved]
+            for s in turn + [e for e in extra if e not in reserved]
             if s == hit.seq or (s not in taken and not in_view(nearby[s]))
-        ]
+        }
+        taken.update(dict.fromkeys(seqs, len(shown)))
+        shown.append((hit, seqs, set(turn)))
+    out: list[Passage] = []
+    for hit, seqs, core in shown:
         records = []
         for seq in sorted(seqs):
             record = nearby[seq]
@@ -456,8 +467,7 @@ def passages_from(
                         record.seq, record.role, clean, record.recorded_at, record.day, record.view, record.calls
                     )
             records.append(record)
-        taken.update(seqs)
-        out.append(Passage(hit, records, weights, set(core), asked))
+        out.append(Passage(hit, records, weights, core, asked))
     return out
 
 
@@ -486,8 +496,9 @@ def _nearby(index: HistoryIndex, hits: Sequence[Hit], context: int) -> dict[int,
 
 def _around(index: HistoryIndex, hits: Sequence[Hit], context: int, nearby: dict[int, StoredRecord]) -> None:
     """Add to ``nearby`` the records shown as context around the turns of the matches kept: ``context``
-    more on each side of a chat turn (read for these few only, not for every match ranked)."""
-    near = context + 2
+    more on each side of a chat turn, and the answer to a question among them (read for these few only, not for
+    every match ranked)."""
+    near = context + 3
     wanted = [s for h in hits for s in range(h.seq - near, h.seq + near + 1) if s not in nearby]
     if wanted:
         nearby.update(index.records(wanted))
@@ -544,15 +555,49 @@ class _Turns:
         """The turn's text as a match shows it: the matching chunk, then its partners (cut short)."""
         nearby, in_view = self.nearby, self.in_view
         partners = tuple(s for s in core if s != hit.seq and not in_view(nearby[s]))
-        key = ("turn", hit.seq, hit.part, partners)
+        lead = _lead_of(core, nearby)
+        if lead is not None and in_view(nearby[lead]):
+            lead = None
+        key = ("turn", hit.seq, hit.part, partners, lead)
         found: TermCounts | None = self._texts.get(key)
         if found is None:
             parts = [f"{hit.head}\n{hit.text}" if hit.head else hit.text]
             parts += [nearby[s].text[:_PARTNER_CHARS] for s in partners]
             if len(self._texts) >= _TURNS_KEPT:
                 self._texts.clear()
-            found = self._texts[key] = TermCounts("\n".join(parts).casefold())
+            text = "\n".join(parts).casefold()
+            found = TermCounts(text) if lead is None else _LedTurn(text, nearby[lead].text[:_PARTNER_CHARS].casefold())
+            self._texts[key] = found
         return found
+
+
+class _LedTurn(TermCounts):
+    """A turn's term counts with the message it follows (``_lead_of``): a term the turn lacks counts once when
+    that message holds it (what the turn's "it" names); the turn's length is its own."""
+
+    __slots__ = ("lead",)
+
+    def __init__(self, lower: str, lead: str) -> None:
+        super().__init__(lower)
+        self.lead = lead
+
+    def count(self, term: str) -> int:
+        return super().count(term) or count_term(self.lead, term, first=True)
+
+
+def _lead_of(core: Sequence[int], records: dict[int, StoredRecord]) -> int | None:
+    """The message a turn follows (a chat message of its view), which it may refer back to: "它的地址在哪里？"
+    after "推荐您去恭王府", "And their phone number?" after a hotel's name. A turn is ranked with it (shown, it
+    is the turn's context; whether the turn gets a block is read from the turn alone: with it, small talk got
+    blocks more often on the MemoryBank dev half)."""
+    first = records.get(core[0]) if core else None
+    lead = records.get(core[0] - 1) if core else None
+    chat = ("user", "assistant")
+    if first is None or lead is None or first.role not in chat or lead.role not in chat or lead.calls:
+        return None  # a tool result is ranked with its call, not with what came before
+    if first.view is not None and lead.view != first.view:
+        return None
+    return lead.seq
 
 
 #: Most turn texts an index keeps counted (see :class:`_Turns`).
@@ -670,6 +715,10 @@ def _span(seq: int, records: dict[int, StoredRecord], context: int) -> tuple[lis
             if not same_view(other) or other.role == "tool":
                 break
             extra.append(edge + step * k)
+    after = records.get(extra[-1] + 1) if extra and extra[-1] > seq else None
+    if same_view(after) and after.role == "assistant" and records[extra[-1]].role == "user":
+        if _asks(records[extra[-1]].text):
+            extra.append(extra[-1] + 1)  # a question shown after the turn, with its answer ("那这家餐馆的电话是？")
     return core, sorted(extra)
 
 
