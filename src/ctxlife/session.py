@@ -354,9 +354,9 @@ class Session:
     def _call_keywords(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "view": self.view}
 
-    def _read(self) -> Restored:
+    def _read(self, messages_only: bool = False) -> Restored:
         """The view's conversation as the store has it now, kept for the next read (never handed out)."""
-        current = self._keeper().restore(self.session_id, self.view, self._last_read)
+        current = self._keeper().restore(self.session_id, self.view, self._last_read, messages_only=messages_only)
         self._appended = []  # what this object recorded since is in what was just read
         if current.records:
             current = dataclasses.replace(current, records=[])  # handed to the recorder; not kept twice
@@ -365,7 +365,8 @@ class Session:
 
     def _restored(self, for_host: bool = False) -> Restored:
         first = self._last_read is None and not self._handed_out
-        current = self._read()
+        # A first read that is only handed out (get_items) needs no fingerprints or token counts.
+        current = self._read(messages_only=first and not for_host)
         if first and current.plain:
             # This object's first read, every message decoded just now (read_view): the caller takes
             # them as they are, no copy; a later read of this object reads the store again and keeps that.

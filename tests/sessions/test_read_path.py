@@ -77,6 +77,12 @@ def test_the_columnar_read_restores_what_the_records_hold(tmp_path: Path, histor
     with ctxlife.Session("s", config(url)) as session:
         assert session.get_items() == expected
         assert session.get_items() == expected  # the second read is the session's own
+    with open_store(url) as store:  # a first read that only hands the messages out reads no more than them
+        light, full = store.read_view("s", messages_only=True), store.read_view("s")
+        assert light is not None and (light.messages, light.fingerprints, light.tokens) == (expected, [], [])
+        assert light.seqs == list(range(1, len(history) + 1))
+        if full is not None:
+            assert (full.seqs, full.messages) == (light.seqs, light.messages)
 
 
 def test_an_edited_view_is_read_record_by_record(tmp_path: Path) -> None:
