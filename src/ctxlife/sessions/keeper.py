@@ -169,10 +169,18 @@ class Keeper:
         what a strategy evicted is never taken for the caller's removal."""
         self.recorder.leave(session_id, messages, view)
 
-    def note_list(self, session_id: str, messages: Sequence[Any], slots: Sequence[int | None], view: str = "") -> None:
+    def note_list(
+        self,
+        session_id: str,
+        messages: Sequence[Any],
+        slots: Sequence[int | None],
+        view: str = "",
+        copied: list[Any] | None = None,
+    ) -> None:
         """The caller's list before a call, with the slot of each message it knows (a ``Session``'s
-        restored conversation): the call's record then names them without fingerprinting the list."""
-        self.recorder.note(session_id, messages, slots, view)
+        restored conversation): the call's record then names them without fingerprinting the list.
+        ``copied``: see :meth:`Recorder.note`."""
+        self.recorder.note(session_id, messages, slots, view, copied)
 
     def record_call(
         self, session_id: str, messages: Sequence[Message], view: str = "", *, details: dict[str, Any]
