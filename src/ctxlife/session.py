@@ -211,8 +211,9 @@ class Session:
                 # (against the conversation as last read: the read after the append sees the rest)
                 known = self._last_read if self._last_read is not None else self._read()
                 # (unfiltered: the host's text filter changes no message's shape; it runs once, below)
-                items = [*_conversation(known.messages), *self._appended]  # + recorded by this object since
-                check_shape(prompt + items + turn, where=where, expected=expected, memo=self._shapes)
+                with no_collection():  # (a list and the memo's tuples of the messages' values: acyclic)
+                    items = [*_conversation(known.messages), *self._appended]  # + recorded by this object since
+                    check_shape(prompt + items + turn, where=where, expected=expected, memo=self._shapes)
                 if _new_problem(items[-_TAIL:], turn) is not None:  # confirmed on the conversation as it is now
                     _refuse_invalid_turn(self._items(self._restored())[0][-_TAIL:], turn, where)
                 keeper.append(self.session_id, turn, self.view)
@@ -222,7 +223,12 @@ class Session:
             if not turn:
                 check_shape(listing, where=where, expected=expected)
             slot_of = {id(m): slot for m, slot in zip(items, slots, strict=True)}
-            keeper.note_list(self.session_id, listing, [None] * len(prompt) + slots, self.view)  # for the call record
+            # For the call record; this object's own read (never edited, never handed out) is the
+            # recorder's copy of the items when they are that read's copies, position by position.
+            kept = self._last_read
+            mine = kept.messages if kept is not None and items is restored.messages else None
+            copied = None if mine is None else [*(dict(m) for m in prompt), *mine]
+            keeper.note_list(self.session_id, listing, [None] * len(prompt) + slots, self.view, copied)
             before = list(listing)
             report = self.host.before_llm_call(listing, recorded_by_caller=True, **self._call_keywords())
             self.last_report = report
@@ -354,9 +360,9 @@ class Session:
     def _call_keywords(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "view": self.view}
 
-    def _read(self) -> Restored:
+    def _read(self, messages_only: bool = False) -> Restored:
         """The view's conversation as the store has it now, kept for the next read (never handed out)."""
-        current = self._keeper().restore(self.session_id, self.view, self._last_read)
+        current = self._keeper().restore(self.session_id, self.view, self._last_read, messages_only=messages_only)
         self._appended = []  # what this object recorded since is in what was just read
         if current.records:
             current = dataclasses.replace(current, records=[])  # handed to the recorder; not kept twice
@@ -365,7 +371,8 @@ class Session:
 
     def _restored(self, for_host: bool = False) -> Restored:
         first = self._last_read is None and not self._handed_out
-        current = self._read()
+        # A first read that is only handed out (get_items) needs no fingerprints or token counts.
+        current = self._read(messages_only=first and not for_host)
         if first and current.plain:
             # This object's first read, every message decoded just now (read_view): the caller takes
             # them as they are, no copy; a later read of this object reads the store again and keeps that.

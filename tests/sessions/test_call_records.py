@@ -196,3 +196,16 @@ def test_they_expire_with_the_session(make_url: Callable[[str], str], redis_clie
         time.sleep(1.2)  # idle longer than its ttl: gone, and the next write starts it over
         assert store.read_calls("s1") == []
         assert store.append_call("s1", "", _doc(2)) == 1
+
+
+@pytest.mark.parametrize(("option", "expected"), [("", 2), ("?synchronous=NORMAL", 1)])
+def test_a_sqlite_call_record_leaves_the_appends_as_durable_as_configured(
+    tmp_path: Any, option: str, expected: int
+) -> None:
+    # A call record is committed without a disk flush (it is made durable by the next append's);
+    # the raw history's appends keep the store's synchronous setting (2 = FULL, 1 = NORMAL).
+    with open_store(f"sqlite:///{tmp_path / 's.db'}{option}") as store:
+        store.append("s", [{"role": "user", "content": "q"}])
+        assert store.append_call("s", "", {"m": [1]}) == 1
+        assert [c.doc for c in store.read_calls("s")] == [{"m": [1]}]
+        assert store._conn().execute("PRAGMA synchronous").fetchone()[0] == expected  # type: ignore[attr-defined]

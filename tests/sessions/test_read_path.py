@@ -77,6 +77,12 @@ def test_the_columnar_read_restores_what_the_records_hold(tmp_path: Path, histor
     with ctxlife.Session("s", config(url)) as session:
         assert session.get_items() == expected
         assert session.get_items() == expected  # the second read is the session's own
+    with open_store(url) as store:  # a first read that only hands the messages out reads no more than them
+        light, full = store.read_view("s", messages_only=True), store.read_view("s")
+        assert light is not None and (light.messages, light.fingerprints, light.tokens) == (expected, [], [])
+        assert light.seqs == list(range(1, len(history) + 1))
+        if full is not None:
+            assert (full.seqs, full.messages) == (light.seqs, light.messages)
 
 
 def test_an_edited_view_is_read_record_by_record(tmp_path: Path) -> None:
@@ -89,3 +95,21 @@ def test_an_edited_view_is_read_record_by_record(tmp_path: Path) -> None:
         assert store.read_view("s") is None  # an event: the columnar read declines
     with ctxlife.Session("s", config(url)) as session:
         assert session.get_items() == [user("q1, edited"), user("q2")]
+
+
+def test_a_restored_call_hands_out_copies_the_next_call_does_not_see_edited(tmp_path: Path) -> None:
+    # The session's own read is also the recorder's copy of the list (not copied twice): the list a
+    # call returns is still the caller's alone to edit.
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with ctxlife.Session("s", config(url)) as writer:
+        writer.add(user("q1"), CALL, RESULT, {"role": "assistant", "content": "a1"})
+    with ctxlife.Session("s", config(url), system="be brief", context_window=8000) as session:
+        sent = session.messages(user("q2"))
+        assert sent[1:] == by_records(url, "s") and sent[0] == {"role": "system", "content": "be brief"}
+        sent[2]["tool_calls"][0]["function"]["arguments"] = "edited"
+        sent[4]["content"] = "edited"
+        again = session.messages(user("q3"))
+        assert again[1:] == by_records(url, "s") and again[-1] == user("q3")
+        assert again[2] == CALL and again[4] == {"role": "assistant", "content": "a1"}
+    with open_store(url) as store:
+        assert [r.op for r in store.read_records("s")] == ["add"] * 6

@@ -265,11 +265,13 @@ class SessionStore(abc.ABC):
         ]
         return self.append(session_id, values, view=view, if_head=if_head, fingerprints=fps)
 
-    def read_view(self, session_id: str, view: str = "") -> ViewRows | None:
+    def read_view(self, session_id: str, view: str = "", *, messages_only: bool = False) -> ViewRows | None:
         """The view's records as columns (:class:`~.records.ViewRows`) when each is a plain ``add``
         of a message stored as it was, in one read; None otherwise, or when the store has no such
         read (the default): then :meth:`read_records`. Lets a restore of a never-edited view skip
-        a :class:`RawRecord` per message (the SQLite store overrides it)."""
+        a :class:`RawRecord` per message (the SQLite store overrides it). ``messages_only``: a
+        reader that needs only the messages and their slots (no fingerprints, no token counts; a
+        quarantined record counts as plain: its message is its stored form)."""
         return None
 
     def read_slots(self, session_id: str, after_seq: int = 0, *, view: str | None = None) -> list[RecordSlot]:

@@ -102,16 +102,22 @@ class Keeper:
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def restore(self, session_id: str, view: str = "", previous: Restored | None = None) -> Restored:
+    def restore(
+        self, session_id: str, view: str = "", previous: Restored | None = None, *, messages_only: bool = False
+    ) -> Restored:
         """The view's conversation now: ``previous`` brought up to date when it can be (O(new
         records)), else the snapshot with the events after it applied (one read). The raw records
-        read on the way are handed to the recorder, so it does not read them again."""
+        read on the way are handed to the recorder, so it does not read them again.
+        ``messages_only``: as for :func:`~ctxlife.sessions.restore.restore_view` (the recorder
+        then gets nothing: it reads the view when it first needs it)."""
         current = restore_after(self.store, session_id, view, previous) if previous is not None else None
         if current is None:
-            current = restore_view(self.store, session_id, view)
+            current = restore_view(self.store, session_id, view, messages_only=messages_only)
             if current.records:
                 self.recorder.prime(session_id, view, current.records)
-            elif current.plain:  # every record a plain add: the slots and fingerprints are the records'
+            elif (
+                current.plain and not messages_only
+            ):  # every record a plain add: the slots and fingerprints are the records'
                 self.recorder.prime_adds(session_id, view, current.slots, current.fingerprints)
         return current
 
@@ -163,10 +169,18 @@ class Keeper:
         what a strategy evicted is never taken for the caller's removal."""
         self.recorder.leave(session_id, messages, view)
 
-    def note_list(self, session_id: str, messages: Sequence[Any], slots: Sequence[int | None], view: str = "") -> None:
+    def note_list(
+        self,
+        session_id: str,
+        messages: Sequence[Any],
+        slots: Sequence[int | None],
+        view: str = "",
+        copied: list[Any] | None = None,
+    ) -> None:
         """The caller's list before a call, with the slot of each message it knows (a ``Session``'s
-        restored conversation): the call's record then names them without fingerprinting the list."""
-        self.recorder.note(session_id, messages, slots, view)
+        restored conversation): the call's record then names them without fingerprinting the list.
+        ``copied``: see :meth:`Recorder.note`."""
+        self.recorder.note(session_id, messages, slots, view, copied)
 
     def record_call(
         self, session_id: str, messages: Sequence[Message], view: str = "", *, details: dict[str, Any]

@@ -521,14 +521,24 @@ class Recorder:
                 self._reseed(session_id, view, state)
             return diff_plan(state, messages) is not None
 
-    def note(self, session_id: str, messages: Sequence[Any], slots: Sequence[int | None], view: str = "") -> None:
+    def note(
+        self,
+        session_id: str,
+        messages: Sequence[Any],
+        slots: Sequence[int | None],
+        view: str = "",
+        copied: list[Any] | None = None,
+    ) -> None:
         """Take ``messages``, whose slots the caller knows (a restored conversation it recorded
         explicitly), as the view's newest list: :meth:`slots_of` then maps the list a call hands back
-        from it (the very objects, or the few a compaction made) instead of fingerprinting it."""
+        from it (the very objects, or the few a compaction made) instead of fingerprinting it.
+        ``copied``: copies of ``messages`` the caller already holds and never edits (a ``Session``'s
+        own read), kept as the mirror's instead of copying the list again."""
         with self._lock:
             state = self._view(session_id, view)
             state.reseed = False
-            keep_mirror(state, Mirror(copies(messages), list(slots), [None] * len(messages), originals=list(messages)))
+            kept = copied if copied is not None and len(copied) == len(messages) else copies(messages)
+            keep_mirror(state, Mirror(kept, list(slots), [None] * len(messages), originals=list(messages)))
 
     def slots_of(self, session_id: str, messages: Sequence[Any], view: str = "") -> list[int | None]:
         """The slot of each message of a list this recorder recorded or saw (None: not raw history)."""

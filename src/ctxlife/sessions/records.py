@@ -413,9 +413,10 @@ class ViewRows:
 
     Attributes:
         seqs: each message's sequence number (its slot), ascending.
-        fingerprints: each record's fingerprint.
+        fingerprints: each record's fingerprint (empty for a ``messages_only`` read).
         messages: the messages, decoded by this read (referenced by nothing else).
-        tokens: ``(tokens, encoding)`` per message, as :attr:`RawRecord.tokens`; equal pairs share one tuple.
+        tokens: ``(tokens, encoding)`` per message, as :attr:`RawRecord.tokens`; equal pairs share one
+            tuple (empty for a ``messages_only`` read).
     """
 
     seqs: list[int]

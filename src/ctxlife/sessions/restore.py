@@ -62,8 +62,9 @@ class Restored:
     records: list[RawRecord] = dataclasses.field(default_factory=list, repr=False)
     #: Whether every record of the view is a plain ``add``, read just now from sequence number 0
     #: (:meth:`~ctxlife.sessions.SessionStore.read_view`; no snapshot): then ``slots`` and
-    #: ``fingerprints`` are every record's, and ``messages`` were decoded by this read, referenced
-    #: by nothing else (a reader may hand them out as they are). Not carried by :func:`restore_after`.
+    #: ``fingerprints`` (none after a ``messages_only`` read) are every record's, and ``messages``
+    #: were decoded by this read, referenced by nothing else (a reader may hand them out as they
+    #: are). Not carried by :func:`restore_after`.
     plain: bool = False
 
 
@@ -72,11 +73,16 @@ def snapshot_slots(messages: list[Any], slots: list[int | None]) -> list[int | N
     return list(slots[: len(messages)]) + [None] * max(0, len(messages) - len(slots))
 
 
-def restore_view(store: SessionStore, session_id: str, view: str = "", *, strict: bool = True) -> Restored:
+def restore_view(
+    store: SessionStore, session_id: str, view: str = "", *, strict: bool = True, messages_only: bool = False
+) -> Restored:
     """The view's conversation now (see the module docs); one read of the records after the snapshot.
 
     ``strict`` as for :meth:`~ctxlife.sessions.SessionStore.read_records` (an unreadable record
-    raises; with False it is skipped).
+    raises; with False it is skipped). ``messages_only``: for a reader that hands the messages out
+    and keeps nothing (a new ``Session``'s first read): a view never edited is read without its
+    fingerprints and token counts (:meth:`~ctxlife.sessions.SessionStore.read_view`), so the
+    result has neither (nor ``covered_fp``: a later :func:`restore_after` reads it all again).
     """
     try:  # an erase killed halfway is completed before any of the session is read (one blob read)
         store.finish_erase(session_id)
@@ -103,7 +109,7 @@ def restore_view(store: SessionStore, session_id: str, view: str = "", *, strict
             hint="restored from the raw history instead; the next snapshot replaces the unreadable one",
         )
     if snapshot is None:
-        plain = store.read_view(session_id, view)
+        plain = store.read_view(session_id, view, messages_only=messages_only)
         if plain is not None:  # a view never edited (the usual one): no record object per message
             return Restored(
                 plain.messages,
