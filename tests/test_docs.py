@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 import tomllib
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ctxlife import docgen, hookspecs
+from ctxlife.cli import build_parser
 from ctxlife.config import load_settings, settings_from_dict
 from ctxlife.plugins import registry
 
@@ -19,6 +21,41 @@ DOCS = REPO / "docs"
 def test_generated_references_are_current():
     for path, text in docgen.generate(DOCS).items():
         assert path.read_text(encoding="utf-8") == text, f"{path} is stale: run `python -m ctxlife.docgen docs`"
+
+
+def _commands(parser=None):
+    """Every (sub)command parser of ``ctxlife``, the top-level one first."""
+    parser = parser or build_parser()
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _commands(sub)
+
+
+def test_the_cli_reference_shows_what_each_command_s_help_prints():
+    """docs/cli.md (generated, and current: the test above) holds, for every command, the texts and
+    placeholders its --help prints: a help text, description or metavar changed in the parser
+    changes the page."""
+    page = (DOCS / "cli.md").read_text(encoding="utf-8")
+    commands = list(_commands())
+    assert len(commands) == 15, [c.prog for c in commands]  # ctxlife, its 7 commands, session's 6, store's 1
+    for parser in commands:
+        section = re.search(rf"^## `{re.escape(parser.prog)}`\n(.*?)(?=^## |\Z)", page, re.S | re.M)
+        assert section, f"docs/cli.md has no section for {parser.prog}"
+        parser.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=100_000)  # no line breaks
+        printed = " ".join(parser.format_help().split())
+        texts = [parser.description or ""]
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                texts += [choice.help for choice in action._choices_actions]
+            elif not isinstance(action, argparse._HelpAction):
+                texts.append(action.help)
+                # the long form: Python 3.13 prints "-o, --output FILE" where 3.11 prints "-o FILE, --output FILE"
+                texts.append(docgen._shown(action, action.option_strings[-1] if action.option_strings else ""))
+        for text in filter(None, texts):
+            assert " ".join(text.split()) in printed, f"{parser.prog} --help does not print {text!r}"
+            assert text.replace("|", "\\|") in section.group(1), f"docs/cli.md's {parser.prog} lacks {text!r}"
 
 
 @pytest.mark.parametrize("hook", hookspecs.HOOK_NAMES)

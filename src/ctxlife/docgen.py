@@ -2,7 +2,8 @@
 
 * ``hooks.md`` from the hookspec signatures and docstrings;
 * ``configuration.md`` from the ``Settings`` fields and every installed first-party
-  strategy's ``Options`` model.
+  strategy's ``Options`` model;
+* ``cli.md`` from the ``ctxlife`` command's parser: every command's and option's ``--help`` text.
 
 A test fails when the committed files differ from what this produces, so the reference
 cannot drift from the code.
@@ -10,6 +11,7 @@ cannot drift from the code.
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import sys
 from pathlib import Path
@@ -112,9 +114,71 @@ def _options_table(rows: list[dict[str, object]]) -> str:
     return "".join(out)
 
 
+def render_cli() -> str:
+    """Every command of ``ctxlife`` with what its ``--help`` says: the summary, the description, each
+    argument with its placeholder and help text. Built from the parser's actions rather than from
+    ``format_help()``, whose layout changes between Python versions; the texts are the same."""
+    from ctxlife.cli import build_parser  # lazy: the CLI's parser loads only for this page
+
+    parts = [
+        HEADER,
+        "# Command-line reference\n\n",
+        "What `ctxlife COMMAND --help` prints, every command and option, generated from the parser itself.\n",
+    ]
+    _render_command(build_parser(), "", parts)
+    return "".join(parts)
+
+
+def _render_command(parser: argparse.ArgumentParser, summary: str, parts: list[str]) -> None:
+    parts.append(f"\n## `{parser.prog}`\n\n")
+    for text in (summary, parser.description or ""):
+        if text:
+            parts.append(f"{_cell(text)}\n\n")
+    rows, commands = [], None
+    for action in parser._actions:  # argparse keeps them only here; --help reads the same list
+        if isinstance(action, argparse._SubParsersAction):
+            commands = action
+        elif not isinstance(action, argparse._HelpAction) and action.help != argparse.SUPPRESS:
+            rows.append(action)
+    if rows:
+        parts.append("| argument | default | what it does |\n|---|---|---|\n")
+        for action in rows:
+            names = ", ".join(f"`{_shown(action, name)}`" for name in action.option_strings or [""])
+            shown = action.default not in (None, False, "", argparse.SUPPRESS)
+            default = f"`{_cell(action.default)}`" if shown else ""
+            parts.append(f"| {names} | {default} | {_cell(action.help or '')} |\n")
+    for group in parser._mutually_exclusive_groups:
+        if group.required:
+            names = ", ".join(f"`{a.option_strings[0]}`" for a in group._group_actions)
+            parts.append(f"\nOne of {names} is required.\n")
+    if commands is None:
+        return
+    helps = {choice.dest: choice.help or "" for choice in commands._choices_actions}
+    if rows:
+        parts.append("\n")
+    parts.append(f"| {commands.metavar or 'command'} | what it does |\n|---|---|\n")
+    parts.extend(f"| `{name}` | {_cell(helps.get(name, ''))} |\n" for name in commands.choices)
+    for name, sub in commands.choices.items():
+        _render_command(sub, helps.get(name, ""), parts)
+
+
+def _shown(action: argparse.Action, name: str) -> str:
+    """An option string with its placeholder, or a positional's placeholder, as ``--help`` shows them
+    (tests/test_docs.py checks each against ``format_help()``)."""
+    if action.nargs == 0:
+        return name
+    metavar = str(action.metavar or (action.dest.upper() if action.option_strings else action.dest))
+    placeholder = {"?": f"[{metavar}]", "*": f"[{metavar} ...]", "+": f"{metavar} [{metavar} ...]"}
+    return f"{name} {placeholder.get(str(action.nargs), metavar)}".strip()
+
+
 def generate(docs_dir: Path) -> dict[Path, str]:
     """The generated files, by path (not written)."""
-    return {docs_dir / "hooks.md": render_hooks(), docs_dir / "configuration.md": render_configuration()}
+    return {
+        docs_dir / "hooks.md": render_hooks(),
+        docs_dir / "configuration.md": render_configuration(),
+        docs_dir / "cli.md": render_cli(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("langchain.agents", reason="the LangChain adapter needs pip install 'ctxlife[langchain]'")
 
 from langchain.agents import create_agent  # noqa: E402
+from langchain.agents.middleware import AgentMiddleware  # noqa: E402
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage  # noqa: E402
 from langgraph.graph.message import REMOVE_ALL_MESSAGES  # noqa: E402
 from langgraph.prebuilt.tool_node import ToolCallRequest  # noqa: E402
@@ -406,3 +407,123 @@ def test_the_model_argument_names_the_tokenizers_model_and_a_summary_function_is
     mw = CtxlifeMiddleware(settings_from_dict({"strategies": []}), model="gpt-4o-mini", summary_model=summarize)
     assert mw.host.model == "gpt-4o-mini"
     assert CtxlifeMiddleware(settings_from_dict({"strategies": []})).host.model is None
+
+
+# -- what prepare() hands on: the system prompt, the state's own system message, the model's name -----
+
+
+class Seen(AgentMiddleware):
+    """A middleware after ctxlife's: records the request each model call reaches it with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[tuple[str | None, list[Any]]] = []
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        self.requests.append((request.system_prompt, list(request.messages)))
+        return handler(request)
+
+
+def _rounds(n: int) -> list[Any]:
+    words = "word " * 30
+    return [
+        m
+        for i in range(n)
+        for m in (HumanMessage(f"question {i} {words}", id=f"h{i}"), AIMessage(f"answer {i} {words}", id=f"a{i}"))
+    ]
+
+
+TRUNCATE = {"strategies": ["truncate_last_n"], "truncate_last_n": {"rounds": 1}}
+
+
+def test_a_system_message_of_the_state_stays_in_the_state_and_no_prompt_is_made_of_it():
+    model = ScriptedChatModel(script=["ok"], window=400)
+    seen = Seen()
+    agent = create_agent(model, [], middleware=[CtxlifeMiddleware(settings_from_dict(TRUNCATE)), seen])
+    note = SystemMessage("a note kept in the state", id="s1")
+    state = agent.invoke({"messages": [note, *_rounds(4), HumanMessage("last", id="hl")]})
+    (received,) = model.calls
+    assert [m.id for m in received] == ["s1", "h0", "hl"]  # the precondition: the list was truncated
+    # the next middleware gets no system prompt (None, as LangChain's own requests have) and the note
+    # among the messages; the state written back keeps it first
+    ((prompt, messages),) = seen.requests
+    assert prompt is None and [m.id for m in messages] == ["s1", "h0", "hl"]
+    assert [m.id for m in state["messages"][:3]] == ["s1", "h0", "hl"]
+    assert state["messages"][0].content == "a note kept in the state"
+
+
+def test_the_agents_system_prompt_reaches_the_model_as_given_when_the_list_is_cut():
+    prompt = SystemMessage(content=[{"type": "text", "text": RULES, "cache_control": {"type": "ephemeral"}}])
+    model = ScriptedChatModel(script=["ok"], window=400)
+    agent = create_agent(model, [], system_prompt=prompt, middleware=[CtxlifeMiddleware(settings_from_dict(TRUNCATE))])
+    agent.invoke({"messages": [*_rounds(4), HumanMessage("last", id="hl")]})
+    (received,) = model.calls
+    assert [m.id for m in received[1:]] == ["h0", "hl"]  # the precondition: the list was truncated
+    assert received[0] == prompt  # its content blocks, the cache mark included, not a copy of its text
+
+
+def test_the_call_record_names_the_chat_models_model(tmp_path: Path):
+    from ctxlife.inspection import sent_calls
+    from ctxlife.sessions import open_store
+
+    class Named(ScriptedChatModel):
+        model_name: str = "gpt-4o"
+
+    url = f"file://{tmp_path / 'sessions'}"
+    mw = CtxlifeMiddleware(settings_from_dict({"store": url, "strategies": ["snapshot_restore"]}))
+    assert mw.host.model is None  # no model= argument: the name comes from the chat model
+    agent = create_agent(Named(script=["ok"]), [], middleware=[mw])
+    agent.invoke({"messages": [HumanMessage("q1")]}, {"configurable": {"thread_id": "t-model"}})
+    with open_store(url) as store:
+        (recorded,) = sent_calls(store, session_key("t-model"), "")
+    assert recorded.doc["model"] == "gpt-4o"
+
+
+class FirstOnly:
+    """Puts a system prompt before the first call of each run only."""
+
+    @ctxlife.hookimpl
+    def ctxlife_before_llm_call(self, ctx: Any) -> None:
+        if ctx.first_call_of_run:
+            ctx.messages.insert(0, {"role": "system", "content": "FIRST CALL ONLY"})
+
+
+def test_node_6_gets_the_last_calls_list_without_a_prompt_only_an_earlier_call_had():
+    from langchain_core.tools import tool
+
+    @tool
+    def search(item: str) -> str:
+        """Search the inventory."""
+        return f"item {item} in stock"
+
+    ends = Ends()
+    model = ScriptedChatModel(script=[call("search", {"item": "x"}, "c1"), "done"])
+    mw = CtxlifeMiddleware(settings_from_dict({"strategies": []}), session_id="s-first", plugins=[FirstOnly(), ends])
+    create_agent(model, [search], middleware=[mw]).invoke({"messages": [HumanMessage("q1")]})
+    # the precondition: the first call had the prompt, the second not
+    assert [type(m).__name__ for m in model.calls[0]] == ["SystemMessage", "HumanMessage"]
+    assert [type(m).__name__ for m in model.calls[1]] == ["HumanMessage", "AIMessage", "ToolMessage"]
+    ((output, messages),) = ends.ends
+    assert output == "done"
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_a_call_a_strategy_answers_reaches_node_4_with_the_thread_ids_session():
+    from langchain_core.tools import tool
+
+    @tool
+    def cached(q: str) -> str:
+        """Look something up (the desk answers it)."""
+        raise AssertionError("the desk answers this call: the tool never runs")
+
+    desk = Desk()
+    model = ScriptedChatModel(script=[call("cached", {"q": "a"}, "c1"), "done"])
+    mw = CtxlifeMiddleware(settings_from_dict({"strategies": []}), plugins=[desk])
+    assert mw.host.session_id is None  # the session is the thread id's, per call
+    state = create_agent(model, [cached], middleware=[mw]).invoke(
+        {"messages": [HumanMessage("ask")]}, {"configurable": {"thread_id": "t-desk"}}
+    )
+    assert [m.content for m in state["messages"] if isinstance(m, ToolMessage)] == ["from the desk"]
+    assert [(a["tool"], a["skipped_by"], a["session"]) for a in desk.after] == [
+        ("cached", "Desk", session_key("t-desk"))
+    ]

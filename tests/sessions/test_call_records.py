@@ -119,6 +119,20 @@ def test_erase_of_a_slot_scrubs_its_copy_sent_with_the_bootstrap(calls_store: Se
     assert sent_calls(calls_store, "s1")[0].messages[0]["content"] == "[erased]"
 
 
+def test_erase_matching_a_roles_name_scrubs_a_sent_text_and_keeps_its_role(calls_store: SessionStore) -> None:
+    said = {"role": "user", "content": "my passport is X1234567"}
+    [record] = calls_store.append("s1", [said])
+    note = {"role": "system", "content": "Summary: the system passport X1234567 was checked."}  # not recorded
+    calls_for(calls_store).record("s1", "", [note, said], [None, record.seq], head=record.seq, details={})
+    (call,) = calls_store.read_calls("s1")
+    assert list(call.doc["t"].values()) == [note]  # the precondition: the record keeps the sent text itself
+    assert calls_store.erase_matching("s1", r"system|X1234567") == [record.seq]
+    (sent,) = sent_calls(calls_store, "s1")
+    # the pattern also matches the role's name: the text goes, the role stays (the list stays valid)
+    assert sent.messages[0] == {"role": "system", "content": "Summary: the [erased] passport [erased] was checked."}
+    assert (sent.messages[1]["role"], sent.messages[1]["content"]) == ("user", "[erased]")
+
+
 def test_a_summary_repeated_by_1000_calls_is_stored_once(calls_store: SessionStore) -> None:
     system = {"role": "system", "content": "You are a clerk."}
     summary = {"role": "user", "content": "Summary of the conversation so far: " + "refunds, tickets. " * 40}

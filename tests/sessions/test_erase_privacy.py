@@ -767,6 +767,33 @@ def test_erasing_in_another_view_removes_the_message_from_that_view(make_url: An
     assert snapshots == [[user("main")], [user("b asks"), assistant("Noted.")]]
 
 
+def test_an_erase_rewrites_only_the_snapshots_it_changes_and_their_inserted_marks_follow(make_url: Any) -> None:
+    """View B's snapshot loses the message and names its summary where it now is (or not at all); the
+    default view's snapshot, without the value, is left as it was (its meta too), even with slot marks
+    for its first message only (restore reads the others as unmarked)."""
+    from ctxlife.messages import inserted_meta, summary_message
+    from ctxlife.sessions import Snapshot
+
+    said = user(f"b's IBAN is {SECRET}")
+    summary = summary_message([said], "The user gave an account number.")
+    b_list = [said, summary, assistant("Noted.")]
+    main = [user("main"), assistant("hi")]
+    with open_store(make_url("file")) as store:
+        store.append("views", main)
+        store.append("views", [said, assistant("Noted.")], view="B")
+        untouched = Snapshot(session_id="views", messages=main, raw_length=2, meta={"inserted": [], "slots": [1]})
+        store.save_snapshot(untouched)
+        meta = {"inserted": inserted_meta(b_list), "slots": [3, None, 4]}
+        store.save_snapshot(Snapshot(session_id="views", view="B", messages=b_list, raw_length=4, meta=meta))
+        assert meta["inserted"] == [[1, "summary"]]  # the precondition: the summary is named, after the value
+        before = store.load_snapshot("views", "")
+        assert store.erase_matching("views", SECRET) == [3]
+        after, b = store.load_snapshot("views", ""), store.load_snapshot("views", "B")
+    assert after == before and after.meta == {"inserted": [], "slots": [1]}
+    assert b.messages == [summary, assistant("Noted.")]
+    assert b.meta.get("inserted", [[0, "summary"]]) == [[0, "summary"]]  # never the summary's old place
+
+
 def test_erasing_an_edited_message_keeps_the_logs_shape(make_url: Any) -> None:
     """A message edited after it was recorded (a ``replace`` record) is erased in both records; the
     log keeps which slot the replace targeted (``ctxlife session export --all``), never the text."""

@@ -543,3 +543,72 @@ def test_list_summary_text_calls_per_view_and_an_unknown_command(url: str, capsy
     assert (
         err.getvalue() == "error: unknown session command 'nope'; use one of: list, show, export, erase, rm, search\n"
     )
+
+
+class _Noted(ctxlife.Strategy):
+    """Records a "skipped" note and an action at every call: --context lists only the action."""
+
+    name = "noted"
+
+    @ctxlife.hookimpl
+    def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
+        ctx.record("skipped", reason="nothing to do")
+        ctx.record("looked")
+
+
+class _Kaput(ctxlife.Strategy):
+    name = "kaput"
+
+    @ctxlife.hookimpl
+    def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
+        raise ValueError("kaput at the table")
+
+
+def _rounds(n: int) -> list[dict[str, Any]]:
+    return [
+        m for i in range(n) for m in ({"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"})
+    ]
+
+
+def test_show_context_simulated_names_the_actions_what_was_left_out_and_the_failures(
+    tmp_path: Path, url: str, capsys: Any, install_strategy: Any
+) -> None:
+    install_strategy(_Noted)
+    install_strategy(_Kaput)
+    config = tmp_path / "ctxlife.toml"
+    config.write_text(
+        f'store = "{url}"\nstrategies = ["truncate_last_n", "noted", "kaput"]\n[truncate_last_n]\nrounds = 1\n'
+    )
+    with open_store(url) as store:
+        store.append("u42", _rounds(4))  # no call records: the next call is simulated
+    assert main(["session", "show", "u42", "--config", str(config), "--context", "--window", "60", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    # the precondition: the call truncates, and the strategy raised (its edit rolled back, the call went on)
+    assert doc["restored"]["from_records"] == 8 and len(doc["parts"]) == 3
+    assert [a["what"] for a in doc["actions"]] == ["truncated", "skipped", "looked"]
+    assert doc["failures"] == [
+        {"strategy": "kaput", "node": "before_llm_call", "error": "ValueError: kaput at the table"}
+    ]
+    assert main(["session", "show", "u42", "--config", str(config), "--context", "--window", "60"]) == 0
+    lines = _lines(capsys.readouterr().out)
+    assert lines[-3:] == [
+        "Strategies: truncate_last_n:truncated, noted:looked",  # not noted:skipped
+        "Left out of this call by the strategies: 5 message(s)",  # 8 restored, 3 sent
+        "FAILED: kaput at before_llm_call: ValueError: kaput at the table",
+    ]
+
+
+def test_show_context_simulated_says_what_came_from_the_snapshot_and_the_records_after_it(
+    url: str, capsys: Any
+) -> None:
+    messages = _rounds(3)
+    with open_store(url) as store:
+        store.append("u42", messages[:4])
+        store.save_snapshot(Snapshot(session_id="u42", messages=messages[2:4], raw_length=4, updated_at=1.7e9))
+        store.append("u42", messages[4:])
+    assert main(["session", "show", "u42", "--store", url, "--context", "--window", "8000"]) == 0
+    out = capsys.readouterr().out
+    assert [r[4] for r in _table_rows(_lines(out))] == ["q1", "a1", "q2", "a2"]  # the snapshot's 2, then the records
+    assert "; restored 2 message(s) from the snapshot (covers raw message 4) + 2 record(s) after it" in " ".join(
+        out.split()
+    )
