@@ -862,6 +862,7 @@ def test_a_call_reaches_its_results_up_to_six_records_away(index):
     )
     by_call = passages_from(index, "sensor", context=0, limit=1)
     assert [p.hit.seq for p in by_call] == [2] and by_call[0].core == {2, 3, 4, 5, 6, 7, 8}
+    assert [p.core for p in passages_from(index, "apple", context=0, limit=1)] == [{2, 3}]
     assert [p.core for p in passages_from(index, "fig", context=0, limit=1)] == [{2, 8}]
     assert [p.core for p in passages_from(index, "grape", context=0, limit=1)] == [{9}]  # its call is 7 away
 
@@ -876,9 +877,10 @@ def test_a_user_message_answered_by_a_call_is_shown_with_the_call_and_its_result
                 RawRecord(3 + i, {"role": "tool", "tool_call_id": f"c{i}", "content": f"lake {i}: 42 birds"})
                 for i in range(4)
             ],
-            RawRecord(7, {"role": "assistant", "content": "There are 168."}),
+            RawRecord(7, {"role": "assistant", "content": "Plenty of them."}),
         ]
     )
+    assert [p.core for p in passages_from(index, "plenty", context=0, limit=1)] == [{6, 7}]  # a reply to a result
     found = passages_from(index, "flamingo count", context=0, limit=1)
     assert (
         [p.hit.seq for p in found] == [1]
@@ -945,3 +947,143 @@ def test_a_later_chunk_counts_the_records_head_towards_the_share_of_the_question
         assert [(p.hit.seq, p.hit.part > 0) for p in found] == [(1, True)]
     finally:
         index.close()
+
+
+def test_of_two_turns_holding_the_question_as_often_the_shorter_ranks_first(index):
+    index.add(
+        chat_records(
+            ("user", "the walrus " + " ".join(f"rambling word{i}" for i in range(40))),
+            ("assistant", "ok"),
+            ("user", "the walrus"),
+            ("assistant", "ok"),
+        )
+    )
+    assert [p.hit.seq for p in passages_from(index, "walrus", context=0)] == [3, 1]
+
+
+def test_min_coverage_1_keeps_a_turn_holding_every_term_and_skips_past_those_that_do_not(index):
+    index.add(
+        chat_records(
+            ("user", "walrus walrus walrus"),
+            ("assistant", "ok"),
+            *[("user" if i % 2 == 0 else "assistant", f"tusk item {i}") for i in range(6)],
+            ("user", "a walrus with a tusk appeared near the boats today"),
+            ("assistant", "ok"),
+        )
+    )
+    assert [p.hit.seq for p in passages_from(index, "walrus tusk", context=0, min_coverage=1.0)] == [9]
+    assert [p.hit.seq for p in passages_from(index, "walrus tusk", context=0, min_coverage=0.99)] == [9]
+
+
+def test_tool_weight_picks_which_matches_are_ranked_not_only_their_order(index):
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    chat = [("user" if i % 2 == 0 else "assistant", f"parcel status {i}") for i in range(12)]
+    data = {"parcel": "A7", "status": "held", **{f"field{i}": f"value {i}" for i in range(30)}}
+    index.add(
+        [
+            *chat_records(*chat),
+            RawRecord(13, {"role": "assistant", "content": None, "tool_calls": [call]}),
+            RawRecord(14, {"role": "tool", "tool_call_id": "c1", "content": json.dumps(data)}),
+        ]
+    )
+    assert [p.hit.seq for p in passages_from(index, "parcel status", context=0, limit=1)] != [14]
+    assert [p.hit.seq for p in passages_from(index, "parcel status", context=0, limit=1, tool_weight=50.0)] == [14]
+
+
+def test_a_reply_that_asks_after_a_tool_result_takes_the_users_answer_in(index):
+    call = {"id": "c1", "type": "function", "function": {"name": "stock", "arguments": "{}"}}
+    index.add(
+        [
+            RawRecord(1, {"role": "user", "content": "check the stock"}),
+            RawRecord(2, {"role": "assistant", "content": None, "tool_calls": [call]}),
+            RawRecord(3, {"role": "tool", "tool_call_id": "c1", "content": "2 left"}),
+            RawRecord(4, {"role": "assistant", "content": "Only two left. Shall I reorder lanterns?"}),
+            RawRecord(5, {"role": "user", "content": "yes"}),
+            RawRecord(6, {"role": "assistant", "content": "done"}),
+        ]
+    )
+    assert [p.core for p in passages_from(index, "reorder lanterns", context=0, limit=1)] == [{3, 4, 5}]
+
+
+def test_context_stops_at_a_tool_result(index):
+    call = {"id": "c1", "type": "function", "function": {"name": "stock", "arguments": "{}"}}
+    index.add(
+        [
+            RawRecord(1, {"role": "assistant", "content": None, "tool_calls": [call]}),
+            RawRecord(2, {"role": "tool", "tool_call_id": "c1", "content": "2 left"}),
+            RawRecord(3, {"role": "user", "content": "the okapi is back"}),
+            RawRecord(4, {"role": "assistant", "content": "good"}),
+            RawRecord(5, {"role": "user", "content": "fine"}),
+        ]
+    )
+    assert seqs(passages_from(index, "okapi", context=1, limit=1)) == [[3, 4, 5]]
+
+
+def test_each_part_of_a_question_is_searched_in_the_view_asked_and_with_the_tool_weight(index):
+    index.add(chat_records(("user", "the violin teacher is Mrs Okafor"), ("assistant", "noted"), view="a"))
+    index.add(chat_records(("user", "lessons are on Tuesday"), ("assistant", "noted"), start=3, view="b"))
+    index.add(chat_records(("user", "lessons moved to Friday"), ("assistant", "noted"), start=5, view="a"))
+    question = "Who is the violin teacher? Which day are the lessons?"
+    found = passages_from(index, question, context=0, limit=3, view="a")
+    assert {p.hit.seq for p in found} == {1, 5} and {r.view for p in found for r in p.records} == {"a"}
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    index.add(
+        [
+            RawRecord(7, {"role": "assistant", "content": None, "tool_calls": [call]}, view="a"),
+            RawRecord(8, {"role": "tool", "tool_call_id": "c1", "content": "depot north holds parcel A7"}, view="a"),
+        ]
+    )
+    weighted = passages_from(
+        index, "Who is the violin teacher? Which depot holds it?", context=0, tool_weight=2.0, view="a"
+    )
+    assert {p.hit.seq for p in weighted} >= {1, 8}
+
+
+def test_a_passage_keeps_whether_each_record_calls_tools_when_its_text_is_cut_or_filtered(index):
+    call = {"id": "c1", "type": "function", "function": {"name": "barometer", "arguments": "{}"}}
+    index.add(
+        [
+            RawRecord(1, {"role": "user", "content": "read the pressure gauge"}),
+            RawRecord(2, {"role": "assistant", "content": None, "tool_calls": [call]}),
+            RawRecord(3, {"role": "tool", "tool_call_id": "c1", "content": "1013 hPa"}),
+        ]
+    )
+    for text_filter in (None, lambda text: text.upper()):
+        found = passages_from(index, "barometer", context=0, limit=1, text_filter=text_filter)
+        assert [p.hit.seq for p in found] == [2]
+        assert [(r.seq, r.calls) for r in found[0].records] == [(2, True), (3, False)]
+
+
+def test_the_second_best_turn_of_the_whole_question_stays_after_each_parts_best(index):
+    index.add(
+        chat_records(
+            ("user", "the violin teacher is Mrs Okafor, lessons on Tuesday"),
+            ("assistant", "noted"),
+            ("user", "the violin teacher retired, lessons stopped"),
+            ("assistant", "sad"),
+            ("user", "a violin teacher and lessons again"),
+            ("assistant", "ok"),
+        )
+    )
+    question = "Who is the violin teacher? When are the lessons?"
+    whole = [p.hit.seq for p in passages_from(index, question.replace("?", ""), context=0, limit=3)]
+    assert len(whole) == 3
+    found = passages_from(index, question, context=0, limit=3)
+    assert sorted(p.core.pop() // 2 for p in found) == [0, 1, 2]  # one passage per turn, all three turns
+
+
+def test_a_match_already_shown_does_not_stop_the_passages_after_it(index):
+    index.add(
+        chat_records(
+            ("user", "the heron nests by the lake"),
+            ("assistant", "A heron! Did you see its chicks?"),
+            ("user", "yes, two heron chicks"),
+            ("assistant", "lovely"),
+            *[("user" if i % 2 == 0 else "assistant", f"filler {i}") for i in range(6)],
+            ("user", "another heron today, far away over the water near the old boathouse by the pier"),
+            ("assistant", "nice"),
+        )
+    )
+    found = passages_from(index, "heron", context=0, limit=5)
+    shown = [r.seq for p in found for r in p.records]
+    assert 11 in shown and len(shown) == len(set(shown))
