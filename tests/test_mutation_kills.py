@@ -595,3 +595,31 @@ def test_marking_again_replaces_the_mark_line():
     assert inserted_kind(message) == "recall"
     assert message["content"].count("<!-- ctxlife:") == 1
     assert inserted_text(message["content"]) == "Earlier: the order shipped."
+
+
+# -- found by the core's re-run of the recorder's files (issue 44, docs/mutation/core-recording.md) ----------
+
+
+def test_a_message_removed_through_the_recorder_is_not_recorded_again_from_a_list_still_holding_it(
+    tmp_path: Path,
+) -> None:
+    from structlog.testing import capture_logs
+
+    from ctxlife.sessions import open_store
+    from ctxlife.sessions.recording import Recorder
+
+    with open_store(f"file://{tmp_path / 'sessions'}") as store:
+        recorder = Recorder(store)
+        listed = [
+            {"role": "user", "content": "q1"},
+            {"role": "assistant", "content": "my card is 4111"},
+            {"role": "user", "content": "q2"},
+        ]
+        recorder.record("s", listed)
+        assert [r.message["content"] for r in store.current("s", "")] == ["q1", "my card is 4111", "q2"]
+        recorder.remove("s", [2])
+        assert [r.message["content"] for r in store.current("s", "")] == ["q1", "q2"]
+        with capture_logs() as events:
+            recorder.record("s", [*listed, {"role": "assistant", "content": "r2"}])  # the caller's stale list
+        assert [r.message["content"] for r in store.current("s", "")] == ["q1", "q2", "r2"]
+        assert any(e["event"] == "ctxlife.removed_message_not_recorded" for e in events)
