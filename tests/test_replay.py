@@ -453,6 +453,8 @@ def test_tool_results_pass_the_tool_policy_with_their_calls_name_and_arguments()
 
 
 def test_anthropic_tool_results_pass_the_tool_policy_block_by_block():
+    from ctxlife.tokens import TokenCounter
+
     recording = [
         {"role": "user", "content": "find"},
         {
@@ -495,7 +497,37 @@ def test_anthropic_tool_results_pass_the_tool_policy_block_by_block():
         "content": [{"type": "text", "text": "[fetch: 200 chars]"}],
     }
     assert sent[3] == recording[2]["content"][3]  # an image result is not text: left as it is
-    assert result.tool_tokens_saved > 0 and result.rows[-1].managed_tokens < result.rows[-1].unmanaged_tokens
+    count = TokenCounter().count_text
+    # both results of the one message count
+    assert result.tool_tokens_saved == 2 * count(BIG) - count("[search: 200 chars]") - count("[fetch: 200 chars]")
+    assert result.rows[-1].managed_tokens < result.rows[-1].unmanaged_tokens
+
+
+def test_only_tool_results_pass_the_tool_policy_and_a_result_no_call_asked_for_is_a_tools():
+    """A search_result block (Anthropic) is not a tool result; a message of tool results only is still
+    replaced; a tool result past the calls of its assistant message is shown to the policy as "tool"."""
+    search = {
+        "type": "search_result",
+        "source": "https://example.org/a",
+        "title": "A",
+        "content": [{"type": "text", "text": BIG}],
+    }
+    recording = [
+        {"role": "user", "content": [{"type": "text", "text": "find it"}, search]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "search", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": BIG}]},
+        {"role": "assistant", "content": None, "tool_calls": [_call("c1", "lookup", "{}")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "short"},
+        {"role": "tool", "tool_call_id": "c9", "content": "extra " + BIG},
+        {"role": "assistant", "content": "ok"},
+    ]
+    policy = _Shortener()
+    replay(Conversation("s", recording), settings_from_dict({"strategies": []}), context_window=4000, plugins=[policy])
+    assert [s[:2] for s in policy.seen] == [("search", {}), ("lookup", {}), ("tool", {})]
+    last = policy.sent[-1]
+    assert last[0] == recording[0]  # the search result is the user's: not a tool's
+    assert last[2]["content"] == [{"type": "tool_result", "tool_use_id": "t1", "content": "[search: 200 chars]"}]
+    assert last[5]["content"] == "[tool: 206 chars]"
 
 
 def test_a_replay_result_and_its_json(tmp_path, monkeypatch):
@@ -507,7 +539,7 @@ def test_a_replay_result_and_its_json(tmp_path, monkeypatch):
         {"strategies": ["llm_summary"], "threshold": 0.4, "llm_summary": {"summarizer": "extractive"}},
         source="my config",
     )
-    messages = synthetic_session(12)
+    messages = synthetic_session(14)  # a saved share with a fifth decimal (0.69643): rounded to four
     result = replay(Conversation("chat", messages), settings, context_window=1500)
     assert result.compactions > 0 and result.managed_total < result.unmanaged_total  # the precondition
     data = result.to_dict()

@@ -385,3 +385,41 @@ def test_a_recorded_replay_skips_an_unreadable_record(tmp_path: Path, strategies
     assert shown[0] == sent[0]  # the first call: before the damaged reply
     assert shown[1][2]["content"] == MISSING_TEXT and shown[1][:2] + shown[1][3:] == sent[1][:2] + sent[1][3:]
     assert result.messages == len(lines) - 1  # every record adds a message; the damaged one is left out
+
+
+def test_the_window_and_threshold_are_the_last_calls(tmp_path: Path) -> None:
+    """A session run under three windows: the replay shows the latest (what the next call would use)."""
+    url = f"file://{tmp_path / 'sessions'}"
+    settings = settings_from_dict({"strategies": [], "store": url, "context_window": 1500}, source="cfg")
+    for window in (1500, 2000, 3000):
+        with ctxlife.Session("w", settings, system="S", context_window=window) as session:
+            session.messages({"role": "user", "content": f"question under {window}"})
+            session.record_reply("answer")
+    store = open_store(url)
+    try:
+        assert [c.doc["window"] for c in sent_calls(store, "w")] == [1500, 2000, 3000]  # the precondition
+        result = replay_session(settings, store, "w")
+    finally:
+        store.close()
+    assert (result.context_window, result.threshold) == (3000, 0.4)
+
+
+def test_a_recorded_call_that_sent_an_invalid_list_says_what_is_wrong(tmp_path: Path) -> None:
+    """A call record another writer made (the host never records an invalid list): its problems are shown."""
+    url = f"file://{tmp_path / 'sessions'}"
+    store = open_store(url)
+    try:
+        orphan = [
+            {"role": "user", "content": "Look up order 4711."},
+            {"role": "tool", "tool_call_id": "call_gone", "content": '{"status": "shipped"}'},
+            {"role": "assistant", "content": "It has shipped."},
+        ]
+        store.append("b", orphan)
+        doc = {"v": 1, "at": 1.0, "head": 2, "m": [1, 2], "tokens": [20, 20], "window": 4000, "budget": 2000}
+        store.append_call("b", "", doc)
+        result = replay_session(settings_from_dict({"strategies": []}, source="cfg"), store, "b")
+    finally:
+        store.close()
+    [frame] = result.frames
+    assert result.source == RECORDED and frame.composition.messages == orphan[:2]
+    assert frame.problems == ["message 1: orphan_tool_result: tool result without a preceding assistant tool call"]
