@@ -615,3 +615,19 @@ def test_the_window_and_where_it_came_from(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXLIFE_CONTEXT_WINDOW", "2500")
     from_env = replay(conv, settings_from_dict({"strategies": []}))
     assert (from_env.context_window, from_env.window_source) == (2500, "CTXLIFE_CONTEXT_WINDOW")
+
+
+def test_context_text_is_what_the_model_reads_one_message_a_line():
+    """The benchmarks grade answers against it: every message's text, tool-call arguments included."""
+    from ctxlife.messages import text_of
+    from ctxlife.replay import context_text
+    from ctxlife.testing import assistant, tool_call, tool_result, user
+
+    messages = [
+        user("Find order 4711"),
+        assistant(None, [tool_call("lookup", {"order": "ORD-4711"})]),
+        tool_result("call_lookup", "shipped"),
+    ]
+    text = context_text(messages)
+    assert text.split("\n") == [text_of(m) for m in messages]
+    assert "ORD-4711" in text and text.startswith("Find order 4711\n") and text.endswith("shipped")
