@@ -96,54 +96,61 @@ def test_tau_bench_files_hold_many_conversations(config):
     assert data["name"] == conversations[5].name and data["totals"]["invalid_calls"] == 0
 
 
-@pytest.mark.parametrize(
-    "name, content, message",
-    [
-        (
-            "bad.json",
-            "{not json",
-            "bad.json is not JSON: Expecting property name enclosed in double quotes at line 1, column 2",
-        ),
-        ("empty.json", "", "empty.json is empty; expected a JSON list of messages"),
-        (
-            "empty_list.json",
-            "[]",
-            "expected a non-empty JSON list of messages or of tau-bench trajectories, got an empty list",
-        ),
-        ("shape.json", '[{"content": "no role"}]', "the message list[0] has no 'role'"),
-        (  # before: AttributeError: 'str' object has no attribute 'get'
-            "function.json",
-            '[{"role": "user", "content": "u"}, '
-            '{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "function": "lookup"}]}]',
-            "the message list[1] tool_calls[0].function is a str",
-        ),
-        (  # before: TypeError
-            "name.json",
-            '[{"role": "user", "content": "u"}, {"role": "assistant", "content": null, '
-            '"tool_calls": [{"id": "c1", "function": {"name": 7, "arguments": "{}"}}]}]',
-            "the message list[1] tool_calls[0].function.name is an int",
-        ),
-        (
-            "bedrock.json",
-            '[{"role": "user", "content": [{"text": "hi"}]}]',
-            "it looks like Amazon Bedrock Converse / Strands Agents content blocks",
-        ),
-        ("object.json", '{"foo": 1}', 'a JSON object must have a "messages" list'),
-        ("number.json", "42", "expected a non-empty JSON list of messages or of tau-bench trajectories, got int"),
-        (
-            "lines.jsonl",
-            '{"role": "user", "content": "a"}\nnot json\n{"role": "user", "content": "b"}\n',
-            "lines.jsonl line 2 is not JSON",
-        ),
-        ("bin.json", b"\xff\xfe\x00garbage", "bin.json is not UTF-8 text"),
-    ],
-)
-def test_bad_files_get_clear_errors(tmp_path, config, name, content, message):
+#: Files replay cannot read, and what the error says.
+BAD_FILES = [
+    (
+        "bad.json",
+        "{not json",
+        "bad.json is not JSON: Expecting property name enclosed in double quotes at line 1, column 2",
+    ),
+    ("empty.json", "", "empty.json is empty; expected a JSON list of messages"),
+    (
+        "empty_list.json",
+        "[]",
+        "expected a non-empty JSON list of messages or of tau-bench trajectories, got an empty list",
+    ),
+    ("shape.json", '[{"content": "no role"}]', "the message list[0] has no 'role'"),
+    (  # before: AttributeError: 'str' object has no attribute 'get'
+        "function.json",
+        '[{"role": "user", "content": "u"}, '
+        '{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "function": "lookup"}]}]',
+        "the message list[1] tool_calls[0].function is a str",
+    ),
+    (  # before: TypeError
+        "name.json",
+        '[{"role": "user", "content": "u"}, {"role": "assistant", "content": null, '
+        '"tool_calls": [{"id": "c1", "function": {"name": 7, "arguments": "{}"}}]}]',
+        "the message list[1] tool_calls[0].function.name is an int",
+    ),
+    (
+        "bedrock.json",
+        '[{"role": "user", "content": [{"text": "hi"}]}]',
+        "it looks like Amazon Bedrock Converse / Strands Agents content blocks",
+    ),
+    ("object.json", '{"foo": 1}', 'a JSON object must have a "messages" list'),
+    ("number.json", "42", "expected a non-empty JSON list of messages or of tau-bench trajectories, got int"),
+    (
+        "lines.jsonl",
+        '{"role": "user", "content": "a"}\nnot json\n{"role": "user", "content": "b"}\n',
+        "lines.jsonl line 2 is not JSON",
+    ),
+    ("bin.json", b"\xff\xfe\x00garbage", "bin.json is not UTF-8 text"),
+]
+
+
+@pytest.mark.parametrize("name, content, message", BAD_FILES)
+def test_bad_files_get_clear_errors(tmp_path, name, content, message):
     path = tmp_path / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
     with pytest.raises(InputFileError) as info:
         load_conversations(path)
-    assert message in str(info.value)
+    assert message in str(info.value) and str(info.value).startswith(str(path))
+
+
+@pytest.mark.parametrize("name, content, message", BAD_FILES)
+def test_the_command_exits_1_with_a_bad_files_error(tmp_path, config, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
     done = cli(str(path), "--config", str(config), "--window", "4000")
     assert done.returncode == 1 and done.stderr.startswith("ctxlife replay: error: ") and message in done.stderr
 
@@ -360,6 +367,8 @@ def test_a_messages_object_and_trajectories(tmp_path):
     # one trajectory object; trajectories without a task id are numbered
     [one] = load_conversations(_write(tmp_path / "t.json", json.dumps({"traj": messages, "task_id": 3})))
     assert (one.name, one.messages) == ("task 3 trial 0", messages)
+    [two] = load_conversations(_write(tmp_path / "t1.json", json.dumps([{"traj": messages, "task_id": 3, "trial": 2}])))
+    assert two.name == "task 3 trial 2"
     two = load_conversations(_write(tmp_path / "t2.json", json.dumps([{"traj": messages}, {"traj": messages[:2]}])))
     assert [(c.name, len(c.messages)) for c in two] == [("trajectory 0", len(messages)), ("trajectory 1", 2)]
 
