@@ -129,7 +129,7 @@ mutate-all: $(MUTATE_STAMP)
 	  $(MAKE) mutate MUTATE_SCOPE=$$scope || exit 1; done
 
 docs: $(STAMP)
-	$(BIN)/python -m ctxlife.docgen docs
+	$(BIN)/python -m ctxlife.cli.docgen docs
 
 # The README's picture of `ctxlife report`: the demo session (offline, scripted), reported and rendered by
 # Debian's headless Chromium (apt-get install chromium) into docs/images/report.png.

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxlife import docgen, hookspecs
-from ctxlife.cli import build_parser
+from ctxlife import hookspecs
+from ctxlife.cli import build_parser, docgen
 from ctxlife.config import load_settings, settings_from_dict
 from ctxlife.plugins import registry
 
@@ -20,7 +20,7 @@ DOCS = REPO / "docs"
 
 def test_generated_references_are_current():
     for path, text in docgen.generate(DOCS).items():
-        assert path.read_text(encoding="utf-8") == text, f"{path} is stale: run `python -m ctxlife.docgen docs`"
+        assert path.read_text(encoding="utf-8") == text, f"{path} is stale: run `python -m ctxlife.cli.docgen docs`"
 
 
 def _commands(parser=None):

@@ -88,12 +88,14 @@ def test_session_search_prints_each_passage_with_its_place_score_and_marked_matc
     lines = out.splitlines()
     when = datetime.fromtimestamp(first.recorded_at).strftime("%Y-%m-%d %H:%M")
     assert lines[0].startswith(f"[{when}, message 2]  score ") and float(lines[0].rsplit(" ", 1)[1]) > 0
-    # the match marked with '>', its turn and one message of context on each side; whitespace folded
+    # the match marked with '>', its turn and one message of context on each side (a question among them
+    # with its answer); whitespace folded
     assert lines[1:] == [
         "  #2 assistant: Hi!",
         "> #3 user: Our hotel in Lisbon is the Casa do Mar, room 214.",
         "  #4 assistant: Noted.",
         "  #5 user: Any tips for dinner?",
+        "  #6 assistant: Try the harbour.",
         "",
     ]
 
@@ -105,7 +107,7 @@ def test_session_search_json_lists_each_passage_with_its_messages_as_stored(trip
         stored = {r.seq: r for r in store.read_records("trip")}
     assert len(rows) == 1 and rows[0]["seq"] == 3 and rows[0]["score"] > 0
     assert rows[0]["score"] == round(rows[0]["score"], 3)
-    assert [m["seq"] for m in rows[0]["messages"]] == [2, 3, 4, 5]
+    assert [m["seq"] for m in rows[0]["messages"]] == [2, 3, 4, 5, 6]
     for m in rows[0]["messages"]:
         assert m["role"] == stored[m["seq"]].message["role"] and m["text"] == stored[m["seq"]].message["content"]
         assert m["recorded_at"] == stored[m["seq"]].recorded_at and m["view"] == ""
@@ -647,14 +649,14 @@ def test_a_search_leaves_out_every_record_in_view_but_shows_the_rest_of_the_turn
     url = f"file://{tmp_path / 'sessions'}"
     with open_store(url) as store:
         store.append("s1", TRIP)
-        visible = live_keys([TRIP[3], TRIP[4]])
+        visible = live_keys(TRIP[3:])  # the recent messages after the match
         search = HistorySearch(store, index_dir="memory")
         try:
             found = search.passages("s1", "hotel Lisbon", in_view=lambda r: (r.role, r.text) in visible)
             assert seqs(found) == [[2, 3]]
             everything = live_keys(TRIP)
             assert search.passages("s1", "hotel Lisbon", in_view=lambda r: (r.role, r.text) in everything) == []
-            assert seqs(search.passages("s1", "hotel Lisbon")) == [[2, 3, 4, 5]]
+            assert seqs(search.passages("s1", "hotel Lisbon")) == [[2, 3, 4, 5, 6]]
         finally:
             search.close()
 
