@@ -483,8 +483,6 @@ class RunningPostgres:
     """A database of the run's own (``CREATE DATABASE``, dropped at the end) on the server that
     :data:`PG_SERVER_ENV` names: the tests' schemas, fixed names included, never meet another run's."""
 
-    user = None  # the server is not this run's to hand folders to (no PgBouncer as another user)
-
     def __init__(self, url: str) -> None:
         from urllib.parse import urlsplit
 
@@ -492,6 +490,7 @@ class RunningPostgres:
 
         self._psycopg = psycopg
         self._server = url
+        self.user: str | None = "postgres" if os.geteuid() == 0 else None  # the run's PgBouncer runs as it
         parts = urlsplit(url)
         self.port = parts.port or 5432
         self.dbname = f"ctxlife_run_{os.getpid()}_{os.urandom(4).hex()}"
@@ -499,8 +498,7 @@ class RunningPostgres:
         with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
             conn.execute(f'CREATE DATABASE "{self.dbname}"')
 
-    def hand_over(self, path: Path) -> None:
-        return None
+    hand_over = PostgresServer.hand_over
 
     def url(self, query: str = "") -> str:
         return self._base + (f"?{query}" if query else "")
