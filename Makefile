@@ -106,17 +106,22 @@ $(MUTATE_STAMP): $(STAMP) pyproject.toml
 # reads mutmut's results and diffs in one process, and names the commit it mutated.
 # MUTATE_FILES="src/... ..." narrows the scope to some of its files (a quick look; the report then goes
 # to build/mutate/report.md, not docs/).
+# A scope declaring `servers = ["postgres"]` gets one PostgreSQL server for the whole run
+# (benchmarks/mutation_servers.py), not one per mutant. MUTATE_CHILDREN: mutants tested at once (2).
 # `make mutate-changed`: the incremental mode, every scope whose files or tests changed since the commit
 # its report names; `make mutate-all`: every scope, one after another (hours: run it on an idle machine).
 MUTATE_DIR := build/mutate
 MUTATE_SCOPE ?= core
 MUTATE_FILES ?=
+MUTATE_CHILDREN ?= 2
 MUTATE_REPORT = $(if $(MUTATE_FILES),$(MUTATE_DIR)/report.md,docs/mutation/$(MUTATE_SCOPE).md)
 mutate: $(MUTATE_STAMP)
 	mkdir -p docs/mutation
 	started=$$(date +%s) && $(BIN)/python benchmarks/mutation_stage.py $(MUTATE_DIR) --scope $(MUTATE_SCOPE) \
 	  $(if $(MUTATE_FILES),--files $(MUTATE_FILES)) && report=$(abspath $(MUTATE_REPORT)) && \
-	  cd $(MUTATE_DIR) && ran=$$(date +%s) && nice -n 10 $(abspath $(BIN))/mutmut run --max-children 2 && \
+	  cd $(MUTATE_DIR) && ran=$$(date +%s) && nice -n 10 $(abspath $(BIN))/python \
+	  $(abspath benchmarks/mutation_servers.py) --scope $(MUTATE_SCOPE) -- \
+	  $(abspath $(BIN))/mutmut run --max-children $(MUTATE_CHILDREN) && \
 	  $(abspath $(BIN))/python $(abspath benchmarks/mutation_report.py) --write $$report --scope $(MUTATE_SCOPE) \
 	  --started $$started --mutmut-seconds $$(( $$(date +%s) - ran ))
 

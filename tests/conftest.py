@@ -392,6 +392,7 @@ class PostgresServer:
         self.log = workdir / "server.log"
         self.user: str | None = "postgres" if os.geteuid() == 0 else None
         self.proc: subprocess.Popen[bytes] | None = None
+        self.dbname = "postgres"
 
     def _as_server_user(self, args: list[str]) -> list[str]:
         return args if self.user is None else ["runuser", "-u", self.user, "--", *args]
@@ -470,9 +471,58 @@ class PostgresServer:
         return base + (f"?{query}" if query else "")
 
 
+#: A running PostgreSQL server for the run, instead of one of its own: ``make mutate`` starts one for a
+#: scope that declares it (``servers = ["postgres"]``) and names it here, as its mutants' pytest runs
+#: (one per mutant) would each start a server. A URL whose user may create databases.
+PG_SERVER_ENV = "CTXLIFE_TEST_POSTGRES_URL"
+# read once, as the run starts: every test runs without the CTXLIFE_* variables (_no_ctxlife_env)
+_RUNNING_POSTGRES = os.environ.get(PG_SERVER_ENV)
+
+
+class RunningPostgres:
+    """A database of the run's own (``CREATE DATABASE``, dropped at the end) on the server that
+    :data:`PG_SERVER_ENV` names: the tests' schemas, fixed names included, never meet another run's."""
+
+    def __init__(self, url: str) -> None:
+        from urllib.parse import urlsplit
+
+        import psycopg
+
+        self._psycopg = psycopg
+        self._server = url
+        self.user: str | None = "postgres" if os.geteuid() == 0 else None  # the run's PgBouncer runs as it
+        parts = urlsplit(url)
+        self.port = parts.port or 5432
+        self.dbname = f"ctxlife_run_{os.getpid()}_{os.urandom(4).hex()}"
+        self._base = parts._replace(path=f"/{self.dbname}", query="").geturl()
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(f'CREATE DATABASE "{self.dbname}"')
+
+    hand_over = PostgresServer.hand_over
+
+    def url(self, query: str = "") -> str:
+        return self._base + (f"?{query}" if query else "")
+
+    def stop(self) -> None:
+        """Drop the run's database (its stores' pools may still hold connections: FORCE ends them)."""
+        with self._psycopg.connect(self._server, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)')
+
+
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
-    """A throw-away PostgreSQL server shared by the run, stopped at the end."""
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer | RunningPostgres]:
+    """A throw-away PostgreSQL server shared by the run, stopped at the end (or, when
+    :data:`PG_SERVER_ENV` names a running one, a database of the run's own on it)."""
+    if _RUNNING_POSTGRES:
+        pytest.importorskip(
+            "psycopg_pool", reason="psycopg and psycopg-pool are not installed: pip install 'ctxlife[postgres]'"
+        )
+        database = RunningPostgres(_RUNNING_POSTGRES)
+        try:
+            yield database
+        finally:
+            database.stop()
+        return
     if postgres_bin("initdb") is None or postgres_bin("pg_ctl") is None:
         pytest.skip(
             "PostgreSQL is not installed, so the postgres store tests cannot run here; install it with "
@@ -535,7 +585,7 @@ def postgres_scheme(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def postgres_url(postgres_server: PostgresServer, postgres_scheme: None) -> str:
+def postgres_url(postgres_server: PostgresServer | RunningPostgres, postgres_scheme: None) -> str:
     """URL of the run's PostgreSQL server (its password included); add ``schema=`` to isolate a test."""
     return postgres_server.url()
 

@@ -80,7 +80,7 @@ def pgbouncer_url(
     (folder / "users.txt").write_text(f'"ctxlife" "{password}"\n')
     (folder / "pgbouncer.ini").write_text(
         "[databases]\n"
-        f"postgres = host=127.0.0.1 port={postgres_server.port} dbname=postgres\n"
+        f"postgres = host=127.0.0.1 port={postgres_server.port} dbname={postgres_server.dbname}\n"
         "[pgbouncer]\n"
         f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
         f"auth_type = plain\nauth_file = {folder / 'users.txt'}\n"
