@@ -198,12 +198,6 @@ def test_a_write_kept_waiting_for_its_session_fails_naming_it_with_the_connectio
     assert text.endswith("lock timeout; is the database reachable, and are pool_max connections enough?"), text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: split_options re-encodes the libpq query with urlencode, so the space of "
-    "options=-c%20name%3Dvalue reaches libpq as '+' (server: unrecognized configuration parameter "
-    '"+name"); the module docstring says libpq\'s options pass through unchanged',
-)
 def test_a_libpq_option_with_a_space_passes_through_unchanged(url: str) -> None:
     with open_store(f"{url}&options=-c%20lock_timeout%3D200&pool_timeout=1") as store:
         assert store.append("s", [msg("a")])[0].seq == 1

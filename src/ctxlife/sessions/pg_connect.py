@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlencode, urlunsplit
+from urllib.parse import quote, urlencode, urlunsplit
 
 from ctxlife.errors import StoreError
 from ctxlife.sessions.urls import split_query
@@ -69,7 +69,8 @@ def split_options(url: str, shown: str) -> tuple[str, dict[str, str]]:
         raise StoreError(f"not a postgres store URL: {shown!r} (expected postgres://user@host:port/dbname)")
     if not any(k == "connect_timeout" for k, _ in rest):
         rest.append(("connect_timeout", "5"))  # an unreachable database fails a call, never hangs it
-    return urlunsplit(parts._replace(scheme="postgresql", query=urlencode(rest))), ours
+    query = urlencode(rest, quote_via=quote)  # a space as %20: libpq reads "+" as a plus
+    return urlunsplit(parts._replace(scheme="postgresql", query=query)), ours
 
 
 def number_option(opts: dict[str, str], name: str, default: float, shown: str, *, whole: bool = False) -> float:
