@@ -49,8 +49,8 @@ def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[s
         return 2
     # lazy: the index loads sqlite3 and rich; `ctxlife session` builds its parser from this module
     from ctxlife.inspection import Shown
-    from ctxlife.recall.history import HistorySearch
     from ctxlife.recall.block import position
+    from ctxlife.recall.history import HistorySearch
 
     search = HistorySearch(store)
     try:
