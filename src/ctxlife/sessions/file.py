@@ -61,7 +61,6 @@ Limits: session ids differing only in case collide on case-insensitive file syst
 from __future__ import annotations
 
 import contextlib
-import copy
 import fcntl
 import json
 import os
@@ -834,9 +833,10 @@ class FileStore(SessionStore):
         The store remembers where its last read of a session ended, one position per object, so a
         reader that must not be moved by another's appends (the recall index) reads through this.
         It is a copy of this object, so a subclass's reads stay as they are (a replay's scratch copy
-        gives each record the time it was said).
+        gives each record the time it was said); not ``copy.copy``, which gives a store itself back.
         """
-        reader = copy.copy(self)
+        reader = object.__new__(type(self))
+        reader.__dict__.update(vars(self))
         reader._tails = {}
         reader._tails_lock = threading.Lock()
         reader._call_counts = {}
