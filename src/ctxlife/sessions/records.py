@@ -425,9 +425,20 @@ class ViewRows:
     tokens: list[tuple[int | None, str | None]]
 
 
-def decode_plain(texts: list[str]) -> list[dict[str, Any]] | None:
-    """The messages stored as ``texts`` (one JSON object each), in one ``json.loads``; None when one
-    is not exactly one JSON object, or is an event or an erased record (then decode record by record)."""
+def decode_plain(texts: list[str], chunk: int = 2048) -> list[dict[str, Any]] | None:
+    """The messages stored as ``texts`` (one JSON object each), one ``json.loads`` per ``chunk`` of
+    them; None when one is not exactly one JSON object, or is an event or an erased record (then
+    decode record by record)."""
+    messages: list[dict[str, Any]] = []
+    for start in range(0, len(texts), chunk):
+        values = _decode_plain_chunk(texts[start : start + chunk])
+        if values is None:
+            return None
+        messages += values
+    return messages
+
+
+def _decode_plain_chunk(texts: list[str]) -> list[dict[str, Any]] | None:
     if not texts:
         return []
     # Each text one object, as written (no text can end inside another's document), and as many

@@ -586,12 +586,9 @@ class SQLiteStore(SessionStore):
             del rows
             if bads.count(None) != len(bads) or None in fps:  # quarantined, or written before fingerprints
                 return None
-            messages: list[dict[str, Any]] = []
-            for start in range(0, len(texts), _DECODE_CHUNK):
-                chunk = decode_plain(texts[start : start + _DECODE_CHUNK])
-                if chunk is None:
-                    return None
-                messages += chunk
+            messages = decode_plain(texts, _DECODE_CHUNK)
+            if messages is None:
+                return None
             pairs = token_pairs(tokens, encodings)
         return ViewRows(seqs, fps, messages, pairs)
 
@@ -603,13 +600,8 @@ class SQLiteStore(SessionStore):
             rows = self._raw_rows("read_view", "seq, json", session_id, 0, view)
             seqs, texts = list(map(itemgetter(0), rows)), list(map(itemgetter(1), rows))
             del rows
-            messages: list[dict[str, Any]] = []
-            for start in range(0, len(texts), _DECODE_CHUNK):
-                chunk = decode_plain(texts[start : start + _DECODE_CHUNK])
-                if chunk is None:
-                    return None
-                messages += chunk
-        return ViewRows(seqs, [], messages, [])
+            messages = decode_plain(texts, _DECODE_CHUNK)
+        return None if messages is None else ViewRows(seqs, [], messages, [])
 
     def _raw_rows(
         self, what: str, columns: str, session_id: str, after_seq: int, view: str | None, where: str = ""
