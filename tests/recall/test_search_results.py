@@ -9,8 +9,10 @@ unmutated code). They assert what is returned or printed, not how the index gets
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -56,6 +58,16 @@ def chat_records(*texts: tuple[str, str], start: int = 1, at: float | None = Non
         RawRecord(start + i, {"role": role, "content": text}, recorded_at=at, view=view)
         for i, (role, text) in enumerate(texts)
     ]
+
+
+@contextlib.contextmanager
+def searching(store: Any, **options: Any) -> Iterator[HistorySearch]:
+    """A history search on ``store``, closed on the way out."""
+    search = HistorySearch(store, **options)
+    try:
+        yield search
+    finally:
+        search.close()
 
 
 def seqs(passages: list[Any]) -> list[list[int]]:
@@ -119,11 +131,8 @@ def test_session_search_json_is_indented_and_its_scores_are_the_searchs_to_3_pla
     rows = json.loads(out)
     assert out == json.dumps(rows, ensure_ascii=False, indent=2) + "\n"
     with open_store(trip_url) as store:
-        search = HistorySearch(store, index_dir="memory")
-        try:
+        with searching(store, index_dir="memory") as search:
             scores = [round(p.hit.score, 3) for p in search.passages("trip", "hotel Lisbon dinner")]
-        finally:
-            search.close()
     assert [row["score"] for row in rows] == scores and any(s != round(s) for s in scores)
 
 
@@ -247,24 +256,15 @@ def test_a_search_keeps_its_index_with_the_sessions_derived_data_or_where_index_
         store.append("s1", TRIP)
         derived = store.derived_dir("s1")
         assert derived is not None and not (derived / "recall.sqlite").exists()
-        search = HistorySearch(store)
-        try:
+        with searching(store) as search:
             assert search.passages("s1", "hotel Lisbon")
             assert search.index_path("s1") == derived / "recall.sqlite" and (derived / "recall.sqlite").is_file()
-        finally:
-            search.close()
-        elsewhere = HistorySearch(store, index_dir=tmp_path / "idx")
-        try:
+        with searching(store, index_dir=tmp_path / "idx") as elsewhere:
             assert elsewhere.passages("s1", "hotel Lisbon")
             assert elsewhere.index_path("s1") == tmp_path / "idx" / "s1.sqlite"
             assert (tmp_path / "idx" / "s1.sqlite").is_file()
-        finally:
-            elsewhere.close()
-        in_memory = HistorySearch(store, index_dir="memory")
-        try:
+        with searching(store, index_dir="memory") as in_memory:
             assert in_memory.passages("s1", "hotel Lisbon") and in_memory.index_path("s1") is None
-        finally:
-            in_memory.close()
         assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == ["s1.sqlite"]
 
 
@@ -272,48 +272,36 @@ def test_an_index_deleted_under_an_open_search_is_rebuilt_from_the_raw_history(t
     url = f"file://{tmp_path / 'sessions'}"
     with open_store(url) as store:
         store.append("s1", TRIP)
-        search = HistorySearch(store, index_dir=tmp_path / "idx")
-        try:
+        with searching(store, index_dir=tmp_path / "idx") as search:
             assert [p.hit.seq for p in search.passages("s1", "hotel Lisbon")] == [3]
             assert remove_index(tmp_path / "idx", "s1")
             assert [p.hit.seq for p in search.passages("s1", "hotel Lisbon")] == [3]
             assert (tmp_path / "idx" / "s1.sqlite").is_file()
-        finally:
-            search.close()
 
 
 def test_a_session_deleted_and_written_again_is_searched_as_it_is_now(tmp_path):
     url = f"file://{tmp_path / 'sessions'}"
     with open_store(url) as store:
         store.append("s1", TRIP)
-        search = HistorySearch(store, index_dir=tmp_path / "idx")
-        try:
+        with searching(store, index_dir=tmp_path / "idx") as search:
             assert search.passages("s1", "hotel Lisbon")
             store.delete("s1")
             store.append("s1", [{"role": "user", "content": "the parrot is called Kiwi"}, *TRIP[1:2]])
             assert search.passages("s1", "hotel Lisbon") == []
             assert [p.hit.seq for p in search.passages("s1", "parrot")] == [1]
-        finally:
-            search.close()
 
 
 def test_an_index_file_of_another_version_is_rebuilt_and_finds_everything_again(tmp_path):
     url = f"file://{tmp_path / 'sessions'}"
     with open_store(url) as store:
         store.append("s1", TRIP)
-        search = HistorySearch(store, index_dir=tmp_path / "idx")
-        try:
+        with searching(store, index_dir=tmp_path / "idx") as search:
             assert [p.hit.seq for p in search.passages("s1", "hotel Lisbon")] == [3]
-        finally:
-            search.close()
         with sqlite3.connect(tmp_path / "idx" / "s1.sqlite") as db:
             db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(INDEX_VERSION - 1),))
-        again = HistorySearch(store, index_dir=tmp_path / "idx")
-        try:
+        with searching(store, index_dir=tmp_path / "idx") as again:
             assert [p.hit.seq for p in again.passages("s1", "hotel Lisbon")] == [3]
             assert [p.hit.seq for p in again.passages("s1", "harbour dinner")] == [6]
-        finally:
-            again.close()
         with sqlite3.connect(tmp_path / "idx" / "s1.sqlite") as db:
             assert db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == (str(INDEX_VERSION),)
             assert db.execute("SELECT count(*) FROM records").fetchone() == (len(TRIP),)
@@ -369,15 +357,12 @@ def test_a_ctxlife_stores_records_are_read_as_they_are(trip_url):
 
 def test_recent_keys_are_the_role_and_text_of_the_latest_records(trip_url):
     with open_store(trip_url) as store:
-        search = HistorySearch(store, index_dir="memory")
-        try:
+        with searching(store, index_dir="memory") as search:
             assert search.recent_keys("trip", 2) == {
                 ("user", "Any   tips for dinner?"),
                 ("assistant", "Try the harbour."),
             }
             assert len(search.recent_keys("trip")) == len(TRIP)
-        finally:
-            search.close()
 
 
 def test_sessions_past_max_open_are_closed_and_reopened_with_everything_found(tmp_path):
@@ -385,14 +370,11 @@ def test_sessions_past_max_open_are_closed_and_reopened_with_everything_found(tm
     with open_store(url) as store:
         for sid in ("a", "b", "c"):
             store.append(sid, [{"role": "user", "content": f"the {sid}-team mascot is a heron"}])
-        search = HistorySearch(store, index_dir=tmp_path / "idx", max_open=1)
-        try:
+        with searching(store, index_dir=tmp_path / "idx", max_open=1) as search:
             for _ in range(2):
                 for sid in ("a", "b", "c"):
                     found = search.passages(sid, "mascot heron")
                     assert [r.text for p in found for r in p.records] == [f"the {sid}-team mascot is a heron"]
-        finally:
-            search.close()
         assert HistorySearch.MAX_OPEN == 64 and HistorySearch(store).max_open == 64
         assert HistorySearch(store, max_open=0).max_open == 64 and HistorySearch(store, max_open=-5).max_open == 1
 
@@ -401,16 +383,13 @@ def test_a_forgotten_session_is_found_again_in_full_and_new_records_too(tmp_path
     url = f"file://{tmp_path / 'sessions'}"
     with open_store(url) as store:
         store.append("s1", TRIP)
-        search = HistorySearch(store, index_dir=tmp_path / "idx")
-        try:
+        with searching(store, index_dir=tmp_path / "idx") as search:
             assert search.passages("s1", "hotel Lisbon")
             search.forget("s1")
             search.forget("never-opened")
             store.append("s1", [{"role": "user", "content": "the ferry leaves at nine"}])
             assert [p.hit.seq for p in search.passages("s1", "hotel Lisbon")] == [3]
             assert [p.hit.seq for p in search.passages("s1", "ferry")] == [7]
-        finally:
-            search.close()
 
 
 def test_records_appended_through_the_same_store_object_are_found(tmp_path):
@@ -418,15 +397,12 @@ def test_records_appended_through_the_same_store_object_are_found(tmp_path):
     url = f"file://{tmp_path / 'sessions'}"
     with open_store(url) as store:
         store.append("s1", TRIP[:2])
-        search = HistorySearch(store, index_dir=tmp_path / "idx")
-        try:
+        with searching(store, index_dir=tmp_path / "idx") as search:
             assert search.passages("s1", "hotel") == []
             for i, message in enumerate(TRIP[2:], 3):
                 store.append("s1", [message])
                 assert search.index("s1").last_seq == i
             assert [p.hit.seq for p in search.passages("s1", "hotel Lisbon")] == [3]
-        finally:
-            search.close()
 
 
 # -- which passages, in what order ------------------------------------------------------------------
@@ -465,15 +441,12 @@ def test_a_stores_search_defaults_to_five_passages_any_coverage_and_tool_results
     url = f"file://{tmp_path / 'sessions'}"
     with open_store(url) as store:
         store.append("s1", messages)
-        search = HistorySearch(store, index_dir="memory")
-        try:
+        with searching(store, index_dir="memory") as search:
             assert len(search.passages("s1", "harbour tour")) == 5
             assert search.passages("s1", "harbour ferry")  # a partial match is enough by default
             # the same text as a chat message and as a tool result: unweighted, the earlier first
             assert [p.hit.seq for p in search.passages("s1", "ferry fee forty", context=0)] == [17, 18]
             assert [p.hit.seq for p in search.passages("s1", "ferry fee forty", context=0, tool_weight=2.0)] == [18, 17]
-        finally:
-            search.close()
 
 
 def test_min_score_leaves_out_weak_matches_and_limit_caps_the_passages(index):
@@ -650,15 +623,12 @@ def test_a_search_leaves_out_every_record_in_view_but_shows_the_rest_of_the_turn
     with open_store(url) as store:
         store.append("s1", TRIP)
         visible = live_keys(TRIP[3:])  # the recent messages after the match
-        search = HistorySearch(store, index_dir="memory")
-        try:
+        with searching(store, index_dir="memory") as search:
             found = search.passages("s1", "hotel Lisbon", in_view=lambda r: (r.role, r.text) in visible)
             assert seqs(found) == [[2, 3]]
             everything = live_keys(TRIP)
             assert search.passages("s1", "hotel Lisbon", in_view=lambda r: (r.role, r.text) in everything) == []
             assert seqs(search.passages("s1", "hotel Lisbon")) == [[2, 3, 4, 5, 6]]
-        finally:
-            search.close()
 
 
 def test_live_keys_are_role_and_stripped_text_of_each_message():
@@ -676,15 +646,12 @@ def test_new_records_in_view_are_found_by_a_search_without_them_in_view(tmp_path
     url = f"file://{tmp_path / 'sessions'}"
     with open_store(url) as store:
         store.append("s1", TRIP[:2])
-        search = HistorySearch(store, index_dir=tmp_path / "idx")
-        try:
+        with searching(store, index_dir=tmp_path / "idx") as search:
             search.passages("s1", "anything")
             store.append("s1", TRIP[2:4])
             visible = live_keys(TRIP[2:4])
             assert search.passages("s1", "hotel Lisbon", in_view=lambda r: (r.role, r.text) in visible) == []
             assert [p.hit.seq for p in search.passages("s1", "hotel Lisbon")] == [3]
-        finally:
-            search.close()
 
 
 # -- no remembered hit outlives a write ---------------------------------------------------------------
