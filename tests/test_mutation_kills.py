@@ -873,15 +873,6 @@ REPEATS_AFTER_AN_OUTAGE = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "bug (issue 44, mutate16): after a refused write, views.after_pending drops the part of the new batch "
-        "that repeats the end of the waiting messages, although the alignment with the waiting messages "
-        "already left them out: the repeated messages are never recorded"
-    ),
-)
 @pytest.mark.parametrize("name", list(REPEATS_AFTER_AN_OUTAGE))
 def test_messages_repeating_the_waiting_ones_after_an_outage_are_recorded_too(files: FileStore, name: str) -> None:
     waiting, after = REPEATS_AFTER_AN_OUTAGE[name]

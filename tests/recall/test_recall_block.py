@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
-
 from ctxlife import TokenCounter
 from ctxlife.messages import QUOTE_MARK
 from ctxlife.recall import Hit, Passage, StoredRecord, excerpt
@@ -249,11 +247,6 @@ def test_an_excerpt_of_a_text_dense_in_tokens_is_still_cut():
     assert got.startswith("😀") and got.endswith(" …") and len(got) < 20
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: _join_fragments moves a fragment's start back to the previous space; compact JSON has none, so "
-    "the fragment starts at the top of the text and is cut to its head, without the match",
-)
 def test_an_excerpt_of_compact_json_holds_the_match():
     rows = [{"id": i, "name": f"item{i}", "note": "plain"} for i in range(80)]
     rows[60]["name"] = "albatross"
@@ -261,11 +254,6 @@ def test_an_excerpt_of_compact_json_holds_the_match():
     assert count(got) <= 40 and '"name":"albatross"' in got, got
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a Chinese text has no spaces: _join_fragments starts the fragment at the top, and the last resort "
-    "(as many characters as tokens) is over the budget and without the match",
-)
 def test_an_excerpt_of_chinese_text_holds_the_match_within_its_tokens():
     text = "今天天气很好我们去公园散步" * 40 + "信天翁的代码是七" + "明天也许会下雨我们待在家里" * 40
     got = excerpt(text, 40, {"信天": 1.0, "天翁": 1.0}, count)

@@ -208,6 +208,9 @@ def _label(role: str) -> str:
 #: How many places of a long text are tried as the start of an excerpt (besides each term's first).
 _CANDIDATES = 64
 
+#: How far back a fragment's start may move to the start of its word.
+_WORD_REACH = 24
+
 
 def excerpt(text: str, tokens: int, terms: dict[str, float], count: Callable[[str], int]) -> str:
     """``text`` if it fits in ``tokens``, else the fragments of it that hold most of ``terms`` (else its head).
@@ -268,7 +271,16 @@ def excerpt(text: str, tokens: int, terms: dict[str, float], count: Callable[[st
         if count(piece) <= tokens:
             return piece
         windows = [(a, a + (b - a) * 9 // 10) for a, b in windows]
-    return text[: max(tokens, 1)] + " …"
+    # A text dense in tokens: the best fragment's start, as many characters as fit.
+    start = windows[0][0]
+    size = max(tokens, 1)
+    while size > 1 and count(_from(text, start, size)) > tokens:
+        size = min(size - 1, size * 3 // 4)
+    return _from(text, start, size)
+
+
+def _from(text: str, start: int, size: int) -> str:
+    return ("… " if start > 0 else "") + text[start : start + size] + " …"
 
 
 def _line_start(text: str, at: int, reach: int) -> int:
@@ -286,7 +298,9 @@ def _join_fragments(text: str, windows: list[tuple[int, int]]) -> str:
     out: list[str] = []
     last_end = 0
     for a, b in sorted(windows):
-        a = text.rfind(" ", 0, a) + 1 if a > 0 else 0
+        if a > 0:  # back to the start of its word (a text without spaces, JSON or Chinese: where it is)
+            space = text.rfind(" ", max(0, a - _WORD_REACH), a)
+            a = space + 1 if space >= 0 else a
         b = min(len(text), b)
         if out and a <= last_end:  # overlapping fragments: one
             out[-1] = out[-1] + text[last_end:b]

@@ -31,6 +31,8 @@ class Alignment:
         anchor_seq: the sequence number of the anchor record (0 without one).
         aligned: whether an anchor was found.
         fingerprints: the fingerprints of the ``new`` messages.
+        after_waiting: anchored on a message waiting for the store (:func:`align_with_pending`):
+            ``new`` holds only what follows the waiting messages, none of them.
     """
 
     overlap: int
@@ -38,6 +40,7 @@ class Alignment:
     anchor_seq: int
     aligned: bool
     fingerprints: list[str]
+    after_waiting: bool = False
 
 
 class Reversed:
@@ -90,6 +93,7 @@ def align_with_pending(state: View, rev: Reversed) -> Alignment:
     if found.aligned and found.anchor_seq > top:
         # Anchored on a waiting message: only what follows it is new (it goes after them all).
         found.anchor_seq = top
+        found.after_waiting = True
     return found
 
 

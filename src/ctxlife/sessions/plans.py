@@ -30,6 +30,8 @@ class Plan:
     adds: list[int]  # the list positions of the add events, in order
     base: Mirror | None = None  # the mirror the list starts with (the usual call), if any
     fps: dict[int, str] = dataclasses.field(default_factory=dict)  # fingerprints computed for positions
+    # the adds follow the messages waiting for the store and repeat none of them (a repeat is said again)
+    after_waiting: bool = False
 
 
 def continues(state: View, mirror: Mirror, messages: Sequence[Any]) -> bool:

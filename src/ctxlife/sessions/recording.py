@@ -590,7 +590,8 @@ class Recorder:
                 plan = self._not_again(session_id, view, plan)
                 events = plan.events
                 if state.pending:
-                    batch = after_pending(state.pending, [(e.message, e.fingerprint or "") for e in events])
+                    added = [(e.message, e.fingerprint or "") for e in events]
+                    batch = [*state.pending, *added] if plan.after_waiting else after_pending(state.pending, added)
                     events = [Event(ADD, m, None, f) for m, f in batch]
                 if not events:
                     self._seen(state, messages, plan, [])
@@ -623,7 +624,8 @@ class Recorder:
         events = [Event(ADD, messages[i], None, fp) for i, fp in zip(found.new, found.fingerprints, strict=True)]
         if found.aligned:
             state.covered = found.anchor_seq
-        return Plan(events, {}, list(found.new), None, dict(zip(found.new, found.fingerprints, strict=True)))
+        fps = dict(zip(found.new, found.fingerprints, strict=True))
+        return Plan(events, {}, list(found.new), None, fps, after_waiting=found.after_waiting)
 
     def _seen(self, state: View, messages: Sequence[Any], plan: Plan, written: list[RawRecord]) -> None:
         """Keep a mirror of the list just recorded; note the newest record it reflects (``covered``)."""
