@@ -480,14 +480,9 @@ def _nearby(index: HistoryIndex, hits: Sequence[Hit], context: int) -> dict[int,
     """
     near = 2
     found = index.records(s for h in hits for s in range(h.seq - near, h.seq + near + 1))
-    tools = [
-        h
-        for h in hits
-        if any(
-            (r := found.get(s)) is not None and (r.calls or r.role == "tool")
-            for s in range(h.seq - near, h.seq + near + 1)
-        )
-    ]
+    # The records of tool calls and results among them, looked up per match (most histories: none).
+    units = {s for s, r in found.items() if r.calls or r.role == "tool"}
+    tools = [h for h in hits if units and any(s in units for s in range(h.seq - near, h.seq + near + 1))]
     if tools:
         reach = context + _UNIT_REACH
         found.update(index.records(s for h in tools for s in range(h.seq - reach, h.seq + reach + 1)))
