@@ -32,7 +32,7 @@ from ctxlife.recall import HistorySearch, live_keys, render
 from ctxlife.sessions import open_store
 from ctxlife.tokens import TokenCounter
 
-OPTIONS = (
+OPTIONS: tuple[dict[str, Any], ...] = (
     {"limit": 8, "context": 1, "min_score": 0.0, "tool_weight": 1.0, "min_coverage": 0.0},
     {"limit": 5, "context": 1, "min_score": 0.5, "tool_weight": 2.5, "min_coverage": 0.3, "filter": True},
 )

@@ -29,7 +29,7 @@ def best_turn(index: HistoryIndex, query: str) -> list[int]:
     return sorted(r.seq for r in passage.records)
 
 
-def test_a_turn_is_ranked_by_its_edited_reply_not_the_one_counted_before():
+def test_a_turn_is_ranked_by_its_edited_reply_not_the_one_counted_before() -> None:
     index = HistoryIndex(None)
     index.add(
         records(
@@ -60,7 +60,7 @@ def test_a_turn_is_ranked_by_its_edited_reply_not_the_one_counted_before():
     ]
 
 
-def test_a_question_ranked_alone_is_ranked_with_its_reply_once_the_reply_is_recorded():
+def test_a_question_ranked_alone_is_ranked_with_its_reply_once_the_reply_is_recorded() -> None:
     index = HistoryIndex(None)
     index.add(records([*FILLER, ("user", "the lighthouse keeper, with no code"), ("assistant", "noted")]))
     index.add(records([("user", "what is the lighthouse keeper's door?")], start=9))
