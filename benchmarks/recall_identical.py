@@ -6,6 +6,9 @@ search, and prints a digest; run it on two checkouts and ``cmp`` the outputs::
 
     PYTHONPATH=<checkout>/src:<checkout>/strategies:benchmarks .venv/bin/python benchmarks/recall_identical.py OUT
 
+A checkout from before perf7r's excerpt fix drew some blocks differently with another ``PYTHONHASHSEED``: give both
+runs the same one (``PYTHONHASHSEED=0``).
+
 The searches (~700): MemoryBank EN and CN (each person's chat, searched after every day with two probing
 questions), the WOZ dev halves (``BENCH_WOZ_DATA``; left out when missing), the synthetic tool-heavy agent
 sessions (dev seeds, probes asked where they come), and 10k / 100k histories (``--sizes``) of repeated chat;
