@@ -10,6 +10,7 @@ until it fits.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
@@ -254,7 +255,9 @@ def excerpt(text: str, tokens: int, terms: dict[str, float], count: Callable[[st
                 low = _line_start(text, at, max(width // 2, min(width - 16, 120)))
                 if any(a <= low < b or a < low + width <= b or low <= a < low + width for a, b in windows):
                     continue
-                score = sum(weight[t] for t in inside(low, width) - covered)
+                # fsum: the same score whatever order the set gives its terms in (a plain sum of floats
+                # depends on it, and so did which fragment won a tie: blocks differed with PYTHONHASHSEED)
+                score = math.fsum(weight[t] for t in inside(low, width) - covered)
                 if score > best_score:
                     best, best_score = low, score
             if best is None:

@@ -480,14 +480,9 @@ def _nearby(index: HistoryIndex, hits: Sequence[Hit], context: int) -> dict[int,
     """
     near = 2
     found = index.records(s for h in hits for s in range(h.seq - near, h.seq + near + 1))
-    tools = [
-        h
-        for h in hits
-        if any(
-            (r := found.get(s)) is not None and (r.calls or r.role == "tool")
-            for s in range(h.seq - near, h.seq + near + 1)
-        )
-    ]
+    # The records of tool calls and results among them, looked up per match (most histories: none).
+    units = {s for s, r in found.items() if r.calls or r.role == "tool"}
+    tools = [h for h in hits if units and any(s in units for s in range(h.seq - near, h.seq + near + 1))]
     if tools:
         reach = context + _UNIT_REACH
         found.update(index.records(s for h in tools for s in range(h.seq - reach, h.seq + reach + 1)))
@@ -530,8 +525,9 @@ _PARTNER_CHARS = 2 * CHUNK_CHARS
 class _Turns:
     """The turns of one search's matches, each read once: a question and its parts rank the same turns.
 
-    ``texts``: the turn texts counted so far, kept by the index until its next write (by match and
-    the partners shown with it: the next calls of a conversation rank many of the same turns).
+    ``texts``: the turn texts counted so far, kept by the index while the records it holds stay as they
+    were (by match and the partners shown with it: the next calls of a conversation rank many of the
+    same turns, and a new record changes no turn's key, only the turns that take it in).
     """
 
     def __init__(
@@ -566,23 +562,30 @@ class _Turns:
             if len(self._texts) >= _TURNS_KEPT:
                 self._texts.clear()
             text = "\n".join(parts).casefold()
-            found = TermCounts(text) if lead is None else _LedTurn(text, nearby[lead].text[:_PARTNER_CHARS].casefold())
+            found = _Turn(text, None if lead is None else nearby[lead].text[:_PARTNER_CHARS].casefold())
             self._texts[key] = found
         return found
 
 
-class _LedTurn(TermCounts):
-    """A turn's term counts with the message it follows (``_lead_of``): a term the turn lacks counts once when
-    that message holds it (what the turn's "it" names); the turn's length is its own."""
+class _Turn(TermCounts):
+    """A turn's term counts, each term counted once (the next searches rank many of the same turns), with
+    the message it follows (``_lead_of``): a term the turn lacks counts once when that message holds it
+    (what the turn's "it" names); the turn's length is its own."""
 
-    __slots__ = ("lead",)
+    __slots__ = ("lead", "known")
 
-    def __init__(self, lower: str, lead: str) -> None:
+    def __init__(self, lower: str, lead: str | None) -> None:
         super().__init__(lower)
         self.lead = lead
+        self.known: dict[str, int] = {}
 
     def count(self, term: str) -> int:
-        return super().count(term) or count_term(self.lead, term, first=True)
+        found = self.known.get(term)
+        if found is None:
+            found = self.known[term] = count_term(self.lower, term) or (
+                count_term(self.lead, term, first=True) if self.lead is not None else 0
+            )
+        return found
 
 
 def _lead_of(core: Sequence[int], records: dict[int, StoredRecord]) -> int | None:

@@ -155,7 +155,8 @@ class HistoryIndex:
         # Searches made since the last write (see search).
         self._found: dict[tuple[Any, ...], list[Hit]] = {}
         self._found_state: tuple[int, int, int] = (-1, -1, -1)
-        self._memo_of_state: dict[Any, Any] = {}
+        self._memo_of_records: dict[Any, Any] = {}
+        self._memo_edits = -1
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -423,19 +424,22 @@ class HistoryIndex:
         return list(found)
 
     def _unchanged(self) -> None:
-        """Forget the searches and :meth:`memo` made of the index before its last write."""
+        """Forget the searches made of the index before its last write."""
         state = (self._last_seq, self._docs, self._edits)
         if state != self._found_state:
             self._found.clear()
-            self._memo_of_state.clear()
             self._found_state = state
 
     def memo(self) -> dict[Any, Any]:
-        """A dict for what a caller derives from the index as it is now (the turns a search ranks),
-        emptied by the next write; the caller bounds its size."""
+        """A dict for what a caller derives from the records the index holds, by their sequence numbers
+        (the turns a search ranks: their texts and term counts). Additions leave it (the records held
+        stay as they were); it is emptied when one may have changed (an edit, a removal, a reset, a
+        write by another process). The caller bounds its size."""
         with self._lock:
-            self._unchanged()
-            return self._memo_of_state
+            if self._memo_edits != self._edits:
+                self._memo_of_records.clear()
+                self._memo_edits = self._edits
+            return self._memo_of_records
 
     #: Searches remembered between writes (see :meth:`search`).
     _FOUND_KEPT = 64
