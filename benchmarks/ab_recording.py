@@ -7,7 +7,8 @@ same temporary folder, and records the same stateless caller: a conversation of 
 (``bench_sessions.conversation``) rebuilt with ``json.loads`` before every call, with the model's
 reply and the next question appended. Each side is driven as its host drives it: this tree gets the
 host's comparison of the list with the one it handed back (``PreviousList.compare`` +
-``Recorder.expect``, untimed: the host's work, not the recorder's) before ``record``; both get
+``Recorder.expect`` with the host's copy of the list as compared, untimed: the host's work, not the
+recorder's) before ``record``; both get
 ``leave`` after it. Timed: ``Recorder.record`` alone, CPU (``time.process_time``) and wall, garbage
 collection off inside; the sides alternate which goes first. Also reported: the CPU of the store's
 ``append`` inside ``record``, and the rest (the recorder's own work).
@@ -139,7 +140,8 @@ def one_round(old: str, folder: Path, history: list[dict[str, Any]], calls: int)
             recorder = side.recorder
             if side is new_side:
                 agreement = handed_back.compare(messages)
-                recorder.expect("s", messages, agreement)
+                before = list(messages)  # the host's copy of the list as compared, kept until the call ends
+                recorder.expect("s", messages, agreement, compared=before)
             side.timed(lambda r=recorder, m=messages: r.record("s", m))
             recorder.leave("s", messages)
             if side is new_side:
