@@ -6,16 +6,20 @@ import sys
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxlife.errors import InvalidMessagesError
 from ctxlife.messages import (
     Unit,
     check_shape,
     current_turn_index,
+    has_calls,
     inserted_text,
     is_inserted,
     is_summary,
     is_system,
+    is_user_turn,
     mark_inserted,
     pair_tool_results,
     round_starts,
@@ -24,6 +28,7 @@ from ctxlife.messages import (
     split_units,
     summary_message,
     text_of,
+    unit_starts,
     validate,
 )
 from ctxlife.testing import assistant, system, tool_call, tool_result, user
@@ -414,6 +419,44 @@ def test_units_rounds_and_pairing_in_both_formats():
     pairing = pair_tool_results(ANTHROPIC_SHAPES, 1)
     assert pairing.results == (1, 0) and pairing.result_at == ((2, 0), (2, 1)) and pairing.unanswered == ()
     assert is_system(OPENAI_SHAPES[0])  # developer is pinned like system
+
+
+def _shape_pool() -> list[object]:
+    """Every message shape that the cheap checks of unit_starts/round_starts must tell apart from the rest."""
+    marked = mark_inserted({"role": "user", "content": "History summary: earlier"}, "summary")
+    recall = mark_inserted({"role": "user", "content": "Recalled: a"}, "recall")
+    return [
+        *OPENAI_SHAPES,
+        *ANTHROPIC_SHAPES,
+        marked,
+        recall,
+        system("s"),
+        user("ends like a mark -->"),  # no mark: still a turn
+        {"role": "user", "content": None},
+        {"role": "assistant", "content": None, "tool_calls": []},  # no calls: its own unit
+        {"role": "assistant", "content": "x", "tool_calls": "not a list"},
+        {"role": ["unhashable"], "content": "x"},
+        {"content": "no role"},
+        "not a dict",
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, len(_shape_pool()) - 1), max_size=14))
+def test_unit_and_round_starts_are_the_units_and_turns_one_message_at_a_time(picks):
+    # (unit_starts and round_starts skip the look-ups for a text message without a mark line: the same answer)
+    pool = _shape_pool()
+    messages = [pool[i] for i in picks]
+    starts, i = [], 0
+    while i < len(messages):
+        starts.append(i)
+        i = pair_tool_results(messages, i).end if has_calls(messages[i]) else i + 1
+    assert unit_starts(messages) == starts
+    assert [u.start for u in split_units(messages)] == starts
+    assert sum(len(u) for u in split_units(messages)) == len(messages)
+    turns = [i for i, m in enumerate(messages) if is_user_turn(m)]
+    assert round_starts(messages) == turns
+    assert current_turn_index(messages, turns) == current_turn_index(messages)
 
 
 def test_anthropic_problems_are_reported():

@@ -59,6 +59,12 @@ QUESTIONS: tuple[Question, ...] = (
         "The 1,000-turn agent loop: ctxlife next to LangChain's SummarizationMiddleware and the Agents SDK",
     ),
     Question(
+        "recording",
+        "ab_recording",
+        # Not alone: the two recorders alternate call by call in one process, so load falls on both alike.
+        "Recording per call at 10k messages: this tree beside e03a850's recorder (issue 41's A/B)",
+    ),
+    Question(
         "fleet",
         "bench_pg_store",
         "Fleet stores: PostgreSQL beside SQLite and Redis (append, read, recall, a new worker's first call)",

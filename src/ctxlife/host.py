@@ -486,7 +486,7 @@ class Host:
             counts = _counts(counter, messages, agreement, previous.counts_of(counter))
             tokens_before = REPLY_PRIMING_TOKENS + sum(counts)
             before = list(messages)  # to tell whether anything changed (then tokens_after = tokens_before)
-            host_recording.expect(self.store, session, messages, agreement, ctx)
+            host_recording.expect(self.store, session, messages, agreement, ctx, before)  # (before: never edited)
             ctx._count_memo = (before, tokens_before)
             configured = self.settings.message_format
             fmt = ctx.message_format = configured if configured != "auto" else state.format_of(messages)

@@ -33,11 +33,13 @@ def expect(
     messages: list[dict[str, Any]],
     agreement: Agreement,
     ctx: LLMCallContext,
+    compared: list[dict[str, Any]] | None = None,
 ) -> None:
     """Tell the recorder how the caller's list compares with the list handed back last, so its diff
-    skips what the host found unchanged."""
+    skips what the host found unchanged (``compared``: the host's copy of the list as compared, kept
+    unchanged until the record: the recorder then makes none)."""
     if store is not None and session is not None and not ctx.recorded_by_caller:
-        keeper_for(store).recorder.expect(session, messages, agreement, ctx.view)
+        keeper_for(store).recorder.expect(session, messages, agreement, ctx.view, compared=compared)
 
 
 def record_call(

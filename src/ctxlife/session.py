@@ -234,7 +234,8 @@ class Session:
             self.last_report = report
             # Saved when a strategy changed the conversation, not for the system prompt (the caller's,
             # with the bootstrap text: never restored from the snapshot) nor the recall block alone.
-            if not same_messages(before, listing) and not same_messages(_conversation(before), _conversation(listing)):
+            # (before is the prompt, never an item, + items: its conversation is the items')
+            if not same_messages(before, listing) and not same_messages(_conversation(items), _conversation(listing)):
                 self._save(report, listing, [slot_of.get(id(m)) for m in listing], restored)
             return listing
 
@@ -446,7 +447,7 @@ def _added(message: Any) -> bool:
     return type(message) is dict and is_system(message) and not is_inserted(message)
 
 
-def _all_items(messages: list[Message]) -> bool:
+def _all_items(messages: Sequence[Message]) -> bool:
     """Whether every restored message is an item (:func:`_is_item`). For the usual conversation,
     dicts without a system role whose contents are text or None, none ending like a mark line, it
     is told in C passes over the list, without a call per message."""
@@ -463,6 +464,8 @@ def _all_items(messages: list[Message]) -> bool:
 
 def _conversation(messages: Sequence[Message]) -> list[Message]:
     """The restored messages that are items, as they are (see :meth:`Session._items`, which filters their text)."""
+    if _all_items(messages):  # (the usual list, told in C passes)
+        return list(messages)
     return [m for m in messages if _is_item(m)]
 
 

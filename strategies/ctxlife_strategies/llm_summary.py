@@ -49,10 +49,10 @@ from ctxlife.messages import (
     is_system,
     is_user_turn,
     round_starts,
-    split_units,
     strip_inserted_marks,
     summary_message,
     text_of,
+    unit_starts,
 )
 from ctxlife.models import Complete, configured_completion, model_api, model_route_problem, preload_client
 from ctxlife.sessions import LockTimeoutError
@@ -345,15 +345,13 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
         the model is not asked: a background summary is not ready)."""
         messages = ctx.messages
         tokens = ctx.tokens
-        system = [m for m in messages if is_system(m) and not is_summary(m)]
-        previous = [m for m in messages if is_summary(m)]
         # What ctxlife inserted for one call only (a recall block) is neither summarized nor kept.
-        rest = [m for m in messages if not is_system(m) and not is_inserted(m)]
+        system, previous, rest = _partition(messages)
         starts = round_starts(rest)  # user turns (not carriers of tool results)
         pinned = [rest[starts[0]]] if starts else []  # the first user message (the task under CrewAI) stays
         first = starts[0] + 1 if pinned else 0
         latest_user = starts[-1] if starts else None
-        turn = current_turn_index(rest)  # the question being worked on (not a repeated framework prompt)
+        turn = current_turn_index(rest, starts)  # the question being worked on (not a repeated framework prompt)
         # Where the evicted span may end: at a round start, keeping the last keep_rounds rounds;
         # failing that, at a unit boundary inside them, keeping the last keep_units units.
         keep = self.options.keep_rounds
@@ -361,13 +359,13 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
         # Over the window itself, the call would fail: then only the latest unit is sure to stay.
         overflow = tokens_before > ctx.context_window
         keep_units = 1 if overflow else self.options.keep_units
-        unit_starts = [u.start for u in split_units(rest)]
-        last_allowed = unit_starts[-keep_units] if len(unit_starts) > keep_units else 0
+        units = unit_starts(rest)
+        last_allowed = units[-keep_units] if len(units) > keep_units else 0
         floor = round_cuts[-1] if round_cuts else first
-        unit_cuts = [c for c in unit_starts if floor < c <= last_allowed and c not in round_cuts]
+        unit_cuts = [c for c in units if floor < c <= last_allowed and c not in round_cuts]
         cuts = round_cuts + unit_cuts
         # Down to the latest unit, when keeping keep_units would not reach the target (below).
-        deeper = sorted(set(cuts) | {c for c in unit_starts if floor < c <= unit_starts[-1]})
+        deeper = sorted(set(cuts) | {c for c in units if floor < c <= units[-1]})
         if not deeper:
             ctx.record("skipped", reason="nothing_to_evict")
             return
@@ -395,7 +393,7 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
             return None
 
         found = fitting(cuts)
-        if found is None and keep_units > 1 and len(unit_starts) > 1:
+        if found is None and keep_units > 1 and len(units) > 1:
             # The recent units alone are over the target (large tool results): reach the target down to
             # the latest unit rather than compact again on the next calls (churn).
             found = fitting(deeper)
@@ -418,7 +416,9 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
             max(target_tokens - kept_tokens, self.options.max_summary_tokens // 2),
         )
         previous_text = "\n".join(strip_summary_marker(m.get("content")) for m in previous) or None
-        replaced_tokens = tokens.count_messages(evicted) + (tokens.count_messages(previous) if previous else 0) - 3
+        # (= count_messages(evicted) - 3, from the counts above: the evicted are rest[first:cut] but the kept users)
+        evicted_tokens = sum(sizes[first:cut]) - sum(sizes[i] for i in kept_users if first <= i < cut)
+        replaced_tokens = evicted_tokens + (tokens.count_messages(previous) if previous else 0)
         if replaced_tokens - budget < self.options.min_gain_tokens and not overflow:
             ctx.record("skipped", reason="small_gain", replaceable_tokens=replaced_tokens)
             return
@@ -499,7 +499,10 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
                     pace_of(ctx).summary_seconds = slow
                 if used != "extractive" and not isinstance(exc, SummaryLacksFacts):  # a useless reply: ask again
                     self._model_failed(exc)
-        contents = [text_of(m) for m in (*evicted, *previous, *system, *kept_tail)]
+
+        def contents() -> list[str]:  # (for an error event only: 100k texts are not made for nothing)
+            return [text_of(m) for m in (*evicted, *previous, *system, *kept_tail)]
+
         if summary is None:
             if fold is not None:
                 fold.written = None  # nothing put in: the next compaction starts a fold afresh
@@ -512,7 +515,7 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
                 messages[:] = original  # truncating this span would not help either
                 ctx.record("skipped", reason="summary_failed_no_gain", error=type(errors[-1][1]).__name__)
                 return
-            self._failed_event(ctx, errors, contents, "truncated", len(evicted))
+            self._failed_event(ctx, errors, contents(), "truncated", len(evicted))
             ctx.record(
                 "truncated",
                 reason="summary_failed",
@@ -523,7 +526,7 @@ class LLMSummary(BackgroundFold, ctxlife.Strategy):
             self._note_result(ctx, tokens_before)
             return
         if errors:
-            self._failed_event(ctx, errors, contents, "extractive", len(evicted))
+            self._failed_event(ctx, errors, contents(), "extractive", len(evicted))
         original = list(messages)
         messages[:] = system + [summary] + pinned + kept_tail
         tokens_after = ctx.count()
@@ -695,6 +698,33 @@ def _without_marks(message: dict[str, Any]) -> dict[str, Any]:
     if isinstance(content, str) and "ctxlife:" in content:
         return {**message, "content": strip_inserted_marks(content)}
     return message
+
+
+_TURN_ROLES = ("user", "assistant", "tool")
+
+
+def _partition(
+    messages: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The system messages but summaries, the summaries, and the messages neither system nor inserted,
+    in one pass (a message with a conversation role and text content that is no mark line, the
+    usual one, goes to the last without its mark looked for)."""
+    system: list[dict[str, Any]] = []
+    previous: list[dict[str, Any]] = []
+    rest: list[dict[str, Any]] = []
+    for m in messages:
+        if type(m) is dict and m.get("role") in _TURN_ROLES:
+            content = m.get("content")
+            if content is None or (type(content) is str and not content.endswith(" -->")):  # (a mark line ends so)
+                rest.append(m)
+                continue
+        if is_summary(m):
+            previous.append(m)
+        elif is_system(m):
+            system.append(m)
+        elif not is_inserted(m):
+            rest.append(m)
+    return system, previous, rest
 
 
 def _opening_with_a_user_turn(kept: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -8,13 +8,16 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.errors import StrategyOptionsError
 from ctxlife.host import Host
-from ctxlife.messages import SUMMARY_PREFIX, inserted_text, is_summary, validate
+from ctxlife.messages import SUMMARY_PREFIX, inserted_text, is_inserted, is_summary, is_system, mark_inserted, validate
 from ctxlife.summarizers import register_summarizer, unregister_summarizer
 from ctxlife.testing import assistant, react_action, react_final, scripted_llm, system, tool_call, tool_result, user
 
@@ -22,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fake_openai import openai_server, text_reply  # noqa: E402
 from strategy_helpers import split_model_keys  # noqa: E402
 
-from ctxlife_strategies.llm_summary import LLMSummary  # noqa: E402
+from ctxlife_strategies.llm_summary import LLMSummary, _partition  # noqa: E402
 
 WINDOW = 4000
 
@@ -536,3 +539,32 @@ def test_a_failed_lock_release_keeps_the_compaction_and_a_held_lock_skips_it(fai
         assert store.held is False
     else:
         assert action is None and [a.details for a in report.actions] == [{"reason": "session_locked"}]
+
+
+def _partition_pool() -> list[object]:
+    return [
+        system("s"),
+        {"role": "developer", "content": "d"},
+        mark_inserted({"role": "system", "content": "History summary: a"}, "summary"),
+        mark_inserted({"role": "user", "content": "History summary: b"}, "summary"),  # (Anthropic lists)
+        mark_inserted({"role": "user", "content": "Recalled: c"}, "recall"),
+        user("u"),
+        user("ends like a mark -->"),
+        assistant("a"),
+        assistant(None, tool_calls=[tool_call("f", call_id="c1")]),
+        tool_result("c1", "r"),
+        {"role": "user", "content": [{"type": "text", "text": "parts"}]},
+        {"role": "function", "name": "f", "content": "x"},
+        {"content": "no role"},
+    ]
+
+
+@examples(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, len(_partition_pool()) - 1), max_size=12))
+def test_the_compaction_splits_system_summaries_and_the_rest_as_each_message_is_classified(picks):
+    pool = _partition_pool()
+    messages = [pool[i] for i in picks]
+    system_, previous, rest = _partition(messages)
+    assert system_ == [m for m in messages if is_system(m) and not is_summary(m)]
+    assert previous == [m for m in messages if is_summary(m)]
+    assert rest == [m for m in messages if not is_system(m) and not is_inserted(m)]

@@ -128,6 +128,7 @@ from ctxlife.messages.turns import (
     tool_call_arguments,
     tool_call_name,
     tool_results_by_call,
+    unit_starts,
 )
 from ctxlife.messages.validation import (
     Problem,
@@ -196,6 +197,7 @@ __all__ = [
     "same_messages",
     "split_system",
     "split_units",
+    "unit_starts",
     "starts_with_summary_marker",
     "strip_bootstrap",
     "strip_inserted_marks",

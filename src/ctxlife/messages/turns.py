@@ -164,13 +164,41 @@ def split_units(messages: Sequence[Message]) -> list[Unit]:
     the messages that answer it (OpenAI: the run of ``tool``/``function`` messages right after it;
     Anthropic: the next user message when it carries ``tool_result`` blocks).
     """
-    units: list[Unit] = []
+    starts = unit_starts(messages)
+    ends = [*starts[1:], len(messages)] if starts else []
+    return [Unit(start, end) for start, end in zip(starts, ends, strict=True)]
+
+
+def _plain_role(message: Any) -> Any:
+    """The role of a dict whose content is text without a mark line, or None: a message whose kind its
+    role alone tells (no blocks to look into; inserted only with a system role); else ``_NOT_PLAIN``."""
+    if type(message) is dict:
+        content = message.get("content")
+        if content is None or (type(content) is str and not content.endswith(" -->")):
+            return message.get("role")
+    return _NOT_PLAIN
+
+
+_NOT_PLAIN = object()
+
+
+def unit_starts(messages: Sequence[Message]) -> list[int]:
+    """Where each unit of :func:`split_units` starts (a unit ends where the next starts), as plain
+    ints: one pass, no :class:`Unit` per message (a cold 100k-message history has ~85k units)."""
+    starts: list[int] = []
     i, n = 0, len(messages)
     while i < n:
-        end = _answers(messages, i)[1] if has_calls(messages[i]) else i + 1
-        units.append(Unit(i, end))
-        i = end
-    return units
+        starts.append(i)
+        message = messages[i]
+        plain = _plain_role(message)
+        if plain is _NOT_PLAIN:
+            calls = has_calls(message)
+        else:  # has_calls() without its block look-up (the content is no list)
+            calls = plain == "assistant" and (
+                bool(tool_calls(message)) or isinstance(message.get("function_call"), dict)
+            )
+        i = _answers(messages, i)[1] if calls else i + 1
+    return starts
 
 
 def round_starts(messages: Sequence[Message]) -> list[int]:
@@ -180,7 +208,13 @@ def round_starts(messages: Sequence[Message]) -> list[int]:
     never splits a unit: tool results are ``tool`` messages or user messages that carry
     ``tool_result`` blocks, neither of which is a user turn.
     """
-    return [i for i, m in enumerate(messages) if is_user_turn(m)]
+    out: list[int] = []
+    for i, message in enumerate(messages):
+        plain = _plain_role(message)
+        # (a user message with text content that is no mark line is a turn: is_user_turn() without its look-ups)
+        if plain == "user" if plain is not _NOT_PLAIN else is_user_turn(message):
+            out.append(i)
+    return out
 
 
 def last_user_index(messages: Sequence[Message]) -> int | None:
@@ -200,15 +234,16 @@ def _turn_key(message: Message) -> Any:
     return ("media", id(content))
 
 
-def current_turn_index(messages: Sequence[Message]) -> int | None:
+def current_turn_index(messages: Sequence[Message], starts: Sequence[int] | None = None) -> int | None:
     """Index of the user turn being worked on: the last one that is not a repeated prompt.
 
     Frameworks add boilerplate user messages inside a turn (CrewAI's ReAct mode appends
     "Analyze the tool result..." after every tool step). A user message whose exact text
     occurs more than once is such a prompt; the question is the last user message that does
-    not repeat (the last user message if every one repeats).
+    not repeat (the last user message if every one repeats). ``starts``: the list's
+    :func:`round_starts`, when the caller has them already.
     """
-    indices: list[int] = [i for i, m in enumerate(messages) if is_user_turn(m)]
+    indices = round_starts(messages) if starts is None else starts
     if not indices:
         return None
     keys = [_turn_key(messages[i]) for i in indices]

@@ -32,27 +32,33 @@ class Plan:
     fps: dict[int, str] = dataclasses.field(default_factory=dict)  # fingerprints computed for positions
     # the adds follow the messages waiting for the store and repeat none of them (a repeat is said again)
     after_waiting: bool = False
+    # The list's messages in a list nobody edits (the host's copy as compared), for the next mirror's
+    # originals without another copy; None: copy the list.
+    originals: list[Any] | None = None
 
 
-def continues(state: View, mirror: Mirror, messages: Sequence[Any]) -> bool:
+def continues(state: View, mirror: Mirror, messages: Sequence[Any]) -> list[Any] | None:
     """Whether the host's comparison (:meth:`Recorder.expect`) shows that ``messages`` continues
     ``mirror``: the mirror was made from the very list the host compared against, and every message
-    of it is still there (equal, or different only in what is not an edit: see :func:`soft_same`)."""
+    of it is still there (equal, or different only in what is not an edit: see :func:`soft_same`).
+    Then the list's messages in a list nobody edits (the host's copy when nothing replaced one since
+    it compared them); else None."""
     hint, state.hint = state.hint, None  # good for one diff of one call's list
     if hint is None or hint[0] is not messages or mirror.originals is None:
-        return False
+        return None
     _, compared, agreement = hint
     size = len(mirror.messages)
     if agreement.length < size or not same_messages(mirror.originals, agreement.previous):
-        return False
+        return None
     changed = [i for i in agreement.changed if i < size]
     if not same_messages(compared, messages):  # replaced since (the bootstrap section, applied)
         length, also = differences(compared, messages)
         if len(compared) != len(messages) or length < len(messages):
-            return False
+            return None
         changed = sorted({*changed, *(i for i in also if i < size)})
+        compared = list(messages)
     soft = soft_same(mirror, messages)
-    return all(soft(i) for i in changed)
+    return compared if all(soft(i) for i in changed) else None
 
 
 def all_new(messages: Sequence[Any]) -> Plan:
@@ -121,7 +127,8 @@ def diff_plan(state: View, messages: Sequence[Any]) -> Plan | None:
     # list, when several callers share the view.
     best: tuple[Mirror, int] | None = None
     mirrors = state.mirrors
-    if mirrors and continues(state, mirrors[0], messages):
+    originals = continues(state, mirrors[0], messages) if mirrors else None
+    if originals is not None:
         mirrors = []  # the host's comparison showed it: no second one
         best = (state.mirrors[0], len(state.mirrors[0].messages))
     for mirror in mirrors:
@@ -137,7 +144,7 @@ def diff_plan(state: View, messages: Sequence[Any]) -> Plan | None:
         # The usual call: the mirror plus new messages, maybe with some others wrote meanwhile
         # (those are theirs: matched in order, not written again). Costs what is new.
         later = written_after(state, max(mirror.last, mirror.head))
-        plan = Plan([], {}, [], mirror)
+        plan = Plan([], {}, [], mirror, originals=originals)
         cursor = 0
         used: set[int] = set()
         for i in range(p, len(messages)):
