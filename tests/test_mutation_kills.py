@@ -41,7 +41,7 @@ from ctxlife.sessions import SessionStore, open_store
 from ctxlife.sessions.file import FileStore
 from ctxlife.sessions.keeper import Keeper
 from ctxlife.sessions.recording import Recorder
-from ctxlife.sessions.records import ADD, REMOVE, RawRecord
+from ctxlife.sessions.records import ADD, REMOVE, REPLACE, Event, RawRecord
 from ctxlife.testing import assistant, user
 from delegating_store import DelegatingStore
 
@@ -894,3 +894,218 @@ def test_messages_repeating_earlier_ones_are_recorded_when_no_write_fails(files:
     for words in ("", *REPEATS_AFTER_AN_OUTAGE[name]):
         recorder.record("s", _said(words))
     assert _contents(files) == [m["content"] for m in _said(REPEATS_AFTER_AN_OUTAGE[name][1])]
+
+
+# -- the SQLite store's records that are not plain additions (issue 44, the core's re-run of the stores) ---
+
+
+@pytest.mark.parametrize("view", ["", "w"])
+def test_sqlite_edit_records_read_back_as_written(sqlite: SessionStore, view: str) -> None:
+    # An edit, a removal and a message recorded in its JSON-safe form are read one by one (not by the
+    # plain-addition fast path): each must come back as append_events returned it: its view, its time,
+    # why it was quarantined, its token count and encoding (compaction and the window check use it).
+    sqlite.append("s", [user("q1"), assistant("r1")], view=view)
+    written = sqlite.append_events(
+        "s",
+        [
+            Event(REPLACE, user("q1, edited"), 1),
+            Event(REMOVE, {}, 2),
+            Event(ADD, {"role": "user", "content": "a set", "extra": {1, 2}}, None),
+            Event(REPLACE, {"role": "user", "content": "q1, a set", "extra": {3}}, 1),
+        ],
+        view=view,
+    )
+    assert [r.op for r in written] == [REPLACE, REMOVE, ADD, REPLACE]
+    assert written[0].tokens is not None and written[0].token_encoding  # the precondition: counts were stored
+    assert written[2].quarantined and written[3].quarantined and written[0].recorded_at is not None
+    assert sqlite.read_records("s", 2, view=view) == written
+    assert [r.view for r in sqlite.read_records("s", 2)] == [view] * 4
+
+
+def test_sqlite_a_damaged_token_count_is_not_used(sqlite: SessionStore, tmp_path: Path) -> None:
+    import sqlite3
+
+    sqlite.append("s", [user("q1")])
+    sqlite.append_events("s", [Event(REPLACE, user("q1, edited"), 1), Event(REPLACE, user("q1, again"), 1)])
+    assert all(r.tokens is not None for r in sqlite.read_records("s", 1))  # the precondition
+    with sqlite3.connect(tmp_path / "sessions.db") as conn:
+        conn.execute("UPDATE ctxlife_raw SET tokens = -1 WHERE seq = 2")
+        conn.execute("UPDATE ctxlife_raw SET token_encoding = NULL WHERE seq = 3")
+    conn.close()
+    # The count is made again from the message when it is needed, never taken from a damaged row.
+    assert [(r.tokens, r.token_encoding) for r in sqlite.read_records("s", 1)] == [(None, None), (None, None)]
+
+
+def test_a_skipped_record_is_logged_under_the_ctxlife_logger(
+    files: FileStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    # docs/getting-started.md: without a structlog configuration, events go to the standard-library
+    # logger `ctxlife` (an application routes or silences ctxlife's events there).
+    import logging
+
+    import structlog
+
+    files.append("s", [user("q1"), user("q2"), user("q3")])
+    path = Path(files.directory) / "s_raw.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text(lines[0] + "garbage\n" + lines[2], encoding="utf-8")
+    assert not structlog.is_configured()  # the precondition: events go to the standard library's logging
+    with caplog.at_level(logging.ERROR, logger="ctxlife"):
+        assert [r.message["content"] for r in files.read_records("s", strict=False)] == ["q1", "q3"]
+    skipped = [r for r in caplog.records if "raw_record_skipped" in r.getMessage()]
+    assert len(skipped) == 1
+    assert skipped[0].name.split(".")[0] == "ctxlife" and skipped[0].levelno == logging.ERROR
+
+
+# -- the text a model reads, the mark secrets (issue 44, the core's re-run of the messages' changed code) ---
+
+
+def test_the_text_of_a_message_holds_its_words_its_calls_and_the_results_it_carries() -> None:
+    # What the recall index searches and `ctxlife session show` / replay print (text_of).
+    from ctxlife.messages import text_of
+
+    openai = {
+        "role": "assistant",
+        "content": "Let me check.",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "find", "arguments": '{"q": "Zürich"}'}},
+            {"id": "c2", "type": "function", "function": {"arguments": "{}"}},
+        ],
+    }
+    assert text_of(openai) == 'Let me check.\nfind({"q": "Zürich"})\ntool({})'
+    anthropic = {
+        "role": "user",
+        "content": [
+            {"type": "tool_use", "id": "t1", "name": "book", "input": {"when": "Mo", "city": "Zürich"}},
+            {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "booked"}]},
+            {"type": "tool_result", "tool_use_id": "t2", "content": "room 12"},
+        ],
+    }
+    # Arguments as JSON with sorted keys and their own characters: the same call reads the same.
+    assert text_of(anthropic) == 'book({"city": "Zürich", "when": "Mo"})\nbooked\nroom 12'
+    # Content lists may hold bare strings (LangChain's do), in a result too.
+    mixed = {
+        "role": "user",
+        "content": [
+            "Here:",
+            {"type": "tool_result", "tool_use_id": "t3", "content": ["line 1", {"type": "text", "text": "line 2"}]},
+        ],
+    }
+    assert text_of(mixed) == "Here:\nline 1\nline 2"
+    legacy = {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": {1j: 2}}}
+    assert text_of(legacy) == "f({1j: 2})"  # not JSON: as Python shows it
+
+
+def test_mark_lines_are_stripped_wherever_they_are_and_other_text_is_left_alone() -> None:
+    from ctxlife.messages import strip_inserted_marks
+
+    marked = mark_inserted({"role": "user", "content": "Earlier: the order shipped."}, "recall")["content"]
+    text = f"Before.\n{marked}\nAfter.\n{BOOTSTRAP_START}\nrules\n<!-- /ctxlife:bootstrap -->"
+    assert strip_inserted_marks(text) == "Before.\nEarlier: the order shipped.\nAfter.\nrules"
+    plain = "No marks here: <!-- an html comment -->"
+    assert strip_inserted_marks(plain) is plain
+
+
+class _Keeps:
+    """A store's secret (``mark_key``, as the stores have it), made on the first ``create``."""
+
+    def __init__(self, key: bytes | None = None, *, broken: bool = False) -> None:
+        self.key, self.broken, self.asked = key, broken, []
+
+    def mark_key(self, create: bool = False) -> bytes | None:
+        self.asked.append(create)
+        if self.broken:
+            raise StoreError("the store is down")
+        if self.key is None and create:
+            self.key = bytes(range(32))
+        return self.key
+
+
+def test_mark_secrets_are_found_in_the_stores_known_and_reading_never_creates_one() -> None:
+    from ctxlife.messages.inserted import MarkKeys
+
+    keys = MarkKeys()
+    secret = b"s" * 32
+    kid = keys.key_id(secret)
+    assert len(kid) == 10 and kid.isdigit()
+    assert keys.find(kid) is None  # no store known
+    empty, other_worker = _Keeps(), _Keeps()
+    for store in (empty, other_worker, object()):  # an object without a secret is ignored
+        keys.add_source(store)
+    assert keys.find(kid) is None and empty.key is None  # looked up: no secret made by reading
+    other_worker.key = secret  # another worker created the store's secret since
+    assert keys.find(kid) == secret
+    assert keys.find(keys.key_id(b"never seen" * 4)) is None
+    own = keys.add(b"k" * 32)
+    assert keys.find(own) == b"k" * 32  # known without a store
+
+
+def test_marks_use_the_stores_secret_or_one_of_the_process_never_a_weaker_one() -> None:
+    from ctxlife.messages.inserted import MarkKeys
+
+    class Slotted:  # a store object without weak references: not registered, not an error
+        __slots__ = ()
+
+        def mark_key(self, create: bool = False) -> bytes | None:
+            return None
+
+    keys = MarkKeys()
+    keys.add_source(Slotted())
+    kid, key = keys.for_marking()  # outside any store: this process's secret
+    assert len(key) == 32 and keys.for_marking() == (kid, key) and keys.find(kid) == key
+    store = _Keeps()
+    with keys.marking_with(store):
+        assert keys.for_marking() == (keys.key_id(bytes(range(32))), bytes(range(32)))  # made on the first mark
+    assert store.asked[0] is True
+    with keys.marking_with(_Keeps(broken=True)):
+        assert keys.for_marking() == (kid, key)  # the store cannot give it now: the process's
+    assert keys.for_marking() == (kid, key)
+
+
+# -- the [model] table's errors (issue 44, the core's re-run of config.py's changed functions) ------------
+
+
+def _config_error(make: Any) -> str:
+    with pytest.raises(ConfigError) as caught:
+        make()
+    return str(caught.value)
+
+
+def test_a_model_table_error_names_the_key_where_it_was_set_and_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def given(model: dict[str, Any]) -> str:
+        return _config_error(lambda: settings_from_dict({"strategies": ["truncate_last_n"], "model": model}))
+
+    assert given({"nmae": "gpt-4o"}) == "table [model] has no key 'nmae' (in a dict) (did you mean 'name'?)"
+    assert given({"zzz": 1}) == (
+        "table [model] has no key 'zzz' (in a dict); its keys are name, base_url, api_key_env, timeout_seconds, "
+        "context_window, options"
+    )
+    config = tmp_path / "ctxlife.toml"
+    config.write_text('strategies = ["truncate_last_n"]\n[model]\ntimeout_seconds = "30"\n', encoding="utf-8")
+    in_file = _config_error(lambda: load_settings(config))
+    assert in_file.startswith("table [model] key 'timeout_seconds' (in ") and in_file.endswith(
+        ": Value error, expected a number, got the text '30'; write it without quotes"
+    )
+    # Set in the environment (a JSON string there): named as such, and no advice about quotes in a file.
+    monkeypatch.setenv("CTXLIFE_MODEL__TIMEOUT_SECONDS", '"30"')
+    assert _config_error(lambda: settings_from_dict({"strategies": ["truncate_last_n"]})) == (
+        "table [model] key 'timeout_seconds' (from the environment variable CTXLIFE_MODEL__TIMEOUT_SECONDS): "
+        "Value error, expected a number, got the text '30'"
+    )
+
+
+def test_a_model_key_left_unset_is_named_as_its_default() -> None:
+    settings = settings_from_dict({"strategies": ["truncate_last_n"], "model": {"name": "gpt-4o"}})
+    assert settings.source_of("model", "name") == "in a dict, table [model], key 'name'"
+    assert settings.source_of("model", "timeout_seconds") == "the default of [model] 'timeout_seconds'"
+
+
+def test_a_misspelled_name_close_to_two_known_ones_names_both() -> None:
+    from ctxlife.config import did_you_mean
+
+    assert did_you_mean("thresold", ["threshold", "thresholds", "window"]) == (
+        " (did you mean 'threshold' or 'thresholds'?)"
+    )
+    assert did_you_mean("zzz", ["threshold"]) == ""
