@@ -1,0 +1,325 @@
+"""The history index kept true to the raw history: by sequence number, across workers, through resets.
+
+Written for the survivors of mutation scopes ``recall-index``, ``recall-index-search`` and
+``recall-index-history`` (docs/mutation/recall-index*.md). Real SQLite indexes under tmp_path (or in
+memory); each test asserts what a search returns, what is on disk, or what the index reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from ctxlife.errors import CtxlifeError
+from ctxlife.recall import HistoryIndex
+from ctxlife.sessions import RawRecord
+
+
+def said(*texts: str, start: int = 1, view: str = "", role: str = "user") -> list[RawRecord]:
+    return [
+        RawRecord(start + i, {"role": role, "content": text}, fingerprint=f"fp{start + i}", view=view)
+        for i, text in enumerate(texts)
+    ]
+
+
+HISTORY = (
+    "the parcel for order 4411 left the depot",
+    "the gate code is 0427",
+    "the parcel was delivered to the neighbour",
+    "my bike lock is 9031",
+)
+
+
+def on_disk(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file())
+
+
+# -- reset and rebuild -------------------------------------------------------------------------------
+
+
+def test_a_reset_index_is_empty_and_once_rebuilt_ranks_and_reopens_as_one_built_fresh(tmp_path):
+    path = tmp_path / "s.sqlite"
+    index = HistoryIndex(path, chunk_chars=400)
+    index.add(said(*HISTORY))
+    assert index.last_seq == 4 and len(index) == 4
+    index.reset()
+    assert index.last_seq == 0 and len(index) == 0 and index.search("parcel") == []
+    assert index.add(said(*HISTORY)) == 4
+    fresh = HistoryIndex(chunk_chars=400)
+    fresh.add(said(*HISTORY))
+    terms = ["parcel", "gate", "neighbour"]
+    assert index.term_weights(terms) == fresh.term_weights(terms)
+    assert [(h.seq, h.score) for h in index.search("parcel depot")] == [
+        (h.seq, h.score) for h in fresh.search("parcel depot")
+    ]
+    index.close()
+    # The next process with the same chunk size uses the rebuilt file as it is (not emptied again).
+    reopened = HistoryIndex(path, chunk_chars=400)
+    assert reopened.last_seq == 4 and len(reopened) == 4
+    assert reopened.term_weights(terms) == fresh.term_weights(terms)
+
+
+def test_a_reset_leaves_no_old_text_on_disk_while_the_index_stays_open(tmp_path):
+    folder = tmp_path / "idx"
+    index = HistoryIndex(folder / "s.sqlite")
+    index.add(said("my passport number is QX7781234", "noted"))
+    assert b"QX7781234" in on_disk(folder)  # written: in the file or its write-ahead log
+    index.reset()
+    assert b"QX7781234" not in on_disk(folder).upper()
+    index.close()
+
+
+# -- several workers sharing one index file -----------------------------------------------------------
+
+
+def test_a_worker_searching_one_view_sees_the_views_another_worker_indexed(tmp_path):
+    path = tmp_path / "s.sqlite"
+    first, second = HistoryIndex(path), HistoryIndex(path)
+    first.add(said("the planner booked the hotel Plaza", view="planner"))
+    second.add(
+        said("the planner booked the hotel Plaza", view="planner")
+        + said("the critic disliked the hotel Plaza", start=2, view="critic")
+    )
+    assert first.refresh() == 2
+    assert [h.seq for h in first.search("hotel Plaza", view="planner")] == [1]
+    assert [h.seq for h in first.search("hotel Plaza", view="critic")] == [2]
+    first.add(said("the critic found the hotel Plaza loud", start=3, view="critic"))
+    assert sorted(h.seq for h in first.search("hotel Plaza", view="critic")) == [2, 3]
+
+
+def test_workers_sharing_an_index_file_rank_as_one_index_of_the_same_records(tmp_path):
+    path = tmp_path / "s.sqlite"
+    first, second = HistoryIndex(path), HistoryIndex(path)
+    first.add(said(*HISTORY[:2]))
+    second.add(said(*HISTORY[:3]))  # one more record, written by the other worker
+    first.add(said(*HISTORY))  # without a refresh: it learns the other's writes as it writes
+    truth = HistoryIndex()
+    truth.add(said(*HISTORY))
+    terms = ["parcel", "gate", "bike"]
+    assert first.term_weights(terms) == truth.term_weights(terms)
+    assert HistoryIndex(path).term_weights(terms) == truth.term_weights(terms)
+
+
+# -- adding: once per sequence number ----------------------------------------------------------------
+
+
+def test_records_fed_again_change_nothing_and_keep_the_last_fingerprint():
+    index = HistoryIndex()
+    assert index.add(said(*HISTORY)) == 4
+    assert index.last_fingerprint == "fp4"
+    assert index.add(said(*HISTORY)) == 0  # a retry, or a second worker: nothing to apply
+    assert index.last_seq == 4 and index.last_fingerprint == "fp4"
+    edit = RawRecord(
+        5, {"role": "user", "content": "the gate code is now 5550"}, fingerprint="fp5", op="replace", target=2
+    )
+    assert index.add([*said(*HISTORY), edit]) == 1
+    assert index.add([*said(*HISTORY), edit]) == 0  # the edit is not applied twice
+    assert index.last_fingerprint == "fp5"
+    assert [h.text for h in index.search("gate code")] == ["the gate code is now 5550"]
+    unmarked = HistoryIndex()  # records no store wrote carry no fingerprint: none is claimed
+    unmarked.add([RawRecord(1, {"role": "user", "content": "hello"})])
+    assert unmarked.last_seq == 1 and unmarked.last_fingerprint is None
+
+
+def test_a_write_that_fails_midway_leaves_the_index_as_it_was_and_usable(tmp_path):
+    index = HistoryIndex(tmp_path / "s.sqlite")
+    index.add(said(*HISTORY[:2]))
+
+    def interrupted() -> Iterator[RawRecord]:
+        yield from said(*HISTORY[2:3], start=3)
+        raise KeyboardInterrupt  # the store's read stopped halfway
+
+    with pytest.raises(KeyboardInterrupt):
+        index.add(interrupted())
+    assert index.last_seq == 2 and len(index) == 2
+    assert index.add(said(*HISTORY)) == 2
+    truth = HistoryIndex()
+    truth.add(said(*HISTORY))
+    assert [(h.seq, h.score) for h in index.search("parcel")] == [(h.seq, h.score) for h in truth.search("parcel")]
+
+
+# -- what is read back --------------------------------------------------------------------------------
+
+
+def test_more_records_than_the_index_remembers_are_all_returned():
+    index = HistoryIndex()
+    count = HistoryIndex._MEMO_ROWS + 100
+    index.add(said(*(f"note {i}" for i in range(1, count + 1))))
+    found = index.records(range(1, count + 1))
+    assert len(found) == count
+    assert found[1].text == "note 1" and found[count].text == f"note {count}"
+    assert index.records([7, 8]) == {7: found[7], 8: found[8]}
+
+
+def test_every_chunk_of_a_long_result_is_found_by_its_records_head():
+    # A long tool result is indexed in chunks; each later chunk carries the record's head (what the
+    # result is about), so a question naming the report finds every part of it.
+    rows = " ".join(f"row {k}: widget stock in aisle {k % 7};" for k in range(120))
+    text = f"Quarterly inventory report of the Leeds warehouse. {rows}"
+    index = HistoryIndex(chunk_chars=400)
+    index.add([RawRecord(1, {"role": "tool", "tool_call_id": "c1", "content": text})])
+    parts = {h.part for h in index.search("quarterly inventory report", limit=50)}
+    assert len(parts) > 3 and parts == set(range(len(parts)))
+
+
+# -- where it lives -----------------------------------------------------------------------------------
+
+
+def test_an_index_file_is_made_with_its_missing_folders_private_to_the_user(tmp_path):
+    path = tmp_path / "home" / "recall_index" / "s.sqlite"
+    index = HistoryIndex(path)
+    index.add(said(*HISTORY))
+    index.close()
+    assert path.is_file()
+    assert (path.parent.stat().st_mode & 0o777) == 0o700  # the conversation's text: not for other users
+    assert HistoryIndex(path).last_seq == 4
+
+
+def test_an_index_opened_in_one_thread_is_written_and_searched_from_another(tmp_path):
+    import threading
+
+    index = HistoryIndex(tmp_path / "s.sqlite")
+    index.add(said(*HISTORY[:2]))
+    found: list[list[int]] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            index.add(said(*HISTORY))
+            found.append([h.seq for h in index.search("bike lock")])
+        except BaseException as exc:  # reported below, not lost in the thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert errors == [] and found == [[4]]
+    assert index.last_seq == 4
+
+
+def test_a_file_that_is_not_an_index_is_refused_with_its_path_named(tmp_path):
+    path = tmp_path / "s.sqlite"
+    path.write_bytes(b"not a database, " * 256)
+    with pytest.raises(CtxlifeError) as caught:
+        HistoryIndex(path)
+    assert str(caught.value).startswith(f"cannot open the history index {path}: ")
+
+
+def test_the_space_of_deleted_records_is_given_back_to_the_file_system(tmp_path):
+    # A user removing most of a long history gets the disk space back, not a file of free pages.
+    path = tmp_path / "s.sqlite"
+    index = HistoryIndex(path)
+    filler = " ".join(f"word{k}" for k in range(200))
+    index.add(said(*(f"note {i}: {filler}" for i in range(1, 301))))
+    index.close()
+    full = path.stat().st_size
+    index = HistoryIndex(path)
+    index.add([RawRecord(300 + i, {}, op="remove", target=i) for i in range(1, 291)])
+    index.close()
+    assert len(HistoryIndex(path)) == 10
+    assert path.stat().st_size < 0.6 * full  # the postings of removed text wait for a merge: about half
+
+
+# -- dated questions ----------------------------------------------------------------------------------
+
+
+def at(day: str, hour: int = 10) -> float:
+    return datetime.fromisoformat(f"{day}T{hour:02d}:00").timestamp()
+
+
+RATES = (
+    "Rates of the hotel Plaza for May. "
+    + " ".join(f"row {k}: room rate {100 + k} euro;" for k in range(60))
+    + " The Plaza breakfast is served from seven."
+)
+
+
+def two_days() -> list[RawRecord]:
+    return [
+        RawRecord(1, {"role": "user", "content": "We went to the museum."}, recorded_at=at("2023-05-02", 9)),
+        RawRecord(2, {"role": "user", "content": "I booked the hotel Plaza."}, recorded_at=at("2023-05-02", 10)),
+        RawRecord(3, {"role": "tool", "tool_call_id": "c1", "content": RATES}, recorded_at=at("2023-05-02", 11)),
+        RawRecord(
+            4, {"role": "assistant", "content": "Breakfast at the Plaza is included."}, recorded_at=at("2023-05-02", 12)
+        ),
+        RawRecord(5, {"role": "user", "content": "We ate at the harbour."}, recorded_at=at("2023-05-03", 9)),
+        RawRecord(6, {"role": "user", "content": "The hotel Plaza again."}, recorded_at=at("2023-05-04", 9)),
+    ]
+
+
+def test_a_dated_question_ranks_that_days_documents_by_the_words_they_hold():
+    index = HistoryIndex(chunk_chars=400)
+    index.add(two_days())
+    hits = index.search("Plaza breakfast on May 2nd", limit=20)
+    assert {h.seq for h in hits} >= {1, 2, 3, 4} and 5 not in {h.seq for h in hits}
+    assert hits[0].seq in (3, 4) and "breakfast" in (hits[0].head + hits[0].text).lower()
+    museum = next(i for i, h in enumerate(hits) if h.seq == 1)
+    assert museum > next(i for i, h in enumerate(hits) if h.seq == 2)  # no word of the question: after
+    both = index.search("What happened on May 2nd and May 3rd?", limit=20)
+    assert {h.seq for h in both} == {1, 2, 3, 4, 5}
+
+
+def test_a_dated_question_weighs_tool_results_and_shows_each_chunk_as_the_search_does():
+    from ctxlife.recall.records import text_documents
+
+    index = HistoryIndex(chunk_chars=400)
+    index.add(two_days())
+    plain = {(h.seq, h.part): h for h in index.search("Plaza breakfast on May 2nd", limit=20)}
+    weighed = {(h.seq, h.part): h for h in index.search("Plaza breakfast on May 2nd", limit=20, tool_weight=2.0)}
+    assert plain.keys() == weighed.keys() and any(seq == 3 and plain[seq, part].score > 0 for seq, part in plain)
+    for key, hit in plain.items():
+        assert weighed[key].score == (2 * hit.score if hit.role == "tool" else hit.score)
+    chunks = text_documents(3, "tool", RATES, 400)
+    shown = sorted(part for seq, part in plain if seq == 3)
+    assert shown == list(range(len(chunks))) and len(chunks) > 2
+    for part in shown:
+        assert (plain[3, part].text, plain[3, part].head) == (chunks[part].text, chunks[part].head)
+
+
+def test_a_dated_question_leaves_out_the_records_excluded_and_shows_those_after_them():
+    index = HistoryIndex(chunk_chars=400)
+    index.add(two_days())
+    hits = index.search("What did I book on May 2nd?", limit=20, exclude=[2])
+    assert 2 not in {h.seq for h in hits} and {1, 3, 4} <= {h.seq for h in hits}
+
+
+def test_a_dated_question_on_a_day_of_more_documents_than_it_reads_still_answers():
+    index = HistoryIndex()
+    index.add(
+        [
+            RawRecord(i, {"role": "user", "content": f"note {i}"}, recorded_at=at("2023-05-02") + i)
+            for i in range(1, HistoryIndex.DAY_DOCS + 21)
+        ]
+    )
+    assert [h.seq for h in index.search("What happened on May 2nd?", limit=3)] == [1, 2, 3]
+
+
+# -- no remembered search outliving a write -----------------------------------------------------------
+
+
+def test_a_search_asked_again_after_each_rebuild_sees_that_rebuilds_text():
+    # A session deleted and written again, twice, as long as before: the same sequence numbers and
+    # document count each time, another text.
+    index = HistoryIndex()
+    for code in ("1111", "2222", "3333"):
+        index.reset()
+        index.add(said(f"the gate code is {code}", "noted"))
+        assert [h.text for h in index.search("gate code")] == [f"the gate code is {code}"]
+
+
+def test_term_weights_asked_between_writes_are_those_of_the_index_as_it_is_now():
+    index = HistoryIndex()
+    index.add(said(*HISTORY[:2]))
+    terms = ["parcel", "gate", "bike"]
+    index.term_weights(terms)
+    for end in (3, 4):
+        index.add(said(*HISTORY[:end]))
+        fresh = HistoryIndex()
+        fresh.add(said(*HISTORY[:end]))
+        assert index.term_weights(terms) == fresh.term_weights(terms)
+    index.add([RawRecord(5, {}, op="remove", target=1)])
+    fresh.add([RawRecord(5, {}, op="remove", target=1)])
+    assert index.term_weights(terms) == fresh.term_weights(terms)
