@@ -323,3 +323,168 @@ def test_term_weights_asked_between_writes_are_those_of_the_index_as_it_is_now()
     index.add([RawRecord(5, {}, op="remove", target=1)])
     fresh.add([RawRecord(5, {}, op="remove", target=1)])
     assert index.term_weights(terms) == fresh.term_weights(terms)
+
+
+def test_term_weights_are_bm25s_idf_of_the_documents_indexed():
+    import math
+
+    index = HistoryIndex()
+    index.add(said(*HISTORY))  # four documents: "parcel" in two, "gate" in one, "tram" in none
+    weights = index.term_weights(["parcel", "gate", "tram"])
+    assert weights == {
+        "parcel": math.log(1 + (4 - 2 + 0.5) / (2 + 0.5)),
+        "gate": math.log(1 + (4 - 1 + 0.5) / (1 + 0.5)),
+        "tram": math.log(1 + (4 - 0 + 0.5) / (0 + 0.5)),
+    }
+
+
+def test_a_hit_carries_its_records_role_time_day_and_view():
+    index = HistoryIndex(chunk_chars=400)
+    index.add(
+        [
+            RawRecord(
+                1,
+                {"role": "assistant", "content": "the gate code is 0427"},
+                recorded_at=at("2023-05-02"),
+                view="planner",
+            )
+        ]
+    )
+    (hit,) = index.search("gate code")
+    assert (hit.seq, hit.part, hit.role, hit.text, hit.head) == (1, 0, "assistant", "the gate code is 0427", "")
+    assert (hit.recorded_at, hit.day, hit.view) == (at("2023-05-02"), "2023-05-02", "planner")
+
+
+# -- searching: defaults and views ---------------------------------------------------------------------
+
+
+def test_a_search_by_default_returns_five_hits_and_weighs_tool_results_as_chat():
+    index = HistoryIndex()
+    index.add(said(*(f"the parcel {i} left the depot" for i in range(1, 9))))
+    index.add([RawRecord(9, {"role": "tool", "tool_call_id": "c1", "content": "parcel depot scan"})])
+    assert len(index.search("parcel depot")) == 5
+    assert index.search("parcel depot", limit=20) == index.search("parcel depot", limit=20, tool_weight=1.0)
+    assert index.search("parcel depot", limit=20) != index.search("parcel depot", limit=20, tool_weight=3.0)
+
+
+def test_a_search_in_a_view_finds_only_that_views_records_in_an_index_of_one_view_or_of_several():
+    index = HistoryIndex()
+    index.add(said("the planner booked the hotel Plaza", "the planner paid the hotel", view="planner"))
+    assert [h.seq for h in index.search("hotel Plaza", view="planner")] == [1, 2]
+    assert index.search("hotel Plaza", view="critic") == []
+    # a common word and a rare one: the search may leave out documents that cannot make the result,
+    # never those of the view asked, nor let another view's in
+    index.add(said(*(f"the critic rated hotel number {i}" for i in range(3, 40)), start=3, view="critic"))
+    index.add(said("the critic disliked the hotel Plaza", start=40, view="critic"))
+    hits = index.search("hotel Plaza", view="critic", limit=3)
+    assert hits[0].seq == 40 and {h.view for h in hits} == {"critic"}
+    assert [h.seq for h in index.search("hotel Plaza", view="planner", limit=3)] == [1, 2]
+    # the same on an index past the size where a search leaves documents out (PRUNE_DOCS)
+    index.PRUNE_DOCS = 0
+    hits = index.search("hotel Plaza critic", view="critic", limit=3)
+    assert hits[0].seq == 40 and {h.view for h in hits} == {"critic"}
+    assert [h.seq for h in index.search("hotel Plaza planner", view="planner", limit=3)] == [1, 2]
+
+
+def test_a_question_naming_a_day_is_searched_by_its_words_alone_when_dates_are_not_used():
+    index = HistoryIndex(chunk_chars=400)
+    index.add(two_days())
+    assert 5 in {h.seq for h in index.search("Plaza on May 3rd", limit=20)}  # the day's record, no word of it
+    words_only = index.search("Plaza on May 3rd", limit=20, use_dates=False)
+    assert {h.seq for h in words_only} == {2, 3, 4, 6}
+
+
+def test_a_search_of_a_closed_index_fails_naming_the_search():
+    index = HistoryIndex()
+    index.add(said(*HISTORY))
+    index.close()
+    with pytest.raises(CtxlifeError, match="^searching the history index failed: "):
+        index.search("parcel")
+
+
+def plaza_history() -> list[RawRecord]:
+    """Two short records on May 2nd, six longer ones holding the same words on later days, two views."""
+    short = [
+        RawRecord(i, {"role": "user", "content": "hotel Plaza"}, recorded_at=at("2023-05-02", 9 + i), view=view)
+        for i, view in ((1, "a"), (2, "b"))
+    ]
+    longer = [
+        RawRecord(
+            i,
+            {"role": "user", "content": f"hotel Plaza: a note about room {i} and its view"},
+            recorded_at=at("2023-05-06"),
+            view="a",
+        )
+        for i in range(3, 9)
+    ]
+    return short + longer
+
+
+def test_a_search_leaving_records_out_still_returns_as_many_hits_as_asked():
+    index = HistoryIndex()
+    index.add(plaza_history())
+    best = [h.seq for h in index.search("hotel Plaza", limit=3)]
+    assert best[:2] == [1, 2]
+    hits = [h.seq for h in index.search("hotel Plaza", limit=3, exclude=best[:2])]
+    assert len(hits) == 3 and not set(hits) & set(best[:2])
+
+
+def test_a_dated_question_fills_its_limit_with_the_best_matches_of_other_days():
+    index = HistoryIndex()
+    index.add(plaza_history())
+    hits = [h.seq for h in index.search("hotel Plaza on May 2nd", limit=4)]
+    assert hits[:2] == [1, 2] and len(hits) == 4 and len(set(hits)) == 4
+
+
+def test_a_dated_question_in_a_view_finds_only_that_views_records_of_the_day():
+    index = HistoryIndex()
+    index.add(plaza_history())
+    assert [h.seq for h in index.search("What happened on May 2nd?", view="b")] == [2]
+    assert [h.seq for h in index.search("What happened on May 2nd?", view="a")] == [1]
+
+
+def test_a_stored_record_says_whether_it_calls_tools_in_every_message_format():
+    index = HistoryIndex()
+    calling = [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        },
+        {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "looking"},
+                {"type": "tool_use", "id": "t1", "name": "f", "input": {}},
+            ],
+        },
+    ]
+    plain = [
+        {"role": "assistant", "content": [{"type": "text", "text": "no call here"}]},
+        {"role": "assistant", "content": "no call either"},
+        {"role": "user", "content": [{"type": "tool_use", "id": "t2", "name": "f", "input": {}}]},
+    ]
+    index.add([RawRecord(i, m) for i, m in enumerate(calling + plain, start=1)])
+    stored = index.records(range(1, 7))
+    assert {seq: record.calls for seq, record in stored.items()} == {
+        1: True,
+        2: True,
+        3: True,
+        4: False,
+        5: False,
+        6: False,
+    }
+
+
+def test_records_either_side_of_midnight_are_of_their_own_days():
+    midnight = datetime.fromisoformat("2019-11-17T00:00").timestamp()
+    index = HistoryIndex()
+    index.add(
+        [
+            RawRecord(1, {"role": "user", "content": "late walk"}, recorded_at=midnight - 1),
+            RawRecord(2, {"role": "user", "content": "early swim"}, recorded_at=midnight + 1),
+        ]
+    )
+    assert [(h.seq, h.day) for h in index.search("What happened on November 17th?")] == [(2, "2019-11-17")]
+    assert [(h.seq, h.day) for h in index.search("What happened on November 16th?")] == [(1, "2019-11-16")]
