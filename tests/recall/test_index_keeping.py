@@ -488,3 +488,245 @@ def test_records_either_side_of_midnight_are_of_their_own_days():
     )
     assert [(h.seq, h.day) for h in index.search("What happened on November 17th?")] == [(2, "2019-11-17")]
     assert [(h.seq, h.day) for h in index.search("What happened on November 16th?")] == [(1, "2019-11-16")]
+
+
+# -- HistorySearch: where each session's index lives, kept and let go ---------------------------------
+
+
+def test_the_default_index_folder_of_a_path_holding_the_scheme_separator_and_of_a_server_store(tmp_path):
+    from ctxlife.recall import default_index_dir
+
+    assert default_index_dir(f"file://{tmp_path}/a://b") == tmp_path / "a:" / "b" / "recall_index"
+    for server in ("postgresql:///ctxlife", "postgres://localhost/ctxlife", "redis:///0"):
+        assert default_index_dir(server) is None, server
+
+
+def test_a_search_over_a_sqlite_store_keeps_its_indexes_beside_the_database(tmp_path):
+    from ctxlife.recall import HistorySearch
+    from ctxlife.sessions import open_store
+
+    with open_store(f"sqlite:///{tmp_path}/s.db") as store:
+        store.append(
+            "s1", [{"role": "user", "content": "the gate code is 0427"}, {"role": "assistant", "content": "noted"}]
+        )
+        search = HistorySearch(store)
+        assert search.index_dir == tmp_path / "s.db.recall_index"
+        assert [p.hit.seq for p in search.passages("s1", "gate code", min_score=0.0)] == [1]
+        assert search.index_path("s1") == tmp_path / "s.db.derived" / "s1" / "recall.sqlite"
+        assert search.index_path("s1").is_file()
+        search.close()
+        # closing the search leaves the caller's store open (the SQLite store is read as it is)
+        store.append("s1", [{"role": "user", "content": "and the bike lock is 9031"}])
+        assert [r.seq for r in store.read_records("s1", after_seq=0)] == [1, 2, 3]
+    with open_store(f"file://{tmp_path}/files") as store:
+        search = HistorySearch(store)
+        assert search.index_dir == tmp_path / "files" / "recall_index"
+        search.close()  # nothing read yet: nothing to close
+        store.append("s2", [{"role": "user", "content": "hello"}])
+        assert len(store.read_records("s2", after_seq=0)) == 1
+
+
+def test_recent_keys_are_those_of_the_latest_400_records_by_default(tmp_path):
+    from ctxlife.recall import HistorySearch
+    from ctxlife.sessions import open_store
+
+    with open_store(f"file://{tmp_path}/sessions") as store:
+        store.append("s", [{"role": "user", "content": f"note {i}"} for i in range(1, 411)])
+        search = HistorySearch(store, index_dir="memory")
+        keys = search.recent_keys("s")
+        assert len(keys) == 400 and ("user", "note 410") in keys and ("user", "note 10") not in keys
+        search.close()
+
+
+def test_a_forgotten_sessions_index_is_closed_and_the_next_search_opens_it_again(tmp_path):
+    from ctxlife.recall import HistorySearch
+    from ctxlife.sessions import open_store
+
+    with open_store(f"file://{tmp_path}/sessions") as store:
+        store.append("s", [{"role": "user", "content": "the gate code is 0427"}])
+        search = HistorySearch(store, index_dir=tmp_path / "idx")
+        before = search.index("s")
+        assert [h.seq for h in before.search("gate code")] == [1]
+        search.forget("s")
+        with pytest.raises(CtxlifeError):
+            before.search("code")  # closed: its file is free for whoever deletes the session
+        after = search.index("s")
+        assert after is not before and [h.seq for h in after.search("gate code")] == [1]
+        search.close()
+
+
+class RecordsOnly:
+    """A store of another kind: only the store contract's incremental reader (no derived data folder)."""
+
+    def __init__(self, messages: list[dict]) -> None:
+        self.records = [RawRecord(i, m, fingerprint=f"fp{i}") for i, m in enumerate(messages, start=1)]
+
+    def read_records(self, session_id: str, after_seq: int = 0) -> list[RawRecord]:
+        return [r for r in self.records if r.seq > after_seq]
+
+
+class WithoutDerivedData(RecordsOnly):
+    def derived_dir(self, session_id: str) -> None:
+        return None  # a server store: no folder of its own for derived data
+
+
+class KeepsItsOwnIndex(RecordsOnly):
+    """A store that keeps the index itself, written with the history (as the PostgreSQL store does)."""
+
+    def __init__(self, messages: list[dict]) -> None:
+        super().__init__(messages)
+        self.asked: list[str] = []
+        self.own = HistoryIndex()
+        self.own.add(self.records)
+
+    def search_index(self, session_id: str) -> HistoryIndex:
+        self.asked.append(session_id)
+        return self.own
+
+
+GATE = [{"role": "user", "content": "the gate code is 0427"}, {"role": "assistant", "content": "noted"}]
+
+
+def test_a_store_of_another_kind_gets_its_index_where_index_dir_says_or_in_memory(tmp_path):
+    from ctxlife.recall import HistorySearch
+
+    search = HistorySearch(RecordsOnly(GATE), index_dir=tmp_path / "idx")
+    assert search.index_path("s") == tmp_path / "idx" / "s.sqlite"
+    assert [p.hit.seq for p in search.passages("s", "gate code", min_score=0.0)] == [1]
+    assert (tmp_path / "idx" / "s.sqlite").is_file()
+    index = search.index("s")
+    assert search.index("s") is index and index.last_seq == 2  # kept open between calls
+    search.close()
+    server = HistorySearch(WithoutDerivedData(GATE))
+    assert server.index_path("s") is None and server.index_dir is None
+    assert [p.hit.seq for p in server.passages("s", "gate code", min_score=0.0)] == [1]
+    server.close()
+
+
+def test_a_store_that_keeps_the_index_itself_is_searched_there(tmp_path):
+    from ctxlife.recall import HistorySearch
+
+    store = KeepsItsOwnIndex(GATE)
+    search = HistorySearch(store, index_dir=tmp_path / "idx")
+    assert search.index("s1") is store.own and store.asked == ["s1"]
+    assert [p.hit.seq for p in search.passages("s1", "gate code", min_score=0.0)] == [1]
+    assert not (tmp_path / "idx").exists()  # nothing built here
+    search.close()
+
+
+def test_the_in_view_test_sees_each_new_records_seq_role_text_time_and_view(tmp_path):
+    from ctxlife.recall import HistorySearch
+    from ctxlife.sessions import open_store
+
+    with open_store(f"file://{tmp_path}/sessions") as store:
+        store.append(
+            "s", [{"role": "user", "content": "  the gate code is 0427  "}, {"content": "no role"}], view="planner"
+        )
+        recorded = store.read_records("s", after_seq=0)
+        search = HistorySearch(store, index_dir="memory")
+        seen = []
+        search.index("s", defer=lambda record: seen.append(record) or True)
+        assert [(r.seq, r.role, r.text, r.recorded_at, r.view) for r in seen] == [
+            (1, "user", "the gate code is 0427", recorded[0].recorded_at, "planner"),
+            (2, "", "no role", recorded[1].recorded_at, "planner"),
+        ]
+        assert recorded[0].recorded_at is not None
+        search.close()
+
+
+# -- HistorySearch: kept in step with the raw history, rebuilt only when it changed --------------------
+
+
+def found(search, question: str) -> list[str]:
+    return [r.text for p in search.passages("s", question, min_score=0.0) for r in p.records]
+
+
+def rebuilds(caplog) -> int:
+    return sum("recall_index_rebuilt" in r.getMessage() for r in caplog.records)
+
+
+def test_a_session_rewritten_while_its_records_were_held_back_is_searched_as_it_is_now(tmp_path):
+    from ctxlife.recall import HistorySearch
+    from ctxlife.sessions import open_store
+
+    with open_store(f"file://{tmp_path}/sessions") as store:
+        store.append("s", [{"role": "user", "content": f"my old locker code is 11{i}"} for i in range(3)])
+        search = HistorySearch(store, index_dir="memory")
+        assert search.index("s", defer=lambda record: True).last_seq == 0  # all three held back, in view
+        store.delete("s")
+        store.append("s", [{"role": "user", "content": f"the new parrot is called Kiwi{i}"} for i in range(3)])
+        assert found(search, "locker code") == []
+        assert "the new parrot is called Kiwi2" in found(search, "parrot Kiwi2")
+        search.close()
+
+
+def test_a_session_rewritten_as_long_as_before_is_rebuilt_and_one_of_one_message_too(tmp_path):
+    from ctxlife.recall import HistorySearch
+    from ctxlife.sessions import open_store
+
+    with open_store(f"file://{tmp_path}/sessions") as store:
+        for count in (1, 3):
+            store.append("s", [{"role": "user", "content": f"my old locker code is 11{i}"} for i in range(count)])
+            search = HistorySearch(store, index_dir="memory")
+            assert found(search, "locker code")
+            store.delete("s")
+            store.append("s", [{"role": "user", "content": f"the new parrot is called Kiwi{i}"} for i in range(count)])
+            assert found(search, "locker code") == [], count
+            assert found(search, "parrot") != []
+            search.close()
+            store.delete("s")
+
+
+def test_one_record_held_back_is_written_with_the_next_ones(tmp_path):
+    from ctxlife.recall import HistorySearch
+    from ctxlife.sessions import open_store
+
+    with open_store(f"file://{tmp_path}/sessions") as store:
+        store.append("s", [{"role": "user", "content": "my locker code is 4471"}])
+        search = HistorySearch(store, index_dir="memory")
+        assert search.index("s", defer=lambda record: True).last_seq == 0
+        store.append("s", [{"role": "assistant", "content": "noted, the locker"}])
+        assert search.index("s").last_seq == 2
+        assert "my locker code is 4471" in found(search, "locker code")
+        search.close()
+
+
+def test_records_held_back_over_an_index_another_worker_emptied_are_read_again_with_the_rest(tmp_path):
+    from ctxlife.recall import HistorySearch
+    from ctxlife.sessions import open_store
+
+    with open_store(f"file://{tmp_path}/sessions") as store:
+        store.append(
+            "s", [{"role": "user", "content": "my locker code is 4471"}, {"role": "assistant", "content": "noted"}]
+        )
+        search = HistorySearch(store, index_dir=tmp_path / "idx")
+        assert search.index("s").last_seq == 2
+        store.append(
+            "s", [{"role": "user", "content": "the bike lock is 9031"}, {"role": "assistant", "content": "noted"}]
+        )
+        assert search.index("s", defer=lambda record: True).last_seq == 2  # 3 and 4 held back
+        HistoryIndex(tmp_path / "idx" / "s.sqlite").reset()  # another worker empties the shared file
+        assert search.index("s").last_seq == 4
+        assert "my locker code is 4471" in found(search, "locker code")
+        assert "the bike lock is 9031" in found(search, "bike lock")
+        search.close()
+
+
+def test_an_index_is_rebuilt_only_when_the_history_under_it_changed(tmp_path, caplog):
+    import logging
+
+    from ctxlife.recall import HistorySearch
+    from ctxlife.sessions import open_store
+
+    caplog.set_level(logging.INFO, logger="ctxlife")
+    with open_store(f"file://{tmp_path}/sessions") as store:
+        search = HistorySearch(store, index_dir=tmp_path / "idx")
+        for i in range(4):
+            store.append("s", [{"role": "user", "content": f"note {i} about the garden"}])
+            assert len(found(search, "garden")) == i + 1
+        assert rebuilds(caplog) == 0
+        store.delete("s")
+        store.append("s", [{"role": "user", "content": "note about the parrot"}])
+        assert found(search, "garden") == [] and found(search, "parrot") == ["note about the parrot"]
+        assert rebuilds(caplog) == 1
+        search.close()
