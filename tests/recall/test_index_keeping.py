@@ -730,3 +730,98 @@ def test_an_index_is_rebuilt_only_when_the_history_under_it_changed(tmp_path, ca
         assert found(search, "garden") == [] and found(search, "parrot") == ["note about the parrot"]
         assert rebuilds(caplog) == 1
         search.close()
+
+
+def test_each_sessions_index_cuts_long_texts_at_the_searchs_chunk_size(tmp_path):
+    from ctxlife.recall import HistorySearch
+
+    rows = " ".join(f"row {k}: widget stock in aisle {k % 7};" for k in range(60))
+    store = RecordsOnly([{"role": "tool", "tool_call_id": "c1", "content": f"Inventory report. {rows}"}])
+    search = HistorySearch(store, index_dir="memory", chunk_chars=400)
+    index = search.index("s")
+    assert index.chunk_chars == 400
+    assert max(h.part for h in index.search("inventory report widget", limit=20)) >= 3  # 1,800 characters in 400s
+    search.close()
+
+
+def test_an_edit_in_view_is_applied_at_once_not_held_back(tmp_path):
+    from ctxlife.recall import HistorySearch
+    from ctxlife.sessions import Event, open_store
+
+    with open_store(f"file://{tmp_path}/sessions") as store:
+        store.append(
+            "s", [{"role": "user", "content": "my locker code is 4471"}, {"role": "assistant", "content": "noted"}]
+        )
+        search = HistorySearch(store, index_dir="memory")
+        assert search.index("s").last_seq == 2
+        edit = {"role": "user", "content": "my locker code is now 8812"}
+        store.append_events("s", [Event("replace", edit, target=1)])
+        assert search.index("s", defer=lambda record: True).last_seq == 3  # in view or not: written
+        assert found(search, "locker code") == ["my locker code is now 8812", "noted"]
+        search.close()
+
+
+def test_a_store_without_fingerprints_is_never_rebuilt_for_lack_of_them(caplog):
+    import logging
+
+    from ctxlife.recall import HistorySearch
+
+    caplog.set_level(logging.INFO, logger="ctxlife")
+    store = RecordsOnly([{"role": "user", "content": f"note {i} about the garden"} for i in range(3)])
+    store.records = [RawRecord(r.seq, r.message) for r in store.records]  # no fingerprint
+    search = HistorySearch(store, index_dir="memory")
+    for _ in range(3):
+        assert len(search.passages("s", "garden", min_score=0.0)) >= 1
+    assert rebuilds(caplog) == 0
+    search.close()
+
+
+def test_a_rebuild_is_reported_with_the_session_and_why(tmp_path, caplog):
+    import logging
+
+    from ctxlife.recall import HistorySearch
+    from ctxlife.sessions import open_store
+
+    caplog.set_level(logging.INFO, logger="ctxlife")
+    with open_store(f"file://{tmp_path}/sessions") as store:
+        store.append("trip-1", [{"role": "user", "content": "note about the garden"}])
+        search = HistorySearch(store, index_dir="memory")
+        assert search.passages("trip-1", "garden", min_score=0.0)
+        store.delete("trip-1")
+        store.append("trip-1", [{"role": "user", "content": "note about the parrot"}])
+        assert search.passages("trip-1", "parrot", min_score=0.0)
+        (message,) = [r.getMessage() for r in caplog.records if "recall_index" in r.getMessage()]
+        assert "event='ctxlife.recall_index_rebuilt'" in message
+        assert "session_id='trip-1'" in message and "reason='history_changed'" in message
+        search.close()
+
+
+def test_a_store_of_another_kind_with_a_local_url_gets_its_index_beside_it(tmp_path):
+    from ctxlife.recall import HistorySearch
+
+    store = RecordsOnly(GATE)
+    store.url = f"file://{tmp_path}/elsewhere"  # type: ignore[attr-defined]
+    search = HistorySearch(store)
+    assert search.index_dir == tmp_path / "elsewhere" / "recall_index"
+    assert search.index_path("s") == tmp_path / "elsewhere" / "recall_index" / "s.sqlite"
+    search.close()
+
+
+def test_two_workers_sharing_an_index_folder_follow_each_others_writes_without_rebuilding(tmp_path, caplog):
+    import logging
+
+    from ctxlife.recall import HistorySearch
+    from ctxlife.sessions import open_store
+
+    caplog.set_level(logging.INFO, logger="ctxlife")
+    with open_store(f"file://{tmp_path}/sessions") as store:
+        first = HistorySearch(store, index_dir=tmp_path / "idx")
+        second = HistorySearch(store, index_dir=tmp_path / "idx")
+        store.append("s", [{"role": "user", "content": "note 1 about the garden"}])
+        assert len(found(first, "garden")) == 1 and len(found(second, "garden")) == 1
+        store.append("s", [{"role": "user", "content": f"note {i} about the garden"} for i in (2, 3)])
+        assert len(found(first, "garden")) == 3  # indexed by the first worker
+        assert len(found(second, "garden")) == 3  # the second reads them from the shared file
+        assert rebuilds(caplog) == 0
+        first.close()
+        second.close()
