@@ -825,3 +825,16 @@ def test_two_workers_sharing_an_index_folder_follow_each_others_writes_without_r
         assert rebuilds(caplog) == 0
         first.close()
         second.close()
+
+
+@pytest.mark.parametrize("where", ["memory", "file"])
+def test_a_write_sqlite_refuses_is_rolled_back_and_named_with_the_index(tmp_path, where):
+    path = tmp_path / "s.sqlite" if where == "file" else None
+    index = HistoryIndex(path)
+    index.add(said(*HISTORY[:2]))
+    refused = RawRecord(3, {"role": "user", "content": "hello"}, view="\ud800")  # a lone surrogate: not UTF-8
+    with pytest.raises(CtxlifeError) as caught:
+        index.add([refused])
+    assert str(caught.value).startswith(f"cannot write the history index {path or ':memory:'}: ")
+    assert index.last_seq == 2 and len(index) == 2
+    assert index.add(said(*HISTORY)) == 2  # the transaction was closed: the index takes writes again
