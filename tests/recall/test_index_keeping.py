@@ -272,6 +272,8 @@ def test_a_dated_question_weighs_tool_results_and_shows_each_chunk_as_the_search
     assert plain.keys() == weighed.keys() and any(seq == 3 and plain[seq, part].score > 0 for seq, part in plain)
     for key, hit in plain.items():
         assert weighed[key].score == (2 * hit.score if hit.role == "tool" else hit.score)
+    # a document of the day scores the idf of each question word it holds ("I booked the hotel Plaza.")
+    assert plain[2, 0].score == index.term_weights(["plaza"])["plaza"]
     chunks = text_documents(3, "tool", RATES, 400)
     shown = sorted(part for seq, part in plain if seq == 3)
     assert shown == list(range(len(chunks))) and len(chunks) > 2
@@ -368,22 +370,30 @@ def test_a_search_by_default_returns_five_hits_and_weighs_tool_results_as_chat()
 
 
 def test_a_search_in_a_view_finds_only_that_views_records_in_an_index_of_one_view_or_of_several():
+    planner = said("the planner booked the hotel Plaza", "the planner paid the hotel", view="planner")
+    critic = said(*(f"the critic rated hotel number {i}" for i in range(3, 40)), start=3, view="critic")
+    critic += said("the critic disliked the hotel Plaza", start=40, view="critic")
     index = HistoryIndex()
-    index.add(said("the planner booked the hotel Plaza", "the planner paid the hotel", view="planner"))
+    index.add(planner)
     assert [h.seq for h in index.search("hotel Plaza", view="planner")] == [1, 2]
     assert index.search("hotel Plaza", view="critic") == []
-    # a common word and a rare one: the search may leave out documents that cannot make the result,
-    # never those of the view asked, nor let another view's in
-    index.add(said(*(f"the critic rated hotel number {i}" for i in range(3, 40)), start=3, view="critic"))
-    index.add(said("the critic disliked the hotel Plaza", start=40, view="critic"))
+    index.add(critic)
     hits = index.search("hotel Plaza", view="critic", limit=3)
     assert hits[0].seq == 40 and {h.view for h in hits} == {"critic"}
     assert [h.seq for h in index.search("hotel Plaza", view="planner", limit=3)] == [1, 2]
-    # the same on an index past the size where a search leaves documents out (PRUNE_DOCS)
-    index.PRUNE_DOCS = 0
-    hits = index.search("hotel Plaza critic", view="critic", limit=3)
+    # the same on an index past the size where a search leaves out the documents that cannot make its
+    # result (PRUNE_DOCS): the best two of all views are 40 and 1, never those of one view
+    pruned = HistoryIndex()
+    pruned.PRUNE_DOCS = 0
+    pruned.add(planner + critic)
+    for question in ("hotel Plaza", "hotel Plaza critic"):
+        assert [(h.seq, h.score) for h in pruned.search(question, limit=2)] == [
+            (h.seq, h.score) for h in index.search(question, limit=2)
+        ]
+    assert {h.seq for h in pruned.search("hotel Plaza critic", limit=2)} == {1, 40}
+    hits = pruned.search("hotel Plaza critic", view="critic", limit=2)
     assert hits[0].seq == 40 and {h.view for h in hits} == {"critic"}
-    assert [h.seq for h in index.search("hotel Plaza planner", view="planner", limit=3)] == [1, 2]
+    assert [h.seq for h in pruned.search("hotel Plaza", view="planner", limit=2)] == [1, 2]
 
 
 def test_a_question_naming_a_day_is_searched_by_its_words_alone_when_dates_are_not_used():
@@ -838,3 +848,15 @@ def test_a_write_sqlite_refuses_is_rolled_back_and_named_with_the_index(tmp_path
     assert str(caught.value).startswith(f"cannot write the history index {path or ':memory:'}: ")
     assert index.last_seq == 2 and len(index) == 2
     assert index.add(said(*HISTORY)) == 2  # the transaction was closed: the index takes writes again
+
+
+def test_an_index_file_is_kept_in_write_ahead_log_mode_for_workers_sharing_it(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "s.sqlite"
+    index = HistoryIndex(path)
+    index.add(said(*HISTORY))
+    reader = sqlite3.connect(path)
+    assert reader.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # readers do not wait for a writer
+    reader.close()
+    index.close()
