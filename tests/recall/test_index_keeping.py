@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ctxlife.errors import CtxlifeError
-from ctxlife.recall import HistoryIndex
+from ctxlife.recall import HistoryIndex, dates_in
 from ctxlife.sessions import RawRecord
 
 
@@ -860,3 +860,23 @@ def test_an_index_file_is_kept_in_write_ahead_log_mode_for_workers_sharing_it(tm
     assert reader.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # readers do not wait for a writer
     reader.close()
     index.close()
+
+
+def test_a_record_of_a_day_not_seen_before_is_dated_and_found_by_its_date():
+    # Days are remembered per quarter hour once converted: a day this process has not converted yet
+    # (one per process, before 2015: no other test's) is worked out from the record's time.
+    import os
+    from datetime import date, timedelta
+
+    day = date(1990, 1, 1) + timedelta(days=os.getpid() % 9000)
+    then = datetime.combine(day, datetime.min.time()).timestamp() + 10 * 3600
+    index = HistoryIndex()
+    index.add(
+        [
+            RawRecord(1, {"role": "user", "content": "a walk by the river"}, recorded_at=then),
+            RawRecord(2, {"role": "user", "content": "a swim in the lake"}, recorded_at=then + 86400 * 40),
+        ]
+    )
+    question = f"What happened on {day:%B} {day.day}?"
+    assert dates_in(question) == [(day.month, day.day)]
+    assert [(h.seq, h.day) for h in index.search(question)] == [(1, day.isoformat())]
