@@ -883,12 +883,6 @@ def test_a_record_of_a_day_not_seen_before_is_dated_and_found_by_its_date():
     assert [(h.seq, h.day) for h in index.search(question)] == [(1, day.isoformat())]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: HistoryIndex.add with no record past last_seq, from a worker that has not refreshed since "
-    "another wrote, writes last_fp '' over the other's fingerprint (`last != self._last_seq or fp is not None`); "
-    "until the next addition HistorySearch cannot see a session rewritten as long as before",
-)
 def test_records_fed_again_by_a_worker_behind_another_keep_the_others_last_fingerprint(tmp_path):
     path = tmp_path / "s.sqlite"
     behind = HistoryIndex(path)

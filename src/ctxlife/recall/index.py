@@ -278,7 +278,7 @@ class HistoryIndex:
                     changed += self._insert_many(adds)
                 if changed:
                     self._set_meta("docs", str(self._docs))
-                if last != self._last_seq or fp is not None:
+                if todo:  # (nothing new: another worker's last record and fingerprint stay as it wrote them)
                     self._set_meta("last_seq", str(last))
                     self._set_meta("last_fp", fp or "")
                 self._db.execute("COMMIT")
