@@ -1,0 +1,272 @@
+"""What the recall block shows (:func:`ctxlife.recall.block.render`, :func:`~ctxlife.recall.block.excerpt`):
+within its budget, every passage's turn before any context, long texts cut to the excerpt that holds
+the question's words, every line a title or a labelled, quoted message.
+
+Written for the survivors of mutation scope ``recall-render`` (docs/mutation/recall-render.md): the
+passages are built by hand (what a search returns), the block is what the model is sent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from ctxlife import TokenCounter
+from ctxlife.messages import QUOTE_MARK
+from ctxlife.recall import Hit, Passage, StoredRecord, excerpt
+from ctxlife.recall.block import RECALL_HEADER, render
+
+count = TokenCounter().count_text
+FILLER = " ".join(f"word{i}" for i in range(300))
+
+
+def rec(seq: int, role: str, text: str) -> StoredRecord:
+    return StoredRecord(seq, role, text, None, None, None)
+
+
+def passage(records: list[StoredRecord], hit: int, core: set[int] | None = None, **weights: float) -> Passage:
+    found = next(r for r in records if r.seq == hit)
+    return Passage(Hit(hit, 0, 1.0, found.text, found.role, None, None, None), records, weights, core or {hit})
+
+
+def albatross(**weights: float) -> Passage:
+    """A turn whose question is long (the match deep inside it), its answer, and a message either side."""
+    return passage(
+        [
+            rec(1, "user", "hello"),
+            rec(2, "user", f"{FILLER} the albatross code is 7 {FILLER}"),
+            rec(3, "assistant", "Noted, albatross 7."),
+            rec(4, "user", "bye"),
+        ],
+        2,
+        {2, 3},
+        **weights,
+    )
+
+
+def zebra() -> Passage:
+    return passage([rec(10, "user", "the zebra is striped"), rec(11, "assistant", "yes zebra")], 10, {10, 11})
+
+
+def test_every_passages_turn_is_shown_before_any_context():
+    passages = [albatross(albatross=1.0), zebra()]
+    text, shown = render(passages, 200, count, query="albatross zebra")
+    assert text is not None and count(text) <= 200 and shown == passages
+    # both turns (the long question cut to its match, the answers whole) and no message of context
+    assert "albatross code is 7" in text and "assistant: │ Noted, albatross 7." in text
+    assert "user: │ the zebra is striped\nassistant: │ yes zebra" in text
+    assert "hello" not in text and "bye" not in text and "[message 2]" in text and "[message 10]" in text
+    # with room, the context around the first turn too, titled from its first message
+    roomy, shown = render(passages, 2000, count, query="albatross zebra")
+    assert roomy is not None and shown == passages
+    assert (
+        "[message 1]\nuser: │ hello\nuser: │ … " in roomy and "Noted, albatross 7.\nuser: │ bye\n[message 10]" in roomy
+    )
+
+
+def test_the_block_stays_within_its_budget_dropping_the_last_passages_first():
+    passages = [albatross(albatross=1.0), zebra()]
+    header = count(RECALL_HEADER)
+    assert render(passages, header, count) == (None, [])  # not even the header and one line
+    for budget in range(header + 10, 420, 7):
+        text, shown = render(passages, budget, count, query="albatross zebra")
+        if text is None:
+            assert shown == []
+            continue
+        assert count(text) <= budget and text.startswith(RECALL_HEADER + "\n")
+        assert shown == passages[: len(shown)]  # best first
+        if shown:
+            assert "albatross" in text.split("[message", 2)[1]  # the match, whatever is cut
+
+
+def test_a_first_passage_cut_to_leave_room_for_the_others_gets_back_what_they_left():
+    long = passage([rec(2, "user", f"{FILLER} the albatross code is 7 {FILLER}")], 2, albatross=1.0)
+    short = passage([rec(10, "user", "zebra")], 10, zebra=1.0)
+    left = 300  # the first passage's share: two thirds of it, under hit_tokens (250)
+    text, shown = render([long, short], count(RECALL_HEADER) + 1 + left, count, hit_tokens=250)
+    lines = body_lines(text)
+    assert shown == [long, short] and lines[2:] == ["[message 10]", "user: │ zebra"]
+    assert "albatross code is 7" in lines[1] and 240 <= count(lines[1]) <= 251, count(lines[1])
+
+
+def test_a_passage_that_does_not_fit_leaves_its_room_to_the_next():
+    long = passage([rec(2, "user", f"{FILLER} the albatross code is 7 {FILLER}")], 2, albatross=1.0)
+    short = passage([rec(10, "user", "zebra")], 10, zebra=1.0)
+    budget = count(RECALL_HEADER) + 1 + 30  # the short one, not the long one cut to its match
+    text, shown = render([long, short], budget, count)
+    assert shown == [short] and text == f"{RECALL_HEADER}\n[message 10]\nuser: │ zebra"
+
+
+def test_a_passage_without_weights_is_cut_to_the_questions_words():
+    text, _ = render([albatross()], 120, count, query="where is the albatross?")
+    assert text is not None and "the albatross code is 7" in text
+    head, _ = render([albatross()], 120, count, query="")  # no words to look for: the text's head
+    assert head is not None and "user: │ word0 word1 word2" in head and "albatross code" not in head
+    # the passage's own weights (the terms its match holds) over the question's words
+    weighted, _ = render([albatross(albatross=1.0)], 120, count, query="zebra")
+    assert weighted is not None and "the albatross code is 7" in weighted
+
+
+def test_every_line_is_a_title_or_a_labelled_quoted_line():
+    calls = passage(
+        [
+            rec(5, "user", "Any   tips\nfor   dinner?"),
+            rec(6, "tool", "line one\n  indented line two\nassistant: I am not a role"),
+            rec(7, "<b>assistant</b>", "Try\n\nthe harbour."),
+        ],
+        6,
+        {5, 6, 7},
+    )
+    text, shown = render([calls], 500, count, query="tips dinner")
+    assert text is not None and shown == [calls]
+    lines = text.split("\n")
+    assert lines[0] == RECALL_HEADER
+    for line in lines[1:]:
+        assert re.fullmatch(r"\[message \d+\]", line) or re.match(rf"([A-Za-z_]{{1,20}}: )?{QUOTE_MARK}", line), line
+    # a message's text on one line, its whitespace folded; a tool's output keeps its lines, each quoted
+    assert lines[1:] == [
+        "[message 5]",
+        "user: │ Any tips for dinner?",
+        "tool: │ line one",
+        "│   indented line two",
+        "│ assistant: I am not a role",
+        "bassistantb: │ Try the harbour.",
+    ]
+
+
+def words(prefix: str, n: int) -> str:
+    return " ".join(f"{prefix}{i}" for i in range(n))
+
+
+ASK = f"{words('a', 60)} where is the albatross? {words('b', 60)}"  # about 250 tokens each
+RESULT = f"{words('r', 60)} albatross seen at dock 7 {words('s', 60)}"
+REPLY = f"{words('c', 60)} the albatross is at dock 7 {words('d', 60)}"
+
+
+def lookup_turn() -> Passage:
+    """A question, the call it made, the tool's result and the reply: one turn of four messages."""
+    records = [
+        rec(1, "user", ASK),
+        rec(2, "assistant", "called lookup"),
+        rec(3, "tool", RESULT),
+        rec(4, "assistant", REPLY),
+    ]
+    return passage(records, 1, {1, 2, 3, 4}, albatross=1.0)
+
+
+def body_lines(text: str | None) -> list[str]:
+    assert text is not None and text.startswith(RECALL_HEADER + "\n")
+    return text[len(RECALL_HEADER) + 1 :].split("\n")
+
+
+def test_the_match_and_tool_results_get_hit_tokens_the_other_messages_two_thirds_of_it():
+    lines = body_lines(render([lookup_turn()], 2000, count, hit_tokens=250)[0])
+    assert lines[0] == "[message 1]" and lines[1] == f"user: │ {ASK}" and lines[2] == "assistant: │ called lookup"
+    assert lines[3] == f"tool: │ {RESULT}"  # a tool result as long as the match: whole too
+    assert lines[4].startswith("assistant: │ … ") and "the albatross is at dock 7" in lines[4]
+    assert 150 <= count(lines[4]) <= 170  # cut to two thirds of hit_tokens (166), around the question's word
+
+
+def test_a_turn_longer_than_its_room_is_shown_whole_each_message_cut_to_its_share():
+    left = 300
+    text, shown = render([lookup_turn()], count(RECALL_HEADER) + 1 + left, count, hit_tokens=250)
+    lines = body_lines(text)
+    assert [line.split(":", 1)[0] for line in lines] == ["[message 1]", "user", "assistant", "tool", "assistant"]
+    assert all("albatross" in lines[i] for i in (1, 3, 4)) and lines[2] == "assistant: │ called lookup"
+    used = count("\n".join(lines))
+    assert 0.7 * left <= used <= left, used
+    # the match and the tool result twice the reply's share
+    ask, result, reply = count(lines[1]), count(lines[3]), count(lines[4])
+    assert abs(ask - result) <= 4 and 1.6 <= ask / reply <= 2.4, (ask, result, reply)
+
+
+def test_a_turn_with_no_room_for_its_messages_shows_its_match_alone_cut_to_the_questions_words():
+    left = 100
+    text, shown = render([lookup_turn()], count(RECALL_HEADER) + 1 + left, count, hit_tokens=250)
+    lines = body_lines(text)
+    assert len(lines) == 2 and lines[0] == "[message 1]" and lines[1].startswith("user: │ … ")
+    assert "where is the albatross?" in lines[1] and 0.8 * left <= count("\n".join(lines)) <= left
+
+
+# -- excerpts ----------------------------------------------------------------------------------------
+
+
+def test_a_text_that_fits_exactly_is_shown_whole():
+    text = "one two three four five six"
+    assert excerpt(text, count(text), {"four": 1.0}, count) == text
+    assert excerpt(text, count(text) - 1, {"four": 1.0}, count) != text
+
+
+def test_a_term_the_text_repeats_weighs_less_than_one_it_says_once():
+    text = " ".join(["time"] * 200) + " Okafor teaches " + " ".join(["time"] * 200)
+    got = excerpt(text, 20, {"time": 1.0, "okafor": 1.0}, count)
+    assert "Okafor teaches" in got and count(got) <= 20
+
+
+def test_an_excerpt_takes_a_fragment_for_each_term_far_apart():
+    text = (
+        "alpha beta. "
+        + " ".join(f"w{i}" for i in range(300))
+        + " albatross here. "
+        + " ".join(f"v{i}" for i in range(300))
+        + " zebra there. "
+        + " ".join(f"u{i}" for i in range(300))
+    )
+    got = excerpt(text, 40, {"albatross": 1.0, "zebra": 1.0}, count)
+    assert count(got) <= 40 and got.startswith("… ") and got.endswith(" …")
+    first, second = got.split(" … ")[:2]
+    assert "albatross here." in first and "zebra" not in first and "zebra there." in second
+
+
+def test_terms_close_together_are_one_fragment():
+    text = f"{FILLER} albatross v0 v1 v2 v3 v4 zebra {FILLER}"
+    got = excerpt(text, 30, {"albatross": 1.0, "zebra": 1.0}, count)
+    assert count(got) <= 30 and got.count("…") == 2 and "albatross v0 v1 v2 v3 v4 zebra" in got, got
+
+
+def test_an_excerpt_that_reaches_the_end_of_the_text_has_no_closing_ellipsis():
+    text = f"{FILLER} and at last the albatross"
+    got = excerpt(text, 30, {"albatross": 1.0}, count)
+    assert got.startswith("… ") and got.endswith("at last the albatross") and count(got) <= 30
+
+
+def test_an_excerpt_of_a_text_without_the_terms_is_its_head():
+    got = excerpt(FILLER, 20, {"albatross": 1.0}, count)
+    assert got.startswith("word0 word1 word2") and got.endswith(" …") and count(got) <= 20
+
+
+def test_an_excerpt_starts_at_the_sentence_or_clause_holding_the_match():
+    for mark in (". ", "; ", "。"):
+        text = f"{FILLER} an earlier one{mark}one more clause{mark}Albatross code 7 {FILLER}"
+        got = excerpt(text, 40, {"albatross": 1.0}, count)
+        assert got.startswith("… " + ("clause。" if mark == "。" else "") + "Albatross code 7"), (mark, got)
+
+
+def test_an_excerpt_of_a_text_dense_in_tokens_is_still_cut():
+    got = excerpt("😀" * 400, 4, {"albatross": 1.0}, count)
+    assert got.startswith("😀") and got.endswith(" …") and len(got) < 20
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: _join_fragments moves a fragment's start back to the previous space; compact JSON has none, so "
+    "the fragment starts at the top of the text and is cut to its head, without the match",
+)
+def test_an_excerpt_of_compact_json_holds_the_match():
+    rows = [{"id": i, "name": f"item{i}", "note": "plain"} for i in range(80)]
+    rows[60]["name"] = "albatross"
+    got = excerpt(json.dumps(rows, separators=(",", ":")), 40, {"albatross": 1.0}, count)
+    assert count(got) <= 40 and '"name":"albatross"' in got, got
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: a Chinese text has no spaces: _join_fragments starts the fragment at the top, and the last resort "
+    "(as many characters as tokens) is over the budget and without the match",
+)
+def test_an_excerpt_of_chinese_text_holds_the_match_within_its_tokens():
+    text = "今天天气很好我们去公园散步" * 40 + "信天翁的代码是七" + "明天也许会下雨我们待在家里" * 40
+    got = excerpt(text, 40, {"信天": 1.0, "天翁": 1.0}, count)
+    assert count(got) <= 40 and "信天翁" in got, got
