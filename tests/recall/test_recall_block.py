@@ -89,6 +89,50 @@ def test_a_first_passage_cut_to_leave_room_for_the_others_gets_back_what_they_le
     assert "albatross code is 7" in lines[1] and 240 <= count(lines[1]) <= 251, count(lines[1])
 
 
+def test_a_larger_budget_never_shows_fewer_passages():
+    long = passage([rec(2, "user", f"{FILLER} the albatross code is 7 {FILLER}")], 2, albatross=1.0)
+    with_context = passage(
+        [
+            rec(9, "user", words("x", 80)),
+            rec(10, "user", f"the zebra is striped {words('y', 50)}"),
+            rec(11, "assistant", "yes zebra"),
+            rec(12, "user", words("z", 80)),
+        ],
+        10,
+        {10, 11},
+        zebra=1.0,
+    )
+    short = passage([rec(20, "user", "the zebra again")], 20, zebra=1.0)
+    passages = [long, with_context, short]
+    most = 0
+    for budget in range(count(RECALL_HEADER) + 20, count(RECALL_HEADER) + 900, 5):
+        text, shown = render(passages, budget, count)
+        assert len(shown) >= most and (text is None or count(text) <= budget), (budget, len(shown), most)
+        most = len(shown)
+    assert most == 3
+
+
+def test_a_passages_context_is_added_after_a_passage_shown_whole():
+    whole = passage([rec(20, "user", "the zebra again")], 20, zebra=1.0)
+    turn = passage(
+        [
+            rec(9, "user", "before it"),
+            rec(10, "user", "the zebra is striped"),
+            rec(11, "assistant", REPLY),
+            rec(12, "user", "after it"),
+        ],
+        10,
+        {10, 11},
+        zebra=1.0,
+        albatross=1.0,
+    )
+    lines = body_lines(render([whole, turn], 2000, count, hit_tokens=250)[0])
+    assert lines[:2] == ["[message 20]", "user: │ the zebra again"]
+    assert lines[2:5] == ["[message 9]", "user: │ before it", "user: │ the zebra is striped"]
+    assert lines[6] == "user: │ after it" and lines[5].startswith("assistant: │ … ")
+    assert "the albatross is at dock 7" in lines[5] and 150 <= count(lines[5]) <= 170  # two thirds of hit_tokens
+
+
 def test_a_passage_that_does_not_fit_leaves_its_room_to_the_next():
     long = passage([rec(2, "user", f"{FILLER} the albatross code is 7 {FILLER}")], 2, albatross=1.0)
     short = passage([rec(10, "user", "zebra")], 10, zebra=1.0)
@@ -201,6 +245,11 @@ def test_a_term_the_text_repeats_weighs_less_than_one_it_says_once():
     text = " ".join(["time"] * 200) + " Okafor teaches " + " ".join(["time"] * 200)
     got = excerpt(text, 20, {"time": 1.0, "okafor": 1.0}, count)
     assert "Okafor teaches" in got and count(got) <= 20
+    # apart, the name gets the wide fragment (its whole sentence), the repeated word a short one
+    sentence = "Mrs Okafor teaches the violin class on Tuesdays and Thursdays at noon."
+    text = " ".join(["time"] * 150) + ". " + words("w", 200) + f". {sentence} " + words("v", 200)
+    got = excerpt(text, 50, {"time": 1.0, "okafor": 1.0}, count)
+    assert sentence in got and got.startswith("time time") and count(got) <= 50, got
 
 
 def test_an_excerpt_takes_a_fragment_for_each_term_far_apart():
@@ -219,9 +268,9 @@ def test_an_excerpt_takes_a_fragment_for_each_term_far_apart():
 
 
 def test_terms_close_together_are_one_fragment():
-    text = f"{FILLER} albatross v0 v1 v2 v3 v4 zebra {FILLER}"
+    text = f"{words('w', 200)} albatross v0 v1 v2 v3 v4 zebra {words('u', 200)}"
     got = excerpt(text, 30, {"albatross": 1.0, "zebra": 1.0}, count)
-    assert count(got) <= 30 and got.count("…") == 2 and "albatross v0 v1 v2 v3 v4 zebra" in got, got
+    assert got == "… w198 w199 albatross v0 v1 v2 v3 v4 zebra u0 u1 u2 u3 …", got  # two fragments that overlap
 
 
 def test_an_excerpt_that_reaches_the_end_of_the_text_has_no_closing_ellipsis():
