@@ -353,8 +353,13 @@ def test_the_first_write_creates_the_schema_once_and_says_which(url: str) -> Non
             store.append("t", [msg("b")])
         with open_store(url) as other:
             other.append("u", [msg("c")])
-    steps = [(e["event"], e["schema"], e["version"]) for e in logs if e["event"].startswith("postgres_schema")]
-    assert steps == [("postgres_schema_created", schema, 1), ("postgres_schema_migrated", schema, 2)]
+    steps = [
+        (e["event"], e["store"], e["schema"], e["version"]) for e in logs if e["event"].startswith("postgres_schema")
+    ]
+    assert steps == [
+        ("postgres_schema_created", "postgres", schema, 1),
+        ("postgres_schema_migrated", "postgres", schema, 2),
+    ]
 
 
 def test_migrating_indexes_each_sessions_history_with_its_counts_and_skips_a_corrupt_record(
@@ -384,9 +389,9 @@ def test_migrating_indexes_each_sessions_history_with_its_counts_and_skips_a_cor
     assert pg_sql(url, counts) == pg_sql(
         url, "SELECT session_id, count(*), sum(len) FROM {s}.ctxlife_recall_docs GROUP BY 1 ORDER BY 1"
     )
-    assert [(e["event"], e.get("seq")) for e in logs if e["event"] != "sessions_swept"] == [
-        ("raw_record_skipped", 2),
-        ("postgres_schema_migrated", None),
+    assert [(e["event"], e.get("session_id"), e.get("seq")) for e in logs] == [
+        ("raw_record_skipped", "b", 2),
+        ("postgres_schema_migrated", None, None),
     ]
 
 
@@ -421,7 +426,20 @@ def test_a_sweep_deletes_every_expired_session_batch_after_batch_and_says_how_ma
             assert store.sweep() == n
             assert store.sweep() == 0
     assert sessions(url) == ["fresh"]  # idle 30 s of its 60
-    assert [(e["count"], e["ttl_seconds"]) for e in logs if e["event"] == "sessions_swept"] == [(n, 60.0)]
+    swept = [(e["store"], e["count"], e["ttl_seconds"]) for e in logs if e["event"] == "sessions_swept"]
+    assert swept == [("postgres", n, 60.0)]
+
+
+def test_a_sweep_without_a_free_connection_names_itself(url: str) -> None:
+    with open_store(f"{url}&ttl=60&pool_max=1&pool_min=0&pool_timeout=0.2") as store:
+        store.append("s", [msg("a")])
+        with store.lock("other"):
+            for call in (store.sweep, store.list_sessions):  # a listing sweeps first
+                with pytest.raises(StoreError) as info:
+                    call()
+                assert str(info.value).startswith(
+                    f"postgres store {store.url}: sweep failed: couldn't get a connection"
+                )
 
 
 def test_a_write_sweeps_the_expired_sessions_once_per_sweep_interval_and_a_listing_always(url: str) -> None:
@@ -549,4 +567,30 @@ def test_a_first_write_waits_for_a_worker_creating_the_schema_and_then_creates_n
     assert [e["event"] for e in logs if e["event"].startswith("postgres_schema")] == [
         "postgres_schema_created",
         "postgres_schema_migrated",
+    ]
+
+
+def test_a_blob_that_is_not_text_is_refused_naming_the_blob_and_its_session(url: str) -> None:
+    with open_store(url) as store:
+        with pytest.raises(StoreError) as info:
+            store.put_blob("s", "out-1", b"bytes")  # type: ignore[arg-type]
+        assert str(info.value) == "blob 'out-1' of session 's' must be a str, got bytes"
+        with pytest.raises(StoreError) as info:
+            store.put_blob("s", "out-1", "\ud800")
+        assert str(info.value).startswith("blob 'out-1' of session 's' is not valid Unicode text (lone surrogates)")
+        assert store.get_blob("s", "out-1") is None
+
+
+def test_a_damaged_token_count_is_not_used(url: str) -> None:
+    # a count without its encoding, or below 0, is read as no count (the message is counted when used)
+    with open_store(url) as store:
+        written = store.append("s", [msg("a"), msg("b"), msg("c")])
+        assert all(r.tokens for r in written)  # the precondition: every record was counted
+        pg_sql(url, "UPDATE {s}.ctxlife_raw SET token_encoding = NULL WHERE seq = 1")
+        pg_sql(url, "UPDATE {s}.ctxlife_raw SET tokens = -1 WHERE seq = 2")
+        read = store.read_records("s")
+    assert [(r.tokens, r.token_encoding) for r in read] == [
+        (None, None),
+        (None, None),
+        (written[2].tokens, written[2].token_encoding),
     ]
