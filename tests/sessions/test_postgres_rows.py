@@ -232,12 +232,15 @@ def test_a_corrupt_event_record_is_skipped_by_the_slots_with_an_event_naming_it(
     with open_store(url) as store:
         store.append("s", [msg("a"), msg("b")])
         store.append_events("s", [Event(REPLACE, msg("b, edited"), 2)])
-        pg_sql(url, """UPDATE {s}.ctxlife_raw SET json = '{"ctxlife_event": "bogus"}' WHERE seq = 3""")
+        bogus = '{"ctxlife_event": "%s", "message": {}, "target": 2}' % ("x" * 200)  # an op no ctxlife wrote
+        pg_sql(url, "UPDATE {s}.ctxlife_raw SET json = %s WHERE seq = 3", (bogus,))
         with structlog.testing.capture_logs() as logs:
             slots = store.read_slots("s")  # a recorder's read: lenient
         assert [s.seq for s in slots] == [1, 2]
         skipped = [e for e in logs if e["event"] == "raw_record_skipped"]
         assert len(skipped) == 1 and skipped[0]["session_id"] == "s" and skipped[0]["seq"] == 3, skipped
+        # what is wrong, cut to 120 characters (the op is stored text of any length)
+        assert skipped[0]["problem"] == f"malformed ctxlife_event record (op {'x' * 200!r}, target 2)"[:120]
         with pytest.raises(StoreError, match=r"raw record seq=3 of session 's' .* is corrupt"):
             store.read_records("s")  # a strict read names it
 
@@ -266,3 +269,328 @@ def test_a_stale_compare_and_append_names_the_session_and_both_heads(url: str) -
         with pytest.raises(AppendConflictError) as info:
             store.append("s", [msg("c")], if_head=1)
     assert str(info.value).startswith("session 's' moved on: its last sequence number is 2, not 1;"), info.value
+
+
+def test_with_a_ttl_every_read_returns_a_live_sessions_rows_and_its_last_activity(url: str) -> None:
+    # A TTL adds a condition to every read (the session, named through the read's own table, is alive):
+    # a session written a moment ago is read in full, as without one.
+    with open_store(f"{url}&ttl=1h") as store:
+        store.append("s", [msg("a"), msg("b")])
+        store.append("s", [msg("lane one")], view="lane")
+        store.save_snapshot(Snapshot(session_id="s", messages=[msg("a")], raw_length=1, updated_at=5.0))
+        store.save_snapshot(
+            Snapshot(session_id="s", view="lane", messages=[msg("lane one")], raw_length=3, updated_at=7.0)
+        )
+        store.put_blob("s", "k", "v")
+        assert store.head("s") == 3
+        assert [r.message["content"] for r in store.read_records("s")] == ["a", "b", "lane one"]
+        assert [r.seq for r in store.read_records("s", 1, view="lane")] == [3]
+        assert [s.seq for s in store.read_slots("s")] == [1, 2, 3]
+        lane = store.load_snapshot("s", "lane")
+        assert lane is not None and lane.messages == [msg("lane one")]
+        assert store.get_blob("s", "k") == "v"
+        [info] = store.list_sessions()
+    # the newest snapshot of any view; the last activity is the server's clock at the last write
+    assert (info.session_id, info.message_count, info.updated_at) == ("s", 3, 7.0)
+    [(touched,)] = pg_sql(url, "SELECT touched_at FROM {s}.ctxlife_sessions")
+    assert isinstance(touched, float) and info.last_active == touched
+
+
+def test_a_read_returns_each_record_as_its_append_returned_it(url: str) -> None:
+    # every field: the token count and its encoding, the time, the quarantine, the view, the edit
+    with open_store(url) as store:
+        written = store.append("s", [msg("a"), {"role": "user", "content": b"raw bytes"}, msg("c", "assistant")])
+        written += store.append("s", [msg("lane one")], view="lane")
+        written += store.append_events("s", [Event(REPLACE, msg("c, edited"), 3)])
+        # the precondition: counted records, a quarantined one and an edit are among them
+        assert all(isinstance(r.tokens, int) and r.tokens > 0 and r.token_encoding for r in written[:4])
+        assert written[1].quarantined and written[4].op == REPLACE
+        assert store.read_records("s") == written
+        assert store.read_records("s", 2, view="lane") == [written[3]]
+
+
+def test_a_read_of_more_records_than_one_decoding_chunk_names_or_skips_each_corrupt_one(url: str) -> None:
+    import structlog
+
+    from ctxlife.sessions.postgres import _DECODE_CHUNK
+
+    n = _DECODE_CHUNK + 2  # two chunks: the second holds the last two records
+    with open_store(url) as store:
+        store.append("s", [msg(str(i)) for i in range(1, n + 1)])
+        pg_sql(url, "UPDATE {s}.ctxlife_raw SET json = 'not json' WHERE seq = 5")
+        pg_sql(url, "UPDATE {s}.ctxlife_raw SET json = '1, 2' WHERE seq = %s", (n - 1,))  # two values in one
+        with pytest.raises(StoreError) as info:
+            store.read_records("s")  # a strict read names the first
+        with structlog.testing.capture_logs() as logs:
+            records = store.read_records("s", strict=False)
+    assert str(info.value) == f"raw record seq=5 of session 's' in {store.url} is corrupt: not a JSON object"
+    assert [r.seq for r in records] == [i for i in range(1, n + 1) if i not in (5, n - 1)]
+    assert all(r.message == msg(str(r.seq)) for r in records)
+    skipped = [(e["store"], e["seq"], e["problem"]) for e in logs if e["event"] == "raw_record_skipped"]
+    assert skipped == [("postgres", 5, "not a JSON object"), ("postgres", n - 1, "not a JSON object")]
+
+
+def test_a_corrupt_snapshot_is_named_by_its_view_its_session_and_the_store(url: str) -> None:
+    with open_store(url) as store:
+        for view in ("", "lane"):
+            store.save_snapshot(Snapshot(session_id="s", view=view, messages=[msg("a")], raw_length=0))
+        pg_sql(url, "UPDATE {s}.ctxlife_snapshots SET json = 'not json'")
+        with pytest.raises(StoreError) as lane:
+            store.load_snapshot("s", "lane")
+        with pytest.raises(StoreError) as default:
+            store.load_snapshot("s")
+    assert str(lane.value).startswith(f"snapshot of view 'lane' of session 's' in {store.url} is not valid JSON")
+    assert str(default.value).startswith(f"snapshot of session 's' in {store.url} is not valid JSON")
+
+
+def test_the_first_write_creates_the_schema_once_and_says_which(url: str) -> None:
+    import structlog
+
+    schema = url.rsplit("schema=", 1)[1]
+    with structlog.testing.capture_logs() as logs:
+        with open_store(url) as store:
+            store.append("s", [msg("a")])
+            store.append("t", [msg("b")])
+        with open_store(url) as other:
+            other.append("u", [msg("c")])
+    steps = [
+        (e["event"], e["store"], e["schema"], e["version"]) for e in logs if e["event"].startswith("postgres_schema")
+    ]
+    assert steps == [
+        ("postgres_schema_created", "postgres", schema, 1),
+        ("postgres_schema_migrated", "postgres", schema, 2),
+    ]
+
+
+def test_migrating_indexes_each_sessions_history_with_its_counts_and_skips_a_corrupt_record(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import structlog
+
+    from ctxlife.sessions import pg_connect
+
+    with open_store(url) as store:
+        store.append("a", [msg("the harbour ferry leaves at nine"), msg("noted", "assistant")])
+        store.append("b", [msg("the gate code is 1234"), msg("a broken record")])
+    # back to what schema version 1 wrote (no recall rows), with one record damaged since
+    pg_sql(url, "DROP TABLE {s}.ctxlife_recall_docs, {s}.ctxlife_recall")
+    pg_sql(url, "ALTER TABLE {s}.ctxlife_sessions DROP COLUMN recall_docs, DROP COLUMN recall_len")
+    pg_sql(url, "DELETE FROM {s}.ctxlife_schema_version WHERE version > 1")
+    pg_sql(url, "UPDATE {s}.ctxlife_raw SET json = 'not json' WHERE session_id = 'b' AND seq = 2")
+    monkeypatch.setattr(pg_connect.SharedPool, "_pools", {})  # a new process: nothing known ready
+    with structlog.testing.capture_logs() as logs, open_store(url) as store:
+        assert store.migrate() == (1, 2)  # type: ignore[attr-defined]
+    assert pg_sql(url, "SELECT session_id, slot, text FROM {s}.ctxlife_recall ORDER BY 1, 2") == [
+        ("a", 1, "the harbour ferry leaves at nine"),
+        ("a", 2, "noted"),
+        ("b", 1, "the gate code is 1234"),
+    ]
+    counts = "SELECT session_id, recall_docs, recall_len FROM {s}.ctxlife_sessions ORDER BY 1"
+    assert pg_sql(url, counts) == pg_sql(
+        url, "SELECT session_id, count(*), sum(len) FROM {s}.ctxlife_recall_docs GROUP BY 1 ORDER BY 1"
+    )
+    assert [(e["event"], e.get("session_id"), e.get("seq")) for e in logs] == [
+        ("raw_record_skipped", "b", 2),
+        ("postgres_schema_migrated", None, None),
+    ]
+
+
+def expired(url: str, names: str, count: int) -> None:
+    """``count`` sessions ``names1``, ``names2``, ... last written at the epoch (long expired)."""
+    pg_sql(
+        url,
+        "INSERT INTO {s}.ctxlife_sessions (session_id, head, touched_at) "
+        "SELECT %s || g, 0, 0 FROM generate_series(1, %s) g",
+        (names, count),
+    )
+
+
+def sessions(url: str) -> list[str]:
+    return [str(r[0]) for r in pg_sql(url, "SELECT session_id FROM {s}.ctxlife_sessions ORDER BY 1")]
+
+
+def test_a_sweep_deletes_every_expired_session_batch_after_batch_and_says_how_many(url: str) -> None:
+    import structlog
+
+    from ctxlife.sessions.postgres import _SWEEP_BATCH
+
+    n = 2 * _SWEEP_BATCH + 1  # three batches, the last one short
+    with open_store(f"{url}&ttl=60") as store:
+        assert store.sweep() == 0  # no tables yet: nothing to sweep, nothing created
+        store.append("fresh", [msg("x")])
+        expired(url, "old", n)
+        pg_sql(url, "UPDATE {s}.ctxlife_sessions SET touched_at = touched_at - 30 WHERE session_id = 'fresh'")
+        with open_store(url) as forever:  # no ttl: nothing expires
+            assert forever.sweep() == 0 and len(sessions(url)) == n + 1
+        with structlog.testing.capture_logs() as logs:
+            assert store.sweep() == n
+            assert store.sweep() == 0
+    assert sessions(url) == ["fresh"]  # idle 30 s of its 60
+    swept = [(e["store"], e["count"], e["ttl_seconds"]) for e in logs if e["event"] == "sessions_swept"]
+    assert swept == [("postgres", n, 60.0)]
+
+
+def test_a_sweep_without_a_free_connection_names_itself(url: str) -> None:
+    with open_store(f"{url}&ttl=60&pool_max=1&pool_min=0&pool_timeout=0.2") as store:
+        store.append("s", [msg("a")])
+        with store.lock("other"):
+            for call in (store.sweep, store.list_sessions):  # a listing sweeps first
+                with pytest.raises(StoreError) as info:
+                    call()
+                assert str(info.value).startswith(
+                    f"postgres store {store.url}: sweep failed: couldn't get a connection"
+                )
+
+
+def test_a_write_sweeps_the_expired_sessions_once_per_sweep_interval_and_a_listing_always(url: str) -> None:
+    with open_store(url) as forever:
+        forever.append("kept", [msg("x")])  # the tables exist
+    expired(url, "first", 2)
+    with open_store(f"{url}&ttl=60") as store:
+        assert store.head("kept") == 1 and len(sessions(url)) == 3  # a read sweeps nothing
+        store.append("s", [msg("a")])  # the first write of the process sweeps
+        assert sessions(url) == ["kept", "s"]
+        expired(url, "second", 2)
+        store.append("s", [msg("b")])  # the next write, within SWEEP_EVERY (300 s) of it, does not
+        assert sessions(url) == ["kept", "s", "second1", "second2"]
+        assert [i.session_id for i in store.list_sessions()] == ["kept", "s"]  # a listing sweeps
+    assert sessions(url) == ["kept", "s"]
+
+
+def pool_settings(store: Any) -> tuple[Any, ...]:
+    pool = store._shared.pool
+    return (pool.min_size, pool.max_size, pool.max_idle, pool.max_lifetime, pool.timeout)
+
+
+def test_a_store_opens_its_pool_with_the_documented_defaults_or_the_urls_options(url: str) -> None:
+    from urllib.parse import parse_qsl, urlsplit
+
+    with open_store(url) as store:
+        pool = store._shared.pool  # type: ignore[attr-defined]
+        assert pool_settings(store) == (1, 10, 60.0, 1800.0, 10.0) and store.pool_timeout == 10.0  # type: ignore[attr-defined]
+        assert pool.kwargs == {"autocommit": True} and pool.name == f"ctxlife {store.url}"
+        # ctxlife's options are taken out; an unreachable database fails a call after 5 s, never hangs it
+        assert dict(parse_qsl(urlsplit(pool.conninfo).query)) == {"connect_timeout": "5"}
+        assert urlsplit(pool.conninfo).scheme == "postgresql" and store.ttl is None  # type: ignore[attr-defined]
+    options = "pool_min=0&pool_max=3&pool_idle=5&pool_lifetime=90.5&pool_timeout=2&pgbouncer=on&connect_timeout=9"
+    with open_store(f"{url}&{options}&ttl=1h") as store:
+        pool = store._shared.pool  # type: ignore[attr-defined]
+        assert pool_settings(store) == (0, 3, 5.0, 90.5, 2.0) and store.ttl == 3600.0  # type: ignore[attr-defined]
+        # behind PgBouncer (transaction mode): no server-side prepared statements
+        assert pool.kwargs == {"autocommit": True, "prepare_threshold": None}
+        assert dict(parse_qsl(urlsplit(pool.conninfo).query)) == {"connect_timeout": "9"}
+        store.append("s", [msg("a")])
+        assert [r.seq for r in store.read_records("s")] == [1]
+    with open_store(f"{url}&pool_max=1&pool_idle=0&pgbouncer=off&pool_timeout=") as store:  # the limits allowed
+        assert pool_settings(store) == (1, 1, 0.0, 1800.0, 10.0)
+        assert store._shared.pool.kwargs == {"autocommit": True}  # type: ignore[attr-defined]
+
+
+def test_a_bad_url_option_is_refused_saying_what_it_must_be(url: str) -> None:
+    from ctxlife.events import redact_url
+
+    base = url.split("?", 1)[0]
+    cases = {
+        "schema=Bad-Name": "schema='Bad-Name' must be 1-63 lowercase letters, digits or '_', not starting with a digit",
+        "schema=pg_mine": "schema='pg_mine': names starting with 'pg_' are reserved",
+        "pool_max=0": "need 0 <= pool_min <= pool_max and pool_max >= 1",
+        "pool_min=3&pool_max=2": "need 0 <= pool_min <= pool_max and pool_max >= 1",
+        "pool_max=2.5": "pool_max='2.5' must be a whole number >= 0",
+        "pool_min=-1": "pool_min='-1' must be a whole number >= 0",
+        "pool_idle=-0.5": "pool_idle='-0.5' must be a number of seconds >= 0",
+        "pool_lifetime=soon": "pool_lifetime='soon' must be a number of seconds >= 0",
+        "pool_timeout=inf": "pool_timeout='inf' must be a number of seconds >= 0",
+    }
+    for option, text in cases.items():
+        with pytest.raises(StoreError) as info:
+            open_store(f"{base}?{option}")
+        assert str(info.value) == f"postgres store {redact_url(f'{base}?{option}')}: {text}"
+    with pytest.raises(StoreError) as info:
+        open_store(f"{base}?pgbouncer=maybe")
+    assert (
+        str(info.value)
+        == f"store URL {redact_url(f'{base}?pgbouncer=maybe')!r}: option pgbouncer='maybe' must be true or false"
+    )
+
+
+def test_a_connection_the_server_dropped_while_idle_is_replaced_not_handed_out(url: str) -> None:
+    name = f"ctxlife-drop-{uuid.uuid4().hex[:8]}"
+    with open_store(f"{url}&pool_min=1&pool_max=1&application_name={name}") as store:
+        store.append("s", [msg("a")])
+        dropped = pg_sql(
+            url, "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE application_name = %s", (name,)
+        )
+        assert dropped == [(True,)]  # the precondition: the pool's one connection is gone
+        assert [r.message for r in store.read_records("s")] == [msg("a")]
+
+
+def test_a_first_write_waits_for_a_worker_creating_the_schema_and_then_creates_nothing(url: str) -> None:
+    # Workers starting together: the first write of each takes the advisory lock `ctxlife store migrate`
+    # takes, and looks again once it has it: the schema another worker created meanwhile is used as it is.
+    import psycopg
+    import structlog
+
+    from ctxlife.sessions.postgres import _key
+
+    schema = url.rsplit("schema=", 1)[1]
+    base = url.split("?", 1)[0]
+    waiting = (
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+    with open_store(url) as store, open_store(url) as creator, psycopg.connect(base, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (_key("migrate", schema),))
+        done: list[Any] = []
+
+        def write() -> None:
+            try:
+                done.append(store.append("s", [msg("a")]))
+            except Exception as exc:  # noqa: BLE001 - shown by the assertion below
+                done.append(exc)
+
+        worker = threading.Thread(target=write)
+        with structlog.testing.capture_logs() as logs:
+            worker.start()
+            try:
+                while worker.is_alive() and pg_sql(base, waiting) == [(0,)]:
+                    worker.join(0.02)
+                assert not done and pg_sql(base, waiting) == [(1,)], done  # it waits for the lock
+                with holder.transaction():  # the other worker creates the schema meanwhile
+                    creator._create_v1(holder)  # type: ignore[attr-defined]
+                    creator._upgrade(holder, 1)  # type: ignore[attr-defined]
+            finally:
+                holder.execute("SELECT pg_advisory_unlock(%s)", (_key("migrate", schema),))
+                worker.join(30)
+    assert [[r.seq for r in records] for records in done] == [[1]], done
+    assert pg_sql(url, "SELECT version FROM {s}.ctxlife_schema_version ORDER BY version") == [(1,), (2,)]
+    # the schema was created once: by the other worker (on the holder's connection), not by the write
+    assert [e["event"] for e in logs if e["event"].startswith("postgres_schema")] == [
+        "postgres_schema_created",
+        "postgres_schema_migrated",
+    ]
+
+
+def test_a_blob_that_is_not_text_is_refused_naming_the_blob_and_its_session(url: str) -> None:
+    with open_store(url) as store:
+        with pytest.raises(StoreError) as info:
+            store.put_blob("s", "out-1", b"bytes")  # type: ignore[arg-type]
+        assert str(info.value) == "blob 'out-1' of session 's' must be a str, got bytes"
+        with pytest.raises(StoreError) as info:
+            store.put_blob("s", "out-1", "\ud800")
+        assert str(info.value).startswith("blob 'out-1' of session 's' is not valid Unicode text (lone surrogates)")
+        assert store.get_blob("s", "out-1") is None
+
+
+def test_a_damaged_token_count_is_not_used(url: str) -> None:
+    # a count without its encoding, or below 0, is read as no count (the message is counted when used)
+    with open_store(url) as store:
+        written = store.append("s", [msg("a"), msg("b"), msg("c")])
+        assert all(r.tokens for r in written)  # the precondition: every record was counted
+        pg_sql(url, "UPDATE {s}.ctxlife_raw SET token_encoding = NULL WHERE seq = 1")
+        pg_sql(url, "UPDATE {s}.ctxlife_raw SET tokens = -1 WHERE seq = 2")
+        read = store.read_records("s")
+    assert [(r.tokens, r.token_encoding) for r in read] == [
+        (None, None),
+        (None, None),
+        (written[2].tokens, written[2].token_encoding),
+    ]
