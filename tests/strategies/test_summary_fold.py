@@ -23,8 +23,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from ctxlife.config import settings_from_dict
+from ctxlife.facts import FACT_LIST_HEADER
 from ctxlife.host import Host
 from ctxlife.messages import validate
+from ctxlife.tokens import TokenCounter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import tool_heavy  # noqa: E402 - the scenario test_compaction_pace.py and the real-model benchmark use
@@ -67,6 +69,11 @@ class HeldModel:
         """Wait until the model has been asked ``times`` more times."""
         for _ in range(times):
             assert self._asked.acquire(timeout=WAIT), f"the model was not asked (asked {len(self.prompts)} times)"
+
+    def answer_next(self, text: str | BaseException | None = None) -> None:
+        """The answer of the model's next call, given now (a summary that asks the model twice: the answer
+        to its second call is given before the test waits for the thread)."""
+        self._answers.put(text)
 
     def answer(self, text: str | BaseException | None = None) -> None:
         """Let the call the model is in answer ``text`` (see :class:`Raw`), and wait until the summary thread
@@ -157,6 +164,17 @@ def flights_in(text: str) -> set[str]:
     return set(FLIGHT.findall(text))
 
 
+def prose_of(summary: str) -> str:
+    """A summary's text before its "Key facts" list (what the model or the notes wrote)."""
+    return summary.split(FACT_LIST_HEADER, 1)[0]
+
+
+def gone_flights(agent: Agent) -> set[str]:
+    """The flights of the turns handed to the agent so far that are no longer in its list verbatim."""
+    seen = {f for before, after in agent.steps[: agent.at] for m in before + after for f in FLIGHT.findall(str(m))}
+    return seen - agent.kept_flights()
+
+
 def test_the_model_reads_each_evicted_span_once_in_the_background_and_its_summary_is_put_in_later(held):
     model = held()
     agent = Agent(model, background=True)
@@ -198,6 +216,60 @@ def test_the_model_reads_each_evicted_span_once_in_the_background_and_its_summar
     assert fourth["model_read_messages"] == first["evicted_messages"] + second["evicted_messages"]
     text = agent.summary()
     assert "MODEL-RUNNING-SUMMARY two." in text and "MODEL-RUNNING-SUMMARY one." not in text
+
+
+def test_the_notes_cover_every_evicted_message_the_model_has_not_read(held):
+    model = held()
+    agent = Agent(model, background=True)
+    agent.until_compacted()
+    read_by_model = gone_flights(agent)  # the span the model is asked about at once
+    assert read_by_model and read_by_model <= flights_in(prose_of(agent.summary()))
+    model.wait_asked()
+    # While the model reads, the next compaction's notes hold this span and the one before (unread yet).
+    agent.until_compacted()
+    unread = gone_flights(agent)
+    assert unread > read_by_model and unread <= flights_in(prose_of(agent.summary())), agent.summary()
+    model.answer("MODEL-RUNNING-SUMMARY one.")
+    assert agent.call() is None  # takes the model's summary
+    model.wait_asked()
+    # The model's summary, then notes of everything evicted since the span it read (the notes are made
+    # again, of all of it, once the model read some).
+    agent.until_compacted()
+    unread = gone_flights(agent) - read_by_model
+    text = prose_of(agent.summary())
+    assert "MODEL-RUNNING-SUMMARY one." in text
+    assert unread and unread <= flights_in(text), text
+
+
+def test_the_background_model_reads_a_long_span_condensed_to_max_summary_tokens(held):
+    model = held()
+    agent = Agent(model, background=True)
+    agent.until_compacted()
+    model.wait_asked()
+    count = TokenCounter(None).count_text
+    evicted = [m for before, after in agent.steps[: agent.at] for m in before + after if m not in agent.messages]
+    # the span the model is asked about is longer than max_summary_tokens (600): its tool results
+    assert count(json.dumps(evicted)) > 900, evicted
+    prompt = json.loads(model.prompts[0])[-1]["content"]
+    transcript = prompt.split("New messages:", 1)[1].split("Facts to keep exactly as written:", 1)[0]
+    assert flights_in(transcript) and count(transcript) <= 600, transcript
+
+
+def test_a_background_summary_over_its_budget_is_shortened_by_the_model(held):
+    model = held()
+    agent = Agent(model, background=True)
+    agent.until_compacted()
+    model.wait_asked()
+    # over the running summary's 210 tokens: the model is asked once for a shorter one
+    model.answer_next(Raw("MODEL-LONG-SUMMARY " + " ".join(f"detail {i}." for i in range(300)) + " RS001X."))
+    model.wait_asked()
+    assert "Shorten this summary to at most" in model.prompts[1] and "MODEL-LONG-SUMMARY" in model.prompts[1]
+    model.answer("MODEL-SHORTER-SUMMARY.")
+    assert agent.call() is None
+    details = agent.until_compacted()
+    text = agent.summary()
+    assert details["summarizer"] == "agent_llm" and "MODEL-SHORTER-SUMMARY." in text
+    assert "MODEL-LONG-SUMMARY" not in text
 
 
 def test_a_summary_made_of_a_list_edited_since_is_never_put_in(held):
@@ -310,15 +382,20 @@ def test_a_model_far_behind_starts_again_from_the_summary_in_the_list(held, monk
     model = held()
     agent = Agent(model, turns=60, background=True)
     unread = [agent.until_compacted()]
+    texts = [prose_of(agent.summary())]
     model.wait_asked()  # and never answers: the model is far behind
     while len(unread) < 8 and not (
         len(unread) > 1 and unread[-1]["extractive_messages"] < unread[-2]["extractive_messages"]
     ):
         unread.append(agent.until_compacted())
+        texts.append(prose_of(agent.summary()))
     counts = [(d["evicted_messages"], d["extractive_messages"]) for d in unread]
     # The unread messages grew with each compaction, then fell back to the newest span alone.
     assert unread[-1]["extractive_messages"] == unread[-1]["evicted_messages"] and len(unread) > 2, counts
     assert all(d["summarizer"] == "extractive" for d in unread)
+    # ... folded into the summary the list had: it still leads (its first lines), then notes of that span.
+    lead = next(line for line in texts[-2].splitlines() if FLIGHT.search(line))
+    assert lead in texts[-1] and flights_in(texts[-1]) - flights_in(texts[-2]), texts[-1]
     # The summary the model was reading when it fell behind is dropped when it finishes.
     model.answer("FAR BEHIND SUMMARY.")
     agent.until_compacted()
@@ -486,6 +563,65 @@ def test_a_foreground_model_slower_than_the_calls_that_goes_down_is_reported_onc
         assert len(failed) == 1 and "cannot connect" in failed[0]["error"], failed
 
 
+def test_a_foreground_fold_whose_model_failed_in_the_same_call_is_not_asked_again_in_it(monkeypatch):
+    from ctxlife_strategies import llm_summary, summary_fold
+    from ctxlife_strategies.llm_summary import LLMSummary
+
+    monkeypatch.setattr(LLMSummary.Options, "retry_model_after_seconds", 0.0)  # no rest: only the call decides
+
+    asked_third = threading.Event()
+
+    def agent_folding(fail: threading.Event | None) -> tuple[Agent, list[str], dict[str, Any]]:
+        """An agent past its second compaction (a fold), the model reading the newer half of its span;
+        with ``fail``, that summary fails once ``fail`` is set (and the model is down from then on)."""
+        clock = Clock()
+        monkeypatch.setattr(llm_summary, "time", clock)
+        monkeypatch.setattr(summary_fold, "time", clock)
+        prompts: list[str] = []
+
+        def model(messages: list[dict[str, Any]], max_tokens: int) -> str:
+            prompts.append(json.dumps(messages))
+            if fail is not None and len(prompts) >= 3:
+                asked_third.set()
+                fail.wait(WAIT)
+                raise ConnectionError("cannot connect to the summary model")
+            clock.spent += 5.0
+            return f"Summary {len(prompts)}: last checked {max(CODE.findall(prompts[-1]))}."
+
+        agent = Agent(model)
+        agent.until_compacted()
+        second = agent.until_compacted()
+        assert "extractive_messages" in second  # folding: the model is slower than the calls
+        return agent, prompts, second
+
+    # The call that compacts next (the same list whatever the model answers in the background) ...
+    rehearsal, _, _ = agent_folding(None)
+    finish_summary_threads()
+    rehearsal.until_compacted()
+    compacting = rehearsal.at - 1
+    # ... is the one that finds the model's summary failed.
+    fail = threading.Event()
+    agent, prompts, second = agent_folding(fail)
+    try:
+        while agent.at < compacting:
+            assert agent.call() is None
+        assert asked_third.wait(WAIT) and len(prompts) == 3  # the newer half of the last span, under way
+        fail.set()
+        finish_summary_threads()
+        with capture_logs() as logs:
+            details = agent.call()
+    finally:
+        fail.set()
+        finish_summary_threads()
+    failed = [e for e in logs if e["event"] == "ctxlife.summary_failed"]
+    assert details is not None and len(failed) == 1 and "cannot connect" in failed[0]["error"], (details, failed)
+    # Reported once, and the model is not asked again in this call: notes of what it did not read
+    assert len(prompts) == 3
+    assert details["summarizer"] == "extractive" and details["fallback_from"] == "agent_llm", details
+    assert "reason" not in details  # the model failed: not "not ready"
+    assert details["extractive_messages"] == second["extractive_messages"] + details["evicted_messages"], details
+
+
 def test_a_foreground_model_that_fails_at_once_is_asked_for_everything_at_each_compaction(monkeypatch):
     from ctxlife_strategies import llm_summary, summary_fold
     from ctxlife_strategies.llm_summary import LLMSummary
@@ -529,6 +665,24 @@ def test_a_restarted_app_folds_from_the_summary_it_finds_in_the_list(held):
     # ... and the model folds it into its first summary of the new span
     model.wait_asked()
     assert first_line in model.prompts[0]
+
+
+def test_a_restarted_app_keeps_a_long_summary_it_finds_to_half_its_budget_and_notes_the_new_span(held):
+    agent = Agent(held(), summarizer="extractive")  # a foreground summary filling its budget
+    for _ in range(2):
+        agent.until_compacted()
+    found = prose_of(agent.summary())
+    restarted = Agent(held(), background=True)
+    restarted.messages, restarted.steps, restarted.at = agent.messages, agent.steps, agent.at
+    before = gone_flights(restarted)
+    restarted.until_compacted()
+    new_span = gone_flights(restarted) - before
+    text = prose_of(restarted.summary())
+    lines = [line for line in found.splitlines() if FLIGHT.search(line)]
+    # the summary found leads, its first lines kept and its last ones cut (half the budget) ...
+    assert lines[0] in text and lines[-1] not in text, text
+    # ... and the notes of the span just evicted have the rest: every turn of it is in them
+    assert new_span and new_span <= flights_in(text), text
 
 
 def test_a_foreground_model_resting_after_a_failed_fold_names_that_failure(monkeypatch):
