@@ -646,6 +646,66 @@ def test_a_foreground_model_that_fails_at_once_is_asked_for_everything_at_each_c
         assert len([e for e in logs if e["event"] == "ctxlife.summary_failed"]) == 1
 
 
+def test_a_foreground_model_that_fails_after_a_second_is_slow_and_the_next_compaction_folds(monkeypatch):
+    from ctxlife_strategies import llm_summary, summary_fold
+    from ctxlife_strategies.llm_summary import LLMSummary
+
+    clock = Clock()
+    monkeypatch.setattr(llm_summary, "time", clock)
+    monkeypatch.setattr(summary_fold, "time", clock)
+    monkeypatch.setattr(LLMSummary.Options, "retry_model_after_seconds", 0.0)  # no rest: the pace decides
+    asked: list[int] = []
+
+    def model(messages: list[dict[str, Any]], max_tokens: int) -> str:
+        asked.append(1)
+        clock.spent += summary_fold.FOLD_AFTER_SECONDS  # each answer (or failure) takes exactly 1 s
+        if len(asked) == 1:
+            raise TimeoutError("the summary model timed out")  # a time-out: slow, not down
+        return f"Summary {len(asked)}: last checked {max(CODE.findall(json.dumps(messages)))}."
+
+    agent = Agent(model)
+    first = agent.until_compacted()
+    assert first["summarizer"] == "extractive" and first["fallback_from"] == "agent_llm" and len(asked) == 1
+    second = agent.until_compacted()
+    finish_summary_threads()
+    # The failed call's second is the model's pace: slower than the calls, so this compaction folds
+    # (a model failing at once is asked for everything: the test above).
+    assert "extractive_messages" in second and second["summarizer"] == "agent_llm", second
+
+
+def test_background_compaction_without_a_model_summarizes_everything_at_once() -> None:
+    agent = Agent(None, background=True)  # no summary model: the extractive summarizer
+    details = agent.until_compacted()
+    # No running summary and no notes: the extractive summary of the whole span, nothing left to a thread.
+    assert details["summarizer"] == "extractive" and "fallback_from" not in details, details
+    assert "extractive_messages" not in details and "model_read_messages" not in details, details
+    assert not summary_threads()
+
+
+def test_the_model_is_asked_to_keep_the_facts_of_the_summary_it_folds_in(monkeypatch):
+    from ctxlife_strategies import llm_summary, summary_fold
+
+    clock = Clock()  # the model takes no time: each compaction is one summary of everything
+    monkeypatch.setattr(llm_summary, "time", clock)
+    monkeypatch.setattr(summary_fold, "time", clock)
+    prompts: list[str] = []
+
+    def model(messages: list[dict[str, Any]], max_tokens: int) -> str:
+        prompts.append(str(messages[-1]["content"]))
+        return f"Summary {len(prompts)}: the agent checks reservations."  # prose naming no code
+
+    agent = Agent(model)
+    agent.until_compacted()
+    second = agent.until_compacted()
+    assert len(prompts) == 2 and "extractive_messages" not in second
+    earlier = set(CODE.findall(prompts[0].split("Facts to keep exactly as written:")[0]))
+    span, facts = prompts[1].split("New messages:")[1].split("Facts to keep exactly as written:")
+    carried = earlier - set(CODE.findall(span))
+    assert carried  # codes of the first span only, which the model's own summary does not name
+    # The facts list the model is asked to keep holds them (from the first summary's ledger).
+    assert carried & set(CODE.findall(facts)), (carried, facts)
+
+
 def test_a_restarted_app_folds_from_the_summary_it_finds_in_the_list(held):
     agent = Agent(held(), background=True)
     for _ in range(2):
