@@ -45,6 +45,7 @@ from ctxlife.messages import (
     is_inserted,
     is_recall_block,
     is_system,
+    plain_role,
     same_messages,
     validate,
 )
@@ -435,10 +436,9 @@ class Session:
 
 def _is_item(message: Any) -> bool:
     """Whether a restored message is part of the conversation (not a caller's system prompt, not a recall block)."""
-    if type(message) is dict:
-        content = message.get("content")
-        if type(content) is str and not content.endswith(" -->") and message.get("role") not in SYSTEM_ROLES:
-            return True  # (the usual message, at a dict lookup: only a marked text ends with its mark line)
+    role = plain_role(message)  # (the usual message, at a dict look-up: only a marked text ends with its mark line)
+    if type(role) is str and role not in SYSTEM_ROLES:
+        return True
     return not (is_recall_block(message) or (is_system(message) and not is_inserted(message)))
 
 

@@ -48,6 +48,7 @@ from ctxlife.messages import (
     is_summary,
     is_system,
     is_user_turn,
+    plain_role,
     round_starts,
     strip_inserted_marks,
     summary_message,
@@ -708,17 +709,14 @@ def _partition(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """The system messages but summaries, the summaries, and the messages neither system nor inserted,
     in one pass (a message with a conversation role and text content that is no mark line, the
-    usual one, goes to the last without its mark looked for)."""
+    usual one, goes to the last without its mark looked for: :func:`ctxlife.messages.plain_role`)."""
     system: list[dict[str, Any]] = []
     previous: list[dict[str, Any]] = []
     rest: list[dict[str, Any]] = []
     for m in messages:
-        if type(m) is dict and m.get("role") in _TURN_ROLES:
-            content = m.get("content")
-            if content is None or (type(content) is str and not content.endswith(" -->")):  # (a mark line ends so)
-                rest.append(m)
-                continue
-        if is_summary(m):
+        if plain_role(m) in _TURN_ROLES:
+            rest.append(m)
+        elif is_summary(m):
             previous.append(m)
         elif is_system(m):
             system.append(m)

@@ -284,6 +284,21 @@ def is_inserted(message: Message) -> bool:
     return inserted_kind(message) is not None
 
 
+def plain_role(message: Message) -> Any:
+    """The role of a message its role alone classifies, else None (then ask :func:`is_inserted`,
+    :func:`~ctxlife.messages.has_calls` and the like).
+
+    That is a dict whose content is None or text that does not end like a mark line: it has no blocks
+    to look into, and ctxlife inserted nothing of it (every inserted text ends with its mark line). One
+    dict look-up and a string test: the fast path of passes over a long history.
+    """
+    if type(message) is dict:
+        content = message.get("content")
+        if content is None or (type(content) is str and not content.endswith(" -->")):
+            return message.get("role")
+    return None
+
+
 def is_summary(message: Message) -> bool:
     """Whether a message is a history summary ctxlife wrote (registered by :func:`mark_inserted`)."""
     return inserted_kind(message) == "summary"

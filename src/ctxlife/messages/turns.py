@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ctxlife.messages.formats import Message, role
-from ctxlife.messages.inserted import is_inserted
+from ctxlife.messages.inserted import is_inserted, plain_role
 from ctxlife.messages.text import arguments_text, content_blocks, content_text, has_block, tool_calls
 
 
@@ -169,19 +169,6 @@ def split_units(messages: Sequence[Message]) -> list[Unit]:
     return [Unit(start, end) for start, end in zip(starts, ends, strict=True)]
 
 
-def _plain_role(message: Any) -> Any:
-    """The role of a dict whose content is text without a mark line, or None: a message whose kind its
-    role alone tells (no blocks to look into; inserted only with a system role); else ``_NOT_PLAIN``."""
-    if type(message) is dict:
-        content = message.get("content")
-        if content is None or (type(content) is str and not content.endswith(" -->")):
-            return message.get("role")
-    return _NOT_PLAIN
-
-
-_NOT_PLAIN = object()
-
-
 def unit_starts(messages: Sequence[Message]) -> list[int]:
     """Where each unit of :func:`split_units` starts (a unit ends where the next starts), as plain
     ints: one pass, no :class:`Unit` per message (a cold 100k-message history has ~85k units)."""
@@ -190,8 +177,8 @@ def unit_starts(messages: Sequence[Message]) -> list[int]:
     while i < n:
         starts.append(i)
         message = messages[i]
-        plain = _plain_role(message)
-        if plain is _NOT_PLAIN:
+        plain = plain_role(message)
+        if plain is None:
             calls = has_calls(message)
         else:  # has_calls() without its block look-up (the content is no list)
             calls = plain == "assistant" and (
@@ -210,9 +197,9 @@ def round_starts(messages: Sequence[Message]) -> list[int]:
     """
     out: list[int] = []
     for i, message in enumerate(messages):
-        plain = _plain_role(message)
+        plain = plain_role(message)
         # (a user message with text content that is no mark line is a turn: is_user_turn() without its look-ups)
-        if plain == "user" if plain is not _NOT_PLAIN else is_user_turn(message):
+        if plain == "user" if plain is not None else is_user_turn(message):
             out.append(i)
     return out
 
