@@ -253,14 +253,7 @@ def test_a_term_the_text_repeats_weighs_less_than_one_it_says_once():
 
 
 def test_an_excerpt_takes_a_fragment_for_each_term_far_apart():
-    text = (
-        "alpha beta. "
-        + " ".join(f"w{i}" for i in range(300))
-        + " albatross here. "
-        + " ".join(f"v{i}" for i in range(300))
-        + " zebra there. "
-        + " ".join(f"u{i}" for i in range(300))
-    )
+    text = f"alpha beta. {words('w', 300)} albatross here. {words('v', 300)} zebra there. {words('u', 300)}"
     got = excerpt(text, 40, {"albatross": 1.0, "zebra": 1.0}, count)
     assert count(got) <= 40 and got.startswith("… ") and got.endswith(" …")
     first, second = got.split(" … ")[:2]

@@ -5,8 +5,10 @@ table and column (read with plain SQL from outside the store): the cases scope `
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,37 +108,51 @@ def test_migrate_waits_for_a_worker_creating_the_schema(url: str) -> None:
     # A worker's first write creates the schema under an advisory lock; `ctxlife store migrate` run at
     # the same moment takes the same lock, so the two never both create (one would fail on the version
     # rows). Held here by an outside connection, as the worker holds it.
+    with open_store(url) as store:
+        with _waiting_for_the_migrate_lock(url, store.migrate) as (_, done):
+            pass  # the migrate waits on that lock (the server says so): it has neither finished nor failed
+        assert done == [(None, 2)]
+
+
+#: Sessions of this database waiting for an advisory lock (pg_locks: one row per waiting lock request).
+_WAITING = (
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+
+
+@contextlib.contextmanager
+def _waiting_for_the_migrate_lock(url: str, operation: Callable[[], Any]) -> Iterator[tuple[Any, list[Any]]]:
+    """Hold the advisory lock a first write and `ctxlife store migrate` take (on an outside connection),
+    run ``operation`` in a thread, and once the server shows it waiting for the lock (neither finished nor
+    failed) yield that connection and a list that gets what ``operation`` returned or raised; on exit,
+    release the lock and wait for the thread."""
     import psycopg
 
     from ctxlife.sessions.postgres import _key
 
-    schema = url.rsplit("schema=", 1)[1]
     base = url.split("?", 1)[0]
-    waiting = (
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
-        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-    )
-    with open_store(url) as store, psycopg.connect(base, autocommit=True) as holder:
-        holder.execute("SELECT pg_advisory_lock(%s)", (_key("migrate", schema),))
-        done: list[Any] = []
+    lock = _key("migrate", url.rsplit("schema=", 1)[1])
+    done: list[Any] = []
 
-        def migrate() -> None:
-            try:
-                done.append(store.migrate())
-            except Exception as exc:  # noqa: BLE001 - shown by the assertion below
-                done.append(exc)
+    def run() -> None:
+        try:
+            done.append(operation())
+        except Exception as exc:  # noqa: BLE001 - shown by the caller's assertion
+            done.append(exc)
 
-        worker = threading.Thread(target=migrate)
+    with psycopg.connect(base, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (lock,))
+        worker = threading.Thread(target=run)
         worker.start()
         try:
-            # the migrate waits on that lock (the server says so): it has neither finished nor failed
-            while worker.is_alive() and pg_sql(base, waiting) == [(0,)]:
+            while worker.is_alive() and pg_sql(base, _WAITING) == [(0,)]:
                 worker.join(0.02)
-            assert not done and pg_sql(base, waiting) == [(1,)], done
+            assert not done and pg_sql(base, _WAITING) == [(1,)], done
+            yield holder, done
         finally:
-            holder.execute("SELECT pg_advisory_unlock(%s)", (_key("migrate", schema),))
+            holder.execute("SELECT pg_advisory_unlock(%s)", (lock,))
             worker.join(30)
-        assert done == [(None, 2)]
 
 
 def test_an_error_of_a_damaged_schema_names_the_operation_without_the_connection_hint(url: str) -> None:
@@ -528,40 +544,16 @@ def test_a_connection_the_server_dropped_while_idle_is_replaced_not_handed_out(u
 def test_a_first_write_waits_for_a_worker_creating_the_schema_and_then_creates_nothing(url: str) -> None:
     # Workers starting together: the first write of each takes the advisory lock `ctxlife store migrate`
     # takes, and looks again once it has it: the schema another worker created meanwhile is used as it is.
-    import psycopg
     import structlog
 
-    from ctxlife.sessions.postgres import _key
-
-    schema = url.rsplit("schema=", 1)[1]
-    base = url.split("?", 1)[0]
-    waiting = (
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
-        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-    )
-    with open_store(url) as store, open_store(url) as creator, psycopg.connect(base, autocommit=True) as holder:
-        holder.execute("SELECT pg_advisory_lock(%s)", (_key("migrate", schema),))
-        done: list[Any] = []
-
-        def write() -> None:
-            try:
-                done.append(store.append("s", [msg("a")]))
-            except Exception as exc:  # noqa: BLE001 - shown by the assertion below
-                done.append(exc)
-
-        worker = threading.Thread(target=write)
-        with structlog.testing.capture_logs() as logs:
-            worker.start()
-            try:
-                while worker.is_alive() and pg_sql(base, waiting) == [(0,)]:
-                    worker.join(0.02)
-                assert not done and pg_sql(base, waiting) == [(1,)], done  # it waits for the lock
-                with holder.transaction():  # the other worker creates the schema meanwhile
-                    creator._create_v1(holder)  # type: ignore[attr-defined]
-                    creator._upgrade(holder, 1)  # type: ignore[attr-defined]
-            finally:
-                holder.execute("SELECT pg_advisory_unlock(%s)", (_key("migrate", schema),))
-                worker.join(30)
+    with open_store(url) as store, open_store(url) as creator:
+        with (
+            structlog.testing.capture_logs() as logs,
+            _waiting_for_the_migrate_lock(url, lambda: store.append("s", [msg("a")])) as (holder, done),
+            holder.transaction(),  # the other worker creates the schema meanwhile
+        ):
+            creator._create_v1(holder)  # type: ignore[attr-defined]
+            creator._upgrade(holder, 1)  # type: ignore[attr-defined]
     assert [[r.seq for r in records] for records in done] == [[1]], done
     assert pg_sql(url, "SELECT version FROM {s}.ctxlife_schema_version ORDER BY version") == [(1,), (2,)]
     # the schema was created once: by the other worker (on the holder's connection), not by the write

@@ -421,12 +421,18 @@ class Clock:
         return getattr(time, name)
 
 
-def test_a_foreground_model_slower_than_the_calls_is_waited_for_only_on_the_span_it_reads(monkeypatch):
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """A :class:`Clock` that llm_summary and its fold read as ``time``."""
     from ctxlife_strategies import llm_summary, summary_fold
 
-    clock = Clock()
-    monkeypatch.setattr(llm_summary, "time", clock)
-    monkeypatch.setattr(summary_fold, "time", clock)
+    paced = Clock()
+    monkeypatch.setattr(llm_summary, "time", paced)
+    monkeypatch.setattr(summary_fold, "time", paced)
+    return paced
+
+
+def test_a_foreground_model_slower_than_the_calls_is_waited_for_only_on_the_span_it_reads(clock):
     prompts: list[str] = []
 
     def model(messages: list[dict[str, Any]], max_tokens: int) -> str:
@@ -458,12 +464,7 @@ def test_a_foreground_model_slower_than_the_calls_is_waited_for_only_on_the_span
     assert "Running summary 4" in agent.summary() and len(prompts) == 5
 
 
-def test_a_foreground_model_no_slower_than_the_calls_summarizes_everything_each_time(monkeypatch):
-    from ctxlife_strategies import llm_summary, summary_fold
-
-    clock = Clock()
-    monkeypatch.setattr(llm_summary, "time", clock)
-    monkeypatch.setattr(summary_fold, "time", clock)
+def test_a_foreground_model_no_slower_than_the_calls_summarizes_everything_each_time(clock):
     prompts: list[str] = []
 
     def model(messages: list[dict[str, Any]], max_tokens: int) -> str:
@@ -485,12 +486,8 @@ def test_a_foreground_model_no_slower_than_the_calls_summarizes_everything_each_
     assert len(prompts) == 3  # nothing started in the background
 
 
-def test_a_foreground_model_taking_a_second_is_slower_than_calls_that_take_none(monkeypatch):
-    from ctxlife_strategies import llm_summary, summary_fold
-
-    clock = Clock()
-    monkeypatch.setattr(llm_summary, "time", clock)
-    monkeypatch.setattr(summary_fold, "time", clock)
+def test_a_foreground_model_taking_a_second_is_slower_than_calls_that_take_none(clock):
+    from ctxlife_strategies import summary_fold
 
     def model(messages: list[dict[str, Any]], max_tokens: int) -> str:
         clock.spent += summary_fold.FOLD_AFTER_SECONDS  # a summary that takes 1 s: still waited for whole?
@@ -503,12 +500,7 @@ def test_a_foreground_model_taking_a_second_is_slower_than_calls_that_take_none(
     finish_summary_threads()
 
 
-def test_a_foreground_compaction_waits_for_the_model_at_most_timeout_seconds(monkeypatch):
-    from ctxlife_strategies import llm_summary, summary_fold
-
-    clock = Clock()
-    monkeypatch.setattr(llm_summary, "time", clock)
-    monkeypatch.setattr(summary_fold, "time", clock)
+def test_a_foreground_compaction_waits_for_the_model_at_most_timeout_seconds(clock):
     hung = threading.Event()  # set at the end: the model's call returns, no thread outlives the test
     calls: list[int] = []
 
@@ -530,13 +522,11 @@ def test_a_foreground_compaction_waits_for_the_model_at_most_timeout_seconds(mon
         finish_summary_threads()
 
 
-def test_a_foreground_model_slower_than_the_calls_that_goes_down_is_reported_once_by_each_compaction(monkeypatch):
-    from ctxlife_strategies import llm_summary, summary_fold
+def test_a_foreground_model_slower_than_the_calls_that_goes_down_is_reported_once_by_each_compaction(
+    monkeypatch, clock
+):
     from ctxlife_strategies.llm_summary import LLMSummary
 
-    clock = Clock()
-    monkeypatch.setattr(llm_summary, "time", clock)
-    monkeypatch.setattr(summary_fold, "time", clock)
     monkeypatch.setattr(LLMSummary.Options, "retry_model_after_seconds", 0.0)  # no rest: every compaction asks
     down = threading.Event()
     prompts: list[str] = []
@@ -622,13 +612,9 @@ def test_a_foreground_fold_whose_model_failed_in_the_same_call_is_not_asked_agai
     assert details["extractive_messages"] == second["extractive_messages"] + details["evicted_messages"], details
 
 
-def test_a_foreground_model_that_fails_at_once_is_asked_for_everything_at_each_compaction(monkeypatch):
-    from ctxlife_strategies import llm_summary, summary_fold
+def test_a_foreground_model_that_fails_at_once_is_asked_for_everything_at_each_compaction(monkeypatch, clock):
     from ctxlife_strategies.llm_summary import LLMSummary
 
-    clock = Clock()
-    monkeypatch.setattr(llm_summary, "time", clock)
-    monkeypatch.setattr(summary_fold, "time", clock)
     monkeypatch.setattr(LLMSummary.Options, "retry_model_after_seconds", 0.0)  # no rest: every compaction asks
     asked: list[int] = []
 
@@ -646,13 +632,10 @@ def test_a_foreground_model_that_fails_at_once_is_asked_for_everything_at_each_c
         assert len([e for e in logs if e["event"] == "ctxlife.summary_failed"]) == 1
 
 
-def test_a_foreground_model_that_fails_after_a_second_is_slow_and_the_next_compaction_folds(monkeypatch):
-    from ctxlife_strategies import llm_summary, summary_fold
+def test_a_foreground_model_that_fails_after_a_second_is_slow_and_the_next_compaction_folds(monkeypatch, clock):
+    from ctxlife_strategies import summary_fold
     from ctxlife_strategies.llm_summary import LLMSummary
 
-    clock = Clock()
-    monkeypatch.setattr(llm_summary, "time", clock)
-    monkeypatch.setattr(summary_fold, "time", clock)
     monkeypatch.setattr(LLMSummary.Options, "retry_model_after_seconds", 0.0)  # no rest: the pace decides
     asked: list[int] = []
 
@@ -682,12 +665,8 @@ def test_background_compaction_without_a_model_summarizes_everything_at_once() -
     assert not summary_threads()
 
 
-def test_the_model_is_asked_to_keep_the_facts_of_the_summary_it_folds_in(monkeypatch):
-    from ctxlife_strategies import llm_summary, summary_fold
-
-    clock = Clock()  # the model takes no time: each compaction is one summary of everything
-    monkeypatch.setattr(llm_summary, "time", clock)
-    monkeypatch.setattr(summary_fold, "time", clock)
+def test_the_model_is_asked_to_keep_the_facts_of_the_summary_it_folds_in(clock):
+    # the clock: the model takes no time, each compaction is one summary of everything
     prompts: list[str] = []
 
     def model(messages: list[dict[str, Any]], max_tokens: int) -> str:
@@ -745,12 +724,8 @@ def test_a_restarted_app_keeps_a_long_summary_it_finds_to_half_its_budget_and_no
     assert new_span and new_span <= flights_in(text), text
 
 
-def test_a_foreground_model_resting_after_a_failed_fold_names_that_failure(monkeypatch):
-    from ctxlife_strategies import llm_summary, summary_fold
-
-    clock = Clock()  # its monotonic clock stands still: the model rests until the test ends
-    monkeypatch.setattr(llm_summary, "time", clock)
-    monkeypatch.setattr(summary_fold, "time", clock)
+def test_a_foreground_model_resting_after_a_failed_fold_names_that_failure(clock):
+    # the clock's monotonic time stands still: the model rests until the test ends
     down = threading.Event()
 
     def model(messages: list[dict[str, Any]], max_tokens: int) -> str:
