@@ -8,10 +8,11 @@ same temporary folder, and records the same stateless caller: a conversation of 
 reply and the next question appended. Each side is driven as its host drives it: this tree gets the
 host's comparison of the list with the one it handed back (``PreviousList.compare`` +
 ``Recorder.expect`` with the host's copy of the list as compared, untimed: the host's work, not the
-recorder's) before ``record``; both get
-``leave`` after it. Timed: ``Recorder.record`` alone, CPU (``time.process_time``) and wall, garbage
-collection off inside; the sides alternate which goes first. Also reported: the CPU of the store's
-``append`` inside ``record``, and the rest (the recorder's own work).
+recorder's) before ``record``, and ``PreviousList.remember`` of that copy after it (``frozen=True``, as
+the host: one copy of the list per call, kept by both); both get ``leave`` after it. Timed:
+``Recorder.record`` alone, CPU (``time.process_time``) and wall, garbage collection off inside; the
+sides alternate which goes first. Also reported: the CPU of the store's ``append`` inside ``record``,
+and the rest (the recorder's own work).
 
 Three rounds (each a fresh pair of stores); per round the medians and the ratio this tree / old; the
 spread is the lowest and highest ratio of the three. ``make bench`` runs it as the ``recording``
@@ -145,7 +146,7 @@ def one_round(old: str, folder: Path, history: list[dict[str, Any]], calls: int)
             side.timed(lambda r=recorder, m=messages: r.record("s", m))
             recorder.leave("s", messages)
             if side is new_side:
-                handed_back.remember(messages, messages, agreement)
+                handed_back.remember(messages, before, agreement, frozen=True)  # as the host does
     heads = new_side.store.head("s"), old_side.store.head("s")
     assert heads[0] == heads[1] == len(json.loads(text)) - 1, heads  # every message recorded once, both sides
     new, older = new_side.summary(), old_side.summary()

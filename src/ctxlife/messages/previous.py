@@ -17,6 +17,7 @@ of other types are JSON scalars in a list that passed the shape check, and are s
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -202,13 +203,17 @@ class PreviousList:
         agreement: Agreement,
         counts: list[int] | None = None,
         counter: object = None,
+        *,
+        frozen: bool = False,
     ) -> None:
         """Keep ``messages``, the list handed back, for the next :meth:`compare`.
 
         ``incoming`` is the list as the call received it and ``agreement`` how it compared with
         the list remembered before: positions where the list handed back still holds an incoming
         message the list remembered before keep their frozen copy; only the rest are copied.
-        ``counts`` are the token counts of ``messages``' positions, by ``counter``.
+        ``counts`` are the token counts of ``messages``' positions, by ``counter``. ``frozen``:
+        ``incoming`` is a list nobody edits (the host's copy); when ``messages`` holds its very
+        objects, it is kept as they are instead of another copy of the list.
         """
         length, edited = differences(incoming, messages)  # what the call itself changed
         upto = min(length, agreement.length)
@@ -218,7 +223,9 @@ class PreviousList:
                 copies[i] = frozen_copy(messages[i])
         copies.extend(map(frozen_copy, messages[upto:]))
         self._copies = copies
-        self._objects = list(messages)
+        # The host's copy is the one a recorder keeps too (Recorder.expect): one list, not two per call.
+        kept = incoming if frozen and isinstance(incoming, list) and len(incoming) == len(messages) else None
+        self._objects = kept if kept is not None and all(map(operator.is_, kept, messages)) else list(messages)
         self.counts = counts if counts is not None else []
         self._counted_by = counter if counts is not None else None
         # The shape found for the list received holds for the list handed back when the call only

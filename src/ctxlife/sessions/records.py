@@ -58,8 +58,16 @@ __all__ = [
 # -- JSON ------------------------------------------------------------------------------------------
 
 
+# Built once: json.dumps with any argument builds a new encoder per call (2-6 us of a store's append).
+_COMPACT = {
+    ascii_only: json.JSONEncoder(ensure_ascii=ascii_only, allow_nan=False, separators=(",", ":"))
+    for ascii_only in (False, True)
+}
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def _dumps(obj: Any, ascii_only: bool) -> str:
-    return json.dumps(obj, ensure_ascii=ascii_only, allow_nan=False, separators=(",", ":"))
+    return _COMPACT[ascii_only].encode(obj)
 
 
 def json_text(obj: Any, *, what: str = "value") -> str:
@@ -73,6 +81,8 @@ def json_text(obj: Any, *, what: str = "value") -> str:
         text = _dumps(obj, False)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"{what} is not JSON-serializable: {exc}") from None
+    if text.isascii():  # (no copy to make: only a non-ASCII text can hold a lone surrogate)
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -133,7 +143,7 @@ def canonical_json(message: Any) -> str:
     message and the safe form a store recorded for it have the same canonical JSON.
     """
     try:
-        return json.dumps(message, sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return _CANONICAL.encode(message)
     except (TypeError, ValueError):
         return json.dumps(json_safe(message), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
@@ -515,11 +525,7 @@ def prepare_messages(
     fps = list(fingerprints) if fingerprints is not None else None
     if fps is not None and len(fps) != len(messages):
         raise StoreError(f"append to session {session_id!r}: {len(fps)} fingerprints for {len(messages)} messages")
-    # lazy: ctxlife.tokens brings structlog (and rich), which importing the store layer does not need
-    from ctxlife.tokens import FALLBACK_ENCODING, TokenCounter
-
-    # A counter per batch: the messages are new, so a cache kept across appends would only hold memory.
-    counter = TokenCounter(encoding=FALLBACK_ENCODING)
+    counter = _store_counter()
     out = []
     for i, m in enumerate(messages):
         bad = None
@@ -539,10 +545,25 @@ def prepare_messages(
     return out
 
 
+_counter: Any = None
+
+
+def _store_counter() -> Any:
+    """The process's counter of new records (its caches hold only roles and names: see
+    :meth:`~ctxlife.TokenCounter.count_once`), made on first use."""
+    global _counter
+    if _counter is None:
+        # lazy: ctxlife.tokens brings structlog (and rich), which importing the store layer does not need
+        from ctxlife.tokens import FALLBACK_ENCODING, TokenCounter
+
+        _counter = TokenCounter(encoding=FALLBACK_ENCODING)
+    return _counter
+
+
 def _tokens_of(counter: Any, value: dict[str, Any]) -> int | None:
     """The tokens of a stored value's message, a message or an event checked already (None for a removal)."""
     message, op, _, _ = unwrap_event(value)
-    return None if op == REMOVE else int(counter.count_message(message))
+    return None if op == REMOVE else int(counter.count_once(message))
 
 
 def appended_records(

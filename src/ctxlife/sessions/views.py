@@ -340,6 +340,8 @@ def after_pending(
         return batch
     pfps = [f for _, f in pending]
     bfps = [f for _, f in batch]
+    # A list anchored on a record before the waiting ones (a message between, which the view cannot
+    # hold, kept it from anchoring on them: one removed from the session, left out of ``batch``).
     for overlap in range(min(len(pfps), len(bfps)), 0, -1):
         if pfps[len(pfps) - overlap :] == bfps[:overlap]:
             return pending + batch[overlap:]
