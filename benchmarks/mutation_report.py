@@ -10,6 +10,8 @@ names would collide with the core's has its own, ``docs/mutation/SCOPE.toml``) s
   it counts as not killed;
 - any other survivor is *unexplained*: listed first, so that it stands out.
 
+Timeouts are counted as killed and listed by name after the survivors (to run them again by name).
+
 The score is killed / (total - equivalent - mutants no test reaches). Entries of the toml that this
 run did not find surviving are listed as stale (a renumbered or now killed mutant).
 
@@ -110,12 +112,15 @@ def main() -> None:
 
     by_module: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     survivors: dict[str, list[str]] = {kind: [] for kind in SURVIVOR_KINDS}
+    timeouts: list[str] = []
     for name, status in sorted(statuses.items()):
         kind = kind_of(name, status)
         by_module[module_of(name)][kind] += 1
         by_module["all"][kind] += 1
         if kind in survivors:
             survivors[kind].append(name)
+        elif kind == "timeout":
+            timeouts.append(name)
 
     def score(c: collections.Counter[str]) -> str:
         total = sum(c.values())
@@ -216,6 +221,15 @@ def main() -> None:
                 reason = reasons.get(kind, {}).get(name)
                 why = f": {reason}" if reason else ""
                 lines.append(f"  - `{number_of(name)}`: `{minus[:110]}` → `{plus[:110]}`{why}")
+    if timeouts:
+        # counted as killed in the score; named so that they can be run again by name, with a larger
+        # timeout_constant and one child, to tell a mutant that never ends from a test slowed by load
+        lines += ["", f"## Timeouts ({len(timeouts)})", ""]
+        lines.append("Stopped by mutmut's time limit, not by a failing test (counted as killed above):")
+        lines.append("")
+        for name in timeouts:
+            minus, plus = first_change(name, paths[name])
+            lines.append(f"- `{name}`: `{minus[:110]}` → `{plus[:110]}`")
     stale = sorted(  # of the modules this run mutated (another scope's entries are not stale here)
         (name, kind)
         for kind, table in reasons.items()

@@ -16,11 +16,12 @@ touched):
   block`` (``from`` must start a statement of the function's own body, ``to`` any statement);
 - a method decorated with ``@ctxlife.hookimpl`` gets its decorator applied after its body instead
   (``name = ctxlife.hookimpl(name)``): mutmut 3 leaves decorated functions unmutated, and a
-  strategy's hook is where it acts.
+  strategy's hook is where it acts; a scope's ``undecorate`` names more such decorators (the postgres
+  store's ``@contextlib.contextmanager`` methods: its connection, write transaction and session lock).
 
 A *scope* (``--scope NAME``) picks what one run mutates: ``core`` is ``[tool.mutmut]`` as written;
 any other is a table ``[tool.ctxlife-mutate.scopes.NAME]`` whose ``only_mutate``, ``tests_dir``,
-``only_functions``, ``only_lines``, ``timeout_constant`` and ``process_isolation`` replace the core's
+``only_functions``, ``only_lines``, ``undecorate``, ``timeout_constant`` and ``process_isolation`` replace the core's
 and whose ``pytest_add_cli_args`` are added to the core's (the
 staged pyproject.toml gets them, so ``mutmut run`` in the stage reads them); ``--files`` narrows a
 scope to some of its files (a quick run on one module).
@@ -63,6 +64,7 @@ def scope_config(pyproject: dict[str, Any], scope: str, files: list[str] | None 
         config["tests_dir"] = list(table["tests_dir"])
         config["only_functions"] = table.get("only_functions", {})
         config["only_lines"] = table.get("only_lines", {})
+        config["undecorate"] = list(table.get("undecorate", []))
         # e.g. ["-k", "not redis and not postgres"]: store-agnostic code need not run once per store
         config["pytest_add_cli_args"] = [*config.get("pytest_add_cli_args", []), *table.get("pytest_add_cli_args", [])]
         # a scope whose tests need it: more time per mutant, or workers forked from a clean server
@@ -95,6 +97,7 @@ def main(stage: Path, scope: str = "core", files: list[str] | None = None) -> No
     config = scope_config(pyproject, scope, files)
     only_functions = config.pop("only_functions")
     only_lines = config.pop("only_lines")
+    decorators = ("ctxlife.hookimpl", *config.pop("undecorate", []))
     if scope != "core" or files:  # the staged pyproject.toml names the scope's files and tests
         staged = dict(pyproject)
         staged["tool"] = {**pyproject["tool"], "mutmut": config}
@@ -104,7 +107,7 @@ def main(stage: Path, scope: str = "core", files: list[str] | None = None) -> No
     for pattern_path in config.get("only_mutate", []):
         path = stage / pattern_path
         lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        lines, count = undecorate_hooks(lines)
+        lines, count = undecorate_hooks(lines, decorators)
         moved += count
         for function, (start, stop) in only_lines.get(pattern_path, {}).items():
             lines = mutate_only_between(lines, function, start, stop, where=pattern_path)
@@ -121,7 +124,7 @@ def main(stage: Path, scope: str = "core", files: list[str] | None = None) -> No
         path.write_text("".join(lines), encoding="utf-8")
     print(
         f"staged {stage} (scope {scope}: {len(config['only_mutate'])} files): {marked} functions outside the "
-        f"mutation scope, {moved} hooks made mutable"
+        f"mutation scope, {moved} decorated functions made mutable"
     )
 
 
@@ -204,13 +207,13 @@ def _rest_from(function: ast.FunctionDef | ast.AsyncFunctionDef, lineno: int) ->
     return marks
 
 
-def undecorate_hooks(lines: list[str]) -> tuple[list[str], int]:
-    """``@ctxlife.hookimpl`` (alone on a method) moved after the method's body as a call."""
+def undecorate_hooks(lines: list[str], decorators: tuple[str, ...] = ("ctxlife.hookimpl",)) -> tuple[list[str], int]:
+    """A decorator of ``decorators`` (alone on a function or method) moved after its body as a call."""
     tree = ast.parse("".join(lines))
     hooks = [
         node
         for node in _functions(tree)
-        if len(node.decorator_list) == 1 and ast.unparse(node.decorator_list[0]).startswith("ctxlife.hookimpl")
+        if len(node.decorator_list) == 1 and ast.unparse(node.decorator_list[0]).startswith(decorators)
     ]
     for node in sorted(hooks, key=lambda n: n.lineno, reverse=True):
         decorator = node.decorator_list[0]
