@@ -300,3 +300,45 @@ def test_an_excerpt_of_chinese_text_holds_the_match_within_its_tokens():
     text = "今天天气很好我们去公园散步" * 40 + "信天翁的代码是七" + "明天也许会下雨我们待在家里" * 40
     got = excerpt(text, 40, {"信天": 1.0, "天翁": 1.0}, count)
     assert count(got) <= 40 and "信天翁" in got, got
+
+
+# -- a hit on one chunk of a long message --------------------------------------------------------------
+
+
+def chunk_hit(record: StoredRecord, chunk: str) -> Passage:
+    """What a search returns for a match in ``chunk`` of a long ``record``: the hit names the chunk, the
+    passage holds the whole record."""
+    return Passage(Hit(record.seq, 1, 1.0, chunk, record.role, None, None, None), [record], {"albatross": 1.0})
+
+
+def test_a_chunks_excerpt_runs_on_past_the_chunks_end_in_the_whole_message():
+    for role in ("user", "tool"):
+        text = f"{words('w', 150)} the albatross code is\n  7391-KESTREL and more {words('v', 150)}"
+        chunk = text[text.index("w100") : text.index("7391")]  # the chunk ends before the value
+        block = render([chunk_hit(rec(5, role, text), chunk)], 120, count, hit_tokens=60)[0]
+        assert block is not None and count(block) <= 120
+        assert body_lines(block)[1].startswith(f"{role}: │ … ")
+        assert "albatross code is 7391-KESTREL" in " ".join(block.replace(QUOTE_MARK, " ").split())
+
+
+def test_a_chunks_first_fragment_is_taken_inside_the_chunk_though_a_better_one_lies_outside():
+    # outside the chunk the question's two words together, inside it one: the chunk the search found wins
+    text = f"albatross zebra. {words('w', 200)} the albatross is here. {words('v', 200)}"
+    at = text.index("the albatross is here")
+    got = excerpt(text, 30, {"albatross": 1.0, "zebra": 1.0}, count, around=(at - 50, at + 200))
+    assert count(got) <= 30 and "the albatross is here. v0" in got  # the wide fragment
+    assert got.startswith("albatross zebra. w0 w1 … ")  # zebra: a short one
+    # no term in the chunk: the best place in the whole text, as without one
+    alone = excerpt(text, 30, {"albatross": 1.0, "zebra": 1.0}, count)
+    assert excerpt(text, 30, {"albatross": 1.0, "zebra": 1.0}, count, around=(100, 200)) == alone
+    assert alone.startswith("albatross zebra.") and "the albatross is here" not in alone
+
+
+def test_a_hit_naming_the_whole_record_or_a_chunk_the_text_no_longer_holds_is_cut_as_a_whole_message():
+    text = f"albatross zebra. {words('w', 200)} the albatross is here. {words('v', 200)}"
+    whole = body_lines(render([chunk_hit(rec(5, "user", text), text)], 80, count, hit_tokens=40)[0])[1]
+    assert whole.startswith("user: │ albatross zebra.")  # the best place, from the text's start
+    # a privacy filter changed the chunk: not found in the text shown, the whole text is searched
+    redacted = chunk_hit(rec(5, "user", text), "[redacted] " + text[40:400])
+    gone = body_lines(render([redacted], 80, count, hit_tokens=40)[0])
+    assert gone == ["[message 5]", whole]
