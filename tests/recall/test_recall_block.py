@@ -342,3 +342,22 @@ def test_a_hit_naming_the_whole_record_or_a_chunk_the_text_no_longer_holds_is_cu
     redacted = chunk_hit(rec(5, "user", text), "[redacted] " + text[40:400])
     gone = body_lines(render([redacted], 80, count, hit_tokens=40)[0])
     assert gone == ["[message 5]", whole]
+
+
+def test_the_excerpt_starts_in_the_chunk_found_first_last_or_of_a_tool_result():
+    # the question's two words together in the middle, "albatross" alone in the first and the last chunk
+    text = (
+        f"the albatross is here.\n  {words('w', 150)} albatross zebra. {words('v', 150)} the  albatross\n"
+        f" is there. {words('u', 150)}"
+    )
+    first, last = text[: text.index("w100")], text[text.index("v100") : text.index("u100")]
+    for role in ("user", "tool"):
+        shown = {}
+        for name, chunk in (("whole", text), ("first", first), ("last", last)):
+            hit = Passage(Hit(5, 1, 1.0, chunk, role, None, None, None), [rec(5, role, text)], {})
+            block = render([hit], 120, count, query="albatross zebra", hit_tokens=60)[0]
+            assert block is not None and count(block) <= 120
+            shown[name] = " ".join(block.replace(QUOTE_MARK, " ").split())
+        assert "albatross zebra." in shown["whole"] and "is here" not in shown["whole"] + shown["last"]
+        assert "the albatross is here." in shown["first"] and "is there" not in shown["first"] + shown["whole"]
+        assert "the albatross is there." in shown["last"], (role, shown["last"])
