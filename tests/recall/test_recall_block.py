@@ -361,3 +361,17 @@ def test_the_excerpt_starts_in_the_chunk_found_first_last_or_of_a_tool_result():
         assert "albatross zebra." in shown["whole"] and "is here" not in shown["whole"] + shown["last"]
         assert "the albatross is here." in shown["first"] and "is there" not in shown["first"] + shown["whole"]
         assert "the albatross is there." in shown["last"], (role, shown["last"])
+
+
+def test_a_chunk_hit_shown_alone_for_want_of_room_is_still_cut_around_its_chunk():
+    # the turn (the match and a long reply) does not fit: the match alone, cut around the chunk found
+    text = (
+        f"the albatross is here.\n  {words('w', 150)} albatross zebra. {words('v', 150)} the  albatross\n"
+        f" is there. {words('u', 150)}"
+    )
+    last = text[text.index("v100") : text.index("u100")]
+    for role in ("user", "tool"):
+        records = [rec(5, role, text), rec(6, "assistant", words("r", 200))]
+        hit = Passage(Hit(5, 1, 1.0, last, role, None, None, None), records, {}, {5, 6})
+        lines = body_lines(render([hit], count(RECALL_HEADER) + 1 + 60, count, query="albatross zebra")[0])
+        assert len(lines) == 2 and lines[1].startswith(f"{role}: │ … ") and "the albatross is there." in lines[1]
