@@ -335,13 +335,16 @@ def test_a_chunks_first_fragment_is_taken_inside_the_chunk_though_a_better_one_l
 
 
 def test_a_hit_naming_the_whole_record_or_a_chunk_the_text_no_longer_holds_is_cut_as_a_whole_message():
-    text = f"albatross zebra. {words('w', 200)} the albatross is here. {words('v', 200)}"
-    whole = body_lines(render([chunk_hit(rec(5, "user", text), text)], 80, count, hit_tokens=40)[0])[1]
-    assert whole.startswith("user: │ albatross zebra.")  # the best place, from the text's start
+    text = f"the albatross is here. {words('w', 200)} albatross zebra. {words('v', 200)}"
+
+    def shown(chunk: str) -> list[str]:
+        hit = Passage(Hit(5, 1, 1.0, chunk, "user", None, None, None), [rec(5, "user", text)], {})
+        return body_lines(render([hit], 80, count, query="albatross zebra", hit_tokens=40)[0])
+
+    whole = shown(text)
+    assert "albatross zebra." in whole[1] and "is here" not in whole[1]  # the best place of the whole text
     # a privacy filter changed the chunk: not found in the text shown, the whole text is searched
-    redacted = chunk_hit(rec(5, "user", text), "[redacted] " + text[40:400])
-    gone = body_lines(render([redacted], 80, count, hit_tokens=40)[0])
-    assert gone == ["[message 5]", whole]
+    assert shown("[redacted] " + text[40:400]) == whole
 
 
 def test_the_excerpt_starts_in_the_chunk_found_first_last_or_of_a_tool_result():
@@ -351,9 +354,17 @@ def test_the_excerpt_starts_in_the_chunk_found_first_last_or_of_a_tool_result():
         f" is there. {words('u', 150)}"
     )
     first, last = text[: text.index("w100")], text[text.index("v100") : text.index("u100")]
+    # a chunk that starts with its match, one that ends where the next match starts
+    starting, ending = text[text.index("albatross\n") :], text[text.index("w100") : text.index("albatross zebra")]
     for role in ("user", "tool"):
         shown = {}
-        for name, chunk in (("whole", text), ("first", first), ("last", last)):
+        for name, chunk in (
+            ("whole", text),
+            ("first", first),
+            ("last", last),
+            ("starting", starting),
+            ("ending", ending),
+        ):
             hit = Passage(Hit(5, 1, 1.0, chunk, role, None, None, None), [rec(5, role, text)], {})
             block = render([hit], 120, count, query="albatross zebra", hit_tokens=60)[0]
             assert block is not None and count(block) <= 120
@@ -361,6 +372,8 @@ def test_the_excerpt_starts_in_the_chunk_found_first_last_or_of_a_tool_result():
         assert "albatross zebra." in shown["whole"] and "is here" not in shown["whole"] + shown["last"]
         assert "the albatross is here." in shown["first"] and "is there" not in shown["first"] + shown["whole"]
         assert "the albatross is there." in shown["last"], (role, shown["last"])
+        assert shown["starting"] == shown["last"]  # the match at the chunk's first character is in it
+        assert shown["ending"] == shown["whole"]  # no match in the chunk: the best of the whole text
 
 
 def test_a_chunk_hit_shown_alone_for_want_of_room_is_still_cut_around_its_chunk():
@@ -375,3 +388,9 @@ def test_a_chunk_hit_shown_alone_for_want_of_room_is_still_cut_around_its_chunk(
         hit = Passage(Hit(5, 1, 1.0, last, role, None, None, None), records, {}, {5, 6})
         lines = body_lines(render([hit], count(RECALL_HEADER) + 1 + 60, count, query="albatross zebra")[0])
         assert len(lines) == 2 and lines[1].startswith(f"{role}: │ … ") and "the albatross is there." in lines[1]
+
+
+def test_the_rarest_word_of_the_question_gets_the_widest_fragment():
+    text = f"{words('w', 100)} zebra {words('z', 100)} albatross {words('a', 100)}"
+    got = excerpt(text, 40, {"zebra": 0.1, "albatross": 3.0}, count)
+    assert "albatross a0 a1 a2 a3 a4 a5" in got and "zebra z0 z1 z2 z3 z4" not in got and count(got) <= 40, got
