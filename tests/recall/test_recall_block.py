@@ -394,3 +394,14 @@ def test_the_rarest_word_of_the_question_gets_the_widest_fragment():
     text = f"{words('w', 100)} zebra {words('z', 100)} albatross {words('a', 100)}"
     got = excerpt(text, 40, {"zebra": 0.1, "albatross": 3.0}, count)
     assert "albatross a0 a1 a2 a3 a4 a5" in got and "zebra z0 z1 z2 z3 z4" not in got and count(got) <= 40, got
+
+
+def test_a_word_the_text_says_twice_weighs_half_its_rarity():
+    # zebra is rarer in the history (1.8) but said twice here (0.9 each): albatross, said once (1.0), gets the
+    # widest fragment
+    text = f"{words('w', 100)} zebra {words('z', 100)} albatross {words('a', 100)} zebra {words('y', 100)}"
+    got = excerpt(text, 40, {"zebra": 1.8, "albatross": 1.0}, count)
+    assert "albatross a0 a1 a2 a3 a4 a5" in got and count(got) <= 40, got
+    # albatross said twice too (0.5 each): zebra gets it
+    got = excerpt(text.replace("y0", "y0 albatross", 1), 40, {"zebra": 1.8, "albatross": 1.0}, count)
+    assert "albatross a0 a1 a2 a3 a4 a5" not in got and count(got) <= 40, got
