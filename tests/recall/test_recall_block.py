@@ -405,3 +405,9 @@ def test_a_word_the_text_says_twice_weighs_half_its_rarity():
     # albatross said twice too (0.5 each): zebra gets it
     got = excerpt(text.replace("y0", "y0 albatross", 1), 40, {"zebra": 1.8, "albatross": 1.0}, count)
     assert "albatross a0 a1 a2 a3 a4 a5" not in got and count(got) <= 40, got
+
+
+def test_no_fragment_is_taken_for_a_word_another_fragment_already_shows():
+    text = f"albatross one. {words('w', 100)} zebra two. {words('z', 100)} albatross three. {words('a', 100)}"
+    got = excerpt(text, 60, {"zebra": 1.0, "albatross": 3.0}, count)  # albatross: the widest, at its first place
+    assert got.startswith("albatross one.") and "zebra two." in got and "three" not in got and count(got) <= 60, got
