@@ -411,3 +411,34 @@ def test_no_fragment_is_taken_for_a_word_another_fragment_already_shows():
     text = f"albatross one. {words('w', 100)} zebra two. {words('z', 100)} albatross three. {words('a', 100)}"
     got = excerpt(text, 60, {"zebra": 1.0, "albatross": 3.0}, count)  # albatross: the widest, at its first place
     assert got.startswith("albatross one.") and "zebra two." in got and "three" not in got and count(got) <= 60, got
+
+
+def test_three_words_far_apart_get_the_widest_fragment_first_then_a_quarter_of_the_room_each():
+    text = f"{words('w', 100)} albatross {words('x', 100)} zebra {words('y', 100)} walrus {words('z', 100)}"
+    got = excerpt(text, 60, {"albatross": 1.0, "zebra": 1.0, "walrus": 1.0}, count)
+    widest, second, third = "w95 w96 w97 w98 w99 albatross x0 x1 x2 x3 x4 x5 x", "x98 x99 zebra y0 y1 y2 y3", "y98 y99"
+    assert got == f"… {widest} … {second} … {third} walrus z0 z1 z2 z3 …"
+
+
+def test_only_the_match_is_cut_around_its_chunk_not_an_earlier_copy_of_the_same_result():
+    # the same tool result fetched twice: the earlier copy, context, shows its own best place
+    text = (
+        f"the albatross is here.\n  {words('w', 150)} albatross zebra. {words('v', 150)} the  albatross\n"
+        f" is there. {words('u', 150)}"
+    )
+    last = text[text.index("v100") : text.index("u100")]
+    records = [rec(3, "tool", text), rec(5, "tool", text)]
+    hit = Passage(Hit(5, 1, 1.0, last, "tool", None, None, None), records, {}, {5})
+    block = render([hit], 400, count, query="albatross zebra", hit_tokens=60)[0]
+    assert block is not None
+    earlier, match = block.split("\ntool: ")[1:]
+    assert "albatross zebra." in earlier and "is there" not in earlier and "is there." in match
+
+
+def test_a_chunk_cut_inside_a_text_without_spaces_ends_before_the_next_match():
+    filler = "今天天气很好我们去公园散步" * 20
+    text = filler + "信天翁在这里。" + filler + "信天翁和斑马在一起。" + filler
+    chunk = text[text.index("信天翁在这里") : text.index("信天翁和斑马")]  # ends where the next match starts
+    terms = {"信天": 1.0, "天翁": 1.0, "斑马": 1.0}
+    got = excerpt(text, 40, terms, count, around=(text.index(chunk), text.index(chunk) + len(chunk)))
+    assert "信天翁在这里。" in got and count(got) <= 40, got
