@@ -300,3 +300,145 @@ def test_an_excerpt_of_chinese_text_holds_the_match_within_its_tokens():
     text = "今天天气很好我们去公园散步" * 40 + "信天翁的代码是七" + "明天也许会下雨我们待在家里" * 40
     got = excerpt(text, 40, {"信天": 1.0, "天翁": 1.0}, count)
     assert count(got) <= 40 and "信天翁" in got, got
+
+
+# -- a hit on one chunk of a long message --------------------------------------------------------------
+
+
+def chunk_hit(record: StoredRecord, chunk: str) -> Passage:
+    """What a search returns for a match in ``chunk`` of a long ``record``: the hit names the chunk, the
+    passage holds the whole record."""
+    return Passage(Hit(record.seq, 1, 1.0, chunk, record.role, None, None, None), [record], {"albatross": 1.0})
+
+
+def test_a_chunks_excerpt_runs_on_past_the_chunks_end_in_the_whole_message():
+    for role in ("user", "tool"):
+        text = f"{words('w', 150)} the albatross code is\n  7391-KESTREL and more {words('v', 150)}"
+        chunk = text[text.index("w100") : text.index("7391")]  # the chunk ends before the value
+        block = render([chunk_hit(rec(5, role, text), chunk)], 120, count, hit_tokens=60)[0]
+        assert block is not None and count(block) <= 120
+        assert body_lines(block)[1].startswith(f"{role}: │ … ")
+        assert "albatross code is 7391-KESTREL" in " ".join(block.replace(QUOTE_MARK, " ").split())
+
+
+def test_a_chunks_first_fragment_is_taken_inside_the_chunk_though_a_better_one_lies_outside():
+    # outside the chunk the question's two words together, inside it one: the chunk the search found wins
+    text = f"albatross zebra. {words('w', 200)} the albatross is here. {words('v', 200)}"
+    at = text.index("the albatross is here")
+    got = excerpt(text, 30, {"albatross": 1.0, "zebra": 1.0}, count, around=(at - 50, at + 200))
+    assert count(got) <= 30 and "the albatross is here. v0" in got  # the wide fragment
+    assert got.startswith("albatross zebra. w0 w1 … ")  # zebra: a short one
+    # no term in the chunk: the best place in the whole text, as without one
+    alone = excerpt(text, 30, {"albatross": 1.0, "zebra": 1.0}, count)
+    assert excerpt(text, 30, {"albatross": 1.0, "zebra": 1.0}, count, around=(100, 200)) == alone
+    assert alone.startswith("albatross zebra.") and "the albatross is here" not in alone
+
+
+def test_a_hit_naming_the_whole_record_or_a_chunk_the_text_no_longer_holds_is_cut_as_a_whole_message():
+    text = f"the albatross is here. {words('w', 200)} albatross zebra. {words('v', 200)}"
+
+    def shown(chunk: str) -> list[str]:
+        hit = Passage(Hit(5, 1, 1.0, chunk, "user", None, None, None), [rec(5, "user", text)], {})
+        return body_lines(render([hit], 80, count, query="albatross zebra", hit_tokens=40)[0])
+
+    whole = shown(text)
+    assert "albatross zebra." in whole[1] and "is here" not in whole[1]  # the best place of the whole text
+    # a privacy filter changed the chunk: not found in the text shown, the whole text is searched
+    assert shown("[redacted] " + text[40:400]) == whole
+
+
+def test_the_excerpt_starts_in_the_chunk_found_first_last_or_of_a_tool_result():
+    # the question's two words together in the middle, "albatross" alone in the first and the last chunk
+    text = (
+        f"the albatross is here.\n  {words('w', 150)} albatross zebra. {words('v', 150)} the  albatross\n"
+        f" is there. {words('u', 150)}"
+    )
+    first, last = text[: text.index("w100")], text[text.index("v100") : text.index("u100")]
+    # a chunk that starts with its match, one that ends where the next match starts
+    starting, ending = text[text.index("albatross\n") :], text[text.index("w100") : text.index("albatross zebra")]
+    for role in ("user", "tool"):
+        shown = {}
+        for name, chunk in (
+            ("whole", text),
+            ("first", first),
+            ("last", last),
+            ("starting", starting),
+            ("ending", ending),
+        ):
+            hit = Passage(Hit(5, 1, 1.0, chunk, role, None, None, None), [rec(5, role, text)], {})
+            block = render([hit], 120, count, query="albatross zebra", hit_tokens=60)[0]
+            assert block is not None and count(block) <= 120
+            shown[name] = " ".join(block.replace(QUOTE_MARK, " ").split())
+        assert "albatross zebra." in shown["whole"] and "is here" not in shown["whole"] + shown["last"]
+        assert "the albatross is here." in shown["first"] and "is there" not in shown["first"] + shown["whole"]
+        assert "the albatross is there." in shown["last"], (role, shown["last"])
+        assert shown["starting"] == shown["last"]  # the match at the chunk's first character is in it
+        assert shown["ending"] == shown["whole"]  # no match in the chunk: the best of the whole text
+
+
+def test_a_chunk_hit_shown_alone_for_want_of_room_is_still_cut_around_its_chunk():
+    # the turn (the match and a long reply) does not fit: the match alone, cut around the chunk found
+    text = (
+        f"the albatross is here.\n  {words('w', 150)} albatross zebra. {words('v', 150)} the  albatross\n"
+        f" is there. {words('u', 150)}"
+    )
+    last = text[text.index("v100") : text.index("u100")]
+    for role in ("user", "tool"):
+        records = [rec(5, role, text), rec(6, "assistant", words("r", 200))]
+        hit = Passage(Hit(5, 1, 1.0, last, role, None, None, None), records, {}, {5, 6})
+        lines = body_lines(render([hit], count(RECALL_HEADER) + 1 + 60, count, query="albatross zebra")[0])
+        assert len(lines) == 2 and lines[1].startswith(f"{role}: │ … ") and "the albatross is there." in lines[1]
+
+
+def test_the_rarest_word_of_the_question_gets_the_widest_fragment():
+    text = f"{words('w', 100)} zebra {words('z', 100)} albatross {words('a', 100)}"
+    got = excerpt(text, 40, {"zebra": 0.1, "albatross": 3.0}, count)
+    assert "albatross a0 a1 a2 a3 a4 a5" in got and "zebra z0 z1 z2 z3 z4" not in got and count(got) <= 40, got
+
+
+def test_a_word_the_text_says_twice_weighs_half_its_rarity():
+    # zebra is rarer in the history (1.8) but said twice here (0.9 each): albatross, said once (1.0), gets the
+    # widest fragment
+    text = f"{words('w', 100)} zebra {words('z', 100)} albatross {words('a', 100)} zebra {words('y', 100)}"
+    got = excerpt(text, 40, {"zebra": 1.8, "albatross": 1.0}, count)
+    assert "albatross a0 a1 a2 a3 a4 a5" in got and count(got) <= 40, got
+    # albatross said twice too (0.5 each): zebra gets it
+    got = excerpt(text.replace("y0", "y0 albatross", 1), 40, {"zebra": 1.8, "albatross": 1.0}, count)
+    assert "albatross a0 a1 a2 a3 a4 a5" not in got and count(got) <= 40, got
+
+
+def test_no_fragment_is_taken_for_a_word_another_fragment_already_shows():
+    text = f"albatross one. {words('w', 100)} zebra two. {words('z', 100)} albatross three. {words('a', 100)}"
+    got = excerpt(text, 60, {"zebra": 1.0, "albatross": 3.0}, count)  # albatross: the widest, at its first place
+    assert got.startswith("albatross one.") and "zebra two." in got and "three" not in got and count(got) <= 60, got
+
+
+def test_three_words_far_apart_get_the_widest_fragment_first_then_a_quarter_of_the_room_each():
+    text = f"{words('w', 100)} albatross {words('x', 100)} zebra {words('y', 100)} walrus {words('z', 100)}"
+    got = excerpt(text, 60, {"albatross": 1.0, "zebra": 1.0, "walrus": 1.0}, count)
+    widest, second, third = "w95 w96 w97 w98 w99 albatross x0 x1 x2 x3 x4 x5 x", "x98 x99 zebra y0 y1 y2 y3", "y98 y99"
+    assert got == f"… {widest} … {second} … {third} walrus z0 z1 z2 z3 …"
+
+
+def test_only_the_match_is_cut_around_its_chunk_not_an_earlier_copy_of_the_same_result():
+    # the same tool result fetched twice: the earlier copy, context, shows its own best place
+    text = (
+        f"the albatross is here.\n  {words('w', 150)} albatross zebra. {words('v', 150)} the  albatross\n"
+        f" is there. {words('u', 150)}"
+    )
+    last = text[text.index("v100") : text.index("u100")]
+    records = [rec(3, "tool", text), rec(5, "tool", text)]
+    hit = Passage(Hit(5, 1, 1.0, last, "tool", None, None, None), records, {}, {5})
+    block = render([hit], 400, count, query="albatross zebra", hit_tokens=60)[0]
+    assert block is not None
+    earlier, match = block.split("\ntool: ")[1:]
+    assert "albatross zebra." in earlier and "is there" not in earlier and "is there." in match
+
+
+def test_a_chunk_cut_inside_a_text_without_spaces_ends_before_the_next_match():
+    filler = "今天天气很好我们去公园散步" * 20
+    text = filler + "信天翁在这里。" + filler + "信天翁和斑马在一起。" + filler
+    chunk = text[text.index("信天翁在这里") : text.index("信天翁和斑马")]  # ends where the next match starts
+    terms = {"信天": 1.0, "天翁": 1.0, "斑马": 1.0}
+    got = excerpt(text, 40, terms, count, around=(text.index(chunk), text.index(chunk) + len(chunk)))
+    assert "信天翁在这里。" in got and count(got) <= 40, got

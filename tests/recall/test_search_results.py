@@ -738,7 +738,8 @@ def test_a_passages_weights_are_the_terms_some_match_holds_and_asked_is_every_te
     assert passages_from(index, "zeppelin", context=0) == []
 
 
-def test_a_match_in_a_later_chunk_of_a_long_record_is_shown_as_that_chunk_after_the_records_head(tmp_path):
+def test_a_match_in_a_later_chunk_of_a_long_record_names_that_chunk_and_keeps_the_whole_record(tmp_path):
+    # The passage holds the record as stored (the block cuts its excerpt from it around the chunk).
     index = HistoryIndex(tmp_path / "i.sqlite", chunk_chars=200)
     text = (
         "Invoice for Wilhelmina Harwich, order list follows. "
@@ -752,8 +753,8 @@ def test_a_match_in_a_later_chunk_of_a_long_record_is_shown_as_that_chunk_after_
         found = passages_from(index, "grand total euros", context=0, limit=1)
         assert [p.hit.seq for p in found] == [1] and found[0].hit.part > 0
         last = chunks(text, 200)[found[0].hit.part]
-        assert found[0].records[0].text == f"{head_of(text)} … {last}"
-        assert "4711" in last and found[0].records[1].text == "ok"
+        assert found[0].hit.text == last and found[0].hit.head == head_of(text) and "4711" in last
+        assert found[0].records[0].text == text and found[0].records[1].text == "ok"
         # a short record is shown whole
         index.add([RawRecord(3, {"role": "user", "content": "the short euros note"})])
         short = passages_from(index, "short euros note", context=0, limit=1)

@@ -159,7 +159,9 @@ def _render_passage(
         found = drawn.get((record.seq, share))
         if found is None:
             text = " ".join(record.text.split()) if record.role != "tool" else record.text.strip()
-            found = drawn[(record.seq, share)] = f"{_label(record.role)}: {quote(excerpt(text, share, terms, count))}"
+            around = _chunk_in(text, passage.hit, record.role == "tool") if record.seq == hit_seq else None
+            cut = excerpt(text, share, terms, count, around=around)
+            found = drawn[(record.seq, share)] = f"{_label(record.role)}: {quote(cut)}"
         return found
 
     def assemble(records: Sequence[StoredRecord], hit_share: int, partner_share: int) -> list[str]:
@@ -196,8 +198,21 @@ def _render_passage(
     room = min(hit_tokens, left - count_lines([title, f"{_label(hit[0].role)}: {quote('')}"]) - 2)
     if room < 24:
         return None
-    parts = [title, f"{_label(hit[0].role)}: {quote(excerpt(' '.join(hit[0].text.split()), room, terms, count))}"]
+    text = " ".join(hit[0].text.split())
+    cut = excerpt(text, room, terms, count, around=_chunk_in(text, passage.hit, False))
+    parts = [title, f"{_label(hit[0].role)}: {quote(cut)}"]
     return "\n".join(parts) if count_lines(parts) <= left else None
+
+
+def _chunk_in(text: str, hit: Hit, tool: bool) -> tuple[int, int] | None:
+    """Where the chunk the search matched (``hit.text``) lies in its record's ``text`` (as shown: spaces
+    collapsed unless ``tool``); None when the hit is the whole record, or its chunk is not found (a
+    privacy filter changed it)."""
+    chunk = hit.text.strip() if tool else " ".join(hit.text.split())
+    if len(chunk) >= len(text):
+        return None
+    at = text.find(chunk)
+    return (at, at + len(chunk)) if at >= 0 else None
 
 
 @functools.lru_cache(maxsize=256)  # a few roles, on every line of every block
@@ -213,13 +228,22 @@ _CANDIDATES = 64
 _WORD_REACH = 24
 
 
-def excerpt(text: str, tokens: int, terms: dict[str, float], count: Callable[[str], int]) -> str:
+def excerpt(
+    text: str,
+    tokens: int,
+    terms: dict[str, float],
+    count: Callable[[str], int],
+    *,
+    around: tuple[int, int] | None = None,
+) -> str:
     """``text`` if it fits in ``tokens``, else the fragments of it that hold most of ``terms`` (else its head).
 
     ``terms`` maps each search term to its weight (its rarity in the history). Within the text, a
     term it repeats weighs less (a name over the word "time" in a schedule). Up to three fragments
     are taken, each adding terms the others lack; each starts a little before its first match, so
-    what precedes a name on its line is kept.
+    what precedes a name on its line is kept. ``around``: the span of ``text`` the search matched (a
+    chunk of a long message); the first fragment starts at a match inside it when one holds any term,
+    and runs on past its end (a value after a chunk boundary is shown).
     """
     if count(text) <= tokens:
         return text
@@ -249,9 +273,10 @@ def excerpt(text: str, tokens: int, terms: dict[str, float], count: Callable[[st
         def inside(low: int, width: int) -> set[str]:
             return {t for _, t in matches[bisect_left(positions, low) : bisect_left(positions, low + width)]}
 
+        focus = [at for at in candidates if around[0] <= at < around[1]] if around is not None else []
         for width in (budget // 2, budget // 4, budget // 4):  # the best fragment, then two short ones
             best, best_score = None, 0.0
-            for at in candidates:
+            for at in focus if focus and not windows else candidates:
                 low = _line_start(text, at, max(width // 2, min(width - 16, 120)))
                 if any(a <= low < b or a < low + width <= b or low <= a < low + width for a, b in windows):
                     continue

@@ -453,13 +453,9 @@ def passages_from(
     for hit, seqs, core in shown:
         records = []
         for seq in sorted(seqs):
+            # The whole record, also where the hit is one chunk of it: the block cuts its excerpt from the
+            # whole text around that chunk (``hit.text``), so a value just past the chunk's end is shown.
             record = nearby[seq]
-            if seq == hit.seq:
-                # Show the matching chunk of a long record (after its head), not the whole of it.
-                text = f"{hit.head} … {hit.text}" if hit.head else hit.text
-                record = StoredRecord(
-                    record.seq, record.role, text, record.recorded_at, record.day, record.view, record.calls
-                )
             if text_filter is not None:
                 clean = text_filter(record.text)
                 if clean != record.text:

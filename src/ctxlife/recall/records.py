@@ -23,7 +23,7 @@ class Document:
     """A searchable piece of a record: the whole message, or one chunk of it (``part``).
 
     ``head`` is the start of the record, for chunks after the first (empty otherwise): it is indexed
-    with the chunk and shown before it.
+    with the chunk. The recall block cuts its excerpt from the whole record, around the chunk.
     """
 
     seq: int

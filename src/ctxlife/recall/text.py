@@ -150,7 +150,10 @@ def term_pattern(term: str) -> re.Pattern[str]:
     """Where a search term occurs in a case-folded text: a bigram anywhere, a word by its stem at a word start."""
     if NO_SPACE_RUN.match(term):
         return re.compile(re.escape(term))
-    return re.compile(r"(?<![^\W_])" + re.escape(stem(term)))
+    # The stem first, then a look back at the character before it: a pattern starting with the look-behind
+    # is tried at every position (0.2 ms per term over a 10k tool result, 50x the literal scan).
+    literal = re.escape(stem(term))
+    return re.compile(literal + r"(?<![^\W_]" + literal + ")")
 
 
 class TermCounts:
