@@ -56,6 +56,13 @@ def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[s
     try:
         with Shown.from_config(args, sid, "search") as shown:
             passages = search.passages(sid, args.query, limit=args.limit, text_filter=shown.text)
+            # A match in a long message is printed as the part the index matched (its head, then the
+            # chunk), filtered as every text shown; --json gives the whole message.
+            parts = {
+                i: shown.text(f"{p.hit.head} … {p.hit.text}" if p.hit.head else p.hit.text)
+                for i, p in enumerate(passages)
+                if any(r.seq == p.hit.seq and len(r.text) > len(p.hit.text) for r in p.records)
+            }
     finally:
         search.close()
     if args.json:
@@ -75,12 +82,13 @@ def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[s
     if not passages:
         out.write(f'Nothing in session {sid!r} matches "{args.query}".\n')
         return _EXIT_OK
-    for passage in passages:
+    for i, passage in enumerate(passages):
         out.write(
             f"[{position(passage.records[0] if passage.records else passage.hit)}]  score {passage.hit.score:.2f}\n"
         )
         for record in passage.records:
-            marker = ">" if record.seq == passage.hit.seq else " "
-            out.write(f"{marker} #{record.seq} {record.role or 'message'}: {' '.join(record.text.split())}\n")
+            hit = record.seq == passage.hit.seq
+            text = parts[i] if hit and i in parts else record.text
+            out.write(f"{'>' if hit else ' '} #{record.seq} {record.role or 'message'}: {' '.join(text.split())}\n")
         out.write("\n")
     return _EXIT_OK
