@@ -19,7 +19,7 @@ import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.errors import StoreError
 from ctxlife.inspection import RECORDED, SIMULATED
-from ctxlife.messages import SUMMARY_PREFIX, is_summary, text_of
+from ctxlife.messages import SUMMARY_PREFIX, is_recall_block, is_summary, text_of
 from ctxlife.replay import recorded_replay, replay_session
 from ctxlife.sessions import open_store
 from ctxlife.sessions.calls import MISSING_TEXT, sent_calls
@@ -311,6 +311,9 @@ def test_a_tool_policy_applies_to_the_simulated_replay(tmp_path: Path) -> None:
     shown = result.frames[1].composition.messages[2]
     assert shown["role"] == "tool" and shown["content"] != big and "ctxlife_recall" in shown["content"]
     assert COUNT.count_text(shown["content"]) <= 100 < COUNT.count_text(big)
+    # the full output was kept as a blob of the session's scratch copy (gone with it), not written to
+    # store_dir, where tool_output keeps what belongs to no session: the replay leaves nothing behind
+    assert not (tmp_path / "blobs").exists()
     # the unmanaged count is the conversation as the model saw it (the policy applied)
     assert result.frames[1].unmanaged_tokens == COUNT.count_messages([*conversation[:2], shown])
 
@@ -436,3 +439,173 @@ def test_without_a_system_prompt_the_unmanaged_count_is_the_conversation(tmp_pat
     expected = [COUNT.count_messages(conversation[: 2 * k + 1]) for k in range(8)]
     assert [f.unmanaged_tokens for f in simulated.frames] == expected
     assert [f.unmanaged_tokens for f in recorded.frames] == expected
+
+
+def _said_on(raw: Path, when: dict[int, float]) -> None:
+    """Give the raw history's records the times ``when`` names (by seq): a session said on other days."""
+    lines = [json.loads(line) for line in raw.read_text(encoding="utf-8").splitlines()]
+    for line in lines:
+        line["at"] = when[line["seq"]]
+    raw.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+
+
+def test_simulated_recall_finds_the_first_and_the_last_message_by_the_day_they_were_said(tmp_path: Path) -> None:
+    """Recall answers "what did I say on 1 May?" from the original times, the first and last record's too."""
+    from datetime import datetime
+
+    url = f"file://{tmp_path / 'sessions'}"
+    settings = settings_from_dict(
+        {
+            "strategies": ["truncate_last_n", "recall"],
+            "store": url,
+            "context_window": 4000,
+            # only the latest round is sent: the first message and the last reply are recalled, not kept
+            "truncate_last_n": {"rounds": 1, "always": True, "pin_first_user": False},
+        },
+        source="cfg",
+    )
+    said = [
+        ("Our warehouse access code is ZEBRA-4417; keep it handy.", "Understood, ZEBRA-4417 noted."),
+        ("What is the weather like in Lyon today?", "Sunny and warm in Lyon."),
+        ("Which courier handles parcels to Porto?", "The courier for Porto is Transvia."),
+        ("Please summarise the open tickets for me.", "The final shipping manifest number is MANIFEST-88213."),
+    ]
+    with ctxlife.Session("d", settings, system=SYSTEM) as session:
+        for user, reply in said:
+            session.messages({"role": "user", "content": user})
+            session.record_reply(reply)
+    # the first message on 1 May, the next six on 2 May, the last reply on 9 May 2024
+    may2 = datetime(2024, 5, 2, 8, 0).timestamp()
+    when = {seq: may2 + 3600 * seq for seq in range(1, 9)}
+    when[1], when[8] = datetime(2024, 5, 1, 9, 0).timestamp(), datetime(2024, 5, 9, 17, 0).timestamp()
+    _said_on(tmp_path / "sessions" / "d_raw.jsonl", when)
+    store = open_store(url)
+    try:
+        first = replay_session(settings, store, "d", simulate=True, ask="What did I say on 1 May?")
+        last = replay_session(settings, store, "d", simulate=True, ask="What did you tell me on 9 May?")
+    finally:
+        store.close()
+    for result, seq, text in ((first, 1, "ZEBRA-4417"), (last, 8, "MANIFEST-88213")):
+        asked = result.frames[-1]
+        kept = [m for m in asked.composition.messages if not is_recall_block(m)]
+        assert asked.label == "asked" and text not in json.dumps(kept)  # the precondition: not kept
+        assert seq in [p["seq"] for p in asked.recalled], seq  # said on the day asked about
+        assert asked.recall_block is not None and text in asked.recall_block
+    # the passage opening with the first message shows when it was said
+    assert "[2024-05-01 09:00, message 1]" in (first.frames[-1].recall_block or "")
+
+
+class _ClosedStrategy(ctxlife.Strategy):
+    """Counts the instances made and closed: a strategy holding a connection or a file."""
+
+    name = "replay_close_test_strategy"
+    made: list[Any] = []
+    closed: list[Any] = []
+
+    def __init__(self, options: Any = None, settings: Any = None) -> None:
+        super().__init__(options, settings)
+        type(self).made.append(self)
+
+    def close(self) -> None:
+        type(self).closed.append(self)
+
+
+@pytest.mark.parametrize("simulate", [False, True], ids=["recorded", "simulated"])
+def test_every_strategy_a_replay_opens_is_closed(url: str, store: Any, simulate: bool) -> None:
+    """Strategy.close is called for every host a replay builds (its privacy filter's too, filtering or not)."""
+    from ctxlife.testing import installed_strategy
+
+    _ClosedStrategy.made.clear()
+    _ClosedStrategy.closed.clear()
+    strategies = ["bootstrap", "llm_summary", "recall", _ClosedStrategy.name]
+    with installed_strategy(_ClosedStrategy):
+        for filtering in ([], ["redact"]):
+            settings = settings_for(url, strategies=filtering + strategies, redact={"kinds": ["openai_key"]})
+            replay_session(settings, store, SESSION, ask=QUESTION, simulate=simulate, next_call=simulate)
+    assert _ClosedStrategy.made  # the precondition: the replays built hosts with the strategy
+    assert {id(s) for s in _ClosedStrategy.closed} == {id(s) for s in _ClosedStrategy.made}
+
+
+class _ViewSeen(ctxlife.Strategy):
+    """Notes the view each model call is made for: a strategy with rules per agent would read it."""
+
+    name = "replay_view_test_strategy"
+    views: list[str] = []
+
+    @ctxlife.hookimpl
+    def ctxlife_before_llm_call(self, ctx: Any) -> None:
+        type(self).views.append(ctx.view)
+
+
+def test_the_strategies_of_a_simulated_replay_see_the_view_replayed(tmp_path: Path) -> None:
+    from ctxlife.testing import installed_strategy
+
+    url = f"file://{tmp_path / 'sessions'}"
+    record(url, view="helper", system="You are the helper.", prefix="Helper: ")
+    _ViewSeen.views.clear()
+    with installed_strategy(_ViewSeen):
+        settings = settings_for(url, strategies=["bootstrap", "llm_summary", _ViewSeen.name])
+        store = open_store(url)
+        try:
+            result = replay_session(settings, store, SESSION, view="helper", simulate=True)
+        finally:
+            store.close()
+    assert result.source == SIMULATED and len(result.frames) == len(turns()) + 1  # the precondition
+    assert _ViewSeen.views == ["helper"] * len(result.frames)
+
+
+class _Reminder(ctxlife.Strategy):
+    """Adds a system note of its own after the prompt (not marked as ctxlife's, not recorded)."""
+
+    name = "replay_reminder_test_strategy"
+
+    @ctxlife.hookimpl
+    def ctxlife_before_llm_call(self, ctx: Any) -> None:
+        ctx.messages.insert(1, {"role": "system", "content": "Reminder: quote ticket numbers exactly as given."})
+
+
+def test_a_recorded_calls_unmanaged_count_is_the_prompt_and_the_conversation(tmp_path: Path) -> None:
+    """A strategy's own system message is what ctxlife sent, not what the application would have."""
+    from ctxlife.testing import installed_strategy
+
+    url = f"file://{tmp_path / 'sessions'}"
+    with installed_strategy(_Reminder):
+        settings = settings_from_dict(
+            {"strategies": [_Reminder.name], "store": url, "context_window": 100_000}, source="cfg"
+        )
+        with ctxlife.Session("r", settings, system=SYSTEM) as session:
+            for user, reply in turns()[:3]:
+                session.messages({"role": "user", "content": user})
+                session.record_reply(reply)
+        store = open_store(url)
+        try:
+            conversation = [r.message for r in store.current("r", "")]
+            result = replay_session(settings, store, "r")
+        finally:
+            store.close()
+    prompt = {"role": "system", "content": SYSTEM}
+    assert result.source == RECORDED and len(result.frames) == 3
+    for k, frame in enumerate(result.frames):
+        sent = frame.composition.messages
+        assert [m["role"] for m in sent[:2]] == ["system", "system"]  # the precondition: two system messages
+        assert frame.unmanaged_tokens == COUNT.count_messages([prompt, *conversation[: 2 * k + 1]])
+
+
+def test_recorded_recall_passages_from_another_view_show_what_was_said(tmp_path: Path) -> None:
+    """recall with scope = "session": a view's call quotes the default view; the replay shows those messages."""
+    url = f"file://{tmp_path / 'sessions'}"
+    record(url)  # the default view: the code name said, then evicted
+    sessionwide = {"max_share": 0.1, "scope": "session"}
+    record(url, view="helper", system="You are the helper.", prefix="Helper: ", recall=sessionwide)
+    settings = settings_for(url, recall=sessionwide)
+    store = open_store(url)
+    try:
+        default = {r.seq: r.message for r in store.read_records(SESSION, view="")}
+        result = replay_session(settings, store, SESSION, view="helper")
+    finally:
+        store.close()
+    quoted = [p for f in result.frames for p in f.recalled if p["seq"] in default]
+    assert quoted  # the precondition: the helper's calls recalled the default view's messages
+    for passage in quoted:
+        message = default[passage["seq"]]
+        assert (passage["role"], passage["text"]) == (message["role"], text_of(message))
