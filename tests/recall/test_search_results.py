@@ -40,7 +40,7 @@ from ctxlife.recall import (
     remove_index,
     split_question,
 )
-from ctxlife.recall.records import chunks, head_of
+from ctxlife.recall.records import CHUNK_CHARS, chunks, head_of
 from ctxlife.sessions import RawRecord, open_store
 
 TRIP = [
@@ -153,27 +153,36 @@ def test_session_search_shows_nothing_the_configs_privacy_filter_removes(trip_ur
     assert "room 214" in capsys.readouterr().out  # the value is there without the filter
 
 
-def test_session_search_prints_the_matched_part_of_a_long_message_filtered_and_json_the_whole(tmp_path, capsys):
-    # A long message is indexed in chunks: the match is printed as its head and the chunk that matched,
-    # not thousands of characters of it; --json lists the message as stored. Both through the filter.
-    filler = " ".join(f"line {i} of the deploy log, all fine." for i in range(300))
-    log = f"{filler} ERROR disk quota exceeded on volume vol-7731 (room 214). {filler}"
+def test_session_search_prints_a_long_message_as_its_excerpt_around_the_match_filtered_and_json_the_whole(
+    tmp_path, capsys
+):
+    # A long message is indexed in chunks; the one that matched ends just before the value. The match is
+    # printed as the excerpt the recall block would show (the value past the chunk's end included), not
+    # thousands of characters; --json lists the message as stored. Both through the privacy filter.
+    filler = " ".join(f"line {i} of the deploy log, all fine." for i in range(28))
+    said = (
+        "ERROR disk quota exceeded on the shared volume during the nightly backup of the analytics cluster,"
+        " which the on-call engineer traced to the retention job writing snapshots that never expire, on volume"
+    )
+    log = f"{filler} {said} vol-7731 (room 214). {filler} {filler} {filler}"
+    chunk = next(c for c in chunks(log, CHUNK_CHARS) if "disk quota" in c)
+    assert "vol-7731" not in chunk and len(log) > 3 * CHUNK_CHARS  # the chunk that matches lacks the value
     url = f"file://{tmp_path / 'sessions'}"
     with open_store(url) as store:
         store.append("ops", [{"role": "user", "content": "Run the deploy."}, {"role": "assistant", "content": log}])
-    assert main(["session", "search", "--store", url, "ops", "disk quota exceeded"]) == 0
+    assert main(["session", "search", "--store", url, "ops", "disk quota exceeded volume"]) == 0
     shown = [line for line in capsys.readouterr().out.splitlines() if line.startswith("> #2 ")]
-    assert len(shown) == 1 and "vol-7731" in shown[0] and " … " in shown[0]
-    assert shown[0].startswith("> #2 assistant: line 0 of the deploy log") and len(shown[0]) < len(log) // 4
+    assert len(shown) == 1 and "volume vol-7731" in shown[0] and len(shown[0]) < len(log) // 3
     config = tmp_path / "ctxlife.toml"
     config.write_text(
         f'strategies = ["redact"]\nstore = "{url}"\n[redact]\nkinds = []\npatterns = {{ room = "room [0-9]+" }}\n',
         encoding="utf-8",
     )
-    assert main(["session", "search", "--store", url, "ops", "disk quota exceeded", "--config", str(config)]) == 0
+    question = ["ops", "disk quota exceeded volume"]
+    assert main(["session", "search", "--store", url, *question, "--config", str(config)]) == 0
     out = capsys.readouterr().out
     assert "vol-7731" in out and "room 214" not in out and "[REDACTED:room]" in out
-    assert main(["session", "search", "--store", url, "ops", "disk quota exceeded", "--json"]) == 0
+    assert main(["session", "search", "--store", url, "ops", "disk quota exceeded volume", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [m["text"] for m in rows[0]["messages"] if m["seq"] == 2] == [log]
 

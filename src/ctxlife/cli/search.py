@@ -18,6 +18,8 @@ import json
 from typing import IO, Any
 
 _EXIT_OK, _EXIT_NOT_FOUND = 0, 1
+#: Tokens of the excerpt printed for a match in a long message (about one indexed chunk's worth).
+_MATCH_TOKENS = 300
 
 
 def add_search_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -49,20 +51,14 @@ def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[s
         return 2
     # lazy: the index loads sqlite3 and rich; `ctxlife session` builds its parser from this module
     from ctxlife.inspection import Shown
-    from ctxlife.recall.block import position
+    from ctxlife.recall.block import excerpt, position
     from ctxlife.recall.history import HistorySearch
+    from ctxlife.tokens import FALLBACK_ENCODING, TokenCounter
 
     search = HistorySearch(store)
     try:
         with Shown.from_config(args, sid, "search") as shown:
             passages = search.passages(sid, args.query, limit=args.limit, text_filter=shown.text)
-            # A match in a long message is printed as the part the index matched (its head, then the
-            # chunk), filtered as every text shown; --json gives the whole message.
-            parts = {
-                i: shown.text(f"{p.hit.head} … {p.hit.text}" if p.hit.head else p.hit.text)
-                for i, p in enumerate(passages)
-                if any(r.seq == p.hit.seq and len(r.text) > len(p.hit.text) for r in p.records)
-            }
     finally:
         search.close()
     if args.json:
@@ -82,13 +78,21 @@ def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[s
     if not passages:
         out.write(f'Nothing in session {sid!r} matches "{args.query}".\n')
         return _EXIT_OK
-    for i, passage in enumerate(passages):
+    count = TokenCounter(encoding=FALLBACK_ENCODING).count_text
+    for passage in passages:
         out.write(
             f"[{position(passage.records[0] if passage.records else passage.hit)}]  score {passage.hit.score:.2f}\n"
         )
         for record in passage.records:
             hit = record.seq == passage.hit.seq
-            text = parts[i] if hit and i in parts else record.text
-            out.write(f"{'>' if hit else ' '} #{record.seq} {record.role or 'message'}: {' '.join(text.split())}\n")
+            text = " ".join(record.text.split())
+            if hit and len(record.text) > len(passage.hit.text):
+                # A match in a long message (one chunk of it matched): the excerpt around it the recall block
+                # would show, not the whole message (--json gives that). The text is filtered already.
+                chunk = " ".join(passage.hit.text.split())
+                at = text.find(chunk)
+                around = (at, at + len(chunk)) if at >= 0 else None
+                text = excerpt(text, _MATCH_TOKENS, passage.weights, count, around=around)
+            out.write(f"{'>' if hit else ' '} #{record.seq} {record.role or 'message'}: {text}\n")
         out.write("\n")
     return _EXIT_OK

@@ -3,8 +3,9 @@
 :class:`HistorySearch` keeps one :class:`~ctxlife.recall.index.HistoryIndex` per session of a store,
 adds the records recorded since the last call (by sequence number, so a call costs what is new),
 rebuilds an index that is missing or no longer matches the raw history, and turns search hits into
-*passages*: the matching message (or chunk of a long tool result) with its neighbours, minus what is
-already in view (:mod:`ctxlife.recall.block` renders them with their date, position and role).
+*passages*: the matching message (whole, also where a chunk of it matched: the hit names the chunk)
+with its neighbours, minus what is already in view (:mod:`ctxlife.recall.block` renders them with
+their date, position and role).
 
 Where the index lives (``index_dir``): next to a local store by default (``file://DIR`` ->
 ``DIR/recall_index/``, ``sqlite:///PATH`` -> ``PATH.recall_index/``), in memory for other stores
@@ -344,9 +345,10 @@ class HistorySearch:
     ) -> list[Passage]:
         """The best passages of the session's history for ``query``, skipping what ``in_view`` says is shown.
 
-        Each passage is a matching record (or chunk) with up to ``context`` records before and after it
-        that are not in view either; overlapping passages are merged. ``view`` keeps to the records of
-        one view (an agent's or task's lane; None: the whole session).
+        Each passage is a matching record, whole (its ``hit`` names the chunk of a long one that matched),
+        with up to ``context`` records before and after it that are not in view either; overlapping
+        passages are merged. ``view`` keeps to the records of one view (an agent's or task's lane; None:
+        the whole session).
         """
         index = self.index(session_id, defer=in_view)
         return passages_from(
