@@ -129,3 +129,21 @@ def test_every_function_a_mutation_run_picks_is_defined_where_it_is_named() -> N
             source = real.read_text(encoding="utf-8") if real.is_file() else ""
             missing += [f"{name}: {path}::{fn}" for fn in names if not re.search(rf"^\s*def {fn}\(", source, re.M)]
     assert not missing, f"mutation scopes in pyproject.toml pick functions their files do not define: {missing}"
+
+
+def test_every_planted_bug_of_issue_44_still_finds_the_line_it_plants_into(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`benchmarks/planted_bugs.py` plants each bug by replacing one exact text; code moved away (the
+    fold went from llm_summary.py to summary_fold.py) leaves the bug unplantable, and the script stops."""
+    import importlib
+
+    root = CONFTEST.parents[1]
+    monkeypatch.syspath_prepend(str(root / "benchmarks"))
+    planted = importlib.import_module("planted_bugs")
+    assert len(planted.BUGS) == 8
+    stale = [
+        f"{bug.name}: {bug.path} holds its text {count} times"
+        for bug in planted.BUGS
+        if (count := (root / bug.path).read_text(encoding="utf-8").count(bug.old)) != 1
+    ]
+    stale += [f"{bug.name}: {test}" for bug in planted.BUGS for test in bug.tests if not (root / test).is_file()]
+    assert not stale, f"benchmarks/planted_bugs.py cannot plant: {stale}"
