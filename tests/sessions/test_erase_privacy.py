@@ -741,10 +741,14 @@ def test_erasing_by_seq_drops_the_message_from_the_views_snapshot(make_url: Any,
     assert kept == [user("hello"), assistant("Noted.")]
     if marks != "slots":
         return
-    # The snapshot's slot marks follow its messages: removing the reply afterwards removes the reply.
+    # The snapshot's slot marks follow its messages: the reply keeps its own (3), so removing it afterwards
+    # removes it from the raw history and from the restored context the model is sent.
+    with open_store(url) as store:
+        assert store.load_snapshot("snap").meta["slots"] == [1, 3]
     with ctxlife.Session("snap", settings(url), context_window=WINDOW) as session:
         session.remove(3)
         assert session.get_items() == [user("hello")]
+        assert session.messages(user("next")) == [user("hello"), user("next")]
 
 
 def test_erasing_in_another_view_removes_the_message_from_that_view(make_url: Any) -> None:
