@@ -74,11 +74,12 @@ BUGS = [
     Bug(
         "the over-the-window guard keeps more than the latest unit",
         "strategies/ctxlife_strategies/llm_summary.py",
-        # No longer a bug: since the cut goes down to the latest unit whenever keep_units would not
-        # reach the target (the `deeper` fallback), this line changes no cut (an equivalent mutant of
-        # scope `guard`); and the fallback alone planted wrong is covered by this line. No test can fail.
-        "        keep_units = 1 if overflow else self.options.keep_units",
-        "        keep_units = self.options.keep_units",
+        # The plant (`keep_units = 1 if overflow else ...` -> `keep_units = self.options.keep_units`)
+        # changes no cut any more: the `deeper` fallback goes down to the latest unit whenever keep_units
+        # would not reach the target (an equivalent mutant of scope `guard`). The same symptom is planted
+        # where the cut is chosen when no cut reaches the target: the earliest cut, not the latest unit.
+        "        cut = found if found is not None else (cuts or deeper)[-1]",
+        "        cut = found if found is not None else (cuts or deeper)[0]",
         ("tests/strategies/test_llm_summary.py",),
     ),
     Bug(
