@@ -7,7 +7,9 @@
 The incremental mode of ``make mutate-changed``: a scope's report (docs/mutation/NAME.md, the core's
 docs/mutation/core.md) says which commit it mutated (``Mutated commit: SHA``); a scope
 is run again when ``git diff SHA`` touches one of its files (the checkout's paths: the staged
-``src/ctxlife_strategies`` is ``strategies/ctxlife_strategies`` here) or test files, or pyproject.toml.
+``src/ctxlife_strategies`` is ``strategies/ctxlife_strategies`` here) or test files, or when its
+configuration (its table of pyproject.toml with ``[tool.mutmut]``'s defaults) differs from the one at SHA:
+an edit of another scope's table, or of a dependency pin, does not make every scope stale.
 """
 
 from __future__ import annotations
@@ -48,15 +50,29 @@ def changed(scope: str) -> bool:
     )
     if found is None:
         return True
+    commit = found.group(1)
     config = scope_config(tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8")), scope)
+    then = subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{commit}:pyproject.toml"], capture_output=True, text=True, check=False
+    )
+    if then.returncode != 0 or config_at(then.stdout, scope) != config:
+        return True
     watched = [checkout_path(p) for p in config["only_mutate"]] + [t.partition("::")[0] for t in config["tests_dir"]]
     diff = subprocess.run(
-        ["git", "-C", str(REPO), "diff", "--name-only", found.group(1), "--", "pyproject.toml", *watched],
+        ["git", "-C", str(REPO), "diff", "--name-only", commit, "--", *watched],
         capture_output=True,
         text=True,
         check=False,
     )
     return diff.returncode != 0 or bool(diff.stdout.strip())
+
+
+def config_at(pyproject_text: str, scope: str) -> dict[str, object] | None:
+    """``scope``'s configuration in an older pyproject.toml (None where it had no such scope)."""
+    try:
+        return scope_config(tomllib.loads(pyproject_text), scope)
+    except (SystemExit, KeyError):
+        return None
 
 
 def main(argv: list[str]) -> int:

@@ -147,3 +147,27 @@ def test_every_planted_bug_of_issue_44_still_finds_the_line_it_plants_into(monke
     ]
     stale += [f"{bug.name}: {test}" for bug in planted.BUGS for test in bug.tests if not (root / test).is_file()]
     assert not stale, f"benchmarks/planted_bugs.py cannot plant: {stale}"
+
+
+def test_make_mutate_changed_reruns_a_scope_for_its_own_configuration_not_another_scopes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`make mutate-changed` compares each scope's configuration with the one at its report's commit: an
+    edit of another scope's table (or a pin) leaves it current; a test added to its own table does not."""
+    import importlib
+    import tomllib
+
+    root = CONFTEST.parents[1]
+    monkeypatch.syspath_prepend(str(root / "benchmarks"))
+    scopes = importlib.import_module("mutation_scopes")
+    stage = importlib.import_module("mutation_stage")
+    text = (root / "pyproject.toml").read_text(encoding="utf-8")
+    now = stage.scope_config(tomllib.loads(text), "ids")
+    others_edited = text.replace("[tool.ctxlife-mutate.scopes.erase]", "[tool.ctxlife-mutate.scopes.erase]\nnew = 1")
+    assert others_edited != text
+    assert scopes.config_at(others_edited, "ids") == now
+    own = "[tool.ctxlife-mutate.scopes.ids]\n"
+    assert own in text
+    edited = text.replace(own, own + "timeout_constant = 99\n")
+    assert scopes.config_at(edited, "ids") != now
+    assert scopes.config_at(text.replace("[tool.ctxlife-mutate.scopes.ids]", "[tool.other]"), "ids") is None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from typing import IO, Any
 
 _EXIT_OK, _EXIT_NOT_FOUND = 0, 1
@@ -51,7 +52,7 @@ def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[s
         return 2
     # lazy: the index loads sqlite3 and rich; `ctxlife session` builds its parser from this module
     from ctxlife.inspection import Shown
-    from ctxlife.recall.block import excerpt, position
+    from ctxlife.recall.block import chunk_span, excerpt, position
     from ctxlife.recall.history import HistorySearch
     from ctxlife.tokens import FALLBACK_ENCODING, TokenCounter
 
@@ -78,7 +79,7 @@ def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[s
     if not passages:
         out.write(f'Nothing in session {sid!r} matches "{args.query}".\n')
         return _EXIT_OK
-    count = TokenCounter(encoding=FALLBACK_ENCODING).count_text
+    count: Callable[[str], int] | None = None  # made at the first long match: tiktoken's tables take ~0.2 s to load
     for passage in passages:
         out.write(
             f"[{position(passage.records[0] if passage.records else passage.hit)}]  score {passage.hit.score:.2f}\n"
@@ -89,9 +90,8 @@ def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[s
             if hit and len(record.text) > len(passage.hit.text):
                 # A match in a long message (one chunk of it matched): the excerpt around it the recall block
                 # would show, not the whole message (--json gives that). The text is filtered already.
-                chunk = " ".join(passage.hit.text.split())
-                at = text.find(chunk)
-                around = (at, at + len(chunk)) if at >= 0 else None
+                count = count or TokenCounter(encoding=FALLBACK_ENCODING).count_text
+                around = chunk_span(text, passage.hit, False)
                 text = excerpt(text, _MATCH_TOKENS, passage.weights, count, around=around)
             out.write(f"{'>' if hit else ' '} #{record.seq} {record.role or 'message'}: {text}\n")
         out.write("\n")

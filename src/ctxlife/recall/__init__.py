@@ -13,7 +13,7 @@ for Chinese and other scripts written without spaces. The ``recall`` strategy an
 """
 
 from ctxlife.messages import QUOTE_MARK, quote
-from ctxlife.recall.block import RECALL_HEADER, excerpt, position, render
+from ctxlife.recall.block import RECALL_HEADER, chunk_span, excerpt, position, render
 from ctxlife.recall.history import (
     MEMORY,
     HistorySearch,
@@ -43,6 +43,7 @@ __all__ = [
     "Passage",
     "StoredRecord",
     "bigrams",
+    "chunk_span",
     "chunks",
     "configured_index_dir",
     "dates_in",

@@ -159,7 +159,7 @@ def _render_passage(
         found = drawn.get((record.seq, share))
         if found is None:
             text = " ".join(record.text.split()) if record.role != "tool" else record.text.strip()
-            around = _chunk_in(text, passage.hit, record.role == "tool") if record.seq == hit_seq else None
+            around = chunk_span(text, passage.hit, record.role == "tool") if record.seq == hit_seq else None
             cut = excerpt(text, share, terms, count, around=around)
             found = drawn[(record.seq, share)] = f"{_label(record.role)}: {quote(cut)}"
         return found
@@ -199,12 +199,12 @@ def _render_passage(
     if room < 24:
         return None
     text = " ".join(hit[0].text.split())
-    cut = excerpt(text, room, terms, count, around=_chunk_in(text, passage.hit, False))
+    cut = excerpt(text, room, terms, count, around=chunk_span(text, passage.hit, False))
     parts = [title, f"{_label(hit[0].role)}: {quote(cut)}"]
     return "\n".join(parts) if count_lines(parts) <= left else None
 
 
-def _chunk_in(text: str, hit: Hit, tool: bool) -> tuple[int, int] | None:
+def chunk_span(text: str, hit: Hit, tool: bool) -> tuple[int, int] | None:
     """Where the chunk the search matched (``hit.text``) lies in its record's ``text`` (as shown: spaces
     collapsed unless ``tool``); None when the hit is the whole record, or its chunk is not found (a
     privacy filter changed it)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import hashlib
 import hmac
@@ -545,19 +546,14 @@ def prepare_messages(
     return out
 
 
-_counter: Any = None
-
-
+@functools.cache
 def _store_counter() -> Any:
     """The process's counter of new records (its caches hold only roles and names: see
     :meth:`~ctxlife.TokenCounter.count_once`), made on first use."""
-    global _counter
-    if _counter is None:
-        # lazy: ctxlife.tokens brings structlog (and rich), which importing the store layer does not need
-        from ctxlife.tokens import FALLBACK_ENCODING, TokenCounter
+    # lazy: ctxlife.tokens brings structlog (and rich), which importing the store layer does not need
+    from ctxlife.tokens import FALLBACK_ENCODING, TokenCounter
 
-        _counter = TokenCounter(encoding=FALLBACK_ENCODING)
-    return _counter
+    return TokenCounter(encoding=FALLBACK_ENCODING)
 
 
 def _tokens_of(counter: Any, value: dict[str, Any]) -> int | None:
