@@ -3,6 +3,7 @@
     python benchmarks/mutation_scopes.py list       # every scope: core, then [tool.ctxlife-mutate.scopes]
     python benchmarks/mutation_scopes.py changed    # the scopes whose mutated files or tests changed since
                                                     # the commit their report names (or with no report)
+    python benchmarks/mutation_scopes.py coverage   # by package: the lines of functions some scope mutates
 
 The incremental mode of ``make mutate-changed``: a scope's report (docs/mutation/NAME.md, the core's
 docs/mutation/core.md) says which commit it mutated (``Mutated commit: SHA``); a scope
@@ -23,7 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mutation_stage import scope_config  # noqa: E402
+from mutation_stage import defined_functions, scope_config  # noqa: E402
+
+PRODUCT = ("src/ctxlife", "strategies/ctxlife_strategies")
 
 
 def scopes() -> list[str]:
@@ -75,9 +78,67 @@ def config_at(pyproject_text: str, scope: str) -> dict[str, object] | None:
         return None
 
 
+def mutated_lines() -> dict[str, tuple[int, int]]:
+    """Per product file (checkout path): the lines of its functions and methods, and how many of those lines
+    are in functions some scope mutates (its file in the scope's ``only_mutate``, the function in its
+    ``only_functions`` when the scope names the file there, its ``def`` matching no ``do_not_mutate_patterns``;
+    ``only_lines`` narrowing counts as mutated). Module-level code is not counted."""
+    import ast
+
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    configs = [scope_config(pyproject, scope) for scope in scopes()]
+    out: dict[str, tuple[int, int]] = {}
+    for root in PRODUCT:
+        for path in sorted((REPO / root).rglob("*.py")):
+            checkout = str(path.relative_to(REPO))
+            staged = re.sub(r"^strategies/ctxlife_strategies/", "src/ctxlife_strategies/", checkout)
+            source = path.read_text(encoding="utf-8")
+            lines = source.splitlines()
+            total = covered = 0
+            for node in defined_functions(ast.parse(source)):
+                size = (node.end_lineno or node.lineno) - node.lineno + 1
+                total += size
+                for config in configs:
+                    kept = config["only_functions"].get(staged)
+                    patterns = [re.compile(p) for p in config.get("do_not_mutate_patterns", [])]
+                    if (
+                        staged in config["only_mutate"]
+                        and (kept is None or node.name in kept)
+                        and not any(p.search(lines[node.lineno - 1]) for p in patterns)
+                    ):
+                        covered += size
+                        break
+            out[checkout] = (total, covered)
+    return out
+
+
+def package_of(checkout: str) -> str:
+    """``ctxlife.sessions``, ``ctxlife`` (a top-level module), ``ctxlife_strategies``."""
+    parts = Path(checkout).parts
+    return "ctxlife_strategies" if parts[0] == "strategies" else ".".join(parts[1:-1])
+
+
+def coverage_table() -> str:
+    """:func:`mutated_lines` by package, then the product's total, as a markdown table."""
+    by_package: dict[str, list[int]] = {}
+    for checkout, (total, covered) in mutated_lines().items():
+        row = by_package.setdefault(package_of(checkout), [0, 0])
+        row[0] += total
+        row[1] += covered
+    rows = ["| package | lines in functions | in a mutation scope | share |", "|---|---:|---:|---:|"]
+    for package, (total, covered) in sorted(by_package.items()):
+        rows.append(f"| {package} | {total} | {covered} | {covered / total:.0%} |" if total else "")
+    total = sum(t for t, _ in by_package.values())
+    covered = sum(c for _, c in by_package.values())
+    rows.append(f"| **all** | {total} | {covered} | {covered / total:.0%} |")
+    return "\n".join(r for r in rows if r)
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["list"]:
         print("\n".join(scopes()))
+    elif argv[:1] == ["coverage"]:
+        print(coverage_table())
     elif argv[:1] == ["changed"]:
         print("\n".join(s for s in scopes() if changed(s)))
     else:

@@ -128,7 +128,7 @@ def main(stage: Path, scope: str = "core", files: list[str] | None = None) -> No
     )
 
 
-def _functions(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+def defined_functions(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     """Top-level functions and the methods of top-level classes (nested classes included)."""
     found: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
     bodies = [tree.body]
@@ -144,14 +144,14 @@ def _functions(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]
 def outside_functions(lines: list[str], kept: set[str]) -> set[int]:
     """Indices of the ``def`` lines of the functions not named in ``kept``."""
     tree = ast.parse("".join(lines))
-    return {node.lineno - 1 for node in _functions(tree) if node.name not in kept}
+    return {node.lineno - 1 for node in defined_functions(tree) if node.name not in kept}
 
 
 def mutate_only_between(lines: list[str], function: str, start: str, stop: str, *, where: str) -> list[str]:
     """``lines`` with every statement of ``function`` outside [the line holding ``start``, the first
     later line holding ``stop`` or the function's end when ``stop`` is empty) marked with mutmut's
     pragmas (comment lines only: nothing moves)."""
-    found = [node for node in _functions(ast.parse("".join(lines))) if node.name == function]
+    found = [node for node in defined_functions(ast.parse("".join(lines))) if node.name == function]
     if len(found) != 1:
         raise SystemExit(f"{where}: only_lines names {function!r}, found {len(found)} functions of that name")
     node = found[0]
@@ -212,7 +212,7 @@ def undecorate_hooks(lines: list[str], decorators: tuple[str, ...] = ("ctxlife.h
     tree = ast.parse("".join(lines))
     hooks = [
         node
-        for node in _functions(tree)
+        for node in defined_functions(tree)
         if len(node.decorator_list) == 1 and ast.unparse(node.decorator_list[0]).startswith(decorators)
     ]
     for node in sorted(hooks, key=lambda n: n.lineno, reverse=True):
