@@ -54,6 +54,28 @@ def test_question_terms_drop_function_words_and_repeat_nothing():
     assert query_terms("") == []
 
 
+def test_a_lone_digit_is_a_term_a_lone_letter_is_not():
+    assert query_terms("What was my locker code for gym 5?") == ["locker", "code", "gym", "5"]
+    assert query_terms("Is it plan b?") == ["plan"]
+
+
+@pytest.mark.parametrize(
+    ("term", "text", "count"),
+    [
+        ("5", "gym 5, not gym 52 or 15", 1),  # a number is found whole, as the index finds it
+        ("2024", "in 2024 and 20245", 1),
+        ("3", "第3天，第33天", 1),  # a digit against Chinese characters is a word of its own (index_text)
+        ("wifi", "酒店的wifi密码, mywifi", 1),
+        ("flag", "flagged, flags, a reflag", 2),  # a word by its stem, at a word's start
+    ],
+)
+def test_a_term_is_counted_where_the_index_would_find_it(term, text, count):
+    from ctxlife.recall.text import count_term, term_pattern
+
+    assert count_term(text.casefold(), term) == count
+    assert len(term_pattern(term).findall(text.casefold())) == count
+
+
 @pytest.mark.parametrize(
     ("question", "dates"),
     [
@@ -584,8 +606,8 @@ def test_a_match_shown_with_a_better_passage_brings_the_rest_of_its_turn():
 
 @settings(max_examples=400, deadline=None)
 @given(
-    text=st.text(alphabet=list("ab c_-é1日本语我们 \n.ingsé"), max_size=40),
-    question=st.text(alphabet=list("ab c_-é1日本语我们 .ingsé"), min_size=1, max_size=8),
+    text=st.text(alphabet=list("ab c_-é12日本语我们 \n.ingsé"), max_size=40),
+    question=st.text(alphabet=list("ab c_-é12日本语我们 .ingsé"), min_size=1, max_size=8),
 )
 def test_terms_are_counted_as_their_pattern_finds_them(text, question):
     # Turns are scored by counting terms without a pattern per term; the count must be the pattern's.

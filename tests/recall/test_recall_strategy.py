@@ -138,6 +138,46 @@ def test_an_evicted_fact_comes_back_right_before_the_question(host):
     assert acted and acted[0].details["tokens"] <= int(0.1 * 2000)
 
 
+def lockers_conversation(language: str = "en") -> list[list[dict[str, Any]]]:
+    """A greeting, the locker codes of gyms 1-12 and 52 (a number is its own word), then small talk."""
+    gyms = [*range(1, 13), 52]
+    if language == "cn":
+        said = [
+            [
+                {"role": "user", "content": f"第{g}号健身房的储物柜密码是{4000 + g * 37}，帮我记着。"},
+                {"role": "assistant", "content": f"好的，第{g}号健身房：{4000 + g * 37}。"},
+            ]
+            for g in gyms
+        ]
+    else:
+        said = [
+            [
+                {"role": "user", "content": f"My locker code at gym {g} is {4000 + g * 37}, keep it for me."},
+                {"role": "assistant", "content": f"Noted: gym {g}, locker code {4000 + g * 37}."},
+            ]
+            for g in gyms
+        ]
+    hello = [{"role": "user", "content": "你好！" if language == "cn" else "Hello!"}, {"role": "assistant", "content": "Hi."}]
+    return [hello, *said, *(filler(i, language) for i in range(13, 45))]
+
+
+@pytest.mark.parametrize(
+    ("language", "question"),
+    [("en", "What was my locker code at gym 5?"), ("cn", "第5号健身房的储物柜密码是多少来着？")],
+)
+def test_a_number_in_the_question_finds_the_turn_that_said_it_not_its_neighbours(host, language, question):
+    # Every turn says "locker code" and "gym": the number alone tells gym 5 from the rest (and from gym 52,
+    # and the Chinese 第5号, where the digit is written against the characters around it).
+    h = host()
+    live = play(h, lockers_conversation(language))
+    assert not any("4185" in str(m.get("content")) for m in live if not is_summary(m))
+    _, live = ask(h, live, question)
+    assert len(blocks(live)) == 1
+    # Most relevant first: gym 5's code is the first the block quotes.
+    codes = re.findall(r"4\d\d\d", blocks(live)[0]["content"])
+    assert codes and codes[0] == "4185", codes
+
+
 def test_the_block_is_replaced_on_every_call_and_never_recorded_or_summarized(host, tmp_path):
     h = host()
     live = play(h, early_fact_conversation())

@@ -120,7 +120,8 @@ def query_terms(text: str, *, limit: int = 32) -> list[str]:
     seen: dict[str, None] = {}
     dropped: dict[str, None] = {}
     for term in TERM.findall(index_text(text).casefold()):
-        if term in STOPWORDS or (len(term) == 1 and term.isascii()):
+        # A lone ASCII letter says little ("a", "s" of "it's"); a lone digit may be all that tells "gym 5" from "gym 6".
+        if term in STOPWORDS or (len(term) == 1 and term.isascii() and not term.isdigit()):
             continue
         if NO_SPACE_RUN.fullmatch(term) and (term in CJK_STOPWORDS or any(c in CJK_FUNCTION_CHARS for c in term)):
             dropped.setdefault(term, None)
@@ -152,8 +153,12 @@ def term_pattern(term: str) -> re.Pattern[str]:
         return re.compile(re.escape(term))
     # The stem first, then a look back at the character before it: a pattern starting with the look-behind
     # is tried at every position (0.2 ms per term over a 10k tool result, 50x the literal scan).
+    # A letter or digit before the stem means inside a word, unless it is of a no-space script: the index
+    # splits "第3天" into 第 3 天 (index_text), so the 3 is a word of its own there too.
+    # A number is found whole ("5" is not in "52"), as the index finds it; a word by its stem's start.
     literal = re.escape(stem(term))
-    return re.compile(literal + r"(?<![^\W_]" + literal + ")")
+    end = r"(?!\d)" if term.isdecimal() else ""
+    return re.compile(literal + r"(?<![^\W_" + _NO_SPACE_CLASS + "]" + literal + ")" + end)
 
 
 class TermCounts:
@@ -177,14 +182,18 @@ def count_term(lower: str, term: str, *, first: bool = False) -> int:
     1 as soon as once), without compiling a pattern: questions bring new terms on every call.
 
     A word term matches where its stem starts a word: after a character that is not a letter or a
-    digit (``[^\\W_]`` is exactly ``str.isalnum``), as the pattern's look-behind says.
+    digit (``[^\\W_]`` is exactly ``str.isalnum``) or is one of a script written without spaces, as
+    the pattern's look-behind says; a number also ends where the next character is not a digit.
     """
     anywhere, literal = _term_literal(term)
     if anywhere:
         return min(lower.count(literal), 1) if first else lower.count(literal)  # a bigram, a lone character
     found, at, size = 0, lower.find(literal), len(literal)
+    number = literal.isdecimal()
     while at >= 0:
-        if at == 0 or not lower[at - 1].isalnum():
+        before = lower[at - 1] if at else " "
+        starts = not before.isalnum() or (not before.isascii() and NO_SPACE_RUN.match(before))
+        if starts and not (number and lower[at + size : at + size + 1].isdecimal()):
             found += 1
             if first:
                 break
