@@ -25,6 +25,7 @@ from ctxlife.testing import assistant, tool_call, tool_result, user
 
 WINDOW = 100_000
 SECRET = "DE89370400440532013000"
+ERASED = "[erased]"  # what an erase by pattern leaves in place of the value (ctxlife.sessions.records.ERASED_TEXT)
 # Session with snapshot_restore warns that task_end is not called: expected here.
 pytestmark = pytest.mark.filterwarnings("ignore::ctxlife.CtxlifeWarning")
 
@@ -198,6 +199,42 @@ def test_an_erased_secret_is_gone_from_every_copy(kind: str, make_url: Any, tmp_
         sent = session.prepare(user("What is my IBAN?"))
         assert validate(sent) == [] and SECRET not in json.dumps(sent)
         assert holders(store_url, tmp_path) == []  # nor written back
+
+
+@pytest.mark.parametrize("kind", ["file", "sqlite", "redis", "postgres"])
+def test_a_summary_an_erase_scrubbed_is_still_the_summary_after_a_restart(
+    kind: str, make_url: Any, tmp_path: Path
+) -> None:
+    """An erase by pattern rewrites the summary that quotes the value; the summary's mark covers its text,
+    so the rewritten one must be marked anew: a restart restores it as the summary (not as a system
+    prompt, nor left out with everything it summed up), and the call records still show it as one."""
+    from ctxlife.messages import MARK_KEYS, inserted_kind
+
+    cfg, session = planted(make_url(kind), tmp_path)
+    with session:
+        store = session.store
+
+        def summaries_in_calls() -> list[str]:
+            with MARK_KEYS.marking_with(store):
+                return [
+                    json.dumps(m)
+                    for call in store.read_calls(session.session_id)
+                    for m in (call.doc.get("t") or {}).values()
+                    if inserted_kind(m) == "summary"
+                ]
+
+        quoted = summaries_in_calls()
+        assert quoted and any(SECRET in text for text in quoted)  # precondition: a recorded call sent it
+        assert session.erase_matching(SECRET)
+        after = summaries_in_calls()
+        assert len(after) == len(quoted) and not any(SECRET in text for text in after)
+        assert any(ERASED in text for text in after)
+    with ctxlife.Session(session.session_id, cfg, system="sys", context_window=2000) as again:
+        sent = again.prepare(user("What did we talk about?"))
+    summaries = [m for m in sent if is_summary(m)]
+    assert len(summaries) == 1 and ERASED in json.dumps(summaries[0]) and SECRET not in json.dumps(sent)
+    assert [m["content"] for m in sent if m["role"] == "system" and not is_summary(m)] == ["sys"]
+    assert "Question 0" in json.dumps(summaries[0]) or "Answer 0" in json.dumps(summaries[0])  # what it summed up
 
 
 @pytest.mark.parametrize("kind", ["file", "sqlite", "redis", "postgres"])

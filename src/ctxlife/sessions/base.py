@@ -67,6 +67,7 @@ from typing import Any, Self
 
 from ctxlife.errors import StoreError
 from ctxlife.events import emit
+from ctxlife.messages.inserted import MARK_KEYS, inserted_kind, inserted_text, mark_inserted
 from ctxlife.sessions.ids import validate_session_id, validate_view
 from ctxlife.sessions.records import (
     ERASED_TEXT,
@@ -387,7 +388,21 @@ class SessionStore(abc.ABC):
 
     def _scrub_calls(self, session_id: str, slots: set[int], regex: re.Pattern[str] | None) -> None:
         """Erase from the call records the texts of erased ``slots`` and every match of ``regex``."""
-        self._rewrite_calls(session_id, scrubbed_calls(self.read_calls(session_id), slots, regex))
+        scrub = None if regex is None else lambda message: self._scrubbed_message(message, regex)
+        self._rewrite_calls(session_id, scrubbed_calls(self.read_calls(session_id), slots, regex, scrub))
+
+    def _scrubbed_message(self, message: Any, regex: re.Pattern[str]) -> Any:
+        """``message`` with every match of ``regex`` replaced (:func:`_scrubbed`). A summary or recall block
+        ctxlife inserted stays one: its mark covers its text, so it is made anew over the scrubbed text with
+        the store's secret (one no longer recognised was restored as a system prompt, or left out, and shown
+        as the system prompt in reports)."""
+        with MARK_KEYS.marking_with(self):
+            kind = inserted_kind(message)
+            if kind is None:
+                return _scrubbed(message, regex)
+            body = _unmarked(message)
+            clean = _scrubbed(body, regex)
+            return message if clean == body else mark_inserted(clean, kind)
 
     def _rewrite_records(self, session_id: str, values: dict[int, dict[str, Any]]) -> int:
         """Overwrite the stored value of the records ``{seq: value}`` in place (for :meth:`erase`)."""
@@ -567,6 +582,7 @@ class SessionStore(abc.ABC):
         marks = snapshot.meta.get("slots")
         kept: list[Any] = []
         kept_marks: list[Any] = []
+        moved: dict[int, int] = {}  # a kept message's index -> its index after the erase
         changed = False
         for i, message in enumerate(snapshot.messages):
             slot = marks[i] if isinstance(marks, list) and i < len(marks) else None
@@ -574,9 +590,10 @@ class SessionStore(abc.ABC):
                 changed = True
                 continue
             if regex is not None:
-                clean = _scrubbed(message, regex)
+                clean = self._scrubbed_message(message, regex)
                 changed = changed or clean != message
                 message = clean
+            moved[i] = len(kept)
             kept.append(message)
             kept_marks.append(slot)
         if not changed:
@@ -584,8 +601,13 @@ class SessionStore(abc.ABC):
         meta = dict(snapshot.meta)
         if isinstance(marks, list):
             meta["slots"] = kept_marks
-        if "inserted" in meta:
-            meta.pop("inserted")
+        if isinstance(meta.get("inserted"), list):
+            # which messages ctxlife inserted (a restore re-marks them from it), at their new places
+            meta["inserted"] = [
+                [moved[entry[0]], entry[1]]
+                for entry in meta["inserted"]
+                if isinstance(entry, list) and len(entry) == 2 and entry[0] in moved
+            ]
         self.save_snapshot(snapshot.model_copy(update={"messages": kept, "meta": meta}))
 
     def _scrub_blobs(self, session_id: str, messages: list[dict[str, Any]]) -> None:
@@ -682,12 +704,28 @@ def _scrubbed(value: Any, regex: re.Pattern[str]) -> Any:
     return value
 
 
+def _unmarked(message: Any) -> Any:
+    """A copy of an inserted ``message`` without the line that marks it (a copy of what is marked only)."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return {**message, "content": inserted_text(content)}
+    if isinstance(content, list) and content and isinstance(content[-1], dict):
+        last = content[-1]
+        if isinstance(last.get("text"), str):
+            return {**message, "content": [*content[:-1], {**last, "text": inserted_text(last["text"])}]}
+    return message
+
+
 def scrubbed_calls(
-    calls: Iterable[CallRecord], slots: set[int], regex: re.Pattern[str] | None
+    calls: Iterable[CallRecord],
+    slots: set[int],
+    regex: re.Pattern[str] | None,
+    scrub: Callable[[Any], Any] | None = None,
 ) -> dict[int, dict[str, Any]]:
     """The call-record documents to write back so none holds the text of an erased slot (a recorded
     message sent in another form, ``[slot, key]`` in ``m``: see :mod:`ctxlife.sessions.calls`) nor a
-    match of ``regex`` (replaced by ``[erased]``, roles kept): ``{n: doc}``, the changed ones only."""
+    match of ``regex`` (replaced by ``[erased]``, roles kept, by ``scrub`` when given: the store's, which
+    marks a scrubbed summary anew): ``{n: doc}``, the changed ones only."""
     calls = list(calls)
     erased_keys: set[str] = set()
     if slots:
@@ -705,7 +743,7 @@ def scrubbed_calls(
             if key in erased_keys and isinstance(message, dict):
                 texts[key] = erased_message(message)
             elif regex is not None and regex.search(canonical_json(message)) is not None:
-                texts[key] = _scrubbed(message, regex)
+                texts[key] = (scrub or (lambda m: _scrubbed(m, regex)))(message)
                 if isinstance(message, dict) and "role" in message:
                     texts[key]["role"] = message["role"]  # what the text said goes, not who said it
         if texts != found:
