@@ -157,7 +157,10 @@ def lockers_conversation(language: str = "en") -> list[list[dict[str, Any]]]:
             ]
             for g in gyms
         ]
-    hello = [{"role": "user", "content": "你好！" if language == "cn" else "Hello!"}, {"role": "assistant", "content": "Hi."}]
+    hello = [
+        {"role": "user", "content": "你好！" if language == "cn" else "Hello!"},
+        {"role": "assistant", "content": "Hi."},
+    ]
     return [hello, *said, *(filler(i, language) for i in range(13, 45))]
 
 
