@@ -835,6 +835,30 @@ def test_an_erase_rewrites_only_the_snapshots_it_changes_and_their_inserted_mark
     assert b.meta.get("inserted", [[0, "summary"]]) == [[0, "summary"]]  # never the summary's old place
 
 
+def test_an_erase_keeps_only_the_inserted_marks_that_name_a_message_still_in_the_snapshot(make_url: Any) -> None:
+    """A snapshot's list of inserted messages is ctxlife's meta, but may name what is not there (an entry of
+    another shape, an index past the list): an erase by pattern keeps the entries that name a kept message, at
+    its new place, and drops the rest, and the scrubbed summary is the summary a restore gives back."""
+    from ctxlife.messages import MARK_KEYS, inserted_kind, summary_message
+    from ctxlife.sessions import Snapshot
+
+    said = user(f"My IBAN is {SECRET}")
+    with open_store(make_url("file")) as store:
+        store.append("odd", [said, assistant("Noted.")])
+        with MARK_KEYS.marking_with(store):
+            summary = summary_message([said], f"The user's IBAN is {SECRET}.")
+        meta = {"inserted": [[9, "summary"], [0, "summary"], ["x"], "junk", [0]], "slots": [None, 1, 2]}
+        store.save_snapshot(
+            Snapshot(session_id="odd", messages=[summary, said, assistant("Noted.")], raw_length=2, meta=meta)
+        )
+        assert store.erase_matching("odd", SECRET) == [1]
+        after = store.load_snapshot("odd")
+        with MARK_KEYS.marking_with(store):
+            kinds = [inserted_kind(m) for m in after.messages]
+    assert after.meta["inserted"] == [[0, "summary"]] and after.meta["slots"] == [None, 2]
+    assert kinds == ["summary", None] and SECRET not in json.dumps(after.messages)
+
+
 def test_erasing_an_edited_message_keeps_the_logs_shape(make_url: Any) -> None:
     """A message edited after it was recorded (a ``replace`` record) is erased in both records; the
     log keeps which slot the replace targeted (``ctxlife session export --all``), never the text."""

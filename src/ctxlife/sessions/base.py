@@ -388,8 +388,9 @@ class SessionStore(abc.ABC):
 
     def _scrub_calls(self, session_id: str, slots: set[int], regex: re.Pattern[str] | None) -> None:
         """Erase from the call records the texts of erased ``slots`` and every match of ``regex``."""
-        scrub = None if regex is None else lambda message: self._scrubbed_message(message, regex)
-        self._rewrite_calls(session_id, scrubbed_calls(self.read_calls(session_id), slots, regex, scrub))
+        self._rewrite_calls(
+            session_id, scrubbed_calls(self.read_calls(session_id), slots, regex, self._scrubbed_message)
+        )
 
     def _scrubbed_message(self, message: Any, regex: re.Pattern[str]) -> Any:
         """``message`` with every match of ``regex`` replaced (:func:`_scrubbed`). A summary or recall block
@@ -720,12 +721,12 @@ def scrubbed_calls(
     calls: Iterable[CallRecord],
     slots: set[int],
     regex: re.Pattern[str] | None,
-    scrub: Callable[[Any], Any] | None = None,
+    scrub: Callable[[Any, re.Pattern[str]], Any],
 ) -> dict[int, dict[str, Any]]:
     """The call-record documents to write back so none holds the text of an erased slot (a recorded
     message sent in another form, ``[slot, key]`` in ``m``: see :mod:`ctxlife.sessions.calls`) nor a
-    match of ``regex`` (replaced by ``[erased]``, roles kept, by ``scrub`` when given: the store's, which
-    marks a scrubbed summary anew): ``{n: doc}``, the changed ones only."""
+    match of ``regex`` (``scrub(message, regex)``: the store's, which replaces each by ``[erased]`` and
+    marks a scrubbed summary anew; roles kept): ``{n: doc}``, the changed ones only."""
     calls = list(calls)
     erased_keys: set[str] = set()
     if slots:
@@ -743,7 +744,7 @@ def scrubbed_calls(
             if key in erased_keys and isinstance(message, dict):
                 texts[key] = erased_message(message)
             elif regex is not None and regex.search(canonical_json(message)) is not None:
-                texts[key] = (scrub or (lambda m: _scrubbed(m, regex)))(message)
+                texts[key] = scrub(message, regex)
                 if isinstance(message, dict) and "role" in message:
                     texts[key]["role"] = message["role"]  # what the text said goes, not who said it
         if texts != found:
