@@ -289,6 +289,14 @@ def test_an_excerpt_of_a_text_dense_in_tokens_is_still_cut():
     assert got.startswith("😀") and got.endswith(" …") and len(got) < 20
 
 
+def test_an_excerpt_of_a_text_of_four_tokens_a_character_is_cut_within_its_tokens():
+    # Egyptian hieroglyphs count four tokens each: twelve shrinks of the fragment still leave two characters,
+    # over 7 tokens; the last resort cuts the text's start to what fits: one character and the mark.
+    assert count("\U00013000" * 100) == 400
+    got = excerpt("\U00013000" * 400, 7, {"albatross": 1.0}, count)
+    assert got == "\U00013000 …" and count(got) <= 7
+
+
 def test_an_excerpt_of_compact_json_holds_the_match():
     rows = [{"id": i, "name": f"item{i}", "note": "plain"} for i in range(80)]
     rows[60]["name"] = "albatross"

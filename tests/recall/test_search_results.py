@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
 import sqlite3
 from collections.abc import Iterator
 from datetime import datetime
@@ -1091,3 +1092,103 @@ def test_a_match_already_shown_does_not_stop_the_passages_after_it(index):
     found = passages_from(index, "heron", context=0, limit=5)
     shown = [r.seq for p in found for r in p.records]
     assert 11 in shown and len(shown) == len(set(shown))
+
+
+# -- written for the survivors of the recall scope's run on abbaa00 (docs/mutation/recall.md) -------------
+
+
+def test_session_search_prints_a_long_neighbour_whole_and_cuts_only_the_match(tmp_path, capsys):
+    # Only the match is cut to its excerpt (one chunk of a long message matched); a neighbour shown with
+    # it is printed whole, however long (`--json` is not the only way to read it).
+    neighbour = " ".join(f"step {i}: the rollout went fine on host {i}." for i in range(120))
+    assert TokenCounter().count_text(neighbour) > 600
+    url = f"file://{tmp_path / 'sessions'}"
+    with open_store(url) as store:
+        store.append(
+            "ops",
+            [
+                {"role": "user", "content": "Which pelican badge opens the loading dock?"},
+                {"role": "assistant", "content": neighbour},
+            ],
+        )
+    assert main(["session", "search", "--store", url, "ops", "pelican badge"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "> #1 user: Which pelican badge opens the loading dock?" in lines
+    assert f"  #2 assistant: {neighbour}" in lines
+
+
+def test_session_search_prints_a_match_of_one_chunk_whole_however_many_tokens(tmp_path, capsys):
+    # A message short enough to be indexed as one chunk matched whole: it is printed whole, even when it
+    # counts more tokens than a long message's excerpt (codes and ids tokenize densely).
+    codes = " ".join(f"k{i * 7919 % 10007:x}q{i * 104729 % 997:x}" for i in range(110))
+    text = f"The osprey vault codes are {codes}"
+    assert chunks(text) == [text] and TokenCounter().count_text(text) > 300 + 100
+    url = f"file://{tmp_path / 'sessions'}"
+    with open_store(url) as store:
+        store.append("ops", [{"role": "user", "content": text}, {"role": "assistant", "content": "Stored."}])
+    assert main(["session", "search", "--store", url, "ops", "osprey vault codes"]) == 0
+    assert f"> #1 user: {text}" in capsys.readouterr().out.splitlines()
+
+
+def test_a_position_of_a_time_out_of_range_is_the_message_number_alone():
+    # Positions are remembered per process (and by a process forked from it): a time no call made before.
+    unknown = 1e300 * (1 + random.random())
+    assert position(StoredRecord(9, "user", "x", unknown, None, None)) == "message 9"
+    assert position(StoredRecord(9, "user", "x", unknown, None, None)) == "message 9"  # remembered as unknown
+
+
+def test_a_question_after_the_turn_that_ends_the_history_is_shown_without_an_answer(index):
+    # Context after a turn takes a user's question with its answer; a question that ends the history has
+    # none: it is shown alone (nothing past the last record is read or invented).
+    index.add(
+        chat_records(
+            ("user", "Where did we park the heron van?"),
+            ("assistant", "On level 3, bay 12."),
+            ("user", "And the keys?"),
+        )
+    )
+    found = passages_from(index, "heron van", context=1, limit=1)
+    assert seqs(found) == [[1, 2, 3]] and found[0].core == {1, 2}
+
+
+def test_turns_chained_by_questions_join_the_first_passage_leaving_out_what_is_in_view(index):
+    # Three matches whose turns overlap (a reply that asks takes the user's answer in, and that answer starts
+    # a turn of its own): the later matches are already shown by the first passage, so the rest of each of
+    # their turns joins it: one passage in all, the record in view left out.
+    index.add(
+        chat_records(
+            ("user", "Book the osprey suite with the falcon and kestrel view."),
+            ("assistant", "For which city?"),
+            ("user", "Lisbon, the falcon hotel."),
+            ("assistant", "Which night?"),
+            ("user", "Friday, the kestrel room."),
+            ("assistant", "Booked for Friday."),
+            ("user", "thanks"),
+        )
+    )
+    plain = passages_from(index, "osprey falcon kestrel", context=0, limit=5)
+    assert seqs(plain) == [[1, 2, 3, 4, 5, 6]] and plain[0].hit.seq == 1
+    asked = "Which night?"
+    in_view = passages_from(index, "osprey falcon kestrel", context=0, limit=5, in_view=lambda r: r.text == asked)
+    assert seqs(in_view) == [[1, 2, 3, 5, 6]]
+
+
+def test_session_search_cuts_a_long_match_around_the_chunk_that_matched_not_the_first_place_with_the_words(
+    tmp_path, capsys
+):
+    # The question's words are in the message's first line (indexed with every later chunk) and in a later
+    # chunk, twice there with the head: that chunk is the match. The excerpt printed is cut around it (the
+    # value), not around the first place holding the same words; the chunk is found in the text as printed
+    # (its spaces folded).
+    filler = " ".join(f"line {i} of the deploy log, all fine." for i in range(28))
+    error = "ERROR: disk quota  exceeded on the shared  volume vol-7731 at 02:14."
+    log = f"Disk quota report for the shared volume. {filler} {filler} {filler} {error} {filler}"
+    matched = [c for c in chunks(log, CHUNK_CHARS) if "vol-7731" in c]
+    assert len(matched) == 1 and "Disk quota report" not in matched[0] and "  " in matched[0]
+    url = f"file://{tmp_path / 'sessions'}"
+    with open_store(url) as store:
+        store.append("ops", [{"role": "user", "content": "Run the deploy."}, {"role": "assistant", "content": log}])
+    assert main(["session", "search", "--store", url, "ops", "disk quota volume"]) == 0
+    shown = [line for line in capsys.readouterr().out.splitlines() if line.startswith("> #2 ")]
+    assert len(shown) == 1 and "disk quota exceeded on the shared volume vol-7731" in shown[0]
+    assert "Disk quota report" not in shown[0]
