@@ -218,6 +218,23 @@ def test_under_the_window_a_loop_of_large_steps_is_cut_down_to_the_latest_step()
     assert [m for m in messages if m.get("role") == "tool"] == [last[1]] and messages[-2:] == last
 
 
+def test_a_question_right_after_the_pinned_first_message_stays_when_the_steps_after_it_are_cut() -> None:
+    """Two user messages in a row, then a loop of large tool steps: the second (the question being
+    worked on) sits right after the pinned first one, and stays when the cut goes past it."""
+    question = user("Which of RS000X to RS004X are refundable?")
+    messages: list[dict[str, Any]] = [SYSTEM, user("Hi, I am Ana Lopez."), question]
+    for r in range(5):
+        call = tool_call("get_reservation_details", {"reservation_id": f"RS{r:03d}X"}, call_id=f"c{r}")
+        messages += [
+            assistant(None, [call]),
+            tool_result(call["id"], json.dumps({"id": f"RS{r:03d}X", "notes": "ok " * 600})),
+        ]
+    original = list(messages)
+    details = compacted(messages)
+    assert details["evicted_messages"] > 0 and original[3] not in messages  # the precondition: steps after it cut
+    assert [m for m in messages if m.get("role") == "user"] == [original[1], question]
+
+
 def test_a_list_with_nothing_to_evict_is_left_and_says_so() -> None:
     """Over the threshold with only the pinned first question: nothing can be summarized."""
     messages = [SYSTEM, user("Please read this: " + "the order 4411 shipped by DHL; " * 500)]
@@ -225,6 +242,21 @@ def test_a_list_with_nothing_to_evict_is_left_and_says_so() -> None:
     report = host.manage(messages)
     skipped = [a for a in report.actions if a.what == "skipped"]
     assert [(a.strategy, a.details.get("reason")) for a in skipped] == [("llm_summary", "nothing_to_evict")]
+
+
+def test_a_list_whose_only_evictable_message_is_the_kept_question_is_left_and_says_so() -> None:
+    """Over the threshold: the pinned first message, the question right after it and one long answer.
+    The only cut leaves the answer and would evict the question, which always stays: nothing to evict."""
+    messages = [SYSTEM, user("Hi, I am Ana Lopez."), user("Summarize our refund policy for me.")]
+    messages.append(assistant("Refunds are allowed within 24 hours of booking; " * 310))
+    original = list(messages)
+    host = Host(settings(), context_window=WINDOW)
+    size = host.counter().count_messages(messages)
+    assert 0.8 * WINDOW < size < WINDOW  # the precondition: over the threshold only
+    report = host.manage(messages)
+    skipped = [(a.strategy, a.what, a.details.get("reason")) for a in report.actions if a.strategy == "llm_summary"]
+    assert skipped == [("llm_summary", "skipped", "nothing_to_evict")]
+    assert messages == original
 
 
 def test_the_last_message_counts_toward_what_the_kept_tail_costs() -> None:
