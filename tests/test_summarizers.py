@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 import textwrap
+import uuid
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -35,6 +37,8 @@ from ctxlife.summarizers import (
     strip_summary_marker,
     unregister_summarizer,
 )
+from ctxlife.summarizers.llm import CHINESE_SYSTEM_PROMPT, DEFAULT_SYSTEM_PROMPT, _split, cut_at_lines
+from ctxlife.summarizers.rendering import values_only
 
 # --------------------------------------------------------------------------------------
 # fixtures and helpers
@@ -471,6 +475,12 @@ def test_llm_summarizer_cleans_reply_and_rejects_non_strings():
     assert issubclass(SummarizerError, CtxlifeError)
 
 
+def test_a_fenced_reply_of_several_lines_is_unfenced():
+    reply = "```markdown\nGoal: cancel ORD-12345.\nFacts: shipped 2031-03-14.\n```"
+    summary = LLMSummarizer(FakeLLM(reply)).summarize(SummaryRequest(ORDER_SPAN, None, 50, count_tokens))
+    assert summary == "Goal: cancel ORD-12345.\nFacts: shipped 2031-03-14."
+
+
 def test_llm_summarizer_errors_propagate_for_the_strategy_to_handle():
     def boom(messages, max_tokens):
         raise TimeoutError("slow model")
@@ -511,6 +521,73 @@ def test_llm_summarizer_speaks_the_conversations_language_and_condenses():
     assert "切记" in llm.calls[0][0][0]["content"] and "新消息" in llm.calls[0][0][1]["content"]
     s.condense("Goal: cancel ORD-12345. " * 40, 50)
     assert "Shorten this summary to at most 50 tokens" in llm.calls[1][0][1]["content"] and llm.calls[1][1] == 50
+
+
+def test_llm_summarizer_condense_asks_for_the_text_shortened_in_its_language():
+    llm = FakeLLM("Goal: cancel ORD-12345.")
+    s = LLMSummarizer(llm)
+    text = "Goal: cancel ORD-12345.\nFacts: ORD-12345, shipped."
+    assert s.condense(text, 50) == "Goal: cancel ORD-12345."
+    assert llm.calls[0] == (
+        [
+            {"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
+            {
+                "role": "user",
+                "content": "Shorten this summary to at most 50 tokens. Keep its sections, every name and every "
+                "exact value; drop detail first. Reply with the shorter summary only.\n\n" + text,
+            },
+        ],
+        50,
+    )
+    s.condense("目标：取消订单 DD1234。事实：订单已发货。", 30)
+    assert llm.calls[1][0][0] == {"role": "system", "content": CHINESE_SYSTEM_PROMPT}
+    assert llm.calls[1][0][1]["content"].startswith("请把这份摘要缩短到不超过 30 个 token。")
+    assert LLMSummarizer(llm, system_prompt="Be brief.").condense(text, 50) == "Goal: cancel ORD-12345."
+    assert llm.calls[2][0][0] == {"role": "system", "content": "Be brief."}
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def test_a_transcript_too_long_for_one_prompt_is_cut_between_lines_within_the_budget():
+    # Each line costs its words and one for the line break.
+    transcript = "a b\nc d\ne f g"
+    assert _split(transcript, 5, _words) == ["a b", "c d", "e f g"]
+    assert _split(transcript, 6, _words) == ["a b\nc d", "e f g"]
+    assert _split(transcript, 7, _words) == ["a b\nc d", "e f g"]
+    assert _split(transcript, 10, _words) == [transcript]
+    assert _split("", 5, _words) == [""]
+    long = " ".join(f"w{i}" for i in range(12))
+    pieces = _split(f"x y\n{long}\nz", 5, _words)
+    assert pieces == ["x y", "w0 w1 w2…", "z"]  # a line longer than a piece: cut short to fit with its break
+    assert all(_words(p) + p.count("\n") + 1 <= 5 for p in pieces)
+
+
+def test_a_summary_is_cut_at_its_last_whole_line_that_fits():
+    # Counted in characters: the line breaks count too.
+    text = "ab\ncd\ne"
+    assert cut_at_lines(text, 7, len) == text  # exactly the budget: whole
+    assert cut_at_lines(text, 6, len) == "ab\ncd"
+    assert cut_at_lines(text, 5, len) == "ab\ncd"  # exactly two lines' worth
+    assert cut_at_lines(text, 4, len) == "ab"
+    assert cut_at_lines("Goal: abc def\ng", 9, len) == "Goal:…"  # not even the first line: it is cut short
+
+
+def _nested(depth: int, wrap: Any) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = wrap(value)
+    return value
+
+
+def test_values_only_gives_nested_data_as_its_values_and_stops_deep_down():
+    data = {"item_code": "BX4471", "date": "2031-03-14", "note": None, "empty": "", "l": [], "d": {}, "n": 0}
+    assert values_only(data) == "BX4471 2031-03-14 0"  # empty values left out, a zero kept
+    assert values_only({"items": [{"id": "A1"}, {"id": "B2 c"}], "total": 3}) == '[A1, "B2 c"] 3'
+    assert values_only(_nested(20, lambda v: {"k": v})) == "x"  # 20 levels down: still shown
+    assert values_only(_nested(21, lambda v: {"k": v})) == "…"
+    assert values_only(_nested(22, lambda v: [v])) == "[" * 21 + "…" + "]" * 21
 
 
 def test_extractive_summary_of_a_long_repeated_word_finishes():
@@ -636,7 +713,9 @@ def test_register_get_and_conflicts():
 @pytest.fixture
 def plugin_dist(tmp_path, monkeypatch):
     """A fake installed distribution publishing two summarizers under ctxlife.summarizers."""
-    mod = "ctxlife_fake_summ_plugin"
+    # A name of its own each time: a process that ran this test before (mutmut runs the tests twice in one
+    # process) keeps the factory it loaded for an offer of the same module, and would not import it again.
+    mod = f"ctxlife_fake_summ_plugin_{uuid.uuid4().hex[:12]}"
     (tmp_path / f"{mod}.py").write_text(
         textwrap.dedent("""
         IMPORTED = True
@@ -649,9 +728,9 @@ def plugin_dist(tmp_path, monkeypatch):
                 return self.prefix + str(len(request.messages))
     """)
     )
-    dist = tmp_path / "ctxlife_fake_summ_plugin-0.1.dist-info"
+    dist = tmp_path / f"{mod}-0.1.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxlife-fake-summ-plugin\nVersion: 0.1\n")
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {mod.replace('_', '-')}\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\necho = {mod}:Echo\nbroken = {mod}_missing:Nope\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
