@@ -22,6 +22,7 @@ from ctxlife.errors import (
     PluginError,
 )
 from ctxlife.facts import Fact, extract_facts, facts_missing_from
+from ctxlife.models import ContextLengthExceeded
 from ctxlife.summarizers import (
     ENTRY_POINT_GROUP,
     SUMMARY_PREFIX,
@@ -37,7 +38,13 @@ from ctxlife.summarizers import (
     strip_summary_marker,
     unregister_summarizer,
 )
-from ctxlife.summarizers.llm import CHINESE_SYSTEM_PROMPT, DEFAULT_SYSTEM_PROMPT, _split, cut_at_lines
+from ctxlife.summarizers.llm import (
+    CHINESE_SYSTEM_PROMPT,
+    DEFAULT_SYSTEM_PROMPT,
+    _split,
+    conversation_language,
+    cut_at_lines,
+)
 from ctxlife.summarizers.rendering import values_only
 
 # --------------------------------------------------------------------------------------
@@ -588,6 +595,76 @@ def test_values_only_gives_nested_data_as_its_values_and_stops_deep_down():
     assert values_only(_nested(20, lambda v: {"k": v})) == "x"  # 20 levels down: still shown
     assert values_only(_nested(21, lambda v: {"k": v})) == "…"
     assert values_only(_nested(22, lambda v: [v])) == "[" * 21 + "…" + "]" * 21
+
+
+SHORT_SPAN = [
+    {"role": "user", "content": "Please cancel order ORD-12345."},
+    {"role": "assistant", "content": "Cancelled ORD-12345."},
+]
+
+
+def test_llm_summarizer_sends_one_prompt_with_its_sections_for_a_short_span():
+    llm = FakeLLM("Goal: cancel.")
+    LLMSummarizer(llm).summarize(SummaryRequest(SHORT_SPAN, "History summary: earlier: bob.", 80, _words))
+    assert llm.calls[0][0][1]["content"] == (
+        "Previous summary:\nearlier: bob.\n\nNew messages:\nUser: Please cancel order ORD-12345.\n"
+        "Assistant: Cancelled ORD-12345.\n\nFacts to keep exactly as written:\ncodes: ORD-12345\n\n"
+        "Write the updated summary in at most 80 tokens. Reply with the summary only."
+    )
+    given = [Fact("email", "ana@example.com")]  # the caller's facts, not the span's
+    LLMSummarizer(llm).summarize(SummaryRequest(SHORT_SPAN, None, 80, _words, given))
+    assert "Facts to keep exactly as written:\nemails: ana@example.com\n\n" in llm.calls[1][0][1]["content"]
+
+
+def test_llm_summarizer_asks_nothing_for_no_budget():
+    llm = FakeLLM("Goal: cancel.")
+    assert LLMSummarizer(llm).summarize(SummaryRequest(SHORT_SPAN, None, 0, _words)) == ""
+    assert llm.calls == []
+    assert LLMSummarizer(llm).summarize(SummaryRequest(SHORT_SPAN, None, 1, _words)) == "Goal: cancel."
+
+
+def test_the_prompt_budget_leaves_room_for_the_reply_with_the_margin():
+    assert LLMSummarizer(FakeLLM(), context_window=1000, token_margin=1.25).prompt_budget(200) == 584
+    assert LLMSummarizer(FakeLLM()).prompt_budget(200) is None  # no window known: no bound
+
+
+def test_a_window_the_endpoint_names_is_learnt_and_the_summary_planned_again():
+    class Refusing(FakeLLM):
+        def __call__(self, messages, max_tokens):
+            self.calls.append((messages, max_tokens))
+            if len(self.calls) == 1:
+                raise ContextLengthExceeded("maximum context length is 600 tokens", window=600)
+            return self.reply
+
+    big = [{"role": "user", "content": f"Order ORD-{i:05d} is late. " * 3} for i in range(300)]
+    for window in (None, 4000):
+        llm = Refusing("Goal: orders.")
+        summarizer = LLMSummarizer(llm, context_window=window)
+        assert summarizer.summarize(SummaryRequest(big, None, 100, count_tokens)) == "Goal: orders."
+        assert summarizer.context_window == 600 and len(llm.calls) >= 2
+        for messages, max_tokens in llm.calls[1:]:  # planned again for the window learnt
+            assert sum(count_tokens(m["content"]) + 4 for m in messages) * 1.2 + max_tokens <= 600
+    for window in (600, 500):  # a window no smaller than the one it planned for: nothing to learn
+        summarizer = LLMSummarizer(Refusing(), context_window=window)
+        with pytest.raises(ContextLengthExceeded):
+            summarizer.summarize(SummaryRequest(big, None, 100, count_tokens))
+        assert summarizer.context_window == window
+
+    def unnamed(messages, max_tokens):
+        raise ContextLengthExceeded("too long")
+
+    with pytest.raises(ContextLengthExceeded):
+        LLMSummarizer(unnamed).summarize(SummaryRequest(SHORT_SPAN, None, 50, count_tokens))
+
+
+def test_the_conversation_language_is_chinese_from_three_tenths_of_han():
+    # Word characters: han, latin letters, kana; Chinese when han are >= 30% of them and other CJK < 30% of han.
+    assert conversation_language("中中中aaaaaaa") == "zh"  # 3 of 10
+    assert conversation_language("中中aaaaaaaa") == "en"  # 2 of 10
+    assert conversation_language("中" * 10 + "あ") == "zh"
+    assert conversation_language("中" * 10 + "あああ") == "en"  # kana: 3 = 30% of han, Japanese
+    assert conversation_language("中" * 6000 + "a" * 14000 + "a") == "zh"  # only the first 20,000 characters
+    assert conversation_language("") == "en"
 
 
 def test_extractive_summary_of_a_long_repeated_word_finishes():

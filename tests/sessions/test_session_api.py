@@ -481,6 +481,8 @@ def test_what_is_not_a_message_is_refused_naming_its_position(tmp_path: Path) ->
             "Agents SDK's Runner.run(session=...), use ctxlife.integrations.openai_agents.AgentsSession (pip "
             "install 'ctxlife[agents]'): it converts Responses items and manages each model call"
         )
+        with pytest.raises(InvalidMessagesError, match=r"^message 0 must be a message dict .*got int"):
+            session.add_items([42])  # type: ignore[list-item]
         assert contents(session.get_items()) == ["q"]  # nothing of the refused calls recorded
 
 
@@ -616,12 +618,13 @@ class _Summarizer:
             ctx.messages[:] = [*ctx.messages[:1], summary_message(items, "the user asked twice"), items[-1]]
 
 
-def test_a_recall_block_alone_is_sent_but_neither_saved_nor_an_item(store_url: str) -> None:
-    with ctxlife.Session("rb", config(store_url), system=SYSTEM, context_window=8000, plugins=[_Recaller()]) as session:
+@pytest.mark.parametrize("system", [SYSTEM, None], ids=["system-prompt", "no-system-prompt"])
+def test_a_recall_block_alone_is_sent_but_neither_saved_nor_an_item(store_url: str, system: str | None) -> None:
+    with ctxlife.Session("rb", config(store_url), system=system, context_window=8000, plugins=[_Recaller()]) as session:
         session.prepare(user("q0"))
         session.record_reply("a0")
         sent = session.prepare(user("what was the code?"))
-        assert contents(sent)[3].startswith(RECALL_PREFIX)  # precondition: the block was sent
+        assert contents(sent)[-2].startswith(RECALL_PREFIX)  # precondition: the block was sent
         assert contents(session.get_items()) == ["q0", "a0", "what was the code?"]
     with open_store(store_url) as store:
         assert store.load_snapshot("rb") is None  # the conversation did not change: nothing to save
@@ -695,3 +698,18 @@ def test_a_call_without_a_new_turn_checks_the_stored_list_against_message_format
         assert str(refused.value).startswith(
             "session 'fmt2'[1] is an OpenAI chat message but message_format is 'anthropic'"
         )
+
+
+def test_a_turn_leaving_one_of_two_calls_without_its_result_is_refused(store_url: str) -> None:
+    calls = [
+        {"id": f"call_{i}", "type": "function", "function": {"name": "lookup", "arguments": f'{{"order": {i}}}'}}
+        for i in (1, 2)
+    ]
+    with ctxlife.Session("two", config(store_url), context_window=8000) as session:
+        session.prepare(user("Where are orders 1 and 2?"))
+        session.record_reply({"role": "assistant", "content": None, "tool_calls": calls})
+        session.add({"role": "tool", "tool_call_id": "call_1", "content": "order 1 shipped"})
+        with pytest.raises(InvalidMessagesError, match=r"tool_call_without_result: 1 of 2 .*\['call_2'\]"):
+            session.prepare(user("and?"))
+        session.prepare({"role": "tool", "tool_call_id": "call_2", "content": "order 2 packed"})
+    assert contents(raw(store_url, "two"))[-2:] == ["order 1 shipped", "order 2 packed"]
