@@ -713,3 +713,58 @@ def test_a_turn_leaving_one_of_two_calls_without_its_result_is_refused(store_url
             session.prepare(user("and?"))
         session.prepare({"role": "tool", "tool_call_id": "call_2", "content": "order 2 packed"})
     assert contents(raw(store_url, "two"))[-2:] == ["order 1 shipped", "order 2 packed"]
+
+
+def test_a_call_left_without_its_result_earlier_does_not_block_later_turns(store_url: str) -> None:
+    # An old call never answered (a crashed tool, recorded by add) is a problem of the history, not of
+    # the turn: turns after it are checked for what they add, and the latest call's result goes in.
+    def call(cid: str) -> dict[str, Any]:
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": cid, "type": "function", "function": {"name": "lookup", "arguments": "{}"}}],
+        }
+
+    with ctxlife.Session("old", config(store_url), context_window=8000) as session:
+        session.add(user("Where is order 17?"), call("call_1"), user("forget it"))
+        session.prepare(user("where is 18?"))
+        session.record_reply(call("call_2"))
+        session.prepare({"role": "tool", "tool_call_id": "call_2", "content": "18 shipped"})
+        session.prepare(user("thanks"))
+    assert contents(raw(store_url, "old"))[-2:] == ["18 shipped", "thanks"]
+
+
+def test_a_session_builds_its_host_with_its_model_id_and_summary_model(tmp_path: Path) -> None:
+    def summarize(messages: list[dict[str, Any]], max_tokens: int) -> str:
+        return "summary"
+
+    with ctxlife.Session("u42", config(f"file://{tmp_path}"), model="gpt-4o-mini", summary_model=summarize) as session:
+        assert session.last_report is None  # no call yet
+        host = session.host
+        assert (host.model, host.session_id, host.summary_model is not None) == ("gpt-4o-mini", "u42", True)
+    with ctxlife.Session("u42", config(f"file://{tmp_path}")) as plain:
+        assert plain.host.summary_model is None
+
+
+class CountingCloses(DelegatingStore):
+    closed = 0
+
+    def close(self) -> None:
+        CountingCloses.closed += 1
+        super().close()
+
+
+def test_a_session_closes_the_host_it_made_once_and_never_a_shared_one(tmp_path: Path) -> None:
+    inner = f"file://{tmp_path}"
+    CountingCloses.closed = 0
+    with sessions.REGISTRY.registered("counting-closes", lambda url: CountingCloses(open_store(inner))):
+        session = ctxlife.Session("own", config("counting-closes://x"))
+        session.close()
+        session.close()  # idempotent
+        assert CountingCloses.closed == 1
+        host = ctxlife.Host(config("counting-closes://x"), context_window=8000)
+        with ctxlife.Session("shared", host=host):
+            pass
+        assert CountingCloses.closed == 1  # the caller's host stays open
+        host.close()
+        assert CountingCloses.closed == 2
