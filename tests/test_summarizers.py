@@ -45,7 +45,7 @@ from ctxlife.summarizers.llm import (
     conversation_language,
     cut_at_lines,
 )
-from ctxlife.summarizers.rendering import values_only
+from ctxlife.summarizers.rendering import truncate_to_tokens, values_only
 
 # --------------------------------------------------------------------------------------
 # fixtures and helpers
@@ -515,6 +515,14 @@ def test_llm_summarizer_prompts_fit_the_models_window_with_a_margin():
     for messages, max_tokens in llm.calls:
         prompt = sum(count_tokens(m["content"]) + 4 for m in messages)
         assert prompt * 1.2 + max_tokens <= 1024
+    assert llm.calls[0][0][1]["content"].startswith("Previous summary:\nearlier facts. earlier facts.")  # cut, kept
+    llm.calls.clear()  # a piece bound larger than the window allows: the window's bound wins
+    LLMSummarizer(llm, context_window=1024, max_input_tokens=5000).summarize(
+        SummaryRequest(big, None, 200, count_tokens)
+    )
+    assert len(llm.calls) > 1
+    for messages, max_tokens in llm.calls:
+        assert sum(count_tokens(m["content"]) + 4 for m in messages) * 1.2 + max_tokens <= 1024
 
 
 def test_llm_summarizer_speaks_the_conversations_language_and_condenses():
@@ -665,6 +673,76 @@ def test_the_conversation_language_is_chinese_from_three_tenths_of_han():
     assert conversation_language("中" * 10 + "あああ") == "en"  # kana: 3 = 30% of han, Japanese
     assert conversation_language("中" * 6000 + "a" * 14000 + "a") == "zh"  # only the first 20,000 characters
     assert conversation_language("") == "en"
+
+
+def test_llm_summarizer_options_are_checked_at_their_bounds_with_what_is_wrong():
+    with pytest.raises(ConfigError) as wrong:
+        LLMSummarizer("not callable")  # type: ignore[arg-type]
+    assert str(wrong.value) == "LLMSummarizer: 'complete' must be a callable (messages, max_tokens) -> str"
+    for label, value in (("max_input_tokens", 0), ("context_window", True), ("context_window", "8k")):
+        with pytest.raises(ConfigError) as wrong:
+            LLMSummarizer(FakeLLM(), **{label: value})
+        assert str(wrong.value) == f"LLMSummarizer: {label} must be a positive int, got {value!r}"
+    for margin in (0.99, 4.01):
+        with pytest.raises(ConfigError) as wrong:
+            LLMSummarizer(FakeLLM(), token_margin=margin)
+        assert str(wrong.value) == f"LLMSummarizer: token_margin must be between 1.0 and 4.0, got {margin!r}"
+    with pytest.raises(ConfigError) as wrong:
+        LLMSummarizer(FakeLLM(), max_pieces=0)
+    assert str(wrong.value) == "LLMSummarizer: max_pieces must be >= 1, got 0"
+    edge = LLMSummarizer(FakeLLM(), max_input_tokens=1, context_window=1, token_margin=1.0, max_pieces=1)
+    assert (edge.max_input_tokens, edge.context_window, edge.max_pieces) == (1, 1, 1)
+    assert LLMSummarizer(FakeLLM(), token_margin=4.0).token_margin == 4.0
+
+
+def test_llm_summarizer_counts_its_model_calls_and_names_a_reply_that_is_not_text():
+    llm = FakeLLM("ok")
+    summarizer = LLMSummarizer(llm, max_input_tokens=500)
+    assert summarizer.calls == 0
+    big = [{"role": "user", "content": f"Order ORD-{i:05d} is late. " * 3} for i in range(300)]
+    summarizer.summarize(SummaryRequest(big, None, 100, count_tokens))
+    summarizer.condense("Goal: orders.", 10)
+    assert summarizer.calls == len(llm.calls) > 2  # the pieces and the condensing
+    with pytest.raises(SummarizerError) as wrong:
+        LLMSummarizer(FakeLLM(5)).summarize(SummaryRequest(SHORT_SPAN, None, 50, count_tokens))
+    assert str(wrong.value) == "LLMSummarizer: complete() must return a str, got int"
+
+
+def test_a_summarizer_without_summarize_is_refused_by_name():
+    class Hollow:
+        def __repr__(self) -> str:
+            return "Hollow()"
+
+    register_summarizer("hollow-one", Hollow)
+    try:
+        with pytest.raises(PluginError) as wrong:
+            get_summarizer("hollow-one")
+        assert str(wrong.value) == "summarizer 'hollow-one': Hollow() has no summarize(request) method"
+    finally:
+        unregister_summarizer("hollow-one")
+
+
+def test_the_transcript_names_each_speaker_and_indents_continuation_lines():
+    span = [
+        {"content": "no role here"},
+        {"role": "function", "content": "fn result"},
+        {"role": "tool", "content": "anon result"},
+        {"role": "assistant", "content": ""},  # nothing to show: left out, the rest still shown
+        {"role": "developer", "content": "line one\nline two"},
+        {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {"name": "f"}}]},
+        {"role": "user", "content": "last"},
+    ]
+    assert render_messages(span) == (
+        "Unknown: no role here\nTool tool returned: fn result\nTool tool returned: anon result\n"
+        "Developer: line one\n  line two\nAssistant called f() -> (no result yet)\nUser: last"
+    )
+
+
+def test_truncate_to_tokens_keeps_the_longest_prefix_that_fits_with_its_ellipsis():
+    assert truncate_to_tokens("ab cd", 5, len) == "ab cd"  # exactly the budget: whole
+    assert truncate_to_tokens("ab cd", 4, len) == "ab…"
+    assert truncate_to_tokens("abcdefghij klmnop", 12, len) == "abcdefghij…"
+    assert truncate_to_tokens("abcdef", 1, len) == ""  # not even one character and the ellipsis
 
 
 def test_extractive_summary_of_a_long_repeated_word_finishes():
