@@ -624,6 +624,16 @@ def test_llm_summarizer_sends_one_prompt_with_its_sections_for_a_short_span():
     assert "Facts to keep exactly as written:\nemails: ana@example.com\n\n" in llm.calls[1][0][1]["content"]
 
 
+def test_an_empty_summary_of_a_piece_before_the_last_is_an_error_naming_the_piece():
+    llm = FakeLLM("")
+    big = [{"role": "user", "content": f"Order ORD-{i:05d} is late. " * 3} for i in range(300)]
+    with pytest.raises(SummarizerError) as wrong:
+        LLMSummarizer(llm, max_input_tokens=500).summarize(SummaryRequest(big, None, 100, count_tokens))
+    assert len(llm.calls) == 1
+    total = llm.calls[0][0][1]["content"].split("New messages (part 1 of ")[1].split(")")[0]
+    assert str(wrong.value) == f"LLMSummarizer: the model returned an empty summary (piece 1 of {total})"
+
+
 def test_llm_summarizer_asks_nothing_for_no_budget():
     llm = FakeLLM("Goal: cancel.")
     assert LLMSummarizer(llm).summarize(SummaryRequest(SHORT_SPAN, None, 0, _words)) == ""
@@ -743,6 +753,7 @@ def test_truncate_to_tokens_keeps_the_longest_prefix_that_fits_with_its_ellipsis
     assert truncate_to_tokens("ab cd", 4, len) == "ab…"
     assert truncate_to_tokens("abcdefghij klmnop", 12, len) == "abcdefghij…"
     assert truncate_to_tokens("abcdef", 1, len) == ""  # not even one character and the ellipsis
+    assert truncate_to_tokens("a bcdef", 2, len) == "a…"  # a one-character word is a prefix too
 
 
 def test_extractive_summary_of_a_long_repeated_word_finishes():
