@@ -38,6 +38,7 @@ from ctxlife.summarizers import (
     strip_summary_marker,
     unregister_summarizer,
 )
+from ctxlife.summarizers.candidates import Candidates
 from ctxlife.summarizers.llm import (
     CHINESE_SYSTEM_PROMPT,
     DEFAULT_SYSTEM_PROMPT,
@@ -754,6 +755,27 @@ def test_truncate_to_tokens_keeps_the_longest_prefix_that_fits_with_its_ellipsis
     assert truncate_to_tokens("abcdefghij klmnop", 12, len) == "abcdefghij…"
     assert truncate_to_tokens("abcdef", 1, len) == ""  # not even one character and the ellipsis
     assert truncate_to_tokens("a bcdef", 2, len) == "a…"  # a one-character word is a prefix too
+
+
+def test_a_long_tool_result_is_cut_in_fragments_each_labelled_with_its_records_id():
+    candidates = Candidates(_words, max_call_tokens=60, fragment_tokens=8)
+    result = {
+        "orders": [
+            {"id": "ORD-12345", "status": "shipped", "note": "left at the door of the blue house", "total": 12},
+            {"id": "ORD-67890", "status": "lost"},
+        ],
+        "owner": {"name": "Ana Ruiz", "city": "Lima", "zip": "15001", "phone": "555 0101 22"},
+    }
+    assert candidates._fragments(result, "") == [
+        "orders: ORD-12345 status: shipped",
+        'orders: ORD-12345 note: "left at the door of the blue house"',
+        "orders: ORD-12345 total: 12",
+        "orders: {id: ORD-67890, status: lost}",  # short enough whole
+        'owner: name: "Ana Ruiz", city: Lima, zip: 15001',  # no id: no label; scalars packed within the size
+        'owner: phone: "555 0101 22"',
+    ]
+    assert candidates._identity({"n": "ab", "code": "BX4471"}) == "BX4471"  # the first value that is an id or code
+    assert candidates._identity({"x": "hello there", "n": "ab"}) is None
 
 
 def test_extractive_summary_of_a_long_repeated_word_finishes():
