@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 import textwrap
+import uuid
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,6 +22,7 @@ from ctxlife.errors import (
     PluginError,
 )
 from ctxlife.facts import Fact, extract_facts, facts_missing_from
+from ctxlife.models import ContextLengthExceeded
 from ctxlife.summarizers import (
     ENTRY_POINT_GROUP,
     SUMMARY_PREFIX,
@@ -35,6 +38,15 @@ from ctxlife.summarizers import (
     strip_summary_marker,
     unregister_summarizer,
 )
+from ctxlife.summarizers.candidates import Candidates
+from ctxlife.summarizers.llm import (
+    CHINESE_SYSTEM_PROMPT,
+    DEFAULT_SYSTEM_PROMPT,
+    _split,
+    conversation_language,
+    cut_at_lines,
+)
+from ctxlife.summarizers.rendering import truncate_to_tokens, values_only
 
 # --------------------------------------------------------------------------------------
 # fixtures and helpers
@@ -471,6 +483,12 @@ def test_llm_summarizer_cleans_reply_and_rejects_non_strings():
     assert issubclass(SummarizerError, CtxlifeError)
 
 
+def test_a_fenced_reply_of_several_lines_is_unfenced():
+    reply = "```markdown\nGoal: cancel ORD-12345.\nFacts: shipped 2031-03-14.\n```"
+    summary = LLMSummarizer(FakeLLM(reply)).summarize(SummaryRequest(ORDER_SPAN, None, 50, count_tokens))
+    assert summary == "Goal: cancel ORD-12345.\nFacts: shipped 2031-03-14."
+
+
 def test_llm_summarizer_errors_propagate_for_the_strategy_to_handle():
     def boom(messages, max_tokens):
         raise TimeoutError("slow model")
@@ -498,6 +516,14 @@ def test_llm_summarizer_prompts_fit_the_models_window_with_a_margin():
     for messages, max_tokens in llm.calls:
         prompt = sum(count_tokens(m["content"]) + 4 for m in messages)
         assert prompt * 1.2 + max_tokens <= 1024
+    assert llm.calls[0][0][1]["content"].startswith("Previous summary:\nearlier facts. earlier facts.")  # cut, kept
+    llm.calls.clear()  # a piece bound larger than the window allows: the window's bound wins
+    LLMSummarizer(llm, context_window=1024, max_input_tokens=5000).summarize(
+        SummaryRequest(big, None, 200, count_tokens)
+    )
+    assert len(llm.calls) > 1
+    for messages, max_tokens in llm.calls:
+        assert sum(count_tokens(m["content"]) + 4 for m in messages) * 1.2 + max_tokens <= 1024
 
 
 def test_llm_summarizer_speaks_the_conversations_language_and_condenses():
@@ -511,6 +537,245 @@ def test_llm_summarizer_speaks_the_conversations_language_and_condenses():
     assert "切记" in llm.calls[0][0][0]["content"] and "新消息" in llm.calls[0][0][1]["content"]
     s.condense("Goal: cancel ORD-12345. " * 40, 50)
     assert "Shorten this summary to at most 50 tokens" in llm.calls[1][0][1]["content"] and llm.calls[1][1] == 50
+
+
+def test_llm_summarizer_condense_asks_for_the_text_shortened_in_its_language():
+    llm = FakeLLM("Goal: cancel ORD-12345.")
+    s = LLMSummarizer(llm)
+    text = "Goal: cancel ORD-12345.\nFacts: ORD-12345, shipped."
+    assert s.condense(text, 50) == "Goal: cancel ORD-12345."
+    assert llm.calls[0] == (
+        [
+            {"role": "system", "content": DEFAULT_SYSTEM_PROMPT},
+            {
+                "role": "user",
+                "content": "Shorten this summary to at most 50 tokens. Keep its sections, every name and every "
+                "exact value; drop detail first. Reply with the shorter summary only.\n\n" + text,
+            },
+        ],
+        50,
+    )
+    s.condense("目标：取消订单 DD1234。事实：订单已发货。", 30)
+    assert llm.calls[1][0][0] == {"role": "system", "content": CHINESE_SYSTEM_PROMPT}
+    assert llm.calls[1][0][1]["content"].startswith("请把这份摘要缩短到不超过 30 个 token。")
+    assert LLMSummarizer(llm, system_prompt="Be brief.").condense(text, 50) == "Goal: cancel ORD-12345."
+    assert llm.calls[2][0][0] == {"role": "system", "content": "Be brief."}
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def test_a_transcript_too_long_for_one_prompt_is_cut_between_lines_within_the_budget():
+    # Each line costs its words and one for the line break.
+    transcript = "a b\nc d\ne f g"
+    assert _split(transcript, 5, _words) == ["a b", "c d", "e f g"]
+    assert _split(transcript, 6, _words) == ["a b\nc d", "e f g"]
+    assert _split(transcript, 7, _words) == ["a b\nc d", "e f g"]
+    assert _split(transcript, 10, _words) == [transcript]
+    assert _split("", 5, _words) == [""]
+    long = " ".join(f"w{i}" for i in range(12))
+    pieces = _split(f"x y\n{long}\nz", 5, _words)
+    assert pieces == ["x y", "w0 w1 w2…", "z"]  # a line longer than a piece: cut short to fit with its break
+    assert all(_words(p) + p.count("\n") + 1 <= 5 for p in pieces)
+
+
+def test_a_summary_is_cut_at_its_last_whole_line_that_fits():
+    # Counted in characters: the line breaks count too.
+    text = "ab\ncd\ne"
+    assert cut_at_lines(text, 7, len) == text  # exactly the budget: whole
+    assert cut_at_lines(text, 6, len) == "ab\ncd"
+    assert cut_at_lines(text, 5, len) == "ab\ncd"  # exactly two lines' worth
+    assert cut_at_lines(text, 4, len) == "ab"
+    assert cut_at_lines("Goal: abc def\ng", 9, len) == "Goal:…"  # not even the first line: it is cut short
+
+
+def _nested(depth: int, wrap: Any) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = wrap(value)
+    return value
+
+
+def test_values_only_gives_nested_data_as_its_values_and_stops_deep_down():
+    data = {"item_code": "BX4471", "date": "2031-03-14", "note": None, "empty": "", "l": [], "d": {}, "n": 0}
+    assert values_only(data) == "BX4471 2031-03-14 0"  # empty values left out, a zero kept
+    assert values_only({"items": [{"id": "A1"}, {"id": "B2 c"}], "total": 3}) == '[A1, "B2 c"] 3'
+    assert values_only(_nested(20, lambda v: {"k": v})) == "x"  # 20 levels down: still shown
+    assert values_only(_nested(21, lambda v: {"k": v})) == "…"
+    assert values_only(_nested(22, lambda v: [v])) == "[" * 21 + "…" + "]" * 21
+
+
+SHORT_SPAN = [
+    {"role": "user", "content": "Please cancel order ORD-12345."},
+    {"role": "assistant", "content": "Cancelled ORD-12345."},
+]
+
+
+def test_llm_summarizer_sends_one_prompt_with_its_sections_for_a_short_span():
+    llm = FakeLLM("Goal: cancel.")
+    LLMSummarizer(llm).summarize(SummaryRequest(SHORT_SPAN, "History summary: earlier: bob.", 80, _words))
+    assert llm.calls[0][0][1]["content"] == (
+        "Previous summary:\nearlier: bob.\n\nNew messages:\nUser: Please cancel order ORD-12345.\n"
+        "Assistant: Cancelled ORD-12345.\n\nFacts to keep exactly as written:\ncodes: ORD-12345\n\n"
+        "Write the updated summary in at most 80 tokens. Reply with the summary only."
+    )
+    given = [Fact("email", "ana@example.com")]  # the caller's facts, not the span's
+    LLMSummarizer(llm).summarize(SummaryRequest(SHORT_SPAN, None, 80, _words, given))
+    assert "Facts to keep exactly as written:\nemails: ana@example.com\n\n" in llm.calls[1][0][1]["content"]
+
+
+def test_an_empty_summary_of_a_piece_before_the_last_is_an_error_naming_the_piece():
+    llm = FakeLLM("")
+    big = [{"role": "user", "content": f"Order ORD-{i:05d} is late. " * 3} for i in range(300)]
+    with pytest.raises(SummarizerError) as wrong:
+        LLMSummarizer(llm, max_input_tokens=500).summarize(SummaryRequest(big, None, 100, count_tokens))
+    assert len(llm.calls) == 1
+    total = llm.calls[0][0][1]["content"].split("New messages (part 1 of ")[1].split(")")[0]
+    assert str(wrong.value) == f"LLMSummarizer: the model returned an empty summary (piece 1 of {total})"
+
+
+def test_llm_summarizer_asks_nothing_for_no_budget():
+    llm = FakeLLM("Goal: cancel.")
+    assert LLMSummarizer(llm).summarize(SummaryRequest(SHORT_SPAN, None, 0, _words)) == ""
+    assert llm.calls == []
+    assert LLMSummarizer(llm).summarize(SummaryRequest(SHORT_SPAN, None, 1, _words)) == "Goal: cancel."
+
+
+def test_the_prompt_budget_leaves_room_for_the_reply_with_the_margin():
+    assert LLMSummarizer(FakeLLM(), context_window=1000, token_margin=1.25).prompt_budget(200) == 584
+    assert LLMSummarizer(FakeLLM()).prompt_budget(200) is None  # no window known: no bound
+
+
+def test_a_window_the_endpoint_names_is_learnt_and_the_summary_planned_again():
+    class Refusing(FakeLLM):
+        def __call__(self, messages, max_tokens):
+            self.calls.append((messages, max_tokens))
+            if len(self.calls) == 1:
+                raise ContextLengthExceeded("maximum context length is 600 tokens", window=600)
+            return self.reply
+
+    big = [{"role": "user", "content": f"Order ORD-{i:05d} is late. " * 3} for i in range(300)]
+    for window in (None, 4000):
+        llm = Refusing("Goal: orders.")
+        summarizer = LLMSummarizer(llm, context_window=window)
+        assert summarizer.summarize(SummaryRequest(big, None, 100, count_tokens)) == "Goal: orders."
+        assert summarizer.context_window == 600 and len(llm.calls) >= 2
+        for messages, max_tokens in llm.calls[1:]:  # planned again for the window learnt
+            assert sum(count_tokens(m["content"]) + 4 for m in messages) * 1.2 + max_tokens <= 600
+    for window in (600, 500):  # a window no smaller than the one it planned for: nothing to learn
+        summarizer = LLMSummarizer(Refusing(), context_window=window)
+        with pytest.raises(ContextLengthExceeded):
+            summarizer.summarize(SummaryRequest(big, None, 100, count_tokens))
+        assert summarizer.context_window == window
+
+    def unnamed(messages, max_tokens):
+        raise ContextLengthExceeded("too long")
+
+    with pytest.raises(ContextLengthExceeded):
+        LLMSummarizer(unnamed).summarize(SummaryRequest(SHORT_SPAN, None, 50, count_tokens))
+
+
+def test_the_conversation_language_is_chinese_from_three_tenths_of_han():
+    # Word characters: han, latin letters, kana; Chinese when han are >= 30% of them and other CJK < 30% of han.
+    assert conversation_language("中中中aaaaaaa") == "zh"  # 3 of 10
+    assert conversation_language("中中aaaaaaaa") == "en"  # 2 of 10
+    assert conversation_language("中" * 10 + "あ") == "zh"
+    assert conversation_language("中" * 10 + "あああ") == "en"  # kana: 3 = 30% of han, Japanese
+    assert conversation_language("中" * 6000 + "a" * 14000 + "a") == "zh"  # only the first 20,000 characters
+    assert conversation_language("") == "en"
+
+
+def test_llm_summarizer_options_are_checked_at_their_bounds_with_what_is_wrong():
+    with pytest.raises(ConfigError) as wrong:
+        LLMSummarizer("not callable")  # type: ignore[arg-type]
+    assert str(wrong.value) == "LLMSummarizer: 'complete' must be a callable (messages, max_tokens) -> str"
+    for label, value in (("max_input_tokens", 0), ("context_window", True), ("context_window", "8k")):
+        with pytest.raises(ConfigError) as wrong:
+            LLMSummarizer(FakeLLM(), **{label: value})
+        assert str(wrong.value) == f"LLMSummarizer: {label} must be a positive int, got {value!r}"
+    for margin in (0.99, 4.01):
+        with pytest.raises(ConfigError) as wrong:
+            LLMSummarizer(FakeLLM(), token_margin=margin)
+        assert str(wrong.value) == f"LLMSummarizer: token_margin must be between 1.0 and 4.0, got {margin!r}"
+    with pytest.raises(ConfigError) as wrong:
+        LLMSummarizer(FakeLLM(), max_pieces=0)
+    assert str(wrong.value) == "LLMSummarizer: max_pieces must be >= 1, got 0"
+    edge = LLMSummarizer(FakeLLM(), max_input_tokens=1, context_window=1, token_margin=1.0, max_pieces=1)
+    assert (edge.max_input_tokens, edge.context_window, edge.max_pieces) == (1, 1, 1)
+    assert LLMSummarizer(FakeLLM(), token_margin=4.0).token_margin == 4.0
+
+
+def test_llm_summarizer_counts_its_model_calls_and_names_a_reply_that_is_not_text():
+    llm = FakeLLM("ok")
+    summarizer = LLMSummarizer(llm, max_input_tokens=500)
+    assert summarizer.calls == 0
+    big = [{"role": "user", "content": f"Order ORD-{i:05d} is late. " * 3} for i in range(300)]
+    summarizer.summarize(SummaryRequest(big, None, 100, count_tokens))
+    summarizer.condense("Goal: orders.", 10)
+    assert summarizer.calls == len(llm.calls) > 2  # the pieces and the condensing
+    with pytest.raises(SummarizerError) as wrong:
+        LLMSummarizer(FakeLLM(5)).summarize(SummaryRequest(SHORT_SPAN, None, 50, count_tokens))
+    assert str(wrong.value) == "LLMSummarizer: complete() must return a str, got int"
+
+
+def test_a_summarizer_without_summarize_is_refused_by_name():
+    class Hollow:
+        def __repr__(self) -> str:
+            return "Hollow()"
+
+    register_summarizer("hollow-one", Hollow)
+    try:
+        with pytest.raises(PluginError) as wrong:
+            get_summarizer("hollow-one")
+        assert str(wrong.value) == "summarizer 'hollow-one': Hollow() has no summarize(request) method"
+    finally:
+        unregister_summarizer("hollow-one")
+
+
+def test_the_transcript_names_each_speaker_and_indents_continuation_lines():
+    span = [
+        {"content": "no role here"},
+        {"role": "function", "content": "fn result"},
+        {"role": "tool", "content": "anon result"},
+        {"role": "assistant", "content": ""},  # nothing to show: left out, the rest still shown
+        {"role": "developer", "content": "line one\nline two"},
+        {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {"name": "f"}}]},
+        {"role": "user", "content": "last"},
+    ]
+    assert render_messages(span) == (
+        "Unknown: no role here\nTool tool returned: fn result\nTool tool returned: anon result\n"
+        "Developer: line one\n  line two\nAssistant called f() -> (no result yet)\nUser: last"
+    )
+
+
+def test_truncate_to_tokens_keeps_the_longest_prefix_that_fits_with_its_ellipsis():
+    assert truncate_to_tokens("ab cd", 5, len) == "ab cd"  # exactly the budget: whole
+    assert truncate_to_tokens("ab cd", 4, len) == "ab…"
+    assert truncate_to_tokens("abcdefghij klmnop", 12, len) == "abcdefghij…"
+    assert truncate_to_tokens("abcdef", 1, len) == ""  # not even one character and the ellipsis
+    assert truncate_to_tokens("a bcdef", 2, len) == "a…"  # a one-character word is a prefix too
+
+
+def test_a_long_tool_result_is_cut_in_fragments_each_labelled_with_its_records_id():
+    candidates = Candidates(_words, max_call_tokens=60, fragment_tokens=8)
+    result = {
+        "orders": [
+            {"id": "ORD-12345", "status": "shipped", "note": "left at the door of the blue house", "total": 12},
+            {"id": "ORD-67890", "status": "lost"},
+        ],
+        "owner": {"name": "Ana Ruiz", "city": "Lima", "zip": "15001", "phone": "555 0101 22"},
+    }
+    assert candidates._fragments(result, "") == [
+        "orders: ORD-12345 status: shipped",
+        'orders: ORD-12345 note: "left at the door of the blue house"',
+        "orders: ORD-12345 total: 12",
+        "orders: {id: ORD-67890, status: lost}",  # short enough whole
+        'owner: name: "Ana Ruiz", city: Lima, zip: 15001',  # no id: no label; scalars packed within the size
+        'owner: phone: "555 0101 22"',
+    ]
+    assert candidates._identity({"n": "ab", "code": "BX4471"}) == "BX4471"  # the first value that is an id or code
+    assert candidates._identity({"x": "hello there", "n": "ab"}) is None
 
 
 def test_extractive_summary_of_a_long_repeated_word_finishes():
@@ -636,7 +901,9 @@ def test_register_get_and_conflicts():
 @pytest.fixture
 def plugin_dist(tmp_path, monkeypatch):
     """A fake installed distribution publishing two summarizers under ctxlife.summarizers."""
-    mod = "ctxlife_fake_summ_plugin"
+    # A name of its own each time: a process that ran this test before (mutmut runs the tests twice in one
+    # process) keeps the factory it loaded for an offer of the same module, and would not import it again.
+    mod = f"ctxlife_fake_summ_plugin_{uuid.uuid4().hex[:12]}"
     (tmp_path / f"{mod}.py").write_text(
         textwrap.dedent("""
         IMPORTED = True
@@ -649,9 +916,9 @@ def plugin_dist(tmp_path, monkeypatch):
                 return self.prefix + str(len(request.messages))
     """)
     )
-    dist = tmp_path / "ctxlife_fake_summ_plugin-0.1.dist-info"
+    dist = tmp_path / f"{mod}-0.1.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxlife-fake-summ-plugin\nVersion: 0.1\n")
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {mod.replace('_', '-')}\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\necho = {mod}:Echo\nbroken = {mod}_missing:Nope\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()

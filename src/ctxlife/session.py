@@ -45,6 +45,7 @@ from ctxlife.messages import (
     is_inserted,
     is_recall_block,
     is_system,
+    is_tool_result,
     plain_role,
     same_messages,
     validate,
@@ -475,8 +476,17 @@ _TAIL = 16
 
 def _new_problem(tail: list[Message], turn: list[Message]) -> Problem | None:
     """The problem a provider would reject ``turn`` for after ``tail`` (None: it adds none)."""
+    before = validate(tail)
     added = validate(tail + turn)
-    return added[-1] if len(added) > len(validate(tail)) else None
+    if len(added) > len(before):
+        return added[-1]
+    # A call the tail ends with, still waiting for its results, is no problem before the turn (the turn
+    # brings them); still waiting after it, it is one (a user turn before a call's result): the same
+    # problem in both lists, so the count above does not see it.
+    for problem in before:
+        if problem.code == "tool_call_without_result" and all(map(is_tool_result, tail[problem.index + 1 :])):
+            return next((p for p in added if p.index == problem.index and p.code == problem.code), None)
+    return None
 
 
 def _refuse_invalid_turn(tail: list[Message], turn: list[Message], where: str) -> None:

@@ -12,11 +12,16 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from structlog.testing import capture_logs
 
 import ctxlife
+from ctxlife import sessions
 from ctxlife.config import Settings, settings_from_dict
-from ctxlife.errors import InvalidMessagesError, SessionIdError
+from ctxlife.errors import InvalidMessagesError, SessionIdError, StoreError
+from ctxlife.host_report import StrategyFailure
+from ctxlife.messages import RECALL_PREFIX, is_summary, mark_inserted, summary_message
 from ctxlife.sessions import Snapshot, open_store
+from delegating_store import DelegatingStore
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 SYSTEM = "You are a support clerk."
@@ -378,3 +383,388 @@ def test_responses_items_are_refused_with_the_session_that_converts_them(store_u
 
     asyncio.run(main())
     assert [m["content"] for m in raw(store_url, "sdk")] == ["plain chat messages still go in"]
+
+
+def test_async_session_edits_removes_erases_and_clears_like_session(store_url: str) -> None:
+    async def main() -> list[str]:
+        session = ctxlife.AsyncSession("edits", config(store_url), context_window=8000)
+        await session.close()  # never used: nothing to close, nothing opened
+        assert repr(session) == "AsyncSession('edits')"
+        async with session:
+            added = await session.add(user("q1"), assistant("a1"), user("q2"), assistant("a2"))
+            assert [r.seq for r in added] == [1, 2, 3, 4]
+            assert [r.seq for r in await session.records()] == [1, 2, 3, 4]
+            edited = await session.edit(1, user("q1, corrected"))
+            assert edited.op == "replace" and edited.target == 1
+            removed = await session.remove(2)
+            assert [(r.op, r.target) for r in removed] == [("remove", 2)]
+            assert await session.pop() == assistant("a2")
+            assert contents(await session.get_items()) == ["q1, corrected", "q2"]
+            await session.add(user("my card is 4111 1111"))
+            assert await session.erase_matching("4111 1111") == [8]
+            assert await session.erase(3) == [3]
+            items = contents(await session.get_items())
+            await session.clear()
+            assert await session.get_items() == []
+            return items
+
+    assert asyncio.run(main()) == ["q1, corrected"]
+    assert raw(store_url, "edits") == []  # clear() deleted the whole session
+    assert repr(ctxlife.AsyncSession("s", view="planner")) == "AsyncSession('s', view='planner')"
+
+
+def test_remove_takes_messages_out_of_the_conversation_and_keeps_them_in_the_log(store_url: str) -> None:
+    with ctxlife.Session("rm", config(store_url), context_window=8000) as session:
+        session.add(user("q1"), assistant("a1"), user("q2"), assistant("a2"))
+        removed = session.remove(2, 3)
+        assert [(r.seq, r.op, r.target) for r in removed] == [(5, "remove", 2), (6, "remove", 3)]
+        assert contents(session.get_items()) == ["q1", "a2"]
+        assert [r.seq for r in session.records()] == [1, 4]
+    assert contents(raw(store_url, "rm"))[:4] == ["q1", "a1", "q2", "a2"]  # the log keeps them (until erase)
+
+
+def test_a_session_names_its_id_view_and_store(tmp_path: Path) -> None:
+    url = f"file://{tmp_path}"
+    with ctxlife.Session("u42", config(url)) as session:
+        assert repr(session) == f"Session('u42', store={url!r})"
+    with ctxlife.Session("u42", config(url), view="planner") as session:
+        assert repr(session) == f"Session('u42', view='planner', store={url!r})"
+
+
+def test_a_turn_that_would_make_the_conversation_invalid_is_refused_and_not_recorded(store_url: str) -> None:
+    with ctxlife.Session("bad", config(store_url), context_window=8000) as session:
+        session.prepare(user("q"))
+        session.record_reply("a")
+        orphan = {"role": "tool", "tool_call_id": "call_9", "content": "result"}
+        with pytest.raises(InvalidMessagesError) as refused:
+            session.prepare(orphan)
+        assert str(refused.value) == (
+            "session 'bad': the new turn would make the conversation invalid (orphan_tool_result: tool result "
+            "without a preceding assistant tool call); nothing was recorded. Send tool results right after the "
+            "assistant message that made the calls"
+        )
+        assert contents(session.get_items()) == ["q", "a"]
+    assert contents(raw(store_url, "bad")) == ["q", "a"]
+
+
+def test_get_items_with_a_limit_gives_the_latest_items(store_url: str) -> None:
+    with ctxlife.Session("lim", config(store_url), context_window=8000) as session:
+        session.add(user("q1"), assistant("a1"), user("q2"), assistant("a2"))
+        assert session.get_items(limit=1) == [assistant("a2")]
+        assert contents(session.get_items(limit=3)) == ["a1", "q2", "a2"]
+        assert contents(session.get_items(limit=10)) == ["q1", "a1", "q2", "a2"]
+
+    async def latest() -> list[dict[str, Any]]:
+        async with ctxlife.AsyncSession("lim", config(store_url), context_window=8000) as again:
+            return await again.get_items(limit=1)
+
+    assert asyncio.run(latest()) == [assistant("a2")]
+
+
+def test_what_is_not_a_message_is_refused_naming_its_position(tmp_path: Path) -> None:
+    with ctxlife.Session("pos", config(f"file://{tmp_path}"), context_window=8000) as session:
+        with pytest.raises(InvalidMessagesError) as refused:
+            session.prepare(user("fine"), "not a message")  # type: ignore[arg-type]
+        assert str(refused.value) == (
+            "message 1 must be a message dict (e.g. {'role': 'user', 'content': '...'}), got str; "
+            "for a model's reply object use record_reply()"
+        )
+        session.add(user("q"))
+        with pytest.raises(InvalidMessagesError, match=r"^message 0 must be a message dict .*got str"):
+            session.edit(1, "not a message")  # type: ignore[arg-type]
+        responses_call = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+        with pytest.raises(InvalidMessagesError) as refused:
+            session.add_items([user("x"), responses_call])
+        assert str(refused.value) == (
+            "add_items: item 1[0] is not an OpenAI chat or Anthropic Messages message: it looks like OpenAI "
+            "Responses API input items; send OpenAI chat messages (role/content) to ctxlife. For the OpenAI "
+            "Agents SDK's Runner.run(session=...), use ctxlife.integrations.openai_agents.AgentsSession (pip "
+            "install 'ctxlife[agents]'): it converts Responses items and manages each model call"
+        )
+        with pytest.raises(InvalidMessagesError, match=r"^message 0 must be a message dict .*got int"):
+            session.add_items([42])  # type: ignore[list-item]
+        assert contents(session.get_items()) == ["q"]  # nothing of the refused calls recorded
+
+
+def test_a_turn_in_another_format_than_the_configured_one_is_refused(tmp_path: Path) -> None:
+    cfg = config(f"file://{tmp_path}", message_format="anthropic")
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    with ctxlife.Session("fmt", cfg, context_window=8000) as session:
+        with pytest.raises(InvalidMessagesError) as refused:
+            session.prepare(user("q"), {"role": "assistant", "content": None, "tool_calls": [call]})
+        assert "is an OpenAI chat message but message_format is 'anthropic'" in str(refused.value)
+        assert session.get_items() == []
+
+
+def test_add_records_edit_and_remove_act_on_the_sessions_own_view(store_url: str) -> None:
+    cfg = config(store_url)
+    with (
+        ctxlife.Session("lanes", cfg, view="planner", context_window=8000) as planner,
+        ctxlife.Session("lanes", cfg, context_window=8000) as default,
+    ):
+        default.add(user("the default view's question"))
+        added = planner.add(user("plan it"), assistant("step 1"))
+        assert [r.view for r in added] == ["planner", "planner"]
+        assert [r.message for r in planner.records()] == [user("plan it"), assistant("step 1")]
+        assert [r.message for r in default.records()] == [user("the default view's question")]
+        edited = planner.edit(added[1].seq, assistant("step 1, revised"))
+        assert edited.view == "planner"
+        assert contents(planner.get_items()) == ["plan it", "step 1, revised"]
+        assert contents(default.get_items()) == ["the default view's question"]
+        assert [r.view for r in planner.remove(added[0].seq)] == ["planner"]
+        assert contents(planner.get_items()) == ["step 1, revised"]
+
+
+def test_clear_and_erase_forget_what_the_hosts_manage_recorded(tmp_path: Path) -> None:
+    # The host's manage() keeps what it recorded of the app's list: after a delete it records the list
+    # again from the start; after an erase it never records an erased message the list still holds.
+    url = f"file://{tmp_path}"
+    host = ctxlife.Host(config(url, "snapshot_restore"), context_window=8000, session_id="app")
+    try:
+        live = [user("hello"), assistant("hi")]
+        host.manage(live)
+        with ctxlife.Session("app", host=host) as session:
+            session.clear()
+        live.append(user("card 4111 1111, please"))
+        host.manage(live)
+        assert contents(raw(url, "app")) == ["hello", "hi", "card 4111 1111, please"]
+        with ctxlife.Session("app", host=host) as session:
+            assert session.erase_matching("4111") == [3]
+        live += [assistant("Done."), user("and my IBAN DE89 3704")]
+        host.manage(live)
+        with ctxlife.Session("app", host=host) as session:
+            assert session.erase(6) == [6]  # (the erase of 3 wrote a remove record: 4)
+        live += [assistant("Noted."), user("bye")]
+        host.manage(live)
+        with ctxlife.Session("app", host=host) as session:
+            assert contents(session.get_items()) == ["hello", "hi", "Done.", "Noted.", "bye"]
+    finally:
+        host.close()
+
+
+@pytest.mark.parametrize("how", ["clear", "erase"])
+def test_clear_and_erase_delete_the_sessions_recall_index_in_index_dir(tmp_path: Path, how: str) -> None:
+    index_dir = tmp_path / "indexes"
+    cfg = config(f"file://{tmp_path / 'store'}", "snapshot_restore", "recall", recall={"index_dir": str(index_dir)})
+    for sid in ("kept", "gone"):
+        with ctxlife.Session(sid, cfg, system="sys", context_window=8000) as session:
+            session.prepare(user("My locker code is 4417."))
+            session.record_reply("Noted.")
+            for i in range(3):
+                session.prepare(user(f"Where did I put it, question {i}?"))
+                session.record_reply("In your notes.")
+            assert (index_dir / f"{sid}.sqlite").exists()  # precondition: recall kept an index there
+            if sid == "gone":
+                if how == "clear":
+                    session.clear()
+                else:
+                    session.erase(1)
+                assert not (index_dir / "gone.sqlite").exists()
+    assert (index_dir / "kept.sqlite").exists()
+
+
+class RefusingSnapshots(DelegatingStore):
+    """A real store whose snapshot writes fail (a full disk), with an error longer than an event keeps."""
+
+    def save_snapshot(self, snapshot: Any) -> None:
+        raise StoreError("snapshot write refused: " + "no space left on device; " * 20)
+
+
+def test_a_snapshot_that_cannot_be_written_is_reported_and_the_turn_kept(tmp_path: Path) -> None:
+    inner = f"file://{tmp_path}"
+    cause = "StoreError: snapshot write refused: " + "no space left on device; " * 20
+    always = {"rounds": 1, "pin_first_user": False, "always": True}
+    with sessions.REGISTRY.registered("refusing-snapshots", lambda url: RefusingSnapshots(open_store(inner))):
+        cfg = config("refusing-snapshots://x", "truncate_last_n", truncate_last_n=always)
+        with ctxlife.Session("full", cfg, view="desk", context_window=8000) as session:
+            session.prepare(user("q0"))
+            session.record_reply("a0")
+            with capture_logs() as logs:
+                sent = session.prepare(user("q1"))  # truncated to the last round: a snapshot is due
+            assert contents(sent) == ["q1"]
+            report = session.last_report
+            assert report is not None and "truncate_last_n" in report.acted
+            assert report.failures == [StrategyFailure("session", "before_llm_call", cause)]
+            failed = [e for e in logs if e["event"] == "ctxlife.snapshot_save_failed"]
+            assert failed == [
+                {
+                    "event": "ctxlife.snapshot_save_failed",
+                    "log_level": "error",
+                    "session_id": "full",
+                    "view": "desk",
+                    "error": cause[:300],
+                    "hint": "the turn is recorded (do not send it again); the next call compacts from the raw history",
+                }
+            ]
+    assert contents(raw(inner, "full")) == ["q0", "a0", "q1"]  # the turn is recorded
+
+
+class _Recaller:
+    """Puts a recall block before the latest message, as recall does: the conversation is unchanged."""
+
+    @ctxlife.hookimpl
+    def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
+        block = mark_inserted({"role": "user", "content": f"{RECALL_PREFIX}: the locker code is 4417"}, "recall")
+        ctx.messages.insert(len(ctx.messages) - 1, block)
+
+
+class _Summarizer:
+    """Replaces everything before the latest message with a summary, as a compaction does."""
+
+    @ctxlife.hookimpl
+    def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
+        items = [m for m in ctx.messages if m.get("role") != "system" or is_summary(m)]
+        if len(items) > 2:
+            ctx.messages[:] = [*ctx.messages[:1], summary_message(items, "the user asked twice"), items[-1]]
+
+
+@pytest.mark.parametrize("system", [SYSTEM, None], ids=["system-prompt", "no-system-prompt"])
+def test_a_recall_block_alone_is_sent_but_neither_saved_nor_an_item(store_url: str, system: str | None) -> None:
+    with ctxlife.Session("rb", config(store_url), system=system, context_window=8000, plugins=[_Recaller()]) as session:
+        session.prepare(user("q0"))
+        session.record_reply("a0")
+        sent = session.prepare(user("what was the code?"))
+        assert contents(sent)[-2].startswith(RECALL_PREFIX)  # precondition: the block was sent
+        assert contents(session.get_items()) == ["q0", "a0", "what was the code?"]
+    with open_store(store_url) as store:
+        assert store.load_snapshot("rb") is None  # the conversation did not change: nothing to save
+
+
+def test_a_summary_ctxlife_wrote_is_an_item_of_the_restored_conversation(store_url: str) -> None:
+    cfg = config(store_url)
+    with ctxlife.Session("sum", cfg, system=SYSTEM, context_window=8000, plugins=[_Summarizer()]) as session:
+        for i in range(2):
+            session.prepare(user(f"q{i}"))
+            session.record_reply(f"a{i}")
+        sent = session.prepare(user("q2"))
+        assert is_summary(sent[1]) and contents(sent)[2] == "q2"  # precondition: compacted and saved
+        items = session.get_items()
+    with ctxlife.Session("sum", cfg, system="Another prompt.", context_window=8000) as later:
+        assert later.get_items() == items
+    assert len(items) == 2 and is_summary(items[0]) and items[1] == user("q2")
+
+
+def test_a_user_turn_before_a_calls_result_is_refused_and_not_recorded(store_url: str) -> None:
+    # The reply's call waits for its result: a user turn instead would send the model a call without
+    # its result (a provider refuses the list). It was recorded and sent before (the same problem
+    # before and after the turn: only a count of problems was compared).
+    call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    with ctxlife.Session("wait", config(store_url), context_window=8000) as session:
+        session.prepare(user("Where is order 17?"))
+        session.record_reply({"role": "assistant", "content": None, "tool_calls": [call]})
+        with pytest.raises(InvalidMessagesError) as refused:
+            session.prepare(user("never mind"))
+        assert str(refused.value) == (
+            "session 'wait': the new turn would make the conversation invalid (tool_call_without_result: 1 of 1 "
+            "tool call(s) have no result (ids ['call_1'])); nothing was recorded. Send tool results right after "
+            "the assistant message that made the calls"
+        )
+        result = {"role": "tool", "tool_call_id": "call_1", "content": "shipped"}
+        assert contents(session.prepare(result)) == ["Where is order 17?", "None", "shipped"]  # its result: sent
+        assert contents(session.prepare(user("thanks"))) == ["Where is order 17?", "None", "shipped", "thanks"]
+    assert contents(raw(store_url, "wait")) == ["Where is order 17?", "None", "shipped", "thanks"]
+
+
+class _Spy:
+    """Notes the session, view and persistence flag each call's strategies are given."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str | None, str, bool]] = []
+
+    @ctxlife.hookimpl
+    def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
+        self.seen.append((ctx.session_id, ctx.view, ctx.recorded_by_caller))
+
+
+def test_strategies_see_the_sessions_id_and_view_on_a_shared_host(tmp_path: Path) -> None:
+    spy = _Spy()
+    host = ctxlife.Host(config(f"file://{tmp_path}"), context_window=8000, session_id="the-hosts", plugins=[spy])
+    try:
+        with ctxlife.Session("u7", host=host, view="planner") as session:
+            session.prepare(user("plan it"))
+    finally:
+        host.close()
+    # the Session restored and recorded the list itself: strategies leave persistence alone
+    assert spy.seen == [("u7", "planner", True)]
+
+
+def test_a_call_without_a_new_turn_checks_the_stored_list_against_message_format(tmp_path: Path) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    cfg = config(f"file://{tmp_path}", message_format="anthropic")
+    with ctxlife.Session("fmt2", cfg, context_window=8000) as session:
+        session.add(user("q"), {"role": "assistant", "content": None, "tool_calls": [call]})  # add checks no format
+        with pytest.raises(InvalidMessagesError) as refused:
+            session.messages()
+        assert str(refused.value).startswith(
+            "session 'fmt2'[1] is an OpenAI chat message but message_format is 'anthropic'"
+        )
+
+
+def test_a_turn_leaving_one_of_two_calls_without_its_result_is_refused(store_url: str) -> None:
+    calls = [
+        {"id": f"call_{i}", "type": "function", "function": {"name": "lookup", "arguments": f'{{"order": {i}}}'}}
+        for i in (1, 2)
+    ]
+    with ctxlife.Session("two", config(store_url), context_window=8000) as session:
+        session.prepare(user("Where are orders 1 and 2?"))
+        session.record_reply({"role": "assistant", "content": None, "tool_calls": calls})
+        session.add({"role": "tool", "tool_call_id": "call_1", "content": "order 1 shipped"})
+        with pytest.raises(InvalidMessagesError, match=r"tool_call_without_result: 1 of 2 .*\['call_2'\]"):
+            session.prepare(user("and?"))
+        session.prepare({"role": "tool", "tool_call_id": "call_2", "content": "order 2 packed"})
+    assert contents(raw(store_url, "two"))[-2:] == ["order 1 shipped", "order 2 packed"]
+
+
+def test_a_call_left_without_its_result_earlier_does_not_block_later_turns(store_url: str) -> None:
+    # An old call never answered (a crashed tool, recorded by add) is a problem of the history, not of
+    # the turn: turns after it are checked for what they add, and the latest call's result goes in.
+    def call(cid: str) -> dict[str, Any]:
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": cid, "type": "function", "function": {"name": "lookup", "arguments": "{}"}}],
+        }
+
+    with ctxlife.Session("old", config(store_url), context_window=8000) as session:
+        session.add(user("Where is order 17?"), call("call_1"), user("forget it"))
+        session.prepare(user("where is 18?"))
+        session.record_reply(call("call_2"))
+        session.prepare({"role": "tool", "tool_call_id": "call_2", "content": "18 shipped"})
+        session.prepare(user("thanks"))
+    assert contents(raw(store_url, "old"))[-2:] == ["18 shipped", "thanks"]
+
+
+def test_a_session_builds_its_host_with_its_model_id_and_summary_model(tmp_path: Path) -> None:
+    def summarize(messages: list[dict[str, Any]], max_tokens: int) -> str:
+        return "summary"
+
+    with ctxlife.Session("u42", config(f"file://{tmp_path}"), model="gpt-4o-mini", summary_model=summarize) as session:
+        assert session.last_report is None  # no call yet
+        host = session.host
+        assert (host.model, host.session_id, host.summary_model is not None) == ("gpt-4o-mini", "u42", True)
+    with ctxlife.Session("u42", config(f"file://{tmp_path}")) as plain:
+        assert plain.host.summary_model is None
+
+
+class CountingCloses(DelegatingStore):
+    closed = 0
+
+    def close(self) -> None:
+        CountingCloses.closed += 1
+        super().close()
+
+
+def test_a_session_closes_the_host_it_made_once_and_never_a_shared_one(tmp_path: Path) -> None:
+    inner = f"file://{tmp_path}"
+    CountingCloses.closed = 0
+    with sessions.REGISTRY.registered("counting-closes", lambda url: CountingCloses(open_store(inner))):
+        session = ctxlife.Session("own", config("counting-closes://x"))
+        session.close()
+        session.close()  # idempotent
+        assert CountingCloses.closed == 1
+        host = ctxlife.Host(config("counting-closes://x"), context_window=8000)
+        with ctxlife.Session("shared", host=host):
+            pass
+        assert CountingCloses.closed == 1  # the caller's host stays open
+        host.close()
+        assert CountingCloses.closed == 2
