@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from ctxlife.sessions.views import Entry, View, recordable, stored_fp
+from ctxlife.sessions.views import Entry, TailEdge, View, recordable, stored_fp
 
 __all__ = ["Alignment", "Reversed", "WINDOW", "agrees", "align_tail", "align_with_pending", "unaligned"]
 
@@ -100,6 +100,8 @@ def align_with_pending(state: View, rev: Reversed) -> Alignment:
 def align_tail(state: View, rev: Reversed) -> Alignment:
     tail = state.tail
     if not tail:
+        if not state.complete:
+            raise TailEdge  # (its records from the kept point were all removed: the older ones decide)
         return unaligned(rev)
     # Live records: the last one, recent anchors, and whatever came after the oldest of them.
     floor_seq = min(state.anchors) if state.anchors else tail[-1].seq
@@ -116,6 +118,7 @@ def align_tail(state: View, rev: Reversed) -> Alignment:
     # Scanning stops at a perfect fit (the newest record, nothing skipped: the steady state), or
     # once no better anchor is possible.
     best: tuple[int, int, int, int] | None = None  # (k, p, overlap, cost)
+    edge = state.edge()
     live = len(tail) - lowest
     newest = tail[-1].seq
     k = 0
@@ -131,7 +134,7 @@ def align_tail(state: View, rev: Reversed) -> Alignment:
         for p in positions.get(fp, ()):
             if best is not None and tail[p].seq < tail[best[1]].seq:
                 break  # positions are newest first: nothing newer here
-            overlap, skipped = agrees(rev, k, tail, p, state.complete)
+            overlap, skipped = agrees(rev, k, tail, p, state.complete, edge)
             if overlap == 1 and k == 0 and p != len(tail) - 1 and rev.fp(1) is None:
                 # A list of one old message and nothing after it: a fresh list whose message
                 # repeats an earlier one (a new task's prompt), not a caller's kept place.
@@ -148,13 +151,15 @@ def align_tail(state: View, rev: Reversed) -> Alignment:
     return Alignment(overlap, [rev.index(i) for i in new], tail[p].seq, True, [rev.fp(i) for i in new])  # type: ignore[misc]
 
 
-def agrees(rev: Reversed, k: int, tail: list[Entry], p: int, complete: bool) -> tuple[int, int]:
+def agrees(rev: Reversed, k: int, tail: list[Entry], p: int, complete: bool, edge: int = 0) -> tuple[int, int]:
     """How many of the list's messages up to ``rev[k]`` agree with the tail up to ``tail[p]`` (0:
     they disagree), and how many records the agreement skips.
 
     Agreeing means: read backwards, the list's messages (at most :data:`WINDOW`) appear in the
     tail in the same order, possibly with records in between (a compaction evicts messages from
     the middle of a list, never reorders them). Fewer skipped records is a better fit.
+    Raises :class:`~.views.TailEdge` when the answer may lie in records an incomplete tail
+    (``complete`` False) lacks: anywhere before its place ``edge`` (:meth:`~.views.View.edge`).
     """
     q = p - 1
     skipped = 0
@@ -162,13 +167,15 @@ def agrees(rev: Reversed, k: int, tail: list[Entry], p: int, complete: bool) -> 
         fp = rev.fp(k + d)
         if fp is None:  # the list starts here: all of it agrees
             return d, skipped
-        while q >= 0 and tail[q].fp != fp:
+        while q >= edge and tail[q].fp != fp:
             q -= 1
             skipped += 1
-        if q < 0:
+        if q < edge:
             # The list holds a message the tail does not: before the view's first record, not
-            # this place; past the edge of a trimmed tail, what was checked agrees.
-            return (0, 0) if complete else (d, skipped)
+            # this place. An incomplete tail cannot say: the recorder reads the rest and asks again.
+            if not complete:
+                raise TailEdge
+            return 0, 0
         q -= 1
     return WINDOW, skipped
 

@@ -122,7 +122,8 @@ def soft_same(mirror: Mirror, messages: Sequence[Any]) -> Any:
 
 def diff_plan(state: View, messages: Sequence[Any]) -> Plan | None:
     """The events that bring the view to ``messages``, judged against the best mirror; None when
-    no mirror relates to the list (align it instead)."""
+    no mirror relates to the list (align it instead). Raises :class:`~.views.TailEdge` when an
+    incomplete tail lacks the records a new message may be (the recorder completes it, asks again)."""
     # The mirror the list agrees with longest (the newest first on a tie): the caller's own
     # list, when several callers share the view.
     best: tuple[Mirror, int] | None = None
@@ -183,7 +184,7 @@ def diff_plan(state: View, messages: Sequence[Any]) -> Plan | None:
     mirrored = results_in_order([(s, f) for s, f, _ in live], [m for _, _, m in live])
     kept = [(i, m) for i, m in enumerate(messages) if recordable(m)]
     caller = results_in_order([(i, known_fp(mirror, m)) for i, m in kept], [m for _, m in kept])
-    hidden = TailHidden(tail, {s for s, _ in mirrored})
+    hidden = TailHidden(tail, {s for s, _ in mirrored}, None if state.complete else state.edge())
     script = edit_script(
         mirrored, caller, hidden, order, removals=mirror.trusted, same_kind=same_kind(mirror, messages)
     )

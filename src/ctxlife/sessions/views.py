@@ -24,6 +24,7 @@ __all__ = [
     "Entry",
     "MIRRORS",
     "Mirror",
+    "TailEdge",
     "TailHidden",
     "View",
     "after_pending",
@@ -172,11 +173,19 @@ class Mirror:
         self._by_source = None
 
 
+class TailEdge(Exception):  # noqa: N818 (a signal between the recorder's parts, never raised to a caller)
+    """A question about a view needs records before the start of an incomplete tail (:attr:`View.start`):
+    the recorder reads the whole tail (:meth:`~ctxlife.sessions.recording.Recorder.complete`) and asks again."""
+
+
 @dataclasses.dataclass
 class View:
     tail: list[Entry]  # the view's current messages (slot, fingerprint), in conversation order
     synced: int  # the tail holds every record of the view with seq <= synced
-    complete: bool  # the tail starts at the view's first record
+    # The tail starts at the view's first record. When not (a compacted view read from where its
+    # restored conversation's kept messages start, ``start``), a question about a record it lacks
+    # raises TailEdge, and the recorder reads them all.
+    complete: bool
     anchors: list[int] = dataclasses.field(default_factory=list)  # seqs of recent anchors, newest last
     covered: int = 0  # seq of the latest record the last recorded list holds (a snapshot's raw_length)
     pending: list[tuple[dict[str, Any], str]] = dataclasses.field(default_factory=list)
@@ -204,6 +213,24 @@ class View:
     # Slots a strategy cut from a list it handed back (a compaction, room made for recall) that the
     # caller has not sent since: a diff never removes them (compaction is not deletion).
     evicted: set[int] = dataclasses.field(default_factory=set)
+    # With ``complete`` False: the tail holds every current record from this slot on, after a few
+    # older ones a restore gave (the task's first message), and none of the records between.
+    start: int = 0
+
+    def older(self, slot: int | None) -> bool:
+        """Whether an incomplete tail cannot say what ``slot`` is (before its start, not one it holds)."""
+        return slot is not None and not self.complete and slot < self.start and slot not in self.order()
+
+    def edge(self) -> int:
+        """The place in :attr:`tail` of the first entry from :attr:`start` on: older records the tail
+        lacks may lie anywhere before it (0 for a complete tail: none)."""
+        if self.complete:
+            return 0
+        start, tail = self.start, self.tail
+        i = 0
+        while i < len(tail) and tail[i].seq < start:
+            i += 1
+        return i
 
     def take_over(self, partial: View) -> View:
         """This fully read state, with what a partial state of the same view learned meanwhile."""
@@ -233,14 +260,20 @@ class View:
 
 
 class TailHidden:
-    """The tail's messages a mirror lacks, found by place (a :class:`~ctxlife.sessions.diff.Hidden`)."""
+    """The tail's messages a mirror lacks, found by place (a :class:`~ctxlife.sessions.diff.Hidden`).
 
-    def __init__(self, tail: list[Entry], in_mirror: set[int]) -> None:
+    ``edge``: for an incomplete tail, :meth:`View.edge` (records it lacks may lie anywhere before
+    that place: asking there raises :class:`TailEdge`); None for a complete one."""
+
+    def __init__(self, tail: list[Entry], in_mirror: set[int], edge: int | None = None) -> None:
         self.tail = tail
         self.in_mirror = in_mirror
+        self.edge = edge
 
     def between(self, low: int, high: int) -> Iterator[tuple[int, int, str]]:
         tail, in_mirror = self.tail, self.in_mirror
+        if self.edge is not None and low < self.edge:
+            raise TailEdge  # records the tail lacks may lie there
         for place in range(max(low + 1, 0), min(high, len(tail))):
             entry = tail[place]
             if entry.seq not in in_mirror:
