@@ -549,7 +549,7 @@ class Recorder:
         # Map the rest onto the view's messages after the last mapped slot, from the end backwards
         # (the newest messages are the surest).
         floor_slot = max((s for s in slots if s is not None), default=0)
-        if state.older(floor_slot):
+        if floor_slot and state.older(floor_slot):
             raise TailEdge
         order = state.order()
         floor = order.get(floor_slot, -1) if floor_slot else -1
@@ -581,7 +581,13 @@ class Recorder:
                 if slot is not None:
                     ceiling = probe
                 elif floor < edge and not state.complete:
-                    raise TailEdge  # (records the tail lacks may lie below where it looked)
+                    # Below the edge lie records the tail lacks. The object the newest mirror had at a
+                    # slot the tail holds (a message the restore gave), still that record's message,
+                    # is that record (not an equal one evicted between); any other reads them all.
+                    at = order.get(hit[0]) if hit is not None and hit[0] is not None else None
+                    if at is None or not floor < at < ceiling or state.tail[at].fp != fp:
+                        raise TailEdge
+                    slot, ceiling = hit[0], at  # type: ignore[index]
             rest_slots[k] = slot
         slots += rest_slots
         fps += rest_fps
