@@ -40,7 +40,11 @@ Cost
 ----
 The usual call: one comparison of the list with the newest mirror (in C), fingerprints of the new
 messages. The store is read the first time a (session, view) is seen (its records once, the
-snapshot) and when another writer moved the session's head.
+snapshot) and when another writer moved the session's head. A view a restore found compacted is
+read from where its snapshot's kept messages start (:meth:`Recorder.kept_from`: an incomplete
+tail, :attr:`~.views.View.start`); the rest only when something needs an older record (an edit of
+one, a list that holds one: :class:`~.views.TailEdge`), so a cold call on a compacted 100k-message
+session reads a few hundred records, not 100k.
 
 Concurrency
 -----------
