@@ -25,10 +25,11 @@ Cases (CPU time of the measured call, ``time.process_time``, median over repetit
   compacts); Agents SDK ``get_items()`` + one ``trim_messages`` (approximate counter, as its context-management
   cookbook trims); LangGraph ``get_state()`` + the new turn + the same ``trim_messages`` (its memory docs trim
   what the model is sent; its checkpoint is written after the model call, so not here). Peak RSS of that process.
-* ``cold_compacted`` (10k and 100k): the same cold call on a session compacted once before (a process made one
-  ``prepare`` + reply, untimed: ctxlife saved a snapshot; the same turn went into the LangGraph thread), against
-  LangGraph restore + trim as in ``cold``; three rounds, the order alternating, the ratio of each round and
-  their spread. ctxlife reads the snapshot and the records it keeps, not the whole history.
+* ``cold_compacted`` (10k and 100k): ctxlife's cold call on its session compacted once before (a process made one
+  ``prepare`` + reply on a copy, untimed: a snapshot was saved), a fourth process in each ``cold`` round, against
+  that round's LangGraph process (restore + trim of the whole thread: LangGraph keeps no compacted state); the
+  ratio of each round, their median and spread (``cold_ratio`` likewise for the never-compacted row). ctxlife
+  reads the snapshot and the records it keeps, not the whole history.
 * ``prepare``: ctxlife ``Session.prepare(new turn)`` once warm (after the cold call compacted).
 * ``steady``: one managed call on a bounded live list (the last messages that fit 40% of a 128k window), one
   new turn per call, in place: ctxlife ``Host.manage(live)`` (``llm_summary``) against LangChain's
@@ -322,8 +323,8 @@ def cold(system: str, workdir: Path, turn: list[dict[str, Any]]) -> dict[str, An
 
 
 def compact(workdir: Path) -> dict[str, Any]:
-    """Set-up of ``cold_compacted`` (untimed): one turn and its reply in each store; ctxlife's call compacts the
-    never-compacted history and saves a snapshot, as the ``cold`` case's call does."""
+    """Set-up of ``cold_compacted`` (untimed, on a copy of the stores): one turn and its reply in ctxlife's session;
+    the call compacts the never-compacted history and saves a snapshot, as the ``cold`` case's call does."""
     from ctxlife.integrations.scripted import OFFLINE_ENV
 
     os.environ.update(OFFLINE_ENV)
@@ -335,9 +336,6 @@ def compact(workdir: Path) -> dict[str, Any]:
         sent = s.prepare(*turn)
         s.record_reply(reply)
         snapshot = s.store.load_snapshot(SESSION)
-    graph, conn = langgraph_graph(workdir / "langgraph.db")
-    graph.invoke({"messages": lc_messages([*turn, reply])}, LG_CONFIG)
-    conn.close()
     return {"messages_sent": len(sent), "snapshot_messages": len(snapshot.messages) if snapshot else None}
 
 
@@ -549,7 +547,6 @@ REPS = {"append": 7, "read": 5, "cold": 1, "prepare": 5, "steady": 25}
 COLD_ROUNDS = 3
 #: Sizes of the cold call on a compacted session (at 1k the history is about what a snapshot keeps).
 COMPACTED_SIZES = (10_000, 100_000)
-COMPACTED_SYSTEMS = ("ctxlife", "langgraph")
 
 
 def _subprocess(args: list[str]) -> dict[str, Any]:
@@ -582,33 +579,42 @@ def exponent(small: float | None, large: float | None) -> float | None:
 
 
 def cold_rounds(
-    results: dict[str, Any], scratch: Path, base: Path, n: int, name: str, systems: tuple[str, ...]
+    results: dict[str, Any], scratch: Path, bases: dict[str, Path], n: int, systems: tuple[str, ...]
 ) -> None:
-    """COLD_ROUNDS rounds of one process per system, the order rotating (alternating process pairs): the median
-    and the spread of the rounds; each round's ratio to the peer (the last system) under ``<name>_ratio``."""
-    ratios = []
+    """The ``cold`` rows, and ``cold_compacted`` (system ``compacted``: ctxlife on ``bases["compacted"]``): COLD_ROUNDS
+    rounds of one process per system, the order rotating (alternating process pairs); each cell the median of the
+    rounds (``cpu_ms_runs`` all of them); each round's ratio of ctxlife (never compacted, and compacted) to that
+    round's LangGraph process, their median and spread under ``cold_ratio`` / ``cold_compacted_ratio``."""
+    ratios: dict[str, list[float]] = {"cold": [], "cold_compacted": []}
     for round_ in range(COLD_ROUNDS):
-        found_round: dict[str, float] = {}
+        took: dict[str, float] = {}
         for system in systems[round_ % len(systems) :] + systems[: round_ % len(systems)]:
-            own = scratch / f"case-{n}-{name}-{system}"
-            shutil.copytree(base, own)
-            found = _subprocess(["--case", name, "--system", system, "--dir", str(own), "--reps", "1"])
+            name, real = ("cold_compacted", "ctxlife") if system == "compacted" else ("cold", system)
+            own = scratch / f"case-{n}-{name}-{real}"
+            shutil.copytree(bases["compacted" if system == "compacted" else "base"], own)
+            found = _subprocess(["--case", name, "--system", real, "--dir", str(own), "--reps", "1"])
             shutil.rmtree(own, ignore_errors=True)
-            cells = results["cases"].setdefault(name, {}).setdefault(system, {})
+            cells = results["cases"].setdefault(name, {}).setdefault(real, {})
             if "failed" not in found and "failed" not in cells.get(str(n), {}):
-                found_round[system] = found["cpu_ms"]
+                took[system] = found["cpu_ms"]
                 runs = [*cells.get(str(n), {}).get("cpu_ms_runs", []), found["cpu_ms"]]
                 found = {**found, "cpu_ms": statistics.median(runs), "cpu_ms_runs": runs}
             cells[str(n)] = found
-            log(f"{n:,} {name} {system}: {found}")
-        if len(found_round) == len(systems) and found_round[systems[-1]] > 0:
-            ratios.append(found_round[systems[0]] / found_round[systems[-1]])
-    if ratios:
-        results.setdefault(f"{name}_ratio", {})[str(n)] = {
-            "ratio": round(statistics.median(ratios), 2),
-            "ratio_spread": [round(min(ratios), 2), round(max(ratios), 2)],
-            "rounds": len(ratios),
-        }
+            log(f"{n:,} {name} {real}: {found}")
+        for mine, key in (("ctxlife", "cold"), ("compacted", "cold_compacted")):
+            if took.get(mine) and took.get("langgraph"):
+                ratios[key].append(took[mine] / took["langgraph"])
+    if "compacted" in systems:  # the peer of the compacted row: the same LangGraph processes
+        peer = results["cases"].get("cold", {}).get("langgraph", {}).get(str(n))
+        if peer is not None:
+            results["cases"].setdefault("cold_compacted", {}).setdefault("langgraph", {})[str(n)] = peer
+    for key, found_ratios in ratios.items():
+        if found_ratios:
+            results.setdefault(f"{key}_ratio", {})[str(n)] = {
+                "ratio": round(statistics.median(found_ratios), 2),
+                "ratio_spread": [round(min(found_ratios), 2), round(max(found_ratios), 2)],
+                "rounds": len(found_ratios),
+            }
 
 
 def measure(quick: bool, only: str | None = None) -> dict[str, Any]:
@@ -624,25 +630,25 @@ def measure(quick: bool, only: str | None = None) -> dict[str, Any]:
             t = time.perf_counter()
             filled = _subprocess(["--fill", str(n), "--dir", str(base)])
             log(f"{n:,} messages: stores filled in {time.perf_counter() - t:.1f} s ({filled})")
-            for name, systems in CASES.items() if only is None else ():
-                # A cold start is one call per process: COLD_ROUNDS rounds of one process per system, the
-                # order rotating (alternating process pairs), the median and the spread of the rounds.
-                rounds = COLD_ROUNDS if name == "cold" else 1
-                for round_ in range(rounds):
-                    for system in systems[round_ % len(systems) :] + systems[: round_ % len(systems)]:
-                        own = Path(scratch) / f"case-{n}-{name}-{system}"
-                        shutil.copytree(base, own)
-                        reps = REPS[name] if n < 100_000 or name in ("steady", "cold") else max(3, REPS[name] // 2)
-                        found = _subprocess(
-                            ["--case", name, "--system", system, "--dir", str(own), "--reps", str(reps)]
-                        )
-                        shutil.rmtree(own, ignore_errors=True)
-                        cells = results["cases"].setdefault(name, {}).setdefault(system, {})
-                        if rounds > 1 and "failed" not in found and "failed" not in cells.get(str(n), {}):
-                            runs = [*cells.get(str(n), {}).get("cpu_ms_runs", []), found["cpu_ms"]]
-                            found = {**found, "cpu_ms": statistics.median(runs), "cpu_ms_runs": runs}
-                        cells[str(n)] = found
-                        log(f"{n:,} {name} {system}: {found}")
+            bases = {"base": base}
+            if n in COMPACTED_SIZES:
+                bases["compacted"] = Path(scratch) / f"n{n}-compacted"
+                shutil.copytree(base, bases["compacted"])
+                t = time.perf_counter()
+                done = _subprocess(["--compact", "--dir", str(bases["compacted"])])
+                log(f"{n:,} messages: ctxlife's session compacted once in {time.perf_counter() - t:.1f} s ({done})")
+            for name, systems in CASES.items() if only is None else [("cold", ("langgraph",))]:
+                if name == "cold":
+                    cold_rounds(results, Path(scratch), bases, n, systems + (("compacted",) if len(bases) > 1 else ()))
+                    continue
+                for system in systems:
+                    own = Path(scratch) / f"case-{n}-{name}-{system}"
+                    shutil.copytree(base, own)
+                    reps = REPS[name] if n < 100_000 or name == "steady" else max(3, REPS[name] // 2)
+                    found = _subprocess(["--case", name, "--system", system, "--dir", str(own), "--reps", str(reps)])
+                    shutil.rmtree(own, ignore_errors=True)
+                    results["cases"].setdefault(name, {}).setdefault(system, {})[str(n)] = found
+                    log(f"{n:,} {name} {system}: {found}")
             if only is None:
                 own = Path(scratch) / f"interleaved-{n}"
                 shutil.copytree(base, own)
@@ -650,12 +656,8 @@ def measure(quick: bool, only: str | None = None) -> dict[str, Any]:
                 shutil.rmtree(own, ignore_errors=True)
                 results.setdefault("read_new", {})[str(n)] = found
                 log(f"{n:,} read from a new object, interleaved: {found}")
-            if n in COMPACTED_SIZES:
-                t = time.perf_counter()
-                done = _subprocess(["--compact", "--dir", str(base)])
-                log(f"{n:,} messages: compacted once in {time.perf_counter() - t:.1f} s ({done})")
-                cold_rounds(results, Path(scratch), base, n, "cold_compacted", COMPACTED_SYSTEMS)
-            shutil.rmtree(base, ignore_errors=True)
+            for folder in bases.values():
+                shutil.rmtree(folder, ignore_errors=True)
         for n in (1_000, 10_000) if only is None else ():
             for window in (SMALL_WINDOW, WINDOW):
                 found = _subprocess(["--compaction", str(n), "--window", str(window), "--reps", "3"])
@@ -799,28 +801,33 @@ def _tables(results: dict[str, Any]) -> str:
         "validation.\n",
         table(head, rows(results), "ll" + "r" * (len(head) - 2)),
     ]
-    compacted = results.get("cold_compacted_ratio") or {}
-    if compacted:
+    paired = [
+        (label, n, r, results["cases"].get(key, {}))
+        for key, label in (("cold", "never compacted"), ("cold_compacted", "compacted once"))
+        for n, r in (results.get(f"{key}_ratio") or {}).items()
+    ]
+    if paired:
         text.append(
-            "\nCold first call on a session compacted once (a fresh process until the list for the model is ready): "
-            "ctxlife `Session(...).prepare(new turn)` reads the snapshot and the records it keeps; LangGraph "
-            "restores the thread and trims it as its memory docs show (`trim_messages`, 40% of the window). Three "
-            "rounds of one process each, the order alternating; the ratio of each round's CPU times, their median "
-            "and spread.\n"
+            "\nCold first call against LangGraph, round by round (a fresh process until the list for the model is "
+            "ready): ctxlife `Session(...).prepare(new turn)` on its session never compacted, and compacted once "
+            "(it reads the snapshot and the records it keeps); LangGraph restores the whole thread (it keeps no "
+            "compacted state) and trims it as its memory docs show (`trim_messages`, 40% of the window). Each round "
+            "runs one process per system, the order rotating; the ratio of each round's CPU times, the median of "
+            "three rounds and their spread.\n"
         )
-        cells = results["cases"].get("cold_compacted", {})
         text.append(
             table(
-                ["messages", "ctxlife (ms)", "LangGraph (ms)", "ctxlife / LangGraph", "spread of 3 rounds"],
+                ["messages", "ctxlife session", "ctxlife (ms)", "LangGraph (ms)", "ctxlife / LangGraph", "spread"],
                 [
                     [
                         f"{int(n):,}",
+                        label,
                         ms(_ms(cells.get("ctxlife", {}).get(n))),
                         ms(_ms(cells.get("langgraph", {}).get(n))),
                         f"{r['ratio']:.2f}×",
                         f"{r['ratio_spread'][0]:.2f}-{r['ratio_spread'][1]:.2f}×",
                     ]
-                    for n, r in compacted.items()
+                    for label, n, r, cells in paired
                 ],
             )
         )
