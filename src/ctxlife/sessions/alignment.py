@@ -1,8 +1,11 @@
 """Alignment of a caller's list that no mirror relates to with a view's stored tail.
 
-See "Alignment" in :mod:`ctxlife.sessions.recording`: read from its end, the list must hold an
-*anchor* (a record of the view's current messages) before which the (at most :data:`WINDOW`)
-messages agree with the tail.
+Read from its end, the caller's recordable messages ``R`` must contain a record of the view's
+current messages ``T`` (an *anchor*) before which they agree with them: the (at most :data:`WINDOW`)
+messages before it appear in ``T`` before the anchor, in the same order. Of the anchors that agree,
+the newest record wins, then the one that explains the list at the lowest cost, then the one nearest
+the list's end; what follows it in ``R`` is new (appends only). A list that aligns nowhere is new as a
+whole (a new session, or a caller that kept none of the conversation).
 """
 
 from __future__ import annotations
@@ -11,9 +14,20 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from ctxlife.sessions.views import Entry, TailEdge, View, recordable, stored_fp
+from ctxlife.sessions.plans import Plan
+from ctxlife.sessions.records import ADD, Event
+from ctxlife.sessions.views import Entry, TailEdge, View, anchor, recordable, stored_fp
 
-__all__ = ["Alignment", "Reversed", "WINDOW", "agrees", "align_tail", "align_with_pending", "unaligned"]
+__all__ = [
+    "Alignment",
+    "Reversed",
+    "WINDOW",
+    "agrees",
+    "align_tail",
+    "align_with_pending",
+    "plan_by_alignment",
+    "unaligned",
+]
 
 #: How many messages before an anchor must agree with the stored tail (and how many records of a
 #: view's tail a recorder keeps per caller).
@@ -184,3 +198,16 @@ def unaligned(rev: Reversed) -> Alignment:
     rev.index(1 << 62)
     order = list(range(len(rev._idx) - 1, -1, -1))
     return Alignment(0, [rev.index(i) for i in order], 0, False, [rev.fp(i) for i in order])  # type: ignore[misc]
+
+
+def plan_by_alignment(state: View, messages: Sequence[Any]) -> Plan:
+    """Appends only, by content alignment with the view's messages (its anchor noted, ``covered`` set).
+    Raises :class:`~.views.TailEdge` as :func:`agrees` does."""
+    found = align_with_pending(state, Reversed(messages))
+    if found.aligned and found.anchor_seq <= state.synced:
+        anchor(state, found.anchor_seq)
+    events = [Event(ADD, messages[i], None, fp) for i, fp in zip(found.new, found.fingerprints, strict=True)]
+    if found.aligned:
+        state.covered = found.anchor_seq
+    fps = dict(zip(found.new, found.fingerprints, strict=True))
+    return Plan(events, {}, list(found.new), None, fps, after_waiting=found.after_waiting)

@@ -15,10 +15,20 @@ from ctxlife.messages import (
     same_messages,
 )
 from ctxlife.sessions.diff import common_prefix, edit_script
-from ctxlife.sessions.records import ADD, REMOVE, REPLACE, Event
-from ctxlife.sessions.views import Mirror, TailHidden, View, known_fp, recordable, stored_form, stored_fp
+from ctxlife.sessions.records import ADD, REMOVE, REPLACE, Event, RawRecord
+from ctxlife.sessions.views import Mirror, TailHidden, View, copies, known_fp, recordable, stored_form, stored_fp
 
-__all__ = ["Plan", "all_new", "continues", "diff_plan", "results_in_order", "same_kind", "soft_same", "written_after"]
+__all__ = [
+    "Plan",
+    "all_new",
+    "continues",
+    "diff_plan",
+    "results_in_order",
+    "same_kind",
+    "seen_mirror",
+    "soft_same",
+    "written_after",
+]
 
 
 @dataclasses.dataclass
@@ -211,3 +221,36 @@ def written_after(state: View, slot: int) -> list[tuple[int, str]]:
     while i > 0 and tail[i - 1].seq > slot:
         i -= 1
     return [(e.seq, e.fp) for e in tail[i:]]
+
+
+def seen_mirror(state: View, messages: Sequence[Any], plan: Plan, written: Sequence[RawRecord]) -> Mirror | None:
+    """The mirror of a list just recorded by ``plan`` (``written``: its adds' records), when the plan
+    placed every recordable position (None: map the list, :func:`~.views.map_mirror`). What the caller
+    holds again is no longer evicted."""
+    known = dict(plan.slots)
+    for index, record in zip(plan.adds, written, strict=False):
+        known[index] = record.seq
+    if state.evicted:
+        state.evicted.difference_update(known.values())  # the caller holds them again: its own
+    base = plan.base
+    start = len(base.messages) if base is not None else 0
+    rest = range(start, len(messages))
+    if not all(i in known for i in rest if recordable(messages[i])) or not (base is not None or known or not messages):
+        return None
+    # The base mirror's positions as they were, then what this call placed: costs what is new.
+    slots = [known.get(i) if recordable(messages[i]) else None for i in rest]
+    fps = [
+        (plan.fps.get(i) or stored_fp(messages[i])) if slot is not None else None
+        for i, slot in zip(rest, slots, strict=True)
+    ]
+    newest = max((s for s in slots if s is not None), default=0)
+    previous = state.mirrors[0] if state.mirrors else None
+    if base is not None:
+        return base.extended(
+            copies(messages[start:], previous, start),
+            slots,
+            fps,
+            last=max(base.last, newest),
+            originals=list(messages) if plan.originals is None else plan.originals,
+        )
+    return Mirror(copies(messages, previous), slots, fps, originals=list(messages))

@@ -27,14 +27,7 @@ What a call received and handed back without (a strategy's cut) is *evicted*: no
 not even one against a list older than the cut (a caller whose next list has another shape, e.g.
 without the system prompt, may agree longest with it), until the caller sends it again.
 
-Alignment, for lists no mirror relates to
------------------------------------------
-Read from its end, the caller's recordable messages ``R`` must contain a record of the view's
-current messages ``T`` (an *anchor*) before which they agree with them: the (at most
-:data:`~.alignment.WINDOW`) messages before it appear in ``T`` before the anchor, in the same order. Of the
-anchors that agree, the newest record wins, then the one that explains the list at the lowest cost,
-then the one nearest the list's end; what follows it in ``R`` is new (appends only). A list that
-aligns nowhere is new as a whole (a new session, or a caller that kept none of the conversation).
+Alignment, for lists no mirror relates to: see :mod:`ctxlife.sessions.alignment`.
 
 Cost
 ----
@@ -69,10 +62,9 @@ from ctxlife.messages import (
     Agreement,
     same_messages,
 )
-from ctxlife.sessions.alignment import Alignment, Reversed, align_tail, align_with_pending
+from ctxlife.sessions.alignment import Alignment, Reversed, align_tail, plan_by_alignment
 from ctxlife.sessions.base import AppendConflictError, SessionStore
-from ctxlife.sessions.diff import common_prefix
-from ctxlife.sessions.plans import Plan, all_new, diff_plan
+from ctxlife.sessions.plans import Plan, all_new, diff_plan, seen_mirror
 from ctxlife.sessions.records import ADD, REMOVE, REPLACE, ErasedMessages, Event, RawRecord, RecordSlot, no_collection
 from ctxlife.sessions.restore import restore_view
 from ctxlife.sessions.views import (
@@ -81,19 +73,21 @@ from ctxlife.sessions.views import (
     TailEdge,
     View,
     after_pending,
+    anchor,
     apply_records,
     copies,
     keep_mirror,
+    kept_part,
+    map_mirror,
     recordable,
     stored_form,
     stored_fp,
     stored_mirror,
+    whole_tail,
 )
 
 __all__ = ["Recorder", "recorder_for"]
 
-#: Recent anchors kept per view (about one per caller sharing the view).
-_ANCHORS = 8
 #: Most messages kept waiting when the store refuses writes (then the oldest are dropped, logged).
 _MAX_PENDING = 10_000
 _MAX_RETRIES = 64
@@ -332,23 +326,14 @@ class Recorder:
 
     def kept_from(self, session_id: str, view: str, messages: Sequence[Any], slots: Sequence[int | None]) -> None:
         """A restore read the view's snapshot (a compacted conversation) and the records after it:
-        ``messages`` and their ``slots``. This recorder's first look at the view then reads the
-        view's records from where the kept messages start (after the widest gap in their slots),
-        not the whole history; the few older messages the conversation holds (the task's first
-        message) are taken as restored. A question about any other older record reads them all
-        (:meth:`_complete`). Does nothing once the view is loaded, or when the slots do not rise."""
-        held = [(s, m) for s, m in zip(slots, messages, strict=False) if s is not None]
-        if not held or any(a[0] >= b[0] for a, b in zip(held, held[1:], strict=False)):
-            return  # (no slot, or an order a restore of inserted messages gives: read them all)
-        cut = max(range(len(held)), key=lambda i: held[i][0] - (held[i - 1][0] if i else 0))
-        start = held[cut][0]
-        if start <= 1 or any(not isinstance(m, dict) for _, m in held[:cut]):
-            return
-        older = [(s, stored_fp(m)) for s, m in held[:cut]]
+        ``messages`` and their ``slots``. This recorder's first look at the view then reads only the
+        records from where the kept messages start (:func:`~.views.kept_part`); a question about an
+        older record reads them all (:meth:`_complete`). Does nothing once the view is loaded."""
+        kept = kept_part(messages, slots)
         with self._lock:
             state = self._views.get((session_id, view))
-            if (state is None or state.partial) and (session_id, view) not in self._primed:
-                self._kept[(session_id, view)] = (start, older)
+            if kept is not None and (state is None or state.partial) and (session_id, view) not in self._primed:
+                self._kept[(session_id, view)] = kept
 
     def _load(self, session_id: str, view: str, start: int = 0, older: Sequence[tuple[int, str]] = ()) -> View:
         """Read the view's current state: one pass over its records (the first time a view is seen).
@@ -387,17 +372,10 @@ class Recorder:
         return View(tail, top, start == 0, [last] if last else [], last, start=start)
 
     def _complete(self, session_id: str, view: str, state: View) -> None:
-        """Make an incomplete tail whole: every record of the view up to what the tail reflects
-        (``synced``), read now. For the rare question about a record older than a compacted view's
-        kept point (an edit of it, another writer's, a list holding it)."""
-        if state.complete:
-            return
-        records = self.store.read_slots(session_id, 0, view=view)
-        tail: list[Entry] = []
-        apply_records(tail, [r for r in records if r.seq <= state.synced])
-        state.tail, state.complete, state.start = tail, True, 0
-        state.reorders += 1
-        state._order = None
+        """Make an incomplete tail whole (every record of the view up to ``synced``, read now): for the
+        rare question about a record older than a compacted view's kept point."""
+        if not state.complete:
+            whole_tail(state, self.store.read_slots(session_id, 0, view=view))
 
     def _cover(self, session_id: str, view: str, state: View, slots: Iterable[int | None]) -> None:
         """Complete the tail when a list about to be a mirror holds a slot older than it (a diff
@@ -529,74 +507,13 @@ class Recorder:
                     state.evicted.difference_update(mirror.slots)
                 keep_mirror(state, mirror)
 
-    def _mirror_of(self, session_id: str, view: str, state: View, messages: Sequence[Any]) -> Mirror | None:
-        """A mirror of ``messages``: slots from the newest mirror where the list agrees with it (in C),
-        the rest mapped onto the view's current messages by fingerprint, in order."""
+    def _mirror_of(self, session_id: str, view: str, state: View, messages: Sequence[Any]) -> Mirror:
+        """:func:`~.views.map_mirror`, onto the whole tail when an incomplete one cannot place a message."""
         try:
-            return self._map(state, messages)
+            return map_mirror(state, messages)
         except TailEdge:  # a message the incomplete tail cannot place: map onto the whole tail
             self._complete(session_id, view, state)
-            return self._map(state, messages)
-
-    def _map(self, state: View, messages: Sequence[Any]) -> Mirror | None:
-        known = state.mirrors[0] if state.mirrors else None
-        if known is not None and len(known.messages) == len(messages):
-            if common_prefix(known.messages, messages) == len(messages):
-                return known
-        slots: list[int | None] = []
-        fps: list[str | None] = []
-        if known is not None:
-            p = common_prefix(known.messages, messages)
-            slots, fps = list(known.slots[:p]), list(known.fps[:p])
-        else:
-            p = 0
-        # Map the rest onto the view's messages after the last mapped slot, from the end backwards
-        # (the newest messages are the surest).
-        floor_slot = max((s for s in slots if s is not None), default=0)
-        if floor_slot and state.older(floor_slot):
-            raise TailEdge
-        order = state.order()
-        floor = order.get(floor_slot, -1) if floor_slot else -1
-        edge = state.edge()
-        lowest = max(floor, edge - 1)  # (below an incomplete tail's edge may lie records it lacks)
-        rest = messages[p:]
-        rest_slots: list[int | None] = [None] * len(rest)
-        rest_fps: list[str | None] = [None] * len(rest)
-        ceiling = len(state.tail)
-        for k in range(len(rest) - 1, -1, -1):
-            message = rest[k]
-            if not recordable(message):
-                continue
-            # the same object, unchanged since (compared with the mirror's copy): its slot and fingerprint
-            i = known.index_of(message) if known is not None else None
-            hit = (known.slots[i], known.fps[i]) if known is not None and i is not None else None
-            fp = hit[1] if hit is not None and hit[1] is not None else stored_fp(message)
-            rest_fps[k] = fp
-            if hit is not None and state.older(hit[0]):
-                raise TailEdge
-            slot = hit[0] if hit is not None and hit[0] is not None and hit[1] == fp and hit[0] in order else None
-            if slot is not None and floor < order[slot] < ceiling:
-                ceiling = order[slot]
-            else:
-                probe = ceiling - 1
-                while probe > lowest and state.tail[probe].fp != fp:
-                    probe -= 1
-                slot = state.tail[probe].seq if probe > lowest else None
-                if slot is not None:
-                    ceiling = probe
-                elif floor < edge and not state.complete:
-                    # Below the edge lie records the tail lacks. The object the newest mirror had at a
-                    # slot the tail holds (a message the restore gave), still that record's message,
-                    # is that record (not an equal one evicted between); any other reads them all.
-                    at = order.get(hit[0]) if hit is not None and hit[0] is not None else None
-                    if at is None or not floor < at < ceiling or state.tail[at].fp != fp:
-                        raise TailEdge
-                    slot, ceiling = hit[0], at  # type: ignore[index]
-            rest_slots[k] = slot
-        slots += rest_slots
-        fps += rest_fps
-        kept = known.messages[:p] if known is not None else []
-        return Mirror(kept + copies(messages[p:]), slots, fps, originals=list(messages))
+            return map_mirror(state, messages)
 
     def seed(
         self,
@@ -746,55 +663,19 @@ class Recorder:
 
     def _plan_by_alignment(self, session_id: str, view: str, state: View, messages: Sequence[Any]) -> Plan:
         """Appends only, by content alignment with the view's messages (the module docs)."""
-        rev = Reversed(messages)
         try:
-            found = align_with_pending(state, rev)
+            return plan_by_alignment(state, messages)
         except TailEdge:  # the list agrees with the tail up to its kept point: the older records decide
             self._complete(session_id, view, state)
-            found = align_with_pending(state, rev)
-        if found.aligned and found.anchor_seq <= state.synced:
-            self._anchor(state, found.anchor_seq)
-        events = [Event(ADD, messages[i], None, fp) for i, fp in zip(found.new, found.fingerprints, strict=True)]
-        if found.aligned:
-            state.covered = found.anchor_seq
-        fps = dict(zip(found.new, found.fingerprints, strict=True))
-        return Plan(events, {}, list(found.new), None, fps, after_waiting=found.after_waiting)
+            return plan_by_alignment(state, messages)
 
     def _seen(
         self, session_id: str, view: str, state: View, messages: Sequence[Any], plan: Plan, written: list[RawRecord]
     ) -> None:
         """Keep a mirror of the list just recorded; note the newest record it reflects (``covered``)."""
-        known = dict(plan.slots)
-        for index, record in zip(plan.adds, written, strict=False):
-            known[index] = record.seq
-        if state.evicted:
-            state.evicted.difference_update(known.values())  # the caller holds them again: its own
-        base = plan.base
-        start = len(base.messages) if base is not None else 0
-        rest = range(start, len(messages))
-        if all(i in known for i in rest if recordable(messages[i])) and (base is not None or known or not messages):
-            # The base mirror's positions as they were, then what this call placed: costs what is new.
-            slots = [known.get(i) if recordable(messages[i]) else None for i in rest]
-            fps = [
-                (plan.fps.get(i) or stored_fp(messages[i])) if slot is not None else None
-                for i, slot in zip(rest, slots, strict=True)
-            ]
-            newest = max((s for s in slots if s is not None), default=0)
-            previous = state.mirrors[0] if state.mirrors else None
-            if base is not None:
-                mirror: Mirror | None = base.extended(
-                    copies(messages[start:], previous, start),
-                    slots,
-                    fps,
-                    last=max(base.last, newest),
-                    originals=list(messages) if plan.originals is None else plan.originals,
-                )
-            else:
-                mirror = Mirror(copies(messages, previous), slots, fps, originals=list(messages))
-        else:
-            mirror = self._mirror_of(session_id, view, state, messages)  # map what alignment did not place
+        mirror = seen_mirror(state, messages, plan, written)
         if mirror is None:
-            return
+            mirror = self._mirror_of(session_id, view, state, messages)  # map what alignment did not place
         keep_mirror(state, mirror)
         state.covered = max([mirror.last, *(r.seq for r in written)]) if written else mirror.last or state.covered
 
@@ -989,7 +870,7 @@ class Recorder:
             state.reorders += 1
         last_add = next((r.seq for r in reversed(records) if r.op == ADD and r.target is None), None)
         if last_add is not None:
-            self._anchor(state, last_add)
+            anchor(state, last_add)
         for r in records:
             if r.quarantined:
                 emit(
@@ -1003,13 +884,6 @@ class Recorder:
                     hint="the message was recorded in a JSON-safe form; fix what produced it",
                 )
         return records
-
-    def _anchor(self, state: View, seq: int) -> None:
-        anchors = state.anchors
-        if seq in anchors:
-            anchors.remove(seq)
-        anchors.append(seq)
-        del anchors[:-_ANCHORS]
 
 
 _recorders: weakref.WeakKeyDictionary[SessionStore, Recorder] = weakref.WeakKeyDictionary()
