@@ -25,6 +25,11 @@ Cases (CPU time of the measured call, ``time.process_time``, median over repetit
   compacts); Agents SDK ``get_items()`` + one ``trim_messages`` (approximate counter, as its context-management
   cookbook trims); LangGraph ``get_state()`` + the new turn + the same ``trim_messages`` (its memory docs trim
   what the model is sent; its checkpoint is written after the model call, so not here). Peak RSS of that process.
+* ``cold_compacted`` (10k and 100k): ctxlife's cold call on its session compacted once before (a process made one
+  ``prepare`` + reply on a copy, untimed: a snapshot was saved), a fourth process in each ``cold`` round, against
+  that round's LangGraph process (restore + trim of the whole thread: LangGraph keeps no compacted state); the
+  ratio of each round, their median and spread (``cold_ratio`` likewise for the never-compacted row). ctxlife
+  reads the snapshot and the records it keeps, not the whole history.
 * ``prepare``: ctxlife ``Session.prepare(new turn)`` once warm (after the cold call compacted).
 * ``steady``: one managed call on a bounded live list (the last messages that fit 40% of a 128k window), one
   new turn per call, in place: ctxlife ``Host.manage(live)`` (``llm_summary``) against LangChain's
@@ -35,11 +40,12 @@ Cases (CPU time of the measured call, ``time.process_time``, median over repetit
 
 Growth exponents: ``log(t(100k) / t(10k)) / log(10)`` (1 = linear, 0 = flat).
 
-Which rows depend on the session layer (``src/ctxlife/sessions/**``, ``Session.prepare`` in ``session.py``): read, cold,
-prepare, append. Counting and validation (``tokens.py``, ``manage()``): steady, first_compaction, and the
-counting of what cold adds (the history's counts come from the store).
+Which rows depend on the session layer (``src/ctxlife/sessions/**``, ``Session.prepare`` in ``session.py``): read,
+cold, cold_compacted, prepare, append. Counting and validation (``tokens.py``, ``manage()``): steady, first_compaction,
+and the counting of what cold adds (the history's counts come from the store).
 
-Run: ``.venv/bin/python benchmarks/bench_scale.py [--quick]`` (writes benchmarks/results/scale.json); another
+Run: ``.venv/bin/python benchmarks/bench_scale.py [--quick]`` (writes benchmarks/results/scale.json; ``--only
+cold_compacted --measure-only --out FILE`` measures that row alone); another
 ctxlife tree is measured by putting it first on ``PYTHONPATH`` (``--measure-only --out FILE``), as
 ``bench_sessions.py`` does for a before/after table.
 """
@@ -226,6 +232,8 @@ def case(name: str, system: str, workdir: Path, reps: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if name == "cold":
         out = cold(system, workdir, fresh[0])
+    elif name == "cold_compacted":
+        out = cold(system, workdir, fresh[1])  # (fresh[0] went in when the session was compacted)
     elif name == "append":
         out = append(system, workdir, fresh, reps)
     elif name == "read":
@@ -312,6 +320,23 @@ def cold(system: str, workdir: Path, turn: list[dict[str, Any]]) -> dict[str, An
         "wall_ms": round((time.perf_counter() - w) * 1000, 1),
         "messages_sent": size,
     }
+
+
+def compact(workdir: Path) -> dict[str, Any]:
+    """Set-up of ``cold_compacted`` (untimed, on a copy of the stores): one turn and its reply in ctxlife's session;
+    the call compacts the never-compacted history and saves a snapshot, as the ``cold`` case's call does."""
+    from ctxlife.integrations.scripted import OFFLINE_ENV
+
+    os.environ.update(OFFLINE_ENV)
+    turn = new_turns(1)[0]
+    reply = {"role": "assistant", "content": "Noted; anything else?"}
+    from ctxlife import Session
+
+    with Session(SESSION, config=ctxlife_settings(workdir / "ctxlife.db"), system=SYSTEM, context_window=WINDOW) as s:
+        sent = s.prepare(*turn)
+        s.record_reply(reply)
+        snapshot = s.store.load_snapshot(SESSION)
+    return {"messages_sent": len(sent), "snapshot_messages": len(snapshot.messages) if snapshot else None}
 
 
 def append(system: str, workdir: Path, fresh: list[list[dict[str, Any]]], reps: int) -> dict[str, Any]:
@@ -520,6 +545,8 @@ CASES: dict[str, tuple[str, ...]] = {
 }
 REPS = {"append": 7, "read": 5, "cold": 1, "prepare": 5, "steady": 25}
 COLD_ROUNDS = 3
+#: Sizes of the cold call on a compacted session (at 1k the history is about what a snapshot keeps).
+COMPACTED_SIZES = (10_000, 100_000)
 
 
 def _subprocess(args: list[str]) -> dict[str, Any]:
@@ -551,44 +578,87 @@ def exponent(small: float | None, large: float | None) -> float | None:
     return round(math.log(large / small) / math.log(10), 2)
 
 
-def measure(quick: bool) -> dict[str, Any]:
+def cold_rounds(
+    results: dict[str, Any], scratch: Path, bases: dict[str, Path], n: int, systems: tuple[str, ...]
+) -> None:
+    """The ``cold`` rows, and ``cold_compacted`` (system ``compacted``: ctxlife on ``bases["compacted"]``): COLD_ROUNDS
+    rounds of one process per system, the order rotating (alternating process pairs); each cell the median of the
+    rounds (``cpu_ms_runs`` all of them); each round's ratio of ctxlife (never compacted, and compacted) to that
+    round's LangGraph process, their median and spread under ``cold_ratio`` / ``cold_compacted_ratio``."""
+    ratios: dict[str, list[float]] = {"cold": [], "cold_compacted": []}
+    for round_ in range(COLD_ROUNDS):
+        took: dict[str, float] = {}
+        for system in systems[round_ % len(systems) :] + systems[: round_ % len(systems)]:
+            name, real = ("cold_compacted", "ctxlife") if system == "compacted" else ("cold", system)
+            own = scratch / f"case-{n}-{name}-{real}"
+            shutil.copytree(bases["compacted" if system == "compacted" else "base"], own)
+            found = _subprocess(["--case", name, "--system", real, "--dir", str(own), "--reps", "1"])
+            shutil.rmtree(own, ignore_errors=True)
+            cells = results["cases"].setdefault(name, {}).setdefault(real, {})
+            if "failed" not in found and "failed" not in cells.get(str(n), {}):
+                took[system] = found["cpu_ms"]
+                runs = [*cells.get(str(n), {}).get("cpu_ms_runs", []), found["cpu_ms"]]
+                found = {**found, "cpu_ms": statistics.median(runs), "cpu_ms_runs": runs}
+            cells[str(n)] = found
+            log(f"{n:,} {name} {real}: {found}")
+        for mine, key in (("ctxlife", "cold"), ("compacted", "cold_compacted")):
+            if took.get(mine) and took.get("langgraph"):
+                ratios[key].append(took[mine] / took["langgraph"])
+    if "compacted" in systems:  # the peer of the compacted row: the same LangGraph processes
+        peer = results["cases"].get("cold", {}).get("langgraph", {}).get(str(n))
+        if peer is not None:
+            results["cases"].setdefault("cold_compacted", {}).setdefault("langgraph", {})[str(n)] = peer
+    for key, found_ratios in ratios.items():
+        if found_ratios:
+            results.setdefault(f"{key}_ratio", {})[str(n)] = {
+                "ratio": round(statistics.median(found_ratios), 2),
+                "ratio_spread": [round(min(found_ratios), 2), round(max(found_ratios), 2)],
+                "rounds": len(found_ratios),
+            }
+
+
+def measure(quick: bool, only: str | None = None) -> dict[str, Any]:
     sizes = QUICK_SIZES if quick else SIZES
     results: dict[str, Any] = {"sizes": list(sizes), "cases": {}, "first_compaction": []}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ctxlife-scale-") as scratch:
         for n in sizes:
+            if only == "cold_compacted" and n not in COMPACTED_SIZES:
+                continue
             base = Path(scratch) / f"n{n}"
             base.mkdir()
             t = time.perf_counter()
             filled = _subprocess(["--fill", str(n), "--dir", str(base)])
             log(f"{n:,} messages: stores filled in {time.perf_counter() - t:.1f} s ({filled})")
-            for name, systems in CASES.items():
-                # A cold start is one call per process: COLD_ROUNDS rounds of one process per system, the
-                # order rotating (alternating process pairs), the median and the spread of the rounds.
-                rounds = COLD_ROUNDS if name == "cold" else 1
-                for round_ in range(rounds):
-                    for system in systems[round_ % len(systems) :] + systems[: round_ % len(systems)]:
-                        own = Path(scratch) / f"case-{n}-{name}-{system}"
-                        shutil.copytree(base, own)
-                        reps = REPS[name] if n < 100_000 or name in ("steady", "cold") else max(3, REPS[name] // 2)
-                        found = _subprocess(
-                            ["--case", name, "--system", system, "--dir", str(own), "--reps", str(reps)]
-                        )
-                        shutil.rmtree(own, ignore_errors=True)
-                        cells = results["cases"].setdefault(name, {}).setdefault(system, {})
-                        if rounds > 1 and "failed" not in found and "failed" not in cells.get(str(n), {}):
-                            runs = [*cells.get(str(n), {}).get("cpu_ms_runs", []), found["cpu_ms"]]
-                            found = {**found, "cpu_ms": statistics.median(runs), "cpu_ms_runs": runs}
-                        cells[str(n)] = found
-                        log(f"{n:,} {name} {system}: {found}")
-            own = Path(scratch) / f"interleaved-{n}"
-            shutil.copytree(base, own)
-            found = _subprocess(["--interleaved", "--dir", str(own), "--reps", "3" if n >= 100_000 else "5"])
-            shutil.rmtree(own, ignore_errors=True)
-            results.setdefault("read_new", {})[str(n)] = found
-            log(f"{n:,} read from a new object, interleaved: {found}")
-            shutil.rmtree(base, ignore_errors=True)
-        for n in (1_000, 10_000):
+            bases = {"base": base}
+            if n in COMPACTED_SIZES:
+                bases["compacted"] = Path(scratch) / f"n{n}-compacted"
+                shutil.copytree(base, bases["compacted"])
+                t = time.perf_counter()
+                done = _subprocess(["--compact", "--dir", str(bases["compacted"])])
+                log(f"{n:,} messages: ctxlife's session compacted once in {time.perf_counter() - t:.1f} s ({done})")
+            for name, systems in CASES.items() if only is None else [("cold", ("langgraph",))]:
+                if name == "cold":
+                    cold_rounds(results, Path(scratch), bases, n, systems + (("compacted",) if len(bases) > 1 else ()))
+                    continue
+                for system in systems:
+                    own = Path(scratch) / f"case-{n}-{name}-{system}"
+                    shutil.copytree(base, own)
+                    reps = REPS[name] if n < 100_000 or name == "steady" else max(3, REPS[name] // 2)
+                    found = _subprocess(["--case", name, "--system", system, "--dir", str(own), "--reps", str(reps)])
+                    shutil.rmtree(own, ignore_errors=True)
+                    results["cases"].setdefault(name, {}).setdefault(system, {})[str(n)] = found
+                    log(f"{n:,} {name} {system}: {found}")
+            if only is None:
+                own = Path(scratch) / f"interleaved-{n}"
+                shutil.copytree(base, own)
+                found = _subprocess(["--interleaved", "--dir", str(own), "--reps", "3" if n >= 100_000 else "5"])
+                shutil.rmtree(own, ignore_errors=True)
+                results.setdefault("read_new", {})[str(n)] = found
+                log(f"{n:,} read from a new object, interleaved: {found}")
+            for folder in bases.values():
+                shutil.rmtree(folder, ignore_errors=True)
+        for n in (1_000, 10_000) if only is None else ():
             for window in (SMALL_WINDOW, WINDOW):
                 found = _subprocess(["--compaction", str(n), "--window", str(window), "--reps", "3"])
                 results["first_compaction"].append(found)
@@ -645,10 +715,17 @@ def rows(results: dict[str, Any]) -> list[list[str]]:
         "append": "append one turn",
         "read": "read the history before a call",
         "cold": "cold first call (fresh process, never compacted)",
+        "cold_compacted": "cold first call (fresh process, compacted once)",
         "prepare": "`prepare()` once warm",
         "steady": "steady managed call (bounded list)",
     }
-    peer_of = {"append": "agents_sdk", "read": "agents_sdk", "cold": "langgraph", "steady": "summarization_middleware"}
+    peer_of = {
+        "append": "agents_sdk",
+        "read": "agents_sdk",
+        "cold": "langgraph",
+        "cold_compacted": "langgraph",
+        "steady": "summarization_middleware",
+    }
     for name, by_system in results["cases"].items():
         for system, by_size in by_system.items():
             cells = [ms(_ms(by_size.get(n))) for n in sizes]
@@ -724,6 +801,36 @@ def _tables(results: dict[str, Any]) -> str:
         "validation.\n",
         table(head, rows(results), "ll" + "r" * (len(head) - 2)),
     ]
+    paired = [
+        (label, n, r, results["cases"].get(key, {}))
+        for key, label in (("cold", "never compacted"), ("cold_compacted", "compacted once"))
+        for n, r in (results.get(f"{key}_ratio") or {}).items()
+    ]
+    if paired:
+        text.append(
+            "\nCold first call against LangGraph, round by round (a fresh process until the list for the model is "
+            "ready): ctxlife `Session(...).prepare(new turn)` on its session never compacted, and compacted once "
+            "(it reads the snapshot and the records it keeps); LangGraph restores the whole thread (it keeps no "
+            "compacted state) and trims it as its memory docs show (`trim_messages`, 40% of the window). Each round "
+            "runs one process per system, the order rotating; the ratio of each round's CPU times, the median of "
+            "three rounds and their spread.\n"
+        )
+        text.append(
+            table(
+                ["messages", "ctxlife session", "ctxlife (ms)", "LangGraph (ms)", "ctxlife / LangGraph", "spread"],
+                [
+                    [
+                        f"{int(n):,}",
+                        label,
+                        ms(_ms(cells.get("ctxlife", {}).get(n))),
+                        ms(_ms(cells.get("langgraph", {}).get(n))),
+                        f"{r['ratio']:.2f}×",
+                        f"{r['ratio_spread'][0]:.2f}-{r['ratio_spread'][1]:.2f}×",
+                    ]
+                    for label, n, r, cells in paired
+                ],
+            )
+        )
     read_new = {n: r for n, r in (results.get("read_new") or {}).items() if "failed" not in r}
     if read_new:
         text.append(
@@ -766,6 +873,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", type=Path, help="steady/first-compaction cells of the branch's base commit")
     parser.add_argument("--note", default="", help="how the 'before' run was made (shown in the docs)")
     parser.add_argument("--merge", type=Path, help="write --out from this measured file and --before (no new run)")
+    parser.add_argument("--only", choices=["cold_compacted"], help="measure this row alone (with --measure-only)")
+    parser.add_argument("--compact", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--fill", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--system", help=argparse.SUPPRESS)
@@ -788,10 +897,13 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.update(OFFLINE_ENV)
         args.into.write_text(json.dumps(read_interleaved(args.dir, args.reps)))
         return 0
+    if args.compact:
+        args.into.write_text(json.dumps(compact(args.dir)))
+        return 0
     if args.compaction:
         args.into.write_text(json.dumps(first_compaction(args.compaction, args.window, args.reps)))
         return 0
-    results = json.loads(args.merge.read_text(encoding="utf-8")) if args.merge else measure(args.quick)
+    results = json.loads(args.merge.read_text(encoding="utf-8")) if args.merge else measure(args.quick, args.only)
     if args.base:
         results["base"] = json.loads(args.base.read_text(encoding="utf-8"))
     if args.before:

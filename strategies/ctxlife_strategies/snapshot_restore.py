@@ -151,6 +151,8 @@ class SnapshotRestore(ctxlife.Strategy):
             ctx.tokens.remember(restored_view.messages, restored_view.tokens)
         if restored_view.records:  # one read of the raw history, for the recorder too
             recorder.prime(session, view, restored_view.records)
+        elif restored_view.snapshot is not None:  # compacted: the recorder reads from the kept messages on
+            recorder.kept_from(session, view, restored_view.messages, restored_view.slots)
         for message, slot in zip(restored_view.messages, restored_view.slots, strict=True):
             if not isinstance(message.get("role"), str):
                 raise BadSessionError(

@@ -1,8 +1,11 @@
 """Alignment of a caller's list that no mirror relates to with a view's stored tail.
 
-See "Alignment" in :mod:`ctxlife.sessions.recording`: read from its end, the list must hold an
-*anchor* (a record of the view's current messages) before which the (at most :data:`WINDOW`)
-messages agree with the tail.
+Read from its end, the caller's recordable messages ``R`` must contain a record of the view's
+current messages ``T`` (an *anchor*) before which they agree with them: the (at most :data:`WINDOW`)
+messages before it appear in ``T`` before the anchor, in the same order. Of the anchors that agree,
+the newest record wins, then the one that explains the list at the lowest cost, then the one nearest
+the list's end; what follows it in ``R`` is new (appends only). A list that aligns nowhere is new as a
+whole (a new session, or a caller that kept none of the conversation).
 """
 
 from __future__ import annotations
@@ -11,9 +14,20 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from ctxlife.sessions.views import Entry, View, recordable, stored_fp
+from ctxlife.sessions.plans import Plan
+from ctxlife.sessions.records import ADD, Event
+from ctxlife.sessions.views import Entry, TailEdge, View, anchor, recordable, stored_fp
 
-__all__ = ["Alignment", "Reversed", "WINDOW", "agrees", "align_tail", "align_with_pending", "unaligned"]
+__all__ = [
+    "Alignment",
+    "Reversed",
+    "WINDOW",
+    "agrees",
+    "align_tail",
+    "align_with_pending",
+    "plan_by_alignment",
+    "unaligned",
+]
 
 #: How many messages before an anchor must agree with the stored tail (and how many records of a
 #: view's tail a recorder keeps per caller).
@@ -100,6 +114,8 @@ def align_with_pending(state: View, rev: Reversed) -> Alignment:
 def align_tail(state: View, rev: Reversed) -> Alignment:
     tail = state.tail
     if not tail:
+        if not state.complete:
+            raise TailEdge  # (its records from the kept point were all removed: the older ones decide)
         return unaligned(rev)
     # Live records: the last one, recent anchors, and whatever came after the oldest of them.
     floor_seq = min(state.anchors) if state.anchors else tail[-1].seq
@@ -116,6 +132,7 @@ def align_tail(state: View, rev: Reversed) -> Alignment:
     # Scanning stops at a perfect fit (the newest record, nothing skipped: the steady state), or
     # once no better anchor is possible.
     best: tuple[int, int, int, int] | None = None  # (k, p, overlap, cost)
+    edge = state.edge()
     live = len(tail) - lowest
     newest = tail[-1].seq
     k = 0
@@ -131,7 +148,7 @@ def align_tail(state: View, rev: Reversed) -> Alignment:
         for p in positions.get(fp, ()):
             if best is not None and tail[p].seq < tail[best[1]].seq:
                 break  # positions are newest first: nothing newer here
-            overlap, skipped = agrees(rev, k, tail, p, state.complete)
+            overlap, skipped = agrees(rev, k, tail, p, state.complete, edge)
             if overlap == 1 and k == 0 and p != len(tail) - 1 and rev.fp(1) is None:
                 # A list of one old message and nothing after it: a fresh list whose message
                 # repeats an earlier one (a new task's prompt), not a caller's kept place.
@@ -148,13 +165,15 @@ def align_tail(state: View, rev: Reversed) -> Alignment:
     return Alignment(overlap, [rev.index(i) for i in new], tail[p].seq, True, [rev.fp(i) for i in new])  # type: ignore[misc]
 
 
-def agrees(rev: Reversed, k: int, tail: list[Entry], p: int, complete: bool) -> tuple[int, int]:
+def agrees(rev: Reversed, k: int, tail: list[Entry], p: int, complete: bool, edge: int = 0) -> tuple[int, int]:
     """How many of the list's messages up to ``rev[k]`` agree with the tail up to ``tail[p]`` (0:
     they disagree), and how many records the agreement skips.
 
     Agreeing means: read backwards, the list's messages (at most :data:`WINDOW`) appear in the
     tail in the same order, possibly with records in between (a compaction evicts messages from
     the middle of a list, never reorders them). Fewer skipped records is a better fit.
+    Raises :class:`~.views.TailEdge` when the answer may lie in records an incomplete tail
+    (``complete`` False) lacks: anywhere before its place ``edge`` (:meth:`~.views.View.edge`).
     """
     q = p - 1
     skipped = 0
@@ -162,13 +181,15 @@ def agrees(rev: Reversed, k: int, tail: list[Entry], p: int, complete: bool) -> 
         fp = rev.fp(k + d)
         if fp is None:  # the list starts here: all of it agrees
             return d, skipped
-        while q >= 0 and tail[q].fp != fp:
+        while q >= edge and tail[q].fp != fp:
             q -= 1
             skipped += 1
-        if q < 0:
+        if q < edge:
             # The list holds a message the tail does not: before the view's first record, not
-            # this place; past the edge of a trimmed tail, what was checked agrees.
-            return (0, 0) if complete else (d, skipped)
+            # this place. An incomplete tail cannot say: the recorder reads the rest and asks again.
+            if not complete:
+                raise TailEdge
+            return 0, 0
         q -= 1
     return WINDOW, skipped
 
@@ -177,3 +198,16 @@ def unaligned(rev: Reversed) -> Alignment:
     rev.index(1 << 62)
     order = list(range(len(rev._idx) - 1, -1, -1))
     return Alignment(0, [rev.index(i) for i in order], 0, False, [rev.fp(i) for i in order])  # type: ignore[misc]
+
+
+def plan_by_alignment(state: View, messages: Sequence[Any]) -> Plan:
+    """Appends only, by content alignment with the view's messages (its anchor noted, ``covered`` set).
+    Raises :class:`~.views.TailEdge` as :func:`agrees` does."""
+    found = align_with_pending(state, Reversed(messages))
+    if found.aligned and found.anchor_seq <= state.synced:
+        anchor(state, found.anchor_seq)
+    events = [Event(ADD, messages[i], None, fp) for i, fp in zip(found.new, found.fingerprints, strict=True)]
+    if found.aligned:
+        state.covered = found.anchor_seq
+    fps = dict(zip(found.new, found.fingerprints, strict=True))
+    return Plan(events, {}, list(found.new), None, fps, after_waiting=found.after_waiting)

@@ -107,7 +107,8 @@ class Keeper:
     ) -> Restored:
         """The view's conversation now: ``previous`` brought up to date when it can be (O(new
         records)), else the snapshot with the events after it applied (one read). The raw records
-        read on the way are handed to the recorder, so it does not read them again.
+        read on the way are handed to the recorder, so it does not read them again; for a
+        compacted view, the first slot the restored conversation holds (the recorder reads from there).
         ``messages_only``: as for :func:`~ctxlife.sessions.restore.restore_view` (the recorder
         then gets nothing: it reads the view when it first needs it)."""
         current = restore_after(self.store, session_id, view, previous) if previous is not None else None
@@ -119,6 +120,8 @@ class Keeper:
                 current.plain and not messages_only
             ):  # every record a plain add: the slots and fingerprints are the records'
                 self.recorder.prime_adds(session_id, view, current.slots, current.fingerprints)
+            elif current.snapshot is not None:  # compacted: the recorder reads from the kept messages on
+                self.recorder.kept_from(session_id, view, current.messages, current.slots)
         return current
 
     # -- explicit events --------------------------------------------------------------------------

@@ -15,10 +15,20 @@ from ctxlife.messages import (
     same_messages,
 )
 from ctxlife.sessions.diff import common_prefix, edit_script
-from ctxlife.sessions.records import ADD, REMOVE, REPLACE, Event
-from ctxlife.sessions.views import Mirror, TailHidden, View, known_fp, recordable, stored_form, stored_fp
+from ctxlife.sessions.records import ADD, REMOVE, REPLACE, Event, RawRecord
+from ctxlife.sessions.views import Mirror, TailHidden, View, copies, known_fp, recordable, stored_form, stored_fp
 
-__all__ = ["Plan", "all_new", "continues", "diff_plan", "results_in_order", "same_kind", "soft_same", "written_after"]
+__all__ = [
+    "Plan",
+    "all_new",
+    "continues",
+    "diff_plan",
+    "results_in_order",
+    "same_kind",
+    "seen_mirror",
+    "soft_same",
+    "written_after",
+]
 
 
 @dataclasses.dataclass
@@ -122,7 +132,8 @@ def soft_same(mirror: Mirror, messages: Sequence[Any]) -> Any:
 
 def diff_plan(state: View, messages: Sequence[Any]) -> Plan | None:
     """The events that bring the view to ``messages``, judged against the best mirror; None when
-    no mirror relates to the list (align it instead)."""
+    no mirror relates to the list (align it instead). Raises :class:`~.views.TailEdge` when an
+    incomplete tail lacks the records a new message may be (the recorder completes it, asks again)."""
     # The mirror the list agrees with longest (the newest first on a tie): the caller's own
     # list, when several callers share the view.
     best: tuple[Mirror, int] | None = None
@@ -183,7 +194,7 @@ def diff_plan(state: View, messages: Sequence[Any]) -> Plan | None:
     mirrored = results_in_order([(s, f) for s, f, _ in live], [m for _, _, m in live])
     kept = [(i, m) for i, m in enumerate(messages) if recordable(m)]
     caller = results_in_order([(i, known_fp(mirror, m)) for i, m in kept], [m for _, m in kept])
-    hidden = TailHidden(tail, {s for s, _ in mirrored})
+    hidden = TailHidden(tail, {s for s, _ in mirrored}, None if state.complete else state.edge())
     script = edit_script(
         mirrored, caller, hidden, order, removals=mirror.trusted, same_kind=same_kind(mirror, messages)
     )
@@ -210,3 +221,36 @@ def written_after(state: View, slot: int) -> list[tuple[int, str]]:
     while i > 0 and tail[i - 1].seq > slot:
         i -= 1
     return [(e.seq, e.fp) for e in tail[i:]]
+
+
+def seen_mirror(state: View, messages: Sequence[Any], plan: Plan, written: Sequence[RawRecord]) -> Mirror | None:
+    """The mirror of a list just recorded by ``plan`` (``written``: its adds' records), when the plan
+    placed every recordable position (None: map the list, :func:`~.views.map_mirror`). What the caller
+    holds again is no longer evicted."""
+    known = dict(plan.slots)
+    for index, record in zip(plan.adds, written, strict=False):
+        known[index] = record.seq
+    if state.evicted:
+        state.evicted.difference_update(known.values())  # the caller holds them again: its own
+    base = plan.base
+    start = len(base.messages) if base is not None else 0
+    rest = range(start, len(messages))
+    if not all(i in known for i in rest if recordable(messages[i])) or not (base is not None or known or not messages):
+        return None
+    # The base mirror's positions as they were, then what this call placed: costs what is new.
+    slots = [known.get(i) if recordable(messages[i]) else None for i in rest]
+    fps = [
+        (plan.fps.get(i) or stored_fp(messages[i])) if slot is not None else None
+        for i, slot in zip(rest, slots, strict=True)
+    ]
+    newest = max((s for s in slots if s is not None), default=0)
+    previous = state.mirrors[0] if state.mirrors else None
+    if base is not None:
+        return base.extended(
+            copies(messages[start:], previous, start),
+            slots,
+            fps,
+            last=max(base.last, newest),
+            originals=list(messages) if plan.originals is None else plan.originals,
+        )
+    return Mirror(copies(messages, previous), slots, fps, originals=list(messages))

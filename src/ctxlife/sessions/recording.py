@@ -27,20 +27,17 @@ What a call received and handed back without (a strategy's cut) is *evicted*: no
 not even one against a list older than the cut (a caller whose next list has another shape, e.g.
 without the system prompt, may agree longest with it), until the caller sends it again.
 
-Alignment, for lists no mirror relates to
------------------------------------------
-Read from its end, the caller's recordable messages ``R`` must contain a record of the view's
-current messages ``T`` (an *anchor*) before which they agree with them: the (at most
-:data:`~.alignment.WINDOW`) messages before it appear in ``T`` before the anchor, in the same order. Of the
-anchors that agree, the newest record wins, then the one that explains the list at the lowest cost,
-then the one nearest the list's end; what follows it in ``R`` is new (appends only). A list that
-aligns nowhere is new as a whole (a new session, or a caller that kept none of the conversation).
+Alignment, for lists no mirror relates to: see :mod:`ctxlife.sessions.alignment`.
 
 Cost
 ----
 The usual call: one comparison of the list with the newest mirror (in C), fingerprints of the new
 messages. The store is read the first time a (session, view) is seen (its records once, the
-snapshot) and when another writer moved the session's head.
+snapshot) and when another writer moved the session's head. A view a restore found compacted is
+read from where its snapshot's kept messages start (:meth:`Recorder.kept_from`: an incomplete
+tail, :attr:`~.views.View.start`); the rest only when something needs an older record (an edit of
+one, a list that holds one: :class:`~.views.TailEdge`), so a cold call on a compacted 100k-message
+session reads a few hundred records, not 100k.
 
 Concurrency
 -----------
@@ -65,30 +62,32 @@ from ctxlife.messages import (
     Agreement,
     same_messages,
 )
-from ctxlife.sessions.alignment import Alignment, Reversed, align_tail, align_with_pending
+from ctxlife.sessions.alignment import Alignment, Reversed, align_tail, plan_by_alignment
 from ctxlife.sessions.base import AppendConflictError, SessionStore
-from ctxlife.sessions.diff import common_prefix
-from ctxlife.sessions.plans import Plan, all_new, diff_plan
+from ctxlife.sessions.plans import Plan, all_new, diff_plan, seen_mirror
 from ctxlife.sessions.records import ADD, REMOVE, REPLACE, ErasedMessages, Event, RawRecord, RecordSlot, no_collection
 from ctxlife.sessions.restore import restore_view
 from ctxlife.sessions.views import (
     Entry,
     Mirror,
+    TailEdge,
     View,
     after_pending,
+    anchor,
     apply_records,
     copies,
     keep_mirror,
+    kept_part,
+    map_mirror,
     recordable,
     stored_form,
     stored_fp,
     stored_mirror,
+    whole_tail,
 )
 
 __all__ = ["Recorder", "recorder_for"]
 
-#: Recent anchors kept per view (about one per caller sharing the view).
-_ANCHORS = 8
 #: Most messages kept waiting when the store refuses writes (then the oldest are dropped, logged).
 _MAX_PENDING = 10_000
 _MAX_RETRIES = 64
@@ -107,6 +106,10 @@ class Recorder:
         # Views primed with plain adds (prime_adds) not looked at yet: [top, slots, fingerprints],
         # made a View on first use (a reader that never records builds no entry per message).
         self._primed: dict[tuple[str, str], list[Any]] = {}
+        # Views a restore found compacted, not looked at yet: (the slot its kept messages start at, the
+        # (slot, fingerprint) of the few older ones it holds, e.g. the task's first message). The first
+        # look reads the view's records from that slot on only (an incomplete tail, View.start).
+        self._kept: dict[tuple[str, str], tuple[int, list[tuple[int, str]]]] = {}
         self._heads: dict[str, int] = {}
         # Fingerprints of messages removed or erased by another writer (or this process's erase) that
         # a caller's list may still hold: never recorded again from a list. Erased ones are also in
@@ -162,6 +165,8 @@ class Recorder:
             kept = False
             for key in [k for k in self._primed if session_id is None or k[0] == session_id]:
                 del self._primed[key]
+            for key in [k for k in self._kept if session_id is None or k[0] == session_id]:
+                del self._kept[key]
             for key in [k for k in self._views if session_id is None or k[0] == session_id]:
                 if keep_pending and self._views[key].pending:
                     kept = True
@@ -277,7 +282,7 @@ class Recorder:
     def _view(self, session_id: str, view: str) -> View:
         state = self._state(session_id, view)
         if state is None or state.partial:
-            loaded = self._load(session_id, view)
+            loaded = self._load(session_id, view, *self._kept.pop((session_id, view), (0, [])))
             state = self._views[(session_id, view)] = loaded if state is None else loaded.take_over(state)
         return state
 
@@ -297,6 +302,7 @@ class Recorder:
         write (the recorder then catches up, or the store reports the head moved)."""
         with self._lock:
             self._primed.pop((session_id, view), None)
+            self._kept.pop((session_id, view), None)
             state = self._views.get((session_id, view))
             if state is None or state.partial:
                 top = records[-1].seq if records else 0
@@ -307,6 +313,7 @@ class Recorder:
         """:meth:`prime` for a view whose every record is a plain ``add``, given as their slots and
         fingerprints (:meth:`SessionStore.read_view`): no record object per message."""
         with self._lock:
+            self._kept.pop((session_id, view), None)
             state = self._views.get((session_id, view))
             if state is None or state.partial:
                 top = slots[-1] if slots else 0
@@ -317,19 +324,64 @@ class Recorder:
                     del self._views[(session_id, view)]
                     self._views[(session_id, view)] = cast(View, self._state(session_id, view)).take_over(state)
 
-    def _load(self, session_id: str, view: str) -> View:
-        """Read the view's current state: one pass over its records (the first time a view is seen)."""
+    def kept_from(self, session_id: str, view: str, messages: Sequence[Any], slots: Sequence[int | None]) -> None:
+        """A restore read the view's snapshot (a compacted conversation) and the records after it:
+        ``messages`` and their ``slots``. This recorder's first look at the view then reads only the
+        records from where the kept messages start (:func:`~.views.kept_part`); a question about an
+        older record reads them all (:meth:`_complete`). Does nothing once the view is loaded."""
+        kept = kept_part(messages, slots)
+        with self._lock:
+            state = self._views.get((session_id, view))
+            if kept is not None and (state is None or state.partial) and (session_id, view) not in self._primed:
+                self._kept[(session_id, view)] = kept
+
+    def _load(self, session_id: str, view: str, start: int = 0, older: Sequence[tuple[int, str]] = ()) -> View:
+        """Read the view's current state: one pass over its records (the first time a view is seen).
+
+        ``start`` (> 1): only the records from that slot on, after the ``older`` entries a restore
+        gave (:meth:`kept_from`), when they are the end of the conversation: the slot's record is a
+        plain ``add`` and none after it goes in after an older one (else every record is read)."""
         head = self.store.head(session_id)
+        if start > 1:
+            records = self.store.read_slots(session_id, start - 1, view=view)
+            if (
+                records
+                and records[0].seq == start
+                and records[0].op == ADD
+                and records[0].target is None
+                and not any(r.op == ADD and r.target is not None and r.target < start for r in records)
+            ):
+                return self._loaded(session_id, records, max(head, records[-1].seq), start, older)
         records = self.store.read_slots(session_id, 0, view=view)
         return self._loaded(session_id, records, max(head, records[-1].seq if records else 0))
 
-    def _loaded(self, session_id: str, records: Sequence[RawRecord | RecordSlot], top: int) -> View:
-        """A view's state from all its records, synced up to ``top`` (which the session's head reaches too)."""
+    def _loaded(
+        self,
+        session_id: str,
+        records: Sequence[RawRecord | RecordSlot],
+        top: int,
+        start: int = 0,
+        older: Sequence[tuple[int, str]] = (),
+    ) -> View:
+        """A view's state from its records (all of them, or those from ``start`` on after the
+        ``older`` entries), synced up to ``top`` (which the session's head reaches too)."""
         self._heads[session_id] = max(self._heads.get(session_id, 0), top)
-        tail: list[Entry] = []
+        tail: list[Entry] = [Entry(s, f) for s, f in older]
         apply_records(tail, records)
         last = tail[-1].seq if tail else 0
-        return View(tail, top, True, [last] if last else [], last)
+        return View(tail, top, start == 0, [last] if last else [], last, start=start)
+
+    def _complete(self, session_id: str, view: str, state: View) -> None:
+        """Make an incomplete tail whole (every record of the view up to ``synced``, read now): for the
+        rare question about a record older than a compacted view's kept point."""
+        if not state.complete:
+            whole_tail(state, self.store.read_slots(session_id, 0, view=view))
+
+    def _cover(self, session_id: str, view: str, state: View, slots: Iterable[int | None]) -> None:
+        """Complete the tail when a list about to be a mirror holds a slot older than it (a diff
+        takes a mirror's slot missing from the tail for one removed since)."""
+        if not state.complete and any(state.older(s) for s in slots):
+            self._complete(session_id, view, state)
 
     def _catch_up(self, session_id: str, view: str, state: View) -> None:
         """Read the view's records another writer appended after what the tail holds."""
@@ -339,6 +391,8 @@ class Recorder:
             self._started_again(session_id, view, state)
             return
         records = self.store.read_slots(session_id, state.synced, view=view)
+        if not state.complete and any(r.target is not None and r.target < state.start for r in records):
+            self._complete(session_id, view, state)  # another writer's edit of an older record
         self._note_removed(session_id, state, records)
         if apply_records(state.tail, records):
             state.reorders += 1
@@ -379,6 +433,8 @@ class Recorder:
             del self._views[key]
         for key in [k for k in self._primed if k[0] == session_id]:
             del self._primed[key]
+        for key in [k for k in self._kept if k[0] == session_id]:
+            del self._kept[key]
         self._heads.pop(session_id, None)
         self._head_marks.pop(session_id, None)
         fresh = self._load(session_id, view)
@@ -396,7 +452,12 @@ class Recorder:
     def align(self, session_id: str, messages: Sequence[Any], view: str = "") -> Alignment:
         """Align ``messages`` with the view's tail (reads the store only the first time)."""
         with self._lock:
-            return align_tail(self._view(session_id, view), Reversed(messages))
+            state = self._view(session_id, view)
+            try:
+                return align_tail(state, Reversed(messages))
+            except TailEdge:
+                self._complete(session_id, view, state)
+                return align_tail(state, Reversed(messages))
 
     def expect(
         self,
@@ -438,7 +499,7 @@ class Recorder:
                     # call): strategies replace message dicts, never edit them (the hookspec's
                     # contract), so it is this list already.
                     return
-            mirror = self._mirror_of(state, messages)
+            mirror = self._mirror_of(session_id, view, state, messages)
             if mirror is not None:
                 if newest is not None and newest.trusted:
                     # What the call received and does not hand back was evicted, not deleted.
@@ -446,53 +507,13 @@ class Recorder:
                     state.evicted.difference_update(mirror.slots)
                 keep_mirror(state, mirror)
 
-    def _mirror_of(self, state: View, messages: Sequence[Any]) -> Mirror | None:
-        """A mirror of ``messages``: slots from the newest mirror where the list agrees with it (in C),
-        the rest mapped onto the view's current messages by fingerprint, in order."""
-        known = state.mirrors[0] if state.mirrors else None
-        if known is not None and len(known.messages) == len(messages):
-            if common_prefix(known.messages, messages) == len(messages):
-                return known
-        slots: list[int | None] = []
-        fps: list[str | None] = []
-        if known is not None:
-            p = common_prefix(known.messages, messages)
-            slots, fps = list(known.slots[:p]), list(known.fps[:p])
-        else:
-            p = 0
-        # Map the rest onto the view's messages after the last mapped slot, from the end backwards
-        # (the newest messages are the surest).
-        floor_slot = max((s for s in slots if s is not None), default=0)
-        order = state.order()
-        floor = order.get(floor_slot, -1) if floor_slot else -1
-        rest = messages[p:]
-        rest_slots: list[int | None] = [None] * len(rest)
-        rest_fps: list[str | None] = [None] * len(rest)
-        ceiling = len(state.tail)
-        for k in range(len(rest) - 1, -1, -1):
-            message = rest[k]
-            if not recordable(message):
-                continue
-            # the same object, unchanged since (compared with the mirror's copy): its slot and fingerprint
-            i = known.index_of(message) if known is not None else None
-            hit = (known.slots[i], known.fps[i]) if known is not None and i is not None else None
-            fp = hit[1] if hit is not None and hit[1] is not None else stored_fp(message)
-            rest_fps[k] = fp
-            slot = hit[0] if hit is not None and hit[0] is not None and hit[1] == fp and hit[0] in order else None
-            if slot is not None and floor < order[slot] < ceiling:
-                ceiling = order[slot]
-            else:
-                probe = ceiling - 1
-                while probe > floor and state.tail[probe].fp != fp:
-                    probe -= 1
-                slot = state.tail[probe].seq if probe > floor else None
-                if slot is not None:
-                    ceiling = probe
-            rest_slots[k] = slot
-        slots += rest_slots
-        fps += rest_fps
-        kept = known.messages[:p] if known is not None else []
-        return Mirror(kept + copies(messages[p:]), slots, fps, originals=list(messages))
+    def _mirror_of(self, session_id: str, view: str, state: View, messages: Sequence[Any]) -> Mirror:
+        """:func:`~.views.map_mirror`, onto the whole tail when an incomplete one cannot place a message."""
+        try:
+            return map_mirror(state, messages)
+        except TailEdge:  # a message the incomplete tail cannot place: map onto the whole tail
+            self._complete(session_id, view, state)
+            return map_mirror(state, messages)
 
     def seed(
         self,
@@ -510,6 +531,7 @@ class Recorder:
             state.reseed = False
             if state.mirrors:
                 return
+            self._cover(session_id, view, state, slots)
             keep_mirror(state, stored_mirror(messages, slots, fingerprints))
 
     def _reseed(self, session_id: str, view: str, state: View) -> None:
@@ -521,6 +543,7 @@ class Recorder:
             restored = restore_view(self.store, session_id, view, strict=False)
         except StoreError:
             return  # then lists are aligned by content (appends only) until a restore succeeds
+        self._cover(session_id, view, state, restored.slots)
         keep_mirror(state, stored_mirror(restored.messages, restored.slots, restored.fingerprints))
 
     def holds(self, session_id: str, messages: Sequence[Any], view: str = "") -> bool:
@@ -530,7 +553,7 @@ class Recorder:
             state = self._view(session_id, view)
             if state.reseed:
                 self._reseed(session_id, view, state)
-            return diff_plan(state, messages) is not None
+            return self._diff(session_id, view, state, messages) is not None
 
     def note(
         self,
@@ -548,8 +571,19 @@ class Recorder:
         with self._lock:
             state = self._view(session_id, view)
             state.reseed = False
+            self._cover(session_id, view, state, slots)
             kept = copied if copied is not None and len(copied) == len(messages) else copies(messages)
             keep_mirror(state, Mirror(kept, list(slots), [None] * len(messages), originals=list(messages)))
+
+    def _diff(self, session_id: str, view: str, state: View, messages: Sequence[Any]) -> Plan | None:
+        """:func:`diff_plan`, on the whole tail when an incomplete one cannot say."""
+        hint = state.hint
+        try:
+            return diff_plan(state, messages)
+        except TailEdge:
+            self._complete(session_id, view, state)
+            state.hint = hint  # (the first diff used it up)
+            return diff_plan(state, messages)
 
     def slots_of(self, session_id: str, messages: Sequence[Any], view: str = "") -> list[int | None]:
         """The slot of each message of a list this recorder recorded or saw (None: not raw history)."""
@@ -558,7 +592,7 @@ class Recorder:
             newest = state.mirrors[0] if state.mirrors else None
             if newest is not None and newest.originals is not None and same_messages(newest.originals, messages):
                 return list(newest.slots)  # the list left by the call (leave): the very objects, in C
-            mirror = self._mirror_of(state, messages)
+            mirror = self._mirror_of(session_id, view, state, messages)
             return list(mirror.slots) if mirror is not None else [None] * len(messages)
 
     # -- diffing against a mirror -----------------------------------------------------------------
@@ -593,11 +627,11 @@ class Recorder:
             for _ in range(_MAX_RETRIES):
                 if state.reseed:
                     self._reseed(session_id, view, state)
-                plan = None if state.pending else diff_plan(state, messages)
+                plan = None if state.pending else self._diff(session_id, view, state, messages)
                 if plan is None and state.fresh and not state.pending:
                     plan = all_new(messages)
                 if plan is None:
-                    plan = self._plan_by_alignment(state, messages)
+                    plan = self._plan_by_alignment(session_id, view, state, messages)
                 plan = self._not_again(session_id, view, plan)
                 events = plan.events
                 if state.pending:
@@ -605,7 +639,7 @@ class Recorder:
                     batch = [*state.pending, *added] if plan.after_waiting else after_pending(state.pending, added)
                     events = [Event(ADD, m, None, f) for m, f in batch]
                 if not events:
-                    self._seen(state, messages, plan, [])
+                    self._seen(session_id, view, state, messages, plan, [])
                     # A list with nothing to record (only a system prompt) does not use up "built
                     # from scratch": the run's next list is new as a whole too.
                     if state.fresh and any(recordable(m) for m in messages):
@@ -618,7 +652,8 @@ class Recorder:
                     continue
                 state.fresh = False
                 mine = [r for r in records if r.op == ADD]
-                self._seen(state, messages, plan, mine[len(mine) - len(plan.adds) :] if plan.adds else [])
+                written = mine[len(mine) - len(plan.adds) :] if plan.adds else []
+                self._seen(session_id, view, state, messages, plan, written)
                 state.covered = max(state.covered, records[-1].seq)
                 return records
             raise StoreError(
@@ -626,51 +661,21 @@ class Recorder:
                 f"appending first; retry later"
             )
 
-    def _plan_by_alignment(self, state: View, messages: Sequence[Any]) -> Plan:
+    def _plan_by_alignment(self, session_id: str, view: str, state: View, messages: Sequence[Any]) -> Plan:
         """Appends only, by content alignment with the view's messages (the module docs)."""
-        rev = Reversed(messages)
-        found = align_with_pending(state, rev)
-        if found.aligned and found.anchor_seq <= state.synced:
-            self._anchor(state, found.anchor_seq)
-        events = [Event(ADD, messages[i], None, fp) for i, fp in zip(found.new, found.fingerprints, strict=True)]
-        if found.aligned:
-            state.covered = found.anchor_seq
-        fps = dict(zip(found.new, found.fingerprints, strict=True))
-        return Plan(events, {}, list(found.new), None, fps, after_waiting=found.after_waiting)
+        try:
+            return plan_by_alignment(state, messages)
+        except TailEdge:  # the list agrees with the tail up to its kept point: the older records decide
+            self._complete(session_id, view, state)
+            return plan_by_alignment(state, messages)
 
-    def _seen(self, state: View, messages: Sequence[Any], plan: Plan, written: list[RawRecord]) -> None:
+    def _seen(
+        self, session_id: str, view: str, state: View, messages: Sequence[Any], plan: Plan, written: list[RawRecord]
+    ) -> None:
         """Keep a mirror of the list just recorded; note the newest record it reflects (``covered``)."""
-        known = dict(plan.slots)
-        for index, record in zip(plan.adds, written, strict=False):
-            known[index] = record.seq
-        if state.evicted:
-            state.evicted.difference_update(known.values())  # the caller holds them again: its own
-        base = plan.base
-        start = len(base.messages) if base is not None else 0
-        rest = range(start, len(messages))
-        if all(i in known for i in rest if recordable(messages[i])) and (base is not None or known or not messages):
-            # The base mirror's positions as they were, then what this call placed: costs what is new.
-            slots = [known.get(i) if recordable(messages[i]) else None for i in rest]
-            fps = [
-                (plan.fps.get(i) or stored_fp(messages[i])) if slot is not None else None
-                for i, slot in zip(rest, slots, strict=True)
-            ]
-            newest = max((s for s in slots if s is not None), default=0)
-            previous = state.mirrors[0] if state.mirrors else None
-            if base is not None:
-                mirror: Mirror | None = base.extended(
-                    copies(messages[start:], previous, start),
-                    slots,
-                    fps,
-                    last=max(base.last, newest),
-                    originals=list(messages) if plan.originals is None else plan.originals,
-                )
-            else:
-                mirror = Mirror(copies(messages, previous), slots, fps, originals=list(messages))
-        else:
-            mirror = self._mirror_of(state, messages)  # map what alignment did not place
+        mirror = seen_mirror(state, messages, plan, written)
         if mirror is None:
-            return
+            mirror = self._mirror_of(session_id, view, state, messages)  # map what alignment did not place
         keep_mirror(state, mirror)
         state.covered = max([mirror.last, *(r.seq for r in written)]) if written else mirror.last or state.covered
 
@@ -771,6 +776,8 @@ class Recorder:
                 missing = [e.target for e in events if e.target not in live]
                 if missing:  # written by another writer since this recorder last looked?
                     self._catch_up(session_id, view, state)
+                    if any(state.older(m) for m in missing):  # before a compacted view's kept point
+                        self._complete(session_id, view, state)
                     live = {e.seq for e in state.tail}
                     missing = [e.target for e in events if e.target not in live]
                 if missing:
@@ -857,11 +864,13 @@ class Recorder:
         if records:
             self._head_marks[session_id] = (records[-1].seq, records[-1].fingerprint, records[-1].recorded_at)
         state.synced = new_head
-        if apply_records(state.tail, records):
+        if not state.complete and any(r.op == ADD and r.target is not None and r.target < state.start for r in records):
+            self._complete(session_id, view, state)  # an insert among older records: read them all (with it)
+        elif apply_records(state.tail, records):
             state.reorders += 1
         last_add = next((r.seq for r in reversed(records) if r.op == ADD and r.target is None), None)
         if last_add is not None:
-            self._anchor(state, last_add)
+            anchor(state, last_add)
         for r in records:
             if r.quarantined:
                 emit(
@@ -875,13 +884,6 @@ class Recorder:
                     hint="the message was recorded in a JSON-safe form; fix what produced it",
                 )
         return records
-
-    def _anchor(self, state: View, seq: int) -> None:
-        anchors = state.anchors
-        if seq in anchors:
-            anchors.remove(seq)
-        anchors.append(seq)
-        del anchors[:-_ANCHORS]
 
 
 _recorders: weakref.WeakKeyDictionary[SessionStore, Recorder] = weakref.WeakKeyDictionary()

@@ -13,6 +13,7 @@ from typing import Any
 
 from ctxlife.messages import (
     Agreement,
+    common_prefix,
     has_bootstrap_section,
     is_inserted,
     is_system,
@@ -21,24 +22,32 @@ from ctxlife.messages import (
 from ctxlife.sessions.records import ADD, REMOVE, REPLACE, RawRecord, RecordSlot, fingerprint
 
 __all__ = [
+    "ANCHORS",
     "Entry",
     "MIRRORS",
     "Mirror",
+    "TailEdge",
     "TailHidden",
     "View",
     "after_pending",
+    "anchor",
     "apply_records",
     "copies",
     "keep_mirror",
+    "kept_part",
     "known_fp",
+    "map_mirror",
     "recordable",
     "stored_form",
     "stored_fp",
     "stored_mirror",
+    "whole_tail",
 ]
 
 #: Mirrors kept per view (about one per caller sharing the view).
 MIRRORS = 8
+#: Recent anchors kept per view (about one per caller sharing the view).
+ANCHORS = 8
 
 
 def recordable(message: Any) -> bool:
@@ -172,11 +181,19 @@ class Mirror:
         self._by_source = None
 
 
+class TailEdge(Exception):  # noqa: N818 (a signal between the recorder's parts, never raised to a caller)
+    """A question about a view needs records before the start of an incomplete tail (:attr:`View.start`):
+    the recorder reads the whole tail (:meth:`~ctxlife.sessions.recording.Recorder.complete`) and asks again."""
+
+
 @dataclasses.dataclass
 class View:
     tail: list[Entry]  # the view's current messages (slot, fingerprint), in conversation order
     synced: int  # the tail holds every record of the view with seq <= synced
-    complete: bool  # the tail starts at the view's first record
+    # The tail starts at the view's first record. When not (a compacted view read from where its
+    # restored conversation's kept messages start, ``start``), a question about a record it lacks
+    # raises TailEdge, and the recorder reads them all.
+    complete: bool
     anchors: list[int] = dataclasses.field(default_factory=list)  # seqs of recent anchors, newest last
     covered: int = 0  # seq of the latest record the last recorded list holds (a snapshot's raw_length)
     pending: list[tuple[dict[str, Any], str]] = dataclasses.field(default_factory=list)
@@ -204,6 +221,24 @@ class View:
     # Slots a strategy cut from a list it handed back (a compaction, room made for recall) that the
     # caller has not sent since: a diff never removes them (compaction is not deletion).
     evicted: set[int] = dataclasses.field(default_factory=set)
+    # With ``complete`` False: the tail holds every current record from this slot on, after a few
+    # older ones a restore gave (the task's first message), and none of the records between.
+    start: int = 0
+
+    def older(self, slot: int | None) -> bool:
+        """Whether an incomplete tail cannot say what ``slot`` is (before its start, not one it holds)."""
+        return slot is not None and not self.complete and slot < self.start and slot not in self.order()
+
+    def edge(self) -> int:
+        """The place in :attr:`tail` of the first entry from :attr:`start` on: older records the tail
+        lacks may lie anywhere before it (0 for a complete tail: none)."""
+        if self.complete:
+            return 0
+        start, tail = self.start, self.tail
+        i = 0
+        while i < len(tail) and tail[i].seq < start:
+            i += 1
+        return i
 
     def take_over(self, partial: View) -> View:
         """This fully read state, with what a partial state of the same view learned meanwhile."""
@@ -233,14 +268,20 @@ class View:
 
 
 class TailHidden:
-    """The tail's messages a mirror lacks, found by place (a :class:`~ctxlife.sessions.diff.Hidden`)."""
+    """The tail's messages a mirror lacks, found by place (a :class:`~ctxlife.sessions.diff.Hidden`).
 
-    def __init__(self, tail: list[Entry], in_mirror: set[int]) -> None:
+    ``edge``: for an incomplete tail, :meth:`View.edge` (records it lacks may lie anywhere before
+    that place: asking there raises :class:`TailEdge`); None for a complete one."""
+
+    def __init__(self, tail: list[Entry], in_mirror: set[int], edge: int | None = None) -> None:
         self.tail = tail
         self.in_mirror = in_mirror
+        self.edge = edge
 
     def between(self, low: int, high: int) -> Iterator[tuple[int, int, str]]:
         tail, in_mirror = self.tail, self.in_mirror
+        if self.edge is not None and low < self.edge:
+            raise TailEdge  # records the tail lacks may lie there
         for place in range(max(low + 1, 0), min(high, len(tail))):
             entry = tail[place]
             if entry.seq not in in_mirror:
@@ -364,3 +405,99 @@ def keep_mirror(state: View, mirror: Mirror) -> None:
     mirrors.insert(0, mirror)
     del mirrors[MIRRORS:]
     state.mirrors = mirrors
+
+
+def map_mirror(state: View, messages: Sequence[Any]) -> Mirror:
+    """A mirror of ``messages``: slots from the newest mirror where the list agrees with it (in C),
+    the rest mapped onto the view's current messages by fingerprint, in order. Raises :class:`TailEdge`
+    when an incomplete tail cannot place a message (the recorder completes it and maps again)."""
+    known = state.mirrors[0] if state.mirrors else None
+    if known is not None and len(known.messages) == len(messages):
+        if common_prefix(known.messages, messages) == len(messages):
+            return known
+    slots: list[int | None] = []
+    fps: list[str | None] = []
+    if known is not None:
+        p = common_prefix(known.messages, messages)
+        slots, fps = list(known.slots[:p]), list(known.fps[:p])
+    else:
+        p = 0
+    # Map the rest onto the view's messages after the last mapped slot, from the end backwards
+    # (the newest messages are the surest).
+    floor_slot = max((s for s in slots if s is not None), default=0)
+    if floor_slot and state.older(floor_slot):
+        raise TailEdge
+    order = state.order()
+    floor = order.get(floor_slot, -1) if floor_slot else -1
+    edge = state.edge()
+    lowest = max(floor, edge - 1)  # (below an incomplete tail's edge may lie records it lacks)
+    rest = messages[p:]
+    rest_slots: list[int | None] = [None] * len(rest)
+    rest_fps: list[str | None] = [None] * len(rest)
+    ceiling = len(state.tail)
+    for k in range(len(rest) - 1, -1, -1):
+        message = rest[k]
+        if not recordable(message):
+            continue
+        # the same object, unchanged since (compared with the mirror's copy): its slot and fingerprint
+        i = known.index_of(message) if known is not None else None
+        hit = (known.slots[i], known.fps[i]) if known is not None and i is not None else None
+        fp = hit[1] if hit is not None and hit[1] is not None else stored_fp(message)
+        rest_fps[k] = fp
+        if hit is not None and state.older(hit[0]):
+            raise TailEdge
+        slot = hit[0] if hit is not None and hit[0] is not None and hit[1] == fp and hit[0] in order else None
+        if slot is not None and floor < order[slot] < ceiling:
+            ceiling = order[slot]
+        else:
+            probe = ceiling - 1
+            while probe > lowest and state.tail[probe].fp != fp:
+                probe -= 1
+            slot = state.tail[probe].seq if probe > lowest else None
+            if slot is not None:
+                ceiling = probe
+            elif floor < edge and not state.complete:
+                # Below the edge lie records the tail lacks. The object the newest mirror had at a
+                # slot the tail holds (a message the restore gave), still that record's message,
+                # is that record (not an equal one evicted between); any other reads them all.
+                at = order.get(hit[0]) if hit is not None and hit[0] is not None else None
+                if at is None or not floor < at < ceiling or state.tail[at].fp != fp:
+                    raise TailEdge
+                slot, ceiling = hit[0], at  # type: ignore[index]
+        rest_slots[k] = slot
+    slots += rest_slots
+    fps += rest_fps
+    kept = known.messages[:p] if known is not None else []
+    return Mirror(kept + copies(messages[p:]), slots, fps, originals=list(messages))
+
+
+def kept_part(messages: Sequence[Any], slots: Sequence[int | None]) -> tuple[int, list[tuple[int, str]]] | None:
+    """Where a restored compacted conversation's kept messages start (the slot after the widest gap
+    in its slots), and the (slot, fingerprint) of the few older messages it holds (the task's first
+    message, taken as restored); None when its slots do not rise or nothing is older than its start."""
+    held = [(s, m) for s, m in zip(slots, messages, strict=False) if s is not None]
+    if not held or any(a[0] >= b[0] for a, b in zip(held, held[1:], strict=False)):
+        return None  # (no slot, or an order a restore of inserted messages gives: read them all)
+    cut = max(range(len(held)), key=lambda i: held[i][0] - (held[i - 1][0] if i else 0))
+    start = held[cut][0]
+    if start <= 1 or any(not isinstance(m, dict) for _, m in held[:cut]):
+        return None
+    return start, [(s, stored_fp(m)) for s, m in held[:cut]]
+
+
+def whole_tail(state: View, records: Sequence[RawRecord | RecordSlot]) -> None:
+    """Make an incomplete tail whole from every record of its view (those after ``synced`` left out)."""
+    tail: list[Entry] = []
+    apply_records(tail, [r for r in records if r.seq <= state.synced])
+    state.tail, state.complete, state.start = tail, True, 0
+    state.reorders += 1
+    state._order = None
+
+
+def anchor(state: View, seq: int) -> None:
+    """Note ``seq`` as the view's newest anchor (see :mod:`~.alignment`)."""
+    anchors = state.anchors
+    if seq in anchors:
+        anchors.remove(seq)
+    anchors.append(seq)
+    del anchors[:-ANCHORS]
