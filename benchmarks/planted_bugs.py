@@ -38,8 +38,8 @@ BUGS = [
     Bug(
         "erase_matching no longer scrubs summaries",
         "src/ctxlife/sessions/base.py",
-        "            if regex is not None:\n                clean = _scrubbed(message, regex)",
-        "            if regex is not None and slot is not None:\n                clean = _scrubbed(message, regex)",
+        "            if regex is not None:\n                clean = self._scrubbed_message(message, regex)",
+        "            if regex is not None and slot is not None:\n                clean = self._scrubbed_message(message, regex)",
         ("tests/sessions/test_erase_privacy.py",),
     ),
     Bug(
