@@ -357,8 +357,60 @@ def test_facts_missing_from_respects_token_boundaries():
         f_id,
     ]
     assert facts_missing_from([f_code, f_amount], "HAT13 costs $25.") == []
+    # Nor at a word's end: AT136 is not in HAT136, 447 not in 1447.
+    f_tail, f_digits = Fact("code", "AT136", "AT136"), Fact("number", "447", "447")
+    assert facts_missing_from([f_tail, f_digits], "HAT136 and 1447") == [f_tail, f_digits]
     assert fact_in_text(Fact("amount", "$250", "250"), "amount: 250.00")
     assert not fact_in_text(Fact("amount", "$250", "250"), "amount: 2500")
+
+
+@pytest.mark.parametrize(
+    ("fact", "text", "found"),
+    [
+        (Fact("id", "abc_1"), "abc_1 is it", True),  # at the text's start
+        (Fact("code", "HAT13"), "HAT13 and HAT136", True),  # the first occurrence is on boundaries
+        (Fact("code", "HAT13"), "HAT136 and HAT13", True),  # the second is
+        (Fact("code", "HAT13"), "xHAT13", False),  # a letter just before it
+        (Fact("number", "25"), "1 25", True),  # a digit two before it, a space between
+        (Fact("number", "25"), ".25 of 9", True),  # a point before it but no digit before that
+        (Fact("number", "25"), "1.25", False),  # the decimals of a number
+        (Fact("number", "25"), "1,25", False),
+        (Fact("number", "2"), "costs 2.50", False),  # the integer part of a number
+        (Fact("number", "2"), "2.5", False),
+        (Fact("number", "2"), "2. Then", True),  # a full stop, no digit after it
+    ],
+)
+def test_a_facts_text_is_found_only_on_token_boundaries_wherever_it_stands(fact, text, found):
+    assert fact_in_text(fact, text) is found  # no normalized form: only the text as written is looked for
+
+
+SAID = (
+    "Pay $1,234.50 and $2M on May 20th, 2024 at 2:30 PM or 11am; 3 bags, 15%, 2.5 kg; order #W2378156 for "
+    "ana_ruiz_2041; ref 81234; see https://x.io/a and /tmp/x.csv; mail a@b.co; due 2024-05-05, 2024-12-25 and "
+    "March 2031; call 12:00; my name is Ada Brandt, code QX4TR8, 1,200 units"
+)
+
+
+@pytest.mark.parametrize(
+    ("summary", "missing"),
+    [
+        (  # every fact written another way (but the month and year, which no other form answers to)
+            "paid 1234.5 and 2,000,000 on 2024-05-20 at 14:30 or 11:00; 3 bags, 15 %, 2.5kg; order W2378156 for "
+            "ANA_RUIZ_2041; ref 81,234; https://X.IO/a /TMP/X.CSV A@B.CO; due May 5, 2024, Dec 25 2024 and "
+            "2031-03; call 12pm; Ada Brandt, QX4TR8, 1200 units",
+            ["March 2031"],
+        ),
+        (SAID.upper(), ["May 20th, 2024", "March 2031", "Ada Brandt"]),  # a name keeps its case
+        ("nothing of it", [f.text for f in extract_facts(SAID)]),
+    ],
+)
+def test_a_summary_keeps_a_fact_written_another_way_and_the_quick_filter_never_drops_one(summary, missing):
+    facts = extract_facts(SAID)
+    assert texts(facts_missing_from(facts, summary)) == missing
+    # The ledger's quick filter (anchors) passes every fact the summary carries, one by one and all together.
+    assert facts_missing_from(facts, summary) == [f for f in facts if not fact_in_text(f, summary)]
+    for fact in facts:
+        assert facts_missing_from([fact], summary) == ([] if fact_in_text(fact, summary) else [fact]), fact
 
 
 def test_facts_missing_from_keeps_order_and_accepts_empty():
