@@ -13,6 +13,7 @@ from ctxlife.facts import (
     FACT_KINDS,
     KIND_PRIORITY,
     Fact,
+    FactError,
     extract_facts,
     fact_in_text,
     facts_missing_from,
@@ -456,6 +457,24 @@ def test_format_fact_list_budget_and_priority(count_tokens):
     assert kept_numbers == [f.text for f in facts if f.kind == "number"][: len(kept_numbers)]
     small = format_fact_list(facts, 12, count_tokens)
     assert "bags" not in small and "ids:" in small
+
+
+def test_format_fact_list_keeps_the_longest_run_of_facts_in_priority_order_that_fits_every_budget():
+    facts = [Fact("id", f"user_{n}_1234") for n in range(3)] + [Fact("code", f"HAT{n:03d}") for n in range(4)]
+    facts += [Fact("number", f"{n} bags", f"{n} bag") for n in range(10, 15)]  # already in priority order
+    blocks = [format_fact_list(facts[:n], 10**6, len) for n in range(len(facts) + 1)]
+    for budget in range(len(blocks[-1]) + 2):
+        want = max((block for block in blocks if len(block) <= budget), key=len)
+        assert format_fact_list(facts, budget, len) == want, budget
+
+
+def test_a_fact_names_what_is_wrong_with_it():
+    with pytest.raises(FactError, match=r"Fact.kind must be one of .*, got 'colour'"):
+        Fact("colour", "red")
+    with pytest.raises(FactError, match="Fact.text must be a non-empty string"):
+        Fact("code", "")
+    with pytest.raises(FactError, match="Fact.text must be a non-empty string"):
+        Fact("code", None)  # type: ignore[arg-type]
 
 
 def test_format_fact_list_empty():
