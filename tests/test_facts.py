@@ -479,6 +479,9 @@ def test_a_fact_names_what_is_wrong_with_it():
 
 def test_format_fact_list_empty():
     assert format_fact_list([], 100, len) == ""
+    # A repeated fact is shown once, and what follows it still is.
+    repeated = [Fact("code", "HAT001"), Fact("code", "HAT001"), Fact("code", "HAT002")]
+    assert format_fact_list(repeated, 100, len) == "Key facts: codes: HAT001, HAT002"
     assert format_fact_list([Fact("code", "NO6JO3")], 0, len) == ""
 
 
