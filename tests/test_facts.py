@@ -393,6 +393,25 @@ SAID = (
 
 
 @pytest.mark.parametrize(
+    ("said", "summary"),
+    [
+        ("due March 2031", "due Mar. 2031"),  # a month of a year
+        ("at 21:00 sharp", "at 9 PM sharp"),  # a time on the hour, written on a 12-hour clock
+        ("at 9pm", "at 21:00"),
+        ("on May 20th", "on 2024-05-20"),  # a day without a year, in a full date
+        ("costs -$5.25", "costs -5.25"),  # a negative amount
+        ("weigh 120 kg", "weigh 120kg"),
+        ("grew 15%", "grew 15 %"),
+        ("id 550e8400-e29b-41d4-a716-446655440000", "ID 550E8400-E29B-41D4-A716-446655440000"),
+    ],
+)
+def test_one_fact_written_another_way_is_kept(said, summary):
+    [fact] = extract_facts(said)
+    assert fact_in_text(fact, summary) and facts_missing_from([fact], summary) == []
+    assert facts_missing_from([fact], "nothing of it") == [fact]
+
+
+@pytest.mark.parametrize(
     ("summary", "missing"),
     [
         (  # every fact written another way (but the month and year, which no other form answers to)
