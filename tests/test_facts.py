@@ -490,9 +490,9 @@ def test_format_fact_list_keeps_the_longest_run_of_facts_in_priority_order_that_
 def test_a_fact_names_what_is_wrong_with_it():
     with pytest.raises(FactError, match=r"Fact.kind must be one of .*, got 'colour'"):
         Fact("colour", "red")
-    with pytest.raises(FactError, match="Fact.text must be a non-empty string"):
+    with pytest.raises(FactError, match=r"^Fact\.text must be a non-empty string$"):
         Fact("code", "")
-    with pytest.raises(FactError, match="Fact.text must be a non-empty string"):
+    with pytest.raises(FactError, match=r"^Fact\.text must be a non-empty string$"):
         Fact("code", None)  # type: ignore[arg-type]
 
 
