@@ -207,6 +207,19 @@ def _fresh_manage_hosts():
 
 
 @pytest.fixture(autouse=True)
+def _fresh_text_caches():
+    """The fact scanner's results by text and recall's term patterns are cached per process: a test must
+    compute its own (under ``make mutate`` a mutant's worker is forked from the process that ran every
+    test, and read its results from the caches instead of running the mutated code)."""
+    from ctxlife.facts.scanner import _SCANNED
+    from ctxlife.recall.text import _term_literal, term_pattern
+
+    _SCANNED.clear()
+    term_pattern.cache_clear()
+    _term_literal.cache_clear()
+
+
+@pytest.fixture(autouse=True)
 def _no_ctxlife_env(monkeypatch):
     """A developer's CTXLIFE_* variables must not leak into tests."""
     for key in list(os.environ):

@@ -13,6 +13,7 @@ from ctxlife.facts import (
     FACT_KINDS,
     KIND_PRIORITY,
     Fact,
+    FactError,
     extract_facts,
     fact_in_text,
     facts_missing_from,
@@ -357,8 +358,79 @@ def test_facts_missing_from_respects_token_boundaries():
         f_id,
     ]
     assert facts_missing_from([f_code, f_amount], "HAT13 costs $25.") == []
+    # Nor at a word's end: AT136 is not in HAT136, 447 not in 1447.
+    f_tail, f_digits = Fact("code", "AT136", "AT136"), Fact("number", "447", "447")
+    assert facts_missing_from([f_tail, f_digits], "HAT136 and 1447") == [f_tail, f_digits]
     assert fact_in_text(Fact("amount", "$250", "250"), "amount: 250.00")
     assert not fact_in_text(Fact("amount", "$250", "250"), "amount: 2500")
+
+
+@pytest.mark.parametrize(
+    ("fact", "text", "found"),
+    [
+        (Fact("id", "abc_1"), "abc_1 is it", True),  # at the text's start
+        (Fact("code", "HAT13"), "HAT13 and HAT136", True),  # the first occurrence is on boundaries
+        (Fact("code", "HAT13"), "HAT136 and HAT13", True),  # the second is
+        (Fact("code", "HAT13"), "xHAT13", False),  # a letter just before it
+        (Fact("number", "25"), "1 25", True),  # a digit two before it, a space between
+        (Fact("number", "25"), ".25 of 9", True),  # a point before it but no digit before that
+        (Fact("number", "25"), "1.25", False),  # the decimals of a number
+        (Fact("number", "25"), "1,25", False),
+        (Fact("number", "2"), "costs 2.50", False),  # the integer part of a number
+        (Fact("number", "2"), "2.5", False),
+        (Fact("number", "2"), "2. Then", True),  # a full stop, no digit after it
+    ],
+)
+def test_a_facts_text_is_found_only_on_token_boundaries_wherever_it_stands(fact, text, found):
+    assert fact_in_text(fact, text) is found  # no normalized form: only the text as written is looked for
+
+
+SAID = (
+    "Pay $1,234.50 and $2M on May 20th, 2024 at 2:30 PM or 11am; 3 bags, 15%, 2.5 kg; order #W2378156 for "
+    "ana_ruiz_2041; ref 81234; see https://x.io/a and /tmp/x.csv; mail a@b.co; due 2024-05-05, 2024-12-25 and "
+    "March 2031; call 12:00; my name is Ada Brandt, code QX4TR8, 1,200 units"
+)
+
+
+@pytest.mark.parametrize(
+    ("said", "summary"),
+    [
+        ("due March 2031", "due Mar. 2031"),  # a month of a year
+        ("at 21:00 sharp", "at 9 PM sharp"),  # a time on the hour, written on a 12-hour clock
+        ("at 9pm", "at 21:00"),
+        ("on May 20th", "on 2024-05-20"),  # a day without a year, in a full date
+        ("costs -$5.25", "costs -5.25"),  # a negative amount
+        ("weigh 120 kg", "weigh 120kg"),
+        ("grew 15%", "grew 15 %"),
+        ("id 550e8400-e29b-41d4-a716-446655440000", "ID 550E8400-E29B-41D4-A716-446655440000"),
+    ],
+)
+def test_one_fact_written_another_way_is_kept(said, summary):
+    [fact] = extract_facts(said)
+    assert fact_in_text(fact, summary) and facts_missing_from([fact], summary) == []
+    assert facts_missing_from([fact], "nothing of it") == [fact]
+
+
+@pytest.mark.parametrize(
+    ("summary", "missing"),
+    [
+        (  # every fact written another way (but the month and year, which no other form answers to)
+            "paid 1234.5 and 2,000,000 on 2024-05-20 at 14:30 or 11:00; 3 bags, 15 %, 2.5kg; order W2378156 for "
+            "ANA_RUIZ_2041; ref 81,234; https://X.IO/a /TMP/X.CSV A@B.CO; due May 5, 2024, Dec 25 2024 and "
+            "2031-03; call 12pm; Ada Brandt, QX4TR8, 1200 units",
+            ["March 2031"],
+        ),
+        (SAID.upper(), ["May 20th, 2024", "March 2031", "Ada Brandt"]),  # a name keeps its case
+        ("nothing of it", [f.text for f in extract_facts(SAID)]),
+    ],
+)
+def test_a_summary_keeps_a_fact_written_another_way_and_the_quick_filter_never_drops_one(summary, missing):
+    facts = extract_facts(SAID)
+    assert texts(facts_missing_from(facts, summary)) == missing
+    # The ledger's quick filter (anchors) passes every fact the summary carries, one by one and all together.
+    assert facts_missing_from(facts, summary) == [f for f in facts if not fact_in_text(f, summary)]
+    for fact in facts:
+        assert facts_missing_from([fact], summary) == ([] if fact_in_text(fact, summary) else [fact]), fact
 
 
 def test_facts_missing_from_keeps_order_and_accepts_empty():
@@ -406,8 +478,29 @@ def test_format_fact_list_budget_and_priority(count_tokens):
     assert "bags" not in small and "ids:" in small
 
 
+def test_format_fact_list_keeps_the_longest_run_of_facts_in_priority_order_that_fits_every_budget():
+    facts = [Fact("id", f"user_{n}_1234") for n in range(3)] + [Fact("code", f"HAT{n:03d}") for n in range(4)]
+    facts += [Fact("number", f"{n} bags", f"{n} bag") for n in range(10, 15)]  # already in priority order
+    blocks = [format_fact_list(facts[:n], 10**6, len) for n in range(len(facts) + 1)]
+    for budget in range(len(blocks[-1]) + 2):
+        want = max((block for block in blocks if len(block) <= budget), key=len)
+        assert format_fact_list(facts, budget, len) == want, budget
+
+
+def test_a_fact_names_what_is_wrong_with_it():
+    with pytest.raises(FactError, match=r"Fact.kind must be one of .*, got 'colour'"):
+        Fact("colour", "red")
+    with pytest.raises(FactError, match=r"^Fact\.text must be a non-empty string$"):
+        Fact("code", "")
+    with pytest.raises(FactError, match=r"^Fact\.text must be a non-empty string$"):
+        Fact("code", None)  # type: ignore[arg-type]
+
+
 def test_format_fact_list_empty():
     assert format_fact_list([], 100, len) == ""
+    # A repeated fact is shown once, and what follows it still is.
+    repeated = [Fact("code", "HAT001"), Fact("code", "HAT001"), Fact("code", "HAT002")]
+    assert format_fact_list(repeated, 100, len) == "Key facts: codes: HAT001, HAT002"
     assert format_fact_list([Fact("code", "NO6JO3")], 0, len) == ""
 
 

@@ -21,7 +21,7 @@ from ctxlife.recall import (
 )
 from ctxlife.recall.block import RECALL_HEADER
 from ctxlife.recall.index import INDEX_VERSION
-from ctxlife.recall.records import text_documents
+from ctxlife.recall.records import Document, text_documents
 from ctxlife.sessions import RawRecord
 
 
@@ -54,6 +54,33 @@ def test_question_terms_drop_function_words_and_repeat_nothing():
     assert query_terms("") == []
 
 
+def test_a_question_gives_at_most_limit_terms_and_only_function_bigrams_when_it_has_nothing_else():
+    assert query_terms("alpha beta gamma delta", limit=3) == ["alpha", "beta", "gamma"]
+    assert query_terms(" ".join(f"topic{i}" for i in range(40))) == [f"topic{i}" for i in range(32)]  # by default
+    # Every bigram holds a function character: they are what the question has, so they are searched.
+    assert query_terms("你给了我吗") == ["你给", "给了", "了我", "我吗"]
+    assert query_terms("你给了我吗", limit=2) == ["你给", "给了"]
+
+
+def test_full_width_letters_and_digits_are_indexed_as_ascii_and_a_texts_terms_counted_as_the_index_sees_them():
+    from ctxlife.recall.text import TermCounts
+
+    assert index_text("ＡＢＣ１２３ tea") == "ABC123 tea" and index_text("café au lait") == "café au lait"
+    assert query_terms("ＧＹＭ ５") == ["gym", "5"]
+    assert TermCounts("我喜欢 tea").length == 3 and TermCounts("tea time").length == 2  # 我喜 喜欢 tea
+    assert TermCounts("我喜欢 tea").count("tea") == 1 and TermCounts("我喜欢 tea").count("喜欢") == 1
+
+
+def test_a_term_counted_once_is_found_once_and_a_letter_of_another_script_joins_a_word():
+    from ctxlife.recall.text import count_term
+
+    assert count_term("flag flagged flags", "flag", first=True) == 1
+    assert count_term("我们我们", "我们") == 2 and count_term("我们我们", "我们", first=True) == 1
+    assert count_term("我们", "他们", first=True) == 0
+    assert count_term("écafe cafe", "cafe") == 1  # é is a letter: "cafe" after it is inside a word
+    assert count_term("xflag flag flag", "flag") == 2  # every occurrence after one inside a word is tried
+
+
 def test_a_lone_digit_is_a_term_a_lone_letter_is_not():
     assert query_terms("What was my locker code for gym 5?") == ["locker", "code", "gym", "5"]
     assert query_terms("Is it plan b?") == ["plan"]
@@ -77,6 +104,36 @@ def test_a_term_is_counted_where_the_index_would_find_it(term, text, count):
 
 
 @pytest.mark.parametrize(
+    ("word", "stem"),
+    [
+        ("flagged", "flag"),  # a doubled consonant left by the suffix is undoubled
+        ("hopping", "hop"),
+        ("running", "run"),
+        ("added", "add"),  # three letters are kept whole
+        ("dressed", "dress"),  # ...and a doubled s, l or vowel stays
+        ("falls", "fall"),
+        ("movies", "movi"),
+        ("boxes", "box"),
+        ("quickly", "quick"),
+        ("markedly", "mark"),
+        ("bookings", "book"),
+        ("informations", "inform"),
+        ("creations", "cre"),
+        ("stations", "station"),  # "ations" would leave two letters: the next suffix that leaves three
+        ("bus", "bus"),
+        ("ring", "ring"),
+    ],
+)
+def test_a_word_is_found_by_its_light_stem(word, stem):
+    from ctxlife.recall.text import count_term
+    from ctxlife.recall.text import stem as stem_of
+
+    assert stem_of(word) == stem
+    # What the stem finds: the word's other forms at a word's start, not inside another word.
+    assert count_term(f"{stem}s and {stem}, not x{stem}", word) == 2
+
+
+@pytest.mark.parametrize(
     ("question", "dates"),
     [
         ("On April 27th, how long did I run?", [(4, 27)]),
@@ -85,6 +142,13 @@ def test_a_term_is_counted_where_the_index_would_find_it(term, text, count):
         ("the 2024-03-09 schedule", [(3, 9)]),
         ("May I ask something?", []),
         ("February 30th", []),
+        ("Feb 29", [(2, 29)]),  # a leap day is a date
+        ("on 3 June and May 2nd", [(6, 3), (5, 2)]),  # in the order said, whichever pattern found them
+        ("May 2, then 5月2日", [(5, 2)]),  # once each
+        ("APRIL 27", [(4, 27)]),
+        ("Apr. 27", [(4, 27)]),
+        ("27th of April", [(4, 27)]),
+        ("2023年4月27日 and 2023/5/1", [(4, 27), (5, 1)]),
     ],
 )
 def test_dates_named_in_a_question(question, dates):
@@ -100,6 +164,45 @@ def test_long_results_are_chunked_with_overlap_and_a_head():
         assert any(text[i : i + 70] in p for p in pieces)
     docs = text_documents(5, "tool", text, 800)
     assert docs[0].head == "" and all(d.head.startswith('{"report": "inventory of warehouse W7"') for d in docs[1:])
+
+
+@pytest.mark.parametrize(
+    ("text", "size", "pieces"),
+    [
+        # No space anywhere: cut hard at the size, the next piece starting a tenth of it back (the overlap).
+        ("x" * 100, 40, [(0, 40), (36, 76), (72, 100)]),
+        # A piece reaching the text's end is the last one, even with a space in its second half.
+        ("x" * 70 + " yyyy", 40, [(0, 40), (36, 75)]),
+        # A space in a piece's first half is not a place to cut: the piece would be less than half its size.
+        ("a" * 25 + " " + "b" * 60, 60, [(0, 60), (54, 86)]),
+        # The overlap starts after a space inside it, never after one past the cut (a gap in the text).
+        ("a" * 100 + " bbbb", 40, [(0, 40), (36, 76), (72, 105)]),
+        # A cut after a line end: the next piece starts there (a line end is preferred to a space before it).
+        ("a" * 37 + " y\n" + "c" * 30, 40, [(0, 40), (40, 70)]),
+        # A cut after a space: the next piece starts right after it (the space ends the overlap's search).
+        ("a" * 37 + " " + "b" * 50, 40, [(0, 38), (38, 78), (74, 88)]),
+    ],
+)
+def test_a_long_text_is_cut_in_its_pieces_second_half_at_a_line_end_or_space(text, size, pieces):
+    assert chunks(text, size) == [text[start:end] for start, end in pieces]
+
+
+def test_a_long_texts_later_chunks_are_indexed_with_its_first_words_cut_at_a_space():
+    from ctxlife.recall.records import head_of
+
+    text = "order 4711 for Dana Whitfield: " + "line item, " * 200
+    docs = text_documents(9, "tool", text, 1000)
+    assert [d.part for d in docs] == list(range(len(docs))) and len(docs) > 1
+    assert all(d.seq == 9 and d.role == "tool" for d in docs) and [d.text for d in docs] == chunks(text, 1000)
+    assert docs[0].head == "" and {d.head for d in docs[1:]} == {head_of(text)}
+    assert head_of(text, 40) == "order 4711 for Dana Whitfield: line" and head_of("short", 40) == "short"
+    assert head_of("x" * 50, 40) == "x" * 40  # no space to cut at: the first 40 characters
+    # A space in the first half is not a place to cut (the head would be short): the first 40 characters.
+    assert head_of("ab " + "x" * 50, 40) == ("ab " + "x" * 50)[:40]
+    assert head_of("x" * 15 + " " + "y" * 40, 40) == ("x" * 15 + " " + "y" * 40)[:40]
+    assert head_of("word " * 8, 40) == "word " * 8  # no longer than the head: whole
+    assert text_documents(1, "user", "") == []
+    assert text_documents(1, "user", "x" * 1000, 1000) == [Document(1, 0, "user", "x" * 1000)]  # one, as it is
 
 
 def test_the_index_reads_text_of_parts_tool_calls_thinking_and_refusals():

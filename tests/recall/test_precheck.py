@@ -111,6 +111,26 @@ def test_the_recent_weight_pairs_a_message_with_its_reply_not_the_next_question(
     assert recent_weight(messages, 3, asked, 8) == 6.0  # "the garden?" + its reply, not "tulips?" + "the garden?"
     assert recent_weight(messages, 3, asked, 1) == 4.0  # the last message only
     assert recent_weight(messages[3:], 0, asked, 8) == 0.0
+    # The next question is not a reply: "tulips?" (4) alone, not with "the garden?" (2) after it.
+    assert recent_weight(messages, 3, {"tulip": 4.0, "garden": 2.0, "spring": 1.0}, 8) == 4.0
+
+
+def test_the_recent_weight_leaves_out_the_system_prompt_and_what_ctxlife_inserted():
+    from ctxlife.messages import mark_inserted
+
+    asked = {"tulip": 1.0, "garden": 2.0}
+    messages = [
+        {"role": "system", "content": "You like tulips and the garden."},
+        mark_inserted({"role": "user", "content": "Earlier: tulips in the garden."}, "recall"),
+        {"role": "user", "content": "the turn itself: tulips garden"},
+    ]
+    assert recent_weight(messages, 2, asked, 8) == 0.0
+
+
+def test_a_turn_with_no_recent_message_before_it_is_searched(search):
+    said = "The garden tulips look lovely in spring."
+    messages = [SYSTEM, {"role": "user", "content": said}]
+    assert not cannot_gain(search, "s1", said, messages, 1, min_gain=FIXED.min_gain, recent=FIXED.recent_messages)
 
 
 def test_a_rare_word_only_the_recent_context_holds_does_not_skip_a_turn_the_gate_blocks(tmp_path):

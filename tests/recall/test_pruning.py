@@ -103,13 +103,54 @@ def test_the_ceilings_prove_a_result_without_the_full_query(tmp_path):
     texts = [" ".join(rng.choices(FILLER, k=8) + rng.sample(COMMON[:3], 2)) for _ in range(2000)]
     texts += [f"rare3 {rng.choice(FILLER)} common1" for _ in range(10)]
     index.add(_records(texts, 1))
-    terms = ["rare3", "common1", "common2"]
+    assert pruning._documents(index._db) == 2010  # the document count bm25 reads (FTS5's varint, two bytes here)
     score = f"-bm25(fts) * (CASE WHEN fts.rowid >= {TOOL_DOC} THEN ? ELSE 1.0 END)"
     order = f"ORDER BY 2 DESC, fts.rowid % {PART_STRIDE}, fts.rowid LIMIT ?"
-    hits = {t: index._doc_freq(t) for t in terms}
-    rows = pruning.ranked(index._db, terms, 3, 1.0, hits, score, order, PART_STRIDE)
-    assert rows is not None
-    every = index._db.execute(
-        f"SELECT fts.rowid, {score} FROM fts WHERE fts MATCH ? {order}", (1.0, '"rare3" OR "common1" OR "common2"', 3)
-    ).fetchall()
-    assert rows == every
+    for terms in (["rare3", "common1", "common2"], ["rare3", "common1"]):  # two terms are enough to leave one out
+        hits = {t: index._doc_freq(t) for t in terms}
+        rows = pruning.ranked(index._db, terms, 3, 1.0, hits, score, order, PART_STRIDE)
+        assert rows is not None, terms
+        query = " OR ".join(f'"{t}"' for t in terms)
+        every = index._db.execute(f"SELECT fts.rowid, {score} FROM fts WHERE fts MATCH ? {order}", (1.0, query, 3))
+        assert rows == every.fetchall()
+    # One term: nothing to leave out, the full query is run.
+    assert pruning.ranked(index._db, ["rare3"], 3, 1.0, {"rare3": 10}, score, order, PART_STRIDE) is None
+
+
+def test_matches_scored_alike_come_in_the_order_they_were_said_tool_result_or_not(tmp_path):
+    """A tie is broken by the record's place in the history, as the full query breaks it, not by its rowid
+    (a tool result's rowid is above every message's)."""
+    pruned, full = _pair(tmp_path)
+    rng = random.Random(5)
+    texts = [" ".join(rng.choices(FILLER, k=10) + ["common1"]) for _ in range(600)]
+    texts[3] = texts[5] = "rare3 common1 filler1"  # record 4 is a tool result (_records), record 6 a message
+    for index in (pruned, full):
+        index.add(_records(texts, 1))
+    for index in (pruned, full):
+        assert [h.seq for h in index._ranked(["rare3", "common1"], 1, 1.0)] == [4]
+        assert [h.seq for h in index._ranked(["rare3", "common1"], 2, 1.0)] == [4, 6]
+
+
+def test_a_word_in_many_messages_still_ranks_them_when_the_rarer_word_leaves_room(tmp_path):
+    """A word in 40 of 100 messages weighs little (idf under 1) but not nothing: a short message repeating it
+    outranks long ones holding the rarer word once, and messages holding only it fill a result the rarer
+    word's messages leave room in."""
+    pruned, full = _pair(tmp_path)
+    rng = random.Random(9)
+    texts = [" ".join(rng.choices(FILLER, k=10)) for _ in range(40)]
+    texts += [" ".join(rng.choices(FILLER, k=60) + ["seldom"]) for _ in range(20)]  # long, the rarer word once
+    texts += [" ".join(rng.choices(FILLER, k=10) + ["often"]) for _ in range(39)]
+    texts.append("often " * 8)  # record 100: short, the common word only
+    history = _records(texts, 1)
+    for index in (pruned, full):
+        index.add(history)
+    for limit in (1, 25):
+        want = [(h.seq, h.score) for h in full._ranked(["seldom", "often"], limit, 1.0)]
+        assert [(h.seq, h.score) for h in pruned._ranked(["seldom", "often"], limit, 1.0)] == want
+    assert want[0][0] == 100 and len(want) == 25  # 20 messages hold the rarer word: 5 hold only the common one
+    # A word in most messages (idf floored at 1e-6) still fills a result the rare word leaves room in.
+    more = [" ".join(rng.choices(FILLER, k=10) + ["often"]) for _ in range(60)]
+    for index in (pruned, full):
+        index.add(_records(more, 101))
+    want = [h.seq for h in full._ranked(["seldom", "often"], 25, 1.0)]
+    assert [h.seq for h in pruned._ranked(["seldom", "often"], 25, 1.0)] == want and len(want) == 25

@@ -580,6 +580,12 @@ def test_day_references_are_read_in_both_languages():
     assert day_ordinals("第3天住哪") == [3] and day_ordinals("第十二天") == [12] and day_ordinals("第二十三天") == [23]
     assert day_ordinals("on the second day") == [2] and day_ordinals("the 3rd day") == [3]
     assert day_ordinals("on day 4") == [4] and day_ordinals("Day 5: let's chat") == []
+    assert day_ordinals("第十天") == [10] and day_ordinals("第二十天") == [20] and day_ordinals("the tenth day") == [10]
+    assert day_ordinals("第三天") == [3] and day_ordinals("第二三天") == []  # not a number
+    assert day_ordinals("第一天 第1天") == [1] and day_ordinals("第零天") == [] and day_ordinals("THE FIRST DAY") == [1]
+    assert last_weekdays("last Sunday") == [6] and last_weekdays("上周日") == [6] and last_weekdays("上周天") == [6]
+    assert last_weekdays("上礼拜一") == [0] and last_weekdays("上星期六") == [5]
+    assert last_weekdays("last monday and last Monday") == [0]
     assert (
         last_weekdays("last Tuesday") == [1] and last_weekdays("上周二") == [1] and last_weekdays("上个星期天") == [6]
     )
@@ -600,6 +606,12 @@ def test_day_references_are_read_in_both_languages():
         ("我喜欢哪些颜色？", "past"),
         ("What's my favorite café in that town?", "past"),
         ("Which town did I plan to visit recently?", "past"),
+        # A date, "上次", "remember" refer to the past; a question with space before it is still one.
+        ("Plans for May 2nd", "past"),
+        ("上次那家店", "past"),
+        ("Do you remember my dog", "past"),
+        ("  how are you", "question"),
+        ("I like tea.", "none"),
     ],
 )
 def test_telling_about_oneself_is_not_asking_about_the_past(text, need):
