@@ -39,7 +39,8 @@ BUGS = [
         "erase_matching no longer scrubs summaries",
         "src/ctxlife/sessions/base.py",
         "            if regex is not None:\n                clean = self._scrubbed_message(message, regex)",
-        "            if regex is not None and slot is not None:\n                clean = self._scrubbed_message(message, regex)",
+        "            if regex is not None and slot is not None:\n"
+        "                clean = self._scrubbed_message(message, regex)",
         ("tests/sessions/test_erase_privacy.py",),
     ),
     Bug(
