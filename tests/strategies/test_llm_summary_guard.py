@@ -45,6 +45,12 @@ def rounds(n: int, words: int = 100) -> list[dict[str, Any]]:
     return messages
 
 
+def step(r: int, words: int) -> list[dict[str, Any]]:
+    """Tool step ``r`` of a loop without user turns: reservation RS0rrX fetched, a result of ``words`` words."""
+    call = tool_call("get_reservation_details", {"reservation_id": f"RS{r:03d}X"}, call_id=f"c{r}")
+    return [assistant(None, [call]), tool_result(call["id"], json.dumps({"id": f"RS{r:03d}X", "notes": "ok " * words}))]
+
+
 def compacted(messages: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
     """Manage ``messages`` in place with llm_summary; the compaction's details."""
     host = Host(settings(**options), context_window=WINDOW)
@@ -111,11 +117,7 @@ def test_the_question_being_worked_on_and_the_latest_user_message_stay_when_thei
     messages: list[dict[str, Any]] = [SYSTEM, user("Hi"), assistant("Hello! How can I help?"), question]
     prompts = []
     for r in range(16):
-        call = tool_call("get_reservation_details", {"reservation_id": f"RS{r:03d}X"}, call_id=f"c{r}")
-        messages += [
-            assistant(None, [call]),
-            tool_result(call["id"], json.dumps({"id": f"RS{r:03d}X", "notes": "ok " * 120})),
-        ]
+        messages += step(r, 120)
         if r < 9:
             prompts.append(user("Analyze the tool result and continue."))
             messages.append(prompts[-1])
@@ -131,11 +133,7 @@ def test_a_conversation_without_a_user_message_is_compacted() -> None:
     """An agent run from its system prompt alone (no user turn): its tool steps are compacted."""
     messages: list[dict[str, Any]] = [SYSTEM]
     for r in range(10):
-        call = tool_call("get_reservation_details", {"reservation_id": f"RS{r:03d}X"}, call_id=f"c{r}")
-        messages += [
-            assistant(None, [call]),
-            tool_result(call["id"], json.dumps({"id": f"RS{r:03d}X", "notes": "ok " * 150})),
-        ]
+        messages += step(r, 150)
     original = list(messages)
     details = compacted(messages)
     assert details["evicted_messages"] == len(_gone(original, messages)) > 0 and is_summary(messages[1])
@@ -205,11 +203,7 @@ def test_under_the_window_a_loop_of_large_steps_is_cut_down_to_the_latest_step()
     target; the cut goes down to the latest step (not the one before)."""
     messages: list[dict[str, Any]] = [SYSTEM, user("Check reservations RS000X to RS004X.")]
     for r in range(5):
-        call = tool_call("get_reservation_details", {"reservation_id": f"RS{r:03d}X"}, call_id=f"c{r}")
-        messages += [
-            assistant(None, [call]),
-            tool_result(call["id"], json.dumps({"id": f"RS{r:03d}X", "notes": "ok " * 600})),
-        ]
+        messages += step(r, 600)
     host = Host(settings(), context_window=WINDOW)
     size = host.counter().count_messages(messages)
     assert 0.8 * WINDOW < size < WINDOW  # the precondition: over the threshold only
@@ -224,11 +218,7 @@ def test_a_question_right_after_the_pinned_first_message_stays_when_the_steps_af
     question = user("Which of RS000X to RS004X are refundable?")
     messages: list[dict[str, Any]] = [SYSTEM, user("Hi, I am Ana Lopez."), question]
     for r in range(5):
-        call = tool_call("get_reservation_details", {"reservation_id": f"RS{r:03d}X"}, call_id=f"c{r}")
-        messages += [
-            assistant(None, [call]),
-            tool_result(call["id"], json.dumps({"id": f"RS{r:03d}X", "notes": "ok " * 600})),
-        ]
+        messages += step(r, 600)
     original = list(messages)
     details = compacted(messages)
     assert details["evicted_messages"] > 0 and original[3] not in messages  # the precondition: steps after it cut
@@ -274,11 +264,7 @@ def _loop(sizes: list[int]) -> list[dict[str, Any]]:
     """One request answered by tool steps whose results hold ``sizes`` words."""
     messages: list[dict[str, Any]] = [SYSTEM, user("Check the reservations one by one.")]
     for r, words in enumerate(sizes):
-        call = tool_call("get_reservation_details", {"reservation_id": f"RS{r:03d}X"}, call_id=f"c{r}")
-        messages += [
-            assistant(None, [call]),
-            tool_result(call["id"], json.dumps({"id": f"RS{r:03d}X", "notes": "ok " * words})),
-        ]
+        messages += step(r, words)
     return messages
 
 
