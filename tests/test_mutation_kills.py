@@ -705,6 +705,40 @@ def test_a_session_deleted_and_written_again_elsewhere_gets_the_callers_whole_co
     assert _contents(files)[3:] == ["q1", "r1", "q2", "r2"]
 
 
+def test_a_removal_from_a_list_never_removes_a_message_of_a_session_written_again_to_the_same_head(
+    files: FileStore, tmp_path: Path
+) -> None:
+    # Another process deleted the session and wrote a new one exactly as long as this recorder's: the
+    # conditional write cannot tell (the same head). The caller dropped its last reply; the message
+    # now at that sequence number is the other writer's, and stays.
+    recorder = Recorder(files)
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        other.delete("s")
+        other.append("s", [user("x1"), assistant("x2"), user("x3"), assistant("x4")])
+    assert files.head("s") == 4  # the precondition: the head this recorder last wrote
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
+    assert _contents(files) == ["x1", "x2", "x3", "x4", "q1", "r1", "q2"]
+
+
+def test_a_removal_by_number_after_the_session_was_written_again_to_the_same_head_acts_on_the_new_one(
+    files: FileStore, tmp_path: Path
+) -> None:
+    # The caller removes the message it read as number 2 of the session as it is now (another process
+    # deleted it and wrote it again, as long as before). The caller's next list, built from what it
+    # read, is recorded against that session: the removed message is not written back, nothing twice.
+    recorder = Recorder(files)
+    recorder.record("s", [user("q1"), assistant("r1")])
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        other.delete("s")
+        other.append("s", [user("x1"), assistant("x2")])
+    assert files.head("s") == 2  # the precondition: the head this recorder last wrote
+    recorder.remove("s", [2])
+    assert _contents(files) == ["x1"]
+    recorder.record("s", [user("x1"), assistant("x2"), user("q3")])
+    assert _contents(files) == ["x1", "q3"]
+
+
 def test_a_message_another_writer_removed_is_not_recorded_again_from_a_stale_list(files: FileStore) -> None:
     mine, theirs = Recorder(files), Recorder(files)
     mine.record("s", [user("q1"), assistant("my card is 4111"), user("q2")])

@@ -504,7 +504,7 @@ def test_export_all_shows_the_log_and_erase_deletes_by_pattern(store_url: str) -
     code, out, _ = run("session", "erase", "cli", "--match", r"4111-\d+", "--store", store_url)
     assert code == 0 and "erased 1 message(s)" in out
     code, out, _ = run("session", "export", "cli", "--all", "--store", store_url)
-    assert "4111" not in out and json.loads(out)[0]["erased"] is True
+    assert "4111-1111" not in out and json.loads(out)[0]["erased"] is True
     assert run("session", "erase", "nobody", "--seq", "1", "--store", store_url)[0] == 1  # no such session
     assert run("session", "erase", "cli", "--match", "((", "--store", store_url)[0] == 2  # not a regular expression
 
@@ -664,3 +664,35 @@ def test_a_session_object_sees_every_kind_of_write_another_writer_makes(tmp_path
         assert seen() == ["[summary] a and c"]
         other.append("shared", [assistant("d")])
         assert seen() == ["[summary] a and c", "d"]
+
+
+@pytest.mark.parametrize("first_write", ["pop", "turn"])
+def test_a_session_deleted_and_written_again_to_the_same_head_by_another_worker_is_read_anew(
+    store_url: str, first_write: str
+) -> None:
+    """Another worker deletes the conversation and writes a new one exactly as long as the old: the
+    head is the same number, so this worker's conditional writes would still pass. Its turns, pops
+    and edits act on the new conversation, and what it sends holds nothing of the deleted one."""
+    sid = "reborn"
+    with ctxlife.Session(sid, settings(store_url), context_window=WINDOW) as first:
+        first.prepare(user("old question 1"))
+        first.record_reply("old answer 1")
+        first.prepare(user("old question 2"))
+        first.record_reply("old answer 2")
+        assert first.pop() == assistant("old answer 2")
+        first.record_reply("old answer 2, again")  # six records: the pop's remove among them
+        with ctxlife.Session(sid, settings(store_url), context_window=WINDOW) as other:
+            other.clear()
+            other.add(*(user(f"new {i}") if i % 2 else assistant(f"new {i}") for i in range(1, 7)))
+        assert len(log(store_url, sid)) == 6  # (the precondition: the head this worker last wrote)
+        if first_write == "turn":
+            sent = first.prepare(user("new 7"))
+            assert [m["content"] for m in conversation(sent)] == [f"new {i}" for i in range(1, 8)]
+            assert first.pop() == user("new 7")
+        assert first.pop() == assistant("new 6")
+        assert first.pop() == user("new 5")
+        edited = first.edit(first.records()[0].seq, user("new 1, edited"))
+        assert edited.message == user("new 1, edited")
+        sent = first.prepare(user("new 8"))
+        assert [m["content"] for m in conversation(sent)] == ["new 1, edited", "new 2", "new 3", "new 4", "new 8"]
+    assert [m["content"] for m in current(store_url, sid)] == ["new 1, edited", "new 2", "new 3", "new 4", "new 8"]

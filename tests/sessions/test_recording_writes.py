@@ -381,14 +381,17 @@ def test_after_another_writer_appended_the_callers_edit_is_a_replace(store: Sess
     assert texts(store) == ["q1", "r1, better", "q2", "r2"]
 
 
-def test_explicit_edits_read_nothing_when_no_one_else_wrote(store: SessionStore) -> None:
+def test_explicit_edits_read_only_their_own_last_record_when_no_one_else_wrote(store: SessionStore) -> None:
+    # One read per edit: the record this recorder wrote last, still there as written (the session was
+    # not deleted and written again meanwhile); no catch-up, no read of the view.
     counting = Flaky(store)
     recorder = Recorder(counting)
     recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
     reads = counting.reads
     recorder.replace("s", 2, assistant("r1 again"))
     recorder.remove("s", [3])
-    assert counting.reads == reads
+    assert counting.reads == reads + 2
+    assert texts(store) == ["q1", "r1 again"]
 
 
 # -- when the store fails ------------------------------------------------------------------------------------

@@ -201,10 +201,11 @@ def test_blobs_keep_any_text_and_deleting_one_keeps_the_others(store: Any) -> No
 
 
 def test_an_erase_rewrites_the_raw_element_in_place(store: Any, redis_client: Any, prefix: str) -> None:
-    store.append("s", [{"role": "user", "content": "secret 4111"}, {"role": "assistant", "content": "ok"}])
-    assert store.erase_matching("s", "4111") == [1]
+    # (a value no record's time can hold: "4111" alone is in the clock's 1796641110)
+    store.append("s", [{"role": "user", "content": "secret card-4111"}, {"role": "assistant", "content": "ok"}])
+    assert store.erase_matching("s", "card-4111") == [1]
     raw = [e.decode("utf-8") for e in redis_client.lrange(f"{prefix}{{s}}:raw", 0, -1)]
-    assert "4111" not in "".join(raw)
+    assert "card-4111" not in "".join(raw)
     assert "ok" in raw[1] and len(raw) == 3  # the other record kept, one remove event appended
     assert store._rewrite_records("s", {}) == 0 and store._rewrite_records("s", {99: {}}) == 0  # nothing there
 

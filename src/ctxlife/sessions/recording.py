@@ -12,20 +12,7 @@ while two equal messages at different places (two ``"ok"`` replies) stay two rec
 The parts: what the recorder keeps of a view (:mod:`ctxlife.sessions.views`), the events for a
 list judged against a mirror (:mod:`ctxlife.sessions.plans`), the alignment of a list no mirror
 relates to (:mod:`ctxlife.sessions.alignment`); this module holds :class:`Recorder`, which owns them.
-
-Mirrors and the diff
---------------------
-Per view the recorder keeps *mirrors*: the lists it recorded and the lists handed back after each
-call (:meth:`Recorder.leave`, called by the host after every strategy), each position with its
-slot. The caller's list is diffed against the mirror it agrees with longest
-(:mod:`ctxlife.sessions.diff`): the usual call is that mirror plus new messages, found with one
-comparison in C; otherwise an edit script over fingerprints gives the events. A mirror a process
-has not seen from the caller (a new host, or after another writer changed the view) is the view as
-the store has it (:func:`~ctxlife.sessions.restore.restore_view`); a diff against it removes
-nothing before the conversation's end, since the store may hold what a compaction evicted.
-What a call received and handed back without (a strategy's cut) is *evicted*: no diff removes it,
-not even one against a list older than the cut (a caller whose next list has another shape, e.g.
-without the system prompt, may agree longest with it), until the caller sends it again.
+How mirrors and the diff work: :mod:`ctxlife.sessions.views`.
 
 Alignment, for lists no mirror relates to: see :mod:`ctxlife.sessions.alignment`.
 
@@ -58,10 +45,7 @@ from typing import Any, cast
 
 from ctxlife.errors import StoreError
 from ctxlife.events import emit
-from ctxlife.messages import (
-    Agreement,
-    same_messages,
-)
+from ctxlife.messages import Agreement, same_messages
 from ctxlife.sessions.alignment import Alignment, Reversed, align_tail, plan_by_alignment
 from ctxlife.sessions.base import AppendConflictError, SessionStore
 from ctxlife.sessions.plans import Plan, all_new, diff_plan, seen_mirror
@@ -83,6 +67,7 @@ from ctxlife.sessions.views import (
     stored_form,
     stored_fp,
     stored_mirror,
+    warn_quarantined,
     whole_tail,
 )
 
@@ -412,6 +397,18 @@ class Recorder:
         self._heads[session_id] = top
         state.synced = top
 
+    def _reborn(self, session_id: str, view: str, state: View) -> bool:
+        """Whether the session was deleted and written again since this recorder last wrote to it (then
+        ``state`` is read anew). For writes that name records by number: ``if_head`` compares only the
+        head's number, the same for a session written again as long. Unreadable: the write finds out."""
+        try:
+            if session_id not in self._head_marks or self._same_session(session_id):
+                return False
+        except StoreError:
+            return False
+        self._started_again(session_id, view, state)
+        return True
+
     def _same_session(self, session_id: str) -> bool:
         """Whether the last record this recorder wrote is still in the session as it wrote it."""
         mark = self._head_marks.get(session_id)
@@ -428,6 +425,11 @@ class Recorder:
         """The session was deleted and written again by another process: read it anew, in place
         (callers hold ``state``); what waits to be written still does."""
         emit("info", "ctxlife.session_started_again", session_id=session_id, view=view)
+        self._read_anew(session_id, view, state)
+
+    def _read_anew(self, session_id: str, view: str, state: View) -> None:
+        """Forget what this recorder knows of the session and read the view again, in place (callers
+        hold ``state``); what waits to be written still does."""
         pending, unsure = state.pending, state.unsure
         for key in [k for k in self._views if k[0] == session_id]:
             del self._views[key]
@@ -645,6 +647,8 @@ class Recorder:
                     if state.fresh and any(recordable(m) for m in messages):
                         state.fresh = False
                     return []
+                if any(e.op != ADD or e.target is not None for e in events) and self._reborn(session_id, view, state):
+                    continue  # the plan named records of the deleted conversation
                 try:
                     records = self._write(session_id, view, state, events)
                 except AppendConflictError as exc:
@@ -771,13 +775,21 @@ class Recorder:
             state = self._view(session_id, view)
             for _ in range(_MAX_RETRIES):
                 if state.synced < self._heads.get(session_id, 0):
-                    self._catch_up(session_id, view, state)
+                    self._catch_up(session_id, view, state)  # (which also checks it is the same session)
+                else:
+                    self._reborn(session_id, view, state)
                 live = {e.seq for e in state.tail}
                 missing = [e.target for e in events if e.target not in live]
                 if missing:  # written by another writer since this recorder last looked?
                     self._catch_up(session_id, view, state)
                     if any(state.older(m) for m in missing):  # before a compacted view's kept point
                         self._complete(session_id, view, state)
+                    live = {e.seq for e in state.tail}
+                    missing = [e.target for e in events if e.target not in live]
+                if missing:
+                    # (its own append may have followed another worker's delete and rewrite to the same
+                    # head: then its last write proves nothing of the rest) the view as stored decides
+                    self._read_anew(session_id, view, state)
                     live = {e.seq for e in state.tail}
                     missing = [e.target for e in events if e.target not in live]
                 if missing:
@@ -871,18 +883,7 @@ class Recorder:
         last_add = next((r.seq for r in reversed(records) if r.op == ADD and r.target is None), None)
         if last_add is not None:
             anchor(state, last_add)
-        for r in records:
-            if r.quarantined:
-                emit(
-                    "error",
-                    "ctxlife.session_record_quarantined",
-                    session_id=session_id,
-                    view=view,
-                    seq=r.seq,
-                    role=r.message.get("role"),
-                    problem=r.quarantined,
-                    hint="the message was recorded in a JSON-safe form; fix what produced it",
-                )
+        warn_quarantined(session_id, view, records)
         return records
 
 

@@ -1,8 +1,22 @@
 """What a recorder knows of a view: its current slots (the tail), and the mirrors of lists it saw.
 
 A *mirror* is a list ctxlife saw from a caller or handed back, with the slot of each recordable
-position (:mod:`ctxlife.sessions.recording` says how they are used). Which messages are recorded at
-all (:func:`recordable`) and in what form (:func:`stored_form`) is decided here too.
+position (how the recorder uses them: below). Which messages are recorded at all (:func:`recordable`)
+and in what form (:func:`stored_form`) is decided here too.
+
+Mirrors and the diff
+--------------------
+Per view the recorder keeps *mirrors*: the lists it recorded and the lists handed back after each
+call (:meth:`~ctxlife.sessions.recording.Recorder.leave`, called by the host after each strategy),
+each position with its slot. The caller's list is diffed against the mirror it agrees with longest
+(:mod:`ctxlife.sessions.diff`): the usual call is that mirror plus new messages, found with one
+comparison in C; otherwise an edit script over fingerprints gives the events. A mirror a process
+has not seen from the caller (a new host, or after another writer changed the view) is the view as
+the store has it (:func:`~ctxlife.sessions.restore.restore_view`); a diff against it removes
+nothing before the conversation's end, since the store may hold what a compaction evicted.
+What a call received and handed back without (a strategy's cut) is *evicted*: no diff removes it,
+not even one against a list older than the cut (a caller whose next list has another shape, e.g.
+without the system prompt, may agree longest with it), until the caller sends it again.
 """
 
 from __future__ import annotations
@@ -11,6 +25,7 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ctxlife.events import emit
 from ctxlife.messages import (
     Agreement,
     common_prefix,
@@ -41,6 +56,7 @@ __all__ = [
     "stored_form",
     "stored_fp",
     "stored_mirror",
+    "warn_quarantined",
     "whole_tail",
 ]
 
@@ -501,3 +517,19 @@ def anchor(state: View, seq: int) -> None:
         anchors.remove(seq)
     anchors.append(seq)
     del anchors[:-ANCHORS]
+
+
+def warn_quarantined(session_id: str, view: str, records: Sequence[RawRecord]) -> None:
+    """An error event for each record written in a JSON-safe form (its message was not JSON)."""
+    for r in records:
+        if r.quarantined:
+            emit(
+                "error",
+                "ctxlife.session_record_quarantined",
+                session_id=session_id,
+                view=view,
+                seq=r.seq,
+                role=r.message.get("role"),
+                problem=r.quarantined,
+                hint="the message was recorded in a JSON-safe form; fix what produced it",
+            )
