@@ -874,3 +874,42 @@ def test_erasing_an_edited_message_keeps_the_logs_shape(make_url: Any) -> None:
         ("replace", typo.seq, "[erased]", True),
     ]
     assert SECRET not in json.dumps(log)
+
+
+def test_an_erase_by_pattern_looks_in_what_messages_say_not_in_their_roles_or_ids(make_url: Any) -> None:
+    # "assistant", "user", a tool call's id: words of the message's structure, which every message of
+    # that role (or the whole tool unit) has; only the question that says "assistant" goes.
+    with ctxlife.Session("roles", settings(make_url("file")), context_window=100_000) as session:
+        session.add(
+            user("Who is the assistant on duty?"),
+            assistant("Maria is."),
+            user("Pay her."),
+            assistant(None, [tool_call("pay", {"to": "Maria"}, "call_1")]),
+            tool_result("call_1", "paid"),
+            assistant("Done."),
+        )
+        assert session.erase_matching("assistant|user|call_1|tool|function") == [1]
+        items = session.get_items()
+    assert validate(items) == []
+    assert [(m["role"], m.get("content")) for m in items] == [
+        ("assistant", "Maria is."),
+        ("user", "Pay her."),
+        ("assistant", None),
+        ("tool", "paid"),
+        ("assistant", "Done."),
+    ]
+    assert items[2]["tool_calls"][0]["id"] == items[3]["tool_call_id"] == "call_1"
+
+
+def test_a_summary_scrubbed_by_a_pattern_that_names_its_role_keeps_its_role(make_url: Any, tmp_path: Path) -> None:
+    cfg, session = planted(make_url("file"), tmp_path)
+    with session:
+        summary = next(m for m in session.store.load_snapshot(session.session_id).messages if is_summary(m))
+        assert SECRET in json.dumps(summary)  # (the precondition: the summary quotes the value)
+        assert session.erase_matching(f"{SECRET}|{summary['role']}")
+    with ctxlife.Session(session.session_id, cfg, system="sys", context_window=2000) as again:
+        sent = again.prepare(user("What did we talk about?"))
+    assert validate(sent) == [] and SECRET not in json.dumps(sent)
+    summaries = [m for m in sent if is_summary(m)]
+    assert len(summaries) == 1 and summaries[0]["role"] == summary["role"] and ERASED in json.dumps(summaries[0])
+    assert sent[0] == {"role": "system", "content": "sys"}

@@ -61,7 +61,7 @@ import math
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Self
 
@@ -437,9 +437,10 @@ class SessionStore(abc.ABC):
         return self._erase(session_id, wanted, None)
 
     def erase_matching(self, session_id: str, pattern: str | re.Pattern[str]) -> list[int]:
-        """:meth:`erase` every message whose text matches ``pattern`` (a regular expression), or that
-        refers to a kept tool output (a blob) whose text does, and replace the matches with
-        ``[erased]`` in every snapshot (summaries included). Returns the slots."""
+        """:meth:`erase` every message whose text matches ``pattern`` (a regular expression, searched
+        in each text as written, tool arguments included; not in roles, types or ids), or that refers
+        to a kept tool output (a blob) whose text does, and replace the matches with ``[erased]`` in
+        every snapshot (summaries included) and call record. Returns the slots."""
         regex = re.compile(pattern) if isinstance(pattern, str) else pattern
         self.finish_erase(session_id, replacing=True)  # one at a time: an interrupted erase's intent is kept
         blobs: dict[str, bool] = {}
@@ -458,7 +459,7 @@ class SessionStore(abc.ABC):
             if r.op == REMOVE:
                 continue
             text = canonical_json(r.message)
-            if regex.search(text) is not None or any(in_blob(ref) for ref in _BLOB_REF.findall(text)):
+            if _matches(r.message, regex) or any(in_blob(ref) for ref in _BLOB_REF.findall(text)):
                 slots.append(r.slot)
         return self._erase(session_id, slots, regex)
 
@@ -694,12 +695,35 @@ class SessionStore(abc.ABC):
 _BLOB_REF = re.compile(r"\bto_[0-9a-f]{16}\b")
 
 
+#: Keys whose values say what a message or part is, not what it says: an erase by pattern neither
+#: matches nor scrubs them (a pattern that is a role's name would erase every message of that role).
+_STRUCTURE_KEYS = frozenset({"role", "type", "id", "tool_call_id", "tool_use_id", "call_id"})
+
+
+def _texts(value: Any) -> Iterator[str]:
+    """The strings of a message an erase by pattern looks in: every one but :data:`_STRUCTURE_KEYS`' values."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key not in _STRUCTURE_KEYS:
+                yield from _texts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _texts(item)
+
+
+def _matches(message: Any, regex: re.Pattern[str]) -> bool:
+    """Whether a text of ``message`` (:func:`_texts`: as written, not JSON-escaped) holds a match."""
+    return any(regex.search(text) is not None for text in _texts(message))
+
+
 def _scrubbed(value: Any, regex: re.Pattern[str]) -> Any:
-    """``value`` with every match of ``regex`` in its strings replaced by :data:`ERASED_TEXT`."""
+    """``value`` with every match of ``regex`` in its texts (:func:`_texts`) replaced by :data:`ERASED_TEXT`."""
     if isinstance(value, str):
         return regex.sub(ERASED_TEXT, value)
     if isinstance(value, dict):
-        return {k: _scrubbed(v, regex) for k, v in value.items()}
+        return {k: v if k in _STRUCTURE_KEYS else _scrubbed(v, regex) for k, v in value.items()}
     if isinstance(value, list):
         return [_scrubbed(v, regex) for v in value]
     return value
@@ -726,7 +750,7 @@ def scrubbed_calls(
     """The call-record documents to write back so none holds the text of an erased slot (a recorded
     message sent in another form, ``[slot, key]`` in ``m``: see :mod:`ctxlife.sessions.calls`) nor a
     match of ``regex`` (``scrub(message, regex)``: the store's, which replaces each by ``[erased]`` and
-    marks a scrubbed summary anew; roles kept): ``{n: doc}``, the changed ones only."""
+    marks a scrubbed summary anew; roles and ids kept): ``{n: doc}``, the changed ones only."""
     calls = list(calls)
     erased_keys: set[str] = set()
     if slots:
@@ -743,10 +767,8 @@ def scrubbed_calls(
         for key, message in found.items():
             if key in erased_keys and isinstance(message, dict):
                 texts[key] = erased_message(message)
-            elif regex is not None and regex.search(canonical_json(message)) is not None:
+            elif regex is not None and _matches(message, regex):
                 texts[key] = scrub(message, regex)
-                if isinstance(message, dict) and "role" in message:
-                    texts[key]["role"] = message["role"]  # what the text said goes, not who said it
         if texts != found:
             out[call.n] = {**call.doc, "t": texts}
     return out
