@@ -199,7 +199,7 @@ class Mirror:
 
 class TailEdge(Exception):  # noqa: N818 (a signal between the recorder's parts, never raised to a caller)
     """A question about a view needs records before the start of an incomplete tail (:attr:`View.start`):
-    the recorder reads the whole tail (:meth:`~ctxlife.sessions.recording.Recorder.complete`) and asks again."""
+    the recorder reads the whole tail (:meth:`~ctxlife.sessions.recording.Recorder._complete`) and asks again."""
 
 
 @dataclasses.dataclass
