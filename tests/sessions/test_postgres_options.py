@@ -29,6 +29,17 @@ def msg(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text}
 
 
+def test_a_database_that_cannot_be_reached_is_named_with_the_reason(caplog: pytest.LogCaptureFixture) -> None:
+    # The pool only says it waited; the error says why a connection fails (here: no such host).
+    url = "postgresql://ctxlife:pg-secret@nohost.invalid:5432/db?pool_timeout=0.2"
+    with caplog.at_level("CRITICAL", logger="psycopg.pool"), pytest.raises(StoreError) as info:
+        open_store(url)
+    text = str(info.value)
+    waited, _, cause = text.partition(" (a new connection fails: ")
+    assert waited.endswith("couldn't get a connection after 0.20 sec") and "nohost.invalid" in cause, text
+    assert "pg-secret" not in text
+
+
 def test_without_psycopg_the_store_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "psycopg", None)  # `import psycopg` raises ImportError
     with pytest.raises(StoreError) as info:

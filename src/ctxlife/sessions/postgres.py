@@ -201,13 +201,25 @@ class PostgresStore(SessionStore):
     def _error(self, what: str, exc: BaseException, session_id: str | None = None) -> StoreError:
         """A StoreError naming the store, the operation and the session; never the password."""
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if self._password:
-            text = text.replace(self._password, "***")
         where = f" of session {session_id!r}" if session_id is not None else ""
         hint = ""
         if isinstance(exc, self._pg.OperationalError) or type(exc).__name__ == "PoolTimeout":
             hint = "; is the database reachable, and are pool_max connections enough?"
+        if type(exc).__name__ == "PoolTimeout":
+            cause = self._direct_connect_error()
+            if cause:  # the pool only says it waited; a connection of its own says why it could not
+                text += f" (a new connection fails: {cause})"
+        if self._password:
+            text = text.replace(self._password, "***")
         return StoreError(f"postgres store {self.url}: {what}{where} failed: {text}{hint}")
+
+    def _direct_connect_error(self) -> str | None:
+        """Why a new connection to the database fails now (its first line), or None when one opens."""
+        try:
+            self._pg.connect(self._pool_args[0], autocommit=True).close()
+        except self._pg.Error as exc:
+            return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return None
 
     @contextlib.contextmanager
     def _connection(self, what: str, session_id: str | None = None) -> Iterator[Any]:
