@@ -56,7 +56,7 @@ from ctxlife.recall import configured_index_dir, remove_index
 from ctxlife.sessions.base import SessionStore
 from ctxlife.sessions.ids import session_key, validate_view
 from ctxlife.sessions.keeper import Keeper, keeper_for
-from ctxlife.sessions.records import RawRecord, no_collection
+from ctxlife.sessions.records import RawRecord, json_safe, no_collection
 from ctxlife.sessions.restore import Restored
 
 __all__ = ["AsyncSession", "Session"]
@@ -178,11 +178,18 @@ class Session:
 
         Appended after whatever other writers (workers, requests) recorded meanwhile, never over
         it. A message that is not JSON (NaN, bytes) is recorded in a JSON-safe form (the record's
-        ``quarantined`` says why) and never blocks the others. When the store fails,
+        ``quarantined`` says why) and never blocks the others; one of no known shape even so (an
+        unknown role) is refused with :class:`~ctxlife.errors.InvalidMessagesError`, nothing written.
+        When the store fails,
         :class:`~ctxlife.errors.StoreError` propagates and nothing is left to be written later:
         call again (messages whose write landed despite the error are not written twice).
         """
         batch = [_checked(m, i) for i, m in enumerate(messages)]
+        # A message of no known shape even in its JSON-safe form (an unknown role, a number as content)
+        # would be sent on every later call: refused, nothing written. (Responses items: add_items.)
+        chat = [json_safe(m) for m in batch if "type" not in m]
+        if chat:
+            check_shape(chat, where=f"session {self.session_id!r} add()")
         if not batch:
             return []
         with self._lock:
@@ -292,9 +299,28 @@ class Session:
         A list of yours that still holds the old text, handed to ``manage()``, writes it back (as
         another writer's list would): edit your list too. (A removed or erased message it still
         holds is not recorded again.)
+
+        A message of no known shape (an unknown role, content that is not text or parts), or one that
+        would make the conversation invalid where it stands (a tool result in place of a question), is
+        refused with :class:`~ctxlife.errors.InvalidMessagesError` and nothing is written (every later
+        call would send it).
         """
+        where = f"session {self.session_id!r} edit({seq})"
+        new = _checked(message, 0)
+        check_shape([json_safe(new)], where=where)
         with self._lock:
-            return self._keeper().replace(self.session_id, seq, _checked(message, 0), self.view)
+            items, slots = self._items(self._restored())
+            if seq in slots:  # (a message a compaction left out of the context is checked alone)
+                at = slots.index(seq)
+                edited = [*items[:at], new, *items[at + 1 :]]
+                before, after = validate(items), validate(edited)
+                if len(after) > len(before):
+                    problem = after[-1]
+                    raise InvalidMessagesError(
+                        f"{where} would make the conversation invalid ({problem.code}: {problem.detail}); "
+                        "nothing was recorded"
+                    )
+            return self._keeper().replace(self.session_id, seq, new, self.view)
 
     def remove(self, *seqs: int) -> list[RawRecord]:
         """Remove the messages recorded as ``seqs`` from the conversation (``remove`` records)."""

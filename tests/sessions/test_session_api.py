@@ -486,6 +486,44 @@ def test_what_is_not_a_message_is_refused_naming_its_position(tmp_path: Path) ->
         assert contents(session.get_items()) == ["q"]  # nothing of the refused calls recorded
 
 
+def test_an_edit_or_add_every_later_call_would_send_as_an_invalid_list_is_refused(tmp_path: Path) -> None:
+    """What edit() and add() record is sent on every later call: a message of no known shape, or an
+    edit that breaks a tool call's unit, is refused and nothing is written (the session stays usable)."""
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "r"}
+    with ctxlife.Session("Zoë/42", config(f"file://{tmp_path}"), context_window=8000) as session:
+        session.add(user("q"), {"role": "assistant", "content": None, "tool_calls": [call]}, result, assistant("a"))
+        refusals = {
+            "edit(1)[0] has the unknown role 'bogus'": lambda: session.edit(1, {"role": "bogus", "content": "q"}),
+            "edit(1)[0] has int content (3)": lambda: session.edit(1, {"role": "user", "content": 3}),
+            "edit(1) would make the conversation invalid (orphan_tool_result": lambda: session.edit(1, result),
+            "edit(2) would make the conversation invalid (orphan_tool_result": lambda: session.edit(2, user("hm")),
+            "add()[1] has the unknown role 'robot'": lambda: session.add(user("x"), {"role": "robot", "content": "y"}),
+        }
+        for words, refused in refusals.items():
+            with pytest.raises(InvalidMessagesError) as info:
+                refused()
+            assert words in str(info.value), str(info.value)
+        assert contents(session.get_items()) == ["q", "None", "r", "a"]  # nothing of them written
+        session.edit(4, assistant("a, edited"))
+        session.add({"role": "user", "content": b"bytes are text once stored"})  # (recorded in a JSON-safe form)
+        sent = session.prepare(user("next"))
+    assert contents(sent)[-3:] == ["a, edited", "bytes are text once stored", "next"]
+
+
+def test_a_number_the_session_does_not_hold_names_the_callers_id_and_the_command_that_lists_them(
+    tmp_path: Path,
+) -> None:
+    with ctxlife.Session("Zoë/42", config(f"file://{tmp_path}"), context_window=8000) as session:
+        session.add(user("q"))
+        with pytest.raises(StoreError) as info:
+            session.edit(9, user("x"))
+    assert str(info.value) == (
+        "session 'Zoë/42' view '' has no message at sequence number(s) [9]; "
+        "list them with `ctxlife session export 'Zoë/42' --all`"
+    )
+
+
 def test_a_turn_in_another_format_than_the_configured_one_is_refused(tmp_path: Path) -> None:
     cfg = config(f"file://{tmp_path}", message_format="anthropic")
     call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}

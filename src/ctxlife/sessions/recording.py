@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shlex
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
@@ -48,6 +49,7 @@ from ctxlife.events import emit
 from ctxlife.messages import Agreement, same_messages
 from ctxlife.sessions.alignment import Alignment, Reversed, align_tail, plan_by_alignment
 from ctxlife.sessions.base import AppendConflictError, SessionStore
+from ctxlife.sessions.ids import original_session_id
 from ctxlife.sessions.plans import Plan, all_new, diff_plan, seen_mirror
 from ctxlife.sessions.records import ADD, REMOVE, REPLACE, ErasedMessages, Event, RawRecord, RecordSlot, no_collection
 from ctxlife.sessions.restore import restore_view
@@ -102,9 +104,8 @@ class Recorder:
         # go when the host's LRU drops the session and a restarted process still knows them.
         self._removed: dict[str, set[str]] = {}
         self._erased: dict[str, ErasedMessages] = {}
-        # (seq, fingerprint, recorded_at) of the session's last record this recorder wrote: a catch-up
-        # that finds another record at that seq knows the session was deleted (or expired) and
-        # written again by another process since.
+        # (seq, fingerprint, recorded_at) of the session's last record this recorder wrote: another record
+        # at that seq means the session was deleted (or expired) and written again by another process since.
         self._head_marks: dict[str, tuple[int, str, float | None]] = {}
 
     # -- state ------------------------------------------------------------------------------------
@@ -398,16 +399,15 @@ class Recorder:
         state.synced = top
 
     def _reborn(self, session_id: str, view: str, state: View) -> bool:
-        """Whether the session was deleted and written again since this recorder last wrote to it (then
-        ``state`` is read anew). For writes that name records by number: ``if_head`` compares only the
-        head's number, the same for a session written again as long. Unreadable: the write finds out."""
+        """Whether the session was deleted and written again since this recorder's last write (then ``state`` is
+        read anew): ``if_head`` compares only the head's number, the same for a session written again as long."""
         try:
-            if session_id not in self._head_marks or self._same_session(session_id):
-                return False
-        except StoreError:
+            same = self._same_session(session_id)
+        except StoreError:  # unreadable now: the write finds out
             return False
-        self._started_again(session_id, view, state)
-        return True
+        if not same:
+            self._started_again(session_id, view, state)
+        return not same
 
     def _same_session(self, session_id: str) -> bool:
         """Whether the last record this recorder wrote is still in the session as it wrote it."""
@@ -787,15 +787,15 @@ class Recorder:
                     live = {e.seq for e in state.tail}
                     missing = [e.target for e in events if e.target not in live]
                 if missing:
-                    # (its own append may have followed another worker's delete and rewrite to the same
-                    # head: then its last write proves nothing of the rest) the view as stored decides
+                    # (its append may have followed a delete and rewrite elsewhere) the view as stored decides
                     self._read_anew(session_id, view, state)
                     live = {e.seq for e in state.tail}
                     missing = [e.target for e in events if e.target not in live]
                 if missing:
+                    shown = original_session_id(session_id)
                     raise StoreError(
-                        f"session {session_id!r} view {view!r} has no message at sequence number(s) {missing}; "
-                        f"list them with `ctxlife session show {session_id} --all`"
+                        f"session {shown!r} view {view!r} has no message at sequence number(s) {missing}; "
+                        f"list them with `ctxlife session export {shlex.quote(shown)} --all`"
                     )
                 removing = [e for e in events if e.op == REMOVE]
                 gone = [e.fp for e in state.tail if e.seq in {r.target for r in removing}]
