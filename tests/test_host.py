@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from structlog.testing import capture_logs
 
@@ -307,3 +309,21 @@ def test_a_strategy_that_fails_to_close_does_not_stop_the_host_from_closing_the_
     assert [(e["strategy"], e["error"], e["log_level"]) for e in failed] == [
         ("stubborn_test_strategy", "OSError: busy", "error")
     ]
+
+
+def test_record_reply_of_the_whole_list_records_the_turns_no_strategy_recorded(tmp_path: Path) -> None:
+    # A host with a store and no strategy that records calls: each call's list is not recorded, so
+    # record_reply of the list with the reply records what is new in it, the user's turn included.
+    from ctxlife.sessions import open_store, session_key
+
+    settings = settings_from_dict({"strategies": [], "store": f"file://{tmp_path}"})
+    host = Host(settings, context_window=1000)
+    first = [{"role": "user", "content": "task"}]
+    host.before_llm_call(first, session_id="s")
+    host.record_reply([*first, {"role": "assistant", "content": "ok1"}], session_id="s")
+    second = [*first, {"role": "assistant", "content": "ok1"}, {"role": "user", "content": "more"}]
+    host.before_llm_call(second, session_id="s")
+    host.record_reply([*second, {"role": "assistant", "content": "ok2"}], session_id="s")
+    host.close()
+    with open_store(settings.store) as store:
+        assert [r.message["content"] for r in store.read_records(session_key("s"))] == ["task", "ok1", "more", "ok2"]

@@ -59,6 +59,7 @@ from ctxlife.sessions.views import (
     TailEdge,
     View,
     after_pending,
+    all_recorded,
     anchor,
     apply_records,
     copies,
@@ -486,9 +487,8 @@ class Recorder:
 
         The caller's next list is diffed against it first: sent back with messages appended
         (stateless or not), it costs one comparison in C and the new messages; an edit of it is an
-        edit. Call it only when every recordable message of ``messages`` is recorded. ``seq`` is
-        accepted for compatibility and not needed (slots are known per message).
-        """
+        edit. A list with a recordable message not recorded (no strategy records calls) is not noted:
+        the caller's next list finds it new. ``seq``: for compatibility (slots are known per message)."""
         with self._lock:
             state = self._view(session_id, view)
             state.hint = None  # the call is over: its comparison says nothing of the next list
@@ -502,7 +502,7 @@ class Recorder:
                     # contract), so it is this list already.
                     return
             mirror = self._mirror_of(session_id, view, state, messages)
-            if mirror is not None:
+            if all_recorded(messages, mirror.slots):
                 if newest is not None and newest.trusted:
                     # What the call received and does not hand back was evicted, not deleted.
                     state.evicted.update(s for s in newest.slots if s is not None)

@@ -45,6 +45,7 @@ __all__ = [
     "TailHidden",
     "View",
     "after_pending",
+    "all_recorded",
     "anchor",
     "apply_records",
     "copies",
@@ -533,3 +534,9 @@ def warn_quarantined(session_id: str, view: str, records: Sequence[RawRecord]) -
                 problem=r.quarantined,
                 hint="the message was recorded in a JSON-safe form; fix what produced it",
             )
+
+
+def all_recorded(messages: Sequence[Any], slots: Sequence[int | None]) -> bool:
+    """Whether every recordable message of ``messages`` has a slot (``slots``: a mirror's, one per position)."""
+    mine = list(slots[: len(messages)])
+    return None not in mine or all(s is not None or not recordable(m) for m, s in zip(messages, mine, strict=True))
