@@ -913,3 +913,21 @@ def test_a_summary_scrubbed_by_a_pattern_that_names_its_role_keeps_its_role(make
     summaries = [m for m in sent if is_summary(m)]
     assert len(summaries) == 1 and summaries[0]["role"] == summary["role"] and ERASED in json.dumps(summaries[0])
     assert sent[0] == {"role": "system", "content": "sys"}
+
+
+@pytest.mark.parametrize("pattern", ["", ".*", r"\d*", "x?"])
+def test_a_pattern_that_matches_an_empty_text_erases_nothing(
+    make_url: Any, pattern: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It would match every message (an unset shell variable in `--match "$VALUE"` is the empty pattern).
+    from ctxlife.cli import main
+    from ctxlife.errors import CtxlifeError
+
+    url = make_url("file")
+    with ctxlife.Session("empty", settings(url), context_window=100_000) as session:
+        session.add(user("my card is 4111-1111"), assistant("noted"))
+        with pytest.raises(CtxlifeError, match="matches an empty text, so it would erase every message"):
+            session.erase_matching(pattern)
+        assert main(["session", "erase", "empty", "--match", pattern, "--store", url]) != 0
+        assert "matches an empty text" in capsys.readouterr().err
+        assert [m["content"] for m in session.get_items()] == ["my card is 4111-1111", "noted"]
