@@ -3,7 +3,9 @@
 FTS5's ``bm25()`` scores every document a query matches: at 100k messages a question's common
 words match ~15k documents, and scoring them is most of what a search costs. A document's score is
 a sum over the query's terms, and a term adds less than ``idf * (k1 + 1)`` to it (BM25's ceiling:
-however often the term occurs, however short the document). So with the rarer terms ``R`` and the
+however often the term occurs, however short the document), times the tool weight for a tool result's
+document, counted only for the terms some tool result holds (a chat history has none: its ceilings are
+not inflated by a weight no document of it takes). So with the rarer terms ``R`` and the
 common ones ``C``, a document holding none of ``R`` scores less than the sum of the ceilings of
 ``C``; when that is below the ``limit``-th best score among the documents holding some of ``R``
 (scored by FTS5 with the whole query, so exactly as the full query scores them), no other document
@@ -35,19 +37,28 @@ def ranked(
     score: str,
     order: str,
     stride: int,
+    tool_hits: dict[str, int] | None = None,
 ) -> list[tuple[Any, ...]] | None:
     """The rows ``(rowid, score)`` the full query (``terms`` OR-ed, ``ORDER BY score DESC, seq, rowid
     LIMIT limit``) returns, or None when the ceilings cannot prove them cheaply (run the full query).
 
     ``hits``: each term's document count; ``score`` and ``order``: the full query's SQL for the score
     (with one ``?``: ``tool_weight``) and its ORDER BY ... LIMIT ?; ``rowid % stride``: a document's
-    record (its sequence number).
+    record (its sequence number). ``tool_hits``: each term's count of tool results' documents (None:
+    every term may be in one).
     """
     if len(terms) < 2:
         return None  # nothing to leave out
     rows = _documents(db)
-    weight = max(1.0, tool_weight)  # a tool result's score is multiplied by it
-    ceiling = {t: _idf(rows, hits[t]) * (_K1 + 1) * weight * (1 + _MARGIN) for t in terms}
+    ceiling = {t: _idf(rows, hits[t]) * (_K1 + 1) * (1 + _MARGIN) for t in terms}
+    in_tools = {t for t in terms if tool_hits is None or tool_hits.get(t, 1)}
+
+    def most(some: Sequence[str]) -> float:
+        """The highest score a document holding only ``some`` of the terms can have: a message's, or a
+        tool result's (its score multiplied by the tool weight, from the terms tool results hold)."""
+        plain = sum(ceiling[t] for t in some)
+        return max(plain, tool_weight * sum(ceiling[t] for t in some if t in in_tools))
+
     by_ceiling = sorted(terms, key=lambda t: -ceiling[t])
     full = _any(terms)
     found: dict[int, float] = {}
@@ -64,9 +75,9 @@ def ranked(
         )
         best = sorted(found.items(), key=lambda row: (-row[1], row[0] % stride, row[0]))[:limit]
         floor = best[-1][1] if len(best) >= limit else 0.0
-        if sum(ceiling[t] for t in common) < floor:
+        if most(common) < floor:
             return best
-        while rare < len(by_ceiling) and sum(ceiling[t] for t in by_ceiling[rare:]) >= floor:
+        while rare < len(by_ceiling) and most(by_ceiling[rare:]) >= floor:
             rare += 1
         if rare == len(by_ceiling):
             break
