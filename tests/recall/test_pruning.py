@@ -231,3 +231,27 @@ def test_word_counts_kept_across_writes_are_those_a_fresh_process_counts(tmp_pat
     check()
     for index in (kept, other):
         index.close()
+
+
+def test_a_word_never_said_and_a_rare_word_in_too_few_messages_are_pruned_exactly(tmp_path):
+    """A word no message holds scores nothing and is left out; the rarest word's messages too few to fill the
+    result bring in the next rarest word: the ceilings still settle it, exactly as scoring every match."""
+    rng = random.Random(19)
+    pruned, full = _pair(tmp_path)
+    texts = [" ".join(rng.choices(FILLER, k=8) + rng.sample(COMMON[:6], 1)) for _ in range(2000)]
+    texts += [f"rare3 {rng.choice(FILLER)} common1" for _ in range(2)]
+    texts += [f"rare4 {rng.choice(FILLER)} common2 {rng.choice(FILLER)}" for _ in range(12)]
+    rng.shuffle(texts)
+    for index in (pruned, full):
+        index.add([RawRecord(i + 1, {"role": "user", "content": text}) for i, text in enumerate(texts)])
+    terms = ["nowhere", "rare3", "rare4", "common1", "common2"]
+    score = f"-bm25(fts) * (CASE WHEN fts.rowid >= {TOOL_DOC} THEN ? ELSE 1.0 END)"
+    order = f"ORDER BY 2 DESC, fts.rowid % {PART_STRIDE}, fts.rowid LIMIT ?"
+    hits = {t: pruned._doc_freq(t) for t in terms}
+    assert hits["nowhere"] == 0 and hits["rare3"] == 2
+    rows = pruning.ranked(pruned._db, terms, 5, 1.0, hits, score, order, PART_STRIDE)
+    every = pruned._db.execute(
+        f"SELECT fts.rowid, {score} FROM fts WHERE fts MATCH ? {order}", (1.0, " OR ".join(f'"{t}"' for t in terms), 5)
+    ).fetchall()
+    assert rows == every
+    _same(pruned, full, [terms, terms[1:], ["nowhere", "common1", "common2"]], 1.0)

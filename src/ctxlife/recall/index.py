@@ -560,20 +560,14 @@ class HistoryIndex:
             return entry[0]
         # A tool result's documents are numbered from TOOL_DOC up, and a document's record is rowid % PART_STRIDE.
         where = f" AND rowid >= {TOOL_DOC}" if tools else ""
+        count = f"SELECT count(*) FROM fts WHERE fts MATCH ?{where}"
         try:
             if entry is not None and entry[2] == edits and entry[1] < last:
                 since = entry[1]
-                found = (
-                    entry[0]
-                    + self._db.execute(
-                        f"SELECT count(*) FROM fts WHERE fts MATCH ? AND rowid > ? AND rowid % {PART_STRIDE} > ?{where}",
-                        (f'"{term}"', since, since),
-                    ).fetchone()[0]
-                )
+                added = f"{count} AND rowid > ? AND rowid % {PART_STRIDE} > ?"
+                found = entry[0] + self._db.execute(added, (f'"{term}"', since, since)).fetchone()[0]
             else:
-                found = self._db.execute(
-                    f"SELECT count(*) FROM fts WHERE fts MATCH ?{where}", (f'"{term}"',)
-                ).fetchone()[0]
+                found = self._db.execute(count, (f'"{term}"',)).fetchone()[0]
         except sqlite3.Error:
             found = 1 if tools else 0  # (tool results: unknown, as if one held it)
         if len(self._df) >= self._DF_KEPT:

@@ -47,6 +47,9 @@ def ranked(
     record (its sequence number). ``tool_hits``: each term's count of tool results' documents (None:
     every term may be in one).
     """
+    # A word no document holds adds nothing to any score (its frequency in each is 0): left out, it would
+    # only start a round of rare terms that finds nothing.
+    terms = [t for t in terms if hits[t]]
     if len(terms) < 2:
         return None  # nothing to leave out
     rows = _documents(db)
@@ -62,8 +65,18 @@ def ranked(
     by_ceiling = sorted(terms, key=lambda t: -ceiling[t])
     full = _any(terms)
     found: dict[int, float] = {}
+    total = sum(hits[t] for t in terms)
+    # Each round costs FTS5 a pass over every term's documents (bm25's idf), whatever it scores: the first
+    # takes as many of the rarest terms as a document holding each once (an idf apiece) needs to outscore
+    # every document without them, while they stay in under half the matches.
     rare = 1
-    while sum(hits[t] for t in by_ceiling[:rare]) * 2 <= sum(hits.values()):
+    while (
+        rare < len(by_ceiling) - 1
+        and most(by_ceiling[rare:]) * (_K1 + 1) >= sum(ceiling[t] for t in by_ceiling[:rare])
+        and sum(hits[t] for t in by_ceiling[: rare + 1]) * 2 <= total
+    ):
+        rare += 1
+    while sum(hits[t] for t in by_ceiling[:rare]) * 2 <= total:
         kept = set(by_ceiling[:rare])
         common = [t for t in terms if t not in kept]
         # The documents holding a rare term, scored by the whole query (a NOT's phrases add nothing).
@@ -77,9 +90,11 @@ def ranked(
         floor = best[-1][1] if len(best) >= limit else 0.0
         if most(common) < floor:
             return best
-        while rare < len(by_ceiling) and most(by_ceiling[rare:]) >= floor:
+        if len(best) < limit:
+            rare += 1  # fewer documents hold the rare terms than the result takes: the next rarest joins them
+        while rare < len(by_ceiling) and most(by_ceiling[rare:]) >= floor > 0:
             rare += 1
-        if rare == len(by_ceiling):
+        if rare >= len(by_ceiling):
             break
     return None  # the rare terms match most of what the query does: no cheaper than the full query
 
