@@ -175,12 +175,16 @@ def test_a_chat_history_is_pruned_at_any_tool_weight_and_a_tool_result_of_common
     assert tools == dict.fromkeys(terms, 0)
     assert pruning.ranked(pruned._db, terms, 3, 3.0, hits, score, order, PART_STRIDE, tools) is not None
     _same(pruned, full, [terms], 3.0)
-    result = RawRecord(len(chat) + 1, {"role": "tool", "tool_call_id": "c1", "content": "common1 common2 common1"})
+    result = RawRecord(
+        len(chat) + 1, {"role": "tool", "tool_call_id": "c1", "content": "common1 common1 common1 common1 common2"}
+    )
     for index in (pruned, full):
         index.add([result])
-    assert [h.seq for h in full._ranked(terms, 1, 3.0)] == [result.seq]
-    assert [h.seq for h in pruned._ranked(terms, 1, 3.0)] == [result.seq]
-    _same(pruned, full, [terms], 3.0)
+    # With one common word its ceiling (3.5) stays below the rare word's best message (9.5), but not five times it.
+    for asked, weight in ((terms, 3.0), (terms[:2], 5.0)):
+        assert [h.seq for h in full._ranked(asked, 1, weight)] == [result.seq]
+        assert [h.seq for h in pruned._ranked(asked, 1, weight)] == [result.seq]
+        _same(pruned, full, [asked], weight)
 
 
 def test_word_counts_kept_across_writes_are_those_a_fresh_process_counts(tmp_path):
