@@ -958,9 +958,10 @@ def print_table(result: dict[str, Any]) -> None:
     for row in result["recall_overhead"]:
         console.print(
             f"recall at {row['history_messages']:,} messages: "
-            f"+{row['recall_adds_median_ms']} ms CPU per call (median of {row['runs']} interleaved runs, "
-            f"spread {row['recall_adds_spread_ms'][0]}-{row['recall_adds_spread_ms'][1]}), "
-            f"+{row['recall_adds_p95_ms']} ms (p95); first call +{row['recall_first_call_ms']} ms (index built)"
+            f"{row['recall_adds_median_ms']:+,.1f} ms CPU per call (median of {row['runs']} interleaved runs, "
+            f"spread {row['recall_adds_spread_ms'][0]:,.1f} to {row['recall_adds_spread_ms'][1]:,.1f}), "
+            f"{row['recall_adds_p95_ms']:+,.1f} ms (p95); "
+            f"first call {row['recall_first_call_ms']:+,.1f} ms (index built)"
         )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from report.fmt import ms, n, pct, table, window
+from report.fmt import n, pct, table, window
 
 METHOD_LABELS = {
     "unmanaged": "unmanaged",
@@ -132,19 +132,25 @@ def section(results: dict[str, Any]) -> str:
             "one new question per call; calls with and without `recall` interleaved in one process, the median "
             "of three runs and their spread): "
             + "; ".join(
-                f"+{ms(r['recall_adds_median_ms'])} ms median"
+                f"{signed_ms(r['recall_adds_median_ms'])} ms median"
                 + (
-                    f" ({ms(r['recall_adds_spread_ms'][0])}-{ms(r['recall_adds_spread_ms'][1])})"
+                    f" ({r['recall_adds_spread_ms'][0]:,.1f} to {r['recall_adds_spread_ms'][1]:,.1f})"
                     if "recall_adds_spread_ms" in r
                     else ""
                 )
-                + f" (+{ms(r['recall_adds_p95_ms'])} ms p95) at "
-                f"{n(r['history_messages'])} messages of history, first call +{ms(r['recall_first_call_ms'])} ms"
+                + f" ({signed_ms(r['recall_adds_p95_ms'])} ms p95) at "
+                f"{n(r['history_messages'])} messages of history, first call {signed_ms(r['recall_first_call_ms'])} ms"
                 for r in over
             )
             + ".\n"
         )
     return "\n".join(out)
+
+
+def signed_ms(value: float) -> str:
+    """A difference of two timings, with its sign, in one format whatever its size: "+3.1", "-95.5", "+2,540.0"
+    (a first call can cost less with recall than without: the two runs' noise is larger than the index's build)."""
+    return f"{value:+,.1f}"
 
 
 def _woz_section(results: dict[str, Any]) -> list[str]:

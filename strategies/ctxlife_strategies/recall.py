@@ -57,7 +57,6 @@ from ctxlife.recall.text import (
     names_that_day,
     names_yesterday,
     normalize,
-    term_pattern,
 )
 from ctxlife.strategy import ToolSpec
 
@@ -568,7 +567,7 @@ def _coverage(passage: Passage) -> float:
     if not total:
         return 0.0
     text = "\n".join(r.text for r in passage.records if r.seq in passage.core).casefold()
-    return sum(w for term, w in passage.weights.items() if term_pattern(term).search(text)) / total
+    return sum(w for term, w in passage.weights.items() if count_term(text, term, first=True)) / total
 
 
 def _without_seams(asked: dict[str, float], held: dict[str, float], text: str) -> dict[str, float]:

@@ -97,10 +97,11 @@ def test_a_lone_digit_is_a_term_a_lone_letter_is_not():
     ],
 )
 def test_a_term_is_counted_where_the_index_would_find_it(term, text, count):
-    from ctxlife.recall.text import count_term, term_pattern
+    from ctxlife.recall.text import count_term, term_pattern, term_starts
 
     assert count_term(text.casefold(), term) == count
     assert len(term_pattern(term).findall(text.casefold())) == count
+    assert term_starts(text.casefold(), term) == [m.start() for m in term_pattern(term).finditer(text.casefold())]
 
 
 @pytest.mark.parametrize(
@@ -714,12 +715,14 @@ def test_a_match_shown_with_a_better_passage_brings_the_rest_of_its_turn():
 )
 def test_terms_are_counted_as_their_pattern_finds_them(text, question):
     # Turns are scored by counting terms without a pattern per term; the count must be the pattern's.
-    from ctxlife.recall.text import count_term, term_pattern
+    from ctxlife.recall.text import count_term, term_pattern, term_starts
 
     lower = text.casefold()
     for term in query_terms(question):
         assert count_term(lower, term) == len(term_pattern(term).findall(lower))
         assert count_term(lower, term, first=True) == (1 if term_pattern(term).search(lower) else 0)
+        # The block's excerpts start where the pattern would find the terms.
+        assert term_starts(lower, term) == [m.start() for m in term_pattern(term).finditer(lower)]
 
 
 def _hotel_session(hotels: int) -> list[dict]:

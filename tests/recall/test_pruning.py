@@ -154,3 +154,108 @@ def test_a_word_in_many_messages_still_ranks_them_when_the_rarer_word_leaves_roo
         index.add(_records(more, 101))
     want = [h.seq for h in full._ranked(["seldom", "often"], 25, 1.0)]
     assert [h.seq for h in pruned._ranked(["seldom", "often"], 25, 1.0)] == want and len(want) == 25
+
+
+def test_a_chat_history_is_pruned_at_any_tool_weight_and_a_tool_result_of_common_words_still_wins(tmp_path):
+    """Tool results weighed up raise the ceilings only of the words tool results hold: a history without tool
+    results is pruned as at weight 1, and a tool result holding only common words, which the weight lifts
+    above the rare word's messages, is still found first."""
+    rng = random.Random(13)
+    pruned, full = _pair(tmp_path)
+    texts = [" ".join(rng.choices(FILLER, k=8) + rng.sample(COMMON[:6], 1)) for _ in range(2000)]
+    texts += [f"rare3 {rng.choice(FILLER)} common1" for _ in range(10)]
+    chat = [RawRecord(i + 1, {"role": "user", "content": text}) for i, text in enumerate(texts)]
+    for index in (pruned, full):
+        index.add(chat)
+    terms = ["rare3", "common1", "common2"]
+    score = f"-bm25(fts) * (CASE WHEN fts.rowid >= {TOOL_DOC} THEN ? ELSE 1.0 END)"
+    order = f"ORDER BY 2 DESC, fts.rowid % {PART_STRIDE}, fts.rowid LIMIT ?"
+    hits = {t: pruned._doc_freq(t) for t in terms}
+    tools = {t: pruned._doc_freq(t, tools=True) for t in terms}
+    assert tools == dict.fromkeys(terms, 0)
+    assert pruning.ranked(pruned._db, terms, 3, 3.0, hits, score, order, PART_STRIDE, tools) is not None
+    _same(pruned, full, [terms], 3.0)
+    result = RawRecord(
+        len(chat) + 1, {"role": "tool", "tool_call_id": "c1", "content": "common1 common1 common1 common1 common2"}
+    )
+    for index in (pruned, full):
+        index.add([result])
+    # With one common word its ceiling (3.5) stays below the rare word's best message (9.5), but not five times it.
+    for asked, weight in ((terms, 3.0), (terms[:2], 5.0)):
+        assert [h.seq for h in full._ranked(asked, 1, weight)] == [result.seq]
+        assert [h.seq for h in pruned._ranked(asked, 1, weight)] == [result.seq]
+        _same(pruned, full, [asked], weight)
+
+
+def test_word_counts_kept_across_writes_are_those_a_fresh_process_counts(tmp_path):
+    """A long-running index keeps its words' document counts across additions (counting only what was added);
+    after additions, long messages in chunks, tool results, an edit, a removal and another process's write, every
+    count, and so every ranking, is what a fresh process opening the file counts."""
+    rng = random.Random(17)
+    path = tmp_path / "kept.sqlite"
+    kept = HistoryIndex(path, chunk_chars=120)
+    other = HistoryIndex(path, chunk_chars=120)
+    words = [*COMMON[:4], *RARE[:3]]
+
+    def batch(start: int, n: int) -> list[RawRecord]:
+        out = []
+        for i in range(n):
+            size = rng.choice((6, 6, 60))  # some past chunk_chars: documents numbered past PART_STRIDE
+            text = " ".join(rng.choices(FILLER, k=size) + rng.sample(words, 2))
+            role = "tool" if i % 5 == 2 else rng.choice(("user", "assistant"))
+            out.append(RawRecord(start + i, {"role": role, "content": text}))
+        return out
+
+    def check() -> None:
+        fresh = HistoryIndex(path, chunk_chars=120)
+        for word in words:
+            for tools in (False, True):
+                assert kept._doc_freq(word, tools=tools) == fresh._doc_freq(word, tools=tools), (word, tools)
+        assert kept.term_weights(words) == fresh.term_weights(words)
+        fresh.close()
+
+    history = batch(1, 300)
+    kept.add(history)
+    check()
+    for _ in range(3):  # additions only: counted from what was added
+        more = batch(kept.last_seq + 1, 40)
+        kept.add(more)
+        check()
+    seq = kept.last_seq + 1
+    kept.add([RawRecord(seq, {"role": "user", "content": "rare0 common1"}, op="replace", target=history[5].seq)])
+    check()
+    kept.add([RawRecord(seq + 1, {"role": "user", "content": ""}, op="remove", target=history[7].seq)])
+    check()
+    other.refresh()
+    other.add(batch(seq + 2, 30))  # another process writes
+    other.add([RawRecord(seq + 32, {"role": "user", "content": "rare1"}, op="replace", target=history[9].seq)])
+    kept.add(batch(seq + 33, 10))  # ...and this one adds after it, without a refresh
+    check()
+    kept.refresh()
+    check()
+    for index in (kept, other):
+        index.close()
+
+
+def test_a_word_never_said_and_a_rare_word_in_too_few_messages_are_pruned_exactly(tmp_path):
+    """A word no message holds scores nothing and is left out; the rarest word's messages too few to fill the
+    result bring in the next rarest word: the ceilings still settle it, exactly as scoring every match."""
+    rng = random.Random(19)
+    pruned, full = _pair(tmp_path)
+    texts = [" ".join(rng.choices(FILLER, k=8) + rng.sample(COMMON[:6], 1)) for _ in range(2000)]
+    texts += [f"rare3 {rng.choice(FILLER)} common1" for _ in range(2)]
+    texts += [f"rare4 {rng.choice(FILLER)} common2 {rng.choice(FILLER)}" for _ in range(12)]
+    rng.shuffle(texts)
+    for index in (pruned, full):
+        index.add([RawRecord(i + 1, {"role": "user", "content": text}) for i, text in enumerate(texts)])
+    terms = ["nowhere", "rare3", "rare4", "common1", "common2"]
+    score = f"-bm25(fts) * (CASE WHEN fts.rowid >= {TOOL_DOC} THEN ? ELSE 1.0 END)"
+    order = f"ORDER BY 2 DESC, fts.rowid % {PART_STRIDE}, fts.rowid LIMIT ?"
+    hits = {t: pruned._doc_freq(t) for t in terms}
+    assert hits["nowhere"] == 0 and hits["rare3"] == 2
+    rows = pruning.ranked(pruned._db, terms, 5, 1.0, hits, score, order, PART_STRIDE)
+    every = pruned._db.execute(
+        f"SELECT fts.rowid, {score} FROM fts WHERE fts MATCH ? {order}", (1.0, " OR ".join(f'"{t}"' for t in terms), 5)
+    ).fetchall()
+    assert rows == every
+    _same(pruned, full, [terms, terms[1:], ["nowhere", "common1", "common2"]], 1.0)

@@ -19,7 +19,7 @@ from datetime import datetime
 from ctxlife.messages import QUOTE_MARK, RECALL_PREFIX, quote
 from ctxlife.recall.history import Passage
 from ctxlife.recall.index import Hit, StoredRecord
-from ctxlife.recall.text import query_terms, term_pattern
+from ctxlife.recall.text import query_terms, term_starts
 from ctxlife.tokens import TokenCounter
 
 
@@ -250,7 +250,7 @@ def excerpt(
     lower = text.casefold()
     matches: list[tuple[int, str]] = []
     for term in terms:
-        matches += [(m.start(), term) for m in term_pattern(term).finditer(lower)]
+        matches += [(at, term) for at in term_starts(lower, term)]
     chars_per_token = max(len(text) / max(count(text), 1), 1.0)
     budget = max(int(tokens * chars_per_token) - 8, 16)
     windows: list[tuple[int, int]] = []

@@ -143,11 +143,11 @@ class HistoryIndex:
         self._last_seq = self._read_last_seq()
         self._docs = self._count_docs()
         self._views = self._read_views()
-        # Document frequencies of the index as it is now (last_seq, documents): a search ranks the
-        # same in a fresh process as in a long-running one. Between writes the same terms are
-        # looked up on every call of a conversation.
-        self._df: dict[str, int] = {}
-        self._df_state = (self._last_seq, self._docs)
+        # Document frequencies: (term, tool results' only) -> (count, last_seq, edits) as counted then, so a
+        # search ranks the same in a fresh process as in a long-running one. The same terms are looked up on
+        # many calls of a conversation: after additions only, the count is brought up to date by counting the
+        # term in the documents added since (see _doc_freq).
+        self._df: dict[tuple[str, bool], tuple[int, int, int]] = {}
         # Rows read lately (see _rows) and the records made of them: a write that replaces or removes
         # a record empties both; an addition forgets only the slots it filled.
         self._memo: dict[int, tuple[Any, ...] | None] = {}
@@ -246,13 +246,14 @@ class HistoryIndex:
         """
         changed = 0
         filled: list[int] = []
-        edited = False
+        edited = external = False
         with self._lock:
             docs = self._docs
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 last = self._read_last_seq()
-                if last != self._last_seq:
+                external = last != self._last_seq
+                if external:
                     self._docs = self._count_docs()  # another process wrote since: its count
                 fp: str | None = None
                 todo: list[RawRecord] = []
@@ -293,7 +294,7 @@ class HistoryIndex:
                     raise
                 raise IndexError_(f"cannot write the history index {self.path or ':memory:'}: {exc}") from None
             self._last_seq = last
-            if edited:
+            if edited or external:  # (another process's write may have edited records)
                 self._forget_rows()
             else:  # additions only: the rows read before are unchanged, the slots filled were empty
                 for seq in filled:
@@ -464,7 +465,8 @@ class HistoryIndex:
             # frequencies are this process's: after another's write, every match is).
             if view is None and self._docs >= self.PRUNE_DOCS and self._read_last_seq() == self._last_seq:
                 hits = {t: self._doc_freq(t) for t in terms}
-                rows = pruning.ranked(self._db, terms, limit, tool_weight, hits, score, order, PART_STRIDE)
+                tools = {t: self._doc_freq(t, tools=True) for t in terms} if tool_weight > 1 else None
+                rows = pruning.ranked(self._db, terms, limit, tool_weight, hits, score, order, PART_STRIDE, tools)
             if rows is None and view is None:
                 rows = self._db.execute(
                     f"SELECT fts.rowid, {score} FROM fts WHERE fts MATCH ? {order}", (tool_weight, match, limit)
@@ -543,19 +545,38 @@ class HistoryIndex:
         finally:
             cursor.close()
 
-    def _doc_freq(self, term: str) -> int:
-        state = (self._last_seq, self._docs)
-        if state != self._df_state:
+    def _doc_freq(self, term: str, *, tools: bool = False) -> int:
+        """How many documents hold ``term`` (with ``tools``: how many of them are tool results').
+
+        A count made before additions only (the index's ``_edits`` unchanged: an edit, a removal, a reset
+        or another process's write changes it) is brought up to date from the documents added since: those
+        of records past the ``last_seq`` it was made at (FTS5 seeks there; at 100k messages a common word's
+        full count costs ~0.5 ms, a few per search).
+        """
+        key = (term, tools)
+        last, edits = self._last_seq, self._edits
+        entry = self._df.get(key)
+        if entry is not None and entry[1:] == (last, edits):
+            return entry[0]
+        # A tool result's documents are numbered from TOOL_DOC up, and a document's record is rowid % PART_STRIDE.
+        where = f" AND rowid >= {TOOL_DOC}" if tools else ""
+        count = f"SELECT count(*) FROM fts WHERE fts MATCH ?{where}"
+        try:
+            if entry is not None and entry[2] == edits and entry[1] < last:
+                since = entry[1]
+                added = f"{count} AND rowid > ? AND rowid % {PART_STRIDE} > ?"
+                found = entry[0] + self._db.execute(added, (f'"{term}"', since, since)).fetchone()[0]
+            else:
+                found = self._db.execute(count, (f'"{term}"',)).fetchone()[0]
+        except sqlite3.Error:
+            found = 1 if tools else 0  # (tool results: unknown, as if one held it)
+        if len(self._df) >= self._DF_KEPT:
             self._df.clear()
-            self._df_state = state
-        found = self._df.get(term)
-        if found is None:
-            try:
-                found = self._db.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (f'"{term}"',)).fetchone()[0]
-            except sqlite3.Error:
-                found = 0
-            self._df[term] = found
+        self._df[key] = (int(found), last, edits)
         return int(found)
+
+    #: Most document frequencies kept (see :meth:`_doc_freq`).
+    _DF_KEPT = 4096
 
     def term_weights(self, terms: Sequence[str]) -> dict[str, float]:
         """Inverse document frequency of each search term in this index (BM25's idf; rare terms weigh more)."""

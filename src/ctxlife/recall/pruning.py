@@ -3,7 +3,9 @@
 FTS5's ``bm25()`` scores every document a query matches: at 100k messages a question's common
 words match ~15k documents, and scoring them is most of what a search costs. A document's score is
 a sum over the query's terms, and a term adds less than ``idf * (k1 + 1)`` to it (BM25's ceiling:
-however often the term occurs, however short the document). So with the rarer terms ``R`` and the
+however often the term occurs, however short the document), times the tool weight for a tool result's
+document, counted only for the terms some tool result holds (a chat history has none: its ceilings are
+not inflated by a weight no document of it takes). So with the rarer terms ``R`` and the
 common ones ``C``, a document holding none of ``R`` scores less than the sum of the ceilings of
 ``C``; when that is below the ``limit``-th best score among the documents holding some of ``R``
 (scored by FTS5 with the whole query, so exactly as the full query scores them), no other document
@@ -35,24 +37,46 @@ def ranked(
     score: str,
     order: str,
     stride: int,
+    tool_hits: dict[str, int] | None = None,
 ) -> list[tuple[Any, ...]] | None:
     """The rows ``(rowid, score)`` the full query (``terms`` OR-ed, ``ORDER BY score DESC, seq, rowid
     LIMIT limit``) returns, or None when the ceilings cannot prove them cheaply (run the full query).
 
     ``hits``: each term's document count; ``score`` and ``order``: the full query's SQL for the score
     (with one ``?``: ``tool_weight``) and its ORDER BY ... LIMIT ?; ``rowid % stride``: a document's
-    record (its sequence number).
+    record (its sequence number). ``tool_hits``: each term's count of tool results' documents (None:
+    every term may be in one).
     """
+    # A word no document holds adds nothing to any score (its frequency in each is 0): left out, it would
+    # only start a round of rare terms that finds nothing.
+    terms = [t for t in terms if hits[t]]
     if len(terms) < 2:
         return None  # nothing to leave out
     rows = _documents(db)
-    weight = max(1.0, tool_weight)  # a tool result's score is multiplied by it
-    ceiling = {t: _idf(rows, hits[t]) * (_K1 + 1) * weight * (1 + _MARGIN) for t in terms}
+    ceiling = {t: _idf(rows, hits[t]) * (_K1 + 1) * (1 + _MARGIN) for t in terms}
+    in_tools = {t for t in terms if tool_hits is None or tool_hits.get(t, 1)}
+
+    def most(some: Sequence[str]) -> float:
+        """The highest score a document holding only ``some`` of the terms can have: a message's, or a
+        tool result's (its score multiplied by the tool weight, from the terms tool results hold)."""
+        plain = sum(ceiling[t] for t in some)
+        return max(plain, tool_weight * sum(ceiling[t] for t in some if t in in_tools))
+
     by_ceiling = sorted(terms, key=lambda t: -ceiling[t])
     full = _any(terms)
     found: dict[int, float] = {}
+    total = sum(hits[t] for t in terms)
+    # Each round costs FTS5 a pass over every term's documents (bm25's idf), whatever it scores: the first
+    # takes as many of the rarest terms as a document holding each once (an idf apiece) needs to outscore
+    # every document without them, while they stay in under half the matches.
     rare = 1
-    while sum(hits[t] for t in by_ceiling[:rare]) * 2 <= sum(hits.values()):
+    while (
+        rare < len(by_ceiling) - 1
+        and most(by_ceiling[rare:]) * (_K1 + 1) >= sum(ceiling[t] for t in by_ceiling[:rare])
+        and sum(hits[t] for t in by_ceiling[: rare + 1]) * 2 <= total
+    ):
+        rare += 1
+    while sum(hits[t] for t in by_ceiling[:rare]) * 2 <= total:
         kept = set(by_ceiling[:rare])
         common = [t for t in terms if t not in kept]
         # The documents holding a rare term, scored by the whole query (a NOT's phrases add nothing).
@@ -64,11 +88,13 @@ def ranked(
         )
         best = sorted(found.items(), key=lambda row: (-row[1], row[0] % stride, row[0]))[:limit]
         floor = best[-1][1] if len(best) >= limit else 0.0
-        if sum(ceiling[t] for t in common) < floor:
+        if most(common) < floor:
             return best
-        while rare < len(by_ceiling) and sum(ceiling[t] for t in by_ceiling[rare:]) >= floor:
+        if len(best) < limit:
+            rare += 1  # fewer documents hold the rare terms than the result takes: the next rarest joins them
+        while rare < len(by_ceiling) and most(by_ceiling[rare:]) >= floor > 0:
             rare += 1
-        if rare == len(by_ceiling):
+        if rare >= len(by_ceiling):
             break
     return None  # the rare terms match most of what the query does: no cheaper than the full query
 

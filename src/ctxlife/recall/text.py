@@ -203,6 +203,31 @@ def count_term(lower: str, term: str, *, first: bool = False) -> int:
     return found
 
 
+def term_starts(lower: str, term: str) -> list[int]:
+    """Where :func:`term_pattern` finds ``term`` in the case-folded ``lower`` (each match's start, as
+    ``finditer`` gives them), without compiling a pattern: the pattern's look-behind over every script
+    without spaces costs milliseconds to compile, and each question brings new terms."""
+    anywhere, literal = _term_literal(term)
+    out: list[int] = []
+    size = len(literal)
+    at = lower.find(literal)
+    if anywhere:  # a bigram, a lone character: every occurrence, not overlapping
+        while at >= 0:
+            out.append(at)
+            at = lower.find(literal, at + size)
+        return out
+    number = literal.isdecimal()
+    while at >= 0:
+        before = lower[at - 1] if at else " "
+        starts = not before.isalnum() or (not before.isascii() and NO_SPACE_RUN.match(before))
+        if starts and not (number and lower[at + size : at + size + 1].isdecimal()):
+            out.append(at)
+            at = lower.find(literal, at + size)
+        else:
+            at = lower.find(literal, at + 1)
+    return out
+
+
 @functools.lru_cache(maxsize=4096)
 def _term_literal(term: str) -> tuple[bool, str]:
     """Whether :func:`term_pattern` finds ``term`` anywhere (a bigram), and the text every match holds."""
