@@ -4,7 +4,9 @@ keys safely and reversibly, and work end to end on every store; what cannot map 
 from __future__ import annotations
 
 import asyncio
+import html
 import io
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -193,3 +195,23 @@ def test_the_session_command_shows_and_takes_the_original_id(store_url: str) -> 
     assert code == 0 and sid in out
     with open_store(store_url) as store:
         assert store.list_sessions() == []
+
+
+def test_report_and_replay_take_and_show_the_original_id(
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As `ctxlife session` does: the id the app used (or the store's key) names the session.
+    from ctxlife.cli import main
+
+    sid = "Zoë/客户-42"
+    cfg = settings_from_dict({"strategies": ["snapshot_restore"], "store": store_url})
+    with ctxlife.Session(sid, cfg, context_window=8000) as session:
+        session.prepare({"role": "user", "content": "hello"})
+        session.record_reply("hi")
+    page = tmp_path / "report.html"
+    for typed in (sid, session_key(sid)):
+        assert main(["report", typed, "-o", str(page), "--store", store_url]) == 0
+        assert f"ctxlife session report: {html.escape(sid)}" in page.read_text(encoding="utf-8")
+        capsys.readouterr()
+        assert main(["replay", "--session", typed, "--store", store_url]) == 0
+        assert f"Session {sid!r}" in capsys.readouterr().out

@@ -12,10 +12,11 @@ import json
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from ctxlife.cli.session import console_on, parts_table
+from ctxlife.cli.session import console_on, key_of, parts_table
 from ctxlife.errors import ConfigError, CtxlifeError
 from ctxlife.inspection import PART_KINDS, RECORDED, SessionReplay, pick_view
 from ctxlife.sessions import open_store
+from ctxlife.sessions.ids import original_session_id
 
 if TYPE_CHECKING:
     from ctxlife.config import Settings
@@ -254,6 +255,7 @@ def replay_stored(
 
     settings = load_settings(args.config)
     with open_session_store(settings, args.store) as store, bar or contextlib.nullcontext() as progress:
+        session_id = key_of(store, session_id)  # (any id the app used, as `ctxlife session` takes it)
         view = pick_view(store, session_id, args.view)
         return replay_session(
             settings,
@@ -286,7 +288,8 @@ def print_session_replay(result: SessionReplay, out: Any = None) -> None:
         title = "What each call would have sent in this simulation (tokens per part)"
     console.print(
         Text(
-            f"Session {result.session_id!r}{view} from {result.store_url}, {how}: window {result.context_window:,}, "
+            f"Session {original_session_id(result.session_id)!r}{view} from {result.store_url}, {how}: "
+            f"window {result.context_window:,}, "
             f"threshold line {budget:,}, tokens counted with {result.encoding}; {result.messages} stored messages, "
             f"{len(result.frames)} calls"
         )

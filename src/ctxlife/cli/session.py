@@ -51,7 +51,7 @@ from ctxlife.sessions.durations import parse_duration
 from ctxlife.sessions.ids import original_session_id, validate_session_id, validate_view
 from ctxlife.sessions.records import materialize
 
-__all__ = ["add_session_parser", "parts_table", "run_session_command"]
+__all__ = ["add_session_parser", "key_of", "parts_table", "run_session_command"]
 
 TokenCounter = Callable[[list[dict[str, Any]]], int]
 
@@ -239,7 +239,7 @@ def run_session_command(
     try:
         with open_store(url) as store:
             if getattr(args, "session_id", None) is not None:
-                args.session_id = _key_of(store, args.session_id)
+                args.session_id = key_of(store, args.session_id)
                 if command != "rm":  # an erase killed before it finished is completed before anything is read
                     store.finish_erase(args.session_id, replacing=command == "erase")
             return handler(store, args, out, err, count_tokens, token_encoding)
@@ -291,7 +291,7 @@ def _not_found(store: Any, sid: str, err: IO[str]) -> int:
     return _EXIT_NOT_FOUND
 
 
-def _key_of(store: Any, typed: str) -> str:
+def key_of(store: Any, typed: str) -> str:
     """The key of the session ``typed`` names: the id as the app passed it, else a key typed as it is stored."""
     key = session_key(typed)
     if key != typed and _is_plain_key(typed):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ctxlife.errors import CtxlifeError
 from ctxlife.messages import escape_surrogates
+from ctxlife.sessions.ids import original_session_id
 
 if TYPE_CHECKING:
     from ctxlife.inspection import Frame, SessionReplay
@@ -283,7 +284,9 @@ def _panel(frame: Frame, replay: SessionReplay) -> str:
 def render_html(replay: SessionReplay, *, title: str | None = None) -> str:
     """The report page for ``replay`` (a :class:`~ctxlife.replay.SessionReplay`), as one HTML string."""
     frames = replay.frames
-    heading = title or f"ctxlife session report: {replay.session_id}" + (f" [{replay.view}]" if replay.view else "")
+    heading = title or f"ctxlife session report: {original_session_id(replay.session_id)}" + (
+        f" [{replay.view}]" if replay.view else ""
+    )
     script_hash = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode("ascii")
     # Nothing may be fetched and only the page's own script may run, whatever the session holds.
     policy = f"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{script_hash}'; img-src data:"
