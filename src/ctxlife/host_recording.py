@@ -18,7 +18,7 @@ from ctxlife.contexts import Action, LLMCallContext
 from ctxlife.errors import ConfigError, CtxlifeError
 from ctxlife.events import describe_error, emit
 from ctxlife.host_report import Report, StrategyFailure, quotable_texts
-from ctxlife.messages import Agreement
+from ctxlife.messages import Agreement, check_shape
 from ctxlife.sessions import open_store, store_schemes
 from ctxlife.sessions.base import SessionStore
 from ctxlife.sessions.keeper import keeper_for
@@ -159,10 +159,15 @@ def record_reply(
     """``Host.record_reply`` with the session's lock held: a message is appended after the view's
     recorded conversation, a list recorded by alignment (and left as the caller's next list)."""
     keeper = keeper_for(store)
+    if not isinstance(reply, (dict, list)):
+        raise CtxlifeError(f"record_reply takes a message dict or a list of them, got {type(reply).__name__}")
+    # What is recorded is sent on every later call: a reply of no known shape is refused, nothing written.
+    # (A list's other messages were checked when the call was managed: only its last, the reply, is new.)
+    newest = reply if isinstance(reply, dict) else reply[-1] if reply else None
+    if newest is not None:
+        check_shape([json_safe(newest)], where="record_reply")
     if isinstance(reply, dict):
         return keeper.append(session, [reply], view)
-    if not isinstance(reply, list):
-        raise CtxlifeError(f"record_reply takes a message dict or a list of them, got {type(reply).__name__}")
     records = keeper.record_list(session, reply, view)
     keeper.leave(session, reply, view)  # the caller's next list continues this one
     return records

@@ -260,10 +260,12 @@ class Session:
 
         Record every reply, the last one of a process included: after a restart the conversation
         then continues after it (not after two user turns in a row). As :meth:`add` when the
-        store fails.
+        store fails, or for a message of no known shape (refused, nothing written).
         """
+        message = as_message(reply)
+        check_shape([json_safe(message)], where=f"session {self.session_id!r} record_reply()")
         with self._lock:
-            record = self._keeper().append(self.session_id, [as_message(reply)], self.view)[0]
+            record = self._keeper().append(self.session_id, [message], self.view)[0]
             self._appended.append(record.message)
             return record
 

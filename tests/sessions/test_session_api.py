@@ -511,6 +511,19 @@ def test_an_edit_or_add_every_later_call_would_send_as_an_invalid_list_is_refuse
     assert contents(sent)[-3:] == ["a, edited", "bytes are text once stored", "next"]
 
 
+def test_a_reply_of_no_known_shape_is_refused_and_the_session_goes_on(tmp_path: Path) -> None:
+    bot = {"role": "bot", "content": "x"}  # (a LangChain-style role)
+    with ctxlife.Session("reply", config(f"file://{tmp_path}"), context_window=8000) as session:
+        session.prepare(user("q"))
+        with pytest.raises(InvalidMessagesError, match=r"^session 'reply' record_reply\(\)\[0\] .*'bot' role"):
+            session.record_reply(bot)
+        for reply in (bot, [user("q"), bot]):  # the host's record_reply: a message, or the list it ends
+            with pytest.raises(InvalidMessagesError, match=r"^record_reply\[0\] .*'bot' role"):
+                session.host.record_reply(reply, session_id="reply")
+        session.record_reply("a")
+        assert contents(session.prepare(user("next"))) == ["q", "a", "next"]
+
+
 def test_a_number_the_session_does_not_hold_names_the_callers_id_and_the_command_that_lists_them(
     tmp_path: Path,
 ) -> None:
