@@ -1101,6 +1101,9 @@ def test_a_call_line_keeps_the_short_arguments_and_those_with_a_fact_in_order_un
     # 12 characters is short; 13 without a fact is left out; the fact no longer fits
     args = {"flag": "abcdefghijkl", "other": "abcdefghijklm", "why": why}
     assert _call_line("lookup", args, 90) == "called lookup(flag=abcdefghijkl, …)"
+    sixty = "ORD-12345 " + "x" * 48  # 60 characters with its quotes: whole
+    assert _call_line("lookup", {"ref": sixty, "n": "q" * 40}, 90) == f'called lookup(ref="{sixty}", …)'
+    assert _call_line("lookup", {"ref": sixty + "x", "n": "q" * 40}, 90) == f'called lookup(ref="{sixty}x…, …)'
     three = {"a": {"x": "1"}, "b": {"y": "2"}, "c": "q" * 40}
     assert _call_line("lookup", three, 26) == "called lookup(a=1, b=2, …)"  # 26 characters: b still fits
     assert _call_line("lookup", three, 25) == "called lookup(a=1, …)"
@@ -1273,6 +1276,10 @@ def test_with_room_for_one_call_the_summary_keeps_an_error_the_later_call_or_one
     assert kept(alike) == ["called lookup(q=b) -> │ found it"]
     write = _calls(("cancel", {"q": "a"}, "done"), ("lookup", {"q": "b"}, "found it"))
     assert kept(write) == ["called cancel(q=a) -> │ done"]
+    # not a call whose only argument was a thought (kept as prose) and that returned nothing
+    thought = "The customer wants a direct flight, so a stop in Madrid is not an option for them at all."
+    think = _calls(("lookup", {"q": "a"}, "found it"), ("think", {"thought": thought}, ""))
+    assert kept(think) == ["called lookup(q=a) -> │ found it"]
     # in a long result, the part saying what failed
     said = ["The sky is blue over the bay today.", "The payment failed twice this morning here.", "The sea is calm."]
     assert kept(_calls(("lookup", {"q": "a"}, " ".join(said))), 20) == [f"called lookup(q=a) -> │ {said[1]}"]
@@ -1280,3 +1287,23 @@ def test_with_room_for_one_call_the_summary_keeps_an_error_the_later_call_or_one
     assert kept(_calls(("lookup", {"q": "a"}, data)), 20, fragment_tokens=8) == [
         'called lookup(q=a) -> │ b: "the payment failed twice this morning"'
     ]
+
+
+def test_a_tool_result_given_as_data_is_shown_compacted():
+    span = _calls(("lookup", {"q": "a"}, "unused"))
+    span[1]["content"] = {"seats": 2}  # data, not text
+    summary = ExtractiveSummarizer().summarize(SummaryRequest(span, None, 100, _words))
+    assert summary.splitlines()[1:] == ["called lookup(q=a) -> │ {seats: 2}"]
+
+
+def test_fit_to_tokens_drops_whole_lines_from_the_end_then_cuts_the_last_one_kept():
+    from ctxlife.summarizers.rendering import fit_to_tokens
+
+    assert fit_to_tokens("", 5, len) == ""
+    assert fit_to_tokens("abc", 0, len) == "" and fit_to_tokens("abc", -1, len) == ""
+    assert fit_to_tokens("abc", 3, len) == "abc"  # exactly the budget
+    assert fit_to_tokens("ab\ncd\nef", 8, len) == "ab\ncd\nef"
+    assert fit_to_tokens("ab\ncd\nef", 5, len) == "ab\ncd"  # the last line dropped: exactly the budget
+    assert fit_to_tokens("ab\ncd\nef", 4, len) == "ab"
+    assert fit_to_tokens("abcdef ghij\nxy", 9, len) == "abcdef…"  # one line left, still over: cut at a word
+    assert fit_to_tokens("abcdef ghij", 8, len) == "abcdef…"
