@@ -1217,9 +1217,9 @@ def test_when_the_assembled_summary_is_over_the_budget_the_least_valuable_part_g
         return out.splitlines()[1:]  # after the note on quoted tool output
 
     cancelled = "called cancel_order(order_id=ORD-12345) -> │ cancelled"
-    assert with_calls(20) == [cancelled]
-    assert with_calls(30) == [request, cancelled]  # the weather call's line dropped, not the request
-    assert with_calls(40) == [request, decision, cancelled]
+    assert with_calls(24) == [cancelled]
+    assert with_calls(36) == [request, cancelled]
+    assert with_calls(54) == [request, decision, cancelled]  # the weather call's line dropped
 
 
 def test_a_records_label_is_its_first_id_or_code_of_up_to_40_characters():
@@ -1276,16 +1276,28 @@ def test_with_room_for_one_call_the_summary_keeps_an_error_the_later_call_or_one
     assert kept(alike) == ["called lookup(q=b) -> │ found it"]
     write = _calls(("cancel", {"q": "a"}, "done"), ("lookup", {"q": "b"}, "found it"))
     assert kept(write) == ["called cancel(q=a) -> │ done"]
+    waiting = [{"role": "assistant", "content": None, "tool_calls": [call("c", "lookup", {"q": "a"})]}]
+    # the call still waiting for its result, though longer (and then no note on quoted output)
+    assert ExtractiveSummarizer(fact_list=False).summarize(SummaryRequest(waiting + alike[2:], None, 16, _words)) == (
+        "called lookup(q=a) -> (no result yet, call id c)"
+    )
     # not a call whose only argument was a thought (kept as prose) and that returned nothing
     thought = "The customer wants a direct flight, so a stop in Madrid is not an option for them at all."
     think = _calls(("lookup", {"q": "a"}, "found it"), ("think", {"thought": thought}, ""))
     assert kept(think) == ["called lookup(q=a) -> │ found it"]
+    # but a call whose long argument became prose and that returned something, or that returned nothing
+    note = _calls(("lookup", {"q": "a"}, "found it"), ("note", {"text": thought}, "saved"))
+    assert kept(note) == ['called note(text="…") -> │ saved']
+    nothing = _calls(("lookup", {"q": "b"}, "found it"), ("lookup", {"q": "a"}, ""))
+    assert ExtractiveSummarizer(fact_list=False).summarize(SummaryRequest(nothing, None, 14, _words)) == (
+        "called lookup(q=a) -> (no output)"
+    )
     # in a long result, the part saying what failed
     said = ["The sky is blue over the bay today.", "The payment failed twice this morning here.", "The sea is calm."]
     assert kept(_calls(("lookup", {"q": "a"}, " ".join(said))), 20) == [f"called lookup(q=a) -> │ {said[1]}"]
-    data = json.dumps({"a": "the sky is blue over the bay today", "b": "the payment failed twice this morning"})
+    data = json.dumps({"a": "the sky is blue by the sea", "b": "the payment failed twice by the sea"})
     assert kept(_calls(("lookup", {"q": "a"}, data)), 20, fragment_tokens=8) == [
-        'called lookup(q=a) -> │ b: "the payment failed twice this morning"'
+        'called lookup(q=a) -> │ b: "the payment failed twice by the sea"'
     ]
 
 
@@ -1307,3 +1319,36 @@ def test_fit_to_tokens_drops_whole_lines_from_the_end_then_cuts_the_last_one_kep
     assert fit_to_tokens("ab\ncd\nef", 4, len) == "ab"
     assert fit_to_tokens("abcdef ghij\nxy", 9, len) == "abcdef…"  # one line left, still over: cut at a word
     assert fit_to_tokens("abcdef ghij", 8, len) == "abcdef…"
+
+
+def test_a_call_whose_arguments_are_not_a_json_object_shows_them_as_written():
+    def text_call(cid: str, arguments: str) -> dict[str, Any]:
+        return {"id": cid, "type": "function", "function": {"name": "search", "arguments": arguments}}
+
+    span = [
+        {"role": "assistant", "content": None, "tool_calls": [text_call("c1", "weather in Lisbon")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+        {"role": "assistant", "content": None, "tool_calls": [text_call("c2", "[1, 2]")]},
+        {"role": "tool", "tool_call_id": "c2", "content": "two"},
+    ]
+    summary = ExtractiveSummarizer().summarize(SummaryRequest(span, None, 100, _words))
+    assert summary.splitlines()[1:] == ["called search(weather in Lisbon) -> │ sunny", "called search([1, 2]) -> │ two"]
+
+
+def test_a_repeated_call_with_fewer_arguments_is_shown_whole():
+    span = _calls(
+        ("search", {"origin": "LIS", "dest": "JFK", "date": "2031-03-14"}, "none"),
+        ("search", {"origin": "LIS", "dest": "JFK"}, "none"),  # no argument changed, one left out
+    )
+    summary = ExtractiveSummarizer().summarize(SummaryRequest(span, None, 100, _words))
+    assert summary.splitlines()[1:] == [
+        "called search(origin=LIS, dest=JFK, date=2031-03-14) -> │ none",
+        "called search(origin=LIS, dest=JFK) -> │ none",
+    ]
+
+
+def test_a_summarizer_factory_that_is_not_callable_is_refused_naming_its_type():
+    with pytest.raises(ConfigError) as info:
+        register_summarizer("not-callable", 42)  # type: ignore[arg-type]
+    assert str(info.value) == "summarizer 'not-callable': factory must be callable, got int"
+    assert "not-callable" not in available_summarizers()
