@@ -1099,6 +1099,7 @@ def test_a_call_line_keeps_the_short_arguments_and_those_with_a_fact_in_order_un
     # a value with a fact is cut to 60 characters; the only argument, so nothing is marked left out
     assert _call_line("lookup", {"why": why}, 90) == f'called lookup(why="{why[:59]}…)'
     # 12 characters is short; 13 without a fact is left out; the fact no longer fits
+    assert _call_line("lookup", {"flag": "abc", "why": why}, 100) == f'called lookup(flag=abc, why="{why[:59]}…)'
     args = {"flag": "abcdefghijkl", "other": "abcdefghijklm", "why": why}
     assert _call_line("lookup", args, 90) == "called lookup(flag=abcdefghijkl, …)"
     sixty = "ORD-12345 " + "x" * 48  # 60 characters with its quotes: whole
@@ -1352,3 +1353,64 @@ def test_a_summarizer_factory_that_is_not_callable_is_refused_naming_its_type():
         register_summarizer("not-callable", 42)  # type: ignore[arg-type]
     assert str(info.value) == "summarizer 'not-callable': factory must be callable, got int"
     assert "not-callable" not in available_summarizers()
+
+
+def test_compact_json_writes_data_without_quotes_where_it_can_and_stops_at_the_31st_level():
+    import datetime
+    import decimal
+    import types
+
+    from ctxlife.summarizers.rendering import compact_json
+
+    data = {"a": None, "b": True, "c": False, "d": [1, "x y"], "e": "", "f": "café au lait"}
+    assert compact_json(data) == '{a: null, b: true, c: false, d: [1, "x y"], e: "", f: "café au lait"}'
+    assert compact_json(types.MappingProxyType({"a": 1})) == "{a: 1}"  # any mapping
+    assert compact_json(decimal.Decimal("1.5")) == "1.5"  # other values as str() writes them
+    assert compact_json(datetime.datetime(2031, 3, 14, 10, 0)) == '"2031-03-14 10:00:00"'
+    nested_list: Any = "x"
+    nested_dict: Any = "x"
+    for _ in range(32):
+        nested_list, nested_dict = [nested_list], {"k": nested_dict}
+    assert compact_json(nested_list) == "[" * 31 + "…" + "]" * 31
+    assert compact_json(nested_dict) == "{k: " * 31 + "…" + "}" * 31
+
+
+def test_render_arguments_cuts_each_value_to_the_length_asked():
+    from ctxlife.summarizers.rendering import render_arguments
+
+    assert render_arguments({"a": "x" * 41, "b": "y" * 40}, 40) == "a=" + "x" * 40 + "…, b=" + "y" * 40
+    assert render_arguments("z" * 40, 40) == "z" * 40 and render_arguments("z" * 41, 40) == "z" * 40 + "…"
+    assert render_arguments([1, 2]) == "[1, 2]" and render_arguments(None) == ""
+
+
+def test_a_tight_summary_keeps_the_sentence_with_a_fact_or_a_name_and_a_sentence_said_twice_once():
+    def summary(contents: list[str], budget: int) -> str:
+        span = [{"role": "user", "content": c} for c in contents]
+        return ExtractiveSummarizer(fact_list=False).summarize(SummaryRequest(span, None, budget, _words))
+
+    fact = "The order ORD-12345 arrived very broken."
+    assert summary([fact, "The blue box arrived very broken."], 8) == f"User: {fact}"  # the later is as long
+    name = "My colleague Ana Ruiz will call later."
+    requests = [f"Please check the {colour} box for me." for colour in ("red", "blue", "green")]
+    assert summary([name, *requests], 26) == "\n".join(f"User: {s}" for s in (name, *requests[1:]))
+    said = "The box arrived broken."
+    span = [
+        {"role": "user", "content": said},
+        {"role": "assistant", "content": "Sorry to hear that."},
+        {"role": "user", "content": said},
+    ]
+    assert ExtractiveSummarizer().summarize(SummaryRequest(span, None, 50, _words)) == (
+        f"User: {said}\nAssistant: Sorry to hear that."
+    )
+
+
+def test_a_message_competes_sentence_by_sentence_and_a_previous_summary_line_whole():
+    def summary(span: list[dict[str, Any]], budget: int, previous: str | None = None) -> str:
+        return ExtractiveSummarizer(fact_list=False).summarize(SummaryRequest(span, previous, budget, _words))
+
+    message = [{"role": "user", "content": "Hello there. Please cancel my order today. The weather is nice."}]
+    assert summary(message, 8) == "User: Please cancel my order today."
+    line = "User: asked to cancel the order. It had shipped already."
+    filler = [{"role": "assistant", "content": "The weather is nice and warm today."}]
+    assert summary(filler, 12, f"{SUMMARY_PREFIX} {line}") == line  # worth more than new filler
+    assert summary(filler, 8, f"{SUMMARY_PREFIX} {line}") == ""  # whole or not at all
