@@ -1414,3 +1414,74 @@ def test_a_message_competes_sentence_by_sentence_and_a_previous_summary_line_who
     filler = [{"role": "assistant", "content": "The weather is nice and warm today."}]
     assert summary(filler, 12, f"{SUMMARY_PREFIX} {line}") == line  # worth more than new filler
     assert summary(filler, 8, f"{SUMMARY_PREFIX} {line}") == ""  # whole or not at all
+
+
+def test_prose_is_cut_into_sentences_list_items_joined_and_long_ones_cut_at_a_space():
+    from ctxlife.summarizers.candidates import sentences
+
+    assert sentences("**Bold** text and `code`.") == ["Bold text and code."]
+    assert sentences("Options:\n- BX4470\n- BX4471\n\nPick one.") == ["Options: BX4470; BX4471", "Pick one."]
+    # after punctuation a line is joined with a space, else with "; "
+    lines = "Note:\nfirst,\nsecond.\nthird!\nfourth?\nfifth;\nsixth\nseventh"
+    assert sentences(lines) == ["Note: first, second. third! fourth? fifth; sixth; seventh"]
+    assert sentences("\n\nHello.") == ["Hello."]
+    # in Chinese text a line break ends a sentence
+    assert sentences("第一行\n第二行\nsecond line\nab第\ncd") == ["第一行", "第二行", "second line; ab第", "cd"]
+    assert sentences("Please pick one. 5. Would you like the window seat?") == [
+        "Please pick one.",
+        "5. Would you like the window seat?",  # a list number stays with its item
+    ]
+    # over max_chars: cut at the last space in its second half, else where safe_cut allows
+    assert sentences("abcdefghij klmnopqrs", 20) == ["abcdefghij klmnopqrs"]
+    assert sentences("abcdefghij klmnopqrst", 20) == ["abcdefghij", "klmnopqrst"]
+    assert sentences("abcde fghij klmno pqrst uvwxy", 20) == ["abcde fghij klmno", "pqrst uvwxy"]
+    assert sentences("abcdefg hijklmnopqrstuvwxyz", 20) == ["abcdefg hijklmnopqrs", "tuvwxyz"]
+    assert [len(s) for s in sentences("word " * 48 + "w")] == [239, 1]  # 241 characters: over the default 240
+    assert sentences("x" * 300) == ["x" * 240, "x" * 60]  # no space, no boundary: at 240
+    assert sentences("a" * 239 + "👍🏽" + "b" * 50) == ["a" * 239, "👍🏽" + "b" * 50]  # never inside an emoji
+
+
+def test_llm_summarizer_refuses_a_window_with_no_room_for_a_prompt_and_says_what_to_change():
+    request = SummaryRequest(ORDER_SPAN, None, 100, count_tokens)
+    with pytest.raises(SummarizerError) as info:
+        LLMSummarizer(FakeLLM(), context_window=179, token_margin=1.0).summarize(request)  # room for 63 tokens
+    assert str(info.value) == (
+        "LLMSummarizer: a summary of 100 tokens leaves no room for a prompt in the summarizer's window of 179 "
+        "tokens; raise summarizer_context_window or lower max_summary_tokens"
+    )
+    assert LLMSummarizer(FakeLLM("Kept.")).summarize(request) == "Kept."
+    assert LLMSummarizer(FakeLLM("Kept."), context_window=180, token_margin=1.0).summarize(request) == "Kept."
+
+
+def test_llm_summarizer_prompt_with_only_a_previous_summary_says_there_are_no_new_messages():
+    llm = FakeLLM()
+    LLMSummarizer(llm).summarize(SummaryRequest([], f"{SUMMARY_PREFIX} Goal: cancel ORD-12345.", 100, count_tokens))
+    assert llm.calls[0][0][1]["content"] == (
+        "Previous summary:\nGoal: cancel ORD-12345.\n\nNew messages:\n(none)\n\n"
+        "Write the updated summary in at most 100 tokens. Reply with the summary only."
+    )
+
+
+def test_llm_summarizer_facts_take_at_most_a_fifth_of_the_prompt_and_all_without_a_window():
+    facts = [Fact("id", f"user_{i:04d}_x") for i in range(60)]
+
+    def fact_section(summarizer: LLMSummarizer, llm: FakeLLM) -> str:
+        summarizer.summarize(SummaryRequest(ORDER_SPAN, None, 100, count_tokens, facts))
+        return next(p for p in llm.calls[0][0][1]["content"].split("\n\n") if "user_0000_x" in p)
+
+    llm = FakeLLM()
+    assert fact_section(LLMSummarizer(llm), llm).count("user_") == 60  # 369 tokens
+    llm = FakeLLM()
+    section = fact_section(LLMSummarizer(llm, context_window=616, token_margin=1.0), llm)  # a prompt of 500
+    assert section.count("user_") == 16 and 83 < count_tokens(section.split("\n", 1)[1]) <= 100
+
+
+def test_llm_summarizer_cuts_a_previous_summary_over_half_the_room_and_keeps_the_span_in_one_prompt():
+    steps = " ".join(f"Step {i}: the user asked about order ORD-{10000 + i} and its refund." for i in range(14))
+    llm = FakeLLM()
+    summarizer = LLMSummarizer(llm, context_window=800, token_margin=1.0)
+    summarizer.summarize(SummaryRequest(ORDER_SPAN, f"{SUMMARY_PREFIX} {steps}", 100, count_tokens))  # 241 tokens
+    assert len(llm.calls) == 1  # the span (149 tokens) whole beside what is left of the summary
+    prompt = llm.calls[0][0]
+    assert "ORD-10000" in prompt[1]["content"] and "ORD-10013" not in prompt[1]["content"]
+    assert sum(count_tokens(m["content"]) for m in prompt) <= summarizer.prompt_budget(100)
