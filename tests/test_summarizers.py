@@ -1337,14 +1337,14 @@ def test_a_call_whose_arguments_are_not_a_json_object_shows_them_as_written():
 
 
 def test_a_repeated_call_with_fewer_arguments_is_shown_whole():
-    span = _calls(
-        ("search", {"origin": "LIS", "dest": "JFK", "date": "2031-03-14"}, "none"),
-        ("search", {"origin": "LIS", "dest": "JFK"}, "none"),  # no argument changed, one left out
+    args = {"origin": "LIS", "dest": "JFK", "cabin": "economy", "bags": 2, "seat": "aisle", "meal": "vegan"}
+    fewer = {k: v for k, v in args.items() if k != "meal"}  # no argument changed, one left out
+    summary = ExtractiveSummarizer().summarize(
+        SummaryRequest(_calls(("search", args, "none"), ("search", fewer, "none")), None, 100, _words)
     )
-    summary = ExtractiveSummarizer().summarize(SummaryRequest(span, None, 100, _words))
     assert summary.splitlines()[1:] == [
-        "called search(origin=LIS, dest=JFK, date=2031-03-14) -> │ none",
-        "called search(origin=LIS, dest=JFK) -> │ none",
+        "called search(origin=LIS, dest=JFK, cabin=economy, bags=2, seat=aisle, meal=vegan) -> │ none",
+        "called search(origin=LIS, dest=JFK, cabin=economy, bags=2, seat=aisle) -> │ none",
     ]
 
 
@@ -1485,3 +1485,29 @@ def test_llm_summarizer_cuts_a_previous_summary_over_half_the_room_and_keeps_the
     prompt = llm.calls[0][0]
     assert "ORD-10000" in prompt[1]["content"] and "ORD-10013" not in prompt[1]["content"]
     assert sum(count_tokens(m["content"]) for m in prompt) <= summarizer.prompt_budget(100)
+
+
+def test_the_newest_call_that_changed_something_goes_in_first_with_all_its_arguments():
+    args = {"order_id": "ORD-12345", "reason": "damaged", "refund": "full", "notify": "yes", "channel": "email"}
+    span = _calls(
+        ("update_order", args, "done"),
+        ("lookup", {"q": "a"}, "Error: timeout"),
+        ("lookup", {"q": "b"}, "Error: refused"),
+        ("update_order", {**args, "reason": "late"}, "done"),  # else shown as what changed
+    )
+
+    def kept(budget: int) -> list[str]:
+        request = SummaryRequest(span, None, budget, _words)
+        return ExtractiveSummarizer(fact_list=False).summarize(request).splitlines()[1:]
+
+    update = "called update_order(order_id=ORD-12345, reason=late, refund=full, notify=yes, channel=email) -> │ done"
+    assert kept(18) == [update]  # before the errors, worth more per token
+    assert kept(22) == ["called lookup(q=b) -> │ Error: refused", update]
+
+
+def test_the_key_facts_block_search_finds_a_single_fact_among_five():
+    from ctxlife.summarizers.extractive import _fact_block
+
+    facts = [Fact("date", "2031-03-14"), Fact("id", "ORD-12345"), Fact("amount", "$40"), Fact("code", "BX4471")]
+    facts.append(Fact("time", "10:30"))
+    assert _fact_block(facts, 43, len) == "Key facts: dates: 2031-03-14"  # two would take 44
