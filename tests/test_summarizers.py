@@ -1511,3 +1511,26 @@ def test_the_key_facts_block_search_finds_a_single_fact_among_five():
     facts = [Fact("date", "2031-03-14"), Fact("id", "ORD-12345"), Fact("amount", "$40"), Fact("code", "BX4471")]
     facts.append(Fact("time", "10:30"))
     assert _fact_block(facts, 43, len) == "Key facts: dates: 2031-03-14"  # two would take 44
+
+
+def test_what_was_stated_goes_in_first_the_previous_summarys_then_the_users_newest_first():
+    previous = f"{SUMMARY_PREFIX} We decided to fly on Monday."
+    said = [
+        ("user", "My sister Ana Ruiz comes too."),
+        ("user", "Let us go with the aisle seat."),
+        ("assistant", "I will use the card on file."),
+        ("user", "Let us go with the early train."),
+        *(("user", f"Please check the {colour} box for me today.") for colour in ("red", "blue", "green")),
+    ]
+    span = [{"role": role, "content": text} for role, text in said]
+
+    def kept(budget: int) -> list[str]:
+        request = SummaryRequest(span, previous, budget, _words)
+        return ExtractiveSummarizer(fact_list=False).summarize(request).splitlines()
+
+    decided, (name, aisle) = "We decided to fly on Monday.", (f"User: {t}" for _, t in said[:2])
+    card, train = "Assistant: I will use the card on file.", "User: Let us go with the early train."
+    blue, green = "User: Please check the blue box for me today.", "User: Please check the green box for me today."
+    assert kept(24) == [decided, name, green]
+    assert kept(40) == [decided, name, aisle, card, green]
+    assert kept(50) == [decided, name, card, train, blue, green]  # the newer decision instead of the older
