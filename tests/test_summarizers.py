@@ -1534,3 +1534,29 @@ def test_what_was_stated_goes_in_first_the_previous_summarys_then_the_users_newe
     assert kept(24) == [decided, name, green]
     assert kept(40) == [decided, name, aisle, card, green]
     assert kept(50) == [decided, name, card, train, blue, green]  # the newer decision instead of the older
+
+
+def test_a_summary_request_names_what_is_wrong_with_its_messages_and_folds_summaries_in_its_span():
+    from ctxlife.summarizers.base import running_summary_and_span
+
+    with pytest.raises(InvalidMessagesError) as info:
+        SummaryRequest("hello", None, 10, len)  # type: ignore[arg-type]
+    assert str(info.value) == "SummaryRequest.messages must be a list of message dicts, got str"
+    inner = {"role": "system", "content": f"{SUMMARY_PREFIX} B kept."}
+    user = {"role": "user", "content": "hi"}
+    request = SummaryRequest([inner, user], f"{SUMMARY_PREFIX} A kept.", 10, len)
+    assert running_summary_and_span(request) == ("A kept.\nB kept.", [user])
+    assert running_summary_and_span(SummaryRequest([inner], None, 10, len)) == ("B kept.", [])
+
+
+def test_llm_summarizer_keeps_a_fifth_of_its_window_as_margin_by_default():
+    assert LLMSummarizer(FakeLLM(), context_window=1000).prompt_budget(100) == 717  # (1000 - 120) / 1.2 - 16
+
+
+def test_fit_to_tokens_keeps_a_one_token_text_in_a_one_token_budget_and_compact_json_writes_unicode():
+    import pathlib
+
+    from ctxlife.summarizers.rendering import compact_json, fit_to_tokens
+
+    assert fit_to_tokens("a", 1, len) == "a"
+    assert compact_json(pathlib.PurePosixPath("/tmp/café menu")) == '"/tmp/café menu"'
