@@ -1427,8 +1427,9 @@ def test_prose_is_cut_into_sentences_list_items_joined_and_long_ones_cut_at_a_sp
     assert sentences("\n\nHello.") == ["Hello."]
     # in Chinese text a line break ends a sentence
     assert sentences("第一行\n第二行\nsecond line\nab第\ncd") == ["第一行", "第二行", "second line; ab第", "cd"]
-    assert sentences("Please pick one. 5. Would you like the window seat?") == [
-        "Please pick one.",
+    assert sentences("Pick one. Or two. 5. Would you like the window seat?") == [
+        "Pick one.",
+        "Or two.",
         "5. Would you like the window seat?",  # a list number stays with its item
     ]
     # over max_chars: cut at the last space in its second half, else where safe_cut allows
