@@ -1561,3 +1561,19 @@ def test_fit_to_tokens_keeps_a_one_token_text_in_a_one_token_budget_and_compact_
 
     assert fit_to_tokens("a", 1, len) == "a"
     assert compact_json(pathlib.PurePosixPath("/tmp/café menu")) == '"/tmp/café menu"'
+
+
+def test_the_key_facts_block_goes_on_its_own_line_after_the_narrative_or_alone():
+    span = [
+        {"role": "user", "content": "Please cancel order ORD-12345 today."},
+        {"role": "assistant", "content": "I will cancel order ORD-12345 for Ana Ruiz now."},
+        {"role": "user", "content": "Please also refund the 40 dollars to bob@example.com."},
+    ]
+
+    def summary(budget: int) -> str:
+        return ExtractiveSummarizer().summarize(SummaryRequest(span, None, budget, _words))
+
+    assert summary(8) == "Key facts: codes: ORD-12345; emails: bob@example.com"
+    assert summary(16) == (
+        "User: Please cancel order ORD-12345 today.\nKey facts: emails: bob@example.com; amounts: 40 dollars"
+    )
