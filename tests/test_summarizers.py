@@ -1577,3 +1577,38 @@ def test_the_key_facts_block_goes_on_its_own_line_after_the_narrative_or_alone()
     assert summary(16) == (
         "User: Please cancel order ORD-12345 today.\nKey facts: emails: bob@example.com; amounts: 40 dollars"
     )
+
+
+def test_a_fact_someone_said_or_passed_comes_before_those_only_a_tool_listed():
+    listed = json.dumps({"codes": ["AB1234", "CD5678", "QX4TR8", "EF9012", "GH3456", "IJ7890", "KL1357", "MN2468"]})
+    search = _calls(("search", {}, listed))
+    said = [*search, {"role": "user", "content": "QX4TR8 needs checking."}]
+    passed = [*search, *_calls(("lookup", {"ref": "QX4TR8"}, "ok"))]
+    as_data = [*search, {"role": "assistant", "content": None, "tool_calls": [call("c9", "lookup", {})]}]
+    as_data[-1]["tool_calls"][0]["function"]["arguments"] = {"ref": "QX4TR8"}  # data, not JSON text
+    for span in (said, passed, as_data):
+        summary = ExtractiveSummarizer().summarize(SummaryRequest(span, None, 12, _words))
+        assert summary == "Key facts: codes: QX4TR8, AB1234"  # not in the order the tool listed them
+
+
+def test_the_last_request_and_the_last_decision_weigh_more_than_shorter_earlier_ones():
+    def kept(span: list[dict[str, Any]], budget: int) -> str:
+        return ExtractiveSummarizer(fact_list=False).summarize(SummaryRequest(span, None, budget, _words))
+
+    def user(text: str) -> dict[str, Any]:
+        return {"role": "user", "content": text}
+
+    def assistant(text: str) -> dict[str, Any]:
+        return {"role": "assistant", "content": text}
+
+    last_request = "Please check the big red box in the hall today."
+    requests = [
+        user("Please check the first box."),
+        user("Please check the box."),
+        assistant("Sure."),
+        user(last_request),
+    ]
+    assert kept(requests, 20) == f"User: Please check the first box.\nUser: {last_request}"
+    last_decision = "I will check the big red box in the hall today."
+    decisions = [user("Hi."), assistant("I will check the box."), assistant(last_decision), user("Ok.")]
+    assert kept(decisions, 14) == f"Assistant: {last_decision}"
