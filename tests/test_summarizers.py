@@ -1543,6 +1543,17 @@ def test_a_summary_request_names_what_is_wrong_with_its_messages_and_folds_summa
     with pytest.raises(InvalidMessagesError) as info:
         SummaryRequest("hello", None, 10, len)  # type: ignore[arg-type]
     assert str(info.value) == "SummaryRequest.messages must be a list of message dicts, got str"
+    wrong: list[tuple[tuple[Any, ...], type[Exception], str]] = [
+        (([1], None, 10, len), InvalidMessagesError, "SummaryRequest.messages[0] must be a message dict, got int"),
+        (([], 5, 10, len), SummarizerError, "SummaryRequest.previous_summary must be a string or None"),
+        (([], None, -1, len), SummarizerError, "SummaryRequest.max_tokens must be an int >= 0, got -1"),
+        (([], None, True, len), SummarizerError, "SummaryRequest.max_tokens must be an int >= 0, got True"),
+        (([], None, 10, 5), SummarizerError, "SummaryRequest.count_tokens must be a callable str -> int"),
+    ]
+    for args, error, message in wrong:
+        with pytest.raises(error) as raised:
+            SummaryRequest(*args)
+        assert str(raised.value) == message
     inner = {"role": "system", "content": f"{SUMMARY_PREFIX} B kept."}
     user = {"role": "user", "content": "hi"}
     request = SummaryRequest([inner, user], f"{SUMMARY_PREFIX} A kept.", 10, len)
