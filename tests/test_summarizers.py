@@ -1623,3 +1623,31 @@ def test_the_last_request_and_the_last_decision_weigh_more_than_shorter_earlier_
     last_decision = "I will check the big red box in the hall today."
     decisions = [user("Hi."), assistant("I will check the box."), assistant(last_decision), user("Ok.")]
     assert kept(decisions, 14) == f"Assistant: {last_decision}"
+
+
+def test_tool_results_without_a_call_and_react_text_become_call_lines():
+    react = "Thought: I need the order first.\nAction: get_order\nAction Input: " + json.dumps({"id": "ORD-12345"})
+    inline = "Checking again.\nThought: and its refund.\nAction: get_refund\nAction Input: ORD-12345\nObservation: none"
+    span = [
+        {"role": "user", "content": "Please check order ORD-12345."},
+        {"role": "tool", "name": "lookup", "content": "found it"},  # no call it answers
+        {"role": "function", "content": "no name here"},
+        {"role": "assistant", "content": react},
+        {"role": "user", "content": "Observation: shipped yesterday"},  # CrewAI's observation as the next turn
+        {"role": "assistant", "content": inline},
+        {"role": "assistant", "content": "Action: \nAction Input: x"},  # no action named, no observation
+        {"role": "assistant", "content": "Thought: all done.\nFinal Answer: The order ORD-12345 shipped yesterday."},
+    ]
+    summary = ExtractiveSummarizer(fact_list=False).summarize(SummaryRequest(span, None, 300, _words))
+    assert summary.splitlines()[1:] == [
+        "User: Please check order ORD-12345.",
+        "called lookup() -> │ found it",
+        "called tool() -> │ no name here",
+        "Assistant: I need the order first.",
+        "called get_order(id=ORD-12345) -> │ shipped yesterday",
+        "Assistant: Checking again. and its refund.",
+        "called get_refund(ORD-12345) -> │ none",
+        "called tool(x) -> (no result yet)",
+        "Assistant: all done.",
+        "Assistant: The order ORD-12345 shipped yesterday.",
+    ]
