@@ -1337,14 +1337,16 @@ def test_a_call_whose_arguments_are_not_a_json_object_shows_them_as_written():
 
 
 def test_a_repeated_call_with_fewer_arguments_is_shown_whole():
-    args = {"origin": "LIS", "dest": "JFK", "cabin": "economy", "bags": 2, "seat": "aisle", "meal": "vegan"}
+    args = {"origin": "LIS", "dest": "JFK", "cabin": "economy", "bags": 2, "seat": "aisle", "pet": "no"}
+    args |= {"date": "2031-03-14", "meal": "vegan"}
     fewer = {k: v for k, v in args.items() if k != "meal"}  # no argument changed, one left out
     summary = ExtractiveSummarizer().summarize(
         SummaryRequest(_calls(("search", args, "none"), ("search", fewer, "none")), None, 100, _words)
     )
     assert summary.splitlines()[1:] == [
-        "called search(origin=LIS, dest=JFK, cabin=economy, bags=2, seat=aisle, meal=vegan) -> │ none",
-        "called search(origin=LIS, dest=JFK, cabin=economy, bags=2, seat=aisle) -> │ none",
+        "called search(origin=LIS, dest=JFK, cabin=economy, bags=2, seat=aisle, pet=no, date=2031-03-14, "
+        "meal=vegan) -> │ none",
+        "called search(origin=LIS, dest=JFK, cabin=economy, bags=2, seat=aisle, pet=no, date=2031-03-14) -> │ none",
     ]
 
 
@@ -1440,6 +1442,8 @@ def test_prose_is_cut_into_sentences_list_items_joined_and_long_ones_cut_at_a_sp
     assert [len(s) for s in sentences("word " * 48 + "w")] == [239, 1]  # 241 characters: over the default 240
     assert sentences("x" * 300) == ["x" * 240, "x" * 60]  # no space, no boundary: at 240
     assert sentences("a" * 239 + "👍🏽" + "b" * 50) == ["a" * 239, "👍🏽" + "b" * 50]  # never inside an emoji
+    # a letter with 300 combining accents has no safe cut at all: cut at 240 still (not at 0, forever)
+    assert [len(s) for s in sentences("a" + "\u0301" * 300)] == [240, 61]
 
 
 def test_llm_summarizer_refuses_a_window_with_no_room_for_a_prompt_and_says_what_to_change():
