@@ -1412,6 +1412,7 @@ def test_a_message_competes_sentence_by_sentence_and_a_previous_summary_line_who
 
     message = [{"role": "user", "content": "Hello there. Please cancel my order today. The weather is nice."}]
     assert summary(message, 8) == "User: Please cancel my order today."
+    assert summary(message, 10) == "User: Hello there. Please cancel my order today."  # on one line, in order
     line = "User: asked to cancel the order. It had shipped already."
     filler = [{"role": "assistant", "content": "The weather is nice and warm today."}]
     assert summary(filler, 12, f"{SUMMARY_PREFIX} {line}") == line  # worth more than new filler
@@ -1494,20 +1495,23 @@ def test_llm_summarizer_cuts_a_previous_summary_over_half_the_room_and_keeps_the
 
 def test_the_newest_call_that_changed_something_goes_in_first_with_all_its_arguments():
     args = {"order_id": "ORD-12345", "reason": "damaged", "refund": "full", "notify": "yes", "channel": "email"}
+    args |= {"speed": "fast", "gift": "no", "note": "none"}
     span = _calls(
         ("update_order", args, "done"),
         ("lookup", {"q": "a"}, "Error: timeout"),
         ("lookup", {"q": "b"}, "Error: refused"),
-        ("update_order", {**args, "reason": "late"}, "done"),  # else shown as what changed
+        ("update_order", {**args, "reason": "late"}, "done"),  # elsewhere shown as what changed
     )
 
     def kept(budget: int) -> list[str]:
         request = SummaryRequest(span, None, budget, _words)
         return ExtractiveSummarizer(fact_list=False).summarize(request).splitlines()[1:]
 
-    update = "called update_order(order_id=ORD-12345, reason=late, refund=full, notify=yes, channel=email) -> │ done"
-    assert kept(18) == [update]  # before the errors, worth more per token
-    assert kept(22) == ["called lookup(q=b) -> │ Error: refused", update]
+    errors = ["called lookup(q=a) -> │ Error: timeout", "called lookup(q=b) -> │ Error: refused"]
+    # with all its arguments it would take over half the narrative: what changed
+    assert kept(24) == [errors[1], "called update_order(reason=late, other arguments as before) -> │ done"]
+    whole = "order_id=ORD-12345, reason=late, refund=full, notify=yes, channel=email, speed=fast, gift=no, note=none"
+    assert kept(32) == [*errors, f"called update_order({whole}) -> │ done"]
 
 
 def test_the_key_facts_block_search_finds_a_single_fact_among_five():
