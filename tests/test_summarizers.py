@@ -1605,7 +1605,8 @@ def test_a_fact_someone_said_or_passed_comes_before_those_only_a_tool_listed():
     passed = [*search, *_calls(("lookup", {"ref": "QX4TR8"}, "ok"))]
     as_data = [*search, {"role": "assistant", "content": None, "tool_calls": [call("c9", "lookup", {})]}]
     as_data[-1]["tool_calls"][0]["function"]["arguments"] = {"ref": "QX4TR8"}  # data, not JSON text
-    for span in (said, passed, as_data):
+    told = [*search, {"role": "assistant", "content": "QX4TR8 is the one."}]
+    for span in (said, passed, as_data, told):
         summary = ExtractiveSummarizer().summarize(SummaryRequest(span, None, 12, _words))
         assert summary == "Key facts: codes: QX4TR8, AB1234"  # not in the order the tool listed them
 
@@ -1658,4 +1659,48 @@ def test_tool_results_without_a_call_and_react_text_become_call_lines():
         "called tool(x) -> (no result yet)",
         "Assistant: all done.",
         "Assistant: The order ORD-12345 shipped yesterday.",
+    ]
+
+
+def test_extractive_summarizer_options_and_their_errors():
+    summarizer = ExtractiveSummarizer()
+    assert (summarizer.max_call_tokens, summarizer.fragment_tokens, summarizer.fact_share) == (60, 40, 0.5)
+    ExtractiveSummarizer(fact_share=0.0), ExtractiveSummarizer(fact_share=1.0)  # both ends allowed
+    ExtractiveSummarizer(max_call_tokens=8, fragment_tokens=8)
+    with pytest.raises(ConfigError) as info:
+        ExtractiveSummarizer(fact_share=1.5)
+    assert str(info.value) == "ExtractiveSummarizer: fact_share must be within [0, 1], got 1.5"
+    for options in ({"max_call_tokens": 7}, {"fragment_tokens": 7}):
+        with pytest.raises(ConfigError) as info:
+            ExtractiveSummarizer(**options)
+        assert str(info.value) == "ExtractiveSummarizer: max_call_tokens and fragment_tokens must be >= 8"
+
+
+def test_a_previous_summarys_note_and_key_facts_are_not_carried_as_narrative():
+    from ctxlife.summarizers.extractive import QUOTED_NOTE
+
+    previous = f"{SUMMARY_PREFIX} {QUOTED_NOTE}\nUser: asked to check the order.\nKey facts: codes: QX4TR8"
+    span = [{"role": "user", "content": "Any news?"}]
+    assert ExtractiveSummarizer().summarize(SummaryRequest(span, previous, 100, _words)) == (
+        "User: asked to check the order.\nUser: Any news?\nKey facts: codes: QX4TR8"
+    )
+
+
+def test_react_at_the_end_of_a_span_and_system_or_observation_turns_are_read_as_the_agents():
+    def summary(span: list[dict[str, Any]]) -> str:
+        return ExtractiveSummarizer(fact_list=False).summarize(SummaryRequest(span, None, 100, _words))
+
+    action = {"role": "assistant", "content": "Action: lookup\nAction Input: x"}
+    observed = [action, {"role": "user", "content": "Observation: shipped"}]  # the observation is the last turn
+    assert summary(observed).splitlines()[1:] == ["called lookup(x) -> │ shipped"]
+    assert summary([action]) == "called lookup(x) -> (no result yet)"  # the last message: nothing after it
+    others = [
+        {"role": "system", "content": "Always answer in French."},
+        {"role": "developer", "content": "Never share the code."},
+        {"role": "user", "content": "Observation: the door is open."},  # no action before it
+    ]
+    assert summary(others).splitlines() == [
+        "Assistant: Always answer in French.",
+        "Assistant: Never share the code.",
+        "Assistant: Observation: the door is open.",
     ]
