@@ -22,7 +22,7 @@ from ctxlife.host import Host
 from ctxlife.messages import SUMMARY_PREFIX, inserted_text, is_summary, validate
 from ctxlife.summarizers import ExtractiveSummarizer, register_summarizer, unregister_summarizer
 from ctxlife.testing import assistant, system, tool_call, tool_result, user
-from ctxlife_strategies import llm_summary
+from ctxlife_strategies import llm_summary, summary_fold
 from ctxlife_strategies.llm_summary import LLMSummary
 
 #: After a model failure the model rests this long, or this many compactions (fixed since issue 43).
@@ -82,8 +82,8 @@ def compact(host: Host, messages: list[dict[str, Any]]) -> tuple[Any, Any, list[
 
 
 class _Clock:
-    """llm_summary's ``time``, with ``monotonic`` moved on by ``later()``: the model's rest (seconds) passes
-    without the test waiting for it. Only that module's name is replaced; everything else is ``time``."""
+    """llm_summary's (and its fold's) ``time``, with ``monotonic`` moved on by ``later()``: the model's rest
+    (seconds) passes without the test waiting for it. Only those modules' name is replaced; all else is ``time``."""
 
     def __init__(self) -> None:
         self.offset = 0.0
@@ -102,6 +102,9 @@ class _Clock:
 def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
     fake = _Clock()
     monkeypatch.setattr(llm_summary, "time", fake)
+    # The fold's pace check reads the time the compaction ended (llm_summary's clock): the same clock, or
+    # a slow first compaction under load (over FOLD_AFTER_SECONDS) looked faster than the seconds passed.
+    monkeypatch.setattr(summary_fold, "time", fake)
     return fake
 
 
