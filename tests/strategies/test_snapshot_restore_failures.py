@@ -134,20 +134,36 @@ def test_a_restart_restores_each_view_from_its_own_conversation(tmp_path):
     second = _host(FileStore(tmp_path))
     live = [{"role": "system", "content": "sys"}, {"role": "user", "content": "A again"}]
     report = second.before_llm_call(live, view="agent-a")
-    assert "restored" in [a.what for a in report.actions]
+    assert [(a.what, a.details) for a in report.actions if a.strategy == "snapshot_restore"] == [
+        ("restored", {"messages": 2, "from_raw_tail": 2})  # (no snapshot: both from the raw history)
+    ]
     assert _contents(live) == [
         ("system", "sys"),
         ("user", "A's question"),
         ("assistant", "answer to A's question"),
         ("user", "A again"),
     ]
+    with FileStore(tmp_path) as store:  # the call recorded the new message in its view
+        assert [r.message["content"] for r in store.read_records("s", view="agent-a")][-1] == "A again"
     second.record_reply([*live, {"role": "assistant", "content": "A's second answer"}], view="agent-a")
+    other = [{"role": "system", "content": "sys"}, {"role": "user", "content": "the default view again"}]
+    second.before_llm_call(other)  # the other view's first call in this process restores it too
+    assert [m["content"] for m in other] == [
+        "sys",
+        "the default view's question",
+        "answer to the default view's question",
+        "the default view again",
+    ]
     second.close()
     with FileStore(tmp_path) as store:
         in_a = [r.message["content"] for r in store.read_records("s", view="agent-a")]
         in_default = [r.message["content"] for r in store.read_records("s", view="")]
     assert in_a == ["A's question", "answer to A's question", "A again", "A's second answer"]
-    assert in_default == ["the default view's question", "answer to the default view's question"]
+    assert in_default == [
+        "the default view's question",
+        "answer to the default view's question",
+        "the default view again",
+    ]
 
 
 def test_a_list_that_already_holds_the_conversation_is_not_restored_again(tmp_path):
@@ -189,4 +205,89 @@ def test_what_a_restore_puts_back_goes_through_the_privacy_filter_as_restore(tmp
     live = [{"role": "system", "content": "sys"}, {"role": "user", "content": "And now?"}]
     host.manage(live)
     assert _contents(live)[2] == ("assistant", "[id] and R0002.") and set(seen) == {"restore"}
+    host.close()
+
+
+def test_no_snapshot_is_written_until_a_restore_succeeds_and_retries_count_anew_after_one(tmp_path):
+    import ctxlife
+
+    class Edit:
+        """A strategy that changes every list it is handed (as a compaction does): a snapshot is then due."""
+
+        @ctxlife.hookimpl(trylast=True)
+        def ctxlife_before_llm_call(self, ctx):
+            ctx.messages[0] = {"role": "system", "content": ctx.messages[0]["content"] + "!"}
+
+    _first_process(FileStore(tmp_path))
+    store = Unreadable(tmp_path)
+    host = Host(
+        settings_from_dict({"strategies": ["snapshot_restore"]}), context_window=4000, session_id="s", plugins=[Edit()]
+    )
+    host.store = store
+    live = [{"role": "system", "content": "sys"}, {"role": "user", "content": "q1"}]
+    store.down = True
+    host.manage(live)
+    store.down = False
+    assert store.load_snapshot("s") is None  # the unrestored list is not saved over the conversation
+    live += [{"role": "assistant", "content": "a1"}, {"role": "user", "content": "q2"}]
+    assert "restored" in [a.what for a in host.manage(live).actions]
+    snapshot = store.load_snapshot("s")
+    assert snapshot is not None and snapshot.messages[1]["content"] == "What is in stock?"  # saved again
+    retried = []
+    store.down = True
+    for i in range(3):
+        host.start_run("s")  # a new run restores again
+        live += [{"role": "assistant", "content": f"b{i}"}, {"role": "user", "content": f"r{i}"}]
+        with capture_logs() as logs:
+            host.manage(live)
+        retried += [e["retried"] for e in _failed(logs)]
+    assert retried == [True, True, False]  # three tries again: the count began anew after the success
+    host.close()
+
+
+def test_without_a_session_it_warns_once_and_without_a_store_it_says_it_skipped():
+    host = Host(settings_from_dict({"strategies": ["snapshot_restore"]}), context_window=4000)
+    host.store = None  # (no store: a host whose store could not be opened)
+    with capture_logs() as logs:
+        for _ in range(2):
+            host.manage([{"role": "user", "content": "hi"}])
+    warned = [e for e in logs if e["event"] == "ctxlife.no_session"]
+    assert warned == [
+        {
+            "event": "ctxlife.no_session",
+            "log_level": "warning",
+            "strategy": "snapshot_restore",
+            "hint": "pass session_id= to wrap()/manage() or set session_id in the config",
+        }
+    ]
+    report = host.before_llm_call([{"role": "user", "content": "hi"}], session_id="s")
+    assert [(a.strategy, a.what, a.details) for a in report.actions] == [
+        ("snapshot_restore", "skipped", {"reason": "no_store"})
+    ]
+
+
+class AppendFails(FileStore):
+    """A file store whose appends fail while ``down`` (a full disk)."""
+
+    down = False
+
+    def append(self, *args, **kwargs):
+        if self.down:
+            raise StoreError("no space left on the test device")
+        return super().append(*args, **kwargs)
+
+
+def test_a_restore_whose_recording_failed_is_made_again_on_the_next_call(tmp_path):
+    _first_process(FileStore(tmp_path))
+    store = AppendFails(tmp_path)
+    host = _host(store)
+    live = [{"role": "system", "content": "sys"}, {"role": "user", "content": "And now?"}]
+    store.down = True
+    report = host.manage(live)
+    assert report.failures[0].strategy == "snapshot_restore" and "no space left" in report.failures[0].error
+    assert [m["content"] for m in live] == ["sys", "And now?"]  # the call's edit rolled back
+    store.down = False
+    report = host.manage(live)
+    assert "restored" in [a.what for a in report.actions]
+    assert [m["content"] for m in live] == ["sys", "What is in stock?", "R0001 and R0002.", "And now?"]
     host.close()
