@@ -107,7 +107,10 @@ def test_host_of_is_public_and_none_for_unwrapped_objects():
     assert "host_of" in ctxlife.__all__ and "amanage" in ctxlife.__all__
 
 
-def test_manage_warns_once_about_strategies_it_cannot_run(tmp_path):
+def test_manage_warns_once_about_strategies_it_cannot_run(tmp_path, monkeypatch):
+    # once per process: a fresh record, so an earlier test in the same process (mutmut runs them all in one)
+    # that warned about the same strategies does not silence this one
+    monkeypatch.setattr(ctxlife.api, "_warned", set())
     settings = settings_from_dict(
         {"strategies": ["truncate_last_n", "tool_output", "task_scope"], "tool_output": {"store_dir": str(tmp_path)}}
     )
