@@ -306,10 +306,17 @@ def test_a_reply_object_is_recorded_as_the_api_takes_it_back(tmp_path):
     [dumped] = ctxlife.record_reply(
         SdkMessage(content="from the SDK", tool_calls=None, refusal=None), config=settings, session_id="r1"
     )
-    [own_role] = ctxlife.record_reply(SdkMessage(role="model", content="hi"), config=settings, session_id="r1")
+    [own_role] = ctxlife.record_reply(SdkMessage(role="user", content="hi"), config=settings, session_id="r1")
     assert plain.message == {"role": "assistant", "content": "done"}
     assert dumped.message == {"content": "from the SDK", "role": "assistant"}  # no None fields, a role
-    assert own_role.message == {"role": "model", "content": "hi"}
+    assert own_role.message == {"role": "user", "content": "hi"}  # its own role kept
+    # A role no later call could send (Gemini's "model") is refused, nothing recorded.
+    with pytest.raises(InvalidMessagesError, match="Google Gemini"):
+        ctxlife.record_reply(SdkMessage(role="model", content="hi"), config=settings, session_id="r1")
+    from ctxlife.sessions import open_store, session_key
+
+    with open_store(settings.store) as store:
+        assert len(store.read_records(session_key("r1"))) == 3
 
 
 def test_a_reply_that_is_no_message_is_refused_with_its_type(tmp_path):
