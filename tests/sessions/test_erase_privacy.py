@@ -929,5 +929,57 @@ def test_a_pattern_that_matches_an_empty_text_erases_nothing(
         with pytest.raises(CtxlifeError, match="matches an empty text, so it would erase every message"):
             session.erase_matching(pattern)
         assert main(["session", "erase", "empty", "--match", pattern, "--store", url]) != 0
-        assert "matches an empty text" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        # The error names what to do instead (the whole session's deletion, in the API and the CLI).
+        assert "matches an empty text" in err and "(SessionStore.delete, `ctxlife session rm`)" in err
         assert [m["content"] for m in session.get_items()] == ["my card is 4111-1111", "noted"]
+
+
+def test_a_pattern_that_needs_a_character_is_not_refused_even_one_that_matches_a_mask(make_url: Any) -> None:
+    # Only a pattern that matches the empty text is refused: "X+" (a masked number's X's) must still erase.
+    with ctxlife.Session("mask", settings(make_url("file")), context_window=100_000) as session:
+        session.add(user("my card is XXXX-XXXX-1111"), assistant("noted"))
+        assert session.erase_matching("X+") == [1]
+        assert [m["content"] for m in session.get_items()] == ["noted"]
+
+
+ERASE_IN_CHILD = r"""
+import sys
+from ctxlife.sessions import open_store
+
+url, sid, secret = sys.argv[1:]
+with open_store(url) as store:
+    assert store.erase_matching(sid, secret)
+"""
+
+
+def test_a_summary_scrubbed_by_another_process_is_still_the_summary_after_a_restart(
+    make_url: Any, tmp_path: Path, spawn: Any
+) -> None:
+    # The scrubbed summary is marked anew with the store's secret, not the erasing process's own one
+    # (which no later process knows: the summary would come back as a user's text or be left out).
+    url = make_url("file")
+    cfg, session = planted(url, tmp_path)
+    with session:
+        summary = next(m for m in session.store.load_snapshot(session.session_id).messages if is_summary(m))
+        assert SECRET in json.dumps(summary)  # (the precondition: the summary quotes the value)
+        recorded = {
+            (call.n, key)
+            for call in session.store.read_calls(session.session_id)
+            for key, message in call.doc.get("t", {}).items()
+            if is_summary(message)
+        }
+        assert recorded  # (a call record holds the summary as sent: what `ctxlife report` shows)
+    child = spawn(ERASE_IN_CHILD, url, session.session_id, SECRET)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err
+    with ctxlife.Session(session.session_id, cfg, system="sys", context_window=2000) as again:
+        sent = again.prepare(user("What did we talk about?"))
+        calls = {call.n: call.doc.get("t", {}) for call in again.store.read_calls(again.session_id)}
+    assert validate(sent) == [] and SECRET not in json.dumps(sent)
+    summaries = [m for m in sent if is_summary(m)]
+    assert len(summaries) == 1 and ERASED in json.dumps(summaries[0])
+    assert sent[0] == {"role": "system", "content": "sys"}
+    # The call records' copies too: scrubbed, and still summaries (not shown as a system prompt).
+    assert SECRET not in json.dumps(calls)
+    assert all(is_summary(calls[n][key]) for n, key in recorded)
