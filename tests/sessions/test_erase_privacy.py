@@ -926,11 +926,12 @@ def test_a_pattern_that_matches_an_empty_text_erases_nothing(
     url = make_url("file")
     with ctxlife.Session("empty", settings(url), context_window=100_000) as session:
         session.add(user("my card is 4111-1111"), assistant("noted"))
-        with pytest.raises(CtxlifeError, match="matches an empty text, so it would erase every message"):
+        with pytest.raises(CtxlifeError, match="matches an empty text, so it would erase every message") as refused:
             session.erase_matching(pattern)
+        # It names what to do instead: the whole session's deletion, in the API and the CLI.
+        assert str(refused.value).endswith("or delete the whole session (SessionStore.delete, `ctxlife session rm`)")
         assert main(["session", "erase", "empty", "--match", pattern, "--store", url]) != 0
         err = capsys.readouterr().err
-        # The error names what to do instead (the whole session's deletion, in the API and the CLI).
         assert "matches an empty text" in err and "(SessionStore.delete, `ctxlife session rm`)" in err
         assert [m["content"] for m in session.get_items()] == ["my card is 4111-1111", "noted"]
 
@@ -943,43 +944,46 @@ def test_a_pattern_that_needs_a_character_is_not_refused_even_one_that_matches_a
         assert [m["content"] for m in session.get_items()] == ["noted"]
 
 
-ERASE_IN_CHILD = r"""
-import sys
-from ctxlife.sessions import open_store
+# Another process opens the session (restores it) and reads its call records (as `ctxlife report` does).
+READ_IN_CHILD = r"""
+import json, sys
+import ctxlife
+from ctxlife.config import settings_from_dict
+from ctxlife.messages import is_summary
 
-url, sid, secret = sys.argv[1:]
-with open_store(url) as store:
-    assert store.erase_matching(sid, secret)
+url, sid = sys.argv[1:]
+cfg = settings_from_dict({"strategies": ["snapshot_restore"], "store": url})
+with ctxlife.Session(sid, cfg, system="sys", context_window=2000) as session:
+    sent = session.prepare({"role": "user", "content": "What did we talk about?"})
+    calls = {f"{c.n} {key}": m for c in session.store.read_calls(sid) for key, m in c.doc.get("t", {}).items()}
+    summaries = {name: is_summary(m) for name, m in calls.items()}
+print(json.dumps({"sent": sent, "summaries_sent": sum(map(is_summary, sent)), "calls": calls, "summaries": summaries}))
 """
 
 
-def test_a_summary_scrubbed_by_another_process_is_still_the_summary_after_a_restart(
+def test_a_summary_scrubbed_by_an_erase_is_still_the_summary_in_another_process(
     make_url: Any, tmp_path: Path, spawn: Any
 ) -> None:
     # The scrubbed summary is marked anew with the store's secret, not the erasing process's own one
-    # (which no later process knows: the summary would come back as a user's text or be left out).
+    # (which no other process knows: the summary would come back as a user's text or be left out, and
+    # `ctxlife report` would show the call record's copy as a system prompt).
     url = make_url("file")
-    cfg, session = planted(url, tmp_path)
+    _, session = planted(url, tmp_path)
     with session:
         summary = next(m for m in session.store.load_snapshot(session.session_id).messages if is_summary(m))
         assert SECRET in json.dumps(summary)  # (the precondition: the summary quotes the value)
         recorded = {
-            (call.n, key)
+            f"{call.n} {key}"
             for call in session.store.read_calls(session.session_id)
             for key, message in call.doc.get("t", {}).items()
             if is_summary(message)
         }
-        assert recorded  # (a call record holds the summary as sent: what `ctxlife report` shows)
-    child = spawn(ERASE_IN_CHILD, url, session.session_id, SECRET)
-    _, err = child.communicate(timeout=60)
+        assert recorded  # (a call record holds the summary as sent)
+        assert session.erase_matching(SECRET)
+    child = spawn(READ_IN_CHILD, url, session.session_id)
+    out, err = child.communicate(timeout=60)
     assert child.returncode == 0, err
-    with ctxlife.Session(session.session_id, cfg, system="sys", context_window=2000) as again:
-        sent = again.prepare(user("What did we talk about?"))
-        calls = {call.n: call.doc.get("t", {}) for call in again.store.read_calls(again.session_id)}
-    assert validate(sent) == [] and SECRET not in json.dumps(sent)
-    summaries = [m for m in sent if is_summary(m)]
-    assert len(summaries) == 1 and ERASED in json.dumps(summaries[0])
-    assert sent[0] == {"role": "system", "content": "sys"}
-    # The call records' copies too: scrubbed, and still summaries (not shown as a system prompt).
-    assert SECRET not in json.dumps(calls)
-    assert all(is_summary(calls[n][key]) for n, key in recorded)
+    seen = json.loads(out)
+    assert validate(seen["sent"]) == [] and SECRET not in out
+    assert seen["summaries_sent"] == 1 and seen["sent"][0] == {"role": "system", "content": "sys"}
+    assert all(seen["summaries"][name] for name in recorded) and ERASED in json.dumps(seen["calls"])
