@@ -94,6 +94,8 @@ def test_a_lone_digit_is_a_term_a_lone_letter_is_not():
         ("3", "第3天，第33天", 1),  # a digit against Chinese characters is a word of its own (index_text)
         ("wifi", "酒店的wifi密码, mywifi", 1),
         ("flag", "flagged, flags, a reflag", 2),  # a word by its stem, at a word's start
+        ("cafe", "écafe cafe", 1),  # é is a letter (not of a script without spaces): "cafe" after it is inside a word
+        ("flag", "xflag flag flag", 2),  # every occurrence after one inside a word is tried, in order
     ],
 )
 def test_a_term_is_counted_where_the_index_would_find_it(term, text, count):

@@ -926,8 +926,64 @@ def test_a_pattern_that_matches_an_empty_text_erases_nothing(
     url = make_url("file")
     with ctxlife.Session("empty", settings(url), context_window=100_000) as session:
         session.add(user("my card is 4111-1111"), assistant("noted"))
-        with pytest.raises(CtxlifeError, match="matches an empty text, so it would erase every message"):
+        with pytest.raises(CtxlifeError, match="matches an empty text, so it would erase every message") as refused:
             session.erase_matching(pattern)
+        # It names what to do instead: the whole session's deletion, in the API and the CLI.
+        assert str(refused.value).endswith("or delete the whole session (SessionStore.delete, `ctxlife session rm`)")
         assert main(["session", "erase", "empty", "--match", pattern, "--store", url]) != 0
-        assert "matches an empty text" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "matches an empty text" in err and "(SessionStore.delete, `ctxlife session rm`)" in err
         assert [m["content"] for m in session.get_items()] == ["my card is 4111-1111", "noted"]
+
+
+def test_a_pattern_that_needs_a_character_is_not_refused_even_one_that_matches_a_mask(make_url: Any) -> None:
+    # Only a pattern that matches the empty text is refused: "X+" (a masked number's X's) must still erase.
+    with ctxlife.Session("mask", settings(make_url("file")), context_window=100_000) as session:
+        session.add(user("my card is XXXX-XXXX-1111"), assistant("noted"))
+        assert session.erase_matching("X+") == [1]
+        assert [m["content"] for m in session.get_items()] == ["noted"]
+
+
+# Another process opens the session (restores it) and reads its call records (as `ctxlife report` does).
+READ_IN_CHILD = r"""
+import json, sys
+import ctxlife
+from ctxlife.config import settings_from_dict
+from ctxlife.messages import is_summary
+
+url, sid = sys.argv[1:]
+cfg = settings_from_dict({"strategies": ["snapshot_restore"], "store": url})
+with ctxlife.Session(sid, cfg, system="sys", context_window=2000) as session:
+    sent = session.prepare({"role": "user", "content": "What did we talk about?"})
+    calls = {f"{c.n} {key}": m for c in session.store.read_calls(sid) for key, m in c.doc.get("t", {}).items()}
+    summaries = {name: is_summary(m) for name, m in calls.items()}
+print(json.dumps({"sent": sent, "summaries_sent": sum(map(is_summary, sent)), "calls": calls, "summaries": summaries}))
+"""
+
+
+def test_a_summary_scrubbed_by_an_erase_is_still_the_summary_in_another_process(
+    make_url: Any, tmp_path: Path, spawn: Any
+) -> None:
+    # The scrubbed summary is marked anew with the store's secret, not the erasing process's own one
+    # (which no other process knows: the summary would come back as a user's text or be left out, and
+    # `ctxlife report` would show the call record's copy as a system prompt).
+    url = make_url("file")
+    _, session = planted(url, tmp_path)
+    with session:
+        summary = next(m for m in session.store.load_snapshot(session.session_id).messages if is_summary(m))
+        assert SECRET in json.dumps(summary)  # (the precondition: the summary quotes the value)
+        recorded = {
+            f"{call.n} {key}"
+            for call in session.store.read_calls(session.session_id)
+            for key, message in call.doc.get("t", {}).items()
+            if is_summary(message)
+        }
+        assert recorded  # (a call record holds the summary as sent)
+        assert session.erase_matching(SECRET)
+    child = spawn(READ_IN_CHILD, url, session.session_id)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err
+    seen = json.loads(out)
+    assert validate(seen["sent"]) == [] and SECRET not in out
+    assert seen["summaries_sent"] == 1 and seen["sent"][0] == {"role": "system", "content": "sys"}
+    assert all(seen["summaries"][name] for name in recorded) and ERASED in json.dumps(seen["calls"])
