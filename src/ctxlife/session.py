@@ -179,7 +179,8 @@ class Session:
         Appended after whatever other writers (workers, requests) recorded meanwhile, never over
         it. A message that is not JSON (NaN, bytes) is recorded in a JSON-safe form (the record's
         ``quarantined`` says why) and never blocks the others; one of no known shape even so (an
-        unknown role) is refused with :class:`~ctxlife.errors.InvalidMessagesError`, nothing written.
+        unknown role), or in another format than ``message_format``, is refused with
+        :class:`~ctxlife.errors.InvalidMessagesError`, nothing written.
         When the store fails,
         :class:`~ctxlife.errors.StoreError` propagates and nothing is left to be written later:
         call again (messages whose write landed despite the error are not written twice).
@@ -189,7 +190,7 @@ class Session:
         # would be sent on every later call: refused, nothing written. (Responses items: add_items.)
         chat = [json_safe(m) for m in batch if "type" not in m]
         if chat:
-            check_shape(chat, where=f"session {self.session_id!r} add()")
+            check_shape(chat, where=f"session {self.session_id!r} add()", expected=self._expected())
         if not batch:
             return []
         with self._lock:
@@ -213,8 +214,7 @@ class Session:
         with self._lock:
             keeper = self._keeper()
             prompt: list[Message] = [{"role": "system", "content": self.system}] if self.system else []
-            configured = self.host.settings.message_format
-            expected = None if configured == "auto" else configured
+            expected = self._expected()
             where = f"session {self.session_id!r}"
             if turn:  # a turn that would make the list invalid is refused before anything is recorded
                 # (against the conversation as last read: the read after the append sees the rest)
@@ -260,10 +260,12 @@ class Session:
 
         Record every reply, the last one of a process included: after a restart the conversation
         then continues after it (not after two user turns in a row). As :meth:`add` when the
-        store fails, or for a message of no known shape (refused, nothing written).
+        store fails, or for a message of no known shape or in another format than ``message_format``
+        (refused, nothing written).
         """
         message = as_message(reply)
-        check_shape([json_safe(message)], where=f"session {self.session_id!r} record_reply()")
+        where = f"session {self.session_id!r} record_reply()"
+        check_shape([json_safe(message)], where=where, expected=self._expected())
         with self._lock:
             record = self._keeper().append(self.session_id, [message], self.view)[0]
             self._appended.append(record.message)
@@ -302,14 +304,15 @@ class Session:
         another writer's list would): edit your list too. (A removed or erased message it still
         holds is not recorded again.)
 
-        A message of no known shape (an unknown role, content that is not text or parts), or one that
+        A message of no known shape (an unknown role, content that is not text or parts, another format
+        than ``message_format``), or one that
         would make the conversation invalid where it stands (a tool result in place of a question), is
         refused with :class:`~ctxlife.errors.InvalidMessagesError` and nothing is written (every later
         call would send it).
         """
         where = f"session {self.session_id!r} edit({seq})"
         new = _checked(message, 0)
-        check_shape([json_safe(new)], where=where)
+        check_shape([json_safe(new)], where=where, expected=self._expected())
         with self._lock:
             items, slots = self._items(self._restored())
             if seq in slots:  # (a message a compaction left out of the context is checked alone)
@@ -390,6 +393,11 @@ class Session:
 
     def _call_keywords(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "view": self.view}
+
+    def _expected(self) -> str | None:
+        """The configured message format a message must be in (None: any known one, ``auto``)."""
+        configured = self.host.settings.message_format
+        return None if configured == "auto" else configured
 
     def _read(self, messages_only: bool = False) -> Restored:
         """The view's conversation as the store has it now, kept for the next read (never handed out)."""

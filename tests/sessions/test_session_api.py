@@ -547,6 +547,36 @@ def test_a_turn_in_another_format_than_the_configured_one_is_refused(tmp_path: P
         assert session.get_items() == []
 
 
+def test_an_add_edit_or_reply_in_another_format_than_the_configured_one_is_refused(tmp_path: Path) -> None:
+    # Recorded, an OpenAI tool call in a session configured for Anthropic Messages made every later
+    # call fail (each call checks the whole list against message_format): refused, nothing written.
+    cfg = config(f"file://{tmp_path}", message_format="anthropic")
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    }
+    with ctxlife.Session("fmt", cfg, context_window=8000) as session:
+        session.add(user("q"), assistant("a"))
+        refusals = {
+            "session 'fmt' add()[1] is an OpenAI chat message but message_format is 'anthropic'": lambda: session.add(
+                user("x"), call
+            ),
+            "session 'fmt' edit(2)[0] is an OpenAI chat message but message_format is 'anthropic'": lambda: (
+                session.edit(2, call)
+            ),
+            "session 'fmt' record_reply()[0] is an OpenAI chat message but message_format is 'anthropic'": lambda: (
+                session.record_reply(call)
+            ),
+        }
+        for words, refused in refusals.items():
+            with pytest.raises(InvalidMessagesError) as info:
+                refused()
+            assert str(info.value).startswith(words), str(info.value)
+        assert contents(session.get_items()) == ["q", "a"]  # nothing of them written
+        assert contents(session.prepare(user("next"))) == ["q", "a", "next"]  # and the session goes on
+
+
 def test_add_records_edit_and_remove_act_on_the_sessions_own_view(store_url: str) -> None:
     cfg = config(store_url)
     with (
@@ -741,9 +771,11 @@ def test_strategies_see_the_sessions_id_and_view_on_a_shared_host(tmp_path: Path
 
 def test_a_call_without_a_new_turn_checks_the_stored_list_against_message_format(tmp_path: Path) -> None:
     call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    # (recorded by a writer whose message_format is the default, auto: the add is accepted there)
+    with ctxlife.Session("fmt2", config(f"file://{tmp_path}"), context_window=8000) as other:
+        other.add(user("q"), {"role": "assistant", "content": None, "tool_calls": [call]})
     cfg = config(f"file://{tmp_path}", message_format="anthropic")
     with ctxlife.Session("fmt2", cfg, context_window=8000) as session:
-        session.add(user("q"), {"role": "assistant", "content": None, "tool_calls": [call]})  # add checks no format
         with pytest.raises(InvalidMessagesError) as refused:
             session.messages()
         assert str(refused.value).startswith(
