@@ -179,18 +179,19 @@ class Session:
         Appended after whatever other writers (workers, requests) recorded meanwhile, never over
         it. A message that is not JSON (NaN, bytes) is recorded in a JSON-safe form (the record's
         ``quarantined`` says why) and never blocks the others; one of no known shape even so (an
-        unknown role), or in another format than ``message_format``, is refused with
+        unknown role, an OpenAI Responses item), or in another format than ``message_format``, is refused with
         :class:`~ctxlife.errors.InvalidMessagesError`, nothing written.
         When the store fails,
         :class:`~ctxlife.errors.StoreError` propagates and nothing is left to be written later:
         call again (messages whose write landed despite the error are not written twice).
         """
         batch = [_checked(m, i) for i, m in enumerate(messages)]
-        # A message of no known shape even in its JSON-safe form (an unknown role, a number as content)
-        # would be sent on every later call: refused, nothing written. (Responses items: add_items.)
-        chat = [json_safe(m) for m in batch if "type" not in m]
-        if chat:
-            check_shape(chat, where=f"session {self.session_id!r} add()", expected=self._expected())
+        # A message of no known shape even in its JSON-safe form (an unknown role, a number as content,
+        # a Responses item) would be sent on every later call: refused, nothing written.
+        if batch:
+            check_shape(
+                [json_safe(m) for m in batch], where=f"session {self.session_id!r} add()", expected=self._expected()
+            )
         if not batch:
             return []
         with self._lock:

@@ -483,6 +483,12 @@ def test_what_is_not_a_message_is_refused_naming_its_position(tmp_path: Path) ->
         )
         with pytest.raises(InvalidMessagesError, match=r"^message 0 must be a message dict .*got int"):
             session.add_items([42])  # type: ignore[list-item]
+        with pytest.raises(InvalidMessagesError) as refused:  # add() too: every later call would fail
+            session.add(user("x"), responses_call)
+        assert str(refused.value).startswith(
+            "session 'pos' add()[1] is not an OpenAI chat or Anthropic Messages message: it looks like OpenAI "
+            "Responses API input items"
+        )
         assert contents(session.get_items()) == ["q"]  # nothing of the refused calls recorded
 
 
@@ -504,6 +510,12 @@ def test_an_edit_or_add_every_later_call_would_send_as_an_invalid_list_is_refuse
             with pytest.raises(InvalidMessagesError) as info:
                 refused()
             assert words in str(info.value), str(info.value)
+        with pytest.raises(InvalidMessagesError) as info:
+            session.edit(3, assistant("no result"))
+        assert str(info.value).endswith(  # (the session named by its store key: the test's id is not one)
+            " edit(3) would make the conversation invalid (tool_call_without_result: 1 of 1 tool "
+            "call(s) have no result (ids ['c1'])); nothing was recorded"
+        )
         assert contents(session.get_items()) == ["q", "None", "r", "a"]  # nothing of them written
         session.edit(4, assistant("a, edited"))
         session.add({"role": "user", "content": b"bytes are text once stored"})  # (recorded in a JSON-safe form)
