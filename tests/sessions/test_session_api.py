@@ -555,7 +555,10 @@ def test_a_turn_in_another_format_than_the_configured_one_is_refused(tmp_path: P
     with ctxlife.Session("fmt", cfg, context_window=8000) as session:
         with pytest.raises(InvalidMessagesError) as refused:
             session.prepare(user("q"), {"role": "assistant", "content": None, "tool_calls": [call]})
-        assert "is an OpenAI chat message but message_format is 'anthropic'" in str(refused.value)
+        assert str(refused.value) == (
+            "session 'fmt'[1] is an OpenAI chat message but message_format is 'anthropic'; "
+            'set message_format = "openai" (or "auto") or convert the list'
+        )
         assert session.get_items() == []
 
 
@@ -863,3 +866,20 @@ def test_a_session_closes_the_host_it_made_once_and_never_a_shared_one(tmp_path:
         assert CountingCloses.closed == 1  # the caller's host stays open
         host.close()
         assert CountingCloses.closed == 2
+
+
+class _RestoreRedactor:
+    """Masks a card number only where a restored conversation leaves the store (another path keeps it)."""
+
+    @ctxlife.hookimpl
+    def ctxlife_filter_text(self, ctx: ctxlife.TextContext) -> None:
+        if ctx.where == "restore":
+            ctx.text = ctx.text.replace("4111 1111", "[card]")
+
+
+def test_a_restored_conversation_is_filtered_as_where_restore(tmp_path: Path) -> None:
+    with ctxlife.Session("r", config(f"file://{tmp_path}"), context_window=8000, plugins=[_RestoreRedactor()]) as s:
+        s.add(user("my card is 4111 1111"), assistant("noted"))
+        assert contents(s.get_items()) == ["my card is [card]", "noted"]
+        assert contents(s.prepare(user("thanks"))) == ["my card is [card]", "noted", "thanks"]
+    assert contents(raw(f"file://{tmp_path}", "r"))[0] == "my card is 4111 1111"  # the store keeps it as given
