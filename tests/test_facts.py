@@ -379,6 +379,8 @@ def test_facts_missing_from_respects_token_boundaries():
         (Fact("number", "2"), "costs 2.50", False),  # the integer part of a number
         (Fact("number", "2"), "2.5", False),
         (Fact("number", "2"), "2. Then", True),  # a full stop, no digit after it
+        (Fact("code", "HAT13"), "HAT136, HAT13 and HAT137", True),  # neither the first nor the last occurrence
+        (Fact("name", "丽丽"), "x丽丽丽", True),  # one character on: no ASCII letter touches the second
     ],
 )
 def test_a_facts_text_is_found_only_on_token_boundaries_wherever_it_stands(fact, text, found):
@@ -403,6 +405,9 @@ SAID = (
         ("weigh 120 kg", "weigh 120kg"),
         ("grew 15%", "grew 15 %"),
         ("id 550e8400-e29b-41d4-a716-446655440000", "ID 550E8400-E29B-41D4-A716-446655440000"),
+        ("due 2024-05-05", "due May 5, 2024"),  # a day under 10: no other full date in the summary
+        ("at 00:00", "at 12 AM"),  # midnight on a 12-hour clock
+        ("at 12:00", "at 12 PM"),
     ],
 )
 def test_one_fact_written_another_way_is_kept(said, summary):
@@ -596,4 +601,32 @@ def test_an_amount_the_summary_writes_with_a_scale_word_is_not_reported_missing(
     [fact] = extract_facts(said)
     assert fact_in_text(fact, summary)  # the precondition: the summary carries it
     # what the extractive summarizer asks before it appends a Key facts block: not missing, so not repeated
+    assert facts_missing_from([fact], summary) == []
+
+
+@pytest.mark.parametrize(
+    ("fact", "summary"),
+    [
+        (Fact("name", "Brandt, Ada"), "ask Brandt, Ada"),  # a comma in a fact with no normalized form
+        (Fact("url", "https://x.io/a,b", "https://x.io/a,b"), "see https://x.io/a,b"),  # in a normalized one
+    ],
+)
+def test_a_fact_holding_a_comma_is_kept(fact, summary):
+    assert fact_in_text(fact, summary)  # the precondition
+    assert facts_missing_from([fact], summary) == []  # the quick filter, which drops commas, passes it
+
+
+@pytest.mark.parametrize(
+    ("said", "summary"),
+    [
+        ("with 3 people", "with 3 People"),  # a unit written in another case: its normalized form is not in the text
+        ("ref 81234", "sum 81,234.0"),  # a number the scanner takes for no fact of its own
+        ("order #QX4TR8", "QX4TR8-b"),  # a code followed by more than a code: found as written, not by the scanner
+        ("costs -$5.25", "costs -$ 5.25"),  # a negative amount with a space after its sign
+    ],
+)
+def test_a_fact_the_summary_writes_another_way_is_found_by_both_checks(said, summary):
+    [fact] = extract_facts(said)
+    assert fact.text not in summary  # the precondition: only another writing of it is there
+    assert fact_in_text(fact, summary)
     assert facts_missing_from([fact], summary) == []
