@@ -19,6 +19,7 @@ from ctxlife.facts import (
     facts_missing_from,
     format_fact_list,
 )
+from ctxlife.facts.patterns import compile_cjk_aware
 
 # --------------------------------------------------------------------------------------
 # helpers
@@ -630,3 +631,85 @@ def test_a_fact_the_summary_writes_another_way_is_found_by_both_checks(said, sum
     assert fact.text not in summary  # the precondition: only another writing of it is there
     assert fact_in_text(fact, summary)
     assert facts_missing_from([fact], summary) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "text", "found"),
+    [
+        # \b at a word's start and end holds next to Chinese, not inside a Latin word
+        (r"\bBX\d+\b", "预订BX4471改期", "BX4471"),
+        (r"\bBX\d+\b", "aBX4471", None),
+        (r"\bBX\d+\b", "BX4471a", None),
+        (r"(?:\bBX\d+\b)", "订BX4471", "BX4471"),  # a \b after "(": a word's start
+        # a lookbehind and a lookahead of one class holding \w and more: CJK passes, a Latin letter and the rest not
+        (r"(?<![\w.-])\d{3}(?![\w/])", "编号123号", "123"),
+        (r"(?<![\w.-])\d{3}(?![\w/])", "x123", None),
+        (r"(?<![\w.-])\d{3}(?![\w/])", "-123", None),
+        (r"(?<![\w.-])\d{3}(?![\w/])", "123/", None),
+        (r"(?<![\w])\d{3}", "价123", "123"),  # a class of \w alone
+        (r"(?<![.])\d{3}", "号.123 x", None),  # a class without \w is kept as it is
+        # a lookaround that is not one class: an alternation, an escaped \w, a class of \w and more inside it
+        (r"\d{3}(?![\w]|[.,]\d)", "123元", "123"),
+        (r"\d{3}(?![\w]|[.,]\d)", "123.5", None),
+        (r"\d{3}(?!\w|,\d)", "123元", "123"),
+        (r"\d{3}(?!\w|,\d)", "123,4", None),
+        (r"\d{3}(?!x[\w-])", "123x元", "123"),
+        (r"\d{3}(?!x[\w-])", "123x-", None),
+        (r"\d{3}(?![^\s])", "123元", None),  # a negated class is not narrowed
+        # the pattern's body left alone: classes with ] first, a negated one, escapes, nested groups
+        (r"(?<![\w])[]a]+(?:(\d)\))", "元]a1)", "]a1)"),
+        (r"(?<![\w])[^]x]\d(?=[\]])", "元y1]", "y1"),
+        (r"(?<![\w\]])q(?![\w\\])", "元q元", "q"),
+        (r"(?<![\w\]])q(?![\w\\])", "]q", None),
+        (r"(?<![\w\]])q(?![\w\\])", "q\\", None),
+        (r"(?<=[\w])5", "a5", "5"),  # in a positive lookbehind too
+        (r"(?<=[\w])5", "元5", None),
+    ],
+)
+def test_a_pattern_made_cjk_aware_finds_a_fact_next_to_chinese_but_not_inside_a_latin_word(source, text, found):
+    match = compile_cjk_aware(source).search(text)
+    assert (match.group(0) if match else None) == found
+
+
+@pytest.mark.parametrize("source", [r"(?<![\w)\d", r"(?<![\w]\d"])
+def test_an_unbalanced_pattern_is_refused_with_what_is_open(source):
+    with pytest.raises(ValueError, match="unbalanced"):
+        compile_cjk_aware(source)
+
+
+@pytest.mark.parametrize(
+    ("said", "normalized"),
+    [
+        ("due 25/12/24", "2024-12-25"),  # a two-digit year under 70 is this century's
+        ("due 25/12/69", "2069-12-25"),
+        ("due 25/12/70", "1970-12-25"),  # from 70 the last century's
+        ("due 25/12/85", "1985-12-25"),
+        ("due 25.12.00", "2000-12-25"),
+        ("due 12/25/2024", "2024-12-25"),  # four digits as written
+    ],
+)
+def test_a_date_with_a_two_digit_year_is_kept_in_its_century(said, normalized):
+    [fact] = extract_facts(said)
+    assert (fact.kind, fact.normalized) == ("date", normalized)
+
+
+def test_a_date_with_a_month_name_is_read_whichever_comes_first():
+    from ctxlife.facts.patterns import DAY_MONTH_YEAR_RE, MONTH_DAY_YEAR_RE, _named_month_date
+
+    # made again here: the table's normalisers are made at import, before a test can change the code they run
+    month_first, day_first = _named_month_date(1, 2), _named_month_date(2, 1)
+    assert month_first(MONTH_DAY_YEAR_RE.search("on May 15, 2024 ok")) == [(3, 15, "May 15, 2024", "2024-05-15")]
+    assert month_first(MONTH_DAY_YEAR_RE.search("on Feb. 3rd")) == [(3, 11, "Feb. 3rd", "--02-03")]
+    assert day_first(DAY_MONTH_YEAR_RE.search("the 15th of May 2024")) == [(4, 20, "15th of May 2024", "2024-05-15")]
+    assert day_first(DAY_MONTH_YEAR_RE.search("the 9 Sept")) == [(4, 10, "9 Sept", "--09-09")]
+    assert month_first(MONTH_DAY_YEAR_RE.search("on May 32")) == []  # no such day
+
+
+def test_a_cue_is_found_with_or_without_its_capital_and_whole():
+    from ctxlife.facts.patterns import _by_first_letter
+
+    pattern = re.compile(f"(?:{_by_first_letter(('my', 'my name is', 'call me', 'mine'))})")
+    for said, cue in [("my name is Ada", "my name is"), ("My name is Ada", "My name is"), ("Mine: x", "Mine")]:
+        assert pattern.match(said).group(0) == cue  # the longest cue of a letter first
+    assert pattern.match("Call me Ada").group(0) == "Call me"
+    assert pattern.match("mY name") is None and pattern.match("CALL me") is None and pattern.match("name") is None
