@@ -19,6 +19,7 @@ from ctxlife.facts import (
     facts_missing_from,
     format_fact_list,
 )
+from ctxlife.facts.patterns import compile_cjk_aware
 
 # --------------------------------------------------------------------------------------
 # helpers
@@ -379,6 +380,8 @@ def test_facts_missing_from_respects_token_boundaries():
         (Fact("number", "2"), "costs 2.50", False),  # the integer part of a number
         (Fact("number", "2"), "2.5", False),
         (Fact("number", "2"), "2. Then", True),  # a full stop, no digit after it
+        (Fact("code", "HAT13"), "HAT136, HAT13 and HAT137", True),  # neither the first nor the last occurrence
+        (Fact("name", "丽丽"), "x丽丽丽", True),  # one character on: no ASCII letter touches the second
     ],
 )
 def test_a_facts_text_is_found_only_on_token_boundaries_wherever_it_stands(fact, text, found):
@@ -403,6 +406,9 @@ SAID = (
         ("weigh 120 kg", "weigh 120kg"),
         ("grew 15%", "grew 15 %"),
         ("id 550e8400-e29b-41d4-a716-446655440000", "ID 550E8400-E29B-41D4-A716-446655440000"),
+        ("due 2024-05-05", "due May 5, 2024"),  # a day under 10: no other full date in the summary
+        ("at 00:00", "at 12 AM"),  # midnight on a 12-hour clock
+        ("at 12:00", "at 12 PM"),
     ],
 )
 def test_one_fact_written_another_way_is_kept(said, summary):
@@ -582,3 +588,128 @@ def test_a_name_is_read_back_from_a_key_facts_block():
     block = format_fact_list(facts, 100, len)
     assert "names: Ada Brandt" in block
     assert {f.key for f in extract_facts(block)} == {f.key for f in facts}
+
+
+@pytest.mark.parametrize(
+    ("said", "summary"),
+    [
+        ("pay $2,000,000 now", "pay $2M now"),  # the summary writes the amount with a scale word
+        ("pay $1,234.50 now", "pay $1.2345K now"),
+        ("raised $3,000,000,000", "raised $3 billion"),
+    ],
+)
+def test_an_amount_the_summary_writes_with_a_scale_word_is_not_reported_missing(said, summary):
+    [fact] = extract_facts(said)
+    assert fact_in_text(fact, summary)  # the precondition: the summary carries it
+    # what the extractive summarizer asks before it appends a Key facts block: not missing, so not repeated
+    assert facts_missing_from([fact], summary) == []
+
+
+@pytest.mark.parametrize(
+    ("fact", "summary"),
+    [
+        (Fact("name", "Brandt, Ada"), "ask Brandt, Ada"),  # a comma in a fact with no normalized form
+        (Fact("url", "https://x.io/a,b", "https://x.io/a,b"), "see https://x.io/a,b"),  # in a normalized one
+    ],
+)
+def test_a_fact_holding_a_comma_is_kept(fact, summary):
+    assert fact_in_text(fact, summary)  # the precondition
+    assert facts_missing_from([fact], summary) == []  # the quick filter, which drops commas, passes it
+
+
+@pytest.mark.parametrize(
+    ("said", "summary"),
+    [
+        ("with 3 people", "with 3 People"),  # a unit written in another case: its normalized form is not in the text
+        ("ref 81234", "sum 81,234.0"),  # a number the scanner takes for no fact of its own
+        ("order #QX4TR8", "QX4TR8-b"),  # a code followed by more than a code: found as written, not by the scanner
+        ("costs -$5.25", "costs -$ 5.25"),  # a negative amount with a space after its sign
+    ],
+)
+def test_a_fact_the_summary_writes_another_way_is_found_by_both_checks(said, summary):
+    [fact] = extract_facts(said)
+    assert fact.text not in summary  # the precondition: only another writing of it is there
+    assert fact_in_text(fact, summary)
+    assert facts_missing_from([fact], summary) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "text", "found"),
+    [
+        # \b at a word's start and end holds next to Chinese, not inside a Latin word
+        (r"\bBX\d+\b", "预订BX4471改期", "BX4471"),
+        (r"\bBX\d+\b", "aBX4471", None),
+        (r"\bBX\d+\b", "BX4471a", None),
+        (r"(?:\bBX\d+\b)", "订BX4471", "BX4471"),  # a \b after "(": a word's start
+        # a lookbehind and a lookahead of one class holding \w and more: CJK passes, a Latin letter and the rest not
+        (r"(?<![\w.-])\d{3}(?![\w/])", "编号123号", "123"),
+        (r"(?<![\w.-])\d{3}(?![\w/])", "x123", None),
+        (r"(?<![\w.-])\d{3}(?![\w/])", "-123", None),
+        (r"(?<![\w.-])\d{3}(?![\w/])", "123/", None),
+        (r"(?<![\w])\d{3}", "价123", "123"),  # a class of \w alone
+        (r"(?<![.])\d{3}", "号.123 x", None),  # a class without \w is kept as it is
+        # a lookaround that is not one class: an alternation, an escaped \w, a class of \w and more inside it
+        (r"\d{3}(?![\w]|[.,]\d)", "123元", "123"),
+        (r"\d{3}(?![\w]|[.,]\d)", "123.5", None),
+        (r"\d{3}(?!\w|,\d)", "123元", "123"),
+        (r"\d{3}(?!\w|,\d)", "123,4", None),
+        (r"\d{3}(?!x[\w-])", "123x元", "123"),
+        (r"\d{3}(?!x[\w-])", "123x-", None),
+        (r"\d{3}(?![^\s])", "123元", None),  # a negated class is not narrowed
+        # the pattern's body left alone: classes with ] first, a negated one, escapes, nested groups
+        (r"(?<![\w])[]a]+(?:(\d)\))", "元]a1)", "]a1)"),
+        (r"(?<![\w])[^]x]\d(?=[\]])", "元y1]", "y1"),
+        (r"(?<![\w\]])q(?![\w\\])", "元q元", "q"),
+        (r"(?<![\w\]])q(?![\w\\])", "]q", None),
+        (r"(?<![\w\]])q(?![\w\\])", "q\\", None),
+        (r"(?<=[\w])5", "a5", "5"),  # in a positive lookbehind too
+        (r"(?<=[\w])5", "元5", None),
+    ],
+)
+def test_a_pattern_made_cjk_aware_finds_a_fact_next_to_chinese_but_not_inside_a_latin_word(source, text, found):
+    match = compile_cjk_aware(source).search(text)
+    assert (match.group(0) if match else None) == found
+
+
+@pytest.mark.parametrize("source", [r"(?<![\w)\d", r"(?<![\w]\d"])
+def test_an_unbalanced_pattern_is_refused_with_what_is_open(source):
+    with pytest.raises(ValueError, match="unbalanced"):
+        compile_cjk_aware(source)
+
+
+@pytest.mark.parametrize(
+    ("said", "normalized"),
+    [
+        ("due 25/12/24", "2024-12-25"),  # a two-digit year under 70 is this century's
+        ("due 25/12/69", "2069-12-25"),
+        ("due 25/12/70", "1970-12-25"),  # from 70 the last century's
+        ("due 25/12/85", "1985-12-25"),
+        ("due 25.12.00", "2000-12-25"),
+        ("due 12/25/2024", "2024-12-25"),  # four digits as written
+    ],
+)
+def test_a_date_with_a_two_digit_year_is_kept_in_its_century(said, normalized):
+    [fact] = extract_facts(said)
+    assert (fact.kind, fact.normalized) == ("date", normalized)
+
+
+def test_a_date_with_a_month_name_is_read_whichever_comes_first():
+    from ctxlife.facts.patterns import DAY_MONTH_YEAR_RE, MONTH_DAY_YEAR_RE, _named_month_date
+
+    # made again here: the table's normalisers are made at import, before a test can change the code they run
+    month_first, day_first = _named_month_date(1, 2), _named_month_date(2, 1)
+    assert month_first(MONTH_DAY_YEAR_RE.search("on May 15, 2024 ok")) == [(3, 15, "May 15, 2024", "2024-05-15")]
+    assert month_first(MONTH_DAY_YEAR_RE.search("on Feb. 3rd")) == [(3, 11, "Feb. 3rd", "--02-03")]
+    assert day_first(DAY_MONTH_YEAR_RE.search("the 15th of May 2024")) == [(4, 20, "15th of May 2024", "2024-05-15")]
+    assert day_first(DAY_MONTH_YEAR_RE.search("the 9 Sept")) == [(4, 10, "9 Sept", "--09-09")]
+    assert month_first(MONTH_DAY_YEAR_RE.search("on May 32")) == []  # no such day
+
+
+def test_a_cue_is_found_with_or_without_its_capital_and_whole():
+    from ctxlife.facts.patterns import _by_first_letter
+
+    pattern = re.compile(f"(?:{_by_first_letter(('my', 'my name is', 'call me', 'mine'))})")
+    for said, cue in [("my name is Ada", "my name is"), ("My name is Ada", "My name is"), ("Mine: x", "Mine")]:
+        assert pattern.match(said).group(0) == cue  # the longest cue of a letter first
+    assert pattern.match("Call me Ada").group(0) == "Call me"
+    assert pattern.match("mY name") is None and pattern.match("CALL me") is None and pattern.match("name") is None

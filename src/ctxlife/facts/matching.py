@@ -179,8 +179,9 @@ def _anchors(fact: Fact) -> tuple[str, ...]:
         if kind in ("id", "email", "url", "path", "code"):
             return (n.lower().replace(",", ""),)
         if kind == "amount":
-            whole = n.lstrip("-").split(".")[0]
-            return (whole,) if not any(c in fact.text for c in "kKMmbBt") else ()
+            # none: the text may write it with a scale word ("$2M" for "$2,000,000"), which holds no digits of
+            # it that a substring could name; contains' own check (its whole part, or any scaled number) is cheap
+            return ()
         if kind == "number":
             if n.isdigit():
                 return (n[-4:],)
