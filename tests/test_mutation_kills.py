@@ -684,6 +684,13 @@ def files(tmp_path: Path) -> Iterator[FileStore]:
     store.close()
 
 
+def _written_again(tmp_path: Path, *messages: dict[str, Any]) -> None:
+    """Another process deletes the session ``s`` and writes ``messages`` as a new one."""
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        other.delete("s")
+        other.append("s", list(messages))
+
+
 def test_a_session_deleted_and_written_again_elsewhere_gets_the_callers_whole_conversation(
     files: FileStore, tmp_path: Path
 ) -> None:
@@ -692,9 +699,7 @@ def test_a_session_deleted_and_written_again_elsewhere_gets_the_callers_whole_co
     # caller's conversation is new to the session, not a continuation of what it holds.
     recorder = Recorder(files)
     recorder.record("s", [user("q1"), assistant("r1")])
-    with FileStore(tmp_path / "sessions", fsync=False) as other:
-        other.delete("s")
-        other.append("s", [user("x1"), assistant("x2"), user("x3")])
+    _written_again(tmp_path, user("x1"), assistant("x2"), user("x3"))
     assert _contents(files) == ["x1", "x2", "x3"]  # the precondition: the head (3) is past this recorder's (2)
     with capture_logs() as events:
         recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
@@ -713,9 +718,7 @@ def test_a_removal_from_a_list_never_removes_a_message_of_a_session_written_agai
     # now at that sequence number is the other writer's, and stays.
     recorder = Recorder(files)
     recorder.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
-    with FileStore(tmp_path / "sessions", fsync=False) as other:
-        other.delete("s")
-        other.append("s", [user("x1"), assistant("x2"), user("x3"), assistant("x4")])
+    _written_again(tmp_path, user("x1"), assistant("x2"), user("x3"), assistant("x4"))
     assert files.head("s") == 4  # the precondition: the head this recorder last wrote
     recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
     assert _contents(files) == ["x1", "x2", "x3", "x4", "q1", "r1", "q2"]
@@ -729,9 +732,7 @@ def test_a_removal_by_number_after_the_session_was_written_again_to_the_same_hea
     # read, is recorded against that session: the removed message is not written back, nothing twice.
     recorder = Recorder(files)
     recorder.record("s", [user("q1"), assistant("r1")])
-    with FileStore(tmp_path / "sessions", fsync=False) as other:
-        other.delete("s")
-        other.append("s", [user("x1"), assistant("x2")])
+    _written_again(tmp_path, user("x1"), assistant("x2"))
     assert files.head("s") == 2  # the precondition: the head this recorder last wrote
     recorder.remove("s", [2])
     assert _contents(files) == ["x1"]
