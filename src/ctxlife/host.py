@@ -750,15 +750,18 @@ class Host:
         (:meth:`Keeper.append <ctxlife.sessions.keeper.Keeper.append>`: when the store fails the
         error propagates, and calling again records it once).
         Returns the new records (``[]`` without a session). A message that is not
-        JSON is recorded in a JSON-safe form, never refused.
+        JSON is recorded in a JSON-safe form; one of no known shape, or in another format than
+        ``message_format``, is refused (:class:`~ctxlife.errors.InvalidMessagesError`, nothing written).
         """
         session = session_id or self.session_id
         if session is None:
             return []
         validate_session_id(session)
         lane = validate_view(view or "")
+        configured = self.settings.message_format
+        expected = None if configured == "auto" else configured
         with self._table.locked(session):
-            return host_recording.record_reply(self.open_store(), session, reply, lane)
+            return host_recording.record_reply(self.open_store(), session, reply, lane, expected)
 
     def open_store(self) -> SessionStore:
         """The host's session store, opened now from the settings if the host has none yet.

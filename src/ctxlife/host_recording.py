@@ -154,10 +154,15 @@ def open_configured_store(settings: Settings) -> SessionStore:
 
 
 def record_reply(
-    store: SessionStore, session: str, reply: dict[str, Any] | list[dict[str, Any]], view: str
+    store: SessionStore,
+    session: str,
+    reply: dict[str, Any] | list[dict[str, Any]],
+    view: str,
+    expected: str | None = None,
 ) -> list[RawRecord]:
     """``Host.record_reply`` with the session's lock held: a message is appended after the view's
-    recorded conversation, a list recorded by alignment (and left as the caller's next list)."""
+    recorded conversation, a list recorded by alignment (and left as the caller's next list).
+    ``expected``: the configured ``message_format`` (None: ``auto``)."""
     keeper = keeper_for(store)
     if not isinstance(reply, (dict, list)):
         raise CtxlifeError(f"record_reply takes a message dict or a list of them, got {type(reply).__name__}")
@@ -165,7 +170,7 @@ def record_reply(
     # (A list's other messages were checked when the call was managed: only its last, the reply, is new.)
     newest = reply if isinstance(reply, dict) else reply[-1] if reply else None
     if newest is not None:
-        check_shape([json_safe(newest)], where="record_reply")
+        check_shape([json_safe(newest)], where="record_reply", expected=expected)
     if isinstance(reply, dict):
         return keeper.append(session, [reply], view)
     records = keeper.record_list(session, reply, view)

@@ -50,7 +50,7 @@ from ctxlife.messages import (
     same_messages,
     validate,
 )
-from ctxlife.messages.formats import SYSTEM_ROLES, ShapeMemo
+from ctxlife.messages.formats import FORMAT_NAMES, SYSTEM_ROLES, ShapeMemo, clear_format
 from ctxlife.messages.previous import frozen_copy
 from ctxlife.recall import configured_index_dir, remove_index
 from ctxlife.sessions.base import SessionStore
@@ -136,6 +136,8 @@ class Session:
         # What the turn checks classified: the conversation as last read keeps its message objects
         # from read to read, so a turn's check classifies only what is new (see ShapeMemo).
         self._shapes = ShapeMemo()
+        # The format the view's conversation is clearly in, once read (see _check_new; message_format auto).
+        self._format: str | None = None
 
     # -- the Agents SDK protocol (sync) -----------------------------------------------------------
 
@@ -188,13 +190,10 @@ class Session:
         batch = [_checked(m, i) for i, m in enumerate(messages)]
         # A message of no known shape even in its JSON-safe form (an unknown role, a number as content,
         # a Responses item) would be sent on every later call: refused, nothing written.
-        if batch:
-            check_shape(
-                [json_safe(m) for m in batch], where=f"session {self.session_id!r} add()", expected=self._expected()
-            )
         if not batch:
             return []
         with self._lock:
+            self._check_new(batch, f"session {self.session_id!r} add()")
             records = self._keeper().append(self.session_id, batch, self.view)
             self._appended += [r.message for r in records]
             return records
@@ -265,9 +264,8 @@ class Session:
         (refused, nothing written).
         """
         message = as_message(reply)
-        where = f"session {self.session_id!r} record_reply()"
-        check_shape([json_safe(message)], where=where, expected=self._expected())
         with self._lock:
+            self._check_new([message], f"session {self.session_id!r} record_reply()")
             record = self._keeper().append(self.session_id, [message], self.view)[0]
             self._appended.append(record.message)
             return record
@@ -313,8 +311,8 @@ class Session:
         """
         where = f"session {self.session_id!r} edit({seq})"
         new = _checked(message, 0)
-        check_shape([json_safe(new)], where=where, expected=self._expected())
         with self._lock:
+            self._check_new([new], where)
             items, slots = self._items(self._restored())
             if seq in slots:  # (a message a compaction left out of the context is checked alone)
                 at = slots.index(seq)
@@ -385,6 +383,7 @@ class Session:
         """After an erase or delete: what this process and the config keep of the session outside
         the store go too (the keeper's state, the host's lists, a recall index in ``index_dir``)."""
         self._last_read = None
+        self._format = None
         if not erased:  # (the keeper's erase forgot what it had to, keeping what was erased)
             self._keeper().forget(self.session_id)
         self.host.forget_lists(self.session_id)
@@ -399,6 +398,37 @@ class Session:
         """The configured message format a message must be in (None: any known one, ``auto``)."""
         configured = self.host.settings.message_format
         return None if configured == "auto" else configured
+
+    def _check_new(self, new: list[Message], where: str) -> None:
+        """Refuse (:class:`InvalidMessagesError`, before anything is written) messages that every later call
+        would send and fail on: of no known shape, in another format than ``message_format``, or, with
+        ``auto``, clearly in the other format than the one the view's conversation is clearly in (an
+        Anthropic ``tool_use`` block after OpenAI tool calls). The lock is held."""
+        safe = [json_safe(m) for m in new]
+        check_shape(safe, where=where, expected=self._expected())
+        if self._expected() is not None:
+            return
+        found, first = clear_format(safe)
+        if found is None:
+            return  # plain text: valid in either format
+        have = self._conversation_format()
+        if have is not None and have != found:
+            # Confirmed on the conversation as stored now (another writer may have deleted and replaced it).
+            have = self._format = clear_format(_conversation(self._read().messages))[0]
+        if have is not None and have != found:
+            raise InvalidMessagesError(
+                f"{where}[{first}] is an {FORMAT_NAMES[found]} message but the session's conversation is in "
+                f"{FORMAT_NAMES[have]} format; one conversation must use one format: convert the message "
+                "(every later call would send both and fail); nothing was recorded"
+            )
+
+    def _conversation_format(self) -> str | None:
+        """The format the view's conversation is clearly in (None while it is plain text), read once and kept:
+        a conversation's format does not change (it is forgotten with the conversation, see _forget)."""
+        if self._format is None:
+            known = self._last_read if self._last_read is not None else self._read()
+            self._format = clear_format([*_conversation(known.messages), *self._appended])[0]
+        return self._format
 
     def _read(self, messages_only: bool = False) -> Restored:
         """The view's conversation as the store has it now, kept for the next read (never handed out)."""

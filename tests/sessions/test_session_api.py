@@ -592,6 +592,58 @@ def test_an_add_edit_or_reply_in_another_format_than_the_configured_one_is_refus
         assert contents(session.prepare(user("next"))) == ["q", "a", "next"]  # and the session goes on
 
 
+def test_with_auto_a_message_in_the_other_format_than_the_conversations_is_refused(tmp_path: Path) -> None:
+    # message_format auto: a session whose conversation holds OpenAI tool calls took an Anthropic tool_use
+    # reply and tool_result, and every later call failed ("one list must use one format"): refused now.
+    call = {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    use = {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "weather", "input": {}}]}
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "rain"}]}
+    cfg = config(f"file://{tmp_path}")
+    assert cfg.message_format == "auto"
+    with ctxlife.Session("mix", cfg, context_window=8000) as session:
+        session.add(user("weather?"), {"role": "assistant", "content": None, "tool_calls": [call]})
+        session.add({"role": "tool", "tool_call_id": "c1", "content": "sunny"})
+        refusals = {
+            "session 'mix' record_reply()[0] is an Anthropic Messages message": lambda: session.record_reply(use),
+            "session 'mix' add()[1] is an Anthropic Messages message": lambda: session.add(assistant("ok"), use),
+            "session 'mix' edit(2)[0] is an Anthropic Messages message": lambda: session.edit(2, use),
+        }
+        for words, refused in refusals.items():
+            with pytest.raises(InvalidMessagesError) as info:
+                refused()
+            assert str(info.value).startswith(words), str(info.value)
+            assert "conversation is in OpenAI chat format" in str(info.value)
+        assert [m["role"] for m in session.get_items()] == ["user", "assistant", "tool"]  # nothing written
+        assert contents(session.prepare(user("thanks")))[-2:] == ["sunny", "thanks"]  # the session goes on
+    # A new object (nothing read yet) reads the conversation once to tell its format.
+    with ctxlife.Session("mix", cfg, context_window=8000) as fresh:
+        with pytest.raises(InvalidMessagesError, match="conversation is in OpenAI chat format"):
+            fresh.add(result)
+    # A conversation of plain text takes either format, and keeps to the one it then has.
+    with ctxlife.Session("plain", cfg, context_window=8000) as session:
+        session.add(user("weather?"), use, result)
+        assert session.prepare(user("and tomorrow?"))[-1] == user("and tomorrow?")
+        with pytest.raises(InvalidMessagesError, match="conversation is in Anthropic Messages format"):
+            session.record_reply({"role": "assistant", "content": None, "tool_calls": [call]})
+
+
+def test_the_hosts_record_reply_refuses_a_message_in_another_format_than_the_configured_one(tmp_path: Path) -> None:
+    # It recorded it, and every later call of the session failed against message_format.
+    use = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]}
+    cfg = config(f"file://{tmp_path}", message_format="openai")
+    with ctxlife.Session("hostfmt", cfg, context_window=8000) as session:
+        session.prepare(user("q"))
+        for reply in (use, [user("q"), use]):
+            with pytest.raises(InvalidMessagesError) as info:
+                session.host.record_reply(reply, session_id="hostfmt")
+            assert str(info.value).startswith(
+                "record_reply[0] is an Anthropic Messages message but message_format is 'openai'"
+            )
+        assert contents(session.get_items()) == ["q"]
+        session.record_reply("a")
+        assert contents(session.prepare(user("next"))) == ["q", "a", "next"]
+
+
 def test_add_records_edit_and_remove_act_on_the_sessions_own_view(store_url: str) -> None:
     cfg = config(store_url)
     with (

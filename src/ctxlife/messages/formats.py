@@ -463,6 +463,13 @@ def check_shape(
     return found or expected or OPENAI
 
 
+def clear_format(messages: Sequence[Any]) -> tuple[str | None, int]:
+    """The format a list of known shape is clearly in, and the first message that shows it (an Anthropic
+    block; an OpenAI tool call or ``tool`` role); ``(None, -1)`` when every message is valid in both
+    (plain text). Raises as :func:`check_shape` for a list that mixes the two."""
+    return _detect(messages, "messages")
+
+
 def list_format(messages: Sequence[Message]) -> str:
     """The format of a list already checked by :func:`check_shape` (OpenAI chat for anything unclear)."""
     for message in messages:
