@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -94,3 +95,22 @@ def test_demo_without_crewai_names_the_extras_to_install(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "pip install 'ctxlife[crewai,plot]'" in done.stderr
+
+
+def test_a_reader_that_stops_early_ends_a_command_quietly(tmp_path):
+    # `ctxlife session search ID words | head -1`: the search printed "error: [Errno 32] Broken pipe" and
+    # exited 2, as if the store had failed. Its stdout here is a pipe whose reader is gone before it writes.
+    from ctxlife.sessions import open_store
+
+    url = f"file://{tmp_path / 'sessions'}"
+    with open_store(url) as store:
+        store.append("s1", [{"role": "user", "content": "the lamp order"}, {"role": "assistant", "content": "shipped"}])
+    # (a table printed with rich ends as rich ends it: 1)
+    for command, code in ((["session", "search", "s1", "lamp", "--store", url], 141), (["strategies"], 1)):
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            done = subprocess.run([*CTXLIFE, *command], stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+        finally:
+            os.close(write)
+        assert (done.returncode, done.stderr) == (code, ""), command

@@ -54,7 +54,7 @@ from ctxlife.messages.formats import FORMAT_NAMES, SYSTEM_ROLES, ShapeMemo, clea
 from ctxlife.messages.previous import frozen_copy
 from ctxlife.recall import configured_index_dir, remove_index
 from ctxlife.sessions.base import SessionStore
-from ctxlife.sessions.ids import session_key, validate_view
+from ctxlife.sessions.ids import original_session_id, session_key, validate_view
 from ctxlife.sessions.keeper import Keeper, keeper_for
 from ctxlife.sessions.records import RawRecord, json_safe, no_collection
 from ctxlife.sessions.restore import Restored
@@ -181,7 +181,8 @@ class Session:
         Appended after whatever other writers (workers, requests) recorded meanwhile, never over
         it. A message that is not JSON (NaN, bytes) is recorded in a JSON-safe form (the record's
         ``quarantined`` says why) and never blocks the others; one of no known shape even so (an
-        unknown role, an OpenAI Responses item), or in another format than ``message_format``, is refused with
+        unknown role, an OpenAI Responses item), in another format than ``message_format`` (with ``auto``:
+        than the conversation's), or a tool result that answers no call recorded before it, is refused with
         :class:`~ctxlife.errors.InvalidMessagesError`, nothing written.
         When the store fails,
         :class:`~ctxlife.errors.StoreError` propagates and nothing is left to be written later:
@@ -193,7 +194,7 @@ class Session:
         if not batch:
             return []
         with self._lock:
-            self._check_new(batch, f"session {self.session_id!r} add()")
+            self._check_new(batch, f"session {self._shown!r} add()")
             records = self._keeper().append(self.session_id, batch, self.view)
             self._appended += [r.message for r in records]
             return records
@@ -215,7 +216,7 @@ class Session:
             keeper = self._keeper()
             prompt: list[Message] = [{"role": "system", "content": self.system}] if self.system else []
             expected = self._expected()
-            where = f"session {self.session_id!r}"
+            where = f"session {self._shown!r}"
             if turn:  # a turn that would make the list invalid is refused before anything is recorded
                 # (against the conversation as last read: the read after the append sees the rest)
                 known = self._last_read if self._last_read is not None else self._read()
@@ -223,8 +224,8 @@ class Session:
                 with no_collection():  # (a list and the memo's tuples of the messages' values: acyclic)
                     items = [*_conversation(known.messages), *self._appended]  # + recorded by this object since
                     check_shape(prompt + items + turn, where=where, expected=expected, memo=self._shapes)
-                if _new_problem(items[-_TAIL:], turn) is not None:  # confirmed on the conversation as it is now
-                    _refuse_invalid_turn(self._items(self._restored())[0][-_TAIL:], turn, where)
+                if _new_problem(_tail(items), turn) is not None:  # confirmed on the conversation as it is now
+                    _refuse_invalid_turn(_tail(self._items(self._restored())[0]), turn, where)
                 keeper.append(self.session_id, turn, self.view)
             restored = self._restored(for_host=True)
             items, slots = self._items(restored)
@@ -260,12 +261,12 @@ class Session:
 
         Record every reply, the last one of a process included: after a restart the conversation
         then continues after it (not after two user turns in a row). As :meth:`add` when the
-        store fails, or for a message of no known shape or in another format than ``message_format``
-        (refused, nothing written).
+        store fails, or for a message it refuses (no known shape, another format, a tool result that
+        answers no call: nothing written).
         """
         message = as_message(reply)
         with self._lock:
-            self._check_new([message], f"session {self.session_id!r} record_reply()")
+            self._check_new([message], f"session {self._shown!r} record_reply()")
             record = self._keeper().append(self.session_id, [message], self.view)[0]
             self._appended.append(record.message)
             return record
@@ -309,10 +310,10 @@ class Session:
         refused with :class:`~ctxlife.errors.InvalidMessagesError` and nothing is written (every later
         call would send it).
         """
-        where = f"session {self.session_id!r} edit({seq})"
+        where = f"session {self._shown!r} edit({seq})"
         new = _checked(message, 0)
         with self._lock:
-            self._check_new([new], where)
+            self._check_new([new], where, appended=False)
             items, slots = self._items(self._restored())
             if seq in slots:  # (a message a compaction left out of the context is checked alone)
                 at = slots.index(seq)
@@ -372,7 +373,7 @@ class Session:
 
     def __repr__(self) -> str:
         view = f", view={self.view!r}" if self.view else ""
-        return f"{type(self).__name__}({self.session_id!r}{view}, store={self.store.url!r})"
+        return f"{type(self).__name__}({self._shown!r}{view}, store={self.store.url!r})"
 
     # -- internals --------------------------------------------------------------------------------
 
@@ -391,6 +392,11 @@ class Session:
         if folder is not None:
             remove_index(folder, self.session_id)
 
+    @property
+    def _shown(self) -> str:
+        """The session's id as the caller gave it (``session_id`` is its store key), for errors and repr."""
+        return original_session_id(self.session_id)
+
     def _call_keywords(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "view": self.view}
 
@@ -399,13 +405,15 @@ class Session:
         configured = self.host.settings.message_format
         return None if configured == "auto" else configured
 
-    def _check_new(self, new: list[Message], where: str) -> None:
+    def _check_new(self, new: list[Message], where: str, *, appended: bool = True) -> None:
         """Refuse (:class:`InvalidMessagesError`, before anything is written) messages that every later call
         would send and fail on: of no known shape, in another format than ``message_format``, or, with
         ``auto``, clearly in the other format than the one the view's conversation is clearly in (an
         Anthropic ``tool_use`` block after OpenAI tool calls). The lock is held."""
         safe = [json_safe(m) for m in new]
         check_shape(safe, where=where, expected=self._expected())
+        if appended and any(map(is_tool_result, safe)):  # (an edit is checked where it stands: see edit)
+            self._refuse_orphan_results(safe, where)
         if self._expected() is not None:
             return
         found, first = clear_format(safe)
@@ -421,6 +429,24 @@ class Session:
                 f"{FORMAT_NAMES[have]} format; one conversation must use one format: convert the message "
                 "(every later call would send both and fail); nothing was recorded"
             )
+
+    def _refuse_orphan_results(self, new: list[Message], where: str) -> None:
+        """A tool result that answers no call recorded before it can never be answered: every later call would
+        send it and the provider refuse the list. (A call still waiting for its results is the middle of a
+        tool loop: allowed.) Checked against the conversation as last read, confirmed on a fresh read."""
+        known = self._last_read if self._last_read is not None else self._read()
+        for fresh in (False, True):
+            if fresh:
+                known = self._read()  # (another writer may have recorded the call meanwhile)
+            tail = _tail([*_conversation(known.messages), *self._appended])
+            orphans = [p for p in validate(tail + new) if p.code == "orphan_tool_result" and p.index >= len(tail)]
+            if not orphans:
+                return
+        raise InvalidMessagesError(
+            f"{where}[{orphans[0].index - len(tail)}] is a tool result that answers no call recorded before it "
+            f"({orphans[0].detail}); nothing was recorded. Record the assistant message that made the call first "
+            "(record_reply), then its results"
+        )
 
     def _conversation_format(self) -> str | None:
         """The format the view's conversation is clearly in (None while it is plain text), read once and kept:
@@ -539,6 +565,15 @@ def _conversation(messages: Sequence[Message]) -> list[Message]:
 
 #: How many of the conversation's last messages a new turn is validated with (a unit's calls and results).
 _TAIL = 16
+
+
+def _tail(items: list[Message]) -> list[Message]:
+    """The conversation's last :data:`_TAIL` messages, reaching back to the call the first of them answers:
+    cut after it, the results of a call with many (17 parallel lookups) were taken for results of none."""
+    start = max(len(items) - _TAIL, 0)
+    while start > 0 and is_tool_result(items[start]):
+        start -= 1
+    return items[start:]
 
 
 def _new_problem(tail: list[Message], turn: list[Message]) -> Problem | None:
@@ -710,4 +745,4 @@ class AsyncSession:
 
     def __repr__(self) -> str:
         view = f", view={self.view!r}" if self.view else ""
-        return f"{type(self).__name__}({self.session_id!r}{view})"
+        return f"{type(self).__name__}({original_session_id(self.session_id)!r}{view})"

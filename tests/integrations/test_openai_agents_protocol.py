@@ -301,9 +301,9 @@ def test_an_item_holding_a_value_json_cannot_hold_is_still_recorded(tmp_path):
             await session.get_items()
             await model_input(session, [user("raw?")])
             await session.add_items(
-                [user("raw?"), {"type": "function_call_output", "call_id": "c1", "output": b"\x00"}]
+                [user("raw?"), call("c1", "R1"), {"type": "function_call_output", "call_id": "c1", "output": b"\x00"}]
             )
-            assert len(await stored(session)) == 2
+            assert len(await stored(session)) == 3
 
     asyncio.run(main())
 
@@ -361,6 +361,12 @@ def test_model_output_saved_without_the_filter_warns_once_and_says_the_fix(tmp_p
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 await session.add_items([question])  # the input, saved before any model call
+                assert bypass_warnings(caught) == []
+            await model_input(session, [question])  # a model call through the filter, whose tool call is saved
+            await session.add_items([call("c0", "R0")])
+            await session.get_items()  # the next run
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
                 await session.add_items([output("c0", "a tool's result")])  # not the model's output
                 assert bypass_warnings(caught) == []
                 await session.add_items([call("c1", "R1")])  # the model's: it bypassed the filter

@@ -93,14 +93,15 @@ def trip_url(tmp_path: Path) -> str:
 # -- ctxlife session search, in this process ----------------------------------------------------------
 
 
-def test_session_search_prints_each_passage_with_its_place_score_and_marked_match(trip_url, capsys):
+def test_session_search_prints_each_passage_with_its_place_rank_and_marked_match(trip_url, capsys):
     assert main(["session", "search", "--store", trip_url, "trip", "hotel Lisbon"]) == 0
     out = capsys.readouterr().out
     with open_store(trip_url) as store:
         first = store.read_records("trip")[1]
     lines = out.splitlines()
     when = datetime.fromtimestamp(first.recorded_at).strftime("%Y-%m-%d %H:%M")
-    assert lines[0].startswith(f"[{when}, message 2]  score ") and float(lines[0].rsplit(" ", 1)[1]) > 0
+    n = sum(line.startswith("[") for line in lines)
+    assert lines[0] == f"[{when}, message 2]  match 1 of {n}"
     # the match marked with '>', its turn and one message of context on each side (a question among them
     # with its answer); whitespace folded
     assert lines[1:] == [

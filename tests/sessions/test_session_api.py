@@ -627,6 +627,59 @@ def test_with_auto_a_message_in_the_other_format_than_the_conversations_is_refus
             session.record_reply({"role": "assistant", "content": None, "tool_calls": [call]})
 
 
+def test_a_tool_result_that_answers_no_recorded_call_is_refused(tmp_path: Path) -> None:
+    # Recorded, it was sent on every later call, and a provider refuses a tool result with no call before it.
+    with ctxlife.Session("orphan", config(f"file://{tmp_path}"), context_window=8000) as session:
+        session.prepare(user("hi"))
+        for where, bad in (
+            ("record_reply()[0]", lambda: session.record_reply({"role": "tool", "tool_call_id": "c9", "content": "x"})),
+            ("add()[1]", lambda: session.add(assistant("a"), {"role": "tool", "tool_call_id": "c9", "content": "x"})),
+        ):
+            with pytest.raises(InvalidMessagesError) as info:
+                bad()
+            assert str(info.value).startswith(
+                f"session 'orphan' {where} is a tool result that answers no call recorded before it"
+            ), str(info.value)
+        assert contents(session.get_items()) == ["hi"]  # nothing written
+        # A call and its result, recorded one after the other, are a tool loop: taken.
+        call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        session.record_reply({"role": "assistant", "content": None, "tool_calls": [call]})
+        session.add({"role": "tool", "tool_call_id": "c1", "content": "done"})
+        assert contents(session.prepare(user("next")))[-2:] == ["done", "next"]
+
+
+def test_the_results_of_a_call_with_many_are_taken_however_many_came_before(tmp_path: Path) -> None:
+    # The turn was checked against the conversation's last 16 messages only: with 17 results recorded, the
+    # call was cut off and the last results were refused as answering no call.
+    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "order", "arguments": "{}"}} for i in range(20)]
+    results = [{"role": "tool", "tool_call_id": f"c{i}", "content": f"order {i} shipped"} for i in range(20)]
+    with ctxlife.Session("many", config(f"file://{tmp_path}"), context_window=32000) as session:
+        session.prepare(user("look up orders 0-19"))
+        session.record_reply({"role": "assistant", "content": None, "tool_calls": calls})
+        session.add(*results[:17])
+        sent = session.prepare(*results[17:])
+        assert [m["content"] for m in sent[-3:]] == ["order 17 shipped", "order 18 shipped", "order 19 shipped"]
+    with ctxlife.Session("many2", config(f"file://{tmp_path}"), context_window=32000) as session:
+        session.prepare(user("look up orders 0-19"))
+        session.record_reply({"role": "assistant", "content": None, "tool_calls": calls})
+        for result in results:
+            session.add(result)
+        assert len(session.prepare()) == 22
+
+
+def test_errors_and_repr_name_the_session_by_the_callers_id(tmp_path: Path) -> None:
+    with ctxlife.Session("Zoë/客户-42", config(f"file://{tmp_path}"), context_window=8000) as session:
+        assert session.session_id != "Zoë/客户-42"  # the store key
+        assert repr(session).startswith("Session('Zoë/客户-42', store=")
+        with pytest.raises(InvalidMessagesError, match=r"^session 'Zoë/客户-42' add\(\)\[0\] "):
+            session.add({"role": "bot", "content": "x"})
+        with pytest.raises(InvalidMessagesError, match=r"^session 'Zoë/客户-42': the new turn"):
+            session.prepare({"role": "tool", "tool_call_id": "z", "content": "x"})
+        with pytest.raises(ctxlife.CtxlifeError, match=r"^erase of session 'Zoë/客户-42': the pattern"):
+            session.erase_matching("")
+    assert repr(ctxlife.AsyncSession("Zoë/客户-42")) == "AsyncSession('Zoë/客户-42')"
+
+
 def test_the_hosts_record_reply_refuses_a_message_in_another_format_than_the_configured_one(tmp_path: Path) -> None:
     # It recorded it, and every later call of the session failed against message_format.
     use = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]}

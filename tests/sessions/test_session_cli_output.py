@@ -84,6 +84,19 @@ def test_export_raw_all_and_calls(url: str, capsys: Any) -> None:
     assert calls[1]["window"] == 8000 and calls[1]["tokens"]
 
 
+def test_errors_name_a_session_by_the_id_the_app_gave(url: str, capsys: Any) -> None:
+    # The commands take the app's id ('Zoë/42') and map it to its store key; their messages showed the key.
+    with open_store(url) as store:
+        store.append(session_key("Zoë/42"), MESSAGES)
+    assert main(["session", "export", "Zoë/42", "--store", url]) == 1
+    assert capsys.readouterr().err == "error: session 'Zoë/42' has no snapshot yet, only raw history; use --raw\n"
+    assert main(["session", "search", "Zoë/42", "zebra", "--store", url]) == 0
+    assert capsys.readouterr().out == "Nothing in session 'Zoë/42' matches \"zebra\".\n"
+    for command in (["show", "Zoë/43"], ["search", "Zoë/43", "zebra"]):
+        assert main(["session", *command, "--store", url]) == 1
+        assert "session 'Zoë/43' in" in capsys.readouterr().err
+
+
 def test_export_without_a_snapshot_says_to_use_raw(url: str, capsys: Any) -> None:
     with open_store(url) as store:
         store.append("u42", MESSAGES)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -240,9 +241,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # (a reader that stopped early is told here, not at exit)
+        return code
     except CtxlifeError as exc:
         print(f"ctxlife {args.command}: error: {redact_text(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader stopped early (`ctxlife session search ... | head`): quiet, as a process SIGPIPE ends.
+        # What is left in stdout's buffer goes nowhere (else Python prints an error at exit).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141

@@ -42,9 +42,12 @@ def add_search_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.Arg
 def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_: Any) -> int:
     """Run ``session search`` on an open store; return the exit code."""
     sid = args.session_id
+    from ctxlife.sessions.ids import original_session_id  # lazy: as below
+
+    given = original_session_id(sid)  # the id as given (``sid`` is its store key)
     if store.head(sid) == 0:
         err.write(
-            f"error: no raw history for session {sid!r} in {store.url}; `ctxlife session list` shows the sessions\n"
+            f"error: no raw history for session {given!r} in {store.url}; `ctxlife session list` shows the sessions\n"
         )
         return _EXIT_NOT_FOUND
     if args.limit < 1:
@@ -65,6 +68,7 @@ def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[s
     if args.json:
         rows = [
             {
+                "rank": rank,
                 "seq": p.hit.seq,
                 "score": round(p.hit.score, 3),
                 "messages": [
@@ -72,18 +76,19 @@ def search_command(store: Any, args: argparse.Namespace, out: IO[str], err: IO[s
                     for r in p.records
                 ],
             }
-            for p in passages
+            for rank, p in enumerate(passages, 1)
         ]
         out.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
         return _EXIT_OK
     if not passages:
-        out.write(f'Nothing in session {sid!r} matches "{args.query}".\n')
+        out.write(f'Nothing in session {given!r} matches "{args.query}".\n')
         return _EXIT_OK
     count: Callable[[str], int] | None = None  # made at the first long match: tiktoken's tables take ~0.2 s to load
-    for passage in passages:
-        out.write(
-            f"[{position(passage.records[0] if passage.records else passage.hit)}]  score {passage.hit.score:.2f}\n"
-        )
+    for rank, passage in enumerate(passages, 1):
+        # The rank, not the match's own score: passages are ranked by their whole turn (a question and its
+        # answer), so a match's score can be below the next one's (and tiny in a short history).
+        where = position(passage.records[0] if passage.records else passage.hit)
+        out.write(f"[{where}]  match {rank} of {len(passages)}\n")
         for record in passage.records:
             hit = record.seq == passage.hit.seq
             text = " ".join(record.text.split())

@@ -243,6 +243,8 @@ def run_session_command(
                 if command != "rm":  # an erase killed before it finished is completed before anything is read
                     store.finish_erase(args.session_id, replacing=command == "erase")
             return handler(store, args, out, err, count_tokens, token_encoding)
+    except BrokenPipeError:
+        raise  # the reader stopped (`| head`): not an error of the store (see cli.main)
     except (CtxlifeError, OSError) as exc:
         err.write(f"error: {exc}\n")
         return _EXIT_ERROR
@@ -287,7 +289,7 @@ def _when(ts: float | None) -> str:
 
 def _not_found(store: Any, sid: str, err: IO[str]) -> int:
     sid = _shown(sid)
-    err.write(f"error: no session {sid!r} in {store.url}; `ctxlife session list` shows the sessions\n")
+    err.write(f"error: no session {_shown(sid)!r} in {store.url}; `ctxlife session list` shows the sessions\n")
     return _EXIT_NOT_FOUND
 
 
@@ -494,7 +496,7 @@ def _export(store: Any, args: argparse.Namespace, out: IO[str], err: IO[str], *_
     snapshot = store.load_snapshot(sid, getattr(args, "view", "") or "")
     if snapshot is None:
         if store.head(sid):
-            err.write(f"error: session {sid!r} has no snapshot yet, only raw history; use --raw\n")
+            err.write(f"error: session {_shown(sid)!r} has no snapshot yet, only raw history; use --raw\n")
         else:
             return _not_found(store, sid, err)
         return _EXIT_NOT_FOUND
@@ -625,10 +627,10 @@ def print_next_call(call: NextCall, out: Any, *, width: int = 160) -> None:
     budget = int(call.threshold * call.context_window)
     view = f" view {call.view!r}" if call.view else ""
     if call.source == RECORDED:
-        what = f"Call {call.call_number} of session {call.session_id!r}{view} in {call.store_url}, as recorded"
+        what = f"Call {call.call_number} of session {_shown(call.session_id)!r}{view} in {call.store_url}, as recorded"
         restored = call.note
     else:
-        what = f"Next call of session {call.session_id!r}{view} in {call.store_url} (config {call.config})"
+        what = f"Next call of session {_shown(call.session_id)!r}{view} in {call.store_url} (config {call.config})"
         restored = (
             f"restored {call.restored_from_snapshot} message(s) from the snapshot (covers raw message "
             f"{call.snapshot_covers}) + {call.restored_from_records} record(s) after it"

@@ -68,7 +68,7 @@ from typing import Any, Self
 from ctxlife.errors import CtxlifeError, StoreError
 from ctxlife.events import emit
 from ctxlife.messages.inserted import MARK_KEYS, inserted_kind, inserted_text, mark_inserted
-from ctxlife.sessions.ids import validate_session_id, validate_view
+from ctxlife.sessions.ids import original_session_id, validate_session_id, validate_view
 from ctxlife.sessions.records import (
     ERASED_TEXT,
     REMOVE,
@@ -444,8 +444,9 @@ class SessionStore(abc.ABC):
         regex = re.compile(pattern) if isinstance(pattern, str) else pattern
         if regex.search("") is not None:  # (an empty pattern from an unset shell variable, "\d*", ".*")
             raise CtxlifeError(
-                f"erase of session {session_id!r}: the pattern {regex.pattern!r} matches an empty text, so it would "
-                "erase every message; use a pattern that needs at least one character, or delete the whole session "
+                f"erase of session {original_session_id(session_id)!r}: the pattern {regex.pattern!r} matches an "
+                "empty text, so it would erase every message; use a pattern that needs at least one character, or "
+                "delete the whole session "
                 "(SessionStore.delete, `ctxlife session rm`)"
             )
         self.finish_erase(session_id, replacing=True)  # one at a time: an interrupted erase's intent is kept
