@@ -713,3 +713,17 @@ def test_a_cue_is_found_with_or_without_its_capital_and_whole():
         assert pattern.match(said).group(0) == cue  # the longest cue of a letter first
     assert pattern.match("Call me Ada").group(0) == "Call me"
     assert pattern.match("mY name") is None and pattern.match("CALL me") is None and pattern.match("name") is None
+
+
+# -- reading a Key facts block back ----------------------------------------------------------------
+
+
+def test_a_negative_amount_keeps_its_sign_when_its_key_facts_block_is_read_back():
+    # a refund from a tool result's JSON: the summary's block says "amounts: -250.5"
+    [refund] = extract_facts('{"refund_amount": -250.5}')
+    assert (refund.kind, refund.text, refund.normalized) == ("amount", "-250.5", "-250.5")  # the precondition
+    block = format_fact_list([refund], 100, len)
+    assert extract_facts(block) == [refund]
+    # so a later charge of the same size is a fact of its own, not the refund again
+    later = extract_facts(block + "\nThen we charged $250.50 again.")
+    assert [f.text for f in later] == ["-250.5", "$250.50"]
