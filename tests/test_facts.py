@@ -676,6 +676,10 @@ def test_a_fact_the_summary_writes_another_way_is_found_by_both_checks(said, sum
         (r"1(?![^\w])", "1元", "1"),
         (r"5(?![\w]x)", "5ay", "5"),  # a class and more: not the one-class form
         (r"5(?![\w]x)", "5ax", None),
+        # a lookaround holding an escaped parenthesis, a class with one, or a group: read to its own end
+        (r"1(?!\)\w)", "1)元", "1"),
+        (r"1(?![)]\w)", "1)元", "1"),
+        (r"1(?!(?:x)\w)", "1x元", "1"),
     ],
 )
 def test_a_pattern_made_cjk_aware_finds_a_fact_next_to_chinese_but_not_inside_a_latin_word(source, text, found):
@@ -687,7 +691,7 @@ def test_a_pattern_made_cjk_aware_keeps_its_flags():
     assert compile_cjk_aware(r"\bbx\d+", re.IGNORECASE).search("订BX4471").group(0) == "BX4471"
 
 
-@pytest.mark.parametrize("source", [r"(?<![\w)\d", r"(?<![\w]\d"])
+@pytest.mark.parametrize("source", [r"(?<![\w)\d", r"(?<![\w]\d", r"\d[", r"\d[^", r"\d[]"])
 def test_an_unbalanced_pattern_is_refused_with_what_is_open(source):
     with pytest.raises(ValueError, match="unbalanced"):
         compile_cjk_aware(source)
@@ -750,6 +754,7 @@ def test_a_negative_amount_keeps_its_sign_when_its_key_facts_block_is_read_back(
     [
         # an amount the scanner does not read whole: the symbol dropped, the digits' grouping too
         ("amounts: 250.50, ₹ 1,00,000, TBD", [("250.50", "250.5"), ("₹ 1,00,000", "100000"), ("TBD", "TBD")]),
+        ("amounts: -250.50, - $1,00,000", [("-250.50", "-250.5"), ("- $1,00,000", "-100000")]),  # the sign kept
         # one the scanner reads whole keeps the scanner's normalized form (a scale word, a sign before the symbol)
         ("amounts: $2M, -$5.25, X250", [("$2M", "2000000"), ("-$5.25", "-5.25"), ("X250", "X250")]),
     ],
@@ -835,6 +840,18 @@ def test_a_message_passed_alone_and_a_calls_text_arguments_are_read():
 def test_a_json_tool_result_gives_the_facts_its_keys_name(result, facts):
     found = extract_facts([{"role": "tool", "tool_call_id": "c1", "content": json.dumps(result)}])
     assert [(f.kind, f.text, f.normalized) for f in found] == facts
+
+
+def test_a_calls_arguments_object_gives_no_fact_from_ctxlifes_own_ref():
+    # Anthropic's tool_use input is an object, read without the text's removal of ctxlife's refs
+    call = {"type": "tool_use", "id": "toolu_1", "name": "fetch", "input": {"blob_ref": "sha256:0123456789abcdef"}}
+    messages = [
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]},
+    ]
+    assert extract_facts(messages) == []
+    call["input"] = {"order_id": "ORD-12345"}  # the precondition: the object is read
+    assert texts(extract_facts(messages)) == ["ORD-12345"]
 
 
 @pytest.mark.parametrize("prefix", ["", "\n  "])
@@ -1078,6 +1095,7 @@ def test_each_fact_is_read_from_its_own_span_of_the_text():
     # facts touching each other are both kept; a later kind's match over an earlier fact is not
     assert texts(extract_facts("2024年5月15日ORD-12345")) == ["2024年5月15日", "ORD-12345"]
     assert texts(extract_facts("QX4TRB2024年5月15日")) == ["2024年5月15日"]
+    assert texts(extract_facts("住3晚¥1200")) == ["3晚", "¥1200"]  # a fact ending where an earlier kind's starts
 
 
 @pytest.mark.parametrize(
