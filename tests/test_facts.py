@@ -664,6 +664,22 @@ def test_a_fact_the_summary_writes_another_way_is_found_by_both_checks(said, sum
         (r"(?<![\w\]])q(?![\w\\])", "q\\", None),
         (r"(?<=[\w])5", "a5", "5"),  # in a positive lookbehind too
         (r"(?<=[\w])5", "元5", None),
+        (r"5(?=[\w])", "5a", "5"),  # and in a positive lookahead
+        (r"5(?=[\w])", "5元", None),
+        (r"(\bBX\d+\b)", "订BX4471", "BX4471"),  # a \b after "(" or "|": a word's start
+        (r"x|\bBX\d+", "订BX4471", "BX4471"),
+        # inside a lookaround of more than one class: only \w and a class holding it change
+        (r"1(?!\d)", "1a", "1"),
+        (r"1(?!x[.-])", "1xa", "1"),
+        (r"1(?!x[.\w])", "1x.", None),
+        (r"1(?!x[^\w])", "1x元", "1"),  # a negated class is kept
+        (r"1(?![^\w])", "1元", "1"),
+        (r"5(?![\w]x)", "5ay", "5"),  # a class and more: not the one-class form
+        (r"5(?![\w]x)", "5ax", None),
+        # a lookaround holding an escaped parenthesis, a class with one, or a group: read to its own end
+        (r"1(?!\)\w)", "1)元", "1"),
+        (r"1(?![)]\w)", "1)元", "1"),
+        (r"1(?!(?:x)\w)", "1x元", "1"),
     ],
 )
 def test_a_pattern_made_cjk_aware_finds_a_fact_next_to_chinese_but_not_inside_a_latin_word(source, text, found):
@@ -671,7 +687,11 @@ def test_a_pattern_made_cjk_aware_finds_a_fact_next_to_chinese_but_not_inside_a_
     assert (match.group(0) if match else None) == found
 
 
-@pytest.mark.parametrize("source", [r"(?<![\w)\d", r"(?<![\w]\d"])
+def test_a_pattern_made_cjk_aware_keeps_its_flags():
+    assert compile_cjk_aware(r"\bbx\d+", re.IGNORECASE).search("订BX4471").group(0) == "BX4471"
+
+
+@pytest.mark.parametrize("source", [r"(?<![\w)\d", r"(?<![\w]\d", r"\d[", r"\d[^", r"\d[]"])
 def test_an_unbalanced_pattern_is_refused_with_what_is_open(source):
     with pytest.raises(ValueError, match="unbalanced"):
         compile_cjk_aware(source)
@@ -713,3 +733,379 @@ def test_a_cue_is_found_with_or_without_its_capital_and_whole():
         assert pattern.match(said).group(0) == cue  # the longest cue of a letter first
     assert pattern.match("Call me Ada").group(0) == "Call me"
     assert pattern.match("mY name") is None and pattern.match("CALL me") is None and pattern.match("name") is None
+
+
+# -- reading a Key facts block back ----------------------------------------------------------------
+
+
+def test_a_negative_amount_keeps_its_sign_when_its_key_facts_block_is_read_back():
+    # a refund from a tool result's JSON: the summary's block says "amounts: -250.5"
+    [refund] = extract_facts('{"refund_amount": -250.5}')
+    assert (refund.kind, refund.text, refund.normalized) == ("amount", "-250.5", "-250.5")  # the precondition
+    block = format_fact_list([refund], 100, len)
+    assert extract_facts(block) == [refund]
+    # so a later charge of the same size is a fact of its own, not the refund again
+    later = extract_facts(block + "\nThen we charged $250.50 again.")
+    assert [f.text for f in later] == ["-250.5", "$250.50"]
+
+
+@pytest.mark.parametrize(
+    ("block", "facts"),
+    [
+        # an amount the scanner does not read whole: the symbol dropped, the digits' grouping too
+        ("amounts: 250.50, ₹ 1,00,000, TBD", [("250.50", "250.5"), ("₹ 1,00,000", "100000"), ("TBD", "TBD")]),
+        ("amounts: -250.50, - $1,00,000", [("-250.50", "-250.5"), ("- $1,00,000", "-100000")]),  # the sign kept
+        # one the scanner reads whole keeps the scanner's normalized form (a scale word, a sign before the symbol)
+        ("amounts: $2M, -$5.25, X250", [("$2M", "2000000"), ("-$5.25", "-5.25"), ("X250", "X250")]),
+    ],
+)
+def test_amounts_in_a_key_facts_block_are_read_back_with_their_value(block, facts):
+    from ctxlife.facts.extract import parse_fact_block
+
+    assert [(f.kind, f.text, f.normalized) for f in parse_fact_block(block)] == [("amount", *f) for f in facts]
+
+
+def test_a_key_facts_block_is_read_back_item_by_item_with_the_kinds_it_names():
+    from ctxlife.facts.extract import parse_fact_block
+
+    # an id from a tool result's JSON, read back as the id it was (the scanner alone calls it a number)
+    [order] = extract_facts('{"order_id": 81234}')
+    assert parse_fact_block(format_fact_list([order], 100, len).removeprefix("Key facts:")) == [order]
+    assert parse_fact_block("ids: 81234") == [Fact("id", "81234", "81234")]
+    # an item holding a colon is one item of its kind, not a label
+    assert parse_fact_block("ids: urn:order:88231") == [Fact("id", "urn:order:88231", "urn:order:88231")]
+    # an item holding more than its fact is kept as written; one the scanner reads another way keeps that form
+    assert parse_fact_block("ids: 81234 (old), #12345") == [
+        Fact("id", "81234 (old)", "81234 (old)"),
+        Fact("id", "#12345", "12345"),
+    ]
+    # a group without a label, or with one that names no kind, is read as text; the groups after it still are
+    assert parse_fact_block("refund ORD-12345 pending; note: see HAT136; codes: QX4TR8") == [
+        Fact("code", "ORD-12345", "ORD-12345"),
+        Fact("code", "HAT136", "HAT136"),
+        Fact("code", "QX4TR8", "QX4TR8"),
+    ]
+
+
+def test_text_around_a_key_facts_block_is_read_as_text_and_the_block_with_its_kinds():
+    assert texts(extract_facts("HAT136 was cancelled.\nKey facts: ids: x")) == ["HAT136", "x"]
+    # the block's items are not read again as plain text ("88231" alone would be a number)
+    assert extract_facts("Done.\nKey facts: ids: urn:order:88231") == [Fact("id", "urn:order:88231", "urn:order:88231")]
+    # the text after the block's line is read too
+    assert texts(extract_facts("Key facts: codes: QX4TR8\nNext: refund ORD-12345.")) == ["QX4TR8", "ORD-12345"]
+
+
+# -- the facts of tool calls and JSON results ------------------------------------------------------
+
+
+def test_a_message_passed_alone_and_a_calls_text_arguments_are_read():
+    assert texts(extract_facts({"role": "user", "content": "order ORD-12345"})) == ["ORD-12345"]
+    call = {"id": "call_Ab12Cd34Ef56", "type": "function", "function": {"name": "f", "arguments": "refund ORD-12345"}}
+    pending = [{"role": "assistant", "content": None, "tool_calls": [call]}]
+    # a call still waiting for its result: its id is a fact, as the scanner reads it in a text
+    assert extract_facts(pending) == [Fact("code", "ORD-12345", "ORD-12345"), *extract_facts(call["id"])]
+    assert extract_facts(call["id"]) == [Fact("id", "call_Ab12Cd34Ef56", "call_Ab12Cd34Ef56")]  # the precondition
+    # a call id that is no text (empty, a number) is no fact, and no error
+    for odd_id in ("", 12345):
+        odd = [{"role": "assistant", "content": None, "tool_calls": [{**call, "id": odd_id}]}]
+        assert extract_facts(odd) == [Fact("code", "ORD-12345", "ORD-12345")]
+
+
+@pytest.mark.parametrize(
+    ("result", "facts"),
+    [
+        ({"price": 12.5}, [("amount", "12.5", "12.5")]),
+        ({"price": 250.0}, [("amount", "250.0", "250")]),
+        ({"price": 1e20}, [("amount", "1e+20", "1e+20")]),  # no plain number: kept as written
+        ({"price": {"usd": 12.5}}, [("amount", "12.5", "12.5")]),  # under a money key's child
+        ({"total": {"usd": [12.5, 3.0]}}, [("amount", "12.5", "12.5"), ("amount", "3.0", "3")]),
+        ({"refund": {"bags": 3}, "paid": True, "charge": False, "fee": None}, []),  # a count, booleans, null
+        ({"user_id": 81234}, [("id", "81234", "81234")]),
+        ({"order_ids": [81234, 81235]}, [("id", "81234", "81234"), ("id", "81235", "81235")]),
+        ({"user_id": 100, "seat_id": 99}, [("id", "100", "100")]),  # an id from 100 up
+        ({"page": 150, "nights": 9999}, []),  # a small number under a key that names no id
+        ({"views": 10000, "rank": 9999}, [("number", "10000", "10000")]),  # a bare number from 10,000 up
+        ({"bag_count": 12000}, [("number", "12000", "12000")]),
+        ({"user_id": 81234, "views": 81234}, [("id", "81234", "81234")]),  # one text, one fact
+        ({"booking_code": "K12"}, [("code", "K12", "K12")]),  # three characters are enough
+        ({"booking_code": "#K5520"}, [("code", "#K5520", "K5520")]),
+        ({"booking_code": "XB4471"}, [("code", "XB4471", "XB4471")]),
+        ({"order_id": "aB3x9q"}, [("id", "aB3x9q", "aB3x9q")]),  # mixed case: an id, not a code
+        ({"order_id": "abc.def"}, [("id", "abc.def", "abc.def")]),  # the scanner finds nothing in it: taken whole
+        ({"contact_id": "ana@x.com"}, [("email", "ana@x.com", "ana@x.com")]),  # read whole as another kind
+        ({"order_ref": "x." * 31 + "yz"}, [("id", "x." * 31 + "yz", "x." * 31 + "yz")]),  # 64 characters
+        ({"order_ref": "x." * 32 + "y"}, []),  # 65: a text, not an id
+    ],
+)
+def test_a_json_tool_result_gives_the_facts_its_keys_name(result, facts):
+    found = extract_facts([{"role": "tool", "tool_call_id": "c1", "content": json.dumps(result)}])
+    assert [(f.kind, f.text, f.normalized) for f in found] == facts
+
+
+def test_a_calls_arguments_object_gives_no_fact_from_ctxlifes_own_ref():
+    # Anthropic's tool_use input is an object, read without the text's removal of ctxlife's refs
+    call = {"type": "tool_use", "id": "toolu_1", "name": "fetch", "input": {"blob_ref": "sha256:0123456789abcdef"}}
+    messages = [
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]},
+    ]
+    assert extract_facts(messages) == []
+    call["input"] = {"order_id": "ORD-12345"}  # the precondition: the object is read
+    assert texts(extract_facts(messages)) == ["ORD-12345"]
+
+
+@pytest.mark.parametrize("prefix", ["", "\n  "])
+def test_a_json_array_or_object_is_read_as_json_even_after_blank_lines(prefix):
+    assert texts(extract_facts(prefix + '[{"price": 12.5}]')) == ["12.5"]
+    assert texts(extract_facts(prefix + '{"price": 12.5}')) == ["12.5"]
+
+
+@pytest.mark.parametrize("wrap", [lambda v: {"a": v}, lambda v: [v]])
+def test_json_is_read_down_to_fifty_levels(wrap):
+    def nested(levels: int) -> str:
+        value: object = {"order_id": 81234}
+        for _ in range(levels - 1):
+            value = wrap(value)
+        return json.dumps(value)
+
+    assert texts(extract_facts(nested(50))) == ["81234"]
+    assert texts(extract_facts(nested(51))) == []  # bounded work on a hostile result
+
+
+def test_ctxlifes_notes_and_refs_never_make_a_fact_or_part_of_one():
+    assert extract_facts("[ctxlife: JSON shortened from 2500 tokens at 2024-05-15]") == []
+    assert texts(extract_facts("ORD-1234[ctxlife: 2000 characters cut]")) == ["ORD-1234"]
+    assert extract_facts("digest sha256:0123456789abcdef0123") == []
+    assert extract_facts("cached as blob:0123abcdef99") == []
+    assert texts(extract_facts("/tmp/ctxlife/to_0123456789abcdef")) == ["/tmp/ctxlife/"]
+    assert texts(extract_facts("see https://x.io/a/12345")) == ["https://x.io/a/12345"]  # no number inside a URL
+
+
+# -- how a value written another way is normalised -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "canonical"),
+    [
+        ("1,234.50", "1234.5"),
+        ("-1,234.50", "-1234.5"),
+        ("-5", "-5"),
+        ("-0.00", "0"),  # no negative zero
+        ("007", "7"),
+        ("000", "0"),
+        (".5", "0.5"),
+        ("0.50", "0.5"),
+        ("abc", None),
+        ("", None),
+        ("-", None),
+    ],
+)
+def test_a_number_written_another_way_has_one_canonical_form(raw, canonical):
+    from ctxlife.facts.normalise import canonical_number
+
+    assert canonical_number(raw) == canonical
+
+
+@pytest.mark.parametrize(
+    ("said", "found"),
+    [
+        ("at 1:15 pm", ("1:15 pm", "13:15")),
+        ("at 1am", ("1am", "01:00")),
+        ("at 12am", ("12am", "00:00")),
+        ("at 11am.", ("11am", "11:00")),  # the sentence's dot is not the time's
+        ("at 24:00", ("24:00", "24:00")),
+        ("at 10:59", ("10:59", "10:59")),
+        ("at 13:30 am", None),  # no such time
+        ("at 10:75", None),
+        ("at 25:00", None),
+        ("at 10:60", None),
+    ],
+)
+def test_a_time_is_normalised_to_24_hours_and_an_impossible_one_is_no_fact(said, found):
+    facts = extract_facts(said)
+    assert [(f.text, f.normalized) for f in facts] == ([found] if found else [])
+    assert all(f.kind == "time" for f in facts)
+
+
+@pytest.mark.parametrize(
+    ("said", "normalized"),
+    [
+        ("on 2024-01-15", "2024-01-15"),
+        ("on 2024-05-01", "2024-05-01"),
+        ("on 2024-05-31", "2024-05-31"),
+        ("on 2024-12-31", "2024-12-31"),
+        ("on 1000-01-01", "1000-01-01"),
+        ("on 2999-12-31", "2999-12-31"),
+        ("on 2024-05-15T10:30:00Z", "2024-05-15T10:30:00Z"),
+        ("on 15-05-2024", "2024-05-15"),
+        ("on 13/05/2024", "2024-05-13"),  # day first: no 13th month
+        ("on 05/13/2024", "2024-05-13"),  # month first
+        ("on 05/06/2024", None),  # either: kept as written, no normalized form
+        ("on 12/05/2024", None),
+        ("on 05/12/2024", None),
+        ("in May 1000", "1000-05"),
+        ("in May 2999", "2999-05"),
+        ("in Sept. 2024", "2024-09"),
+        ("on Sept. 15, 2024", "2024-09-15"),
+        ("on 15 Sept. 2024", "2024-09-15"),
+        ("2024年5月", "2024-05"),
+        ("2024年5月15日", "2024-05-15"),
+    ],
+)
+def test_a_date_is_normalised_whichever_way_it_is_written(said, normalized):
+    [fact] = extract_facts(said)
+    assert (fact.kind, fact.normalized) == ("date", normalized)
+
+
+@pytest.mark.parametrize(
+    "said", ["on 2024-13-01", "on 2024-05-32", "on 2024-00-10", "on 00/05/2024", "on 12-05-24", "2024年5月32日"]
+)
+def test_an_impossible_date_or_a_dashed_two_digit_year_is_no_date(said):
+    assert [f for f in extract_facts(said) if f.kind == "date"] == []
+
+
+@pytest.mark.parametrize("said", ["on 3000-01-01", "on 0999-01-01", "on 3000-05-15", "in May 3000", "in May 0999"])
+def test_a_year_outside_1000_2999_makes_no_date(said):
+    assert [f.kind for f in extract_facts(said)] == ["number"]
+
+
+@pytest.mark.parametrize(
+    ("said", "found"),
+    [
+        ("3 hours", "3 hour"),
+        ("2 hour", "2 hour"),
+        ("3 days", "3 day"),
+        ("12 nights", "12 night"),
+        ("1 night", "1 night"),
+        ("3 bags", "3 bag"),
+        ("5 kgs", "5 kg"),
+        ("4 boxes", "4 box"),
+        ("2 people", "2 person"),
+    ],
+)
+def test_a_quantity_is_normalised_to_its_singular_unit(said, found):
+    [fact] = extract_facts(said)
+    assert (fact.kind, fact.normalized) == ("number", found)
+
+
+@pytest.mark.parametrize(
+    ("said", "url", "normalized"),
+    [
+        ("see https://x.io/a.", "https://x.io/a", "https://x.io/a"),
+        ("(see https://x.io/a.)", "https://x.io/a", "https://x.io/a"),
+        ("see https://x.io/ABX", "https://x.io/ABX", "https://x.io/ABX"),
+        ("see https://en.wikipedia.org/wiki/Foo_(bar)", "https://en.wikipedia.org/wiki/Foo_(bar)", None),
+        ("see https://x.io/docs/", "https://x.io/docs/", "https://x.io/docs"),
+        ("see https://x.io/BOX/", "https://x.io/BOX/", "https://x.io/BOX"),
+        ("visit www.example.com/docs", "www.example.com/docs", None),
+        ("visit www.abc", "www.abc", None),
+        ("visit www.ab.io", "www.ab.io", None),
+        ("visit http://host", "http://host", None),
+    ],
+)
+def test_a_url_ends_before_the_sentences_punctuation_and_is_normalised_without_its_last_slash(said, url, normalized):
+    [fact] = extract_facts(said)
+    assert (fact.kind, fact.text, fact.normalized) == ("url", url, normalized or url)
+
+
+@pytest.mark.parametrize("said", ["visit www.ab", "visit http://abc", "visit http://ab"])
+def test_a_url_too_short_to_name_a_page_is_no_fact(said):
+    assert extract_facts(said) == []
+
+
+@pytest.mark.parametrize(
+    ("said", "path"),
+    [
+        ("see /var/log", "/var/log"),
+        ("see /report.pdf", "/report.pdf"),
+        ("see ~/notes", "~/notes"),
+        ("see ./notes", "./notes"),
+        ("see ../notes", "../notes"),
+        ("see C:\\a now", "C:\\a"),
+    ],
+)
+def test_a_path_is_found_when_it_names_a_file_or_a_folder(said, path):
+    assert [(f.kind, f.text) for f in extract_facts(said)] == [("path", path)]
+
+
+@pytest.mark.parametrize("said", ["cd ./24", "cd ../2024", "per /24", "see C:\\ now"])
+def test_a_slash_before_digits_alone_is_no_path(said):
+    assert [f for f in extract_facts(said) if f.kind == "path"] == []
+
+
+# -- which tokens are codes, ids and numbers -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("said", "found"),
+    [
+        ("gate B-12", [("code", "B-12", "B-12")]),
+        ("gate X-1", []),  # too short
+        ("the API-KEY header", []),  # no digit
+        ("plate 4471BX", [("code", "4471BX", "4471BX")]),
+        ("unit 5520XYZ", [("code", "5520XYZ", "5520XYZ")]),
+        ("unit 2024C", []),  # a number and one letter
+        ("width 100PX", []),  # a quantity
+        ("uses sha256 hashing", []),  # a technical word
+        ("user user12345", [("id", "user12345", "user12345")]),
+        ("commit 3fa2c1e", [("id", "3fa2c1e", "3fa2c1e")]),  # three digits among hex letters
+        ("number 1234567", [("number", "1234567", "1234567")]),  # digits alone: no hex id
+        ("key sk-AbCdEf123456xyz", [("id", "sk-AbCdEf123456xyz", "sk-AbCdEf123456xyz")]),
+        ("key aB3dEfGh4jKl", [("id", "aB3dEfGh4jKl", "aB3dEfGh4jKl")]),  # two digits are enough
+        ("word abcdefghij12", []),  # no capital: not a random token
+        ("user ana_ruiz_204", [("id", "ana_ruiz_204", "ana_ruiz_204")]),
+        ("user ana_ruiz_20", []),
+        (
+            "id 550E8400-E29B-41D4-A716-446655440000",
+            [("id", "550E8400-E29B-41D4-A716-446655440000", "550e8400-e29b-41d4-a716-446655440000")],
+        ),
+        ("we have 1,234,567 of them", [("number", "1,234,567", "1234567")]),
+        ("we have 2,024 of them", [("number", "2,024", "2024")]),  # with a comma: no year
+        ("in 1899", [("number", "1899", "1899")]),
+        ("in 1900", []),  # a year alone
+        ("in 2099", []),
+        ("in 2100", [("number", "2100", "2100")]),
+        ("ref 0012345", [("number", "0012345", "12345")]),
+        ("ref 00000", [("number", "00000", "0")]),
+        ("$1,500 million", [("amount", "$1,500 million", "1500000000")]),
+        ("pay $1,200K", [("amount", "$1,200K", "1200000")]),
+    ],
+)
+def test_a_token_is_the_fact_its_shape_makes_it(said, found):
+    assert [(f.kind, f.text, f.normalized) for f in extract_facts(said)] == found
+
+
+@pytest.mark.parametrize(
+    ("said", "codes"),
+    [
+        ("booking codes: KXPLMR and QWERTY", ["KXPLMR", "QWERTY"]),
+        ("codes 12345 and KXPLMR", ["KXPLMR"]),  # a number among them does not end the list
+        ("booking code: PLEASE", []),
+    ],
+)
+def test_codes_of_letters_alone_are_taken_after_a_word_announcing_them(said, codes):
+    assert texts(extract_facts(said), "code") == codes
+
+
+def test_each_fact_is_read_from_its_own_span_of_the_text():
+    from ctxlife.facts.scanner import scan_text
+
+    assert [(f.start, f.end, f.fact.text) for f in scan_text("order ORD-12345")] == [(6, 15, "ORD-12345")]
+    assert [(f.start, f.end, f.fact.text) for f in scan_text("my name is The Ada")] == [(15, 18, "Ada")]
+    # facts touching each other are both kept; a later kind's match over an earlier fact is not
+    assert texts(extract_facts("2024年5月15日ORD-12345")) == ["2024年5月15日", "ORD-12345"]
+    assert texts(extract_facts("QX4TRB2024年5月15日")) == ["2024年5月15日"]
+    assert texts(extract_facts("住3晚¥1200")) == ["3晚", "¥1200"]  # a fact ending where an earlier kind's starts
+
+
+@pytest.mark.parametrize(
+    ("said", "names"),
+    [
+        ("passenger Lena Ortiz Monday", ["Lena Ortiz"]),
+        ("my name is The Ada", ["Ada"]),
+        ("ask Dr. Chen", ["Dr. Chen"]),
+        ("Ask Dr. The Chen", []),
+    ],
+)
+def test_a_name_leaves_out_the_common_words_around_it(said, names):
+    assert texts(extract_facts(said), "name") == names

@@ -101,7 +101,10 @@ def parse_fact_block(block: str) -> list[Fact]:
             if len(found) == 1 and found[0].text == p and found[0].kind == kind:
                 out.append(found[0])
             elif kind == "amount":
-                out.append(Fact(kind, p, canonical_number(p.lstrip("-$€£¥₹ ")) or p))
+                # "-250.5", "₹ 1,00,000": the currency symbol dropped, the sign kept (a refund is no charge)
+                body = p.lstrip("-$€£¥₹ ")
+                sign = "-" if "-" in p[: len(p) - len(body)] else ""
+                out.append(Fact(kind, p, canonical_number(sign + body) or p))
             else:
                 out.append(Fact(kind, p, found[0].normalized if len(found) == 1 and found[0].text == p else p))
     return out
