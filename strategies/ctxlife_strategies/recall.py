@@ -148,6 +148,26 @@ class Recall(ctxlife.Strategy):
         self._searches: dict[int, tuple[Any, HistorySearch]] = {}
         self._lock = threading.Lock()
 
+    def _warn_if_nothing_records(self, ctx: ctxlife.LLMCallContext, before: list[dict[str, Any]]) -> None:
+        """Say once per session when the raw history recall searches is empty although the conversation has
+        earlier turns: nothing records the session's messages (a config with ``llm_summary`` and ``recall``
+        but no ``snapshot_restore``, managed by ``manage()`` or the LangChain middleware), so recall can find
+        nothing, and what a compaction evicts is kept nowhere. A store read per call until records appear."""
+        if ctx.store is None or ctx.session_id is None or ctx.store.head(ctx.session_id) > 0:
+            ctx.state["history_seen"] = True
+            return
+        if any(m.get("role") == "user" and not is_inserted(m) for m in before if isinstance(m, dict)):
+            ctx.state["history_seen"] = True  # (said once)
+            emit(
+                "warning",
+                "ctxlife.recall_history_not_recorded",
+                strategy=self.name,
+                session_id=ctx.session_id,
+                hint="recall searches the session's raw history, and nothing records this session's messages: add "
+                "snapshot_restore to the strategies (before recall), or record them with ctxlife.Session or "
+                "host.record_reply",
+            )
+
     def _search_for(self, store: Any) -> HistorySearch:
         with self._lock:
             found = self._searches.get(id(store))
@@ -189,6 +209,8 @@ class Recall(ctxlife.Strategy):
         turn = current_turn_index(messages)
         if turn is None:
             return
+        if not ctx.state.get("history_seen"):
+            self._warn_if_nothing_records(ctx, messages[:turn])
         query = _own_words(messages, turn)
         if not query.strip():
             return

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+import ctxlife
 from ctxlife.config import settings_from_dict
 from ctxlife.contexts import ToolCallContext
 from ctxlife.host import Host
@@ -321,6 +322,43 @@ def test_without_a_session_store_recall_warns_once_and_does_nothing(tmp_path):
     assert blocks(live) == []
     assert [e["event"] for e in events].count("ctxlife.recall_without_history") == 1
     h.close()
+
+
+def test_when_nothing_records_the_session_recall_says_so_once(tmp_path):
+    # llm_summary + recall with a store, but nothing recording the messages (no snapshot_restore, a loop calling
+    # manage() or the LangChain middleware): recall searched an empty history on every call, silently.
+    store = f"sqlite:///{tmp_path}/s.db"
+    turns = [
+        [{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]
+        for i in range(3)
+    ]
+
+    def run(strategies: list[str]) -> list[str]:
+        h = Host(
+            settings_from_dict({"strategies": strategies, "store": store}),
+            context_window=4000,
+            session_id=strategies[0],
+        )
+        live: list[dict[str, Any]] = [{"role": "system", "content": "x"}]
+        with capture_logs() as events:
+            for user, reply in turns:
+                live.append(user)
+                h.manage(live)
+                live.append(reply)
+        h.close()
+        return [e["event"] for e in events if e["log_level"] == "warning"]
+
+    said = run(["llm_summary", "recall"])
+    assert said == ["ctxlife.recall_history_not_recorded"]  # once, at the second turn (the first has no past)
+    assert run(["snapshot_restore", "llm_summary", "recall"]) == []  # recorded: nothing to say
+    with ctxlife.Session(
+        "by-session", settings_from_dict({"strategies": ["recall"], "store": store}), context_window=4000
+    ) as session:
+        with capture_logs() as events:
+            for user, reply in turns:
+                session.prepare(user)
+                session.record_reply(reply)
+    assert [e["event"] for e in events if e["log_level"] == "warning"] == []
 
 
 # -- the search tool -----------------------------------------------------------------------------
