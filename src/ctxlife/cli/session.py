@@ -289,7 +289,7 @@ def _when(ts: float | None) -> str:
 
 def _not_found(store: Any, sid: str, err: IO[str]) -> int:
     sid = _shown(sid)
-    err.write(f"error: no session {_shown(sid)!r} in {store.url}; `ctxlife session list` shows the sessions\n")
+    err.write(f"error: no session {sid!r} in {store.url}; `ctxlife session list` shows the sessions\n")
     return _EXIT_NOT_FOUND
 
 
