@@ -961,7 +961,7 @@ def print_table(result: dict[str, Any]) -> None:
             f"{row['recall_adds_median_ms']:+,.1f} ms CPU per call (median of {row['runs']} interleaved runs, "
             f"spread {row['recall_adds_spread_ms'][0]:,.1f} to {row['recall_adds_spread_ms'][1]:,.1f}), "
             f"{row['recall_adds_p95_ms']:+,.1f} ms (p95); "
-            f"first call {row['recall_first_call_ms']:+,.1f} ms (index built)"
+            f"first call {row['recall_first_call_ms']:+,.1f} ms (the index built; one sample)"
         )
 
 

@@ -139,7 +139,8 @@ def section(results: dict[str, Any]) -> str:
                     else ""
                 )
                 + f" ({signed_ms(r['recall_adds_p95_ms'])} ms p95) at "
-                f"{n(r['history_messages'])} messages of history, first call {signed_ms(r['recall_first_call_ms'])} ms"
+                f"{n(r['history_messages'])} messages of history, first call {signed_ms(r['recall_first_call_ms'])} ms "
+                "(the index built; one sample)"
                 for r in over
             )
             + ".\n"
