@@ -11,7 +11,8 @@ import pytest
 
 from ctxlife.config import settings_from_dict
 from ctxlife.host import Host
-from ctxlife.sessions.calls import MISSING_TEXT, calls_for, sent_calls
+from ctxlife.messages import BOOTSTRAP_END, BOOTSTRAP_START
+from ctxlife.sessions.calls import CALL_FORMAT, MISSING_TEXT, calls_for, sent_calls
 from ctxlife.sessions.file import FileStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::ctxlife.CtxlifeWarning")  # no task ends here
@@ -122,3 +123,46 @@ def test_a_text_with_a_lone_surrogate_is_recorded_and_shown(tmp_path: Any) -> No
     calls_for(store).record("s", "", [odd, U("hello")], [None, 1], head=1, details={})
     [call] = sent_calls(store, "s")
     assert call.messages == [odd, U("hello")] and call.missing == 0
+
+
+def test_two_runs_sending_the_same_question_with_other_bootstrap_sections_show_each_as_sent(tmp_path: Any) -> None:
+    store = FileStore(tmp_path)
+    [first, second] = store.append("s", [U("What is in stock?"), U("And now?")])
+    log = calls_for(store)
+    for rules, record in (("Rules of run 1.", first), ("Rules of run 2.", second)):
+        sent = U(f"{BOOTSTRAP_START}\n{rules}\n{BOOTSTRAP_END}\n\n{record.message['content']}")
+        log.record("s", "", [sent], [record.seq], head=second.seq, details={"tokens": [7, 7]})
+    one, two = sent_calls(store, "s")
+    assert _shown([one, two]) == [
+        [f"{BOOTSTRAP_START}\nRules of run 1.\n{BOOTSTRAP_END}\n\nWhat is in stock?"],
+        [f"{BOOTSTRAP_START}\nRules of run 2.\n{BOOTSTRAP_END}\n\nAnd now?"],
+    ]
+    assert one.slots == [1] and two.slots == [2]  # each the recorded message, sent in another form
+    # the record as the module documents it: its format, the head, the entries, the details
+    assert (one.doc["v"], one.doc["head"], one.doc["tokens"], one.tokens) == (CALL_FORMAT, 2, [7, 7], (7, 7))
+
+
+def test_a_call_without_a_user_message_is_recorded_and_shown(tmp_path: Any) -> None:
+    store = FileStore(tmp_path)
+    n = calls_for(store).record("s", "", [S("sys"), A("Hello! How can I help?")], [None, None], head=0, details={})
+    [call] = sent_calls(store, "s")
+    assert n == 1 and _shown([call]) == [["sys", "Hello! How can I help?"]] and call.slots == [None, None]
+
+
+@pytest.mark.parametrize("prompt", [True, False], ids=["with a prompt sent by text", "recorded messages only"])
+def test_a_log_deleted_by_another_process_is_written_whole_again(tmp_path: Any, prompt: bool) -> None:
+    # This process's writer knows the texts and the entries of its last record; another process deletes the
+    # session; the same list sent again must not lean on the deleted record or texts (it is written whole).
+    store = FileStore(tmp_path)
+    sent = [*([S("sys")] if prompt else []), U("What is in stock?")]
+    slots = [*([None] if prompt else []), 1]
+    log = calls_for(store)
+    store.append("s", [U("What is in stock?")])
+    assert log.record("s", "", sent, slots, head=1, details={}) == 1
+    with FileStore(tmp_path) as other:  # the other process: the session is gone, its call records too
+        assert other.delete("s")
+    store.append("s", [U("What is in stock?")])
+    assert log.record("s", "", sent, slots, head=1, details={}) == 1  # numbered from 1 again
+    [call] = sent_calls(store, "s")
+    assert call.messages == sent and call.missing == 0
+    assert "base" not in call.doc and "keep" not in call.doc

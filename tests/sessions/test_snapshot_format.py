@@ -30,6 +30,7 @@ def test_an_invalid_snapshot_names_each_field_its_problem_and_the_value() -> Non
         "updated_at: must be a finite number (time.time()), got nan"
     )
     assert _refusal(bogus=1) == head + "bogus: Extra inputs are not permitted (got 1)"
+    assert _refusal(meta={1: "x"}) == head + "meta.1.[key]: Input should be a valid string (got 1)"  # a nested place
     assert _refusal(format_version=1) == head + (
         "format_version: format_version 1 cannot be created by this ctxlife (it writes version 2); use "
         "Snapshot.from_json to read and migrate older records (got 1)"
@@ -91,6 +92,22 @@ def test_a_record_of_an_unsafe_session_is_refused_naming_its_source() -> None:
     with pytest.raises(StoreError) as caught:
         Snapshot.from_json(json.dumps({**_good(), "session_id": "../etc"}), source="the snapshot file x.json")
     assert str(caught.value).startswith("the snapshot file x.json is invalid: session id '../etc' contains")
+
+
+def test_a_decoded_record_that_is_no_object_is_refused_as_a_snapshot() -> None:
+    with pytest.raises(StoreError) as caught:
+        Snapshot.from_dict([])
+    assert str(caught.value) == "snapshot must be a JSON object, got list"
+
+
+def test_a_message_that_is_not_json_names_the_snapshot() -> None:
+    snapshot = Snapshot(session_id="a", messages=[{"role": "user", "x": object()}], raw_length=0)
+    with pytest.raises(StoreError) as caught:
+        snapshot.to_json()
+    assert (
+        str(caught.value)
+        == "snapshot of session 'a' is not JSON-serializable: Object of type object is not JSON serializable"
+    )
 
 
 def test_the_round_trip_keeps_every_field() -> None:
