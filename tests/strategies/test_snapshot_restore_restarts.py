@@ -415,3 +415,59 @@ def test_a_task_end_without_a_session_messages_or_store_saves_nothing(tmp_path):
     storeless = _host(None)
     end = TaskContext(task_name="t", output="done", messages=[U("hi"), A("done")])
     assert storeless.task_end(end).failures == [] and end.actions == []
+
+
+class Racing(FileStore):
+    """A file store that runs ``racer`` once, when the store's mark key is first made: right after the first
+    write of its recorder, before the caller goes on (the moment another thread may write to the view)."""
+
+    racer = None
+    down = False
+
+    def mark_key(self, *args, **kwargs):
+        racer, self.racer = self.racer, None
+        if racer is not None:
+            racer()
+        return super().mark_key(*args, **kwargs)
+
+    def append(self, *args, **kwargs):
+        if self.down:
+            raise StoreError("no space left on the test device")
+        return super().append(*args, **kwargs)
+
+
+def test_a_task_end_saves_no_snapshot_while_another_threads_messages_wait_for_the_store(tmp_path):
+    import threading
+
+    from ctxlife.sessions.keeper import keeper_for
+
+    store = Racing(tmp_path)
+    host = _host(store)
+    final = [S("sys"), U("What is in stock?"), A("R0001.")]
+    failed = []
+
+    def another_thread_writes_and_fails():
+        def write():
+            store.down = True
+            try:
+                keeper_for(store).record_list("s", [*final, U("And R0002?")], "")
+            except StoreError as exc:
+                failed.append(str(exc))
+            finally:
+                store.down = False
+
+        worker = threading.Thread(target=write)
+        worker.start()
+        worker.join()
+
+    store.racer = another_thread_writes_and_fails
+    end = TaskContext(task_name="t", output="R0001.", messages=final)
+    host.task_end(end)
+    assert failed == ["no space left on the test device"]  # (the precondition: "And R0002?" waits)
+    assert [(a.what, a.details) for a in end.actions if a.strategy == "snapshot_restore"] == [
+        ("skipped", {"reason": "raw_history_pending", "pending": 1})
+    ]
+    host.close()
+    with FileStore(tmp_path) as plain:
+        assert plain.load_snapshot("s") is None  # a restore would read the waiting message twice otherwise
+        assert _contents(r.message for r in plain.read_records("s")) == ["What is in stock?", "R0001."]
