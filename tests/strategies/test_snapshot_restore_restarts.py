@@ -166,6 +166,30 @@ def test_a_list_sharing_only_the_last_answer_of_a_longer_conversation_is_restore
     host.close()
 
 
+def test_a_list_holding_the_last_answer_and_one_the_compaction_evicted_is_left_alone(tmp_path):
+    # Two messages of the raw history, the newest record last: the caller's own (differently trimmed) list of
+    # this conversation, although the older message is no longer in the saved context.
+    host = _host(
+        FileStore(tmp_path), "truncate_last_n", truncate_last_n={"rounds": 1, "pin_first_user": False, "always": True}
+    )
+    live = [S("sys")]
+    for i in range(4):
+        live.append(U(f"q{i}"))
+        host.before_llm_call(live)
+        live.append(A(f"a{i}"))
+    host.record_reply(live)
+    host.close()
+    with FileStore(tmp_path) as store:
+        store.append("s", [U("q4"), A("a4")])  # another process's turn after the snapshot
+        assert _contents(store.load_snapshot("s").messages) == ["sys", "q3"]  # (a2 was evicted)
+    later = _host(FileStore(tmp_path))
+    mine = [S("sys"), A("a2"), A("a4"), U("new")]
+    report = later.before_llm_call(mine)
+    assert _restore_actions(report) == [("skipped", {"reason": "list_holds_conversation"})]
+    assert _contents(mine) == ["sys", "a2", "a4", "new"]
+    later.close()
+
+
 def test_a_list_handed_another_views_conversation_is_restored_with_its_own(tmp_path):
     _conversation(tmp_path, view="agent-a")
     _conversation(tmp_path, view="")  # written last: the newest records of the session
