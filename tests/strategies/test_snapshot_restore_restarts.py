@@ -474,7 +474,7 @@ def test_a_task_end_saves_no_snapshot_while_another_threads_messages_wait_for_th
         def write():
             store.down = True
             try:
-                keeper_for(store).record_list("s", [*final, U("And R0002?")], "")
+                keeper_for(store).record_list("s", [*final, U("And R0002?")], "agent-a")
             except StoreError as exc:
                 failed.append(str(exc))
             finally:
@@ -485,7 +485,7 @@ def test_a_task_end_saves_no_snapshot_while_another_threads_messages_wait_for_th
         worker.join()
 
     store.racer = another_thread_writes_and_fails
-    end = TaskContext(task_name="t", output="R0001.", messages=final)
+    end = TaskContext(task_name="t", output="R0001.", messages=final, view="agent-a")
     host.task_end(end)
     assert failed == ["no space left on the test device"]  # (the precondition: "And R0002?" waits)
     assert [(a.what, a.details) for a in end.actions if a.strategy == "snapshot_restore"] == [
@@ -493,5 +493,5 @@ def test_a_task_end_saves_no_snapshot_while_another_threads_messages_wait_for_th
     ]
     host.close()
     with FileStore(tmp_path) as plain:
-        assert plain.load_snapshot("s") is None  # a restore would read the waiting message twice otherwise
-        assert _contents(r.message for r in plain.read_records("s")) == ["What is in stock?", "R0001."]
+        assert plain.load_snapshot("s", "agent-a") is None  # a restore would read the waiting message twice otherwise
+        assert _contents(r.message for r in plain.read_records("s", view="agent-a")) == ["What is in stock?", "R0001."]
