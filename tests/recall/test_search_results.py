@@ -132,6 +132,7 @@ def test_session_search_json_is_indented_and_its_scores_are_the_searchs_to_3_pla
     out = capsys.readouterr().out
     rows = json.loads(out)
     assert out == json.dumps(rows, ensure_ascii=False, indent=2) + "\n"
+    assert len(rows) > 1 and [row["rank"] for row in rows] == list(range(1, len(rows) + 1))  # best first, from 1
     with open_store(trip_url) as store:
         with searching(store, index_dir="memory") as search:
             scores = [round(p.hit.score, 3) for p in search.passages("trip", "hotel Lisbon dinner")]
