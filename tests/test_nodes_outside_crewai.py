@@ -117,6 +117,7 @@ def test_manage_warns_once_about_strategies_it_cannot_run(tmp_path, monkeypatch)
     with pytest.warns(ctxlife.CtxlifeWarning) as caught:
         ctxlife.manage([user("hi")], config=settings, context_window=8000)
     [warning] = [w for w in caught if issubclass(w.category, ctxlife.CtxlifeWarning)]
+    assert warning.filename == __file__  # it points at the app's manage() call (it named ctxlife's api.py)
     text = str(warning.message)
     assert (
         "tool_output (host.before_tool_call(ctx), host.after_tool_call(ctx))" in text

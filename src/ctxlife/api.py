@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 import functools
 import os
+import sys
 import threading
 import warnings
 from collections import OrderedDict
@@ -431,4 +432,14 @@ def warn_unreachable_nodes(host: Host) -> None:
         + "Use a ctxlife.Host and call its node methods from your loop (docs/integrations.md), "
         "or an adapter: ctxlife.wrap(crew) for CrewAI, ctxlife.integrations.langchain.CtxlifeMiddleware for LangChain."
     )
-    warnings.warn(text, CtxlifeWarning, stacklevel=3)
+    warnings.warn(text, CtxlifeWarning, stacklevel=_callers_level())
+
+
+def _callers_level() -> int:
+    """The ``stacklevel`` of the first frame outside ctxlife: the app's ``manage()`` call (a fixed number
+    pointed at ctxlife's own ``_managed``). From ``amanage()``'s worker thread, the thread's first frame."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(2), 2  # (2: the frame that called warn_unreachable_nodes, for warn)
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
