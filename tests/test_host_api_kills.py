@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -213,3 +214,145 @@ def test_a_window_that_is_not_a_number_of_tokens_is_refused_before_any_host_is_b
         "pass the number itself: context_window=8000"
     )
     assert len(api._hosts) == 0
+
+
+class Notes:
+    """A plugin acting at nodes manage() never calls."""
+
+    name = "notes"
+
+    @ctxlife.hookimpl
+    def ctxlife_task_start(self, ctx: TaskContext) -> None:
+        pass
+
+    @ctxlife.hookimpl
+    def ctxlife_after_tool_call(self, ctx: ctxlife.ToolCallContext) -> None:
+        pass
+
+
+ADAPTERS = (
+    "Use a ctxlife.Host and call its node methods from your loop (docs/integrations.md), or an adapter: "
+    "ctxlife.wrap(crew) for CrewAI, ctxlife.integrations.langchain.CtxlifeMiddleware for LangChain."
+)
+
+
+def test_manage_warns_once_of_the_nodes_and_tools_it_never_reaches(
+    tmp_path: Path, no_hosts: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(api, "_warned", set())  # (once per process: this test's own)
+    recall = settings_from_dict({"strategies": ["recall"], "store": f"file://{tmp_path}"})
+    hi = [{"role": "user", "content": "hi"}]
+    with pytest.warns(ctxlife.CtxlifeWarning) as caught:
+        ctxlife.manage(hi, config=recall, context_window=8000, session_id="a", plugins=[Notes()])
+        ctxlife.manage(hi, config=recall, context_window=8000, session_id="b", plugins=[Notes()])  # warned already
+        ctxlife.manage(hi, config=NONE, context_window=8000, plugins=[Notes()])  # another set: no tools
+    assert [str(w.message) for w in caught if issubclass(w.category, ctxlife.CtxlifeWarning)] == [
+        "ctxlife.manage() runs only the before-model-call node (and bootstrap); these strategies also act at "
+        "other nodes and do nothing there unless you call them: recall (host.before_tool_call(ctx)); "
+        "notes (host.after_tool_call(ctx), host.task_start(ctx)). recall offer tools to the agent: register "
+        "host.provided_tools() with your framework. " + ADAPTERS,
+        "ctxlife.manage() runs only the before-model-call node (and bootstrap); these strategies also act at "
+        "other nodes and do nothing there unless you call them: notes (host.after_tool_call(ctx), "
+        "host.task_start(ctx)). " + ADAPTERS,
+    ]
+
+
+class Stores:
+    """A plugin noting the store each call's host hands it (its settings' store)."""
+
+    def __init__(self) -> None:
+        self.urls: list[str | None] = []
+
+    @ctxlife.hookimpl
+    def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
+        self.urls.append(None if ctx.store is None else str(ctx.store.url).rstrip("/").rpartition("/")[2])
+
+
+def test_manage_builds_a_new_host_when_the_config_file_or_the_environment_changes(
+    tmp_path: Path, no_hosts: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no ctxlife.toml here: config=None is the defaults (and CTXLIFE_ variables)
+    monkeypatch.delenv("CTXLIFE_STORE", raising=False)
+    cfg = tmp_path / "agent.toml"
+    stores = Stores()
+
+    def call(config: Any) -> None:
+        ctxlife.manage([{"role": "user", "content": "hi"}], config=config, context_window=8000, plugins=[stores])
+
+    call(None)  # the defaults' host: no store
+    cfg.write_text(f'strategies = []\nstore = "file://{tmp_path}/c"\n', encoding="utf-8")
+    call(cfg)
+    cfg.write_text(f'strategies = []\nstore = "file://{tmp_path}/d"\n', encoding="utf-8")
+    os.utime(cfg, ns=(1, 1))  # (another modification time, however fast the two writes)
+    call(str(cfg))
+    monkeypatch.setenv("CTXLIFE_STORE", f"file://{tmp_path}/e")
+    call(None)
+    assert stores.urls == [None, "c", "d", "e"]
+    with pytest.raises(ctxlife.ConfigError) as info:
+        call({"strategies": []})
+    assert str(info.value) == (
+        "config= takes a path to a TOML file or a ctxlife.Settings, got dict; for a dict, build the settings "
+        "once with ctxlife.config.settings_from_dict(...) and pass those"
+    )
+
+
+def test_the_store_is_told_by_its_urls_scheme_and_an_unknown_one_is_refused_naming_the_known(tmp_path: Path) -> None:
+    odd = Host(settings_from_dict({"strategies": [], "store": f"file://{tmp_path}/a://b"}), session_id="s")
+    assert odd.open_store() is not None  # '://' again in the path: the scheme is what comes before the first
+    odd.close()
+    with pytest.raises(ctxlife.ConfigError) as info:
+        Host(settings_from_dict({"strategies": [], "store": "nosuch://x"}), session_id="s").open_store()
+    assert str(info.value) == (
+        "setting 'store' (in a dict, key 'store'): unknown session store scheme 'nosuch'; "
+        "known schemes: file, postgres, postgresql, redis, rediss, sqlite"
+    )
+
+
+def test_an_action_a_strategy_records_names_its_node(no_hosts: None) -> None:
+    class Trimmer:
+        name = "trimmer"
+
+        @ctxlife.hookimpl
+        def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
+            ctx.record("trimmed", removed=1)
+
+    report = ctxlife.manage([{"role": "user", "content": "hi"}], config=NONE, context_window=8000, plugins=[Trimmer()])
+    assert [(a.strategy, a.node, a.what, a.details) for a in report.actions] == [
+        ("trimmer", "before_llm_call", "trimmed", {"removed": 1})
+    ]
+
+
+def test_once_a_session_showed_anthropic_blocks_its_plain_lists_are_taken_as_anthropic() -> None:
+    formats: list[tuple[str | None, str]] = []
+
+    class Formats:
+        @ctxlife.hookimpl
+        def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
+            formats.append((ctx.session_id, ctx.message_format))
+
+    use = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]}
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    }
+    host = Host(NONE, session_id="a", plugins=[Formats()])
+    for session, messages in (
+        ("a", [{"role": "user", "content": "hi"}]),
+        ("a", [{"role": "user", "content": "hi"}, use, result]),
+        ("a", [{"role": "user", "content": "plain again"}]),  # remembered: Anthropic
+        ("a", [{"role": "user", "content": "hi"}, call, {"role": "tool", "tool_call_id": "c1", "content": "ok"}]),
+        ("a", [{"role": "developer", "content": "be brief"}, {"role": "user", "content": "hi"}]),
+        ("b", [{"role": "user", "content": "plain, another session"}]),
+    ):
+        host.before_llm_call(messages, context_window=8000, session_id=session)
+    assert formats == [
+        ("a", "openai"),
+        ("a", "anthropic"),
+        ("a", "anthropic"),
+        ("a", "openai"),
+        ("a", "openai"),
+        ("b", "openai"),
+    ]
+    host.close()
