@@ -344,6 +344,10 @@ def test_once_a_session_showed_anthropic_blocks_its_plain_lists_are_taken_as_ant
         ("a", [{"role": "user", "content": "plain again"}]),  # remembered: Anthropic
         ("a", [{"role": "user", "content": "hi"}, call, {"role": "tool", "tool_call_id": "c1", "content": "ok"}]),
         ("a", [{"role": "developer", "content": "be brief"}, {"role": "user", "content": "hi"}]),
+        # each OpenAI-only sign alone: a call, a legacy function result, a tool result
+        ("a", [{"role": "user", "content": "hi"}, call]),
+        ("a", [{"role": "user", "content": "hi"}, {"role": "function", "name": "f", "content": "ok"}]),
+        ("a", [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "c1", "content": "ok"}]),
         ("b", [{"role": "user", "content": "plain, another session"}]),
     ):
         host.before_llm_call(messages, context_window=8000, session_id=session)
@@ -353,6 +357,44 @@ def test_once_a_session_showed_anthropic_blocks_its_plain_lists_are_taken_as_ant
         ("a", "anthropic"),
         ("a", "openai"),
         ("a", "openai"),
+        ("a", "openai"),
+        ("a", "openai"),
+        ("a", "openai"),
         ("b", "openai"),
     ]
+    host.close()
+
+
+def test_a_views_calls_are_recorded_under_that_view_with_what_the_call_did(tmp_path: Path) -> None:
+    class Trimmer:
+        name = "trimmer"
+
+        @ctxlife.hookimpl
+        def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
+            ctx.record("trimmed", removed=1)
+
+    class Raiser:
+        name = "raiser"
+
+        @ctxlife.hookimpl
+        def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
+            raise RuntimeError("down: the user's words")
+
+    settings = settings_from_dict({"strategies": ["snapshot_restore"], "store": f"file://{tmp_path}"})
+    host = Host(settings, session_id="s", plugins=[Trimmer(), Raiser()])
+    messages = [{"role": "user", "content": "hi"}]
+    report = host.before_llm_call(messages, context_window=8000, view="agent-b", model="gpt-4o")
+    messages += [{"role": "assistant", "content": "hello"}, {"role": "user", "content": "again"}]
+    host.before_llm_call(messages, context_window=8000, view="agent-b")
+    calls = host.open_store().read_calls("s")
+    assert [(c.n, c.view) for c in calls] == [(1, "agent-b"), (2, "agent-b")]
+    first = calls[0].doc
+    assert (first["tokens"], first["window"], first["budget"], first["model"]) == (
+        [report.tokens_before, report.tokens_after],
+        8000,
+        report.budget,
+        "gpt-4o",
+    )
+    assert first["actions"] == [{"strategy": "trimmer", "what": "trimmed", "removed": 1}]
+    assert first["failures"] == [{"strategy": "raiser", "node": "before_llm_call", "error": "RuntimeError"}]
     host.close()
