@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 import ctxlife
 from ctxlife import api
 from ctxlife.config import settings_from_dict
 from ctxlife.contexts import HookContext, TaskContext
-from ctxlife.errors import InvalidMessagesError
+from ctxlife.errors import InvalidMessagesError, StoreError
 from ctxlife.host import Host
 from ctxlife.sessions import open_store
 
@@ -397,4 +398,30 @@ def test_a_views_calls_are_recorded_under_that_view_with_what_the_call_did(tmp_p
     )
     assert first["actions"] == [{"strategy": "trimmer", "what": "trimmed", "removed": 1}]
     assert first["failures"] == [{"strategy": "raiser", "node": "before_llm_call", "error": "RuntimeError"}]
+    host.close()
+
+
+def test_after_a_store_failure_in_the_call_its_call_record_is_skipped_and_said_so(tmp_path: Path) -> None:
+    class Flaky:
+        name = "flaky"
+        calls = 0
+
+        @ctxlife.hookimpl
+        def ctxlife_before_llm_call(self, ctx: ctxlife.LLMCallContext) -> None:
+            Flaky.calls += 1
+            if Flaky.calls == 2:
+                raise StoreError("file store: append: No space left on device")
+
+    settings = settings_from_dict({"strategies": ["snapshot_restore"], "store": f"file://{tmp_path}"})
+    host = Host(settings, session_id="s", plugins=[Flaky()])
+    messages = [{"role": "user", "content": "hi"}]
+    host.before_llm_call(messages, context_window=8000, view="agent-b")
+    messages += [{"role": "assistant", "content": "hello"}, {"role": "user", "content": "again"}]
+    with capture_logs() as logs:
+        report = host.before_llm_call(messages, context_window=8000, view="agent-b")
+    why = "skipped: the store failed in this call (flaky: StoreError: file store: append: No space left on device)"
+    assert [(f.strategy, f.node, f.error) for f in report.failures][-1] == ("call_record", "before_llm_call", why)
+    [event] = [e for e in logs if e["event"] == "ctxlife.call_record_skipped"]
+    assert (event["log_level"], event["session_id"], event["view"], event["error"]) == ("warning", "s", "agent-b", why)
+    assert [c.n for c in host.open_store().read_calls("s")] == [1]  # the first call's record only
     host.close()
