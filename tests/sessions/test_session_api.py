@@ -988,3 +988,53 @@ def test_a_restored_conversation_is_filtered_as_where_restore(tmp_path: Path) ->
         assert contents(s.get_items()) == ["my card is [card]", "noted"]
         assert contents(s.prepare(user("thanks"))) == ["my card is [card]", "noted", "thanks"]
     assert contents(raw(f"file://{tmp_path}", "r"))[0] == "my card is 4111 1111"  # the store keeps it as given
+
+
+def test_the_results_of_a_call_that_opens_the_conversation_are_taken_whatever_their_number(tmp_path: Path) -> None:
+    # The check reaches back from the last 16 messages to the call their first result answers, down to the
+    # conversation's first message (here the call itself: no user turn before it).
+    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "order", "arguments": "{}"}} for i in range(20)]
+    results = [{"role": "tool", "tool_call_id": f"c{i}", "content": f"order {i} shipped"} for i in range(20)]
+    with ctxlife.Session("opens", config(f"file://{tmp_path}"), context_window=32000) as session:
+        session.add({"role": "assistant", "content": None, "tool_calls": calls}, *results[:18])
+        assert len(session.get_items()) == 19  # the precondition: an odd count, the call at the first place
+        session.add(results[18])
+        session.add(results[19])
+        assert [m["content"] for m in session.get_items()[-3:]] == [f"order {i} shipped" for i in (17, 18, 19)]
+
+
+def test_the_checks_confirm_on_a_fresh_read_what_another_writer_changed(tmp_path: Path) -> None:
+    cfg = config(f"file://{tmp_path}")
+    call = {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    use = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "weather", "input": {}}]}
+    with (
+        ctxlife.Session("two", cfg, context_window=8000) as mine,
+        ctxlife.Session("two", cfg, context_window=8000) as other,
+    ):
+        # A tool result whose call another writer recorded after this object last read the conversation.
+        mine.prepare(user("weather?"))
+        other.record_reply({"role": "assistant", "content": None, "tool_calls": [call]})
+        mine.add({"role": "tool", "tool_call_id": "c1", "content": "sunny"})
+        assert contents(mine.get_items()) == ["weather?", "None", "sunny"]
+        # The conversation (OpenAI, as this object knows it) replaced by another writer with an Anthropic one.
+        with pytest.raises(InvalidMessagesError) as info:
+            mine.add(use)  # the precondition: refused while the conversation is in OpenAI format
+        assert str(info.value).endswith(
+            "one conversation must use one format: convert the message "
+            "(every later call would send both and fail); nothing was recorded"
+        )
+        other.clear()
+        other.add(user("weather?"), {**use, "content": [{**use["content"][0], "id": "t0"}]})
+        other.add({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t0", "content": "rain"}]})
+        mine.add(use)
+        assert [m["role"] for m in mine.get_items()] == ["user", "assistant", "user", "assistant"]
+
+
+def test_a_refused_tool_result_says_what_to_record_first(tmp_path: Path) -> None:
+    with ctxlife.Session("first", config(f"file://{tmp_path}"), context_window=8000) as session:
+        with pytest.raises(InvalidMessagesError) as info:
+            session.add({"role": "tool", "tool_call_id": "c9", "content": "x"})
+        assert str(info.value).endswith(
+            "nothing was recorded. Record the assistant message that made the call first (record_reply), "
+            "then its results"
+        )
