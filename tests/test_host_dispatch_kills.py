@@ -158,3 +158,13 @@ def test_new_lists_without_a_store_or_a_session_does_nothing(tmp_path):
     host.new_lists()  # no session named, none by default
     assert host.record_reply({"role": "assistant", "content": "ok"}) == []
     host.close()
+
+
+def test_a_host_without_a_store_opens_the_configured_default_when_a_reply_is_recorded(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default store, file://workspace/sessions, is relative to the working folder
+    host = Host(NONE)
+    assert host.store is None  # no store named and no strategy keeping sessions: none opened yet
+    [record] = host.record_reply({"role": "assistant", "content": "ok"}, session_id="s1")
+    assert host.store is not None and host.open_store() is host.store  # opened once, then kept
+    assert open_store("file://workspace/sessions").read_records(session_key("s1")) == [record]
+    host.close()
