@@ -5,6 +5,8 @@ here mutation testing, scope ``cli``, sees the code run)."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -355,3 +357,37 @@ def test_session_erase_drops_the_sessions_recall_index(tmp_path: Path, capsys: A
     assert any(p.is_file() for p in index.rglob("*"))
     assert main(["session", "erase", "u42", "--match", "aisle 1", "--config", str(config)]) == 0
     assert not any(p.is_file() for p in index.rglob("*"))
+
+
+class _GoneReader:
+    """A stdout whose reader stopped (`ctxlife ... | head`): writes fail as a pipe's do; the descriptor is real."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    # (tests/test_cli.py runs it in a subprocess; this one in-process, where mutation testing reaches it)
+    read, write = os.pipe()
+    try:
+        monkeypatch.setattr(sys, "stdout", _GoneReader(write))
+        assert main(["check", str(Path(__file__).parents[1] / "configs" / "example.toml"), "--json"]) == 141
+        monkeypatch.undo()
+        os.write(write, b"left in the buffer")  # the descriptor goes to the null device now, not to the pipe
+        os.close(write)
+        write = -1
+        assert os.read(read, 100) == b""  # the pipe got nothing (its one writer is gone)
+    finally:
+        os.close(read)
+        if write != -1:
+            os.close(write)
+    assert capsys.readouterr().err == ""
