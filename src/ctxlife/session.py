@@ -222,7 +222,7 @@ class Session:
                 known = self._last_read if self._last_read is not None else self._read()
                 # (unfiltered: the host's text filter changes no message's shape; it runs once, below)
                 with no_collection():  # (a list and the memo's tuples of the messages' values: acyclic)
-                    items = [*_conversation(known.messages), *self._appended]  # + recorded by this object since
+                    items = self._items_known(known)
                     check_shape(prompt + items + turn, where=where, expected=expected, memo=self._shapes)
                 if _new_problem(_tail(items), turn) is not None:  # confirmed on the conversation as it is now
                     _refuse_invalid_turn(_tail(self._items(self._restored())[0]), turn, where)
@@ -411,10 +411,11 @@ class Session:
         ``auto``, clearly in the other format than the one the view's conversation is clearly in (an
         Anthropic ``tool_use`` block after OpenAI tool calls). The lock is held."""
         safe = [json_safe(m) for m in new]
-        check_shape(safe, where=where, expected=self._expected())
+        expected = self._expected()
+        check_shape(safe, where=where, expected=expected)
         if appended and any(map(is_tool_result, safe)):  # (an edit is checked where it stands: see edit)
             self._refuse_orphan_results(safe, where)
-        if self._expected() is not None:
+        if expected is not None:
             return
         found, first = clear_format(safe)
         if found is None:
@@ -434,14 +435,17 @@ class Session:
         """A tool result that answers no call recorded before it can never be answered: every later call would
         send it and the provider refuse the list. (A call still waiting for its results is the middle of a
         tool loop: allowed.) Checked against the conversation as last read, confirmed on a fresh read."""
-        known = self._last_read if self._last_read is not None else self._read()
-        for fresh in (False, True):
-            if fresh:
-                known = self._read()  # (another writer may have recorded the call meanwhile)
-            tail = _tail([*_conversation(known.messages), *self._appended])
-            orphans = [p for p in validate(tail + new) if p.code == "orphan_tool_result" and p.index >= len(tail)]
-            if not orphans:
-                return
+
+        def orphans_after(known: Restored) -> tuple[list[Message], list[Problem]]:
+            tail = _tail(self._items_known(known))
+            return tail, [p for p in validate(tail + new) if p.code == "orphan_tool_result" and p.index >= len(tail)]
+
+        kept = self._last_read
+        tail, orphans = orphans_after(kept if kept is not None else self._read())
+        if orphans and kept is not None:
+            tail, orphans = orphans_after(self._read())  # (another writer may have recorded the call meanwhile)
+        if not orphans:
+            return
         raise InvalidMessagesError(
             f"{where}[{orphans[0].index - len(tail)}] is a tool result that answers no call recorded before it "
             f"({orphans[0].detail}); nothing was recorded. Record the assistant message that made the call first "
@@ -453,8 +457,12 @@ class Session:
         a conversation's format does not change (it is forgotten with the conversation, see _forget)."""
         if self._format is None:
             known = self._last_read if self._last_read is not None else self._read()
-            self._format = clear_format([*_conversation(known.messages), *self._appended])[0]
+            self._format = clear_format(self._items_known(known))[0]
         return self._format
+
+    def _items_known(self, known: Restored) -> list[Message]:
+        """The conversation as ``known`` (a read) holds it, with what this object recorded since."""
+        return [*_conversation(known.messages), *self._appended]
 
     def _read(self, messages_only: bool = False) -> Restored:
         """The view's conversation as the store has it now, kept for the next read (never handed out)."""
