@@ -18,7 +18,8 @@ model is fake and free (it replies from the script), so what is measured is the 
 Each system's store is a SQLite file on local disk. Figures: CPU time of a whole turn
 (``time.process_time``: the agent's ``invoke``, or the SDK's reads and writes), median (p50) and 99th
 percentile over the turns, and the total; the ratios are ctxlife's over each peer's, measured in the same
-run. ``--quick`` plays 200 turns.
+run. The conversation is played ``RUNS`` (3) times; the figures are the medians of the runs and the ratios come
+with their spread. ``--quick`` plays 200 turns.
 
 Run: ``.venv/bin/python benchmarks/bench_loop.py [--quick] [--turns N]``.
 """
@@ -216,9 +217,31 @@ def play(count: int) -> dict[str, Any]:
     return out
 
 
-def run(quick: bool = False, turns_count: int | None = None) -> dict[str, Any]:
+#: Whole plays of the conversation: the figures are their medians, the ratios' spread their min-max.
+RUNS = 3
+
+
+def run(quick: bool = False, turns_count: int | None = None, runs: int = RUNS) -> dict[str, Any]:
     started = time.perf_counter()
-    result = play(turns_count or (200 if quick else TURNS))
+    plays = [play(turns_count or (200 if quick else TURNS)) for _ in range(runs)]
+    systems = {
+        name: {
+            key: round(statistics.median(p["systems"][name][key] for p in plays), 2)
+            for key in ("p50_ms", "p99_ms", "total_s")
+        }
+        for name in SYSTEMS
+    }
+    ratios = {
+        peer: {key: _median_or_none([p["ratios"][peer][key] for p in plays]) for key in ("p50_ms", "p99_ms", "total_s")}
+        for peer in SYSTEMS[1:]
+    }
+    spread = {
+        peer: {
+            key: [min(values), max(values)] if (values := [v for p in plays if (v := p["ratios"][peer][key])]) else None
+            for key in ("p50_ms", "p99_ms", "total_s")
+        }
+        for peer in SYSTEMS[1:]
+    }
     return stamp(
         {
             "what": "a whole agent turn's CPU time over a long conversation, three systems interleaved by turn",
@@ -226,10 +249,21 @@ def run(quick: bool = False, turns_count: int | None = None) -> dict[str, Any]:
             "python": sys.version.split()[0],
             "window": WINDOW,
             "threshold": THRESHOLD,
-            **result,
+            "turns": plays[0]["turns"],
+            "model_calls": plays[0]["model_calls"],
+            "runs": runs,
+            "systems": systems,
+            "ratios": ratios,
+            "ratio_spread": spread,
+            "plays": plays,
             "seconds": round(time.perf_counter() - started, 1),
         }
     )
+
+
+def _median_or_none(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(statistics.median(known), 2) if known else None
 
 
 PEERS = {
@@ -241,11 +275,13 @@ PEERS = {
 
 def section(results: dict[str, Any]) -> str:
     systems = results["systems"]
+    runs = results.get("runs", 1)
     lines = [
         f"{results['turns']:,} turns ({results['model_calls']:,} model calls, a fake free model), the three systems "
         f"interleaved by turn in one process, {results['window']:,}-token window; CPU time of a whole turn. "
-        "One run (the spread of repeated runs is not measured here); `make bench` may run it beside another "
-        "question, which slows all three alike: the ratios hold, the milliseconds are an upper bound.",
+        f"{runs} runs of the whole conversation: each figure is the median of the runs, each ratio the median of "
+        "the runs' ratios with their spread (min-max). `make bench` may run it beside another question, which slows "
+        "all three alike: the ratios hold, the milliseconds are an upper bound.",
         "",
         "| system (set up as its docs tell users) | p50 ms | p99 ms | total CPU s | ctxlife's p50 / total over it |",
         "|---|---|---|---|---|",
@@ -253,16 +289,29 @@ def section(results: dict[str, Any]) -> str:
     for name in SYSTEMS:
         row = systems[name]
         ratio = results["ratios"].get(name)
-        versus = f"{ratio['p50_ms']}x / {ratio['total_s']}x" if ratio else ""
+        spread = results.get("ratio_spread", {}).get(name)
+        versus = ""
+        if ratio:
+            versus = f"{ratio['p50_ms']}x{_range(spread, 'p50_ms')} / {ratio['total_s']}x{_range(spread, 'total_s')}"
         lines.append(f"| {PEERS[name]} | {row['p50_ms']} | {row['p99_ms']} | {row['total_s']} | {versus} |")
     return "\n".join(lines) + "\n"
 
 
+def _range(spread: dict[str, Any] | None, key: str) -> str:
+    if not spread or not spread.get(key):
+        return ""
+    low, high = spread[key]
+    return f" ({low}-{high})"
+
+
 def summary(results: dict[str, Any]) -> list[str]:
     lc = results["ratios"]["langchain"]
+    spread = results.get("ratio_spread", {}).get("langchain")
+    runs = results.get("runs", 1)
     return [
-        f"In a {results['turns']:,}-turn agent loop (fake model), ctxlife's turn p50 is {lc['p50_ms']}x and its total "
-        f"CPU {lc['total_s']}x LangChain's SummarizationMiddleware + SQLite checkpoint, interleaved in one process."
+        f"In a {results['turns']:,}-turn agent loop (fake model), ctxlife's turn p50 is {lc['p50_ms']}x"
+        f"{_range(spread, 'p50_ms')} and its total CPU {lc['total_s']}x{_range(spread, 'total_s')} LangChain's "
+        f"SummarizationMiddleware + SQLite checkpoint, interleaved in one process (median of {runs} runs, min-max)."
     ]
 
 
@@ -270,12 +319,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--turns", type=int, default=None)
+    parser.add_argument("--runs", type=int, default=RUNS)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     from ctxlife.integrations.scripted import offline_environment
 
     offline_environment()
-    result = run(args.quick, args.turns)
+    result = run(args.quick, args.turns, args.runs)
     print(section(result))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
