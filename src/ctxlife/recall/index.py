@@ -24,6 +24,7 @@ segmenter.
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import sqlite3
@@ -67,6 +68,9 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (
     body, content='', tokenize='porter unicode61 remove_diacritics 2'
 );
 """
+
+#: FTS5's bm25 parameters (k1, b): what a common term adds to a score is computed as bm25 would.
+_K1, _B = 1.2, 0.75
 
 #: Free pages (from deletions and FTS5 merges) given back to the file system past this many.
 _SPARE_PAGES = 16
@@ -454,29 +458,37 @@ class HistoryIndex:
         return search_hits(self._dated, self._ranked, query, limit, excluded, use_dates, tool_weight, view)
 
     def _ranked(self, terms: Sequence[str], limit: int, tool_weight: float = 1.0, view: str | None = None) -> list[Hit]:
-        match = " OR ".join(f'"{t}"' for t in terms)
         # One query: FTS5 scores its matches in C, tool results weighed by their rowid (no record
         # read), and SQLite keeps the best ``limit``; then the records of those few are read.
         score = f"-bm25(fts) * (CASE WHEN fts.rowid >= {TOOL_DOC} THEN ? ELSE 1.0 END)"
         order = f"ORDER BY 2 DESC, fts.rowid % {PART_STRIDE}, fts.rowid LIMIT ?"
+        choosing, common = list(terms), []
+        if self._docs >= self.SELECTIVE_DOCS and self.SELECTIVE_MATCHES:
+            choosing = self._selective(terms)
+            common = [t for t in terms if t not in choosing and self._doc_freq(t)]
+        fetch = limit * self.SELECTIVE_FETCH if common else limit
+        match = " OR ".join(f'"{t}"' for t in choosing)
         try:
             rows = None
             # Past PRUNE_DOCS, only the documents that can make the result are scored (the document
             # frequencies are this process's: after another's write, every match is).
-            if view is None and self._docs >= self.PRUNE_DOCS and self._read_last_seq() == self._last_seq:
+            pruned = not common and view is None and self._docs >= self.PRUNE_DOCS
+            if pruned and self._read_last_seq() == self._last_seq:
                 hits = {t: self._doc_freq(t) for t in terms}
                 tools = {t: self._doc_freq(t, tools=True) for t in terms} if tool_weight > 1 else None
                 rows = pruning.ranked(self._db, terms, limit, tool_weight, hits, score, order, PART_STRIDE, tools)
             if rows is None and view is None:
                 rows = self._db.execute(
-                    f"SELECT fts.rowid, {score} FROM fts WHERE fts MATCH ? {order}", (tool_weight, match, limit)
+                    f"SELECT fts.rowid, {score} FROM fts WHERE fts MATCH ? {order}", (tool_weight, match, fetch)
                 ).fetchall()
             elif rows is None:
                 rows = self._db.execute(
                     f"SELECT fts.rowid, {score} FROM fts JOIN records r ON r.seq = fts.rowid % {PART_STRIDE} "
                     f"WHERE fts MATCH ? AND r.view = ? {order}",
-                    (tool_weight, match, view, limit),
+                    (tool_weight, match, view, fetch),
                 ).fetchall()
+            if common:
+                rows = self._with_common(rows, common, tool_weight, limit)
         except sqlite3.Error as exc:
             raise IndexError_(f"searching the history index failed: {exc}") from None
         found = self._rows(doc % PART_STRIDE for doc, _ in rows)
@@ -485,6 +497,72 @@ class HistoryIndex:
             for doc, score in rows
             if (row := found.get(doc % PART_STRIDE)) is not None
         ]
+
+    #: From this many documents on, a question's common terms do not choose its hits (see :meth:`_selective`).
+    SELECTIVE_DOCS = 5_000
+    #: The documents the terms that choose a search's hits may match in all (FTS5 scores each: ~1 µs apiece).
+    SELECTIVE_MATCHES = 500
+    #: Documents fetched per hit wanted when the common terms then complete their scores.
+    SELECTIVE_FETCH = 4
+
+    def _selective(self, terms: Sequence[str]) -> list[str]:
+        """The terms that choose a search's hits: the rarest, as many as match at most SELECTIVE_MATCHES
+        documents in all (at least the rarest one)."""
+        counts = {t: self._doc_freq(t) for t in terms}
+        held = sorted((t for t in terms if counts[t]), key=lambda t: counts[t])
+        chosen: list[str] = []
+        matched = 0
+        for term in held:
+            if chosen and matched + counts[term] > self.SELECTIVE_MATCHES:
+                break
+            chosen.append(term)
+            matched += counts[term]
+        return chosen or list(terms)
+
+    def _with_common(
+        self, rows: Sequence[tuple[int, float]], common: Sequence[str], tool_weight: float, limit: int
+    ) -> list[tuple[int, float]]:
+        """The best ``limit`` of ``rows`` (document, score by the choosing terms, best first), each score
+        completed with what FTS5's bm25 adds for the ``common`` terms: BM25 is a sum over terms, so this is
+        the score the whole query gives the document."""
+        docs, tokens = pruning.averages(self._db)
+        if not rows or not docs:
+            return list(rows)[:limit]
+        average = tokens / docs
+        idf = {t: pruning.idf(docs, self._doc_freq(t)) for t in common}
+        most = sum(idf.values()) * (_K1 + 1) * max(tool_weight, 1.0)  # the most the common terms can add
+        marks = ",".join("?" * len(rows))
+        sizes = dict(self._db.execute(f"SELECT id, sz FROM fts_docsize WHERE id IN ({marks})", [d for d, _ in rows]))
+        texts = self._rows(doc % PART_STRIDE for doc, _ in rows)
+        out: list[tuple[int, float]] = []
+        best: list[float] = []  # the best ``limit`` scores so far (a heap: the lowest first)
+        floor = -math.inf
+        for doc, score in rows:
+            if score + most < floor:
+                break  # the rows come best first: none after this one can reach the best ``limit``
+            row = texts.get(doc % PART_STRIDE)
+            if row is None:
+                continue
+            part, text = (doc % TOOL_DOC) // PART_STRIDE, row[5]
+            if part or len(text) > self.chunk_chars:  # a chunk of a long text: its own body
+                documents = text_documents(int(row[0]), row[1], text, self.chunk_chars)
+                text = document_body(documents[min(part, len(documents) - 1)])
+            lower = text.casefold()
+            norm = _K1 * (1 - _B + _B * pruning.size_of(sizes.get(doc, b"")) / average)
+            added = 0.0
+            for term in common:
+                if n := count_term(lower, term):
+                    added += idf[term] * n * (_K1 + 1) / (n + norm)
+            total = score + added * (tool_weight if doc >= TOOL_DOC else 1.0)
+            out.append((doc, total))
+            if len(best) < limit:
+                heapq.heappush(best, total)
+            else:
+                heapq.heappushpop(best, total)
+            if len(best) >= limit:
+                floor = best[0]
+        out.sort(key=lambda r: (-r[1], r[0] % PART_STRIDE, r[0]))
+        return out[:limit]
 
     #: From this many documents on, a search scores only the documents that can make its result
     #: (:mod:`ctxlife.recall.pruning`); below, scoring every match costs less than proving which can.

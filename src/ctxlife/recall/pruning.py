@@ -53,7 +53,7 @@ def ranked(
     if len(terms) < 2:
         return None  # nothing to leave out
     rows = _documents(db)
-    ceiling = {t: _idf(rows, hits[t]) * (_K1 + 1) * (1 + _MARGIN) for t in terms}
+    ceiling = {t: idf(rows, hits[t]) * (_K1 + 1) * (1 + _MARGIN) for t in terms}
     in_tools = {t for t in terms if tool_hits is None or tool_hits.get(t, 1)}
 
     def most(some: Sequence[str]) -> float:
@@ -99,7 +99,7 @@ def ranked(
     return None  # the rare terms match most of what the query does: no cheaper than the full query
 
 
-def _idf(rows: int, hits: int) -> float:
+def idf(rows: int, hits: int) -> float:
     """FTS5's bm25 idf (with its floor)."""
     idf = math.log((rows - hits + 0.5) / (hits + 0.5)) if rows else 0.0
     return idf if idf > 0 else 1e-6
@@ -111,8 +111,22 @@ def _any(terms: Sequence[str]) -> str:
 
 def _documents(db: sqlite3.Connection) -> int:
     """FTS5's document count, as its bm25 reads it (the first number of its ``averages`` record, id 1)."""
+    return averages(db)[0]
+
+
+def averages(db: sqlite3.Connection) -> tuple[int, int]:
+    """FTS5's document count and token count (one column), as its bm25 reads them: its ``averages`` record (id 1)."""
     row = db.execute("SELECT block FROM fts_data WHERE id = 1").fetchone()
-    return _varint(bytes(row[0]))[0] if row is not None and row[0] else 0
+    if row is None or not row[0]:
+        return 0, 0
+    data = bytes(row[0])
+    docs, at = _varint(data)
+    return docs, (_varint(data, at)[0] if at < len(data) else 0)
+
+
+def size_of(blob: bytes) -> int:
+    """A document's token count (one column) from its ``fts_docsize`` record."""
+    return _varint(bytes(blob))[0] if blob else 0
 
 
 def _varint(data: bytes, at: int = 0) -> tuple[int, int]:
