@@ -48,6 +48,78 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+# -- the reliability suite's reach report (tests/reliability/conftest.py counts) ----------------------
+
+
+def _add_reach(config: pytest.Config, rows: dict[str, dict[str, Any]]) -> None:
+    total: dict[str, dict[str, Any]] = config.__dict__.setdefault("ctxlife_reach_total", {})
+    for test, row in rows.items():
+        into = total.setdefault(
+            test, {"examples": 0, "seconds": 0.0, "checks": {}, "examples_per_check": {}, "floors": {}}
+        )
+        into["examples"] += row["examples"]
+        into["seconds"] += row["seconds"]
+        for key in ("checks", "examples_per_check"):
+            for name, n in row[key].items():
+                into[key][name] = into[key].get(name, 0) + n
+        into["floors"].update(row["floors"])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist: a worker finished; its reach counts join the run's."""
+    payload = getattr(node, "workeroutput", {}).get("ctxlife_reach")
+    if payload:
+        _add_reach(node.config, json.loads(payload))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The reach report: hypothesis examples per invariant and per test, and each floor's reach
+    (``--reliability-stats`` prints it; ``RELIABILITY_STATS_JSON=PATH`` writes it)."""
+    local = getattr(config, "ctxlife_reach", None)  # a run without workers
+    if local:
+        _add_reach(config, local)
+    rows: dict[str, dict[str, Any]] = config.__dict__.get("ctxlife_reach_total", {})
+    target = os.environ.get("RELIABILITY_STATS_JSON")
+    show = config.getoption("--reliability-stats", default=False)
+    if not rows or not (target or show):
+        return
+    per_invariant: dict[str, dict[str, int]] = {}
+    for row in rows.values():
+        for name, n in row["checks"].items():
+            entry = per_invariant.setdefault(name, {"examples": 0, "checks": 0})
+            entry["checks"] += n
+            entry["examples"] += row["examples_per_check"].get(name, 0)
+    if target:
+        out = {
+            "tests": {
+                k: {"examples": v["examples"], "seconds": round(v["seconds"], 2), "checks": v["checks"]}
+                for k, v in sorted(rows.items())
+            },
+            "invariants": dict(sorted(per_invariant.items())),
+        }
+        Path(target).write_text(json.dumps(out, indent=2, sort_keys=True), encoding="utf-8")
+    if not show:
+        return
+    tr = terminalreporter
+    tr.section("ctxlife reliability: hypothesis examples per invariant")
+    tr.write_line(f"{'invariant':<28}{'examples':>10}{'checks':>10}")
+    for name, entry in sorted(per_invariant.items()):
+        tr.write_line(f"{name:<28}{entry['examples']:>10}{entry['checks']:>10}")
+    tr.write_line(f"{'test':<70}{'examples':>10}{'seconds':>9}")
+    for name, row in sorted(rows.items()):
+        tr.write_line(f"{name[:70]:<70}{row['examples']:>10}{row['seconds']:>9.1f}")
+    floored = [(name, row) for name, row in sorted(rows.items()) if row["floors"]]
+    if floored:
+        tr.write_line(f"{'reach: test / check':<70}{'reached':>10}{'floor':>9}")
+        for name, row in floored:
+            for check, share in sorted(row["floors"].items()):
+                reached = row["examples_per_check"].get(check, 0)
+                tr.write_line(f"{(name + ' / ' + check)[:70]:<70}{reached:>5}/{row['examples']:<4}{share:>9.0%}")
+    if target:
+        tr.write_line(f"written to {target}")
+
+
 # -- tests that import a heavy optional package ------------------------------------------------------
 
 

@@ -3,8 +3,9 @@
 * ``stats`` -- records how many hypothesis examples ran and how many times each invariant was
   checked; ``stats.require(check, share)`` fails the test when fewer than ``share`` of its examples
   reached ``check``. With ``--reliability-stats`` the totals (the reach report: examples per
-  invariant and per test) are printed at the end of the run; with ``RELIABILITY_STATS_JSON=PATH``
-  they are written to PATH (nothing is written otherwise).
+  invariant and per test, and each floor's reach) are printed at the end of the run, also under
+  pytest-xdist (each worker sends its counts; tests/conftest.py adds them up and prints them); with
+  ``RELIABILITY_STATS_JSON=PATH`` they are written to PATH (nothing is written otherwise).
 * ``redis_server`` (from ``tests/conftest.py``) -- a factory for redis-servers owned by one test.
 * ``events`` -- every structlog event ctxlife emits during the test (``structlog.testing.capture_logs``).
 
@@ -15,7 +16,6 @@ number of examples scaled by ``RELIABILITY_EXAMPLES`` (a multiplier, default 1) 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 import time
@@ -82,44 +82,25 @@ def stats(request: pytest.FixtureRequest) -> Iterator[Stats]:
             pytest.fail("the property's assertions were rarely reached: " + "; ".join(below), pytrace=False)
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    target = os.environ.get("RELIABILITY_STATS_JSON")
-    show = config.getoption("--reliability-stats", default=False)
-    if not _STATS or not (target or show):
-        return
-    per_invariant: dict[str, dict[str, int]] = defaultdict(lambda: {"examples": 0, "checks": 0})
-    for row in _STATS.values():
-        for name, n in row["checks"].items():
-            per_invariant[name]["checks"] += n
-            per_invariant[name]["examples"] += row.get("examples_per_check", {}).get(name, 0)
-    if target:
-        out = {
-            "tests": {
-                k: {"examples": v["examples"], "seconds": round(v["seconds"], 2), "checks": dict(v["checks"])}
-                for k, v in sorted(_STATS.items())
-            },
-            "invariants": dict(sorted(per_invariant.items())),
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Hand this process's counts to the report (tests/conftest.py prints it): under pytest-xdist each
+    worker sends its own to the controller, which adds them up."""
+    with _STATS_LOCK:
+        rows = {
+            test: {
+                "examples": row["examples"],
+                "seconds": row["seconds"],
+                "checks": dict(row["checks"]),
+                "examples_per_check": dict(row.get("examples_per_check", {})),
+                "floors": dict(row.get("floors", {})),
+            }
+            for test, row in _STATS.items()
         }
-        Path(target).write_text(json.dumps(out, indent=2, sort_keys=True), encoding="utf-8")
-    if not show:
-        return
-    tr = terminalreporter
-    tr.section("ctxlife reliability: hypothesis examples per invariant")
-    tr.write_line(f"{'invariant':<28}{'examples':>10}{'checks':>10}")
-    for name, row in sorted(per_invariant.items()):
-        tr.write_line(f"{name:<28}{row['examples']:>10}{row['checks']:>10}")
-    tr.write_line(f"{'test':<70}{'examples':>10}{'seconds':>9}")
-    for name, row in sorted(_STATS.items()):
-        tr.write_line(f"{name[:70]:<70}{row['examples']:>10}{row['seconds']:>9.1f}")
-    floored = [(name, row) for name, row in sorted(_STATS.items()) if row.get("floors")]
-    if floored:
-        tr.write_line(f"{'reach: test / check':<70}{'reached':>10}{'floor':>9}")
-        for name, row in floored:
-            for check, share in sorted(row["floors"].items()):
-                reached = row.get("examples_per_check", Counter()).get(check, 0)
-                tr.write_line(f"{(name + ' / ' + check)[:70]:<70}{reached:>5}/{row['examples']:<4}{share:>9.0%}")
-    if target:
-        tr.write_line(f"written to {target}")
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["ctxlife_reach"] = json.dumps(rows)
+    else:
+        session.config.ctxlife_reach = rows  # type: ignore[attr-defined]
 
 
 # -- events -----------------------------------------------------------------------------------------
