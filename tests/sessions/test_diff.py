@@ -214,3 +214,28 @@ def test_a_mirror_message_gone_from_the_view_does_not_bound_the_search():
     # x (slot 15) is no longer in the view (removed by another writer)
     s = edit_script([(10, "a"), (15, "x"), (20, "b")], caller("axbc"), [(30, "c")], {10: 0, 20: 1, 30: 2})
     assert s.edits == [] and s.slots == {0: 10, 1: 15, 2: 20, 3: 30}
+
+
+def test_parallel_results_the_view_holds_in_another_order_are_found_not_added_again():
+    # The view holds a call (slot 30) and its results in completion order: 46 (40), 45 (50), 47 (60); the mirror
+    # predates them all. The caller's run comes in call-id order (the recorder sorts each run so): 45, 46, 47.
+    # Each is the view's own result: 46 lies before 45 in the view, yet in the same run of results.
+    view = [(10, "u"), (20, "a"), (30, "c"), (40, "r46"), (50, "r45"), (60, "r47"), (70, "d")]
+    order = {slot: i for i, (slot, _) in enumerate(view)}
+    now = [(0, "u"), (1, "a"), (2, "c"), (3, "r45"), (4, "r46"), (5, "r47"), (6, "d"), (7, "new")]
+    results = {3, 4, 5}
+    s = edit_script([(10, "u"), (20, "a")], now, view[2:], order, movable=results.__contains__)
+    assert edits(s) == [(ADD, None, 7)]  # only the new message: none of the results is written again
+    assert s.slots == {0: 10, 1: 20, 2: 30, 3: 50, 4: 40, 5: 60, 6: 70}
+    # Without knowing which are results, a message found out of order stays the caller's own (as before).
+    plain = edit_script([(10, "u"), (20, "a")], now, view[2:], order)
+    assert (ADD, 50, 4) in edits(plain)
+
+
+def test_a_result_is_found_only_within_its_own_run():
+    # r45 is in the view, but before the user message u2 that the caller's run follows: not the same run.
+    view = [(10, "u"), (20, "r45"), (30, "u2"), (40, "c")]
+    order = {slot: i for i, (slot, _) in enumerate(view)}
+    now = [(0, "u"), (1, "u2"), (2, "c"), (3, "r45")]
+    s = edit_script([(10, "u")], now, view[1:], order, movable={3}.__contains__)
+    assert edits(s) == [(ADD, None, 3)]

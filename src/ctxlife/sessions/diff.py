@@ -89,6 +89,7 @@ def edit_script(
     *,
     removals: bool = True,
     same_kind: Callable[[int, int], bool] | None = None,
+    movable: Callable[[int], bool] | None = None,
 ) -> Script:
     """The edit script from ``mirror`` to ``caller``.
 
@@ -108,6 +109,9 @@ def edit_script(
             caller's at list ``index`` can be one message edited (an edit keeps the role: an
             edited question, a cleared tool result, a regenerated reply). A pair that cannot is
             a removal and an add, never a replacement.
+        movable: ``movable(index)`` -- whether the caller's message at list ``index`` is one of a run
+            whose order means nothing (parallel tool results): the view's copy of it is looked for
+            anywhere in the run, not only after the run's messages before it.
 
     ``related`` is False when the lists share no message (then nothing is an edit: the caller's
     list is another conversation, or a fresh one, for the caller to align otherwise).
@@ -155,7 +159,7 @@ def edit_script(
                 edits.append(Edit(ADD, None, index))
     shared = len(slots) - sum(1 for e in edits if e.op == REPLACE)
     if related:
-        _map_hidden(caller, slots, edits, hidden, order)
+        _map_hidden(caller, slots, edits, hidden, order, movable)
         _drop_front_removals(mirror, caller, slots, edits)
         _place_adds(caller, slots, edits)
     return Script(edits, slots, related, shared)
@@ -167,9 +171,12 @@ def _map_hidden(
     edits: list[Edit],
     hidden: Sequence[tuple[int, str]] | Hidden,
     order: dict[int, int],
+    movable: Callable[[int], bool] | None = None,
 ) -> None:
     """A new message equal to a view message the mirror lacks, lying between the same neighbours,
-    is that message (the caller kept what a compaction evicted, or received what others wrote)."""
+    is that message (the caller kept what a compaction evicted, or received what others wrote). A
+    movable one (a parallel tool result) may lie anywhere in its run: the view holds a run in the
+    order it was recorded, the caller's comes sorted by call id."""
     adds = {e.index for e in edits if e.op == ADD}
     if not adds or not hidden:
         return
@@ -184,21 +191,27 @@ def _map_hidden(
         if slot is not None and slot in order:
             bound = order[slot]
     lower = -1
+    run_lower = -1  # the lower bound where the current run of movable messages began
+    in_run = False
     used: set[int] = set()
     kept: set[int] = set()
     for pos, (index, fp) in enumerate(caller):
+        moves = movable is not None and movable(index)
+        if moves and not in_run:
+            run_lower = lower
+        in_run = moves
         slot = slots.get(index)
         if slot is not None:
             lower = max(lower, order.get(slot, lower))
             continue
         if index not in adds:
             continue
-        for place, hidden_slot, hidden_fp in found.between(lower, upper[pos]):
+        for place, hidden_slot, hidden_fp in found.between(run_lower if moves else lower, upper[pos]):
             if hidden_fp == fp and hidden_slot not in used:
                 slots[index] = hidden_slot
                 used.add(hidden_slot)
                 kept.add(index)
-                lower = place
+                lower = max(lower, place)
                 break
     if kept:
         edits[:] = [e for e in edits if not (e.op == ADD and e.index in kept)]

@@ -196,7 +196,13 @@ def diff_plan(state: View, messages: Sequence[Any]) -> Plan | None:
     caller = results_in_order([(i, known_fp(mirror, m)) for i, m in kept], [m for _, m in kept])
     hidden = TailHidden(tail, {s for s, _ in mirrored}, None if state.complete else state.edge())
     script = edit_script(
-        mirrored, caller, hidden, order, removals=mirror.trusted, same_kind=same_kind(mirror, messages)
+        mirrored,
+        caller,
+        hidden,
+        order,
+        removals=mirror.trusted,
+        same_kind=same_kind(mirror, messages),
+        movable=lambda i: messages[i].get("role") == "tool",
     )
     if not script.related:
         return None
