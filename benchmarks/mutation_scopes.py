@@ -10,7 +10,9 @@ docs/mutation/core.md) says which commit it mutated (``Mutated commit: SHA``); a
 is run again when ``git diff SHA`` touches one of its files (the checkout's paths: the staged
 ``src/ctxlife_strategies`` is ``strategies/ctxlife_strategies`` here) or test files, or when its
 configuration (its table of pyproject.toml with ``[tool.mutmut]``'s defaults) differs from the one at SHA:
-an edit of another scope's table, or of a dependency pin, does not make every scope stale.
+an edit of another scope's table, or of a dependency pin, does not make every scope stale. Of the core's
+defaults a scope inherits, only what they do to it counts (:func:`effective`): the functions of its files
+that ``do_not_mutate_patterns`` leave unmutated, the ``--deselect``s of its own test files.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -58,7 +61,8 @@ def changed(scope: str) -> bool:
     then = subprocess.run(
         ["git", "-C", str(REPO), "show", f"{commit}:pyproject.toml"], capture_output=True, text=True, check=False
     )
-    if then.returncode != 0 or config_at(then.stdout, scope) != config:
+    before = config_at(then.stdout, scope) if then.returncode == 0 else None
+    if before is None or effective(before) != effective(config):
         return True
     watched = [checkout_path(p) for p in config["only_mutate"]] + [t.partition("::")[0] for t in config["tests_dir"]]
     diff = subprocess.run(
@@ -76,6 +80,41 @@ def config_at(pyproject_text: str, scope: str) -> dict[str, object] | None:
         return scope_config(tomllib.loads(pyproject_text), scope)
     except (SystemExit, KeyError):
         return None
+
+
+def effective(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` as it acts on its scope: ``do_not_mutate_patterns`` replaced by the ``def`` lines they match
+    in the scope's files (as the checkout holds them: a file's own changes are the diff's to find), and
+    ``pytest_add_cli_args`` without the ``--deselect``s of tests outside its ``tests_dir``. The core's
+    patterns and deselects are every scope's defaults: an edit naming only the core's functions or tests
+    leaves another scope current."""
+    out = dict(config)
+    patterns = [re.compile(p) for p in config.get("do_not_mutate_patterns", [])]
+    marked: dict[str, list[str]] = {}
+    for staged in config["only_mutate"]:
+        path = REPO / checkout_path(staged)
+        lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+        marked[staged] = [
+            line for line in lines if line.lstrip().startswith("def ") and any(p.search(line) for p in patterns)
+        ]
+    out["do_not_mutate_patterns"] = marked
+    tests = [t.partition("::")[0] for t in config["tests_dir"]]
+
+    def theirs(target: str) -> bool:  # a deselected test of the scope's own test files
+        file = target.partition("::")[0]
+        return any(file == t or file.startswith(t.rstrip("/") + "/") for t in tests)
+
+    args = list(config.get("pytest_add_cli_args", []))
+    kept: list[str] = []
+    while args:
+        arg = args.pop(0)
+        if arg == "--deselect" and args:
+            target = args.pop(0)
+            kept += [arg, target] if theirs(target) else []
+        elif not arg.startswith("--deselect=") or theirs(arg.removeprefix("--deselect=")):
+            kept.append(arg)
+    out["pytest_add_cli_args"] = kept
+    return out
 
 
 def mutated_lines() -> dict[str, tuple[int, int]]:

@@ -173,6 +173,39 @@ def test_make_mutate_changed_reruns_a_scope_for_its_own_configuration_not_anothe
     assert scopes.config_at(text.replace("[tool.ctxlife-mutate.scopes.ids]", "[tool.other]"), "ids") is None
 
 
+def test_make_mutate_changed_reruns_a_scope_for_the_core_defaults_that_reach_it_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scope inherits the core's `do_not_mutate_patterns` and `pytest_add_cli_args`: an edit of them that
+    names only other files' functions or other tests (the core's own) leaves the scope current; a pattern
+    matching one of its functions, or a deselect of one of its tests, makes it stale."""
+    import importlib
+    import tomllib
+
+    root = CONFTEST.parents[1]
+    monkeypatch.syspath_prepend(str(root / "benchmarks"))
+    scopes = importlib.import_module("mutation_scopes")
+    text = (root / "pyproject.toml").read_text(encoding="utf-8")
+    now = scopes.effective(scopes.config_at(text, "ids"))
+    core = tomllib.loads(text)["tool"]["mutmut"]
+    assert "do_not_mutate_patterns = [\n" in text and "pytest_add_cli_args = [\n" in text
+    assert "validate_session_id" not in str(core["do_not_mutate_patterns"])
+
+    def edited(pattern: str, deselect: str) -> str:
+        return text.replace(
+            "do_not_mutate_patterns = [\n", f"do_not_mutate_patterns = [\n    {pattern!r},\n", 1
+        ).replace("pytest_add_cli_args = [\n", f"pytest_add_cli_args = [\n    '--deselect', {deselect!r},\n", 1)
+
+    others = edited("^def (truncate_somewhere)[(]", "tests/test_messages.py::test_x")
+    assert scopes.config_at(others, "ids") != scopes.config_at(text, "ids")  # the raw configuration differs
+    assert scopes.effective(scopes.config_at(others, "ids")) == now
+    assert scopes.effective(scopes.config_at(others, "core")) != scopes.effective(scopes.config_at(text, "core"))
+    own_function = edited("^def (validate_session_id)[(]", "tests/test_messages.py::test_x")
+    assert scopes.effective(scopes.config_at(own_function, "ids")) != now
+    own_test = edited("^def (truncate_somewhere)[(]", "tests/sessions/test_ids_mapping.py::test_x")
+    assert scopes.effective(scopes.config_at(own_test, "ids")) != now
+
+
 def test_mutation_scopes_reach_at_least_the_share_of_the_product_they_reached_when_it_was_measured(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
