@@ -324,3 +324,33 @@ def test_a_message_the_caller_deletes_from_the_cut_list_is_removed_and_nothing_e
             ("add", "q3"),
         ]
         assert [r.slot for r in records if r.op == "remove"] == [5]  # q2's slot: a0, q1 and a1 stay
+
+
+class SnapshotRaises(FileStore):
+    """A file store whose snapshot writes raise ``error`` (quoting no message)."""
+
+    error: Exception = OSError(28, "No space left on device")
+
+    def save_snapshot(self, snapshot: Any) -> None:
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    ("error", "traceback"),
+    [(OSError(28, "No space left on device"), True), (StoreError("file store: snapshot: disk full"), False)],
+)
+def test_a_failed_snapshot_writes_traceback_is_logged_only_for_an_unexpected_error(
+    tmp_path: Path, error: Exception, traceback: bool
+) -> None:
+    """An error of ctxlife's own (a StoreError says all in its message) is logged without its traceback; any
+    other exception with it, when its message quotes no message of the conversation."""
+    store = SnapshotRaises(tmp_path)
+    store.error = error
+    host = _host(store, "truncate_last_n", **CUT)
+    with capture_logs() as logs:
+        live, report = _converse(host, "", 3)
+    host.close()
+    assert [f.strategy for f in report.failures][:1] == ["snapshot_restore"]  # (the precondition: a cut, failed)
+    events = [e for e in logs if e["event"] == "ctxlife.strategy_failed"]
+    assert events and all(e["error"] == f"{type(error).__name__}: {error}" for e in events)  # (quoting nothing)
+    assert [e["exc_info"] for e in events] == [traceback] * len(events)
