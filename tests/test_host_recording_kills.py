@@ -354,3 +354,58 @@ def test_a_failed_snapshot_writes_traceback_is_logged_only_for_an_unexpected_err
     events = [e for e in logs if e["event"] == "ctxlife.strategy_failed"]
     assert events and all(e["error"] == f"{type(error).__name__}: {error}" for e in events)  # (quoting nothing)
     assert [e["exc_info"] for e in events] == [traceback] * len(events)
+
+
+def test_each_call_ends_its_span_tells_every_listener_and_logs_one_node_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a dispatch ends with (host_report.emit_node): the node's span closed with the report's figures, every
+    listener handed the report (one that raises is logged, the others still run, the call goes on), and the one
+    ``ctxlife.node`` event naming the session and the agent."""
+    pytest.importorskip(
+        "opentelemetry.sdk", reason="the OpenTelemetry SDK is not installed: pip install 'ctxlife[otel]'"
+    )
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ctxlife.telemetry import Tracer
+
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)  # (the test session turns the SDK off)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    host = _host(FileStore(tmp_path), "truncate_last_n", **CUT)
+    host.tracer = Tracer(provider.get_tracer("ctxlife"))
+    heard: list[Any] = []
+
+    def broken(report: Report) -> None:
+        raise ValueError("the dashboard is down")
+
+    host.listeners += [broken, heard.append]
+    live = [S("sys"), U("q0"), A("a0"), U("q1"), A("a1"), U("q2")]
+    with capture_logs() as logs:
+        report = host.before_llm_call(live, agent_role="clerk")
+    host.close()
+    assert _texts(live) == ["sys", "q0", "q2"]  # (the precondition: a call that cut the list)
+    assert [r.node for r in heard] == ["bootstrap", "before_llm_call"]  # (an agent's first call: its bootstrap)
+    assert heard[-1] is report
+    failed = [e for e in logs if e["event"] == "ctxlife.listener_failed"]
+    assert [(e["log_level"], e["listener"], e["error"]) for e in failed] == [
+        ("error", repr(broken), "ValueError: the dashboard is down")
+    ] * 2
+    [node] = [e for e in logs if e["event"] == "ctxlife.node" and e["node"] == "before_llm_call"]
+    assert (node["log_level"], node["node"], node["session_id"], node["agent_role"]) == (
+        "debug",
+        "before_llm_call",
+        "s",
+        "clerk",
+    )
+    assert (node["tokens_before"], node["tokens_after"]) == (report.tokens_before, report.tokens_after)
+    [span] = [s for s in exporter.get_finished_spans() if s.name == "ctxlife.before_llm_call"]
+    attributes = span.attributes or {}
+    assert (attributes["ctxlife.tokens.before"], attributes["ctxlife.tokens.after"]) == (
+        report.tokens_before,
+        report.tokens_after,
+    )
+    assert report.tokens_after < report.tokens_before
