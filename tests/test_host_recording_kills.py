@@ -402,6 +402,15 @@ def test_each_call_ends_its_span_tells_every_listener_and_logs_one_node_event(
         "clerk",
     )
     assert (node["tokens_before"], node["tokens_after"]) == (report.tokens_before, report.tokens_after)
+    assert (node["acted"], node["failed"], node["duration_ms"]) == (
+        ["truncate_last_n", "snapshot_restore"],
+        [],
+        round(report.duration_ms, 3),
+    )
+    assert node["actions"] == [
+        {"strategy": "truncate_last_n", "what": "truncated", "removed_messages": 3, "kept_rounds": 1},
+        {"strategy": "snapshot_restore", "what": "snapshot_saved", "messages": 3, "raw_length": 5},
+    ]
     [span] = [s for s in exporter.get_finished_spans() if s.name == "ctxlife.before_llm_call"]
     attributes = span.attributes or {}
     assert (attributes["ctxlife.tokens.before"], attributes["ctxlife.tokens.after"]) == (
