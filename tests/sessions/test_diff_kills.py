@@ -19,6 +19,7 @@ import pytest
 
 import ctxlife
 from ctxlife.config import settings_from_dict
+from ctxlife.errors import StoreError
 from ctxlife.sessions import SessionStore, open_store
 from ctxlife.sessions.file import FileStore
 from ctxlife.sessions.recording import Recorder
@@ -246,3 +247,50 @@ def test_a_cold_process_edits_an_old_message_of_one_view_as_the_warm_one_does_be
     cold = _two_views(f"sqlite:///{tmp_path / 'cold.db'}", True, act)
     assert cold[0] == warm[0]
     assert cold[1] == warm[1] and not any("desk" in str(c) for c in cold[1])
+
+
+def test_an_edit_of_a_number_the_view_does_not_hold_names_the_session_and_how_to_list_its_messages(
+    store: SessionStore,
+) -> None:
+    recorder = Recorder(store)
+    recorder.record("order-7", [user("q1"), assistant("r1")])
+    with pytest.raises(StoreError) as refused:
+        recorder.remove("order-7", [9])
+    assert str(refused.value) == (
+        "session 'order-7' view '' has no message at sequence number(s) [9]; "
+        "list them with `ctxlife session export order-7 --all`"
+    )
+    assert texts(store, "order-7") == ["q1", "r1"]
+
+
+def test_a_list_handed_back_after_an_explicit_removal_is_continued_without_recording_it_again(
+    store: SessionStore,
+) -> None:
+    """An explicit removal leaves the recorder no list to diff against (the view as stored decides); the
+    list a call hands back afterwards (``leave``) is noted, and the caller's next list, continuing it,
+    records only its new message."""
+    recorder = Recorder(store)
+    history = [user("q1"), assistant("r1"), user("q2"), assistant("r2")]
+    recorder.record("s", history)
+    recorder.remove("s", [2])  # r1
+    handed_back = [user("q1"), user("q2"), assistant("r2")]
+    recorder.leave("s", handed_back)
+    written = recorder.record("s", [*handed_back, user("q3")])
+    assert [(r.op, r.message.get("content")) for r in written] == [(ADD, "q3")]
+    assert texts(store) == ["q1", "q2", "r2", "q3"]
+
+
+def test_after_a_restart_a_restored_list_handed_back_is_continued_without_recording_it_again(
+    store: SessionStore,
+) -> None:
+    """A new process seeds its recorder with the restored conversation (slots known, as a restore does) and
+    hands the same list back after the call: the caller's next list records only its new message."""
+    history = [user("q1"), assistant("r1"), user("q2")]
+    Recorder(store).record("s", history)
+    restarted = Recorder(store)
+    restored = rebuilt(history)
+    restarted.seed("s", restored, [1, 2, 3])
+    restarted.leave("s", restored)
+    written = restarted.record("s", [*rebuilt(history), assistant("r2")])
+    assert [(r.op, r.message.get("content")) for r in written] == [(ADD, "r2")]
+    assert texts(store) == ["q1", "r1", "q2", "r2"]
