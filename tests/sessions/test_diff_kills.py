@@ -294,3 +294,40 @@ def test_after_a_restart_a_restored_list_handed_back_is_continued_without_record
     written = restarted.record("s", [*rebuilt(history), assistant("r2")])
     assert [(r.op, r.message.get("content")) for r in written] == [(ADD, "r2")]
     assert texts(store) == ["q1", "r1", "q2", "r2"]
+
+
+def test_after_a_restart_a_recorder_seeded_with_the_whole_restored_list_records_only_what_is_new(
+    store: SessionStore,
+) -> None:
+    """A restore told the new process's recorder the compacted view's kept point (it reads the records from
+    there on), then seeds it with the whole conversation and its slots (older ones included): the tail is
+    read whole first, and the caller's list, the conversation plus a question, records only the question."""
+    history = [user("q1"), assistant("r1"), user("q2"), assistant("r2"), user("q3"), assistant("r3")]
+    history += [user("q4"), assistant("r4")]
+    Recorder(store).record("s", rebuilt(history))
+    restarted = Recorder(store)
+    restarted.kept_from("s", "", [history[0], history[6], history[7]], [1, 7, 8])
+    restarted.seed("s", rebuilt(history), list(range(1, 9)))
+    written = restarted.record("s", rebuilt([*history, user("q5")]))
+    assert [(r.op, r.message.get("content")) for r in written] == [(ADD, "q5")]
+    assert texts(store) == ["q1", "r1", "q2", "r2", "q3", "r3", "q4", "r4", "q5"]
+
+
+def test_after_a_restart_a_message_inserted_after_the_tasks_first_one_goes_there(store: SessionStore) -> None:
+    """The new process's recorder holds the task's first message and the kept end of a compacted view; the
+    caller inserts a note right after the first message: it is written there (after the first message's
+    record, among the older records the recorder then reads), and the new question at the end."""
+    history = [user("q1"), assistant("r1"), user("q2"), assistant("r2"), user("q3"), assistant("r3")]
+    history += [user("q4"), assistant("r4")]
+    Recorder(store).record("s", rebuilt(history))
+    restarted = Recorder(store)
+    compacted, slots = [history[0], history[6], history[7]], [1, 7, 8]
+    restarted.kept_from("s", "", compacted, slots)
+    restarted.seed("s", rebuilt(compacted), slots)
+    written = restarted.record("s", rebuilt([history[0], user("(a note)"), *history[6:], user("q5")]))
+    assert [(r.op, r.target, r.message.get("content")) for r in written] == [
+        (ADD, 1, "(a note)"),
+        (ADD, None, "q5"),
+    ]
+    assert texts(store) == ["q1", "(a note)", "r1", "q2", "r2", "q3", "r3", "q4", "r4", "q5"]
+    assert restarted.record("s", rebuilt([history[0], user("(a note)"), *history[6:], user("q5")])) == []
