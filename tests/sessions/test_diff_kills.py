@@ -311,6 +311,11 @@ def test_after_a_restart_a_recorder_seeded_with_the_whole_restored_list_records_
     written = restarted.record("s", rebuilt([*history, user("q5")]))
     assert [(r.op, r.message.get("content")) for r in written] == [(ADD, "q5")]
     assert texts(store) == ["q1", "r1", "q2", "r2", "q3", "r3", "q4", "r4", "q5"]
+    # a note the caller keeps in front of the conversation, and its last reply edited: one replace, no note
+    edited = [user("(my note)"), *history, user("q5, better")]
+    assert [(r.op, r.message.get("content")) for r in restarted.record("s", rebuilt(edited))] == [
+        (REPLACE, "q5, better")
+    ]
 
 
 def test_after_a_restart_a_message_inserted_after_the_tasks_first_one_goes_there(store: SessionStore) -> None:
