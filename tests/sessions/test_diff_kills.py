@@ -336,3 +336,18 @@ def test_after_a_restart_a_message_inserted_after_the_tasks_first_one_goes_there
     ]
     assert texts(store) == ["q1", "(a note)", "r1", "q2", "r2", "q3", "r3", "q4", "r4", "q5"]
     assert restarted.record("s", rebuilt([history[0], user("(a note)"), *history[6:], user("q5")])) == []
+
+
+def test_after_a_restart_a_compacted_view_keeping_only_its_last_message_records_only_what_is_new(
+    store: SessionStore,
+) -> None:
+    """A compaction that kept the task's first message and only the last reply: the new process's recorder
+    reads the view from that one record on, and the caller's list, the conversation plus a question,
+    records only the question."""
+    history = [user("q1"), assistant("r1"), user("q2"), assistant("r2")]
+    Recorder(store).record("s", rebuilt(history))
+    restarted = Recorder(store)
+    restarted.kept_from("s", "", [history[0], history[3]], [1, 4])
+    written = restarted.record("s", rebuilt([*history, user("q3")]))
+    assert [(r.op, r.message.get("content")) for r in written] == [(ADD, "q3")]
+    assert texts(store) == ["q1", "r1", "q2", "r2", "q3"]
