@@ -351,3 +351,18 @@ def test_after_a_restart_a_compacted_view_keeping_only_its_last_message_records_
     written = restarted.record("s", rebuilt([*history, user("q3")]))
     assert [(r.op, r.message.get("content")) for r in written] == [(ADD, "q3")]
     assert texts(store) == ["q1", "r1", "q2", "r2", "q3"]
+
+
+def test_after_a_restart_the_whole_list_handed_back_on_a_cold_tail_is_continued(store: SessionStore) -> None:
+    """The new process's recorder holds the kept part of a compacted view; the call hands back the caller's
+    whole list (the evicted messages included) before anything is recorded: the older records are read to
+    place them, and the caller's next list records only its new question."""
+    history = [user("q1"), assistant("r1"), user("q2"), assistant("r2"), user("q3"), assistant("r3")]
+    history += [user("q4"), assistant("r4")]
+    Recorder(store).record("s", rebuilt(history))
+    restarted = Recorder(store)
+    restarted.kept_from("s", "", [history[0], history[6], history[7]], [1, 7, 8])
+    restarted.leave("s", rebuilt(history))
+    written = restarted.record("s", rebuilt([*history, user("q5")]))
+    assert [(r.op, r.message.get("content")) for r in written] == [(ADD, "q5")]
+    assert texts(store) == ["q1", "r1", "q2", "r2", "q3", "r3", "q4", "r4", "q5"]
