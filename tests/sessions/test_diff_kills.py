@@ -4,8 +4,8 @@ The recorder's edit script (:mod:`ctxlife.sessions.diff`, through :func:`~ctxlif
 maps the caller's messages onto the view: a message another writer recorded meanwhile is that record, not a
 new one, even where the caller holds parallel tool results in another order than the view. Written for the
 core's re-run of the recorder's files (docs/mutation/core-recording.md): each test asserts the records on
-disk, through a real recorder (or host) over a real file or SQLite store. One strict xfail names a bug that
-run found (a stateless caller's edit of its last question after a restart keeps the old question).
+disk, through a real recorder (or host) over a real file or SQLite store. One test names a bug that run
+found, fixed since (a stateless caller's edit of its last question after a restart kept the old question).
 """
 
 from __future__ import annotations
@@ -101,7 +101,12 @@ def _records(store: SessionStore) -> list[tuple[int, str, int | None, Any]]:
     return [(r.seq, r.op, r.target, r.message.get("content")) for r in store.read_records(SID)]
 
 
-def _after_edit(tmp_path: Path, kind: str, edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> Any:
+def _after_edit(
+    tmp_path: Path,
+    kind: str,
+    edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    conversation: list[Any] | None = None,
+) -> Any:
     """A stateless caller's 30 turns through manage() (the view compacted, a snapshot saved), then, in the
     same process (warm) or a new one (cold: its recorder reads the view from the kept point on), the
     caller's whole list edited by ``edit``: the raw history after it, and how many records it had before."""
@@ -125,6 +130,8 @@ def _after_edit(tmp_path: Path, kind: str, edit: Callable[[list[dict[str, Any]]]
             host.store = store
         before = len(store.read_records(SID))
         host.manage(edit(history))
+        if conversation is not None:
+            conversation.extend(texts(store, SID))  # the view's current conversation, as the store reads it
         return _records(store), before
     finally:
         host.close()
@@ -166,25 +173,26 @@ def test_after_a_restart_a_callers_edit_of_its_last_question_writes_none_of_the_
     caller's list holds every message the compaction evicted between them: they are the view's records
     (read now), and only the edited question, the last reply and the new question are added."""
     cold, before = _after_edit(tmp_path, "cold", _edit_last_question)
-    added = [content for _, op, _, content in cold[before:] if op == ADD]
+    added = [content for _, op, _, content in cold[before:] if op in (ADD, REPLACE)]
     assert added == ["Parcel 1029: where is it, and when?", _reply(29)["content"], _turn(30)["content"]]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by mutate42: after a restart on a compacted view, the recorder diffs against the restored "
-    "list (the first message and question 29): question 29 and the caller's first unmatched message (reply 0) "
-    "are paired, not of one role, so no replace; the store's view removes nothing: the old question stays",
-)
 def test_after_a_restart_a_callers_edit_of_its_last_question_replaces_it_as_the_warm_process_does(
     tmp_path: Path,
 ) -> None:
     """A stateless caller edits its latest question after a restart: the raw history's conversation is its
-    list, as when the process that compacted sees the same edit (there: a removal and an add)."""
-    warm, _ = _after_edit(tmp_path, "warm", _edit_last_question)
-    cold, _ = _after_edit(tmp_path, "cold", _edit_last_question)
+    list, as when the process that compacted sees the same edit (there: a removal and an add; here a
+    replace). Found by mutate42: the new process paired question 29 with the caller's first unmatched message
+    (reply 0, evicted by the compaction), not of one role, so nothing replaced it and the old question stayed."""
+    warm_conversation: list[Any] = []
+    cold_conversation: list[Any] = []
+    warm, _ = _after_edit(tmp_path, "warm", _edit_last_question, warm_conversation)
+    cold, before = _after_edit(tmp_path, "cold", _edit_last_question, cold_conversation)
     assert [r for r in warm if r[1] == REMOVE], warm[-4:]  # the warm process removes the old question
-    assert cold == warm
+    edited = _edit_last_question([m for i in range(30) for m in (_turn(i), _reply(i))])
+    assert cold_conversation == warm_conversation == [m["content"] for m in edited]
+    old_question = next(seq for seq, op, _, content in cold if op == ADD and content == _turn(29)["content"])
+    assert (REPLACE, old_question) in [(op, target) for _, op, target, _ in cold[before:]]
 
 
 def _two_views(url: str, cold: bool, act: Callable[[ctxlife.Session, SessionStore], None]) -> Any:

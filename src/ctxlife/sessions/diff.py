@@ -131,6 +131,9 @@ def edit_script(
         slots[caller[end_b][0]] = mirror[end_a][0]
     opcodes = SequenceMatcher(None, a[start:end_a], b[start:end_b], autojunk=False).get_opcodes()
     related = bool(slots) or any(tag == "equal" for tag, *_ in opcodes)
+    # The store's view's last messages that no caller message of their place and role replaced: the caller's
+    # run may begin with messages the view holds hidden (what a compaction evicted), mapped only below.
+    unpaired_end: tuple[list[tuple[int, str]], int, int] | None = None
     for tag, i1, i2, j1, j2 in opcodes:
         i1, i2, j1, j2 = i1 + start, i2 + start, j1 + start, j2 + start
         if tag == "equal":
@@ -152,6 +155,8 @@ def edit_script(
                 index = caller[j1 + k][0]
                 slots[index] = mirror[i1 + k][0]
                 edits.append(Edit(REPLACE, mirror[i1 + k][0], index))
+            if not removals and i2 == len(a) and tag == "replace" and i1 + paired < i2:
+                unpaired_end = (list(mirror[i1 + paired : i2]), j1 + paired, j2)
             if removals:
                 for slot, _ in mirror[i1 + paired : i2]:
                     edits.append(Edit(REMOVE, slot, -1))
@@ -160,6 +165,8 @@ def edit_script(
     shared = len(slots) - sum(1 for e in edits if e.op == REPLACE)
     if related:
         _map_hidden(caller, slots, edits, hidden, order, movable)
+        if unpaired_end is not None and same_kind is not None:
+            _replace_end(caller, slots, edits, unpaired_end, same_kind)
         _drop_front_removals(mirror, caller, slots, edits)
         _place_adds(caller, slots, edits)
     return Script(edits, slots, related, shared)
@@ -215,6 +222,33 @@ def _map_hidden(
                 break
     if kept:
         edits[:] = [e for e in edits if not (e.op == ADD and e.index in kept)]
+
+
+def _replace_end(
+    caller: Sequence[tuple[int, str]],
+    slots: dict[int, int],
+    edits: list[Edit],
+    unpaired_end: tuple[list[tuple[int, str]], int, int],
+    same_kind: Callable[[int, int], bool],
+) -> None:
+    """The store's view's last messages that no caller message replaced at first (the caller's run began
+    with what a compaction evicted: another role) are replaced by the caller's new messages that follow
+    every message of the run now known, one for one while the roles agree (an edited latest question after
+    a restart: the process that compacted removes the old one and adds the new)."""
+    ends, j1, j2 = unpaired_end
+    run = [index for index, _ in caller[j1:j2]]
+    known = [k for k, index in enumerate(run) if index in slots]
+    new = [index for index in run[known[-1] + 1 if known else 0 :] if index not in slots]
+    adds = {e.index for e in edits if e.op == ADD}
+    replaced: set[int] = set()
+    for (slot, _), index in zip(ends, new, strict=False):
+        if index not in adds or not same_kind(slot, index):
+            break
+        slots[index] = slot
+        replaced.add(index)
+        edits.append(Edit(REPLACE, slot, index))
+    if replaced:
+        edits[:] = [e for e in edits if not (e.op == ADD and e.index in replaced)]
 
 
 def _drop_front_removals(
