@@ -239,3 +239,43 @@ def test_a_result_is_found_only_within_its_own_run():
     now = [(0, "u"), (1, "u2"), (2, "c"), (3, "r45")]
     s = edit_script([(10, "u")], now, view[1:], order, movable={3}.__contains__)
     assert edits(s) == [(ADD, None, 3)]
+
+
+def _roles(mirror_roles: dict[int, str], caller_roles: dict[int, str]):
+    return lambda slot, index: mirror_roles[slot] == caller_roles[index]
+
+
+def test_the_views_last_question_is_replaced_by_the_callers_after_what_a_compaction_evicted():
+    # The store's view (not a list the caller held: removals=False) is the task's first message and question 29;
+    # the caller holds what the compaction evicted (r0, q1, r1), a message of its own among it (x), then its edited
+    # question 29, the reply and a new question. The edited question replaces 29 (not x, not q1).
+    view = [(10, "u0"), (20, "r0"), (30, "q1"), (40, "r1"), (290, "q29")]
+    order = {slot: i for i, (slot, _) in enumerate(view)}
+    now = [(0, "u0"), (1, "r0"), (2, "q1"), (3, "x"), (4, "r1"), (5, "q29'"), (6, "r29"), (7, "q30")]
+    roles = _roles(
+        {10: "user", 20: "assistant", 30: "user", 40: "assistant", 290: "user"},
+        dict(enumerate(["user", "assistant", "user", "user", "assistant", "user", "assistant", "user"])),
+    )
+    s = edit_script([(10, "u0"), (290, "q29")], now, view[1:4], order, removals=False, same_kind=roles)
+    assert edits(s) == [(REPLACE, 290, 5), (ADD, 30, 3), (ADD, None, 6), (ADD, None, 7)]
+    assert s.slots == {0: 10, 1: 20, 2: 30, 4: 40, 5: 290}
+
+
+def test_the_views_last_message_is_replaced_only_by_a_new_message_of_its_role():
+    # Nothing evicted: the caller's next new message is a reply, not a question: question 29 is not replaced.
+    roles = _roles({10: "user", 290: "user"}, {0: "user", 1: "assistant", 2: "user"})
+    order = {10: 0, 290: 1}
+    s = edit_script([(10, "u0"), (290, "q29")], caller(["u0", "a", "q"]), [], order, removals=False, same_kind=roles)
+    assert edits(s) == [(ADD, None, 1), (ADD, None, 2)]
+    # The view's last two messages: the reply is replaced by the caller's, the question (next new one a reply) is not.
+    view = [(10, "u0"), (20, "q1"), (280, "a28"), (290, "q29")]
+    order = {slot: i for i, (slot, _) in enumerate(view)}
+    roles = _roles(
+        {10: "user", 20: "user", 280: "assistant", 290: "user"}, {0: "user", 1: "user", 2: "assistant", 3: "assistant"}
+    )
+    s = edit_script(
+        [(10, "u0"), (280, "a28"), (290, "q29")], caller(["u0", "q1", "a28'", "r29"]), view[1:2], order,
+        removals=False, same_kind=roles,
+    )  # fmt: skip
+    assert edits(s) == [(REPLACE, 280, 2), (ADD, None, 3)]
+    assert s.slots == {0: 10, 1: 20, 2: 280}
