@@ -6,8 +6,6 @@ recorder writes for it. Mirror slots are 10, 20, 30, ...; caller positions 0, 1,
 
 from __future__ import annotations
 
-import pytest
-
 from ctxlife.sessions.diff import Script, common_prefix, edit_script
 from ctxlife.sessions.records import ADD, REMOVE, REPLACE
 
@@ -283,14 +281,9 @@ def test_the_views_last_message_is_replaced_only_by_a_new_message_of_its_role():
     assert s.slots == {0: 10, 1: 20, 2: 280}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a doubt left from the _replace_end fix (2026-12-07): at the store's view's end a caller message of the "
-    "same role is paired by position before what a compaction evicted is mapped back, so the view's last reply "
-    "takes the text of the caller's first evicted reply; to be fixed by deferring that pairing (as _replace_end does "
-    "when the roles differ)",
-)
 def test_the_views_last_reply_edited_after_what_a_compaction_evicted_is_replaced_by_the_edit():
+    # Before, a caller message of the reply's role was paired by position before what the compaction evicted was
+    # mapped back: reply 28 took the evicted r0's text and the evicted q1 was added again.
     # The store's view: the task's first message and reply 28 (recorded with record_reply); the caller holds the
     # evicted r0 and q1, then its regenerated reply 28.
     view = [(10, "u0"), (20, "r0"), (30, "q1"), (280, "a28")]

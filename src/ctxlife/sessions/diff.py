@@ -146,6 +146,10 @@ def edit_script(
             paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
             if not (removals or i2 == len(a)) and i2 - i1 != j2 - j1:
                 paired = 0
+            if not removals and i2 == len(a) and tag == "replace" and same_kind is not None:
+                # The store's view's end: paired after what a compaction evicted is mapped back (the caller's run
+                # may begin with it, in any role), by _replace_end.
+                paired = 0
             if same_kind is not None:
                 k = 0
                 while k < paired and same_kind(mirror[i1 + k][0], caller[j1 + k][0]):
