@@ -23,6 +23,18 @@ def _records(texts: list[str]) -> list[RawRecord]:
     return [RawRecord(i + 1, {"role": "user", "content": text}, recorded_at=None) for i, text in enumerate(texts)]
 
 
+def _chat(rng: random.Random, count: int, rare_share: float) -> list[str]:
+    """``count`` texts of filler and common words; about ``rare_share`` of them hold a rare word once or twice."""
+    texts = []
+    for _ in range(count):
+        words = rng.choices(FILLER, k=rng.randint(3, 20)) + rng.sample(COMMON, rng.randint(1, 3))
+        if rng.random() < rare_share:
+            words += [rng.choice(RARE)] * rng.randint(1, 2)
+        rng.shuffle(words)
+        texts.append(" ".join(words))
+    return texts
+
+
 def _selective_and_exact(tmp_path, texts: list[str], **options) -> tuple[HistoryIndex, HistoryIndex]:
     selective = HistoryIndex(tmp_path / "selective.sqlite", **options)
     selective.SELECTIVE_DOCS, selective.SELECTIVE_MATCHES = 0, 40
@@ -79,14 +91,7 @@ def test_the_rarest_words_choose_while_their_matches_stay_within_the_budget(tmp_
 @pytest.mark.parametrize("tool_weight", [1.0, 3.0])
 def test_the_best_single_hit_is_the_whole_querys(tmp_path, tool_weight):
     """A search for one hit: the rare words' documents completed one by one, the best kept."""
-    rng = random.Random(9)
-    texts = []
-    for _ in range(400):
-        words = rng.choices(FILLER, k=rng.randint(3, 20)) + rng.sample(COMMON, rng.randint(1, 3))
-        if rng.random() < 0.1:
-            words += [rng.choice(RARE)] * rng.randint(1, 2)
-        rng.shuffle(words)
-        texts.append(" ".join(words))
+    texts = _chat(random.Random(9), 400, rare_share=0.1)
     selective, exact = _selective_and_exact(tmp_path, texts)
     compared = 0
     for rare in RARE:
@@ -150,14 +155,7 @@ def test_past_both_lines_a_question_is_pruned_or_completed_never_both(tmp_path, 
     """From PRUNE_DOCS on as well (the default lines: 5,000 then 20,000 documents): a question whose words all
     fit the budget is pruned (exactly the whole query's hits), one whose common words complete the rare ones'
     scores is not pruned too (its scores would count the common words twice)."""
-    rng = random.Random(21)
-    texts = []
-    for _ in range(600):
-        words = rng.choices(FILLER, k=rng.randint(3, 20)) + rng.sample(COMMON, rng.randint(1, 3))
-        if rng.random() < 0.06:
-            words += [rng.choice(RARE)] * rng.randint(1, 2)
-        rng.shuffle(words)
-        texts.append(" ".join(words))
+    texts = _chat(random.Random(21), 600, rare_share=0.06)
     records = [
         RawRecord(i + 1, {"role": "tool" if i % 7 == 3 else "user", "content": t}, recorded_at=None)
         for i, t in enumerate(texts)
