@@ -721,6 +721,8 @@ class Host:
             state.calls = 0
         if new_lists:
             self.new_lists(session)
+        elif session is not None and self.store is not None:
+            keeper_for(self.store).recorder.kept_lists(session)
 
     def new_lists(self, session_id: str | None = None, view: str | None = None) -> None:
         """Say the next list of the session's ``view`` (every view: None) is built from scratch.
