@@ -640,8 +640,6 @@ def recorded_replay(
             f"; {earlier} earlier call(s) have no call record (made before call records existed) and are "
             "not shown: --simulate replays the whole session"
         )
-    # recall searches every view's records: only the records of all views answer its passages
-    by_seq = {r.seq: r for r in records} if view is None else None
     previous: list[dict[str, Any]] = []
     previous_slots: list[int | None] = []
     for call in calls:
@@ -674,7 +672,7 @@ def recorded_replay(
             problems=[str(p) for p in validate(sent)],
             source=RECORDED,
         )
-        _fill_inserted(frame, sent, previous, store, session_id, by_seq)
+        _fill_inserted(frame, sent, previous, store, session_id)
         result.frames.append(frame)
         previous, previous_slots = sent, call.slots
         if progress is not None:
@@ -725,12 +723,12 @@ def _fill_inserted(
     before: list[dict[str, Any]],
     store: Any,
     session_id: str,
-    records: dict[int, Any] | None = None,
 ) -> None:
     """The summary a compaction wrote at this call, and the passages a recall block brought back.
 
-    ``records`` (by seq) when the caller has read them; else they are read from ``store``, leniently
-    as every replay reads (a damaged record shows as an unknown passage, not a failed replay).
+    The passages' records are read from ``store`` (recall searches every view's records, not only the
+    replayed view's), leniently as every replay reads (a damaged record shows as an unknown passage,
+    not a failed replay).
     """
     had = {fingerprint(m) for m in before if is_summary(m)}
     for message in sent:
@@ -743,12 +741,11 @@ def _fill_inserted(
         return
     seqs = [int(s) for s in recalled.get("seqs", [])]
     scores = list(recalled.get("scores", []))
-    if records is None:
-        records = {}
-        if store is not None and seqs:
-            wanted = set(seqs)
-            read = store.read_records(session_id, min(seqs) - 1, strict=False)
-            records = {r.seq: r for r in read if r.seq in wanted}
+    records: dict[int, Any] = {}
+    if store is not None and seqs:
+        wanted = set(seqs)
+        read = store.read_records(session_id, min(seqs) - 1, strict=False)
+        records = {r.seq: r for r in read if r.seq in wanted}
     for k, seq in enumerate(seqs):
         record = records.get(seq)
         frame.recalled.append(

@@ -123,20 +123,7 @@ def restore_view(
                 plain.tokens,
                 plain=True,
             )
-        records = store.read_records(session_id, 0, view=view, strict=strict)
-        current = materialize(records)
-        return Restored(
-            [r.message for r in current],
-            [r.seq for r in current],
-            records[-1].seq if records else 0,
-            0,
-            None,
-            error,
-            [None if r.quarantined else r.fingerprint for r in current],
-            records[-1].fingerprint if records else None,
-            _token_counts(current),
-            records,
-        )
+        return _from_history(store, session_id, view, strict, error)
     later = _after_snapshot(store, session_id, view, snapshot, strict)
     if later is None:
         # The snapshot reflects records the raw history does not hold (a store that lost its last
@@ -150,20 +137,7 @@ def restore_view(
             raw_length=snapshot.raw_length,
             hint="restored from the raw history; the next snapshot replaces this one",
         )
-        records = store.read_records(session_id, 0, view=view, strict=strict)
-        current = materialize(records)
-        return Restored(
-            [r.message for r in current],
-            [r.seq for r in current],
-            records[-1].seq if records else 0,
-            0,
-            None,
-            "the snapshot is ahead of the raw history",
-            [None if r.quarantined else r.fingerprint for r in current],
-            records[-1].fingerprint if records else None,
-            _token_counts(current),
-            records,
-        )
+        return _from_history(store, session_id, view, strict, "the snapshot is ahead of the raw history")
     messages = list(snapshot.messages)
     # A snapshot written before marks were keyed with the store's secret (issue 38): its meta
     # names its inserted messages; they are marked again, with the store's secret.
@@ -221,6 +195,25 @@ def restore_after(
         else [],
         later[-1].fingerprint,
         previous.tokens + _token_counts(later) if previous.tokens else [],
+    )
+
+
+def _from_history(store: SessionStore, session_id: str, view: str, strict: bool, error: str | None) -> Restored:
+    """The view's raw history as it stands, every record read (no usable snapshot: ``error`` says why, if
+    there was one)."""
+    records = store.read_records(session_id, 0, view=view, strict=strict)
+    current = materialize(records)
+    return Restored(
+        [r.message for r in current],
+        [r.seq for r in current],
+        records[-1].seq if records else 0,
+        0,
+        None,
+        error,
+        [None if r.quarantined else r.fingerprint for r in current],
+        records[-1].fingerprint if records else None,
+        _token_counts(current),
+        records,
     )
 
 
