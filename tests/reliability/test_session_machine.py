@@ -661,14 +661,15 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
 
         def editable(self, lane: Lane, roles: tuple[str, ...]) -> list[int]:
             """Positions in the caller's list of plain text messages of ``roles`` it may edit."""
-            known = {canon(o) for o in lane.oracle}
+            # Said once: a question a new run asked again is two messages this oracle tells apart by place only.
+            said = Counter(canon(o) for o in lane.oracle)
             return [
                 i
                 for i, m in enumerate(lane.msgs)
                 if m.get("role") in roles
                 and isinstance(m.get("content"), str)
                 and not m.get("tool_calls")
-                and canon(m) in known
+                and said[canon(m)] == 1
                 and not is_bad(m)
             ]
 
@@ -905,12 +906,14 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             if users:
                 index = data.draw(st.sampled_from(users), label="forked at")
                 for k in range(len(this.msgs) - 1, index, -1):
-                    gone = this.msgs[k]
-                    at = next((i for i, o in enumerate(this.oracle) if canon(o) == canon(gone)), None)
-                    this.superseded.add(canon(gone))
+                    gone = canon(this.msgs[k])
+                    # the last copy: what follows the forked question is the newest (a repeated task's too)
+                    at = next((i for i in reversed(range(len(this.oracle))) if canon(this.oracle[i]) == gone), None)
                     del this.msgs[k]
                     if at is not None:
                         del this.oracle[at]
+                    if all(canon(o) != gone for o in this.oracle):
+                        this.superseded.add(gone)
                 self.swap(this, index, {**this.msgs[index], "content": self.text(["forked"])})
             self.turn(data, lane, "fork")
 
