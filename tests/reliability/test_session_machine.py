@@ -15,7 +15,8 @@ changes something and then makes the caller's next call, and every model reply i
   ``[system, new user]``;
 * **new run** — a run that builds its lists from scratch (``start_run(new_lists=True)``, a CrewAI kickoff), in
   the same process or a new one: callers send ``[system, next message]``, the restore puts the conversation
-  back, and a run that repeats the lane's first question records it again (a new turn);
+  back, and a run that repeats the lane's first question records it again (a new turn); the process that
+  kicked the run off serves it (no second worker until it ends: ``new_lists`` speaks for that process);
 * **second worker** — the next call is served by another worker (another host on the same store,
   with its own memory), as behind a load balancer;
 * **compaction** — the next call runs with a small window, so ``llm_summary`` compacts;
@@ -348,6 +349,7 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             # the conversation's end (docs/sessions.md): the rules that drop messages wait for one that has
             self.last_worker: dict[str, int] = {}  # view -> the worker that served its last call
             self.compact_next = False
+            self.kicked_off = False  # a new run started here (new_run): this process serves it
             self.crowded = False  # the crowd rule runs once per example (it is 80 calls)
             self.n = 0  # a counter for unique texts and ids
             self.checks: Counter[str] = Counter()
@@ -592,11 +594,10 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
             else:
                 for x in self.lanes:
                     x.restarted = True
-            for worker in range(len(self.workers)):
-                if self.workers[worker] is not None or worker == self.active:
-                    self.active, active = worker, self.active
-                    self.host().start_run(new_lists=True)
-                    self.active = active
+            # A run is served by the process that kicked it off (new_lists says what that process's next lists
+            # are): no second worker until the process ends.
+            self.host().start_run(new_lists=True)
+            self.kicked_off = True
             this = self.lanes[lane]
             first = next((m for m in this.oracle if m.get("role") == "user"), None)
             name = "new_run_new_process" if new_process else "new_run"
@@ -614,11 +615,12 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
                     h.close()
             self.workers = [None, None]
             self.active = 0
+            self.kicked_off = False
             self.last_worker = {}
             for x in self.lanes:
                 x.restarted = True
 
-        @precondition(lambda self: on("second_worker"))
+        @precondition(lambda self: on("second_worker") and not self.kicked_off)
         @rule(data=st.data(), lane=lanes)
         def second_worker(self, data: st.DataObject, lane: int) -> None:
             self.active = 1 - self.active
