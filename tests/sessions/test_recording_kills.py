@@ -1,0 +1,172 @@
+"""What the raw history holds after restarts, cold tails, other processes' writes and lists handed back.
+
+Written for the recorder's survivors of the core's re-run (docs/mutation/core-recording.md, issue 44): each
+test drives a real recorder (or keeper) over a real file store and asserts the records on disk: what a
+caller's list adds, that nothing is written twice, that nothing the caller holds is lost.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from ctxlife.sessions import SessionStore, open_store
+from ctxlife.sessions.file import FileStore
+from ctxlife.sessions.keeper import Keeper
+from ctxlife.sessions.recording import Recorder
+from ctxlife.sessions.records import ADD, REPLACE
+from ctxlife.testing import assistant, user
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[FileStore]:
+    s = FileStore(tmp_path / "sessions", fsync=False)
+    yield s
+    s.close()
+
+
+def rebuilt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The list as a stateless caller sends it: new dicts every call."""
+    return json.loads(json.dumps(messages))
+
+
+def texts(store: SessionStore, sid: str = "s", view: str = "") -> list[Any]:
+    """The view's current conversation, as the contents of its messages."""
+    return [r.message.get("content") for r in store.current(sid, view)]
+
+
+def added(records: list[Any]) -> list[tuple[str, Any]]:
+    return [(r.op, r.message.get("content")) for r in records]
+
+
+def test_a_session_deleted_and_written_again_in_another_view_gets_the_callers_whole_conversation(
+    store: FileStore, tmp_path: Path
+) -> None:
+    """Another process deleted the session and wrote a longer one, all of it in another view: this view has
+    no record after the recorder's, only the head moved. The record this recorder wrote last is gone, so the
+    caller's conversation is new to the session: all of it is written, not only its last message."""
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1"), assistant("r1")])
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        other.delete("s")
+        other.append("s", [user("x1"), assistant("x2"), user("x3")], view="helper")
+    assert store.head("s") == 3 and texts(store) == []  # the precondition: the head is past this recorder's (2)
+    with capture_logs() as events:
+        recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
+    assert texts(store) == ["q1", "r1", "q2"]
+    assert texts(store, view="helper") == ["x1", "x2", "x3"]
+    assert [e["session_id"] for e in events if e["event"] == "ctxlife.session_started_again"] == ["s"]
+
+
+def test_a_view_restored_before_another_process_appended_to_it_records_none_of_its_messages_twice(
+    tmp_path: Path,
+) -> None:
+    """A keeper restores view "b" of an SQLite session (plain adds: the recorder takes their slots without
+    reading the view again); another process then appends to view "b", and this process records a turn in
+    view "". The caller of view "b" then sends the conversation as the store now holds it, its first message
+    corrected, plus a question: the correction replaces the first message and the question is added; the
+    other process's message is read, not written again."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with open_store(url) as first:
+        first.append("s", [user("a1")])
+        first.append("s", [user("b1")], view="b")
+    with open_store(url) as store:
+        keeper = Keeper(store)
+        restored = keeper.restore("s", "b")
+        assert restored.plain and not restored.records  # the precondition: slots taken, no record read
+        with open_store(url) as other:
+            other.append("s", [assistant("b2")], view="b")
+        keeper.recorder.record("s", [user("a1"), assistant("a2")])
+        written = keeper.recorder.record("s", [user("b1, corrected"), assistant("b2"), user("b3")], view="b")
+        assert added(written) == [(REPLACE, "b1, corrected"), (ADD, "b3")]
+        assert texts(store, view="b") == ["b1, corrected", "b2", "b3"]
+        assert texts(store) == ["a1", "a2"]
+
+
+def test_a_new_runs_first_list_handed_back_before_it_is_recorded_still_records_its_repeated_first_message(
+    store: FileStore,
+) -> None:
+    """A run repeats the last run's first message (the same task). Its first list is handed back after the
+    call (``leave``) before anything records it: it is not taken for the old records by content, and the
+    run's next list records the new task message and its reply, after the last run's."""
+    recorder = Recorder(store)
+    recorder.record("s", [user("task"), assistant("done once")])
+    recorder.new_lists("s")
+    recorder.leave("s", [user("task")])
+    written = recorder.record("s", [user("task"), assistant("done twice")])
+    assert added(written) == [(ADD, "task"), (ADD, "done twice")]
+    assert texts(store) == ["task", "done once", "task", "done twice"]
+
+
+def _conversation(turns: int) -> list[dict[str, Any]]:
+    return [m for i in range(turns) for m in (user(f"q{i}"), assistant(f"r{i}"))]
+
+
+def _restarted_on_a_compacted_view(store: SessionStore, history: list[dict[str, Any]]) -> Recorder:
+    """A new process's recorder told a compacted view's kept point (the task's first message, then the
+    conversation from slot 5 on: slots 2-4 evicted), seeded with the task's first message alone."""
+    Recorder(store).record("s", rebuilt(history))
+    restarted = Recorder(store)
+    kept = [history[0], *history[4:]]
+    restarted.kept_from("s", "", kept, [1, *range(5, len(history) + 1)])
+    restarted.seed("s", rebuilt(history[:1]), [1])
+    return restarted
+
+
+def test_after_a_restart_a_window_holding_evicted_messages_records_only_its_new_question(
+    store: SessionStore,
+) -> None:
+    """The caller keeps its conversation without the task's first message: it relates to no list the
+    recorder holds, so it is aligned with the view's end by content, through records older than the kept
+    point (read now): only its new question is written."""
+    history = _conversation(10)
+    restarted = _restarted_on_a_compacted_view(store, history)
+    written = restarted.record("s", rebuilt([*history[1:], user("q10")]))
+    assert added(written) == [(ADD, "q10")]
+    assert texts(store) == [m["content"] for m in [*history, user("q10")]]
+
+
+@pytest.mark.parametrize("new", [[], [user("q20")]], ids=["nothing-new", "a-question"])
+def test_after_a_restart_a_long_window_holding_evicted_messages_records_nothing_twice(
+    store: SessionStore, new: list[dict[str, Any]]
+) -> None:
+    """The same with a window longer than alignment looks back (32 messages): its oldest messages, evicted
+    by the compaction, are placed after the alignment (older records read then). The window, and the window
+    with a question after it, record only the question, once."""
+    history = _conversation(20)
+    restarted = _restarted_on_a_compacted_view(store, history)
+    window = history[1:]
+    assert added(restarted.record("s", rebuilt([*window, *new]))) == [(ADD, m["content"]) for m in new]
+    assert restarted.record("s", rebuilt([*window, *new])) == []
+    written = restarted.record("s", rebuilt([*window, *new, assistant("last")]))
+    assert added(written) == [(ADD, "last")]
+    assert texts(store) == [m["content"] for m in [*history, *new, assistant("last")]]
+
+
+def test_after_a_restart_a_note_another_process_inserted_before_the_kept_point_is_placed_among_older_records(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    """A restore told the new process's recorder a compacted view's kept point (slot 7); before it reads the
+    view, another process inserts a note after the task's first message. The recorder, seeded with the
+    conversation as it now is (the note included), gets the caller's list holding the note, an evicted
+    reply after it and a new question: the note and the reply are the view's records (the older records
+    are read: the note sits among them), only the question is written."""
+    history = [user("q1"), assistant("r1"), user("q2"), assistant("r2"), user("q3"), assistant("r3")]
+    history += [user("q4"), assistant("r4")]
+    Recorder(store).record("s", rebuilt(history))
+    restarted = Recorder(store)
+    restarted.kept_from("s", "", [history[0], history[6], history[7]], [1, 7, 8])
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        theirs = Recorder(other)
+        theirs.record("s", rebuilt(history))
+        inserted = theirs.record("s", rebuilt([history[0], user("(a note)"), *history[1:]]))
+    assert [(r.seq, r.op, r.target) for r in inserted] == [(9, ADD, 1)]  # the precondition: an insert
+    restarted.seed("s", rebuilt([history[0], user("(a note)"), *history[6:]]), [1, 9, 7, 8])
+    written = restarted.record("s", rebuilt([history[0], user("(a note)"), history[1], *history[6:], user("q5")]))
+    assert added(written) == [(ADD, "q5")]
+    assert texts(store) == ["q1", "(a note)", "r1", "q2", "r2", "q3", "r3", "q4", "r4", "q5"]
