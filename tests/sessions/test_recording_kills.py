@@ -17,6 +17,7 @@ from structlog.testing import capture_logs
 
 import ctxlife
 from ctxlife.config import settings_from_dict
+from ctxlife.errors import StoreError
 from ctxlife.sessions import SessionStore, open_store
 from ctxlife.sessions.file import FileStore
 from ctxlife.sessions.keeper import Keeper
@@ -224,3 +225,78 @@ def test_a_run_built_from_scratch_after_a_restart_keeps_the_last_runs_reply_as_o
             conversations.append(texts(store))
     assert conversations[0] == ["task", "done once", "task", "done twice"]  # one process
     assert conversations[1] == conversations[0]
+
+
+def _eight() -> list[dict[str, Any]]:
+    return [
+        user("q1"),
+        assistant("r1"),
+        user("q2"),
+        assistant("r2"),
+        user("q3"),
+        assistant("r3"),
+        user("q4"),
+        assistant("r4"),
+    ]
+
+
+def test_after_a_restart_a_view_that_kept_its_first_exchange_records_only_the_new_question(
+    store: SessionStore,
+) -> None:
+    """A compaction that kept the task's first question and its answer, then the last exchange: the new
+    process's recorder reads the view from the kept point and is seeded with that conversation; the
+    caller's whole list plus a question records only the question."""
+    history = _eight()
+    Recorder(store).record("s", rebuilt(history))
+    restarted = Recorder(store)
+    kept, slots = [*history[:2], *history[6:]], [1, 2, 7, 8]
+    restarted.kept_from("s", "", kept, slots)
+    restarted.seed("s", rebuilt(kept), slots)  # (as a restore does: the conversation it put back)
+    written = restarted.record("s", rebuilt([*history, user("q5")]))
+    assert added(written) == [(ADD, "q5")]
+    assert texts(store) == ["q1", "r1", "q2", "r2", "q3", "r3", "q4", "r4", "q5"]
+
+
+def test_after_a_restart_a_view_whose_kept_part_another_process_removed_records_what_a_whole_read_does(
+    tmp_path: Path,
+) -> None:
+    """Another process removes both messages a compacted view kept (after the task's first message) before
+    the new process's recorder reads the view, and the recorder is seeded with the list the restore put back.
+    A recorder told the kept point (it reads from there) and one that reads the whole view record the same
+    for the caller's list plus a question, and the question."""
+    history = _eight()
+    outcomes = []
+    for told in (True, False):
+        with FileStore(tmp_path / str(told), fsync=False) as store:
+            Recorder(store).record("s", rebuilt(history))
+            restarted = Recorder(store)
+            if told:
+                restarted.kept_from("s", "", [history[0], *history[6:]], [1, 7, 8])
+            with FileStore(tmp_path / str(told), fsync=False) as other:
+                Recorder(other).remove("s", [7, 8])
+            assert texts(store) == ["q1", "r1", "q2", "r2", "q3", "r3"]  # the precondition: the kept part removed
+            restarted.seed("s", rebuilt([history[0], *history[6:]]), [1, 7, 8])  # (the list a restore put back)
+            written = restarted.record("s", rebuilt([*history, user("q5")]))
+            outcomes.append((added(written), texts(store)))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0][-1] == (ADD, "q5")
+
+
+def test_a_removal_by_a_number_of_another_view_after_the_session_was_written_again_is_refused(
+    store: FileStore, tmp_path: Path
+) -> None:
+    """Another process deleted the session and wrote it again as long as before, one message in another
+    view. A removal by that message's number in this view is refused (the view has no message there), names
+    the session and how to list its messages, and writes nothing."""
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        other.delete("s")
+        other.append("s", [user("x1"), assistant("x2")])
+        other.append("s", [user("y1")], view="helper")
+    assert store.head("s") == 3  # the precondition: the head this recorder last wrote
+    before = store.read_records("s")
+    with pytest.raises(StoreError, match=r"session 's' view '' has no message at sequence number\(s\) \[3\]"):
+        recorder.remove("s", [3])
+    assert store.read_records("s") == before
+    assert texts(store) == ["x1", "x2"] and texts(store, view="helper") == ["y1"]
