@@ -300,3 +300,25 @@ def test_a_removal_by_a_number_of_another_view_after_the_session_was_written_aga
         recorder.remove("s", [3])
     assert store.read_records("s") == before
     assert texts(store) == ["x1", "x2"] and texts(store, view="helper") == ["y1"]
+
+
+def test_an_edit_after_another_process_appended_to_the_view_keeps_its_message_editable(
+    store: FileStore, tmp_path: Path
+) -> None:
+    """Another process appends a reply to the view; this process learns the session moved on from a write
+    in another view, then edits the view's first message by number. The caller's next lists hold the other
+    process's reply, then edit it: the edit replaces that reply (it is the view's message, read before the
+    first edit), nothing is added twice."""
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1"), assistant("r1")])
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        other.append("s", [assistant("r1, more")])
+    recorder.record("s", [user("b1")], view="helper")  # meets the other process's write: the head moved
+    recorder.replace("s", 1, user("q1, edited"))
+    assert texts(store) == ["q1, edited", "r1", "r1, more"]  # the precondition: the edit, the other's reply
+    assert added(recorder.record("s", [user("q1, edited"), assistant("r1"), assistant("r1, more"), user("q2")])) == [
+        (ADD, "q2")
+    ]
+    edited = [user("q1, edited"), assistant("r1"), assistant("r1, corrected"), user("q2")]
+    assert added(recorder.record("s", edited)) == [(REPLACE, "r1, corrected")]
+    assert texts(store) == ["q1, edited", "r1", "r1, corrected", "q2"]
