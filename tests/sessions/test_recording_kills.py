@@ -322,3 +322,18 @@ def test_an_edit_after_another_process_appended_to_the_view_keeps_its_message_ed
     edited = [user("q1, edited"), assistant("r1"), assistant("r1, corrected"), user("q2")]
     assert added(recorder.record("s", edited)) == [(REPLACE, "r1, corrected")]
     assert texts(store) == ["q1, edited", "r1", "r1, corrected", "q2"]
+
+
+def test_after_a_restart_a_restored_conversation_that_evicted_nothing_reads_the_whole_view(
+    store: SessionStore,
+) -> None:
+    """A restore whose conversation holds every message from the first (no kept point: nothing evicted)
+    leaves the new process's recorder reading the whole view: the caller's list plus a question records
+    only the question."""
+    history = _eight()
+    Recorder(store).record("s", rebuilt(history))
+    restarted = Recorder(store)
+    restarted.kept_from("s", "", rebuilt(history), list(range(1, 9)))
+    written = restarted.record("s", rebuilt([*history, user("q5")]))
+    assert added(written) == [(ADD, "q5")]
+    assert texts(store) == ["q1", "r1", "q2", "r2", "q3", "r3", "q4", "r4", "q5"]
