@@ -337,3 +337,21 @@ def test_after_a_restart_a_restored_conversation_that_evicted_nothing_reads_the_
     written = restarted.record("s", rebuilt([*history, user("q5")]))
     assert added(written) == [(ADD, "q5")]
     assert texts(store) == ["q1", "r1", "q2", "r2", "q3", "r3", "q4", "r4", "q5"]
+
+
+def test_a_removal_from_a_list_after_the_session_was_written_again_with_another_view_records_this_view_only(
+    store: FileStore, tmp_path: Path
+) -> None:
+    """Another process deleted the session and wrote it again as long as before, one message in another
+    view. The caller drops its last reply: nothing of the new session is removed, the caller's conversation
+    is written to this view, and the other view keeps its message."""
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        other.delete("s")
+        other.append("s", [user("x1"), assistant("x2")])
+        other.append("s", [user("q1")], view="helper")
+    assert store.head("s") == 3  # the precondition: the head this recorder last wrote
+    recorder.record("s", [user("q1"), assistant("r1")])
+    assert texts(store) == ["x1", "x2", "q1", "r1"]
+    assert texts(store, view="helper") == ["q1"]
