@@ -150,6 +150,9 @@ class LLMCallContext(HookContext):
         call_index: 0-based count of model calls seen by this host in this run.
         first_call_of_run: True on the first model call of a run (a kickoff, or
             the first :func:`ctxlife.manage` call for a session).
+        first_call_of_view: True on the first model call of the call's view (an agent's or a
+            task's lane; the session's only one without views) in the run: every view's list may be
+            built from scratch at a kickoff, not only the first one called.
         first_call_of_task: True on the first model call after a task started.
         message_format: the list's format, ``"openai"`` (OpenAI chat) or ``"anthropic"``
             (Anthropic Messages); see :mod:`ctxlife.messages`. Messages a strategy adds must be
@@ -164,6 +167,7 @@ class LLMCallContext(HookContext):
     message_format: str = "openai"
     call_index: int = 0
     first_call_of_run: bool = False
+    first_call_of_view: bool = False
     first_call_of_task: bool = False
     recorded_by_caller: bool = False
     _count_memo: tuple[list[dict[str, Any]], int] | None = field(default=None, repr=False)

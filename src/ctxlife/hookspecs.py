@@ -83,7 +83,7 @@ def ctxlife_before_llm_call(ctx: LLMCallContext) -> None:
     Context: :class:`~ctxlife.contexts.LLMCallContext`: ``messages`` (the live
     list that will be sent), ``tokens`` (a counter: ``ctx.count()`` counts the
     list), ``context_window``, ``threshold`` and ``budget``, ``call_index``,
-    ``first_call_of_run``, ``first_call_of_task``, ``complete`` (a model call,
+    ``first_call_of_run``, ``first_call_of_view``, ``first_call_of_task``, ``complete`` (a model call,
     when available), ``session_id``, ``agent_role``, ``task_name``, ``state``.
 
     Mutate: edit ``ctx.messages`` in place (slice assignment or ``clear()`` +

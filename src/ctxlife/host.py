@@ -477,6 +477,8 @@ class Host:
             state.calls = index + 1
             ctx.call_index = index
             ctx.first_call_of_run = index == 0 if first_call_of_run is None else first_call_of_run
+            ctx.first_call_of_view = ctx.view not in state.views_in_run
+            state.views_in_run.add(ctx.view)
             ctx.first_call_of_task = task_name is not None and task_name in state.task_started
             state.task_started.discard(task_name)
             counter = ctx.tokens
@@ -719,8 +721,11 @@ class Host:
         session = session_id or self.session_id
         with self._table.locked(session) as state:
             state.calls = 0
+            state.views_in_run.clear()
         if new_lists:
             self.new_lists(session)
+        elif session is not None and self.store is not None:
+            keeper_for(self.store).recorder.kept_lists(session)
 
     def new_lists(self, session_id: str | None = None, view: str | None = None) -> None:
         """Say the next list of the session's ``view`` (every view: None) is built from scratch.

@@ -45,6 +45,7 @@ class SessionState:
     lock: threading.RLock = field(default_factory=threading.RLock)
     users: int = 0  # calls holding or waiting for the lock (and an eviction in progress)
     calls: int = 0  # model calls since the run started (the next call's ctx.call_index)
+    views_in_run: set[str] = field(default_factory=set)  # views called since the run started
     anthropic: bool = False  # the session showed Anthropic blocks (see format_of)
     state: dict[str, dict[str, Any]] = field(default_factory=dict)  # each strategy's ctx.state
     bootstrap: dict[str | None, str] = field(default_factory=dict)  # the bootstrap text per agent role

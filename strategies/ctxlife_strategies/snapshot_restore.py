@@ -82,7 +82,9 @@ class SnapshotRestore(ctxlife.Strategy):
         keeper = keeper_for(store)
         failed: Exception | None = None
         restored = False
-        if (ctx.first_call_of_run or not state.get("started") or state.get("retry_restore")) and self.options.restore:
+        # Each view's first call of a run: a kickoff builds every agent's list anew, not only the first's.
+        first = ctx.first_call_of_run or ctx.first_call_of_view
+        if (first or not state.get("started") or state.get("retry_restore")) and self.options.restore:
             failed = self._restore(ctx, store, keeper, session, view, state)
             restored = failed is None and bool(ctx.actions) and ctx.actions[-1].what == "restored"
         state["started"] = True

@@ -727,6 +727,21 @@ def test_terms_are_counted_as_their_pattern_finds_them(text, question):
         assert term_starts(lower, term) == [m.start() for m in term_pattern(term).finditer(lower)]
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(st.text(alphabet=list("ab c_-é12日本语我们 \n.ingsé"), max_size=30), max_size=6),
+    question=st.text(alphabet=list("ab c_-é12日本语我们 .ingsé"), min_size=1, max_size=8),
+)
+def test_terms_counted_in_many_texts_at_once_are_each_texts_own_counts(texts, question):
+    # The common words of a large index complete each fetched document's score from these counts:
+    # counted over the texts joined, no match may run across two texts or be lost at their edges.
+    from ctxlife.recall.text import count_term, count_terms
+
+    lowers = [text.casefold() for text in texts]
+    terms = query_terms(question)
+    assert count_terms(lowers, terms) == [[count_term(lower, term) for term in terms] for lower in lowers]
+
+
 def _hotel_session(hotels: int) -> list[dict]:
     """A travel chat: every hotel's phone, address and rating asked about in turn (the words 电话, 地址, 评分
     and 酒店 are in many messages)."""

@@ -13,6 +13,9 @@ changes something and then makes the caller's next call, and every model reply i
   evicted or the config changes); the caller keeps its list;
 * **restart** — the process dies: every host and its memory are gone; the caller keeps only
   ``[system, new user]``;
+* **new run** — a run that builds its lists from scratch (``start_run(new_lists=True)``, a CrewAI kickoff), in
+  the same process or a new one: callers send ``[system, next message]``, the restore puts the conversation
+  back, and a run that repeats the lane's first question records it again (a new turn);
 * **second worker** — the next call is served by another worker (another host on the same store,
   with its own memory), as behind a load balancer;
 * **compaction** — the next call runs with a small window, so ``llm_summary`` compacts;
@@ -576,6 +579,33 @@ def session_machine(kind: str, url_for: Any, totals: Totals, stats: Any) -> type
         def restart(self, data: st.DataObject, lane: int) -> None:
             self.drop_hosts()
             self.turn(data, lane, "restart")
+
+        @precondition(lambda self: on("new_run") and not any(lane.open_calls for lane in self.lanes))
+        @rule(data=st.data(), lane=lanes, new_process=st.booleans(), repeat=st.booleans())
+        def new_run(self, data: st.DataObject, lane: int, new_process: bool, repeat: bool) -> None:
+            """A run that builds its lists from scratch (a CrewAI kickoff: ``start_run(new_lists=True)``), in
+            this process or a new one: every caller sends [system, its next message] and the restore puts the
+            conversation back in front. The run may open with the lane's first question again (the same task
+            kicked off again): a new turn, recorded again."""
+            if new_process:
+                self.drop_hosts()
+            else:
+                for x in self.lanes:
+                    x.restarted = True
+            for worker in range(len(self.workers)):
+                if self.workers[worker] is not None or worker == self.active:
+                    self.active, active = worker, self.active
+                    self.host().start_run(new_lists=True)
+                    self.active = active
+            this = self.lanes[lane]
+            first = next((m for m in this.oracle if m.get("role") == "user"), None)
+            name = "new_run_new_process" if new_process else "new_run"
+            if repeat and first is not None:
+                self.step(name + "_repeated_task")
+                self.call(this, [dict(first)])
+                self.model_answers(this, data)
+            else:
+                self.turn(data, lane, name)
 
         def drop_hosts(self) -> None:
             """The process dies: every host and what it knew are gone; callers keep [system, new user]."""

@@ -24,23 +24,21 @@ segmenter.
 
 from __future__ import annotations
 
-import heapq
 import json
 import math
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ctxlife.errors import CtxlifeError
 from ctxlife.messages import escape_surrogates, text_of
 from ctxlife.recall import pruning
 from ctxlife.recall.records import CHUNK_CHARS, Document, text_documents
-from ctxlife.recall.text import count_term, dates_in, index_text, query_terms
+from ctxlife.recall.text import count_term, count_terms, dates_in, index_text, query_terms
 from ctxlife.sessions.records import RawRecord
 
 #: Bumped when the schema or the tokenization changes: an index of another version is rebuilt.
@@ -80,9 +78,11 @@ class IndexError_(CtxlifeError):  # noqa: N801 - not the builtin IndexError
     """The history index could not be opened or written."""
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One search result: the document (``seq``, ``part``) and how well it matched (higher is better)."""
+class Hit(NamedTuple):
+    """One search result: the document (``seq``, ``part``) and how well it matched (higher is better).
+
+    Named tuples (not frozen dataclasses): a search makes a few hundred of these and of
+    :class:`StoredRecord`, and a tuple is built in a third of the time."""
 
     seq: int
     part: int
@@ -95,8 +95,7 @@ class Hit:
     head: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class StoredRecord:
+class StoredRecord(NamedTuple):
     """A record as the index keeps it (its text, not the whole message); ``calls``: it calls tools."""
 
     seq: int
@@ -529,17 +528,13 @@ class HistoryIndex:
         if not rows or not docs:
             return list(rows)[:limit]
         average = tokens / docs
-        idf = {t: pruning.idf(docs, self._doc_freq(t)) for t in common}
-        most = sum(idf.values()) * (_K1 + 1) * max(tool_weight, 1.0)  # the most the common terms can add
+        idf = [pruning.idf(docs, self._doc_freq(t)) for t in common]
         marks = ",".join("?" * len(rows))
         sizes = dict(self._db.execute(f"SELECT id, sz FROM fts_docsize WHERE id IN ({marks})", [d for d, _ in rows]))
         texts = self._rows(doc % PART_STRIDE for doc, _ in rows)
-        out: list[tuple[int, float]] = []
-        best: list[float] = []  # the best ``limit`` scores so far (a heap: the lowest first)
-        floor = -math.inf
+        kept: list[tuple[int, float, float]] = []  # document, score by the choosing terms, BM25's length norm
+        lowers: list[str] = []
         for doc, score in rows:
-            if score + most < floor:
-                break  # the rows come best first: none after this one can reach the best ``limit``
             row = texts.get(doc % PART_STRIDE)
             if row is None:
                 continue
@@ -547,20 +542,15 @@ class HistoryIndex:
             if part or len(text) > self.chunk_chars:  # a chunk of a long text: its own body
                 documents = text_documents(int(row[0]), row[1], text, self.chunk_chars)
                 text = document_body(documents[min(part, len(documents) - 1)])
-            lower = text.casefold()
-            norm = _K1 * (1 - _B + _B * pruning.size_of(sizes.get(doc, b"")) / average)
+            lowers.append(text.casefold())
+            kept.append((doc, score, _K1 * (1 - _B + _B * pruning.size_of(sizes.get(doc, b"")) / average)))
+        out: list[tuple[int, float]] = []
+        for (doc, score, norm), counts in zip(kept, count_terms(lowers, common), strict=True):
             added = 0.0
-            for term in common:
-                if n := count_term(lower, term):
-                    added += idf[term] * n * (_K1 + 1) / (n + norm)
-            total = score + added * (tool_weight if doc >= TOOL_DOC else 1.0)
-            out.append((doc, total))
-            if len(best) < limit:
-                heapq.heappush(best, total)
-            else:
-                heapq.heappushpop(best, total)
-            if len(best) >= limit:
-                floor = best[0]
+            for weight, n in zip(idf, counts, strict=True):
+                if n:
+                    added += weight * n * (_K1 + 1) / (n + norm)
+            out.append((doc, score + added * (tool_weight if doc >= TOOL_DOC else 1.0)))
         out.sort(key=lambda r: (-r[1], r[0] % PART_STRIDE, r[0]))
         return out[:limit]
 
@@ -718,9 +708,7 @@ def hit_from_row(row: Sequence[Any], part: int, score: float, chunk_chars: int, 
 def stored_from_row(row: Sequence[Any]) -> StoredRecord:
     """A stored row ``(seq, role, recorded_at, view, calls, text)`` as a :class:`StoredRecord`."""
     seq, role, at, view, calls, text = row
-    return StoredRecord(
-        seq=int(seq), role=role, text=text, recorded_at=at, day=day_of(at), view=view, calls=bool(calls)
-    )
+    return StoredRecord(int(seq), role, text, at, day_of(at), view, bool(calls))
 
 
 def search_hits(

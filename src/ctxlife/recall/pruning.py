@@ -126,7 +126,11 @@ def averages(db: sqlite3.Connection) -> tuple[int, int]:
 
 def size_of(blob: bytes) -> int:
     """A document's token count (one column) from its ``fts_docsize`` record."""
-    return _varint(bytes(blob))[0] if blob else 0
+    if not blob:
+        return 0
+    if blob[0] < 0x80:  # one byte: most documents hold under 128 tokens
+        return int(blob[0])
+    return _varint(bytes(blob))[0]
 
 
 def _varint(data: bytes, at: int = 0) -> tuple[int, int]:

@@ -14,9 +14,11 @@ dates in a question ("on May 2nd", "4月27号", "2023-04-27", "5/2") are returne
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 import unicodedata
+from collections.abc import Sequence
 from datetime import date
 
 # Characters of scripts that do not separate words with spaces.
@@ -201,6 +203,25 @@ def count_term(lower: str, term: str, *, first: bool = False) -> int:
         else:
             at = lower.find(literal, at + 1)
     return found
+
+
+def count_terms(lowers: Sequence[str], terms: Sequence[str]) -> list[list[int]]:
+    """:func:`count_term` of each of ``terms`` (inner lists) in each case-folded text of ``lowers``.
+
+    One scan per term over the texts joined by line breaks (a line break starts a word, as a text's
+    start does, and ends a number): no term's text holds one, so no match runs across two texts.
+    """
+    joined = "\n".join(lowers)
+    starts: list[int] = []
+    at = 0
+    for lower in lowers:
+        starts.append(at)
+        at += len(lower) + 1
+    out = [[0] * len(terms) for _ in lowers]
+    for column, term in enumerate(terms):
+        for found in term_starts(joined, term):
+            out[bisect.bisect_right(starts, found) - 1][column] += 1
+    return out
 
 
 def term_starts(lower: str, term: str) -> list[int]:

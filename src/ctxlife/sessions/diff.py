@@ -131,8 +131,8 @@ def edit_script(
         slots[caller[end_b][0]] = mirror[end_a][0]
     opcodes = SequenceMatcher(None, a[start:end_a], b[start:end_b], autojunk=False).get_opcodes()
     related = bool(slots) or any(tag == "equal" for tag, *_ in opcodes)
-    # The store's view's last messages that no caller message of their place and role replaced: the caller's
-    # run may begin with messages the view holds hidden (what a compaction evicted), mapped only below.
+    # The store's view's last messages and the caller's run in their place: paired only after what the
+    # caller kept of the hidden messages (what a compaction evicted, in any role) is mapped back, below.
     unpaired_end: tuple[list[tuple[int, str]], int, int] | None = None
     for tag, i1, i2, j1, j2 in opcodes:
         i1, i2, j1, j2 = i1 + start, i2 + start, j1 + start, j2 + start
@@ -147,9 +147,10 @@ def edit_script(
             if not (removals or i2 == len(a)) and i2 - i1 != j2 - j1:
                 paired = 0
             if not removals and i2 == len(a) and tag == "replace" and same_kind is not None:
-                # The store's view's end: paired after what a compaction evicted is mapped back (the caller's run
-                # may begin with it, in any role), by _replace_end.
+                # The store's view's end: paired by _replace_end, after what a compaction evicted is mapped back
+                # (the caller's run may begin with it, in any role).
                 paired = 0
+                unpaired_end = (list(mirror[i1:i2]), j1, j2)
             if same_kind is not None:
                 k = 0
                 while k < paired and same_kind(mirror[i1 + k][0], caller[j1 + k][0]):
@@ -159,8 +160,6 @@ def edit_script(
                 index = caller[j1 + k][0]
                 slots[index] = mirror[i1 + k][0]
                 edits.append(Edit(REPLACE, mirror[i1 + k][0], index))
-            if not removals and i2 == len(a) and tag == "replace" and i1 + paired < i2:
-                unpaired_end = (list(mirror[i1 + paired : i2]), j1 + paired, j2)
             if removals:
                 for slot, _ in mirror[i1 + paired : i2]:
                     edits.append(Edit(REMOVE, slot, -1))
@@ -235,18 +234,20 @@ def _replace_end(
     unpaired_end: tuple[list[tuple[int, str]], int, int],
     same_kind: Callable[[int, int], bool],
 ) -> None:
-    """The store's view's last messages that no caller message replaced at first (the caller's run began
-    with what a compaction evicted: another role) are replaced by the caller's new messages that follow
-    every message of the run now known, one for one while the roles agree (an edited latest question after
-    a restart: the process that compacted removes the old one and adds the new)."""
+    """The store's view's last messages are replaced by the caller's new messages in their place that
+    follow every message of that run now known (mapped back from what a compaction evicted), one for one
+    while the roles agree: an edited latest question or a regenerated last reply after a restart, as the
+    process that compacted records it. With nothing evicted in the run, that is the pairing by place.
+
+    Every caller message of the run not in ``slots`` is an add still (``_map_hidden`` took back the adds
+    it mapped)."""
     ends, j1, j2 = unpaired_end
     run = [index for index, _ in caller[j1:j2]]
     known = [k for k, index in enumerate(run) if index in slots]
     new = [index for index in run[known[-1] + 1 if known else 0 :] if index not in slots]
-    adds = {e.index for e in edits if e.op == ADD}
     replaced: set[int] = set()
     for (slot, _), index in zip(ends, new, strict=False):
-        if index not in adds or not same_kind(slot, index):
+        if not same_kind(slot, index):
             break
         slots[index] = slot
         replaced.add(index)

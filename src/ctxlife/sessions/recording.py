@@ -14,8 +14,6 @@ list judged against a mirror (:mod:`ctxlife.sessions.plans`), the alignment of a
 relates to (:mod:`ctxlife.sessions.alignment`); this module holds :class:`Recorder`, which owns them.
 How mirrors and the diff work: :mod:`ctxlife.sessions.views`.
 
-Alignment, for lists no mirror relates to: see :mod:`ctxlife.sessions.alignment`.
-
 Cost
 ----
 The usual call: one comparison of the list with the newest mirror (in C), fingerprints of the new
@@ -56,6 +54,7 @@ from ctxlife.sessions.restore import restore_view
 from ctxlife.sessions.views import (
     Entry,
     Mirror,
+    Scratch,
     TailEdge,
     View,
     after_pending,
@@ -108,6 +107,7 @@ class Recorder:
         # (seq, fingerprint, recorded_at) of the session's last record this recorder wrote: another record
         # at that seq means the session was deleted (or expired) and written again by another process since.
         self._head_marks: dict[str, tuple[int, str, float | None]] = {}
+        self._scratch = Scratch()  # new_lists for views with no state yet
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -124,11 +124,8 @@ class Recorder:
             return found
 
     def covered(self, session_id: str, view: str = "") -> int:
-        """The sequence number of the latest record the view's last recorded list holds.
-
-        This is the ``raw_length`` of a snapshot of that list: a restore is the snapshot plus the
-        view's records after it (including any another writer appended meanwhile).
-        """
+        """The seq of the latest record the view's last recorded list holds: a snapshot's ``raw_length``
+        (a restore is the snapshot plus the view's records after it, another writer's included)."""
         with self._lock:
             return self._view(session_id, view).covered
 
@@ -141,19 +138,17 @@ class Recorder:
     def forget(self, session_id: str | None = None, *, removed: Iterable[str] = (), keep_pending: bool = False) -> None:
         """Drop what is known about a session (all sessions: None); the next call reads the store.
 
-        ``removed``: fingerprints of messages just erased from the session; a caller's list that
-        still holds them does not record them again (the session's earlier ones are kept too).
-        Without it the session's memory of removed messages goes as well (the session was deleted),
-        unless ``keep_pending``: keep the views whose messages still wait for the store (a host
-        dropping an idle session from memory; they are written on the view's next call), and what
-        is known of removed messages.
-        """
+        ``removed``: fingerprints of messages just erased, never recorded again from a list (with the
+        session's earlier ones). Without it they go too (the session was deleted), unless ``keep_pending``:
+        keep the views whose messages wait for the store (a host dropping an idle session; written on the
+        view's next call) and what is known of removed messages."""
         with self._lock:
             kept = False
             for key in [k for k in self._primed if session_id is None or k[0] == session_id]:
                 del self._primed[key]
             for key in [k for k in self._kept if session_id is None or k[0] == session_id]:
                 del self._kept[key]
+            self._scratch.forget(session_id)
             for key in [k for k in self._views if session_id is None or k[0] == session_id]:
                 if keep_pending and self._views[key].pending:
                     kept = True
@@ -244,15 +239,27 @@ class Recorder:
     def new_lists(self, session_id: str, view: str | None = None) -> None:
         """The session's next lists are built from scratch (a CrewAI kickoff): each view's next
         list is new messages, plus the conversation a restore put back (seeded by the restore), so a
-        run that repeats the last one's first message is a new turn, not an edit or a retry."""
+        run that repeats the last one's first message is a new turn, not an edit or a retry. Views with
+        no state yet (a new process) are marked when their state is made."""
         with self._lock:
             for key in [k for k in self._primed if k[0] == session_id]:
                 self._state(*key)
-            for (sid, lane), state in self._views.items():
-                if sid == session_id and view in (None, lane):
-                    state.mirrors = []  # a restore seeds the conversation it puts back
-                    state.reseed = False
-                    state.fresh = True
+            held = {lane for sid, lane in self._views if sid == session_id and view in (None, lane)}
+            for lane in held:
+                self._views[(session_id, lane)].built_from_scratch()
+            self._scratch.mark(session_id, view, held)
+
+    def kept_lists(self, session_id: str) -> None:
+        """The session's lists are kept between calls again (a run without new_lists): a
+        :meth:`new_lists` not applied to a view yet is dropped."""
+        with self._lock:
+            self._scratch.forget(session_id)
+
+    def _made(self, session_id: str, view: str, state: View, partial: View | None = None) -> View:
+        """Keep a view's state made now: with what its partial state learned, or new (a new_lists applied)."""
+        made = state.take_over(partial) if partial is not None else self._scratch.made(session_id, view, state)
+        self._views[(session_id, view)] = made
+        return made
 
     def _state(self, session_id: str, view: str) -> View | None:
         """The view's state if this recorder has one (a primed view's is made now)."""
@@ -263,14 +270,14 @@ class Recorder:
             with no_collection():  # (one acyclic entry per message)
                 tail = [Entry(s, f) for s, f in zip(slots, fingerprints, strict=True)]
             last = tail[-1].seq if tail else 0
-            state = self._views[(session_id, view)] = View(tail, top, True, [last] if last else [], last)
+            state = self._made(session_id, view, View(tail, top, True, [last] if last else [], last))
         return state
 
     def _view(self, session_id: str, view: str) -> View:
         state = self._state(session_id, view)
         if state is None or state.partial:
             loaded = self._load(session_id, view, *self._kept.pop((session_id, view), (0, [])))
-            state = self._views[(session_id, view)] = loaded if state is None else loaded.take_over(state)
+            state = self._made(session_id, view, loaded, state)
         return state
 
     def _appending_view(self, session_id: str, view: str) -> View:
@@ -279,7 +286,7 @@ class Recorder:
         state = self._state(session_id, view)
         if state is None:
             head = self.head(session_id)
-            state = self._views[(session_id, view)] = View([], head, False, partial=True)
+            state = self._made(session_id, view, View([], head, False, partial=True))
         return state
 
     def prime(self, session_id: str, view: str, records: Sequence[RawRecord]) -> None:
@@ -294,7 +301,7 @@ class Recorder:
             if state is None or state.partial:
                 top = records[-1].seq if records else 0
                 loaded = self._loaded(session_id, records, top)
-                self._views[(session_id, view)] = loaded if state is None else loaded.take_over(state)
+                self._made(session_id, view, loaded, state)
 
     def prime_adds(self, session_id: str, view: str, slots: Sequence[Any], fingerprints: Sequence[Any]) -> None:
         """:meth:`prime` for a view whose every record is a plain ``add``, given as their slots and
@@ -471,12 +478,10 @@ class Recorder:
         *,
         compared: list[Any] | None = None,
     ) -> None:
-        """Note how the caller's list compares with the list last handed back (and passed to
-        :meth:`leave`): the next :meth:`record` of that list then skips comparing the messages
-        ``agreement`` found unchanged. Only for a view this recorder knows. ``compared``: a copy of
-        ``messages`` as compared that nobody edits (the host's; the recorder may keep it as the next
-        mirror's originals); without it the recorder makes one (a copy of 10,000 messages and its
-        release cost ~0.2 ms)."""
+        """Note how the caller's list compares with the list last handed back (:meth:`leave`): the next
+        :meth:`record` of it skips the messages ``agreement`` found unchanged (a view this recorder knows).
+        ``compared``: a copy of ``messages`` nobody edits (the host's, kept as the next mirror's originals);
+        without it one is made (~0.2 ms for 10,000 messages)."""
         with self._lock:
             state = self._state(session_id, view)
             if state is not None:
@@ -684,16 +689,11 @@ class Recorder:
         state.covered = max([mirror.last, *(r.seq for r in written)]) if written else mirror.last or state.covered
 
     def add(self, session_id: str, messages: Sequence[dict[str, Any]], view: str = "") -> list[RawRecord]:
-        """Append ``messages`` to the view as they are (no diff: each call adds them again).
-
-        For explicit APIs (a session's ``add``, a model's reply; see
-        :meth:`ctxlife.sessions.keeper.Keeper.append`). The newest mirror follows, so the caller's
-        next list that continues with them records nothing twice. A failed write keeps nothing
-        waiting, so a message is never written later after messages that came after it: the error
-        propagates for the caller to retry. A write that failed but landed (a connection lost after
-        the store wrote) is found at once, or on the retry of the same messages when the store could
-        not be read, and returned, not written twice.
-        """
+        """Append ``messages`` to the view as they are (no diff: each call adds them again), for explicit
+        APIs (:meth:`ctxlife.sessions.keeper.Keeper.append`). The newest mirror follows: the caller's next
+        list continuing with them records nothing twice. A failed write keeps nothing waiting (no message is
+        written after later ones): the error propagates for the caller to retry. A write that failed but
+        landed is found at once (or on the retry, when the store could not be read), not written twice."""
         with self._lock:
             state = self._appending_view(session_id, view)
             return self._add_now(session_id, view, state, messages, [(m, stored_fp(m)) for m in messages])

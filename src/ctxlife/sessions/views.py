@@ -257,6 +257,11 @@ class View:
             i += 1
         return i
 
+    def built_from_scratch(self) -> None:
+        """The caller's next list is built from scratch (Recorder.new_lists): a restore seeds the
+        conversation it puts back; the rest of the list is new."""
+        self.mirrors, self.reseed, self.fresh = [], False, True
+
     def take_over(self, partial: View) -> View:
         """This fully read state, with what a partial state of the same view learned meanwhile."""
         self.pending = partial.pending
@@ -540,3 +545,36 @@ def all_recorded(messages: Sequence[Any], slots: Sequence[int | None]) -> bool:
     """Whether every recordable message of ``messages`` has a slot (``slots``: a mirror's, one per position)."""
     mine = list(slots[: len(messages)])
     return None not in mine or all(s is not None or not recordable(m) for m, s in zip(messages, mine, strict=True))
+
+
+class Scratch:
+    """:meth:`Recorder.new_lists <ctxlife.sessions.recording.Recorder.new_lists>` for views the recorder
+    holds no state of yet (a restarted process's kickoff): a state made for one of them later is built
+    from scratch then (:meth:`made`), once."""
+
+    def __init__(self) -> None:
+        self._every: dict[str, set[str]] = {}  # session -> the views marked already (every other one waits)
+        self._one: set[tuple[str, str]] = set()
+
+    def mark(self, session_id: str, view: str | None, held: set[str]) -> None:
+        """Lists built from scratch for ``view`` (every view: None); ``held``: the views marked now."""
+        if view is None:
+            self._every[session_id] = held
+        elif view not in held:
+            self._one.add((session_id, view))
+
+    def made(self, session_id: str, view: str, state: View) -> View:
+        """A new state of the view: built from scratch if a mark waits for it."""
+        marked = self._every.get(session_id)
+        if (session_id, view) in self._one or (marked is not None and view not in marked):
+            self._one.discard((session_id, view))
+            if marked is not None:
+                marked.add(view)
+            state.built_from_scratch()
+        return state
+
+    def forget(self, session_id: str | None) -> None:
+        """Drop the marks of a session (every session: None)."""
+        for sid in [s for s in self._every if session_id in (None, s)]:
+            del self._every[sid]
+        self._one = {key for key in self._one if session_id not in (None, key[0])}
