@@ -175,14 +175,6 @@ def test_after_a_restart_a_note_another_process_inserted_before_the_kept_point_i
     assert texts(store) == ["q1", "(a note)", "r1", "q2", "r2", "q3", "r3", "q4", "r4", "q5"]
 
 
-_NEW_LISTS_IGNORED = (
-    "bug: Recorder.new_lists marks only the views the recorder already holds; a restarted process's recorder "
-    "holds none at the kickoff, so the run's list built from scratch is matched to the last run's records by "
-    "content (its repeated first message taken for the old one, the old reply replaced)"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=_NEW_LISTS_IGNORED)
 def test_after_a_restart_a_new_runs_first_list_handed_back_before_it_is_recorded_still_records_its_first_message(
     store: SessionStore,
 ) -> None:
@@ -198,7 +190,6 @@ def test_after_a_restart_a_new_runs_first_list_handed_back_before_it_is_recorded
     assert added(written) == [(ADD, "task"), (ADD, "done twice")]
 
 
-@pytest.mark.xfail(strict=True, reason=_NEW_LISTS_IGNORED)
 def test_a_run_built_from_scratch_after_a_restart_keeps_the_last_runs_reply_as_one_process_does(
     tmp_path: Path,
 ) -> None:
