@@ -346,3 +346,22 @@ def test_a_removal_from_a_list_after_the_session_was_written_again_with_another_
     recorder.record("s", [user("q1"), assistant("r1")])
     assert texts(store) == ["x1", "x2", "q1", "r1"]
     assert texts(store, view="helper") == ["q1"]
+
+
+def test_after_a_restart_a_sessions_new_run_is_not_undone_by_other_sessions_kept_lists_or_forgetting(
+    store: SessionStore,
+) -> None:
+    """A new process marks session "a"'s next list built from scratch and "b"'s too, then "b" keeps its lists
+    after all (``kept_lists``) and session "c" is forgotten (a host dropping it). Session "a"'s run repeating
+    the task is a new turn after the last run's; session "b"'s list, kept, edits its last reply."""
+    for sid in ("a", "b", "c"):
+        Recorder(store).record(sid, [user("task"), assistant("done once")])
+    restarted = Recorder(store)
+    restarted.new_lists("a", view="")
+    restarted.new_lists("b", view="")
+    restarted.kept_lists("b")
+    restarted.forget("c")
+    restarted.record("a", [user("task"), assistant("done twice")])
+    restarted.record("b", [user("task"), assistant("done twice")])
+    assert texts(store, "a") == ["task", "done once", "task", "done twice"]
+    assert texts(store, "b") == ["task", "done twice"]
