@@ -365,3 +365,15 @@ def test_after_a_restart_a_sessions_new_run_is_not_undone_by_other_sessions_kept
     restarted.record("b", [user("task"), assistant("done twice")])
     assert texts(store, "a") == ["task", "done once", "task", "done twice"]
     assert texts(store, "b") == ["task", "done twice"]
+
+
+def test_a_new_run_of_a_session_the_recorder_does_not_know_yet_beside_one_it_knows(store: SessionStore) -> None:
+    """A process that recorded session "x" in a helper view marks session "y"'s next lists built from scratch
+    before it knows "y": "y"'s run repeating its task is a new turn after the last run's."""
+    Recorder(store).record("y", [user("task"), assistant("done once")])
+    recorder = Recorder(store)
+    recorder.record("x", [user("other")], view="helper")
+    recorder.new_lists("y")
+    recorder.record("y", [user("task"), assistant("done twice")])
+    assert texts(store, "y") == ["task", "done once", "task", "done twice"]
+    assert texts(store, "x", view="helper") == ["other"]
