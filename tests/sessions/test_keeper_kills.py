@@ -16,7 +16,7 @@ from ctxlife.errors import StoreError
 from ctxlife.messages import mark_inserted
 from ctxlife.sessions import SessionStore, open_store
 from ctxlife.sessions import keeper as keeper_module
-from ctxlife.sessions.keeper import Keeper, changed, keeper_for
+from ctxlife.sessions.keeper import Keeper, Settled, changed, keeper_for
 from ctxlife.sessions.records import fingerprint
 from ctxlife.sessions.snapshot import Snapshot
 from delegating_store import DelegatingStore
@@ -265,7 +265,7 @@ def test_a_long_quarantine_reason_is_cut_at_500_characters(store: SessionStore) 
     with capture_logs() as logs:
         keeper.save_snapshot("s", "", [odd])
     (event,) = [e for e in logs if e["event"] == "ctxlife.snapshot_message_quarantined"]
-    assert len(event["problem"]) == 500 and "; " in event["problem"]
+    assert len(event["problem"]) == 500 and event["problem"].startswith("$.field_000: bytes; $.field_001: bytes; ")
 
 
 # -- settle: the snapshot of what a call handed back ----------------------------------------------------------
@@ -446,3 +446,46 @@ def test_a_keepers_store_and_recorder_are_its_own(store: SessionStore) -> None:
     keeper = Keeper(store)
     assert keeper.store is store and keeper.recorder.store is store
     assert fingerprint(U("q1")) == keeper.append("s", [U("q1")])[0].fingerprint
+
+
+def test_forget_drops_that_sessions_tracked_call_and_due_save_only(store: SessionStore) -> None:
+    # A session deleted while a call of it is under way: the call's settle writes no snapshot of it; another
+    # session's save that failed stays due.
+    failing = Failing(store)
+    keeper = Keeper(failing)
+    for sid in ("s", "t"):
+        keeper.append(sid, [U("q1"), A("r1")])
+    keeper.track("t", "", [U("q1"), A("r1")], by="x")
+    failing.down = True
+    settled = keeper.settle("t", "", [A("r1")])
+    assert settled is not None and settled.error is not None  # the precondition: t's save is due
+    failing.down = False
+    keeper.track("s", "", [U("q1"), A("r1")], by="x")
+    keeper.forget("s")
+    assert keeper.settle("s", "", [A("r1")]) is None
+    assert store.load_snapshot("s") is None
+    keeper.track("t", "", [A("r1")], by="x")
+    again = keeper.settle("t", "", [A("r1")])  # unchanged in this call, still due
+    assert again is not None and again.snapshot is not None
+    keeper.track("t", "", [A("r1")], by="x")
+    failing.down = True
+    assert (keeper.settle("t", "", [U("r1, changed")]) or Settled("")).error is not None  # due again
+    failing.down = False
+    keeper.forget()
+    keeper.track("s", "", [U("q1"), A("r1")], by="x")
+    keeper.track("t", "", [A("r1")], by="x")
+    keeper.forget()
+    assert keeper.settle("s", "", [A("r1")]) is None and keeper.settle("t", "", [A("r1")]) is None
+
+
+# -- reading --------------------------------------------------------------------------------------------------
+
+
+def test_a_restore_without_a_view_reads_the_default_view_whole(store: SessionStore) -> None:
+    records = Keeper(store).append("s", [U("q1"), A("r1")])
+    Keeper(store).append("t", [U("w1")], "w")
+    restored = Keeper(store).restore("s")
+    assert restored.messages == [U("q1"), A("r1")] and restored.slots == [1, 2] and restored.covered == 2
+    assert restored.fingerprints == [r.fingerprint for r in records]  # not a messages-only read
+    assert restored.covered_fp == records[-1].fingerprint
+    assert Keeper(store).restore("t", "w").messages == [U("w1")]
