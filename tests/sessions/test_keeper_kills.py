@@ -191,6 +191,7 @@ def test_a_snapshot_covering_another_views_record_names_no_fingerprint(store: Se
     main = keeper.append("s", [U("q1")])
     snapshot = keeper.save_snapshot("s", "w", [U("w1")], covered=main[0].seq)
     assert snapshot is not None and "covered_fp" not in snapshot.meta
+    assert snapshot.meta["slots"] == [1]  # the message's slot in its own view, as the recorder knows it
     assert keeper.save_snapshot("s", "w", [U("w1")], covered=0) is not None  # nothing covered: none either
     assert "covered_fp" not in (store.load_snapshot("s", "w") or Snapshot("s")).meta
 
@@ -210,6 +211,26 @@ def test_a_corrupt_record_after_the_covered_one_still_lets_the_snapshot_name_it(
     assert snapshot is not None and snapshot.meta["covered_fp"] == records[1].fingerprint
     store.close()
     fresh.close()
+
+
+def test_a_views_snapshot_names_the_slots_of_that_views_messages(store: SessionStore) -> None:
+    keeper = Keeper(store)
+    keeper.append("s", [U("same"), A("theirs")], "w")
+    keeper.append("s", [U("same"), A("main")])
+    snapshot = keeper.save_snapshot("s", "w", [U("same"), A("theirs")])
+    assert snapshot is not None and snapshot.meta["slots"] == [1, 2]
+    fresh = Keeper(store)  # a recorder that read nothing yet: it reads the view
+    snapshot = fresh.save_snapshot("s", "w", [U("same")])
+    assert snapshot is not None and snapshot.meta["slots"] == [1]
+
+
+def test_a_snapshot_of_a_list_still_holding_an_erased_message_keeps_the_others_slots(store: SessionStore) -> None:
+    keeper = Keeper(store)
+    keeper.append("s", [U("q1"), A("card 4111-1111"), U("q2"), A("r2")])
+    assert keeper.erase("s", [2]) == [2]
+    snapshot = keeper.save_snapshot("s", "", [U("q1"), A("card 4111-1111"), U("q2"), A("r2")])
+    assert snapshot is not None and [m["content"] for m in snapshot.messages] == ["q1", "q2", "r2"]
+    assert snapshot.meta["slots"] == [1, 3, 4]
 
 
 def test_a_snapshot_given_its_slots_keeps_them_and_pads_a_short_list_with_none(store: SessionStore) -> None:
