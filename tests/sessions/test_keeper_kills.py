@@ -510,3 +510,24 @@ def test_a_restore_without_a_view_reads_the_default_view_whole(store: SessionSto
     assert restored.fingerprints == [r.fingerprint for r in records]  # not a messages-only read
     assert restored.covered_fp == records[-1].fingerprint
     assert Keeper(store).restore("t", "w").messages == [U("w1")]
+
+
+class Keyless(DelegatingStore):
+    """A third party's store: only the abstract methods, and the rewrite an erase needs; it keeps no mark key
+    (marks use this process's secret), so what was erased is known to this process only."""
+
+    def _rewrite_records(self, session_id: str, values: dict[int, dict[str, Any]]) -> int:
+        return self.inner._rewrite_records(session_id, values)
+
+
+def test_an_erased_message_a_list_still_holds_is_not_recorded_again_on_a_store_without_a_mark_key(
+    store: SessionStore,
+) -> None:
+    keyless = Keyless(store)
+    keeper = Keeper(keyless)
+    keeper.record_list("s", [U("q1"), A("card 4111-1111"), U("q2")])
+    assert keyless.mark_key(create=True) is None  # the precondition: the store keeps no secret
+    assert keeper.erase("s", [2]) == [2]
+    keeper.record_list("s", [U("q1"), A("card 4111-1111"), U("q2"), A("r2")])
+    assert "4111" not in str([r.message for r in store.read_records("s", strict=False)])
+    assert texts(store.current("s")) == ["q1", "q2", "r2"]
