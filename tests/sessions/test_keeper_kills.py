@@ -531,3 +531,18 @@ def test_an_erased_message_a_list_still_holds_is_not_recorded_again_on_a_store_w
     keeper.record_list("s", [U("q1"), A("card 4111-1111"), U("q2"), A("r2")])
     assert "4111" not in str([r.message for r in store.read_records("s", strict=False)])
     assert texts(store.current("s")) == ["q1", "q2", "r2"]
+
+
+def test_a_due_save_made_by_a_direct_save_is_no_longer_due(store: SessionStore) -> None:
+    # A call's save failed (due); the strategy's own save at the task's end then wrote it: the next call that
+    # changes nothing reports nothing.
+    failing = Failing(store)
+    keeper = Keeper(failing)
+    keeper.append("s", [U("q1"), A("r1")])
+    keeper.track("s", "", [U("q1"), A("r1")], by="x")
+    failing.down = True
+    assert (keeper.settle("s", "", [A("r1")]) or Settled("")).error is not None
+    failing.down = False
+    assert keeper.save_snapshot("s", "", [A("r1")]) is not None
+    keeper.track("s", "", [A("r1")], by="x")
+    assert keeper.settle("s", "", [A("r1")]) is None
