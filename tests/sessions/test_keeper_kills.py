@@ -337,7 +337,8 @@ def test_a_failed_save_is_returned_and_due_on_the_next_call_even_unchanged(store
     assert keeper.settle("s", "", [A("r1"), U("q2")]) is None  # no longer due
 
 
-def test_a_save_waiting_for_the_raw_history_is_skipped_and_due(store: SessionStore) -> None:
+def _two_waiting(store: SessionStore) -> tuple[Failing, Keeper]:
+    """A keeper whose store went down while it recorded q2 and r2: those two messages wait for the store."""
     failing = Failing(store)
     keeper = Keeper(failing)
     keeper.record_list("s", [U("q1"), A("r1")])
@@ -345,6 +346,11 @@ def test_a_save_waiting_for_the_raw_history_is_skipped_and_due(store: SessionSto
     with pytest.raises(StoreError):
         keeper.record_list("s", [U("q1"), A("r1"), U("q2"), A("r2")])
     assert keeper.recorder.pending("s") == 2  # the precondition: two messages wait for the store
+    return failing, keeper
+
+
+def test_a_save_waiting_for_the_raw_history_is_skipped_and_due(store: SessionStore) -> None:
+    failing, keeper = _two_waiting(store)
     keeper.track("s", "", [U("q1"), A("r1"), U("q2"), A("r2")], by="snapshot_restore")
     settled = keeper.settle("s", "", [U("q2"), A("r2")])
     assert settled is not None and settled.by == "snapshot_restore"
@@ -405,13 +411,7 @@ def test_a_call_record_names_each_message_by_its_slot_in_its_view(store: Session
 
 
 def test_drop_idle_keeps_the_messages_waiting_for_the_store(store: SessionStore) -> None:
-    failing = Failing(store)
-    keeper = Keeper(failing)
-    keeper.record_list("s", [U("q1"), A("r1")])
-    failing.down = True
-    with pytest.raises(StoreError):
-        keeper.record_list("s", [U("q1"), A("r1"), U("q2"), A("r2")])
-    assert keeper.recorder.pending("s") == 2
+    failing, keeper = _two_waiting(store)
     keeper.drop_idle("s")
     assert keeper.recorder.pending("s") == 2
     failing.down = False

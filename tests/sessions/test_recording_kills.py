@@ -273,19 +273,26 @@ def test_after_a_restart_a_view_whose_kept_part_another_process_removed_records_
     assert outcomes[0][0][-1] == (ADD, "q5")
 
 
+def _written_again_as_long(store: FileStore, tmp_path: Path, *, helper_says: str) -> Recorder:
+    """A recorder that wrote [q1, r1, q2] to view ""; then another process deleted the session and wrote it
+    again as long as before: [x1, x2] in view "", ``helper_says`` in view "helper"."""
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        other.delete("s")
+        other.append("s", [user("x1"), assistant("x2")])
+        other.append("s", [user(helper_says)], view="helper")
+    assert store.head("s") == 3  # the precondition: the head this recorder last wrote
+    return recorder
+
+
 def test_a_removal_by_a_number_of_another_view_after_the_session_was_written_again_is_refused(
     store: FileStore, tmp_path: Path
 ) -> None:
     """Another process deleted the session and wrote it again as long as before, one message in another
     view. A removal by that message's number in this view is refused (the view has no message there), names
     the session and how to list its messages, and writes nothing."""
-    recorder = Recorder(store)
-    recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
-    with FileStore(tmp_path / "sessions", fsync=False) as other:
-        other.delete("s")
-        other.append("s", [user("x1"), assistant("x2")])
-        other.append("s", [user("y1")], view="helper")
-    assert store.head("s") == 3  # the precondition: the head this recorder last wrote
+    recorder = _written_again_as_long(store, tmp_path, helper_says="y1")
     before = store.read_records("s")
     with pytest.raises(StoreError, match=r"session 's' view '' has no message at sequence number\(s\) \[3\]"):
         recorder.remove("s", [3])
@@ -336,13 +343,7 @@ def test_a_removal_from_a_list_after_the_session_was_written_again_with_another_
     """Another process deleted the session and wrote it again as long as before, one message in another
     view. The caller drops its last reply: nothing of the new session is removed, the caller's conversation
     is written to this view, and the other view keeps its message."""
-    recorder = Recorder(store)
-    recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
-    with FileStore(tmp_path / "sessions", fsync=False) as other:
-        other.delete("s")
-        other.append("s", [user("x1"), assistant("x2")])
-        other.append("s", [user("q1")], view="helper")
-    assert store.head("s") == 3  # the precondition: the head this recorder last wrote
+    recorder = _written_again_as_long(store, tmp_path, helper_says="q1")
     recorder.record("s", [user("q1"), assistant("r1")])
     assert texts(store) == ["x1", "x2", "q1", "r1"]
     assert texts(store, view="helper") == ["q1"]
