@@ -71,7 +71,41 @@ def changed(scope: str) -> bool:
         text=True,
         check=False,
     )
-    return diff.returncode != 0 or bool(diff.stdout.strip())
+    if diff.returncode != 0:
+        return True
+    mutated = set(watched[: len(config["only_mutate"])])
+    return any(path not in mutated or not same_code(commit, path) for path in diff.stdout.split())
+
+
+def same_code(commit: str, path: str) -> bool:
+    """Whether ``path`` in the checkout differs from ``commit``'s only in docstrings, comments and layout:
+    mutmut mutates neither, and a mutant's name counts the mutants of its function, so a report stays true."""
+
+    then = subprocess.run(["git", "-C", str(REPO), "show", f"{commit}:{path}"], capture_output=True, text=True, check=False)
+    if then.returncode != 0 or not (REPO / path).is_file():
+        return False
+    try:
+        return _code_of(then.stdout) == _code_of((REPO / path).read_text(encoding="utf-8"))
+    except SyntaxError:
+        return False
+
+
+def _code_of(source: str) -> str:
+    """The module's syntax tree without docstrings (line numbers and comments are not in a dump)."""
+    import ast
+
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
 
 
 def config_at(pyproject_text: str, scope: str) -> dict[str, object] | None:

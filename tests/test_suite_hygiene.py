@@ -206,6 +206,22 @@ def test_make_mutate_changed_reruns_a_scope_for_the_core_defaults_that_reach_it_
     assert scopes.effective(scopes.config_at(own_test, "ids")) != now
 
 
+def test_make_mutate_changed_ignores_an_edit_of_docstrings_and_comments_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """mutmut mutates no docstring or comment, and names a mutant by its function and its count there: a file
+    whose code is unchanged leaves its scopes' reports true; any change of code (a string, a default) does not."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(CONFTEST.parents[1] / "benchmarks"))
+    scopes = importlib.import_module("mutation_scopes")
+    source = '"""Module."""\n\nclass A:\n    """A."""\n\n    def f(self, x=1):\n        """F."""\n        return "y"  # why\n'
+    reworded = source.replace('"""Module."""', '"""Module, said at length.\n\nMore."""').replace("# why", "")
+    assert scopes._code_of(reworded) == scopes._code_of(source)
+    assert scopes._code_of(source.replace('"""F."""\n', "")) == scopes._code_of(source)
+    assert scopes._code_of(source.replace('"y"', '"z"')) != scopes._code_of(source)
+    assert scopes._code_of(source.replace("x=1", "x=2")) != scopes._code_of(source)
+    assert scopes._code_of(source.replace('"""A."""', "B = 1")) != scopes._code_of(source)
+
+
 def test_mutation_scopes_reach_at_least_the_share_of_the_product_they_reached_when_it_was_measured(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
