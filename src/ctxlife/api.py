@@ -324,9 +324,10 @@ async def arecord_reply(
 
 
 def _settings_key(config: str | os.PathLike[str] | Settings | None) -> tuple[Any, ...]:
-    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("CTXLIFE_")))
     if isinstance(config, Settings):
-        return ("settings", id(config))
+        return ("settings", id(config))  # built already: the environment no longer changes it
+    # os.environ decodes each item it yields: keys first, values only of ctxlife's (every call reads this)
+    env = tuple(sorted((k, os.environ[k]) for k in os.environ if k.startswith("CTXLIFE_")))
     if config is not None and not isinstance(config, (str, os.PathLike)):
         raise ConfigError(
             f"config= takes a path to a TOML file or a ctxlife.Settings, got {type(config).__name__}; "
