@@ -81,7 +81,9 @@ def same_code(commit: str, path: str) -> bool:
     """Whether ``path`` in the checkout differs from ``commit``'s only in docstrings, comments and layout:
     mutmut mutates neither, and a mutant's name counts the mutants of its function, so a report stays true."""
 
-    then = subprocess.run(["git", "-C", str(REPO), "show", f"{commit}:{path}"], capture_output=True, text=True, check=False)
+    then = subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{commit}:{path}"], capture_output=True, text=True, check=False
+    )
     if then.returncode != 0 or not (REPO / path).is_file():
         return False
     try:

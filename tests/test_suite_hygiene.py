@@ -213,7 +213,8 @@ def test_make_mutate_changed_ignores_an_edit_of_docstrings_and_comments_only(mon
 
     monkeypatch.syspath_prepend(str(CONFTEST.parents[1] / "benchmarks"))
     scopes = importlib.import_module("mutation_scopes")
-    source = '"""Module."""\n\nclass A:\n    """A."""\n\n    def f(self, x=1):\n        """F."""\n        return "y"  # why\n'
+    source = '"""Module."""\n\nclass A:\n    """A."""\n\n'
+    source += '    def f(self, x=1):\n        """F."""\n        return "y"  # why\n'
     reworded = source.replace('"""Module."""', '"""Module, said at length.\n\nMore."""').replace("# why", "")
     assert scopes._code_of(reworded) == scopes._code_of(source)
     assert scopes._code_of(source.replace('"""F."""\n', "")) == scopes._code_of(source)
