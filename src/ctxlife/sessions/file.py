@@ -79,7 +79,7 @@ _MARK_KEY_FILE = ".ctxlife_mark_key"  # SessionStore.mark_key; no session id sta
 
 
 class FileStore(SessionStore):
-    """Sessions as files in one folder (see the module docstring for the layout and guarantees).
+    """Sessions as files in one folder (the layout and guarantees: docs/sessions.md, "The file store").
 
     Args:
         directory: the session folder; created (``0700``) on the first write.
@@ -705,7 +705,7 @@ class FileStore(SessionStore):
     def lock(self, session_id: str, ttl_seconds: float = 30.0, timeout: float | None = 10.0) -> Iterator[None]:
         """Exclusive ``filelock.FileLock`` on ``{SESSION_ID}.lock``; released by the kernel if the holder dies.
 
-        ``ttl_seconds`` is not needed here (see the module docstring) and only validated.
+        ``ttl_seconds`` is not needed here (the kernel releases a dead holder's ``flock``) and only validated.
         """
         import filelock  # lazy: slow to import, and only a writer takes the lock
 

@@ -68,7 +68,7 @@ def _key(*parts: str) -> int:
 
 
 class PostgresStore(SessionStore):
-    """Sessions in a PostgreSQL database (see the module docstring for the schema and guarantees).
+    """Sessions in a PostgreSQL database (the schema and guarantees: docs/sessions.md, "PostgreSQL").
 
     Args:
         url: a ``postgres://`` or ``postgresql://`` URL (with the options above).
@@ -653,7 +653,7 @@ class PostgresStore(SessionStore):
     @contextlib.contextmanager
     def lock(self, session_id: str, ttl_seconds: float = 30.0, timeout: float | None = 10.0) -> Iterator[None]:
         """A transaction-scoped advisory lock on one pooled connection, ended by the server after
-        ``ttl_seconds`` idle (see the module docstring)."""
+        ``ttl_seconds`` idle (docs/sessions.md, "PostgreSQL")."""
         validate_session_id(session_id)
         check_lock_args(ttl_seconds, timeout)
         key = _key("lock", self.schema, session_id)

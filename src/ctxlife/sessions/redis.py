@@ -85,7 +85,7 @@ def _glob_escape(text: str) -> str:
 
 
 class RedisStore(SessionStore):
-    """Sessions in Redis (see the module docstring for keys and guarantees).
+    """Sessions in Redis (keys and guarantees: docs/sessions.md, "Redis").
 
     Args:
         url: a ``redis://`` or ``rediss://`` URL (may carry ``prefix`` and ``ttl`` options).

@@ -118,12 +118,12 @@ _UNREAD: Any = object()  # _decode: the row's JSON is still to be read
 
 
 class SQLiteStore(SessionStore):
-    """Sessions in one SQLite database file (see the module docstring).
+    """Sessions in one SQLite database file (docs/sessions.md, "SQLite").
 
     Args:
         path: the database file; created with its folders on the first write.
         busy_timeout: seconds to wait for another connection's write lock.
-        synchronous: ``"FULL"`` or ``"NORMAL"`` (see the module docstring).
+        synchronous: ``"FULL"`` or ``"NORMAL"`` (docs/sessions.md, "SQLite").
         ttl: seconds of idle life per session (None: keep forever).
     """
 
