@@ -1,21 +1,8 @@
 """ctxlife: manage an LLM agent's context over its whole lifecycle.
 
-Quick start::
-
-    import ctxlife
-    crew = ctxlife.wrap(crew, "ctxlife.toml")      # CrewAI (pip install 'ctxlife[crewai]'): all six nodes
-    report = ctxlife.manage(messages, context_window=8000)   # any framework: a plain list
-    ctxlife.record_reply(reply, session_id="u42")   # ... and its reply, with sessions
-    report = await ctxlife.amanage(messages, context_window=8000)   # the same, in an asyncio app
-    host = ctxlife.Host(ctxlife.load_settings("ctxlife.toml"))   # every node, from your own loop
-    session = ctxlife.Session("u42", "ctxlife.toml")   # a conversation that outlives the process
-
-LangChain v1 / LangGraph: ``ctxlife.integrations.langchain.CtxlifeMiddleware``
-(``pip install 'ctxlife[langchain]'``). The OpenAI Agents SDK's ``Runner.run(session=...)``:
-``ctxlife.integrations.openai_agents.AgentsSession`` (``pip install 'ctxlife[agents]'``).
-
-Write a strategy: subclass :class:`Strategy`, decorate hook methods with
-:data:`hookimpl`, and register it under the ``ctxlife.strategies`` entry point.
+``wrap(crew)`` (CrewAI), ``manage(messages)`` / ``amanage`` (any framework), ``Session`` (a conversation
+that outlives the process), ``Host`` (every node from your own loop), the LangChain middleware and the
+Agents SDK session: README.md and docs/integrations.md; writing a strategy: docs/writing-a-strategy.md.
 
 Heavy modules (pydantic, the config loader, tiktoken, CrewAI) are imported on first
 use of the name that needs them, so ``import ctxlife`` stays fast.

@@ -1,22 +1,8 @@
 """Configuration: a TOML file, ``[tool.ctxlife]`` in pyproject.toml, and ``CTXLIFE_*`` variables.
 
-Shape::
-
-    strategies = ["truncate_last_n"]   # active strategies, called in this order
-    threshold = 0.4                    # share of the context window that counts as "too full"
-    # context_window = 8000            # override the model's window
-    # agent_model = "gpt-4o"           # picks the tokenizer when the framework does not say
-
-    [truncate_last_n]                  # options of one strategy live under its own name
-    rounds = 2
-
-    [model]                            # the model ctxlife calls (summaries), shared by every strategy
-    name = "gpt-4o-mini"               # that calls one (llm_summary, task_scope's "llm" summarizer)
-
-Precedence, highest first: environment (``CTXLIFE_THRESHOLD=0.5``,
-``CTXLIFE_TRUNCATE_LAST_N__ROUNDS=3``, ``CTXLIFE_MODEL__NAME=gpt-4o-mini``), the file, built-in defaults. Everything is
-validated at load: an unknown strategy, option or type is a :class:`ConfigError`
-naming the file, the strategy, the key and the expected type.
+Every setting, the file's shape and the precedence (environment, then the file, then the defaults):
+docs/configuration.md. Everything is validated at load: an unknown strategy, option or type is a
+:class:`ConfigError` naming the file, the strategy, the key and the expected type.
 """
 
 from __future__ import annotations

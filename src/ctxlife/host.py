@@ -56,32 +56,13 @@ from ctxlife.tokens import REPLY_PRIMING_TOKENS, TokenCounter
 class Host:
     """Dispatches the six lifecycle nodes to the strategies a config selects.
 
-    Use it directly to drive every node from any framework or your own loop (adapters
-    do exactly this): one method per node, each taking the node's context object and
-    editing it in place, each with an ``a``-prefixed async twin that runs the dispatch
-    in a worker thread so an LLM summary never blocks the event loop.
-
-    ========================  =============================  ================================
-    node                      method                         what it edits
-    ========================  =============================  ================================
-    1 bootstrap               :meth:`bootstrap_text`,         the system prompt (once per agent
-                              :meth:`apply_bootstrap`          and session)
-    2 before each model call  :meth:`before_llm_call`         the message list
-    3 before a tool call      :meth:`before_tool_call`        ``ctx.tool_input``; a ``ctx.result``
-                                                             set here answers without the tool
-    4 after a tool returns    :meth:`after_tool_call`         ``ctx.result`` (what the model sees)
-    5 task start              :meth:`task_start`              ``ctx.context_text``
-    6 task end                :meth:`task_end`                ``ctx.output`` (and snapshots)
-    ========================  =============================  ================================
-
-    :meth:`provided_tools` lists the tools strategies offer (register them with your
-    framework), :meth:`start_run` marks a new run (a kickoff, an agent invocation).
-
-    Which value wins, highest first (the same everywhere in ctxlife): an explicit
-    argument to this constructor, then the environment (``CTXLIFE_*``), then the config
-    file, then what the framework reports for a call (the per-call ``context_window=``
-    and ``model=`` keywords of the node methods, which adapters fill from the
-    framework's model object).
+    Use it directly to drive every node from any framework or your own loop (adapters do exactly
+    this): one method per node (:meth:`bootstrap_text`/:meth:`apply_bootstrap`,
+    :meth:`before_llm_call`, :meth:`before_tool_call`, :meth:`after_tool_call`, :meth:`task_start`,
+    :meth:`task_end`), each editing the node's context in place, each with an ``a``-prefixed async
+    twin that runs the dispatch in a worker thread. What each node edits, and an example:
+    docs/integrations.md, "Every node from your own loop"; which value wins (an argument here, the
+    environment, the file, what the framework reports for a call): docs/configuration.md.
 
     Args:
         settings: the resolved settings (see :func:`ctxlife.load_settings`); they hold

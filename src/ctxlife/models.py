@@ -1,20 +1,17 @@
 """Models for summaries: bring your own (a function, an OpenAI-compatible endpoint, the framework's model).
 
-Every route ends as one ``complete(messages, max_tokens) -> str`` callable (:data:`Complete`) that
-a strategy calls (``llm_summary`` from its summary thread, ``task_scope``'s ``"llm"`` summarizer):
+Every route ends as one ``complete(messages, max_tokens) -> str`` callable (:data:`Complete`) that a
+strategy calls (``llm_summary`` from its summary thread, ``task_scope``'s ``"llm"`` summarizer). The
+routes a user picks (``summary_model=``, the ``[model]`` table): docs/strategies/llm_summary.md,
+"Summarizers", and docs/integrations.md, "Bring your own summary model". Here:
 
-* :func:`as_completion` adapts what a caller hands to ``Host``, ``manage``, ``Session``, ``wrap`` or
-  the LangChain middleware as ``summary_model=``: a function ``(messages, max_tokens)`` returning
-  text (sync or ``async``), a LangChain chat model (``invoke``) or a CrewAI LLM (``call``).
-* :func:`openai_completion` calls an OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp's server,
-  Ollama, LM Studio, ...) through the official ``openai`` client (``pip install 'ctxlife[openai]'``).
-* :func:`model_api` says which route the config's ``[model]`` table takes
-  (:class:`ctxlife.strategy.ModelSettings`, one table shared by every strategy that calls a model):
-  the openai client when ``base_url`` is set (or crewai is not installed), else ``crewai.LLM``
-  (built by the strategy through ``ctxlife.completion_for_model``: only an adapter imports crewai);
-  :func:`configured_completion` builds the openai one.
-* :func:`model_route_problem` says why the ``[model]`` route cannot work (for ``ctxlife check``);
-  with ``connect`` it calls the endpoint once to prove it answers.
+* :func:`as_completion` adapts a ``summary_model=`` (a function, sync or ``async``; a LangChain chat
+  model's ``invoke``; a CrewAI LLM's ``call``); :func:`openai_completion` calls an OpenAI-compatible
+  endpoint through the official ``openai`` client.
+* :func:`model_api` says which route the ``[model]`` table takes (the openai client when ``base_url``
+  is set or crewai is not installed, else ``crewai.LLM``, built by the strategy through
+  ``ctxlife.completion_for_model``: only an adapter imports crewai); :func:`configured_completion`
+  builds the openai one; :func:`model_route_problem` says why it cannot work (``ctxlife check``).
 * :func:`preload_client` starts importing the openai client in a background thread when a strategy
   that will call it is built (the import takes seconds: never on the first compaction's clock).
 

@@ -1,15 +1,8 @@
 """Finding installed strategies, and the plugin manager a host registers them with.
 
-Every strategy, first-party or third-party, is found the same way: an entry
-point in the ``ctxlife.strategies`` group whose name is the strategy's name and
-whose value is its :class:`~ctxlife.Strategy` subclass::
-
-    [project.entry-points."ctxlife.strategies"]
-    redact = "ctxlife_redact:Redact"
-
-Installed is not active: a strategy runs only when a config names it. Two
-packages offering one name fail only the configs that use it (see
-:mod:`ctxlife.registry`).
+Every strategy, first-party or third-party, is an entry point in the ``ctxlife.strategies`` group
+(docs/writing-a-strategy.md); installed is not active, and two packages offering one name fail only
+the configs that use it (:mod:`ctxlife.registry`).
 """
 
 from __future__ import annotations

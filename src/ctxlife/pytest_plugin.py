@@ -1,16 +1,8 @@
 """Pytest fixtures for strategy authors, loaded automatically where ctxlife is installed
 (through the ``pytest11`` entry point; disable with ``-p no:ctxlife``).
 
-Fixtures:
-
-* ``make_host`` — ``make_host(strategies=[...], options={name: {...}}, context_window=8000,
-  plugins=(), **settings)`` builds a fresh :class:`ctxlife.Host` (its own plugin manager)
-  with validated settings; hosts are closed after the test.
-* ``install_strategy`` — ``install_strategy(MyStrategy)`` makes a strategy class findable
-  by name in configs for this test only (as if its package were installed).
-* ``hook_recorder`` — a :class:`ctxlife.testing.HookRecorder` to pass in ``plugins=``.
-* ``scripted_llm`` — the factory :func:`ctxlife.testing.scripted_llm` (an offline CrewAI
-  LLM that replies from a script and records what it receives).
+The fixtures (``make_host``, ``install_strategy``, ``hook_recorder``, ``scripted_llm``) and how to use
+them: docs/writing-a-strategy.md.
 """
 
 from __future__ import annotations

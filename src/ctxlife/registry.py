@@ -1,14 +1,10 @@
 """One registry type for every kind of plugin: strategies, summarizers, session stores.
 
-Each kind is a :class:`Registry` over one entry-point group. ctxlife's own plugins are entry points
-of the ``ctxlife`` distribution, found exactly like a third party's. Entry points are read once (and
-again when a name is not found, so a package installed since is seen) and a plugin is imported only
-when it is used, so listing what is installed stays fast.
-
-One rule for clashes: when two installed packages offer the same name, nothing fails until that
-name is used; then the error names both packages. Listings show every offer and mark the clash.
-Registering a name at run time (:meth:`Registry.register`) that is already taken is refused unless
-``replace=True``; :meth:`Registry.registered` does it for the length of a block (tests).
+Each kind is a :class:`Registry` over one entry-point group; the kinds, and the rule for two packages
+offering one name: docs/architecture.md, "Extension points". Entry points are read once (and again
+when a name is not found, so a package installed since is seen) and a plugin is imported only when
+it is used. Registering a name at run time (:meth:`Registry.register`) that is already taken is
+refused unless ``replace=True``; :meth:`Registry.registered` does it for the length of a block (tests).
 
 Why not one pluggy plugin manager with register-hooks (as simonw/llm does)? Asking every plugin
 what it registers means importing them all, and ctxlife promises that installed is not active: a

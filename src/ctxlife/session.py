@@ -1,26 +1,7 @@
 """``ctxlife.Session`` and ``ctxlife.AsyncSession``: a conversation that outlives the process, for any loop.
 
-A session keeps one conversation in the host's store (the top-level ``store`` setting): its raw
-history (every message, exactly once) and a snapshot of the working context (after compaction).
-The API follows the ecosystem's convention (the OpenAI Agents SDK's ``Session`` protocol:
-``get_items``, ``add_items``, ``pop_item``, ``clear_session``) and adds the two calls a loop of
-your own needs around each model call::
-
-    import ctxlife
-
-    with ctxlife.Session("u42", config="ctxlife.toml", system="You are a clerk.") as session:
-        messages = session.prepare({"role": "user", "content": "Where is order 17?"})
-        reply = call_your_model(messages)           # restored context + the new turn, managed
-        session.record_reply(reply)                 # the reply is history too (also the last one)
-
-After a restart, ``Session("u42", ...)`` gives back the same conversation: ``prepare`` sends the
-snapshot, the records after it and the new turn. :class:`AsyncSession` has the same methods as
-coroutines (its ``get_items``/``add_items``/``pop_item``/``clear_session`` have the Agents SDK's
-signatures, so it can be handed to code that expects that protocol).
-
-One session holds several *views* (lanes): each agent or task of a crew records and restores its
-own. ``Session(id, view="researcher")`` reads and writes one view; ``clear()`` removes the whole
-session (every view).
+The API (the Agents SDK's ``Session`` protocol plus ``prepare``/``record_reply`` around each model
+call), views, and an example: docs/sessions.md, "The Session API (any loop, no framework)".
 """
 
 from __future__ import annotations

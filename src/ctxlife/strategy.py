@@ -192,31 +192,12 @@ class ToolSpec:
 class Strategy(Generic[OptionsT]):
     """A context-management strategy: a plugin with a name, options and hooks.
 
-    Subclass it, set ``name`` (the one name used everywhere: entry point, TOML
-    table, module, this attribute), declare its ``Options`` (the config table is
-    validated against them) and implement any of the six hooks as methods
-    decorated with :data:`ctxlife.hookimpl`::
-
-        class Shout(ctxlife.Strategy):
-            name = "shout"
-
-            class Options(ctxlife.Options):
-                suffix: str = "!"
-
-            options: Options  # types self.options for mypy and pyright
-
-            @ctxlife.hookimpl
-            def ctxlife_after_tool_call(self, ctx: ctxlife.ToolCallContext) -> None:
-                ctx.result = (ctx.result or "").upper() + self.options.suffix
-
-    Equivalently, with the options class defined first, pass it as the type
-    argument: ``class Shout(ctxlife.Strategy[ShoutOptions])`` (it then becomes
-    ``Shout.Options``). Without either, ``self.options`` is typed ``Any``.
-
-    One instance is created per wrapped crew (or :func:`ctxlife.manage` host):
-    do expensive set-up in ``__init__(self, options=None, settings=None)`` after
-    ``super().__init__(options, settings)``, keep hooks cheap. Per-session data
-    belongs in ``ctx.state``.
+    Subclass it, set ``name`` (the one name used everywhere: entry point, TOML table, module, this
+    attribute), declare its ``Options`` (the config table is validated against them; ``options:
+    Options`` or ``Strategy[MyOptions]`` types ``self.options``) and implement any of the six hooks
+    as methods decorated with :data:`ctxlife.hookimpl`. One instance is created per wrapped crew (or
+    :func:`ctxlife.manage` host): expensive set-up goes in ``__init__``, per-session data in
+    ``ctx.state``. A whole example, and why: docs/writing-a-strategy.md.
     """
 
     name: ClassVar[str] = ""

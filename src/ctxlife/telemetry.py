@@ -1,26 +1,8 @@
 """OpenTelemetry spans for every node dispatch and every strategy call (the ``ctxlife[otel]`` extra).
 
-With ``opentelemetry-api`` installed (``pip install 'ctxlife[otel]'``), each :class:`ctxlife.Host`
-emits, through the global tracer provider your application configures:
-
-* one span per node dispatch, ``ctxlife.<node>`` (``ctxlife.before_llm_call``, ...), a child of
-  whatever span is current (your agent's step), with the session as ``gen_ai.conversation.id``,
-  the agent as ``gen_ai.agent.name``, the model as ``gen_ai.request.model`` (OpenTelemetry's GenAI
-  semantic conventions) and ctxlife's own figures: ``ctxlife.tokens.before`` and
-  ``ctxlife.tokens.after`` (the context before and after the strategies), ``ctxlife.context_window``,
-  ``ctxlife.threshold_tokens``, ``ctxlife.strategies.acted`` and ``ctxlife.strategies.failed``;
-* inside it, one span per strategy, ``ctxlife.strategy <name>``, current while the strategy runs
-  (so a summarizer's own model call nests under it), with ``ctxlife.actions`` and, when the
-  strategy did them, ``ctxlife.evicted_messages`` (a compaction or truncation),
-  ``ctxlife.summary_tokens``, ``ctxlife.summarizer.name``, ``ctxlife.summarizer.latency_ms``,
-  ``ctxlife.recalled_passages`` and ``ctxlife.recalled_tokens``; a strategy rolled back has
-  status ERROR and ``error.type`` (its exception's type, or ``invalid_sequence``). Each recorded
-  action is also a span event ``ctxlife.action``.
-
-Span attributes carry counts and names only, never message text (as ctxlife's structlog events,
-which stay as they are). Without OpenTelemetry installed, :func:`host_tracer` returns None and the
-host does no tracing work at all; with it installed but no SDK configured, spans are OpenTelemetry's
-non-recording no-ops.
+The spans, their attributes and events: docs/inspecting.md, "OpenTelemetry". Without OpenTelemetry
+installed, :func:`host_tracer` returns None and the host does no tracing work at all; with it
+installed but no SDK configured, spans are OpenTelemetry's non-recording no-ops.
 """
 
 from __future__ import annotations

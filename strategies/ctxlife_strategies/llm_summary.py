@@ -1,30 +1,7 @@
 """``llm_summary``: compact the middle of the conversation into a running summary.
 
-When the context passes ``threshold`` × window before a model call, the span between the
-system messages and the last ``keep_rounds`` rounds is replaced by one summary message
-("History summary: ...") placed right after the system messages, bringing the context down
-to about ``target`` × window, or lower when the recent calls grew fast: the next ``headroom_calls``
-calls (each sized as the 75th percentile of the last 8 calls' growth) must fit under the threshold,
-as far as the latest unit allows (hysteresis: a compaction buys room). The next compaction
-folds the previous summary and the newly evicted messages into a new one (a running summary,
-never nested). Ids, codes, amounts,
-dates, emails, URLs and paths found in the evicted span are checked against the summary and
-the missing ones appended as a "Key facts" list; that ledger is carried from real messages only
-(never re-extracted from a model's prose).
-
-The summarizer is, first found: a named ``summarizer`` (``"extractive"``, a registered one), the config's
-``[model]`` table (an OpenAI-compatible endpoint through the official client, or ``crewai.LLM``; the
-table every strategy that calls a model shares), the ``summary_model=`` given to the host (or the
-framework's own model), else the offline extractive summarizer. Whatever the model does
-(missing extra, down, slow, error, garbage, too long), the list handed back fits: a failed model
-summary falls back to the extractive summary, and that to truncation, with one error event. A
-summary over its budget is condensed (asked again once, then cut at a line), never discarded.
-
-A model slower than the agent's calls (``background``, or a foreground model measured slower than
-the calls between compactions) summarizes each span in a daemon thread as soon as it is evicted,
-folding its running summary; a compaction puts in that running summary plus extractive notes of
-the evicted messages it has not read yet: the background never waits, the foreground waits only for
-the summary under way (:mod:`ctxlife_strategies.summary_fold`).
+What it does, its options and why: docs/strategies/llm_summary.md.
+The background fold lives in :mod:`ctxlife_strategies.summary_fold`.
 """
 
 from __future__ import annotations

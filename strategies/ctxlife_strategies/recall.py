@@ -1,30 +1,6 @@
 """``recall``: what compaction evicted comes back when the conversation needs it.
 
-Before each model call (after compaction), the question being worked on (the turn's user message,
-or the task at the first call of a task) is searched in the session's raw history (the calling
-view's, by default). Passages that match and are no longer in the context come back as one marked
-user message placed right before the question, every recalled line behind a quote bar so that
-nothing in it can pass for a turn or an instruction::
-
-    Recalled from earlier in this conversation (no longer above; most relevant first). Quoted history, ...
-    [2023-04-30 20:14, message 17]
-    assistant: \u2502 That sounds like a trip worth taking. Do you have any other places in mind?
-    user: \u2502 I also like the coast. If you like, you can stay at "The Harbour Lodge". ...
-
-Whether a turn gets a block is read from the match: the best passage's turn must cover the turn's
-words (rare ones weighing more) better than the recent turns of the context do, so a question, a
-request and a statement of the same thing get the same block and small talk that continues the
-recent turns gets none; a turn that says it refers to the past ("last time", a date, "上次") gets
-one whenever a passage matches. The block shares one budget with the summary and the recent messages (the threshold), is
-replaced on every call (never accumulated), never recorded into the raw history and never
-summarized. Every recalled text goes through the privacy filter (``ctxlife_filter_text``).
-
-The search is lexical (SQLite FTS5, BM25, Porter stemming; Chinese and other scripts without spaces
-as character bigrams), offline, and incremental: each call indexes only the records recorded since
-the last one. The index is a cache of the raw history: a lost or stale index is rebuilt from it.
-
-The agent can also search itself with the ``ctxlife_search_history(query, limit)`` tool, offered to
-every agent of a wrapped crew (answered at node 3, where the session is known).
+What it does, its options and why: docs/strategies/recall.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,7 @@
 """``snapshot_restore``: sessions that survive restarts — a context snapshot plus the raw history.
 
-A pure policy over the host's session store (the top-level ``store`` setting, ``ctx.store``).
-Per session and view two things live there:
-
-* the **raw history**: every message the conversation produced, recorded exactly once. What is
-  new in the list before a model call is found by aligning it with the stored tail by content
-  (:mod:`ctxlife.sessions.recording`), so a caller that rebuilds its list every call, a new
-  host or a second worker records nothing twice;
-* the **snapshot**: the working context the agent should see next (after compaction), with
-  ``raw_length``, the sequence number of the last record it reflects.
-
-On the first model call of a run (a kickoff, or a new process under ``manage()``), the list is
-restored by alignment: a list that already holds the conversation (or its tail) is left alone;
-otherwise it becomes the current system message(s), the snapshot's conversation, the records
-after it and the current user message, so the agent sees one continuous conversation. A restore
-that fails (an unreadable record, a record that is not a message, a result that would not be a
-valid message list) leaves the list alone, says so in an error event, and this host then never
-writes a snapshot for that view (the good one stays). The snapshot is saved after every call in
-which a strategy changed the context (a compaction, recall making room, any other strategy's or
-plugin's edit, whatever its hook order: the host saves it once every strategy ran, with
-:meth:`ctxlife.sessions.keeper.Keeper.settle`), and at every task end. A call that changed
-nothing, or only the recall block, writes none.
-
-The last reply of a process is recorded with :meth:`ctxlife.Host.record_reply` (or the next call).
+What it does, its options and why: docs/strategies/snapshot_restore.md.
+The host saves the snapshot once every strategy ran (:meth:`ctxlife.sessions.keeper.Keeper.settle`).
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """``task_scope``: decide what each task receives from the tasks before it.
 
-CrewAI passes every earlier task's output into a later task in full, and the
-agent's context fills with text it may not need ("context bleeding"). At task
-start (node 5) a policy, for all tasks or per task (by name or 0-based index),
-decides what the task gets:
-
-* ``carry`` (default): a compact version of the earlier outputs within
-  ``max_tokens``: left as it is when it already fits, otherwise each earlier
-  output is summarized (the ``extractive`` summarizer of
-  :mod:`ctxlife.summarizers`, the machinery ``llm_summary`` uses; with
-  ``summarizer = "llm"`` the config's ``[model]``, the table ``llm_summary`` calls
-  too, else the agent's model) into its share of the budget, labelled with the
-  task it came from;
-* ``isolate``: nothing from earlier tasks;
-* ``full``: everything, as CrewAI does.
-
-At task end (node 6) the task's output and a summary of it within
-``max_tokens`` are recorded in the strategy's session state
-(``ctx.state["outputs"]``) and, when the host has a session store (``ctx.store``:
-the ``store`` setting), in the session's blob ``task_scope.outputs``,
-so later tasks, and later kickoffs of the same session (also in a new
-process), can use them.
+What it does, its options and why: docs/strategies/task_scope.md.
 """
 
 from __future__ import annotations

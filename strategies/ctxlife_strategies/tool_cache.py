@@ -1,19 +1,6 @@
 """``tool_cache``: answer a repeated identical tool call from the session's cache.
 
-Before a tool runs (node 3), the call's key (the tool's name and its arguments
-as canonical JSON, keys sorted) is looked up in the session's cache. On a hit
-the tool does not run: the model sees the earlier result, headed by
-``[cached result from call N]`` (N counts the session's tool calls from 1).
-After a tool runs (node 4), its result is stored under the key.
-
-Only tools named in ``tools`` are cached: caching is safe for read-only,
-deterministic tools (a lookup, a search), never for tools with side effects
-(booking, sending, writing). With ``tools`` empty nothing is cached.
-
-Results that look like a failure (a framework error message, ``Error: ...``)
-are not stored, so a transient failure is retried next time. The cache is per
-session, in memory, bounded to :data:`MAX_ENTRIES` (least recently used evicted),
-and entries expire after ``ttl_seconds`` if set.
+What it does, its options and why: docs/strategies/tool_cache.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """``tool_output``: cap what the model sees of a tool result; keep the full result recallable.
 
-One tool call can flood the context (a scraped page, a database dump). After a
-tool returns (node 4), a result over the cap is replaced by a shortened version
-that fits ``max_tokens`` (or ``max_share`` of the context window):
-
-* **JSON** (an object or an array) keeps its structure: every key of the
-  outer levels is kept, long arrays are cut to their first items followed by
-  a ``"... N more items"`` element, long strings are cut in the middle
-  (``"abc…[1234 chars cut]…xyz"``). The cut is searched so that the result is
-  as large as fits.
-* **Text** keeps a head and a tail, with a marker in between saying how many
-  tokens (and which characters) were elided.
-
-The full result is kept, named by a hash of its content (``to_`` + 16 hex
-digits): as a blob of the session in the host's session store (``ctx.store``: the
-``store`` setting) when there is one, else as an owner-only file under ``store_dir``.
-The marker tells the agent how to get it back with the ``ctxlife_recall`` tool,
-which this strategy offers to every agent of a wrapped crew:
-``ctxlife_recall(ref, start, query)`` returns the stored text from character
-``start`` on, or the passages matching ``query``, one page at a time, each page
-within the same cap. The call is answered at node 3 (before the tool runs),
-where the session is known; the tool's own function is the fallback.
+What it does, its options and why: docs/strategies/tool_output.md.
 """
 
 from __future__ import annotations

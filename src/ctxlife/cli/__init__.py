@@ -1,13 +1,4 @@
-"""The ``ctxlife`` command.
-
-    ctxlife strategies [--json]       installed strategies: name, hooks, package, version
-    ctxlife check CONFIG              validate a config (every error at once; calls a configured model once)
-    ctxlife replay FILE --config CFG  dry-run a recorded conversation through a config
-    ctxlife replay --session ID       the same for a stored session (on a copy), recall included
-    ctxlife report ID -o FILE         a self-contained HTML report of a stored session, call by call
-    ctxlife session list|show|export|rm   inspect stored sessions
-    ctxlife store migrate URL         bring a store's schema to this version (a deploy step)
-    ctxlife demo [--config] [--model] a real CrewAI crew on a scripted offline LLM, managed by ctxlife
+"""The ``ctxlife`` command: every command and option is in docs/cli.md (generated from this parser).
 
 One package holds every command's argparse and printing: this module (the parser, ``strategies``,
 ``check``), :mod:`~ctxlife.cli.replay`, :mod:`~ctxlife.cli.report`, :mod:`~ctxlife.cli.session`

@@ -1,16 +1,8 @@
 """``ctxlife demo``: a multi-turn CrewAI assistant session managed by ctxlife, offline by default.
 
-An assistant like the seed notes' XiaoPaw (a work assistant for a product manager) answers
-twelve user messages, one ``kickoff()`` each, reading files from a sandbox folder with real
-tools. The model is scripted and offline unless ``--model`` names a real one. The session is
-wrapped with ``configs/demo.toml``: bootstrap (profile and working rules), tool_output (caps
-big files; the agent reads the rest back with ``ctxlife_recall``), llm_summary (compacts at the
-40% line), snapshot_restore (the session survives a restart) and recall (when the user asks about
-something compaction evicted, the passages come back from the raw history).
-
-After turn 8 the demo simulates a restart: turns 9-12 run in a new process, with a new crew,
-which restores the session and carries on. At the end: a summary table (calls, tokens sent
-with and without ctxlife, compactions) and a PNG chart of context tokens per call.
+What it shows (twelve turns of a XiaoPaw-like work assistant, a restart in a new process after turn
+8, the summary table and chart): README.md; its config: ``configs/demo.toml``. The model is scripted
+and offline unless ``--model`` names a real one.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """``ctxlife session search ID QUERY``: search a session's whole raw history from the command line.
 
-The same search the ``recall`` strategy and the ``ctxlife_search_history`` tool use: BM25 over the
-session's raw history (words stemmed, Chinese and other scripts without spaces as bigrams), best
-passages first, each with when it was said, its position and who said it. The index is the one kept
-beside a file or SQLite store (built or brought up to date first); for other stores it is built in
-memory for the command.
-
-Every text printed goes through the privacy filter of the config's strategies (the
-``ctxlife_filter_text`` hook, ``where="search"``): what a redaction strategy removes is not shown to
-operators either.
+The same search the ``recall`` strategy and the ``ctxlife_search_history`` tool use
+(docs/strategies/recall.md); for a store with no index beside it, the index is built in memory for
+the command. Every text printed goes through the privacy filter (the ``ctxlife_filter_text`` hook,
+``where="search"``): what a redaction strategy removes is not shown to operators either.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """The ``ctxlife session`` command (list, show, export, erase, rm, search) and ``ctxlife store``.
 
-Every subcommand takes ``--store URL`` and ``--config FILE`` (before or after the subcommand:
-``ctxlife session --config c.toml list`` and ``ctxlife session list --config c.toml`` are the same);
-without ``--store`` the ``default_store_url`` given by the caller (the config's ``store``) is used, and
-failing that :data:`ctxlife.sessions.DEFAULT_STORE_URL`. No subcommand but ``rm`` and ``erase`` writes: ``list``,
-``show``, ``export`` and ``search`` never create a folder or a database (``list`` does delete sessions
-that outlived the store's ``?ttl=``, as any listing does).
-
-What ``show``, ``export`` and ``search`` print goes through the config's privacy filter (the
-``ctxlife_filter_text`` hook, :class:`Shown`): a redaction strategy's secrets reach no terminal.
-
-Exit codes: ``0`` done, ``1`` no such session, ``2`` bad input, a config that is missing or invalid,
-or a store error (message on stderr): a script can take ``1``, and only ``1``, as "already gone".
-
-A session ``ID`` is the id as the application passed it (a LangGraph thread id such as
-``slack:C01:17.5``, an e-mail address): it is mapped with :func:`ctxlife.sessions.session_key`, and
-``list`` shows ids, not keys. A store key as seen in a file name (``_-alice_40example_2Ecom``) works
-too when no session has that string as its id.
-
-The stores load when a command opens one, and ``rich``'s tables when a command prints one.
+Options, exit codes and session ids: docs/sessions.md, "The ``ctxlife session`` command" (every option:
+docs/cli.md); the privacy filter on what ``show``, ``export`` and ``search`` print (the
+``ctxlife_filter_text`` hook, :class:`Shown`): docs/security.md. Without ``--store`` the
+``default_store_url`` given by the caller (the config's ``store``) is used, and failing that
+:data:`ctxlife.sessions.DEFAULT_STORE_URL`. Exit code ``1`` means "no such session" and nothing else,
+so a script can take it as "already gone". The stores load when a command opens one, and ``rich``'s
+tables when a command prints one.
 """
 
 from __future__ import annotations

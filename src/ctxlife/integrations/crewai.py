@@ -1,31 +1,10 @@
 """The CrewAI adapter: the only module of ctxlife that knows CrewAI.
 
-``wrap(crew)`` binds a :class:`~ctxlife.host.Host` to one crew. Each kickoff of
-that crew (``kickoff``, ``kickoff_async``, ``akickoff``, ``kickoff_for_each`` and
-their async variants) runs inside ``crewai.hooks.dispatch.scoped_hooks()`` with
-ctxlife's handlers registered for that scope only, so other crews in the same
-process, in other threads or running concurrently, are never touched.
-
-CrewAI point          -> ctxlife node
-(wrap time)           -> ctxlife_bootstrap (once per agent; applied to the system message)
-EXECUTION_START       -> a new run begins (first model call of the run is flagged)
-PRE_STEP (task)       -> ctxlife_task_start
-PRE_MODEL_CALL        -> ctxlife_before_llm_call (the executor's live message list)
-POST_MODEL_CALL       -> the model's reply is recorded in the session (Host.record_reply)
-PRE_TOOL_CALL         -> ctxlife_before_tool_call (a result set here blocks the tool)
-POST_TOOL_CALL        -> ctxlife_after_tool_call
-POST_STEP (task)      -> ctxlife_task_end
-
-Many agents, one session: every context carries a *view* (``ctx.view``), the agent's role and the
-task's position in the crew (``view_id(role, "task0")``; work a manager delegates outside the crew's
-tasks: the role alone). Interleaved calls of a hierarchical crew, ``async_execution`` tasks and
-several threads are then recorded per view, each message once, and each agent gets its own context
-back on restore.
-
-A model call ctxlife makes itself (a summary, through :func:`own_model_call`) is not managed again,
-and CrewAI's terminal output for it stays quiet: ctxlife handles its failure (a fallback summary) and
-reports it as one event, so CrewAI's "LLM Error" panel and its providers' ``logging.error`` lines
-would only alarm. The agent's own calls print as CrewAI always does.
+``wrap(crew)`` binds a :class:`~ctxlife.host.Host` to one crew; each kickoff runs inside
+``crewai.hooks.dispatch.scoped_hooks()`` with ctxlife's handlers registered for that scope only. Which
+CrewAI point reaches which node: docs/concepts.md, "The six lifecycle nodes"; the kickoffs managed and
+ctxlife's own model calls kept quiet: docs/integrations.md, "CrewAI"; one view per agent and task
+(``view_id(role, "task0")``; delegated work: the role alone): docs/sessions.md, "Many agents, one session".
 """
 
 from __future__ import annotations

@@ -1,39 +1,9 @@
 """The LangChain v1 adapter: the only module of ctxlife that knows LangChain.
 
-:class:`CtxlifeMiddleware` is an ``AgentMiddleware`` for ``langchain.agents.create_agent``.
-One TOML policy runs unchanged on a LangChain agent, exactly as under ``ctxlife.wrap(crew)``::
-
-    from langchain.agents import create_agent
-    from ctxlife.integrations.langchain import CtxlifeMiddleware
-
-    agent = create_agent(model, tools, system_prompt="...", middleware=[CtxlifeMiddleware("ctxlife.toml")])
-    agent.invoke({"messages": [{"role": "user", "content": "..."}]}, {"configurable": {"thread_id": "u42"}})
-
-LangChain hook            -> ctxlife node
-before_agent              -> a new run begins; ctxlife_task_start
-wrap_model_call           -> ctxlife_bootstrap (into the system prompt) + ctxlife_before_llm_call
-                             on [system prompt, *state messages]; the model receives the result, and
-                             a change to the conversation (a compaction, a restore) is written back
-                             into the agent state (RemoveMessage(REMOVE_ALL_MESSAGES) + the managed
-                             list), so the next call starts from it and nothing is compacted twice
-wrap_tool_call            -> ctxlife_before_tool_call (a result set there answers without the tool)
-                             and ctxlife_after_tool_call (what the model sees of the result)
-after_agent               -> ctxlife_task_end (snapshots), with [system prompt, *state messages]:
-                             the shape of every model call's list, so the recorder sees the
-                             list the last call handed back plus the reply
-``middleware.tools``      -> the tools strategies offer (``host.provided_tools()``, e.g. the recall
-                             tool of ``tool_output``), registered by ``create_agent`` itself
-
-Compaction is not deletion: what the write-back drops from the state (a compaction's evictions)
-stays in the raw history; the user's own removal (a ``RemoveMessage`` through ``update_state``, a
-message dropped from the middle of the list a stateless app sends) is recorded as one.
-
-The session is the explicit ``session_id=`` argument, else the config's (or
-``CTXLIFE_SESSION_ID``), else the LangGraph ``thread_id`` of the call; any string works
-(``slack:C01:17.5``, ``alice@example.com``), mapped to a store key by
-:func:`ctxlife.sessions.session_key`. The async hooks run
-ctxlife's work in a worker thread: an LLM summary never blocks the event loop.
-Needs ``pip install 'ctxlife[langchain]'``.
+:class:`CtxlifeMiddleware` is an ``AgentMiddleware`` for ``langchain.agents.create_agent``: one TOML
+policy runs unchanged on a LangChain agent, exactly as under ``ctxlife.wrap(crew)``. Which LangChain
+hook reaches which node, the write-back (compaction is not deletion), the session id, the async hooks:
+docs/integrations.md, "LangChain v1". Needs ``pip install 'ctxlife[langchain]'``.
 """
 
 from __future__ import annotations

@@ -1,38 +1,14 @@
 """The OpenAI Agents SDK adapter: the only module of ctxlife that knows the ``agents`` package.
 
-:class:`AgentsSession` is a session for ``Runner.run(session=...)`` (the SDK's ``Session``
-protocol) whose conversation ctxlife manages: each model call's input passes the config's
-strategies (compaction, recall, ...) through the session's :meth:`~AgentsSession.input_filter`,
-installed as the run's ``call_model_input_filter``::
+:class:`AgentsSession` is a session for ``Runner.run(session=...)`` (the SDK's ``Session`` protocol)
+whose conversation ctxlife manages: each model call's input passes the config's strategies through
+:meth:`~AgentsSession.input_filter`, the run's ``call_model_input_filter``. What each SDK call does, and
+how Responses items become chat messages and back: docs/integrations.md, "The OpenAI Agents SDK".
 
-    from agents import Agent, Runner
-    from ctxlife.integrations.openai_agents import AgentsSession
-
-    session = AgentsSession("u42", "ctxlife.toml", context_window=8_000)
-    result = await Runner.run(agent, "Where is order 17?", session=session, run_config=session.run_config())
-
-SDK call                                 -> what ctxlife does
-``get_items()`` (a run starts)           -> the view's conversation: its snapshot (compacted) and the
-                                            records after it, as Responses items
-``add_items(items)`` (input, each turn)  -> records the items in the raw history, exactly once
-``call_model_input_filter`` (each call)  -> ``ctxlife.Session.messages``: the stored conversation plus
-                                            what the SDK has not saved yet, with the instructions as
-                                            the system prompt, through ``before_llm_call``; a
-                                            compaction is saved as the view's snapshot
-``pop_item()`` / ``clear_session()``     -> ``Session.pop`` (one item) / ``Session.clear``
-
-Responses items and chat messages
----------------------------------
-ctxlife manages OpenAI chat messages; the SDK speaks Responses items. :func:`to_messages`
-groups items into messages (a message item with text parts: its joined text; consecutive
-``function_call`` items, parallel calls, with the assistant text before them: one assistant
-message with ``tool_calls``; a ``function_call_output``: a tool message; ``reasoning`` and any
-other item type ride with the next message, else the previous one). Each message keeps its
-items under :data:`ITEMS_KEY`, so :func:`from_messages` gives back exactly what the SDK stored,
-unless ctxlife changed the message (a summary, a recall block, a capped tool result): then it is
-converted from its chat fields, and its reasoning, which described the old text, is dropped.
-A plain ``{"role", "content": str}`` item is already a chat message and is kept as it is.
-
+:func:`to_messages` keeps each message's items under :data:`ITEMS_KEY`, so :func:`from_messages` gives
+back exactly what the SDK stored, unless ctxlife changed the message: then it is converted from its
+chat fields, and its reasoning, which described the old text, is dropped. A plain
+``{"role", "content": str}`` item is already a chat message and is kept as it is.
 Needs ``pip install 'ctxlife[agents]'``.
 """
 

@@ -2,16 +2,9 @@
 
 ``scripted_llm(replies)`` builds a real ``crewai.llms.base_llm.BaseLLM`` subclass (on first use, so
 importing this module does not import CrewAI) that answers from ``replies`` and records every
-message list it receives in ``.calls``::
-
-    from ctxlife.integrations.scripted import react_action, react_final, scripted_llm
-
-    llm = scripted_llm([react_action("search", {"q": "x"}), react_final("done")])
-    agent = Agent(role="r", goal="g", backstory="b", llm=llm, tools=[...])
-
-CrewAI's telemetry, tracing and version check must be off before it is imported (no network):
-:func:`offline_environment` sets the variables. :mod:`ctxlife.testing` re-exports all of this for
-strategy authors.
+message list it receives in ``.calls`` (an example: docs/writing-a-strategy.md). CrewAI's telemetry,
+tracing and version check must be off before it is imported (no network): :func:`offline_environment`
+sets the variables. :mod:`ctxlife.testing` re-exports all of this for strategy authors.
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
 """The one message model of ctxlife: formats, units, rounds, pairing, validity, inserted messages.
 
-**Formats.** A message list is OpenAI chat (:data:`OPENAI`) or Anthropic Messages
-(:data:`ANTHROPIC`), one format per list; a list of plain text messages is valid in both and
-treated as OpenAI chat; anything else is refused by :func:`check_shape` naming the message index
-and the format it looks like. The rules of each format are in :mod:`ctxlife.messages.formats`.
-
-**Units and rounds.** An assistant message with tool calls together with the messages that
-answer it is ONE *unit*: strategies cut between units, never inside one. A *round* starts at
-each user turn (a user message that is not a carrier of tool results). ``system`` and
-``developer`` messages are pinned wherever ctxlife pins system messages.
-
-**Pairing.** Real traces reuse ids across turns and sometimes inside one message, or leave them
-out: a result whose id is missing, or names no unanswered call, goes to the first unanswered
-call (by position), so ids are only trusted within one turn (:func:`pair_tool_results`).
-
-**Messages ctxlife inserts** (summaries, recall blocks, a system message made for bootstrap
-text) are recognised by :func:`inserted_kind` / :func:`is_inserted`: ctxlife registers each one
-it writes (:func:`mark_inserted`), so a user or tool message with the same visible prefix is
-never taken for one; a restored snapshot re-registers its inserted messages from its meta
-(:func:`inserted_meta` / :func:`restore_inserted`). The bootstrap text is one marked section
-(:data:`BOOTSTRAP_START` ... :data:`BOOTSTRAP_END`) that a new rendering replaces.
+The formats, units and rounds, pairing and the messages ctxlife inserts: docs/concepts.md, "Message
+formats", "Units and rounds" and "Invariants". Pairing trusts ids only within one turn: real traces
+reuse ids across turns and sometimes inside one message, or leave them out, so a result whose id is
+missing or names no unanswered call goes to the first unanswered call (:func:`pair_tool_results`).
 
 Modules, lowest first (each imports only those before it):
 

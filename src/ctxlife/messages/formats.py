@@ -1,29 +1,9 @@
 """Message formats: the two ctxlife reads, telling them apart, refusing everything else, and roles.
 
-A message list is in one of two formats, and one list uses one:
-
-* **OpenAI chat** (:data:`OPENAI`): roles ``system``, ``developer``, ``user``, ``assistant``,
-  ``tool`` and the legacy ``function``; ``content`` a string, ``None`` or a list of parts
-  (``text``, ``image_url``, ``input_audio``, ``file``, ``refusal``). An assistant message's
-  ``tool_calls`` are answered by the run of ``tool`` messages right after it, paired by
-  ``tool_call_id`` in any order (parallel calls finish in any order); a legacy
-  ``function_call`` is answered by the ``function`` message right after it.
-* **Anthropic Messages** (:data:`ANTHROPIC`): roles ``user`` and ``assistant``; ``content`` a
-  string or a list of blocks (``text``, ``image``, ``document``, ``tool_use``, ``tool_result``,
-  ``thinking``, ``redacted_thinking``, ``search_result`` and the server-tool blocks). Every
-  ``tool_use`` block of an assistant message is answered by a ``tool_result`` block of the very
-  next (user) message. The system prompt is a separate request parameter: leading ``system``
-  messages stand for it (ctxlife counts and pins them; :func:`split_system` hands them back as
-  the ``system`` argument), and ctxlife never adds one to a list that has none (bootstrap text
-  then goes into the first user message, summaries are user messages).
-
-A list of plain ``{"role": ..., "content": "text"}`` messages is valid in both and treated as
-OpenAI chat. Anything else -- Amazon Bedrock Converse / Strands blocks (``toolUse``,
-``toolResult``), Google Gemini ``parts``, OpenAI Responses API items, LangChain message
-objects, unknown roles, content of another type, a tool call whose ``function`` is not an
-object -- is refused by :func:`check_shape` with :class:`~ctxlife.errors.InvalidMessagesError`
-naming the message index and the format it looks like. :class:`ShapeMemo` lets a host re-check
-a growing list at the cost of its new messages only.
+Roles, content, tool calls and what is pinned in OpenAI chat (:data:`OPENAI`) and Anthropic Messages
+(:data:`ANTHROPIC`), and what is refused: docs/concepts.md, "Message formats". :func:`check_shape`
+refuses with :class:`~ctxlife.errors.InvalidMessagesError` naming the message index and the format it
+looks like; :class:`ShapeMemo` lets a host re-check a growing list at the cost of its new messages only.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """History search: find what a session said earlier, even after compaction evicted it.
 
-The raw history of a session (every message, in the session store) is indexed as it grows, with
-SQLite FTS5 from the standard library: BM25 ranking, Porter stemming for words, character bigrams
-for Chinese and other scripts written without spaces. The ``recall`` strategy and the
-``ctxlife_search_history`` tool use it; so does ``ctxlife session search``.
-
-    from ctxlife.recall import HistorySearch
-
-    search = HistorySearch(store)                     # one per store; indexes live beside it
-    for passage in search.passages("u42", "which movie did you recommend?"):
-        print(passage.hit.seq, [r.text for r in passage.records])
+The raw history of a session is indexed as it grows (SQLite FTS5, BM25) and searched by the
+``recall`` strategy, the ``ctxlife_search_history`` tool and ``ctxlife session search``; how, and
+``HistorySearch(store).passages(session_id, query)`` from Python: docs/strategies/recall.md.
 """
 
 from ctxlife.messages import QUOTE_MARK, quote

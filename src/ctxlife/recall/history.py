@@ -5,12 +5,7 @@ adds the records recorded since the last call (by sequence number, so a call cos
 rebuilds an index that is missing or no longer matches the raw history, and turns search hits into
 *passages*: the matching message (whole, also where a chunk of it matched: the hit names the chunk)
 with its neighbours, minus what is already in view (:mod:`ctxlife.recall.block` renders them with
-their date, position and role).
-
-Where the index lives (``index_dir``): next to a local store by default (``file://DIR`` ->
-``DIR/recall_index/``, ``sqlite:///PATH`` -> ``PATH.recall_index/``), in memory for other stores
-(Redis: each worker keeps its own, rebuilt from the raw history on first use and kept fresh by
-sequence number), or wherever ``index_dir`` says (``"memory"`` for memory).
+their date, position and role). Where the index lives (``index_dir``): docs/strategies/recall.md.
 """
 
 from __future__ import annotations

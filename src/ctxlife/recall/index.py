@@ -1,25 +1,12 @@
 """The history index: SQLite FTS5 (standard library), BM25 ranking, incremental by sequence number.
 
-One index per session. Records are added as they are recorded (only those past :attr:`last_seq`),
-so a call never re-indexes the history; the index is a cache of the raw history and can always be
-rebuilt from it (:meth:`HistoryIndex.reset`, then add every record again). It follows the session's
-event log: a ``replace`` record swaps the text of its slot, a ``remove`` record drops it, so edited
-and deleted messages are never found again. It lives in a SQLite file
-(several processes may share it: WAL mode, and a record is indexed once whoever adds it first) or in
-memory.
-
-Storage: each record's text is stored once (``records``); the full-text table is contentless (its
-postings only). A record's documents are numbered ``seq + part * PART_STRIDE`` (``+ TOOL_DOC`` for a
-tool result's: a search weighs tool results without reading their records), so a whole message
-is found by its own sequence number and a chunk of a long one is cut again from the record's text
-(the chunking is deterministic for a given ``chunk_chars``, which the index keeps and is rebuilt
-when it changes). Records arriving together are written in one transaction with one statement per
-table (a first build of 100k messages takes seconds, not minutes); pages freed by deletions and by
-FTS5's segment merges are given back to the file system (incremental auto-vacuum).
-
-Tokenization: FTS5's ``unicode61`` tokenizer with Porter stemming for words; scripts without spaces
-are stored as character bigrams (:mod:`ctxlife.recall.text`), so Chinese is searchable without a
-segmenter.
+One index per session, a cache of the raw history that follows its event log (records past
+:attr:`last_seq` only; always rebuildable: :meth:`HistoryIndex.reset`); storage, tokenization and where
+it lives: docs/strategies/recall.md, "Part of the session" to "Where it lives". A record's documents
+are numbered ``seq + part * PART_STRIDE`` (``+ TOOL_DOC`` for a tool result's: a search weighs tool
+results without reading their records), so a whole message is found by its own sequence number and a
+chunk of a long one is cut again from the record's text (the chunking is deterministic for a given
+``chunk_chars``, which the index keeps and is rebuilt when it changes).
 """
 
 from __future__ import annotations

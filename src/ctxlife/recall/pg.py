@@ -1,31 +1,11 @@
 """History search in the database, for the postgres session store.
 
-With a ``postgres://`` store the recall index is not a file or a worker's memory: it is rows next
-to the raw history, written by the store in the same transaction as the records they index (an
-append, the event log's replace and remove, an erase), deleted with the session by the foreign
-keys' ``ON DELETE CASCADE`` (a delete, a TTL expiry). Every worker searches the same rows: no
-worker builds an index, a worker that never saw a session searches it on its first call, and a
-delete or erase on one worker is gone for every other at once.
-
-Tables (schema version 2, see :mod:`ctxlife.sessions.postgres`)::
-
-    ctxlife_recall(session_id, slot, role, recorded_at, md, view, calls, text, PK(session_id, slot))
-        one row per live slot: the message's searchable text (ctxlife.messages.text_of)
-    ctxlife_recall_docs(session_id, slot, part, view, len, terms tsvector, PK(session_id, slot, part))
-        one row per document (a message, or a chunk of a long one), GIN index on terms
-    ctxlife_sessions.recall_docs / recall_len   documents and their terms, per session (BM25's N and avgdl)
-
-Tokens are ctxlife's own (:func:`ctxlife.recall.text.index_text`: words, and character bigrams for
-Chinese and other scripts without spaces), case-folded and written as a ``tsvector`` literal with
-their positions: PostgreSQL's parser and dictionaries never see the text (its parser does not split
-Chinese, and its stemmers are per language). A search term matches as ctxlife's own ranking finds
-it (:func:`ctxlife.recall.text.term_pattern`): a bigram exactly, a word by its stem at a word start
-(a ``tsquery`` prefix). Every document also holds its session's lexeme (``§`` + the id; no token
-holds ``§``), so a search asks the GIN index (built with ``fastupdate = off``: no pending list to
-scan on each call) for the session's lexeme and any of its terms, and no other table or index is
-read to find the candidates. Postgres finds the candidates and scores them with ctxlife's BM25
-(k1 1.2, b 0.75, the idf of :meth:`PostgresIndex.term_weights`) in the same query; the strategy then
-ranks turns as it does for the SQLite index.
+The rows are written by the store in the transaction of the records they index and deleted with the
+session by the cascade; how they are tokenized, found and ranked: docs/sessions.md, "Recall in the
+database" (the tables: "PostgreSQL"). Tokens are ctxlife's own (:func:`ctxlife.recall.text.index_text`),
+written as a ``tsvector`` literal, because PostgreSQL's parser does not split Chinese and its stemmers
+are per language; a term matches as :func:`ctxlife.recall.text.term_pattern` finds it. The session's
+lexeme is ``§`` + the id: no token holds ``§``. The idf: :meth:`PostgresIndex.term_weights`.
 """
 
 from __future__ import annotations

@@ -1,28 +1,8 @@
 """Session stores: where ctxlife keeps each session's snapshot, raw history, blobs and lock.
 
-Open a store by URL::
-
-    from ctxlife.sessions import open_store
-
-    with open_store("file://workspace/sessions") as store:       # default, embedded
-        snap = store.load_snapshot("u42")
-
-Built-in schemes: ``file`` (:mod:`ctxlife.sessions.file`), ``sqlite``
-(:mod:`ctxlife.sessions.sqlite`), ``redis`` and ``rediss`` (:mod:`ctxlife.sessions.redis`),
-``postgres`` and ``postgresql`` (:mod:`ctxlife.sessions.postgres`). A third
-party adds a scheme with :func:`register_store_scheme`, or without any code in the host program
-through the ``ctxlife.session_stores`` entry-point group (entry point name = scheme, value = a
-factory ``f(url) -> SessionStore``, usually the store class's ``from_url``).
-
-Reading the raw history incrementally (for an index, a dashboard, an export)::
-
-    with open_store(url) as store:
-        seen = 0
-        for record in store.read_records("u42", after_seq=seen):   # RawRecord(seq, message, ...)
-            index(record.seq, record.view, record.message)
-            seen = record.seq
-
-Implementing a store: subclass :class:`SessionStore`; its docstrings are the contract.
+Opening a store by URL (:func:`open_store`), the built-in schemes and their options, reading the raw
+history incrementally, adding a scheme (:func:`register_store_scheme` or the ``ctxlife.session_stores``
+entry-point group): docs/sessions.md, "Stores" and "Writing a store".
 """
 
 from __future__ import annotations

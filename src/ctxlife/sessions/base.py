@@ -1,54 +1,9 @@
 """The session store interface (the contract every store implements) and helpers for store implementers.
 
-A *session* is identified by a session id (see :mod:`ctxlife.sessions.ids`). Inside a session,
-each agent (or task, or caller) has its own *view*: a lane of conversation named by a view id
-(``""`` is the default view). A session holds:
-
-* the **raw history**: every message ever produced, append-only, one :class:`~ctxlife.sessions.records.RawRecord` per
-  message. The store gives each record a **sequence number** (``seq`` = 1, 2, 3, ... per session,
-  assigned under the session's write lock, so two writers never get the same number and numbers
-  never have gaps), a **fingerprint** (:func:`~.records.fingerprint`: a hash of the message's canonical JSON,
-  its identity for alignment), the **view** it belongs to, and the time it was recorded;
-* one **snapshot** (:class:`~.snapshot.Snapshot`) per view: the working context that view's agent should see
-  next (after compaction), and ``raw_length``, the sequence number of the last record it reflects.
-  Restoring a view = its snapshot + its records after ``raw_length``.
-
-Plus the **call records** (:class:`~.records.CallRecord`: per model call, what it was sent, written by the host
-after every strategy ran; see :mod:`ctxlife.sessions.calls`), small per-session **blobs** (named
-texts, e.g. full tool outputs that were cut from the context) and a per-session **lock** (mutual
-exclusion between processes or machines, e.g. so two workers never compact the same session at once).
-
-The records and their stored form are :mod:`ctxlife.sessions.records`, the snapshot
-:mod:`ctxlife.sessions.snapshot`, the helpers for a store's URL :mod:`ctxlife.sessions.urls`.
-
-Writing a store
----------------
-Subclass :class:`SessionStore`, implement every abstract method, and register a factory for your URL
-scheme with :func:`ctxlife.sessions.register_store_scheme` (or the ``ctxlife.session_stores``
-entry-point group). The docstrings below are the contract. Rules shared by all methods:
-
-* Every method that takes a session id calls :func:`validate_session_id` on it *before* touching
-  storage, so an unsafe id raises :class:`~ctxlife.errors.SessionIdError` and never creates anything.
-  Views are validated the same way (:func:`~ctxlife.sessions.ids.validate_view`).
-* Opening a store creates nothing: folders, database files and tables appear on the first write.
-  Reading a session that does not exist returns empty results.
-* Storage failures raise :class:`~ctxlife.errors.StoreError` (or a subclass) naming the store and the
-  session; never leak a driver exception or a password.
-* Messages are JSON values (``dict`` with ``str`` keys, lists, str, int, float, bool, None); they must
-  round-trip exactly. Start :meth:`~SessionStore.append` with ``self._prepare_append(...)`` (the
-  arguments checked, the messages encoded by :func:`~ctxlife.sessions.records.prepare_messages`),
-  write them with :func:`~ctxlife.sessions.records.record_json` and decode with
-  :func:`~ctxlife.sessions.records.decode_record`, so every store writes the same bytes and reads
-  the same records.
-* :meth:`SessionStore.append_call` / :meth:`SessionStore.read_calls` (and ``_rewrite_calls``, for
-  :meth:`~SessionStore.erase`) have a default that keeps the call log in one blob (rewritten on
-  every call, O(calls)); override them to append in place, as the file, SQLite and Redis stores do.
-* :meth:`SessionStore.read_slots` has a default (it reads the records); override it when the store
-  can list ``(seq, fingerprint, op, target)`` without decoding messages, as the SQLite store does:
-  a recorder's first look at a long view then costs no message decoding and little memory.
-* Stores are safe to share between threads of one process. Log with
-  ``ctxlife.events.Logger("ctxlife.sessions")`` (structlog, routed as ctxlife routes its events): counts
-  and names only, never message contents.
+What a session holds (records, snapshots, call records, blobs, a lock): docs/sessions.md, "What a
+session holds"; the rules every store follows: "Writing a store" there. The records and their stored form
+are :mod:`ctxlife.sessions.records`, the snapshot :mod:`ctxlife.sessions.snapshot`, the helpers for a
+store's URL :mod:`ctxlife.sessions.urls`.
 """
 
 from __future__ import annotations

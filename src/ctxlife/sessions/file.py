@@ -1,61 +1,10 @@
 """The default, embedded session store: plain files in one folder.
 
-URL: ``file://workspace/sessions`` (a path relative to the current directory when the store is
-opened) or ``file:///abs/path``. Everything after ``file://`` is the path (percent-decoded), so there
-is no host part. Query options:
-
-* ``fsync=false`` skips the ``fsync`` after each raw append and call record (default ``true``: an
-  append is on disk when ``append`` returns; snapshots are always fsynced);
-* ``ttl=SECONDS`` or a duration (``ttl=30d``, ``12h``, ``90m``, ``2w``): a session nobody wrote to
-  for that long is gone (like the Redis store's ``ttl``): reads treat it as absent and the next
-  write or listing deletes its files.
-
-Layout of the folder (created on the first write, owner-only ``0700``; files ``0600``)::
-
-    {SESSION_ID}_raw.jsonl          the raw history: one record per line, append-only
-    {SESSION_ID}_ctx.json           the snapshot of the default view, replaced atomically
-    {SESSION_ID}_ctx@{VIEW}.json    the snapshot of another view
-    {SESSION_ID}_calls.jsonl        the call records (what each model call was sent), one per line
-    {SESSION_ID}_blobs/{KEY}        blobs, one file each, replaced atomically
-    {SESSION_ID}.lock               the lock file of :meth:`FileStore.lock`
-    .{SESSION_ID}_ctx*.json.*.tmp   temporary files of a snapshot write in progress (or a crash)
-    .ctxlife_mark_key               the store's secret for the marks on inserted messages (hex)
-
-A raw record is one line ``{"seq":N,"view":"...","at":T,"fp":"...","msg":{...}}``.
-
-Crash safety:
-
-* A snapshot is written to a temporary file in the same folder, fsynced, renamed over the old one
-  (``os.replace``, atomic on POSIX) and the folder is fsynced: readers see the old or the new
-  snapshot, never a partial one.
-* A batch of raw records is encoded first and written with one ``os.write`` on an ``O_APPEND``
-  descriptor while holding an exclusive ``fcntl.flock`` on the raw file itself (the raw file is its
-  own write lock: sequence numbers are assigned under it, so two writers never share one).
-  Readers take a shared ``flock``, so they never see an append in progress.
-* A process killed in the middle of a write can leave whole lines of its batch and one *torn* last
-  line (no trailing newline). Readers skip a torn or invalid last line with a
-  ``raw_torn_record_skipped`` warning. **Repair:** the next append, under the lock, cuts every
-  invalid line at the end of the file (torn, blank, not a record) back to the last valid record
-  before writing (logging ``raw_torn_record_repaired``), so new records never follow garbage. Those
-  bytes were never returned by a reader, so nothing readable is lost.
-* An unreadable line anywhere but at the end is corruption: strict reads raise :class:`StoreError`
-  naming the line; lenient reads (``strict=False``, used by recorders) skip it with an error event.
+URL options, the folder's layout, crash safety and repair, locks, limits: docs/sessions.md, "The file store".
 
 Incremental reads: the store remembers, per session, where the last record it read ends (checked
 against that record's bytes before use, so a file truncated and rewritten by another process is
 detected), so reading the records after a recent sequence number reads only the new bytes.
-
-Locks: :meth:`FileStore.lock` is a ``filelock.FileLock`` (an exclusive ``flock``) on
-``{SESSION_ID}.lock``. The kernel releases a ``flock`` when its holder dies (even by ``SIGKILL``),
-so a dead holder never blocks the session; ``ttl_seconds`` is accepted for interface compatibility
-but a *live* holder keeps the lock until it exits the ``with`` block. ``flock`` works between
-processes on one machine; on network file systems (NFS, SMB) its behaviour depends on the server:
-use the SQLite store for one machine or Redis for several.
-
-Session files are opened with ``O_NOFOLLOW``: a symlink planted in the folder is an error, never a
-way to read or write a file elsewhere.
-
-Limits: session ids differing only in case collide on case-insensitive file systems (macOS default).
 """
 
 from __future__ import annotations
@@ -130,7 +79,7 @@ _MARK_KEY_FILE = ".ctxlife_mark_key"  # SessionStore.mark_key; no session id sta
 
 
 class FileStore(SessionStore):
-    """Sessions as files in one folder (see the module docstring for the layout and guarantees).
+    """Sessions as files in one folder (the layout and guarantees: docs/sessions.md, "The file store").
 
     Args:
         directory: the session folder; created (``0700``) on the first write.
@@ -756,7 +705,7 @@ class FileStore(SessionStore):
     def lock(self, session_id: str, ttl_seconds: float = 30.0, timeout: float | None = 10.0) -> Iterator[None]:
         """Exclusive ``filelock.FileLock`` on ``{SESSION_ID}.lock``; released by the kernel if the holder dies.
 
-        ``ttl_seconds`` is not needed here (see the module docstring) and only validated.
+        ``ttl_seconds`` is not needed here (the kernel releases a dead holder's ``flock``) and only validated.
         """
         import filelock  # lazy: slow to import, and only a writer takes the lock
 

@@ -1,44 +1,17 @@
-"""Session id validation.
+"""Session id validation, and the map from any string to a store key (:func:`session_key`).
 
 Session ids become file names (file store), primary keys (SQLite) and key fragments (Redis), so every
 store validates them before touching storage. The rule is deliberately strict and the same for every
-store, so an id that works with one store works with all of them:
+store, so an id that works with one store works with all of them; its alphabet holds no path
+separator, NUL, control character, whitespace, ``:`` (the Redis key separator) or glob metacharacter.
+The rule, the key encoding, :class:`SessionKey` and the keys of the earlier version: docs/sessions.md,
+"What a session holds" and "Session ids from anywhere".
 
-* a non-empty ``str`` of at most :data:`MAX_SESSION_ID_LENGTH` characters,
-* only ASCII letters, digits, ``.``, ``_`` and ``-``,
-* no ``..`` anywhere and no leading ``.`` (no hidden files, no parent-directory tricks).
-
-With that alphabet an id can contain no path separator, no NUL or control character, no whitespace,
-no ``:`` (the Redis key separator) and no glob metacharacter.
-
-Ids that come from elsewhere (a LangGraph ``thread_id`` such as ``slack:C01:1700000000.1``, an e-mail
-address, an Agents SDK session id) go through :func:`session_key` first, which maps *any* non-empty
-string to a store key safely, reversibly and injectively (two different strings never share a key):
-
-* a valid id that does not start with :data:`KEY_PREFIX` (``"_-"``) is its own key, so existing
-  sessions keep their names;
-* any other string, *including every valid id that starts with* ``_-``, becomes ``_-`` followed by its
-  UTF-8 bytes, with letters, digits and ``-`` kept as they are and every other byte (``_`` too) written
-  as ``_`` and two upper-case hex digits: ``alice@example.com`` -> ``_-alice_40example_2Ecom``,
-  ``slack:C01`` -> ``_-slack_3AC01``, ``_-x`` -> ``_-_5F-x``. Plain keys never start with ``_-`` and
-  encoded keys always do, and the byte encoding is injective, so the map is injective for every str
-  (lone surrogates included: they are encoded with ``surrogatepass``);
-* a string whose key would be longer than :data:`MAX_SESSION_ID_LENGTH` is refused with a
-  :class:`~ctxlife.errors.SessionIdError` at the call (pass a shorter id, or a hash of it).
-
-No map can be both injective and idempotent on strings (a key that is its own key would share it with
-the id it encodes), so a string is always taken as an id: ``session_key("_-alice_40example_2Ecom")``
-is ``_-_5F-alice_5F40example_5F2Ecom``, not alice's key. Code that already holds a key says so with
-:class:`SessionKey` (what :func:`session_key` returns): a ``SessionKey`` is its own key.
-
-Migration: every key the earlier version wrote is still the key of the same id, except that an id
-that itself started with ``_-`` and read as an encoded key (``_-alice_40example_2Ecom``) used to be
-stored under that very key, i.e. in the session of the id it decodes to (``alice@example.com``).
-Such a key stays with the id it decodes to; the look-alike id now gets a key of its own. No store
-needs rewriting.
-
-:func:`original_session_id` turns a key back into the id it was made from (``ctxlife session list``
-shows that).
+Why the map is injective for every str: plain keys never start with :data:`KEY_PREFIX` (``"_-"``),
+encoded keys always do, and the byte encoding is injective (lone surrogates go through
+``surrogatepass``). No map can be both injective and idempotent on strings (a key that is its own key
+would share it with the id it encodes), so a string is always taken as an id, and code that already
+holds a key says so with :class:`SessionKey`.
 """
 
 from __future__ import annotations

@@ -1,37 +1,12 @@
 """The keeper: the one owner of a session's persistence in a process.
 
 Everything that writes a session goes through the :class:`Keeper` of its store (:func:`keeper_for`:
-one per store object and process): ``ctxlife.Session``, the host, the ``snapshot_restore``
-strategy and every adapter. It keeps three rules in one place:
-
-* **Explicit events where the caller knows them.** :meth:`Keeper.append` writes exactly the
-  messages it is given, as ``add`` records, with compare-and-append on the session's head: when
-  another writer appended first, the keeper reads what it wrote and appends again after it, never
-  rewriting another writer's record. A failed write is retried in place, then surfaced (the error
-  propagates); nothing is kept to be written later after messages that came after it. A write that
-  failed but landed is found when the caller retries the same messages: recorded once.
-  :meth:`Keeper.replace` and :meth:`Keeper.remove` write the caller's own edits.
-* **A list is diffed in one place only**, for callers that hand over nothing but their list
-  (``manage()`` on a list, CrewAI's live list): :meth:`Keeper.record_list`
-  (:mod:`ctxlife.sessions.recording`). Compaction is never a deletion: a message a strategy evicted
-  is not in the list the host handed back (:meth:`Keeper.leave`), so the caller's next list lacking
-  it removes nothing.
-* **A record of each call.** :meth:`Keeper.record_call` writes what a model call was sent: each
-  recorded message by its slot, what ctxlife inserted by its text, once
-  (:mod:`ctxlife.sessions.calls`); ``ctxlife session show --context``, ``replay --session`` and
-  ``ctxlife report`` show those records, and say when they simulate instead.
-* **One snapshot writer.** :meth:`Keeper.save_snapshot` writes a view's working context after a
-  compaction, with one quarantine rule for values that are not JSON, the fingerprint of the record
-  it ends at (a restore then tells a snapshot that is ahead of the raw history, and the raw history
-  wins), and nothing written twice for the same list. A failed write raises
-  :class:`~ctxlife.errors.StoreError` *after* the records were written: callers report it
-  (``Report.failures``) instead of failing the call, so a retry records nothing twice.
-  When to write is decided once the whole call is known: a strategy that keeps a view's snapshot
-  (``snapshot_restore``) :meth:`Keeper.track` s the list it recorded at the call's start, and the
-  host :meth:`Keeper.settle` s the list the call hands back after *every* strategy ran. Whatever
-  changed it (a compaction, recall making room, a third party's hook, in any order) is saved;
-  a call that changed nothing but the recall block writes nothing (:func:`changed`). A save
-  that was due and did not happen (the store failed) is due on the next call too.
+one per store object and process). Its rules (explicit events, compare-and-append, a list diffed in
+one place, a record of each call, one snapshot writer, the raw history wins): docs/sessions.md, "One
+keeper per store". Where each is done: a list's diff in :mod:`ctxlife.sessions.recording`
+(:meth:`Keeper.record_list`), call records in :mod:`ctxlife.sessions.calls`; a snapshot is saved once
+the whole call is known (:meth:`Keeper.track` at its start, :meth:`Keeper.settle` after every
+strategy), and a save that was due and did not happen (the store failed) is due on the next call too.
 
 Reading is :meth:`Keeper.restore`: the view's snapshot with the events after it applied
 (:mod:`ctxlife.sessions.restore`), brought up to date incrementally from the last read.

@@ -1,6 +1,6 @@
 """The PostgreSQL store's schema: the version this ctxlife writes, its tables, and the steps from older versions.
 
-:mod:`ctxlife.sessions.postgres` says what each table holds and how a database is migrated.
+What each table holds and how a database is migrated: docs/sessions.md, "PostgreSQL".
 """
 
 from __future__ import annotations

@@ -1,65 +1,8 @@
 """PostgreSQL session store: one database shared by a fleet of workers on any number of machines.
 
-URL: ``postgres://[user[:password]@]host[:port]/dbname[?options]`` (or ``postgresql://``). libpq's own
-query options (``sslmode``, ``application_name``, ``connect_timeout``, ...) pass through to psycopg
-unchanged; ctxlife's options are removed first:
-
-* ``schema`` -- the PostgreSQL schema that holds ctxlife's tables (default ``public``; lowercase
-  letters, digits and ``_``). Tables are always named with their schema, never through
-  ``search_path``, so the store works behind PgBouncer in transaction mode.
-* ``ttl`` -- seconds or a duration (``30d``, ``12h``): a session nobody wrote to for that long is
-  gone: reads treat it as absent, the next write starts it over, and a sweep (:meth:`PostgresStore.sweep`,
-  run by listings and at most every ``sweep_every`` seconds by writes) deletes it.
-* ``pool_min`` / ``pool_max`` -- connections the process keeps open / opens at most (default 1 / 10).
-* ``pool_idle`` -- seconds an unused connection above ``pool_min`` stays open (default 60: under
-  PgBouncer's ``server_idle_timeout`` and the usual cloud load balancers' idle cut-offs).
-* ``pool_lifetime`` -- seconds after which a connection is replaced (default 1800).
-* ``pool_timeout`` -- seconds a call waits for a free connection before failing (default 10).
-* ``pgbouncer`` -- ``true`` turns psycopg's server-side prepared statements off (needed behind a
-  PgBouncer older than 1.21 in transaction mode).
-
-One connection pool (``psycopg_pool.ConnectionPool``) per process and database: every store object
-opened on the same database (any ``schema``) shares it, and the last one closed closes it. A
-connection is checked when it is borrowed (one round trip, so a connection the server or a proxy
-dropped while idle is replaced, not handed out), and a pool is never shared across ``fork``.
-
-Schema version 1 (every table in ``schema``; each session's rows hang off its ``ctxlife_sessions`` row
-with ``ON DELETE CASCADE``, so deleting that row deletes everything of the session in one statement)::
-
-    ctxlife_schema_version(version PK, applied_at)       the migrations applied
-    ctxlife_sessions(session_id PK, head, touched_at)    head = last seq; touched_at = last write
-                                                         (the server's clock, epoch seconds)
-    ctxlife_raw(session_id FK, seq, view, fp, recorded_at, bad, tokens, token_encoding, json,
-                PK(session_id, seq))                     seq = 1, 2, 3, ... per session
-    ctxlife_snapshots(session_id FK, view, updated_at, json, PK(session_id, view))
-    ctxlife_blobs(session_id FK, key, data bytea, PK(session_id, key))
-
-Schema version 2 adds recall's rows (:mod:`ctxlife.recall.pg`), written in the transaction of the
-append or erase that changes them, deleted with the session by the cascade::
-
-    ctxlife_sessions.recall_docs, recall_len             documents and terms of the session (BM25)
-    ctxlife_recall(session_id FK, slot, role, recorded_at, md, view, calls, text, PK(session_id, slot))
-    ctxlife_recall_docs(session_id, slot, part, view, len, terms tsvector,
-                        PK(session_id, slot, part), FK(session_id, slot) -> ctxlife_recall)   GIN(terms)
-
-Messages are kept as the JSON text every store writes (``text``, not ``jsonb``: ``jsonb`` reorders keys
-and cannot hold ``\\u0000``, and messages must round-trip exactly); blobs as UTF-8 ``bytea`` (any
-``str``, NUL included).
-
-Every write to a session takes its ``ctxlife_sessions`` row with ``SELECT ... FOR UPDATE`` in one
-transaction: this is the session's write lock, under which an append reads the head, checks
-``if_head`` and numbers the batch, so sequence numbers are unique and gap-free across any number of
-workers. :meth:`PostgresStore.lock` is a transaction-scoped advisory lock
-(``pg_try_advisory_xact_lock``) held on one pooled connection for the ``with`` block: it dies with its
-holder's connection, and the holder's transaction is ended by the server after ``ttl_seconds`` idle
-(``idle_in_transaction_session_timeout``), which is how a stuck holder loses it.
-
-Migrations: opening a store never changes the schema. The first write creates the current version
-when the database has no ctxlife tables (version 1 and every later step, with no data to convert;
-under an advisory lock, so workers starting together create it once);
-a database at an older version is refused until ``ctxlife store migrate URL`` (:meth:`PostgresStore.migrate`)
-has run, and one at a newer version (written by a newer ctxlife) is refused with the versions named.
-``psycopg`` is imported only when this store is opened (``pip install 'ctxlife[postgres]'``).
+URL options, pools, schema, writes and locks, TTL sweep, migrations, PgBouncer: docs/sessions.md,
+"PostgreSQL". The URL and shared pools: :mod:`ctxlife.sessions.pg_connect`; the tables and migrations:
+:mod:`ctxlife.sessions.pg_schema`. ``psycopg`` is imported only when a store is opened.
 """
 
 from __future__ import annotations
@@ -125,7 +68,7 @@ def _key(*parts: str) -> int:
 
 
 class PostgresStore(SessionStore):
-    """Sessions in a PostgreSQL database (see the module docstring for the schema and guarantees).
+    """Sessions in a PostgreSQL database (the schema and guarantees: docs/sessions.md, "PostgreSQL").
 
     Args:
         url: a ``postgres://`` or ``postgresql://`` URL (with the options above).
@@ -710,7 +653,7 @@ class PostgresStore(SessionStore):
     @contextlib.contextmanager
     def lock(self, session_id: str, ttl_seconds: float = 30.0, timeout: float | None = 10.0) -> Iterator[None]:
         """A transaction-scoped advisory lock on one pooled connection, ended by the server after
-        ``ttl_seconds`` idle (see the module docstring)."""
+        ``ttl_seconds`` idle (docs/sessions.md, "PostgreSQL")."""
         validate_session_id(session_id)
         check_lock_args(ttl_seconds, timeout)
         key = _key("lock", self.schema, session_id)

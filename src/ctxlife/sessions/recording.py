@@ -1,18 +1,12 @@
 """Recording a caller's conversation into a session's raw history (an event log) exactly once.
 
-A caller hands ctxlife its message list before every model call. The recorder brings the view's
-raw history to that list: appended messages are ``add`` records, a message changed in place a
-``replace``, messages the caller dropped a ``remove`` (:mod:`ctxlife.sessions.records`). Only
-recordable messages count (not system prompts, not messages ctxlife inserted: :func:`~.views.recordable`),
-in their stored form (:func:`~.views.stored_form`: without ctxlife's bootstrap section), by
-:func:`~ctxlife.sessions.records.fingerprint`, never by object identity. So the same conversation
-passed twice, rebuilt from JSON on every call, or passed by a fresh host records nothing twice,
-while two equal messages at different places (two ``"ok"`` replies) stay two records.
-
-The parts: what the recorder keeps of a view (:mod:`ctxlife.sessions.views`), the events for a
-list judged against a mirror (:mod:`ctxlife.sessions.plans`), the alignment of a list no mirror
-relates to (:mod:`ctxlife.sessions.alignment`); this module holds :class:`Recorder`, which owns them.
-How mirrors and the diff work: :mod:`ctxlife.sessions.views`.
+What a caller's list is recorded as (``add``, ``replace``, ``remove``, nothing) and why, its limits:
+docs/sessions.md, "How a caller's list becomes records". Messages count by
+:func:`~ctxlife.sessions.records.fingerprint` of their stored form (:func:`~.views.stored_form`),
+never by object identity. The parts: what the recorder keeps of a view (:mod:`ctxlife.sessions.views`,
+which also says how mirrors and the diff work), the events for a list judged against a mirror
+(:mod:`ctxlife.sessions.plans`), the alignment of a list no mirror relates to
+(:mod:`ctxlife.sessions.alignment`); this module holds :class:`Recorder`, which owns them.
 
 Cost
 ----

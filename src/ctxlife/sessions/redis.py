@@ -1,36 +1,7 @@
 """Redis session store: for fleets of workers on several machines serving the same sessions.
 
-URL: ``redis://[[user]:password@]host:port/db`` or ``rediss://...`` (TLS). The URL goes to redis-py's
-``Redis.from_url`` unchanged (passwords, TLS and redis-py's own query options such as
-``socket_timeout`` pass through), except two ctxlife options which are removed from it first:
-
-* ``prefix`` -- key prefix (default ``ctxlife:``).
-* ``ttl`` -- seconds or a duration (``30d``, ``12h``; rounded up to whole seconds); when set, every
-  write to a session sets all its keys to expire ``ttl`` seconds later (so an idle session
-  disappears as a whole, never half of it).
-
-Keys, for a session id ``SID`` (session ids cannot contain ``:``, ``{`` or ``}``, so no key of one
-session can name another session's key or escape the prefix)::
-
-    ctxlife:{SID}:ctx     STRING  the default view's snapshot JSON, replaced with SET (atomic)
-    ctxlife:{SID}:views   HASH    view -> that view's snapshot JSON
-    ctxlife:{SID}:raw     LIST    one record per element: element i has sequence number i + 1
-    ctxlife:{SID}:blobs   HASH    blob key -> text
-    ctxlife:{SID}:calls   LIST    the call records (what each model call was sent): element i is call i + 1
-    ctxlife:{SID}:lock    STRING  the session lock (redis-py's ``Lock``: token, expiry, owner-only release)
-    ctxlife:mark_key      STRING  the store's secret for the marks on inserted messages (hex, SET NX)
-
-An append is one Lua script: it checks the list's length (the session's last sequence number)
-against the one the records were numbered from and pushes the batch only if it still holds, so
-sequence numbers are unique and gap-free across any number of writers.
-
-The braces are literal: they are a Redis Cluster *hash tag*, so all keys of one session live in one
-slot and the multi-key ``MULTI/EXEC`` below also works with a ``redis.cluster.RedisCluster`` client
-passed as ``client=``.
-
-Writes that touch several keys (a write plus the TTL refresh) run in one ``MULTI/EXEC`` or script. ``redis``
-(redis-py) is imported only when this store is opened. Durability is Redis's own: configure AOF or
-RDB persistence on the server if sessions must survive a Redis restart.
+URL options, keys (one Redis Cluster hash tag per session), the compare-and-append Lua script, TTL,
+durability: docs/sessions.md, "Redis". ``redis`` (redis-py) is imported only when a store is opened.
 """
 
 from __future__ import annotations
@@ -114,7 +85,7 @@ def _glob_escape(text: str) -> str:
 
 
 class RedisStore(SessionStore):
-    """Sessions in Redis (see the module docstring for keys and guarantees).
+    """Sessions in Redis (keys and guarantees: docs/sessions.md, "Redis").
 
     Args:
         url: a ``redis://`` or ``rediss://`` URL (may carry ``prefix`` and ``ttl`` options).

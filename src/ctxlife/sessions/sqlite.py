@@ -1,37 +1,7 @@
 """SQLite session store: one database file shared by several processes on one machine.
 
-URL: ``sqlite:///relative/path/sessions.db`` or ``sqlite:////abs/path/sessions.db`` (three slashes
-then the path, as in SQLAlchemy). Query options:
-
-* ``busy_timeout`` -- seconds a statement waits for another process's write lock (default ``30``).
-* ``synchronous`` -- ``FULL`` (default: a committed append survives a power cut) or ``NORMAL``
-  (faster; WAL still never corrupts, but the last commits may be lost on power loss, not on a
-  process crash). A call record (what a model call was sent) is always committed as ``NORMAL``:
-  with ``FULL`` it survives a power cut once the next append commits.
-* ``ttl`` -- seconds or a duration (``30d``, ``12h``): a session nobody wrote to for that long is
-  gone (like the Redis store's ``ttl``): reads treat it as absent and the next write or listing deletes it.
-
-Design: WAL journal mode (readers never block the writer), every write is one transaction
-(``BEGIN IMMEDIATE`` for read-modify-write such as appends, which is the session write lock under
-which sequence numbers are assigned), one connection per thread, reopened after ``fork``. The
-database file is created on the first write, never by opening the store or reading. Tables
-(prefixed ``ctxlife_`` so the file can be shared with other data)::
-
-    ctxlife_snapshots(session_id, view, updated_at, json, PK(session_id, view))
-    ctxlife_raw(session_id, seq, view, fp, recorded_at, bad, json, UNIQUE(session_id, seq))
-                                              seq = 1, 2, 3, ... per session; json = the message
-    ctxlife_sessions(session_id PK, touched_at)   last write, for ttl and listings
-    ctxlife_blobs(session_id, key, text, PK(session_id, key))
-    ctxlife_calls(session_id, n, view, json, PK(session_id, n))   one row per model call (call records)
-    ctxlife_locks(session_id PK, token, expires_at)               lock rows with expiry
-    ctxlife_meta(key PK, value)                                   schema_version, mark_key (hex)
-
-A database of schema 2 is upgraded in one transaction when first opened.
-
-A new database file (and folders it needs) is created owner-only (``0600`` / ``0700``); SQLite gives
-its ``-wal`` and ``-shm`` files the same mode. Locks expire by the wall clock (``time.time()``) of the
-processes sharing the file. Do not put the database on a network file system (SQLite's WAL needs
-shared memory on one machine); use the Redis store for several machines.
+URL options, design (WAL, one transaction per write, ``BEGIN IMMEDIATE`` as the session's write lock),
+tables, file modes, limits: docs/sessions.md, "SQLite".
 """
 
 from __future__ import annotations
@@ -148,12 +118,12 @@ _UNREAD: Any = object()  # _decode: the row's JSON is still to be read
 
 
 class SQLiteStore(SessionStore):
-    """Sessions in one SQLite database file (see the module docstring).
+    """Sessions in one SQLite database file (docs/sessions.md, "SQLite").
 
     Args:
         path: the database file; created with its folders on the first write.
         busy_timeout: seconds to wait for another connection's write lock.
-        synchronous: ``"FULL"`` or ``"NORMAL"`` (see the module docstring).
+        synchronous: ``"FULL"`` or ``"NORMAL"`` (docs/sessions.md, "SQLite").
         ttl: seconds of idle life per session (None: keep forever).
     """
 

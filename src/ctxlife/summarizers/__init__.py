@@ -1,33 +1,15 @@
 """Summarizers: turn an evicted span of messages into a short running summary.
 
-Shared by the ``llm_summary`` compaction strategy and by task-boundary
-strategies. Framework neutral, pure Python, no import-time side effects.
-
-* :class:`SummaryRequest` -- what to summarize: the evicted ``messages``, the
-  ``previous_summary`` (a *running* summary: it is folded together with the new
-  messages; old messages are never re-read, summaries are never nested), the
-  token budget and the ledger ``facts`` the summary should keep.
-* :class:`Summarizer` -- the protocol: ``summarize(request) -> str``.
-* :class:`ExtractiveSummarizer` (``"extractive"``) -- offline, no model.
-* :class:`LLMSummarizer` (``"llm"``) -- builds a prompt and calls a
-  ``complete(messages, max_tokens) -> str`` function supplied by the caller.
-* A registry: :func:`register_summarizer`, :func:`get_summarizer`,
-  :func:`available_summarizers`; third-party packages can also publish a factory
-  under the entry-point group ``ctxlife.summarizers`` (looked up lazily, only
-  when an unknown name is asked for)::
-
-      # pyproject.toml of a third-party package
-      [project.entry-points."ctxlife.summarizers"]
-      bullet = "my_pkg.summaries:BulletSummarizer"
-
-* :func:`render_messages` -- a readable transcript of a span, tool calls paired
-  with their results by position.
-
-Summarizers return the summary *body* only; the caller adds the
+Shared by the ``llm_summary`` compaction strategy and by task-boundary strategies; framework neutral,
+no import-time side effects. The summarizers a config picks and how a package adds one (the
+``ctxlife.summarizers`` entry-point group, looked up only when an unknown name is asked for):
+docs/strategies/llm_summary.md, "Summarizers". A summary is a *running* one: the
+``previous_summary`` is folded together with the new messages (old messages are never re-read,
+summaries never nested). Summarizers return the summary *body* only; the caller adds the
 ``History summary:`` marker (:data:`SUMMARY_PREFIX`) when it builds the message.
 
-Modules: :mod:`~ctxlife.summarizers.base` (request, protocol, errors),
-:mod:`~ctxlife.summarizers.rendering` (transcripts, compact JSON, token budgets),
+Modules: :mod:`~ctxlife.summarizers.base` (:class:`SummaryRequest`, the :class:`Summarizer`
+protocol, errors), :mod:`~ctxlife.summarizers.rendering` (transcripts, compact JSON, token budgets),
 :mod:`~ctxlife.summarizers.candidates` and :mod:`~ctxlife.summarizers.extractive` (the offline
 summarizer), :mod:`~ctxlife.summarizers.llm`, :mod:`~ctxlife.summarizers.registry`.
 """
