@@ -323,16 +323,8 @@ class Recall(ctxlife.Strategy):
     def _worth_a_block(self, need: str, passages: list[Passage], messages: list[dict[str, Any]], turn: int) -> bool:
         """Whether the passages bring what the turn is about and the context sent with it lacks.
 
-        Read from the match: ``coverage`` is the share of the weight of all the turn's words (rare
-        ones weigh more, words never said included) that the best passage's turn holds; ``recent``
-        the same share held by the best recent turn of the context (a message with its reply); the
-        gain is the difference. A turn that refers to the past (``need_for_past``: "last time", a
-        date, "上次") gets its block as it is: its words recur in the recent turns without its answer
-        (an agent asked about "the file you had open earlier" between other files' calls). Any other
-        turn needs ``min_gain``, a question also ``question_coverage`` of the words the history
-        holds, and a request or a statement ("Give me the date ...", "我在想……")
-        ``statement_coverage``: small talk that continues the recent turns, or shares a word or two
-        with an old one, gets no block.
+        The rule (``coverage`` of the best passage's turn against ``recent``, the past-referring turn, ``min_gain``,
+        ``question_coverage``, ``statement_coverage``): docs/strategies/recall.md, "What it does", "By the match".
         """
         if need == "past":
             return True  # an agent's "the file you had open earlier": its words recur without its answer
@@ -363,15 +355,9 @@ class Recall(ctxlife.Strategy):
         return bool(coverage / total >= self.options.statement_coverage)
 
     def _named_days(self, ctx: ctxlife.LLMCallContext, text: str, before: list[dict[str, Any]]) -> list[str]:
-        """The dates ("2023-04-28") of the past days the turn names: by place ("第3天", "the second day": the
-        session's third or second day with records, in the calling view with scope "view"), as "yesterday" /
-        "昨天" (the latest day with records before today), as "last Tuesday" / "上周二" (the latest such weekday
-        before today), or as "that day" / "那天" (the day the latest message of ``before`` that names one names:
-        a date or a place). Today itself is left out ("今天是第七天").
-
-        The session's days are read from the raw history only when the turn names a day by place or as
-        yesterday (or refers to such a message with "那天").
-        """
+        """The dates ("2023-04-28") of the past days the turn names: by place, as yesterday, as a weekday, as "that day"
+        (docs/strategies/recall.md, "Limits": what each means; today is left out). The session's days are read from
+        the raw history only when the turn names a day by place or as yesterday (or refers to such a message)."""
         places, weekdays, yesterday = day_ordinals(text), last_weekdays(text), names_yesterday(text)
         written: list[tuple[int, int]] = []
         if names_that_day(text):
@@ -571,13 +557,10 @@ def _coverage(passage: Passage) -> float:
 def _without_seams(asked: dict[str, float], held: dict[str, float], text: str) -> dict[str, float]:
     """``asked`` without the bigrams that only straddle two words the matches hold ("高技" in "提高技巧").
 
-    A bigram across a word boundary is rarely said, so it weighs as a rare new word and would make
-    any Chinese turn look mostly new. A bigram no match holds counts only when one of its characters
-    (not a function character) is in no bigram a match holds: then it is part of a word the history
-    lacks ("类型" when no match says it), which is what tells a new topic from the past's. Such
-    bigrams in a row ("乐类", "类型" in "音乐类型") are one new word, counted once. A character of a bigram the
-    question leaves out for its function character (吉 of 吉他, in ``text``, the turn) may be of a word the
-    history holds: it tells nothing new ("高吉" in "提高吉他技巧" is a seam).
+    A bigram across a word boundary is rarely said, so it would weigh as a rare new word and make any Chinese
+    turn look mostly new. Which bigrams still count (one holding a character no match holds; a run of them, once;
+    none beside a function character the question leaves out, "高吉" of "提高吉他技巧"): docs/strategies/recall.md,
+    "By the match".
     """
     covered = {c for term in held if NO_SPACE_RUN.fullmatch(term) for c in term} | CJK_FUNCTION_CHARS
     covered |= {
