@@ -18,49 +18,39 @@ _UNLIMITED = 10**9
 
 
 class ExtractiveSummarizer:
-    """Offline summarizer: keeps what carries the ledger's facts, the user's requests,
-    decisions, open questions and errors, and fits the budget exactly.
+    """Offline summarizer: keeps what carries the ledger's facts, the user's requests, decisions, open
+    questions and errors, and fits the budget exactly (what it keeps first, for users: docs/strategies/llm_summary.md,
+    "Summarizers").
 
     How it works:
 
-    1. The span is cut into candidate units: sentences of user and assistant
-       messages (a markdown list stays one unit with its heading), one line per
-       tool call, ``called NAME(args)``, with a short result riding along
-       (``-> Error: ...``) or fragments of a long one (JSON results are split along
-       their structure; fragments of a list element are labelled with its
-       id/code). Long free-text arguments (a ``think`` tool's thought) become
-       prose; a repeated call shows only the arguments that changed; a call
-       without a result shows ``-> (no result yet, call id ...)``. CrewAI ReAct
-       text (``Action:``/``Action Input:``/``Observation:``) is read as tool calls.
-    2. Each unit is worth a base value (requests and the first request most,
-       errors, decisions, questions of the last message, state-changing calls)
-       plus the weight of the ledger facts it adds: ids and codes weigh most, and
-       facts said in the conversation, passed as arguments or kept by the previous
-       summary weigh about three times more than facts only seen in tool output.
-    3. Up to ``fact_share`` of the budget is reserved for a ``Key facts:`` block
-       (only as much as the whole ledger needs). Sentences in which the user or
-       the assistant states a decision, a constraint or a preference ("we decided
-       to...", "let's go with...", "never...", "the deadline is...", "please
-       remember...", "就用...") or a person's name are put in first, within a
-       third of the rest: decisions before names, the previous summary's,
-       then the user's, then the assistant's, newest first. State-changing tool calls come next, newest
-       first; then units are picked greedily by value per
-       token; duplicates are skipped. The ledger facts the chosen units do not
-       carry go in the ``Key facts:`` block (most valuable first, see
-       :func:`ctxlife.facts.format_fact_list`), and budget still left is spent on
-       more units.
-    4. The previous summary is folded first: its lines compete in the same
-       selection and its facts (its own ``Key facts:`` block is parsed back) join
-       the ledger at full weight, so folding compresses it only when the budget
-       forces it and never nests one summary or fact block inside another.
+    1. The span is cut into candidate units (:mod:`ctxlife.summarizers.candidates`): sentences of user and
+       assistant messages (a markdown list stays one unit with its heading), one line per tool call,
+       ``called NAME(args)``, with a short result riding along (``-> Error: ...``) or fragments of a long one
+       (JSON results are split along their structure; fragments of a list element are labelled with its
+       id/code). Long free-text arguments (a ``think`` tool's thought) become prose; a repeated call shows only
+       the arguments that changed; a call without a result shows ``-> (no result yet, call id ...)``. CrewAI
+       ReAct text (``Action:``/``Action Input:``/``Observation:``) is read as tool calls.
+    2. Each unit is worth a base value (requests and the first request most, errors, decisions, questions of
+       the last message, state-changing calls) plus the weight of the ledger facts it adds: ids and codes weigh
+       most, and facts said in the conversation, passed as arguments or kept by the previous summary weigh
+       about three times more than facts only seen in tool output.
+    3. Up to ``fact_share`` of the budget is reserved for a ``Key facts:`` block (only as much as the whole
+       ledger needs). Stated decisions, constraints and names go in first, within a third of the rest
+       (:meth:`_Draft._pin_stated`), state-changing tool calls next, newest first; then units are picked
+       greedily by value per token (:meth:`_Draft._select`); duplicates are skipped. The ledger facts the
+       chosen units do not carry go in the ``Key facts:`` block (:func:`ctxlife.facts.format_fact_list`), and
+       budget still left is spent on more units.
+    4. The previous summary is folded first: its lines compete in the same selection and its facts (its own
+       ``Key facts:`` block is parsed back) join the ledger at full weight, so folding compresses it only when
+       the budget forces it and never nests one summary or fact block inside another.
 
-    Lines are rendered in chronological order (previous summary first). The
-    result is checked with ``count_tokens`` and never exceeds ``max_tokens``.
+    Lines are rendered in chronological order (previous summary first). The result is checked with
+    ``count_tokens`` and never exceeds ``max_tokens``.
 
-    Options: ``fact_list`` (append the ``Key facts:`` block, default on),
-    ``fact_share`` (its budget share, default 0.5), ``max_call_tokens`` (budget of
-    one ``called ...`` line, x1.5 for state-changing tools), ``fragment_tokens``
-    (size of tool-result fragments).
+    Options: ``fact_list`` (append the ``Key facts:`` block, default on), ``fact_share`` (its budget share,
+    default 0.5), ``max_call_tokens`` (budget of one ``called ...`` line, x1.5 for state-changing tools),
+    ``fragment_tokens`` (size of tool-result fragments).
     """
 
     name = "extractive"
