@@ -94,10 +94,8 @@ def _local_index_dir(store: Any) -> Path | None:
 
 
 def read_records(store: Any, session_id: str, after_seq: int) -> list[RawRecord]:
-    """The raw-history records of a session after ``after_seq`` (all of them with ``0``).
-
-    Uses the store's incremental reader (``read_records``, part of the store contract).
-    """
+    """The raw-history records of a session after ``after_seq`` (all of them with ``0``); a third-party
+    store's records are made :class:`RawRecord` s."""
     raws = store.read_records(session_id, after_seq=after_seq)
     if all(type(raw) is RawRecord for raw in raws):
         return list(raws)  # a ctxlife store's records: the index reads them as they are

@@ -69,10 +69,7 @@ def _check(value: object, what: str) -> str:
 
 
 def validate_session_id(sid: object) -> str:
-    """Return ``sid`` unchanged if it is a safe session id, else raise :class:`SessionIdError`.
-
-    The error message names the offending id, the rule it breaks and how to fix it.
-    """
+    """Return ``sid`` unchanged if it is a safe session id, else raise :class:`SessionIdError` (naming the fix)."""
     return _check(sid, "session id")
 
 

@@ -46,11 +46,8 @@ def parse_query(url: str, query: str, allowed: tuple[str, ...]) -> dict[str, str
 
 
 def parse_ttl(opts: dict[str, str], url: str) -> float | None:
-    """The ``ttl`` option of a store URL: seconds of idle life per session (None when absent).
-
-    Written as seconds (``ttl=3600``) or with a unit (``ttl=30d``, ``12h``, ``90m``, ``2w``; see
-    :func:`ctxlife.sessions.durations.parse_duration`).
-    """
+    """The ``ttl`` option of a store URL in seconds of idle life per session, None when absent (its forms:
+    :func:`ctxlife.sessions.durations.parse_duration`)."""
 
     raw = opts.get("ttl")
     if raw is None or raw == "":
