@@ -302,8 +302,7 @@ def did_you_mean(name: str, known: list[str]) -> str:
 class _StrategyEnvSource(PydanticBaseSettingsSource):
     """``CTXLIFE_<STRATEGY>__<OPTION>=value``: override one option of one strategy.
 
-    Values are parsed as JSON when they look like JSON (numbers, booleans, lists),
-    otherwise kept as strings; the strategy's Options model does the rest.
+    JSON when it looks like JSON (numbers, booleans, lists), else a string; the strategy's Options model does the rest.
     """
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover - unused

@@ -153,12 +153,7 @@ class Composition:
 
 
 def compose(messages: Sequence[Message], counter: TokenCounter) -> Composition:
-    """Label each message of ``messages`` (system, bootstrap, summary, recall, recent) with its tokens.
-
-    A summary and a recall block are recognised as ctxlife inserted them
-    (:func:`ctxlife.messages.inserted_kind`); the bootstrap section ctxlife puts into a system
-    prompt (or, without one, into the first user turn) is its own part.
-    """
+    """Label each message of ``messages`` with its part (docs/inspecting.md's part table) and its tokens."""
     parts: list[Part] = []
     for index, message in enumerate(messages):
         who = role(message) or "?"
@@ -248,13 +243,11 @@ def scratch_session(
 ) -> Iterator[SessionStore]:
     """A file store in a new temporary folder, holding a copy of ``session_id`` from ``source`` (if given).
 
-    Everything written while it is open (records, snapshots, blobs, the recall index) goes into the
-    temporary folder, removed on exit; the source store is only read. The copy's records carry the
-    time they are written; ``recorded_at`` gives them another (the original's), which is what a
-    recalled passage shows ("[2024-05-02 14:05, message 17]"). With a ``source`` and no
-    ``recorded_at``, each copied record keeps its original's time. The copy marks what ctxlife
-    inserts with the secret of ``marks_of`` (default: ``source``; read, never made there), so a
-    summary or recall block reads exactly as the original store's would.
+    Everything written while it is open (the recall index too) goes into the folder, removed on exit; the source
+    is only read. Records carry the time they are written there, or the one ``recorded_at`` gives (what a recalled
+    passage shows, "[2024-05-02 14:05, message 17]"); with a ``source`` and no ``recorded_at``, their original's.
+    The copy marks what ctxlife inserts with the secret of ``marks_of`` (default: ``source``; read, never made
+    there), so a summary or recall block reads exactly as the original store's would.
     """
     with tempfile.TemporaryDirectory(prefix="ctxlife-scratch-") as folder:
         times = recorded_at
@@ -478,13 +471,9 @@ def next_context(
 ) -> NextCall:
     """The exact list the next call of ``session_id`` (view ``view``) would send, labelled part by part.
 
-    Runs the real host path on a scratch copy of the session: :class:`ctxlife.Session` restores the
-    view (its snapshot and the records after it) and the config's strategies run on it, so a
-    compaction, a recall block or the bootstrap text show exactly as they would. ``ask`` is the next
-    user message (without it, the call is made on the stored conversation as it is). The original
-    store is only read: nothing is recorded or written there. Its texts have been through the
-    config's privacy filter (:class:`Shown`) unless ``filtered`` is False (a caller that filters
-    the result itself).
+    Runs the real host path (:class:`ctxlife.Session` restores the view, the config's strategies run) on a scratch
+    copy: the original store is only read. ``ask`` is the next user message. Texts go through the privacy filter
+    (:class:`Shown`) unless ``filtered`` is False (a caller that filters the result itself).
     """
     from ctxlife.session import Session  # lazy: the CLI builds its parser from this module; the host loads per command
 
@@ -579,10 +568,9 @@ def _details(action: dict[str, Any]) -> dict[str, Any]:
 class Shown:
     """The privacy filter (``ctxlife_filter_text``) over what an inspection or a command shows.
 
-    Every text a report, a replay, ``session show|export|search`` print comes from the store (or
-    from strategies that read it), so it goes through the config's text filters here (``where``:
-    ``"report"``, ``"show"``, ``"export"``, ``"search"``): a redaction strategy's secrets reach
-    no terminal, JSON or HTML file. Free when no strategy filters text.
+    Every text a report, a replay or ``session show|export|search`` prints comes from the store, so it goes
+    through the config's text filters here (``where``: ``"report"``, ``"show"``, ``"export"``, ``"search"``):
+    a redaction strategy's secrets reach no terminal, JSON or HTML file. Free when no strategy filters text.
     """
 
     def __init__(

@@ -428,19 +428,11 @@ def replay_session(
 
     A session with call records (:mod:`ctxlife.sessions.calls`) shows each call exactly as it was
     sent (:func:`recorded_replay`; ``ask`` adds one simulated call at the end). Without them, or with
-    ``simulate`` (a config tried on purpose), the session is replayed, and the result says so
-    (``source`` :data:`~ctxlife.inspection.SIMULATED`, ``note``):
-
-    The view's conversation as it stands (edits resolved) is fed to :class:`ctxlife.Session` on a
-    scratch file store in a temporary folder, the way an application's loop feeds it: before each
-    recorded assistant reply, the messages since the previous reply go to ``Session.messages``
-    (recorded there, restored, run through every configured strategy, ``recall`` included, which
-    searches the scratch copy's history as it grows), then the reply is recorded. Tool results pass
-    through the after-tool strategies first. ``ask`` adds one last call with that user message.
-    ``next_call`` adds the call the stored session itself would make next (restored from a copy of
-    its snapshot and records: :func:`ctxlife.inspection.next_context`). The original store is only read.
-    ``progress(done, total)`` is called after each recorded call read, or each message replayed
-    (``ctxlife report`` draws a progress bar with it on a terminal).
+    ``simulate`` (a config tried on purpose), the session is replayed on a scratch copy, and the result says
+    so (``source`` :data:`~ctxlife.inspection.SIMULATED`, ``note``): how the conversation is fed, docs/inspecting.md,
+    "Every call". ``next_call`` adds the call the stored session itself would make next
+    (:func:`ctxlife.inspection.next_context`). The original store is only read. ``progress(done, total)`` is called
+    after each recorded call read, or each message replayed (``ctxlife report``'s progress bar).
     """
     validate_session_id(session_id)
     validate_view(view)
@@ -596,13 +588,11 @@ def recorded_replay(
     model: str | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> SessionReplay | None:
-    """The view's calls exactly as recorded (their call records), or None when it has none.
+    """The view's calls exactly as recorded (one :class:`Frame` per call record), or None when it has none.
 
-    Per call: the list sent, labelled part by part, the tokens before and after the strategies, what
-    they did, the summary a compaction wrote at that call (a summary not in the previous call's list),
-    the conversation messages the previous call sent and this one does not (evicted), the recall
-    block and its passages. Nothing is run again: the window and model are the recorded ones unless
-    given. ``progress(done, total)`` is called after each call.
+    Nothing is run again: the window and model are the recorded ones unless given. A call's summary is one not
+    in the previous call's list; its evicted messages, those the previous call sent and this one does not.
+    ``progress(done, total)`` is called after each call.
     """
     calls = sent_calls(store, session_id, view)
     if not calls:

@@ -203,13 +203,8 @@ class TokenCounter:
         return n
 
     def count_message(self, message: dict[str, Any]) -> int:
-        """Tokens one message costs in a chat request, overhead included.
-
-        What is counted comes from the one message model (:func:`ctxlife.messages.countable`):
-        the role, the content's text (string, text parts, Anthropic text/tool blocks), the
-        name, every tool call's name and arguments, the ``tool_call_id``; images and files at
-        fixed estimates; never base64 data as text.
-        """
+        """Tokens one message costs in a chat request, overhead included (what is counted:
+        :func:`ctxlife.messages.countable`; never base64 data as text)."""
         texts, extra = countable(message)
         n = TOKENS_PER_MESSAGE + extra
         for text in texts:

@@ -47,12 +47,9 @@ _EXIT_OK, _EXIT_NOT_FOUND, _EXIT_ERROR = 0, 1, 2
 
 
 def add_session_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``session`` command (with ``list``, ``show``, ``export``, ``rm``) to ``subparsers``.
-
-    ``subparsers`` is the object returned by ``ArgumentParser.add_subparsers()``. The parsed
-    namespace has ``session_command`` (the subcommand), ``store`` (URL or ``None``), and
-    ``session_id`` / ``raw`` where they apply. Returns the ``session`` parser.
-    """
+    """Add the ``session`` command and its subcommands (docs/cli.md, "ctxlife session") to
+    ``subparsers`` (what ``ArgumentParser.add_subparsers()`` returns); return the ``session`` parser. The parsed
+    namespace's ``session_command`` names the subcommand, ``store`` the URL (or ``None``)."""
     config_help = "config whose store to use (default: ./ctxlife.toml, then [tool.ctxlife] in ./pyproject.toml)"
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -200,16 +197,13 @@ def run_session_command(
     stderr: IO[str] | None = None,
     index_dirs: Sequence[str | Path] = (),
 ) -> int:
-    """Run the ``session`` subcommand parsed into ``args``; return the exit code.
+    """Run the ``session`` subcommand parsed into ``args`` (by :func:`add_session_parser`'s parser); return
+    the exit code.
 
-    Args:
-        args: the namespace from a parser built with :func:`add_session_parser`.
-        default_store_url: the store to use when ``--store`` is not given (from the config).
-        index_dirs: folders holding recall indexes outside the store (the config's ``[recall]
-            index_dir``): ``rm`` and ``erase`` delete a session's index there too.
-        count_tokens: ``f(messages) -> int``; when given, ``show`` reports the snapshot's tokens.
-        token_encoding: a label for the counter (e.g. ``"cl100k_base"``) shown beside the count.
-        stdout, stderr: streams to write to (default ``sys.stdout`` / ``sys.stderr``).
+    ``default_store_url``: the store without ``--store`` (the config's). ``index_dirs``: folders holding recall
+    indexes outside the store (the config's ``[recall] index_dir``): ``rm`` and ``erase`` delete a session's index
+    there too. ``count_tokens`` (``f(messages) -> int``): ``show`` then reports the snapshot's tokens, with
+    ``token_encoding`` beside them.
     """
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
@@ -333,11 +327,10 @@ def _views(store: Any, sid: str) -> dict[str, int]:
 
 
 def current_summary(snapshot: Any) -> str | None:
-    """The text of the newest history summary in a snapshot, or None.
+    """The text of the newest history summary in a snapshot (the one ``llm_summary`` inserted), or None.
 
-    The summary is the message ``llm_summary`` inserted (recognised with
-    :func:`ctxlife.messages.is_summary` after :func:`~ctxlife.messages.restore_inserted` re-registers the
-    snapshot's inserted messages); a ``"summary"`` entry of the snapshot's meta is the fallback.
+    Its inserted messages are re-marked first (:func:`~ctxlife.messages.restore_inserted`); a ``"summary"`` entry of
+    the snapshot's meta is the fallback.
     """
     restore_inserted(snapshot.messages, snapshot.meta.get("inserted"))
     found = [m for m in snapshot.messages if is_summary(m)]
