@@ -104,10 +104,8 @@ class Keeper:
     def append(self, session_id: str, messages: Sequence[Message], view: str = "") -> list[RawRecord]:
         """Append exactly ``messages`` to the view (``add`` records, in order); return their records.
 
-        Compare-and-append: appended after whatever other writers wrote, never over it. A message
-        that is not JSON is recorded in a JSON-safe form (``RawRecord.quarantined``). When the store
-        fails the error propagates and nothing waits to be written later; calling again with the
-        same messages writes them once (a write that landed despite the error is found).
+        Compare-and-append, and nothing waits after a failed write (docs/sessions.md, "One keeper per store"):
+        :meth:`Recorder.add <ctxlife.sessions.recording.Recorder.add>`.
         """
         if not messages:
             return []

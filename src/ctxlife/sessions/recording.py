@@ -603,18 +603,12 @@ class Recorder:
     def record(self, session_id: str, messages: Sequence[Any], view: str = "") -> list[RawRecord]:
         """Bring the view's raw history to ``messages``: write what is new, edited or removed; return the new records.
 
-        ``messages`` is diffed against the lists ctxlife last saw or handed back for the view
-        (:mod:`ctxlife.sessions.diff`): appended messages are ``add`` records, a message that
-        differs from the one at its place is a ``replace``, messages the caller dropped from the
-        middle or end of its conversation are ``remove`` records (not what it never held, nor what
-        a compaction evicted). A list no mirror relates to is aligned with the view's messages by
-        content (the module docs); everything after its anchor is new.
-
-        Idempotent: calling it again with the same list (or a copy, or a longer list that starts
-        with it) records nothing twice. A message that is not JSON is recorded in its JSON-safe
-        form (``RawRecord.quarantined`` says why; an error event names it) and never blocks the
-        others. When the store fails, the new messages wait (:meth:`pending`) and go first on the
-        next call; the error propagates.
+        What becomes an ``add``, a ``replace`` or a ``remove`` (the diff against the mirrors,
+        :mod:`ctxlife.sessions.diff`; a list no mirror relates to aligned by content): docs/sessions.md, "How a
+        caller's list becomes records". Idempotent: the same list again (or a copy, or a longer list that starts with
+        it) records nothing twice. A message that is not JSON is recorded in its JSON-safe form
+        (``RawRecord.quarantined`` says why; an error event names it) and never blocks the others. When the store
+        fails, the new messages wait (:meth:`pending`) and go first on the next call; the error propagates.
         """
         with self._lock:
             state = self._view(session_id, view)
