@@ -345,13 +345,8 @@ class Host:
     def apply_bootstrap(
         messages: list[dict[str, Any]], text: str, *, system_prompt: bool = True, fmt: str | None = None
     ) -> bool:
-        """Put ``text`` into the list as one marked section (a new rendering replaces the old one).
-
-        Into the first system message; without one, into a new system message at the top, or,
-        when the agent sends no system prompt (``system_prompt=False``) or the list is Anthropic
-        Messages without a system prompt, at the start of the first user turn. Returns True if
-        it changed anything. See :func:`ctxlife.messages.apply_bootstrap`.
-        """
+        """Put ``text`` into the list as one marked section (a new rendering replaces the old one); True if it
+        changed anything. Where it goes (``system_prompt``, ``fmt``): :func:`ctxlife.messages.apply_bootstrap`."""
         return message_model.apply_bootstrap(messages, text, system_prompt=system_prompt, fmt=fmt)
 
     # -- the privacy filter: text leaving the store -------------------------------------
