@@ -5,6 +5,7 @@ sees. Each test was written for a mutant the store's other tests let survive."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import shutil
@@ -405,3 +406,177 @@ def test_a_folder_that_is_a_file_cannot_be_listed_and_says_so(tmp_path: Path) ->
     (tmp_path / "a-file").write_text("x")
     with pytest.raises(StoreError, match=rf"^cannot list session folder {tmp_path / 'a-file'}: Not a directory$"):
         FileStore(tmp_path / "a-file").list_sessions()
+
+
+@pytest.mark.parametrize("write", ["snapshot", "call", "blob", "append"])
+def test_any_write_to_an_expired_session_leaves_none_of_its_old_records(tmp_path: Path, write: str) -> None:
+    store = _store(tmp_path, ttl=3600)
+    store.append("s", [{"n": "old"}])
+    _age(tmp_path / "sessions" / "s_raw.jsonl", 7200)
+    if write == "snapshot":
+        store.save_snapshot(_snap("s"))
+    elif write == "call":
+        store.append_call("s", "", {"n": 1})
+    elif write == "blob":
+        store.put_blob("s", "k", "v")
+    else:
+        store.append("s", [{"n": "new"}])
+    assert [r.message for r in store.read_records("s")] == ([{"n": "new"}] if write == "append" else [])
+
+
+def test_a_call_record_that_is_not_json_names_the_session_and_writes_nothing(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    with pytest.raises(StoreError, match=r"^call record of session 's' is not JSON-serializable: "):
+        store.append_call("s", "", {"when": object()})
+    assert store.read_calls("s") == []
+
+
+def _fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths fsynced from now on (the real fsync still runs)."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return synced
+
+
+def test_a_call_record_is_fsynced_with_the_folder_that_got_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = FileStore(tmp_path / "sessions")
+    store.append("s", [{"n": 1}])
+    synced = _fsyncs(monkeypatch)
+    store.append_call("s", "", {"n": 1})
+    calls = str(tmp_path / "sessions" / "s_calls.jsonl")
+    assert synced == [calls, str(tmp_path / "sessions")]
+    store.append_call("s", "", {"n": 2})
+    assert synced[2:] == [calls]
+
+
+def test_call_records_are_numbered_across_processes_and_after_a_torn_last_line(tmp_path: Path) -> None:
+    first, second = _store(tmp_path), _store(tmp_path)
+    assert first.append_call("s", "", {"n": 1}) == 1
+    assert second.append_call("s", "", {"n": 2}) == 2
+    assert first.append_call("s", "", {"n": 3}) == 3  # counted again: the file grew since its own append
+    with (tmp_path / "sessions" / "s_calls.jsonl").open("a") as calls:
+        calls.write('{"view": "", "doc": {"n"')  # a crash mid-write
+    assert second.append_call("s", "", {"n": 5}) == 5  # the torn line stays one unreadable line, number 4
+    assert first.append_call("s", "", {"n": 6}) == 6
+    with capture_logs() as logs:
+        assert [(c.n, c.doc) for c in first.read_calls("s")] == [(n, {"n": n}) for n in (1, 2, 3, 5, 6)]
+    assert [(e["event"], e["call"]) for e in logs] == [("ctxlife.call_record_skipped", 4)]
+
+
+def test_a_call_record_file_that_is_a_symlink_is_refused_naming_it(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.append("s", [{"n": 1}])
+    outside = tmp_path / "outside"
+    outside.write_text("")
+    path = tmp_path / "sessions" / "s_calls.jsonl"
+    path.symlink_to(outside)
+    with pytest.raises(
+        StoreError, match=rf"^cannot append a call record to {path}: Too many levels of symbolic links$"
+    ):
+        store.append_call("s", "", {"n": 1})
+    assert outside.read_text() == ""
+
+
+def test_a_call_record_after_a_crash_that_left_one_byte_gets_the_next_number(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.append("s", [{"n": 1}])
+    (tmp_path / "sessions" / "s_calls.jsonl").write_text("{")
+    assert store.append_call("s", "", {"n": 2}) == 2
+    assert [(c.n, c.doc) for c in store.read_calls("s")] == [(2, {"n": 2})]
+
+
+def test_a_call_record_waiting_while_an_erase_rewrote_the_file_goes_to_the_new_file(tmp_path: Path) -> None:
+    """An erase replaces the calls file under its lock; an append waiting on the old file's lock then
+    appends to the new one, numbered after its lines (if the append opened the file before the swap)."""
+    store = _store(tmp_path)
+    for n in (1, 2):
+        store.append_call("s", "", {"n": n})
+    path = tmp_path / "sessions" / "s_calls.jsonl"
+    got: list[Any] = []
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as an erase holds it
+        appender = threading.Thread(target=lambda: got.append(store.append_call("s", "", {"n": 4})))
+        appender.start()
+        appender.join(0.5)
+        replacement = tmp_path / "sessions" / "replacement"
+        replacement.write_text("".join(json.dumps({"view": "", "doc": {"n": n}}) + "\n" for n in (1, 2, 3)))
+        os.replace(replacement, path)
+    finally:
+        os.close(fd)
+    appender.join(30)
+    assert got == [4]
+    assert [(c.n, c.doc) for c in store.read_calls("s")] == [(n, {"n": n}) for n in (1, 2, 3, 4)]
+
+
+# -- file_io: writes whole, or a temporary file that a delete removes ---------------------------------------
+
+
+def test_a_snapshot_write_killed_before_its_rename_leaves_only_a_temporary_file_that_delete_removes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path)
+    store.save_snapshot(_snap("s", updated_at=1.0))
+
+    def killed(*args: Any) -> None:
+        raise KeyboardInterrupt  # the process stops here: no cleanup of an OSError runs
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        store.save_snapshot(_snap("s", updated_at=2.0))
+    monkeypatch.undo()
+    folder = tmp_path / "sessions"
+    [temp] = [name for name in os.listdir(folder) if name != "s_ctx.json"]
+    assert temp.startswith(".s_ctx.json.") and temp.endswith(".tmp")
+    assert (folder / temp).stat().st_mode & 0o777 == 0o600
+    assert store.load_snapshot("s").updated_at == 1.0  # type: ignore[union-attr]
+    assert [i.session_id for i in store.list_sessions()] == ["s"]
+    assert store.delete("s") is True
+    assert os.listdir(folder) == []
+
+
+def test_a_write_that_fails_is_an_error_naming_the_file_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.save_snapshot(_snap("ok"))
+    folder = tmp_path / "sessions"
+    (folder / "s_ctx.json").mkdir()
+    with pytest.raises(StoreError, match=rf"^cannot write {folder / 's_ctx.json'}: Is a directory$"):
+        store.save_snapshot(_snap("s"))
+    assert sorted(os.listdir(folder)) == ["ok_ctx.json", "s_ctx.json"]
+    store.put_blob("b", "k", "v")
+    shutil.rmtree(folder / "b_blobs")
+    (folder / "b_blobs").write_text("not a folder")
+    with pytest.raises(StoreError, match=rf"^session folder {folder / 'b_blobs'} exists but is not a directory$"):
+        store.put_blob("b", "k", "v")
+
+
+def test_a_folder_that_refuses_fsync_still_takes_writes_and_another_fsync_error_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = FileStore(tmp_path / "sessions")
+    store.append("s", [{"n": 1}])
+    real = os.fsync
+    refusal = [errno.EINVAL]
+
+    def folder_refuses(fd: int) -> None:
+        if os.path.isdir(os.readlink(f"/proc/self/fd/{fd}")):
+            raise OSError(refusal[0], os.strerror(refusal[0]))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", folder_refuses)
+    for code in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+        refusal[0] = code
+        store.save_snapshot(_snap("s"))
+        store.append_call("s", "", {"n": 1})
+    assert store.load_snapshot("s") is not None
+    refusal[0] = errno.EIO
+    with pytest.raises(StoreError, match=rf"^cannot write {tmp_path / 'sessions' / 's_ctx.json'}: Input/output error$"):
+        store.save_snapshot(_snap("s"))
