@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from ctxlife.errors import StoreError
+from ctxlife.errors import SessionIdError, StoreError
 from ctxlife.sessions.file import FileStore
+from ctxlife.sessions.file_io import link_new
 from ctxlife.sessions.records import REMOVE, Event
 from ctxlife.sessions.snapshot import Snapshot
 
@@ -157,7 +158,7 @@ def test_deleting_a_session_of_only_records_or_only_derived_data_says_it_existed
     assert store.delete("index-only") is False
 
 
-def test_delete_removes_the_temporary_files_a_killed_write_left(tmp_path: Path) -> None:
+def test_delete_removes_the_temporary_files_a_crashed_write_left(tmp_path: Path) -> None:
     store = _store(tmp_path)
     store.append("s", [{"n": 1}])
     folder = tmp_path / "sessions"
@@ -520,7 +521,7 @@ def test_a_call_record_waiting_while_an_erase_rewrote_the_file_goes_to_the_new_f
 # -- file_io: writes whole, or a temporary file that a delete removes ---------------------------------------
 
 
-def test_a_snapshot_write_killed_before_its_rename_leaves_only_a_temporary_file_that_delete_removes(
+def test_a_snapshot_write_stopped_before_its_rename_leaves_only_a_temporary_file_that_delete_removes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = _store(tmp_path)
@@ -580,3 +581,80 @@ def test_a_folder_that_refuses_fsync_still_takes_writes_and_another_fsync_error_
     refusal[0] = errno.EIO
     with pytest.raises(StoreError, match=rf"^cannot write {tmp_path / 'sessions' / 's_ctx.json'}: Input/output error$"):
         store.save_snapshot(_snap("s"))
+
+
+# -- reads ------------------------------------------------------------------------------------------
+
+
+def test_reads_refuse_a_bad_view_and_a_bad_position_before_touching_the_folder(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    with pytest.raises(SessionIdError, match="view"):
+        store.read_records("s", view="../up")
+    with pytest.raises(SessionIdError, match="view"):
+        store.read_calls("s", view="a/b")
+    with pytest.raises(StoreError, match="after_seq must be an int >= 0, got -1"):
+        store.read_records("s", after_seq=-1)
+    assert not (tmp_path / "sessions").exists()
+    assert store.read_records("s") == [] and store.read_calls("s") == [] and store.head("s") == 0
+
+
+def test_head_reads_past_a_corrupt_line_and_a_strict_read_names_it(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.append("s", [{"n": 1}, {"n": 2}])
+    raw = tmp_path / "sessions" / "s_raw.jsonl"
+    lines = raw.read_bytes().splitlines(keepends=True)
+    raw.write_bytes(lines[0] + b"garbage\n" + lines[1])
+    reader = _store(tmp_path)
+    assert reader.head("s") == 2
+    with pytest.raises(StoreError, match="is corrupt at line 2"):
+        reader.read_records("s")
+    assert [r.seq for r in reader.read_records("s", strict=False)] == [1, 2]
+
+
+def test_a_blob_that_is_not_text_is_refused_naming_the_session_and_the_key_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    store = _store(tmp_path)
+    with pytest.raises(StoreError, match=r"^blob 'out-1' of session 's' must be a str, got bytes$"):
+        store.put_blob("s", "out-1", b"raw")  # type: ignore[arg-type]
+    with pytest.raises(StoreError, match=r"^blob 'out-1' of session 's' is not valid Unicode text"):
+        store.put_blob("s", "out-1", "\ud800")
+    assert not (tmp_path / "sessions").exists()
+
+
+def test_the_mark_key_is_written_beside_it_then_linked_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link never crosses file systems: the temporary file is made in the store's folder."""
+    store = _store(tmp_path)
+    store.append("s", [{"n": 1}])
+    linked: list[tuple[str, str]] = []
+    real = os.link
+
+    def spy(source: Any, target: Any, *args: Any, **kwargs: Any) -> None:
+        linked.append((str(source), str(target)))
+        real(source, target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "link", spy)
+    key = store.mark_key(create=True)
+    folder = tmp_path / "sessions"
+    [(source, target)] = linked
+    assert target == str(folder / ".ctxlife_mark_key")
+    assert Path(source).parent == folder and Path(source).name.startswith(".ctxlife_mark_key.")
+    assert sorted(os.listdir(folder)) == [".ctxlife_mark_key", "s_raw.jsonl"]  # the temporary file gone
+    assert key is not None and (folder / ".ctxlife_mark_key").read_text() == key.hex()
+
+
+def test_a_file_linked_in_place_never_replaces_one_another_process_stored_first(tmp_path: Path) -> None:
+    path = tmp_path / "first"
+    path.write_bytes(b"stored first")
+    link_new(path, b"second", "the test's file")
+    assert path.read_bytes() == b"stored first"
+    assert os.listdir(tmp_path) == ["first"]
+
+
+def test_a_snapshot_file_naming_a_view_that_cannot_be_is_left_out_of_a_listing(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.save_snapshot(_snap("s", view="v", updated_at=3.0))
+    (tmp_path / "sessions" / "s_ctx@not a view!.json").write_text("{}")
+    assert [(i.session_id, i.updated_at) for i in store.list_sessions()] == [("s", 3.0)]
