@@ -658,3 +658,127 @@ def test_a_snapshot_file_naming_a_view_that_cannot_be_is_left_out_of_a_listing(t
     store.save_snapshot(_snap("s", view="v", updated_at=3.0))
     (tmp_path / "sessions" / "s_ctx@not a view!.json").write_text("{}")
     assert [(i.session_id, i.updated_at) for i in store.list_sessions()] == [("s", 3.0)]
+
+
+def test_with_a_ttl_a_raw_history_that_is_a_symlink_is_never_touched_and_the_error_names_the_session(
+    tmp_path: Path,
+) -> None:
+    store = _store(tmp_path, ttl=3600)
+    store.append("real", [{"n": 1}])
+    outside = tmp_path / "outside"
+    outside.write_text("")
+    raw = tmp_path / "sessions" / "s_raw.jsonl"
+    raw.symlink_to(outside)
+    message = rf"^cannot mark session 's' active \({raw}\): Too many levels of symbolic links$"
+    with pytest.raises(StoreError, match=message):
+        store.put_blob("s", "k", "v")
+    assert outside.read_text() == ""
+
+
+def _bytes_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many bytes each ``os.pread`` returns from now on."""
+    counts: list[int] = []
+    real = os.pread
+
+    def spy(fd: int, n: int, offset: int) -> bytes:
+        data = real(fd, n, offset)
+        counts.append(len(data))
+        return data
+
+    monkeypatch.setattr(os, "pread", spy)
+    return counts
+
+
+def test_a_read_after_a_recent_record_reads_only_the_bytes_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The module's promise: the store remembers where the last record it read ends, so reading the
+    records after a recent sequence number reads only the new bytes (plus the last record's line, to
+    check the file was not rewritten)."""
+    reader, writer = _store(tmp_path), _store(tmp_path)
+    writer.append("s", [{"role": "user", "content": "x" * 2000} for _ in range(50)])
+    assert len(reader.read_records("s")) == 50
+    line = len((tmp_path / "sessions" / "s_raw.jsonl").read_bytes().splitlines(keepends=True)[-1])
+    writer.append("s", [{"role": "user", "content": "new"}])
+    counts = _bytes_read(monkeypatch)
+    assert [r.message["content"] for r in reader.read_records("s", after_seq=50)] == ["new"]
+    assert sum(counts) < 2 * line  # the remembered last line, then the new one: not the 100 kB before
+    counts.clear()
+    assert [r.seq for r in reader.read_records("s", after_seq=50)] == [51]  # the position is where it read to
+    assert [r.seq for r in reader.read_records("s", after_seq=50)] == [51]
+    assert sum(counts) < 4 * line
+    counts.clear()
+    assert reader.head("s") == 51
+    assert [r.seq for r in reader.read_records("s", after_seq=51)] == []
+    assert sum(counts) < 2 * line
+
+
+def test_a_corrupt_line_after_the_last_record_read_is_named_by_its_line_number(tmp_path: Path) -> None:
+    reader, writer = _store(tmp_path), _store(tmp_path)
+    writer.append("s", [{"n": 1}, {"n": 2}, {"n": 3}])
+    assert len(reader.read_records("s")) == 3
+    assert [r.seq for r in reader.read_records("s", after_seq=2)] == [3]  # from the last record's line
+    raw = tmp_path / "sessions" / "s_raw.jsonl"
+    last = raw.read_bytes().splitlines(keepends=True)[-1]
+    assert b'"seq":3,' in last
+    with raw.open("ab") as out:
+        out.write(b"garbage\n" + last.replace(b'"seq":3,', b'"seq":4,'))  # another process's bad write, then a good one
+    with pytest.raises(StoreError, match="is corrupt at line 4: invalid JSON"):
+        reader.read_records("s", after_seq=2)
+    with pytest.raises(StoreError, match="is corrupt at line 4: invalid JSON"):
+        reader.read_records("s", after_seq=3)
+    assert [r.seq for r in reader.read_records("s", after_seq=2, strict=False)] == [3, 4]
+
+
+def test_an_append_reads_only_the_last_line_of_a_history_it_knows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path)
+    store.append("s", [{"role": "user", "content": "x" * 2000} for _ in range(50)])
+    line = len((tmp_path / "sessions" / "s_raw.jsonl").read_bytes().splitlines(keepends=True)[-1])
+    counts = _bytes_read(monkeypatch)
+    store.append("s", [{"n": 51}])
+    store.append("s", [{"n": 52}])
+    assert sum(counts) < 2 * line  # each checks the last line it wrote is still there, nothing before
+    other = _store(tmp_path)
+    counts.clear()
+    assert [r.seq for r in other.append("s", [{"n": 53}])] == [53]
+    assert sum(counts) > 50 * line  # a store that never read it reads it whole, once
+    counts.clear()
+    other.append("s", [{"n": 54}])
+    assert sum(counts) < line
+
+
+def test_an_append_past_a_corrupt_line_says_which_session_and_line(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.append("s", [{"n": 1}, {"n": 2}])
+    raw = tmp_path / "sessions" / "s_raw.jsonl"
+    first, second = raw.read_bytes().splitlines(keepends=True)
+    raw.write_bytes(first + b"garbage\n" + second)
+    with capture_logs() as logs:
+        assert [r.seq for r in _store(tmp_path).append("s", [{"n": 3}])] == [3]
+    assert [(e["event"], e["session_id"], e["line"]) for e in logs] == [("raw_record_skipped", "s", 2)]
+
+
+def test_an_append_cuts_a_torn_end_saying_how_many_bytes_and_says_nothing_of_a_clean_file(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.append("s", [{"n": 1}])
+    with capture_logs() as logs:
+        _store(tmp_path).append("s", [{"n": 2}])
+    assert logs == []
+    raw = tmp_path / "sessions" / "s_raw.jsonl"
+    with raw.open("ab") as out:
+        out.write(b'{"seq": 3, "vi')  # a crash mid-write: 14 bytes
+    with capture_logs() as logs:
+        _store(tmp_path).append("s", [{"n": 3}])
+    assert logs == [
+        {
+            "event": "raw_torn_record_repaired",
+            "log_level": "warning",
+            "store": "file",
+            "session_id": "s",
+            "file": "s_raw.jsonl",
+            "bytes_removed": 14,
+        }
+    ]
+    assert [r.message for r in store.read_records("s")] == [{"n": 1}, {"n": 2}, {"n": 3}]
