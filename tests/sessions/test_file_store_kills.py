@@ -37,8 +37,10 @@ def test_a_url_without_a_path_or_of_another_scheme_is_refused_naming_the_fix(tmp
     assert FileStore.from_url(f"file://{tmp_path}/t?fsync=true").fsync is True
     with pytest.raises(StoreError, match=r"unknown option 'sync' \(known options: fsync, ttl\)"):
         FileStore.from_url(f"file://{tmp_path}/x?sync=false")
-    with pytest.raises(StoreError, match=r"option fsync='maybe' must be true or false"):
-        FileStore.from_url(f"file://{tmp_path}/x?fsync=maybe")
+    with pytest.raises(
+        StoreError, match=rf"^store URL 'file://{tmp_path}/x\?fsync=maybe': option fsync='maybe' must be"
+    ):
+        FileStore.from_url(f"file://{tmp_path}/x?fsync=maybe")  # the URL as given
 
 
 def test_a_relative_or_home_path_is_made_absolute_when_the_store_is_opened(
@@ -782,3 +784,15 @@ def test_an_append_cuts_a_torn_end_saying_how_many_bytes_and_says_nothing_of_a_c
         }
     ]
     assert [r.message for r in store.read_records("s")] == [{"n": 1}, {"n": 2}, {"n": 3}]
+
+
+def test_a_reader_notices_its_last_record_rewritten_in_place_by_another_process(tmp_path: Path) -> None:
+    reader, writer = _store(tmp_path), _store(tmp_path)
+    writer.append("s", [{"role": "user", "content": f"m{i}"} for i in range(3)])
+    assert len(reader.read_records("s")) == 3
+    raw = tmp_path / "sessions" / "s_raw.jsonl"
+    lines = raw.read_bytes().splitlines(keepends=True)
+    raw.write_bytes(b"".join(lines[:-1]))  # the same file (inode): its last record cut, then others appended
+    writer2 = _store(tmp_path)
+    writer2.append("s", [{"role": "user", "content": "a longer replacement " * 5}, {"role": "user", "content": "m4"}])
+    assert [(r.seq, r.message["content"]) for r in reader.read_records("s", after_seq=3)] == [(4, "m4")]
