@@ -796,3 +796,52 @@ def test_a_reader_notices_its_last_record_rewritten_in_place_by_another_process(
     writer2 = _store(tmp_path)
     writer2.append("s", [{"role": "user", "content": "a longer replacement " * 5}, {"role": "user", "content": "m4"}])
     assert [(r.seq, r.message["content"]) for r in reader.read_records("s", after_seq=3)] == [(4, "m4")]
+
+
+def test_a_history_holding_only_a_blank_line_reads_as_empty_with_a_warning_and_is_cut_by_the_next_append(
+    tmp_path: Path,
+) -> None:
+    store = _store(tmp_path)
+    store.append("s", [{"n": 0}])
+    raw = tmp_path / "sessions" / "s_raw.jsonl"
+    raw.write_bytes(b"\n")
+    reader = _store(tmp_path)
+    with capture_logs() as logs:
+        assert reader.read_records("s") == []
+    assert [(e["event"], e["line"]) for e in logs] == [("raw_torn_record_skipped", 1)]
+    assert [r.seq for r in reader.append("s", [{"n": 1}])] == [1]
+    assert raw.read_bytes().startswith(b'{"seq":1,')
+
+
+def test_a_raw_history_that_is_a_symlink_or_a_folder_cannot_be_read_and_the_error_says_so(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.append("real", [{"n": 1}])
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("")
+    raw = tmp_path / "sessions" / "evil_raw.jsonl"
+    raw.symlink_to(outside)
+    with pytest.raises(StoreError, match=rf"^cannot read {raw}: Too many levels of symbolic links$"):
+        store.read_records("evil")
+    (tmp_path / "sessions" / "odd_raw.jsonl").mkdir()
+    with pytest.raises(StoreError, match=rf"^cannot read {tmp_path / 'sessions' / 'odd_raw.jsonl'}: Is a directory$"):
+        store.read_records("odd")
+
+
+def test_a_call_record_waiting_while_the_session_was_deleted_starts_the_new_file(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    for n in (1, 2):
+        store.append_call("s", "", {"n": n})
+    path = tmp_path / "sessions" / "s_calls.jsonl"
+    got: list[Any] = []
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a delete holds it
+        appender = threading.Thread(target=lambda: got.append(store.append_call("s", "", {"n": "new"})))
+        appender.start()
+        appender.join(0.5)
+        path.unlink()
+    finally:
+        os.close(fd)
+    appender.join(30)
+    assert got == [1]
+    assert [(c.n, c.doc) for c in store.read_calls("s")] == [(1, {"n": "new"})]
