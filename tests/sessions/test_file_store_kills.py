@@ -749,6 +749,9 @@ def test_an_append_reads_only_the_last_line_of_a_history_it_knows(
     counts.clear()
     other.append("s", [{"n": 54}])
     assert sum(counts) < line
+    counts.clear()
+    store.append("s", [{"n": 55}])  # after another's appends: from its own last line on, not the whole file
+    assert sum(counts) < line
 
 
 def test_an_append_past_a_corrupt_line_says_which_session_and_line(tmp_path: Path) -> None:
