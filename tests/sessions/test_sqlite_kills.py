@@ -255,6 +255,16 @@ def test_a_url_opens_the_file_it_names_with_its_options(tmp_path: Path, monkeypa
         ),
         ("sqlite:///x.db?synchronous=off", "sqlite store: synchronous must be FULL or NORMAL, got 'off'"),
         (
+            "sqlite:///x.db?ttl=soon",
+            "store URL 'sqlite:///x.db?ttl=soon': ttl='soon': 'soon' is not a duration; write a number of seconds "
+            "or a number with a unit: s (seconds), m (minutes), h (hours), d (days), w (weeks), e.g. '30d' or '12h'",
+        ),
+        (
+            "sqlite:///x.db?bogus=1",
+            "store URL 'sqlite:///x.db?bogus=1': unknown option 'bogus' "
+            "(known options: busy_timeout, synchronous, ttl)",
+        ),
+        (
             "sqlite:///file:x.db",
             "sqlite store needs a database file path, got 'file:x.db' (an in-memory database would not be "
             "shared between threads or processes); e.g. sqlite:///sessions.db",
@@ -434,25 +444,25 @@ def insert_row(path: Path, seq: int, text: str, *, view: str = "", fp: str | Non
 def test_slots_read_each_records_place_and_what_an_event_did_skipping_what_is_not_a_record(
     tmp_path: Path,
 ) -> None:
-    from ctxlife.sessions.records import REMOVE, REPLACE, Event, RecordSlot, fingerprint
+    from ctxlife.sessions.records import REMOVE, REPLACE, Event, RecordSlot
 
     path = tmp_path / "s.db"
     with open_store(f"sqlite:///{path}") as store:
         added = store.append("s", [user("a"), user("b")])
-        store.append("s", [user("c")], view="w")
-        store.append_events("s", [Event(REPLACE, user("B"), 2), Event(REMOVE, {}, 1)])
+        added += store.append("s", [user("c")], view="w")
+        added += store.append_events("s", [Event(REPLACE, user("B"), 2), Event(REMOVE, {}, 1)])
         insert_row(path, 6, "not json")  # skipped by read_records(strict=False) too
         insert_row(path, 7, "[1, 2]")  # not an object
         op = "r" * 150
         insert_row(path, 8, f'{{"ctxlife_event": "{op}", "message": {{}}, "target": 1}}')  # a malformed event
-        store.append("s", [user("d")])
-        fa, fb, fd = added[0].fingerprint, added[1].fingerprint, fingerprint(user("d"))
+        added += store.append("s", [user("d")])
+        fa, fb, fc, fe, fr, fd = (r.fingerprint for r in added)  # as the store wrote them
         slots = [
             RecordSlot(1, fa),
             RecordSlot(2, fb),
-            RecordSlot(3, fingerprint(user("c"))),
-            RecordSlot(4, fingerprint(user("B")), REPLACE, 2),
-            RecordSlot(5, fingerprint({}), REMOVE, 1),
+            RecordSlot(3, fc),
+            RecordSlot(4, fe, REPLACE, 2),
+            RecordSlot(5, fr, REMOVE, 1),
             RecordSlot(9, fd),
         ]
         with capture_logs() as logs:
@@ -743,8 +753,9 @@ def test_a_forked_child_uses_connections_of_its_own_and_leaves_the_parents_open(
         try:
             mine = store._conn()
             store.append("s", [user("child")])
+            kept = store._conn() is mine  # one new connection, kept for the child's next calls
             store.close()
-            code = 0 if mine is not parents else 2
+            code = 0 if mine is not parents and kept else 2
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
@@ -785,12 +796,12 @@ def test_an_erase_whose_rewrite_fails_names_the_erase_and_changes_nothing(tmp_pa
 def test_a_bulk_read_gives_each_row_its_fingerprint_view_and_count_or_decodes_it_alone(tmp_path: Path) -> None:
     """Rows read in one json.loads per chunk: a row written before fingerprints gets its message's, an event
     or an erased record its op and flag, a count only when it is one (else None, counted again)."""
-    from ctxlife.sessions.records import ADD, REPLACE, Event, fingerprint
+    from ctxlife.sessions.records import ADD, REPLACE, Event
 
     path = tmp_path / "s.db"
     with open_store(f"sqlite:///{path}") as store:
         written = store.append("s", [user("a"), user("b"), user("c")])
-        store.append_events("s", [Event(REPLACE, user("B"), 2)], view="w")
+        written += store.append_events("s", [Event(REPLACE, user("B"), 2)], view="w")
         run(
             path,
             "UPDATE ctxlife_raw SET fp = NULL WHERE seq = 2",
@@ -800,9 +811,9 @@ def test_a_bulk_read_gives_each_row_its_fingerprint_view_and_count_or_decodes_it
         got = store.read_records("s")
         assert [(r.seq, r.message, r.fingerprint, r.view, r.op, r.target) for r in got] == [
             (1, user("a"), written[0].fingerprint, "", ADD, None),
-            (2, user("b"), fingerprint(user("b")), "", ADD, None),
+            (2, user("b"), written[1].fingerprint, "", ADD, None),  # the row kept none: its message's
             (3, user("c"), written[2].fingerprint, "", ADD, None),
-            (4, user("B"), fingerprint(user("B")), "w", REPLACE, 2),
+            (4, user("B"), written[3].fingerprint, "w", REPLACE, 2),
         ]
         assert (got[0].recorded_at, got[0].quarantined, got[0].erased) == (7.5, "why", False)
         assert (got[0].tokens, got[0].token_encoding) == (written[0].tokens, written[0].token_encoding)
