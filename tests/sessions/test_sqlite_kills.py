@@ -819,3 +819,25 @@ def test_a_bulk_read_gives_each_row_its_fingerprint_view_and_count_or_decodes_it
         assert (got[0].tokens, got[0].token_encoding) == (written[0].tokens, written[0].token_encoding)
         assert got[0].tokens is not None and (got[2].tokens, got[2].token_encoding) == (None, None)
         assert [r.seq for r in store.read_records("s", 2)] == [3, 4]
+
+
+@pytest.mark.parametrize(("option", "toggled"), [("", True), ("?synchronous=NORMAL", False)])
+def test_a_call_record_is_committed_without_waiting_for_the_disk_and_the_appends_are_not(
+    tmp_path: Path, option: str, toggled: bool
+) -> None:
+    """The module docstring's promise: a call record is committed with ``synchronous = NORMAL``, and a store set
+    to ``FULL`` is back to ``FULL`` for the next append (the statements SQLite ran on the store's connection)."""
+    with open_store(f"sqlite:///{tmp_path / 's.db'}{option}") as store:
+        store.append("s", [user("a")])
+        conn = store._conn()
+        assert conn is not None
+        ran: list[str] = []
+        conn.set_trace_callback(ran.append)
+        store.append_call("s", "", {"n": 1})
+        conn.set_trace_callback(None)
+        ran = [" ".join(s.upper().split()) for s in ran]  # SQL's case and spacing are not the point
+        pragmas = [s for s in ran if s.startswith("PRAGMA SYNCHRONOUS")]
+        assert pragmas == (["PRAGMA SYNCHRONOUS = NORMAL", "PRAGMA SYNCHRONOUS = FULL"] if toggled else [])
+        if toggled:
+            assert ran.index(pragmas[0]) < ran.index("COMMIT") < ran.index(pragmas[1])
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == (2 if toggled else 1)
