@@ -227,7 +227,8 @@ def test_mutation_scopes_reach_at_least_the_share_of_the_product_they_reached_wh
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """`benchmarks/mutation_scopes.py coverage`: the lines of functions some scope mutates, over the product's
-    (41% before the scopes of 2026-12-07, 62% with them). Code added outside every scope lowers it; a ratchet."""
+    (41% before the scopes of 2026-12-07, 62% with them, 71% with the stores' and the recorder's). Code added outside
+    every scope lowers it; a ratchet."""
     import importlib
 
     root = CONFTEST.parents[1]
@@ -237,4 +238,4 @@ def test_mutation_scopes_reach_at_least_the_share_of_the_product_they_reached_wh
     assert "src/ctxlife/host.py" in files and "strategies/ctxlife_strategies/recall.py" in files
     total = sum(t for t, _ in files.values())
     covered = sum(c for _, c in files.values())
-    assert covered / total >= 0.6, scopes.coverage_table()
+    assert covered / total >= 0.7, scopes.coverage_table()
