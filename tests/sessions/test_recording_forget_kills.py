@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+import ctxlife
+from ctxlife.config import settings_from_dict
 from ctxlife.errors import StoreError
 from ctxlife.sessions import SessionStore, open_store
 from ctxlife.sessions.keeper import Keeper
@@ -402,3 +404,47 @@ def test_a_session_of_one_message_restored_in_a_new_process_records_the_next_tur
         assert texts(store) == ["task", "done"]
     finally:
         store.close()
+
+
+# -- a message another process removed, in a restarted process ----------------------------------------------------
+
+
+def _managed(url: str) -> ctxlife.Host:
+    """A host managing session s on the store at ``url`` (a process of the caller's app)."""
+    settings = settings_from_dict({"strategies": ["truncate_last_n"], "context_window": 8000}, source="test")
+    host = ctxlife.Host(settings, session_id="s")
+    host.store = open_store(url)
+    return host
+
+
+_REMOVED_FORGOTTEN = pytest.mark.xfail(
+    strict=True,
+    reason="product bug: a restarted recorder does not know what another process removed before the restart "
+    "(Recorder._removed is this process's memory; a remove, unlike an erase, leaves nothing in "
+    "SessionStore.erased), so a caller's list still holding the message records it again",
+)
+
+
+@pytest.mark.parametrize("restart", [False, pytest.param(True, marks=_REMOVED_FORGOTTEN)])
+def test_a_message_another_process_removed_is_not_recorded_again_from_the_callers_list(
+    tmp_path: Path, restart: bool
+) -> None:
+    """A caller's loop keeps its own list; another process (an admin's Session) removes a message from the
+    session. The loop's next turn still holds it: whether the loop's process ran on or restarted meanwhile,
+    the session's conversation goes on without the removed message."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    loop = _managed(url)
+    turn = [U("q1"), A("r1 (wrong)"), U("q2")]
+    loop.before_llm_call(turn)
+    loop.record_reply([*turn, A("a2")])
+    with ctxlife.Session("s", loop.settings, host=_managed(url)) as admin:
+        admin.remove(2)
+        assert [m["content"] for m in admin.messages()] == ["q1", "q2", "a2"]  # the precondition: removed
+    if restart:
+        loop.close()
+        loop = _managed(url)
+    loop.before_llm_call([*turn, A("a2"), U("q3")])
+    loop.record_reply([*turn, A("a2"), U("q3"), A("a3")])
+    loop.close()
+    with open_store(url) as store:
+        assert texts(store) == ["q1", "q2", "a2", "q3", "a3"]
