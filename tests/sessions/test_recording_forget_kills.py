@@ -406,6 +406,23 @@ def test_a_session_of_one_message_restored_in_a_new_process_records_the_next_tur
         store.close()
 
 
+def test_a_run_built_from_scratch_whose_first_call_restores_an_edited_session_records_its_repeated_task(
+    url: str,
+) -> None:
+    """A new process starts a run built from scratch (start_run(new_lists=True), a CrewAI kickoff), then its
+    first call restores the session, an edited one (the recorder takes the records read): the run's list,
+    which repeats the last run's task, is a new turn."""
+    with open_store(url) as first:
+        records = Keeper(first).append("s", [U("task"), A("done once")])
+        first.append_events("s", [_replace(records[1].slot, A("done once, corrected"))])
+    with open_store(url) as store:
+        keeper = Keeper(store)
+        keeper.recorder.new_lists("s")
+        assert [m["content"] for m in keeper.restore("s").messages] == ["task", "done once, corrected"]
+        keeper.record_list("s", [U("task"), A("done twice")])
+        assert texts(store) == ["task", "done once, corrected", "task", "done twice"]
+
+
 # -- a message another process removed, in a restarted process ----------------------------------------------------
 
 
