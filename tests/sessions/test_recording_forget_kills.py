@@ -442,21 +442,27 @@ _REMOVED_FORGOTTEN = pytest.mark.xfail(
 )
 
 
+@pytest.mark.parametrize("by", ["remove", "pop"])
 @pytest.mark.parametrize("restart", [False, pytest.param(True, marks=_REMOVED_FORGOTTEN)])
 def test_a_message_another_process_removed_is_not_recorded_again_from_the_callers_list(
-    tmp_path: Path, restart: bool
+    tmp_path: Path, restart: bool, by: str
 ) -> None:
-    """A caller's loop keeps its own list; another process (an admin's Session) removes a message from the
-    session. The loop's next turn still holds it: whether the loop's process ran on or restarted meanwhile,
-    the session's conversation goes on without the removed message."""
+    """A caller's loop keeps its own list; another process removes a message from the session (an admin's
+    Session.remove of a wrong reply, or Session.pop of the last message). The loop's next turn still holds it:
+    whether its process ran on or restarted meanwhile, the session's conversation goes on without it."""
     url = f"sqlite:///{tmp_path / 's.db'}"
     loop = _managed(url)
     turn = [U("q1"), A("r1 (wrong)"), U("q2")]
     loop.before_llm_call(turn)
     loop.record_reply([*turn, A("a2")])
     with ctxlife.Session("s", loop.settings, host=_managed(url)) as admin:
-        admin.remove(2)
-        assert [m["content"] for m in admin.messages()] == ["q1", "q2", "a2"]  # the precondition: removed
+        if by == "remove":
+            admin.remove(2)
+        else:
+            admin.pop()
+    kept = ["q1", "q2", "a2"] if by == "remove" else ["q1", "r1 (wrong)", "q2"]
+    with open_store(url) as store:
+        assert texts(store) == kept  # the precondition: removed
     if restart:
         loop.close()
         loop = _managed(url)
@@ -464,4 +470,4 @@ def test_a_message_another_process_removed_is_not_recorded_again_from_the_caller
     loop.record_reply([*turn, A("a2"), U("q3"), A("a3")])
     loop.close()
     with open_store(url) as store:
-        assert texts(store) == ["q1", "q2", "a2", "q3", "a3"]
+        assert texts(store) == [*kept, "q3", "a3"]
