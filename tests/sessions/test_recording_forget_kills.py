@@ -4,8 +4,8 @@ Written for the recorder's survivors of the core's run after 0f5c4c8 (docs/mutat
 `forget`, `prime`, `_state` and the made state of a view): each test drives a real keeper or recorder over a real
 file or SQLite store (a store that fails or keeps no secret is a real one behind tests/delegating_store.py) and
 asserts what a user relies on: what the store holds after the next call, what a restore returns, that another
-session is left as it was. The last test names a bug (strict xfail): a message another process removed is recorded
-again by a restarted process whose caller's list still holds it.
+session is left as it was. The last two: a message another process removed is not recorded again from a caller's list
+that still holds it, after a restart too; one the caller dropped and says again (a regenerated reply) is recorded.
 """
 
 from __future__ import annotations
@@ -435,16 +435,8 @@ def _managed(url: str) -> ctxlife.Host:
     return host
 
 
-_REMOVED_FORGOTTEN = pytest.mark.xfail(
-    strict=True,
-    reason="product bug: a restarted recorder does not know what another process removed before the restart "
-    "(Recorder._removed is this process's memory; a remove, unlike an erase, leaves nothing in "
-    "SessionStore.erased), so a caller's list still holding the message records it again",
-)
-
-
 @pytest.mark.parametrize("by", ["remove", "pop"])
-@pytest.mark.parametrize("restart", [False, pytest.param(True, marks=_REMOVED_FORGOTTEN)])
+@pytest.mark.parametrize("restart", [False, True])
 def test_a_message_another_process_removed_is_not_recorded_again_from_the_callers_list(
     tmp_path: Path, restart: bool, by: str
 ) -> None:
@@ -474,20 +466,14 @@ def test_a_message_another_process_removed_is_not_recorded_again_from_the_caller
         assert texts(store) == [*kept, "q3", "a3"]
 
 
-_REGENERATED_DROPPED = pytest.mark.xfail(
-    strict=True,
-    reason="product bug: Recorder._removed keeps a removed message's fingerprint for the process's life, so a "
-    "list that dropped the message and later holds the same text again (a regenerated reply, the same words at "
-    "temperature 0) is taken for a stale copy and not recorded (ctxlife.removed_message_not_recorded)",
-)
-
-
-@_REGENERATED_DROPPED
 def test_a_reply_regenerated_after_a_pop_with_the_same_words_is_recorded(tmp_path: Path) -> None:
     """The app pops the last reply (the user asks to regenerate), calls the model with the list without it, and
-    the model answers the same words: the session holds the question and the regenerated answer."""
+    the model answers the same words: the session holds the question and the regenerated answer. (The list
+    without it is what tells a regenerated copy from a stale one: a host that records every call sees it.)"""
     url = f"sqlite:///{tmp_path / 's.db'}"
-    loop = _managed(url)
+    settings = settings_from_dict({"strategies": ["snapshot_restore"], "context_window": 8000}, source="test")
+    loop = ctxlife.Host(settings, session_id="s")
+    loop.store = open_store(url)
     loop.before_llm_call([U("What is 2+2?")])
     loop.record_reply([U("What is 2+2?"), A("4.")])
     with ctxlife.Session("s", loop.settings, host=_managed(url)) as app:
@@ -496,6 +482,9 @@ def test_a_reply_regenerated_after_a_pop_with_the_same_words_is_recorded(tmp_pat
         assert texts(store) == ["What is 2+2?"]  # the precondition: popped
     loop.before_llm_call([U("What is 2+2?")])  # the list sent again holds no reply
     loop.record_reply([U("What is 2+2?"), A("4.")])
+    with capture_logs() as logs:
+        loop.record_reply([U("What is 2+2?"), A("4."), U("Thanks.")])  # recorded once: not again
     loop.close()
+    assert not [e for e in logs if e["event"] == "ctxlife.removed_message_not_recorded"]
     with open_store(url) as store:
-        assert texts(store) == ["What is 2+2?", "4."]
+        assert texts(store) == ["What is 2+2?", "4.", "Thanks."]

@@ -45,6 +45,9 @@ class Plan:
     # The list's messages in a list nobody edits (the host's copy as compared), for the next mirror's
     # originals without another copy; None: copy the list.
     originals: list[Any] | None = None
+    # Fingerprints of removed messages the list no longer holds: released for the view once it is recorded
+    # (a copy in a later list is a new message, Recorder._not_again).
+    released: frozenset[str] = frozenset()
 
 
 def continues(state: View, mirror: Mirror, messages: Sequence[Any]) -> list[Any] | None:

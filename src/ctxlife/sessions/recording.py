@@ -157,7 +157,7 @@ class Recorder:
                 del self._erased[sid]  # read again from the store when next needed
             gone = set(removed)
             if session_id is not None and gone:
-                self._removed.setdefault(session_id, set()).update(gone)
+                self._mark_removed(session_id, gone)
             elif self._removed and (not keep_pending or self._erased_kept_in_store()):
                 for sid in [s for s in self._removed if session_id is None or s == session_id]:
                     del self._removed[sid]
@@ -185,14 +185,24 @@ class Recorder:
         """Remember the fingerprints of the view's messages that ``records`` remove (another writer's)."""
         targets = {r.target for r in records if r.op == REMOVE and r.target is not None}
         if targets:
-            self._removed.setdefault(session_id, set()).update(e.fp for e in state.tail if e.seq in targets)
+            self._mark_removed(session_id, {e.fp for e in state.tail if e.seq in targets})
             self._erased.pop(session_id, None)  # another writer's erase: read what it stored on next use
 
-    def _not_again(self, session_id: str, view: str, plan: Plan) -> Plan:
-        """``plan`` without the adds of messages removed or erased meanwhile that the list still holds."""
+    def _mark_removed(self, session_id: str, fps: Iterable[str]) -> None:  # a copy in a list is stale again
+        new = set(fps)
+        self._removed.setdefault(session_id, set()).update(new)
+        for key, state in self._views.items():
+            if key[0] == session_id and state.released:
+                state.released -= new
+
+    def _not_again(self, session_id: str, view: str, state: View, plan: Plan) -> Plan:
+        """``plan`` without the adds of messages removed or erased meanwhile that the list still holds (a
+        removed one only until the view's caller sends a list without it: then a copy is new)."""
+        removed = self._removed.get(session_id, set()) - state.released
+        held = {e.fingerprint for e in plan.events if e.op == ADD} if plan.adds else set()
+        plan = dataclasses.replace(plan, released=frozenset(removed - held)) if removed - held else plan
         if not plan.adds:
             return plan
-        removed = self._removed.get(session_id, set())
         erased = self._erased_of(session_id)
         if not removed and not erased:
             return plan
@@ -355,7 +365,10 @@ class Recorder:
         ``older`` entries), synced up to ``top`` (which the session's head reaches too)."""
         self._heads[session_id] = max(self._heads.get(session_id, 0), top)
         tail: list[Entry] = [Entry(s, f) for s, f in older]
-        apply_records(tail, records)
+        gone: set[str] = set()
+        apply_records(tail, records, gone)
+        if gone:  # removed before this process read the view: a caller's list may still hold them
+            self._mark_removed(session_id, gone)
         last = tail[-1].seq if tail else 0
         return View(tail, top, start == 0, [last] if last else [], last, start=start)
 
@@ -596,8 +609,6 @@ class Recorder:
             mirror = self._mirror_of(session_id, view, state, messages)
             return list(mirror.slots) if mirror is not None else [None] * len(messages)
 
-    # -- diffing against a mirror -----------------------------------------------------------------
-
     # -- recording ----------------------------------------------------------------------------------
 
     def record(self, session_id: str, messages: Sequence[Any], view: str = "") -> list[RawRecord]:
@@ -627,7 +638,7 @@ class Recorder:
                     plan = all_new(messages)
                 if plan is None:
                     plan = self._plan_by_alignment(session_id, view, state, messages)
-                plan = self._not_again(session_id, view, plan)
+                plan = self._not_again(session_id, view, state, plan)
                 events = plan.events
                 if state.pending:
                     added = [(e.message, e.fingerprint or "") for e in events]
@@ -674,6 +685,7 @@ class Recorder:
         if mirror is None:
             mirror = self._mirror_of(session_id, view, state, messages)  # map what alignment did not place
         keep_mirror(state, mirror)
+        state.released |= plan.released
         state.covered = max([mirror.last, *(r.seq for r in written)]) if written else mirror.last or state.covered
 
     def add(self, session_id: str, messages: Sequence[dict[str, Any]], view: str = "") -> list[RawRecord]:
@@ -793,7 +805,7 @@ class Recorder:
                     state = self._after_conflict(session_id, view, state, exc)
                     continue
                 if gone:  # as for another writer's remove: a list still holding them does not record them again
-                    self._removed.setdefault(session_id, set()).update(gone)
+                    self._mark_removed(session_id, gone)
                 # The caller's lists no longer match the view: diff the next one against the view as stored.
                 state.mirrors, state.reseed = [], True
                 return records

@@ -238,6 +238,9 @@ class View:
     # Slots a strategy cut from a list it handed back (a compaction, room made for recall) that the
     # caller has not sent since: a diff never removes them (compaction is not deletion).
     evicted: set[int] = dataclasses.field(default_factory=set)
+    # Fingerprints of removed messages this view's caller sent a list without: a later copy is new (a
+    # regenerated reply in the same words), no longer a stale one (Recorder._not_again).
+    released: set[str] = dataclasses.field(default_factory=set)
     # With ``complete`` False: the tail holds every current record from this slot on, after a few
     # older ones a restore gave (the task's first message), and none of the records between.
     start: int = 0
@@ -310,9 +313,12 @@ class TailHidden:
                 yield place, entry.seq, entry.fp
 
 
-def apply_records(tail: list[Entry], records: Sequence[RawRecord | RecordSlot]) -> bool:
+def apply_records(
+    tail: list[Entry], records: Sequence[RawRecord | RecordSlot], removed: set[str] | None = None
+) -> bool:
     """Apply a view's records (events) to its current state ``tail`` (as :func:`.base.materialize`);
-    return whether an entry moved or left (anything but appends at the end)."""
+    return whether an entry moved or left (anything but appends at the end). ``removed`` gathers the
+    fingerprints of the messages the records remove."""
     moved = False
     for r in records:
         if r.op == ADD:
@@ -338,6 +344,8 @@ def apply_records(tail: list[Entry], records: Sequence[RawRecord | RecordSlot]) 
         elif r.op == REMOVE:
             for i, e in enumerate(tail):
                 if e.seq == r.target:
+                    if removed is not None:
+                        removed.add(e.fp)
                     del tail[i]
                     moved = True
                     break
