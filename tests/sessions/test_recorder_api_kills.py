@@ -55,6 +55,7 @@ class Failing(DelegatingStore):
         self.mode: str | None = None
         self.before: Any = None
         self.after: Any = None
+        self.reads_fail = 0  # how many reads fail from the failed append on (the store unreachable a moment)
 
     def append(self, session_id: str, messages: list[dict[str, Any]], **kwargs: Any) -> list[RawRecord]:
         mode, self.mode = self.mode, None
@@ -70,6 +71,12 @@ class Failing(DelegatingStore):
         elif mode == "others":
             self.inner.append(session_id, [user(f"other {i}") for i in range(len(messages))])
         raise StoreError(f"{self.url}: append: connection lost ({mode})")
+
+    def read_records(self, session_id: str, after_seq: int = 0, **kwargs: Any) -> list[RawRecord]:
+        if self.reads_fail:
+            self.reads_fail -= 1
+            raise StoreError(f"{self.url}: read_records: connection refused")
+        return self.inner.read_records(session_id, after_seq, **kwargs)
 
     def mark_key(self, create: bool = False) -> bytes | None:
         return self.inner.mark_key(create)
@@ -458,3 +465,129 @@ def test_the_removed_messages_of_a_call_record_are_the_ones_without_a_slot(store
     assert recorder.erased_among("s", listed, [None, 1, 2, None]) == []
     assert recorder.erased_among("t", listed, [None, 1, None, None]) == []
     assert recorder.erased_among("s", listed[:3], [None, 1, None, None]) == [2]
+
+
+# -- another writer's removals and replacements: _note_removed ----------------------------------------------------
+
+
+def test_a_reply_another_writer_removed_is_not_recorded_again_from_this_callers_list(
+    store: FileStore, tmp_path: Path
+) -> None:
+    """Another process removes the caller's reply by number; this process's caller still holds it and adds a
+    question: the reply is not written back (the recorder learns the removal when its write meets the other
+    process's record), the question is, and a warning says one message was left out."""
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        Recorder(other).remove("s", [2])
+    with capture_logs() as logs:
+        recorder.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
+    assert texts(store) == ["q1", "q2", "r2"]
+    assert [e["messages"] for e in events_named(logs, "ctxlife.removed_message_not_recorded")] == [1]
+
+
+def test_a_message_another_writer_replaced_may_be_sent_again_as_a_new_message(store: FileStore, tmp_path: Path) -> None:
+    """Another process corrects the caller's first question; this process's caller sends the corrected
+    conversation and then asks the first question's old text again, as a new message: it is written (a
+    replaced message is not a removed one), with no warning."""
+    recorder = Recorder(store)
+    recorder.record("s", [user("go"), assistant("ok"), user("q2")])
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        Recorder(other).replace("s", 1, user("go, edited"))
+    with capture_logs() as logs:
+        recorder.record("s", [user("go, edited"), assistant("ok"), user("q2"), assistant("r2"), user("go")])
+    assert texts(store) == ["go, edited", "ok", "q2", "r2", "go"]
+    assert events_named(logs, "ctxlife.removed_message_not_recorded") == []
+
+
+# -- covered: the newest record the view's last list holds (a snapshot's raw_length): _seen ------------------------
+
+
+def test_covered_follows_a_list_that_holds_another_writers_reply_and_survives_a_list_with_nothing_recorded(
+    store: FileStore, tmp_path: Path
+) -> None:
+    """The caller's list holds the reply another process appended (nothing to write): the view's list covers
+    that reply's record; a list holding only a system prompt then records nothing and leaves it so."""
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1")])
+    assert recorder.covered("s") == 1
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        other.append("s", [assistant("r1")])
+    recorder.record("s", [user("q1")], view="helper")  # learns the head moved
+    assert recorder.record("s", [user("q1"), assistant("r1")]) == []  # the precondition: nothing written
+    assert recorder.covered("s") == 2
+    assert recorder.record("s", [system("sys")]) == []
+    assert recorder.covered("s") == 2
+
+
+def test_an_add_that_landed_while_the_store_could_not_be_read_is_found_on_the_retry_not_written_twice(
+    store: FileStore,
+) -> None:
+    """The caller's add landed but was reported failed, and the store could not be read right after (so
+    the recorder could not look): the add raises the write's error. The caller retries the same messages: the
+    recorder looks first, finds them, and returns their records without writing them again."""
+    failing = Failing(store)
+    recorder = Recorder(failing)
+    recorder.add("s", [user("before")])
+    failing.mode, failing.reads_fail = "landed", 1
+    with pytest.raises(StoreError, match="connection lost"):
+        recorder.add("s", [user("a"), user("b")])
+    assert texts(store) == ["before", "a", "b"] and failing.reads_fail == 0  # the precondition: landed, unread
+    written = recorder.add("s", [user("a"), user("b")])
+    assert [(r.seq, r.message["content"]) for r in written] == [(2, "a"), (3, "b")]
+    assert texts(store) == ["before", "a", "b"]
+    assert recorder.covered("s") == 3
+    assert ops(recorder.add("s", [user("c")])) == [(ADD, "c")]  # the look is made once: the next add writes
+    assert texts(store) == ["before", "a", "b", "c"]
+
+
+def test_an_add_of_other_messages_after_an_unread_failure_writes_them(store: FileStore) -> None:
+    """As above, but the caller then adds other messages (it gave up on the first): they are written, the
+    first ones stay as the store holds them."""
+    failing = Failing(store)
+    recorder = Recorder(failing)
+    recorder.add("s", [user("before")])
+    failing.mode, failing.reads_fail = "refused", 1
+    with pytest.raises(StoreError, match="connection lost"):
+        recorder.add("s", [user("a")])
+    assert ops(recorder.add("s", [user("b")])) == [(ADD, "b")]
+    assert ops(recorder.add("s", [user("a")])) == [(ADD, "a")]
+    assert texts(store) == ["before", "b", "a"]
+
+
+# -- the same session or one written again: _same_session, _reborn ------------------------------------------------
+
+
+def test_a_session_whose_last_record_another_process_erased_is_still_the_same_session(
+    store: FileStore, tmp_path: Path
+) -> None:
+    """Another process erases the last message this recorder wrote (its text rewritten in place); the
+    recorder's next edit finds the session is the one it wrote (not deleted and written again): the edit is
+    made with no re-read of the session, and the erased message is not written back."""
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1"), assistant("r1"), user("card 4111")])
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        assert Keeper(other).erase("s", [3]) == [3]
+    with capture_logs() as logs:
+        recorder.replace("s", 2, assistant("r1, edited"))
+    assert events_named(logs, "ctxlife.session_started_again") == []
+    assert texts(store) == ["q1", "r1, edited"]
+    recorder.record("s", [user("q1"), assistant("r1, edited"), user("card 4111"), user("q2")])
+    assert texts(store) == ["q1", "r1, edited", "q2"]
+
+
+def test_a_session_written_again_as_long_with_the_same_last_message_is_told_by_its_time(
+    store: FileStore, tmp_path: Path
+) -> None:
+    """Another process deleted the session and wrote it again as long, ending with the same message as this
+    recorder's last (same text, same place, a later time): an edit by number then reads the session anew
+    (one event) and edits the new session's message."""
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1"), assistant("ok")])
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        other.delete("s")
+        other.append("s", [user("x1"), assistant("ok")])
+    with capture_logs() as logs:
+        recorder.replace("s", 1, user("x1, edited"))
+    assert len(events_named(logs, "ctxlife.session_started_again")) == 1
+    assert texts(store) == ["x1, edited", "ok"]
