@@ -19,7 +19,7 @@ from ctxlife.errors import StoreError
 from ctxlife.sessions import SessionStore
 from ctxlife.sessions.file import FileStore
 from ctxlife.sessions.keeper import Keeper
-from ctxlife.sessions.recording import Recorder
+from ctxlife.sessions.recording import Recorder, recorder_for
 from ctxlife.sessions.records import ADD, REPLACE, RawRecord
 from ctxlife.testing import assistant, system, user
 from delegating_store import DelegatingStore
@@ -93,8 +93,11 @@ def test_a_session_that_went_back_to_fewer_records_gets_the_callers_conversation
 ) -> None:
     """The recorder wrote four messages to view "main"; then the session lost them and holds two others (a
     store restarted without its data, modelled by another process deleting and writing it again). The
-    caller's next list is written whole after them, and a warning names the session, view and head."""
+    caller's next list is written whole after them, and a warning names the session, view and head. What the
+    recorder knows of another session (a reply removed from it) is kept."""
     recorder = Recorder(store)
+    recorder.record("t", [user("t1"), assistant("t2")])
+    recorder.remove("t", [2])  # another session's removal, which only this recorder knows
     recorder.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")], view="main")
     with FileStore(tmp_path / "sessions", fsync=False) as other:
         other.delete("s")
@@ -107,6 +110,8 @@ def test_a_session_that_went_back_to_fewer_records_gets_the_callers_conversation
     back = events_named(logs, "ctxlife.session_head_went_back")
     assert [(e["log_level"], e["session_id"], e["view"], e["head"]) for e in back] == [("warning", "s", "main", 2)]
     assert events_named(logs, "ctxlife.session_started_again") == []  # the conflict told it, not a re-read
+    recorder.record("t", [user("t1"), assistant("t2"), user("t3")])  # the other session is left as it was
+    assert texts(store, "t") == ["t1", "t3"]
 
 
 # -- written again (another process deleted the session): _started_again, _read_anew ---------------------------
@@ -166,8 +171,8 @@ def test_messages_waiting_when_the_session_was_written_again_shorter_are_written
 def test_a_write_that_landed_in_a_session_written_again_is_not_written_twice(store: FileStore, tmp_path: Path) -> None:
     """Another process deleted the session and wrote three messages; then the recorder's write of the caller's
     new question landed there but was reported failed (it waits). The caller's next list is the session as
-    now stored plus a reply: only the reply is written (the question is found in the session read anew, not
-    written again)."""
+    now stored: nothing is written and nothing waits (the question is found in the session read anew); the
+    same plus a reply writes only the reply."""
     failing = Failing(store)
     recorder = Recorder(failing)
     recorder.record("s", [user("q1"), assistant("r1")])
@@ -182,6 +187,8 @@ def test_a_write_that_landed_in_a_session_written_again_is_not_written_twice(sto
         recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
     failing.before = None
     assert texts(store) == ["x1", "x2", "x3", "q2"] and recorder.pending("s") == 1  # the precondition
+    assert recorder.record("s", [user("x1"), assistant("x2"), user("x3"), user("q2")]) == []
+    assert recorder.pending("s") == 0
     written = recorder.record("s", [user("x1"), assistant("x2"), user("x3"), user("q2"), assistant("r2")])
     assert ops(written) == [(ADD, "r2")]
     assert texts(store) == ["x1", "x2", "x3", "q2", "r2"] and recorder.pending("s") == 0
@@ -268,7 +275,7 @@ def test_an_add_that_landed_before_another_views_append_is_found_once_and_the_ot
     message's number in this view is refused (that message is not this view's)."""
     failing = Failing(store)
     recorder = Recorder(failing)
-    recorder.add("s", [user("before")])
+    recorder.record("s", [user("before")])  # (the view read: a state the add keeps up to date)
 
     def helper_appends() -> None:
         with FileStore(tmp_path / "sessions", fsync=False) as other:
@@ -333,19 +340,23 @@ def _conversation(turns: int) -> list[dict[str, Any]]:
 
 
 def test_a_compacted_views_alignment_through_evicted_messages_is_the_whole_reads(store: FileStore) -> None:
-    """A new process told a compacted view's kept point (slots 2-4 evicted) aligns the caller's window,
-    which holds the evicted messages, plus a question: the alignment walks past the kept point (the older
-    records are read then) and is the one a process reading the whole view finds: 19 messages agree, the
-    question is new."""
+    """A new process told a compacted view's kept point (its messages 2-4 evicted; another view's message sits
+    among them in the session) aligns the caller's window, which holds the evicted messages, plus a question:
+    the alignment walks past the kept point (the view's older records are read then, not the other view's)
+    and is the one a process reading the whole view finds: 19 messages agree, the question is new."""
     history = _conversation(10)
-    Recorder(store).record("s", history)
+    recorder = Recorder(store)
+    recorder.record("s", history[:4])
+    recorder.record("s", [user("z")], view="helper")
+    recorder.record("s", history)
+    assert [r.seq for r in store.read_records("s", view="helper")] == [5]  # the precondition: among them
     restarted = Recorder(store)
-    restarted.kept_from("s", "", [history[0], *history[4:]], [1, *range(5, 21)])
+    restarted.kept_from("s", "", [history[0], *history[4:]], [1, *range(6, 22)])
     restarted.seed("s", [history[0]], [1])
     window = [*history[1:], user("q10")]
     found = restarted.align("s", window, "")
     whole = Recorder(store).align("s", window, "")
-    assert (found.aligned, found.anchor_seq, found.overlap, found.new) == (True, 20, 19, [19])
+    assert (found.aligned, found.anchor_seq, found.overlap, found.new) == (True, 21, 19, [19])
     assert found == whole
 
 
@@ -416,21 +427,25 @@ def test_after_a_session_was_written_again_a_view_primed_by_a_restore_gets_its_c
 def test_a_removed_reply_the_list_still_holds_is_not_recorded_again_and_a_warning_says_how_many(
     store: FileStore,
 ) -> None:
-    """The caller's reply is removed by number from view "main"; its next list still holds it, and a new
-    question: only the question is written, and one warning names the session, the view and the one
-    message left out."""
+    """The caller's reply is removed by number from view "main"; its next list still holds it, and two new
+    messages: only those are written, one warning names the session, the view and the one message left out
+    and says what to do, and the list's messages map to their records (the removed reply to none), so the
+    list plus a question then records only the question."""
     recorder = Recorder(store)
     recorder.record("s", [user("q1"), assistant("r1"), user("q2")], "main")
     recorder.remove("s", [2], "main")
+    listed = [user("q1"), assistant("r1"), user("q2"), assistant("r2"), user("q3")]
     with capture_logs() as logs:
-        written = recorder.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")], "main")
-    assert ops(written) == [(ADD, "r2")]
-    assert texts(store, view="main") == ["q1", "q2", "r2"]
+        written = recorder.record("s", listed, "main")
+    assert [(r.seq, *ops([r])[0]) for r in written] == [(5, ADD, "r2"), (6, ADD, "q3")]
+    assert texts(store, view="main") == ["q1", "q2", "r2", "q3"]
     left_out = events_named(logs, "ctxlife.removed_message_not_recorded")
     assert [(e["log_level"], e["session_id"], e["view"], e["messages"]) for e in left_out] == [
         ("warning", "s", "main", 1)
     ]
-    assert "drop them" in left_out[0]["hint"]
+    assert left_out[0]["hint"] == "the list still holds messages removed or erased from the session: drop them from it"
+    assert recorder.slots_of("s", listed, "main") == [1, None, 3, 5, 6]
+    assert ops(recorder.record("s", [*listed, assistant("r3")], "main")) == [(ADD, "r3")]
 
 
 def test_a_message_another_process_erased_is_not_recorded_again_by_a_new_process(
@@ -591,3 +606,69 @@ def test_a_session_written_again_as_long_with_the_same_last_message_is_told_by_i
         recorder.replace("s", 1, user("x1, edited"))
     assert len(events_named(logs, "ctxlife.session_started_again")) == 1
     assert texts(store) == ["x1, edited", "ok"]
+
+
+def test_messages_waiting_when_an_explicit_append_finds_the_session_went_back_still_wait_and_are_written_next(
+    store: FileStore, tmp_path: Path
+) -> None:
+    """The store refused the caller's question (it waits); then the session lost its records and holds two
+    others. An explicit append meets the lower head (a warning), is written after them, and the question
+    still waits: the caller's next list, new to the session, is written after it with the question once."""
+    failing = Failing(store)
+    recorder = Recorder(failing)
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
+    failing.mode = "refused"
+    with pytest.raises(StoreError):
+        recorder.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2"), user("q3")])
+    assert recorder.pending("s") == 1  # the precondition: q3 waits
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        other.delete("s")
+        other.append("s", [user("x1"), assistant("x2")])
+    with capture_logs() as logs:
+        assert ops(recorder.add("s", [assistant("a note")])) == [(ADD, "a note")]
+    assert [e["head"] for e in events_named(logs, "ctxlife.session_head_went_back")] == [2]
+    assert recorder.pending("s") == 1
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2"), user("q3")])
+    assert texts(store) == ["x1", "x2", "a note", "q1", "r1", "q2", "r2", "q3"]  # (the session is new to it)
+    assert recorder.pending("s") == 0
+
+
+# -- what the recorder knows: known, head, covered, recorder_for, note, slots_of ----------------------------------
+
+
+def test_what_the_recorder_knows_of_a_view_and_a_session(store: FileStore, tmp_path: Path) -> None:
+    """A view is known once recorded or primed by a restore, not before nor after it is forgotten; the
+    session's head is read once (another process's append is seen on the next write, not by head()); covered
+    is the default view's newest record without naming it; one recorder per store object."""
+    Recorder(store).record("s", [user("q1"), assistant("r1")], view="helper")
+    recorder = Recorder(store)
+    assert not recorder.known("s") and not recorder.known("s", "helper")
+    recorder.prime_adds("s", "helper", [1, 2], [r.fingerprint for r in store.read_records("s")])
+    assert recorder.known("s", "helper") and not recorder.known("s")
+    assert recorder.head("s") == 2
+    recorder.record("s", [user("d1")])
+    assert recorder.known("s") and recorder.head("s") == 3 and recorder.covered("s") == 3
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        other.append("s", [user("d2")])
+    assert recorder.head("s") == 3
+    recorder.forget("s")
+    assert not recorder.known("s") and not recorder.known("s", "helper")
+    assert recorder.head("s") == 4 and recorder.covered("s") == 4 and recorder.covered("s", "helper") == 2
+    assert recorder_for(store) is recorder_for(store) and recorder_for(store) is not recorder
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        assert recorder_for(other) is not recorder_for(store)
+
+
+def test_a_noted_list_maps_to_its_slots_and_what_follows_it_by_content(store: FileStore) -> None:
+    """A restored conversation noted with its slots (as a Session's own read does): the very list maps to
+    them, an edited copy of it and the list with a new message appended map by content (the new message to
+    none, the edited one to none), and the noted list plus a question records only the question."""
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1"), assistant("r1")])
+    restored = [system("sys"), user("q1"), assistant("r1")]
+    copied = [dict(m) for m in restored]
+    recorder.note("s", restored, [None, 1, 2], copied=copied)
+    assert recorder.slots_of("s", restored) == [None, 1, 2]
+    assert recorder.slots_of("s", [*restored, user("q2")]) == [None, 1, 2, None]
+    assert recorder.slots_of("s", [system("sys"), user("q1"), assistant("r1, edited")]) == [None, 1, None]
+    assert ops(recorder.record("s", [*restored, user("q2")])) == [(ADD, "q2")]
