@@ -367,8 +367,10 @@ def test_a_new_process_holds_an_edited_form_of_the_views_conversation_and_not_an
     _two_views(store)
     assert Recorder(store).holds("s", [user("q1"), assistant("r1, edited"), user("q2")])
     assert not Recorder(store).holds("s", [user("something else")])
-    assert Recorder(store).holds("s", [user("h1"), assistant("h2, edited")], "helper")
-    assert not Recorder(store).holds("s", [user("h1"), assistant("h2, edited")])
+    recorder = Recorder(store)  # (one process asking about both views)
+    assert recorder.holds("s", [user("q1"), assistant("r1, edited"), user("q2")])
+    assert recorder.holds("s", [user("h1"), assistant("h2, edited")], "helper")
+    assert not recorder.holds("s", [user("h1"), assistant("h2, edited")])
 
 
 # -- what was removed, across forgetting an idle session: _erased_kept_in_store ---------------------------------
@@ -536,11 +538,12 @@ def test_covered_follows_a_list_that_holds_another_writers_reply_and_survives_a_
 
 
 def test_an_add_that_landed_while_the_store_could_not_be_read_is_found_on_the_retry_not_written_twice(
-    store: FileStore,
+    store: FileStore, tmp_path: Path
 ) -> None:
     """The caller's add landed but was reported failed, and the store could not be read right after (so
-    the recorder could not look): the add raises the write's error. The caller retries the same messages: the
-    recorder looks first, finds them, and returns their records without writing them again."""
+    the recorder could not look): the add raises the write's error. Another process then writes in another
+    view, and the caller retries the same messages: the recorder looks first (in its view), finds them, and
+    returns their records without writing them again."""
     failing = Failing(store)
     recorder = Recorder(failing)
     recorder.add("s", [user("before")])
@@ -548,12 +551,14 @@ def test_an_add_that_landed_while_the_store_could_not_be_read_is_found_on_the_re
     with pytest.raises(StoreError, match="connection lost"):
         recorder.add("s", [user("a"), user("b")])
     assert texts(store) == ["before", "a", "b"] and failing.reads_fail == 0  # the precondition: landed, unread
+    with FileStore(tmp_path / "sessions", fsync=False) as other:  # meanwhile another process writes elsewhere
+        other.append("s", [user("helper's")], view="helper")
     written = recorder.add("s", [user("a"), user("b")])
     assert [(r.seq, r.message["content"]) for r in written] == [(2, "a"), (3, "b")]
     assert texts(store) == ["before", "a", "b"]
     assert recorder.covered("s") == 3
     assert ops(recorder.add("s", [user("c")])) == [(ADD, "c")]  # the look is made once: the next add writes
-    assert texts(store) == ["before", "a", "b", "c"]
+    assert texts(store) == ["before", "a", "b", "c"] and texts(store, view="helper") == ["helper's"]
 
 
 def test_an_add_of_other_messages_after_an_unread_failure_writes_them(store: FileStore) -> None:
@@ -672,3 +677,34 @@ def test_a_noted_list_maps_to_its_slots_and_what_follows_it_by_content(store: Fi
     assert recorder.slots_of("s", [*restored, user("q2")]) == [None, 1, 2, None]
     assert recorder.slots_of("s", [system("sys"), user("q1"), assistant("r1, edited")]) == [None, 1, None]
     assert ops(recorder.record("s", [*restored, user("q2")])) == [(ADD, "q2")]
+
+
+def test_an_add_after_the_recorder_learned_another_writer_appended_to_the_view_keeps_that_message(
+    store: FileStore, tmp_path: Path
+) -> None:
+    """Another process appends a reply to the view; this process learns the session moved on from a write in
+    another view, then adds a note explicitly: the note goes after the other process's reply, and the caller's
+    next list (its question, that reply, the note, a new question) records only the new question."""
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1")])
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        other.append("s", [assistant("r1")])
+    recorder.record("s", [user("h1")], view="helper")  # meets the other process's write: the head moved
+    assert [(r.seq, r.message["content"]) for r in recorder.add("s", [user("a note")])] == [(4, "a note")]
+    written = recorder.record("s", [user("q1"), assistant("r1"), user("a note"), user("q2")])
+    assert ops(written) == [(ADD, "q2")]
+    assert texts(store) == ["q1", "r1", "a note", "q2"]
+
+
+def test_an_edit_is_written_when_the_store_cannot_be_read_to_check_it_is_the_same_session(store: FileStore) -> None:
+    """The caller corrects a reply while the store's records cannot be read (only the check that the session
+    is still the one the recorder wrote needs them; writes work): the correction is written, as a replace."""
+    failing = Failing(store)
+    recorder = Recorder(failing)
+    recorder.record("s", [user("q1"), assistant("r1")])
+    failing.reads_fail = 1000  # (every read fails while the caller sends its list)
+    written = recorder.record("s", [user("q1"), assistant("r1, corrected")])
+    assert failing.reads_fail < 1000  # the precondition: the check's read failed
+    failing.reads_fail = 0
+    assert ops(written) == [(REPLACE, "r1, corrected")]
+    assert texts(store) == ["q1", "r1, corrected"]
