@@ -708,3 +708,34 @@ def test_an_edit_is_written_when_the_store_cannot_be_read_to_check_it_is_the_sam
     failing.reads_fail = 0
     assert ops(written) == [(REPLACE, "r1, corrected")]
     assert texts(store) == ["q1", "r1, corrected"]
+
+
+def test_an_add_that_meets_another_writers_append_is_written_after_it_and_nothing_waits(
+    store: FileStore, tmp_path: Path
+) -> None:
+    """Another process appended to the view unknown to this recorder: its explicit add conflicts, reads what
+    the other wrote and is written after it; nothing waits for the store."""
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1")])
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        other.append("s", [assistant("r1")])
+    assert [(r.seq, r.message["content"]) for r in recorder.add("s", [user("a note")])] == [(3, "a note")]
+    assert recorder.pending("s") == 0
+    assert texts(store) == ["q1", "r1", "a note"]
+
+
+def test_a_removal_after_the_session_was_written_again_shorter_is_refused_naming_the_missing_number(
+    store: FileStore, tmp_path: Path
+) -> None:
+    """Another process deleted the session and wrote one message (fewer than this recorder wrote): a removal
+    by the number of this recorder's last message reads the session anew (one event) and is refused, naming
+    that number; nothing is written."""
+    recorder = Recorder(store)
+    recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        other.delete("s")
+        other.append("s", [user("x1")])
+    with capture_logs() as logs, pytest.raises(StoreError, match=r"no message at sequence number\(s\) \[3\]"):
+        recorder.remove("s", [3])
+    assert len(events_named(logs, "ctxlife.session_started_again")) == 1
+    assert texts(store) == ["x1"]
