@@ -739,3 +739,14 @@ def test_a_removal_after_the_session_was_written_again_shorter_is_refused_naming
         recorder.remove("s", [3])
     assert len(events_named(logs, "ctxlife.session_started_again")) == 1
     assert texts(store) == ["x1"]
+
+
+def test_a_new_processs_recorder_covers_the_views_last_record_and_nothing_for_an_empty_view(store: FileStore) -> None:
+    """A new process's recorder reads a view: covered (a snapshot's raw_length) is the view's last record, and
+    0 for a view with no record yet, before any list is recorded."""
+    Recorder(store).record("s", [user("q1"), assistant("r1")])
+    Recorder(store).record("s", [user("h1")], view="helper")
+    assert Recorder(store).covered("s") == 2
+    assert Recorder(store).covered("s", "helper") == 3
+    assert Recorder(store).covered("s", "empty") == 0
+    assert Recorder(store).covered("new") == 0
