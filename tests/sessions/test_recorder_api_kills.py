@@ -750,3 +750,44 @@ def test_a_new_processs_recorder_covers_the_views_last_record_and_nothing_for_an
     assert Recorder(store).covered("s", "helper") == 3
     assert Recorder(store).covered("s", "empty") == 0
     assert Recorder(store).covered("new") == 0
+
+
+# -- what a restore hands the recorder: prime_adds; what was erased: _erased_of ------------------------------------
+
+
+def test_a_view_primed_by_a_restore_records_only_the_callers_new_message(store: FileStore, tmp_path: Path) -> None:
+    """A new process's recorder is primed with the view's plain adds (their slots and fingerprints, as a
+    restore reads them), while another view holds a newer record: the caller's list plus a question records
+    only the question, after that record."""
+    Recorder(store).record("s", [user("q1"), assistant("r1")])
+    Recorder(store).record("s", [user("h1")], view="helper")
+    recorder = Recorder(store)
+    records = store.read_records("s", view="")
+    recorder.prime_adds("s", "", [r.seq for r in records], [r.fingerprint for r in records])
+    written = recorder.record("s", [user("q1"), assistant("r1"), user("q2")])
+    assert [(r.seq, r.message["content"]) for r in written] == [(4, "q2")]
+    assert texts(store) == ["q1", "r1", "q2"]
+
+
+def test_a_new_session_primed_empty_records_its_first_list_with_no_warning(store: FileStore) -> None:
+    """A restore of a session with no record primes the recorder with nothing: the caller's first list is
+    written from the session's first record, with no warning that the head went back."""
+    recorder = Recorder(store)
+    recorder.prime_adds("new", "", [], [])
+    with capture_logs() as logs:
+        written = recorder.record("new", [user("q1")])
+    assert [(r.seq, r.message["content"]) for r in written] == [(1, "q1")]
+    assert events_named(logs, "ctxlife.session_head_went_back") == []
+
+
+def test_a_sessions_only_message_erased_by_another_process_is_not_recorded_again(
+    store: FileStore, tmp_path: Path
+) -> None:
+    """Another process erased the only message of a session; a new process's recorder gets the caller's list
+    still holding it, and a question: only the question is written."""
+    Recorder(store).record("s", [user("card 4111")])
+    with FileStore(tmp_path / "sessions", fsync=False) as other:
+        assert Keeper(other).erase("s", [1]) == [1]
+    written = Recorder(store).record("s", [user("card 4111"), user("q2")])
+    assert ops(written) == [(ADD, "q2")]
+    assert texts(store) == ["q2"]
