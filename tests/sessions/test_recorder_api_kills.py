@@ -791,3 +791,53 @@ def test_a_sessions_only_message_erased_by_another_process_is_not_recorded_again
     written = Recorder(store).record("s", [user("card 4111"), user("q2")])
     assert ops(written) == [(ADD, "q2")]
     assert texts(store) == ["q2"]
+
+
+# -- a corrupt line in the middle of a session (strict reads raise, the recorder's are lenient) --------------------
+
+
+def _corrupt_line(root: Path, session_id: str, seq: int) -> None:
+    """Overwrite the file store's line of record ``seq`` with an unreadable one (not the last line: a
+    corrupt middle record, which lenient reads skip with an error event and strict reads refuse)."""
+    path = root / f"{session_id}_raw.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if b'"seq":%d,' % seq in line or b'"seq": %d,' % seq in line)
+    lines[at] = b'{"broken\n'
+    path.write_bytes(b"".join(lines))
+
+
+def test_an_add_that_landed_is_found_past_a_corrupt_record_of_another_view(store: FileStore, tmp_path: Path) -> None:
+    """The caller's add landed but was reported failed; another process then wrote two messages in another
+    view, the first of which is now an unreadable line. The recorder's look (lenient) finds the add: it
+    returns its record, not an error, and the view holds it once."""
+    failing = Failing(store)
+    recorder = Recorder(failing)
+    recorder.record("s", [user("before")])
+
+    def others_then_corruption() -> None:
+        with FileStore(tmp_path / "sessions", fsync=False) as other:
+            other.append("s", [user("x"), user("y")], view="helper")
+        _corrupt_line(tmp_path / "sessions", "s", 3)
+
+    failing.mode, failing.after = "landed", others_then_corruption
+    with capture_logs():
+        written = recorder.add("s", [user("mine")])
+    assert [(r.seq, r.message["content"]) for r in written] == [(2, "mine")]
+    with pytest.raises(StoreError):  # the precondition: a strict read refuses the session
+        store.read_records("s")
+    assert [r.message["content"] for r in store.read_records("s", view="", strict=False)] == ["before", "mine"]
+
+
+def test_after_a_restart_an_edit_is_a_replace_though_an_older_record_is_unreadable(
+    store: FileStore, tmp_path: Path
+) -> None:
+    """A session's second record is now an unreadable line. A new process's recorder gets the caller's list,
+    the conversation as a lenient read gives it with its last question corrected: the correction replaces
+    that question (the list is diffed against the stored conversation), nothing is added."""
+    Recorder(store).record("s", [user("q1"), assistant("r1"), user("q2"), assistant("r2")])
+    _corrupt_line(tmp_path / "sessions", "s", 2)
+    with pytest.raises(StoreError):  # the precondition: a strict read refuses the session
+        store.read_records("s")
+    with capture_logs():
+        written = Recorder(store).record("s", [user("q1"), user("q2, corrected"), assistant("r2")])
+    assert [(r.op, r.target, r.message.get("content")) for r in written] == [(REPLACE, 3, "q2, corrected")]
