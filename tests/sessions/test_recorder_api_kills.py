@@ -841,3 +841,19 @@ def test_after_a_restart_an_edit_is_a_replace_though_an_older_record_is_unreadab
     with capture_logs():
         written = Recorder(store).record("s", [user("q1"), user("q2, corrected"), assistant("r2")])
     assert [(r.op, r.target, r.message.get("content")) for r in written] == [(REPLACE, 3, "q2, corrected")]
+
+
+def test_an_unchecked_add_is_looked_for_on_its_retry_after_a_restore_primed_the_view(store: FileStore) -> None:
+    """The caller's add landed but was reported failed while the store could not be read (the recorder
+    could not look); a restore then primes the view (its plain adds, the landed one among them). The caller
+    retries the same message: it is found, not written again."""
+    failing = Failing(store)
+    recorder = Recorder(failing)
+    recorder.add("s", [user("before")])
+    failing.mode, failing.reads_fail = "landed", 1
+    with pytest.raises(StoreError, match="connection lost"):
+        recorder.add("s", [user("a")])
+    records = store.read_records("s")
+    recorder.prime_adds("s", "", [r.seq for r in records], [r.fingerprint for r in records])
+    assert [(r.seq, r.message["content"]) for r in recorder.add("s", [user("a")])] == [(2, "a")]
+    assert texts(store) == ["before", "a"]
