@@ -488,3 +488,50 @@ def test_a_reply_regenerated_after_a_pop_with_the_same_words_is_recorded(tmp_pat
     assert not [e for e in logs if e["event"] == "ctxlife.removed_message_not_recorded"]
     with open_store(url) as store:
         assert texts(store) == ["What is 2+2?", "4.", "Thanks."]
+
+
+def test_a_removed_message_stays_stale_in_every_list_that_still_holds_it_and_again_after_a_second_removal(
+    store: SessionStore,
+) -> None:
+    """One keeper (a warm process): a list still holding a removed message never records it, however often it is
+    sent; a list without it releases it, for good (a later list without it too), so the same words later are a new
+    message; removed again, a list still holding that copy does not record it."""
+    keeper = Keeper(store)
+    keeper.record_list("s", [U("q1"), A("wrong"), U("q2")])
+    keeper.remove("s", [2])
+    for _ in range(2):  # the stale list, sent twice
+        keeper.record_list("s", [U("q1"), A("wrong"), U("q2"), A("a2")])
+    assert texts(store) == ["q1", "q2", "a2"]
+    keeper.record_list("s", [U("q1"), U("q2"), A("a2")])  # the caller dropped it
+    keeper.record_list("s", [U("q1"), U("q2"), A("a2"), U("q3")])  # and goes on without it
+    keeper.record_list("s", [U("q1"), U("q2"), A("a2"), U("q3"), A("wrong")])  # the same words, said anew
+    assert texts(store) == ["q1", "q2", "a2", "q3", "wrong"]
+    keeper.remove("s", [store.current("s", "")[-1].seq])  # removed again
+    keeper.record_list("s", [U("q1"), U("q2"), A("a2"), U("q3"), A("wrong"), U("q4")])
+    assert texts(store) == ["q1", "q2", "a2", "q3", "q4"]
+
+
+def test_a_removal_in_one_session_leaves_another_sessions_released_copy_alone(store: SessionStore) -> None:
+    """Session t's caller dropped its removed "ok" and says it again: recorded, though session s removes an
+    "ok" of its own meanwhile (what one session removed is not another's)."""
+    keeper = Keeper(store)
+    keeper.record_list("t", [U("q"), A("ok")])
+    keeper.remove("t", [2])
+    keeper.record_list("t", [U("q")])  # released for t
+    keeper.record_list("s", [U("q"), A("ok")])
+    keeper.remove("s", [2])
+    keeper.record_list("t", [U("q"), A("ok")])
+    assert texts(store, "t") == ["q", "ok"]
+
+
+def test_a_removed_message_a_list_keeps_sending_stays_stale_when_the_list_is_diffed_anew(store: SessionStore) -> None:
+    """The stale copy sent again and again is not "a list without it": when the caller's own removal of another
+    message makes the next list be diffed against the view anew (the copy an add again), it is still not recorded."""
+    keeper = Keeper(store)
+    keeper.record_list("s", [U("q1"), A("wrong"), U("q2")])
+    keeper.remove("s", [2])
+    for _ in range(2):
+        keeper.record_list("s", [U("q1"), A("wrong"), U("q2"), A("a2")])
+    keeper.record_list("s", [U("q1"), A("wrong"), U("q2")])  # the caller drops a2 (a remove record)
+    keeper.record_list("s", [U("q1"), A("wrong"), U("q2"), U("q3")])
+    assert texts(store) == ["q1", "q2", "q3"]

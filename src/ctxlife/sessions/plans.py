@@ -27,6 +27,7 @@ __all__ = [
     "same_kind",
     "seen_mirror",
     "soft_same",
+    "unplaced_fps",
     "written_after",
 ]
 
@@ -48,6 +49,18 @@ class Plan:
     # Fingerprints of removed messages the list no longer holds: released for the view once it is recorded
     # (a copy in a later list is a new message, Recorder._not_again).
     released: frozenset[str] = frozenset()
+
+
+def unplaced_fps(plan: Plan, messages: Sequence[Any]) -> set[str]:
+    """Fingerprints of the list's recordable messages the view does not hold: the plan's adds, and the copies a
+    mirror keeps unplaced (a removed message the caller's list still holds, not recorded again)."""
+    base = plan.base
+    known = base.slots[: base.length] if base is not None else []
+    return {
+        plan.fps.get(i) or stored_fp(m)
+        for i, m in enumerate(messages)
+        if i not in plan.slots and (i >= len(known) or known[i] is None) and recordable(m)
+    }
 
 
 def continues(state: View, mirror: Mirror, messages: Sequence[Any]) -> list[Any] | None:

@@ -42,7 +42,7 @@ from ctxlife.messages import Agreement, same_messages
 from ctxlife.sessions.alignment import Alignment, Reversed, align_tail, plan_by_alignment
 from ctxlife.sessions.base import AppendConflictError, SessionStore
 from ctxlife.sessions.ids import original_session_id
-from ctxlife.sessions.plans import Plan, all_new, diff_plan, seen_mirror
+from ctxlife.sessions.plans import Plan, all_new, diff_plan, seen_mirror, unplaced_fps
 from ctxlife.sessions.records import ADD, REMOVE, REPLACE, ErasedMessages, Event, RawRecord, RecordSlot, no_collection
 from ctxlife.sessions.restore import restore_view
 from ctxlife.sessions.views import (
@@ -195,12 +195,12 @@ class Recorder:
             if key[0] == session_id and state.released:
                 state.released -= new
 
-    def _not_again(self, session_id: str, view: str, state: View, plan: Plan) -> Plan:
+    def _not_again(self, session_id: str, view: str, state: View, plan: Plan, messages: Sequence[Any]) -> Plan:
         """``plan`` without the adds of messages removed or erased meanwhile that the list still holds (a
         removed one only until the view's caller sends a list without it: then a copy is new)."""
         removed = self._removed.get(session_id, set()) - state.released
-        held = {e.fingerprint for e in plan.events if e.op == ADD} if plan.adds else set()
-        plan = dataclasses.replace(plan, released=frozenset(removed - held)) if removed - held else plan
+        free = removed - unplaced_fps(plan, messages) if removed else removed
+        plan = dataclasses.replace(plan, released=frozenset(free)) if free else plan
         if not plan.adds:
             return plan
         erased = self._erased_of(session_id)
@@ -638,7 +638,7 @@ class Recorder:
                     plan = all_new(messages)
                 if plan is None:
                     plan = self._plan_by_alignment(session_id, view, state, messages)
-                plan = self._not_again(session_id, view, state, plan)
+                plan = self._not_again(session_id, view, state, plan, messages)
                 events = plan.events
                 if state.pending:
                     added = [(e.message, e.fingerprint or "") for e in events]
