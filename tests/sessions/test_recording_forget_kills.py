@@ -535,3 +535,14 @@ def test_a_removed_message_a_list_keeps_sending_stays_stale_when_the_list_is_dif
     keeper.record_list("s", [U("q1"), A("wrong"), U("q2")])  # the caller drops a2 (a remove record)
     keeper.record_list("s", [U("q1"), A("wrong"), U("q2"), U("q3")])
     assert texts(store) == ["q1", "q2", "q3"]
+
+
+def test_an_erased_message_said_again_after_the_list_dropped_it_is_still_not_recorded(store: SessionStore) -> None:
+    """Erased is for good: once the caller's list dropped an erased message, its removal is released (the same
+    words may be said anew), but the store's erased set still keeps the very message out of the raw history."""
+    keeper = Keeper(store)
+    keeper.record_list("s", [U("q1"), A("my card is 4111 1111 1111 1111"), U("q2")])
+    keeper.erase("s", [2])
+    keeper.record_list("s", [U("q1"), U("q2")])  # the caller dropped it: released as a removal
+    keeper.record_list("s", [U("q1"), U("q2"), A("my card is 4111 1111 1111 1111")])
+    assert texts(store) == ["q1", "q2"]
