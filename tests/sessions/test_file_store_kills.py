@@ -22,6 +22,7 @@ from ctxlife.sessions.file import FileStore
 from ctxlife.sessions.file_io import link_new
 from ctxlife.sessions.records import REMOVE, Event
 from ctxlife.sessions.snapshot import Snapshot
+from fsync_spy import fsyncs
 
 
 def test_a_url_without_a_path_or_of_another_scheme_is_refused_naming_the_fix(tmp_path: Path) -> None:
@@ -434,25 +435,12 @@ def test_a_call_record_that_is_not_json_names_the_session_and_writes_nothing(tmp
     assert store.read_calls("s") == []
 
 
-def _fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths fsynced from now on (the real fsync still runs)."""
-    synced: list[str] = []
-    real = os.fsync
-
-    def spy(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", spy)
-    return synced
-
-
 def test_a_call_record_is_fsynced_with_the_folder_that_got_its_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = FileStore(tmp_path / "sessions")
     store.append("s", [{"n": 1}])
-    synced = _fsyncs(monkeypatch)
+    synced = fsyncs(monkeypatch)
     store.append_call("s", "", {"n": 1})
     calls = str(tmp_path / "sessions" / "s_calls.jsonl")
     assert synced == [calls, str(tmp_path / "sessions")]

@@ -35,6 +35,7 @@ from ctxlife.sessions.restore import restore_view
 from ctxlife.sessions.snapshot import Snapshot
 from ctxlife.testing import assistant, system, tool_call, tool_result, user
 from delegating_store import DelegatingStore
+from fsync_spy import fsyncs
 
 # -- helpers ---------------------------------------------------------------------------------------
 
@@ -791,23 +792,10 @@ def _file(tmp_path: Path, **options: Any) -> FileStore:
     return FileStore(tmp_path / "sessions", **options)
 
 
-def _fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths ``os.fsync`` is called on from now on (the calls still happen)."""
-    synced: list[str] = []
-    real = os.fsync
-
-    def spy(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", spy)
-    return synced
-
-
 def test_file_append_is_fsynced_before_it_returns_unless_turned_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    synced = _fsyncs(monkeypatch)
+    synced = fsyncs(monkeypatch)
     store = _file(tmp_path)
     store.append("s", [user("a")])
     raw = str(tmp_path / "sessions" / "s_raw.jsonl")
@@ -823,7 +811,7 @@ def test_file_append_is_fsynced_before_it_returns_unless_turned_off(
 def test_file_snapshot_is_fsynced_and_replaced_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = _file(tmp_path)
     store.save_snapshot(Snapshot(session_id="s", messages=[user("old")], raw_length=1))
-    synced = _fsyncs(monkeypatch)
+    synced = fsyncs(monkeypatch)
     store.save_snapshot(Snapshot(session_id="s", messages=[user("new")], raw_length=2))
     assert len(synced) == 2 and synced[1] == str(tmp_path / "sessions")
     assert [p.name for p in (tmp_path / "sessions").iterdir()] == ["s_ctx.json"]
